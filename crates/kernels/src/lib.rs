@@ -1,0 +1,22 @@
+//! CUDA C++ source generated for fragmask.
+//!
+//! Everything this crate emits is *header-free*: NVRTC has no default include
+//! path (shared/DESIGN.md, fact 8), so the generated code brings its own
+//! `bf16` typedef (`unsigned short` bit patterns), talks to the hardware through
+//! raw `asm volatile` PTX and never uses `#include`.
+//!
+//! This crate only produces source text; compiling and launching it is the job
+//! of `fragmask-host`, which depends on this crate (never the other way round).
+//!
+//! Modules:
+//! - [`probe`]: hardware probe kernels that reveal which thread holds which
+//!   element of the wgmma accumulator and of the mma.sync A/B/C fragments.
+//! - [`cuda`]: small shared snippets of generated CUDA (typedefs, PTX helpers).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod cuda;
+mod error;
+pub mod probe;
+
+pub use error::Error;

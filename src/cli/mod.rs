@@ -1,0 +1,45 @@
+//! Subcommands of the `fragmask` program, one module each.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod demo;
+mod layout;
+
+/// fragmask: proven MMA fragment maps, fragment-native attention masks, and the CUDA
+/// kernels that consume them.
+#[derive(Parser)]
+#[command(name = "fragmask", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A guided tour for newcomers: the layout calculator on FlashAttention-3's
+    /// accumulator, then the rest of the toolkit.
+    Demo(demo::DemoArgs),
+    /// Layout calculator: evaluate a CuTe layout-algebra expression.
+    Layout(layout::LayoutArgs),
+}
+
+/// Parses the command line and runs the chosen subcommand.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Layout(args) => layout::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// What a subcommand returns: an exit code, or an error message for standard error.
+pub type CmdResult = Result<ExitCode, String>;

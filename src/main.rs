@@ -1,0 +1,7 @@
+//! The `fragmask` command-line program.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::run()
+}
