@@ -1,8 +1,12 @@
-//! `fragmask demo`: a guided tour.
+//! `fragmask demo`: a guided tour for newcomers.
+//!
+//! Each section runs the real library code and prints what it found, with the
+//! equivalent command-line call so the reader can continue on their own.
 
 use std::process::ExitCode;
 
 use clap::Args;
+use fragmask_layout::{coalesce, composition, right_inverse, zipped_divide_by_mode, Layout};
 
 use super::CmdResult;
 
@@ -12,5 +16,64 @@ pub struct DemoArgs {}
 
 /// Runs the tour.
 pub fn run(_args: DemoArgs) -> CmdResult {
+    layout_section().map_err(|e| format!("demo, layout section: {e}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn heading(title: &str) {
+    println!("\n== {title} ==");
+}
+
+/// The layout calculator on FlashAttention-3's wgmma accumulator.
+fn layout_section() -> Result<(), Box<dyn std::error::Error>> {
+    heading("1. Layouts: FlashAttention-3's accumulator, as CuTe sees it");
+    let acc = Layout::parse("((4,8,4),(2,2,16)):((128,1,16),(64,8,512))")?;
+    println!("A warpgroup's m64n128k16 wgmma accumulator is CuTe's CLayout_64x128:");
+    println!("  C = {acc}");
+    println!(
+        "  It maps (thread, value) -> m + 64*n in the column-major 64x128 tile: size {} = 128 threads x {} values, cosize {}.",
+        acc.size()?,
+        acc.size()? / 128,
+        acc.cosize()?
+    );
+    println!("  (fragmask layout 'size({acc})')");
+
+    let (thread, value) = (37_i64, 5_i64);
+    let index = acc.eval(thread + 128 * value)?;
+    let (row, col) = (index % 64, index / 64);
+    println!("\nWhere is thread {thread}'s value {value}?  C({thread} + 128*{value}) = {index} -> row {row}, col {col}.");
+    let formula_row = 16 * (thread / 32) + (thread % 32) / 4 + 8 * ((value / 2) % 2);
+    let formula_col = 8 * (value / 4) + 2 * (thread % 4) + (value % 2);
+    if (formula_row, formula_col) != (row, col) {
+        return Err(format!(
+            "the layout says (row {row}, col {col}) but the PTX formula says ({formula_row}, {formula_col})"
+        )
+        .into());
+    }
+    println!(
+        "  The PTX ISA formula agrees: row = 16*(t/32) + (t%32)/4 + 8*((i/2)%2) = {formula_row}, col = 8*(i/4) + 2*(t%4) + (i%2) = {formula_col}."
+    );
+    println!("  (fragmask layout 'eval({acc}, {})')", thread + 128 * value);
+
+    let inverse = right_inverse(&acc)?;
+    let back = inverse.eval(index)?;
+    println!("\nWho holds element (row {row}, col {col})?  The right inverse answers:");
+    println!("  right_inverse(C) = {inverse}");
+    println!(
+        "  right_inverse(C)({index}) = {back} -> thread {}, value {}.",
+        back % 128,
+        back / 128
+    );
+
+    let thread0 = composition(&acc, &Layout::parse("(1,(2,2,16)):(0,(128,256,512))")?)?;
+    println!("\nThread 0's 64 values, as a layout of their own (composition of C with a value slice):");
+    println!("  {}  coalesced: {}", thread0, coalesce(&thread0)?);
+
+    let tile = Layout::parse("(64,128):(1,64)")?;
+    let kblocks = zipped_divide_by_mode(&tile, &[Layout::parse("64:1")?, Layout::parse("16:1")?])?;
+    println!("\nP.V consumes the accumulator 16 columns at a time (RS-mode A operand).");
+    println!("  zipped_divide((64,128):(1,64), <64:1,16:1>) = {kblocks}");
+    println!("  mode 1 walks the {} k-blocks of 64x16 each.", kblocks.mode(1)?.size()?);
+    println!("\nTry it yourself: fragmask layout 'composition((6,2):(8,2),(4,3):(3,1))'");
+    Ok(())
 }
