@@ -1,3 +1,31 @@
-//! Thread-value layouts of NVIDIA MMA atoms (SM90 wgmma, SM80 mma.sync), built on
-//! `fragmask-layout`. Filled in by the fragment-model issue.
+//! Thread-value (TV) layouts of NVIDIA MMA atoms, built with `fragmask-layout` and
+//! proven by the tests in `tests/`.
+//!
+//! - [`WgmmaAccumulator`]: the SM90 `wgmma` m64nNk16 f32 accumulator, every legal N.
+//! - [`TiledAccumulator`]: that atom tiled over a FlashAttention-3 `block_m × block_n`
+//!   tile with 1–3 warpgroups, optionally SwapAB; `coord` / `owner` queries.
+//!
+//! ```
+//! use fragmask_gmma_frag::TiledAccumulator;
+//! const ACC: TiledAccumulator = match TiledAccumulator::new(128, 128, 2, false) {
+//!     Ok(a) => a,
+//!     Err(_) => panic!("bad config"),
+//! };
+//! static_assertions::const_assert_eq!(ACC.values_per_thread(), 64);
+//! ```
 #![no_std]
+#![deny(missing_docs)]
+
+mod error;
+mod tiled;
+mod util;
+mod wgmma;
+
+pub use error::FragError;
+pub use tiled::TiledAccumulator;
+pub use wgmma::{is_legal_n, WgmmaAccumulator, ATOM_M, WARPGROUP_THREADS};
+
+/// Most MMA warpgroups a [`TiledAccumulator`] may have.
+pub const MAX_WARPGROUPS: u32 = 3;
+/// Largest `block_m` and `block_n` a [`TiledAccumulator`] accepts.
+pub const MAX_TILE_EXTENT: u32 = 1024;
