@@ -84,8 +84,9 @@ impl TiledAccumulator {
         } else {
             (block_m, block_n)
         };
-        let rows_ok = mma_rows > 0 && mma_rows % slab == 0 && mma_rows <= MAX_TILE_EXTENT;
-        let cols_ok = mma_cols > 0 && mma_cols % atom_n == 0 && mma_cols <= MAX_TILE_EXTENT;
+        let rows_ok = mma_rows > 0 && mma_rows.is_multiple_of(slab) && mma_rows <= MAX_TILE_EXTENT;
+        let cols_ok =
+            mma_cols > 0 && mma_cols.is_multiple_of(atom_n) && mma_cols <= MAX_TILE_EXTENT;
         if !rows_ok {
             return Err(if swap_ab {
                 FragError::BlockN {

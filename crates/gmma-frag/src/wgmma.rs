@@ -85,7 +85,7 @@ impl WgmmaAccumulator {
 /// Whether `n` is a legal wgmma N for 16-bit inputs with f32 accumulation:
 /// a multiple of 8 in `8..=256` (PTX ISA, `wgmma.mma_async` shapes).
 pub const fn is_legal_n(n: u32) -> bool {
-    n >= 8 && n <= 256 && n % 8 == 0
+    n >= 8 && n <= 256 && n.is_multiple_of(8)
 }
 
 /// `((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512))`.
