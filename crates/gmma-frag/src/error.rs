@@ -37,6 +37,11 @@ pub enum FragError {
         /// The rejected count.
         warpgroups: u32,
     },
+    /// The warp count of an SM80 tiled MMA is outside `1..=MAX_WARPS`.
+    Warps {
+        /// The rejected count.
+        warps: u32,
+    },
     /// A thread index at or past the number of threads.
     ThreadOutOfRange {
         /// The rejected thread.
@@ -103,6 +108,13 @@ impl fmt::Display for FragError {
                 "warpgroups = {warpgroups} must be in 1..={}",
                 crate::MAX_WARPGROUPS
             ),
+            FragError::Warps { warps } => {
+                write!(
+                    f,
+                    "warps = {warps} must be in 1..={}",
+                    crate::sm80::MAX_WARPS
+                )
+            }
             FragError::ThreadOutOfRange { thread, threads } => {
                 write!(
                     f,

@@ -17,12 +17,21 @@
 #![deny(missing_docs)]
 
 mod error;
+mod rs_a;
+mod sm80;
 mod tiled;
 mod util;
 mod wgmma;
 
 pub use error::FragError;
-pub use tiled::TiledAccumulator;
+pub use rs_a::{rs_a16_slot, rs_a8_slot, ASlot, A16_LAYOUT, A8_LAYOUT, FP8_K_PERMUTATION};
+pub use sm80::{
+    Sm80TiledAccumulator, MAX_WARPS, SM80_A_LAYOUT, SM80_B_LAYOUT, SM80_C_LAYOUT, WARP_THREADS,
+};
+pub use tiled::{
+    quad, quad_lane, warp, warp_in_warpgroup, warpgroup, IndexList, TiledAccumulator,
+    INDEX_LIST_CAPACITY,
+};
 pub use wgmma::{is_legal_n, WgmmaAccumulator, ATOM_M, WARPGROUP_THREADS};
 
 /// Most MMA warpgroups a [`TiledAccumulator`] may have.

@@ -1,6 +1,6 @@
 //! A tiled wgmma accumulator over a `block_m × block_n` tile, FlashAttention-3 style.
 
-use fragmask_layout::{composition, right_inverse, Layout, LayoutError};
+use fragmask_layout::{composition, right_inverse, IntTuple, Layout, LayoutError};
 
 use crate::error::{lay, FragError};
 use crate::util::tryl;
@@ -126,8 +126,15 @@ impl TiledAccumulator {
         } else {
             (1, block_m as i64)
         };
-        let tv = lay!(build_tv(
-            &atom, row_step, col_step, warpgroups, mma_m, mma_n
+        let tv = lay!(build_tiled_tv(
+            &atom.c_layout(),
+            ATOM_M as i64,
+            atom_n as i64,
+            row_step,
+            col_step,
+            warpgroups,
+            mma_m,
+            mma_n
         ));
         let inverse = lay!(right_inverse(&tv));
         Ok(TiledAccumulator {
@@ -237,30 +244,332 @@ impl TiledAccumulator {
     }
 }
 
-/// `(((4,8,4),W),((2,2,V),MMA_M,MMA_N))`: the atom's `CLayout_64xN` embedded in the
-/// tile, with warpgroups and MMA_M dealt along the MMA's rows and MMA_N along its
-/// columns.
-const fn build_tv(
-    atom: &WgmmaAccumulator,
+impl TiledAccumulator {
+    /// The thread mode of [`Self::tv_layout`], `((4,8,4),W)`: thread -> tile offset of
+    /// the thread's value 0.
+    pub const fn thread_layout(&self) -> Layout {
+        match self.tv.mode(0) {
+            Ok(l) => l,
+            Err(_) => self.tv, // unreachable: tv is built rank 2
+        }
+    }
+
+    /// The per-thread partition `((2,2,V),MMA_M,MMA_N)` as a layout from value index to
+    /// tile offset relative to the thread's value 0 (the value mode of
+    /// [`Self::tv_layout`]). `coord` = `thread_layout(t) + fragment_layout(v)`.
+    pub const fn fragment_layout(&self) -> Layout {
+        match self.tv.mode(1) {
+            Ok(l) => l,
+            Err(_) => self.tv, // unreachable: tv is built rank 2
+        }
+    }
+
+    /// The rowcol view, a layout from `(row index, col index)` to value index
+    /// (FlashAttention-3's `convert_layout_acc_rowcol`, DESIGN.md fact 3):
+    /// `((2,MMA_M),(2,V,MMA_N))` taking nrow = (mode 0.1, mode 1) and
+    /// ncol = (mode 0.0, mode 0.2, mode 2) of the compact fragment
+    /// `((2,2,V),MMA_M,MMA_N)`. Under SwapAB the two modes swap, so the view is always
+    /// in the orientation of the `block_m × block_n` tile.
+    ///
+    /// ```
+    /// use fragmask_gmma_frag::TiledAccumulator;
+    /// use fragmask_layout::Layout;
+    /// let acc = TiledAccumulator::new(256, 128, 2, false).unwrap();
+    /// assert_eq!(acc.rowcol_layout(), Layout::parse("((2,2),(2,16,1)):((2,64),(1,4,128))").unwrap());
+    /// ```
+    pub const fn rowcol_layout(&self) -> Layout {
+        match rowcol(self.atom.n(), self.mma_m, self.mma_n, self.swap_ab) {
+            Ok(l) => l,
+            Err(_) => self.tv, // unreachable: at most 6 leaves
+        }
+    }
+
+    /// Rows of the tile each thread holds: `size<0>` of the rowcol view.
+    pub const fn rows_per_thread(&self) -> u32 {
+        if self.swap_ab {
+            self.atom.n() / 4 * self.mma_n
+        } else {
+            2 * self.mma_m
+        }
+    }
+
+    /// Columns of the tile each thread holds: `size<1>` of the rowcol view.
+    pub const fn cols_per_thread(&self) -> u32 {
+        self.values_per_thread() / self.rows_per_thread()
+    }
+
+    /// The value index at `(row_index, col_index)` of the rowcol view.
+    pub const fn rowcol_value(&self, row_index: u32, col_index: u32) -> Result<u32, FragError> {
+        let rows = self.rows_per_thread();
+        let cols = self.cols_per_thread();
+        if row_index >= rows {
+            return Err(FragError::IndexOutOfRange {
+                index: row_index,
+                len: rows,
+            });
+        }
+        if col_index >= cols {
+            return Err(FragError::IndexOutOfRange {
+                index: col_index,
+                len: cols,
+            });
+        }
+        let index = row_index as i64 + rows as i64 * col_index as i64;
+        Ok(lay!(self.rowcol_layout().eval(index)) as u32)
+    }
+
+    /// The `row_index`-th tile row `thread` holds, in rowcol order (ascending).
+    pub const fn row(&self, thread: u32, row_index: u32) -> Result<u32, FragError> {
+        let value = match self.rowcol_value(row_index, 0) {
+            Ok(v) => v,
+            Err(e) => return Err(e),
+        };
+        match self.coord(thread, value) {
+            Ok((row, _)) => Ok(row),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The `col_index`-th tile column `thread` holds, in rowcol order (ascending).
+    pub const fn col(&self, thread: u32, col_index: u32) -> Result<u32, FragError> {
+        let value = match self.rowcol_value(0, col_index) {
+            Ok(v) => v,
+            Err(e) => return Err(e),
+        };
+        match self.coord(thread, value) {
+            Ok((_, col)) => Ok(col),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// All rows `thread` holds, ascending.
+    pub const fn rows_of(&self, thread: u32) -> Result<IndexList, FragError> {
+        let mut list = IndexList::new();
+        let mut i = 0;
+        while i < self.rows_per_thread() {
+            match self.row(thread, i) {
+                Ok(r) => list.push(r),
+                Err(e) => return Err(e),
+            }
+            i += 1;
+        }
+        Ok(list)
+    }
+
+    /// All columns `thread` holds, ascending.
+    pub const fn cols_of(&self, thread: u32) -> Result<IndexList, FragError> {
+        let mut list = IndexList::new();
+        let mut j = 0;
+        while j < self.cols_per_thread() {
+            match self.col(thread, j) {
+                Ok(c) => list.push(c),
+                Err(e) => return Err(e),
+            }
+            j += 1;
+        }
+        Ok(list)
+    }
+
+    /// The threads holding part of tile row `row`, ascending. Without SwapAB these are
+    /// the four lanes of one quad; under SwapAB a tile row is an MMA column, shared by
+    /// the `32 × W` threads of one quad lane.
+    pub const fn row_sharers(&self, row: u32) -> Result<IndexList, FragError> {
+        if row >= self.block_m {
+            return Err(self.out_of_tile(row, 0));
+        }
+        let mut seen = IndexList::new();
+        let mut col = 0;
+        while col < self.block_n {
+            match self.owner(row, col) {
+                Ok((thread, _)) => seen.insert_sorted(thread),
+                Err(e) => return Err(e),
+            }
+            col += 1;
+        }
+        Ok(seen)
+    }
+
+    /// The threads holding part of tile column `col`, ascending.
+    pub const fn col_sharers(&self, col: u32) -> Result<IndexList, FragError> {
+        if col >= self.block_n {
+            return Err(self.out_of_tile(0, col));
+        }
+        let mut seen = IndexList::new();
+        let mut row = 0;
+        while row < self.block_m {
+            match self.owner(row, col) {
+                Ok((thread, _)) => seen.insert_sorted(thread),
+                Err(e) => return Err(e),
+            }
+            row += 1;
+        }
+        Ok(seen)
+    }
+
+    const fn out_of_tile(&self, row: u32, col: u32) -> FragError {
+        FragError::OutOfTile {
+            row,
+            col,
+            block_m: self.block_m,
+            block_n: self.block_n,
+        }
+    }
+}
+
+/// The lane's position in its quad, `thread % 4`: it picks the column pair
+/// `8v + 2·quad_lane + {0,1}` of every 8-column block (of MMA columns).
+pub const fn quad_lane(thread: u32) -> u32 {
+    thread % 4
+}
+
+/// The quad (group of four lanes) within the warp, `(thread % 32) / 4`: it picks the
+/// MMA rows `16·warp + quad + {0, 8}`.
+pub const fn quad(thread: u32) -> u32 {
+    (thread % 32) / 4
+}
+
+/// The warp within the warpgroup, `(thread % 128) / 32`.
+pub const fn warp_in_warpgroup(thread: u32) -> u32 {
+    (thread % WARPGROUP_THREADS) / 32
+}
+
+/// The warp across all warpgroups, `thread / 32`.
+pub const fn warp(thread: u32) -> u32 {
+    thread / 32
+}
+
+/// The warpgroup, `thread / 128`.
+pub const fn warpgroup(thread: u32) -> u32 {
+    thread / WARPGROUP_THREADS
+}
+
+/// Most entries of an [`IndexList`].
+pub const INDEX_LIST_CAPACITY: usize = 256;
+
+/// A short ascending list of row, column or thread indices, returned by const queries
+/// (no allocation). Holds at most [`INDEX_LIST_CAPACITY`] entries; every list the
+/// queries return fits (tiles are at most [`MAX_TILE_EXTENT`] on a side).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexList {
+    items: [u32; INDEX_LIST_CAPACITY],
+    len: usize,
+}
+
+impl IndexList {
+    const fn new() -> IndexList {
+        IndexList {
+            items: [0; INDEX_LIST_CAPACITY],
+            len: 0,
+        }
+    }
+
+    const fn push(&mut self, value: u32) {
+        if self.len < INDEX_LIST_CAPACITY {
+            self.items[self.len] = value;
+            self.len += 1;
+        }
+    }
+
+    const fn insert_sorted(&mut self, value: u32) {
+        let mut i = 0;
+        while i < self.len {
+            if self.items[i] == value {
+                return;
+            }
+            if self.items[i] > value {
+                break;
+            }
+            i += 1;
+        }
+        if self.len >= INDEX_LIST_CAPACITY {
+            return;
+        }
+        let mut j = self.len;
+        while j > i {
+            self.items[j] = self.items[j - 1];
+            j -= 1;
+        }
+        self.items[i] = value;
+        self.len += 1;
+    }
+
+    /// Number of entries.
+    pub const fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the list is empty.
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Entry `i`, or `None` past the end.
+    pub const fn get(&self, i: usize) -> Option<u32> {
+        if i < self.len {
+            Some(self.items[i])
+        } else {
+            None
+        }
+    }
+
+    /// The entries as a slice.
+    pub const fn as_slice(&self) -> &[u32] {
+        self.items.split_at(self.len).0
+    }
+}
+
+/// `((2,MMA_M),(2,V,MMA_N))` (or swapped) over the compact fragment
+/// `((2,2,V),MMA_M,MMA_N)`.
+const fn rowcol(atom_n: u32, mma_m: u32, mma_n: u32, swap_ab: bool) -> Result<Layout, LayoutError> {
+    let v = (atom_n / 8) as i64;
+    let fragment = tryl!(Layout::compact(tryl!(IntTuple::tuple(&[
+        tryl!(IntTuple::flat(&[2, 2, v])),
+        IntTuple::int(mma_m as i64),
+        IntTuple::int(mma_n as i64),
+    ]))));
+    let inner = tryl!(fragment.mode(0));
+    let nrow = tryl!(Layout::from_modes(&[
+        tryl!(inner.mode(1)),
+        tryl!(fragment.mode(1))
+    ]));
+    let ncol = tryl!(Layout::from_modes(&[
+        tryl!(inner.mode(0)),
+        tryl!(inner.mode(2)),
+        tryl!(fragment.mode(2)),
+    ]));
+    if swap_ab {
+        Layout::from_modes(&[ncol, nrow])
+    } else {
+        Layout::from_modes(&[nrow, ncol])
+    }
+}
+
+/// `((atom threads, groups), (atom values, MMA_M, MMA_N))`: an atom's C layout
+/// (`(thread, value) -> m + atom_m*n`) embedded in the tile, with thread groups
+/// (warpgroups or warps) and then MMA_M dealt along the MMA's rows and MMA_N along its
+/// columns. `row_step` / `col_step` are the tile offsets of one MMA row / column.
+#[allow(clippy::too_many_arguments)]
+pub(crate) const fn build_tiled_tv(
+    atom_c: &Layout,
+    atom_m: i64,
+    atom_n: i64,
     row_step: i64,
     col_step: i64,
-    warpgroups: u32,
+    groups: u32,
     mma_m: u32,
     mma_n: u32,
 ) -> Result<Layout, LayoutError> {
-    let atom_m = ATOM_M as i64;
-    let atom_n = atom.n() as i64;
-    let w = warpgroups as i64;
-    // Atom coordinate (m, n), offset m + 64n, -> tile offset m*row_step + n*col_step.
+    let groups = groups as i64;
+    // Atom coordinate (m, n), offset m + atom_m*n, -> tile offset m*row_step + n*col_step.
     let embed = tryl!(Layout::from_flat(&[atom_m, atom_n], &[row_step, col_step]));
-    let atom_in_tile = tryl!(composition(&embed, &atom.c_layout()));
+    let atom_in_tile = tryl!(composition(&embed, atom_c));
     let thread_mode = tryl!(Layout::from_modes(&[
         tryl!(atom_in_tile.mode(0)),
-        tryl!(Layout::leaf(w, atom_m * row_step)),
+        tryl!(Layout::leaf(groups, atom_m * row_step)),
     ]));
     let value_mode = tryl!(Layout::from_modes(&[
         tryl!(atom_in_tile.mode(1)),
-        tryl!(Layout::leaf(mma_m as i64, w * atom_m * row_step)),
+        tryl!(Layout::leaf(mma_m as i64, groups * atom_m * row_step)),
         tryl!(Layout::leaf(mma_n as i64, atom_n * col_step)),
     ]));
     Layout::from_modes(&[thread_mode, value_mode])

@@ -40,3 +40,12 @@ pub(crate) const fn layout2(
     ]));
     Layout::new(shape, stride)
 }
+
+/// Unwraps a layout built from a literal in a `const` item. Evaluated at compile time,
+/// so a failure is a build error, never a runtime panic.
+pub(crate) const fn literal(layout: Result<Layout, LayoutError>) -> Layout {
+    match layout {
+        Ok(l) => l,
+        Err(_) => panic!("invalid layout literal"),
+    }
+}
