@@ -1,0 +1,223 @@
+//! Thin typed launch wrappers over cudarc.
+//!
+//! A raw CUDA launch is `unsafe`: nothing checks that the arguments match
+//! the kernel's parameters. This module confines that to one place per
+//! kernel *signature*. [`OutputKernel`] is the signature of the hardware
+//! probes, `extern "C" __global__ void k(float* out)`; its safe
+//! constructors ([`OutputKernel::wgmma_probe`], [`OutputKernel::mma_sync_probe`])
+//! build it from sources this workspace generates, so the signature and the
+//! output length are known to be right.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx as CudarcImage;
+
+use fragmask_kernels::probe::{
+    MmaSyncProbe, WgmmaProbe, MMA_SYNC_PROBE_KERNEL, MMA_SYNC_PROBE_OUT_LEN,
+    MMA_SYNC_PROBE_THREADS, WGMMA_PROBE_KERNEL,
+};
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::nvrtc::{CompileOptions, Compiler, Cubin};
+
+/// Grid and block shape of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchDims {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block in x, y, z.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub dynamic_shared_bytes: u32,
+}
+
+impl LaunchDims {
+    /// One block of `threads` threads, no dynamic shared memory.
+    pub fn one_block(threads: u32) -> Self {
+        Self {
+            grid: (1, 1, 1),
+            block: (threads, 1, 1),
+            dynamic_shared_bytes: 0,
+        }
+    }
+
+    /// Threads per block.
+    pub fn threads_per_block(&self) -> u64 {
+        u64::from(self.block.0) * u64::from(self.block.1) * u64::from(self.block.2)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let t = self.threads_per_block();
+        if t == 0 || t > 1024 {
+            return Err(Error::InvalidArgument(format!(
+                "{t} threads per block (must be 1..=1024)"
+            )));
+        }
+        if self.grid.0 == 0 || self.grid.1 == 0 || self.grid.2 == 0 {
+            return Err(Error::InvalidArgument("empty grid".into()));
+        }
+        Ok(())
+    }
+
+    fn config(&self) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: self.grid,
+            block_dim: self.block,
+            shared_mem_bytes: self.dynamic_shared_bytes,
+        }
+    }
+}
+
+/// Loads a cubin into the device's context.
+pub fn load_module(device: &Device, cubin: &Cubin) -> Result<Arc<CudaModule>> {
+    device
+        .context()
+        .load_module(CudarcImage::from_binary(cubin.bytes.clone()))
+        .map_err(Error::driver(
+            "loading the cubin (is it for this GPU's architecture?)",
+        ))
+}
+
+/// A loaded kernel with signature `extern "C" __global__ void k(float* out)`
+/// that writes at most `out_len` floats when launched with its dims.
+#[derive(Debug, Clone)]
+pub struct OutputKernel {
+    function: CudaFunction,
+    name: String,
+    dims: LaunchDims,
+    out_len: usize,
+}
+
+impl OutputKernel {
+    /// Wraps kernel `name` of a loaded module.
+    ///
+    /// # Safety
+    ///
+    /// The kernel must have exactly the signature `(float* out)`, and when
+    /// launched with `dims` it must write only `out[0..out_len]`.
+    pub unsafe fn from_module(
+        module: &Arc<CudaModule>,
+        name: &str,
+        dims: LaunchDims,
+        out_len: usize,
+    ) -> Result<Self> {
+        dims.validate()?;
+        let function = module
+            .load_function(name)
+            .map_err(Error::driver("looking up the kernel in the module"))?;
+        Ok(Self {
+            function,
+            name: name.to_string(),
+            dims,
+            out_len,
+        })
+    }
+
+    /// Compiles and loads the wgmma accumulator probe for `device`.
+    pub fn wgmma_probe(device: &Device, compiler: &Compiler, probe: &WgmmaProbe) -> Result<Self> {
+        let cubin = compiler.compile_cubin(&probe.source(), &CompileOptions::new(device.arch()))?;
+        let module = load_module(device, &cubin)?;
+        // SAFETY: the probe source declares `fragmask_wgmma_probe(float* out)`
+        // and, launched as one block of `probe.threads()` threads, writes
+        // exactly `out[0..probe.out_len()]` (fragmask-kernels documents and
+        // tests this layout).
+        unsafe {
+            Self::from_module(
+                &module,
+                WGMMA_PROBE_KERNEL,
+                LaunchDims::one_block(probe.threads()),
+                probe.out_len(),
+            )
+        }
+    }
+
+    /// Compiles and loads the mma.sync m16n8k16 probe for `device`.
+    pub fn mma_sync_probe(device: &Device, compiler: &Compiler) -> Result<Self> {
+        let cubin =
+            compiler.compile_cubin(&MmaSyncProbe::source(), &CompileOptions::new(device.arch()))?;
+        let module = load_module(device, &cubin)?;
+        // SAFETY: the probe source declares `fragmask_mma_sync_probe(float* out)`
+        // and, launched as one warp, writes exactly `out[0..MMA_SYNC_PROBE_OUT_LEN]`.
+        unsafe {
+            Self::from_module(
+                &module,
+                MMA_SYNC_PROBE_KERNEL,
+                LaunchDims::one_block(MMA_SYNC_PROBE_THREADS),
+                MMA_SYNC_PROBE_OUT_LEN,
+            )
+        }
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its launch shape.
+    pub fn dims(&self) -> LaunchDims {
+        self.dims
+    }
+
+    /// Floats it writes.
+    pub fn out_len(&self) -> usize {
+        self.out_len
+    }
+
+    /// Enqueues one launch writing into `out` (which must hold `out_len` floats).
+    pub fn launch(&self, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<()> {
+        if out.len() < self.out_len {
+            return Err(Error::InvalidArgument(format!(
+                "output buffer holds {} floats, kernel {} writes {}",
+                out.len(),
+                self.name,
+                self.out_len
+            )));
+        }
+        let mut builder = stream.launch_builder(&self.function);
+        builder.arg(out);
+        // SAFETY: the constructor's contract guarantees the signature is
+        // `(float* out)` and that at most `out_len` floats are written;
+        // `out` was checked to be at least that long and lives on `stream`.
+        unsafe { builder.launch(self.dims.config()) }
+            .map_err(Error::driver("launching the kernel"))?;
+        Ok(())
+    }
+
+    /// Runs the kernel once on `stream` and returns its output.
+    ///
+    /// The buffer is pre-filled with NaN, so slots the kernel failed to write
+    /// are recognisable (NaN never decodes to a coordinate).
+    pub fn run(&self, stream: &Arc<CudaStream>) -> Result<Vec<f32>> {
+        let mut out = stream
+            .clone_htod(&vec![f32::NAN; self.out_len])
+            .map_err(Error::driver("allocating the output buffer"))?;
+        self.launch(stream, &mut out)?;
+        stream
+            .synchronize()
+            .map_err(Error::driver("running the kernel"))?;
+        let host = stream
+            .clone_dtoh(&out)
+            .map_err(Error::driver("copying the output back"))?;
+        stream
+            .synchronize()
+            .map_err(Error::driver("copying the output back"))?;
+        Ok(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_validation() {
+        assert!(LaunchDims::one_block(32).validate().is_ok());
+        assert!(LaunchDims::one_block(0).validate().is_err());
+        assert!(LaunchDims::one_block(1025).validate().is_err());
+        assert_eq!(LaunchDims::one_block(512).threads_per_block(), 512);
+    }
+}

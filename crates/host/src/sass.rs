@@ -1,0 +1,515 @@
+//! SASS inspection of a cubin: registers, local memory / spills and instruction counts.
+//!
+//! Runs `cuobjdump -sass` and `cuobjdump -res-usage` (found by
+//! [`crate::toolchain::find_tool`]) on a temporary copy of the cubin and
+//! parses their text. When the cubin came from [`crate::Compiler`] with
+//! `ptxas_verbose`, ptxas' own report in the compile log adds the exact
+//! spill-store and spill-load byte counts.
+//!
+//! The parsers are public and pure so they can be tested on captured text.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::nvrtc::Cubin;
+use crate::toolchain;
+
+/// One SASS instruction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instruction {
+    /// Byte offset in the function.
+    pub offset: u32,
+    /// Guard predicate, e.g. `@!P0`, if any.
+    pub predicate: Option<String>,
+    /// Full opcode with modifiers, e.g. `HGMMA.64x64x16.F32.BF16`.
+    pub opcode: String,
+    /// Operand text.
+    pub operands: String,
+}
+
+impl Instruction {
+    /// The opcode without modifiers, e.g. `HGMMA`.
+    pub fn mnemonic(&self) -> &str {
+        self.opcode.split('.').next().unwrap_or(&self.opcode)
+    }
+}
+
+/// What `cuobjdump -res-usage` says about one function.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceUsage {
+    /// Registers per thread (`REG`).
+    pub registers: u32,
+    /// Stack frame bytes per thread (`STACK`).
+    pub stack_bytes: u32,
+    /// Shared memory bytes per block, including the reserved system part (`SHARED`).
+    pub shared_bytes: u32,
+    /// Local memory bytes per thread (`LOCAL`): spills and local arrays.
+    pub local_bytes: u32,
+    /// Every `KEY:VALUE` pair as printed.
+    pub raw: BTreeMap<String, String>,
+}
+
+/// What ptxas' `-v` report says about one function.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PtxasReport {
+    /// Registers per thread.
+    pub registers: Option<u32>,
+    /// Stack frame bytes.
+    pub stack_frame_bytes: Option<u32>,
+    /// Spill-store bytes.
+    pub spill_store_bytes: Option<u32>,
+    /// Spill-load bytes.
+    pub spill_load_bytes: Option<u32>,
+}
+
+/// Counts of the instruction classes we care about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassCounts {
+    /// All instructions (including the trailing `BRA`/`NOP` padding).
+    pub total: usize,
+    /// Shared-memory loads (`LDS`, `LDSM`).
+    pub lds: usize,
+    /// Shared-memory stores (`STS`, `STSM`).
+    pub sts: usize,
+    /// Global loads (`LDG`).
+    pub ldg: usize,
+    /// Global stores (`STG`).
+    pub stg: usize,
+    /// Local-memory loads (`LDL`): spill reloads or local arrays.
+    pub ldl: usize,
+    /// Local-memory stores (`STL`).
+    pub stl: usize,
+    /// SM80-style warp MMA (`HMMA`).
+    pub hmma: usize,
+    /// SM90 warpgroup MMA (`HGMMA`).
+    pub hgmma: usize,
+}
+
+/// The inspection result for one kernel.
+#[derive(Debug, Clone, Default)]
+pub struct KernelSass {
+    /// The function name (mangled if it is not `extern "C"`).
+    pub name: String,
+    /// The instructions in order.
+    pub instructions: Vec<Instruction>,
+    /// From `cuobjdump -res-usage`, if reported for this function.
+    pub resources: Option<ResourceUsage>,
+    /// From ptxas' `-v` report in the compile log, if available.
+    pub ptxas: Option<PtxasReport>,
+}
+
+impl KernelSass {
+    /// Instructions per full opcode (with modifiers).
+    pub fn opcode_counts(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for i in &self.instructions {
+            *m.entry(i.opcode.clone()).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// Instructions per mnemonic (opcode without modifiers).
+    pub fn mnemonic_counts(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for i in &self.instructions {
+            *m.entry(i.mnemonic().to_string()).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// Number of instructions whose mnemonic is exactly `mnemonic`.
+    pub fn count(&self, mnemonic: &str) -> usize {
+        self.instructions
+            .iter()
+            .filter(|i| i.mnemonic() == mnemonic)
+            .count()
+    }
+
+    /// The class summary.
+    pub fn classes(&self) -> ClassCounts {
+        let mut c = ClassCounts {
+            total: self.instructions.len(),
+            ..ClassCounts::default()
+        };
+        for i in &self.instructions {
+            match i.mnemonic() {
+                "LDS" | "LDSM" => c.lds += 1,
+                "STS" | "STSM" => c.sts += 1,
+                "LDG" => c.ldg += 1,
+                "STG" => c.stg += 1,
+                "LDL" => c.ldl += 1,
+                "STL" => c.stl += 1,
+                "HMMA" => c.hmma += 1,
+                "HGMMA" => c.hgmma += 1,
+                _ => {}
+            }
+        }
+        c
+    }
+
+    /// Registers per thread, from res-usage or else ptxas.
+    pub fn registers(&self) -> Option<u32> {
+        self.resources
+            .as_ref()
+            .map(|r| r.registers)
+            .or_else(|| self.ptxas.as_ref().and_then(|p| p.registers))
+    }
+
+    /// Spill bytes (stores + loads) per ptxas, if its report is available.
+    pub fn spill_bytes(&self) -> Option<u32> {
+        let p = self.ptxas.as_ref()?;
+        Some(p.spill_store_bytes? + p.spill_load_bytes?)
+    }
+
+    /// Local-memory bytes per thread per res-usage, if reported.
+    pub fn local_bytes(&self) -> Option<u32> {
+        self.resources.as_ref().map(|r| r.local_bytes)
+    }
+
+    /// True if anything indicates spilling: ptxas spill bytes, local memory,
+    /// or `LDL`/`STL` instructions.
+    pub fn spills(&self) -> bool {
+        let c = self.classes();
+        self.spill_bytes().unwrap_or(0) > 0
+            || self.local_bytes().unwrap_or(0) > 0
+            || c.ldl + c.stl > 0
+    }
+}
+
+/// The inspection result for a whole cubin.
+#[derive(Debug, Clone, Default)]
+pub struct SassReport {
+    /// One entry per function, in disassembly order.
+    pub kernels: Vec<KernelSass>,
+    /// The raw `cuobjdump -sass` text.
+    pub sass_text: String,
+}
+
+impl SassReport {
+    /// The kernel called `name`.
+    pub fn kernel(&self, name: &str) -> Option<&KernelSass> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+}
+
+/// Inspects a cubin produced by [`crate::Compiler`], merging ptxas' report from its log.
+pub fn inspect(cubin: &Cubin) -> Result<SassReport> {
+    let mut report = inspect_bytes(&cubin.bytes)?;
+    let ptxas = parse_ptxas_log(&cubin.log);
+    for k in &mut report.kernels {
+        k.ptxas = ptxas.get(&k.name).cloned();
+    }
+    Ok(report)
+}
+
+/// Inspects raw cubin bytes (no ptxas report).
+pub fn inspect_bytes(cubin: &[u8]) -> Result<SassReport> {
+    let tool = toolchain::find_tool("cuobjdump")?;
+    let file = TempFile::write(cubin)?;
+    let sass_text = run_tool("cuobjdump", &tool, &["-sass"], file.path())?;
+    let res_text = run_tool("cuobjdump", &tool, &["-res-usage"], file.path())?;
+    let mut kernels = parse_sass(&sass_text)?;
+    let usage = parse_res_usage(&res_text)?;
+    for k in &mut kernels {
+        k.resources = usage.get(&k.name).cloned();
+    }
+    Ok(SassReport { kernels, sass_text })
+}
+
+/// Disassembles a cubin to SASS text with `cuobjdump -sass`.
+pub fn disassemble(cubin: &[u8]) -> Result<String> {
+    let tool = toolchain::find_tool("cuobjdump")?;
+    let file = TempFile::write(cubin)?;
+    run_tool("cuobjdump", &tool, &["-sass"], file.path())
+}
+
+fn run_tool(name: &'static str, tool: &Path, args: &[&str], file: &Path) -> Result<String> {
+    let out = Command::new(tool)
+        .args(args)
+        .arg(file)
+        .output()
+        .map_err(|e| Error::io(tool, e))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: String = stderr
+            .chars()
+            .rev()
+            .take(2000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        return Err(Error::ToolFailed {
+            tool: name,
+            status: out.status.to_string(),
+            stderr: tail,
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A file in the temporary directory, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn write(bytes: &[u8]) -> Result<Self> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "fragmask-{}-{}.cubin",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        Ok(Self(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Parses `cuobjdump -sass` output into per-function instruction lists.
+pub fn parse_sass(text: &str) -> Result<Vec<KernelSass>> {
+    let mut kernels: Vec<KernelSass> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("Function : ") {
+            kernels.push(KernelSass {
+                name: name.trim().to_string(),
+                ..KernelSass::default()
+            });
+            continue;
+        }
+        let Some(instr) = parse_instruction_line(t) else {
+            continue;
+        };
+        match kernels.last_mut() {
+            Some(k) => k.instructions.push(instr),
+            None => {
+                return Err(Error::Parse {
+                    what: "cuobjdump -sass output",
+                    detail: format!("instruction before any `Function :` header: {t}"),
+                })
+            }
+        }
+    }
+    Ok(kernels)
+}
+
+/// Parses one line like `/*0620*/  @P0 HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], RZ ; /* 0x... */`.
+fn parse_instruction_line(t: &str) -> Option<Instruction> {
+    let rest = t.strip_prefix("/*")?;
+    let end = rest.find("*/")?;
+    let addr = &rest[..end];
+    if addr.is_empty() || !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None; // an encoding-only line such as `/* 0x000fe20000000800 */`
+    }
+    let offset = u32::from_str_radix(addr, 16).ok()?;
+    let body = rest[end + 2..].split(';').next()?.trim();
+    let body = body.trim_start_matches('{').trim();
+    if body.is_empty() {
+        return None;
+    }
+    let mut tokens = body.splitn(2, char::is_whitespace);
+    let mut first = tokens.next()?.to_string();
+    let mut remainder = tokens.next().unwrap_or("").trim().to_string();
+    let mut predicate = None;
+    if first.starts_with('@') {
+        predicate = Some(first);
+        let mut t2 = remainder.splitn(2, char::is_whitespace);
+        first = t2.next()?.to_string();
+        remainder = t2.next().unwrap_or("").trim().to_string();
+    }
+    Some(Instruction {
+        offset,
+        predicate,
+        opcode: first,
+        operands: remainder,
+    })
+}
+
+/// Parses `cuobjdump -res-usage` output into per-function resource usage.
+pub fn parse_res_usage(text: &str) -> Result<BTreeMap<String, ResourceUsage>> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("Function ") {
+            current = Some(name.trim_end_matches(':').trim().to_string());
+            continue;
+        }
+        let Some(name) = current.take() else {
+            continue;
+        };
+        let mut usage = ResourceUsage::default();
+        for pair in t.split_whitespace() {
+            if let Some((k, v)) = pair.split_once(':') {
+                usage.raw.insert(k.to_string(), v.to_string());
+            }
+        }
+        let num = |key: &str| -> Result<u32> {
+            match usage.raw.get(key) {
+                Some(v) => v.parse().map_err(|_| Error::Parse {
+                    what: "cuobjdump -res-usage output",
+                    detail: format!("{key}:{v} for {name} is not a number"),
+                }),
+                None => Ok(0),
+            }
+        };
+        usage.registers = num("REG")?;
+        usage.stack_bytes = num("STACK")?;
+        usage.shared_bytes = num("SHARED")?;
+        usage.local_bytes = num("LOCAL")?;
+        if !usage.raw.contains_key("REG") {
+            return Err(Error::Parse {
+                what: "cuobjdump -res-usage output",
+                detail: format!("no REG entry for {name}: {t}"),
+            });
+        }
+        out.insert(name, usage);
+    }
+    Ok(out)
+}
+
+/// Parses ptxas' `-v` report (as found in an NVRTC log) per function.
+pub fn parse_ptxas_log(log: &str) -> BTreeMap<String, PtxasReport> {
+    let mut out: BTreeMap<String, PtxasReport> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in log.lines() {
+        if let Some(pos) = line.find("Function properties for ") {
+            let name = line[pos + "Function properties for ".len()..]
+                .trim()
+                .to_string();
+            out.entry(name.clone()).or_default();
+            current = Some(name);
+            continue;
+        }
+        if let Some(pos) = line.find("Compiling entry function '") {
+            let rest = &line[pos + "Compiling entry function '".len()..];
+            if let Some(end) = rest.find('\'') {
+                let name = rest[..end].to_string();
+                out.entry(name.clone()).or_default();
+                current = Some(name);
+            }
+            continue;
+        }
+        let Some(name) = &current else { continue };
+        let Some(entry) = out.get_mut(name) else {
+            continue;
+        };
+        if let Some(v) = number_before(line, "bytes stack frame") {
+            entry.stack_frame_bytes = Some(v);
+        }
+        if let Some(v) = number_before(line, "bytes spill stores") {
+            entry.spill_store_bytes = Some(v);
+        }
+        if let Some(v) = number_before(line, "bytes spill loads") {
+            entry.spill_load_bytes = Some(v);
+        }
+        if let Some(pos) = line.find("Used ") {
+            if let Some(v) = number_before(&line[pos..], "registers") {
+                entry.registers = Some(v);
+            }
+        }
+    }
+    out
+}
+
+/// The integer immediately before `marker` in `line` (`"0 bytes spill stores"` → 0).
+fn number_before(line: &str, marker: &str) -> Option<u32> {
+    let pos = line.find(marker)?;
+    line[..pos].split_whitespace().last()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SASS: &str = r#"
+	code for sm_90a
+	.target	sm_90a
+
+		Function : fragmask_wgmma_probe
+	.headerflags	@"EF_CUDA_ACCELERATORS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                                     /* 0x00000a00ff017b82 */
+                                                                                              /* 0x000fe20000000800 */
+        /*0050*/               @P1 BRA 0x210 ;                                                /* 0x00000000006c1947 */
+                                                                                              /* 0x000fea0003800000 */
+        /*0060*/                   STS.U16 [R2], R5 ;                                         /* 0x0000000000057919 */
+        /*0620*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT, gsb0 ;  /* 0x00e00000081879f0 */
+        /*0630*/                   STG.E desc[UR4][R2.64], R24 ;                              /* 0x00e00000081879f0 */
+        /*0640*/                   EXIT ;                                                     /* 0x00e00000081879f0 */
+"#;
+
+    const RES: &str = "
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function fragmask_wgmma_probe:
+  REG:58 STACK:0 SHARED:7168 LOCAL:0 CONSTANT[0]:536 TEXTURE:0 SURFACE:0 SAMPLER:0
+";
+
+    const LOG: &str = "ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'fragmask_wgmma_probe' for 'sm_90a'
+ptxas info    : Function properties for fragmask_wgmma_probe
+ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 58 registers, used 1 barriers, 6144 bytes smem
+";
+
+    #[test]
+    fn parses_sass_listing() {
+        let k = parse_sass(SASS).unwrap();
+        assert_eq!(k.len(), 1);
+        let k = &k[0];
+        assert_eq!(k.name, "fragmask_wgmma_probe");
+        assert_eq!(k.instructions.len(), 6);
+        assert_eq!(k.instructions[1].predicate.as_deref(), Some("@P1"));
+        assert_eq!(k.instructions[1].opcode, "BRA");
+        assert_eq!(k.instructions[3].opcode, "HGMMA.64x64x16.F32.BF16");
+        assert_eq!(k.instructions[3].offset, 0x620);
+        let c = k.classes();
+        assert_eq!((c.total, c.hgmma, c.sts, c.stg, c.lds), (6, 1, 1, 1, 0));
+        assert_eq!(k.count("EXIT"), 1);
+        assert_eq!(k.mnemonic_counts()["HGMMA"], 1);
+        assert_eq!(k.opcode_counts()["STS.U16"], 1);
+    }
+
+    #[test]
+    fn instruction_before_header_is_an_error() {
+        assert!(parse_sass("        /*0000*/   EXIT ;").is_err());
+    }
+
+    #[test]
+    fn parses_res_usage() {
+        let r = parse_res_usage(RES).unwrap();
+        let u = &r["fragmask_wgmma_probe"];
+        assert_eq!(
+            (u.registers, u.stack_bytes, u.shared_bytes, u.local_bytes),
+            (58, 0, 7168, 0)
+        );
+        assert_eq!(u.raw["CONSTANT[0]"], "536");
+    }
+
+    #[test]
+    fn parses_ptxas_log() {
+        let r = parse_ptxas_log(LOG);
+        let p = &r["fragmask_wgmma_probe"];
+        assert_eq!(p.registers, Some(58));
+        assert_eq!(p.stack_frame_bytes, Some(8));
+        assert_eq!(p.spill_store_bytes, Some(4));
+        assert_eq!(p.spill_load_bytes, Some(12));
+        let mut k = parse_sass(SASS).unwrap().remove(0);
+        k.ptxas = Some(p.clone());
+        assert_eq!(k.spill_bytes(), Some(16));
+        assert!(k.spills());
+    }
+}
