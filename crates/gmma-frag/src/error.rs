@@ -74,6 +74,16 @@ pub enum FragError {
         /// The list's length.
         len: u32,
     },
+    /// Element width not supported by the wgmma shared-memory layouts (8, 16 or 32).
+    ElementBits {
+        /// The rejected width in bits.
+        bits: u32,
+    },
+    /// A shared-memory layout or descriptor request that wgmma cannot express.
+    Descriptor {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// The layout algebra failed (a capacity limit; not expected for legal inputs).
     Layout(LayoutError),
 }
@@ -142,6 +152,13 @@ impl fmt::Display for FragError {
             FragError::IndexOutOfRange { index, len } => {
                 write!(f, "index {index} out of range: the list has {len} entries")
             }
+            FragError::ElementBits { bits } => {
+                write!(
+                    f,
+                    "element width {bits} bits: wgmma shared-memory layouts take 8, 16 or 32"
+                )
+            }
+            FragError::Descriptor { reason } => write!(f, "wgmma descriptor: {reason}"),
             FragError::Layout(e) => write!(f, "layout algebra: {e}"),
         }
     }

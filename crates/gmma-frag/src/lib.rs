@@ -19,6 +19,7 @@
 mod error;
 mod rs_a;
 mod sm80;
+mod smem;
 mod tiled;
 mod util;
 mod wgmma;
@@ -28,6 +29,7 @@ pub use rs_a::{rs_a16_slot, rs_a8_slot, ASlot, A16_LAYOUT, A8_LAYOUT, FP8_K_PERM
 pub use sm80::{
     Sm80TiledAccumulator, MAX_WARPS, SM80_A_LAYOUT, SM80_B_LAYOUT, SM80_C_LAYOUT, WARP_THREADS,
 };
+pub use smem::{kmajor_interleaved_layout, GmmaDescriptor, Major, SmemAtom, SmemSwizzle};
 pub use tiled::{
     quad, quad_lane, warp, warp_in_warpgroup, warpgroup, IndexList, TiledAccumulator,
     INDEX_LIST_CAPACITY,

@@ -81,7 +81,7 @@ const fn a_slot(
         Ok(a) => a,
         Err(e) => return Err(e),
     };
-    if n % k_width != 0 {
+    if !n.is_multiple_of(k_width) {
         return Err(FragError::IllegalN { n });
     }
     let (m, col) = match atom.coord(thread, acc_register) {

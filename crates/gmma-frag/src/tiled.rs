@@ -42,6 +42,8 @@ pub struct TiledAccumulator {
     tv: Layout,
     /// `row + block_m*col -> thread + threads*value`.
     inverse: Layout,
+    /// `(row index, col index) -> value`.
+    rowcol: Layout,
 }
 
 impl TiledAccumulator {
@@ -137,6 +139,7 @@ impl TiledAccumulator {
             mma_n
         ));
         let inverse = lay!(right_inverse(&tv));
+        let rowcol = lay!(rowcol(atom_n, mma_m, mma_n, swap_ab));
         Ok(TiledAccumulator {
             block_m,
             block_n,
@@ -147,6 +150,7 @@ impl TiledAccumulator {
             mma_n,
             tv,
             inverse,
+            rowcol,
         })
     }
 
@@ -278,10 +282,7 @@ impl TiledAccumulator {
     /// assert_eq!(acc.rowcol_layout(), Layout::parse("((2,2),(2,16,1)):((2,64),(1,4,128))").unwrap());
     /// ```
     pub const fn rowcol_layout(&self) -> Layout {
-        match rowcol(self.atom.n(), self.mma_m, self.mma_n, self.swap_ab) {
-            Ok(l) => l,
-            Err(_) => self.tv, // unreachable: at most 6 leaves
-        }
+        self.rowcol
     }
 
     /// Rows of the tile each thread holds: `size<0>` of the rowcol view.
@@ -315,7 +316,7 @@ impl TiledAccumulator {
             });
         }
         let index = row_index as i64 + rows as i64 * col_index as i64;
-        Ok(lay!(self.rowcol_layout().eval(index)) as u32)
+        Ok(lay!(self.rowcol.eval(index)) as u32)
     }
 
     /// The `row_index`-th tile row `thread` holds, in rowcol order (ascending).
