@@ -63,7 +63,12 @@ pub const fn complement(layout: &Layout, cotarget: i64) -> Result<Layout, Layout
         };
         k += 1;
     }
-    let rest = if cotarget <= current { 1 } else { (cotarget + current - 1) / current };
+    // ceil(cotarget / current); `cotarget + current - 1` could overflow.
+    let rest = if cotarget <= current {
+        1
+    } else {
+        (cotarget - 1) / current + 1
+    };
     out_shapes[count] = rest;
     out_strides[count] = current;
     count += 1;
@@ -73,7 +78,11 @@ pub const fn complement(layout: &Layout, cotarget: i64) -> Result<Layout, Layout
 }
 
 /// Insertion sort of the first `n` entries by stride (stable; n <= MAX_LEAVES).
-pub(crate) const fn sort_modes_by_stride(strides: &mut [i64; MAX_LEAVES], shapes: &mut [i64; MAX_LEAVES], n: usize) {
+pub(crate) const fn sort_modes_by_stride(
+    strides: &mut [i64; MAX_LEAVES],
+    shapes: &mut [i64; MAX_LEAVES],
+    n: usize,
+) {
     let mut i = 1;
     while i < n {
         let mut j = i;

@@ -8,6 +8,13 @@ use crate::{tri, MAX_LEAVES};
 /// `A ∘ B` with CuTe's semantics: the result has B's shape structure (each leaf of B
 /// may expand into a tuple) and `R(i) == A(B(i))` for every `i` in B's domain.
 ///
+/// As in CuTe, `R` is `(A ∘ B_0, A ∘ B_1, ...)` over B's modes, which is `A ∘ B` when B
+/// is injective apart from broadcast (stride-0) modes ("when B is injective,
+/// composition is left-distributive with concatenation", CuTe's layout-algebra
+/// notes). If B's modes overlap, e.g. `(2,2):(2,2)`, `R` agrees with `A ∘ B` along
+/// each leaf of B but not where A's modes carry. Indices B maps past `size(A)` are
+/// evaluated in `coalesce(A)`, whose last mode extends.
+///
 /// Fails with [`LayoutError::Divisibility`] when the strong divisibility condition of
 /// CuTe's layout-algebra notes does not hold (each of A's coalesced mode sizes must
 /// divide, or be divided by, the remaining stride, and the remaining shape must divide
@@ -49,7 +56,11 @@ pub const fn composition_by_mode(a: &Layout, tilers: &[Layout]) -> Result<Layout
     let mut m = 0;
     while m < a.rank() {
         let mode = tri!(a.mode(m));
-        modes[m] = if m < tilers.len() { tri!(composition(&mode, &tilers[m])) } else { mode };
+        modes[m] = if m < tilers.len() {
+            tri!(composition(&mode, &tilers[m]))
+        } else {
+            mode
+        };
         m += 1;
     }
     let (modes, _) = modes.split_at(a.rank());
@@ -106,7 +117,8 @@ const fn compose_leaf(a: &Layout, shape: i64, stride: i64) -> Result<Layout, Lay
             count += 1;
         }
         rest_shape /= new_shape;
-        rest_stride = (rest_stride + curr_shape - 1) / curr_shape;
+        // ceil(rest_stride / curr_shape) without the `+ curr_shape - 1` that can overflow.
+        rest_stride = rest_stride / curr_shape + (rest_stride % curr_shape != 0) as i64;
     }
     if rest_shape != 1 || count == 0 {
         let last_stride = match flat.leaf_mode(n - 1) {

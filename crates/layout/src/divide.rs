@@ -30,7 +30,11 @@ pub const fn logical_divide_by_mode(a: &Layout, tilers: &[Layout]) -> Result<Lay
     let mut m = 0;
     while m < a.rank() {
         let mode = tri!(a.mode(m));
-        modes[m] = if m < tilers.len() { tri!(logical_divide(&mode, &tilers[m])) } else { mode };
+        modes[m] = if m < tilers.len() {
+            tri!(logical_divide(&mode, &tilers[m]))
+        } else {
+            mode
+        };
         m += 1;
     }
     let (modes, _) = modes.split_at(a.rank());

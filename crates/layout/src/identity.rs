@@ -3,8 +3,8 @@
 use crate::compose::composition;
 use crate::error::LayoutError;
 use crate::layout::Layout;
-use crate::tuple::IntTuple;
 use crate::tri;
+use crate::tuple::IntTuple;
 
 /// CuTe's `make_identity_layout(shape)`: `I(i)` is the colexicographic coordinate of
 /// `i` in `shape` (CuTe represents it with basis strides `E<0>, E<1>, ...`).
@@ -22,7 +22,9 @@ pub struct IdentityLayout {
 impl IdentityLayout {
     /// The identity layout over `shape`.
     pub const fn new(shape: IntTuple) -> Result<IdentityLayout, LayoutError> {
-        Ok(IdentityLayout { compact: tri!(Layout::compact(shape)) })
+        Ok(IdentityLayout {
+            compact: tri!(Layout::compact(shape)),
+        })
     }
 
     /// The shape of the domain and of the coordinates.

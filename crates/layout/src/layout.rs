@@ -88,7 +88,10 @@ impl Layout {
         }
         let (shapes, _) = shapes.split_at(modes.len());
         let (strides, _) = strides.split_at(modes.len());
-        Layout::new(tri!(IntTuple::tuple(shapes)), tri!(IntTuple::tuple(strides)))
+        Layout::new(
+            tri!(IntTuple::tuple(shapes)),
+            tri!(IntTuple::tuple(strides)),
+        )
     }
 
     /// Parses CuTe notation `shape:stride`; a bare shape gets a compact column-major
@@ -107,7 +110,10 @@ impl Layout {
         let (layout, end) = tri!(Layout::parse_prefix(bytes, 0));
         let end = notation::skip_ws(bytes, end);
         if end != bytes.len() {
-            return Err(LayoutError::Parse { position: end, expected: "end of input" });
+            return Err(LayoutError::Parse {
+                position: end,
+                expected: "end of input",
+            });
         }
         Ok(layout)
     }
@@ -184,7 +190,10 @@ impl Layout {
 
     /// Top-level mode `mode` (CuTe's `get<mode>` / `layout<mode>`).
     pub const fn mode(&self, mode: usize) -> Result<Layout, LayoutError> {
-        Ok(Layout { shape: tri!(self.shape.mode(mode)), stride: tri!(self.stride.mode(mode)) })
+        Ok(Layout {
+            shape: tri!(self.shape.mode(mode)),
+            stride: tri!(self.stride.mode(mode)),
+        })
     }
 
     /// The layout of the chosen top-level modes, in the given order (CuTe's `select`).
@@ -204,7 +213,10 @@ impl Layout {
 
     /// All leaves as one flat tuple of modes.
     pub const fn flatten(&self) -> Layout {
-        Layout { shape: self.shape.flatten(), stride: self.stride.flatten() }
+        Layout {
+            shape: self.shape.flatten(),
+            stride: self.stride.flatten(),
+        }
     }
 
     /// Pads with `1:0` modes up to rank `rank` (CuTe's `append<R>`). A bare leaf layout
@@ -298,8 +310,10 @@ impl Layout {
 }
 
 /// `1:0`, the neutral layout used as a filler.
-pub(crate) const LEAF_ONE: Layout =
-    Layout { shape: IntTuple::int(1), stride: IntTuple::int(0) };
+pub(crate) const LEAF_ONE: Layout = Layout {
+    shape: IntTuple::int(1),
+    stride: IntTuple::int(0),
+};
 
 impl core::fmt::Display for Layout {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

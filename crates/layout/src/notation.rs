@@ -21,11 +21,13 @@ const fn parse_int(bytes: &[u8], mut pos: usize) -> Result<(i64, usize), LayoutE
         pos += 1;
     }
     let start = pos;
+    // Accumulate towards the sign so that i64::MIN parses (its magnitude is no i64).
+    let sign: i64 = if negative { -1 } else { 1 };
     let mut value: i64 = 0;
     while pos < bytes.len() && bytes[pos].is_ascii_digit() {
         let digit = (bytes[pos] - b'0') as i64;
         value = match value.checked_mul(10) {
-            Some(v) => match v.checked_add(digit) {
+            Some(v) => match v.checked_add(sign * digit) {
                 Some(v) => v,
                 None => return Err(LayoutError::Overflow),
             },
@@ -34,18 +36,28 @@ const fn parse_int(bytes: &[u8], mut pos: usize) -> Result<(i64, usize), LayoutE
         pos += 1;
     }
     if pos == start {
-        return Err(LayoutError::Parse { position: start, expected: "an integer or '('" });
+        return Err(LayoutError::Parse {
+            position: start,
+            expected: "an integer or '('",
+        });
     }
-    Ok((if negative { -value } else { value }, pos))
+    Ok((value, pos))
 }
 
 /// Parses one tuple starting at `pos` (whitespace already skipped); returns it and the
 /// position after it.
-pub(crate) const fn parse_tuple(bytes: &[u8], pos: usize) -> Result<(IntTuple, usize), LayoutError> {
+pub(crate) const fn parse_tuple(
+    bytes: &[u8],
+    pos: usize,
+) -> Result<(IntTuple, usize), LayoutError> {
     parse_level(bytes, pos, 0)
 }
 
-const fn parse_level(bytes: &[u8], pos: usize, level: usize) -> Result<(IntTuple, usize), LayoutError> {
+const fn parse_level(
+    bytes: &[u8],
+    pos: usize,
+    level: usize,
+) -> Result<(IntTuple, usize), LayoutError> {
     if pos < bytes.len() && bytes[pos] == b'(' {
         if level >= MAX_DEPTH {
             return Err(LayoutError::Capacity);
@@ -67,7 +79,10 @@ const fn parse_level(bytes: &[u8], pos: usize, level: usize) -> Result<(IntTuple
                 pos += 1;
                 break;
             } else {
-                return Err(LayoutError::Parse { position: pos, expected: "',' or ')'" });
+                return Err(LayoutError::Parse {
+                    position: pos,
+                    expected: "',' or ')'",
+                });
             }
         }
         let (used, _) = modes.split_at(count);

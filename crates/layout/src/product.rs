@@ -38,7 +38,11 @@ pub const fn logical_product_by_mode(a: &Layout, tilers: &[Layout]) -> Result<La
     let mut m = 0;
     while m < a.rank() {
         let mode = tri!(a.mode(m));
-        modes[m] = if m < tilers.len() { tri!(logical_product(&mode, &tilers[m])) } else { mode };
+        modes[m] = if m < tilers.len() {
+            tri!(logical_product(&mode, &tilers[m]))
+        } else {
+            mode
+        };
         m += 1;
     }
     let (modes, _) = modes.split_at(a.rank());
@@ -79,8 +83,16 @@ pub const fn raked_product(block: &Layout, tiler: &Layout) -> Result<Layout, Lay
     zip_product(block, tiler, true)
 }
 
-const fn zip_product(block: &Layout, tiler: &Layout, tiler_first: bool) -> Result<Layout, LayoutError> {
-    let rank = if block.rank() > tiler.rank() { block.rank() } else { tiler.rank() };
+const fn zip_product(
+    block: &Layout,
+    tiler: &Layout,
+    tiler_first: bool,
+) -> Result<Layout, LayoutError> {
+    let rank = if block.rank() > tiler.rank() {
+        block.rank()
+    } else {
+        tiler.rank()
+    };
     let block = tri!(block.append_to_rank(rank));
     let tiler = tri!(tiler.append_to_rank(rank));
     let product = tri!(logical_product(&block, &tiler));

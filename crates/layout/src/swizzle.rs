@@ -28,7 +28,8 @@ impl Swizzle {
     /// the masks do not overlap) and all masks within 63 bits.
     pub const fn new(bits: u32, base: u32, shift: i32) -> Result<Swizzle, LayoutError> {
         let abs_shift = shift.unsigned_abs();
-        if abs_shift < bits || base + abs_shift + bits > 62 {
+        // Sum in u64: the u32 sum of user values could overflow.
+        if abs_shift < bits || base as u64 + abs_shift as u64 + bits as u64 > 62 {
             return Err(LayoutError::Divisibility);
         }
         Ok(Swizzle { bits, base, shift })
@@ -57,14 +58,22 @@ impl Swizzle {
 
     /// The bits that are flipped (`zzz` in CuTe).
     pub const fn target_mask(&self) -> i64 {
-        let low = if self.shift < 0 { (-self.shift) as u32 } else { 0 };
+        let low = if self.shift < 0 {
+            (-self.shift) as u32
+        } else {
+            0
+        };
         ((1i64 << self.bits) - 1) << (self.base + low)
     }
 
     /// `f(offset)`.
     pub const fn apply(&self, offset: i64) -> i64 {
         let picked = offset & self.source_mask();
-        let moved = if self.shift >= 0 { picked >> self.shift } else { picked << (-self.shift) };
+        let moved = if self.shift >= 0 {
+            picked >> self.shift
+        } else {
+            picked << (-self.shift)
+        };
         offset ^ moved
     }
 

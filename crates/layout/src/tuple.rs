@@ -153,7 +153,11 @@ impl IntTuple {
     /// The leaf range `[start, end)` of top-level mode `mode`.
     pub const fn mode_range(&self, mode: usize) -> Result<(usize, usize), LayoutError> {
         if self.is_int() {
-            return if mode == 0 { Ok((0, 1)) } else { Err(LayoutError::Incongruent) };
+            return if mode == 0 {
+                Ok((0, 1))
+            } else {
+                Err(LayoutError::Incongruent)
+            };
         }
         let mut current = 0;
         let mut depth = 0u32;
@@ -290,10 +294,16 @@ impl IntTuple {
     /// Parses CuTe notation such as `((4,8),2)` or `16`.
     pub const fn parse(text: &str) -> Result<IntTuple, LayoutError> {
         let bytes = text.as_bytes();
-        let (t, pos) = tri!(crate::notation::parse_tuple(bytes, crate::notation::skip_ws(bytes, 0)));
+        let (t, pos) = tri!(crate::notation::parse_tuple(
+            bytes,
+            crate::notation::skip_ws(bytes, 0)
+        ));
         let pos = crate::notation::skip_ws(bytes, pos);
         if pos != bytes.len() {
-            return Err(LayoutError::Parse { position: pos, expected: "end of input" });
+            return Err(LayoutError::Parse {
+                position: pos,
+                expected: "end of input",
+            });
         }
         Ok(t)
     }
