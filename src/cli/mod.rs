@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod demo;
+mod frag;
 mod layout;
 
 /// fragmask: proven MMA fragment maps, fragment-native attention masks, and the CUDA
@@ -23,6 +24,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Layout calculator: evaluate a CuTe layout-algebra expression.
     Layout(layout::LayoutArgs),
+    /// Fragment map: which wgmma accumulator element each thread holds (FA3 tiling).
+    Frag(frag::FragArgs),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -31,6 +34,7 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Layout(args) => layout::run(args),
+        Command::Frag(args) => frag::run(args),
     };
     match result {
         Ok(code) => code,
