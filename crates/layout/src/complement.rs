@@ -51,12 +51,17 @@ pub const fn complement(layout: &Layout, cotarget: i64) -> Result<Layout, Layout
         if strides[k] % current != 0 {
             return Err(LayoutError::Divisibility);
         }
-        if count >= MAX_LEAVES - 1 {
-            return Err(LayoutError::Capacity);
+        // A hole of size 1 (stride == extent so far) adds no mode; keeping it could
+        // exceed the capacity for layouts whose result fits.
+        let hole = strides[k] / current;
+        if hole != 1 {
+            if count >= MAX_LEAVES - 1 {
+                return Err(LayoutError::Capacity);
+            }
+            out_shapes[count] = hole;
+            out_strides[count] = current;
+            count += 1;
         }
-        out_shapes[count] = strides[k] / current;
-        out_strides[count] = current;
-        count += 1;
         current = match strides[k].checked_mul(shapes[k]) {
             Some(v) => v,
             None => return Err(LayoutError::Overflow),

@@ -9,7 +9,8 @@ use crate::{tri, MAX_LEAVES};
 /// CuTe's `right_inverse(L)`: the largest compact `R` with `L(R(i)) == i` for all
 /// `i < size(R)`. Built by sorting L's modes by stride and following the chain
 /// `stride == extent of the modes so far` from 1; modes whose stride is below the
-/// chain (broadcast stride-0 modes, overlaps) are skipped.
+/// chain (broadcast stride-0 modes, overlaps) are skipped. Negative strides give
+/// [`LayoutError::NegativeStride`] (CuTe would use their absolute value).
 ///
 /// ```
 /// use fragmask_layout::{right_inverse, Layout};
@@ -143,13 +144,19 @@ pub const fn left_inverse(layout: &Layout) -> Result<Layout, LayoutError> {
         return Ok(LEAF_ONE);
     }
     sort_modes_by_stride(&mut strides, &mut leaf_of, count);
-    if count + 1 > MAX_LEAVES {
-        return Err(LayoutError::Capacity);
-    }
     let mut out_shapes = [0i64; MAX_LEAVES];
     let mut out_strides = [0i64; MAX_LEAVES];
-    out_shapes[0] = strides[0];
-    out_strides[0] = 0;
+    // Offsets below the smallest stride read as 0; a size-1 mode is left out so that
+    // 16 leaves still fit.
+    let mut written = 0;
+    if strides[0] > 1 {
+        out_shapes[0] = strides[0];
+        out_strides[0] = 0;
+        written = 1;
+    }
+    if written + count > MAX_LEAVES {
+        return Err(LayoutError::Capacity);
+    }
     let mut k = 1;
     while k < count {
         let below = leaf_of[k - 1] as usize;
@@ -163,14 +170,16 @@ pub const fn left_inverse(layout: &Layout) -> Result<Layout, LayoutError> {
         if strides[k] % strides[k - 1] != 0 {
             return Err(LayoutError::Divisibility);
         }
-        out_shapes[k] = strides[k] / strides[k - 1];
-        out_strides[k] = prefix[below];
+        out_shapes[written] = strides[k] / strides[k - 1];
+        out_strides[written] = prefix[below];
+        written += 1;
         k += 1;
     }
     let top = leaf_of[count - 1] as usize;
-    out_shapes[count] = shapes[top];
-    out_strides[count] = prefix[top];
-    let (out_shapes, _) = out_shapes.split_at(count + 1);
-    let (out_strides, _) = out_strides.split_at(count + 1);
+    out_shapes[written] = shapes[top];
+    out_strides[written] = prefix[top];
+    written += 1;
+    let (out_shapes, _) = out_shapes.split_at(written);
+    let (out_strides, _) = out_strides.split_at(written);
     coalesce(&tri!(Layout::from_flat(out_shapes, out_strides)))
 }

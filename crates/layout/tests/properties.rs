@@ -1211,6 +1211,31 @@ fn more_than_max_leaves_is_a_capacity_error() {
     assert_eq!(Layout::parse("(((((4)))))"), Err(LayoutError::Capacity));
 }
 
+#[test]
+fn sixteen_leaf_layouts_whose_results_fit_are_not_capacity_errors() {
+    // 16 leaves of 2, compact in reverse order: no two neighbours coalesce.
+    let strides: Vec<i64> = (0..16).rev().map(|k| 1i64 << k).collect();
+    let layout = Layout::from_flat(&[2; 16], &strides).unwrap();
+    assert_eq!(
+        complement(&layout, 1 << 16),
+        Ok(Layout::leaf(1, 0).unwrap())
+    );
+    assert_eq!(
+        complement(&layout, 1 << 18),
+        Ok(Layout::leaf(4, 1 << 16).unwrap())
+    );
+    let inverse = left_inverse(&layout).unwrap();
+    let right = right_inverse(&layout).unwrap();
+    for i in 0..1 << 16 {
+        assert_eq!(inverse.eval(layout.eval(i).unwrap()), Ok(i));
+        assert_eq!(layout.eval(right.eval(i).unwrap()), Ok(i));
+    }
+    // With a gap below every stride the left inverse needs 17 modes: a typed error.
+    let gapped: Vec<i64> = strides.iter().map(|d| 2 * d).collect();
+    let layout = Layout::from_flat(&[2; 16], &gapped).unwrap();
+    assert_eq!(left_inverse(&layout), Err(LayoutError::Capacity));
+}
+
 proptest! {
     #![proptest_config(config(128))]
 
