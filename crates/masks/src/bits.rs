@@ -1,0 +1,160 @@
+//! Word-level bit helpers: bytes (nonzero = 1) to bits, bit ranges.
+//!
+//! The byte-to-bit packer is the hot path of dense packing. On x86-64 it uses SSE2
+//! (`pcmpeqb` + `pmovmskb`, 16 bytes per instruction pair; SSE2 is part of the x86-64
+//! baseline, so no runtime detection is needed); elsewhere an 8-bytes-at-a-time SWAR
+//! form.
+
+/// Packs `src` (a byte per element, nonzero = 1) into bits, LSB first: bit `i % 64` of
+/// `out[i / 64]` is `src[i] != 0`. The words `src` covers are overwritten (bits past
+/// `src.len()` in the last one are 0); words past them are left untouched.
+///
+/// Panics (a caller bug, not a user-input error) if `out` is shorter than
+/// `src.len().div_ceil(64)`.
+///
+/// ```
+/// let mut out = [u64::MAX; 2];
+/// fragmask_masks::bits::pack_bytes(&[1, 0, 7, 0, 0, 1], &mut out);
+/// assert_eq!(out, [0b100101, u64::MAX]);
+/// ```
+#[inline]
+pub fn pack_bytes(src: &[u8], out: &mut [u64]) {
+    let full = src.len() / 64;
+    let (chunks, tail) = src.split_at(full * 64);
+    for (word, chunk) in out.iter_mut().zip(chunks.chunks_exact(64)) {
+        *word = pack64(chunk);
+    }
+    if !tail.is_empty() {
+        out[full] = pack_tail(tail);
+    }
+}
+
+/// 64 bytes to 64 bits.
+#[inline(always)]
+fn pack64(chunk: &[u8]) -> u64 {
+    debug_assert_eq!(chunk.len(), 64);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_setzero_si128,
+        };
+        // SAFETY: SSE2 is in the x86-64 baseline, so these intrinsics are always
+        // available; `chunk` holds 64 bytes, and the four unaligned 16-byte loads at
+        // offsets 0, 16, 32, 48 stay inside it (`_mm_loadu_si128` has no alignment
+        // requirement).
+        unsafe {
+            let p = chunk.as_ptr() as *const __m128i;
+            let zero = _mm_setzero_si128();
+            let z0 = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p), zero)) as u32 as u64;
+            let z1 =
+                _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(1)), zero)) as u32 as u64;
+            let z2 =
+                _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(2)), zero)) as u32 as u64;
+            let z3 =
+                _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(3)), zero)) as u32 as u64;
+            !(z0 | (z1 << 16) | (z2 << 32) | (z3 << 48))
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut word = 0u64;
+        for (i, eight) in chunk.chunks_exact(8).enumerate() {
+            word |= pack8(eight) << (8 * i);
+        }
+        word
+    }
+}
+
+/// Up to 63 trailing bytes to bits.
+#[inline]
+fn pack_tail(tail: &[u8]) -> u64 {
+    let mut word = 0u64;
+    let whole = tail.len() / 8;
+    for (i, eight) in tail[..whole * 8].chunks_exact(8).enumerate() {
+        word |= pack8(eight) << (8 * i);
+    }
+    for (i, &byte) in tail[whole * 8..].iter().enumerate() {
+        word |= ((byte != 0) as u64) << (8 * whole + i);
+    }
+    word
+}
+
+/// 8 bytes to 8 bits, SWAR: set the high bit of every nonzero byte, then gather the
+/// eight high bits with one multiply (each partial product lands on a distinct bit, so
+/// no carries disturb the top byte).
+#[inline(always)]
+pub(crate) fn pack8(eight: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(eight);
+    let x = u64::from_le_bytes(bytes);
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let high = (((x & LOW7) + LOW7) | x) & !LOW7;
+    (high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+/// Sets bits `lo..hi` of `words` (bit `i % 64` of word `i / 64`). Empty when `lo >= hi`.
+#[inline]
+pub fn set_range(words: &mut [u64], lo: usize, hi: usize) {
+    if lo >= hi {
+        return;
+    }
+    let (first, last) = (lo / 64, (hi - 1) / 64);
+    let lo_mask = u64::MAX << (lo % 64);
+    let hi_mask = u64::MAX >> (63 - (hi - 1) % 64);
+    if first == last {
+        words[first] |= lo_mask & hi_mask;
+        return;
+    }
+    words[first] |= lo_mask;
+    for w in &mut words[first + 1..last] {
+        *w = u64::MAX;
+    }
+    words[last] |= hi_mask;
+}
+
+/// Bit `i` of `words`.
+#[inline]
+pub fn get(words: &[u64], i: usize) -> bool {
+    (words[i / 64] >> (i % 64)) & 1 == 1
+}
+
+/// Bit `i` of 32-bit `words`.
+#[inline]
+pub fn get32(words: &[u32], i: usize) -> bool {
+    (words[i / 32] >> (i % 32)) & 1 == 1
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use proptest::prelude::*;
+    use std::vec;
+
+    proptest! {
+        #[test]
+        fn pack_bytes_sets_exactly_the_nonzero_bytes(src in proptest::collection::vec(
+            prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..300)) {
+            let words = src.len().div_ceil(64);
+            let mut out = vec![u64::MAX; words + 1];
+            pack_bytes(&src, &mut out);
+            for (i, &b) in src.iter().enumerate() {
+                prop_assert_eq!(get(&out, i), b != 0);
+            }
+            for i in src.len()..words * 64 {
+                prop_assert!(!get(&out, i));
+            }
+            prop_assert_eq!(out[words], u64::MAX);
+        }
+
+        #[test]
+        fn set_range_sets_exactly_lo_to_hi(lo in 0usize..200, len in 0usize..200) {
+            let hi = (lo + len).min(256);
+            let mut w = [0u64; 4];
+            set_range(&mut w, lo, hi);
+            for i in 0..256 {
+                prop_assert_eq!(get(&w, i), i >= lo && i < hi);
+            }
+        }
+    }
+}

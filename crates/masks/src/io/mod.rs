@@ -1,0 +1,287 @@
+//! Files: `.npy` and safetensors arrays in, packed safetensors out.
+//!
+//! Readers take the whole file as bytes and return zero-copy [`ArrayView`]s; every
+//! malformed input is a typed [`MaskError`] (they are fuzzed: `fuzz/` and the
+//! `random_bytes_never_panic_the_readers` test). Writers write a temporary file beside
+//! the destination and rename it, so a failed write never leaves a partial file.
+
+use std::path::Path;
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use crate::MaskError;
+
+mod npy;
+mod packed;
+
+pub use npy::{read_npy, write_npy};
+pub use packed::{FORMAT_NAME, FORMAT_VERSION};
+
+/// Element type of an array read from a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    /// bool (one byte, 0 or 1).
+    Bool,
+    /// uint8.
+    U8,
+    /// int8.
+    I8,
+    /// uint16.
+    U16,
+    /// int16.
+    I16,
+    /// uint32.
+    U32,
+    /// int32.
+    I32,
+    /// uint64.
+    U64,
+    /// int64.
+    I64,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::U16 | DType::I16 => 2,
+            DType::U32 | DType::I32 => 4,
+            DType::U64 | DType::I64 => 8,
+        }
+    }
+
+    /// The numpy name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
+            DType::U16 => "uint16",
+            DType::I16 => "int16",
+            DType::U32 => "uint32",
+            DType::I32 => "int32",
+            DType::U64 => "uint64",
+            DType::I64 => "int64",
+        }
+    }
+}
+
+/// An array borrowed from a file's bytes: little-endian, C order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayView<'a> {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, outermost first.
+    pub shape: Vec<usize>,
+    /// `shape.product() × dtype.size()` bytes.
+    pub data: &'a [u8],
+}
+
+impl<'a> ArrayView<'a> {
+    /// Elements (product of the shape).
+    pub fn elements(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    /// The bytes of a mask array: bool or uint8 (nonzero = 1); `what` names the input
+    /// in the error.
+    pub fn mask_bytes(&self, what: &'static str) -> Result<&'a [u8], MaskError> {
+        match self.dtype {
+            DType::Bool | DType::U8 => Ok(self.data),
+            other => Err(MaskError::WrongDtype {
+                what,
+                found: other.name(),
+                expected: "bool or uint8",
+            }),
+        }
+    }
+
+    /// Integer elements as i64 (u64 above `i64::MAX` saturates, and is then out of
+    /// range wherever it is used). Bool is not an index type.
+    pub fn to_i64(&self, what: &'static str) -> Result<Vec<i64>, MaskError> {
+        let d = self.data;
+        Ok(match self.dtype {
+            DType::U8 => d.iter().map(|&b| b as i64).collect(),
+            DType::I8 => d.iter().map(|&b| b as i8 as i64).collect(),
+            DType::U16 => d
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]) as i64)
+                .collect(),
+            DType::I16 => d
+                .chunks_exact(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]) as i64)
+                .collect(),
+            DType::U32 => d
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+                .collect(),
+            DType::I32 => d
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+                .collect(),
+            DType::U64 => d
+                .chunks_exact(8)
+                .map(|c| {
+                    i64::try_from(u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8])))
+                        .unwrap_or(i64::MAX)
+                })
+                .collect(),
+            DType::I64 => d
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect(),
+            DType::Bool => {
+                return Err(MaskError::WrongDtype {
+                    what,
+                    found: "bool",
+                    expected: "an integer type",
+                })
+            }
+        })
+    }
+}
+
+/// Reads a whole file (an I/O error names the path).
+pub fn read_file(path: &Path) -> Result<Vec<u8>, MaskError> {
+    std::fs::read(path).map_err(|e| MaskError::Io {
+        action: "reading",
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads an array from `.npy` or safetensors bytes, choosing by the file's magic:
+/// `.npy` starts with `\x93NUMPY`; anything else is parsed as safetensors, where
+/// `tensor` names the tensor (default: the only tensor in the file).
+pub fn read_array<'a>(bytes: &'a [u8], tensor: Option<&str>) -> Result<ArrayView<'a>, MaskError> {
+    if bytes.starts_with(npy::MAGIC) {
+        return read_npy(bytes);
+    }
+    let file = SafetensorsFile::parse(bytes)?;
+    match tensor {
+        Some(name) => file.tensor(name),
+        None => {
+            let names = file.names();
+            match names.as_slice() {
+                [only] => file.tensor(only),
+                _ => Err(MaskError::Missing {
+                    what: "tensor name (the file does not hold exactly one tensor; name one of)",
+                    name: names.join(", "),
+                }),
+            }
+        }
+    }
+}
+
+/// A parsed safetensors file (the `safetensors` crate validates the header, offsets
+/// and total length).
+pub struct SafetensorsFile<'a> {
+    inner: safetensors::SafeTensors<'a>,
+    metadata: std::collections::HashMap<String, String>,
+}
+
+impl<'a> SafetensorsFile<'a> {
+    /// Parses `bytes`.
+    pub fn parse(bytes: &'a [u8]) -> Result<SafetensorsFile<'a>, MaskError> {
+        let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
+            .map_err(|e| MaskError::Safetensors(e.to_string()))?;
+        let inner = safetensors::SafeTensors::deserialize(bytes)
+            .map_err(|e| MaskError::Safetensors(e.to_string()))?;
+        Ok(SafetensorsFile {
+            inner,
+            metadata: metadata.metadata().clone().unwrap_or_default(),
+        })
+    }
+
+    /// Tensor names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .inner
+            .names()
+            .into_iter()
+            .map(|n| n.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The `__metadata__` string map.
+    pub fn metadata(&self) -> &std::collections::HashMap<String, String> {
+        &self.metadata
+    }
+
+    /// The tensor `name` (bool or integer dtype).
+    pub fn tensor(&self, name: &str) -> Result<ArrayView<'a>, MaskError> {
+        let view = self.inner.tensor(name).map_err(|_| MaskError::Missing {
+            what: "tensor",
+            name: name.to_string(),
+        })?;
+        let dtype = from_safetensors_dtype(view.dtype(), "safetensors tensor")?;
+        let expected = view
+            .shape()
+            .iter()
+            .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
+        if expected != Some(view.data().len()) {
+            return Err(MaskError::Corrupt {
+                what: "safetensors tensor",
+                detail: "data length does not match shape and dtype",
+            });
+        }
+        Ok(ArrayView {
+            dtype,
+            shape: view.shape().to_vec(),
+            data: view.data(),
+        })
+    }
+}
+
+fn from_safetensors_dtype(d: safetensors::Dtype, what: &'static str) -> Result<DType, MaskError> {
+    use safetensors::Dtype as S;
+    Ok(match d {
+        S::BOOL => DType::Bool,
+        S::U8 => DType::U8,
+        S::I8 => DType::I8,
+        S::U16 => DType::U16,
+        S::I16 => DType::I16,
+        S::U32 => DType::U32,
+        S::I32 => DType::I32,
+        S::U64 => DType::U64,
+        S::I64 => DType::I64,
+        _ => {
+            return Err(MaskError::WrongDtype {
+                what,
+                found: "a floating-point or packed type",
+                expected: "bool or an integer type",
+            })
+        }
+    })
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a
+/// rename: either the whole file appears or nothing does.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), MaskError>,
+) -> Result<(), MaskError> {
+    let io = |action: &'static str, e: std::io::Error| MaskError::Io {
+        action,
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let name = path.file_name().ok_or_else(|| MaskError::Io {
+        action: "writing",
+        path: path.display().to_string(),
+        message: "not a file path".to_string(),
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(std::format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = write(&tmp)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io("renaming the output to", e)));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

@@ -1,0 +1,393 @@
+//! The packed-mask safetensors file (format version 1; docs/masks.md).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+use std::string::{String, ToString};
+use std::vec;
+use std::vec::Vec;
+
+use fragmask_gmma_frag::TiledAccumulator;
+
+use super::{write_atomically, ArrayView, DType, SafetensorsFile};
+use crate::encoding::EncodedLayout;
+use crate::shape::TileGrid;
+use crate::{Encoding, MaskError, MaskShape, PackedMask};
+
+/// `format` metadata value.
+pub const FORMAT_NAME: &str = "fragmask-masks";
+/// `format_version` metadata value.
+pub const FORMAT_VERSION: u32 = 1;
+
+struct Tensor<'a> {
+    dtype: safetensors::Dtype,
+    shape: Vec<usize>,
+    data: Cow<'a, [u8]>,
+}
+
+impl safetensors::View for Tensor<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The 32-bit element types written: i32 and u32.
+trait Word32: Copy {
+    fn bits(self) -> u32;
+}
+impl Word32 for i32 {
+    fn bits(self) -> u32 {
+        self as u32
+    }
+}
+impl Word32 for u32 {
+    fn bits(self) -> u32 {
+        self
+    }
+}
+
+/// The little-endian bytes of 32-bit values (borrowed on little-endian hosts).
+fn le_bytes<T: Word32>(values: &[T]) -> Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        // SAFETY: T is i32 or u32 (4 bytes, no padding, every bit pattern a valid run of
+        // u8s); the byte slice covers exactly the values' memory and borrows from them;
+        // on a little-endian host the in-memory bytes are the little-endian encoding.
+        Cow::Borrowed(unsafe {
+            core::slice::from_raw_parts(
+                values.as_ptr() as *const u8,
+                core::mem::size_of_val(values),
+            )
+        })
+    } else {
+        Cow::Owned(
+            values
+                .iter()
+                .flat_map(|&v| v.bits().to_le_bytes())
+                .collect(),
+        )
+    }
+}
+
+impl PackedMask {
+    fn tensors(&self) -> Vec<(&'static str, Tensor<'_>)> {
+        let s = self.grid.shape;
+        let (b, h, m, n) = (s.batch, s.heads, self.grid.m_blocks, self.grid.n_blocks);
+        fn i32s(values: &[i32], shape: Vec<usize>) -> Tensor<'_> {
+            Tensor {
+                dtype: safetensors::Dtype::I32,
+                shape,
+                data: le_bytes(values),
+            }
+        }
+        let mut word_shape = vec![self.partial_tiles()];
+        word_shape.extend_from_slice(self.encoding().word_shape(self.accumulator()).dims());
+        vec![
+            ("kv_num_blocks", i32s(&self.kv_num_blocks, vec![b, h, m])),
+            ("kv_indices", i32s(&self.kv_indices, vec![b, h, m, n])),
+            (
+                "full_kv_num_blocks",
+                i32s(&self.full_kv_num_blocks, vec![b, h, m]),
+            ),
+            (
+                "full_kv_indices",
+                i32s(&self.full_kv_indices, vec![b, h, m, n]),
+            ),
+            (
+                "kv_tile_offsets",
+                i32s(&self.kv_tile_offsets, vec![b, h, m, n]),
+            ),
+            (
+                "words",
+                Tensor {
+                    dtype: safetensors::Dtype::U32,
+                    shape: word_shape,
+                    data: le_bytes(&self.words),
+                },
+            ),
+        ]
+    }
+
+    /// The file's `__metadata__`.
+    pub fn metadata(&self) -> HashMap<String, String> {
+        let acc = self.accumulator();
+        let s = self.grid.shape;
+        [
+            ("format", FORMAT_NAME.to_string()),
+            ("format_version", FORMAT_VERSION.to_string()),
+            ("block_m", acc.block_m().to_string()),
+            ("block_n", acc.block_n().to_string()),
+            ("warpgroups", acc.warpgroups().to_string()),
+            ("swap_ab", acc.swap_ab().to_string()),
+            ("encoding", self.encoding().name().to_string()),
+            ("seqlen_q", s.seqlen_q.to_string()),
+            ("seqlen_k", s.seqlen_k.to_string()),
+            ("batch", s.batch.to_string()),
+            ("heads", s.heads.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// The packed mask as safetensors bytes.
+    pub fn to_safetensors(&self) -> Result<Vec<u8>, MaskError> {
+        safetensors::serialize(self.tensors(), Some(self.metadata()))
+            .map_err(|e| MaskError::Safetensors(e.to_string()))
+    }
+
+    /// Writes the packed mask to `path` as safetensors, through a temporary file and a
+    /// rename (no partial file on failure).
+    pub fn write_safetensors(&self, path: &Path) -> Result<(), MaskError> {
+        write_atomically(path, |tmp| {
+            safetensors::serialize_to_file(self.tensors(), Some(self.metadata()), tmp).map_err(
+                |e| MaskError::Io {
+                    action: "writing",
+                    path: tmp.display().to_string(),
+                    message: e.to_string(),
+                },
+            )
+        })
+    }
+
+    /// Reads and fully validates a packed-mask file: metadata, tensor dtypes and shapes,
+    /// and the lists (counts in range, indices ascending and in range, partial and full
+    /// disjoint, every partial tile referenced exactly once).
+    pub fn from_safetensors(bytes: &[u8]) -> Result<PackedMask, MaskError> {
+        let file = SafetensorsFile::parse(bytes)?;
+        let meta = file.metadata();
+        let get = |key: &'static str| -> Result<&str, MaskError> {
+            meta.get(key)
+                .map(String::as_str)
+                .ok_or_else(|| MaskError::Missing {
+                    what: "metadata key",
+                    name: key.to_string(),
+                })
+        };
+        let number = |key: &'static str| -> Result<usize, MaskError> {
+            get(key)?.parse::<usize>().map_err(|_| MaskError::Corrupt {
+                what: "packed mask metadata",
+                detail: "a numeric key (block_m, block_n, warpgroups, seqlen_q, seqlen_k, format_version) is not a number",
+            })
+        };
+        if get("format")? != FORMAT_NAME {
+            return Err(MaskError::Corrupt {
+                what: "packed mask metadata",
+                detail: "format is not fragmask-masks",
+            });
+        }
+        if number("format_version")? != FORMAT_VERSION as usize {
+            return Err(MaskError::Unsupported {
+                what: "packed mask format_version",
+                detail: "this reader reads version 1",
+            });
+        }
+        let small = |key: &'static str| -> Result<u32, MaskError> {
+            u32::try_from(number(key)?).map_err(|_| MaskError::TooLarge {
+                what: key,
+                value: u64::MAX,
+                limit: u32::MAX as u64,
+            })
+        };
+        let swap_ab = match get("swap_ab")? {
+            "true" => true,
+            "false" => false,
+            _ => {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "swap_ab must be true or false",
+                })
+            }
+        };
+        let acc = TiledAccumulator::new(
+            small("block_m")?,
+            small("block_n")?,
+            small("warpgroups")?,
+            swap_ab,
+        )?;
+        let encoding = Encoding::from_name(get("encoding")?).ok_or(MaskError::Corrupt {
+            what: "packed mask metadata",
+            detail: "encoding must be fragment-native, quad-lane or row-major",
+        })?;
+        let (seqlen_q, seqlen_k) = (number("seqlen_q")?, number("seqlen_k")?);
+
+        let lists = |name: &'static str, rank: usize| -> Result<ArrayView<'_>, MaskError> {
+            let view = file.tensor(name)?;
+            if view.dtype != DType::I32 {
+                return Err(MaskError::WrongDtype {
+                    what: name,
+                    found: view.dtype.name(),
+                    expected: "int32",
+                });
+            }
+            if view.shape.len() != rank {
+                return Err(MaskError::BadRank {
+                    what: name,
+                    rank: view.shape.len(),
+                    expected: if rank == 3 {
+                        "3 ([B, H, m_blocks])"
+                    } else {
+                        "4 ([B, H, m_blocks, n_blocks])"
+                    },
+                });
+            }
+            Ok(view)
+        };
+        let num = lists("kv_num_blocks", 3)?;
+        let (batch, heads) = (num.shape[0], num.shape[1]);
+        let shape = MaskShape::new(batch, heads, seqlen_q, seqlen_k)?;
+        let grid = TileGrid::new(shape, &acc);
+        let dims3 = [batch, heads, grid.m_blocks];
+        let dims4 = [batch, heads, grid.m_blocks, grid.n_blocks];
+        let read = |name: &'static str, dims: &[usize]| -> Result<Vec<i32>, MaskError> {
+            let view = lists(name, dims.len())?;
+            for (i, (&found, &expected)) in view.shape.iter().zip(dims).enumerate() {
+                if found != expected {
+                    return Err(MaskError::ShapeMismatch {
+                        what: match (dims.len(), i) {
+                            (_, 0) => "tile list batch dimension",
+                            (_, 1) => "tile list heads dimension",
+                            (_, 2) => "tile list m_blocks dimension (ceil(seqlen_q / block_m))",
+                            _ => "tile list n_blocks dimension (ceil(seqlen_k / block_n))",
+                        },
+                        expected: expected as u64,
+                        found: found as u64,
+                    });
+                }
+            }
+            Ok(view
+                .data
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect())
+        };
+        let kv_num_blocks = read("kv_num_blocks", &dims3)?;
+        let kv_indices = read("kv_indices", &dims4)?;
+        let full_kv_num_blocks = read("full_kv_num_blocks", &dims3)?;
+        let full_kv_indices = read("full_kv_indices", &dims4)?;
+        let kv_tile_offsets = read("kv_tile_offsets", &dims4)?;
+
+        let words_view = file.tensor("words")?;
+        if words_view.dtype != DType::U32 {
+            return Err(MaskError::WrongDtype {
+                what: "words",
+                found: words_view.dtype.name(),
+                expected: "uint32",
+            });
+        }
+        let word_shape = encoding.word_shape(&acc);
+        if words_view.shape.len() != 1 + word_shape.dims().len()
+            || words_view.shape[1..] != *word_shape.dims()
+        {
+            return Err(MaskError::ShapeMismatch {
+                what: "words per tile (the encoding's word shape)",
+                expected: word_shape.words() as u64,
+                found: words_view.shape.iter().skip(1).product::<usize>() as u64,
+            });
+        }
+        let partial_tiles = words_view.shape[0];
+        validate_lists(
+            &grid,
+            partial_tiles,
+            [
+                &kv_num_blocks,
+                &kv_indices,
+                &full_kv_num_blocks,
+                &full_kv_indices,
+                &kv_tile_offsets,
+            ],
+        )?;
+        let words = words_view
+            .data
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(PackedMask {
+            layout: EncodedLayout::derive(&acc, encoding)?,
+            grid,
+            kv_num_blocks,
+            kv_indices,
+            full_kv_num_blocks,
+            full_kv_indices,
+            kv_tile_offsets,
+            words,
+        })
+    }
+}
+
+fn validate_lists(
+    grid: &TileGrid,
+    partial_tiles: usize,
+    lists: [&Vec<i32>; 5],
+) -> Result<(), MaskError> {
+    let [num, indices, full_num, full_indices, offsets] = lists;
+    let n_blocks = grid.n_blocks;
+    let mut referenced = vec![false; partial_tiles];
+    let mut total = 0usize;
+    let bad = |detail: &'static str| MaskError::Corrupt {
+        what: "packed mask tile lists",
+        detail,
+    };
+    for row in 0..num.len() {
+        let (np, nf) = (num[row], full_num[row]);
+        if np < 0 || nf < 0 || np as usize + nf as usize > n_blocks {
+            return Err(bad(
+                "a row's partial + full tile counts exceed n_blocks or are negative",
+            ));
+        }
+        let base = row * n_blocks;
+        let partial = &indices[base..base + np as usize];
+        let full = &full_indices[base..base + nf as usize];
+        for list in [partial, full] {
+            for (j, &n) in list.iter().enumerate() {
+                if n < 0 || n as usize >= n_blocks {
+                    return Err(MaskError::IndexOutOfRange {
+                        what: "packed mask tile column (kv_indices / full_kv_indices)",
+                        row: row as u64,
+                        index: n as i64,
+                        bound: n_blocks as u64,
+                    });
+                }
+                if j > 0 && list[j - 1] >= n {
+                    return Err(MaskError::Unsorted {
+                        what: "packed mask tile columns",
+                        row: row as u64,
+                        previous: list[j - 1] as i64,
+                        index: n as i64,
+                    });
+                }
+            }
+        }
+        if partial.iter().any(|n| full.binary_search(n).is_ok()) {
+            return Err(bad("a tile is listed both partial and full"));
+        }
+        for &tile in &offsets[base..base + np as usize] {
+            if tile < 0 || tile as usize >= partial_tiles {
+                return Err(MaskError::IndexOutOfRange {
+                    what: "kv_tile_offsets",
+                    row: row as u64,
+                    index: tile as i64,
+                    bound: partial_tiles as u64,
+                });
+            }
+            if core::mem::replace(&mut referenced[tile as usize], true) {
+                return Err(bad("two tiles share one entry of words"));
+            }
+        }
+        total += np as usize;
+    }
+    if total != partial_tiles {
+        return Err(bad(
+            "the number of partial tiles differs from the first dimension of words",
+        ));
+    }
+    Ok(())
+}

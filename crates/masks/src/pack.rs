@@ -1,0 +1,600 @@
+//! The packer: any [`MaskSource`] → tile lists + encoded partial tiles.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use fragmask_gmma_frag::TiledAccumulator;
+
+use crate::encoding::EncodedLayout;
+use crate::plan::TilePlan;
+use crate::shape::{broadcast_index, TileGrid};
+use crate::source::{MaskSource, Region};
+use crate::{bits, Encoding, MaskError, MaskShape};
+
+/// Largest count of list entries or partial tiles (the file stores i32 indices).
+pub const MAX_TILE_COUNT: u64 = i32::MAX as u64;
+
+/// Progress of a pack: row blocks (`batch × heads × m_blocks` of them) done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackProgress {
+    /// Row blocks finished.
+    pub done: usize,
+    /// Row blocks in all.
+    pub total: usize,
+}
+
+/// Options of [`pack`].
+#[derive(Clone, Copy, Default)]
+pub struct PackOptions<'a> {
+    /// Worker threads; 0 = all available (`std`), and always 1 without `std`.
+    pub threads: usize,
+    /// Called after every finished row block, from the worker threads (so it must be
+    /// `Sync`); the library itself never prints.
+    pub progress: Option<&'a (dyn Fn(PackProgress) + Sync)>,
+}
+
+/// How one tile was classified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileClass {
+    /// All zeros: skipped by the kernel.
+    Empty,
+    /// All `block_m × block_n` elements are 1 (never a ragged edge tile): computed
+    /// without masking.
+    Full,
+    /// Anything else; the index of its words.
+    Partial(usize),
+}
+
+/// Tile counts and ones of a packed mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileStats {
+    /// Tiles in all (`B × H × m_blocks × n_blocks`).
+    pub tiles: u64,
+    /// Empty tiles.
+    pub empty: u64,
+    /// Full tiles.
+    pub full: u64,
+    /// Partial tiles.
+    pub partial: u64,
+    /// Ones of the mask (over its stored `B × H`).
+    pub ones: u64,
+    /// Elements of the mask (`B × H × Sq × Sk`).
+    pub elements: u64,
+}
+
+impl TileStats {
+    /// `ones / elements`.
+    pub fn density(&self) -> f64 {
+        self.ones as f64 / self.elements.max(1) as f64
+    }
+}
+
+/// Byte counts of a packed mask against the alternatives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteStats {
+    /// The four lists and the tile offsets (i32).
+    pub lists: u64,
+    /// The partial tiles' words.
+    pub words: u64,
+    /// A dense bool mask (one byte per element).
+    pub dense_bool: u64,
+    /// Plain row-major bit packing (one bit per element, rows padded to bytes).
+    pub bit_packed: u64,
+}
+
+/// A packed mask: FlexAttention-style tile lists plus the encoded partial tiles.
+///
+/// Lists are `[B, H, m_blocks]` (counts) and `[B, H, m_blocks, n_blocks]` (indices,
+/// ascending; entries past the count are 0, and -1 in `kv_tile_offsets`). B and H are
+/// the source's (1 when broadcast).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedMask {
+    pub(crate) layout: EncodedLayout,
+    pub(crate) grid: TileGrid,
+    pub(crate) kv_num_blocks: Vec<i32>,
+    pub(crate) kv_indices: Vec<i32>,
+    pub(crate) full_kv_num_blocks: Vec<i32>,
+    pub(crate) full_kv_indices: Vec<i32>,
+    pub(crate) kv_tile_offsets: Vec<i32>,
+    pub(crate) words: Vec<u32>,
+}
+
+/// Packs `source` into tile lists and encoded partial tiles.
+///
+/// Streams one row block (`block_m` query rows) at a time per worker: memory is the
+/// lists plus the partial tiles' words, never `Sq × Sk` (unless the source itself is
+/// dense). Asks the source for exact tile counts or known-empty/full regions first and
+/// reads bits only for tiles that may be partial.
+///
+/// ```
+/// use fragmask_gmma_frag::TiledAccumulator;
+/// use fragmask_masks::{pack, Encoding, PackOptions, Predicate, PredicateMask};
+/// let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
+/// let causal = PredicateMask::new(1024, 1024, Predicate::causal()).unwrap();
+/// let packed = pack(&causal, &acc, Encoding::FragmentNative, &PackOptions::default()).unwrap();
+/// let s = packed.stats();
+/// assert_eq!((s.full, s.partial, s.empty), (28, 8, 28));
+/// assert!(packed.get(0, 0, 1023, 1023) && !packed.get(0, 0, 3, 4));
+/// ```
+pub fn pack<S: MaskSource + ?Sized>(
+    source: &S,
+    acc: &TiledAccumulator,
+    encoding: Encoding,
+    options: &PackOptions<'_>,
+) -> Result<PackedMask, MaskError> {
+    let shape = source.shape();
+    MaskShape::new(shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k)?;
+    let grid = TileGrid::new(shape, acc);
+    let entries = grid.tiles();
+    if entries > MAX_TILE_COUNT {
+        return Err(MaskError::TooLarge {
+            what: "tile list entries (batch*heads*m_blocks*n_blocks)",
+            value: entries,
+            limit: MAX_TILE_COUNT,
+        });
+    }
+    let layout = EncodedLayout::derive(acc, encoding)?;
+    let plan = TilePlan::new(&layout);
+    let strips = shape.batch * shape.heads * grid.m_blocks;
+    let results = run_strips(source, &grid, &plan, strips, options);
+    assemble(layout, grid, results)
+}
+
+/// One row block's result.
+struct Strip {
+    partial: Vec<u32>,
+    full: Vec<u32>,
+    words: Vec<u32>,
+}
+
+struct Worker<'p> {
+    plan: &'p TilePlan,
+    tile: Vec<u64>,
+    scratch: Vec<u64>,
+    counts: Vec<u64>,
+}
+
+impl Worker<'_> {
+    fn new(plan: &TilePlan, n_blocks: usize) -> Worker<'_> {
+        Worker {
+            plan,
+            tile: vec![0; plan.tile_words()],
+            scratch: Vec::with_capacity(plan.tile_words()),
+            counts: vec![0; n_blocks],
+        }
+    }
+
+    fn strip<S: MaskSource + ?Sized>(
+        &mut self,
+        source: &S,
+        grid: &TileGrid,
+        index: usize,
+    ) -> Strip {
+        let m_block = index % grid.m_blocks;
+        let bh = index / grid.m_blocks;
+        let (batch, head) = (bh / grid.shape.heads, bh % grid.shape.heads);
+        let rows_in = grid.rows_in(m_block);
+        let q0 = m_block * grid.block_m;
+        let rows = q0..q0 + rows_in;
+        self.counts.fill(0);
+        let counted =
+            source.strip_counts(batch, head, rows.clone(), grid.block_n, &mut self.counts);
+        let dense = source.dense_rows(batch, head);
+        let area = (grid.block_m * grid.block_n) as u64;
+        let row_words = self.plan.row_words();
+        let mut out = Strip {
+            partial: Vec::new(),
+            full: Vec::new(),
+            words: Vec::new(),
+        };
+        for n_block in 0..grid.n_blocks {
+            let cols_in = grid.cols_in(n_block);
+            let k0 = n_block * grid.block_n;
+            let whole = rows_in == grid.block_m && cols_in == grid.block_n;
+            // Some(true) = known partial, None = must count.
+            let known_partial = if counted {
+                match self.counts[n_block] {
+                    0 => continue,
+                    c if c == area => {
+                        out.full.push(n_block as u32);
+                        continue;
+                    }
+                    _ => true,
+                }
+            } else {
+                match source.region(batch, head, rows.clone(), k0..k0 + cols_in) {
+                    Region::Empty => continue,
+                    Region::Full if whole => {
+                        out.full.push(n_block as u32);
+                        continue;
+                    }
+                    // Every in-bounds element is 1 but the tile is ragged: partial.
+                    Region::Full => true,
+                    Region::Unknown => false,
+                }
+            };
+            self.tile.fill(0);
+            match dense {
+                Some(d) => {
+                    for r in 0..rows_in {
+                        let start = (q0 + r) * d.row_stride + k0;
+                        bits::pack_bytes(
+                            &d.data[start..start + cols_in],
+                            &mut self.tile[r * row_words..(r + 1) * row_words],
+                        );
+                    }
+                }
+                None => {
+                    for r in 0..rows_in {
+                        source.row_bits(
+                            batch,
+                            head,
+                            q0 + r,
+                            k0,
+                            cols_in,
+                            &mut self.tile[r * row_words..(r + 1) * row_words],
+                        );
+                    }
+                }
+            }
+            if !known_partial {
+                let ones: u64 = self.tile.iter().map(|w| w.count_ones() as u64).sum();
+                if ones == 0 {
+                    continue;
+                }
+                if ones == area {
+                    out.full.push(n_block as u32);
+                    continue;
+                }
+            }
+            out.partial.push(n_block as u32);
+            let start = out.words.len();
+            out.words.resize(start + self.plan.words_per_tile(), 0);
+            self.plan
+                .encode(&self.tile, &mut self.scratch, &mut out.words[start..]);
+        }
+        out
+    }
+}
+
+#[cfg(feature = "std")]
+fn run_strips<S: MaskSource + ?Sized>(
+    source: &S,
+    grid: &TileGrid,
+    plan: &TilePlan,
+    strips: usize,
+    options: &PackOptions<'_>,
+) -> Vec<Strip> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        t => t,
+    }
+    .clamp(1, strips.max(1));
+    if threads == 1 {
+        return run_serial(source, grid, plan, strips, options);
+    }
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let mut parts: Vec<Vec<(usize, Strip)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut worker = Worker::new(plan, grid.n_blocks);
+                    let mut mine = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        if index >= strips {
+                            break;
+                        }
+                        mine.push((index, worker.strip(source, grid, index)));
+                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if let Some(progress) = options.progress {
+                            progress(PackProgress {
+                                done: finished,
+                                total: strips,
+                            });
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut all: Vec<(usize, Strip)> = parts.iter_mut().flat_map(core::mem::take).collect();
+    all.sort_unstable_by_key(|(index, _)| *index);
+    all.into_iter().map(|(_, strip)| strip).collect()
+}
+
+#[cfg(not(feature = "std"))]
+fn run_strips<S: MaskSource + ?Sized>(
+    source: &S,
+    grid: &TileGrid,
+    plan: &TilePlan,
+    strips: usize,
+    options: &PackOptions<'_>,
+) -> Vec<Strip> {
+    run_serial(source, grid, plan, strips, options)
+}
+
+fn run_serial<S: MaskSource + ?Sized>(
+    source: &S,
+    grid: &TileGrid,
+    plan: &TilePlan,
+    strips: usize,
+    options: &PackOptions<'_>,
+) -> Vec<Strip> {
+    let mut worker = Worker::new(plan, grid.n_blocks);
+    (0..strips)
+        .map(|index| {
+            let strip = worker.strip(source, grid, index);
+            if let Some(progress) = options.progress {
+                progress(PackProgress {
+                    done: index + 1,
+                    total: strips,
+                });
+            }
+            strip
+        })
+        .collect()
+}
+
+fn assemble(
+    layout: EncodedLayout,
+    grid: TileGrid,
+    strips: Vec<Strip>,
+) -> Result<PackedMask, MaskError> {
+    let n_blocks = grid.n_blocks;
+    let count = strips.len();
+    let partial_tiles: usize = strips.iter().map(|s| s.partial.len()).sum();
+    if partial_tiles as u64 > MAX_TILE_COUNT {
+        return Err(MaskError::TooLarge {
+            what: "partial tiles",
+            value: partial_tiles as u64,
+            limit: MAX_TILE_COUNT,
+        });
+    }
+    let mut packed = PackedMask {
+        grid,
+        kv_num_blocks: vec![0; count],
+        kv_indices: vec![0; count * n_blocks],
+        full_kv_num_blocks: vec![0; count],
+        full_kv_indices: vec![0; count * n_blocks],
+        kv_tile_offsets: vec![-1; count * n_blocks],
+        words: Vec::with_capacity(partial_tiles * layout.words_per_tile()),
+        layout,
+    };
+    let mut tile = 0usize;
+    for (index, strip) in strips.into_iter().enumerate() {
+        let row = index * n_blocks;
+        packed.kv_num_blocks[index] = strip.partial.len() as i32;
+        packed.full_kv_num_blocks[index] = strip.full.len() as i32;
+        for (j, &n) in strip.partial.iter().enumerate() {
+            packed.kv_indices[row + j] = n as i32;
+            packed.kv_tile_offsets[row + j] = (tile + j) as i32;
+        }
+        for (j, &n) in strip.full.iter().enumerate() {
+            packed.full_kv_indices[row + j] = n as i32;
+        }
+        tile += strip.partial.len();
+        packed.words.extend_from_slice(&strip.words);
+    }
+    Ok(packed)
+}
+
+impl PackedMask {
+    /// The tile configuration.
+    pub fn accumulator(&self) -> &TiledAccumulator {
+        self.layout.accumulator()
+    }
+
+    /// The encoding of the words.
+    pub fn encoding(&self) -> Encoding {
+        self.layout.encoding()
+    }
+
+    /// The encoding's derived bit positions.
+    pub fn layout(&self) -> &EncodedLayout {
+        &self.layout
+    }
+
+    /// The mask's shape (B, H as stored: 1 when broadcast).
+    pub fn shape(&self) -> MaskShape {
+        self.grid.shape
+    }
+
+    /// The tile grid.
+    pub fn grid(&self) -> &TileGrid {
+        &self.grid
+    }
+
+    /// Partial tiles per row block, `[B, H, m_blocks]`.
+    pub fn kv_num_blocks(&self) -> &[i32] {
+        &self.kv_num_blocks
+    }
+
+    /// Partial tiles' column blocks, ascending, `[B, H, m_blocks, n_blocks]`.
+    pub fn kv_indices(&self) -> &[i32] {
+        &self.kv_indices
+    }
+
+    /// Full tiles per row block, `[B, H, m_blocks]`.
+    pub fn full_kv_num_blocks(&self) -> &[i32] {
+        &self.full_kv_num_blocks
+    }
+
+    /// Full tiles' column blocks, ascending, `[B, H, m_blocks, n_blocks]`.
+    pub fn full_kv_indices(&self) -> &[i32] {
+        &self.full_kv_indices
+    }
+
+    /// Entry `j` of a row block: the index (into the first dimension of
+    /// [`Self::words`]) of partial tile `kv_indices[..., j]`; -1 past the count.
+    pub fn kv_tile_offsets(&self) -> &[i32] {
+        &self.kv_tile_offsets
+    }
+
+    /// All partial tiles' words, `[partial_tiles, ...word_shape]`.
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
+    /// Number of partial tiles.
+    pub fn partial_tiles(&self) -> usize {
+        self.words.len() / self.layout.words_per_tile()
+    }
+
+    /// The words of partial tile `tile`.
+    pub fn tile_words(&self, tile: usize) -> &[u32] {
+        let w = self.layout.words_per_tile();
+        &self.words[tile * w..(tile + 1) * w]
+    }
+
+    fn row_block(&self, batch: usize, head: usize, m_block: usize) -> usize {
+        let s = self.grid.shape;
+        (broadcast_index(batch, s.batch) * s.heads + broadcast_index(head, s.heads))
+            * self.grid.m_blocks
+            + m_block
+    }
+
+    /// How tile `(m_block, n_block)` of `(batch, head)` was classified (batch and head
+    /// broadcast when stored as 1).
+    pub fn tile_class(
+        &self,
+        batch: usize,
+        head: usize,
+        m_block: usize,
+        n_block: usize,
+    ) -> TileClass {
+        let index = self.row_block(batch, head, m_block);
+        let row = index * self.grid.n_blocks;
+        let n = n_block as i32;
+        let partial = &self.kv_indices[row..row + self.kv_num_blocks[index] as usize];
+        if let Ok(j) = partial.binary_search(&n) {
+            return TileClass::Partial(self.kv_tile_offsets[row + j] as usize);
+        }
+        let full = &self.full_kv_indices[row..row + self.full_kv_num_blocks[index] as usize];
+        if full.binary_search(&n).is_ok() {
+            TileClass::Full
+        } else {
+            TileClass::Empty
+        }
+    }
+
+    /// Element `(batch, head, q, k)` decoded from the lists and words (false outside
+    /// the mask).
+    pub fn get(&self, batch: usize, head: usize, q: usize, k: usize) -> bool {
+        let s = self.grid.shape;
+        if q >= s.seqlen_q || k >= s.seqlen_k {
+            return false;
+        }
+        let (bm, bn) = (self.grid.block_m, self.grid.block_n);
+        match self.tile_class(batch, head, q / bm, k / bn) {
+            TileClass::Empty => false,
+            TileClass::Full => true,
+            TileClass::Partial(tile) => {
+                let p = self.layout.position(q % bm, k % bn);
+                bits::get32(self.tile_words(tile), p)
+            }
+        }
+    }
+
+    /// The whole `(batch, head)` plane decoded, `Sq × Sk` bools row-major (tests and
+    /// small masks).
+    pub fn decode_plane(&self, batch: usize, head: usize) -> Vec<bool> {
+        let s = self.grid.shape;
+        let (bm, bn) = (self.grid.block_m, self.grid.block_n);
+        let mut plane = vec![false; s.seqlen_q * s.seqlen_k];
+        for m in 0..self.grid.m_blocks {
+            for n in 0..self.grid.n_blocks {
+                let class = self.tile_class(batch, head, m, n);
+                for r in 0..self.grid.rows_in(m) {
+                    for c in 0..self.grid.cols_in(n) {
+                        plane[(m * bm + r) * s.seqlen_k + n * bn + c] = match class {
+                            TileClass::Empty => false,
+                            TileClass::Full => true,
+                            TileClass::Partial(tile) => {
+                                bits::get32(self.tile_words(tile), self.layout.position(r, c))
+                            }
+                        };
+                    }
+                }
+            }
+        }
+        plane
+    }
+
+    /// Tile counts and ones.
+    pub fn stats(&self) -> TileStats {
+        let full: u64 = self.full_kv_num_blocks.iter().map(|&n| n as u64).sum();
+        let partial = self.partial_tiles() as u64;
+        let tiles = self.grid.tiles();
+        let area = (self.grid.block_m * self.grid.block_n) as u64;
+        let partial_ones: u64 = self.words.iter().map(|w| w.count_ones() as u64).sum();
+        TileStats {
+            tiles,
+            empty: tiles - full - partial,
+            full,
+            partial,
+            ones: full * area + partial_ones,
+            elements: self.grid.shape.elements(),
+        }
+    }
+
+    /// Bytes of this packing against a dense bool mask and plain bit packing.
+    pub fn bytes(&self) -> ByteStats {
+        let s = self.grid.shape;
+        let lists = (self.kv_num_blocks.len() * 2 + self.kv_indices.len() * 3) as u64 * 4;
+        ByteStats {
+            lists,
+            words: self.words.len() as u64 * 4,
+            dense_bool: s.elements(),
+            bit_packed: (s.batch * s.heads * s.seqlen_q) as u64 * s.seqlen_k.div_ceil(8) as u64,
+        }
+    }
+}
+
+/// Plain row-major bit packing of a dense `rows × cols` byte mask (nonzero = 1): each
+/// row padded to whole u64 words. The baseline the packer's benchmark compares with;
+/// multithreaded over rows with `std`.
+pub fn plain_bit_pack(data: &[u8], rows: usize, cols: usize, threads: usize) -> Vec<u64> {
+    let row_words = cols.div_ceil(64);
+    let mut out = vec![0u64; rows * row_words];
+    if rows == 0 || row_words == 0 {
+        return out;
+    }
+    let pack_rows = |first: usize, chunk: &mut [u64]| {
+        for (i, dst) in chunk.chunks_mut(row_words).enumerate() {
+            let r = first + i;
+            bits::pack_bytes(&data[r * cols..(r + 1) * cols], dst);
+        }
+    };
+    #[cfg(feature = "std")]
+    {
+        let threads = match threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            t => t,
+        }
+        .clamp(1, rows);
+        let rows_per = rows.div_ceil(threads);
+        std::thread::scope(|scope| {
+            for (t, chunk) in out.chunks_mut(rows_per * row_words).enumerate() {
+                let pack_rows = &pack_rows;
+                scope.spawn(move || pack_rows(t * rows_per, chunk));
+            }
+        });
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        let _ = threads;
+        pack_rows(0, &mut out);
+    }
+    out
+}

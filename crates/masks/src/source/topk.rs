@@ -1,0 +1,298 @@
+//! Per-query key index lists (top-k selection), CSR or fixed-k.
+
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use super::{IndexValue, MaskSource};
+use crate::shape::broadcast_index;
+use crate::{MaskError, MaskShape};
+
+/// Per-query key lists: `mask(b, h, q, k) = k ∈ keys(b, h, q)`.
+///
+/// Stored as CSR over rows in `(batch, head, q)` order, each row sorted strictly
+/// ascending. Two ways in:
+///
+/// - [`TopKMask::from_csr`]: offsets + indices. Each row must already be **sorted
+///   strictly ascending** (so unique); an unsorted or repeated index is a typed error.
+///   No padding.
+/// - [`TopKMask::from_fixed_k`]: `k` indices per row (`torch.topk(...).indices`).
+///   Rows may be in **any order**; `-1` marks **padding** (rows with fewer than `k`
+///   keys) and is skipped; any other negative or `>= seqlen_k` index is out of range;
+///   a key repeated in a row is a typed error (top-k never repeats one, so a repeat
+///   means an indexing bug upstream).
+///
+/// Memory is proportional to the number of indices.
+///
+/// ```
+/// use fragmask_masks::{MaskShape, MaskSource, TopKMask};
+/// let shape = MaskShape::new(1, 1, 2, 300).unwrap();
+/// // Row 0 keeps keys 7 and 299; row 1 keeps key 3 (one slot of padding).
+/// let topk = TopKMask::from_fixed_k(shape, 2, &[299i64, 7, -1, 3]).unwrap();
+/// assert!(topk.get(0, 0, 0, 299) && topk.get(0, 0, 1, 3) && !topk.get(0, 0, 1, 7));
+/// assert_eq!(topk.nnz(), 3);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopKMask {
+    shape: MaskShape,
+    offsets: Vec<u64>,
+    indices: Vec<u32>,
+}
+
+impl TopKMask {
+    /// From CSR: `offsets` has `batch × heads × seqlen_q + 1` entries, from 0,
+    /// non-decreasing, to `indices.len()`; row `r`'s keys are
+    /// `indices[offsets[r]..offsets[r+1]]`, sorted strictly ascending, in
+    /// `0..seqlen_k`.
+    pub fn from_csr<O: IndexValue, I: IndexValue>(
+        shape: MaskShape,
+        offsets: &[O],
+        indices: &[I],
+    ) -> Result<TopKMask, MaskError> {
+        check_seqlen_k(shape)?;
+        let rows = rows_of(shape)?;
+        if offsets.len() != rows + 1 {
+            return Err(MaskError::ShapeMismatch {
+                what: "CSR offsets length (batch*heads*seqlen_q + 1)",
+                expected: rows as u64 + 1,
+                found: offsets.len() as u64,
+            });
+        }
+        let mut out_offsets = Vec::with_capacity(rows + 1);
+        let mut previous = 0i64;
+        for (position, o) in offsets.iter().enumerate() {
+            let value = o.to_i64();
+            let first_bad = position == 0 && value != 0;
+            if first_bad || value < previous || value > indices.len() as i64 {
+                return Err(MaskError::BadOffsets {
+                    what: "CSR offsets",
+                    position: position as u64,
+                    value,
+                });
+            }
+            previous = value;
+            out_offsets.push(value as u64);
+        }
+        if previous != indices.len() as i64 {
+            return Err(MaskError::BadOffsets {
+                what: "CSR offsets (last must equal the number of indices)",
+                position: rows as u64,
+                value: previous,
+            });
+        }
+        let mut out_indices = Vec::with_capacity(indices.len());
+        for row in 0..rows {
+            let span = out_offsets[row] as usize..out_offsets[row + 1] as usize;
+            let mut last: Option<i64> = None;
+            for index in &indices[span] {
+                let index = index.to_i64();
+                check_index(shape, row, index)?;
+                if let Some(previous) = last {
+                    if index == previous {
+                        return Err(MaskError::DuplicateIndex {
+                            what: "CSR top-k indices",
+                            row: row as u64,
+                            index,
+                        });
+                    }
+                    if index < previous {
+                        return Err(MaskError::Unsorted {
+                            what: "CSR top-k indices",
+                            row: row as u64,
+                            previous,
+                            index,
+                        });
+                    }
+                }
+                last = Some(index);
+                out_indices.push(index as u32);
+            }
+        }
+        Ok(TopKMask {
+            shape,
+            offsets: out_offsets,
+            indices: out_indices,
+        })
+    }
+
+    /// From fixed-k lists: `indices` holds `batch × heads × seqlen_q × k` entries,
+    /// `k` per row in any order, `-1` = padding (see the type's docs).
+    pub fn from_fixed_k<I: IndexValue>(
+        shape: MaskShape,
+        k: usize,
+        indices: &[I],
+    ) -> Result<TopKMask, MaskError> {
+        check_seqlen_k(shape)?;
+        let rows = rows_of(shape)?;
+        let expected = rows.checked_mul(k).ok_or(MaskError::TooLarge {
+            what: "top-k entries",
+            value: u64::MAX,
+            limit: usize::MAX as u64,
+        })?;
+        if indices.len() != expected {
+            return Err(MaskError::ShapeMismatch {
+                what: "fixed-k top-k entries (rows * k)",
+                expected: expected as u64,
+                found: indices.len() as u64,
+            });
+        }
+        let mut offsets = Vec::with_capacity(rows + 1);
+        let mut out = Vec::with_capacity(indices.len());
+        offsets.push(0u64);
+        for row in 0..rows {
+            let start = out.len();
+            for index in &indices[row * k..(row + 1) * k] {
+                let index = index.to_i64();
+                if index == -1 {
+                    continue;
+                }
+                check_index(shape, row, index)?;
+                out.push(index as u32);
+            }
+            let keys = &mut out[start..];
+            keys.sort_unstable();
+            if let Some(pair) = keys.windows(2).find(|pair| pair[0] == pair[1]) {
+                return Err(MaskError::DuplicateIndex {
+                    what: "fixed-k top-k indices",
+                    row: row as u64,
+                    index: pair[0] as i64,
+                });
+            }
+            offsets.push(out.len() as u64);
+        }
+        Ok(TopKMask {
+            shape,
+            offsets,
+            indices: out,
+        })
+    }
+
+    /// [`Self::from_fixed_k`] with the array's dimensions: `[Sq, k]`, `[H, Sq, k]` or
+    /// `[B, H, Sq, k]`.
+    pub fn from_fixed_k_dims<I: IndexValue>(
+        dims: &[usize],
+        seqlen_k: usize,
+        indices: &[I],
+    ) -> Result<TopKMask, MaskError> {
+        let (batch, heads, seqlen_q, k) = match *dims {
+            [q, k] => (1, 1, q, k),
+            [h, q, k] => (1, h, q, k),
+            [b, h, q, k] => (b, h, q, k),
+            _ => {
+                return Err(MaskError::BadRank {
+                    what: "fixed-k top-k indices",
+                    rank: dims.len(),
+                    expected: "2 ([Sq, k]), 3 ([H, Sq, k]) or 4 ([B, H, Sq, k])",
+                })
+            }
+        };
+        TopKMask::from_fixed_k(
+            MaskShape::new(batch, heads, seqlen_q, seqlen_k)?,
+            k,
+            indices,
+        )
+    }
+
+    /// Number of stored keys (ones of the mask).
+    pub fn nnz(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// The sorted keys of row `(batch, head, q)`.
+    pub fn keys(&self, batch: usize, head: usize, q: usize) -> &[u32] {
+        let b = broadcast_index(batch, self.shape.batch);
+        let h = broadcast_index(head, self.shape.heads);
+        let row = (b * self.shape.heads + h) * self.shape.seqlen_q + q;
+        &self.indices[self.offsets[row] as usize..self.offsets[row + 1] as usize]
+    }
+
+    /// The CSR offsets (rows in `(batch, head, q)` order).
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    /// The CSR indices.
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+}
+
+fn check_seqlen_k(shape: MaskShape) -> Result<(), MaskError> {
+    if shape.seqlen_k as u64 > u32::MAX as u64 {
+        return Err(MaskError::TooLarge {
+            what: "seqlen_k of a top-k mask",
+            value: shape.seqlen_k as u64,
+            limit: u32::MAX as u64,
+        });
+    }
+    Ok(())
+}
+
+fn rows_of(shape: MaskShape) -> Result<usize, MaskError> {
+    shape
+        .batch
+        .checked_mul(shape.heads)
+        .and_then(|r| r.checked_mul(shape.seqlen_q))
+        .ok_or(MaskError::TooLarge {
+            what: "top-k rows",
+            value: u64::MAX,
+            limit: usize::MAX as u64,
+        })
+}
+
+fn check_index(shape: MaskShape, row: usize, index: i64) -> Result<(), MaskError> {
+    if index < 0 || index >= shape.seqlen_k as i64 {
+        return Err(MaskError::IndexOutOfRange {
+            what: "top-k key index",
+            row: row as u64,
+            index,
+            bound: shape.seqlen_k as u64,
+        });
+    }
+    Ok(())
+}
+
+impl MaskSource for TopKMask {
+    fn shape(&self) -> MaskShape {
+        self.shape
+    }
+
+    fn row_bits(
+        &self,
+        batch: usize,
+        head: usize,
+        q: usize,
+        k0: usize,
+        cols: usize,
+        out: &mut [u64],
+    ) {
+        let keys = self.keys(batch, head, q);
+        let start = keys.partition_point(|&key| (key as usize) < k0);
+        for &key in &keys[start..] {
+            let i = key as usize - k0;
+            if i >= cols {
+                break;
+            }
+            out[i / 64] |= 1 << (i % 64);
+        }
+    }
+
+    fn strip_counts(
+        &self,
+        batch: usize,
+        head: usize,
+        rows: Range<usize>,
+        block_n: usize,
+        counts: &mut [u64],
+    ) -> bool {
+        for q in rows {
+            for &key in self.keys(batch, head, q) {
+                counts[key as usize / block_n] += 1;
+            }
+        }
+        true
+    }
+
+    fn get(&self, batch: usize, head: usize, q: usize, k: usize) -> bool {
+        self.keys(batch, head, q).binary_search(&(k as u32)).is_ok()
+    }
+}

@@ -1,0 +1,240 @@
+//! The encodings are derived from the fragment model, and say what they claim.
+
+mod common;
+
+use common::{acc, config, Rng, CONFIGS};
+use fragmask_gmma_frag::quad_lane;
+use fragmask_masks::{
+    pack, words_per_quad, DenseMask, EncodedLayout, Encoding, PackOptions, TilePlan,
+    TiledAccumulator,
+};
+use proptest::prelude::*;
+
+fn layouts(i: usize) -> Vec<EncodedLayout> {
+    Encoding::ALL
+        .iter()
+        .map(|&e| EncodedLayout::derive(&acc(i), e).unwrap())
+        .collect()
+}
+
+/// THE CENTRAL THEOREM. For every partial tile of a packed random mask, every thread
+/// `t` and every fragment value `v`: bit `v % 32` of word `v / 32` of thread `t` in the
+/// FragmentNative words equals `mask[tile origin + TiledAccumulator::coord(t, v)]`
+/// (0 outside the mask), and every bit past `values_per_thread` is 0. Read straight
+/// from the raw words with `coord`, independent of the encoder's tables.
+#[test]
+fn central_theorem_fragment_native_bit_of_thread_value_is_mask_at_coord() {
+    for (i, &(bm, bn, ..)) in CONFIGS.iter().enumerate() {
+        let acc = acc(i);
+        let (bm, bn) = (bm as usize, bn as usize);
+        for seed in 0..3u64 {
+            let (sq, sk) = (bm * 2 + 1 + seed as usize * 7, bn * 2 - 3 + seed as usize);
+            let mask = common::random_mask(seed * 31 + i as u64, 1, 2, sq, sk, bm, bn);
+            let dense = DenseMask::new(&mask.data, &mask.dims()).unwrap();
+            let packed = pack(
+                &dense,
+                &acc,
+                Encoding::FragmentNative,
+                &PackOptions::default(),
+            )
+            .unwrap();
+            let (threads, vpt) = (acc.threads() as usize, acc.values_per_thread() as usize);
+            let wpt = vpt.div_ceil(32);
+            let grid = packed.grid();
+            let mut checked = 0;
+            for h in 0..2 {
+                for m in 0..grid.m_blocks {
+                    let row = h * grid.m_blocks + m;
+                    for j in 0..packed.kv_num_blocks()[row] as usize {
+                        let n = packed.kv_indices()[row * grid.n_blocks + j] as usize;
+                        let tile = packed.kv_tile_offsets()[row * grid.n_blocks + j] as usize;
+                        let words = packed.tile_words(tile);
+                        assert_eq!(words.len(), threads * wpt);
+                        for t in 0..threads {
+                            for v in 0..wpt * 32 {
+                                let bit = (words[t * wpt + v / 32] >> (v % 32)) & 1 == 1;
+                                if v >= vpt {
+                                    assert!(!bit, "padding bit {v} of thread {t} is set");
+                                    continue;
+                                }
+                                let (r, c) = acc.coord(t as u32, v as u32).unwrap();
+                                let (q, k) = (m * bm + r as usize, n * bn + c as usize);
+                                let expected = q < sq && k < sk && mask.at(0, h, q, k);
+                                assert_eq!(
+                                    bit, expected,
+                                    "config {i} thread {t} value {v} -> ({q}, {k})"
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(checked > 0, "config {i}: no partial tile was checked");
+        }
+    }
+}
+
+#[test]
+fn quad_lane_layout_equals_chapter7_formula() {
+    // Word q of MMA row R holds quad lane q's bits: bit 2*(c/8) + c%2 for q = (c%8)/2,
+    // with (R, c) = (row, col), or (col, row) under SwapAB.
+    for (i, &(bm, bn, _, swap)) in CONFIGS.iter().enumerate() {
+        let acc = acc(i);
+        let layout = EncodedLayout::derive(&acc, Encoding::QuadLane).unwrap();
+        let wpq = words_per_quad(&acc);
+        for row in 0..bm as usize {
+            for col in 0..bn as usize {
+                let (r, c) = if swap { (col, row) } else { (row, col) };
+                let expected = (r * 4 + (c % 8) / 2) * 32 * wpq + 2 * (c / 8) + c % 2;
+                assert_eq!(
+                    layout.position(row, col),
+                    expected,
+                    "config {i} ({row}, {col})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn quad_lane_word_is_the_order_the_quad_lane_thread_visits_its_columns() {
+    // Without SwapAB, the rowcol view lists a thread's columns in the order its
+    // registers visit them; QuadLane bit j of (row, quad lane) is column j of that list.
+    for (i, &(.., swap)) in CONFIGS.iter().enumerate() {
+        if swap {
+            continue;
+        }
+        let acc = acc(i);
+        let layout = EncodedLayout::derive(&acc, Encoding::QuadLane).unwrap();
+        let wpq = words_per_quad(&acc);
+        for thread in (0..acc.threads()).step_by(5) {
+            for row_index in 0..acc.rows_per_thread() {
+                let row = acc.row(thread, row_index).unwrap() as usize;
+                for j in 0..acc.cols_per_thread() {
+                    let col = acc.col(thread, j).unwrap() as usize;
+                    let expected = (row * 4 + quad_lane(thread) as usize) * 32 * wpq + j as usize;
+                    assert_eq!(layout.position(row, col), expected);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn row_major_layout_is_fa3_shared_memory_order() {
+    for i in 0..CONFIGS.len() {
+        let acc = acc(i);
+        let layout = EncodedLayout::derive(&acc, Encoding::RowMajor).unwrap();
+        let words_per_row = (acc.block_n() as usize).div_ceil(32);
+        for row in 0..acc.block_m() as usize {
+            for col in 0..acc.block_n() as usize {
+                assert_eq!(
+                    layout.position(row, col),
+                    (row * words_per_row + col / 32) * 32 + col % 32
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn bit_position_from_owner_agrees_with_table_from_coord() {
+    for i in 0..CONFIGS.len() {
+        let acc = acc(i);
+        for layout in layouts(i) {
+            let mut rng = Rng(i as u64);
+            for _ in 0..300 {
+                let row = rng.below(acc.block_m() as u64) as u32;
+                let col = rng.below(acc.block_n() as u64) as u32;
+                assert_eq!(
+                    layout.encoding().bit_position(&acc, row, col).unwrap(),
+                    layout.position(row as usize, col as usize)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_layout_is_injective_and_fits_its_words() {
+    for i in 0..CONFIGS.len() {
+        let acc = acc(i);
+        for layout in layouts(i) {
+            let bits = layout.words_per_tile() * 32;
+            let mut seen = vec![false; bits];
+            for &p in layout.positions() {
+                assert!((p as usize) < bits);
+                assert!(
+                    !std::mem::replace(&mut seen[p as usize], true),
+                    "position {p} used twice"
+                );
+            }
+            assert_eq!(
+                layout.positions().len(),
+                (acc.block_m() * acc.block_n()) as usize
+            );
+            assert_eq!(
+                layout.words_per_tile(),
+                layout.encoding().word_shape(&acc).words()
+            );
+        }
+    }
+}
+
+#[test]
+fn fa3_128x128_fragment_native_is_64_bits_per_thread_in_one_load() {
+    let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
+    let cost = Encoding::FragmentNative.load_cost(&acc);
+    assert_eq!(
+        (
+            cost.bytes_per_thread,
+            cost.loads_per_thread,
+            cost.bytes_per_tile
+        ),
+        (8, 1, 2048)
+    );
+    let plan = TilePlan::new(&EncodedLayout::derive(&acc, Encoding::FragmentNative).unwrap());
+    assert!(plan.is_bit_permutation());
+}
+
+#[test]
+fn power_of_two_tiles_take_the_bit_permutation_path() {
+    for (i, &(bm, bn, ..)) in CONFIGS.iter().enumerate() {
+        for layout in layouts(i) {
+            let plan = TilePlan::new(&layout);
+            let exact = layout.words_per_tile() * 32 == (bm * bn) as usize;
+            let pow2 = bm.is_power_of_two() && bn.is_power_of_two() && bn >= 64;
+            assert_eq!(
+                plan.is_bit_permutation(),
+                pow2 && exact,
+                "config {i} {:?}",
+                layout.encoding()
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn tile_plan_encodes_as_the_reference_encoder(i in config(), e in 0usize..3, seed in any::<u64>(), density in 0u64..=100) {
+        let acc = acc(i);
+        let layout = EncodedLayout::derive(&acc, Encoding::ALL[e]).unwrap();
+        let plan = TilePlan::new(&layout);
+        let (bm, bn) = (acc.block_m() as usize, acc.block_n() as usize);
+        let mut rng = Rng(seed);
+        let bools: Vec<bool> = (0..bm * bn).map(|_| rng.below(100) < density).collect();
+        let mut tile = vec![0u64; plan.tile_words()];
+        for (i, &b) in bools.iter().enumerate() {
+            let (r, c) = (i / bn, i % bn);
+            tile[r * plan.row_words() + c / 64] |= (b as u64) << (c % 64);
+        }
+        let mut out = vec![0xdead_beef; plan.words_per_tile()];
+        plan.encode(&tile, &mut Vec::new(), &mut out);
+        prop_assert_eq!(&out, &layout.encode_bools(&bools));
+        prop_assert_eq!(layout.decode(&out).unwrap(), bools);
+        prop_assert!(layout.padding_is_zero(&out));
+    }
+}

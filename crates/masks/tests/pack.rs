@@ -1,0 +1,194 @@
+//! The packer: decode(encode(mask)) == mask, exact classification, deterministic output.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{acc, config, random_mask, reference_class, RandomMask};
+use fragmask_masks::{pack, DenseMask, Encoding, PackOptions, PackProgress, PackedMask, TileClass};
+use proptest::prelude::*;
+
+/// A random ragged shape for config `i`: up to 3 tiles each way, B and H in 1..=2.
+fn case() -> impl Strategy<Value = (usize, usize, usize, usize, usize, u64)> {
+    (config(), 1usize..=2, 1usize..=2, any::<u64>()).prop_flat_map(|(i, b, h, seed)| {
+        let a = acc(i);
+        let (bm, bn) = (a.block_m() as usize, a.block_n() as usize);
+        (
+            Just(i),
+            Just(b),
+            Just(h),
+            1..=3 * bm,
+            1..=3 * bn,
+            Just(seed),
+        )
+    })
+}
+
+fn packed_of(mask: &RandomMask, i: usize, encoding: Encoding, threads: usize) -> PackedMask {
+    let dense = DenseMask::new(&mask.data, &mask.dims()).unwrap();
+    pack(
+        &dense,
+        &acc(i),
+        encoding,
+        &PackOptions {
+            threads,
+            progress: None,
+        },
+    )
+    .unwrap()
+}
+
+fn assert_decodes_to(packed: &PackedMask, mask: &RandomMask) {
+    for b in 0..mask.batch {
+        for h in 0..mask.heads {
+            let plane = packed.decode_plane(b, h);
+            for q in 0..mask.seqlen_q {
+                for k in 0..mask.seqlen_k {
+                    assert_eq!(
+                        plane[q * mask.seqlen_k + k],
+                        mask.at(b, h, q, k),
+                        "({b}, {h}, {q}, {k})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn decode_of_pack_is_the_mask((i, b, h, sq, sk, seed) in case(), e in 0usize..3) {
+        let a = acc(i);
+        let mask = random_mask(seed, b, h, sq, sk, a.block_m() as usize, a.block_n() as usize);
+        let packed = packed_of(&mask, i, Encoding::ALL[e], 2);
+        assert_decodes_to(&packed, &mask);
+        // Element access agrees with the plane decoder.
+        for (q, k) in [(0, 0), (sq - 1, sk - 1), (sq / 2, sk / 3)] {
+            prop_assert_eq!(packed.get(b - 1, h - 1, q, k), mask.at(b - 1, h - 1, q, k));
+        }
+    }
+
+    #[test]
+    fn classification_is_exact((i, b, h, sq, sk, seed) in case()) {
+        let a = acc(i);
+        let (bm, bn) = (a.block_m() as usize, a.block_n() as usize);
+        let mask = random_mask(seed, b, h, sq, sk, bm, bn);
+        let packed = packed_of(&mask, i, Encoding::FragmentNative, 2);
+        let grid = *packed.grid();
+        let (mut empty, mut full, mut partial) = (0, 0, 0);
+        for bi in 0..b {
+            for hi in 0..h {
+                for m in 0..grid.m_blocks {
+                    let row = (bi * h + hi) * grid.m_blocks + m;
+                    let (np, nf) = (packed.kv_num_blocks()[row] as usize, packed.full_kv_num_blocks()[row] as usize);
+                    let listed = &packed.kv_indices()[row * grid.n_blocks..][..np];
+                    let full_listed = &packed.full_kv_indices()[row * grid.n_blocks..][..nf];
+                    prop_assert!(listed.windows(2).all(|w| w[0] < w[1]), "partial list ascending");
+                    prop_assert!(full_listed.windows(2).all(|w| w[0] < w[1]), "full list ascending");
+                    for n in 0..grid.n_blocks {
+                        let expected = reference_class(&mask, bi, hi, m, n, bm, bn);
+                        let in_partial = listed.contains(&(n as i32));
+                        let in_full = full_listed.contains(&(n as i32));
+                        prop_assert_eq!((in_partial, in_full), (expected == 2, expected == 1), "tile ({}, {}, {}, {})", bi, hi, m, n);
+                        match expected { 0 => empty += 1, 1 => full += 1, _ => partial += 1 }
+                    }
+                    // Padding past the counts.
+                    prop_assert!(packed.kv_indices()[row * grid.n_blocks + np..(row + 1) * grid.n_blocks].iter().all(|&x| x == 0));
+                    prop_assert!(packed.kv_tile_offsets()[row * grid.n_blocks + np..(row + 1) * grid.n_blocks].iter().all(|&x| x == -1));
+                }
+            }
+        }
+        let stats = packed.stats();
+        prop_assert_eq!((stats.empty, stats.full, stats.partial), (empty, full, partial));
+        prop_assert_eq!(stats.ones, mask.data.iter().filter(|&&x| x != 0).count() as u64);
+    }
+
+    #[test]
+    fn output_is_the_same_for_any_thread_count((i, b, h, sq, sk, seed) in case(), e in 0usize..3) {
+        let a = acc(i);
+        let mask = random_mask(seed, b, h, sq, sk, a.block_m() as usize, a.block_n() as usize);
+        let one = packed_of(&mask, i, Encoding::ALL[e], 1);
+        prop_assert_eq!(&one, &packed_of(&mask, i, Encoding::ALL[e], 2));
+        prop_assert_eq!(&one, &packed_of(&mask, i, Encoding::ALL[e], 5));
+    }
+}
+
+#[test]
+fn tile_offsets_number_partial_tiles_in_list_order() {
+    let mask = random_mask(7, 2, 3, 300, 500, 128, 128);
+    let packed = packed_of(&mask, 0, Encoding::FragmentNative, 2);
+    let grid = *packed.grid();
+    let mut next = 0;
+    for row in 0..packed.kv_num_blocks().len() {
+        for j in 0..packed.kv_num_blocks()[row] as usize {
+            assert_eq!(packed.kv_tile_offsets()[row * grid.n_blocks + j], next);
+            next += 1;
+        }
+    }
+    assert_eq!(next as usize, packed.partial_tiles());
+    assert_eq!(packed.words().len(), packed.partial_tiles() * 256 * 2);
+}
+
+#[test]
+fn ragged_edge_tile_of_ones_is_partial_not_full() {
+    let (sq, sk) = (130, 200);
+    let ones = vec![1u8; sq * sk];
+    let dense = DenseMask::new(&ones, &[sq, sk]).unwrap();
+    let packed = pack(
+        &dense,
+        &acc(0),
+        Encoding::FragmentNative,
+        &PackOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(packed.tile_class(0, 0, 0, 0), TileClass::Full);
+    for (m, n) in [(0, 1), (1, 0), (1, 1)] {
+        assert!(
+            matches!(packed.tile_class(0, 0, m, n), TileClass::Partial(_)),
+            "({m}, {n})"
+        );
+    }
+    assert!(!packed.get(0, 0, 129, 200) && packed.get(0, 0, 129, 199));
+}
+
+#[test]
+fn broadcast_heads_are_stored_once_and_read_for_every_head() {
+    let mask = random_mask(3, 1, 1, 256, 256, 128, 128);
+    let dense = DenseMask::new(&mask.data, &[1, 1, 256, 256]).unwrap();
+    let packed = pack(
+        &dense,
+        &acc(0),
+        Encoding::FragmentNative,
+        &PackOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((packed.shape().batch, packed.shape().heads), (1, 1));
+    for head in [0, 5, 15] {
+        assert_eq!(packed.get(3, head, 100, 7), mask.at(0, 0, 100, 7));
+    }
+}
+
+#[test]
+fn progress_reports_every_row_block_once() {
+    let mask = random_mask(1, 2, 2, 1000, 300, 128, 128);
+    let dense = DenseMask::new(&mask.data, &mask.dims()).unwrap();
+    let calls = AtomicUsize::new(0);
+    let last = AtomicUsize::new(0);
+    let progress = |p: PackProgress| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        last.fetch_max(p.done, Ordering::Relaxed);
+        assert_eq!(p.total, 2 * 2 * 8);
+    };
+    for threads in [1, 2] {
+        calls.store(0, Ordering::Relaxed);
+        let options = PackOptions {
+            threads,
+            progress: Some(&progress),
+        };
+        pack(&dense, &acc(0), Encoding::FragmentNative, &options).unwrap();
+        assert_eq!(calls.load(Ordering::Relaxed), 32);
+        assert_eq!(last.load(Ordering::Relaxed), 32);
+    }
+}
