@@ -9,3 +9,4 @@ pub use fragmask_host as host;
 pub use fragmask_kernels as kernels;
 pub use fragmask_layout as layout;
 pub use fragmask_masks as masks;
+pub mod calc;
