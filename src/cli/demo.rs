@@ -53,7 +53,10 @@ fn layout_section() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "  The PTX ISA formula agrees: row = 16*(t/32) + (t%32)/4 + 8*((i/2)%2) = {formula_row}, col = 8*(i/4) + 2*(t%4) + (i%2) = {formula_col}."
     );
-    println!("  (fragmask layout 'eval({acc}, {})')", thread + 128 * value);
+    println!(
+        "  (fragmask layout 'eval({acc}, {})')",
+        thread + 128 * value
+    );
 
     let inverse = right_inverse(&acc)?;
     let back = inverse.eval(index)?;
@@ -66,14 +69,19 @@ fn layout_section() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let thread0 = composition(&acc, &Layout::parse("(1,(2,2,16)):(0,(128,256,512))")?)?;
-    println!("\nThread 0's 64 values, as a layout of their own (composition of C with a value slice):");
+    println!(
+        "\nThread 0's 64 values, as a layout of their own (composition of C with a value slice):"
+    );
     println!("  {}  coalesced: {}", thread0, coalesce(&thread0)?);
 
     let tile = Layout::parse("(64,128):(1,64)")?;
     let kblocks = zipped_divide_by_mode(&tile, &[Layout::parse("64:1")?, Layout::parse("16:1")?])?;
     println!("\nP.V consumes the accumulator 16 columns at a time (RS-mode A operand).");
     println!("  zipped_divide((64,128):(1,64), <64:1,16:1>) = {kblocks}");
-    println!("  mode 1 walks the {} k-blocks of 64x16 each.", kblocks.mode(1)?.size()?);
+    println!(
+        "  mode 1 walks the {} k-blocks of 64x16 each.",
+        kblocks.mode(1)?.size()?
+    );
     println!("\nTry it yourself: fragmask layout 'composition((6,2):(8,2),(4,3):(3,1))'");
     Ok(())
 }
