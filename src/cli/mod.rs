@@ -6,7 +6,9 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod frag;
+mod inspect;
 mod layout;
+mod pack;
 
 /// fragmask: proven MMA fragment maps, fragment-native attention masks, and the CUDA
 /// kernels that consume them.
@@ -26,6 +28,11 @@ enum Command {
     Layout(layout::LayoutArgs),
     /// Fragment map: which wgmma accumulator element each thread holds (FA3 tiling).
     Frag(frag::FragArgs),
+    /// Pack an attention mask (dense, top-k, block lists, predicates) into tile lists
+    /// and FragmentNative words (safetensors).
+    Pack(Box<pack::PackArgs>),
+    /// Describe a packed mask: density, tile classes, bytes, per-encoding load cost.
+    Inspect(inspect::InspectArgs),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -35,6 +42,8 @@ pub fn run() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Layout(args) => layout::run(args),
         Command::Frag(args) => frag::run(args),
+        Command::Pack(args) => pack::run(*args),
+        Command::Inspect(args) => inspect::run(args),
     };
     match result {
         Ok(code) => code,

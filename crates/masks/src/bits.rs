@@ -112,6 +112,35 @@ pub fn set_range(words: &mut [u64], lo: usize, hi: usize) {
     words[last] |= hi_mask;
 }
 
+/// Copies bits `k0..k0 + cols` of `src` to bits `0..cols` of `dst`, zeroing the rest
+/// of the `ceil(cols / 64)` words written. `src` must hold bit `k0 + cols - 1`.
+#[inline]
+pub fn extract(src: &[u64], k0: usize, cols: usize, dst: &mut [u64]) {
+    let words = cols.div_ceil(64);
+    let (first, shift) = (k0 / 64, k0 % 64);
+    if shift == 0 {
+        // Constant-size copies for the common widths (no memcpy call per row).
+        match words {
+            1 => dst[0] = src[first],
+            2 => {
+                dst[0] = src[first];
+                dst[1] = src[first + 1];
+            }
+            4 => dst[..4].copy_from_slice(&src[first..first + 4]),
+            _ => dst[..words].copy_from_slice(&src[first..first + words]),
+        }
+    } else {
+        for (i, d) in dst[..words].iter_mut().enumerate() {
+            let lo = src[first + i] >> shift;
+            let hi = src.get(first + i + 1).map_or(0, |&w| w << (64 - shift));
+            *d = lo | hi;
+        }
+    }
+    if !cols.is_multiple_of(64) {
+        dst[words - 1] &= (1u64 << (cols % 64)) - 1;
+    }
+}
+
 /// Bit `i` of `words`.
 #[inline]
 pub fn get(words: &[u64], i: usize) -> bool {
@@ -145,6 +174,18 @@ mod tests {
                 prop_assert!(!get(&out, i));
             }
             prop_assert_eq!(out[words], u64::MAX);
+        }
+
+        #[test]
+        fn extract_copies_exactly_the_bit_range(src in proptest::collection::vec(any::<u64>(), 1..6), k0 in 0usize..320, cols in 1usize..200) {
+            let bits = src.len() * 64;
+            prop_assume!(k0 + cols <= bits);
+            let mut dst = vec![u64::MAX; cols.div_ceil(64) + 1];
+            extract(&src, k0, cols, &mut dst);
+            for i in 0..cols.div_ceil(64) * 64 {
+                prop_assert_eq!(get(&dst, i), i < cols && get(&src, k0 + i));
+            }
+            prop_assert_eq!(dst[cols.div_ceil(64)], u64::MAX);
         }
 
         #[test]

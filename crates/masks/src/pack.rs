@@ -133,11 +133,57 @@ pub fn pack<S: MaskSource + ?Sized>(
             limit: MAX_TILE_COUNT,
         });
     }
+    let derived = derive(acc, encoding)?;
+    let (layout, plan) = (&derived.0, &derived.1);
+    let strips = shape.batch * shape.heads * grid.m_blocks;
+    let results = run_strips(source, &grid, plan, strips, options);
+    assemble(layout.clone(), grid, results)
+}
+
+/// The encoding table and its compiled plan; with `std`, cached per configuration
+/// (deriving walks `coord` over the whole tile: about a millisecond).
+#[cfg(feature = "std")]
+fn derive(
+    acc: &TiledAccumulator,
+    encoding: Encoding,
+) -> Result<std::sync::Arc<(EncodedLayout, TilePlan)>, MaskError> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Cache = Mutex<Vec<(TiledAccumulator, Encoding, Arc<(EncodedLayout, TilePlan)>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+    let lookup = || {
+        let entries = cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        entries
+            .iter()
+            .find(|(a, e, _)| a == acc && *e == encoding)
+            .map(|(_, _, d)| Arc::clone(d))
+    };
+    if let Some(found) = lookup() {
+        return Ok(found);
+    }
     let layout = EncodedLayout::derive(acc, encoding)?;
     let plan = TilePlan::new(&layout);
-    let strips = shape.batch * shape.heads * grid.m_blocks;
-    let results = run_strips(source, &grid, &plan, strips, options);
-    assemble(layout, grid, results)
+    let derived = Arc::new((layout, plan));
+    let mut entries = cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if entries.len() >= 64 {
+        entries.remove(0);
+    }
+    entries.push((*acc, encoding, Arc::clone(&derived)));
+    Ok(derived)
+}
+
+#[cfg(not(feature = "std"))]
+fn derive(
+    acc: &TiledAccumulator,
+    encoding: Encoding,
+) -> Result<alloc::boxed::Box<(EncodedLayout, TilePlan)>, MaskError> {
+    let layout = EncodedLayout::derive(acc, encoding)?;
+    let plan = TilePlan::new(&layout);
+    Ok(alloc::boxed::Box::new((layout, plan)))
 }
 
 /// One row block's result.
@@ -150,8 +196,10 @@ struct Strip {
 struct Worker<'p> {
     plan: &'p TilePlan,
     tile: Vec<u64>,
-    scratch: Vec<u64>,
     counts: Vec<u64>,
+    /// Bits of the whole row block (`block_m × ceil(Sk / 64)`), for sources that fill
+    /// rows cheaply: memory per worker ~ `block_m × Sk / 8` bytes.
+    strip: Vec<u64>,
 }
 
 impl Worker<'_> {
@@ -159,8 +207,8 @@ impl Worker<'_> {
         Worker {
             plan,
             tile: vec![0; plan.tile_words()],
-            scratch: Vec::with_capacity(plan.tile_words()),
             counts: vec![0; n_blocks],
+            strip: Vec::new(),
         }
     }
 
@@ -179,7 +227,9 @@ impl Worker<'_> {
         self.counts.fill(0);
         let counted =
             source.strip_counts(batch, head, rows.clone(), grid.block_n, &mut self.counts);
-        let dense = source.dense_rows(batch, head);
+        let strip_row_words = grid.shape.seqlen_k.div_ceil(64);
+        // None = not asked yet; Some(false) = the source reads tile by tile.
+        let mut strip_filled: Option<bool> = None;
         let area = (grid.block_m * grid.block_n) as u64;
         let row_words = self.plan.row_words();
         let mut out = Strip {
@@ -213,18 +263,36 @@ impl Worker<'_> {
                     Region::Unknown => false,
                 }
             };
+            if strip_filled.is_none() {
+                self.strip.resize(rows_in * strip_row_words, 0);
+                strip_filled = Some(source.strip_bits(batch, head, rows.clone(), &mut self.strip));
+            }
             self.tile.fill(0);
-            match dense {
-                Some(d) => {
+            match strip_filled {
+                Some(true) if grid.block_n.is_multiple_of(64) => {
+                    // Word-aligned tile (block_n a multiple of 64): plain word copies.
+                    // Strip bits past Sk are 0, and words past the row read as 0.
+                    let first = k0 / 64;
+                    let take = row_words.min(strip_row_words - first);
                     for r in 0..rows_in {
-                        let start = (q0 + r) * d.row_stride + k0;
-                        bits::pack_bytes(
-                            &d.data[start..start + cols_in],
+                        let src = &self.strip[r * strip_row_words + first..][..take];
+                        let dst = &mut self.tile[r * row_words..][..take];
+                        for (d, s) in dst.iter_mut().zip(src) {
+                            *d = *s;
+                        }
+                    }
+                }
+                Some(true) => {
+                    for r in 0..rows_in {
+                        bits::extract(
+                            &self.strip[r * strip_row_words..(r + 1) * strip_row_words],
+                            k0,
+                            cols_in,
                             &mut self.tile[r * row_words..(r + 1) * row_words],
                         );
                     }
                 }
-                None => {
+                _ => {
                     for r in 0..rows_in {
                         source.row_bits(
                             batch,
@@ -238,11 +306,12 @@ impl Worker<'_> {
                 }
             }
             if !known_partial {
-                let ones: u64 = self.tile.iter().map(|w| w.count_ones() as u64).sum();
-                if ones == 0 {
+                // Empty iff no bit is set; full iff whole and every bit is set.
+                let any = self.tile.iter().fold(0, |acc, w| acc | w);
+                if any == 0 {
                     continue;
                 }
-                if ones == area {
+                if whole && all_ones(&self.tile, row_words, grid.block_n) {
                     out.full.push(n_block as u32);
                     continue;
                 }
@@ -250,11 +319,24 @@ impl Worker<'_> {
             out.partial.push(n_block as u32);
             let start = out.words.len();
             out.words.resize(start + self.plan.words_per_tile(), 0);
-            self.plan
-                .encode(&self.tile, &mut self.scratch, &mut out.words[start..]);
+            self.plan.encode(&mut self.tile, &mut out.words[start..]);
         }
         out
     }
+}
+
+/// Whether every one of the `block_n` bits of every row of `tile` is set.
+fn all_ones(tile: &[u64], row_words: usize, block_n: usize) -> bool {
+    let last = match block_n % 64 {
+        0 => u64::MAX,
+        r => (1u64 << r) - 1,
+    };
+    if last == u64::MAX {
+        return tile.iter().fold(u64::MAX, |acc, w| acc & w) == u64::MAX;
+    }
+    tile.chunks_exact(row_words).all(|row| {
+        row[..row_words - 1].iter().all(|&w| w == u64::MAX) && row[row_words - 1] == last
+    })
 }
 
 #[cfg(feature = "std")]

@@ -103,25 +103,22 @@ impl TilePlan {
     }
 
     /// Encodes one tile. `tile`: `block_m × row_words` u64, bit `c % 64` of word
-    /// `r * row_words + c / 64` = element `(r, c)`, bits past `block_n` zero. `scratch`
-    /// is working space (resized as needed). `out` (`words_per_tile` long) is
-    /// overwritten.
-    pub fn encode(&self, tile: &[u64], scratch: &mut Vec<u64>, out: &mut [u32]) {
+    /// `r * row_words + c / 64` = element `(r, c)`, bits past `block_n` zero; it is the
+    /// working space of the bit-permutation path and is left scrambled. `out`
+    /// (`words_per_tile` long) is overwritten.
+    pub fn encode(&self, tile: &mut [u64], out: &mut [u32]) {
         debug_assert_eq!(tile.len(), self.tile_words());
         debug_assert_eq!(out.len(), self.words_per_tile);
         match &self.kind {
             Kind::Bits { ops, gather } => {
-                scratch.clear();
-                scratch.extend_from_slice(tile);
-                let w = scratch.as_mut_slice();
                 for op in ops {
                     match *op {
-                        Op::Cross { a, b } => cross_swap(w, a, b),
-                        Op::Within { a, b } => within_swap(w, a, b),
+                        Op::Cross { a, b } => cross_swap(tile, a, b),
+                        Op::Within { a, b } => within_swap(tile, a, b),
                     }
                 }
                 for (pair, &g) in out.chunks_exact_mut(2).zip(gather) {
-                    let word = w[g as usize];
+                    let word = tile[g as usize];
                     pair[0] = word as u32;
                     pair[1] = (word >> 32) as u32;
                 }

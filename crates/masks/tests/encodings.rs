@@ -75,6 +75,34 @@ fn central_theorem_fragment_native_bit_of_thread_value_is_mask_at_coord() {
     }
 }
 
+/// docs/masks.md's closed form of `coord` (used by its Python decoder).
+#[test]
+fn documented_closed_form_equals_coord() {
+    for i in 0..CONFIGS.len() {
+        let acc = acc(i);
+        let (w, swap) = (acc.warpgroups(), acc.swap_ab());
+        let n = if swap { acc.block_m() } else { acc.block_n() };
+        for t in 0..acc.threads() {
+            for v in 0..acc.values_per_thread() {
+                let (mma_m, r) = (v / (n / 2), v % (n / 2));
+                let (lane, warp, wg) = (t % 32, (t / 32) % 4, t / 128);
+                let mma_row = 64 * (wg + w * mma_m) + 16 * warp + lane / 4 + 8 * ((r / 2) % 2);
+                let mma_col = 8 * (r / 4) + 2 * (lane % 4) + r % 2;
+                let expected = if swap {
+                    (mma_col, mma_row)
+                } else {
+                    (mma_row, mma_col)
+                };
+                assert_eq!(
+                    acc.coord(t, v).unwrap(),
+                    expected,
+                    "config {i} thread {t} value {v}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn quad_lane_layout_equals_chapter7_formula() {
     // Word q of MMA row R holds quad lane q's bits: bit 2*(c/8) + c%2 for q = (c%8)/2,
@@ -232,7 +260,7 @@ proptest! {
             tile[r * plan.row_words() + c / 64] |= (b as u64) << (c % 64);
         }
         let mut out = vec![0xdead_beef; plan.words_per_tile()];
-        plan.encode(&tile, &mut Vec::new(), &mut out);
+        plan.encode(&mut tile, &mut out);
         prop_assert_eq!(&out, &layout.encode_bools(&bools));
         prop_assert_eq!(layout.decode(&out).unwrap(), bools);
         prop_assert!(layout.padding_is_zero(&out));

@@ -96,7 +96,21 @@ pub trait MaskSource: Sync {
         false
     }
 
-    /// The raw bytes, if the source is a dense byte array (the packer's SIMD path).
+    /// If cheap (proportional to the rows' bytes or ones, as for dense and index-list
+    /// sources), writes every bit of rows `rows`: row `r` (from `rows.start`) occupies
+    /// `out[r * row_words..(r + 1) * row_words]` with `row_words = ceil(seqlen_k / 64)`,
+    /// bit `k % 64` of its word `k / 64` = `mask(q, k)`, bits past `seqlen_k` 0. Every
+    /// word of `out` must be written (its contents on entry are unspecified). Returns
+    /// false, writing nothing, when the source prefers to be read tile by tile.
+    ///
+    /// The packer reads a dense source row by row through this, so memory is streamed
+    /// sequentially instead of in `block_m` strided rows per tile.
+    fn strip_bits(&self, batch: usize, head: usize, rows: Range<usize>, out: &mut [u64]) -> bool {
+        let _ = (batch, head, rows, out);
+        false
+    }
+
+    /// The raw bytes, if the source is a dense byte array.
     fn dense_rows(&self, batch: usize, head: usize) -> Option<DenseRows<'_>> {
         let _ = (batch, head);
         None
@@ -137,6 +151,9 @@ impl<S: MaskSource + ?Sized> MaskSource for &S {
         counts: &mut [u64],
     ) -> bool {
         (**self).strip_counts(batch, head, rows, block_n, counts)
+    }
+    fn strip_bits(&self, batch: usize, head: usize, rows: Range<usize>, out: &mut [u64]) -> bool {
+        (**self).strip_bits(batch, head, rows, out)
     }
     fn dense_rows(&self, batch: usize, head: usize) -> Option<DenseRows<'_>> {
         (**self).dense_rows(batch, head)
@@ -228,6 +245,16 @@ impl MaskSource for DenseMask<'_> {
             crate::bits::pack_bytes(chunk, &mut word);
             out[i] |= word[0];
         }
+    }
+
+    fn strip_bits(&self, batch: usize, head: usize, rows: Range<usize>, out: &mut [u64]) -> bool {
+        let sk = self.shape.seqlen_k;
+        let row_words = sk.div_ceil(64);
+        let plane = self.plane(batch, head);
+        for (r, dst) in rows.zip(out.chunks_exact_mut(row_words)) {
+            crate::bits::pack_bytes(&plane[r * sk..(r + 1) * sk], dst);
+        }
+        true
     }
 
     fn dense_rows(&self, batch: usize, head: usize) -> Option<DenseRows<'_>> {

@@ -292,6 +292,17 @@ impl MaskSource for TopKMask {
         true
     }
 
+    fn strip_bits(&self, batch: usize, head: usize, rows: Range<usize>, out: &mut [u64]) -> bool {
+        let row_words = self.shape.seqlen_k.div_ceil(64);
+        out.fill(0);
+        for (q, dst) in rows.zip(out.chunks_exact_mut(row_words)) {
+            for &key in self.keys(batch, head, q) {
+                dst[key as usize / 64] |= 1 << (key % 64);
+            }
+        }
+        true
+    }
+
     fn get(&self, batch: usize, head: usize, q: usize, k: usize) -> bool {
         self.keys(batch, head, q).binary_search(&(k as u32)).is_ok()
     }

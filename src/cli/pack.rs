@@ -1,0 +1,341 @@
+//! `fragmask pack`: any attention mask → tile lists + FragmentNative (or QuadLane /
+//! RowMajor) words in a safetensors file (docs/masks.md).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clap::{ArgGroup, Args};
+use fragmask::masks::io::{read_array, read_file, ArrayView, SafetensorsFile};
+use fragmask::masks::{
+    pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
+    MaskError, MaskShape, MaskSource, PackOptions, PackProgress, PackedMask, PredicateMask,
+    TiledAccumulator, TopKMask,
+};
+
+use super::CmdResult;
+
+/// Options of `fragmask pack`.
+#[derive(Args)]
+#[command(group(ArgGroup::new("input").required(true).args(["mask", "topk", "blocks", "predicate"])))]
+#[command(after_help = AFTER_HELP)]
+pub struct PackArgs {
+    /// Dense mask, .npy (bool or uint8; nonzero = keep) or safetensors:
+    /// [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk].
+    #[arg(long, value_name = "FILE")]
+    pub mask: Option<PathBuf>,
+    /// Top-k key indices per query: fixed-k [.., Sq, k] in any order with -1 as padding,
+    /// or, with --topk-offsets, CSR indices (each row sorted strictly ascending). Needs
+    /// --seqlen-k.
+    #[arg(long, value_name = "FILE", requires = "seqlen_k")]
+    pub topk: Option<PathBuf>,
+    /// CSR row offsets for --topk: B*H*Sq + 1 entries (B = H = 1 here).
+    #[arg(long, value_name = "FILE", requires = "topk")]
+    pub topk_offsets: Option<PathBuf>,
+    /// Block lists: a safetensors file holding q2k_block_sparse_index,
+    /// q2k_block_sparse_num and variable_block_sizes, or the index array (.npy) with
+    /// --blocks-num and --block-sizes.
+    #[arg(long, value_name = "FILE")]
+    pub blocks: Option<PathBuf>,
+    /// q2k_block_sparse_num (.npy) for an index array given to --blocks.
+    #[arg(long, value_name = "FILE", requires = "blocks")]
+    pub blocks_num: Option<PathBuf>,
+    /// variable_block_sizes (.npy) for an index array given to --blocks (default: every
+    /// key block whole).
+    #[arg(long, value_name = "FILE", requires = "blocks")]
+    pub block_sizes: Option<PathBuf>,
+    /// Tokens per block of the block lists.
+    #[arg(long, default_value_t = 64, value_name = "TOKENS")]
+    pub sparse_block: usize,
+    /// Predicate: e.g. 'causal', 'window=256:0', 'prefix=64 | causal@top-left',
+    /// 'causal,doc=ids.npy', '!(window=8:8)'. Needs --seqlen-q / --seqlen-k.
+    #[arg(long, value_name = "EXPR")]
+    pub predicate: Option<String>,
+    /// Tensor name inside a safetensors --mask or --topk file (default: its only tensor).
+    #[arg(long, value_name = "NAME")]
+    pub tensor: Option<String>,
+    /// Query length Sq (predicates; optional check for block lists).
+    #[arg(long, value_name = "N")]
+    pub seqlen_q: Option<usize>,
+    /// Key length Sk (predicates and top-k; optional check for block lists).
+    #[arg(long, value_name = "N")]
+    pub seqlen_k: Option<usize>,
+    /// Tile, block_m x block_n (FlashAttention-3's kBlockM x kBlockN).
+    #[arg(long, default_value = "128x128", value_name = "MxN")]
+    pub block: String,
+    /// MMA warpgroups (1-3).
+    #[arg(long, default_value_t = 2)]
+    pub warpgroups: u32,
+    /// The kernel computes S transposed (SwapAB).
+    #[arg(long)]
+    pub swap_ab: bool,
+    /// Bit order of the partial tiles.
+    #[arg(long, default_value = "fragment-native", value_parser = ["fragment-native", "quad-lane", "row-major"])]
+    pub encoding: String,
+    /// Worker threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Output safetensors file (written whole or not at all).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// No progress line or summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+const AFTER_HELP: &str = "Examples:\n  \
+    fragmask pack --mask mask.npy --block 128x128 --warpgroups 2 -o mask.safetensors\n  \
+    fragmask pack --topk idx.npy --seqlen-k 16384 -o topk.safetensors\n  \
+    fragmask pack --predicate 'causal,window=1024:0' --seqlen-q 8192 --seqlen-k 8192 -o swa.safetensors\n  \
+    fragmask pack --blocks lists.safetensors -o video.safetensors\n\n\
+    Load in PyTorch: see docs/masks.md (BlockMask.from_kv_blocks and the FragmentNative layout).";
+
+/// Packs the chosen source and writes the file.
+pub fn run(args: PackArgs) -> CmdResult {
+    let acc = parse_tile(&args.block, args.warpgroups, args.swap_ab)?;
+    let encoding = Encoding::from_name(&args.encoding).ok_or("unknown encoding")?;
+    let start = Instant::now();
+    // File bytes must outlive the borrowed sources.
+    let mask_bytes;
+    let source: Box<dyn MaskSource> = if let Some(path) = &args.mask {
+        mask_bytes = read(path)?;
+        let view = read_array(&mask_bytes, args.tensor.as_deref()).map_err(at(path))?;
+        let data = view.mask_bytes("dense mask").map_err(at(path))?;
+        let dense = DenseMask::new(data, &view.shape).map_err(at(path))?;
+        check_lengths(dense.shape(), &args)?;
+        Box::new(dense)
+    } else if let Some(path) = &args.topk {
+        Box::new(topk_source(path, &args)?)
+    } else if let Some(path) = &args.blocks {
+        Box::new(block_source(path, &args)?)
+    } else if let Some(text) = &args.predicate {
+        Box::new(predicate_source(text, &args)?)
+    } else {
+        return Err("give one of --mask, --topk, --blocks, --predicate".into());
+    };
+    let packed = run_pack(source.as_ref(), &acc, encoding, &args)?;
+    packed
+        .write_safetensors(&args.output)
+        .map_err(|e| e.to_string())?;
+    if !args.quiet {
+        summarize(&packed, &args.output, start.elapsed().as_secs_f64());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `MxN` → a tiled accumulator.
+pub fn parse_tile(block: &str, warpgroups: u32, swap_ab: bool) -> Result<TiledAccumulator, String> {
+    let (m, n) = block
+        .split_once(['x', 'X'])
+        .and_then(|(m, n)| Some((m.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)))
+        .ok_or_else(|| format!("--block must be MxN, e.g. 128x128, not '{block}'"))?;
+    TiledAccumulator::new(m, n, warpgroups, swap_ab).map_err(|e| MaskError::from(e).to_string())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    read_file(path).map_err(|e| e.to_string())
+}
+
+/// Prefixes an error with the file it came from.
+fn at(path: &Path) -> impl Fn(MaskError) -> String + '_ {
+    move |e| format!("{}: {e}", path.display())
+}
+
+fn check_lengths(shape: MaskShape, args: &PackArgs) -> Result<(), String> {
+    for (flag, given, actual) in [
+        ("--seqlen-q", args.seqlen_q, shape.seqlen_q),
+        ("--seqlen-k", args.seqlen_k, shape.seqlen_k),
+    ] {
+        if let Some(given) = given {
+            if given != actual {
+                return Err(format!(
+                    "shape mismatch: {flag} {given} but the input has {actual}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn topk_source(path: &Path, args: &PackArgs) -> Result<TopKMask, String> {
+    let seqlen_k = args.seqlen_k.ok_or("--topk needs --seqlen-k")?;
+    let bytes = read(path)?;
+    let view = read_array(&bytes, args.tensor.as_deref()).map_err(at(path))?;
+    let indices = view.to_i64("top-k indices").map_err(at(path))?;
+    match &args.topk_offsets {
+        None => {
+            let topk =
+                TopKMask::from_fixed_k_dims(&view.shape, seqlen_k, &indices).map_err(at(path))?;
+            check_lengths(topk.shape(), args)?;
+            Ok(topk)
+        }
+        Some(offsets_path) => {
+            let offsets_bytes = read(offsets_path)?;
+            let offsets_view = read_array(&offsets_bytes, None).map_err(at(offsets_path))?;
+            let offsets = offsets_view
+                .to_i64("CSR offsets")
+                .map_err(at(offsets_path))?;
+            let rows = offsets
+                .len()
+                .checked_sub(1)
+                .ok_or_else(|| format!("{}: CSR offsets are empty", offsets_path.display()))?;
+            let seqlen_q = args.seqlen_q.unwrap_or(rows);
+            let shape = MaskShape::new(1, 1, seqlen_q, seqlen_k).map_err(|e| e.to_string())?;
+            TopKMask::from_csr(shape, &offsets, &indices).map_err(at(path))
+        }
+    }
+}
+
+fn block_source(path: &Path, args: &PackArgs) -> Result<BlockSparseMask, String> {
+    let options = BlockSparseOptions {
+        block_size: args.sparse_block,
+        seqlen_q: args.seqlen_q,
+        seqlen_k: args.seqlen_k,
+    };
+    let bytes = read(path)?;
+    let ints = |view: &ArrayView, what| view.to_i64(what).map_err(at(path));
+    if args.blocks_num.is_none() {
+        let file = SafetensorsFile::parse(&bytes).map_err(at(path))?;
+        let index = file.tensor("q2k_block_sparse_index").map_err(at(path))?;
+        let num = file.tensor("q2k_block_sparse_num").map_err(at(path))?;
+        let sizes = match file.tensor("variable_block_sizes") {
+            Ok(v) => Some(ints(&v, "variable_block_sizes")?),
+            Err(MaskError::Missing { .. }) => None,
+            Err(e) => return Err(at(path)(e)),
+        };
+        return BlockSparseMask::new(
+            &index.shape,
+            &ints(&index, "q2k_block_sparse_index")?,
+            &num.shape,
+            &ints(&num, "q2k_block_sparse_num")?,
+            sizes.as_deref(),
+            options,
+        )
+        .map_err(at(path));
+    }
+    let index = read_array(&bytes, None).map_err(at(path))?;
+    let num_path = args
+        .blocks_num
+        .as_ref()
+        .ok_or("--blocks with an .npy index needs --blocks-num")?;
+    let num_bytes = read(num_path)?;
+    let num = read_array(&num_bytes, None).map_err(at(num_path))?;
+    let sizes = match &args.block_sizes {
+        Some(p) => {
+            let b = read(p)?;
+            let v = read_array(&b, None).map_err(at(p))?;
+            Some(v.to_i64("variable_block_sizes").map_err(at(p))?)
+        }
+        None => None,
+    };
+    BlockSparseMask::new(
+        &index.shape,
+        &ints(&index, "q2k_block_sparse_index")?,
+        &num.shape,
+        &num.to_i64("q2k_block_sparse_num").map_err(at(num_path))?,
+        sizes.as_deref(),
+        options,
+    )
+    .map_err(at(path))
+}
+
+fn predicate_source(text: &str, args: &PackArgs) -> Result<PredicateMask, String> {
+    let (seqlen_q, seqlen_k) = match (args.seqlen_q, args.seqlen_k) {
+        (Some(q), Some(k)) => (q, k),
+        (Some(s), None) | (None, Some(s)) => (s, s),
+        (None, None) => return Err("--predicate needs --seqlen-q and/or --seqlen-k".into()),
+    };
+    let mut load_docs = |name: &str| -> Result<DocumentIds, MaskError> {
+        let path = Path::new(name);
+        let bytes = read_file(path)?;
+        let view = read_array(&bytes, None)?;
+        let ids = view.to_i64("document ids")?;
+        match view.shape.as_slice() {
+            [_] => Ok(DocumentIds::new(&ids)),
+            [batch, _] => DocumentIds::with_batch(*batch, &ids, &ids),
+            _ => Err(MaskError::BadRank {
+                what: "document ids",
+                rank: view.shape.len(),
+                expected: "1 ([S]) or 2 ([B, S])",
+            }),
+        }
+    };
+    let predicate = parse_predicate(text, &mut load_docs).map_err(|e| e.to_string())?;
+    PredicateMask::new(seqlen_q, seqlen_k, predicate).map_err(|e| e.to_string())
+}
+
+fn run_pack(
+    source: &dyn MaskSource,
+    acc: &TiledAccumulator,
+    encoding: Encoding,
+    args: &PackArgs,
+) -> Result<PackedMask, String> {
+    let show = !args.quiet && std::io::stderr().is_terminal();
+    let last = AtomicUsize::new(usize::MAX);
+    let progress = |p: PackProgress| {
+        let percent = p.done * 100 / p.total.max(1);
+        if last.swap(percent, Ordering::Relaxed) != percent {
+            eprint!(
+                "\rpacking {percent:3}% ({} of {} row blocks)",
+                p.done, p.total
+            );
+        }
+    };
+    let options = PackOptions {
+        threads: args.threads,
+        progress: if show { Some(&progress) } else { None },
+    };
+    let result = pack(source, acc, encoding, &options).map_err(|e| e.to_string());
+    if show {
+        eprintln!();
+    }
+    result
+}
+
+fn summarize(packed: &PackedMask, output: &Path, seconds: f64) {
+    let s = packed.shape();
+    let stats = packed.stats();
+    let bytes = packed.bytes();
+    let acc = packed.accumulator();
+    println!(
+        "packed B={} H={} Sq={} Sk={} (density {:.2}%) into {}x{} tiles, {} warpgroup(s){}, {}",
+        s.batch,
+        s.heads,
+        s.seqlen_q,
+        s.seqlen_k,
+        100.0 * stats.density(),
+        acc.block_m(),
+        acc.block_n(),
+        acc.warpgroups(),
+        if acc.swap_ab() { ", SwapAB" } else { "" },
+        packed.encoding().name()
+    );
+    println!(
+        "tiles: {} partial, {} full, {} empty of {}",
+        stats.partial, stats.full, stats.empty, stats.tiles
+    );
+    println!(
+        "wrote {} ({} of words + {} of lists) in {seconds:.2} s",
+        output.display(),
+        human(bytes.words),
+        human(bytes.lists)
+    );
+}
+
+/// Bytes in B / KiB / MiB / GiB.
+pub fn human(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
