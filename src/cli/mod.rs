@@ -4,11 +4,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
+mod codegen;
 mod demo;
 mod frag;
 mod inspect;
 mod layout;
 mod pack;
+mod verify;
 
 /// fragmask: proven MMA fragment maps, fragment-native attention masks, and the CUDA
 /// kernels that consume them.
@@ -33,6 +36,12 @@ enum Command {
     Pack(Box<pack::PackArgs>),
     /// Describe a packed mask: density, tile classes, bytes, per-encoding load cost.
     Inspect(inspect::InspectArgs),
+    /// Write the drop-in CUDA header that applies a mask to a wgmma accumulator.
+    Codegen(codegen::CodegenArgs),
+    /// Check fragments, mask apply and the GPU packer on this machine's GPU (exit 3: no GPU).
+    Verify(verify::VerifyArgs),
+    /// Measure: apply cost from SASS (`sass`), on the GPU (`apply`), the GPU packer (`packer`).
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -44,6 +53,9 @@ pub fn run() -> ExitCode {
         Command::Frag(args) => frag::run(args),
         Command::Pack(args) => pack::run(*args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Codegen(args) => codegen::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,

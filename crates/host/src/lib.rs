@@ -13,9 +13,12 @@
 //! The library prints nothing; every failure is an [`Error`].
 #![warn(missing_docs)]
 
+pub mod apply_bench;
 pub mod cache;
 pub mod device;
+pub mod emulator;
 mod error;
+pub mod gpu_packer;
 pub mod launch;
 pub mod nvrtc;
 pub mod sass;

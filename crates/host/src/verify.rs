@@ -432,3 +432,172 @@ pub fn verify_mma_sync_b(expected: impl Fn(u32, u32) -> (u32, u32)) -> Result<Pr
         expected,
     ))
 }
+
+// ---- Mask apply and GPU packer checks (fragmask verify) ----
+
+use fragmask_masks::{pack, DenseMask, EncodedLayout, Encoding, PackOptions, TiledAccumulator};
+
+use crate::apply_bench::{splitmix64, ApplyChecker};
+use crate::emulator::{mismatches_against_dense, Emulator};
+use crate::gpu_packer::{DensePattern, GpuPacker};
+
+/// One named pass/fail line of a check table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckOutcome {
+    /// What was checked.
+    pub name: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// Counts on success, the first difference on failure.
+    pub detail: String,
+}
+
+/// `count` random tiles of `acc` (row-major bools, concatenated), with densities
+/// cycling through all-0, all-1, 50%, 3%, 97% and a random percentage.
+pub fn random_tiles(acc: &TiledAccumulator, count: usize, seed: u64) -> Vec<bool> {
+    let area = (acc.block_m() * acc.block_n()) as usize;
+    let mut state = seed;
+    let mut out = Vec::with_capacity(count * area);
+    for i in 0..count {
+        let percent = match i % 6 {
+            0 => 0,
+            1 => 100,
+            2 => 50,
+            3 => 3,
+            4 => 97,
+            _ => splitmix64(&mut state) % 101,
+        };
+        out.extend((0..area).map(|_| splitmix64(&mut state) % 100 < percent));
+    }
+    out
+}
+
+/// For every encoding: applies `tiles` random tiles on the GPU (the generated check
+/// kernels), runs the CPU emulator on the same words, and compares both with the dense
+/// tiles. One outcome per encoding.
+pub fn check_mask_apply(
+    device: &Device,
+    compiler: &Compiler,
+    acc: &TiledAccumulator,
+    tiles: usize,
+    seed: u64,
+) -> Result<Vec<CheckOutcome>> {
+    let checker = ApplyChecker::new(device, compiler, acc)?;
+    let dense = random_tiles(acc, tiles, seed);
+    let area = (acc.block_m() * acc.block_n()) as usize;
+    let per_tile = (acc.threads() * acc.values_per_thread()) as usize;
+    let mut out = Vec::new();
+    for encoding in Encoding::ALL {
+        let name = format!(
+            "apply {} {}x{} w{}{}: GPU == emulator == dense",
+            encoding.name(),
+            acc.block_m(),
+            acc.block_n(),
+            acc.warpgroups(),
+            if acc.swap_ab() { " swap" } else { "" }
+        );
+        let layout = EncodedLayout::derive(acc, encoding)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let emulator =
+            Emulator::new(acc, encoding).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let words: Vec<u32> = dense
+            .chunks(area)
+            .flat_map(|tile| layout.encode_bools(tile))
+            .collect();
+        let gpu = checker.run(encoding, &words)?;
+        let wpt = layout.words_per_tile();
+        let mut failure = None;
+        for (i, tile) in dense.chunks(area).enumerate() {
+            let emu = emulator
+                .run_tile(&words[i * wpt..(i + 1) * wpt])
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            let gpu_tile = &gpu[i * per_tile..(i + 1) * per_tile];
+            if emu != gpu_tile {
+                let at = emu
+                    .iter()
+                    .zip(gpu_tile)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                failure = Some(format!(
+                    "tile {i}: GPU and emulator differ at thread {} value {}",
+                    at / acc.values_per_thread() as usize,
+                    at % acc.values_per_thread() as usize
+                ));
+                break;
+            }
+            if let Some(&(t, v)) = mismatches_against_dense(acc, &emu, tile, 1).first() {
+                failure = Some(format!(
+                    "tile {i}: thread {t} value {v} disagrees with the dense mask"
+                ));
+                break;
+            }
+        }
+        out.push(CheckOutcome {
+            name,
+            passed: failure.is_none(),
+            detail: failure.unwrap_or_else(|| format!("{tiles} tiles x {per_tile} values")),
+        });
+    }
+    Ok(out)
+}
+
+/// One GPU-packer case: `planes × seqlen_q × seqlen_k` bytes of `pattern`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PackerCase {
+    /// Planes (batch × heads).
+    pub planes: usize,
+    /// Query length.
+    pub seqlen_q: usize,
+    /// Key length.
+    pub seqlen_k: usize,
+    /// Content.
+    pub pattern: DensePattern,
+}
+
+/// Packs each case on the GPU and with the CPU packer (`fragmask_masks::pack` on a
+/// [`DenseMask`]) and compares every list entry and word.
+pub fn check_packer(
+    device: &Device,
+    compiler: &Compiler,
+    acc: &TiledAccumulator,
+    cases: &[PackerCase],
+    seed: u64,
+) -> Result<Vec<CheckOutcome>> {
+    let packer = GpuPacker::new(device, compiler, acc)?;
+    let mut out = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let bytes =
+            case.pattern
+                .generate(case.planes, case.seqlen_q, case.seqlen_k, seed ^ i as u64);
+        let dims = [case.planes, case.seqlen_q, case.seqlen_k];
+        let source =
+            DenseMask::new(&bytes, &dims).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let cpu = pack(
+            &source,
+            acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let gpu = packer.pack_host(&bytes, case.planes, case.seqlen_q, case.seqlen_k)?;
+        let stats = cpu.stats();
+        let difference = gpu.difference(&cpu);
+        out.push(CheckOutcome {
+            name: format!(
+                "packer {}x{}x{} {}: GPU == CPU",
+                case.planes,
+                case.seqlen_q,
+                case.seqlen_k,
+                case.pattern.name()
+            ),
+            passed: difference.is_none(),
+            detail: difference.unwrap_or_else(|| {
+                format!(
+                    "{} partial, {} full, {} empty tiles",
+                    stats.partial, stats.full, stats.empty
+                )
+            }),
+        });
+    }
+    Ok(out)
+}

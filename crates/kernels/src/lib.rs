@@ -15,8 +15,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod apply;
 pub mod cuda;
+pub mod emit;
 mod error;
+pub mod packer;
 pub mod probe;
 
 pub use error::Error;

@@ -1,0 +1,460 @@
+//! Typed launches of the GPU packer (`fragmask_kernels::packer`): a dense bool mask on
+//! the device → FlexAttention-style tile lists + FragmentNative words, bit for bit the
+//! CPU packer's output (`fragmask_masks::pack`).
+//!
+//! ```no_run
+//! use fragmask_host::gpu_packer::GpuPacker;
+//! use fragmask_host::{Compiler, Device};
+//! use fragmask_masks::TiledAccumulator;
+//! # fn main() -> fragmask_host::Result<()> {
+//! let device = Device::first()?;
+//! let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
+//! let packer = GpuPacker::new(&device, &Compiler::new(), &acc)?;
+//! let dense = vec![1u8; 300 * 500];
+//! let packed = packer.pack_host(&dense, 1, 300, 500)?;
+//! assert_eq!(packed.kv_num_blocks.len(), 3);
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use fragmask_kernels::packer::{
+    PackerKernels, COMPACT_KERNEL, COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL,
+};
+use fragmask_masks::{PackedMask, TiledAccumulator};
+
+use crate::apply_bench::{codegen, multiprocessors};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::launch::load_module;
+use crate::nvrtc::{CompileOptions, Compiler};
+
+/// The shape the packer works on: `planes` (batch × heads) planes of
+/// `seqlen_q × seqlen_k` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackShape {
+    /// Planes (batch × heads as stored: 1 when broadcast).
+    pub planes: usize,
+    /// Query length.
+    pub seqlen_q: usize,
+    /// Key length.
+    pub seqlen_k: usize,
+    /// `ceil(seqlen_q / block_m)`.
+    pub m_blocks: usize,
+    /// `ceil(seqlen_k / block_n)`.
+    pub n_blocks: usize,
+}
+
+impl PackShape {
+    /// Rows of tiles: `planes × m_blocks`.
+    pub fn rows(&self) -> usize {
+        self.planes * self.m_blocks
+    }
+
+    /// Tiles: `rows × n_blocks`.
+    pub fn tiles(&self) -> usize {
+        self.rows() * self.n_blocks
+    }
+
+    /// Bytes of the dense mask.
+    pub fn dense_bytes(&self) -> usize {
+        self.planes * self.seqlen_q * self.seqlen_k
+    }
+}
+
+/// Device buffers of one pack.
+#[derive(Debug)]
+pub struct PackBuffers {
+    shape: PackShape,
+    scratch: CudaSlice<u32>,
+    classes: CudaSlice<u8>,
+    kv_num_blocks: CudaSlice<i32>,
+    kv_indices: CudaSlice<i32>,
+    full_kv_num_blocks: CudaSlice<i32>,
+    full_kv_indices: CudaSlice<i32>,
+    kv_tile_offsets: CudaSlice<i32>,
+    partial_source: CudaSlice<i32>,
+    partial_count: CudaSlice<i32>,
+    words: CudaSlice<u32>,
+}
+
+impl PackBuffers {
+    /// The shape they were sized for.
+    pub fn shape(&self) -> PackShape {
+        self.shape
+    }
+}
+
+/// A packed mask read back from the device, in the CPU packer's layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuPacked {
+    /// The shape.
+    pub shape: PackShape,
+    /// `[planes, m_blocks]`.
+    pub kv_num_blocks: Vec<i32>,
+    /// `[planes, m_blocks, n_blocks]`, padded with 0.
+    pub kv_indices: Vec<i32>,
+    /// `[planes, m_blocks]`.
+    pub full_kv_num_blocks: Vec<i32>,
+    /// `[planes, m_blocks, n_blocks]`, padded with 0.
+    pub full_kv_indices: Vec<i32>,
+    /// `[planes, m_blocks, n_blocks]`, padded with -1.
+    pub kv_tile_offsets: Vec<i32>,
+    /// `[partial_tiles, threads, words_per_thread]`.
+    pub words: Vec<u32>,
+}
+
+impl GpuPacked {
+    /// `None` if every list and every word equals the CPU packer's `cpu`; otherwise
+    /// where they first differ.
+    pub fn difference(&self, cpu: &PackedMask) -> Option<String> {
+        let lists: [(&str, &[i32], &[i32]); 5] = [
+            ("kv_num_blocks", &self.kv_num_blocks, cpu.kv_num_blocks()),
+            ("kv_indices", &self.kv_indices, cpu.kv_indices()),
+            (
+                "full_kv_num_blocks",
+                &self.full_kv_num_blocks,
+                cpu.full_kv_num_blocks(),
+            ),
+            (
+                "full_kv_indices",
+                &self.full_kv_indices,
+                cpu.full_kv_indices(),
+            ),
+            (
+                "kv_tile_offsets",
+                &self.kv_tile_offsets,
+                cpu.kv_tile_offsets(),
+            ),
+        ];
+        for (name, gpu, cpu) in lists {
+            if gpu.len() != cpu.len() {
+                return Some(format!(
+                    "{name}: {} entries on the GPU, {} on the CPU",
+                    gpu.len(),
+                    cpu.len()
+                ));
+            }
+            if let Some(i) = gpu.iter().zip(cpu).position(|(a, b)| a != b) {
+                return Some(format!("{name}[{i}]: GPU {} CPU {}", gpu[i], cpu[i]));
+            }
+        }
+        let cpu_words = cpu.words();
+        if self.words.len() != cpu_words.len() {
+            return Some(format!(
+                "words: {} on the GPU, {} on the CPU",
+                self.words.len(),
+                cpu_words.len()
+            ));
+        }
+        if let Some(i) = self.words.iter().zip(cpu_words).position(|(a, b)| a != b) {
+            return Some(format!(
+                "words[{i}]: GPU {:#010x} CPU {:#010x}",
+                self.words[i], cpu_words[i]
+            ));
+        }
+        None
+    }
+}
+
+/// The compiled packer kernels on one device.
+#[derive(Debug)]
+pub struct GpuPacker {
+    kernels: PackerKernels,
+    stream: Arc<CudaStream>,
+    tiles: CudaFunction,
+    lists: CudaFunction,
+    compact: CudaFunction,
+    compact_blocks: u32,
+    tile_blocks: u32,
+}
+
+impl GpuPacker {
+    /// Compiles and loads the packer for `acc` on `device`.
+    pub fn new(device: &Device, compiler: &Compiler, acc: &TiledAccumulator) -> Result<Self> {
+        let kernels = PackerKernels::new(acc).map_err(codegen)?;
+        let cubin =
+            compiler.compile_cubin(&kernels.source(), &CompileOptions::new(device.arch()))?;
+        let module = load_module(device, &cubin)?;
+        let get = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(Error::driver("looking up a packer kernel"))
+        };
+        let tiles = get(TILES_KERNEL)?;
+        // Persistent tile CTAs: exactly as many as are resident at once.
+        let per_sm = tiles
+            .occupancy_max_active_blocks_per_multiprocessor(acc.threads(), 0, None)
+            .map_err(Error::driver("reading the packer's occupancy"))?
+            .max(1) as usize;
+        Ok(Self {
+            tile_blocks: (multiprocessors(device)? * per_sm) as u32,
+            tiles,
+            lists: get(LISTS_KERNEL)?,
+            compact: get(COMPACT_KERNEL)?,
+            compact_blocks: (multiprocessors(device)? * 8) as u32,
+            stream: device.default_stream(),
+            kernels,
+        })
+    }
+
+    /// The stream the packer runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The shape of `planes × seqlen_q × seqlen_k` under the packer's tile.
+    pub fn shape(&self, planes: usize, seqlen_q: usize, seqlen_k: usize) -> Result<PackShape> {
+        if planes == 0 || seqlen_q == 0 || seqlen_k == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "mask extents must be positive, got {planes} x {seqlen_q} x {seqlen_k}"
+            )));
+        }
+        let acc = self.kernels.accumulator();
+        let shape = PackShape {
+            planes,
+            seqlen_q,
+            seqlen_k,
+            m_blocks: seqlen_q.div_ceil(acc.block_m() as usize),
+            n_blocks: seqlen_k.div_ceil(acc.block_n() as usize),
+        };
+        let fits = |v: usize| i32::try_from(v).is_ok();
+        if !fits(shape.tiles()) || !fits(seqlen_q) || !fits(seqlen_k) {
+            return Err(Error::InvalidArgument(format!(
+                "mask {planes} x {seqlen_q} x {seqlen_k} is too large for the GPU packer \
+                 (tiles and lengths must fit in i32)"
+            )));
+        }
+        Ok(shape)
+    }
+
+    /// Allocates the buffers of one pack of `shape` (the words for the worst case, every
+    /// tile partial).
+    pub fn buffers(&self, shape: PackShape) -> Result<PackBuffers> {
+        let s = &self.stream;
+        let wpt = self.kernels.words_per_tile();
+        let alloc_i32 = |n: usize| {
+            s.alloc_zeros::<i32>(n.max(1))
+                .map_err(Error::driver("allocating packer lists"))
+        };
+        Ok(PackBuffers {
+            shape,
+            scratch: s
+                .alloc_zeros::<u32>(shape.tiles() * wpt)
+                .map_err(Error::driver("allocating the packer scratch"))?,
+            classes: s
+                .alloc_zeros::<u8>(shape.tiles())
+                .map_err(Error::driver("allocating the tile classes"))?,
+            kv_num_blocks: alloc_i32(shape.rows())?,
+            kv_indices: alloc_i32(shape.tiles())?,
+            full_kv_num_blocks: alloc_i32(shape.rows())?,
+            full_kv_indices: alloc_i32(shape.tiles())?,
+            kv_tile_offsets: alloc_i32(shape.tiles())?,
+            partial_source: alloc_i32(shape.tiles())?,
+            partial_count: alloc_i32(1)?,
+            words: s
+                .alloc_zeros::<u32>(shape.tiles() * wpt)
+                .map_err(Error::driver("allocating the packed words"))?,
+        })
+    }
+
+    /// Enqueues the three kernels on the packer's stream: `dense` (`[planes][seqlen_q][seqlen_k]`
+    /// bytes, nonzero = 1) into `buffers`.
+    pub fn enqueue(&self, dense: &CudaSlice<u8>, buffers: &mut PackBuffers) -> Result<()> {
+        let shape = buffers.shape;
+        if dense.len() != shape.dense_bytes() {
+            return Err(Error::InvalidArgument(format!(
+                "dense mask holds {} bytes, the shape needs {}",
+                dense.len(),
+                shape.dense_bytes()
+            )));
+        }
+        let acc = self.kernels.accumulator();
+        let chunk = self.kernels.chunk_bytes() as usize;
+        let (ptr, _sync) = dense.device_ptr(&self.stream);
+        let vector_ok = i32::from(shape.seqlen_k % chunk == 0 && ptr as usize % chunk == 0);
+        let (sq, sk) = (shape.seqlen_q as i32, shape.seqlen_k as i32);
+        let (mb, nb) = (shape.m_blocks as i32, shape.n_blocks as i32);
+        let rows = shape.rows() as i32;
+        let capacity = shape.tiles() as i32;
+        let mut b = self.stream.launch_builder(&self.tiles);
+        b.arg(dense);
+        b.arg(&sq);
+        b.arg(&sk);
+        b.arg(&mb);
+        b.arg(&nb);
+        b.arg(&capacity);
+        b.arg(&vector_ok);
+        b.arg(&mut buffers.scratch);
+        b.arg(&mut buffers.classes);
+        // SAFETY: `fragmask_pack_tiles(const u8* dense, int sq, int sk, int mb, int nb,
+        // int tiles, int vector_ok, u32* scratch, u8* classes)`; its CTAs walk tiles
+        // below `tiles`, read only inside the `planes * sq * sk` bytes (rows and columns
+        // are clamped to the mask) and write `classes[tiles]` and `scratch[tiles * wpt]`,
+        // the buffers' sizes; `vector_ok` is set only when 16-byte (8-byte) loads are
+        // aligned.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (self.tile_blocks.min(capacity as u32), 1, 1),
+                block_dim: (acc.threads(), 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(Error::driver("launching the packer tile kernel"))?;
+        let mut b = self.stream.launch_builder(&self.lists);
+        b.arg(&buffers.classes);
+        b.arg(&rows);
+        b.arg(&nb);
+        b.arg(&mut buffers.kv_num_blocks);
+        b.arg(&mut buffers.kv_indices);
+        b.arg(&mut buffers.full_kv_num_blocks);
+        b.arg(&mut buffers.full_kv_indices);
+        b.arg(&mut buffers.kv_tile_offsets);
+        b.arg(&mut buffers.partial_source);
+        b.arg(&mut buffers.partial_count);
+        // SAFETY: `fragmask_pack_lists(const u8* classes, int rows, int nb, int* ...)`;
+        // one CTA reads `rows * nb` classes and writes `rows` counts, `rows * nb` list
+        // entries, at most `rows * nb` partial sources and one count: the buffer sizes.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (LIST_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(Error::driver("launching the packer list kernel"))?;
+        let mut b = self.stream.launch_builder(&self.compact);
+        b.arg(&buffers.scratch);
+        b.arg(&buffers.partial_source);
+        b.arg(&buffers.partial_count);
+        b.arg(&capacity);
+        b.arg(&mut buffers.words);
+        // SAFETY: `fragmask_pack_compact(const u32* scratch, const int* source,
+        // const int* count, int capacity, u32* words)` copies at most `capacity` (= tiles)
+        // tiles from scratch slots below `tiles` into `words`, sized `tiles * wpt`.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (self.compact_blocks.min(capacity.max(1) as u32), 1, 1),
+                block_dim: (COMPACT_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(Error::driver("launching the packer compaction kernel"))?;
+        Ok(())
+    }
+
+    /// Waits for the stream and copies the result back.
+    pub fn download(&self, buffers: &PackBuffers) -> Result<GpuPacked> {
+        let s = &self.stream;
+        let get = |d: &CudaSlice<i32>, n: usize| -> Result<Vec<i32>> {
+            let mut v = s
+                .clone_dtoh(d)
+                .map_err(Error::driver("reading packer lists"))?;
+            v.truncate(n);
+            Ok(v)
+        };
+        let shape = buffers.shape;
+        let count = get(&buffers.partial_count, 1)?[0];
+        let count = usize::try_from(count)
+            .map_err(|_| Error::InvalidArgument(format!("partial count {count}")))?;
+        let wpt = self.kernels.words_per_tile();
+        let mut words = s
+            .clone_dtoh(&buffers.words)
+            .map_err(Error::driver("reading packed words"))?;
+        words.truncate(count * wpt);
+        let packed = GpuPacked {
+            shape,
+            kv_num_blocks: get(&buffers.kv_num_blocks, shape.rows())?,
+            kv_indices: get(&buffers.kv_indices, shape.tiles())?,
+            full_kv_num_blocks: get(&buffers.full_kv_num_blocks, shape.rows())?,
+            full_kv_indices: get(&buffers.full_kv_indices, shape.tiles())?,
+            kv_tile_offsets: get(&buffers.kv_tile_offsets, shape.tiles())?,
+            words,
+        };
+        s.synchronize()
+            .map_err(Error::driver("running the packer"))?;
+        Ok(packed)
+    }
+
+    /// Packs host bytes `[planes][seqlen_q][seqlen_k]`: upload, run, download.
+    pub fn pack_host(
+        &self,
+        dense: &[u8],
+        planes: usize,
+        seqlen_q: usize,
+        seqlen_k: usize,
+    ) -> Result<GpuPacked> {
+        let shape = self.shape(planes, seqlen_q, seqlen_k)?;
+        let d = self
+            .stream
+            .clone_htod(dense)
+            .map_err(Error::driver("uploading the dense mask"))?;
+        let mut buffers = self.buffers(shape)?;
+        self.enqueue(&d, &mut buffers)?;
+        self.download(&buffers)
+    }
+}
+
+/// Contents of generated dense masks (tests, `fragmask verify`, `fragmask bench packer`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DensePattern {
+    /// Each byte 1 with this probability (SplitMix64, deterministic per seed).
+    Random(f64),
+    /// `k <= q` (top-left aligned causal).
+    Causal,
+    /// Per 128 × 128 block of the mask: all 1, all 0, or random 50%, in turn — so a
+    /// tiled packer sees full, empty and partial tiles (and ragged edges).
+    Blocks,
+}
+
+impl DensePattern {
+    /// A short name, e.g. `random-50%`.
+    pub fn name(&self) -> String {
+        match self {
+            DensePattern::Random(p) => format!("random-{}%", (p * 100.0).round()),
+            DensePattern::Causal => "causal".into(),
+            DensePattern::Blocks => "blocks".into(),
+        }
+    }
+
+    /// `planes × seqlen_q × seqlen_k` bytes (0 or 1).
+    pub fn generate(&self, planes: usize, seqlen_q: usize, seqlen_k: usize, seed: u64) -> Vec<u8> {
+        let n = planes * seqlen_q * seqlen_k;
+        let mut state = seed;
+        match *self {
+            DensePattern::Random(p) => {
+                let threshold = (p.clamp(0.0, 1.0) * 65536.0) as u64;
+                let mut out = Vec::with_capacity(n);
+                while out.len() < n {
+                    let r = crate::apply_bench::splitmix64(&mut state);
+                    for k in 0..4 {
+                        if out.len() < n {
+                            out.push(u8::from((r >> (16 * k)) & 0xffff < threshold));
+                        }
+                    }
+                }
+                out
+            }
+            DensePattern::Causal => (0..n)
+                .map(|i| {
+                    let q = i / seqlen_k % seqlen_q;
+                    let k = i % seqlen_k;
+                    u8::from(k <= q)
+                })
+                .collect(),
+            DensePattern::Blocks => (0..n)
+                .map(|i| {
+                    let q = i / seqlen_k % seqlen_q;
+                    let k = i % seqlen_k;
+                    let plane = i / (seqlen_k * seqlen_q);
+                    match (q / 128 * 7 + k / 128 * 3 + plane) % 3 {
+                        0 => 1,
+                        1 => 0,
+                        _ => (crate::apply_bench::splitmix64(&mut state) & 1) as u8,
+                    }
+                })
+                .collect(),
+        }
+    }
+}

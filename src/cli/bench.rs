@@ -1,0 +1,452 @@
+//! `fragmask bench`: measurements.
+//!
+//! - `bench sass`: the per-tile instruction cost of each apply function, from SASS (no
+//!   GPU needed).
+//! - `bench apply`: the cost of applying a mask in a kernel whose accumulators stay in
+//!   registers, alone and after a 128×128×128 wgmma QK^T tile.
+//! - `bench packer`: the GPU packer on a dense bool mask, against the device's copy
+//!   bandwidth (and the CPU packer).
+//!
+//! GPU timings: CUDA events after warm-up, medians over many launches.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, Subcommand};
+use fragmask::host::apply_bench::{
+    measure_apply_costs, ApplyBench, ApplyBenchOptions, ApplyCost, BenchResult,
+};
+use fragmask::host::gpu_packer::{DensePattern, GpuPacker};
+use fragmask::host::timing::{time_on_stream, TimingConfig};
+use fragmask::host::{Compiler, Device, Error as HostError};
+use fragmask::kernels::apply::kernels::BENCH_HEAD_DIM;
+use fragmask::kernels::apply::{accumulator, parse_block};
+use fragmask::masks::{pack, DenseMask, Encoding, PackOptions, TiledAccumulator};
+use serde_json::json;
+
+use super::codegen::write_atomically;
+use super::verify::NO_GPU_EXIT;
+use super::CmdResult;
+
+/// Options of `fragmask bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Instructions, loads, registers and spills of each apply function per tile, read
+    /// from the SASS of sm_90a cost kernels (no GPU needed).
+    Sass(SassArgs),
+    /// Time applying a mask tile after tile (2 warpgroups, accumulators in registers),
+    /// alone and after a 128x128x128 wgmma QK^T tile, against no mask.
+    Apply(ApplyArgs),
+    /// Time the GPU packer on a dense bool mask against a device-to-device copy.
+    Packer(PackerArgs),
+}
+
+/// Options of `fragmask bench sass`.
+#[derive(Args)]
+pub struct SassArgs {
+    /// Tile, <block_m>x<block_n>.
+    #[arg(long, default_value = "128x128")]
+    block: String,
+    /// MMA warpgroups.
+    #[arg(long, default_value_t = 2)]
+    warpgroups: u32,
+    /// Also write the numbers as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Options of `fragmask bench apply`.
+#[derive(Args)]
+pub struct ApplyArgs {
+    /// Tiles each CTA (one per SM) walks per launch.
+    #[arg(long, default_value_t = 2048)]
+    tiles_per_cta: usize,
+    /// Distinct random partial tiles the CTAs draw from (65536 x 2 KB = 128 MB: HBM, not L2).
+    #[arg(long, default_value_t = 65536)]
+    distinct_tiles: usize,
+    /// Timed launches per kernel (after 5 warm-up launches).
+    #[arg(long, default_value_t = 30)]
+    runs: usize,
+    /// Also write the numbers as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Options of `fragmask bench packer`.
+#[derive(Args)]
+pub struct PackerArgs {
+    /// Query length of the generated mask.
+    #[arg(long, default_value_t = 16384)]
+    seqlen_q: usize,
+    /// Key length of the generated mask.
+    #[arg(long, default_value_t = 16384)]
+    seqlen_k: usize,
+    /// Planes (batch x heads).
+    #[arg(long, default_value_t = 1)]
+    planes: usize,
+    /// random, causal or blocks.
+    #[arg(long, default_value = "random")]
+    pattern: String,
+    /// Probability of a 1 for the random pattern.
+    #[arg(long, default_value_t = 0.5)]
+    density: f64,
+    /// Read the mask from a .npy / safetensors file (bool or uint8, [Sq,Sk] / [H,Sq,Sk] /
+    /// [B,H,Sq,Sk]) instead of generating it.
+    #[arg(long)]
+    npy: Option<PathBuf>,
+    /// Timed runs (after 3 warm-up runs).
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Skip the CPU packer's timing and bit-for-bit comparison.
+    #[arg(long)]
+    no_cpu: bool,
+    /// Also write the numbers as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Runs the chosen benchmark.
+pub fn run(args: BenchArgs) -> CmdResult {
+    match args.command {
+        BenchCommand::Sass(a) => sass(a),
+        BenchCommand::Apply(a) => apply(a),
+        BenchCommand::Packer(a) => packer(a),
+    }
+}
+
+fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), String> {
+    if let Some(p) = path {
+        let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+        write_atomically(p, text.as_bytes()).map_err(|e| format!("{}: {e}", p.display()))?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+fn gpu() -> Result<Result<Device, ExitCode>, String> {
+    match Device::first() {
+        Ok(d) => Ok(Ok(d)),
+        Err(e) if e.is_no_gpu() => {
+            println!("no GPU: {e}; nothing was timed.");
+            Ok(Err(ExitCode::from(NO_GPU_EXIT)))
+        }
+        Err(e) => Err(format!("GPU discovery failed: {e}")),
+    }
+}
+
+/// The SASS cost table of `acc`.
+pub fn sass_table(costs: &[ApplyCost]) -> String {
+    let mut s = format!(
+        "{:<16} {:>8} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6}  {}\n",
+        "encoding", "instr", "LDS", "LDG", "staging", "total", "regs", "spill", "apply loads"
+    );
+    for c in costs {
+        s.push_str(&format!(
+            "{:<16} {:>8} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6}  {}\n",
+            c.encoding.name(),
+            c.apply.instructions,
+            c.apply.shared_loads,
+            c.apply.global_loads,
+            c.staging.instructions,
+            c.total_instructions(),
+            c.registers,
+            c.spill_bytes + c.local_bytes,
+            c.load_opcodes.join(" ")
+        ));
+    }
+    let get = |e: Encoding| costs.iter().find(|c| c.encoding == e);
+    if let (Some(q), Some(r)) = (get(Encoding::QuadLane), get(Encoding::RowMajor)) {
+        s.push_str(&format!(
+            "RowMajor / QuadLane apply instructions: {:.2}x (the reference write-up claims ~4.5x)\n",
+            r.apply.instructions as f64 / q.apply.instructions.max(1) as f64
+        ));
+    }
+    s
+}
+
+fn sass(args: SassArgs) -> CmdResult {
+    let (m, n) = parse_block(&args.block).map_err(|e| e.to_string())?;
+    let acc = accumulator(m, n, args.warpgroups, false).map_err(|e| e.to_string())?;
+    let costs = measure_apply_costs(&Compiler::new(), &acc).map_err(|e| e.to_string())?;
+    println!(
+        "Apply cost per thread per {m}x{n} tile, {} warpgroup(s), sm_90a SASS (loop body minus its baseline):",
+        args.warpgroups
+    );
+    print!("{}", sass_table(&costs));
+    let rows: Vec<_> = costs
+        .iter()
+        .map(|c| {
+            json!({
+                "encoding": c.encoding.name(),
+                "apply_instructions": c.apply.instructions,
+                "shared_loads": c.apply.shared_loads,
+                "global_loads": c.apply.global_loads,
+                "staging_instructions": c.staging.instructions,
+                "total_instructions": c.total_instructions(),
+                "registers": c.registers,
+                "spill_bytes": c.spill_bytes,
+                "local_bytes": c.local_bytes,
+                "load_opcodes": c.load_opcodes,
+            })
+        })
+        .collect();
+    write_json(
+        &args.json,
+        &json!({"block_m": m, "block_n": n, "warpgroups": args.warpgroups, "costs": rows}),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn find(results: &[BenchResult], wgmma: bool, encoding: Option<Encoding>) -> Option<&BenchResult> {
+    results
+        .iter()
+        .find(|r| r.variant.wgmma == wgmma && r.variant.encoding == encoding)
+}
+
+fn apply(args: ApplyArgs) -> CmdResult {
+    let device = match gpu()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let acc = TiledAccumulator::new(128, 128, 2, false).map_err(|e| e.to_string())?;
+    let bench = ApplyBench::new(&device, &Compiler::new(), &acc).map_err(|e| e.to_string())?;
+    let options = ApplyBenchOptions {
+        tiles_per_cta: args.tiles_per_cta,
+        distinct_tiles: args.distinct_tiles,
+        timing: TimingConfig {
+            warmup: 5,
+            runs: args.runs,
+        },
+        ..ApplyBenchOptions::default()
+    };
+    let results = bench.run(&options).map_err(|e| e.to_string())?;
+    let ctas = results.first().map_or(0, |r| r.ctas);
+    let base = find(&results, false, None)
+        .map(|r| r.ns_per_tile())
+        .unwrap_or(0.0);
+    let mma = find(&results, true, None)
+        .map(|r| r.ns_per_tile())
+        .unwrap_or(f64::NAN);
+    let flops = 2.0 * 128.0 * 128.0 * f64::from(BENCH_HEAD_DIM);
+    println!(
+        "{}: {ctas} CTAs (one per SM) x 256 threads, {} tiles each from {} distinct 128x128 tiles; median of {} launches",
+        device.name(),
+        args.tiles_per_cta,
+        args.distinct_tiles,
+        args.runs
+    );
+    println!(
+        "one 128x128x128 wgmma QK^T tile: {mma:.1} ns per CTA ({:.0} TFLOP/s over {ctas} SMs)",
+        flops * ctas as f64 / mma / 1e3
+    );
+    println!(
+        "{:<34} {:>10} {:>10} {:>12} {:>14}",
+        "kernel", "median ms", "ns/tile", "mask ns/tile", "vs wgmma tile"
+    );
+    let mut rows = Vec::new();
+    for r in &results {
+        let ns = r.ns_per_tile();
+        let reference = if r.variant.wgmma { mma } else { base };
+        let mask_ns = ns - reference;
+        let rel = mask_ns / mma * 100.0;
+        println!(
+            "{:<34} {:>10.4} {:>10.1} {:>12} {:>14}",
+            r.variant.kernel_name(),
+            r.timing.median_ms,
+            ns,
+            if r.variant.encoding.is_some() {
+                format!("{mask_ns:.1}")
+            } else {
+                "-".into()
+            },
+            if r.variant.encoding.is_some() {
+                format!("{rel:+.1}%")
+            } else {
+                "-".into()
+            }
+        );
+        rows.push(json!({
+            "kernel": r.variant.kernel_name(),
+            "wgmma": r.variant.wgmma,
+            "encoding": r.variant.encoding.map(|e| e.name()),
+            "median_ms": r.timing.median_ms,
+            "p10_ms": r.timing.p10_ms,
+            "p90_ms": r.timing.p90_ms,
+            "ns_per_tile": ns,
+            "mask_ns_per_tile": if r.variant.encoding.is_some() { Some(mask_ns) } else { None },
+            "overhead_vs_wgmma_tile_percent": if r.variant.encoding.is_some() { Some(rel) } else { None },
+        }));
+    }
+    println!(
+        "mask ns/tile: minus the same kernel without a mask; vs wgmma tile: that over one wgmma QK^T tile."
+    );
+    write_json(
+        &args.json,
+        &json!({
+            "device": device.name(),
+            "ctas": ctas,
+            "tiles_per_cta": args.tiles_per_cta,
+            "distinct_tiles": args.distinct_tiles,
+            "runs": args.runs,
+            "wgmma_tile_ns": mma,
+            "results": rows,
+        }),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn host_err(e: HostError) -> String {
+    e.to_string()
+}
+
+fn packer(args: PackerArgs) -> CmdResult {
+    let device = match gpu()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let acc = TiledAccumulator::new(128, 128, 2, false).map_err(|e| e.to_string())?;
+    let (bytes, planes, sq, sk, source) = match &args.npy {
+        Some(path) => {
+            let file = fragmask::masks::io::read_file(path).map_err(|e| e.to_string())?;
+            let view = fragmask::masks::io::read_array(&file, None).map_err(|e| e.to_string())?;
+            let data = view.mask_bytes("mask").map_err(|e| e.to_string())?.to_vec();
+            let (planes, sq, sk) = match view.shape.as_slice() {
+                [q, k] => (1, *q, *k),
+                [h, q, k] => (*h, *q, *k),
+                [b, h, q, k] => (b * h, *q, *k),
+                other => return Err(format!("mask shape {other:?}: expected rank 2, 3 or 4")),
+            };
+            (data, planes, sq, sk, path.display().to_string())
+        }
+        None => {
+            let pattern = match args.pattern.as_str() {
+                "random" => DensePattern::Random(args.density),
+                "causal" => DensePattern::Causal,
+                "blocks" => DensePattern::Blocks,
+                other => {
+                    return Err(format!(
+                        "unknown pattern {other:?}: random, causal or blocks"
+                    ))
+                }
+            };
+            let bytes = pattern.generate(args.planes, args.seqlen_q, args.seqlen_k, 0x5eed);
+            (
+                bytes,
+                args.planes,
+                args.seqlen_q,
+                args.seqlen_k,
+                pattern.name(),
+            )
+        }
+    };
+    let packer = GpuPacker::new(&device, &Compiler::new(), &acc).map_err(host_err)?;
+    let stream = packer.stream().clone();
+    let shape = packer.shape(planes, sq, sk).map_err(host_err)?;
+    let dense = stream
+        .clone_htod(&bytes)
+        .map_err(|e| format!("uploading the mask: {e}"))?;
+    let mut buffers = packer.buffers(shape).map_err(host_err)?;
+    let timing = time_on_stream(
+        &stream,
+        TimingConfig {
+            warmup: 3,
+            runs: args.runs,
+        },
+        |_| packer.enqueue(&dense, &mut buffers),
+    )
+    .map_err(host_err)?;
+    let packed = packer.download(&buffers).map_err(host_err)?;
+    // Device copy bandwidth, same run: 1 GiB device-to-device.
+    let copy_bytes: usize = 1 << 30;
+    let src = stream
+        .alloc_zeros::<u8>(copy_bytes)
+        .map_err(|e| format!("allocating the copy buffer: {e}"))?;
+    let mut dst = stream
+        .alloc_zeros::<u8>(copy_bytes)
+        .map_err(|e| format!("allocating the copy buffer: {e}"))?;
+    let copy = time_on_stream(
+        &stream,
+        TimingConfig {
+            warmup: 3,
+            runs: args.runs,
+        },
+        |s| {
+            s.memcpy_dtod(&src, &mut dst)
+                .map_err(|e| HostError::InvalidArgument(format!("device copy: {e}")))
+        },
+    )
+    .map_err(host_err)?;
+    let copy_gbs = 2.0 * copy_bytes as f64 / (copy.median_ms * 1e6);
+    let words_bytes = packed.words.len() * 4;
+    let list_bytes = 4 * (2 * shape.rows() + 3 * shape.tiles());
+    let dense_bytes = shape.dense_bytes();
+    let ms = timing.median_ms;
+    let in_gbs = dense_bytes as f64 / (ms * 1e6);
+    let moved_gbs = (dense_bytes + words_bytes + list_bytes) as f64 / (ms * 1e6);
+    let partial = packed.words.len() / Encoding::FragmentNative.words_per_tile(&acc);
+    println!(
+        "{}: GPU packer, {planes} x {sq} x {sk} bytes ({source}), 128x128 tiles, FragmentNative words",
+        device.name()
+    );
+    println!(
+        "  {} tiles: {partial} partial, {} full; {:.1} MB words + {:.2} MB lists",
+        shape.tiles(),
+        packed
+            .full_kv_num_blocks
+            .iter()
+            .map(|&n| n as i64)
+            .sum::<i64>(),
+        words_bytes as f64 / 1e6,
+        list_bytes as f64 / 1e6
+    );
+    println!(
+        "  GPU packer: {ms:.4} ms median (p10 {:.4}, p90 {:.4}, {} runs)",
+        timing.p10_ms, timing.p90_ms, args.runs
+    );
+    println!(
+        "  input {in_gbs:.0} GB/s; input + output {moved_gbs:.0} GB/s = {:.0}% of the device copy ({copy_gbs:.0} GB/s, read + write, 1 GiB cuMemcpyDtoD median {:.4} ms)",
+        moved_gbs / copy_gbs * 100.0,
+        copy.median_ms
+    );
+    let mut cpu_json = serde_json::Value::Null;
+    if !args.no_cpu {
+        let source = DenseMask::new(&bytes, &[planes, sq, sk]).map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        let cpu = pack(
+            &source,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let cpu_ms = start.elapsed().as_secs_f64() * 1e3;
+        let same = packed.difference(&cpu);
+        println!(
+            "  CPU packer ({} threads): {cpu_ms:.1} ms, one run; GPU == CPU: {}",
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            same.as_deref().unwrap_or("yes, bit for bit")
+        );
+        cpu_json = json!({"ms": cpu_ms, "identical": same.is_none(), "difference": same});
+    }
+    write_json(
+        &args.json,
+        &json!({
+            "device": device.name(),
+            "planes": planes, "seqlen_q": sq, "seqlen_k": sk, "source": source,
+            "tiles": shape.tiles(), "partial_tiles": partial,
+            "full_tiles": packed.full_kv_num_blocks.iter().map(|&n| i64::from(n)).sum::<i64>(),
+            "median_ms": ms, "p10_ms": timing.p10_ms, "p90_ms": timing.p90_ms, "runs": args.runs,
+            "input_gb_per_s": in_gbs, "moved_gb_per_s": moved_gbs,
+            "copy_gb_per_s": copy_gbs, "percent_of_copy": moved_gbs / copy_gbs * 100.0,
+            "cpu": cpu_json,
+        }),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
