@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
+use fragmask_gmma_frag::{quad_lane, warp, TiledAccumulator};
 use fragmask_layout::{coalesce, composition, right_inverse, zipped_divide_by_mode, Layout};
 
 use super::CmdResult;
@@ -17,6 +18,7 @@ pub struct DemoArgs {}
 /// Runs the tour.
 pub fn run(_args: DemoArgs) -> CmdResult {
     layout_section().map_err(|e| format!("demo, layout section: {e}"))?;
+    fragment_section().map_err(|e| format!("demo, fragment section: {e}"))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -83,5 +85,42 @@ fn layout_section() -> Result<(), Box<dyn std::error::Error>> {
         kblocks.mode(1)?.size()?
     );
     println!("\nTry it yourself: fragmask layout 'composition((6,2):(8,2),(4,3):(3,1))'");
+    Ok(())
+}
+
+/// The proven fragment model of a FlashAttention-3 tile.
+fn fragment_section() -> Result<(), Box<dyn std::error::Error>> {
+    heading("2. Fragments: who holds what in a 128x128 tile with 2 warpgroups");
+    let tile = TiledAccumulator::new(128, 128, 2, false)?;
+    println!(
+        "{} threads, {} values each (not 128: each warpgroup owns its own 64 rows).",
+        tile.threads(),
+        tile.values_per_thread()
+    );
+    println!("  TV layout: {}", tile.tv_layout());
+    let thread = 133;
+    let rows = tile.rows_of(thread)?;
+    let cols = tile.cols_of(thread)?;
+    println!(
+        "\nThread {thread} (warp {}, quad_lane {}) holds rows {:?} (r and r+8, not r and r+1)",
+        warp(thread),
+        quad_lane(thread),
+        rows.as_slice()
+    );
+    println!("  and columns {:?} ...", &cols.as_slice()[..8]);
+    println!("  i.e. 8v + 2*quad_lane + {{0,1}} for v = 0..16.");
+    let (row, col) = (77, 42);
+    let (owner, value) = tile.owner(row, col)?;
+    println!("\nElement (row {row}, col {col}) belongs to thread {owner}, value {value}.");
+    println!("\nThe 8x8 top-left corner, as thread.value:");
+    for r in 0..8 {
+        let cells: Vec<String> = (0..8)
+            .map(|c| tile.owner(r, c).map(|(t, v)| format!("{t:>3}.{v:<2}")))
+            .collect::<Result<_, _>>()?;
+        println!("  {}", cells.join(" "));
+    }
+    println!(
+        "\nSee it whole: fragmask frag --block-m 128 --block-n 128 --warpgroups 2 --svg tile.svg"
+    );
     Ok(())
 }
