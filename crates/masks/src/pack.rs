@@ -200,6 +200,8 @@ struct Worker<'p> {
     /// Bits of the whole row block (`block_m × ceil(Sk / 64)`), for sources that fill
     /// rows cheaply: memory per worker ~ `block_m × Sk / 8` bytes.
     strip: Vec<u64>,
+    /// Words of the previous strip (capacity hint).
+    last_words: usize,
 }
 
 impl Worker<'_> {
@@ -209,6 +211,7 @@ impl Worker<'_> {
             tile: vec![0; plan.tile_words()],
             counts: vec![0; n_blocks],
             strip: Vec::new(),
+            last_words: 0,
         }
     }
 
@@ -235,7 +238,8 @@ impl Worker<'_> {
         let mut out = Strip {
             partial: Vec::new(),
             full: Vec::new(),
-            words: Vec::new(),
+            // Grown by doubling from the previous strip's size: few reallocations.
+            words: Vec::with_capacity(self.last_words),
         };
         for n_block in 0..grid.n_blocks {
             let cols_in = grid.cols_in(n_block);
@@ -321,6 +325,7 @@ impl Worker<'_> {
             out.words.resize(start + self.plan.words_per_tile(), 0);
             self.plan.encode(&mut self.tile, &mut out.words[start..]);
         }
+        self.last_words = out.words.len();
         out
     }
 }

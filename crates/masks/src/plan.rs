@@ -111,17 +111,14 @@ impl TilePlan {
         debug_assert_eq!(out.len(), self.words_per_tile);
         match &self.kind {
             Kind::Bits { ops, gather } => {
-                for op in ops {
-                    match *op {
-                        Op::Cross { a, b } => cross_swap(tile, a, b),
-                        Op::Within { a, b } => within_swap(tile, a, b),
-                    }
+                #[cfg(all(feature = "std", target_arch = "x86_64"))]
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: AVX2 was just detected on this CPU, which is the only
+                    // requirement of the target-feature function.
+                    unsafe { run_bits_avx2(ops, gather, tile, out) };
+                    return;
                 }
-                for (pair, &g) in out.chunks_exact_mut(2).zip(gather) {
-                    let word = tile[g as usize];
-                    pair[0] = word as u32;
-                    pair[1] = (word >> 32) as u32;
-                }
+                run_bits(ops, gather, tile, out);
             }
             Kind::Scatter { positions } => {
                 out.fill(0);
@@ -145,10 +142,33 @@ impl TilePlan {
     }
 }
 
+/// The bit-permutation program: index-bit swaps in place, then the word gather.
+#[inline(always)]
+fn run_bits(ops: &[Op], gather: &[u32], tile: &mut [u64], out: &mut [u32]) {
+    for op in ops {
+        match *op {
+            Op::Cross { a, b } => cross_swap(tile, a, b),
+            Op::Within { a, b } => within_swap(tile, a, b),
+        }
+    }
+    for (pair, &g) in out.chunks_exact_mut(2).zip(gather) {
+        let word = tile[g as usize];
+        pair[0] = word as u32;
+        pair[1] = (word >> 32) as u32;
+    }
+}
+
+/// [`run_bits`] compiled for AVX2 (the swap loops vectorize four words at a time).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+unsafe fn run_bits_avx2(ops: &[Op], gather: &[u32], tile: &mut [u64], out: &mut [u32]) {
+    run_bits(ops, gather, tile, out)
+}
+
 /// Exchanges, for every pair of words `(i, i | 1 << b)`, the bits of word `i` whose
 /// in-word index has bit `a` set with those of word `i | 1 << b` whose index has it
 /// clear.
-#[inline]
+#[inline(always)]
 fn cross_swap(words: &mut [u64], a: u32, b: u32) {
     let stride = 1usize << b;
     let delta = 1u32 << a;
@@ -164,7 +184,7 @@ fn cross_swap(words: &mut [u64], a: u32, b: u32) {
 }
 
 /// Swaps in-word index bits `a < b` in every word.
-#[inline]
+#[inline(always)]
 fn within_swap(words: &mut [u64], a: u32, b: u32) {
     let delta = (1u32 << b) - (1u32 << a);
     let mask = !LOW[a as usize] & LOW[b as usize];
