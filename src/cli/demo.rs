@@ -20,6 +20,12 @@ pub fn run(_args: DemoArgs) -> CmdResult {
     layout_section().map_err(|e| format!("demo, layout section: {e}"))?;
     fragment_section().map_err(|e| format!("demo, fragment section: {e}"))?;
     masks_section().map_err(|e| format!("demo, masks section: {e}"))?;
+    heading("4. Kernels: the generated mask-apply code, on the GPU when there is one");
+    let report = super::verify::demo_gpu_section()?;
+    print!("{report}");
+    if report.contains("FAIL") {
+        return Err("a kernel check failed (see above)".into());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
