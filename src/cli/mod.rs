@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod attention;
 mod bench;
 mod codegen;
 mod demo;
@@ -27,6 +28,9 @@ enum Command {
     /// A guided tour for newcomers: the layout calculator on FlashAttention-3's
     /// accumulator, then the rest of the toolkit.
     Demo(demo::DemoArgs),
+    /// Masked attention forward on an H100 (wgmma + TMA, FragmentNative masks): run,
+    /// benchmark (--bench) or self-test (--selftest).
+    Attention(Box<attention::AttentionArgs>),
     /// Layout calculator: evaluate a CuTe layout-algebra expression.
     Layout(layout::LayoutArgs),
     /// Fragment map: which wgmma accumulator element each thread holds (FA3 tiling).
@@ -49,6 +53,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
+        Command::Attention(args) => attention::run(*args),
         Command::Layout(args) => layout::run(args),
         Command::Frag(args) => frag::run(args),
         Command::Pack(args) => pack::run(*args),

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod apply_bench;
+pub mod attention;
 pub mod cache;
 pub mod device;
 pub mod emulator;

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod apply;
+pub mod attention;
 pub mod cuda;
 pub mod emit;
 mod error;

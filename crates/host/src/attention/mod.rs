@@ -1,0 +1,768 @@
+//! Masked attention forward on SM90 (H100): the host API.
+//!
+//! ```no_run
+//! use fragmask_host::attention::{AttentionOptions, AttentionRunner, Mask};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let device = fragmask_host::Device::first()?;
+//! let runner = AttentionRunner::new(&device)?;
+//! let shape = [1, 16, 4096, 128];
+//! let bits = vec![0x3F80u16; shape.iter().product()]; // bf16 1.0
+//! let q = runner.upload_bf16(&bits, shape)?;
+//! let k = runner.upload_bf16(&bits, shape)?;
+//! let v = runner.upload_bf16(&bits, shape)?;
+//! let out = runner.forward(&q, &k, &v, &Mask::causal(), &AttentionOptions::default())?;
+//! # let _ = out; Ok(()) }
+//! ```
+//!
+//! Conventions:
+//! - Tensors are contiguous `[B, H, S, D]` bf16 (raw `u16` bits); K and V have
+//!   `H_kv` heads with `H % H_kv == 0` (GQA/MQA: query head `h` reads K/V head
+//!   `h / (H / H_kv)`). `Sq != Sk` and lengths that are not multiples of 128 are fine.
+//! - Output `O` is `[B, H, Sq, D]` bf16 and `lse` `[B, H, Sq]` f32, the
+//!   **natural-log** log-sum-exp of the scaled, masked scores (FlashAttention-3's
+//!   `softmax_lse`). A row with no visible key gets `O = 0` and `lse = -inf`.
+//! - Scale defaults to `1 / sqrt(D)`.
+//! - [`Mask::Window`] computes causal / sliding-window visibility in the kernel
+//!   (see [`Window`]); [`Mask::Blocks`] uses a FragmentNative [`BlockMask`].
+
+pub mod blockmask;
+pub mod compile;
+pub mod numeric;
+pub mod reference;
+pub mod selftest;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys;
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig,
+    PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use fragmask_kernels::attention::{
+    AttentionKernel, ConfigError, MaskMode, KERNEL_NAME, THREADS, WINDOW_INFINITE,
+};
+
+pub use blockmask::BlockMask;
+pub use compile::{compile_kernel, CompiledKernel};
+
+use crate::nvrtc::Compiler;
+use crate::Device;
+
+/// Everything the attention API can refuse or fail with.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AttentionError {
+    /// Tensor shapes are inconsistent or unsupported.
+    Shape(String),
+    /// A block mask is malformed or does not match the shapes.
+    Mask(String),
+    /// The kernel configuration was refused.
+    Config(ConfigError),
+    /// The runtime (NVRTC, toolchain, device discovery) failed.
+    Host(crate::Error),
+    /// A CUDA driver call failed.
+    Driver {
+        /// What was being done.
+        context: &'static str,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// A file could not be read or written.
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// An external tool failed.
+    Tool(String),
+}
+
+impl std::fmt::Display for AttentionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttentionError::Shape(m) => write!(f, "attention shapes: {m}"),
+            AttentionError::Mask(m) => write!(f, "block mask: {m}"),
+            AttentionError::Config(e) => write!(f, "attention kernel: {e}"),
+            AttentionError::Host(e) => write!(f, "{e}"),
+            AttentionError::Driver { context, source } => {
+                write!(f, "CUDA driver error while {context}: {source}")
+            }
+            AttentionError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            AttentionError::Tool(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for AttentionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AttentionError::Config(e) => Some(e),
+            AttentionError::Host(e) => Some(e),
+            AttentionError::Driver { source, .. } => Some(source),
+            AttentionError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+fn driver(context: &'static str) -> impl FnOnce(DriverError) -> AttentionError {
+    move |source| AttentionError::Driver { context, source }
+}
+
+/// The six extents of one attention call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionShape {
+    /// Batch.
+    pub batch: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (divides `heads`).
+    pub kv_heads: usize,
+    /// Query length.
+    pub seqlen_q: usize,
+    /// Key length.
+    pub seqlen_k: usize,
+    /// Head dimension (64 or 128).
+    pub head_dim: usize,
+}
+
+impl AttentionShape {
+    /// Derives and checks the shape from `q [B,H,Sq,D]`, `k`, `v [B,Hkv,Sk,D]`.
+    pub fn from_tensors(
+        q: [usize; 4],
+        k: [usize; 4],
+        v: [usize; 4],
+    ) -> Result<Self, AttentionError> {
+        if k != v {
+            return Err(AttentionError::Shape(format!("k {k:?} and v {v:?} differ")));
+        }
+        let s = AttentionShape {
+            batch: q[0],
+            heads: q[1],
+            kv_heads: k[1],
+            seqlen_q: q[2],
+            seqlen_k: k[2],
+            head_dim: q[3],
+        };
+        if k[0] != q[0] || k[3] != q[3] {
+            return Err(AttentionError::Shape(format!(
+                "q {q:?} and k {k:?} disagree on batch or head dim"
+            )));
+        }
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Checks extents: positive, `kv_heads | heads`, `D in {64, 128}`, and grid / TMA limits.
+    pub fn validate(&self) -> Result<(), AttentionError> {
+        let s = self;
+        if [
+            s.batch, s.heads, s.kv_heads, s.seqlen_q, s.seqlen_k, s.head_dim,
+        ]
+        .contains(&0)
+        {
+            return Err(AttentionError::Shape(format!("zero extent in {s:?}")));
+        }
+        if s.heads % s.kv_heads != 0 {
+            return Err(AttentionError::Shape(format!(
+                "kv heads {} do not divide query heads {}",
+                s.kv_heads, s.heads
+            )));
+        }
+        if s.head_dim != 64 && s.head_dim != 128 {
+            return Err(AttentionError::Shape(format!(
+                "head dim {} not supported (64 or 128)",
+                s.head_dim
+            )));
+        }
+        if s.batch > 65535 || s.heads > 65535 || s.seqlen_q > (1 << 30) || s.seqlen_k > (1 << 30) {
+            return Err(AttentionError::Shape(format!(
+                "extents too large for the grid: {s:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `[B, H, Sq, D]`.
+    pub fn q_shape(&self) -> [usize; 4] {
+        [self.batch, self.heads, self.seqlen_q, self.head_dim]
+    }
+
+    /// `[B, H_kv, Sk, D]`.
+    pub fn kv_shape(&self) -> [usize; 4] {
+        [self.batch, self.kv_heads, self.seqlen_k, self.head_dim]
+    }
+
+    /// Elements of `lse`: `B * H * Sq`.
+    pub fn lse_len(&self) -> usize {
+        self.batch * self.heads * self.seqlen_q
+    }
+
+    /// Dense-equivalent FLOPs: `4 * B * H * Sq * Sk * D`.
+    pub fn dense_flops(&self) -> f64 {
+        4.0 * (self.batch * self.heads) as f64
+            * self.seqlen_q as f64
+            * self.seqlen_k as f64
+            * self.head_dim as f64
+    }
+}
+
+/// Index-computed visibility: key `j` is visible from query `i` iff
+/// `i + diag_offset - left <= j <= i + diag_offset + right` (a `None` bound is
+/// unbounded) and `j < seqlen_k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Window {
+    /// Keys visible to the left of the diagonal (`None`: all).
+    pub left: Option<u32>,
+    /// Keys visible to the right of the diagonal (`None`: all).
+    pub right: Option<u32>,
+    /// Diagonal offset: 0 aligns query 0 with key 0 (top-left, torch SDPA
+    /// `is_causal`); `seqlen_k - seqlen_q` aligns the last rows (bottom-right, FlashAttention).
+    pub diag_offset: i32,
+}
+
+impl Window {
+    /// No mask.
+    pub const NONE: Window = Window {
+        left: None,
+        right: None,
+        diag_offset: 0,
+    };
+
+    /// Causal, top-left aligned: query `i` sees keys `0..=i`.
+    pub fn causal() -> Self {
+        Window {
+            left: None,
+            right: Some(0),
+            diag_offset: 0,
+        }
+    }
+
+    /// Whether query `i` sees key `j` (`j < seqlen_k` is the caller's business).
+    pub fn is_visible(&self, i: usize, j: usize) -> bool {
+        let rel = j as i64 - i as i64 - i64::from(self.diag_offset);
+        self.left.is_none_or(|l| rel >= -i64::from(l))
+            && self.right.is_none_or(|r| rel <= i64::from(r))
+    }
+}
+
+/// A [`BlockMask`] uploaded to the device.
+#[derive(Debug)]
+pub struct DeviceBlockMask {
+    /// The host-side description (lists and words are also kept on the host).
+    pub host: BlockMask,
+    kv_num_blocks: CudaSlice<i32>,
+    kv_indices: CudaSlice<i32>,
+    full_kv_num_blocks: CudaSlice<i32>,
+    full_kv_indices: CudaSlice<i32>,
+    kv_tile_offsets: CudaSlice<i32>,
+    words: CudaSlice<u32>,
+}
+
+/// Which keys each query sees.
+#[derive(Debug, Clone, Copy)]
+pub enum Mask<'a> {
+    /// Computed in the kernel from indices (no mask, causal, sliding window).
+    Window(Window),
+    /// Tile lists with FragmentNative words.
+    Blocks(&'a DeviceBlockMask),
+}
+
+impl Mask<'_> {
+    /// No mask.
+    pub fn none() -> Self {
+        Mask::Window(Window::NONE)
+    }
+
+    /// Causal (top-left aligned).
+    pub fn causal() -> Self {
+        Mask::Window(Window::causal())
+    }
+}
+
+/// A contiguous `[B, H, S, D]` device tensor.
+#[derive(Debug)]
+pub struct DeviceTensor<T> {
+    /// The elements, row-major.
+    pub data: CudaSlice<T>,
+    /// `[B, H, S, D]`.
+    pub shape: [usize; 4],
+}
+
+/// Options of one attention call.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AttentionOptions {
+    /// Softmax scale; `None` is `1 / sqrt(D)`.
+    pub scale: Option<f32>,
+    /// K/V pipeline stages; `None` picks the default for the head dim.
+    pub stages: Option<u32>,
+    /// Intra-warpgroup GEMM/softmax overlap; `None` is on.
+    pub overlap: Option<bool>,
+    /// Inter-warpgroup ping-pong; `None` is the default of the kernel configuration.
+    pub pingpong: Option<bool>,
+    /// Producer tile-list lookahead; `None` is on.
+    pub lookahead: Option<bool>,
+}
+
+/// Output of one attention call.
+#[derive(Debug)]
+pub struct AttentionOutput {
+    /// `[B, H, Sq, D]` bf16 bits.
+    pub o: DeviceTensor<u16>,
+    /// `[B, H, Sq]` natural-log LSE.
+    pub lse: CudaSlice<f32>,
+}
+
+/// The tensor map of a `[B, H, S, D]` bf16 tensor: box 64 x 128 x 1 x 1, 128-byte swizzle.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct TensorMapArg(sys::CUtensorMap);
+
+// SAFETY: CUtensorMap is a plain 128-byte, 64-byte-aligned POD that the kernel takes by value
+// (`const __grid_constant__ fm_tensor_map`, same size and alignment).
+unsafe impl DeviceRepr for TensorMapArg {}
+
+/// Mirror of the kernel's `fm_attn_params` (fragmask_kernels::attention::PARAM_* order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Params {
+    o: u64,
+    lse: u64,
+    kv_num_blocks: u64,
+    kv_indices: u64,
+    full_kv_num_blocks: u64,
+    full_kv_indices: u64,
+    kv_tile_offsets: u64,
+    words: u64,
+    batch: i32,
+    heads: i32,
+    kv_heads: i32,
+    seqlen_q: i32,
+    seqlen_k: i32,
+    m_blocks: i32,
+    n_blocks: i32,
+    mask_batch_stride: i32,
+    mask_head_stride: i32,
+    window_left: i32,
+    window_right: i32,
+    diag_offset: i32,
+    scale_log2: f32,
+    scale: f32,
+}
+
+// SAFETY: Params is #[repr(C)] plain data matching the kernel's struct field for field.
+unsafe impl DeviceRepr for Params {}
+
+fn encode_tensor_map(ptr: u64, shape: [usize; 4]) -> Result<TensorMapArg, AttentionError> {
+    let [b, h, s, d] = shape;
+    let dims: [u64; 4] = [d as u64, s as u64, h as u64, b as u64];
+    let elem = 2u64;
+    let strides: [u64; 3] = [
+        d as u64 * elem,
+        (s * d) as u64 * elem,
+        (h * s * d) as u64 * elem,
+    ];
+    let boxes: [u32; 4] = [64, 128, 1, 1];
+    let elem_strides: [u32; 4] = [1, 1, 1, 1];
+    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: every pointer is valid for the rank (4) the driver reads; `map` is writable
+    // and 64-byte aligned (CUtensorMap's own alignment).
+    let rc = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            4,
+            ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    rc.result()
+        .map_err(driver("encoding a tensor map (cuTensorMapEncodeTiled)"))?;
+    // SAFETY: the driver initialised the map on success.
+    Ok(TensorMapArg(unsafe { map.assume_init() }))
+}
+
+/// A launch with every argument resolved, borrowing the buffers it points into.
+pub struct PreparedLaunch<'a> {
+    stream: &'a Arc<CudaStream>,
+    func: CudaFunction,
+    maps: [TensorMapArg; 3],
+    params: Params,
+    config: LaunchConfig,
+    /// The kernel configuration it launches.
+    pub kernel: AttentionKernel,
+    /// Shapes of the call.
+    pub shape: AttentionShape,
+}
+
+impl PreparedLaunch<'_> {
+    /// Enqueues the kernel on the runner's stream (asynchronous).
+    pub fn launch(&self) -> Result<(), AttentionError> {
+        let mut builder = self.stream.launch_builder(&self.func);
+        builder
+            .arg(&self.maps[0])
+            .arg(&self.maps[1])
+            .arg(&self.maps[2])
+            .arg(&self.params);
+        // SAFETY: the argument list matches the kernel's signature (three by-value tensor maps and
+        // fm_attn_params); every pointer inside them refers to buffers borrowed for 'a, whose
+        // extents were validated against the shape when this launch was prepared.
+        unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
+        Ok(())
+    }
+}
+
+/// Compiles (once per configuration), loads and launches the attention kernels on one stream.
+pub struct AttentionRunner {
+    stream: Arc<CudaStream>,
+    compiler: Compiler,
+    functions: Mutex<HashMap<AttentionKernel, CudaFunction>>,
+}
+
+impl AttentionRunner {
+    /// A runner on `device`'s default stream, compiling through the on-disk NVRTC cache.
+    pub fn new(device: &Device) -> Result<Self, AttentionError> {
+        let cc = device.compute_capability();
+        if cc.major != 9 {
+            return Err(AttentionError::Shape(format!(
+                "the attention kernel needs an SM90 (Hopper) GPU; {} is compute capability {cc}",
+                device.name()
+            )));
+        }
+        Ok(Self::with_stream(device.default_stream()))
+    }
+
+    /// A runner on `stream`.
+    pub fn with_stream(stream: Arc<CudaStream>) -> Self {
+        Self {
+            stream,
+            compiler: Compiler::new(),
+            functions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The stream every launch goes to.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Copies bf16 bits to a new device tensor.
+    pub fn upload_bf16(
+        &self,
+        bits: &[u16],
+        shape: [usize; 4],
+    ) -> Result<DeviceTensor<u16>, AttentionError> {
+        if bits.len() != shape.iter().product::<usize>() {
+            return Err(AttentionError::Shape(format!(
+                "{} elements for shape {shape:?}",
+                bits.len()
+            )));
+        }
+        let data = self
+            .stream
+            .clone_htod(bits)
+            .map_err(driver("uploading a tensor"))?;
+        Ok(DeviceTensor { data, shape })
+    }
+
+    /// Validates and uploads a block mask.
+    pub fn upload_block_mask(&self, mask: &BlockMask) -> Result<DeviceBlockMask, AttentionError> {
+        mask.validate()?;
+        let up_i32 = |v: &[i32]| -> Result<CudaSlice<i32>, AttentionError> {
+            // A zero-length allocation is refused by the driver; keep one padding element.
+            let v: Vec<i32> = if v.is_empty() { vec![0] } else { v.to_vec() };
+            self.stream
+                .clone_htod(&v)
+                .map_err(driver("uploading a block mask"))
+        };
+        let words: Vec<u32> = if mask.words.is_empty() {
+            vec![0; 2]
+        } else {
+            mask.words.clone()
+        };
+        Ok(DeviceBlockMask {
+            kv_num_blocks: up_i32(&mask.kv_num_blocks)?,
+            kv_indices: up_i32(&mask.kv_indices)?,
+            full_kv_num_blocks: up_i32(&mask.full_kv_num_blocks)?,
+            full_kv_indices: up_i32(&mask.full_kv_indices)?,
+            kv_tile_offsets: up_i32(&mask.kv_tile_offsets)?,
+            words: self
+                .stream
+                .clone_htod(&words)
+                .map_err(driver("uploading mask words"))?,
+            host: mask.clone(),
+        })
+    }
+
+    /// Allocates an output for `shape` (contents undefined until a forward writes it).
+    pub fn alloc_output(&self, shape: &AttentionShape) -> Result<AttentionOutput, AttentionError> {
+        let q = shape.q_shape();
+        // SAFETY: the buffers are written by the kernel before being read; callers that read
+        // them earlier (poisoning tests) overwrite them first.
+        let o = unsafe { self.stream.alloc::<u16>(q.iter().product()) }
+            .map_err(driver("allocating O"))?;
+        let lse = unsafe { self.stream.alloc::<f32>(shape.lse_len()) }
+            .map_err(driver("allocating lse"))?;
+        Ok(AttentionOutput {
+            o: DeviceTensor { data: o, shape: q },
+            lse,
+        })
+    }
+
+    /// The loaded kernel for `config`, compiling it on first use.
+    pub fn function(&self, config: &AttentionKernel) -> Result<CudaFunction, AttentionError> {
+        let mut cache = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = cache.get(config) {
+            return Ok(f.clone());
+        }
+        let compiled = compile::compile_kernel_with(&self.compiler, config)?;
+        let module = self
+            .stream
+            .context()
+            .load_module(Ptx::from_binary(compiled.cubin))
+            .map_err(driver("loading the attention cubin"))?;
+        let func = module
+            .load_function(KERNEL_NAME)
+            .map_err(driver("finding the attention kernel"))?;
+        func.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            config.smem_bytes() as i32,
+        )
+        .map_err(driver("raising the dynamic shared memory limit"))?;
+        cache.insert(*config, func.clone());
+        Ok(func)
+    }
+
+    /// Runs the forward into a new output.
+    pub fn forward(
+        &self,
+        q: &DeviceTensor<u16>,
+        k: &DeviceTensor<u16>,
+        v: &DeviceTensor<u16>,
+        mask: &Mask<'_>,
+        opts: &AttentionOptions,
+    ) -> Result<AttentionOutput, AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        let mut out = self.alloc_output(&shape)?;
+        self.forward_into(q, k, v, mask, opts, &mut out)?;
+        Ok(out)
+    }
+
+    /// Runs the forward into `out` (enqueued; synchronise the stream to wait).
+    pub fn forward_into(
+        &self,
+        q: &DeviceTensor<u16>,
+        k: &DeviceTensor<u16>,
+        v: &DeviceTensor<u16>,
+        mask: &Mask<'_>,
+        opts: &AttentionOptions,
+        out: &mut AttentionOutput,
+    ) -> Result<(), AttentionError> {
+        self.prepare(q, k, v, mask, opts, out)?.launch()
+    }
+
+    /// Validates everything and resolves the launch, for repeated timing.
+    pub fn prepare<'a>(
+        &'a self,
+        q: &'a DeviceTensor<u16>,
+        k: &'a DeviceTensor<u16>,
+        v: &'a DeviceTensor<u16>,
+        mask: &Mask<'a>,
+        opts: &AttentionOptions,
+        out: &'a mut AttentionOutput,
+    ) -> Result<PreparedLaunch<'a>, AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        for (name, t) in [("q", q), ("k", k), ("v", v)] {
+            if t.data.len() != t.shape.iter().product::<usize>() {
+                return Err(AttentionError::Shape(format!(
+                    "{name} buffer length does not match {:?}",
+                    t.shape
+                )));
+            }
+        }
+        if out.o.shape != shape.q_shape()
+            || out.o.data.len() != shape.q_shape().iter().product::<usize>()
+            || out.lse.len() != shape.lse_len()
+        {
+            return Err(AttentionError::Shape(format!(
+                "output buffers do not match {shape:?}"
+            )));
+        }
+        let mode = match mask {
+            Mask::Window(_) => MaskMode::Window,
+            Mask::Blocks(_) => MaskMode::Blocks,
+        };
+        let d = shape.head_dim as u32;
+        let default = AttentionKernel::default_for(d, mode).map_err(AttentionError::Config)?;
+        let kernel = AttentionKernel::new(
+            d,
+            mode,
+            opts.stages.unwrap_or(default.stages()),
+            opts.overlap.unwrap_or(default.overlap()),
+        )
+        .map_err(AttentionError::Config)?
+        .with_pingpong(opts.pingpong.unwrap_or(default.pingpong()))
+        .with_lookahead(opts.lookahead.unwrap_or(default.lookahead()));
+        let func = self.function(&kernel)?;
+
+        let s = &self.stream;
+        let ptr = |x: &CudaSlice<u16>| x.device_ptr(s).0;
+        let maps = [
+            encode_tensor_map(ptr(&q.data), q.shape)?,
+            encode_tensor_map(ptr(&k.data), k.shape)?,
+            encode_tensor_map(ptr(&v.data), v.shape)?,
+        ];
+        let m_blocks = AttentionKernel::m_blocks(shape.seqlen_q as u32);
+        let n_blocks = AttentionKernel::n_blocks(shape.seqlen_k as u32);
+        let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+        let mut params = Params {
+            o: out.o.data.device_ptr(s).0,
+            lse: out.lse.device_ptr(s).0,
+            batch: shape.batch as i32,
+            heads: shape.heads as i32,
+            kv_heads: shape.kv_heads as i32,
+            seqlen_q: shape.seqlen_q as i32,
+            seqlen_k: shape.seqlen_k as i32,
+            m_blocks: m_blocks as i32,
+            n_blocks: n_blocks as i32,
+            window_left: WINDOW_INFINITE,
+            window_right: WINDOW_INFINITE,
+            scale_log2: scale * std::f32::consts::LOG2_E,
+            scale,
+            ..Params::default()
+        };
+        match mask {
+            Mask::Window(w) => {
+                let clamp = |x: Option<u32>| {
+                    x.map_or(WINDOW_INFINITE, |v| v.min(WINDOW_INFINITE as u32) as i32)
+                };
+                params.window_left = clamp(w.left);
+                params.window_right = clamp(w.right);
+                params.diag_offset = w.diag_offset;
+            }
+            Mask::Blocks(m) => {
+                let h = &m.host;
+                if h.seqlen_q != shape.seqlen_q || h.seqlen_k != shape.seqlen_k {
+                    return Err(AttentionError::Mask(format!(
+                        "mask built for Sq={} Sk={}, attention has Sq={} Sk={}",
+                        h.seqlen_q, h.seqlen_k, shape.seqlen_q, shape.seqlen_k
+                    )));
+                }
+                if !(h.batch == 1 || h.batch == shape.batch)
+                    || !(h.heads == 1 || h.heads == shape.heads)
+                {
+                    return Err(AttentionError::Mask(format!(
+                        "mask batch x heads {}x{} must be 1 or equal to {}x{}",
+                        h.batch, h.heads, shape.batch, shape.heads
+                    )));
+                }
+                let mb = m_blocks as usize;
+                params.mask_head_stride = if h.heads > 1 { mb as i32 } else { 0 };
+                params.mask_batch_stride = if h.batch > 1 {
+                    (h.heads * mb) as i32
+                } else {
+                    0
+                };
+                params.kv_num_blocks = m.kv_num_blocks.device_ptr(s).0;
+                params.kv_indices = m.kv_indices.device_ptr(s).0;
+                params.full_kv_num_blocks = m.full_kv_num_blocks.device_ptr(s).0;
+                params.full_kv_indices = m.full_kv_indices.device_ptr(s).0;
+                params.kv_tile_offsets = m.kv_tile_offsets.device_ptr(s).0;
+                params.words = m.words.device_ptr(s).0;
+            }
+        }
+        let config = LaunchConfig {
+            grid_dim: (m_blocks, shape.heads as u32, shape.batch as u32),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: kernel.smem_bytes(),
+        };
+        Ok(PreparedLaunch {
+            stream: &self.stream,
+            func,
+            maps,
+            params,
+            config,
+            kernel,
+            shape,
+        })
+    }
+}
+
+/// One-shot forward on the stream of `q` (compiles and loads the kernel on
+/// every call; keep an [`AttentionRunner`] for repeated calls).
+pub fn attention_forward(
+    q: &DeviceTensor<u16>,
+    k: &DeviceTensor<u16>,
+    v: &DeviceTensor<u16>,
+    mask: &Mask<'_>,
+    opts: &AttentionOptions,
+) -> Result<AttentionOutput, AttentionError> {
+    AttentionRunner::with_stream(q.data.stream().clone()).forward(q, k, v, mask, opts)
+}
+
+/// CUDA-event timing of a prepared launch: `warmup` launches, then `iters`
+/// launches each between two events; returns the per-launch milliseconds.
+pub fn time_launches(
+    launch: &PreparedLaunch<'_>,
+    warmup: usize,
+    iters: usize,
+) -> Result<Vec<f32>, AttentionError> {
+    let stream = launch.stream;
+    for _ in 0..warmup {
+        launch.launch()?;
+    }
+    stream
+        .synchronize()
+        .map_err(driver("synchronising after warm-up"))?;
+    let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let mut events = Vec::with_capacity(iters + 1);
+    events.push(
+        stream
+            .record_event(flags)
+            .map_err(driver("recording an event"))?,
+    );
+    for _ in 0..iters {
+        launch.launch()?;
+        events.push(
+            stream
+                .record_event(flags)
+                .map_err(driver("recording an event"))?,
+        );
+    }
+    stream
+        .synchronize()
+        .map_err(driver("synchronising after timing"))?;
+    events
+        .windows(2)
+        .map(|w| {
+            w[0].elapsed_ms(&w[1])
+                .map_err(driver("reading event times"))
+        })
+        .collect()
+}
+
+/// Median of a sample (NaN for an empty one).
+pub fn median(samples: &[f32]) -> f32 {
+    if samples.is_empty() {
+        return f32::NAN;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(f32::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}

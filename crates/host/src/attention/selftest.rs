@@ -1,0 +1,400 @@
+//! Correctness sweep of the GPU attention against the CPU f64 reference.
+//!
+//! Used by `tests/attention_gpu.rs` and `fragmask attention --selftest` (the
+//! GPU machine has no Rust toolchain, so the binary carries the sweep).
+//! Every case draws fresh random inputs, poisons the outputs (bf16 NaN in O,
+//! NaN in lse) before the run, and passes only if no NaN is left,
+//! `||O - ref|| / ||ref|| < 2e-2`, rows with no visible key are exactly
+//! `O = 0, lse = -inf`, and the other lse values are within 2e-2.
+
+use std::sync::Arc;
+
+use super::numeric::{bf16_to_f32, f32_to_bf16};
+use super::reference::attention_reference;
+use super::{
+    AttentionError, AttentionOptions, AttentionRunner, AttentionShape, BlockMask, Mask, Window,
+};
+
+/// Tolerance on the relative L2 error of O.
+pub const O_TOLERANCE: f64 = 2e-2;
+
+/// A visibility predicate `(b, h, i, j)` over the mask's own extents.
+pub type Predicate = Arc<dyn Fn(usize, usize, usize, usize) -> bool + Send + Sync>;
+
+/// How a case masks.
+#[derive(Clone)]
+pub enum CaseMask {
+    /// Computed in the kernel.
+    Window(Window),
+    /// Packed into a FragmentNative block mask of extents `batch x heads` (1 broadcasts).
+    Blocks {
+        /// Mask batch extent.
+        batch: usize,
+        /// Mask head extent.
+        heads: usize,
+        /// Visibility.
+        visible: Predicate,
+    },
+}
+
+/// One sweep case.
+#[derive(Clone)]
+pub struct Case {
+    /// Short description.
+    pub name: String,
+    /// Extents.
+    pub shape: AttentionShape,
+    /// Mask.
+    pub mask: CaseMask,
+    /// Options (stages, overlap).
+    pub opts: AttentionOptions,
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    /// Case name.
+    pub name: String,
+    /// `||O - ref|| / ||ref||` (0 when the reference is all zero and O is too).
+    pub rel_err: f64,
+    /// Largest |lse - ref| over rows with a visible key.
+    pub lse_err: f64,
+    /// NaN or infinite values left in O (poison not overwritten, or computed NaN).
+    pub bad_values: usize,
+    /// Rows with no visible key whose O was not exactly 0 or lse not -inf.
+    pub empty_row_errors: usize,
+    /// Partial tiles in the packed mask (0 in window mode).
+    pub partial_tiles: usize,
+    /// Verdict.
+    pub passed: bool,
+}
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Roughly standard normal (Irwin-Hall of 4 uniforms).
+    fn normal(&mut self) -> f32 {
+        ((self.next() + self.next() + self.next() + self.next() - 2.0) * 3f64.sqrt()) as f32
+    }
+}
+
+fn hash(seed: u64, b: usize, h: usize, i: usize, j: usize) -> f64 {
+    let mut x = seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for v in [h as u64, i as u64, j as u64] {
+        x = (x ^ v).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 31;
+    }
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 29;
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Random tokens: each (i, j) kept with probability `keep`.
+pub fn random_tokens(keep: f64, seed: u64) -> Predicate {
+    Arc::new(move |b, h, i, j| hash(seed, b, h, i, j) < keep)
+}
+
+/// Block-sparse: each 128 x 128 tile kept with probability `tiles`, then each
+/// element inside a kept tile with probability `inside`.
+pub fn block_sparse(tiles: f64, inside: f64, seed: u64) -> Predicate {
+    Arc::new(move |b, h, i, j| {
+        hash(seed, b, h, i / 128, j / 128 + (1 << 20)) < tiles
+            && hash(seed + 1, b, h, i, j) < inside
+    })
+}
+
+/// The default sweep: odd lengths, GQA/MQA, causal and windows, random and
+/// block-sparse masks, fully masked rows, empty and full masks, both head dims,
+/// both main loops and extra stages.
+pub fn default_cases() -> Vec<Case> {
+    let shape = |b, h, hk, sq, sk, d| AttentionShape {
+        batch: b,
+        heads: h,
+        kv_heads: hk,
+        seqlen_q: sq,
+        seqlen_k: sk,
+        head_dim: d,
+    };
+    let def = AttentionOptions::default();
+    let serial = AttentionOptions {
+        overlap: Some(false),
+        ..def
+    };
+    let blocks = |batch, heads, visible: Predicate| CaseMask::Blocks {
+        batch,
+        heads,
+        visible,
+    };
+    let win = |left, right, diag_offset| {
+        CaseMask::Window(Window {
+            left,
+            right,
+            diag_offset,
+        })
+    };
+    let mut cases = vec![
+        (
+            "dense d128 256x256",
+            shape(1, 2, 2, 256, 256, 128),
+            CaseMask::Window(Window::NONE),
+            def,
+        ),
+        (
+            "dense d64 odd 197x333 gqa 4/2",
+            shape(1, 4, 2, 197, 333, 64),
+            CaseMask::Window(Window::NONE),
+            def,
+        ),
+        (
+            "dense d128 serial 200x130",
+            shape(2, 2, 1, 200, 130, 128),
+            CaseMask::Window(Window::NONE),
+            serial,
+        ),
+        (
+            "causal d128 300x300 mqa",
+            shape(1, 2, 1, 300, 300, 128),
+            CaseMask::Window(Window::causal()),
+            def,
+        ),
+        (
+            "causal d64 130x400",
+            shape(2, 2, 2, 130, 400, 64),
+            CaseMask::Window(Window::causal()),
+            def,
+        ),
+        (
+            "causal bottom-right d128 100x333",
+            shape(1, 2, 2, 100, 333, 128),
+            win(None, Some(0), 233),
+            def,
+        ),
+        (
+            "window 50/20 d64 390x390",
+            shape(1, 2, 2, 390, 390, 64),
+            win(Some(50), Some(20), 0),
+            def,
+        ),
+        (
+            "causal rows empty d128 offset -50",
+            shape(1, 1, 1, 260, 260, 128),
+            win(None, Some(0), -50),
+            def,
+        ),
+        (
+            "causal d128 3 stages 515x515",
+            shape(1, 1, 1, 515, 515, 128),
+            CaseMask::Window(Window::causal()),
+            AttentionOptions {
+                stages: Some(3),
+                ..def
+            },
+        ),
+        (
+            "blocks random 50% d128 per-head 300x300",
+            shape(2, 2, 2, 300, 300, 128),
+            blocks(2, 2, random_tokens(0.5, 11)),
+            def,
+        ),
+        (
+            "blocks random 10% d64 broadcast gqa 4/1 257x129",
+            shape(1, 4, 1, 257, 129, 64),
+            blocks(1, 1, random_tokens(0.1, 12)),
+            def,
+        ),
+        (
+            "blocks random 50% d128 serial 256x384",
+            shape(1, 2, 2, 256, 384, 128),
+            blocks(1, 2, random_tokens(0.5, 13)),
+            serial,
+        ),
+        (
+            "blocks block-sparse 30%x50% d128 640x640",
+            shape(1, 2, 2, 640, 640, 128),
+            blocks(1, 2, block_sparse(0.3, 0.5, 14)),
+            def,
+        ),
+        (
+            "blocks rows fully masked d128 300x260",
+            shape(1, 2, 2, 300, 260, 128),
+            blocks(
+                1,
+                1,
+                Arc::new(|_, _, i, j| i % 7 != 3 && (i + 2 * j) % 5 != 0),
+            ),
+            def,
+        ),
+        (
+            "blocks empty mask d64 200x200",
+            shape(1, 2, 2, 200, 200, 64),
+            blocks(1, 1, Arc::new(|_, _, _, _| false)),
+            def,
+        ),
+        (
+            "blocks full mask d128 333x333",
+            shape(1, 2, 2, 333, 333, 128),
+            blocks(1, 1, Arc::new(|_, _, _, _| true)),
+            def,
+        ),
+        (
+            "blocks causal-as-words d128 384x384",
+            shape(1, 2, 2, 384, 384, 128),
+            blocks(1, 1, Arc::new(|_, _, i, j| j <= i)),
+            def,
+        ),
+        (
+            "blocks top-k k=Sk/8 d128 256x512",
+            shape(1, 2, 2, 256, 512, 128),
+            blocks(1, 2, random_tokens(0.125, 15)),
+            def,
+        ),
+    ];
+    cases
+        .drain(..)
+        .map(|(name, shape, mask, opts)| Case {
+            name: name.to_string(),
+            shape,
+            mask,
+            opts,
+        })
+        .collect()
+}
+
+/// Runs one case on the GPU and compares with the CPU reference.
+pub fn run_case(
+    runner: &AttentionRunner,
+    case: &Case,
+    seed: u64,
+) -> Result<CaseResult, AttentionError> {
+    let s = case.shape;
+    let mut rng = Lcg(seed ^ 0x5DEECE66D);
+    let mut gen = |n: usize| -> (Vec<u16>, Vec<f32>) {
+        let bits: Vec<u16> = (0..n).map(|_| f32_to_bf16(rng.normal())).collect();
+        let vals = bits.iter().map(|&b| bf16_to_f32(b)).collect();
+        (bits, vals)
+    };
+    let (qb, qf) = gen(s.q_shape().iter().product());
+    let (kb, kf) = gen(s.kv_shape().iter().product());
+    let (vb, vf) = gen(s.kv_shape().iter().product());
+    let q = runner.upload_bf16(&qb, s.q_shape())?;
+    let k = runner.upload_bf16(&kb, s.kv_shape())?;
+    let v = runner.upload_bf16(&vb, s.kv_shape())?;
+
+    let (host_mask, visible): (Option<BlockMask>, Predicate) = match &case.mask {
+        CaseMask::Window(w) => {
+            let w = *w;
+            let sk = s.seqlen_k;
+            (
+                None,
+                Arc::new(move |_, _, i, j| j < sk && w.is_visible(i, j)),
+            )
+        }
+        CaseMask::Blocks {
+            batch,
+            heads,
+            visible,
+        } => {
+            let m = BlockMask::from_fn(*batch, *heads, s.seqlen_q, s.seqlen_k, |b, h, i, j| {
+                visible(b, h, i, j)
+            })?;
+            let (mb, mh) = (*batch, *heads);
+            let vis = visible.clone();
+            (
+                Some(m),
+                Arc::new(move |b, h, i, j| {
+                    vis(
+                        if mb == 1 { 0 } else { b },
+                        if mh == 1 { 0 } else { h },
+                        i,
+                        j,
+                    )
+                }),
+            )
+        }
+    };
+    let device_mask = host_mask
+        .as_ref()
+        .map(|m| runner.upload_block_mask(m))
+        .transpose()?;
+    let mask = match (&case.mask, &device_mask) {
+        (CaseMask::Window(w), _) => Mask::Window(*w),
+        (_, Some(m)) => Mask::Blocks(m),
+        _ => unreachable!("blocks case always has a device mask"),
+    };
+
+    let mut out = runner.alloc_output(&s)?;
+    let stream = runner.stream();
+    let d_err = |c| {
+        move |e| AttentionError::Driver {
+            context: c,
+            source: e,
+        }
+    };
+    stream
+        .memcpy_htod(&vec![0xFFFFu16; out.o.data.len()], &mut out.o.data)
+        .map_err(d_err("poisoning O"))?;
+    stream
+        .memcpy_htod(&vec![f32::NAN; out.lse.len()], &mut out.lse)
+        .map_err(d_err("poisoning lse"))?;
+    runner.forward_into(&q, &k, &v, &mask, &case.opts, &mut out)?;
+    stream
+        .synchronize()
+        .map_err(d_err("running the attention kernel"))?;
+    let o_bits = stream.clone_dtoh(&out.o.data).map_err(d_err("reading O"))?;
+    let lse = stream.clone_dtoh(&out.lse).map_err(d_err("reading lse"))?;
+
+    let scale = case
+        .opts
+        .scale
+        .map_or(1.0 / (s.head_dim as f64).sqrt(), f64::from);
+    let reference = attention_reference(&s, &qf, &kf, &vf, scale, |b, h, i, j| visible(b, h, i, j));
+
+    let (mut diff, mut norm, mut bad) = (0.0f64, 0.0f64, 0usize);
+    for (&bits, &r) in o_bits.iter().zip(&reference.o) {
+        let x = f64::from(bf16_to_f32(bits));
+        if !x.is_finite() {
+            bad += 1;
+            continue;
+        }
+        diff += (x - r) * (x - r);
+        norm += r * r;
+    }
+    let rel_err = if norm > 0.0 {
+        (diff / norm).sqrt()
+    } else {
+        diff.sqrt()
+    };
+    let (mut lse_err, mut empty_row_errors) = (0.0f64, 0usize);
+    let d = s.head_dim;
+    for (row, (&got, &want)) in lse.iter().zip(&reference.lse).enumerate() {
+        if want == f64::NEG_INFINITY {
+            let o_zero = o_bits[row * d..(row + 1) * d]
+                .iter()
+                .all(|&b| b == 0 || b == 0x8000);
+            if got != f32::NEG_INFINITY || !o_zero {
+                empty_row_errors += 1;
+            }
+        } else if !got.is_finite() {
+            bad += 1;
+        } else {
+            lse_err = lse_err.max((f64::from(got) - want).abs() / want.abs().max(1.0));
+        }
+    }
+    let passed = bad == 0 && empty_row_errors == 0 && rel_err < O_TOLERANCE && lse_err < 2e-2;
+    Ok(CaseResult {
+        name: case.name.clone(),
+        rel_err,
+        lse_err,
+        bad_values: bad,
+        empty_row_errors,
+        partial_tiles: host_mask.map_or(0, |m| m.num_partial_tiles()),
+        passed,
+    })
+}

@@ -1,0 +1,87 @@
+//! The generated attention kernels compile to sm_90a through NVRTC with no
+//! spills, their SASS uses HGMMA, and in the overlapped main loop the softmax
+//! (`MUFU.EX2`) sits between the wait for QK^T and the wait for PV, so it
+//! overlaps the PV wgmma (no GPU needed; needs NVRTC and cuobjdump).
+
+use fragmask::host::attention::compile::{compile_kernel, dump_sass, sass_summary};
+use fragmask::kernels::attention::{AttentionKernel, MaskMode};
+
+fn nvrtc_or_skip() -> bool {
+    match fragmask::host::toolchain::nvrtc_available() {
+        Ok(()) => true,
+        Err(e) => {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("NVRTC is required under CI=true: {e}");
+            }
+            eprintln!("SKIPPED: no NVRTC ({e})");
+            false
+        }
+    }
+}
+
+#[test]
+fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    for d in [64, 128] {
+        for mode in [MaskMode::Window, MaskMode::Blocks] {
+            for (overlap, pingpong) in [(false, false), (true, false), (true, true)] {
+                let k = AttentionKernel::new(d, mode, 2, overlap)
+                    .unwrap()
+                    .with_pingpong(pingpong);
+                let compiled = compile_kernel(&k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
+                assert_eq!(compiled.spill_bytes, 0, "{k:?} spills:\n{}", compiled.log);
+                assert!(
+                    !compiled.log.contains("C7508")
+                        && !compiled.log.contains("C7510")
+                        && !compiled.log.contains("C7512"),
+                    "{k:?}: ptxas ignored setmaxnreg or serialised wgmma:\n{}",
+                    compiled.log
+                );
+                eprintln!(
+                    "{k:?}: {} registers, {} spill bytes, {} stack bytes",
+                    compiled.registers, compiled.spill_bytes, compiled.stack_bytes
+                );
+                if let Ok(summary) = sass_summary(&compiled.cubin) {
+                    eprintln!("    SASS: {summary:?}");
+                    assert!(summary.hgmma > 0, "{k:?}: no HGMMA in SASS");
+                    assert_eq!(summary.local_memory_ops, 0, "{k:?}: local memory in SASS");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    for mode in [MaskMode::Window, MaskMode::Blocks] {
+        let k = AttentionKernel::default_for(128, mode).unwrap();
+        let compiled = compile_kernel(&k).unwrap();
+        let Ok(sass) = dump_sass(&compiled.cubin) else {
+            eprintln!("SKIPPED: no cuobjdump");
+            return;
+        };
+        let lines: Vec<&str> = sass.lines().collect();
+        let wait1 = lines
+            .iter()
+            .position(|l| l.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"))
+            .expect("the overlapped loop waits with one wgmma group in flight");
+        let wait0 = wait1
+            + lines[wait1..]
+                .iter()
+                .position(|l| l.contains("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
+                .expect("then for all groups");
+        let exps = lines[wait1..wait0]
+            .iter()
+            .filter(|l| l.contains("MUFU.EX2"))
+            .count();
+        assert!(
+            exps >= 64,
+            "{k:?}: only {exps} MUFU.EX2 between the waits (softmax not overlapped)"
+        );
+    }
+}
