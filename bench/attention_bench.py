@@ -9,22 +9,29 @@ For every sequence length S (B=1, H=16, D=128, bf16) and mask:
   none, causal, random tokens 50% / 10% kept, block-sparse (10% of 128x128 tiles kept,
   50% of tokens inside), top-k (k = S/8 random keys per query),
 it times (median of CUDA-event-timed runs after warm-up, all on the same device):
-  * fragmask        - our binary (`fragmask attention --bench --json`), FragmentNative mask
+  * fragmask        - our binary (`fragmask attention --bench --json`, the code path of
+                      `fragmask bench attention`), FragmentNative mask from `fragmask pack`
                       (none/causal computed in-kernel, no mask words)
   * flex            - torch FlexAttention, bool tensor in mask_mod + create_block_mask
   * sdpa_bool       - torch SDPA with the same bool mask
   * sdpa_dense / sdpa_causal - torch SDPA without mask / is_causal (flash/cuDNN)
 and checks fragmask's O against SDPA's (relative L2 over rows with a visible key).
 
-STAND-IN PACKER: `fragmask pack` (the masks crate) was not available when this script was
-written, so the FragmentNative packing is done here in torch on the GPU (`pack_fragment_native`,
-clearly a stand-in; it follows the normative format of crates/host/src/attention/blockmask.rs).
-Its time is reported as fragmask's mask build time; Flex's is create_block_mask's.
+Mask build time, our real packers: every mask is saved as a dense bool .npy (temp dir under
+--workdir) and handed to `fragmask bench packer --npy FILE --json OUT.json`:
+  * build ms (fragmask) - the GPU packer, median of --packer-runs CUDA-event-timed runs after
+                          3 warm-up runs, dense mask already on the device (no upload);
+  * CPU pack ms         - the CPU packer (masks crate, all threads, one run) from the same
+                          JSON, for S <= --cpu-pack-max-s (--no-cpu above it); the packer
+                          bench also checks GPU == CPU bit for bit.
+The attention run reads the mask packed by `fragmask pack --mask FILE.npy` (CPU packer, the
+same bits). Flex's build ms is `create_block_mask` (second call, synchronized wall time).
 """
 import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,62 +42,50 @@ import torch.nn.functional as F
 BLOCK = 128
 
 
-def fragment_owner_index(device):
-    """(row, col) in the 128x128 tile of consumer thread ct's value v: the wgmma m64n128
-    accumulator (DESIGN fact 1, CLayout_64x128), warpgroup ct//128 owns rows 64*wg..64*wg+63."""
-    ct = torch.arange(256, device=device)[:, None]
-    v = torch.arange(64, device=device)[None, :]
-    wg, lt = ct // 128, ct % 128
-    row = 64 * wg + 16 * (lt // 32) + (lt % 32) // 4 + 8 * ((v // 2) % 2)
-    col = 8 * (v // 4) + 2 * (lt % 4) + (v % 2)
-    return row, col
+def safetensors_bytes(path):
+    """Bytes of the tensors in a safetensors file (from its header; no dtype support needed)."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return sum(t["data_offsets"][1] - t["data_offsets"][0] for n, t in header.items() if n != "__metadata__")
 
 
-def pack_fragment_native(mask, sq, sk):
-    """STAND-IN for `fragmask pack`: bool [Sq, Sk] (CUDA) -> FragmentNative tensors (B=H=1)."""
-    dev = mask.device
-    mb, nb = math.ceil(sq / BLOCK), math.ceil(sk / BLOCK)
-    padded = torch.zeros(mb * BLOCK, nb * BLOCK, dtype=torch.bool, device=dev)
-    padded[:sq, :sk] = mask
-    tiles = padded.view(mb, BLOCK, nb, BLOCK).permute(0, 2, 1, 3)  # [Mb, Nb, 128, 128]
-    count = tiles.sum(dim=(2, 3), dtype=torch.int32)
-    rows_in = torch.clamp(sq - torch.arange(mb, device=dev) * BLOCK, max=BLOCK)
-    cols_in = torch.clamp(sk - torch.arange(nb, device=dev) * BLOCK, max=BLOCK)
-    valid = (rows_in[:, None] * cols_in[None, :]).to(torch.int32)
-    full = count == valid
-    partial = (count > 0) & ~full
-    ar = torch.arange(nb, device=dev)
-
-    def lists(sel):
-        num = sel.sum(dim=1, dtype=torch.int32)
-        order = torch.argsort((~sel).to(torch.int64) * (2 * nb) + ar, dim=1, stable=True).to(torch.int32)
-        idx = torch.where(ar[None, :] < num[:, None], order, torch.zeros_like(order))
-        return num, idx
-
-    kv_num, kv_idx = lists(partial)
-    full_num, full_idx = lists(full)
-    starts = torch.cumsum(kv_num, 0, dtype=torch.int32) - kv_num
-    offsets = torch.where(ar[None, :] < kv_num[:, None], starts[:, None] + ar[None, :].to(torch.int32),
-                          torch.zeros_like(kv_idx))
-    # Partial tiles in (m, n) row-major order = the order of `offsets` above.
-    m_idx, n_idx = torch.nonzero(partial, as_tuple=True)
-    rows, cols = fragment_owner_index(dev)
-    words = torch.empty(m_idx.numel(), 256, 2, dtype=torch.int32, device=dev)
-    weights = (torch.ones(32, dtype=torch.int64, device=dev) << torch.arange(32, device=dev))
-    chunk = 4096
-    for s in range(0, m_idx.numel(), chunk):
-        t = tiles[m_idx[s:s + chunk], n_idx[s:s + chunk]]  # [c, 128, 128]
-        bits = t[:, rows, cols].to(torch.int64)  # [c, 256, 64]
-        w = (bits.view(-1, 256, 2, 32) * weights).sum(-1)  # [c, 256, 2] in 0..2^32-1
-        words[s:s + chunk] = (w - ((w >> 31) << 32)).to(torch.int32)  # two's complement u32 bits
-    return {
-        "kv_num_blocks": kv_num.view(1, 1, mb).contiguous(),
-        "kv_indices": kv_idx.view(1, 1, mb, nb).contiguous(),
-        "full_kv_num_blocks": full_num.view(1, 1, mb).contiguous(),
-        "full_kv_indices": full_idx.view(1, 1, mb, nb).contiguous(),
-        "kv_tile_offsets": offsets.view(1, 1, mb, nb).contiguous(),
-        "words": words.contiguous(),
-    }, int((partial | full).sum()), int(partial.sum())
+def run_packers(args, mask, s, kind, tmp, log_dir):
+    """Our real packers on one dense bool mask: `fragmask bench packer` (GPU packer timing,
+    CPU packer timing unless S > --cpu-pack-max-s) and `fragmask pack` (the file the attention
+    run reads). Returns (record fields, path of the packed mask)."""
+    import numpy as np
+    npy = os.path.join(tmp, f"mask_{s}_{kind}.npy")
+    np.save(npy, mask.cpu().numpy())
+    out_json = os.path.join(log_dir, f"packer_{s}_{kind}.json")
+    cmd = [args.bin, "bench", "packer", "--npy", npy, "--json", out_json, "--runs", str(args.packer_runs)]
+    if s > args.cpu_pack_max_s:
+        cmd.append("--no-cpu")
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    with open(os.path.join(log_dir, f"packer_{s}_{kind}.txt"), "w") as f:
+        f.write(" ".join(cmd) + "\n" + res.stdout + res.stderr)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed (rc {res.returncode}): {res.stderr.strip()[-2000:]}")
+    with open(out_json) as f:
+        pk = json.load(f)
+    rec = {
+        "fragmask_build_ms": pk["median_ms"],
+        "fragmask_build_p10_p90": [pk["p10_ms"], pk["p90_ms"]],
+        "gpu_packer_gb_per_s_in": pk["input_gb_per_s"],
+        "partial_tiles": pk["partial_tiles"],
+        "full_tiles": pk["full_tiles"],
+    }
+    cpu = pk.get("cpu")
+    if cpu:
+        rec["fragmask_cpu_pack_ms"] = cpu["ms"]
+        rec["gpu_pack_equals_cpu_pack"] = cpu["identical"]
+    packed = os.path.join(tmp, f"pack_{s}_{kind}.safetensors")
+    t0 = time.perf_counter()
+    subprocess.run([args.bin, "pack", "--mask", npy, "--block", "128x128", "--warpgroups", "2",
+                    "-o", packed, "-q"], check=True, timeout=300)
+    rec["fragmask_pack_cli_wall_ms"] = (time.perf_counter() - t0) * 1e3
+    rec["fragmask_mask_mb"] = safetensors_bytes(packed) / 2**20
+    os.remove(npy)
+    return rec, packed
 
 
 def make_mask(kind, s, gen, device):
@@ -153,13 +148,16 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--workdir", default="/tmp/fragmask_bench")
     ap.add_argument("--no-flex", action="store_true")
-    ap.add_argument("--verify-pack", action="store_true",
-                    help="for S <= 4096 also pack each mask with `fragmask pack` (CPU, from .npy) and check "
-                         "that the kernel gives the same O from that file")
+    ap.add_argument("--packer-runs", type=int, default=20, help="timed runs of `fragmask bench packer`")
+    ap.add_argument("--cpu-pack-max-s", type=int, default=16384,
+                    help="time the CPU packer (in `fragmask bench packer`) only up to this S")
     ap.add_argument("--variants", default="",
                     help="extra fragmask configurations, e.g. 'pp=--pingpong true;serial=--no-overlap'")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
+    import tempfile
+    log_dir = os.path.join(args.out, "packer")
+    os.makedirs(log_dir, exist_ok=True)
     from safetensors.torch import load_file, save_file
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -168,10 +166,13 @@ def main():
     for item in filter(None, args.variants.split(";")):
         name, _, flags = item.partition("=")
         variants.append((name.strip(), flags.split()))
+    systems = ["fragmask"] + [f"fragmask[{n}]" for n, _ in variants] + ["flex", "sdpa_bool", "sdpa_dense",
+                                                                      "sdpa_causal"]
     dev = torch.device("cuda")
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     rows = []
     for s in [int(x) for x in args.sizes.split(",")]:
+        tmp = tempfile.mkdtemp(prefix=f"masks_{s}_", dir=args.workdir)
         gen = torch.Generator(device=dev).manual_seed(s)
         shape = (1, args.heads, s, args.dim)
         q, k, v = (torch.randn(shape, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(3))
@@ -204,6 +205,8 @@ def main():
                     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
                     kept_tiles = math.ceil(s / BLOCK) * (math.ceil(s / BLOCK) + 1) // 2
                     if not args.no_flex:
+                        create_block_mask(causal_mod, None, None, s, s, device=dev)  # warm-up
+                        torch.cuda.synchronize()
                         t0 = time.perf_counter()
                         bm = create_block_mask(causal_mod, None, None, s, s, device=dev)
                         torch.cuda.synchronize()
@@ -229,34 +232,10 @@ def main():
                         ref_flex = flex(q, k, v, block_mask=bm)
                         d = (ref_flex.float() - ref.float())[:, :, row_visible]
                         rec["flex_vs_sdpa_rel"] = float(d.norm() / ref.float()[:, :, row_visible].norm())
-                    pack_fragment_native(mask, s, s)  # warm-up
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    packed, kept_tiles, partial = pack_fragment_native(mask, s, s)
-                    torch.cuda.synchronize()
-                    rec["fragmask_build_ms"] = (time.perf_counter() - t0) * 1e3
-                    rec["fragmask_mask_mb"] = sum(t.numel() * 4 for t in packed.values()) / 2**20
-                    rec["partial_tiles"] = partial
-                    pack_path = os.path.join(args.workdir, f"pack_{s}_{kind}.safetensors")
-                    save_file({n: t.cpu() for n, t in packed.items()}, pack_path,
-                              metadata={"seqlen_q": str(s), "seqlen_k": str(s), "format": "fragment_native"})
+                    packed_rec, pack_path = run_packers(args, mask, s, kind, tmp, log_dir)
+                    rec.update(packed_rec)
+                    kept_tiles = packed_rec["partial_tiles"] + packed_rec["full_tiles"]
                     extra = ["--mask", pack_path]
-                    if args.verify_pack and s <= 4096:
-                        import numpy as np
-                        npy = os.path.join(args.workdir, f"mask_{s}_{kind}.npy")
-                        np.save(npy, mask.cpu().numpy())
-                        pack2 = os.path.join(args.workdir, f"pack2_{s}_{kind}.safetensors")
-                        t0 = time.perf_counter()
-                        subprocess.run([args.bin, "pack", "--mask", npy, "--block", "128x128", "--warpgroups", "2",
-                                        "-o", pack2, "-q"], check=True, timeout=300)
-                        rec["fragmask_pack_cli_build_ms"] = (time.perf_counter() - t0) * 1e3
-                        out2 = os.path.join(args.workdir, "o2.safetensors")
-                        run_fragmask(args, inputs, ["--mask", pack2, "--out", out2])
-                        o2 = load_file(out2)["o"].to(dev).float()
-                        rows_ok = row_visible[None, None, :]
-                        rec["fragmask_pack_cli_rel_err"] = float(
-                            (o2 - ref.float())[rows_ok.expand_as(o2[..., 0])].norm()
-                            / ref.float()[rows_ok.expand_as(o2[..., 0])].norm())
                     del mask, am
                 out_path = os.path.join(args.workdir, "o.safetensors")
                 r = run_fragmask(args, inputs, extra + ["--out", out_path])
@@ -279,38 +258,55 @@ def main():
             except Exception as e:  # keep going: one failure must not hide the other numbers
                 rec["error"] = repr(e)[-500:]
             rec["kept_tiles_per_head"] = kept_tiles
-            for key in [x for x in rec if x.endswith("_ms") and not x.endswith("build_ms")]:
-                ms = rec[key]
-                rec[key.replace("_ms", "_tf")] = dense_flops / (ms * 1e-3) / 1e12
-                rec[key.replace("_ms", "_tf_kept")] = kept_tiles * tile_flops / (ms * 1e-3) / 1e12
+            for sysname in systems:
+                ms = rec.get(f"{sysname}_ms")
+                if ms is None:
+                    continue
+                rec[f"{sysname}_tf"] = dense_flops / (ms * 1e-3) / 1e12
+                rec[f"{sysname}_tf_kept"] = kept_tiles * tile_flops / (ms * 1e-3) / 1e12
             print(json.dumps(rec), flush=True)
             rows.append(rec)
             torch.cuda.empty_cache()
+        shutil.rmtree(tmp, ignore_errors=True)
     with open(os.path.join(args.out, "attention_bench.json"), "w") as f:
         json.dump(rows, f, indent=1)
 
     none_tf = {r["S"]: r.get("fragmask_tf") for r in rows if r["mask"] == "none"}
+
+    def num(x, fmt):
+        return "-" if x is None else format(x, fmt)
+
     print()
-    print(f"{'S':>6} {'mask':<12} {'system':<16} {'ms':>8} {'TF dense':>9} {'TF kept':>8} {'vs flex':>8} "
-          f"{'build ms':>9} {'mask MB':>8} {'err':>8}")
+    print(f"{'S':>6} {'mask':<12} {'system':<16} {'ms':>8} {'TF dense':>9} {'TF kept':>8} {'vs Flex':>8} "
+          f"{'build ms':>9} {'CPU pack ms':>11} {'mask MB':>8} {'err':>8}")
     for r in rows:
-        names = ["fragmask"] + [f"fragmask[{n}]" for n, _ in variants] + ["flex", "sdpa_bool", "sdpa_dense", "sdpa_causal"]
-        for sysname in names:
+        for sysname in systems:
             ms = r.get(f"{sysname}_ms")
             if ms is None:
                 continue
-            ratio = r["flex_ms"] / ms if r.get("flex_ms") else float("nan")
-            build = r.get(f"{sysname}_build_ms", float("nan"))
-            mb = r.get(f"{sysname}_mask_mb", float("nan"))
-            err = r.get("fragmask_rel_err", float("nan")) if sysname == "fragmask" else float("nan")
+            ratio = r["flex_ms"] / ms if r.get("flex_ms") else None
+            build = r.get(f"{sysname}_build_ms")
+            cpu = r.get(f"{sysname}_cpu_pack_ms")
+            mb = r.get(f"{sysname}_mask_mb")
+            err = r.get("fragmask_rel_err") if sysname == "fragmask" else None
             print(f"{r['S']:>6} {r['mask']:<12} {sysname:<16} {ms:>8.3f} {r[f'{sysname}_tf']:>9.1f} "
-                  f"{r[f'{sysname}_tf_kept']:>8.1f} {ratio:>8.2f} {build:>9.2f} {mb:>8.1f} {err:>8.1e}")
+                  f"{r[f'{sysname}_tf_kept']:>8.1f} {num(ratio, '.2f'):>8} {num(build, '.3f'):>9} "
+                  f"{num(cpu, '.1f'):>11} {num(mb, '.1f'):>8} {num(err, '.1e'):>8}")
+        if r.get("gpu_pack_equals_cpu_pack") is False:
+            print(f"{r['S']:>6} {r['mask']:<12} GPU packer != CPU packer (see packer_{r['S']}_{r['mask']}.txt)")
         if "error" in r:
             print(f"{r['S']:>6} {r['mask']:<12} ERROR {r['error'][:200]}")
         if r["mask"] in ("random50", "random10", "topk") and r.get("fragmask_tf") and none_tf.get(r["S"]):
             print(f"{'':>6} {'':<12} fragmask {r['mask']} / fragmask none throughput: "
                   f"{r['fragmask_tf'] / none_tf[r['S']]:.2f}")
-
+    threads = os.cpu_count()
+    print(f"build ms: fragmask = GPU packer (`fragmask bench packer --npy`, median of {args.packer_runs} "
+          f"CUDA-event-timed runs after 3 warm-up, dense mask already on the device); flex = "
+          f"create_block_mask (second call, synchronized wall time). CPU pack ms: CPU packer in the same "
+          f"`fragmask bench packer` call, one run, {threads} CPUs, S <= {args.cpu_pack_max_s} only. "
+          f"mask MB: packed FragmentNative lists + words (fragmask), dense bool (sdpa_bool). The attention "
+          f"run reads the mask `fragmask pack` wrote (CPU packer; GPU == CPU checked bit for bit where the "
+          f"CPU packer ran).")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,20 +16,44 @@ use fragmask::host::attention::{
 use fragmask::host::Device;
 use fragmask::kernels::attention::{AttentionKernel, MaskMode, BLOCK_M, BLOCK_N};
 
+use super::verify::NO_GPU_EXIT;
 use super::CmdResult;
 
-/// Arguments of `fragmask attention`.
-#[derive(Args, Debug)]
-#[command(after_help = "\
+/// The inputs and masks paragraph shared by both commands' help.
+macro_rules! inputs_help {
+    () => {
+        "\
 Inputs: --inputs FILE.safetensors holding q, k, v ([B,H,S,D], BF16/F16/F32), or --q/--k/--v \
 (.npy float32/float16, or .safetensors with one tensor), or --random B,H,HKV,SQ,SK,D.
 Masks: --mask PACK.safetensors (FragmentNative, from `fragmask pack`: kv_num_blocks, kv_indices, \
 full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words), --dense-mask MASK.npy (bool \
 [B|1,H|1,Sq,Sk], packed here), --synthetic-mask random:P | blocksparse:T:P | topk:F, --causal, \
---window LEFT,RIGHT (-1 = unbounded) with --diag-offset.
+--window LEFT,RIGHT (-1 = unbounded) with --diag-offset."
+    };
+}
+
+/// Inputs, masks, outputs and exit codes of `fragmask attention` (shown after the options).
+const AFTER_HELP: &str = concat!(
+    inputs_help!(),
+    "
 Output: --out O.safetensors (o BF16 + lse F32) or O.npy (float32) and --lse-out LSE.npy. \
-lse is the natural-log log-sum-exp; rows with no visible key give O = 0, lse = -inf.")]
-pub struct AttentionArgs {
+lse is the natural-log log-sum-exp; rows with no visible key give O = 0, lse = -inf.
+Exit codes: 0 done, 1 a selftest case failed, 2 bad arguments or a failure, 3 no GPU."
+);
+
+/// Inputs, masks and exit codes of `fragmask bench attention`.
+pub const BENCH_AFTER_HELP: &str = concat!(
+    inputs_help!(),
+    "
+Reports the median and minimum time, TFLOP/s dense-equivalent and on visited tiles, tiles \
+visited and mask bytes (--json: one JSON object).
+Exit codes: 0 done, 2 bad arguments or a failure, 3 no GPU."
+);
+
+/// What one attention forward needs: inputs, mask, kernel configuration and timing.
+/// Shared by `fragmask attention` and `fragmask bench attention`.
+#[derive(Args, Debug)]
+pub struct ForwardArgs {
     /// Safetensors file with tensors q, k, v.
     #[arg(long)]
     inputs: Option<PathBuf>,
@@ -69,15 +93,6 @@ pub struct AttentionArgs {
     /// Softmax scale (default 1/sqrt(D)).
     #[arg(long)]
     scale: Option<f32>,
-    /// Output file for O (.safetensors also gets lse; .npy is float32).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Output .npy for lse.
-    #[arg(long)]
-    lse_out: Option<PathBuf>,
-    /// Time the kernel with CUDA events (median over --iters after --warmup).
-    #[arg(long)]
-    bench: bool,
     /// Warm-up launches before timing.
     #[arg(long, default_value_t = 10)]
     warmup: usize,
@@ -87,9 +102,6 @@ pub struct AttentionArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// Run the correctness sweep against the CPU f64 reference and exit.
-    #[arg(long)]
-    selftest: bool,
     /// K/V pipeline stages.
     #[arg(long)]
     stages: Option<u32>,
@@ -102,6 +114,27 @@ pub struct AttentionArgs {
     /// Producer reads the tile list one tile ahead: true or false.
     #[arg(long)]
     lookahead: Option<bool>,
+}
+
+/// Arguments of `fragmask attention`.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct AttentionArgs {
+    #[command(flatten)]
+    forward: ForwardArgs,
+    /// Output file for O (.safetensors also gets lse; .npy is float32).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Output .npy for lse.
+    #[arg(long)]
+    lse_out: Option<PathBuf>,
+    /// Time the kernel with CUDA events (median over --iters after --warmup); the same
+    /// code path as `fragmask bench attention`.
+    #[arg(long)]
+    bench: bool,
+    /// Run the correctness sweep against the CPU f64 reference and exit.
+    #[arg(long)]
+    selftest: bool,
     /// Print the generated CUDA source for --head-dim and the mask mode, then exit.
     #[arg(long)]
     emit_source: bool,
@@ -113,7 +146,7 @@ pub struct AttentionArgs {
     head_dim: u32,
 }
 
-fn opts(args: &AttentionArgs) -> AttentionOptions {
+fn opts(args: &ForwardArgs) -> AttentionOptions {
     AttentionOptions {
         scale: args.scale,
         stages: args.stages,
@@ -123,7 +156,7 @@ fn opts(args: &AttentionArgs) -> AttentionOptions {
     }
 }
 
-fn mode_of(args: &AttentionArgs) -> MaskMode {
+fn mode_of(args: &ForwardArgs) -> MaskMode {
     if args.mask.is_some() || args.dense_mask.is_some() || args.synthetic_mask.is_some() {
         MaskMode::Blocks
     } else {
@@ -134,17 +167,18 @@ fn mode_of(args: &AttentionArgs) -> MaskMode {
 /// Runs `fragmask attention`.
 pub fn run(args: AttentionArgs) -> CmdResult {
     if args.emit_source || args.inspect {
-        let default = AttentionKernel::default_for(args.head_dim, mode_of(&args))
-            .map_err(|e| e.to_string())?;
+        let fwd = &args.forward;
+        let default =
+            AttentionKernel::default_for(args.head_dim, mode_of(fwd)).map_err(|e| e.to_string())?;
         let k = AttentionKernel::new(
             args.head_dim,
-            mode_of(&args),
-            args.stages.unwrap_or(default.stages()),
-            !args.no_overlap,
+            mode_of(fwd),
+            fwd.stages.unwrap_or(default.stages()),
+            !fwd.no_overlap,
         )
         .map_err(|e| e.to_string())?
-        .with_pingpong(args.pingpong.unwrap_or(default.pingpong()))
-        .with_lookahead(args.lookahead.unwrap_or(default.lookahead()));
+        .with_pingpong(fwd.pingpong.unwrap_or(default.pingpong()))
+        .with_lookahead(fwd.lookahead.unwrap_or(default.lookahead()));
         if args.emit_source {
             print!("{}", k.source().map_err(|e| e.to_string())?);
             return Ok(ExitCode::SUCCESS);
@@ -172,14 +206,42 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let device = Device::first().map_err(|e| e.to_string())?;
-    let runner = AttentionRunner::new(&device).map_err(|e| e.to_string())?;
+    let device = match Device::first() {
+        Ok(d) => d,
+        Err(e) if e.is_no_gpu() => {
+            println!("no GPU: {e}; the attention kernel needs an SM90 GPU, nothing ran.");
+            return Ok(ExitCode::from(NO_GPU_EXIT));
+        }
+        Err(e) => return Err(format!("GPU discovery failed: {e}")),
+    };
     if args.selftest {
-        return run_selftest(&runner, &args, device.name());
+        let runner = AttentionRunner::new(&device).map_err(|e| e.to_string())?;
+        return run_selftest(&runner, &args.forward, device.name());
     }
+    forward(
+        &device,
+        &args.forward,
+        args.bench,
+        args.out.as_deref(),
+        args.lse_out.as_deref(),
+    )
+}
+
+/// One attention forward on `device`: loads the inputs and the mask, runs the kernel
+/// once, times it with CUDA events when `timed` (median over `--iters` after `--warmup`),
+/// writes O / lse when asked and prints the report (text or `--json`). The one code path
+/// behind `fragmask attention [--bench]` and `fragmask bench attention`.
+pub fn forward(
+    device: &Device,
+    args: &ForwardArgs,
+    timed: bool,
+    out_path: Option<&Path>,
+    lse_path: Option<&Path>,
+) -> CmdResult {
+    let runner = AttentionRunner::new(device).map_err(|e| e.to_string())?;
 
     // ---- inputs ----
-    let (q_bits, k_bits, v_bits, q_shape, kv_shape) = load_inputs(&args)?;
+    let (q_bits, k_bits, v_bits, q_shape, kv_shape) = load_inputs(args)?;
     let shape =
         AttentionShape::from_tensors(q_shape, kv_shape, kv_shape).map_err(|e| e.to_string())?;
     let q = runner
@@ -194,13 +256,13 @@ pub fn run(args: AttentionArgs) -> CmdResult {
 
     // ---- mask ----
     let pack_start = Instant::now();
-    let block_mask = load_block_mask(&args, &shape)?;
+    let block_mask = load_block_mask(args, &shape)?;
     let pack_ms = pack_start.elapsed().as_secs_f64() * 1e3;
     let device_mask = match &block_mask {
         Some(m) => Some(runner.upload_block_mask(m).map_err(|e| e.to_string())?),
         None => None,
     };
-    let window = window_of(&args)?;
+    let window = window_of(args)?;
     let mask = match &device_mask {
         Some(m) => Mask::Blocks(m),
         None => Mask::Window(window),
@@ -211,7 +273,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     };
 
     // ---- run ----
-    let o = opts(&args);
+    let o = opts(args);
     let mut out = runner.alloc_output(&shape).map_err(|e| e.to_string())?;
     let launch = runner
         .prepare(&q, &k, &v, &mask, &o, &mut out)
@@ -223,13 +285,13 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         .synchronize()
         .map_err(|e| format!("attention kernel failed: {e}"))?;
     let mut times = Vec::new();
-    if args.bench {
+    if timed {
         times = attn::time_launches(&launch, args.warmup, args.iters).map_err(|e| e.to_string())?;
     }
     drop(launch);
 
     // ---- outputs ----
-    if args.out.is_some() || args.lse_out.is_some() {
+    if out_path.is_some() || lse_path.is_some() {
         let o_bits = runner
             .stream()
             .clone_dtoh(&out.o.data)
@@ -239,7 +301,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             .clone_dtoh(&out.lse)
             .map_err(|e| e.to_string())?;
         let lse_shape = vec![shape.batch, shape.heads, shape.seqlen_q];
-        if let Some(path) = &args.out {
+        if let Some(path) = out_path {
             if is_safetensors(path) {
                 io::write_safetensors(
                     path,
@@ -252,7 +314,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
                 io::write_npy_f32(path, &shape.q_shape(), &io::bf16_to_f32_vec(&o_bits))?;
             }
         }
-        if let Some(path) = &args.lse_out {
+        if let Some(path) = lse_path {
             io::write_npy_f32(path, &lse_shape, &lse)?;
         }
     }
@@ -316,7 +378,7 @@ fn shape4(shape: &[usize], name: &str) -> Result<[usize; 4], String> {
         .map_err(|_| format!("{name} must be [B, H, S, D], got {shape:?}"))
 }
 
-fn load_inputs(args: &AttentionArgs) -> Result<Inputs, String> {
+fn load_inputs(args: &ForwardArgs) -> Result<Inputs, String> {
     if let Some(r) = &args.random {
         let [b, h, hkv, sq, sk, d]: [usize; 6] = r
             .as_slice()
@@ -387,7 +449,7 @@ fn load_inputs(args: &AttentionArgs) -> Result<Inputs, String> {
     Ok((q.to_bf16()?, k.to_bf16()?, v.to_bf16()?, qs, ks))
 }
 
-fn window_of(args: &AttentionArgs) -> Result<Window, String> {
+fn window_of(args: &ForwardArgs) -> Result<Window, String> {
     let bound = |x: i64| {
         if x < 0 {
             None
@@ -416,7 +478,7 @@ fn window_of(args: &AttentionArgs) -> Result<Window, String> {
 }
 
 fn load_block_mask(
-    args: &AttentionArgs,
+    args: &ForwardArgs,
     shape: &AttentionShape,
 ) -> Result<Option<BlockMask>, String> {
     let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
@@ -544,7 +606,7 @@ fn window_tiles(w: &Window, s: &AttentionShape) -> (usize, usize) {
     (visited * heads, partial * heads)
 }
 
-fn run_selftest(runner: &AttentionRunner, args: &AttentionArgs, device: &str) -> CmdResult {
+fn run_selftest(runner: &AttentionRunner, args: &ForwardArgs, device: &str) -> CmdResult {
     println!(
         "attention selftest on {device}: GPU vs CPU f64 reference (tolerance {})",
         selftest::O_TOLERANCE

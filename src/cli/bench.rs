@@ -6,6 +6,8 @@
 //!   registers, alone and after a 128×128×128 wgmma QK^T tile.
 //! - `bench packer`: the GPU packer on a dense bool mask, against the device's copy
 //!   bandwidth (and the CPU packer).
+//! - `bench attention`: the masked attention forward kernel (the same code path as
+//!   `fragmask attention --bench`).
 //!
 //! GPU timings: CUDA events after warm-up, medians over many launches.
 
@@ -25,6 +27,7 @@ use fragmask::kernels::apply::{accumulator, parse_block};
 use fragmask::masks::{pack, DenseMask, Encoding, PackOptions, TiledAccumulator};
 use serde_json::json;
 
+use super::attention::{self, ForwardArgs};
 use super::codegen::write_atomically;
 use super::verify::NO_GPU_EXIT;
 use super::CmdResult;
@@ -46,6 +49,10 @@ enum BenchCommand {
     Apply(ApplyArgs),
     /// Time the GPU packer on a dense bool mask against a device-to-device copy.
     Packer(PackerArgs),
+    /// Time the masked attention forward kernel (SM90) with CUDA events: median over
+    /// --iters launches after --warmup (same as `fragmask attention --bench`).
+    #[command(after_help = attention::BENCH_AFTER_HELP)]
+    Attention(Box<ForwardArgs>),
 }
 
 /// Options of `fragmask bench sass`.
@@ -118,6 +125,13 @@ pub fn run(args: BenchArgs) -> CmdResult {
         BenchCommand::Sass(a) => sass(a),
         BenchCommand::Apply(a) => apply(a),
         BenchCommand::Packer(a) => packer(a),
+        BenchCommand::Attention(a) => {
+            let device = match gpu()? {
+                Ok(d) => d,
+                Err(code) => return Ok(code),
+            };
+            attention::forward(&device, &a, true, None, None)
+        }
     }
 }
 
