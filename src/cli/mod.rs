@@ -44,7 +44,8 @@ enum Command {
     Codegen(codegen::CodegenArgs),
     /// Check fragments, mask apply and the GPU packer on this machine's GPU (exit 3: no GPU).
     Verify(verify::VerifyArgs),
-    /// Measure: apply cost from SASS (`sass`), on the GPU (`apply`), the GPU packer (`packer`).
+    /// Measure: apply cost from SASS (`sass`), on the GPU (`apply`), the GPU packer (`packer`),
+    /// the attention forward (`attention`).
     Bench(bench::BenchArgs),
 }
 
