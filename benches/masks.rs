@@ -1,6 +1,13 @@
 //! CPU packers: dense bool → FragmentNative against plain row-major bit packing of the
 //! same input (GB/s of bool input), and top-k lists → FragmentNative (nonzeros/s).
 //!
+//! The two dense packers are matched: both take all available threads, drawing
+//! 128-row bands from a shared counter and writing into one preallocated output, and
+//! both run AVX2 kernels (when detected) with the same software prefetch distance:
+//! `plain_bit_pack` is `vpaddusb` + `vpmovmskb` per 32 bytes, `pack` the fused
+//! FragmentNative kernel (the same two instructions plus the byte shuffles of the
+//! reorder).
+//!
 //! `cargo bench --bench masks` (docs/PERF.md records a run). FRAGMASK_BENCH_SIZES
 //! (comma-separated S, default 8192,16384) and FRAGMASK_BENCH_TIME (seconds of
 //! measurement per point, default 5) shorten a run.

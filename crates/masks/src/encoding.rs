@@ -302,6 +302,7 @@ pub use table::EncodedLayout;
 
 #[cfg(feature = "alloc")]
 mod table {
+    use alloc::sync::Arc;
     use alloc::vec;
     use alloc::vec::Vec;
 
@@ -317,8 +318,9 @@ mod table {
     pub struct EncodedLayout {
         acc: TiledAccumulator,
         encoding: Encoding,
-        /// `positions[row * block_n + col]`.
-        positions: Vec<u32>,
+        /// `positions[row * block_n + col]`; shared, so that every packed mask can
+        /// carry its layout without copying the table.
+        positions: Arc<[u32]>,
         words_per_tile: usize,
     }
 
@@ -407,7 +409,7 @@ mod table {
             Ok(EncodedLayout {
                 acc: *acc,
                 encoding,
-                positions,
+                positions: positions.into(),
                 words_per_tile: encoding.words_per_tile(acc),
             })
         }
@@ -471,7 +473,7 @@ mod table {
         /// Whether every bit no element maps to is 0 in `words`.
         pub fn padding_is_zero(&self, words: &[u32]) -> bool {
             let mut used = vec![0u32; self.words_per_tile];
-            for &p in &self.positions {
+            for &p in self.positions.iter() {
                 used[p as usize / 32] |= 1 << (p % 32);
             }
             words.iter().zip(&used).all(|(w, u)| w & !u == 0)

@@ -51,6 +51,8 @@ extern crate std;
 pub mod bits;
 mod encoding;
 mod error;
+#[cfg(feature = "alloc")]
+mod fused;
 #[cfg(feature = "std")]
 pub mod io;
 #[cfg(feature = "alloc")]

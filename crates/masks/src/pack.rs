@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 use fragmask_gmma_frag::TiledAccumulator;
 
 use crate::encoding::EncodedLayout;
+use crate::fused::FusedLayout;
 use crate::plan::TilePlan;
 use crate::shape::{broadcast_index, TileGrid};
 use crate::source::{MaskSource, Region};
@@ -136,8 +137,32 @@ pub fn pack<S: MaskSource + ?Sized>(
     let derived = derive(acc, encoding)?;
     let (layout, plan) = (&derived.0, &derived.1);
     let strips = shape.batch * shape.heads * grid.m_blocks;
-    let results = run_strips(source, &grid, plan, strips, options);
-    assemble(layout.clone(), grid, results)
+    // A dense source already holds `Sq × Sk` bytes: give every row block a slot with
+    // room for all its tiles in one output buffer (at most ~1/8 of the source; pages
+    // no tile reaches are never touched), so words are written once, in place.
+    let slot_words = grid.n_blocks * layout.words_per_tile();
+    let slots = (source.dense_rows(0, 0).is_some() && strips > 0 && slot_words > 0)
+        .then(|| strips.checked_mul(slot_words))
+        .flatten()
+        .filter(|&total| total <= isize::MAX as usize / 8)
+        .map(|total| (vec![0u32; total], slot_words));
+    match slots {
+        Some((mut buffer, slot_words)) => {
+            let results = run_strips(
+                source,
+                &grid,
+                plan,
+                strips,
+                options,
+                Some((&mut buffer, slot_words)),
+            );
+            assemble(layout.clone(), grid, results, Some((buffer, slot_words)))
+        }
+        None => {
+            let results = run_strips(source, &grid, plan, strips, options, None);
+            assemble(layout.clone(), grid, results, None)
+        }
+    }
 }
 
 /// The encoding table and its compiled plan; with `std`, cached per configuration
@@ -190,16 +215,71 @@ fn derive(
 struct Strip {
     partial: Vec<u32>,
     full: Vec<u32>,
+    /// The partial tiles' words when the row block had no slot (else in the slot).
     words: Vec<u32>,
+    /// Words kept (`partial.len() × words_per_tile`).
+    len: usize,
+}
+
+/// Where a row block's words go: a growing vector, or its slot of the output buffer.
+/// Words `0..len` are kept; the rest is scratch.
+struct Sink<'s> {
+    words: SinkWords<'s>,
+    len: usize,
+}
+
+enum SinkWords<'s> {
+    Own(Vec<u32>),
+    Slot(&'s mut [u32]),
+}
+
+impl Sink<'_> {
+    fn buffer(&mut self) -> &mut [u32] {
+        match &mut self.words {
+            SinkWords::Own(words) => words,
+            SinkWords::Slot(slot) => slot,
+        }
+    }
+
+    /// Room for `count` words after the kept ones (a slot always has room for all the
+    /// row block's tiles).
+    fn room(&mut self, count: usize) -> &mut [u32] {
+        let end = self.len + count;
+        if let SinkWords::Own(words) = &mut self.words {
+            if words.len() < end {
+                // Grown by doubling (resize): few reallocations.
+                words.resize(end, 0);
+            }
+        }
+        let len = self.len;
+        &mut self.buffer()[len..end]
+    }
+
+    /// Keeps `count` words starting at `from` (>= the kept length): moves them right
+    /// after the kept words.
+    fn keep(&mut self, from: usize, count: usize) {
+        let len = self.len;
+        if from != len {
+            self.buffer().copy_within(from..from + count, len);
+        }
+        self.len += count;
+    }
 }
 
 struct Worker<'p> {
     plan: &'p TilePlan,
+    /// The fused dense path, when the plan has one and the CPU runs it.
+    fused: Option<&'p FusedLayout>,
     tile: Vec<u64>,
     counts: Vec<u64>,
     /// Bits of the whole row block (`block_m × ceil(Sk / 64)`), for sources that fill
     /// rows cheaply: memory per worker ~ `block_m × Sk / 8` bytes.
     strip: Vec<u64>,
+    /// What region queries said about the fused path's tiles.
+    regions: Vec<Region>,
+    skip: Vec<bool>,
+    /// Each fused tile's class summary (`FusedLayout::encode_row_block`).
+    summary: Vec<(u32, u32)>,
     /// Words of the previous strip (capacity hint).
     last_words: usize,
 }
@@ -208,40 +288,151 @@ impl Worker<'_> {
     fn new(plan: &TilePlan, n_blocks: usize) -> Worker<'_> {
         Worker {
             plan,
+            fused: plan.fused().filter(|_| FusedLayout::cpu_supported()),
             tile: vec![0; plan.tile_words()],
             counts: vec![0; n_blocks],
             strip: Vec::new(),
+            regions: Vec::new(),
+            skip: Vec::new(),
+            summary: Vec::new(),
             last_words: 0,
         }
     }
 
+    /// Packs row block `index`; its words go to `slot` when given, else to a vector.
     fn strip<S: MaskSource + ?Sized>(
         &mut self,
         source: &S,
         grid: &TileGrid,
         index: usize,
+        slot: Option<&mut [u32]>,
     ) -> Strip {
+        let mut sink = Sink {
+            words: match slot {
+                Some(slot) => SinkWords::Slot(slot),
+                // Grown by doubling from the previous strip's size.
+                None => SinkWords::Own(Vec::with_capacity(self.last_words)),
+            },
+            len: 0,
+        };
+        let (partial, full) = self.strip_into(source, grid, index, &mut sink);
+        self.last_words = sink.len;
+        let words = match sink.words {
+            SinkWords::Own(mut words) => {
+                words.truncate(sink.len);
+                words
+            }
+            SinkWords::Slot(_) => Vec::new(),
+        };
+        Strip {
+            partial,
+            full,
+            words,
+            len: sink.len,
+        }
+    }
+
+    /// The fused dense path over the row block's whole tiles: the number of leading
+    /// column blocks it handled (0 when it does not apply).
+    #[allow(clippy::too_many_arguments)]
+    fn fused_tiles<S: MaskSource + ?Sized>(
+        &mut self,
+        source: &S,
+        grid: &TileGrid,
+        (batch, head): (usize, usize),
+        rows: core::ops::Range<usize>,
+        sink: &mut Sink<'_>,
+        partial: &mut Vec<u32>,
+        full: &mut Vec<u32>,
+    ) -> usize {
+        let Some(fused) = self.fused else {
+            return 0;
+        };
+        let whole = grid.shape.seqlen_k / grid.block_n;
+        if rows.len() != grid.block_m || whole == 0 {
+            return 0;
+        }
+        let Some(dense) = source.dense_rows(batch, head) else {
+            return 0;
+        };
+        let Some(data) = rows
+            .start
+            .checked_mul(dense.row_stride)
+            .and_then(|first| dense.data.get(first..))
+        else {
+            return 0;
+        };
+        self.regions.clear();
+        self.skip.clear();
+        for n_block in 0..whole {
+            let k0 = n_block * grid.block_n;
+            let region = source.region(batch, head, rows.clone(), k0..k0 + grid.block_n);
+            self.regions.push(region);
+            self.skip.push(region != Region::Unknown);
+        }
+        let words_per_tile = fused.words_per_tile();
+        let start = sink.len;
+        let room = sink.room(whole * words_per_tile);
+        self.summary.resize(whole, (0, 0));
+        if !fused.encode_row_block(data, dense.row_stride, &self.skip, room, &mut self.summary) {
+            return 0;
+        }
+        for (n_block, (region, &(any, all))) in self.regions.iter().zip(&self.summary).enumerate() {
+            match region {
+                Region::Empty => {}
+                Region::Full => full.push(n_block as u32),
+                Region::Unknown => {
+                    let from = start + n_block * words_per_tile;
+                    if all == u32::MAX {
+                        // Whole tile and every word is used: every element is 1.
+                        full.push(n_block as u32);
+                    } else if any != 0 {
+                        partial.push(n_block as u32);
+                        sink.keep(from, words_per_tile);
+                    }
+                }
+            }
+        }
+        whole
+    }
+
+    fn strip_into<S: MaskSource + ?Sized>(
+        &mut self,
+        source: &S,
+        grid: &TileGrid,
+        index: usize,
+        sink: &mut Sink<'_>,
+    ) -> (Vec<u32>, Vec<u32>) {
         let m_block = index % grid.m_blocks;
         let bh = index / grid.m_blocks;
         let (batch, head) = (bh / grid.shape.heads, bh % grid.shape.heads);
         let rows_in = grid.rows_in(m_block);
         let q0 = m_block * grid.block_m;
         let rows = q0..q0 + rows_in;
+        let (mut partial, mut full) = (Vec::new(), Vec::new());
         self.counts.fill(0);
         let counted =
             source.strip_counts(batch, head, rows.clone(), grid.block_n, &mut self.counts);
+        let fused = if counted {
+            0
+        } else {
+            self.fused_tiles(
+                source,
+                grid,
+                (batch, head),
+                rows.clone(),
+                sink,
+                &mut partial,
+                &mut full,
+            )
+        };
         let strip_row_words = grid.shape.seqlen_k.div_ceil(64);
-        // None = not asked yet; Some(false) = the source reads tile by tile.
-        let mut strip_filled: Option<bool> = None;
+        // None = not asked yet; Some(false) = the source reads tile by tile (and the
+        // ragged tile after the fused ones is read row segment by row segment).
+        let mut strip_filled: Option<bool> = (fused > 0).then_some(false);
         let area = (grid.block_m * grid.block_n) as u64;
         let row_words = self.plan.row_words();
-        let mut out = Strip {
-            partial: Vec::new(),
-            full: Vec::new(),
-            // Grown by doubling from the previous strip's size: few reallocations.
-            words: Vec::with_capacity(self.last_words),
-        };
-        for n_block in 0..grid.n_blocks {
+        for n_block in fused..grid.n_blocks {
             let cols_in = grid.cols_in(n_block);
             let k0 = n_block * grid.block_n;
             let whole = rows_in == grid.block_m && cols_in == grid.block_n;
@@ -250,7 +441,7 @@ impl Worker<'_> {
                 match self.counts[n_block] {
                     0 => continue,
                     c if c == area => {
-                        out.full.push(n_block as u32);
+                        full.push(n_block as u32);
                         continue;
                     }
                     _ => true,
@@ -259,7 +450,7 @@ impl Worker<'_> {
                 match source.region(batch, head, rows.clone(), k0..k0 + cols_in) {
                     Region::Empty => continue,
                     Region::Full if whole => {
-                        out.full.push(n_block as u32);
+                        full.push(n_block as u32);
                         continue;
                     }
                     // Every in-bounds element is 1 but the tile is ragged: partial.
@@ -316,17 +507,17 @@ impl Worker<'_> {
                     continue;
                 }
                 if whole && all_ones(&self.tile, row_words, grid.block_n) {
-                    out.full.push(n_block as u32);
+                    full.push(n_block as u32);
                     continue;
                 }
             }
-            out.partial.push(n_block as u32);
-            let start = out.words.len();
-            out.words.resize(start + self.plan.words_per_tile(), 0);
-            self.plan.encode(&mut self.tile, &mut out.words[start..]);
+            partial.push(n_block as u32);
+            let words_per_tile = self.plan.words_per_tile();
+            let len = sink.len;
+            self.plan.encode(&mut self.tile, sink.room(words_per_tile));
+            sink.keep(len, words_per_tile);
         }
-        self.last_words = out.words.len();
-        out
+        (partial, full)
     }
 }
 
@@ -344,6 +535,9 @@ fn all_ones(tile: &[u64], row_words: usize, block_n: usize) -> bool {
     })
 }
 
+/// The output buffer of a dense source and its slot length (words per row block).
+type Slots<'b> = Option<(&'b mut [u32], usize)>;
+
 #[cfg(feature = "std")]
 fn run_strips<S: MaskSource + ?Sized>(
     source: &S,
@@ -351,16 +545,26 @@ fn run_strips<S: MaskSource + ?Sized>(
     plan: &TilePlan,
     strips: usize,
     options: &PackOptions<'_>,
+    slots: Slots<'_>,
 ) -> Vec<Strip> {
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
     let threads = match options.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         t => t,
     }
     .clamp(1, strips.max(1));
     if threads == 1 {
-        return run_serial(source, grid, plan, strips, options);
+        return run_serial(source, grid, plan, strips, options, slots);
     }
+    // Each row block's slot, taken by whichever worker draws the row block.
+    let slots: Vec<Mutex<Option<&mut [u32]>>> = match slots {
+        Some((buffer, slot_words)) => buffer
+            .chunks_mut(slot_words)
+            .map(|slot| Mutex::new(Some(slot)))
+            .collect(),
+        None => Vec::new(),
+    };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let mut parts: Vec<Vec<(usize, Strip)>> = std::thread::scope(|scope| {
@@ -374,7 +578,12 @@ fn run_strips<S: MaskSource + ?Sized>(
                         if index >= strips {
                             break;
                         }
-                        mine.push((index, worker.strip(source, grid, index)));
+                        let slot = slots.get(index).and_then(|slot| {
+                            slot.lock()
+                                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                                .take()
+                        });
+                        mine.push((index, worker.strip(source, grid, index, slot)));
                         let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if let Some(progress) = options.progress {
                             progress(PackProgress {
@@ -407,8 +616,9 @@ fn run_strips<S: MaskSource + ?Sized>(
     plan: &TilePlan,
     strips: usize,
     options: &PackOptions<'_>,
+    slots: Slots<'_>,
 ) -> Vec<Strip> {
-    run_serial(source, grid, plan, strips, options)
+    run_serial(source, grid, plan, strips, options, slots)
 }
 
 fn run_serial<S: MaskSource + ?Sized>(
@@ -417,11 +627,14 @@ fn run_serial<S: MaskSource + ?Sized>(
     plan: &TilePlan,
     strips: usize,
     options: &PackOptions<'_>,
+    slots: Slots<'_>,
 ) -> Vec<Strip> {
     let mut worker = Worker::new(plan, grid.n_blocks);
+    let mut slots = slots.map(|(buffer, slot_words)| buffer.chunks_mut(slot_words));
     (0..strips)
         .map(|index| {
-            let strip = worker.strip(source, grid, index);
+            let slot = slots.as_mut().and_then(|chunks| chunks.next());
+            let strip = worker.strip(source, grid, index, slot);
             if let Some(progress) = options.progress {
                 progress(PackProgress {
                     done: index + 1,
@@ -433,10 +646,14 @@ fn run_serial<S: MaskSource + ?Sized>(
         .collect()
 }
 
+/// Builds the lists and the words: `buffer` (with its slot length) holds the row
+/// blocks' words in their slots when the source was dense; they are moved down over
+/// the unused room (nothing moves while every earlier tile was partial).
 fn assemble(
     layout: EncodedLayout,
     grid: TileGrid,
     strips: Vec<Strip>,
+    buffer: Option<(Vec<u32>, usize)>,
 ) -> Result<PackedMask, MaskError> {
     let n_blocks = grid.n_blocks;
     let count = strips.len();
@@ -448,6 +665,28 @@ fn assemble(
             limit: MAX_TILE_COUNT,
         });
     }
+    let words = match buffer {
+        Some((mut words, slot_words)) => {
+            let mut end = 0;
+            for (index, strip) in strips.iter().enumerate() {
+                let from = index * slot_words;
+                if from != end {
+                    words.copy_within(from..from + strip.len, end);
+                }
+                end += strip.len;
+            }
+            words.truncate(end);
+            words.shrink_to_fit();
+            words
+        }
+        None => {
+            let mut words = Vec::with_capacity(partial_tiles * layout.words_per_tile());
+            for strip in &strips {
+                words.extend_from_slice(&strip.words);
+            }
+            words
+        }
+    };
     let mut packed = PackedMask {
         grid,
         kv_num_blocks: vec![0; count],
@@ -455,7 +694,7 @@ fn assemble(
         full_kv_num_blocks: vec![0; count],
         full_kv_indices: vec![0; count * n_blocks],
         kv_tile_offsets: vec![-1; count * n_blocks],
-        words: Vec::with_capacity(partial_tiles * layout.words_per_tile()),
+        words,
         layout,
     };
     let mut tile = 0usize;
@@ -471,7 +710,6 @@ fn assemble(
             packed.full_kv_indices[row + j] = n as i32;
         }
         tile += strip.partial.len();
-        packed.words.extend_from_slice(&strip.words);
     }
     Ok(packed)
 }
@@ -648,40 +886,76 @@ impl PackedMask {
     }
 }
 
+/// Rows per work item of [`plain_bit_pack`]: the packer's row blocks at `block_m = 128`.
+const PLAIN_BAND_ROWS: usize = 128;
+
 /// Plain row-major bit packing of a dense `rows × cols` byte mask (nonzero = 1): each
-/// row padded to whole u64 words. The baseline the packer's benchmark compares with;
-/// multithreaded over rows with `std`.
+/// row padded to whole u64 words. The baseline the packer's benchmark compares with.
+///
+/// It is scheduled as [`pack`] is: with `std`, `threads` workers (0 = all available)
+/// draw bands of 128 rows from a shared counter, each band written in place into its
+/// part of the output; a band is one [`bits::pack_bytes`] call (AVX2 when detected)
+/// when `cols` is a multiple of 64, else one call per row.
+///
+/// Panics (a caller bug) if `data` is shorter than `rows × cols`.
 pub fn plain_bit_pack(data: &[u8], rows: usize, cols: usize, threads: usize) -> Vec<u64> {
     let row_words = cols.div_ceil(64);
     let mut out = vec![0u64; rows * row_words];
     if rows == 0 || row_words == 0 {
         return out;
     }
-    let pack_rows = |first: usize, chunk: &mut [u64]| {
-        for (i, dst) in chunk.chunks_mut(row_words).enumerate() {
-            let r = first + i;
-            bits::pack_bytes(&data[r * cols..(r + 1) * cols], dst);
+    let band_words = PLAIN_BAND_ROWS * row_words;
+    let pack_band = |band: usize, dst: &mut [u64]| {
+        let first = band * PLAIN_BAND_ROWS;
+        let count = dst.len() / row_words;
+        if cols.is_multiple_of(64) {
+            bits::pack_bytes(&data[first * cols..(first + count) * cols], dst);
+        } else {
+            for (i, row) in dst.chunks_exact_mut(row_words).enumerate() {
+                let r = first + i;
+                bits::pack_bytes(&data[r * cols..(r + 1) * cols], row);
+            }
         }
     };
     #[cfg(feature = "std")]
     {
+        let bands = rows.div_ceil(PLAIN_BAND_ROWS);
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Mutex;
         let threads = match threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             t => t,
         }
-        .clamp(1, rows);
-        let rows_per = rows.div_ceil(threads);
-        std::thread::scope(|scope| {
-            for (t, chunk) in out.chunks_mut(rows_per * row_words).enumerate() {
-                let pack_rows = &pack_rows;
-                scope.spawn(move || pack_rows(t * rows_per, chunk));
-            }
-        });
+        .clamp(1, bands);
+        if threads > 1 {
+            let slots: Vec<Mutex<Option<&mut [u64]>>> = out
+                .chunks_mut(band_words)
+                .map(|band| Mutex::new(Some(band)))
+                .collect();
+            let next = AtomicUsize::new(0);
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| loop {
+                        let band = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(slot) = slots.get(band) else {
+                            break;
+                        };
+                        let taken = slot
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .take();
+                        if let Some(dst) = taken {
+                            pack_band(band, dst);
+                        }
+                    });
+                }
+            });
+            return out;
+        }
     }
-    #[cfg(not(feature = "std"))]
-    {
-        let _ = threads;
-        pack_rows(0, &mut out);
+    let _ = threads;
+    for (band, dst) in out.chunks_mut(band_words).enumerate() {
+        pack_band(band, dst);
     }
     out
 }

@@ -21,6 +21,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::encoding::EncodedLayout;
+use crate::fused::FusedLayout;
 
 /// Masks of the positions whose index bit `a` is 0.
 const LOW: [u64; 6] = [
@@ -60,6 +61,8 @@ pub struct TilePlan {
     row_words: usize,
     words_per_tile: usize,
     kind: Kind,
+    /// The one-pass dense path, when the layout is the FA3 structure it serves.
+    fused: Option<FusedLayout>,
 }
 
 impl TilePlan {
@@ -79,7 +82,13 @@ impl TilePlan {
             row_words,
             words_per_tile: layout.words_per_tile(),
             kind,
+            fused: FusedLayout::new(layout),
         }
+    }
+
+    /// The fused dense-bytes encoder, if the layout has the FA3 structure.
+    pub(crate) fn fused(&self) -> Option<&FusedLayout> {
+        self.fused.as_ref()
     }
 
     /// u64 words per tile row in the input: `ceil(block_n / 64)`.

@@ -5,7 +5,10 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{acc, config, random_mask, reference_class, RandomMask};
-use fragmask_masks::{pack, DenseMask, Encoding, PackOptions, PackProgress, PackedMask, TileClass};
+use fragmask_masks::{
+    pack, plain_bit_pack, DenseMask, Encoding, MaskShape, MaskSource, PackOptions, PackProgress,
+    PackedMask, TileClass,
+};
 use proptest::prelude::*;
 
 /// A random ragged shape for config `i`: up to 3 tiles each way, B and H in 1..=2.
@@ -55,8 +58,90 @@ fn assert_decodes_to(packed: &PackedMask, mask: &RandomMask) {
     }
 }
 
+/// A dense mask that hides its bytes (`dense_rows`): the packer takes the general
+/// path (strip bits, tile permutation, growing word vectors) instead of the fused one.
+struct BitsOnly<'a>(DenseMask<'a>);
+
+impl MaskSource for BitsOnly<'_> {
+    fn shape(&self) -> MaskShape {
+        self.0.shape()
+    }
+    fn row_bits(&self, b: usize, h: usize, q: usize, k0: usize, cols: usize, out: &mut [u64]) {
+        self.0.row_bits(b, h, q, k0, cols, out)
+    }
+    fn strip_bits(
+        &self,
+        b: usize,
+        h: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [u64],
+    ) -> bool {
+        self.0.strip_bits(b, h, rows, out)
+    }
+}
+
+/// A dense mask that also answers region queries exactly (by scanning its bytes), so
+/// the fused path skips the tiles it is told about.
+struct DenseWithRegions<'a>(DenseMask<'a>);
+
+impl MaskSource for DenseWithRegions<'_> {
+    fn shape(&self) -> MaskShape {
+        self.0.shape()
+    }
+    fn row_bits(&self, b: usize, h: usize, q: usize, k0: usize, cols: usize, out: &mut [u64]) {
+        self.0.row_bits(b, h, q, k0, cols, out)
+    }
+    fn region(
+        &self,
+        b: usize,
+        h: usize,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) -> fragmask_masks::Region {
+        let values: Vec<bool> = rows
+            .flat_map(|q| cols.clone().map(move |k| (q, k)))
+            .map(|(q, k)| self.0.get(b, h, q, k))
+            .collect();
+        if values.iter().all(|&v| !v) {
+            fragmask_masks::Region::Empty
+        } else if values.iter().all(|&v| v) {
+            fragmask_masks::Region::Full
+        } else {
+            fragmask_masks::Region::Unknown
+        }
+    }
+    fn dense_rows(&self, b: usize, h: usize) -> Option<fragmask_masks::DenseRows<'_>> {
+        self.0.dense_rows(b, h)
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Tiles that region queries settle are skipped by the fused path, and the result
+    /// is still exactly the general path's.
+    #[test]
+    fn dense_pack_with_known_regions_is_identical_to_the_general_path((i, b, h, sq, sk, seed) in case()) {
+        let a = acc(i);
+        let mask = random_mask(seed, b, h, sq, sk, a.block_m() as usize, a.block_n() as usize);
+        let dense = DenseMask::new(&mask.data, &mask.dims()).unwrap();
+        let options = PackOptions { threads: 2, progress: None };
+        let general = pack(&BitsOnly(dense), &a, Encoding::FragmentNative, &options).unwrap();
+        let known = pack(&DenseWithRegions(dense), &a, Encoding::FragmentNative, &options).unwrap();
+        prop_assert_eq!(&known, &general);
+    }
+
+    /// The dense path (fused AVX2 encoder where the tile allows, words written in
+    /// place) produces exactly the general path's lists and words.
+    #[test]
+    fn dense_pack_is_identical_to_the_general_path((i, b, h, sq, sk, seed) in case(), e in 0usize..3, threads in 1usize..4) {
+        let a = acc(i);
+        let mask = random_mask(seed, b, h, sq, sk, a.block_m() as usize, a.block_n() as usize);
+        let dense = DenseMask::new(&mask.data, &mask.dims()).unwrap();
+        let options = PackOptions { threads, progress: None };
+        let general = pack(&BitsOnly(dense), &a, Encoding::ALL[e], &options).unwrap();
+        prop_assert_eq!(&packed_of(&mask, i, Encoding::ALL[e], threads), &general);
+    }
 
     #[test]
     fn decode_of_pack_is_the_mask((i, b, h, sq, sk, seed) in case(), e in 0usize..3) {
@@ -190,5 +275,23 @@ fn progress_reports_every_row_block_once() {
         pack(&dense, &acc(0), Encoding::FragmentNative, &options).unwrap();
         assert_eq!(calls.load(Ordering::Relaxed), 32);
         assert_eq!(last.load(Ordering::Relaxed), 32);
+    }
+}
+
+#[test]
+fn plain_bit_pack_sets_exactly_the_nonzero_bytes_for_any_thread_count() {
+    for (rows, cols) in [(1, 1), (300, 64), (257, 200), (129, 1000), (128, 128)] {
+        let mask = random_mask(rows as u64, 1, 1, rows, cols, 128, 128);
+        let row_words = cols.div_ceil(64);
+        for threads in [1, 2, 3] {
+            let bits = plain_bit_pack(&mask.data, rows, cols, threads);
+            assert_eq!(bits.len(), rows * row_words);
+            for r in 0..rows {
+                for c in 0..row_words * 64 {
+                    let bit = (bits[r * row_words + c / 64] >> (c % 64)) & 1 == 1;
+                    assert_eq!(bit, c < cols && mask.at(0, 0, r, c), "({r}, {c})");
+                }
+            }
+        }
     }
 }
