@@ -8,12 +8,20 @@
 //! FragmentNative kernel (the same two instructions plus the byte shuffles of the
 //! reorder).
 //!
+//! The roof: `read_only_roof` reads the same bytes with the same scheduling and no
+//! output (a XOR reduction), the memory bound both packers share. Because this box's
+//! memory bandwidth drifts by several percent over seconds, `dense_bool_pairs` also
+//! times the two packers in interleaved pairs (order flipped every pair) and prints
+//! the median of the per-pair speed ratios, which drift cannot bias.
+//!
 //! `cargo bench --bench masks` (docs/PERF.md records a run). FRAGMASK_BENCH_SIZES
 //! (comma-separated S, default 8192,16384) and FRAGMASK_BENCH_TIME (seconds of
 //! measurement per point, default 5) shorten a run.
 
+use std::cell::RefCell;
 use std::hint::black_box;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fragmask_masks::{
@@ -77,6 +85,30 @@ fn random_topk(s: usize) -> TopKMask {
     TopKMask::from_fixed_k(MaskShape::new(1, 1, s, s).unwrap(), k, &fixed).unwrap()
 }
 
+/// Reads every byte of `bytes` once with all available threads, drawing 128-row bands
+/// from a shared counter as the packers do, and returns the XOR of its 8-byte words.
+fn read_only_roof(bytes: &[u8], s: usize) -> u64 {
+    let band = 128 * s;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = AtomicUsize::new(0);
+    let total = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut acc = 0u64;
+                while let Some(chunk) = bytes.chunks(band).nth(next.fetch_add(1, Ordering::Relaxed))
+                {
+                    for word in chunk.chunks_exact(8) {
+                        acc ^= u64::from_le_bytes(word.try_into().unwrap());
+                    }
+                }
+                total.fetch_xor(acc, Ordering::Relaxed);
+            });
+        }
+    });
+    total.into_inner()
+}
+
 fn dense(c: &mut Criterion) {
     let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
     let options = PackOptions::default();
@@ -88,6 +120,9 @@ fn dense(c: &mut Criterion) {
     for s in sizes() {
         let bools = random_bools(s);
         group.throughput(Throughput::Bytes((s * s) as u64));
+        group.bench_with_input(BenchmarkId::new("read_only_roof", s), &bools, |b, bools| {
+            b.iter(|| black_box(read_only_roof(bools, s)))
+        });
         group.bench_with_input(
             BenchmarkId::new("plain_row_major_bits", s),
             &bools,
@@ -97,6 +132,64 @@ fn dense(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("fragment_native", s), &mask, |b, mask| {
             b.iter(|| black_box(pack(mask, &acc, Encoding::FragmentNative, &options).unwrap()))
         });
+    }
+    group.finish();
+}
+
+/// Plain and FragmentNative timed in interleaved pairs; prints the median, quartiles
+/// and count of the per-pair ratios plain time / FragmentNative time (> 1: the
+/// FragmentNative packer is faster). Criterion's own line is the time of a pair.
+fn dense_pairs(c: &mut Criterion) {
+    let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
+    let options = PackOptions::default();
+    let mut group = c.benchmark_group("dense_bool_pairs");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(2 * measurement());
+    for s in sizes() {
+        let bools = random_bools(s);
+        let mask = DenseMask::new(&bools, &[s, s]).unwrap();
+        let plain = || {
+            let start = Instant::now();
+            black_box(plain_bit_pack(&bools, s, s, 0));
+            start.elapsed()
+        };
+        let fused = || {
+            let start = Instant::now();
+            black_box(pack(&mask, &acc, Encoding::FragmentNative, &options).unwrap());
+            start.elapsed()
+        };
+        let ratios = RefCell::new(Vec::new());
+        group.throughput(Throughput::Bytes(2 * (s * s) as u64));
+        group.bench_function(BenchmarkId::new("plain_and_fragment_native", s), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    let (p, f) = if i % 2 == 0 {
+                        let p = plain();
+                        (p, fused())
+                    } else {
+                        let f = fused();
+                        (plain(), f)
+                    };
+                    total += p + f;
+                    ratios.borrow_mut().push(p.as_secs_f64() / f.as_secs_f64());
+                }
+                total
+            })
+        });
+        let mut ratios = ratios.into_inner();
+        ratios.sort_by(f64::total_cmp);
+        let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "dense_bool_pairs/{s}: plain / fragment_native time, {} interleaved pairs: \
+             median {:.3}x, quartiles [{:.3}x, {:.3}x]",
+            ratios.len(),
+            at(0.5),
+            at(0.25),
+            at(0.75)
+        );
     }
     group.finish();
 }
@@ -119,5 +212,5 @@ fn topk(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dense, topk);
+criterion_group!(benches, dense, dense_pairs, topk);
 criterion_main!(benches);

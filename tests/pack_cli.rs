@@ -182,6 +182,65 @@ fn packed_top_k_fixed_and_csr_agree_with_the_dense_mask() {
 }
 
 #[test]
+fn packed_per_head_csr_top_k_agrees_with_the_per_head_dense_mask() {
+    let dir = Dir::new("topk-heads");
+    let (heads, sq, sk) = (3, 40, 150);
+    let (mut offsets, mut csr) = (vec![0i64], Vec::new());
+    let mut dense = vec![0u8; heads * sq * sk];
+    for head in 0..heads {
+        for q in 0..sq {
+            // A different key set per head: the heads are not broadcast.
+            let mut keys: Vec<i64> = (0..1 + (q + head) % 4)
+                .map(|j| ((q * 31 + head * 57 + j * 41) % sk) as i64)
+                .collect();
+            keys.sort();
+            keys.dedup();
+            for &key in &keys {
+                dense[(head * sq + q) * sk + key as usize] = 1;
+            }
+            csr.extend(&keys);
+            offsets.push(csr.len() as i64);
+        }
+    }
+    let le = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let idx = dir.write("idx.npy", &write_npy(DType::I64, &[csr.len()], &le(&csr)));
+    let off = dir.write(
+        "off.npy",
+        &write_npy(DType::I64, &[offsets.len()], &le(&offsets)),
+    );
+    let dense_path = dir.write("dense.npy", &write_npy(DType::U8, &[heads, sq, sk], &dense));
+    let reference = dir.path("dense.safetensors");
+    ok(&["pack", "--mask", s(&dense_path), "-o", s(&reference)]);
+    let csr_args = |extra: &[&str], out: &Path| {
+        let mut args = vec!["pack", "--topk", s(&idx), "--topk-offsets", s(&off)];
+        args.extend_from_slice(&["--seqlen-k", "150", "-o", s(out)]);
+        args.extend_from_slice(extra);
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+    };
+    // H given, or derived from Sq: the same file as the dense mask.
+    for extra in [
+        &["--heads", "3"][..],
+        &["--seqlen-q", "40"],
+        &["--batch", "1", "--heads", "3", "--seqlen-q", "40"],
+    ] {
+        let out = dir.path("csr.safetensors");
+        let args = csr_args(extra, &out);
+        ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let packed = load(&out);
+        assert_eq!(packed.shape().heads, 3, "{extra:?}");
+        assert_eq!(packed, load(&reference), "{extra:?}");
+    }
+    // Leading sizes that do not multiply to the row count are refused.
+    let out = dir.path("bad.safetensors");
+    let args = csr_args(&["--heads", "3", "--seqlen-q", "41"], &out);
+    fails(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &out,
+        "shape mismatch",
+    );
+}
+
+#[test]
 fn packed_block_lists_from_npy_match_the_definition() {
     let dir = Dir::new("blocks");
     // 3 query blocks x up to 2 key blocks of 64; key block 2 has 10 valid tokens.

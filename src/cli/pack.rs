@@ -31,9 +31,17 @@ pub struct PackArgs {
     /// --seqlen-k.
     #[arg(long, value_name = "FILE", requires = "seqlen_k")]
     pub topk: Option<PathBuf>,
-    /// CSR row offsets for --topk: B*H*Sq + 1 entries (B = H = 1 here).
+    /// CSR row offsets for --topk: B*H*Sq + 1 entries, rows in (batch, head, query)
+    /// order. B and H come from --batch / --heads (default 1 and rows / Sq).
     #[arg(long, value_name = "FILE", requires = "topk")]
     pub topk_offsets: Option<PathBuf>,
+    /// Batch dimension B of CSR --topk rows (1 = broadcast over batch; default 1).
+    #[arg(long, value_name = "B", requires = "topk_offsets")]
+    pub batch: Option<usize>,
+    /// Head dimension H of CSR --topk rows (1 = broadcast over heads; default rows /
+    /// (B * Sq) with --seqlen-q, else 1).
+    #[arg(long, value_name = "H", requires = "topk_offsets")]
+    pub heads: Option<usize>,
     /// Block lists: a safetensors file holding q2k_block_sparse_index,
     /// q2k_block_sparse_num and variable_block_sizes, or the index array (.npy) with
     /// --blocks-num and --block-sizes.
@@ -181,11 +189,36 @@ fn topk_source(path: &Path, args: &PackArgs) -> Result<TopKMask, String> {
                 .len()
                 .checked_sub(1)
                 .ok_or_else(|| format!("{}: CSR offsets are empty", offsets_path.display()))?;
-            let seqlen_q = args.seqlen_q.unwrap_or(rows);
-            let shape = MaskShape::new(1, 1, seqlen_q, seqlen_k).map_err(|e| e.to_string())?;
+            let shape = csr_shape(rows, seqlen_k, args)?;
             TopKMask::from_csr(shape, &offsets, &indices).map_err(at(path))
         }
     }
+}
+
+/// The shape of `rows` CSR rows from --batch, --heads and --seqlen-q (any two of the
+/// three leading sizes fix the third; B and H default to 1).
+fn csr_shape(rows: usize, seqlen_k: usize, args: &PackArgs) -> Result<MaskShape, String> {
+    let batch = args.batch.unwrap_or(1);
+    let heads = match (args.heads, args.seqlen_q) {
+        (Some(heads), _) => heads,
+        (None, Some(seqlen_q)) if batch > 0 && seqlen_q > 0 => rows / (batch * seqlen_q),
+        (None, _) => 1,
+    };
+    let seqlen_q = match args.seqlen_q {
+        Some(seqlen_q) => seqlen_q,
+        None if batch > 0 && heads > 0 => rows / (batch * heads),
+        None => 0,
+    };
+    let leading = batch
+        .checked_mul(heads)
+        .and_then(|n| n.checked_mul(seqlen_q));
+    if leading != Some(rows) {
+        return Err(format!(
+            "shape mismatch: the CSR offsets describe {rows} rows, but B x H x Sq = \
+             {batch} x {heads} x {seqlen_q} (set --batch, --heads, --seqlen-q)"
+        ));
+    }
+    MaskShape::new(batch, heads, seqlen_q, seqlen_k).map_err(|e| e.to_string())
 }
 
 fn block_source(path: &Path, args: &PackArgs) -> Result<BlockSparseMask, String> {
