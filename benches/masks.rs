@@ -180,6 +180,9 @@ fn dense_pairs(c: &mut Criterion) {
             })
         });
         let mut ratios = ratios.into_inner();
+        if ratios.is_empty() {
+            continue; // filtered out by the command line
+        }
         ratios.sort_by(f64::total_cmp);
         let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
         println!(

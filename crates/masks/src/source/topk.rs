@@ -284,9 +284,35 @@ impl MaskSource for TopKMask {
         block_n: usize,
         counts: &mut [u64],
     ) -> bool {
+        // Keys are sorted, so the keys of tile n are one run: store, per key, its
+        // running count at its tile (`ends[n]` = keys in tiles `..=n`, stores only, no
+        // branch and no read-modify-write chain), then difference the ends.
+        let shift = block_n.is_power_of_two().then(|| block_n.trailing_zeros());
+        let mut ends = alloc::vec![0usize; counts.len()];
         for q in rows {
-            for &key in self.keys(batch, head, q) {
-                counts[key as usize / block_n] += 1;
+            let keys = self.keys(batch, head, q);
+            if keys.is_empty() {
+                continue;
+            }
+            ends.fill(0);
+            match shift {
+                Some(shift) => {
+                    for (i, &key) in keys.iter().enumerate() {
+                        ends[(key >> shift) as usize] = i + 1;
+                    }
+                }
+                None => {
+                    for (i, &key) in keys.iter().enumerate() {
+                        ends[key as usize / block_n] = i + 1;
+                    }
+                }
+            }
+            // Tiles without keys kept 0: they end where the tile before them ended.
+            let mut before = 0usize;
+            for (count, &end) in counts.iter_mut().zip(&ends) {
+                let end = end.max(before);
+                *count += (end - before) as u64;
+                before = end;
             }
         }
         true
@@ -296,8 +322,15 @@ impl MaskSource for TopKMask {
         let row_words = self.shape.seqlen_k.div_ceil(64);
         out.fill(0);
         for (q, dst) in rows.zip(out.chunks_exact_mut(row_words)) {
+            // Sorted unique keys: build each word in a register and store it whole
+            // after every key (no read-modify-write chain through memory); the last
+            // store to a word carries all of its bits.
+            let (mut word_index, mut word) = (usize::MAX, 0u64);
             for &key in self.keys(batch, head, q) {
-                dst[key as usize / 64] |= 1 << (key % 64);
+                let index = key as usize / 64;
+                word = if index == word_index { word } else { 0 } | 1 << (key % 64);
+                word_index = index;
+                dst[index] = word;
             }
         }
         true
