@@ -17,7 +17,7 @@ for case in "none:" "random50:--synthetic-mask random:0.5" "causal:--causal"; do
   echo "== ncu $label"
   timeout 150 ncu --clock-control none --kernel-name fragmask_attention_fwd --launch-skip 2 --launch-count 1 \
     $SECTIONS --csv --page details \
-    $BIN attention --random 1,16,16,16384,16384,128 $flags --warmup 2 --iters 1 \
+    $BIN attention --random 1,16,16,16384,16384,128 $flags --bench --warmup 2 --iters 1 \
     > "$OUT/ncu_$label.csv" 2> "$OUT/ncu_$label.err"; echo "ncu rc=$?"
 done
 python3 - "$OUT" <<'PY'
