@@ -501,3 +501,30 @@ fn document_ids_must_match_the_sequence_lengths() {
         })
     ));
 }
+
+#[test]
+fn top_k_strip_counts_are_exact_when_sparse_and_declined_when_dense() {
+    let (sq, sk, block_n): (usize, usize, usize) = (8, 1000, 96);
+    let n_blocks = sk.div_ceil(block_n);
+    // Sparse: 3 keys per row (16 words of bits per row): counted, exactly.
+    let sparse: Vec<i64> = (0..sq)
+        .flat_map(|q| [q as i64, 95 + q as i64, 999 - q as i64])
+        .collect();
+    let topk = TopKMask::from_fixed_k(MaskShape::new(1, 1, sq, sk).unwrap(), 3, &sparse).unwrap();
+    let mut counts = vec![0u64; n_blocks];
+    assert!(topk.strip_counts(0, 0, 2..6, block_n, &mut counts));
+    let mut expected = vec![0u64; n_blocks];
+    for q in 2..6 {
+        for k in 0..sk {
+            expected[k / block_n] += topk.get(0, 0, q, k) as u64;
+        }
+    }
+    assert_eq!(counts, expected);
+    assert_eq!(counts.iter().sum::<u64>(), 12);
+    // Dense: 500 keys per row (> 2 per word): declined, `counts` untouched.
+    let dense: Vec<i64> = (0..sq).flat_map(|_| (0..500).map(|k| 2 * k)).collect();
+    let topk = TopKMask::from_fixed_k(MaskShape::new(1, 1, sq, sk).unwrap(), 500, &dense).unwrap();
+    let mut counts = vec![7u64; n_blocks];
+    assert!(!topk.strip_counts(0, 0, 0..sq, block_n, &mut counts));
+    assert!(counts.iter().all(|&c| c == 7));
+}

@@ -205,6 +205,14 @@ impl TopKMask {
         &self.indices[self.offsets[row] as usize..self.offsets[row + 1] as usize]
     }
 
+    /// Keys in rows `rows` of plane `(batch, head)` (contiguous in the CSR arrays).
+    fn strip_len(&self, batch: usize, head: usize, rows: Range<usize>) -> usize {
+        let b = broadcast_index(batch, self.shape.batch);
+        let h = broadcast_index(head, self.shape.heads);
+        let first = (b * self.shape.heads + h) * self.shape.seqlen_q;
+        (self.offsets[first + rows.end] - self.offsets[first + rows.start]) as usize
+    }
+
     /// The CSR offsets (rows in `(batch, head, q)` order).
     pub fn offsets(&self) -> &[u64] {
         &self.offsets
@@ -251,6 +259,10 @@ fn check_index(shape: MaskShape, row: usize, index: i64) -> Result<(), MaskError
     Ok(())
 }
 
+/// [`MaskSource::strip_counts`] counts only strips with at most this many keys per
+/// 64-bit word of their bits.
+const COUNT_KEYS_PER_WORD: usize = 2;
+
 impl MaskSource for TopKMask {
     fn shape(&self) -> MaskShape {
         self.shape
@@ -284,6 +296,15 @@ impl MaskSource for TopKMask {
         block_n: usize,
         counts: &mut [u64],
     ) -> bool {
+        // Counting is a pass over the keys; without counts the packer classifies each
+        // tile from the strip's bits, which it builds anyway once a tile is partial.
+        // Count only where the keys are few next to those words (density up to 1/32):
+        // then empty tiles are skipped without building or reading any bits.
+        let keys_in_strip = self.strip_len(batch, head, rows.clone());
+        let strip_words = rows.len() * self.shape.seqlen_k.div_ceil(64);
+        if keys_in_strip > COUNT_KEYS_PER_WORD * strip_words {
+            return false;
+        }
         // Keys are sorted, so the keys of tile n are one run: store, per key, its
         // running count at its tile (`ends[n]` = keys in tiles `..=n`, stores only, no
         // branch and no read-modify-write chain), then difference the ends.
