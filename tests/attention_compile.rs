@@ -24,10 +24,16 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
     if !nvrtc_or_skip() {
         return;
     }
-    for d in [64, 128] {
+    for d in [64, 128, 256] {
         for mode in [MaskMode::Window, MaskMode::Blocks] {
             for (overlap, pingpong) in [(false, false), (true, false), (true, true)] {
-                let k = AttentionKernel::new(d, mode, 2, overlap)
+                // Head dim 256 runs the serial loop on one stage (the overlapped one is a
+                // ConfigError there: it would spill).
+                if d == 256 && overlap {
+                    continue;
+                }
+                let stages = AttentionKernel::default_for(d, mode).unwrap().stages();
+                let k = AttentionKernel::new(d, mode, stages, overlap)
                     .unwrap()
                     .with_pingpong(pingpong);
                 let compiled = compile_kernel(&k).unwrap_or_else(|e| panic!("{k:?}: {e}"));

@@ -126,7 +126,7 @@ pub struct AttentionShape {
     pub seqlen_q: usize,
     /// Key length.
     pub seqlen_k: usize,
-    /// Head dimension (64 or 128).
+    /// Head dimension (64, 128 or 256).
     pub head_dim: usize,
 }
 
@@ -173,9 +173,9 @@ impl AttentionShape {
                 s.kv_heads, s.heads
             )));
         }
-        if s.head_dim != 64 && s.head_dim != 128 {
+        if ![64, 128, 256].contains(&s.head_dim) {
             return Err(AttentionError::Shape(format!(
-                "head dim {} not supported (64 or 128)",
+                "head dim {} not supported (64, 128 or 256)",
                 s.head_dim
             )));
         }

@@ -111,7 +111,7 @@ pub fn block_sparse(tiles: f64, inside: f64, seed: u64) -> Predicate {
 }
 
 /// The default sweep: odd lengths, GQA/MQA, causal and windows, random and
-/// block-sparse masks, fully masked rows, empty and full masks, both head dims,
+/// block-sparse masks, fully masked rows, empty and full masks, head dims 64, 128 and 256,
 /// both main loops and extra stages.
 pub fn default_cases() -> Vec<Case> {
     let shape = |b, h, hk, sq, sk, d| AttentionShape {
@@ -198,6 +198,15 @@ pub fn default_cases() -> Vec<Case> {
             },
         ),
         (
+            "blocks random 30% d128 1 stage 300x400",
+            shape(1, 2, 2, 300, 400, 128),
+            blocks(1, 2, random_tokens(0.3, 17)),
+            AttentionOptions {
+                stages: Some(1),
+                ..def
+            },
+        ),
+        (
             "blocks random 50% d128 per-head 300x300",
             shape(2, 2, 2, 300, 300, 128),
             blocks(2, 2, random_tokens(0.5, 11)),
@@ -247,6 +256,34 @@ pub fn default_cases() -> Vec<Case> {
             "blocks causal-as-words d128 384x384",
             shape(1, 2, 2, 384, 384, 128),
             blocks(1, 1, Arc::new(|_, _, i, j| j <= i)),
+            def,
+        ),
+        (
+            "dense d256 gqa 4/2 200x333",
+            shape(1, 4, 2, 200, 333, 256),
+            CaseMask::Window(Window::NONE),
+            def,
+        ),
+        (
+            "causal bottom-right d256 257x300",
+            shape(1, 2, 1, 257, 300, 256),
+            win(None, Some(0), 43),
+            def,
+        ),
+        (
+            "blocks random 50% d256 per-head 300x260",
+            shape(2, 2, 2, 300, 260, 256),
+            blocks(2, 2, random_tokens(0.5, 16)),
+            def,
+        ),
+        (
+            "blocks rows fully masked d256 130x520",
+            shape(1, 2, 2, 130, 520, 256),
+            blocks(
+                1,
+                1,
+                Arc::new(|_, _, i, j| i % 5 != 1 && (3 * i + j) % 4 != 0),
+            ),
             def,
         ),
         (

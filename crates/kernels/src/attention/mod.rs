@@ -76,8 +76,14 @@ impl MaskMode {
 /// Why a kernel configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    /// Head dimension other than 64 or 128.
+    /// Head dimension other than 64, 128 or 256.
     HeadDim(u32),
+    /// The overlapped main loop at a head dimension where it does not fit in
+    /// registers (256: S, P and O together exceed 240 per thread and ptxas spills).
+    Overlap {
+        /// The head dimension.
+        head_dim: u32,
+    },
     /// Pipeline stages outside what fits in shared memory.
     Stages {
         /// The rejected stage count.
@@ -92,9 +98,16 @@ pub enum ConfigError {
 impl core::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            ConfigError::HeadDim(d) => write!(f, "head dim {d} is not supported (64 or 128)"),
+            ConfigError::HeadDim(d) => {
+                write!(f, "head dim {d} is not supported (64, 128 or 256)")
+            }
+            ConfigError::Overlap { head_dim } => write!(
+                f,
+                "the overlapped main loop does not fit in registers at head dim {head_dim}; \
+                 turn overlap off"
+            ),
             ConfigError::Stages { stages, max } => {
-                write!(f, "{stages} K/V stages do not fit; use 2..={max}")
+                write!(f, "{stages} K/V stages do not fit; use 1..={max}")
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
         }
@@ -127,11 +140,14 @@ impl AttentionKernel {
         stages: u32,
         overlap: bool,
     ) -> Result<Self, ConfigError> {
-        if head_dim != 64 && head_dim != 128 {
+        if head_dim != 64 && head_dim != 128 && head_dim != 256 {
             return Err(ConfigError::HeadDim(head_dim));
         }
+        if head_dim == 256 && overlap {
+            return Err(ConfigError::Overlap { head_dim });
+        }
         let max = Self::max_stages(head_dim);
-        if !(2..=max).contains(&stages) {
+        if !(1..=max).contains(&stages) {
             return Err(ConfigError::Stages { stages, max });
         }
         Ok(Self {
@@ -168,11 +184,17 @@ impl AttentionKernel {
     }
 
     /// The default configuration for a head dimension and mask mode: intra-warpgroup
-    /// overlap and inter-warpgroup ping-pong on, 2 K/V stages at head dim 128 and 3
-    /// at 64 (measured on an H100, docs/PERF.md "Attention forward").
+    /// overlap and inter-warpgroup ping-pong on, 3 K/V stages at head dim 64 and 2 at
+    /// 128 (measured on an H100, docs/PERF.md "Attention forward"); at 256, one stage
+    /// (Q, K and V tiles of 64 KiB each fill shared memory; K and V still load while the
+    /// other is in use, their barriers being separate) and no overlap (registers).
     pub fn default_for(head_dim: u32, mask: MaskMode) -> Result<Self, ConfigError> {
-        let stages = if head_dim == 64 { 3 } else { 2 };
-        Ok(Self::new(head_dim, mask, stages, true)?.with_pingpong(true))
+        let (stages, overlap) = match head_dim {
+            64 => (3, true),
+            256 => (1, false),
+            _ => (2, true),
+        };
+        Ok(Self::new(head_dim, mask, stages, overlap)?.with_pingpong(overlap))
     }
 
     fn max_stages(head_dim: u32) -> u32 {
@@ -274,22 +296,40 @@ mod tests {
 
     #[test]
     fn configurations_fit_in_shared_memory() {
-        for d in [64, 128] {
+        for d in [64, 128, 256] {
             for mode in [MaskMode::Window, MaskMode::Blocks] {
                 let k = AttentionKernel::default_for(d, mode).unwrap();
                 assert!(k.smem_bytes() <= MAX_DYNAMIC_SMEM, "{k:?}");
             }
         }
-        assert!(AttentionKernel::new(96, MaskMode::Window, 2, true).is_err());
-        assert!(AttentionKernel::new(128, MaskMode::Window, 9, true).is_err());
+        assert_eq!(
+            AttentionKernel::new(96, MaskMode::Window, 2, true),
+            Err(ConfigError::HeadDim(96))
+        );
+        assert_eq!(
+            AttentionKernel::new(128, MaskMode::Window, 9, true),
+            Err(ConfigError::Stages { stages: 9, max: 3 })
+        );
+        assert_eq!(
+            AttentionKernel::new(256, MaskMode::Window, 2, false),
+            Err(ConfigError::Stages { stages: 2, max: 1 })
+        );
+        assert_eq!(
+            AttentionKernel::new(256, MaskMode::Blocks, 1, true),
+            Err(ConfigError::Overlap { head_dim: 256 })
+        );
     }
 
     #[test]
     fn sources_are_header_free_and_name_the_layout() {
-        for d in [64, 128] {
+        for d in [64, 128, 256] {
             for mode in [MaskMode::Window, MaskMode::Blocks] {
                 for (overlap, pingpong) in [(false, false), (true, false), (true, true)] {
-                    let k = AttentionKernel::new(d, mode, 2, overlap)
+                    if d == 256 && overlap {
+                        continue;
+                    }
+                    let stages = AttentionKernel::default_for(d, mode).unwrap().stages();
+                    let k = AttentionKernel::new(d, mode, stages, overlap)
                         .unwrap()
                         .with_pingpong(pingpong);
                     let src = k.source().unwrap();
