@@ -245,22 +245,27 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> String {
     };
     // Inter-warpgroup ping-pong (FlashAttention-3): named barrier 1 + wg gates warpgroup wg's GEMM
     // issue; the other warpgroup opens it after issuing its own GEMMs, so one warpgroup's softmax
-    // runs while the other's GEMMs own the tensor cores. Per warpgroup N+1 syncs and N+1 arrivals.
-    let (init, sync, arrive, arrive_last) = if pingpong && overlap {
+    // runs while the other's GEMMs own the tensor cores. Overlapped loop: per warpgroup N+1 syncs
+    // and N+1 arrivals (one GEMM issue point per tile plus the last PV). Serial loop: QK^T and PV
+    // are gated separately, 2N syncs per warpgroup; warpgroup 1 skips its very last arrival, which
+    // nobody waits for (warpgroup 0's 2N syncs take its initial arrival and 2N - 1 others).
+    let (init, sync, arrive, arrive_last, arrive_pv) = if pingpong {
         (
             "if (wg == 1) fm_named_arrive(1);   // ping-pong: consumer warpgroup 0 issues first",
             "fm_named_sync(1 + wg);             // ping-pong: my turn to issue GEMMs",
             "fm_named_arrive(2 - wg);           // ping-pong: the other warpgroup's turn",
             "if (wg == 0) fm_named_arrive(2);   // ping-pong: balance warpgroup 1's initial arrival",
+            "if (wg == 0 || kk + 1 < sched.num_tiles) fm_named_arrive(2 - wg);   // ping-pong: the other's turn",
         )
     } else {
-        ("", "", "", "")
+        ("", "", "", "", "")
     };
     body.replace("$PREFETCH_FIRST", prefetch_first)
         .replace("$PREFETCH_NEXT", prefetch_next)
         .replace("$PP_INIT", init)
         .replace("$PP_SYNC", sync)
         .replace("$PP_ARRIVE_LAST", arrive_last)
+        .replace("$PP_ARRIVE_PV", arrive_pv)
         .replace("$PP_ARRIVE", arrive)
 }
 
@@ -418,13 +423,16 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
 /// Consumer main loop, no overlap: QK^T, wait, softmax, PV, wait.
 const MAINLOOP_SERIAL: &str = r#"
         $PREFETCH_FIRST
+        $PP_INIT
         for (int kk = 0; kk < sched.num_tiles; ++kk) {
             const fm_tile t = fm_tile_at(p, sched, kk);
             $PREFETCH_NEXT
             const int stage = kk % FM_STAGES;
             const unsigned phase = (unsigned)(kk / FM_STAGES) & 1u;
             fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+            $PP_SYNC
             fm_qk(s_acc, q_base, smem_k + stage * FM_TILE_BYTES);
+            $PP_ARRIVE
             fm_wgmma_wait<0>();
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(stage));
@@ -434,7 +442,9 @@ const MAINLOOP_SERIAL: &str = r#"
             fm_rescale_o(o_acc, corr);
             fm_convert_p(s_acc, p_frag);
             fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
+            $PP_SYNC
             fm_pv(o_acc, p_frag, smem_v + stage * FM_TILE_BYTES);
+            $PP_ARRIVE_PV
             fm_wgmma_wait<0>();
             fm_fence_array(o_acc);
             fm_fence_array(p_frag);
