@@ -186,10 +186,11 @@ impl AttentionKernel {
     }
 
     /// The default configuration for a head dimension and mask mode: intra-warpgroup
-    /// overlap and inter-warpgroup ping-pong on except at 256, 3 K/V stages at head dim 64 and 2 at
+    /// overlap and inter-warpgroup ping-pong on, 3 K/V stages at head dim 64 and 2 at
     /// 128 (measured on an H100, docs/PERF.md "Attention forward"); at 256, one stage
-    /// (Q, K and V tiles of 64 KiB each fill shared memory; K and V still load while the
-    /// other is in use, their barriers being separate) and no overlap (registers).
+    /// (Q, K and V tiles of 64 KiB each fill shared memory; K and V still load while
+    /// the other is in use, their barriers being separate), no overlap (registers) and
+    /// no ping-pong.
     pub fn default_for(head_dim: u32, mask: MaskMode) -> Result<Self, ConfigError> {
         let (stages, overlap) = match head_dim {
             64 => (3, true),

@@ -199,17 +199,20 @@ impl TopKMask {
 
     /// The sorted keys of row `(batch, head, q)`.
     pub fn keys(&self, batch: usize, head: usize, q: usize) -> &[u32] {
+        let row = self.row(batch, head, q);
+        &self.indices[self.offsets[row] as usize..self.offsets[row + 1] as usize]
+    }
+
+    /// The CSR row of query `q` of plane `(batch, head)` (broadcast applied).
+    fn row(&self, batch: usize, head: usize, q: usize) -> usize {
         let b = broadcast_index(batch, self.shape.batch);
         let h = broadcast_index(head, self.shape.heads);
-        let row = (b * self.shape.heads + h) * self.shape.seqlen_q + q;
-        &self.indices[self.offsets[row] as usize..self.offsets[row + 1] as usize]
+        (b * self.shape.heads + h) * self.shape.seqlen_q + q
     }
 
     /// Keys in rows `rows` of plane `(batch, head)` (contiguous in the CSR arrays).
     fn strip_len(&self, batch: usize, head: usize, rows: Range<usize>) -> usize {
-        let b = broadcast_index(batch, self.shape.batch);
-        let h = broadcast_index(head, self.shape.heads);
-        let first = (b * self.shape.heads + h) * self.shape.seqlen_q;
+        let first = self.row(batch, head, 0);
         (self.offsets[first + rows.end] - self.offsets[first + rows.start]) as usize
     }
 
