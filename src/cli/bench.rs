@@ -53,6 +53,8 @@ enum BenchCommand {
     /// --iters launches after --warmup (same as `fragmask attention --bench`).
     #[command(after_help = attention::BENCH_AFTER_HELP)]
     Attention(Box<ForwardArgs>),
+    /// Time lightning decode (write-up 003) beside a device-to-device copy (the roof).
+    Lightning(super::lightning::BenchLightningArgs),
 }
 
 /// Options of `fragmask bench sass`.
@@ -132,6 +134,7 @@ pub fn run(args: BenchArgs) -> CmdResult {
             };
             attention::forward(&device, &a, true, None, None)
         }
+        BenchCommand::Lightning(a) => super::lightning::bench_run(a),
     }
 }
 

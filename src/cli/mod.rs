@@ -11,6 +11,7 @@ mod demo;
 mod frag;
 mod inspect;
 mod layout;
+mod lightning;
 mod pack;
 mod verify;
 
@@ -31,6 +32,9 @@ enum Command {
     /// Masked attention forward on an H100 (wgmma + TMA, FragmentNative masks): run,
     /// benchmark (--bench) or self-test (--selftest).
     Attention(Box<attention::AttentionArgs>),
+    /// Lightning attention decode (write-up 003) on the GPU, checked step by step
+    /// against the f64 reference.
+    Lightning(lightning::LightningArgs),
     /// Layout calculator: evaluate a CuTe layout-algebra expression.
     Layout(layout::LayoutArgs),
     /// Fragment map: which wgmma accumulator element each thread holds (FA3 tiling).
@@ -55,6 +59,7 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Attention(args) => attention::run(*args),
+        Command::Lightning(args) => lightning::run(args),
         Command::Layout(args) => layout::run(args),
         Command::Frag(args) => frag::run(args),
         Command::Pack(args) => pack::run(*args),

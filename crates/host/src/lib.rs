@@ -21,6 +21,7 @@ pub mod emulator;
 mod error;
 pub mod gpu_packer;
 pub mod launch;
+pub mod lightning;
 pub mod nvrtc;
 pub mod sass;
 pub mod timing;

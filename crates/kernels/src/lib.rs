@@ -20,6 +20,8 @@ pub mod attention;
 pub mod cuda;
 pub mod emit;
 mod error;
+pub mod family;
+pub mod lightning;
 pub mod packer;
 pub mod probe;
 

@@ -6,6 +6,8 @@
 
 mod expr;
 mod fragment;
+mod layout;
 
 pub use expr::{eval_lets, Expr, Let, Op};
 pub use fragment::{FragmentTerms, ThreadTerm};
+pub use layout::{layout_offset, LayoutExprError};

@@ -1,0 +1,283 @@
+//! Lightning attention decode on the GPU (write-up 003): compile the kernels of
+//! `fragmask_kernels::lightning`, choose a geometry, launch on device tensors, check
+//! against the f64 [`reference`] and measure ([`bench`]).
+//!
+//! ```no_run
+//! use fragmask_host::lightning::{LightningDecode, LightningTensors};
+//! use fragmask_host::{Compiler, Device};
+//! use fragmask_kernels::family::dtype::ActDtype;
+//! use fragmask_kernels::lightning::LightningProblem;
+//! # fn main() -> Result<(), fragmask_host::Error> {
+//! let problem = LightningProblem { batch: 16, heads: 64, tokens: 1, dim_k: 96, dim_v: 96, dtype: ActDtype::Bf16 }
+//!     .validate().map_err(|e| fragmask_host::Error::InvalidArgument(e.to_string()))?;
+//! let device = Device::first()?;
+//! let decode = LightningDecode::new(&device, &Compiler::new(), 96, 96, ActDtype::Bf16)?;
+//! let mut tensors = LightningTensors::zeros(decode.stream(), &problem)?;
+//! decode.launch(&problem, &mut tensors, None)?; // state updated in place
+//! # Ok(()) }
+//! ```
+
+pub mod bench;
+pub mod check;
+pub mod reference;
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use fragmask_kernels::family::dtype::ActDtype;
+use fragmask_kernels::lightning::{
+    source, LightningConfig, LightningParams, LightningProblem, KERNEL_NAME,
+};
+
+use crate::apply_bench::multiprocessors;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::launch::load_module;
+use crate::nvrtc::{CompileOptions, Compiler};
+
+/// The parameter struct passed by value (kernel parameter `const __grid_constant__
+/// FmLightningParams`).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct ParamsArg(LightningParams);
+
+// SAFETY: LightningParams is #[repr(C)] plain data (u64 pointers, i64, i32) whose
+// offsets and size equal the CUDA struct's: the kernels crate's test compares
+// `offset_of!` with the C rules, and NVRTC static_asserts the same numbers.
+unsafe impl DeviceRepr for ParamsArg {}
+
+/// Device tensors of one lightning decode call, sized for a [`LightningProblem`]
+/// (contiguous; activations as raw bytes of the problem's dtype).
+#[derive(Debug)]
+pub struct LightningTensors {
+    /// q `[B, H, n, D]`.
+    pub q: CudaSlice<u8>,
+    /// k `[B, H, n, D]`.
+    pub k: CudaSlice<u8>,
+    /// v `[B, H, n, E]`.
+    pub v: CudaSlice<u8>,
+    /// o `[B, H, n, E]`.
+    pub o: CudaSlice<u8>,
+    /// The state `[B, H, D, E]` fp32.
+    pub state: CudaSlice<f32>,
+    /// Slopes `[H]`.
+    pub slope: CudaSlice<f32>,
+}
+
+impl LightningTensors {
+    /// Zeroed tensors for `problem` on `stream`.
+    pub fn zeros(stream: &Arc<CudaStream>, problem: &LightningProblem) -> Result<Self> {
+        let bytes = |t: &'static str| -> Result<usize> {
+            problem
+                .elements(t)
+                .ok()
+                .and_then(|n| n.checked_mul(problem.dtype.size()))
+                .ok_or_else(|| Error::InvalidArgument(format!("{t}: size overflows")))
+        };
+        let alloc_u8 = |n: usize| {
+            stream
+                .alloc_zeros::<u8>(n)
+                .map_err(Error::driver("allocating a lightning tensor"))
+        };
+        let state_len = problem
+            .elements("state")
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        Ok(Self {
+            q: alloc_u8(bytes("q")?)?,
+            k: alloc_u8(bytes("k")?)?,
+            v: alloc_u8(bytes("v")?)?,
+            o: alloc_u8(bytes("o")?)?,
+            state: stream
+                .alloc_zeros::<f32>(state_len)
+                .map_err(Error::driver("allocating the lightning state"))?,
+            slope: stream
+                .alloc_zeros::<f32>(problem.heads)
+                .map_err(Error::driver("allocating the slopes"))?,
+        })
+    }
+
+    /// Checks every buffer's length against `problem`.
+    pub fn check(&self, problem: &LightningProblem) -> Result<()> {
+        let want = |t: &'static str, scale: usize| {
+            problem.elements(t).map(|n| n * scale).unwrap_or(usize::MAX)
+        };
+        let s = problem.dtype.size();
+        for (name, have, need) in [
+            ("q", self.q.len(), want("q", s)),
+            ("k", self.k.len(), want("k", s)),
+            ("v", self.v.len(), want("v", s)),
+            ("o", self.o.len(), want("o", s)),
+            ("state", self.state.len(), want("state", 1)),
+            ("slope", self.slope.len(), problem.heads),
+        ] {
+            if have != need {
+                return Err(Error::InvalidArgument(format!(
+                    "lightning tensor {name} holds {have} elements, the problem needs {need}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The compiled lightning decode kernels of one `(D, E, dtype)` on one stream.
+#[derive(Debug)]
+pub struct LightningDecode {
+    stream: Arc<CudaStream>,
+    kernels: Vec<(LightningConfig, CudaFunction)>,
+    multiprocessors: usize,
+}
+
+impl LightningDecode {
+    /// Compiles every candidate geometry of `D`, `E`, `dtype` (through the on-disk
+    /// cache) and loads it on `device`'s default stream.
+    pub fn new(
+        device: &Device,
+        compiler: &Compiler,
+        dim_k: u32,
+        dim_v: u32,
+        dtype: ActDtype,
+    ) -> Result<Self> {
+        let candidates = LightningConfig::candidates(dim_k, dim_v, dtype);
+        if candidates.is_empty() {
+            let why = LightningConfig::new(dim_k, dim_v, dtype, 8)
+                .err()
+                .map(|e| e.to_string());
+            return Err(Error::Unsupported(why.unwrap_or_default()));
+        }
+        let mut kernels = Vec::with_capacity(candidates.len());
+        for config in candidates {
+            let src = source::source(config).map_err(|e| Error::Unsupported(e.to_string()))?;
+            let cubin = compiler.compile_cubin(&src, &CompileOptions::new(device.arch()))?;
+            let module = load_module(device, &cubin)?;
+            let func = module
+                .load_function(KERNEL_NAME)
+                .map_err(Error::driver("looking up the lightning decode kernel"))?;
+            kernels.push((config, func));
+        }
+        Ok(Self {
+            stream: device.default_stream(),
+            kernels,
+            multiprocessors: multiprocessors(device)?,
+        })
+    }
+
+    /// The stream launches go to.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The compiled geometries, widest first.
+    pub fn configs(&self) -> Vec<LightningConfig> {
+        self.kernels.iter().map(|(c, _)| *c).collect()
+    }
+
+    /// The geometry for `problem`: the widest tile that still gives every SM two CTAs
+    /// (wave efficiency at small batch), else the narrowest.
+    pub fn choose(&self, problem: &LightningProblem) -> LightningConfig {
+        let states = problem.batch.saturating_mul(problem.heads);
+        let enough = |c: &LightningConfig| {
+            states.saturating_mul(c.splits() as usize) >= 2 * self.multiprocessors
+        };
+        let configs = self.configs();
+        configs
+            .iter()
+            .copied()
+            .find(enough)
+            .or(configs.last().copied())
+            .unwrap_or(configs[0])
+    }
+
+    /// Runs `problem.tokens` tokens: reads `tensors.state`, writes the new state to
+    /// `state_out` (or in place when `None`) and `tensors.o`. `geometry` overrides
+    /// [`Self::choose`] (it must be one of [`Self::configs`]).
+    pub fn launch(
+        &self,
+        problem: &LightningProblem,
+        tensors: &mut LightningTensors,
+        geometry: Option<LightningConfig>,
+    ) -> Result<()> {
+        tensors.check(problem)?;
+        let s = &self.stream;
+        let (q, _gq) = tensors.q.device_ptr(s);
+        let (k, _gk) = tensors.k.device_ptr(s);
+        let (v, _gv) = tensors.v.device_ptr(s);
+        let (o, _go) = tensors.o.device_ptr(s);
+        let (state, _gs) = tensors.state.device_ptr(s);
+        let (slope, _gl) = tensors.slope.device_ptr(s);
+        // SAFETY (of the launch below): every pointer is a live allocation of the size
+        // `problem` needs (checked above); they stay borrowed until the launch returns.
+        unsafe { self.launch_raw(problem, [q, k, v, o, state, state, slope], geometry) }
+    }
+
+    /// Launches on raw device pointers `[q, k, v, o, state_in, state_out, slope]` of
+    /// contiguous tensors (state_out may equal state_in).
+    ///
+    /// # Safety
+    /// Each pointer must address a device allocation of at least the size of its
+    /// tensor in `problem`, live until the kernel completes on [`Self::stream`]; q, k,
+    /// v, slope and state_in must not overlap o or (unless equal to state_in) state_out.
+    pub unsafe fn launch_raw(
+        &self,
+        problem: &LightningProblem,
+        pointers: [u64; 7],
+        geometry: Option<LightningConfig>,
+    ) -> Result<()> {
+        let problem = problem
+            .validate()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let config = geometry.unwrap_or_else(|| self.choose(&problem));
+        let func = self
+            .kernels
+            .iter()
+            .find(|(c, _)| *c == config)
+            .map(|(_, f)| f)
+            .ok_or_else(|| Error::Unsupported(format!("geometry {config:?} is not compiled")))?;
+        let (n, d, e) = (
+            problem.tokens as i64,
+            problem.dim_k as i64,
+            problem.dim_v as i64,
+        );
+        let h = problem.heads as i64;
+        let [q, k, v, o, state_in, state_out, slope] = pointers;
+        let params = ParamsArg(LightningParams {
+            q,
+            k,
+            v,
+            o,
+            state_in,
+            state_out,
+            slope,
+            q_stride_batch: h * n * d,
+            q_stride_head: n * d,
+            q_stride_token: d,
+            k_stride_batch: h * n * d,
+            k_stride_head: n * d,
+            k_stride_token: d,
+            v_stride_batch: h * n * e,
+            v_stride_head: n * e,
+            v_stride_token: e,
+            o_stride_batch: h * n * e,
+            o_stride_head: n * e,
+            o_stride_token: e,
+            heads: problem.heads as i32,
+            tokens: problem.tokens as i32,
+        });
+        let mut builder = self.stream.launch_builder(func);
+        builder.arg(&params);
+        // SAFETY: the kernel takes one by-value FmLightningParams (the ABI test pins the
+        // layout); the grid is (splits, H, B) within the limits `validate` checked, and the
+        // caller guarantees the pointers (this function's contract).
+        unsafe {
+            builder.launch(LaunchConfig {
+                grid_dim: (config.splits(), problem.heads as u32, problem.batch as u32),
+                block_dim: (config.threads, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(Error::driver("launching the lightning decode kernel"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+//! Components shared by the kernels of the attention family (docs/architecture.md):
+//! each is a small piece that emits CUDA and knows which layout or field list it
+//! comes from. A new kernel is assembled from these, not copied from another kernel.
+//!
+//! - [`abi`]: a kernel's parameter struct, declared once in Rust and emitted for CUDA,
+//!   with the offsets checked on both sides.
+//! - [`dtype`]: the element types of activations, and their load/store helpers.
+
+pub mod abi;
+pub mod dtype;

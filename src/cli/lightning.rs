@@ -1,0 +1,290 @@
+//! `fragmask lightning` (check the lightning decode kernel against the f64 reference over
+//! many steps) and `fragmask bench lightning` (time it beside a device copy).
+//!
+//! Every flag is parsed and every problem validated before the GPU is looked for.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use fragmask::host::lightning::bench::{bench, copy_roof};
+use fragmask::host::lightning::check::check;
+use fragmask::host::lightning::LightningDecode;
+use fragmask::host::timing::TimingConfig;
+use fragmask::host::{Compiler, Device};
+use fragmask::kernels::family::dtype::ActDtype;
+use fragmask::kernels::lightning::{LightningConfig, LightningProblem};
+use serde_json::json;
+
+use super::verify::NO_GPU_EXIT;
+use super::CmdResult;
+
+/// Options of `fragmask lightning`.
+#[derive(Args)]
+pub struct LightningArgs {
+    /// Random inputs of shape B,H,N,D[,E]: batch, heads, tokens per step, head sizes
+    /// (E = D when omitted). q, k, v are uniform in [-1, 1); the state starts uniform
+    /// too; slopes are MiniMax-01's 2^(-8(h+1)/H).
+    #[arg(long, value_name = "B,H,N,D[,E]")]
+    random: String,
+    /// Consecutive decode steps on one state, each compared with the f64 reference.
+    #[arg(long, default_value_t = 1000)]
+    steps: usize,
+    /// Element type of q, k, v and o: bf16, f16 or f32.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Threads along the state's columns per CTA (the geometry); default: chosen from
+    /// the SM count.
+    #[arg(long)]
+    col_vectors: Option<u32>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Options of `fragmask bench lightning`.
+#[derive(Args)]
+pub struct BenchLightningArgs {
+    /// Batch sizes, comma-separated.
+    #[arg(long, default_value = "1,16,64,128")]
+    batch: String,
+    /// Heads.
+    #[arg(long, default_value_t = 64)]
+    heads: usize,
+    /// D, the head size of q and k.
+    #[arg(long, default_value_t = 96)]
+    dim: usize,
+    /// E, the head size of v (default D).
+    #[arg(long)]
+    dim_v: Option<usize>,
+    /// Tokens per call.
+    #[arg(long, default_value_t = 1)]
+    tokens: usize,
+    /// Element type of q, k, v and o: bf16, f16 or f32.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Geometries to time: `auto` (the one the host chooses), `all`, or a list of
+    /// col_vectors values.
+    #[arg(long, default_value = "auto")]
+    col_vectors: String,
+    /// Untimed launches first.
+    #[arg(long, default_value_t = 20)]
+    warmup: usize,
+    /// Timed samples (each a pass over the rotated state sets).
+    #[arg(long, default_value_t = 50)]
+    iters: usize,
+    /// Bytes of state rotated through per sample, in MB (keeps the state out of L2).
+    #[arg(long, default_value_t = 256)]
+    rotate_mb: usize,
+    /// Also write the rows as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn parse_dtype(text: &str) -> Result<ActDtype, String> {
+    ActDtype::parse(text).ok_or_else(|| format!("--dtype {text}: expected bf16, f16 or f32"))
+}
+
+fn parse_list(flag: &str, text: &str) -> Result<Vec<usize>, String> {
+    text.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{flag} {text}: `{p}` is not a non-negative integer"))
+        })
+        .collect()
+}
+
+fn problem(
+    batch: usize,
+    heads: usize,
+    tokens: usize,
+    d: usize,
+    e: usize,
+    dtype: ActDtype,
+) -> Result<LightningProblem, String> {
+    LightningProblem {
+        batch,
+        heads,
+        tokens,
+        dim_k: d,
+        dim_v: e,
+        dtype,
+    }
+    .validate()
+    .map_err(|e| e.to_string())
+}
+
+fn geometry(
+    d: usize,
+    e: usize,
+    dtype: ActDtype,
+    col_vectors: u32,
+) -> Result<LightningConfig, String> {
+    LightningConfig::new(d as u32, e as u32, dtype, col_vectors)
+        .map_err(|e| format!("--col-vectors {col_vectors}: {e}"))
+}
+
+fn device() -> Result<Result<Device, ExitCode>, String> {
+    match Device::first() {
+        Ok(d) => Ok(Ok(d)),
+        Err(e) if e.is_no_gpu() => {
+            println!("no GPU: {e}; the inputs are valid, nothing ran.");
+            Ok(Err(ExitCode::from(NO_GPU_EXIT)))
+        }
+        Err(e) => Err(format!("GPU discovery failed: {e}")),
+    }
+}
+
+/// Runs `fragmask lightning`.
+pub fn run(args: LightningArgs) -> CmdResult {
+    let dtype = parse_dtype(&args.dtype)?;
+    let dims = parse_list("--random", &args.random)?;
+    let (b, h, n, d, e) = match dims[..] {
+        [b, h, n, d] => (b, h, n, d, d),
+        [b, h, n, d, e] => (b, h, n, d, e),
+        _ => {
+            return Err(format!(
+                "--random {}: expected B,H,N,D or B,H,N,D,E",
+                args.random
+            ))
+        }
+    };
+    let problem =
+        problem(b, h, n, d, e, dtype).map_err(|m| format!("--random {}: {m}", args.random))?;
+    // The f64 reference runs steps x B x H x n x D x E multiply-adds on the CPU.
+    let work = problem
+        .elements("state")
+        .ok()
+        .and_then(|s| s.checked_mul(n))
+        .and_then(|w| w.checked_mul(args.steps));
+    if args.steps == 0 || work.is_none_or(|w| w > 20_000_000_000) {
+        return Err(format!(
+            "--steps {} with --random {}: the check needs 1 <= steps and steps x B x H x N x D x E <= 2e10 \
+             (the CPU reference does that many multiply-adds)",
+            args.steps, args.random
+        ));
+    }
+    let config = args
+        .col_vectors
+        .map(|cv| geometry(d, e, dtype, cv))
+        .transpose()?;
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let decode = LightningDecode::new(&device, &Compiler::new(), d as u32, e as u32, dtype)
+        .map_err(|e| e.to_string())?;
+    eprintln!("checking {} steps on {} ...", args.steps, device.name());
+    let report =
+        check(&decode, &problem, args.steps, args.seed, config).map_err(|e| e.to_string())?;
+    println!(
+        "lightning decode B={b} H={h} n={n} D={d} E={e} {}: {} steps, geometry {} col vectors x {} threads ({} CTAs per state)\n\
+         state rel. error {:.3e} (bound {:.0e}), worst o rel. error {:.3e} (bound {:.0e}): {}",
+        dtype.name(),
+        report.steps,
+        report.config.col_vectors,
+        report.config.threads,
+        report.config.splits(),
+        report.state_error,
+        report.state_tolerance,
+        report.o_error,
+        report.o_tolerance,
+        if report.passed() { "PASS" } else { "FAIL" }
+    );
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Runs `fragmask bench lightning`.
+pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
+    let dtype = parse_dtype(&args.dtype)?;
+    let (d, e) = (args.dim, args.dim_v.unwrap_or(args.dim));
+    let batches = parse_list("--batch", &args.batch)?;
+    let problems = batches
+        .iter()
+        .map(|&b| {
+            problem(b, args.heads, args.tokens, d, e, dtype)
+                .map_err(|m| format!("--batch {b}: {m}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let geometries: Option<Vec<LightningConfig>> = match args.col_vectors.as_str() {
+        "auto" => None,
+        "all" => Some(LightningConfig::candidates(d as u32, e as u32, dtype)),
+        list => Some(
+            parse_list("--col-vectors", list)?
+                .into_iter()
+                .map(|cv| geometry(d, e, dtype, u32::try_from(cv).unwrap_or(u32::MAX)))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    if args.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    let rotate_bytes = args
+        .rotate_mb
+        .checked_mul(1 << 20)
+        .filter(|&b| b <= 16 << 30)
+        .ok_or_else(|| format!("--rotate-mb {}: at most 16384", args.rotate_mb))?;
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let decode = LightningDecode::new(&device, &Compiler::new(), d as u32, e as u32, dtype)
+        .map_err(|e| e.to_string())?;
+    let timing = TimingConfig {
+        warmup: args.warmup,
+        runs: args.iters,
+    };
+    let (copy_ms, roof) = copy_roof(&decode, 1 << 30, timing).map_err(|e| e.to_string())?;
+    println!(
+        "device: {}; device-copy roof (1 GiB, read + write): {copy_ms:.3} ms, {roof:.0} GB/s",
+        device.name()
+    );
+    println!("| B | H | n | D | E | dtype | geometry (col vectors, CTAs/state) | sets | ms | GB/s | of roof |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut rows = Vec::new();
+    for p in &problems {
+        let configs: Vec<Option<LightningConfig>> = match &geometries {
+            None => vec![None],
+            Some(list) => list.iter().copied().map(Some).collect(),
+        };
+        for config in configs {
+            let row = bench(&decode, p, config, timing, rotate_bytes).map_err(|e| e.to_string())?;
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {}, {} | {} | {:.4} | {:.0} | {:.2} |",
+                p.batch,
+                p.heads,
+                p.tokens,
+                p.dim_k,
+                p.dim_v,
+                dtype.name(),
+                row.config.col_vectors,
+                row.config.splits(),
+                row.sets,
+                row.ms,
+                row.gbps,
+                row.gbps / roof
+            );
+            rows.push(json!({
+                "batch": p.batch, "heads": p.heads, "tokens": p.tokens, "dim_k": p.dim_k,
+                "dim_v": p.dim_v, "dtype": dtype.name(), "col_vectors": row.config.col_vectors,
+                "splits": row.config.splits(), "sets": row.sets, "ms": row.ms,
+                "state_bytes": row.state_bytes, "gbps": row.gbps, "roof_gbps": roof,
+                "roof_fraction": row.gbps / roof,
+            }));
+        }
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(
+            &json!({ "device": device.name(), "roof_gbps": roof, "rows": rows }),
+        )
+        .map_err(|e| e.to_string())?;
+        super::codegen::write_atomically(path, text.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
