@@ -28,7 +28,6 @@ use fragmask::masks::{pack, DenseMask, Encoding, PackOptions, TiledAccumulator};
 use serde_json::json;
 
 use super::attention::{self, ForwardArgs};
-use super::codegen::write_atomically;
 use super::verify::NO_GPU_EXIT;
 use super::CmdResult;
 
@@ -141,7 +140,8 @@ pub fn run(args: BenchArgs) -> CmdResult {
 fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), String> {
     if let Some(p) = path {
         let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
-        write_atomically(p, text.as_bytes()).map_err(|e| format!("{}: {e}", p.display()))?;
+        fragmask::masks::io::write_file_atomically(p, text.as_bytes())
+            .map_err(|e| e.to_string())?;
         eprintln!("wrote {}", p.display());
     }
     Ok(())

@@ -1,11 +1,11 @@
 //! `fragmask codegen`: write the drop-in mask-apply header.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
 use fragmask::kernels::apply::{accumulator, header, parse_block, parse_encoding, HeaderOptions};
+use fragmask::masks::io::write_file_atomically;
 
 use super::CmdResult;
 
@@ -34,7 +34,8 @@ pub struct CodegenArgs {
     pub output: PathBuf,
 }
 
-/// Generates the header and writes it (to a temporary file, then renamed).
+/// Generates the header and writes it (to a temporary file, then renamed:
+/// `fragmask::masks::io::write_atomically`).
 pub fn run(args: CodegenArgs) -> CmdResult {
     let (block_m, block_n) = parse_block(&args.block).map_err(|e| e.to_string())?;
     let encoding = parse_encoding(&args.encoding).map_err(|e| e.to_string())?;
@@ -58,8 +59,7 @@ pub fn run(args: CodegenArgs) -> CmdResult {
         print!("{text}");
         return Ok(ExitCode::SUCCESS);
     }
-    write_atomically(&args.output, text.as_bytes())
-        .map_err(|e| format!("{}: {e}", args.output.display()))?;
+    write_file_atomically(&args.output, text.as_bytes()).map_err(|e| e.to_string())?;
     eprintln!(
         "wrote {} ({} encoding, {block_m}x{block_n} tile, {} warpgroup(s), {} bytes)",
         args.output.display(),
@@ -68,28 +68,4 @@ pub fn run(args: CodegenArgs) -> CmdResult {
         text.len()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes `bytes` to a temporary file next to `path`, then renames it over `path`, so
-/// a reader never sees a half-written header.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

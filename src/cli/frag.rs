@@ -2,11 +2,12 @@
 //! (engine in [`fragmask::gmma_frag`]).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use fragmask::gmma_frag::{quad, quad_lane, warp, warpgroup, FragError, TiledAccumulator};
+use fragmask::masks::io::write_file_atomically;
 use serde_json::json;
 
 use super::CmdResult;
@@ -58,7 +59,7 @@ pub fn run(args: FragArgs) -> CmdResult {
         }
     }
     if let Some(path) = &args.svg {
-        write_atomically(path, &svg(&acc)?)?;
+        write_file_atomically(path, svg(&acc)?.as_bytes()).map_err(|e| e.to_string())?;
     }
     if args.json {
         println!("{}", to_json(&acc, args.thread)?);
@@ -367,22 +368,6 @@ fn svg(acc: &TiledAccumulator) -> Result<String, String> {
     Ok(s)
 }
 
-/// Writes `contents` to a temporary file beside `path`, then renames it into place.
-fn write_atomically(path: &Path, contents: &str) -> Result<(), String> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("cannot write {}: not a file name", path.display()))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    std::fs::write(&tmp, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,7 +431,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fragmask-frag-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("tile.svg");
-        write_atomically(&path, "<svg/>").unwrap();
+        write_file_atomically(&path, b"<svg/>").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "<svg/>");
         assert_eq!(
             std::fs::read_dir(&dir).unwrap().count(),
@@ -454,7 +439,9 @@ mod tests {
             "no temp file left behind"
         );
         std::fs::remove_dir_all(&dir).unwrap();
-        let err = write_atomically(Path::new("/nonexistent-dir/x.svg"), "<svg/>").unwrap_err();
-        assert!(err.starts_with("cannot write /nonexistent-dir/x.svg"));
+        let err = write_file_atomically(std::path::Path::new("/nonexistent-dir/x.svg"), b"<svg/>")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("writing /nonexistent-dir/x.svg: "), "{err}");
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use clap::{ArgGroup, Args};
-use fragmask::masks::io::{read_array, read_file, ArrayView, SafetensorsFile};
+use fragmask::masks::io::{check_output, read_array, read_file, ArrayView, SafetensorsFile};
 use fragmask::masks::{
     pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
     MaskError, MaskShape, MaskSource, PackOptions, PackProgress, PackedMask, PredicateMask,
@@ -103,6 +103,21 @@ const AFTER_HELP: &str = "Examples:\n  \
 /// Packs the chosen source and writes the file.
 pub fn run(args: PackArgs) -> CmdResult {
     let acc = parse_tile(&args.block, args.warpgroups, args.swap_ab)?;
+    // Before any work: the output must not be a device, FIFO, directory or an input
+    // (doc=FILE inputs are checked as the predicate loads them).
+    let inputs = [
+        &args.mask,
+        &args.topk,
+        &args.topk_offsets,
+        &args.blocks,
+        &args.blocks_num,
+        &args.block_sizes,
+    ];
+    check_output(
+        &args.output,
+        &inputs.into_iter().flatten().collect::<Vec<_>>(),
+    )
+    .map_err(|e| e.to_string())?;
     let encoding = Encoding::from_name(&args.encoding).ok_or("unknown encoding")?;
     let start = Instant::now();
     // File bytes must outlive the borrowed sources.
@@ -282,6 +297,7 @@ fn predicate_source(text: &str, args: &PackArgs) -> Result<PredicateMask, String
     };
     let mut load_docs = |name: &str| -> Result<DocumentIds, MaskError> {
         let path = Path::new(name);
+        check_output(&args.output, &[path])?;
         let bytes = read_file(path)?;
         let view = read_array(&bytes, None)?;
         let ids = view.to_i64("document ids")?;

@@ -161,6 +161,15 @@ pub enum MaskError {
         /// The operating system's message.
         message: alloc::string::String,
     },
+    /// An output path that must not be written: it exists and is not a regular file,
+    /// or it is one of the inputs.
+    #[cfg(feature = "std")]
+    OutputRefused {
+        /// The output path.
+        path: alloc::string::String,
+        /// Why, in words.
+        reason: alloc::string::String,
+    },
 }
 
 impl fmt::Display for MaskError {
@@ -255,6 +264,10 @@ impl fmt::Display for MaskError {
                 path,
                 message,
             } => write!(f, "{action} {path}: {message}"),
+            #[cfg(feature = "std")]
+            MaskError::OutputRefused { path, reason } => {
+                write!(f, "refusing to write {path}: {reason}")
+            }
         }
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Readers take the whole file as bytes and return zero-copy [`ArrayView`]s; every
 //! malformed input is a typed [`MaskError`] (they are fuzzed: `fuzz/` and the
-//! `random_bytes_never_panic_the_readers` test). Writers write a temporary file beside
-//! the destination and rename it, so a failed write never leaves a partial file.
+//! `random_bytes_never_panic_the_readers` test). Writers go through [`write_atomically`]
+//! (module `output`): a temporary file beside the destination and a rename, so a failed
+//! or interrupted write never leaves a partial file.
 
 use std::path::Path;
 use std::string::{String, ToString};
@@ -12,9 +13,14 @@ use std::vec::Vec;
 use crate::MaskError;
 
 mod npy;
+mod output;
 mod packed;
 
 pub use npy::{read_npy, write_npy};
+pub use output::{
+    check_output, remove_live_temporaries, remove_stale_temporaries, write_atomically,
+    write_file_atomically, TEMP_PREFIX,
+};
 pub use packed::{FORMAT_NAME, FORMAT_VERSION};
 
 /// Element type of an array read from a file.
@@ -256,32 +262,4 @@ fn from_safetensors_dtype(d: safetensors::Dtype, what: &'static str) -> Result<D
             })
         }
     })
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a
-/// rename: either the whole file appears or nothing does.
-pub fn write_atomically(
-    path: &Path,
-    write: impl FnOnce(&Path) -> Result<(), MaskError>,
-) -> Result<(), MaskError> {
-    let io = |action: &'static str, e: std::io::Error| MaskError::Io {
-        action,
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let name = path.file_name().ok_or_else(|| MaskError::Io {
-        action: "writing",
-        path: path.display().to_string(),
-        message: "not a file path".to_string(),
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(std::format!(".tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = write(&tmp)
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io("renaming the output to", e)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

@@ -2,10 +2,11 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::Path;
 use std::string::{String, ToString};
-use std::vec;
 use std::vec::Vec;
+use std::{format, vec};
 
 use fragmask_gmma_frag::TiledAccumulator;
 
@@ -77,6 +78,71 @@ fn le_bytes<T: Word32>(values: &[T]) -> Cow<'_, [u8]> {
     }
 }
 
+/// The safetensors prefix of `tensors` (stored in this order): the header length
+/// (u64, little-endian), then the JSON header padded with spaces to a multiple of 8
+/// bytes, as the format specifies (safetensors README, "Format").
+fn safetensors_header(
+    tensors: &[(&str, Tensor<'_>)],
+    metadata: &HashMap<String, String>,
+) -> Result<Vec<u8>, MaskError> {
+    let mut keys: Vec<&String> = metadata.keys().collect();
+    keys.sort();
+    let meta: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{}:{}", json_string(k), json_string(&metadata[*k])))
+        .collect();
+    let mut header = format!("{{\"__metadata__\":{{{}}}", meta.join(","));
+    let mut offset = 0usize;
+    for (name, t) in tensors {
+        let dtype = match t.dtype {
+            safetensors::Dtype::I32 => "I32",
+            safetensors::Dtype::U32 => "U32",
+            _ => {
+                return Err(MaskError::Unsupported {
+                    what: "packed tensor dtype",
+                    detail: "only I32 and U32 are written",
+                })
+            }
+        };
+        let end = offset
+            .checked_add(t.data.len())
+            .ok_or(MaskError::TooLarge {
+                what: "packed file bytes",
+                value: u64::MAX,
+                limit: usize::MAX as u64,
+            })?;
+        let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+        header.push_str(&format!(
+            ",{}:{{\"dtype\":\"{dtype}\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
+            json_string(name),
+            shape.join(",")
+        ));
+        offset = end;
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    Ok(bytes)
+}
+
+/// `s` as a JSON string literal (RFC 8259, section 7).
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 impl PackedMask {
     fn tensors(&self) -> Vec<(&'static str, Tensor<'_>)> {
         let s = self.grid.shape;
@@ -144,17 +210,29 @@ impl PackedMask {
             .map_err(|e| MaskError::Safetensors(e.to_string()))
     }
 
-    /// Writes the packed mask to `path` as safetensors, through a temporary file and a
-    /// rename (no partial file on failure).
+    /// Writes the packed mask to `path` as safetensors, through
+    /// [`write_atomically`](super::write_atomically) (no partial file on failure, no
+    /// temporary left on SIGINT / SIGTERM). Streams the tensors: no copy of the words.
     pub fn write_safetensors(&self, path: &Path) -> Result<(), MaskError> {
+        let io = |e: std::io::Error| MaskError::Io {
+            action: "writing",
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let tensors = self.tensors();
+        let header = safetensors_header(&tensors, &self.metadata())?;
         write_atomically(path, |tmp| {
-            safetensors::serialize_to_file(self.tensors(), Some(self.metadata()), tmp).map_err(
-                |e| MaskError::Io {
-                    action: "writing",
-                    path: tmp.display().to_string(),
-                    message: e.to_string(),
-                },
-            )
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(tmp)
+                .map_err(io)?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+            w.write_all(&header).map_err(io)?;
+            for (_, t) in &tensors {
+                w.write_all(&t.data).map_err(io)?;
+            }
+            w.flush().map_err(io)
         })
     }
 
@@ -390,4 +468,37 @@ fn validate_lists(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{pack, DenseMask, PackOptions};
+
+    #[test]
+    fn streamed_file_reads_back_as_the_same_mask_for_every_encoding() {
+        let acc = TiledAccumulator::new(64, 32, 1, false).unwrap();
+        // 2 heads, 100 x 70: edge tiles, and every class of tile.
+        let data: Vec<u8> = (0..2 * 100 * 70)
+            .map(|i: usize| u8::from(i % 7 < 3 || (i / 70) % 100 < 20))
+            .collect();
+        let dense = DenseMask::new(&data, &[2, 100, 70]).unwrap();
+        let dir = std::env::temp_dir().join(format!("fragmask-packed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for encoding in Encoding::ALL {
+            let packed = pack(&dense, &acc, encoding, &PackOptions::default()).unwrap();
+            let path = dir.join("m.safetensors");
+            packed.write_safetensors(&path).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(PackedMask::from_safetensors(&bytes).unwrap(), packed);
+            let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+            assert_eq!(header_len % 8, 0, "data starts 8-byte aligned");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn json_strings_escape_quotes_backslashes_and_controls() {
+        assert_eq!(json_string("a\"b\\c\n\u{1}é"), r#""a\"b\\c\u000a\u0001é""#);
+    }
 }

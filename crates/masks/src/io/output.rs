@@ -1,0 +1,565 @@
+//! Output files: the one mechanism every writer of the workspace uses.
+//!
+//! [`write_atomically`] writes through a temporary file beside the destination and a
+//! rename, so a reader sees the old file or the whole new one, never a part:
+//!
+//! - an existing destination that is not a regular file (a device, FIFO, directory,
+//!   or a link to one) is refused, so `-o /dev/null` run as root cannot replace the
+//!   device ([`check_output`]); so is a destination that is one of the inputs;
+//! - the temporary is created like any new file, mode `0666` less the umask, and
+//!   is synced before the rename;
+//! - its name, `.fragmask-tmp-<pid>-<16 hex digits>`, is at most 41 bytes whatever
+//!   the destination's name, so any legal name (up to `NAME_MAX`) can be written;
+//! - it is removed on every error path (a drop guard, so a panic too) and, through
+//!   [`remove_live_temporaries`] called from the program's signal handler, on
+//!   SIGINT and SIGTERM; it is never named in an error (errors name the destination);
+//! - a temporary left by a process that no longer exists (SIGKILL, power loss) is
+//!   removed by the next write into the same directory ([`remove_stale_temporaries`]).
+
+use std::ffi::{CString, OsStr};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::string::{String, ToString};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+use std::{format, ptr};
+
+use crate::MaskError;
+
+/// Prefix of every temporary file name.
+pub const TEMP_PREFIX: &str = ".fragmask-tmp-";
+
+/// A temporary of a live process is still removed once unmodified this long (a PID
+/// reused by an unrelated process would otherwise keep it forever).
+const STALE_AGE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Refuses `path` as an output when it exists and is not a regular file (after
+/// following links), or when it is the same file (device and inode) as one of
+/// `inputs`. Cheap: call it before the expensive work, so a refused run costs nothing.
+pub fn check_output<P: AsRef<Path>>(path: &Path, inputs: &[P]) -> Result<(), MaskError> {
+    let refuse = |reason: String| MaskError::OutputRefused {
+        path: path.display().to_string(),
+        reason,
+    };
+    if path.file_name().is_none() {
+        return Err(refuse("not a file name".into()));
+    }
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        // Absent (or a dangling link, which the rename replaces): nothing to protect.
+        Err(_) => return Ok(()),
+    };
+    if !meta.is_file() {
+        return Err(refuse(format!(
+            "it exists and is {}, not a regular file",
+            kind(&meta.file_type())
+        )));
+    }
+    for input in inputs {
+        let input = input.as_ref();
+        if let Ok(m) = fs::metadata(input) {
+            if same_file(&meta, &m) {
+                return Err(refuse(format!(
+                    "it is the input {}; choose another output name",
+                    input.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `path` through a temporary file in the same directory and a rename: either
+/// the whole file appears or nothing changes. `write` fills the temporary, which
+/// exists (empty, mode `0666` less the umask) when it is called; it may also
+/// recreate it. Errors name `path`, never the temporary.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), MaskError>,
+) -> Result<(), MaskError> {
+    check_output::<&Path>(path, &[])?;
+    let io = |action: &'static str, e: std::io::Error| MaskError::Io {
+        action,
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    remove_stale_temporaries(dir);
+    let guard = TempFile::create(dir).map_err(|e| io("writing", e))?;
+    let tmp_shown = guard.path.display().to_string();
+    write(&guard.path).map_err(|e| match e {
+        // The writer knows only the temporary; report the user's path.
+        MaskError::Io {
+            action,
+            path: p,
+            message,
+        } if p == tmp_shown => MaskError::Io {
+            action,
+            path: path.display().to_string(),
+            message,
+        },
+        other => other,
+    })?;
+    fs::File::open(&guard.path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io("writing", e))?;
+    // Checked again: the destination may have changed during the write.
+    check_output::<&Path>(path, &[])?;
+    fs::rename(&guard.path, path).map_err(|e| io("writing", e))?;
+    guard.renamed();
+    // Persist the rename too (best effort: some file systems refuse to sync a directory).
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// [`write_atomically`] for bytes already in memory.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<(), MaskError> {
+    write_atomically(path, |tmp| {
+        fs::write(tmp, bytes).map_err(|e| MaskError::Io {
+            action: "writing",
+            path: tmp.display().to_string(),
+            message: e.to_string(),
+        })
+    })
+}
+
+/// Removes, from `dir`, temporaries of [`write_atomically`] that no writer will
+/// finish: those of a process that no longer exists, those of an earlier process
+/// that had this process's ID, and those unmodified for a day. Only regular files
+/// whose whole name matches the pattern are touched; errors are ignored (it is
+/// housekeeping, and a file another process removes first is fine).
+pub fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, nonce)) = parse_temp_name(&name) else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if !meta.file_type().is_file() {
+            continue;
+        }
+        let stale = if pid == std::process::id() {
+            nonce != process_nonce()
+        } else {
+            !process_exists(pid)
+                || meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| now.duration_since(m).ok())
+                    .is_some_and(|age| age > STALE_AGE)
+        };
+        if stale {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Removes every temporary file that a [`write_atomically`] of this process has open,
+/// and forgets them. Async-signal-safe (atomic swaps and `unlink` only, no allocation
+/// or lock), for a SIGINT / SIGTERM handler that then ends the process; the names are
+/// not freed.
+pub fn remove_live_temporaries() {
+    for slot in &LIVE {
+        let p = slot.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !p.is_null() {
+            unlink(p);
+        }
+    }
+}
+
+/// Temporaries being written, as C strings for the signal handler (a fixed table: the
+/// handler may not lock or allocate). A swap to null takes ownership, so the handler
+/// and [`TempFile`] never both free or use a name after it was freed. With more than
+/// this many concurrent writes the extra temporaries are still removed on errors,
+/// just not on signals.
+static LIVE: [AtomicPtr<libc::c_char>; 64] = [const { AtomicPtr::new(ptr::null_mut()) }; 64];
+
+fn unlink(p: *mut libc::c_char) {
+    // SAFETY: `p` came from `CString::into_raw` in `register` and this caller took it
+    // out of `LIVE` with a swap, so it is a valid NUL-terminated string that nobody
+    // frees meanwhile; unlink is async-signal-safe (POSIX.1-2017, 2.4.3).
+    unsafe {
+        libc::unlink(p);
+    }
+}
+
+/// Stores `path` in a free slot of [`LIVE`]; `None` when it cannot (full table).
+fn register(path: &Path) -> Option<usize> {
+    use std::os::unix::ffi::OsStrExt;
+    let raw = CString::new(path.as_os_str().as_bytes()).ok()?.into_raw();
+    for (i, slot) in LIVE.iter().enumerate() {
+        if slot
+            .compare_exchange(ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return Some(i);
+        }
+    }
+    // SAFETY: `raw` came from `into_raw` above and was not stored anywhere.
+    drop(unsafe { CString::from_raw(raw) });
+    None
+}
+
+fn unregister(slot: usize) {
+    let p = LIVE[slot].swap(ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: `p` came from `into_raw` in `register`; the swap took it out of the
+        // table, so no one else (nor the signal handler) holds it.
+        drop(unsafe { CString::from_raw(p) });
+    }
+}
+
+/// A temporary file: removed on drop unless renamed.
+struct TempFile {
+    path: PathBuf,
+    slot: Option<usize>,
+    keep: bool,
+}
+
+impl TempFile {
+    /// Creates a new empty file `dir/.fragmask-tmp-<pid>-<nonce><random>` (mode 0666
+    /// less the umask, exclusively), registered for the signal handler first.
+    fn create(dir: &Path) -> std::io::Result<TempFile> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut last = None;
+        for _ in 0..16 {
+            let path = dir.join(format!(
+                "{TEMP_PREFIX}{}-{:08x}{:08x}",
+                std::process::id(),
+                process_nonce(),
+                random_u32()
+            ));
+            let mut file = TempFile {
+                slot: register(&path),
+                path,
+                keep: false,
+            };
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o666)
+                .open(&file.path)
+            {
+                Ok(_) => return Ok(file),
+                Err(e) => {
+                    // Not ours: must not be removed by the drop.
+                    file.keep = true;
+                    if e.kind() != std::io::ErrorKind::AlreadyExists {
+                        return Err(e);
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary name")))
+    }
+
+    fn renamed(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_file(&self.path);
+        }
+        if let Some(slot) = self.slot {
+            unregister(slot);
+        }
+    }
+}
+
+/// `(pid, nonce)` of a name that is exactly `.fragmask-tmp-<decimal pid>-<16
+/// lowercase hex digits>`.
+fn parse_temp_name(name: &OsStr) -> Option<(u32, u32)> {
+    let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
+    let (pid, hex) = rest.split_once('-')?;
+    let decimal = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let lower_hex = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !decimal(pid) || hex.len() != 16 || !lower_hex(hex) {
+        return None;
+    }
+    let pid: u32 = pid.parse().ok()?;
+    // 0 and values above i32::MAX are no process (kill(0) would mean the group).
+    if pid == 0 || i32::try_from(pid).is_err() {
+        return None;
+    }
+    Some((pid, u32::from_str_radix(&hex[..8], 16).ok()?))
+}
+
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    // EPERM: it exists, owned by someone else.
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A random number fixed for this process: tells our temporaries from those of an
+/// earlier process with the same PID.
+fn process_nonce() -> u32 {
+    static NONCE: OnceLock<u32> = OnceLock::new();
+    *NONCE.get_or_init(random_u32)
+}
+
+/// 32 random bits from the standard library's randomly keyed SipHash (no extra
+/// dependency), mixed with a counter and the clock.
+fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(COUNTER.fetch_add(1, Ordering::Relaxed));
+    if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.write_u32(std::process::id());
+    let x = h.finish();
+    (x ^ (x >> 32)) as u32
+}
+
+fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+fn kind(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+    use std::sync::Mutex;
+    use std::vec::Vec;
+
+    /// The tests that write hold this: one of them removes every live temporary of the
+    /// process, and some count registrations.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "fragmask-output-{name}-{}-{:08x}",
+            std::process::id(),
+            random_u32()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<OsString> {
+        let mut v: Vec<OsString> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn live_count() -> usize {
+        LIVE.iter()
+            .filter(|s| !s.load(Ordering::Acquire).is_null())
+            .count()
+    }
+
+    #[test]
+    fn temporary_names_fit_name_max_and_match_only_the_exact_pattern() {
+        let _serial = serial();
+        let dir = temp_dir("names");
+        let long = "a".repeat(250);
+        write_file_atomically(&dir.join(&long), b"x").unwrap();
+        assert_eq!(names(&dir), [OsString::from(&long)]);
+        let max = format!("{TEMP_PREFIX}{}-{:016x}", u32::MAX, u64::MAX);
+        assert!(max.len() <= 41, "{max}");
+        assert_eq!(
+            parse_temp_name(OsStr::new(".fragmask-tmp-42-0123456789abcdef")),
+            Some((42, 0x0123_4567))
+        );
+        for bad in [
+            ".fragmask-tmp-42-0123456789abcde",
+            ".fragmask-tmp-42-0123456789abcdef0",
+            ".fragmask-tmp-42-0123456789ABCDEF",
+            ".fragmask-tmp--0123456789abcdef",
+            ".fragmask-tmp-0-0123456789abcdef",
+            ".fragmask-tmp-4294967295-0123456789abcdef",
+            ".fragmask-tmp-4x-0123456789abcdef",
+            "fragmask-tmp-42-0123456789abcdef",
+            ".out.svg.tmp-42",
+        ] {
+            assert_eq!(parse_temp_name(OsStr::new(bad)), None, "{bad}");
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn failed_or_panicking_writers_leave_no_file_and_no_registration() {
+        let _serial = serial();
+        let dir = temp_dir("fail");
+        let path = dir.join("out.bin");
+        let before = live_count();
+        let err = write_atomically(&path, |tmp| {
+            fs::write(tmp, b"half").unwrap();
+            assert!(live_count() > before, "registered while writing");
+            Err(MaskError::Io {
+                action: "writing",
+                path: tmp.display().to_string(),
+                message: "disk full".into(),
+            })
+        })
+        .unwrap_err();
+        // The error names the destination, not the temporary.
+        assert_eq!(
+            err.to_string(),
+            format!("writing {}: disk full", path.display())
+        );
+        assert!(names(&dir).is_empty());
+        assert_eq!(live_count(), before);
+        let panicked = std::panic::catch_unwind(|| {
+            let _ = write_atomically(&path, |tmp| {
+                fs::write(tmp, b"half").unwrap();
+                panic!("writer panics");
+            });
+        });
+        assert!(panicked.is_err());
+        assert!(names(&dir).is_empty());
+        assert_eq!(live_count(), before);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn non_regular_targets_and_inputs_are_refused_before_writing() {
+        let _serial = serial();
+        let dir = temp_dir("refuse");
+        let sub = dir.join("sub");
+        fs::create_dir(&sub).unwrap();
+        let called = std::cell::Cell::new(false);
+        let err = write_atomically(&sub, |_| {
+            called.set(true);
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(!called.get());
+        assert!(
+            matches!(&err, MaskError::OutputRefused { path, reason }
+                if *path == sub.display().to_string() && reason.contains("a directory")),
+            "{err}"
+        );
+        let link = dir.join("null");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let err = write_file_atomically(&link, b"x").unwrap_err();
+        assert!(err.to_string().contains("a character device"), "{err}");
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+
+        let input = dir.join("in.npy");
+        fs::write(&input, b"input").unwrap();
+        let hard = dir.join("hard.npy");
+        fs::hard_link(&input, &hard).unwrap();
+        let err = check_output(&hard, &[&dir.join("missing"), &input]).unwrap_err();
+        assert!(err.to_string().contains("it is the input"), "{err}");
+        check_output(&dir.join("new"), &[&input]).unwrap();
+        check_output(&dir.join("other"), &[&input]).unwrap();
+        assert_eq!(fs::read(&input).unwrap(), b"input");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_umask_sets_the_mode_of_a_new_output() {
+        let _serial = serial();
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("mode");
+        let path = dir.join("out");
+        write_file_atomically(&path, b"x").unwrap();
+        // SAFETY: umask only reads and sets this process's mask; setting it back at
+        // once keeps the value for other tests (they do not depend on it).
+        let mask = unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m
+        };
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !(mask as u32));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn stale_temporaries_of_dead_processes_are_removed_and_nothing_else() {
+        let _serial = serial();
+        let dir = temp_dir("stale");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = format!("{TEMP_PREFIX}{dead}-0123456789abcdef");
+        let earlier_self = format!(
+            "{TEMP_PREFIX}{}-{:08x}00000000",
+            std::process::id(),
+            process_nonce().wrapping_add(1)
+        );
+        // PID 1 exists; the name pattern must match exactly.
+        let alive = format!("{TEMP_PREFIX}1-0123456789abcdef");
+        let other = format!("{TEMP_PREFIX}{dead}-0123");
+        for n in [&stale, &earlier_self, &alive, &other] {
+            fs::write(dir.join(n), b"x").unwrap();
+        }
+        let dir_like = format!("{TEMP_PREFIX}{dead}-fedcba9876543210");
+        fs::create_dir(dir.join(&dir_like)).unwrap();
+        remove_stale_temporaries(&dir);
+        let mut expected = [alive, other, dir_like].map(OsString::from).to_vec();
+        expected.sort();
+        assert_eq!(names(&dir), expected);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn remove_live_temporaries_unlinks_what_is_being_written() {
+        let _serial = serial();
+        let dir = temp_dir("live");
+        let path = dir.join("out");
+        let err = write_atomically(&path, |tmp| {
+            fs::write(tmp, b"half").unwrap();
+            remove_live_temporaries();
+            assert!(!tmp.exists());
+            Err(MaskError::Corrupt {
+                what: "test",
+                detail: "interrupted",
+            })
+        });
+        assert!(err.is_err());
+        assert!(names(&dir).is_empty());
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
