@@ -283,8 +283,8 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
             &json!({ "device": device.name(), "roof_gbps": roof, "rows": rows }),
         )
         .map_err(|e| e.to_string())?;
-        super::codegen::write_atomically(path, text.as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        fragmask::masks::io::write_file_atomically(path, text.as_bytes())
+            .map_err(|e| e.to_string())?;
     }
     Ok(ExitCode::SUCCESS)
 }
