@@ -244,8 +244,8 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
         "device: {}; device-copy roof (1 GiB, read + write): {copy_ms:.3} ms, {roof:.0} GB/s",
         device.name()
     );
-    println!("| B | H | n | D | E | dtype | geometry (col vectors, CTAs/state) | sets | ms | GB/s | of roof |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| B | H | n | D | E | dtype | geometry (col vectors, CTAs/state) | sets | ms | GB/s | of roof | graph ms | graph of roof |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     for p in &problems {
         let configs: Vec<Option<LightningConfig>> = match &geometries {
@@ -255,7 +255,7 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
         for config in configs {
             let row = bench(&decode, p, config, timing, rotate_bytes).map_err(|e| e.to_string())?;
             println!(
-                "| {} | {} | {} | {} | {} | {} | {}, {} | {} | {:.4} | {:.0} | {:.2} |",
+                "| {} | {} | {} | {} | {} | {} | {}, {} | {} | {:.4} | {:.0} | {:.2} | {:.4} | {:.2} |",
                 p.batch,
                 p.heads,
                 p.tokens,
@@ -267,13 +267,16 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
                 row.sets,
                 row.ms,
                 row.gbps,
-                row.gbps / roof
+                row.gbps / roof,
+                row.graph_ms,
+                row.state_bytes as f64 / (row.graph_ms * 1e6) / roof
             );
             rows.push(json!({
                 "batch": p.batch, "heads": p.heads, "tokens": p.tokens, "dim_k": p.dim_k,
                 "dim_v": p.dim_v, "dtype": dtype.name(), "col_vectors": row.config.col_vectors,
                 "splits": row.config.splits(), "sets": row.sets, "ms": row.ms,
                 "state_bytes": row.state_bytes, "gbps": row.gbps, "roof_gbps": roof,
+                "graph_ms": row.graph_ms,
                 "roof_fraction": row.gbps / roof,
             }));
         }

@@ -25,6 +25,8 @@ pub struct BenchRow {
     pub state_bytes: usize,
     /// `state_bytes / ms`, GB/s.
     pub gbps: f64,
+    /// Median time of one call when the rotated launches replay as one CUDA graph, ms.
+    pub graph_ms: f64,
 }
 
 /// A device-to-device copy of `bytes`: `(median ms, GB/s counting read + write)`.
@@ -98,7 +100,45 @@ pub fn bench(
         Ok(())
     })?;
     let ms = t.median_ms / sets as f64;
+    // The same launches captured once into a CUDA graph on a capturable stream (raw
+    // pointers, so nothing but the kernel launches is captured).
+    let graph_stream = s
+        .context()
+        .new_stream()
+        .map_err(Error::driver("creating the capture stream"))?;
+    s.synchronize()
+        .map_err(Error::driver("synchronising before capture"))?;
+    let captured = decode.with_stream(graph_stream.clone());
+    let pointers = all
+        .iter()
+        .map(|t| t.pointers(&problem, &graph_stream))
+        .collect::<Result<Vec<_>>>()?;
+    graph_stream
+        .synchronize()
+        .map_err(Error::driver("synchronising before capture"))?;
+    graph_stream
+        .begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .map_err(Error::driver("beginning a graph capture"))?;
+    for p in &pointers {
+        // SAFETY: each pointer set comes from `pointers()` of a live tensor set of
+        // `problem`, which outlives every replay below.
+        let launched = unsafe { captured.launch_raw(&problem, *p, Some(config)) };
+        if let Err(e) = launched {
+            let _ = graph_stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+            return Err(e);
+        }
+    }
+    let graph = graph_stream
+        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+        .map_err(Error::driver("ending the graph capture"))?
+        .ok_or_else(|| Error::InvalidArgument("the graph capture recorded nothing".into()))?;
+    let g = time_on_stream(&graph_stream, timing, |_| {
+        graph.launch().map_err(Error::driver("replaying the graph"))
+    })?;
     Ok(BenchRow {
+        graph_ms: g.median_ms / sets as f64,
         problem,
         config,
         sets,

@@ -98,6 +98,24 @@ impl LightningTensors {
         })
     }
 
+    /// The raw pointers `[q, k, v, o, state, state, slope]` (in place) for
+    /// [`LightningDecode::launch_raw`], after [`Self::check`], ordered after earlier
+    /// work on `stream`.
+    pub fn pointers(
+        &self,
+        problem: &LightningProblem,
+        stream: &Arc<CudaStream>,
+    ) -> Result<[u64; 7]> {
+        self.check(problem)?;
+        let (q, _gq) = self.q.device_ptr(stream);
+        let (k, _gk) = self.k.device_ptr(stream);
+        let (v, _gv) = self.v.device_ptr(stream);
+        let (o, _go) = self.o.device_ptr(stream);
+        let (state, _gs) = self.state.device_ptr(stream);
+        let (slope, _gl) = self.slope.device_ptr(stream);
+        Ok([q, k, v, o, state, state, slope])
+    }
+
     /// Checks every buffer's length against `problem`.
     pub fn check(&self, problem: &LightningProblem) -> Result<()> {
         let want = |t: &'static str, scale: usize| {
@@ -164,6 +182,16 @@ impl LightningDecode {
         })
     }
 
+    /// The same kernels launching on `stream` (a non-default stream can be captured
+    /// into a CUDA graph).
+    pub fn with_stream(&self, stream: Arc<CudaStream>) -> Self {
+        Self {
+            stream,
+            kernels: self.kernels.clone(),
+            multiprocessors: self.multiprocessors,
+        }
+    }
+
     /// The stream launches go to.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
@@ -199,17 +227,10 @@ impl LightningDecode {
         tensors: &mut LightningTensors,
         geometry: Option<LightningConfig>,
     ) -> Result<()> {
-        tensors.check(problem)?;
-        let s = &self.stream;
-        let (q, _gq) = tensors.q.device_ptr(s);
-        let (k, _gk) = tensors.k.device_ptr(s);
-        let (v, _gv) = tensors.v.device_ptr(s);
-        let (o, _go) = tensors.o.device_ptr(s);
-        let (state, _gs) = tensors.state.device_ptr(s);
-        let (slope, _gl) = tensors.slope.device_ptr(s);
-        // SAFETY (of the launch below): every pointer is a live allocation of the size
-        // `problem` needs (checked above); they stay borrowed until the launch returns.
-        unsafe { self.launch_raw(problem, [q, k, v, o, state, state, slope], geometry) }
+        let pointers = tensors.pointers(problem, &self.stream)?;
+        // SAFETY (of the launch below): `pointers` checked every buffer's size against
+        // `problem`; the tensors stay borrowed until the launch returns and live on.
+        unsafe { self.launch_raw(problem, pointers, geometry) }
     }
 
     /// Launches on raw device pointers `[q, k, v, o, state_in, state_out, slope]` of
