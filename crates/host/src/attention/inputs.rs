@@ -211,13 +211,44 @@ pub fn random_qkv(shape: AttentionShape, seed: u64) -> Result<Qkv, InputError> {
     })
 }
 
+/// File formats, told apart by their first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `\x93NUMPY`.
+    Npy,
+    /// An 8-byte little-endian header length, then a JSON object.
+    Safetensors,
+}
+
+fn sniff(bytes: &[u8], what: &str) -> Result<Format, InputError> {
+    if bytes.starts_with(b"\x93NUMPY") {
+        Ok(Format::Npy)
+    } else if bytes.get(8) == Some(&b'{') {
+        Ok(Format::Safetensors)
+    } else {
+        Err(invalid(
+            what,
+            "neither a .npy file (no \\x93NUMPY magic) nor a safetensors file \
+             (no 8-byte header length followed by '{')",
+        ))
+    }
+}
+
+/// A safetensors file: refuses `.npy` and unknown formats with a clear message.
+fn safetensors_file<'a>(bytes: &'a [u8], what: &str) -> Result<SafetensorsFile<'a>, InputError> {
+    if sniff(bytes, what)? == Format::Npy {
+        return Err(invalid(what, "is a .npy file; a safetensors file is needed here"));
+    }
+    SafetensorsFile::parse(bytes).map_err(file_err(what))
+}
+
 /// One array from file bytes: `.npy`, or safetensors holding `name` or exactly one tensor.
 pub fn tensor_from_bytes<'a>(
     bytes: &'a [u8],
     name: &str,
     what: &str,
 ) -> Result<ArrayView<'a>, InputError> {
-    if bytes.starts_with(b"\x93NUMPY") {
+    if sniff(bytes, what)? == Format::Npy {
         return read_array(bytes, None).map_err(file_err(what));
     }
     let file = SafetensorsFile::parse(bytes).map_err(file_err(what))?;
@@ -286,7 +317,7 @@ pub fn qkv_from_views(
 
 /// q, k, v from one safetensors file holding tensors `q`, `k` and `v`.
 pub fn qkv_from_safetensors(bytes: &[u8], what: &str) -> Result<Qkv, InputError> {
-    let file = SafetensorsFile::parse(bytes).map_err(file_err(what))?;
+    let file = safetensors_file(bytes, what)?;
     let get = |n: &str| file.tensor(n).map_err(file_err(what));
     let (q, k, v) = (get("q")?, get("k")?, get("v")?);
     let names = [
@@ -449,6 +480,7 @@ pub fn dense_mask(
     shape: &AttentionShape,
     what: &str,
 ) -> Result<MaskInput, InputError> {
+    sniff(bytes, what)?;
     let view = read_array(bytes, None).map_err(file_err(what))?;
     let data = view.mask_bytes("dense mask").map_err(file_err(what))?;
     let [b, h, sq, sk] = match view.shape.as_slice() {
@@ -495,7 +527,7 @@ pub fn packed_mask(
     shape: &AttentionShape,
     what: &str,
 ) -> Result<MaskInput, InputError> {
-    let file = SafetensorsFile::parse(bytes).map_err(file_err(what))?;
+    let file = safetensors_file(bytes, what)?;
     let meta = file.metadata();
     for (key, want) in PACK_METADATA {
         if let Some(got) = meta.get(key) {

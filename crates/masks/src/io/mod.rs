@@ -304,6 +304,33 @@ fn from_safetensors_dtype(d: safetensors::Dtype, what: &'static str) -> Result<D
     })
 }
 
+/// Writes one array as a `.npy` file (see [`write_npy`]), through [`write_atomically`].
+/// `data` must be `shape.product() × dtype.size()` bytes (checked).
+pub fn write_npy_file(
+    path: &Path,
+    dtype: DType,
+    shape: &[usize],
+    data: &[u8],
+) -> Result<(), MaskError> {
+    let expected = shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
+    if expected != Some(data.len()) {
+        return Err(MaskError::Corrupt {
+            what: "npy output",
+            detail: "data length does not match shape and dtype",
+        });
+    }
+    let bytes = write_npy(dtype, shape, data);
+    write_atomically(path, |tmp| {
+        std::fs::write(tmp, &bytes).map_err(|e| MaskError::Io {
+            action: "writing",
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    })
+}
+
 /// A tensor to write: name, element type, shape and little-endian C-order bytes.
 pub type NamedTensor<'a> = (&'a str, DType, &'a [usize], &'a [u8]);
 
