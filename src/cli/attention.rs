@@ -314,7 +314,10 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
                         .map_err(e)?,
                 )
             }
-            _ => return Err("no inputs: give --inputs FILE, or --q/--k/--v FILE, or --random B,H,HKV,SQ,SK,D".into()),
+            _ => return Err(
+                "no inputs: give --inputs FILE, or --q/--k/--v FILE, or --random B,H,HKV,SQ,SK,D"
+                    .into(),
+            ),
         }
     };
     let shape = match &source {
@@ -432,7 +435,12 @@ pub fn forward(
                 write_safetensors(
                     path,
                     &[
-                        ("o", DType::BF16, &shape.q_shape(), &numeric::u16_le_bytes(&o_bits)),
+                        (
+                            "o",
+                            DType::BF16,
+                            &shape.q_shape(),
+                            &numeric::u16_le_bytes(&o_bits),
+                        ),
                         ("lse", DType::F32, &lse_shape, &lse_bytes),
                     ],
                 )

@@ -237,7 +237,10 @@ fn sniff(bytes: &[u8], what: &str) -> Result<Format, InputError> {
 /// A safetensors file: refuses `.npy` and unknown formats with a clear message.
 fn safetensors_file<'a>(bytes: &'a [u8], what: &str) -> Result<SafetensorsFile<'a>, InputError> {
     if sniff(bytes, what)? == Format::Npy {
-        return Err(invalid(what, "is a .npy file; a safetensors file is needed here"));
+        return Err(invalid(
+            what,
+            "is a .npy file; a safetensors file is needed here",
+        ));
     }
     SafetensorsFile::parse(bytes).map_err(file_err(what))
 }
