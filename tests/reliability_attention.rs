@@ -150,7 +150,7 @@ fn qkv_npy(dir: &Dir, s: usize) -> [String; 3] {
 /// `.npy` bytes with a hand-written header (any shape claim) and `data`.
 fn npy_with_header(dict: &str, data: &[u8]) -> Vec<u8> {
     let mut header = dict.to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

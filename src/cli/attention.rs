@@ -28,7 +28,10 @@ Inputs: --inputs FILE.safetensors holding q, k, v ([B,H,S,D], BF16/F16/F32), or 
 Masks: --mask PACK.safetensors (FragmentNative, from `fragmask pack`: kv_num_blocks, kv_indices, \
 full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words), --dense-mask MASK.npy (bool \
 [B|1,H|1,Sq,Sk], packed here), --synthetic-mask random:P | blocksparse:T:P | topk:F, --causal, \
---window LEFT,RIGHT (-1 = unbounded) with --diag-offset."
+--window LEFT,RIGHT (-1 = unbounded) with --diag-offset.
+Every input is read and checked before a GPU is looked for. Limits: q, k, v and O together \
+at most 64 GiB of bf16; input files at most 256 GiB; dense and synthetic masks at most 2^36 \
+elements (docs/masks.md, \"Attention inputs\")."
     };
 }
 
