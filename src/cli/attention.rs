@@ -1,20 +1,20 @@
 //! `fragmask attention`: masked attention forward on an H100, from files or random
 //! inputs, with a CUDA-event benchmark mode and the GPU correctness sweep.
 
-mod io;
-
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use fragmask::host::attention::selftest::{self, block_sparse, random_tokens};
+use fragmask::host::attention::inputs::{self, InputError, MaskInput, Qkv};
+use fragmask::host::attention::selftest;
 use fragmask::host::attention::{
-    self as attn, compile, AttentionOptions, AttentionRunner, AttentionShape, BlockMask, Mask,
-    Window,
+    self as attn, compile, numeric, AttentionOptions, AttentionRunner, AttentionShape, BlockMask,
+    Mask, Window,
 };
 use fragmask::host::Device;
 use fragmask::kernels::attention::{AttentionKernel, MaskMode, BLOCK_M, BLOCK_N};
+use fragmask::masks::io::{read_file_limited, write_npy_file, write_safetensors, DType};
 
 use super::verify::NO_GPU_EXIT;
 use super::CmdResult;
@@ -28,7 +28,10 @@ Inputs: --inputs FILE.safetensors holding q, k, v ([B,H,S,D], BF16/F16/F32), or 
 Masks: --mask PACK.safetensors (FragmentNative, from `fragmask pack`: kv_num_blocks, kv_indices, \
 full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words), --dense-mask MASK.npy (bool \
 [B|1,H|1,Sq,Sk], packed here), --synthetic-mask random:P | blocksparse:T:P | topk:F, --causal, \
---window LEFT,RIGHT (-1 = unbounded) with --diag-offset."
+--window LEFT,RIGHT (-1 = unbounded) with --diag-offset.
+Every input is read and checked before a GPU is looked for. Limits: q, k, v and O together \
+at most 64 GiB of bf16; input files at most 256 GiB; dense and synthetic masks at most 2^36 \
+elements (docs/masks.md, \"Attention inputs\")."
     };
 }
 
@@ -55,16 +58,16 @@ Exit codes: 0 done, 2 bad arguments or a failure, 3 no GPU."
 #[derive(Args, Debug)]
 pub struct ForwardArgs {
     /// Safetensors file with tensors q, k, v.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["q", "k", "v", "random"])]
     inputs: Option<PathBuf>,
     /// Query tensor file.
-    #[arg(long)]
+    #[arg(long, requires_all = ["k", "v"], conflicts_with = "random")]
     q: Option<PathBuf>,
     /// Key tensor file.
-    #[arg(long)]
+    #[arg(long, requires_all = ["q", "v"], conflicts_with = "random")]
     k: Option<PathBuf>,
     /// Value tensor file.
-    #[arg(long)]
+    #[arg(long, requires_all = ["q", "k"], conflicts_with = "random")]
     v: Option<PathBuf>,
     /// Random bf16 inputs: B,H,HKV,SQ,SK,D.
     #[arg(long, value_delimiter = ',')]
@@ -73,19 +76,19 @@ pub struct ForwardArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// FragmentNative block mask (safetensors from `fragmask pack`).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["dense_mask", "synthetic_mask", "causal", "window", "diag_offset"])]
     mask: Option<PathBuf>,
     /// Dense bool mask .npy [B|1, H|1, Sq, Sk], packed with the reference packer.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["synthetic_mask", "causal", "window", "diag_offset"])]
     dense_mask: Option<PathBuf>,
     /// Synthetic block mask, packed here: random:P, blocksparse:T:P, topk:F.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["causal", "window", "diag_offset"])]
     synthetic_mask: Option<String>,
     /// Causal (top-left aligned, as torch SDPA is_causal).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "window")]
     causal: bool,
     /// Sliding window LEFT,RIGHT around the diagonal (-1: unbounded).
-    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     window: Option<Vec<i64>>,
     /// Diagonal offset of --causal/--window (Sk-Sq: bottom-right alignment).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -206,70 +209,216 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         return Ok(ExitCode::SUCCESS);
     }
 
+    // Every input is parsed and checked before looking for a GPU (the selftest has none).
+    let validated = if args.selftest {
+        None
+    } else {
+        Some(validate(&args.forward)?)
+    };
+    // Outputs: never a device node or directory, never one of the inputs.
+    let fwd = &args.forward;
+    let inputs: Vec<&PathBuf> = [
+        &fwd.inputs,
+        &fwd.q,
+        &fwd.k,
+        &fwd.v,
+        &fwd.mask,
+        &fwd.dense_mask,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for (flag, out) in [("--out", &args.out), ("--lse-out", &args.lse_out)] {
+        if let Some(path) = out {
+            fragmask::masks::io::check_output(path, &inputs).map_err(|e| format!("{flag}: {e}"))?;
+        }
+    }
     let device = match Device::first() {
         Ok(d) => d,
         Err(e) if e.is_no_gpu() => {
-            println!("no GPU: {e}; the attention kernel needs an SM90 GPU, nothing ran.");
+            println!(
+                "no GPU: {e}; the inputs are valid, but the attention kernel needs an SM90 GPU: nothing ran."
+            );
             return Ok(ExitCode::from(NO_GPU_EXIT));
         }
         Err(e) => return Err(format!("GPU discovery failed: {e}")),
     };
-    if args.selftest {
+    let Some(validated) = validated else {
         let runner = AttentionRunner::new(&device).map_err(|e| e.to_string())?;
         return run_selftest(&runner, &args.forward, device.name());
-    }
+    };
     forward(
         &device,
         &args.forward,
+        validated,
         args.bench,
         args.out.as_deref(),
         args.lse_out.as_deref(),
     )
 }
 
-/// One attention forward on `device`: loads the inputs and the mask, runs the kernel
-/// once, times it with CUDA events when `timed` (median over `--iters` after `--warmup`),
-/// writes O / lse when asked and prints the report (text or `--json`). The one code path
-/// behind `fragmask attention [--bench]` and `fragmask bench attention`.
+/// Where q, k and v come from, validated.
+enum Source {
+    /// `--random`: the shape is checked; the tensors are generated once a GPU is found.
+    Random(AttentionShape, u64),
+    /// Files, read, checked and converted to bf16.
+    Files(Qkv),
+}
+
+/// Everything one forward needs, parsed and validated without a GPU.
+pub struct Validated {
+    source: Source,
+    shape: AttentionShape,
+    mask: Option<MaskInput>,
+    window: Window,
+}
+
+/// Most `--warmup` / `--iters` launches.
+const MAX_LAUNCHES: usize = 1_000_000;
+
+/// Reads an input file (bounded by [`inputs::MAX_FILE_BYTES`]); errors name the flag.
+fn read_input(path: &Path, flag: &str) -> Result<Vec<u8>, String> {
+    read_file_limited(path, inputs::MAX_FILE_BYTES).map_err(|e| format!("{flag}: {e}"))
+}
+
+fn named(path: &Path, flag: &str) -> String {
+    format!("{} ({flag})", path.display())
+}
+
+/// Parses and validates every input of a forward (files, shapes, masks, flags and the
+/// kernel configuration), without looking for a GPU; the caller looks for one after.
+pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
+    let e = |x: InputError| x.to_string();
+    if let Some(s) = args.scale {
+        if !s.is_finite() {
+            return Err(format!("--scale {s}: expected a finite number"));
+        }
+    }
+    for (flag, n) in [("--warmup", args.warmup), ("--iters", args.iters)] {
+        if n > MAX_LAUNCHES {
+            return Err(format!("{flag} {n}: expected at most {MAX_LAUNCHES}"));
+        }
+    }
+    let window = match &args.window {
+        Some(w) => inputs::parse_window(w, args.diag_offset).map_err(e)?,
+        None if args.causal => Window {
+            diag_offset: args.diag_offset,
+            ..Window::causal()
+        },
+        None => Window::NONE,
+    };
+    let synthetic = match &args.synthetic_mask {
+        Some(spec) => Some(inputs::parse_synthetic(spec).map_err(e)?),
+        None => None,
+    };
+
+    // ---- inputs ----
+    let source = if let Some(r) = &args.random {
+        Source::Random(inputs::random_shape(r).map_err(e)?, args.seed)
+    } else if let Some(path) = &args.inputs {
+        let bytes = read_input(path, "--inputs")?;
+        Source::Files(inputs::qkv_from_safetensors(&bytes, &named(path, "--inputs")).map_err(e)?)
+    } else {
+        match (&args.q, &args.k, &args.v) {
+            (Some(q), Some(k), Some(v)) => {
+                let (qb, kb, vb) = (
+                    read_input(q, "--q")?,
+                    read_input(k, "--k")?,
+                    read_input(v, "--v")?,
+                );
+                let what = [named(q, "--q"), named(k, "--k"), named(v, "--v")];
+                let qv = inputs::tensor_from_bytes(&qb, "q", &what[0]).map_err(e)?;
+                let kv = inputs::tensor_from_bytes(&kb, "k", &what[1]).map_err(e)?;
+                let vv = inputs::tensor_from_bytes(&vb, "v", &what[2]).map_err(e)?;
+                Source::Files(
+                    inputs::qkv_from_views(&qv, &kv, &vv, [&what[0], &what[1], &what[2]])
+                        .map_err(e)?,
+                )
+            }
+            _ => return Err(
+                "no inputs: give --inputs FILE, or --q/--k/--v FILE, or --random B,H,HKV,SQ,SK,D"
+                    .into(),
+            ),
+        }
+    };
+    let shape = match &source {
+        Source::Random(s, _) => *s,
+        Source::Files(qkv) => qkv.shape,
+    };
+
+    // ---- mask ----
+    let mask = if let Some(path) = &args.mask {
+        let bytes = read_input(path, "--mask")?;
+        Some(inputs::packed_mask(&bytes, &shape, &named(path, "--mask")).map_err(e)?)
+    } else if let Some(path) = &args.dense_mask {
+        let bytes = read_input(path, "--dense-mask")?;
+        Some(inputs::dense_mask(&bytes, &shape, &named(path, "--dense-mask")).map_err(e)?)
+    } else if let Some(spec) = synthetic {
+        Some(inputs::synthetic_mask(spec, args.seed, &shape).map_err(e)?)
+    } else {
+        None
+    };
+
+    // ---- kernel configuration (compiles nothing) ----
+    inputs::kernel_config(shape.head_dim, mode_of(args), &opts(args)).map_err(|x| x.to_string())?;
+    Ok(Validated {
+        source,
+        shape,
+        mask,
+        window,
+    })
+}
+
+/// One attention forward on `device` with inputs from [`validate`]: packs the mask,
+/// runs the kernel once, times it with CUDA events when `timed` (median over `--iters`
+/// after `--warmup`), writes O / lse when asked and prints the report (text or `--json`).
+/// The one code path behind `fragmask attention [--bench]` and `fragmask bench attention`.
 pub fn forward(
     device: &Device,
     args: &ForwardArgs,
+    inputs: Validated,
     timed: bool,
     out_path: Option<&Path>,
     lse_path: Option<&Path>,
 ) -> CmdResult {
     let runner = AttentionRunner::new(device).map_err(|e| e.to_string())?;
+    let shape = inputs.shape;
 
     // ---- inputs ----
-    let (q_bits, k_bits, v_bits, q_shape, kv_shape) = load_inputs(args)?;
-    let shape =
-        AttentionShape::from_tensors(q_shape, kv_shape, kv_shape).map_err(|e| e.to_string())?;
+    let qkv = match inputs.source {
+        Source::Files(qkv) => qkv,
+        Source::Random(s, seed) => inputs::random_qkv(s, seed).map_err(|e| e.to_string())?,
+    };
     let q = runner
-        .upload_bf16(&q_bits, q_shape)
+        .upload_bf16(&qkv.q, shape.q_shape())
         .map_err(|e| e.to_string())?;
     let k = runner
-        .upload_bf16(&k_bits, kv_shape)
+        .upload_bf16(&qkv.k, shape.kv_shape())
         .map_err(|e| e.to_string())?;
     let v = runner
-        .upload_bf16(&v_bits, kv_shape)
+        .upload_bf16(&qkv.v, shape.kv_shape())
         .map_err(|e| e.to_string())?;
+    drop(qkv);
 
     // ---- mask ----
     let pack_start = Instant::now();
-    let block_mask = load_block_mask(args, &shape)?;
+    let block_mask = match inputs.mask {
+        Some(m) => Some(m.build(&shape).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let pack_ms = pack_start.elapsed().as_secs_f64() * 1e3;
     let device_mask = match &block_mask {
         Some(m) => Some(runner.upload_block_mask(m).map_err(|e| e.to_string())?),
         None => None,
     };
-    let window = window_of(args)?;
+    let window = inputs.window;
     let mask = match &device_mask {
         Some(m) => Mask::Blocks(m),
         None => Mask::Window(window),
     };
     let (visited, partial) = match &block_mask {
         Some(m) => block_tiles(m, &shape),
-        None => window_tiles(&window, &shape),
+        None => inputs::window_tiles(&window, &shape),
     };
 
     // ---- run ----
@@ -300,22 +449,31 @@ pub fn forward(
             .stream()
             .clone_dtoh(&out.lse)
             .map_err(|e| e.to_string())?;
-        let lse_shape = vec![shape.batch, shape.heads, shape.seqlen_q];
+        let lse_shape = [shape.batch, shape.heads, shape.seqlen_q];
+        let lse_bytes = numeric::f32_le_bytes(&lse);
         if let Some(path) = out_path {
-            if is_safetensors(path) {
-                io::write_safetensors(
+            let written = if is_safetensors(path) {
+                write_safetensors(
                     path,
                     &[
-                        ("o", shape.q_shape().to_vec(), io::Out::Bf16(&o_bits)),
-                        ("lse", lse_shape.clone(), io::Out::F32(&lse)),
+                        (
+                            "o",
+                            DType::BF16,
+                            &shape.q_shape(),
+                            &numeric::u16_le_bytes(&o_bits),
+                        ),
+                        ("lse", DType::F32, &lse_shape, &lse_bytes),
                     ],
-                )?;
+                )
             } else {
-                io::write_npy_f32(path, &shape.q_shape(), &io::bf16_to_f32_vec(&o_bits))?;
-            }
+                let o_f32 = numeric::bf16_to_f32_le_bytes(&o_bits);
+                write_npy_file(path, DType::F32, &shape.q_shape(), &o_f32)
+            };
+            written.map_err(|e| format!("--out: {e}"))?;
         }
         if let Some(path) = lse_path {
-            io::write_npy_f32(path, &lse_shape, &lse)?;
+            write_npy_file(path, DType::F32, &lse_shape, &lse_bytes)
+                .map_err(|e| format!("--lse-out: {e}"))?;
         }
     }
 
@@ -370,240 +528,12 @@ fn is_safetensors(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "safetensors")
 }
 
-type Inputs = (Vec<u16>, Vec<u16>, Vec<u16>, [usize; 4], [usize; 4]);
-
-fn shape4(shape: &[usize], name: &str) -> Result<[usize; 4], String> {
-    shape
-        .try_into()
-        .map_err(|_| format!("{name} must be [B, H, S, D], got {shape:?}"))
-}
-
-fn load_inputs(args: &ForwardArgs) -> Result<Inputs, String> {
-    if let Some(r) = &args.random {
-        let [b, h, hkv, sq, sk, d]: [usize; 6] = r
-            .as_slice()
-            .try_into()
-            .map_err(|_| "--random takes B,H,HKV,SQ,SK,D".to_string())?;
-        let mut state = args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut gen = |n: usize| -> Vec<u16> {
-            (0..n)
-                .map(|_| {
-                    // xorshift + Irwin-Hall(4): roughly standard normal, exact in bf16 after rounding.
-                    let mut acc = 0.0f32;
-                    for _ in 0..4 {
-                        state ^= state << 13;
-                        state ^= state >> 7;
-                        state ^= state << 17;
-                        acc += (state >> 40) as f32 / (1u64 << 24) as f32;
-                    }
-                    attn::numeric::f32_to_bf16((acc - 2.0) * 1.732)
-                })
-                .collect()
-        };
-        let (qs, ks) = ([b, h, sq, d], [b, hkv, sk, d]);
-        return Ok((
-            gen(qs.iter().product()),
-            gen(ks.iter().product()),
-            gen(ks.iter().product()),
-            qs,
-            ks,
-        ));
-    }
-    let read_one = |path: &Path, name: &str| -> Result<io::Tensor, String> {
-        if is_safetensors(path) {
-            let (mut m, _) = io::read_safetensors(path)?;
-            if let Some(t) = m.remove(name) {
-                return Ok(t);
-            }
-            if m.len() == 1 {
-                return Ok(m.into_values().next().unwrap());
-            }
-            Err(format!("{}: no tensor named {name}", path.display()))
-        } else {
-            io::read_npy(path)
-        }
-    };
-    let (q, k, v) = if let Some(path) = &args.inputs {
-        let (mut m, _) = io::read_safetensors(path)?;
-        let mut take = |n: &str| {
-            m.remove(n)
-                .ok_or_else(|| format!("{}: no tensor {n}", path.display()))
-        };
-        (take("q")?, take("k")?, take("v")?)
-    } else {
-        match (&args.q, &args.k, &args.v) {
-            (Some(q), Some(k), Some(v)) => {
-                (read_one(q, "q")?, read_one(k, "k")?, read_one(v, "v")?)
-            }
-            _ => return Err("give --inputs, or --q/--k/--v, or --random".into()),
-        }
-    };
-    let qs = shape4(&q.shape, "q")?;
-    let ks = shape4(&k.shape, "k")?;
-    if shape4(&v.shape, "v")? != ks {
-        return Err(format!(
-            "v shape {:?} differs from k {:?}",
-            v.shape, k.shape
-        ));
-    }
-    Ok((q.to_bf16()?, k.to_bf16()?, v.to_bf16()?, qs, ks))
-}
-
-fn window_of(args: &ForwardArgs) -> Result<Window, String> {
-    let bound = |x: i64| {
-        if x < 0 {
-            None
-        } else {
-            Some(x.min(u32::MAX as i64) as u32)
-        }
-    };
-    if let Some(w) = &args.window {
-        let [l, r]: [i64; 2] = w
-            .as_slice()
-            .try_into()
-            .map_err(|_| "--window takes LEFT,RIGHT".to_string())?;
-        return Ok(Window {
-            left: bound(l),
-            right: bound(r),
-            diag_offset: args.diag_offset,
-        });
-    }
-    if args.causal {
-        return Ok(Window {
-            diag_offset: args.diag_offset,
-            ..Window::causal()
-        });
-    }
-    Ok(Window::NONE)
-}
-
-fn load_block_mask(
-    args: &ForwardArgs,
-    shape: &AttentionShape,
-) -> Result<Option<BlockMask>, String> {
-    let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
-    if let Some(path) = &args.mask {
-        let (m, meta) = io::read_safetensors(path)?;
-        // `fragmask pack` metadata (docs/masks.md); absent keys are accepted (older/other writers).
-        for (key, want) in [
-            ("encoding", "fragment-native"),
-            ("block_m", "128"),
-            ("block_n", "128"),
-            ("warpgroups", "2"),
-            ("swap_ab", "false"),
-        ] {
-            if let Some(got) = meta.get(key) {
-                if got != want {
-                    return Err(format!(
-                        "{}: {key} = {got}; the attention kernel needs {key} = {want} (pack with --block 128x128 --warpgroups 2, FragmentNative)",
-                        path.display()
-                    ));
-                }
-            }
-        }
-        let get = |n: &str| {
-            m.get(n)
-                .ok_or_else(|| format!("{}: no tensor {n}", path.display()))
-        };
-        let num = get("kv_num_blocks")?;
-        if num.shape.len() != 3 {
-            return Err(format!(
-                "kv_num_blocks must be [B, H, Mb], got {:?}",
-                num.shape
-            ));
-        }
-        let meta_len =
-            |k: &str, default: usize| meta.get(k).and_then(|v| v.parse().ok()).unwrap_or(default);
-        let mask = BlockMask {
-            batch: num.shape[0],
-            heads: num.shape[1],
-            seqlen_q: meta_len("seqlen_q", sq),
-            seqlen_k: meta_len("seqlen_k", sk),
-            kv_num_blocks: num.to_i32()?,
-            kv_indices: get("kv_indices")?.to_i32()?,
-            full_kv_num_blocks: get("full_kv_num_blocks")?.to_i32()?,
-            full_kv_indices: get("full_kv_indices")?.to_i32()?,
-            kv_tile_offsets: get("kv_tile_offsets")?.to_i32()?,
-            words: get("words")?.to_u32()?,
-        };
-        mask.validate().map_err(|e| e.to_string())?;
-        return Ok(Some(mask));
-    }
-    if let Some(path) = &args.dense_mask {
-        let t = io::read_npy(path)?;
-        let [b, h, s1, s2]: [usize; 4] = t
-            .shape
-            .as_slice()
-            .try_into()
-            .map_err(|_| "dense mask must be 4-D".to_string())?;
-        if s1 != sq || s2 != sk {
-            return Err(format!("dense mask is {s1}x{s2}, attention is {sq}x{sk}"));
-        }
-        return BlockMask::from_dense(b, h, sq, sk, &t.to_bool()?)
-            .map(Some)
-            .map_err(|e| e.to_string());
-    }
-    if let Some(spec) = &args.synthetic_mask {
-        let parts: Vec<&str> = spec.split(':').collect();
-        let num = |i: usize| -> Result<f64, String> {
-            parts
-                .get(i)
-                .and_then(|p| p.parse().ok())
-                .ok_or_else(|| format!("bad --synthetic-mask {spec}"))
-        };
-        let pred = match parts[0] {
-            "random" | "topk" => random_tokens(num(1)?, args.seed),
-            "blocksparse" => block_sparse(num(1)?, num(2)?, args.seed),
-            _ => return Err(format!("unknown --synthetic-mask {spec}")),
-        };
-        return BlockMask::from_fn(1, 1, sq, sk, |b, h, i, j| pred(b, h, i, j))
-            .map(Some)
-            .map_err(|e| e.to_string());
-    }
-    Ok(None)
-}
-
-/// (visited tiles, partial tiles) over the whole call for a block mask.
-fn block_tiles(m: &BlockMask, s: &AttentionShape) -> (usize, usize) {
-    let repeat = (s.batch / m.batch) * (s.heads / m.heads);
-    let partial: usize = m.kv_num_blocks.iter().map(|&x| x as usize).sum();
-    let full: usize = m.full_kv_num_blocks.iter().map(|&x| x as usize).sum();
+/// (visited tiles, partial tiles) over the whole call for a (validated) block mask.
+fn block_tiles(m: &BlockMask, s: &AttentionShape) -> (u64, u64) {
+    let repeat = ((s.batch / m.batch) * (s.heads / m.heads)) as u64;
+    let partial: u64 = m.kv_num_blocks.iter().map(|&x| x.max(0) as u64).sum();
+    let full: u64 = m.full_kv_num_blocks.iter().map(|&x| x.max(0) as u64).sum();
     ((partial + full) * repeat, partial * repeat)
-}
-
-/// (visited tiles, partial tiles) for a window mask, mirroring the kernel's schedule.
-fn window_tiles(w: &Window, s: &AttentionShape) -> (usize, usize) {
-    let (bm, bn) = (BLOCK_M as i64, BLOCK_N as i64);
-    let nb = (s.seqlen_k as i64 + bn - 1) / bn;
-    let (mut visited, mut partial) = (0usize, 0usize);
-    for m in 0..(s.seqlen_q as i64 + bm - 1) / bm {
-        let m0 = m * bm;
-        let m_end = (m0 + bm).min(s.seqlen_q as i64) - 1;
-        for n in 0..nb {
-            let n0 = n * bn;
-            let lo_ok = w
-                .left
-                .is_none_or(|l| n0 + bn > m0 + i64::from(w.diag_offset) - i64::from(l));
-            let hi_ok = w
-                .right
-                .is_none_or(|r| n0 <= m_end + i64::from(w.diag_offset) + i64::from(r));
-            if !(lo_ok && hi_ok) {
-                continue;
-            }
-            visited += 1;
-            let full = w
-                .left
-                .is_none_or(|l| n0 >= m_end + i64::from(w.diag_offset) - i64::from(l))
-                && w.right
-                    .is_none_or(|r| n0 + bn - 1 <= m0 + i64::from(w.diag_offset) + i64::from(r))
-                && n0 + bn <= s.seqlen_k as i64;
-            if !full {
-                partial += 1;
-            }
-        }
-    }
-    let heads = s.batch * s.heads;
-    (visited * heads, partial * heads)
 }
 
 fn run_selftest(runner: &AttentionRunner, args: &ForwardArgs, device: &str) -> CmdResult {

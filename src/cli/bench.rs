@@ -127,11 +127,13 @@ pub fn run(args: BenchArgs) -> CmdResult {
         BenchCommand::Apply(a) => apply(a),
         BenchCommand::Packer(a) => packer(a),
         BenchCommand::Attention(a) => {
+            // Every input is checked before looking for a GPU.
+            let inputs = attention::validate(&a)?;
             let device = match gpu()? {
                 Ok(d) => d,
                 Err(code) => return Ok(code),
             };
-            attention::forward(&device, &a, true, None, None)
+            attention::forward(&device, &a, inputs, true, None, None)
         }
         BenchCommand::Lightning(a) => super::lightning::bench_run(a),
     }

@@ -250,8 +250,8 @@ fn npy_reader_names_what_is_wrong() {
         }),
         (
             npy_with_header(
-                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
-                &[0; 4],
+                "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
+                &[0; 8],
             ),
             |e| matches!(e, MaskError::WrongDtype { .. }),
         ),

@@ -19,7 +19,12 @@ use fragmask_kernels::attention::{
     FragmentMap, BLOCK_M, BLOCK_N, MASK_THREADS, MASK_VALUES_PER_THREAD, MASK_WORDS_PER_THREAD,
 };
 
-use super::AttentionError;
+use super::{AttentionError, AttentionShape};
+
+/// Most elements (`batch * heads * seqlen_q * seqlen_k`) the reference packer visits:
+/// 2^36 (a 256k x 256k plane). It evaluates the predicate once per element, so larger
+/// masks are refused rather than packed for hours.
+pub const MAX_PACK_ELEMENTS: u64 = 1 << 36;
 
 /// A packed FragmentNative block mask in host memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +95,48 @@ impl BlockMask {
             + self.words.len())
     }
 
+    /// Checks that the reference packer accepts these extents: positive and at most
+    /// [`MAX_PACK_ELEMENTS`] elements (so every list length fits too).
+    pub fn check_pack_size(
+        batch: usize,
+        heads: usize,
+        seqlen_q: usize,
+        seqlen_k: usize,
+    ) -> Result<(), AttentionError> {
+        if batch == 0 || heads == 0 || seqlen_q == 0 || seqlen_k == 0 {
+            return Err(AttentionError::Mask("mask extents must be positive".into()));
+        }
+        let elements = [batch, heads, seqlen_q, seqlen_k]
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+        match elements {
+            Some(n) if n <= MAX_PACK_ELEMENTS => Ok(()),
+            _ => Err(AttentionError::Mask(format!(
+                "{batch}x{heads}x{seqlen_q}x{seqlen_k} elements to pack; the limit is {MAX_PACK_ELEMENTS}"
+            ))),
+        }
+    }
+
+    /// Checks that this mask fits a call of `shape`: built for its `Sq`, `Sk`, and
+    /// batch and heads 1 (broadcast) or equal to the call's.
+    pub fn check_fits(&self, shape: &AttentionShape) -> Result<(), AttentionError> {
+        if self.seqlen_q != shape.seqlen_q || self.seqlen_k != shape.seqlen_k {
+            return Err(AttentionError::Mask(format!(
+                "mask built for Sq={} Sk={}, attention has Sq={} Sk={}",
+                self.seqlen_q, self.seqlen_k, shape.seqlen_q, shape.seqlen_k
+            )));
+        }
+        if !(self.batch == 1 || self.batch == shape.batch)
+            || !(self.heads == 1 || self.heads == shape.heads)
+        {
+            return Err(AttentionError::Mask(format!(
+                "mask batch x heads {}x{} must be 1 or equal to {}x{}",
+                self.batch, self.heads, shape.batch, shape.heads
+            )));
+        }
+        Ok(())
+    }
+
     /// Packs `visible(b, h, i, j)` over `[batch, heads, seqlen_q, seqlen_k]`
     /// (the reference packer; tiles with no visible element are skipped,
     /// tiles with every in-range element visible are listed as full).
@@ -100,9 +147,7 @@ impl BlockMask {
         seqlen_k: usize,
         visible: impl Fn(usize, usize, usize, usize) -> bool,
     ) -> Result<Self, AttentionError> {
-        if batch == 0 || heads == 0 || seqlen_q == 0 || seqlen_k == 0 {
-            return Err(AttentionError::Mask("mask extents must be positive".into()));
-        }
+        Self::check_pack_size(batch, heads, seqlen_q, seqlen_k)?;
         let (bm, bn) = (BLOCK_M as usize, BLOCK_N as usize);
         let mb = seqlen_q.div_ceil(bm);
         let nb = seqlen_k.div_ceil(bn);
@@ -175,7 +220,10 @@ impl BlockMask {
         seqlen_k: usize,
         dense: &[bool],
     ) -> Result<Self, AttentionError> {
-        if dense.len() != batch * heads * seqlen_q * seqlen_k {
+        let elements = [batch, heads, seqlen_q, seqlen_k]
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d));
+        if elements != Some(dense.len()) {
             return Err(AttentionError::Mask(format!(
                 "dense mask has {} elements, expected {batch}x{heads}x{seqlen_q}x{seqlen_k}",
                 dense.len()
@@ -193,13 +241,27 @@ impl BlockMask {
             return err("mask extents must be positive".into());
         }
         let (mb, nb) = (self.m_blocks(), self.n_blocks());
-        let rows = self.batch * self.heads * mb;
+        // Extents may come from a file: checked, and then bounded by the list lengths.
+        let (rows, lists) = match [self.batch, self.heads, mb]
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .and_then(|rows| Some((rows, rows.checked_mul(nb)?)))
+        {
+            Some(x) => x,
+            None => {
+                return err(format!(
+                    "extents {}x{}x{}x{} overflow",
+                    self.batch, self.heads, self.seqlen_q, self.seqlen_k
+                ))
+            }
+        };
+        let rows_nb = lists;
         for (name, len, want) in [
             ("kv_num_blocks", self.kv_num_blocks.len(), rows),
             ("full_kv_num_blocks", self.full_kv_num_blocks.len(), rows),
-            ("kv_indices", self.kv_indices.len(), rows * nb),
-            ("full_kv_indices", self.full_kv_indices.len(), rows * nb),
-            ("kv_tile_offsets", self.kv_tile_offsets.len(), rows * nb),
+            ("kv_indices", self.kv_indices.len(), rows_nb),
+            ("full_kv_indices", self.full_kv_indices.len(), rows_nb),
+            ("kv_tile_offsets", self.kv_tile_offsets.len(), rows_nb),
         ] {
             if len != want {
                 return err(format!("{name} has {len} elements, expected {want}"));
@@ -215,7 +277,7 @@ impl BlockMask {
         for row in 0..rows {
             let np = self.kv_num_blocks[row];
             let nf = self.full_kv_num_blocks[row];
-            if np < 0 || nf < 0 || (np + nf) as usize > nb {
+            if np < 0 || nf < 0 || (i64::from(np) + i64::from(nf)) as u64 > nb as u64 {
                 return err(format!(
                     "row {row}: {np} partial + {nf} full tiles out of {nb}"
                 ));

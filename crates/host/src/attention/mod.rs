@@ -27,6 +27,7 @@
 
 pub mod blockmask;
 pub mod compile;
+pub mod inputs;
 pub mod numeric;
 pub mod reference;
 pub mod selftest;
@@ -603,17 +604,7 @@ impl AttentionRunner {
             Mask::Window(_) => MaskMode::Window,
             Mask::Blocks(_) => MaskMode::Blocks,
         };
-        let d = shape.head_dim as u32;
-        let default = AttentionKernel::default_for(d, mode).map_err(AttentionError::Config)?;
-        let kernel = AttentionKernel::new(
-            d,
-            mode,
-            opts.stages.unwrap_or(default.stages()),
-            opts.overlap.unwrap_or(default.overlap()),
-        )
-        .map_err(AttentionError::Config)?
-        .with_pingpong(opts.pingpong.unwrap_or(default.pingpong()))
-        .with_lookahead(opts.lookahead.unwrap_or(default.lookahead()));
+        let kernel = inputs::kernel_config(shape.head_dim, mode, opts)?;
         let func = self.function(&kernel)?;
 
         let s = &self.stream;
@@ -653,20 +644,7 @@ impl AttentionRunner {
             }
             Mask::Blocks(m) => {
                 let h = &m.host;
-                if h.seqlen_q != shape.seqlen_q || h.seqlen_k != shape.seqlen_k {
-                    return Err(AttentionError::Mask(format!(
-                        "mask built for Sq={} Sk={}, attention has Sq={} Sk={}",
-                        h.seqlen_q, h.seqlen_k, shape.seqlen_q, shape.seqlen_k
-                    )));
-                }
-                if !(h.batch == 1 || h.batch == shape.batch)
-                    || !(h.heads == 1 || h.heads == shape.heads)
-                {
-                    return Err(AttentionError::Mask(format!(
-                        "mask batch x heads {}x{} must be 1 or equal to {}x{}",
-                        h.batch, h.heads, shape.batch, shape.heads
-                    )));
-                }
+                h.check_fits(&shape)?;
                 let mb = m_blocks as usize;
                 params.mask_head_stride = if h.heads > 1 { mb as i32 } else { 0 };
                 params.mask_batch_stride = if h.batch > 1 {

@@ -34,6 +34,23 @@ pub fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
+/// Little-endian bytes of u16 values (bf16 / f16 bits).
+pub fn u16_le_bytes(v: &[u16]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Little-endian bytes of f32 values.
+pub fn f32_le_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// bf16 bits widened to f32, as little-endian bytes (exact).
+pub fn bf16_to_f32_le_bytes(v: &[u16]) -> Vec<u8> {
+    v.iter()
+        .flat_map(|&b| bf16_to_f32(b).to_le_bytes())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,14 @@ pub enum DType {
     U64,
     /// int64.
     I64,
+    /// IEEE half (attention inputs; not a mask type).
+    F16,
+    /// bfloat16 (safetensors only: numpy has no such type).
+    BF16,
+    /// float32.
+    F32,
+    /// float64.
+    F64,
 }
 
 impl DType {
@@ -51,9 +59,9 @@ impl DType {
     pub const fn size(self) -> usize {
         match self {
             DType::Bool | DType::U8 | DType::I8 => 1,
-            DType::U16 | DType::I16 => 2,
-            DType::U32 | DType::I32 => 4,
-            DType::U64 | DType::I64 => 8,
+            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
+            DType::U32 | DType::I32 | DType::F32 => 4,
+            DType::U64 | DType::I64 | DType::F64 => 8,
         }
     }
 
@@ -69,6 +77,10 @@ impl DType {
             DType::I32 => "int32",
             DType::U64 => "uint64",
             DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
         }
     }
 }
@@ -137,10 +149,10 @@ impl<'a> ArrayView<'a> {
                 .chunks_exact(8)
                 .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
                 .collect(),
-            DType::Bool => {
+            DType::Bool | DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
                 return Err(MaskError::WrongDtype {
                     what,
-                    found: "bool",
+                    found: self.dtype.name(),
                     expected: "an integer type",
                 })
             }
@@ -155,6 +167,36 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, MaskError> {
         path: path.display().to_string(),
         message: e.to_string(),
     })
+}
+
+/// Reads a whole file of at most `limit` bytes: a larger file is refused before it is
+/// read (its length from the file system), so no input can make the reader allocate
+/// more than `limit`.
+pub fn read_file_limited(path: &Path, limit: u64) -> Result<Vec<u8>, MaskError> {
+    use std::io::Read;
+    let err = |message: String| MaskError::Io {
+        action: "reading",
+        path: path.display().to_string(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| err(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(err("not a regular file".to_string()));
+    }
+    let too_large = |len: u64| err(std::format!("{len} bytes; the limit is {limit} bytes"));
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    // The file may grow while it is read: never take more than limit + 1 bytes.
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| err(e.to_string()))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// Reads an array from `.npy` or safetensors bytes, choosing by the file's magic:
@@ -217,7 +259,7 @@ impl<'a> SafetensorsFile<'a> {
         &self.metadata
     }
 
-    /// The tensor `name` (bool or integer dtype).
+    /// The tensor `name` (bool, integer or float dtype).
     pub fn tensor(&self, name: &str) -> Result<ArrayView<'a>, MaskError> {
         let view = self.inner.tensor(name).map_err(|_| MaskError::Missing {
             what: "tensor",
@@ -254,12 +296,71 @@ fn from_safetensors_dtype(d: safetensors::Dtype, what: &'static str) -> Result<D
         S::I32 => DType::I32,
         S::U64 => DType::U64,
         S::I64 => DType::I64,
+        S::F16 => DType::F16,
+        S::BF16 => DType::BF16,
+        S::F32 => DType::F32,
+        S::F64 => DType::F64,
         _ => {
             return Err(MaskError::WrongDtype {
                 what,
-                found: "a floating-point or packed type",
-                expected: "bool or an integer type",
+                found: "an 8-bit float or packed type",
+                expected: "bool, an integer or a 16/32/64-bit float type",
             })
         }
     })
+}
+
+/// Writes one array as a `.npy` file (see [`write_npy`]), through [`write_atomically`].
+/// `data` must be `shape.product() × dtype.size()` bytes (checked).
+pub fn write_npy_file(
+    path: &Path,
+    dtype: DType,
+    shape: &[usize],
+    data: &[u8],
+) -> Result<(), MaskError> {
+    let expected = shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
+    if expected != Some(data.len()) {
+        return Err(MaskError::Corrupt {
+            what: "npy output",
+            detail: "data length does not match shape and dtype",
+        });
+    }
+    write_file_atomically(path, &write_npy(dtype, shape, data))
+}
+
+/// A tensor to write: name, element type, shape and little-endian C-order bytes.
+pub type NamedTensor<'a> = (&'a str, DType, &'a [usize], &'a [u8]);
+
+/// Writes named tensors as one safetensors file, through [`write_atomically`]. Each
+/// tensor's bytes must be `shape.product() × dtype.size()` long (checked).
+pub fn write_safetensors(path: &Path, tensors: &[NamedTensor<'_>]) -> Result<(), MaskError> {
+    use safetensors::Dtype as S;
+    let mut views = Vec::with_capacity(tensors.len());
+    for &(name, dtype, shape, data) in tensors {
+        let st = match dtype {
+            DType::Bool => S::BOOL,
+            DType::U8 => S::U8,
+            DType::I8 => S::I8,
+            DType::U16 => S::U16,
+            DType::I16 => S::I16,
+            DType::U32 => S::U32,
+            DType::I32 => S::I32,
+            DType::U64 => S::U64,
+            DType::I64 => S::I64,
+            DType::F16 => S::F16,
+            DType::BF16 => S::BF16,
+            DType::F32 => S::F32,
+            DType::F64 => S::F64,
+        };
+        let view = safetensors::tensor::TensorView::new(st, shape.to_vec(), data)
+            .map_err(|e| MaskError::Safetensors(std::format!("tensor {name}: {e}")))?;
+        views.push((name, view));
+    }
+    // Serialised in memory and written to our own temporary: serialize_to_file would
+    // make a temporary of its own (mode 0600, invisible to the signal clean-up).
+    let bytes = safetensors::serialize(views, None)
+        .map_err(|e| MaskError::Safetensors(std::format!("{}: {e}", path.display())))?;
+    write_file_atomically(path, &bytes)
 }

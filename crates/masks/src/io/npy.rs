@@ -2,7 +2,7 @@
 //! `lib/format.py` describes the format) and writer.
 //!
 //! Own code rather than a crate: it borrows the data (a 16k × 16k bool mask is 256 MiB
-//! and is not copied), reads exactly the dtypes masks use, and turns every malformed
+//! and is not copied), reads the dtypes masks and attention inputs use, and turns every malformed
 //! input into a typed error (fuzzed).
 
 use std::string::String;
@@ -174,18 +174,21 @@ fn parse_header(text: &str) -> Result<Header, MaskError> {
         "<i4" => DType::I32,
         "<u8" => DType::U64,
         "<i8" => DType::I64,
+        "<f2" => DType::F16,
+        "<f4" => DType::F32,
+        "<f8" => DType::F64,
         d if d.starts_with('>') => {
             return Err(MaskError::WrongDtype {
                 what: "npy array",
                 found: "a big-endian type",
-                expected: "bool, uint8 or a little-endian integer type",
+                expected: "bool, or a little-endian integer or float type",
             })
         }
         _ => {
             return Err(MaskError::WrongDtype {
                 what: "npy array",
-                found: "a floating-point, string or structured type",
-                expected: "bool, uint8 or a little-endian integer type",
+                found: "a string, complex or structured type",
+                expected: "bool, or a little-endian integer or float type",
             })
         }
     };
@@ -299,6 +302,12 @@ pub fn write_npy(dtype: DType, shape: &[usize], data: &[u8]) -> Vec<u8> {
         DType::I32 => "<i4",
         DType::U64 => "<u8",
         DType::I64 => "<i8",
+        DType::F16 => "<f2",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+        // numpy has no bfloat16: raw 2-byte records, as numpy writes ml_dtypes.bfloat16
+        // (read_npy does not read them back; use safetensors for bf16).
+        DType::BF16 => "<V2",
     };
     let dims: Vec<String> = shape.iter().map(|d| std::format!("{d}")).collect();
     let shape_text = match dims.len() {
