@@ -196,6 +196,10 @@ pub fn get32(words: &[u32], i: usize) -> bool {
 }
 
 #[cfg(test)]
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
+#[cfg(test)]
 mod tests {
     extern crate std;
     use super::*;
@@ -203,6 +207,8 @@ mod tests {
     use std::vec;
 
     proptest! {
+        #![proptest_config(super::proptest_ci::config(256))]
+
         #[test]
         fn pack_bytes_sets_exactly_the_nonzero_bytes(src in proptest::collection::vec(
             prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..300)) {
