@@ -88,7 +88,9 @@ pub const fn right_inverse(layout: &Layout) -> Result<Layout, LayoutError> {
 /// column-major index strides `p_j`), the result is
 /// `(d_0, d_1/d_0, ..., d_k/d_(k-1), s_k) : (0, p_0, ..., p_(k-1), p_k)`: it reads the
 /// offset's digits in the mixed radix of L's strides. Offsets L does not reach map to
-/// some index too; only L's image is specified.
+/// some index too; only L's image is specified. This is CuTe C++'s result since CUTLASS
+/// v3.9; pycute and older CuTe return `right_inverse((L, complement(L)))`, which agrees
+/// on L's image only (docs/calculator.md).
 ///
 /// Fails with [`LayoutError::NotInjective`] when a broadcast (stride-0) mode has size
 /// above 1 or a mode reaches the next stride (`s_j * d_j > d_(j+1)`), with
