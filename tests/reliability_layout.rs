@@ -132,3 +132,26 @@ fn left_inverse_names_pycutes_answer_where_it_differs() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn left_inverse_errors_name_the_condition_that_fails() {
+    // Injective, but 3 is no multiple of 2: the divisibility condition, not "not
+    // injective" as before.
+    let output = fragmask(&["layout", "left_inverse((3,2):(2,3))"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("left_inverse: CuTe's divisibility condition does not hold (sorted by stride, each stride must be a multiple of the one below it"),
+        "{stderr}"
+    );
+    // Not injective: coordinates (2,0) and (0,1) both give offset 2.
+    let output = fragmask(&["layout", "left_inverse((3,2):(1,2))"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "left_inverse: the layout is not injective (two indices give the same offset"
+        ),
+        "{stderr}"
+    );
+}

@@ -443,6 +443,15 @@ fn algebra_error(name: &str, pos: usize, error: LayoutError) -> CalcError {
             " (a by-mode tiler may have at most as many modes as the layout)"
         }
         ("coalesce", LayoutError::Incongruent) => " (the profile has more modes than the layout)",
+        ("left_inverse", LayoutError::Divisibility) => {
+            " (sorted by stride, each stride must be a multiple of the one below it: CuTe's left inverse divisibility condition)"
+        }
+        ("left_inverse", LayoutError::NotInjective) => {
+            " (two indices give the same offset: a mode of size above 1 has stride 0, or a mode reaches past the next larger stride)"
+        }
+        ("complement" | "logical_product" | "blocked_product" | "raked_product", LayoutError::NotInjective) => {
+            " (sorted by stride, a mode starts inside the extent shape*stride of the modes below it, which CuTe's complement rejects as non-injective)"
+        }
         _ => "",
     };
     CalcError::at(pos, &format!("{name}: {error}{hint}"))
