@@ -195,9 +195,10 @@ pub fn get32(words: &[u32], i: usize) -> bool {
     (words[i / 32] >> (i % 32)) & 1 == 1
 }
 
+// The property-test configuration of the whole crate (docs/CONVENTIONS.md).
 #[cfg(test)]
 #[path = "../../../tests/support/proptest_ci.rs"]
-mod proptest_ci;
+pub(crate) mod proptest_ci;
 
 #[cfg(test)]
 mod tests {

@@ -362,10 +362,6 @@ unsafe fn span_words(row_a: *const u8, row_b: *const u8, constants: Constants) -
 }
 
 #[cfg(test)]
-#[path = "../../../tests/support/proptest_ci.rs"]
-mod proptest_ci;
-
-#[cfg(test)]
 mod tests {
     extern crate std;
 
@@ -420,7 +416,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(super::proptest_ci::config(64))]
+        #![proptest_config(crate::bits::proptest_ci::config(64))]
 
         /// Over random bytes (0, 1 and any other nonzero value) of a row block of whole
         /// tiles inside a wider, ragged plane, every tile's fused words equal
