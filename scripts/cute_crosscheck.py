@@ -22,7 +22,8 @@ against the post-condition of the root operation when pycute itself fails there.
 stdout: for each case (an array for an array input)
     {"ok": true, "kind": "layout", "result": "(4,8):(1,4)", "shape": S, "stride": D,
      "size": n, "cosize": n, "values": [L(0), ...] (size <= 65536), "violations": [...],
-     "specified_on": [...] (left_inverse only: L's image, where CuTe specifies it),
+     "pycute_result": "...", "pycute_values": [...] (left_inverse only: "result" is
+     CuTe C++'s left_inverse, these are pycute's, which may differ off L's image),
      "root_violations": [...], "ours_violations": [...] (the root operation's
      post-condition on pycute's and on fragmask's result, where it is checkable),
      "argument_injective": bool (right_inverse only)}
@@ -157,6 +158,33 @@ def right_inverse(layout):
     unreachable = 2 * pycute.size(flat) * (1 + max(abs(d) for d in strides)) + 1
     patched = tuple(d if i in on_chain else unreachable for i, d in enumerate(strides))
     return pycute.right_inverse(Layout(shapes, patched))
+
+
+def left_inverse_cpp(layout):
+    """CuTe C++'s left_inverse since CUTLASS v3.9 (include/cute/layout.hpp), which
+    pycute does not follow: coalesce L, then over its modes sorted by stride (stride-0
+    modes skipped), shapes d_0, d_1/d_0, ..., and the last mode's shape, strides 0 and
+    the column-major prefix products of those modes; each stride must be divisible by
+    the size so far ("Left inverse divisibility condition")."""
+    flat = pycute.coalesce(layout)
+    shapes, strides = pycute.flatten(flat.shape), pycute.flatten(flat.stride)
+    prefix = pycute.flatten(pycute.prefix_product(flat.shape))
+    order = sorted(range(len(strides)), key=lambda i: strides[i])
+    result_shape, result_stride = [], [0]
+    for i in order:
+        if strides[i] == 0:
+            continue
+        so_far = pycute.product(tuple(result_shape)) if result_shape else 1
+        assert strides[i] % so_far == 0, "Left inverse divisibility condition"
+        result_shape.append(strides[i] // so_far)
+        result_stride.append(prefix[i])
+    result_shape.append(shapes[order[-1]])
+    return pycute.coalesce(Layout(tuple(result_shape), tuple(result_stride)))
+
+
+def left_inverse_pycute(layout):
+    """pycute's left_inverse (and CuTe C++'s before v3.9): right_inverse((L, complement(L)))."""
+    return right_inverse(pycute.make_layout(layout, pycute.complement(layout, pycute.cosize(layout))))
 
 
 def injective(layout):
@@ -296,9 +324,7 @@ def apply(op, raw):
         return right_inverse(a), [a]
     if op == "left_inverse":
         a = as_layout(raw[0])
-        # CuTe C++: right_inverse(make_layout(L, complement(L))), complement's default
-        # cotarget being cosize(L).
-        return right_inverse(pycute.make_layout(a, pycute.complement(a, pycute.cosize(a)))), [a]
+        return left_inverse_cpp(a), [a]
     if op in ("logical_divide", "zipped_divide", "tiled_divide", "logical_product"):
         a, b = as_layout(raw[0]), as_tiler(raw[1])
         return getattr(pycute, op)(a, b), [a, b]
@@ -444,8 +470,14 @@ def describe(tree, result, violations, ours):
             # CuTe picks one right inverse of a non-injective layout; others exist.
             out["argument_injective"] = injective(args[0])
     if tree.get("op") == "left_inverse":
-        # CuTe specifies a left inverse only on L's image: R(L(i)) == i.
-        out["specified_on"] = sorted(set(values_of(root_args(tree)[0])))
+        # "result" is CuTe C++'s; pycute's own answer may differ off L's image.
+        try:
+            theirs = left_inverse_pycute(root_args(tree)[0])
+            out["pycute_result"] = f"{notation(theirs.shape)}:{notation(theirs.stride)}"
+            if pycute.size(theirs) <= MAX_VALUES:
+                out["pycute_values"] = values_of(theirs)
+        except Exception:  # noqa: BLE001 - pycute fails where C++ does not
+            out["pycute_result"] = None
     return out
 
 

@@ -12,4 +12,11 @@ source "${FRAGMASK_CUDA_HOME:-$repo/.cache/cuda-toolchain}/env.sh"
 scripts/install-pycute.sh
 export FRAGMASK_PYCUTE_PATH="${FRAGMASK_PYCUTE_PATH:-$repo/.cache/py}"
 
+# Property tests: under CI=true every run uses the same seed (the value of CI_SEED in
+# tests/support/proptest_ci.rs, which applies it by itself too); locally the seed is
+# random. docs/CONVENTIONS.md, "Property tests".
+if [ "${CI:-}" = true ]; then
+    export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-2316557904454746113}"
+fi
+
 cargo test --workspace --locked "$@"

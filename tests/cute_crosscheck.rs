@@ -5,6 +5,11 @@
 //! `L(i)`. The CuTe notation is compared too and must match where both libraries share
 //! a normal form (see `NOTATION_MAY_DIFFER`).
 //!
+//! left_inverse is compared for equality with CuTe C++'s (CUTLASS >= 3.9, ported in
+//! the script), and with pycute's own through the calculator's note: where fragmask's
+//! answer differs from pycute's (off L's image only), `fragmask layout` says so on
+//! standard error and names pycute's answer, which must be pycute's exactly.
+//!
 //! When only fragmask refuses an expression, pycute's answer must break the
 //! operation's CuTe post-condition (e.g. `R(i) == A(B(i))` for composition): pycute
 //! asserts only some of CuTe's divisibility conditions. When only pycute refuses one,
@@ -668,7 +673,8 @@ fn fixed_cases() -> Vec<Expr> {
 
 /// Our answer for one expression.
 enum Ours {
-    Ok(Value),
+    /// The JSON result and standard error (notes).
+    Ok(Value, String),
     Err(String),
 }
 
@@ -685,6 +691,7 @@ fn run_ours(text: &str) -> Ours {
             Ours::Ok(
                 serde_json::from_str(last)
                     .unwrap_or_else(|e| panic!("{text}: bad JSON {last:?}: {e}")),
+                stderr,
             )
         }
         Some(2) => Ours::Err(stderr),
@@ -750,8 +757,8 @@ fn run_pycute(cases: &[Value]) -> Vec<Value> {
 
 /// Root operations whose CuTe notation may differ between fragmask and pycute while the
 /// function is the same. flatten: pycute flattens a bare leaf `4:1` into the 1-tuple
-/// `(4):(1)`; CuTe C++ and fragmask keep `4:1`. left_inverse: see `compare`.
-const NOTATION_MAY_DIFFER: &[&str] = &["flatten", "left_inverse"];
+/// `(4):(1)`; CuTe C++ and fragmask keep `4:1`.
+const NOTATION_MAY_DIFFER: &[&str] = &["flatten"];
 
 /// fragmask's documented limits, narrower than CuTe's: composition's B (and so
 /// divides) with negative strides, and results beyond 16 leaves or depth 4. Where
@@ -775,12 +782,15 @@ struct Tally {
     pycute_stricter: usize,
     limitation: usize,
     off_image: usize,
+    /// left_inverse: fragmask's (CuTe C++'s) answer differs from pycute's off L's image,
+    /// and the calculator's note names pycute's.
+    pycute_differs: usize,
 }
 
 impl Tally {
     fn row(&self, name: &str) -> String {
         format!(
-            "  {name}: {} | {} ({}) | {} | {} | {} | {} | {}\n",
+            "  {name}: {} | {} ({}) | {} | {} | {} | {} | {} | {}\n",
             self.cases,
             self.agree,
             self.notation_equal,
@@ -788,7 +798,8 @@ impl Tally {
             self.ours_stricter,
             self.limitation,
             self.pycute_stricter,
-            self.off_image
+            self.off_image,
+            self.pycute_differs
         )
     }
 
@@ -801,6 +812,7 @@ impl Tally {
         self.pycute_stricter += other.pycute_stricter;
         self.limitation += other.limitation;
         self.off_image += other.off_image;
+        self.pycute_differs += other.pycute_differs;
     }
 }
 
@@ -820,6 +832,11 @@ fn calculator_agrees_with_pycute_on_random_expressions() {
     let mut rng = Rng(seed);
     let mut exprs = fixed_cases();
     exprs.extend((0..count).map(|_| random_expr(&mut rng, 2)));
+    // left_inverse of layouts with gaps, where CuTe C++ and pycute differ off L's image.
+    exprs.extend((0..count / 4).map(|_| {
+        let strides = mostly_nice(&mut rng, 90);
+        op("left_inverse", vec![random_layout(&mut rng, 4, 8, strides)])
+    }));
 
     let mut texts = Vec::new();
     let mut ours = Vec::new();
@@ -828,10 +845,10 @@ fn calculator_agrees_with_pycute_on_random_expressions() {
         let text = expr.text(rng.chance(20));
         let answer = run_ours(&text);
         let ours_json = match &answer {
-            Ours::Ok(v) if v["kind"] == "layout" => {
+            Ours::Ok(v, _) if v["kind"] == "layout" => {
                 json!({ "shape": v["shape"], "stride": v["stride"] })
             }
-            Ours::Ok(v) => json!({ "int": v["value"] }),
+            Ours::Ok(v, _) => json!({ "int": v["value"] }),
             Ours::Err(_) => Value::Null,
         };
         inputs.push(json!({ "tree": expr.json(), "ours": ours_json }));
@@ -849,9 +866,16 @@ fn calculator_agrees_with_pycute_on_random_expressions() {
         tally.cases += 1;
         let theirs_ok = theirs["ok"] == true;
         match ours {
-            Ours::Ok(v) if theirs_ok => match compare(v, theirs, expr.op()) {
+            Ours::Ok(v, stderr) if theirs_ok => match compare(v, theirs, expr.op()) {
                 Err(problem) => failures.push(format!("{text}\n  {problem}")),
                 Ok(agreement) => {
+                    if expr.op() == "left_inverse" {
+                        match check_pycute_note(v, theirs, stderr) {
+                            Err(problem) => failures.push(format!("{text}\n  {problem}")),
+                            Ok(true) => tally.pycute_differs += 1,
+                            Ok(false) => {}
+                        }
+                    }
                     tally.agree += 1;
                     tally.notation_equal += agreement.same_notation as usize;
                     if !agreement.same_everywhere {
@@ -897,7 +921,7 @@ fn calculator_agrees_with_pycute_on_random_expressions() {
                 }
             }
             Ours::Err(_) => tally.both_error += 1,
-            Ours::Ok(v) => {
+            Ours::Ok(v, _) => {
                 // pycute asserts a divisibility condition where fragmask finds a layout:
                 // accepted only when pycute failed in the root operation and fragmask's
                 // result meets that operation's post-condition, checked by pycute.
@@ -925,7 +949,7 @@ fn calculator_agrees_with_pycute_on_random_expressions() {
     }
 
     let mut summary = String::from(
-        "op: cases | agree (same notation) | both refuse | only fragmask refuses: pycute's result breaks CuTe's post-condition | only fragmask refuses: a documented fragmask limit | only pycute refuses: fragmask's result verified | differs, fragmask's result verified (left_inverse off L's image; right_inverse of a non-injective L; pycute's result wrong)\n",
+        "op: cases | agree (same notation) | both refuse | only fragmask refuses: pycute's result breaks CuTe's post-condition | only fragmask refuses: a documented fragmask limit | only pycute refuses: fragmask's result verified | differs, fragmask's result verified (right_inverse of a non-injective L; pycute's result wrong) | left_inverse: pycute's own answer differs off L's image (fragmask's note names it)\n",
     );
     let mut total = Tally::default();
     for (name, t) in &by_op {
@@ -962,8 +986,8 @@ fn calculator_agrees_with_pycute_on_random_expressions() {
 struct Agreement {
     /// The same CuTe notation (up to the strides of size-1 modes, which no index reaches).
     same_notation: bool,
-    /// The same value at every index (false only where CuTe leaves a choice: left_inverse
-    /// off L's image, right_inverse of a non-injective L, fragmask's result verified).
+    /// The same value at every index (false only where CuTe leaves a choice:
+    /// right_inverse of a non-injective L, fragmask's result verified).
     same_everywhere: bool,
 }
 
@@ -991,26 +1015,7 @@ fn compare(ours: &Value, theirs: &Value, op: &str) -> Result<Agreement, String> 
         )
     };
     let same_everywhere = ours["size"] == theirs["size"] && ours["values"] == theirs["values"];
-    if let Some(image) = theirs["specified_on"].as_array() {
-        // left_inverse: CuTe specifies R(L(i)) == i only, on L's image.
-        let (mine, reference) = (ours["values"].as_array(), theirs["values"].as_array());
-        let (Some(mine), Some(reference)) = (mine, reference) else {
-            return Err(differs());
-        };
-        let pycute_wrong = theirs["root_violations"]
-            .as_array()
-            .is_some_and(|v| !v.is_empty());
-        let ours_valid = theirs["ours_violations"]
-            .as_array()
-            .is_some_and(|v| v.is_empty());
-        for x in image.iter().filter_map(Value::as_u64) {
-            let x = x as usize;
-            let same = mine.get(x).is_some() && mine.get(x) == reference.get(x);
-            if !(same || pycute_wrong && ours_valid) {
-                return Err(format!("{} at offset {x} of L's image", differs()));
-            }
-        }
-    } else if !same_everywhere {
+    if !same_everywhere {
         // Accepted only with fragmask's result meeting the operation's post-condition
         // (checked by pycute) and either pycute's breaking it, or CuTe leaving a
         // choice (right_inverse of a non-injective L).
@@ -1038,6 +1043,54 @@ fn compare(ours: &Value, theirs: &Value, op: &str) -> Result<Agreement, String> 
         same_notation,
         same_everywhere,
     })
+}
+
+/// left_inverse: fragmask's result equals CuTe C++'s (checked by `compare`); where it
+/// is not pycute's own answer, the calculator's note must name pycute's exactly (same
+/// function, same notation up to the strides of size-1 modes), and there must be no
+/// note where the two agree. Returns whether they differ.
+fn check_pycute_note(ours: &Value, theirs: &Value, stderr: &str) -> Result<bool, String> {
+    let Some(pycute) = theirs["pycute_result"].as_str() else {
+        return Ok(false);
+    };
+    let note = stderr
+        .lines()
+        .find_map(|line| {
+            line.split_once("pycute and older CuTe give ")
+                .map(|(_, rest)| rest)
+        })
+        .and_then(|rest| rest.split(", equal on the image").next());
+    let differs = ours["values"] != theirs["pycute_values"] || ours["size"] != theirs["size"];
+    match (differs, note) {
+        (false, None) => Ok(false),
+        (false, Some(named)) => Err(format!(
+            "fragmask's note names {named} as pycute's answer, but pycute gives {pycute}, the same as fragmask's"
+        )),
+        (true, None) => Err(format!(
+            "fragmask gives {} and pycute {pycute} (off L's image), but fragmask printed no note",
+            ours["result"]
+        )),
+        (true, Some(named)) => {
+            let Ours::Ok(named_json, _) = run_ours(named) else {
+                return Err(format!("the note's layout {named} does not evaluate"));
+            };
+            let same = named_json["values"] == theirs["pycute_values"]
+                && unit_strides_zeroed(&named_json["shape"], &named_json["stride"])
+                    == unit_strides_zeroed(&tup_json(pycute, 0), &tup_json(pycute, 1));
+            if same {
+                Ok(true)
+            } else {
+                Err(format!("fragmask's note names {named} as pycute's answer, pycute gives {pycute}"))
+            }
+        }
+    }
+}
+
+/// Side `side` (0: shape, 1: stride) of pycute's notation `S:D` as nested JSON arrays.
+fn tup_json(notation: &str, side: usize) -> Value {
+    let text = notation.replace(' ', "");
+    let part = text.split(':').nth(side).unwrap_or_default();
+    tup(part).json()
 }
 
 /// The stride tree with the stride of every size-1 leaf set to 0 (CuTe's algorithms

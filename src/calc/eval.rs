@@ -69,6 +69,51 @@ pub(crate) fn evaluate(node: &Node) -> Result<Value, CalcError> {
     }
 }
 
+/// Notes on the parts of an expression where CuTe's implementations disagree and the
+/// calculator had to pick one (shown by `fragmask layout` on standard error).
+///
+/// left_inverse: fragmask returns CuTe C++'s (`include/cute/layout.hpp` since CUTLASS
+/// v3.9: the mixed radix of L's sorted strides). pycute (`python/pycute/layout.py`) and
+/// CuTe C++ before v3.9 return `right_inverse(make_layout(L, complement(L)))`. Both
+/// give `R(L(i)) == i`; off L's image they can differ, and then the note names pycute's.
+pub(crate) fn notes(node: &Node) -> Vec<String> {
+    let mut notes = Vec::new();
+    collect_notes(node, &mut notes);
+    notes
+}
+
+fn collect_notes(node: &Node, notes: &mut Vec<String>) {
+    match node {
+        Node::Tiler { items, .. } => items.iter().for_each(|item| collect_notes(item, notes)),
+        Node::Call { name, args, .. } => {
+            args.iter().for_each(|arg| collect_notes(arg, notes));
+            if name != "left_inverse" || args.len() != 1 {
+                return;
+            }
+            let Ok(layout) = eval(&args[0]).and_then(|v| as_layout(v, args[0].pos())) else {
+                return;
+            };
+            let (Ok(ours), Some(pycute)) = (left_inverse(&layout), pycute_left_inverse(&layout))
+            else {
+                return;
+            };
+            if ours != pycute {
+                notes.push(format!(
+                    "left_inverse({layout}) = {ours} is CuTe C++'s (CUTLASS 3.9 and later); pycute and older CuTe give {pycute}, equal on the image of {layout} and different off it"
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// pycute's `left_inverse(L) = right_inverse(make_layout(L, complement(L)))` (its
+/// complement's default cotarget is 1), where fragmask's algebra can compute it.
+fn pycute_left_inverse(layout: &Layout) -> Option<Layout> {
+    let rest = complement(layout, 1).ok()?;
+    right_inverse(&Layout::from_modes(&[*layout, rest]).ok()?).ok()
+}
+
 fn eval(node: &Node) -> Result<Val, CalcError> {
     match node {
         Node::Int { value, .. } => Ok(Val::Int(*value)),
@@ -398,6 +443,15 @@ fn algebra_error(name: &str, pos: usize, error: LayoutError) -> CalcError {
             " (a by-mode tiler may have at most as many modes as the layout)"
         }
         ("coalesce", LayoutError::Incongruent) => " (the profile has more modes than the layout)",
+        ("left_inverse", LayoutError::Divisibility) => {
+            " (sorted by stride, each stride must be a multiple of the one below it: CuTe's left inverse divisibility condition)"
+        }
+        ("left_inverse", LayoutError::NotInjective) => {
+            " (two indices give the same offset: a mode of size above 1 has stride 0, or a mode reaches past the next larger stride)"
+        }
+        ("complement" | "logical_product" | "blocked_product" | "raked_product", LayoutError::NotInjective) => {
+            " (sorted by stride, a mode starts inside the extent shape*stride of the modes below it, which CuTe's complement rejects as non-injective)"
+        }
         _ => "",
     };
     CalcError::at(pos, &format!("{name}: {error}{hint}"))

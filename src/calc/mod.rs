@@ -113,6 +113,21 @@ pub fn evaluate(expr: &str) -> Result<Value, CalcError> {
     eval::evaluate(&parse::parse(expr)?)
 }
 
+/// Parses and evaluates an expression; also returns notes on the operations where
+/// CuTe's implementations disagree and the result follows one of them (today:
+/// left_inverse off L's image, CuTe C++ versus pycute; docs/calculator.md).
+///
+/// ```
+/// let (value, notes) = fragmask::calc::evaluate_with_notes("left_inverse((1,2,4):(4,1,8))").unwrap();
+/// assert_eq!(value.to_string(), "(8,4):(1,2)");
+/// assert!(notes[0].contains("pycute and older CuTe give (2,4,4):(1,8,2)"));
+/// ```
+pub fn evaluate_with_notes(expr: &str) -> Result<(Value, Vec<String>), CalcError> {
+    let node = parse::parse(expr)?;
+    let value = eval::evaluate(&node)?;
+    Ok((value, eval::notes(&node)))
+}
+
 /// The index grid of a rank-2 layout as CuTe's `print_layout` draws it: rows are mode
 /// 0, columns mode 1, a header of column numbers. A rank-1 layout is one column.
 /// (CuTe prints the layout above the grid; the caller prints it below.)
@@ -223,6 +238,10 @@ fn tuple_json(tuple: &IntTuple) -> serde_json::Value {
 }
 
 #[cfg(test)]
+#[path = "../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -258,6 +277,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(super::proptest_ci::config(256))]
+
         #[test]
         fn layout_literals_print_back_unchanged(text in layout_text()) {
             let value = evaluate(&text).unwrap();

@@ -12,8 +12,12 @@ use super::CmdResult;
 #[command(after_help = after_help())]
 pub struct LayoutArgs {
     /// Expression, e.g. 'composition((6,2):(8,2),(4,3):(3,1))'. Several words are
-    /// joined with spaces.
-    #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+    /// joined with spaces. Options may come before or after it; a word that starts
+    /// with '-' is a value only if it is a number (`-1`), else put `--` before the
+    /// expression.
+    // Not allow_hyphen_values: with it a trailing `--json` became part of the
+    // expression (issue 10, class 8).
+    #[arg(required = true, num_args = 1.., allow_negative_numbers = true)]
     pub expr: Vec<String>,
     /// Print the result's index grid like cute::print_layout (rows = mode 0, columns =
     /// mode 1), then the result.
@@ -41,7 +45,10 @@ fn after_help() -> String {
 /// Evaluates the expression and prints the result.
 pub fn run(args: LayoutArgs) -> CmdResult {
     let expr = args.expr.join(" ");
-    let value = calc::evaluate(&expr).map_err(|error| error.render(&expr))?;
+    let (value, notes) = calc::evaluate_with_notes(&expr).map_err(|error| error.render(&expr))?;
+    for note in notes {
+        eprintln!("note: {note}");
+    }
     if args.json {
         println!("{}", calc::to_json(&expr, &value));
         return Ok(ExitCode::SUCCESS);

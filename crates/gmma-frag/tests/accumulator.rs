@@ -1,5 +1,8 @@
 //! Proof of the tiled wgmma accumulator model over the whole configuration sweep.
 
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
 mod common;
 
 use common::{ptx_coord, sweep};
@@ -296,7 +299,7 @@ fn illegal_configurations_are_typed_errors() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(proptest_ci::config(64))]
 
     /// Atoms along N too (MMA_N > 1) and deeper MMA_M than the exhaustive sweep.
     #[test]

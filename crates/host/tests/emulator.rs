@@ -1,6 +1,9 @@
 //! The CPU emulator runs the generated apply programs for every thread: for random
 //! masks and every encoding, the emulator's result equals the dense mask. No GPU.
 
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
 use fragmask_host::emulator::{mismatches_against_dense, Emulator};
 use fragmask_masks::{EncodedLayout, Encoding, TiledAccumulator};
 use proptest::prelude::*;
@@ -30,7 +33,7 @@ fn random_tile(len: usize, seed: u64, percent: u8) -> Vec<bool> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(proptest_ci::config(48))]
     #[test]
     fn emulator_result_equals_the_dense_mask_for_every_encoding((config, seed, percent) in tile_strategy()) {
         let (bm, bn, w, swap) = CONFIGS[config];

@@ -2,6 +2,9 @@
 //! needed; crates/host/tests/apply_sass.rs compiles them, and the host's emulator
 //! executes the same programs).
 
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
 use fragmask_gmma_frag::TiledAccumulator;
 use fragmask_kernels::apply::kernels::{
     all_cost_variants, bench_source, check_source, cost_source, BenchVariant,
@@ -176,7 +179,7 @@ fn bad_configurations_are_typed_errors() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(proptest_ci::config(64))]
     /// For any legal non-SwapAB tiling, every encoding's program builds and every load
     /// stays inside the tile with its vector alignment (checked on all threads).
     #[test]

@@ -88,12 +88,15 @@ pub const fn right_inverse(layout: &Layout) -> Result<Layout, LayoutError> {
 /// column-major index strides `p_j`), the result is
 /// `(d_0, d_1/d_0, ..., d_k/d_(k-1), s_k) : (0, p_0, ..., p_(k-1), p_k)`: it reads the
 /// offset's digits in the mixed radix of L's strides. Offsets L does not reach map to
-/// some index too; only L's image is specified.
+/// some index too; only L's image is specified. This is CuTe C++'s result since CUTLASS
+/// v3.9; pycute and older CuTe return `right_inverse((L, complement(L)))`, which agrees
+/// on L's image only (docs/calculator.md).
 ///
-/// Fails with [`LayoutError::NotInjective`] when a broadcast (stride-0) mode has size
-/// above 1 or a mode reaches the next stride (`s_j * d_j > d_(j+1)`), with
-/// [`LayoutError::Divisibility`] when a stride does not divide the next one (CuTe's
-/// "left inverse divisibility condition"), and with [`LayoutError::NegativeStride`].
+/// Fails with [`LayoutError::Divisibility`] when a stride does not divide the next one
+/// (CuTe's "left inverse divisibility condition"), with [`LayoutError::NotInjective`]
+/// when a broadcast (stride-0) mode has size above 1 or a mode reaches the next stride
+/// (`s_j * d_j > d_(j+1)`, which then repeats an offset), and with
+/// [`LayoutError::NegativeStride`].
 ///
 /// ```
 /// use fragmask_layout::{left_inverse, Layout};
@@ -164,11 +167,13 @@ pub const fn left_inverse(layout: &Layout) -> Result<Layout, LayoutError> {
             Some(v) => v,
             None => return Err(LayoutError::Overflow),
         };
-        if reach > strides[k] {
-            return Err(LayoutError::NotInjective);
-        }
+        // Divisibility first: with it, a mode reaching past the next stride repeats an
+        // offset, so NotInjective is only reported for a layout that is not injective.
         if strides[k] % strides[k - 1] != 0 {
             return Err(LayoutError::Divisibility);
+        }
+        if reach > strides[k] {
+            return Err(LayoutError::NotInjective);
         }
         out_shapes[written] = strides[k] / strides[k - 1];
         out_strides[written] = prefix[below];

@@ -328,13 +328,9 @@ fn compatible(b: &IntTuple, r: &IntTuple) -> bool {
     (0..b.rank()).all(|m| compatible(&b.mode(m).unwrap(), &r.mode(m).unwrap()))
 }
 
-fn config(cases: u32) -> Config {
-    Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    }
-}
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+use proptest_ci::config;
 
 /// Runs `test` over `strategy` and returns how many cases it reported as defined
 /// (`Ok(true)`), out of how many.
@@ -345,7 +341,10 @@ fn run_counting<S: Strategy>(
 ) -> (u32, u32) {
     let defined = Cell::new(0u32);
     let total = Cell::new(0u32);
-    let mut runner = TestRunner::new(config(cases));
+    let mut runner = TestRunner::new(Config {
+        source_file: Some(file!()),
+        ..config(cases)
+    });
     let result = runner.run(&strategy, |value| {
         let ok = test(value)?;
         total.set(total.get() + 1);
@@ -659,14 +658,16 @@ proptest! {
     }
 
     #[test]
-    fn left_inverse_refuses_non_injective_layouts(layout in arb_layout_with(Strides::NonNegative, 8, 3, 4096)) {
+    fn left_inverse_refuses_non_injective_layouts_and_names_the_reason(layout in arb_layout_with(Strides::NonNegative, 8, 3, 4096)) {
         match left_inverse(&layout) {
             Ok(inverse) => {
                 for i in 0..size(&layout) {
                     prop_assert_eq!(inverse.eval(layout.eval(i).unwrap()), Ok(i), "{} -> {}", layout, inverse);
                 }
             }
-            Err(LayoutError::NotInjective | LayoutError::Divisibility) => {}
+            // "not injective" only for a layout that is not.
+            Err(LayoutError::NotInjective) => prop_assert!(!is_injective(&layout), "{}", layout),
+            Err(LayoutError::Divisibility) => {}
             Err(e) => prop_assert!(false, "left_inverse({}): {}", layout, e),
         }
         if !is_injective(&layout) {
@@ -813,10 +814,32 @@ proptest! {
 // Products.
 // ---------------------------------------------------------------------------------
 
-fn check_logical_product(block: &Layout, tiler: &Layout) -> Result<bool, TestCaseError> {
+/// `composition(rest, tiler)` as CuTe defines it for any tiler: by mode. Each leaf
+/// `(s_k, d_k)` of the tiler composes on its own, and the results add up across the
+/// leaves: at tiler coordinate `(c_0, c_1, ...)` the value is `sum_k rest(c_k * d_k)`.
+/// This is `rest(tiler(j))` only when rest is linear across the tiler's modes, e.g.
+/// when the tiler is injective (up to broadcast modes); for an overlapping tiler such
+/// as `(3,3):(2,1)` it is not (class 9 of issue 10).
+fn by_mode_composition_at(rest: &Layout, tiler: &Layout, j: i64) -> Result<i64, LayoutError> {
+    let mut index = j;
+    let mut total = 0;
+    for k in 0..tiler.leaf_count() {
+        let (s, d) = tiler.leaf_mode(k).unwrap();
+        total += eval_a(rest, (index % s) * d)?;
+        index /= s;
+    }
+    Ok(total)
+}
+
+/// `logical_product(A, B) = (A, composition(complement(A, size(A)*cosize(B)), B))`
+/// (CuTe, `include/cute/layout.hpp`), checked by mode for every tiler, and as the
+/// functional composition `rest(B(j))` where that is what CuTe's composition computes:
+/// for tilers injective up to broadcast modes. Returns whether the product was defined
+/// and whether the functional statement was checked.
+fn check_logical_product(block: &Layout, tiler: &Layout) -> Result<(bool, bool), TestCaseError> {
     let product = match logical_product(block, tiler) {
         Ok(p) => p,
-        Err(LayoutError::Divisibility | LayoutError::Capacity) => return Ok(false),
+        Err(LayoutError::Divisibility | LayoutError::Capacity) => return Ok((false, false)),
         Err(e) => return Err(TestCaseError::fail(format!("{block} x {tiler}: {e}"))),
     };
     prop_assert_eq!(product.rank(), 2);
@@ -826,23 +849,46 @@ fn check_logical_product(block: &Layout, tiler: &Layout) -> Result<bool, TestCas
         &tiler.shape(),
         &product.mode(1).unwrap().shape()
     ));
-    // Mode 1 is complement(A, size(A)*cosize(B)) o B.
     let rest = complement(block, size(block) * tiler.cosize().unwrap()).unwrap();
     let copies = product.mode(1).unwrap();
+    // By mode, for every tiler.
     for j in 0..size(tiler) {
-        prop_assert_eq!(copies.eval(j), rest.eval(tiler.eval(j).unwrap()));
-    }
-    // Copies of an injective block placed by an injective tiler do not overlap.
-    if is_injective(tiler) {
-        prop_assert!(
-            is_injective(&product),
-            "{} x {} = {}",
+        prop_assert_eq!(
+            copies.eval(j),
+            by_mode_composition_at(&rest, tiler, j),
+            "{} x {} = {} at {}",
             block,
             tiler,
-            product
+            product,
+            j
         );
     }
-    Ok(true)
+    let functional = is_injective(&filter(tiler).unwrap());
+    if functional {
+        // Mode 1 is the function rest o B, and copies of an injective block placed by
+        // an injective tiler do not overlap.
+        for j in 0..size(tiler) {
+            prop_assert_eq!(
+                copies.eval(j),
+                eval_a(&rest, tiler.eval(j).unwrap()),
+                "{} x {} = {} at {}",
+                block,
+                tiler,
+                product,
+                j
+            );
+        }
+        if is_injective(tiler) {
+            prop_assert!(
+                is_injective(&product),
+                "{} x {} = {}",
+                block,
+                tiler,
+                product
+            );
+        }
+    }
+    Ok((true, functional))
 }
 
 /// Blocks for products: injective with nested strides (complement is defined).
@@ -853,18 +899,77 @@ fn arb_block() -> impl Strategy<Value = Layout> {
     ]
 }
 
+/// Tilers whose leaves overlap (not injective): each leaf's stride below the extent
+/// of the leaves under it, e.g. `(3,3):(2,1)`.
+fn arb_overlapping_tiler() -> impl Strategy<Value = Layout> {
+    (arb_shape(4, 2, 64), prop::collection::vec(1i64..=4, 16)).prop_filter_map(
+        "a single leaf cannot overlap",
+        |(shape, strides)| {
+            let shapes = leaves_of(&shape);
+            let tiler = layout_of(&shape, &strides[..shapes.len()]);
+            (!is_injective(&tiler)).then_some(tiler)
+        },
+    )
+}
+
 #[test]
-fn logical_product_keeps_a_as_mode_0_and_multiplies_sizes() {
-    let block = arb_block();
+fn logical_product_of_an_injective_tiler_is_a_times_rest_of_b() {
+    // Tilers injective up to broadcast modes: mode 1 is the function rest o B.
     let tiler = prop_oneof![
         arb_layout_with(Strides::Nested, 4, 2, 64),
-        arb_layout_with(Strides::NonNegative, 4, 2, 64),
+        arb_layout_with(Strides::Chained, 4, 2, 64),
+        arb_layout_with(Strides::Compact, 4, 2, 64),
+        arb_layout_with(Strides::Broadcast, 4, 2, 64),
     ];
-    let (ok, total) = run_counting(256, (block, tiler), |(a, b)| check_logical_product(&a, &b));
+    let (ok, total) = run_counting(256, (arb_block(), tiler), |(a, b)| {
+        let (defined, functional) = check_logical_product(&a, &b)?;
+        prop_assert!(!defined || functional, "{} is not injective", b);
+        Ok(defined)
+    });
     assert!(
         ok * 3 >= total,
         "logical_product defined in only {ok} of {total}"
     );
+}
+
+#[test]
+fn logical_product_keeps_a_as_mode_0_and_composes_rest_with_b_by_mode() {
+    // Any tiler, overlapping ones included: the by-mode statement.
+    let tiler = prop_oneof![
+        arb_layout_with(Strides::Nested, 4, 2, 64),
+        arb_layout_with(Strides::NonNegative, 4, 2, 64),
+        arb_overlapping_tiler(),
+    ];
+    let (ok, total) = run_counting(256, (arb_block(), tiler), |(a, b)| {
+        Ok(check_logical_product(&a, &b)?.0)
+    });
+    assert!(
+        ok * 3 >= total,
+        "logical_product defined in only {ok} of {total}"
+    );
+}
+
+#[test]
+fn logical_product_of_an_overlapping_tiler_is_not_rest_of_b() {
+    // The minimal input of issue 10, class 9 (a flake of the former functional
+    // property): the tiler (3,3):(2,1) is not injective, and CuTe's (and pycute's)
+    // product differs from the function rest o B at j = 8, where B(8) = 6.
+    let block = Layout::parse("(1,1,2,1):(2,2,6,2)").unwrap();
+    let tiler = Layout::parse("(3,3):(2,1)").unwrap();
+    let product = logical_product(&block, &tiler).unwrap();
+    assert_eq!(
+        product,
+        Layout::parse("((1,1,2,1),(3,3)):((2,2,6,2),(2,1))").unwrap()
+    );
+    assert_eq!(
+        check_logical_product(&block, &tiler).unwrap(),
+        (true, false)
+    );
+    let rest = complement(&block, 2 * 7).unwrap();
+    let copies = product.mode(1).unwrap();
+    assert_eq!(tiler.eval(8), Ok(6));
+    assert_eq!(copies.eval(8), Ok(6));
+    assert_eq!(eval_a(&rest, 6), Ok(12));
 }
 
 fn check_blocked_and_raked(block: &Layout, tiler: &Layout) -> Result<bool, TestCaseError> {

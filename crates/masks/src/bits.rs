@@ -195,6 +195,11 @@ pub fn get32(words: &[u32], i: usize) -> bool {
     (words[i / 32] >> (i % 32)) & 1 == 1
 }
 
+// The property-test configuration of the whole crate (docs/CONVENTIONS.md).
+#[cfg(test)]
+#[path = "../../../tests/support/proptest_ci.rs"]
+pub(crate) mod proptest_ci;
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -203,6 +208,8 @@ mod tests {
     use std::vec;
 
     proptest! {
+        #![proptest_config(super::proptest_ci::config(256))]
+
         #[test]
         fn pack_bytes_sets_exactly_the_nonzero_bytes(src in proptest::collection::vec(
             prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..300)) {

@@ -416,7 +416,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(crate::bits::proptest_ci::config(64))]
 
         /// Over random bytes (0, 1 and any other nonzero value) of a row block of whole
         /// tiles inside a wider, ragged plane, every tile's fused words equal

@@ -1,5 +1,8 @@
 //! The encodings are derived from the fragment model, and say what they claim.
 
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
 mod common;
 
 use common::{acc, config, Rng, CONFIGS};
@@ -244,7 +247,7 @@ fn power_of_two_tiles_take_the_bit_permutation_path() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(proptest_ci::config(48))]
 
     #[test]
     fn tile_plan_encodes_as_the_reference_encoder(i in config(), e in 0usize..3, seed in any::<u64>(), density in 0u64..=100) {

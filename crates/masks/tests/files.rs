@@ -1,6 +1,9 @@
 //! Files: the packed safetensors round-trips, readers reject bad files with typed
 //! errors and never panic.
 
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
 mod common;
 
 use std::collections::HashMap;
@@ -357,7 +360,7 @@ fn readers(bytes: &[u8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(proptest_ci::config(256))]
 
     #[test]
     fn random_bytes_never_panic_the_readers(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {

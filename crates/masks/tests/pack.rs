@@ -1,5 +1,8 @@
 //! The packer: decode(encode(mask)) == mask, exact classification, deterministic output.
 
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,7 +119,7 @@ impl MaskSource for DenseWithRegions<'_> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(proptest_ci::config(24))]
 
     /// Tiles that region queries settle are skipped by the fused path, and the result
     /// is still exactly the general path's.

@@ -1,6 +1,9 @@
 //! Every source agrees with its dense equivalent (built here from the definitions), and
 //! bad input is a typed error.
 
+#[path = "../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
 mod common;
 
 use common::{acc, config, Rng};
@@ -54,7 +57,7 @@ fn shape() -> impl Strategy<Value = (usize, usize, usize, usize)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(proptest_ci::config(24))]
 
     #[test]
     fn top_k_lists_agree_with_their_dense_mask((b, h, sq, sk) in shape(), k in 0usize..48, seed in any::<u64>(), i in config(), e in 0usize..3) {
@@ -222,7 +225,7 @@ fn random_predicate(rng: &mut Rng, sk: usize, depth: u32) -> Predicate {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    #![proptest_config(proptest_ci::config(16))]
 
     #[test]
     fn document_masks_agree_with_their_dense_mask(
