@@ -64,6 +64,10 @@ pub fn layout_offset(layout: &Layout, index: Expr) -> Result<Expr, LayoutExprErr
 }
 
 #[cfg(test)]
+#[path = "../../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -92,7 +96,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(128))]
+        #![proptest_config(super::proptest_ci::config(128))]
         /// The emitted expression evaluates to `layout(i)` for every `i < size`.
         #[test]
         fn layout_offset_evaluates_as_the_layout(
