@@ -264,7 +264,7 @@ fn npy_reader_names_what_is_wrong() {
                 matches!(
                     e,
                     MaskError::WrongDtype {
-                        found: "a big-endian type",
+                        found: "a big-endian or unspecified-order integer type",
                         ..
                     }
                 )
@@ -294,14 +294,28 @@ fn npy_reader_names_what_is_wrong() {
                 "{'descr': '|u1', 'fortran_order': False, 'shape': (99999999999999999999,), }",
                 &[],
             ),
-            |e| matches!(e, MaskError::TooLarge { .. }),
+            |e| matches!(e, MaskError::Overflow { detail, .. } if detail == "99999999999999999999"),
         ),
         (
             npy_with_header(
                 "{'descr': '|u1', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
                 &[],
             ),
-            |e| matches!(e, MaskError::TooLarge { .. } | MaskError::Truncated { .. }),
+            |e| matches!(e, MaskError::Overflow { detail, .. } if detail.contains("4294967296")),
+        ),
+        (
+            npy_with_header(
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+                &[0; 4],
+            ),
+            |e| matches!(e, MaskError::WrongDtype { found, .. } if found.contains("floating")),
+        ),
+        (
+            npy_with_header(
+                "{'descr': '=i8', 'fortran_order': False, 'shape': (1,), }",
+                &[0; 8],
+            ),
+            |e| matches!(e, MaskError::WrongDtype { found, .. } if found.contains("big-endian or unspecified")),
         ),
         (b"\x93NUMPY\x01\x00\xff\x00{".to_vec(), |e| {
             matches!(e, MaskError::Truncated { .. })

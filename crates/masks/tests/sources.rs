@@ -173,12 +173,12 @@ fn eval(p: &Predicate, q: usize, k: usize, sq: usize, sk: usize) -> bool {
         }
         Predicate::PrefixLm { prefix, align } => k < *prefix as i64 || k <= diag(align),
         Predicate::Document(_) => unreachable!("documents are evaluated through DOCS"),
-        Predicate::And(x, y) => {
-            eval(x, q as usize, k as usize, sq, sk) && eval(y, q as usize, k as usize, sq, sk)
-        }
-        Predicate::Or(x, y) => {
-            eval(x, q as usize, k as usize, sq, sk) || eval(y, q as usize, k as usize, sq, sk)
-        }
+        Predicate::And(parts) => parts
+            .iter()
+            .all(|x| eval(x, q as usize, k as usize, sq, sk)),
+        Predicate::Or(parts) => parts
+            .iter()
+            .any(|x| eval(x, q as usize, k as usize, sq, sk)),
         Predicate::Not(x) => !eval(x, q as usize, k as usize, sq, sk),
     }
 }

@@ -84,15 +84,15 @@ impl<'a> ArrayView<'a> {
         self.data.len() / self.dtype.size()
     }
 
-    /// The bytes of a mask array: bool or uint8 (nonzero = 1); `what` names the input
-    /// in the error.
+    /// The bytes of a mask array: bool, uint8 or int8 (nonzero = 1); `what` names the
+    /// input in the error.
     pub fn mask_bytes(&self, what: &'static str) -> Result<&'a [u8], MaskError> {
         match self.dtype {
-            DType::Bool | DType::U8 => Ok(self.data),
+            DType::Bool | DType::U8 | DType::I8 => Ok(self.data),
             other => Err(MaskError::WrongDtype {
                 what,
                 found: other.name(),
-                expected: "bool or uint8",
+                expected: "bool, uint8 or int8",
             }),
         }
     }
@@ -184,6 +184,21 @@ pub struct SafetensorsFile<'a> {
 impl<'a> SafetensorsFile<'a> {
     /// Parses `bytes`.
     pub fn parse(bytes: &'a [u8]) -> Result<SafetensorsFile<'a>, MaskError> {
+        // The format by its first bytes, not the file's name: safetensors is an 8-byte
+        // little-endian header length, then the header, a JSON object.
+        if bytes.starts_with(npy::MAGIC) {
+            return Err(MaskError::Corrupt {
+                what: "safetensors file",
+                detail: "this is a .npy file (it starts with \\x93NUMPY); a safetensors file is expected here",
+            });
+        }
+        if bytes.get(8) != Some(&b'{') {
+            return Err(MaskError::Corrupt {
+                what: "input file",
+                detail: "neither .npy (which starts with \\x93NUMPY) nor safetensors (an 8-byte \
+                         header length, then a JSON header starting with '{')",
+            });
+        }
         let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
             .map_err(|e| MaskError::Safetensors(e.to_string()))?;
         let inner = safetensors::SafeTensors::deserialize(bytes)
