@@ -635,6 +635,24 @@ fn file_format_is_told_by_magic_bytes_not_by_name() {
         &["inspect", &npy],
         &["mask.safetensors", "this is a .npy file"],
     );
+    // Endless or odd inputs are refused before reading (no OOM on /dev/zero).
+    d.fails(
+        &["pack", "--mask", "/dev/zero", "-o", "out.safetensors"],
+        &["/dev/zero", "not a regular file"],
+    );
+    d.fails(
+        &[
+            "pack",
+            "--predicate",
+            "doc=/dev/zero",
+            "--seqlen-q",
+            "4",
+            "-o",
+            "out.safetensors",
+        ],
+        &["doc=/dev/zero", "not a regular file"],
+    );
+    d.fails(&["inspect", "."], &["not a regular file"]);
 }
 
 #[test]

@@ -142,13 +142,31 @@ impl<'a> ArrayView<'a> {
     }
 }
 
-/// Reads a whole file (an I/O error names the path).
+/// Reads a whole regular file (an I/O error names the path). Anything else (a
+/// directory, a device such as /dev/zero, a pipe) is refused: its length is unknown
+/// and may be endless.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, MaskError> {
-    std::fs::read(path).map_err(|e| MaskError::Io {
+    let error = |message: String| MaskError::Io {
         action: "reading",
         path: path.display().to_string(),
-        message: e.to_string(),
-    })
+        message,
+    };
+    let mut file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
+    let metadata = file.metadata().map_err(|e| error(e.to_string()))?;
+    if !metadata.is_file() {
+        return Err(error("not a regular file".to_string()));
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(metadata.len()).unwrap_or(usize::MAX))
+        .map_err(|_| {
+            error(std::format!(
+                "out of memory for its {} bytes",
+                metadata.len()
+            ))
+        })?;
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| error(e.to_string()))?;
+    Ok(bytes)
 }
 
 /// Reads an array from `.npy` or safetensors bytes, choosing by the file's magic:

@@ -690,7 +690,7 @@ impl Parser<'_, '_> {
             }
         };
         let need_arg = |me: &Self| me.error("this predicate needs '=' and an argument");
-        let p = match (name.as_str(), arg.as_deref()) {
+        let p = match (name.as_str(), arg.as_deref().filter(|a| !a.is_empty())) {
             ("all", None) => Predicate::All,
             ("none", None) => Predicate::Nothing,
             ("causal", None) => Predicate::Causal(align),
