@@ -12,7 +12,7 @@ use fragmask::masks::io::{check_output, read_array, read_file, ArrayView, Safete
 use fragmask::masks::{
     pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
     MaskError, MaskShape, MaskSource, PackOptions, PackProgress, PackedMask, PredicateMask,
-    TiledAccumulator, TopKMask,
+    TiledAccumulator, TopKMask, MAX_SEQLEN, MAX_THREADS,
 };
 
 use super::CmdResult;
@@ -33,14 +33,14 @@ pub struct PackArgs {
     pub topk: Option<PathBuf>,
     /// CSR row offsets for --topk: B*H*Sq + 1 entries, rows in (batch, head, query)
     /// order. B and H come from --batch / --heads (default 1 and rows / Sq).
-    #[arg(long, value_name = "FILE", requires = "topk")]
+    #[arg(long, value_name = "FILE", requires = "topk", conflicts_with_all = ["mask", "blocks", "predicate"])]
     pub topk_offsets: Option<PathBuf>,
     /// Batch dimension B of CSR --topk rows (1 = broadcast over batch; default 1).
-    #[arg(long, value_name = "B", requires = "topk_offsets")]
+    #[arg(long, value_name = "B", requires = "topk_offsets", conflicts_with_all = ["mask", "blocks", "predicate"])]
     pub batch: Option<usize>,
     /// Head dimension H of CSR --topk rows (1 = broadcast over heads; default rows /
     /// (B * Sq) with --seqlen-q, else 1).
-    #[arg(long, value_name = "H", requires = "topk_offsets")]
+    #[arg(long, value_name = "H", requires = "topk_offsets", conflicts_with_all = ["mask", "blocks", "predicate"])]
     pub heads: Option<usize>,
     /// Block lists: a safetensors file holding q2k_block_sparse_index,
     /// q2k_block_sparse_num and variable_block_sizes, or the index array (.npy) with
@@ -48,21 +48,21 @@ pub struct PackArgs {
     #[arg(long, value_name = "FILE")]
     pub blocks: Option<PathBuf>,
     /// q2k_block_sparse_num (.npy) for an index array given to --blocks.
-    #[arg(long, value_name = "FILE", requires = "blocks")]
+    #[arg(long, value_name = "FILE", requires = "blocks", conflicts_with_all = ["mask", "topk", "predicate"])]
     pub blocks_num: Option<PathBuf>,
     /// variable_block_sizes (.npy) for an index array given to --blocks (default: every
     /// key block whole).
-    #[arg(long, value_name = "FILE", requires = "blocks")]
+    #[arg(long, value_name = "FILE", requires = "blocks_num", conflicts_with_all = ["mask", "topk", "predicate"])]
     pub block_sizes: Option<PathBuf>,
-    /// Tokens per block of the block lists.
-    #[arg(long, default_value_t = 64, value_name = "TOKENS")]
-    pub sparse_block: usize,
+    /// Tokens per block of the block lists (default 64).
+    #[arg(long, value_name = "TOKENS", conflicts_with_all = ["mask", "topk", "predicate"])]
+    pub sparse_block: Option<usize>,
     /// Predicate: e.g. 'causal', 'window=256:0', 'prefix=64 | causal@top-left',
     /// 'causal,doc=ids.npy', '!(window=8:8)'. Needs --seqlen-q / --seqlen-k.
     #[arg(long, value_name = "EXPR")]
     pub predicate: Option<String>,
     /// Tensor name inside a safetensors --mask or --topk file (default: its only tensor).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["blocks", "predicate"])]
     pub tensor: Option<String>,
     /// Query length Sq (predicates; optional check for block lists).
     #[arg(long, value_name = "N")]
@@ -82,9 +82,9 @@ pub struct PackArgs {
     /// Bit order of the partial tiles.
     #[arg(long, default_value = "fragment-native", value_parser = ["fragment-native", "quad-lane", "row-major"])]
     pub encoding: String,
-    /// Worker threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
+    /// Worker threads (0 = all cores; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=MAX_THREADS as i64))]
+    pub threads: u16,
     /// Output safetensors file (written whole or not at all).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
@@ -102,6 +102,7 @@ const AFTER_HELP: &str = "Examples:\n  \
 
 /// Packs the chosen source and writes the file.
 pub fn run(args: PackArgs) -> CmdResult {
+    check_size_flags(&args)?;
     let acc = parse_tile(&args.block, args.warpgroups, args.swap_ab)?;
     // Before any work: the output must not be a device, FIFO, directory or an input
     // (doc=FILE inputs are checked as the predicate loads them).
@@ -138,7 +139,12 @@ pub fn run(args: PackArgs) -> CmdResult {
     } else {
         return Err("give one of --mask, --topk, --blocks, --predicate".into());
     };
-    let packed = run_pack(source.as_ref(), &acc, encoding, &args)?;
+    let input = match (&args.mask, &args.topk, &args.blocks) {
+        (Some(path), _, _) | (_, Some(path), _) | (_, _, Some(path)) => path.display().to_string(),
+        _ => "--predicate".to_string(),
+    };
+    let packed =
+        run_pack(source.as_ref(), &acc, encoding, &args).map_err(|e| format!("{input}: {e}"))?;
     packed
         .write_safetensors(&args.output)
         .map_err(|e| e.to_string())?;
@@ -166,6 +172,30 @@ fn at(path: &Path) -> impl Fn(MaskError) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
 }
 
+/// The size flags, before anything is read or allocated: each at least 1 (the thread
+/// count aside) and the sequence lengths within [`MAX_SEQLEN`].
+fn check_size_flags(args: &PackArgs) -> Result<(), String> {
+    for (flag, value) in [
+        ("--seqlen-q", args.seqlen_q),
+        ("--seqlen-k", args.seqlen_k),
+        ("--batch", args.batch),
+        ("--heads", args.heads),
+        ("--sparse-block", args.sparse_block),
+    ] {
+        match value {
+            Some(0) => return Err(format!("{flag} must be at least 1")),
+            Some(n) if flag.starts_with("--seqlen") && n as u64 > MAX_SEQLEN => {
+                return Err(format!(
+                    "{flag} {n} is too large: the limit is {MAX_SEQLEN} (attention kernels \
+                     index tokens with 32-bit ints; docs/masks.md)"
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn check_lengths(shape: MaskShape, args: &PackArgs) -> Result<(), String> {
     for (flag, given, actual) in [
         ("--seqlen-q", args.seqlen_q, shape.seqlen_q),
@@ -186,6 +216,9 @@ fn topk_source(path: &Path, args: &PackArgs) -> Result<TopKMask, String> {
     let seqlen_k = args.seqlen_k.ok_or("--topk needs --seqlen-k")?;
     let bytes = read(path)?;
     let view = read_array(&bytes, args.tensor.as_deref()).map_err(at(path))?;
+    if args.topk_offsets.is_some() {
+        rank1(&view, "CSR top-k indices").map_err(at(path))?;
+    }
     let indices = view.to_i64("top-k indices").map_err(at(path))?;
     match &args.topk_offsets {
         None => {
@@ -197,6 +230,7 @@ fn topk_source(path: &Path, args: &PackArgs) -> Result<TopKMask, String> {
         Some(offsets_path) => {
             let offsets_bytes = read(offsets_path)?;
             let offsets_view = read_array(&offsets_bytes, None).map_err(at(offsets_path))?;
+            rank1(&offsets_view, "CSR offsets").map_err(at(offsets_path))?;
             let offsets = offsets_view
                 .to_i64("CSR offsets")
                 .map_err(at(offsets_path))?;
@@ -214,15 +248,21 @@ fn topk_source(path: &Path, args: &PackArgs) -> Result<TopKMask, String> {
 /// three leading sizes fix the third; B and H default to 1).
 fn csr_shape(rows: usize, seqlen_k: usize, args: &PackArgs) -> Result<MaskShape, String> {
     let batch = args.batch.unwrap_or(1);
+    // A product that overflows or is 0 cannot divide `rows`: the check below reports it.
     let heads = match (args.heads, args.seqlen_q) {
         (Some(heads), _) => heads,
-        (None, Some(seqlen_q)) if batch > 0 && seqlen_q > 0 => rows / (batch * seqlen_q),
+        (None, Some(seqlen_q)) => batch
+            .checked_mul(seqlen_q)
+            .and_then(|d| rows.checked_div(d))
+            .unwrap_or(0),
         (None, _) => 1,
     };
     let seqlen_q = match args.seqlen_q {
         Some(seqlen_q) => seqlen_q,
-        None if batch > 0 && heads > 0 => rows / (batch * heads),
-        None => 0,
+        None => batch
+            .checked_mul(heads)
+            .and_then(|d| rows.checked_div(d))
+            .unwrap_or(0),
     };
     let leading = batch
         .checked_mul(heads)
@@ -238,7 +278,7 @@ fn csr_shape(rows: usize, seqlen_k: usize, args: &PackArgs) -> Result<MaskShape,
 
 fn block_source(path: &Path, args: &PackArgs) -> Result<BlockSparseMask, String> {
     let options = BlockSparseOptions {
-        block_size: args.sparse_block,
+        block_size: args.sparse_block.unwrap_or(64),
         seqlen_q: args.seqlen_q,
         seqlen_k: args.seqlen_k,
     };
@@ -249,7 +289,10 @@ fn block_source(path: &Path, args: &PackArgs) -> Result<BlockSparseMask, String>
         let index = file.tensor("q2k_block_sparse_index").map_err(at(path))?;
         let num = file.tensor("q2k_block_sparse_num").map_err(at(path))?;
         let sizes = match file.tensor("variable_block_sizes") {
-            Ok(v) => Some(ints(&v, "variable_block_sizes")?),
+            Ok(v) => {
+                rank1(&v, "variable_block_sizes").map_err(at(path))?;
+                Some(ints(&v, "variable_block_sizes")?)
+            }
             Err(MaskError::Missing { .. }) => None,
             Err(e) => return Err(at(path)(e)),
         };
@@ -274,6 +317,7 @@ fn block_source(path: &Path, args: &PackArgs) -> Result<BlockSparseMask, String>
         Some(p) => {
             let b = read(p)?;
             let v = read_array(&b, None).map_err(at(p))?;
+            rank1(&v, "variable_block_sizes").map_err(at(p))?;
             Some(v.to_i64("variable_block_sizes").map_err(at(p))?)
         }
         None => None,
@@ -289,6 +333,18 @@ fn block_source(path: &Path, args: &PackArgs) -> Result<BlockSparseMask, String>
     .map_err(at(path))
 }
 
+/// A 1-D array (`what` names it in the error).
+fn rank1(view: &ArrayView, what: &'static str) -> Result<(), MaskError> {
+    if view.shape.len() != 1 {
+        return Err(MaskError::BadRank {
+            what,
+            rank: view.shape.len(),
+            expected: "1",
+        });
+    }
+    Ok(())
+}
+
 fn predicate_source(text: &str, args: &PackArgs) -> Result<PredicateMask, String> {
     let (seqlen_q, seqlen_k) = match (args.seqlen_q, args.seqlen_k) {
         (Some(q), Some(k)) => (q, k),
@@ -301,18 +357,38 @@ fn predicate_source(text: &str, args: &PackArgs) -> Result<PredicateMask, String
         let bytes = read_file(path)?;
         let view = read_array(&bytes, None)?;
         let ids = view.to_i64("document ids")?;
-        match view.shape.as_slice() {
-            [_] => Ok(DocumentIds::new(&ids)),
-            [batch, _] => DocumentIds::with_batch(*batch, &ids, &ids),
-            _ => Err(MaskError::BadRank {
-                what: "document ids",
-                rank: view.shape.len(),
-                expected: "1 ([S]) or 2 ([B, S])",
-            }),
+        // One id list serves queries and keys, so its length is Sq and Sk both.
+        let (batch, len) = match view.shape.as_slice() {
+            [len] => (None, *len),
+            [batch, len] => (Some(*batch), *len),
+            _ => {
+                return Err(MaskError::BadRank {
+                    what: "document ids",
+                    rank: view.shape.len(),
+                    expected: "1 ([S]) or 2 ([B, S])",
+                })
+            }
+        };
+        for (what, seqlen) in [
+            ("document ids length (must equal --seqlen-q)", seqlen_q),
+            ("document ids length (must equal --seqlen-k)", seqlen_k),
+        ] {
+            if len != seqlen {
+                return Err(MaskError::ShapeMismatch {
+                    what,
+                    expected: seqlen as u64,
+                    found: len as u64,
+                });
+            }
+        }
+        match batch {
+            None => Ok(DocumentIds::new(&ids)),
+            Some(batch) => DocumentIds::with_batch(batch, &ids, &ids),
         }
     };
-    let predicate = parse_predicate(text, &mut load_docs).map_err(|e| e.to_string())?;
-    PredicateMask::new(seqlen_q, seqlen_k, predicate).map_err(|e| e.to_string())
+    let predicate =
+        parse_predicate(text, &mut load_docs).map_err(|e| format!("--predicate: {e}"))?;
+    PredicateMask::new(seqlen_q, seqlen_k, predicate).map_err(|e| format!("--predicate: {e}"))
 }
 
 fn run_pack(
@@ -333,7 +409,7 @@ fn run_pack(
         }
     };
     let options = PackOptions {
-        threads: args.threads,
+        threads: usize::from(args.threads),
         progress: if show { Some(&progress) } else { None },
     };
     let result = pack(source, acc, encoding, &options).map_err(|e| e.to_string());

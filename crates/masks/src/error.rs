@@ -151,6 +151,29 @@ pub enum MaskError {
         /// The message.
         message: alloc::string::String,
     },
+    /// An error in the document ids of a `doc=NAME` predicate atom.
+    #[cfg(feature = "alloc")]
+    Document {
+        /// The atom's argument (the CLI reads it as a file name).
+        name: alloc::string::String,
+        /// What is wrong with them.
+        error: alloc::boxed::Box<MaskError>,
+    },
+    /// A size computed from an input does not fit in 64 bits.
+    #[cfg(feature = "alloc")]
+    Overflow {
+        /// The size.
+        what: &'static str,
+        /// Its factors or its text, as given.
+        detail: alloc::string::String,
+    },
+    /// Memory for an output could not be allocated.
+    OutOfMemory {
+        /// The buffer.
+        what: &'static str,
+        /// Bytes asked for.
+        bytes: u64,
+    },
     /// An I/O error reading or writing a file.
     #[cfg(feature = "std")]
     Io {
@@ -258,6 +281,15 @@ impl fmt::Display for MaskError {
             MaskError::Missing { what, name } => write!(f, "missing {what} '{name}'"),
             #[cfg(feature = "alloc")]
             MaskError::Syntax { message } => write!(f, "predicate syntax: {message}"),
+            #[cfg(feature = "alloc")]
+            MaskError::Document { name, error } => write!(f, "doc={name}: {error}"),
+            #[cfg(feature = "alloc")]
+            MaskError::Overflow { what, detail } => {
+                write!(f, "too large: {what} ({detail}) does not fit in 64 bits")
+            }
+            MaskError::OutOfMemory { what, bytes } => {
+                write!(f, "out of memory: {what} needs {bytes} bytes")
+            }
             #[cfg(feature = "std")]
             MaskError::Io {
                 action,
@@ -276,6 +308,8 @@ impl core::error::Error for MaskError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             MaskError::Config(e) => Some(e),
+            #[cfg(feature = "alloc")]
+            MaskError::Document { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }

@@ -71,7 +71,7 @@ pub use error::MaskError;
 #[cfg(feature = "alloc")]
 pub use pack::{
     pack, plain_bit_pack, ByteStats, PackOptions, PackProgress, PackedMask, TileClass, TileStats,
-    MAX_TILE_COUNT,
+    MAX_SEQLEN, MAX_THREADS, MAX_TILE_COUNT,
 };
 #[cfg(feature = "alloc")]
 pub use plan::TilePlan;
@@ -81,6 +81,7 @@ pub use source::BlockSparseOptions;
 #[cfg(feature = "alloc")]
 pub use source::{
     parse_predicate, Alignment, BlockSparseMask, DocumentIds, Predicate, PredicateMask, TopKMask,
+    MAX_PREDICATE_DEPTH, MAX_PREDICATE_NESTING,
 };
 pub use source::{DenseMask, DenseRows, IndexValue, MaskSource, Region};
 

@@ -15,6 +15,13 @@ use crate::{bits, Encoding, MaskError, MaskShape};
 /// Largest count of list entries or partial tiles (the file stores i32 indices).
 pub const MAX_TILE_COUNT: u64 = i32::MAX as u64;
 
+/// Longest `seqlen_q` and `seqlen_k` packed or read: `i32::MAX`, as attention kernels
+/// (FlashAttention-3, FlexAttention, this repository's) index tokens with 32-bit ints.
+pub const MAX_SEQLEN: u64 = i32::MAX as u64;
+
+/// Most worker threads [`pack`] starts (more are treated as this many).
+pub const MAX_THREADS: usize = 1024;
+
 /// Progress of a pack: row blocks (`batch × heads × m_blocks` of them) done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackProgress {
@@ -125,6 +132,15 @@ pub fn pack<S: MaskSource + ?Sized>(
 ) -> Result<PackedMask, MaskError> {
     let shape = source.shape();
     MaskShape::new(shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k)?;
+    for (what, value) in [("seqlen_q", shape.seqlen_q), ("seqlen_k", shape.seqlen_k)] {
+        if value as u64 > MAX_SEQLEN {
+            return Err(MaskError::TooLarge {
+                what,
+                value: value as u64,
+                limit: MAX_SEQLEN,
+            });
+        }
+    }
     let grid = TileGrid::new(shape, acc);
     let entries = grid.tiles();
     if entries > MAX_TILE_COUNT {
@@ -136,6 +152,7 @@ pub fn pack<S: MaskSource + ?Sized>(
     }
     let derived = derive(acc, encoding)?;
     let (layout, plan) = (&derived.0, &derived.1);
+    // <= entries (n_blocks >= 1), so no overflow.
     let strips = shape.batch * shape.heads * grid.m_blocks;
     // A dense source already holds `Sq × Sk` bytes: give every row block a slot with
     // room for all its tiles in one output buffer (at most ~1/8 of the source; pages
@@ -145,7 +162,9 @@ pub fn pack<S: MaskSource + ?Sized>(
         .then(|| strips.checked_mul(slot_words))
         .flatten()
         .filter(|&total| total <= isize::MAX as usize / 8)
-        .map(|total| (vec![0u32; total], slot_words));
+        .map(|total| try_vec(total, 0u32, "packed words (one slot per row block)"))
+        .transpose()?
+        .map(|buffer| (buffer, slot_words));
     match slots {
         Some((mut buffer, slot_words)) => {
             let results = run_strips(
@@ -155,14 +174,27 @@ pub fn pack<S: MaskSource + ?Sized>(
                 strips,
                 options,
                 Some((&mut buffer, slot_words)),
-            );
+            )?;
             assemble(layout.clone(), grid, results, Some((buffer, slot_words)))
         }
         None => {
-            let results = run_strips(source, &grid, plan, strips, options, None);
+            let results = run_strips(source, &grid, plan, strips, options, None)?;
             assemble(layout.clone(), grid, results, None)
         }
     }
+}
+
+/// `len` copies of `value`, or a typed error when the memory cannot be had (instead of
+/// aborting the process).
+fn try_vec<T: Clone>(len: usize, value: T, what: &'static str) -> Result<Vec<T>, MaskError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| MaskError::OutOfMemory {
+            what,
+            bytes: (len as u64).saturating_mul(core::mem::size_of::<T>() as u64),
+        })?;
+    v.resize(len, value);
+    Ok(v)
 }
 
 /// The encoding table and its compiled plan; with `std`, cached per configuration
@@ -243,16 +275,24 @@ impl Sink<'_> {
 
     /// Room for `count` words after the kept ones (a slot always has room for all the
     /// row block's tiles).
-    fn room(&mut self, count: usize) -> &mut [u32] {
+    fn room(&mut self, count: usize) -> Result<&mut [u32], MaskError> {
         let end = self.len + count;
         if let SinkWords::Own(words) = &mut self.words {
             if words.len() < end {
-                // Grown by doubling (resize): few reallocations.
+                // Grown by doubling: few reallocations.
+                let want = end.max(words.len().saturating_mul(2));
+                words
+                    .try_reserve(want - words.len())
+                    .or_else(|_| words.try_reserve_exact(end - words.len()))
+                    .map_err(|_| MaskError::OutOfMemory {
+                        what: "packed words",
+                        bytes: end as u64 * 4,
+                    })?;
                 words.resize(end, 0);
             }
         }
         let len = self.len;
-        &mut self.buffer()[len..end]
+        Ok(&mut self.buffer()[len..end])
     }
 
     /// Keeps `count` words starting at `from` (>= the kept length): moves them right
@@ -285,18 +325,18 @@ struct Worker<'p> {
 }
 
 impl Worker<'_> {
-    fn new(plan: &TilePlan, n_blocks: usize) -> Worker<'_> {
-        Worker {
+    fn new(plan: &TilePlan, n_blocks: usize) -> Result<Worker<'_>, MaskError> {
+        Ok(Worker {
             plan,
             fused: plan.fused().filter(|_| FusedLayout::cpu_supported()),
             tile: vec![0; plan.tile_words()],
-            counts: vec![0; n_blocks],
+            counts: try_vec(n_blocks, 0, "tile counts of a row block")?,
             strip: Vec::new(),
             regions: Vec::new(),
             skip: Vec::new(),
             summary: Vec::new(),
             last_words: 0,
-        }
+        })
     }
 
     /// Packs row block `index`; its words go to `slot` when given, else to a vector.
@@ -306,7 +346,7 @@ impl Worker<'_> {
         grid: &TileGrid,
         index: usize,
         slot: Option<&mut [u32]>,
-    ) -> Strip {
+    ) -> Result<Strip, MaskError> {
         let mut sink = Sink {
             words: match slot {
                 Some(slot) => SinkWords::Slot(slot),
@@ -315,7 +355,7 @@ impl Worker<'_> {
             },
             len: 0,
         };
-        let (partial, full) = self.strip_into(source, grid, index, &mut sink);
+        let (partial, full) = self.strip_into(source, grid, index, &mut sink)?;
         self.last_words = sink.len;
         let words = match sink.words {
             SinkWords::Own(mut words) => {
@@ -324,12 +364,12 @@ impl Worker<'_> {
             }
             SinkWords::Slot(_) => Vec::new(),
         };
-        Strip {
+        Ok(Strip {
             partial,
             full,
             words,
             len: sink.len,
-        }
+        })
     }
 
     /// The fused dense path over the row block's whole tiles: the number of leading
@@ -344,23 +384,23 @@ impl Worker<'_> {
         sink: &mut Sink<'_>,
         partial: &mut Vec<u32>,
         full: &mut Vec<u32>,
-    ) -> usize {
+    ) -> Result<usize, MaskError> {
         let Some(fused) = self.fused else {
-            return 0;
+            return Ok(0);
         };
         let whole = grid.shape.seqlen_k / grid.block_n;
         if rows.len() != grid.block_m || whole == 0 {
-            return 0;
+            return Ok(0);
         }
         let Some(dense) = source.dense_rows(batch, head) else {
-            return 0;
+            return Ok(0);
         };
         let Some(data) = rows
             .start
             .checked_mul(dense.row_stride)
             .and_then(|first| dense.data.get(first..))
         else {
-            return 0;
+            return Ok(0);
         };
         self.regions.clear();
         self.skip.clear();
@@ -372,10 +412,10 @@ impl Worker<'_> {
         }
         let words_per_tile = fused.words_per_tile();
         let start = sink.len;
-        let room = sink.room(whole * words_per_tile);
+        let room = sink.room(whole * words_per_tile)?;
         self.summary.resize(whole, (0, 0));
         if !fused.encode_row_block(data, dense.row_stride, &self.skip, room, &mut self.summary) {
-            return 0;
+            return Ok(0);
         }
         for (n_block, (region, &(any, all))) in self.regions.iter().zip(&self.summary).enumerate() {
             match region {
@@ -393,7 +433,7 @@ impl Worker<'_> {
                 }
             }
         }
-        whole
+        Ok(whole)
     }
 
     fn strip_into<S: MaskSource + ?Sized>(
@@ -402,7 +442,7 @@ impl Worker<'_> {
         grid: &TileGrid,
         index: usize,
         sink: &mut Sink<'_>,
-    ) -> (Vec<u32>, Vec<u32>) {
+    ) -> Result<(Vec<u32>, Vec<u32>), MaskError> {
         let m_block = index % grid.m_blocks;
         let bh = index / grid.m_blocks;
         let (batch, head) = (bh / grid.shape.heads, bh % grid.shape.heads);
@@ -424,7 +464,7 @@ impl Worker<'_> {
                 sink,
                 &mut partial,
                 &mut full,
-            )
+            )?
         };
         let strip_row_words = grid.shape.seqlen_k.div_ceil(64);
         // None = not asked yet; Some(false) = the source reads tile by tile (and the
@@ -459,8 +499,19 @@ impl Worker<'_> {
                 }
             };
             if strip_filled.is_none() {
-                self.strip.resize(rows_in * strip_row_words, 0);
-                strip_filled = Some(source.strip_bits(batch, head, rows.clone(), &mut self.strip));
+                // A strip of bits costs `block_m × Sk / 8` bytes: only for sources that
+                // fill it, and beyond MAX_SPARSE_STRIP_WORDS only for dense sources
+                // (whose own row block is 8 times larger); others are read tile by tile.
+                let strip_words = rows_in * strip_row_words;
+                let use_strip = source.fills_strips()
+                    && (strip_words <= MAX_SPARSE_STRIP_WORDS
+                        || source.dense_rows(batch, head).is_some());
+                strip_filled = Some(
+                    use_strip && {
+                        self.strip.resize(strip_words, 0);
+                        source.strip_bits(batch, head, rows.clone(), &mut self.strip)
+                    },
+                );
             }
             self.tile.fill(0);
             match strip_filled {
@@ -514,10 +565,10 @@ impl Worker<'_> {
             partial.push(n_block as u32);
             let words_per_tile = self.plan.words_per_tile();
             let len = sink.len;
-            self.plan.encode(&mut self.tile, sink.room(words_per_tile));
+            self.plan.encode(&mut self.tile, sink.room(words_per_tile)?);
             sink.keep(len, words_per_tile);
         }
-        (partial, full)
+        Ok((partial, full))
     }
 }
 
@@ -535,6 +586,9 @@ fn all_ones(tile: &[u64], row_words: usize, block_n: usize) -> bool {
     })
 }
 
+/// Largest strip of bits (`u64` words, 16 MiB) built for a source that is not dense.
+const MAX_SPARSE_STRIP_WORDS: usize = 1 << 21;
+
 /// The output buffer of a dense source and its slot length (words per row block).
 type Slots<'b> = Option<(&'b mut [u32], usize)>;
 
@@ -546,14 +600,14 @@ fn run_strips<S: MaskSource + ?Sized>(
     strips: usize,
     options: &PackOptions<'_>,
     slots: Slots<'_>,
-) -> Vec<Strip> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+) -> Result<Vec<Strip>, MaskError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
     let threads = match options.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         t => t,
     }
-    .clamp(1, strips.max(1));
+    .clamp(1, strips.clamp(1, MAX_THREADS));
     if threads == 1 {
         return run_serial(source, grid, plan, strips, options, slots);
     }
@@ -567,46 +621,57 @@ fn run_strips<S: MaskSource + ?Sized>(
     };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let mut parts: Vec<Vec<(usize, Strip)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut worker = Worker::new(plan, grid.n_blocks);
-                    let mut mine = Vec::new();
-                    loop {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        if index >= strips {
-                            break;
-                        }
-                        let slot = slots.get(index).and_then(|slot| {
-                            slot.lock()
-                                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                                .take()
-                        });
-                        mine.push((index, worker.strip(source, grid, index, slot)));
-                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if let Some(progress) = options.progress {
-                            progress(PackProgress {
-                                done: finished,
-                                total: strips,
-                            });
-                        }
-                    }
-                    mine
-                })
-            })
+    let failed = AtomicBool::new(false);
+    // Workers draw row blocks from `next` until none is left or one worker failed.
+    let work = || -> Result<Vec<(usize, Strip)>, MaskError> {
+        let mut worker = Worker::new(plan, grid.n_blocks)?;
+        let mut mine = Vec::new();
+        while !failed.load(Ordering::Relaxed) {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            if index >= strips {
+                break;
+            }
+            let slot = slots.get(index).and_then(|slot| {
+                slot.lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .take()
+            });
+            match worker.strip(source, grid, index, slot) {
+                Ok(strip) => mine.push((index, strip)),
+                Err(e) => {
+                    failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+            let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Some(progress) = options.progress {
+                progress(PackProgress {
+                    done: finished,
+                    total: strips,
+                });
+            }
+        }
+        Ok(mine)
+    };
+    let parts: Vec<Result<Vec<(usize, Strip)>, MaskError>> = std::thread::scope(|scope| {
+        // The calling thread is one of the workers; a helper thread the system refuses
+        // to start is simply one worker fewer (the others draw its row blocks).
+        let helpers: Vec<_> = (1..threads)
+            .map_while(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
+        let mut parts = vec![work()];
+        parts.extend(helpers.into_iter().map(|h| {
+            h.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }));
+        parts
     });
-    let mut all: Vec<(usize, Strip)> = parts.iter_mut().flat_map(core::mem::take).collect();
+    let mut all: Vec<(usize, Strip)> = Vec::with_capacity(strips);
+    for part in parts {
+        all.extend(part?);
+    }
     all.sort_unstable_by_key(|(index, _)| *index);
-    all.into_iter().map(|(_, strip)| strip).collect()
+    Ok(all.into_iter().map(|(_, strip)| strip).collect())
 }
 
 #[cfg(not(feature = "std"))]
@@ -617,7 +682,7 @@ fn run_strips<S: MaskSource + ?Sized>(
     strips: usize,
     options: &PackOptions<'_>,
     slots: Slots<'_>,
-) -> Vec<Strip> {
+) -> Result<Vec<Strip>, MaskError> {
     run_serial(source, grid, plan, strips, options, slots)
 }
 
@@ -628,20 +693,20 @@ fn run_serial<S: MaskSource + ?Sized>(
     strips: usize,
     options: &PackOptions<'_>,
     slots: Slots<'_>,
-) -> Vec<Strip> {
-    let mut worker = Worker::new(plan, grid.n_blocks);
+) -> Result<Vec<Strip>, MaskError> {
+    let mut worker = Worker::new(plan, grid.n_blocks)?;
     let mut slots = slots.map(|(buffer, slot_words)| buffer.chunks_mut(slot_words));
     (0..strips)
         .map(|index| {
             let slot = slots.as_mut().and_then(|chunks| chunks.next());
-            let strip = worker.strip(source, grid, index, slot);
+            let strip = worker.strip(source, grid, index, slot)?;
             if let Some(progress) = options.progress {
                 progress(PackProgress {
                     done: index + 1,
                     total: strips,
                 });
             }
-            strip
+            Ok(strip)
         })
         .collect()
 }
@@ -680,7 +745,14 @@ fn assemble(
             words
         }
         None => {
-            let mut words = Vec::with_capacity(partial_tiles * layout.words_per_tile());
+            let mut words = Vec::new();
+            let total = partial_tiles * layout.words_per_tile();
+            words
+                .try_reserve_exact(total)
+                .map_err(|_| MaskError::OutOfMemory {
+                    what: "packed words",
+                    bytes: total as u64 * 4,
+                })?;
             for strip in &strips {
                 words.extend_from_slice(&strip.words);
             }
@@ -689,11 +761,11 @@ fn assemble(
     };
     let mut packed = PackedMask {
         grid,
-        kv_num_blocks: vec![0; count],
-        kv_indices: vec![0; count * n_blocks],
-        full_kv_num_blocks: vec![0; count],
-        full_kv_indices: vec![0; count * n_blocks],
-        kv_tile_offsets: vec![-1; count * n_blocks],
+        kv_num_blocks: try_vec(count, 0, "tile lists")?,
+        kv_indices: try_vec(count * n_blocks, 0, "tile lists")?,
+        full_kv_num_blocks: try_vec(count, 0, "tile lists")?,
+        full_kv_indices: try_vec(count * n_blocks, 0, "tile lists")?,
+        kv_tile_offsets: try_vec(count * n_blocks, -1, "tile lists")?,
         words,
         layout,
     };
@@ -926,29 +998,38 @@ pub fn plain_bit_pack(data: &[u8], rows: usize, cols: usize, threads: usize) -> 
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             t => t,
         }
-        .clamp(1, bands);
+        .clamp(1, bands.clamp(1, MAX_THREADS));
         if threads > 1 {
             let slots: Vec<Mutex<Option<&mut [u64]>>> = out
                 .chunks_mut(band_words)
                 .map(|band| Mutex::new(Some(band)))
                 .collect();
             let next = AtomicUsize::new(0);
-            std::thread::scope(|scope| {
-                for _ in 0..threads {
-                    scope.spawn(|| loop {
-                        let band = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(slot) = slots.get(band) else {
-                            break;
-                        };
-                        let taken = slot
-                            .lock()
-                            .unwrap_or_else(|poisoned| poisoned.into_inner())
-                            .take();
-                        if let Some(dst) = taken {
-                            pack_band(band, dst);
-                        }
-                    });
+            let work = || loop {
+                let band = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = slots.get(band) else {
+                    break;
+                };
+                let taken = slot
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .take();
+                if let Some(dst) = taken {
+                    pack_band(band, dst);
                 }
+            };
+            std::thread::scope(|scope| {
+                // The calling thread works too; a helper the system refuses to start
+                // is one worker fewer.
+                for _ in 1..threads {
+                    if std::thread::Builder::new()
+                        .spawn_scoped(scope, work)
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                work();
             });
             return out;
         }

@@ -267,7 +267,7 @@ fn npy_reader_names_what_is_wrong() {
                 matches!(
                     e,
                     MaskError::WrongDtype {
-                        found: "a big-endian type",
+                        found: "a big-endian or unspecified-order integer type",
                         ..
                     }
                 )
@@ -297,14 +297,28 @@ fn npy_reader_names_what_is_wrong() {
                 "{'descr': '|u1', 'fortran_order': False, 'shape': (99999999999999999999,), }",
                 &[],
             ),
-            |e| matches!(e, MaskError::TooLarge { .. }),
+            |e| matches!(e, MaskError::Overflow { detail, .. } if detail == "99999999999999999999"),
         ),
         (
             npy_with_header(
                 "{'descr': '|u1', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
                 &[],
             ),
-            |e| matches!(e, MaskError::TooLarge { .. } | MaskError::Truncated { .. }),
+            |e| matches!(e, MaskError::Overflow { detail, .. } if detail.contains("4294967296")),
+        ),
+        (
+            npy_with_header(
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+                &[0; 4],
+            ),
+            |e| matches!(e, MaskError::WrongDtype { found, .. } if found.contains("floating")),
+        ),
+        (
+            npy_with_header(
+                "{'descr': '=i8', 'fortran_order': False, 'shape': (1,), }",
+                &[0; 8],
+            ),
+            |e| matches!(e, MaskError::WrongDtype { found, .. } if found.contains("big-endian or unspecified")),
         ),
         (b"\x93NUMPY\x01\x00\xff\x00{".to_vec(), |e| {
             matches!(e, MaskError::Truncated { .. })
@@ -384,5 +398,77 @@ proptest! {
         readers(&bytes);
         bytes.truncate(cut % (bytes.len() + 1));
         readers(&bytes);
+    }
+}
+
+// ---- The packed reader cross-checks metadata against the tensors (issue 10). ----
+
+/// A packed file with metadata `key` set to `value`.
+fn with_metadata(packed: &PackedMask, key: &str, value: &str) -> Vec<u8> {
+    let bytes = packed.to_safetensors().unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut meta = packed.metadata();
+    meta.insert(key.to_string(), value.to_string());
+    let views: Vec<(String, safetensors::tensor::TensorView)> =
+        st.iter().map(|(n, t)| (n.to_string(), t)).collect();
+    safetensors::serialize(views, Some(meta)).unwrap()
+}
+
+#[test]
+fn packed_reader_rejects_metadata_the_tensors_contradict() {
+    // One full 128 x 128 tile: Sq = Sk = 1 keeps the grid but makes the full tile
+    // stick out of the mask (inspect printed "density 1638400%").
+    let ones = vec![1u8; 128 * 128];
+    let dense = DenseMask::new(&ones, &[128, 128]).unwrap();
+    let packed = pack(
+        &dense,
+        &acc(0),
+        Encoding::FragmentNative,
+        &PackOptions::default(),
+    )
+    .unwrap();
+    for (key, value) in [
+        ("seqlen_q", "1"),
+        ("seqlen_k", "1"),
+        ("batch", "2"),
+        ("heads", "0"),
+    ] {
+        let err = PackedMask::from_safetensors(&with_metadata(&packed, key, value)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                MaskError::Corrupt { .. } | MaskError::ShapeMismatch { .. }
+            ),
+            "{key}={value}: {err}"
+        );
+    }
+    let err = PackedMask::from_safetensors(&with_metadata(&packed, "block_m", "99999999999"))
+        .unwrap_err();
+    assert!(err.to_string().contains("99999999999"), "{err}");
+}
+
+proptest! {
+    #[test]
+    fn accepted_packed_files_count_no_more_ones_than_elements(
+        i in 0usize..4,
+        key in 0usize..4,
+        value in 0usize..1000,
+    ) {
+        let packed = sample(i, Encoding::FragmentNative);
+        let key = ["seqlen_q", "seqlen_k", "batch", "heads"][key];
+        let bytes = with_metadata(&packed, key, &value.to_string());
+        if let Ok(read) = PackedMask::from_safetensors(&bytes) {
+            let s = read.stats();
+            prop_assert!(s.ones <= s.elements, "{} > {}", s.ones, s.elements);
+            prop_assert!(s.full + s.partial <= s.tiles);
+            // Every element outside the mask reads 0, every element inside as packed.
+            let shape = read.shape();
+            prop_assert!(!read.get(0, 0, shape.seqlen_q, 0));
+            for q in (0..shape.seqlen_q).step_by(7) {
+                for k in (0..shape.seqlen_k).step_by(5) {
+                    prop_assert_eq!(read.get(0, 0, q, k), packed.get(0, 0, q, k));
+                }
+            }
+        }
     }
 }

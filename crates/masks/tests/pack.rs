@@ -81,6 +81,9 @@ impl MaskSource for BitsOnly<'_> {
     ) -> bool {
         self.0.strip_bits(b, h, rows, out)
     }
+    fn fills_strips(&self) -> bool {
+        true
+    }
 }
 
 /// A dense mask that also answers region queries exactly (by scanning its bytes), so

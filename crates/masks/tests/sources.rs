@@ -10,6 +10,7 @@ use common::{acc, config, Rng};
 use fragmask_masks::{
     pack, parse_predicate, Alignment, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds,
     Encoding, MaskError, MaskShape, MaskSource, PackOptions, Predicate, PredicateMask, TopKMask,
+    MAX_PREDICATE_DEPTH, MAX_PREDICATE_NESTING,
 };
 use proptest::prelude::*;
 
@@ -176,12 +177,12 @@ fn eval(p: &Predicate, q: usize, k: usize, sq: usize, sk: usize) -> bool {
         }
         Predicate::PrefixLm { prefix, align } => k < *prefix as i64 || k <= diag(align),
         Predicate::Document(_) => unreachable!("documents are evaluated through DOCS"),
-        Predicate::And(x, y) => {
-            eval(x, q as usize, k as usize, sq, sk) && eval(y, q as usize, k as usize, sq, sk)
-        }
-        Predicate::Or(x, y) => {
-            eval(x, q as usize, k as usize, sq, sk) || eval(y, q as usize, k as usize, sq, sk)
-        }
+        Predicate::And(parts) => parts
+            .iter()
+            .all(|x| eval(x, q as usize, k as usize, sq, sk)),
+        Predicate::Or(parts) => parts
+            .iter()
+            .any(|x| eval(x, q as usize, k as usize, sq, sk)),
         Predicate::Not(x) => !eval(x, q as usize, k as usize, sq, sk),
     }
 }
@@ -530,4 +531,109 @@ fn top_k_strip_counts_are_exact_when_sparse_and_declined_when_dense() {
     let mut counts = vec![7u64; n_blocks];
     assert!(!topk.strip_counts(0, 0, 0..sq, block_n, &mut counts));
     assert!(counts.iter().all(|&c| c == 7));
+}
+
+// ---- Recursion is bounded (issue 10, class 3). ----
+
+#[test]
+fn parser_refuses_parentheses_past_the_nesting_limit_by_name() {
+    let mut docs = |_: &str| -> Result<DocumentIds, MaskError> { unreachable!() };
+    let nested = |n: usize| format!("{}causal{}", "(".repeat(n), ")".repeat(n));
+    let p = parse_predicate(&nested(MAX_PREDICATE_NESTING), &mut docs).unwrap();
+    assert_eq!(p, Predicate::causal());
+    for n in [MAX_PREDICATE_NESTING + 1, 50_000] {
+        let err = parse_predicate(&nested(n), &mut docs).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(err, MaskError::Syntax { .. })
+                && message.contains(&format!("limit of {MAX_PREDICATE_NESTING}")),
+            "{message}"
+        );
+        assert!(message.len() < 300, "quotes the whole text: {message}");
+    }
+}
+
+#[test]
+fn long_chains_and_not_runs_parse_to_shallow_trees() {
+    let mut docs = |_: &str| -> Result<DocumentIds, MaskError> { unreachable!() };
+    let chain = vec!["causal"; 8000].join(",");
+    let p = parse_predicate(&chain, &mut docs).unwrap();
+    assert!(matches!(&p, Predicate::And(parts) if parts.len() == 8000));
+    assert_eq!(p.depth(), 2);
+    let ors = vec!["(causal|all)"; 3000].join("|");
+    assert_eq!(parse_predicate(&ors, &mut docs).unwrap().depth(), 2);
+    let even = format!("{}causal", "!".repeat(10_000));
+    assert_eq!(
+        parse_predicate(&even, &mut docs).unwrap(),
+        Predicate::causal()
+    );
+    let odd = format!("{}causal", "!".repeat(10_001));
+    assert_eq!(
+        parse_predicate(&odd, &mut docs).unwrap(),
+        !Predicate::causal()
+    );
+    // An 8000-atom chain evaluates (flat: no 8000-deep recursion).
+    let mask = PredicateMask::new(200, 200, p).unwrap();
+    assert!(mask.get(0, 0, 199, 199) && !mask.get(0, 0, 0, 1));
+}
+
+#[test]
+fn predicate_mask_refuses_trees_deeper_than_the_limit() {
+    let mut p = Predicate::causal();
+    for i in 0..MAX_PREDICATE_DEPTH {
+        p = if i % 2 == 0 {
+            p & Predicate::All
+        } else {
+            p | Predicate::Nothing
+        };
+    }
+    assert_eq!(p.depth(), MAX_PREDICATE_DEPTH + 1);
+    let err = PredicateMask::new(8, 8, p).unwrap_err();
+    assert!(
+        matches!(err, MaskError::TooLarge { limit, .. } if limit == MAX_PREDICATE_DEPTH as u64),
+        "{err}"
+    );
+}
+
+#[test]
+fn document_callback_errors_name_the_atom() {
+    let mut docs = |_: &str| -> Result<DocumentIds, MaskError> {
+        Err(MaskError::EmptyDimension { what: "ids" })
+    };
+    let err = parse_predicate("causal,doc=ids.npy", &mut docs).unwrap_err();
+    assert!(
+        matches!(&err, MaskError::Document { name, .. } if name == "ids.npy")
+            && err.to_string().starts_with("doc=ids.npy: "),
+        "{err}"
+    );
+}
+
+const TOKENS: [&str; 10] = [
+    "causal",
+    "all",
+    "window=2:1",
+    "!",
+    "(",
+    ")",
+    ",",
+    "|",
+    "&",
+    "prefix=3@tl",
+];
+
+proptest! {
+    #[test]
+    fn every_parsed_predicate_is_within_the_evaluator_depth_limit(
+        tokens in proptest::collection::vec(0usize..TOKENS.len(), 1..400),
+        opens in 0usize..100,
+    ) {
+        let mut docs = |_: &str| -> Result<DocumentIds, MaskError> { unreachable!() };
+        let text = "(".repeat(opens)
+            + &tokens.iter().map(|&t| TOKENS[t]).collect::<String>()
+            + &")".repeat(opens);
+        if let Ok(p) = parse_predicate(&text, &mut docs) {
+            prop_assert!(p.depth() <= MAX_PREDICATE_DEPTH, "{}", p.depth());
+            prop_assert!(PredicateMask::new(4, 4, p).is_ok());
+        }
+    }
 }

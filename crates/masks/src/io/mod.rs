@@ -102,15 +102,15 @@ impl<'a> ArrayView<'a> {
         self.data.len() / self.dtype.size()
     }
 
-    /// The bytes of a mask array: bool or uint8 (nonzero = 1); `what` names the input
-    /// in the error.
+    /// The bytes of a mask array: bool, uint8 or int8 (nonzero = 1); `what` names the
+    /// input in the error.
     pub fn mask_bytes(&self, what: &'static str) -> Result<&'a [u8], MaskError> {
         match self.dtype {
-            DType::Bool | DType::U8 => Ok(self.data),
+            DType::Bool | DType::U8 | DType::I8 => Ok(self.data),
             other => Err(MaskError::WrongDtype {
                 what,
                 found: other.name(),
-                expected: "bool or uint8",
+                expected: "bool, uint8 or int8",
             }),
         }
     }
@@ -160,13 +160,31 @@ impl<'a> ArrayView<'a> {
     }
 }
 
-/// Reads a whole file (an I/O error names the path).
+/// Reads a whole regular file (an I/O error names the path). Anything else (a
+/// directory, a device such as /dev/zero, a pipe) is refused: its length is unknown
+/// and may be endless.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, MaskError> {
-    std::fs::read(path).map_err(|e| MaskError::Io {
+    let error = |message: String| MaskError::Io {
         action: "reading",
         path: path.display().to_string(),
-        message: e.to_string(),
-    })
+        message,
+    };
+    let mut file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
+    let metadata = file.metadata().map_err(|e| error(e.to_string()))?;
+    if !metadata.is_file() {
+        return Err(error("not a regular file".to_string()));
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(metadata.len()).unwrap_or(usize::MAX))
+        .map_err(|_| {
+            error(std::format!(
+                "out of memory for its {} bytes",
+                metadata.len()
+            ))
+        })?;
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| error(e.to_string()))?;
+    Ok(bytes)
 }
 
 /// Reads a whole file of at most `limit` bytes: a larger file is refused before it is
@@ -232,6 +250,21 @@ pub struct SafetensorsFile<'a> {
 impl<'a> SafetensorsFile<'a> {
     /// Parses `bytes`.
     pub fn parse(bytes: &'a [u8]) -> Result<SafetensorsFile<'a>, MaskError> {
+        // The format by its first bytes, not the file's name: safetensors is an 8-byte
+        // little-endian header length, then the header, a JSON object.
+        if bytes.starts_with(npy::MAGIC) {
+            return Err(MaskError::Corrupt {
+                what: "safetensors file",
+                detail: "this is a .npy file (it starts with \\x93NUMPY); a safetensors file is expected here",
+            });
+        }
+        if bytes.get(8) != Some(&b'{') {
+            return Err(MaskError::Corrupt {
+                what: "input file",
+                detail: "neither .npy (which starts with \\x93NUMPY) nor safetensors (an 8-byte \
+                         header length, then a JSON header starting with '{')",
+            });
+        }
         let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
             .map_err(|e| MaskError::Safetensors(e.to_string()))?;
         let inner = safetensors::SafeTensors::deserialize(bytes)

@@ -85,10 +85,9 @@ pub fn read_npy(bytes: &[u8]) -> Result<ArrayView<'_>, MaskError> {
         .shape
         .iter()
         .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
-        .ok_or(MaskError::TooLarge {
+        .ok_or_else(|| MaskError::Overflow {
             what: "npy array bytes",
-            value: u64::MAX,
-            limit: usize::MAX as u64,
+            detail: std::format!("shape {:?} of {}-byte elements", header.shape, dtype.size()),
         })?;
     let data = &bytes[data_start..];
     if data.len() < needed {
@@ -164,39 +163,56 @@ fn parse_header(text: &str) -> Result<Header, MaskError> {
         return Err(corrupt("text after the header dict"));
     }
     let descr = descr.ok_or(corrupt("missing 'descr'"))?;
-    let dtype = match descr.as_str() {
-        "|b1" => DType::Bool,
-        "|u1" => DType::U8,
-        "|i1" => DType::I8,
-        "<u2" => DType::U16,
-        "<i2" => DType::I16,
-        "<u4" => DType::U32,
-        "<i4" => DType::I32,
-        "<u8" => DType::U64,
-        "<i8" => DType::I64,
-        "<f2" => DType::F16,
-        "<f4" => DType::F32,
-        "<f8" => DType::F64,
-        d if d.starts_with('>') => {
-            return Err(MaskError::WrongDtype {
-                what: "npy array",
-                found: "a big-endian type",
-                expected: "bool, or a little-endian integer or float type",
-            })
-        }
-        _ => {
-            return Err(MaskError::WrongDtype {
-                what: "npy array",
-                found: "a string, complex or structured type",
-                expected: "bool, or a little-endian integer or float type",
-            })
-        }
-    };
+    let dtype = dtype_of_descr(&descr)?;
     Ok(Header {
         dtype,
         fortran_order: fortran.ok_or(corrupt("missing 'fortran_order'"))?,
         shape: shape.ok_or(corrupt("missing 'shape'"))?,
     })
+}
+
+/// The element type of a numpy `descr`. One-byte types carry no byte order, so numpy
+/// may spell them with any of `|`, `<`, `>`, `=` (numpy itself writes `|`); wider
+/// types must be little-endian, `<` (numpy writes `<` or `>` for them).
+fn dtype_of_descr(descr: &str) -> Result<DType, MaskError> {
+    let (order, code) = match descr.as_bytes().first() {
+        Some(b'|' | b'<' | b'>' | b'=') => descr.split_at(1),
+        _ => ("", descr),
+    };
+    let one_byte = match code {
+        "b1" | "?" => Some(DType::Bool),
+        "u1" | "B" => Some(DType::U8),
+        "i1" | "b" => Some(DType::I8),
+        _ => None,
+    };
+    if let Some(dtype) = one_byte {
+        return Ok(dtype);
+    }
+    let wide = match code {
+        "u2" => Some(DType::U16),
+        "i2" => Some(DType::I16),
+        "u4" => Some(DType::U32),
+        "i4" => Some(DType::I32),
+        "u8" => Some(DType::U64),
+        "i8" => Some(DType::I64),
+        "f2" => Some(DType::F16),
+        "f4" => Some(DType::F32),
+        "f8" => Some(DType::F64),
+        _ => None,
+    };
+    match (wide, order) {
+        (Some(dtype), "<") => Ok(dtype),
+        (Some(_), _) => Err(MaskError::WrongDtype {
+            what: "npy array",
+            found: "a big-endian or unspecified-order integer or float type",
+            expected: "bool, uint8, int8 or a little-endian ('<') integer or float type",
+        }),
+        (None, _) => Err(MaskError::WrongDtype {
+            what: "npy array",
+            found: "a complex, string or structured type",
+            expected: "bool, uint8, int8 or a little-endian ('<') integer or float type",
+        }),
+    }
 }
 
 struct Cursor<'a> {
@@ -273,10 +289,9 @@ impl Cursor<'_> {
             }
             // A trailing 'L' (Python 2 longs) is accepted, as numpy does.
             self.eat(b'L');
-            dims.push(digits.parse::<usize>().map_err(|_| MaskError::TooLarge {
+            dims.push(digits.parse::<usize>().map_err(|_| MaskError::Overflow {
                 what: "npy shape entry",
-                value: u64::MAX,
-                limit: usize::MAX as u64,
+                detail: String::from(digits),
             })?);
             self.space();
             if !self.eat(b',') {

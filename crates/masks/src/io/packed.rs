@@ -13,7 +13,7 @@ use fragmask_gmma_frag::TiledAccumulator;
 use super::{write_atomically, ArrayView, DType, SafetensorsFile};
 use crate::encoding::EncodedLayout;
 use crate::shape::TileGrid;
-use crate::{Encoding, MaskError, MaskShape, PackedMask};
+use crate::{Encoding, MaskError, MaskShape, PackedMask, MAX_SEQLEN};
 
 /// `format` metadata value.
 pub const FORMAT_NAME: &str = "fragmask-masks";
@@ -251,9 +251,17 @@ impl PackedMask {
                 })
         };
         let number = |key: &'static str| -> Result<usize, MaskError> {
-            get(key)?.parse::<usize>().map_err(|_| MaskError::Corrupt {
-                what: "packed mask metadata",
-                detail: "a numeric key (block_m, block_n, warpgroups, seqlen_q, seqlen_k, format_version) is not a number",
+            let text = get(key)?;
+            if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "a numeric key (block_m, block_n, warpgroups, seqlen_q, seqlen_k, \
+                             batch, heads, format_version) is not a non-negative integer",
+                });
+            }
+            text.parse::<usize>().map_err(|_| MaskError::Overflow {
+                what: key,
+                detail: text.chars().take(40).collect(),
             })
         };
         if get("format")? != FORMAT_NAME {
@@ -269,9 +277,10 @@ impl PackedMask {
             });
         }
         let small = |key: &'static str| -> Result<u32, MaskError> {
-            u32::try_from(number(key)?).map_err(|_| MaskError::TooLarge {
+            let value = number(key)?;
+            u32::try_from(value).map_err(|_| MaskError::TooLarge {
                 what: key,
-                value: u64::MAX,
+                value: value as u64,
                 limit: u32::MAX as u64,
             })
         };
@@ -319,8 +328,39 @@ impl PackedMask {
             }
             Ok(view)
         };
+        for (what, value) in [("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k)] {
+            if value as u64 > MAX_SEQLEN {
+                return Err(MaskError::TooLarge {
+                    what,
+                    value: value as u64,
+                    limit: MAX_SEQLEN,
+                });
+            }
+        }
         let num = lists("kv_num_blocks", 3)?;
         let (batch, heads) = (num.shape[0], num.shape[1]);
+        // The metadata repeats B and H; both must agree with the tensors.
+        for (key, what, found) in [
+            (
+                "batch",
+                "packed mask metadata batch (kv_num_blocks dimension 0)",
+                batch,
+            ),
+            (
+                "heads",
+                "packed mask metadata heads (kv_num_blocks dimension 1)",
+                heads,
+            ),
+        ] {
+            let stated = number(key)?;
+            if stated != found {
+                return Err(MaskError::ShapeMismatch {
+                    what,
+                    expected: found as u64,
+                    found: stated as u64,
+                });
+            }
+        }
         let shape = MaskShape::new(batch, heads, seqlen_q, seqlen_k)?;
         let grid = TileGrid::new(shape, &acc);
         let dims3 = [batch, heads, grid.m_blocks];
@@ -362,14 +402,32 @@ impl PackedMask {
             });
         }
         let word_shape = encoding.word_shape(&acc);
-        if words_view.shape.len() != 1 + word_shape.dims().len()
-            || words_view.shape[1..] != *word_shape.dims()
-        {
-            return Err(MaskError::ShapeMismatch {
-                what: "words per tile (the encoding's word shape)",
-                expected: word_shape.words() as u64,
-                found: words_view.shape.iter().skip(1).product::<usize>() as u64,
+        if words_view.shape.len() != 1 + word_shape.dims().len() {
+            return Err(MaskError::BadRank {
+                what: "words",
+                rank: words_view.shape.len(),
+                expected: match word_shape.dims().len() {
+                    2 => "3 ([P, threads, words_per_thread] or [P, block_m, words_per_row])",
+                    _ => "4 ([P, mma_rows, 4, words_per_quad])",
+                },
             });
+        }
+        for (i, (&found, &expected)) in words_view.shape[1..]
+            .iter()
+            .zip(word_shape.dims())
+            .enumerate()
+        {
+            if found != expected {
+                return Err(MaskError::ShapeMismatch {
+                    what: match i {
+                        0 => "words dimension 1 (the encoding's word shape, outermost)",
+                        1 => "words dimension 2 (the encoding's word shape)",
+                        _ => "words dimension 3 (the encoding's word shape)",
+                    },
+                    expected: expected as u64,
+                    found: found as u64,
+                });
+            }
         }
         let partial_tiles = words_view.shape[0];
         validate_lists(
@@ -383,13 +441,22 @@ impl PackedMask {
                 &kv_tile_offsets,
             ],
         )?;
-        let words = words_view
+        let words: Vec<u32> = words_view
             .data
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
+        let layout = EncodedLayout::derive(&acc, encoding)?;
+        validate_words(
+            &grid,
+            &layout,
+            &kv_num_blocks,
+            &kv_indices,
+            &kv_tile_offsets,
+            &words,
+        )?;
         Ok(PackedMask {
-            layout: EncodedLayout::derive(&acc, encoding)?,
+            layout,
             grid,
             kv_num_blocks,
             kv_indices,
@@ -447,6 +514,19 @@ fn validate_lists(
         if partial.iter().any(|n| full.binary_search(n).is_ok()) {
             return Err(bad("a tile is listed both partial and full"));
         }
+        // A full tile has all block_m x block_n elements 1, so it is never an edge tile
+        // that sticks out of the mask (docs/masks.md, tile classification).
+        let m_block = row % grid.m_blocks;
+        let ragged_row = grid.rows_in(m_block) != grid.block_m;
+        if full
+            .iter()
+            .any(|&n| ragged_row || grid.cols_in(n as usize) != grid.block_n)
+        {
+            return Err(bad(
+                "a full tile sticks out of the mask (seqlen_q / seqlen_k in the metadata \
+                 disagree with the tile lists)",
+            ));
+        }
         for &tile in &offsets[base..base + np as usize] {
             if tile < 0 || tile as usize >= partial_tiles {
                 return Err(MaskError::IndexOutOfRange {
@@ -466,6 +546,60 @@ fn validate_lists(
         return Err(bad(
             "the number of partial tiles differs from the first dimension of words",
         ));
+    }
+    Ok(())
+}
+
+/// Every partial tile's words: no bit set outside the tile's elements inside the mask
+/// (an edge tile's outside elements are 0, and so are bits no element maps to), and at
+/// least one bit set (an all-zero tile is empty, not partial).
+fn validate_words(
+    grid: &TileGrid,
+    layout: &EncodedLayout,
+    num: &[i32],
+    indices: &[i32],
+    offsets: &[i32],
+    words: &[u32],
+) -> Result<(), MaskError> {
+    let per_tile = layout.words_per_tile();
+    // The words of the elements inside a tile of `rows x cols`: at most 4 shapes.
+    let mut valid: Vec<((usize, usize), Vec<u32>)> = Vec::new();
+    for (row, &count) in num.iter().enumerate() {
+        let m_block = row % grid.m_blocks;
+        let base = row * grid.n_blocks;
+        for j in 0..count as usize {
+            let n_block = indices[base + j] as usize;
+            let tile = offsets[base + j] as usize;
+            let dims = (grid.rows_in(m_block), grid.cols_in(n_block));
+            let mask = match valid.iter().position(|(d, _)| *d == dims) {
+                Some(i) => &valid[i].1,
+                None => {
+                    let mut mask = vec![0u32; per_tile];
+                    for r in 0..dims.0 {
+                        for c in 0..dims.1 {
+                            let p = layout.position(r, c);
+                            mask[p / 32] |= 1 << (p % 32);
+                        }
+                    }
+                    valid.push((dims, mask));
+                    &valid[valid.len() - 1].1
+                }
+            };
+            let tile_words = &words[tile * per_tile..(tile + 1) * per_tile];
+            if tile_words.iter().zip(mask).any(|(w, m)| w & !m != 0) {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask words",
+                    detail: "a partial tile has bits set outside the mask (seqlen_q / \
+                             seqlen_k in the metadata disagree with the words)",
+                });
+            }
+            if tile_words.iter().all(|&w| w == 0) {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask words",
+                    detail: "a partial tile has no bit set (it would be an empty tile)",
+                });
+            }
+        }
     }
     Ok(())
 }

@@ -114,11 +114,20 @@ impl BlockSparseMask {
                 }
             });
         }
-        let lists = batch * heads * q_blocks;
-        if index.len() != lists * max_kv {
+        let Some((lists, entries)) = batch
+            .checked_mul(heads)
+            .and_then(|l| l.checked_mul(q_blocks))
+            .and_then(|l| Some((l, l.checked_mul(max_kv)?)))
+        else {
+            return Err(MaskError::Overflow {
+                what: "q2k_block_sparse_index elements",
+                detail: alloc::format!("shape {index_dims:?}"),
+            });
+        };
+        if index.len() != entries {
             return Err(MaskError::ShapeMismatch {
                 what: "q2k_block_sparse_index elements",
-                expected: (lists * max_kv) as u64,
+                expected: entries as u64,
                 found: index.len() as u64,
             });
         }
@@ -141,6 +150,16 @@ impl BlockSparseMask {
         };
         let seqlen_q = checked_seqlen(options.seqlen_q, q_blocks, bs, "seqlen_q", "query blocks")?;
         let seqlen_k = checked_seqlen(options.seqlen_k, kv_blocks, bs, "seqlen_k", "key blocks")?;
+        // Checked before the per-key-block tables below are allocated.
+        for (what, value) in [("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k)] {
+            if value as u64 > crate::MAX_SEQLEN {
+                return Err(MaskError::TooLarge {
+                    what,
+                    value: value as u64,
+                    limit: crate::MAX_SEQLEN,
+                });
+            }
+        }
         let shape = MaskShape::new(batch, heads, seqlen_q, seqlen_k)?;
         let mut size_list = Vec::with_capacity(kv_blocks);
         match sizes {

@@ -27,7 +27,10 @@ mod topk;
 #[cfg(feature = "alloc")]
 pub use blocks::{BlockSparseMask, BlockSparseOptions};
 #[cfg(feature = "alloc")]
-pub use predicate::{parse_predicate, Alignment, DocumentIds, Predicate, PredicateMask};
+pub use predicate::{
+    parse_predicate, Alignment, DocumentIds, Predicate, PredicateMask, MAX_PREDICATE_DEPTH,
+    MAX_PREDICATE_NESTING,
+};
 #[cfg(feature = "alloc")]
 pub use topk::TopKMask;
 
@@ -110,6 +113,14 @@ pub trait MaskSource: Sync {
         false
     }
 
+    /// Whether [`Self::strip_bits`] writes strips. The packer allocates a strip buffer
+    /// (`block_m × ceil(seqlen_k / 64)` words) only for sources that say so, so a source
+    /// read tile by tile (predicates) never costs memory proportional to `seqlen_k`
+    /// per row block. Default false; override together with `strip_bits`.
+    fn fills_strips(&self) -> bool {
+        false
+    }
+
     /// The raw bytes, if the source is a dense byte array.
     fn dense_rows(&self, batch: usize, head: usize) -> Option<DenseRows<'_>> {
         let _ = (batch, head);
@@ -155,6 +166,9 @@ impl<S: MaskSource + ?Sized> MaskSource for &S {
     fn strip_bits(&self, batch: usize, head: usize, rows: Range<usize>, out: &mut [u64]) -> bool {
         (**self).strip_bits(batch, head, rows, out)
     }
+    fn fills_strips(&self) -> bool {
+        (**self).fills_strips()
+    }
     fn dense_rows(&self, batch: usize, head: usize) -> Option<DenseRows<'_>> {
         (**self).dense_rows(batch, head)
     }
@@ -193,14 +207,19 @@ impl<'a> DenseMask<'a> {
             }
         };
         let shape = MaskShape::new(batch, heads, seqlen_q, seqlen_k)?;
-        let elements = dims
-            .iter()
-            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-            .ok_or(MaskError::TooLarge {
-                what: "dense mask elements",
-                value: u64::MAX,
-                limit: usize::MAX as u64,
-            })?;
+        let mut elements = 1usize;
+        for &d in dims {
+            elements = match elements.checked_mul(d) {
+                Some(e) => e,
+                None => {
+                    return Err(MaskError::TooLarge {
+                        what: "dense mask dimension (the element count overflows)",
+                        value: d as u64,
+                        limit: (usize::MAX / elements) as u64,
+                    })
+                }
+            };
+        }
         if data.len() != elements {
             return Err(MaskError::ShapeMismatch {
                 what: "dense mask bytes",
@@ -254,6 +273,10 @@ impl MaskSource for DenseMask<'_> {
         for (r, dst) in rows.zip(out.chunks_exact_mut(row_words)) {
             crate::bits::pack_bytes(&plane[r * sk..(r + 1) * sk], dst);
         }
+        true
+    }
+
+    fn fills_strips(&self) -> bool {
         true
     }
 

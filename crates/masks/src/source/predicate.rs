@@ -134,11 +134,12 @@ pub enum Predicate {
     },
     /// Same document.
     Document(DocumentIds),
-    /// Both.
-    And(Box<Predicate>, Box<Predicate>),
-    /// Either.
-    Or(Box<Predicate>, Box<Predicate>),
-    /// Not.
+    /// Every one of them (n-ary and flat: `a & b & c` is one node, so a long chain
+    /// does not nest).
+    And(Vec<Predicate>),
+    /// Any of them (n-ary and flat, as [`Predicate::And`]).
+    Or(Vec<Predicate>),
+    /// Not (`!!p` is `p`: negations never nest directly).
     Not(Box<Predicate>),
 }
 
@@ -229,23 +230,33 @@ impl Predicate {
                     }
                 }
             }
-            Predicate::And(a, b) | Predicate::Or(a, b) => {
+            Predicate::And(parts) | Predicate::Or(parts) => {
                 let and = matches!(self, Predicate::And(..));
-                a.write_row(batch, q, k0, cols, shape, out);
-                let mut start = 0;
-                while start < cols {
-                    let len = (cols - start).min(CHUNK_COLS);
-                    let mut tmp = [0u64; CHUNK_COLS / 64];
-                    b.write_row(batch, q, k0 + start, len, shape, &mut tmp);
-                    let dst = &mut out[start / 64..start / 64 + len.div_ceil(64)];
-                    for (d, t) in dst.iter_mut().zip(&tmp) {
-                        if and {
-                            *d &= t;
-                        } else {
-                            *d |= t;
-                        }
+                let Some((first, rest)) = parts.split_first() else {
+                    // An empty and is every element, an empty or none.
+                    out[..words].fill(0);
+                    if and {
+                        bits::set_range(out, 0, cols);
                     }
-                    start += len;
+                    return;
+                };
+                first.write_row(batch, q, k0, cols, shape, out);
+                for b in rest {
+                    let mut start = 0;
+                    while start < cols {
+                        let len = (cols - start).min(CHUNK_COLS);
+                        let mut tmp = [0u64; CHUNK_COLS / 64];
+                        b.write_row(batch, q, k0 + start, len, shape, &mut tmp);
+                        let dst = &mut out[start / 64..start / 64 + len.div_ceil(64)];
+                        for (d, t) in dst.iter_mut().zip(&tmp) {
+                            if and {
+                                *d &= t;
+                            } else {
+                                *d |= t;
+                            }
+                        }
+                        start += len;
+                    }
                 }
             }
             Predicate::Not(a) => {
@@ -296,22 +307,36 @@ impl Predicate {
                     Region::Unknown
                 }
             }
-            Predicate::And(a, b) => match (
-                a.region(batch, rows, cols, shape),
-                b.region(batch, rows, cols, shape),
-            ) {
-                (Region::Empty, _) | (_, Region::Empty) => Region::Empty,
-                (Region::Full, Region::Full) => Region::Full,
-                _ => Region::Unknown,
-            },
-            Predicate::Or(a, b) => match (
-                a.region(batch, rows, cols, shape),
-                b.region(batch, rows, cols, shape),
-            ) {
-                (Region::Full, _) | (_, Region::Full) => Region::Full,
-                (Region::Empty, Region::Empty) => Region::Empty,
-                _ => Region::Unknown,
-            },
+            Predicate::And(parts) => {
+                let mut all_full = true;
+                for part in parts {
+                    match part.region(batch, rows, cols, shape) {
+                        Region::Empty => return Region::Empty,
+                        Region::Full => {}
+                        Region::Unknown => all_full = false,
+                    }
+                }
+                if all_full {
+                    Region::Full
+                } else {
+                    Region::Unknown
+                }
+            }
+            Predicate::Or(parts) => {
+                let mut all_empty = true;
+                for part in parts {
+                    match part.region(batch, rows, cols, shape) {
+                        Region::Full => return Region::Full,
+                        Region::Empty => {}
+                        Region::Unknown => all_empty = false,
+                    }
+                }
+                if all_empty {
+                    Region::Empty
+                } else {
+                    Region::Unknown
+                }
+            }
             Predicate::Not(a) => match a.region(batch, rows, cols, shape) {
                 Region::Empty => Region::Full,
                 Region::Full => Region::Empty,
@@ -340,19 +365,21 @@ impl Predicate {
                 }
                 Ok(d.batch)
             }
-            Predicate::And(a, b) | Predicate::Or(a, b) => {
-                let (x, y) = (a.batch(seqlen_q, seqlen_k)?, b.batch(seqlen_q, seqlen_k)?);
-                if x == y || y == 1 {
-                    Ok(x)
-                } else if x == 1 {
-                    Ok(y)
-                } else {
-                    Err(MaskError::ShapeMismatch {
-                        what: "document ids batch (broadcast)",
-                        expected: x as u64,
-                        found: y as u64,
-                    })
+            Predicate::And(parts) | Predicate::Or(parts) => {
+                let mut x = 1;
+                for part in parts {
+                    let y = part.batch(seqlen_q, seqlen_k)?;
+                    if x == 1 {
+                        x = y;
+                    } else if y != 1 && y != x {
+                        return Err(MaskError::ShapeMismatch {
+                            what: "document ids batch (broadcast)",
+                            expected: x as u64,
+                            found: y as u64,
+                        });
+                    }
                 }
+                Ok(x)
             }
             Predicate::Not(a) => a.batch(seqlen_q, seqlen_k),
             _ => Ok(1),
@@ -364,22 +391,72 @@ const CHUNK_COLS: usize = 1024;
 
 impl core::ops::BitAnd for Predicate {
     type Output = Predicate;
+    /// Flat: an and of ands is one and.
     fn bitand(self, rhs: Predicate) -> Predicate {
-        Predicate::And(Box::new(self), Box::new(rhs))
+        let mut parts = match self {
+            Predicate::And(parts) => parts,
+            other => alloc::vec![other],
+        };
+        match rhs {
+            Predicate::And(more) => parts.extend(more),
+            other => parts.push(other),
+        }
+        Predicate::And(parts)
     }
 }
 
 impl core::ops::BitOr for Predicate {
     type Output = Predicate;
+    /// Flat: an or of ors is one or.
     fn bitor(self, rhs: Predicate) -> Predicate {
-        Predicate::Or(Box::new(self), Box::new(rhs))
+        let mut parts = match self {
+            Predicate::Or(parts) => parts,
+            other => alloc::vec![other],
+        };
+        match rhs {
+            Predicate::Or(more) => parts.extend(more),
+            other => parts.push(other),
+        }
+        Predicate::Or(parts)
     }
 }
 
 impl core::ops::Not for Predicate {
     type Output = Predicate;
+    /// `!!p` is `p`.
     fn not(self) -> Predicate {
-        Predicate::Not(Box::new(self))
+        match self {
+            Predicate::Not(inner) => *inner,
+            other => Predicate::Not(Box::new(other)),
+        }
+    }
+}
+
+/// Deepest predicate tree [`PredicateMask::new`] accepts (and / or / not nodes on
+/// the way from the root to a leaf, the root counting 1): the evaluator recurses once
+/// per level, so this bounds its stack. The parser's limit on parentheses
+/// ([`MAX_PREDICATE_NESTING`]) keeps every parsed predicate within it.
+pub const MAX_PREDICATE_DEPTH: usize = 256;
+
+/// Deepest nesting of parentheses [`parse_predicate`] accepts.
+pub const MAX_PREDICATE_NESTING: usize = 64;
+
+impl Predicate {
+    /// Levels of the tree (a leaf is 1), computed without recursion.
+    pub fn depth(&self) -> usize {
+        let mut deepest = 0;
+        let mut stack: Vec<(&Predicate, usize)> = alloc::vec![(self, 1)];
+        while let Some((node, level)) = stack.pop() {
+            deepest = deepest.max(level);
+            match node {
+                Predicate::And(parts) | Predicate::Or(parts) => {
+                    stack.extend(parts.iter().map(|p| (p, level + 1)));
+                }
+                Predicate::Not(inner) => stack.push((inner, level + 1)),
+                _ => {}
+            }
+        }
+        deepest
     }
 }
 
@@ -399,6 +476,14 @@ impl PredicateMask {
         seqlen_k: usize,
         predicate: Predicate,
     ) -> Result<PredicateMask, MaskError> {
+        let depth = predicate.depth();
+        if depth > MAX_PREDICATE_DEPTH {
+            return Err(MaskError::TooLarge {
+                what: "predicate depth (nested and / or / not)",
+                value: depth as u64,
+                limit: MAX_PREDICATE_DEPTH as u64,
+            });
+        }
         let batch = predicate.batch(seqlen_q, seqlen_k)?;
         Ok(PredicateMask {
             shape: MaskShape::new(batch, 1, seqlen_q, seqlen_k)?,
@@ -447,7 +532,8 @@ impl MaskSource for PredicateMask {
 /// Parses a predicate expression.
 ///
 /// Grammar: `expr := and ('|' and)*`, `and := unary (('&' | ',') unary)*`,
-/// `unary := '!' unary | '(' expr ')' | atom`. Atoms (each may end in `@top-left` /
+/// `unary := '!' unary | '(' expr ')' | atom`; parentheses nest at most
+/// [`MAX_PREDICATE_NESTING`] deep (a typed error beyond). Atoms (each may end in `@top-left` /
 /// `@tl` or `@bottom-right` / `@br`, default bottom-right):
 ///
 /// - `all`, `none`
@@ -467,7 +553,7 @@ pub fn parse_predicate(
     docs: &mut dyn FnMut(&str) -> Result<DocumentIds, MaskError>,
 ) -> Result<Predicate, MaskError> {
     let mut parser = Parser { text, pos: 0, docs };
-    let p = parser.expr()?;
+    let p = parser.expr(0)?;
     parser.skip_space();
     if parser.pos != text.len() {
         return Err(parser.error("unexpected text"));
@@ -482,9 +568,29 @@ struct Parser<'t, 'd> {
 }
 
 impl Parser<'_, '_> {
+    /// A syntax error at the current column, quoting the text (around the column when
+    /// the text is long).
     fn error(&self, what: &str) -> MaskError {
+        const QUOTE: usize = 60;
+        let quoted = if self.text.len() <= QUOTE {
+            format!("'{}'", self.text)
+        } else {
+            let mut start = self.pos.saturating_sub(QUOTE / 2);
+            while !self.text.is_char_boundary(start) {
+                start -= 1;
+            }
+            let mut end = (start + QUOTE).min(self.text.len());
+            while !self.text.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!(
+                "'...{}...' ({} characters)",
+                &self.text[start..end],
+                self.text.len()
+            )
+        };
         MaskError::Syntax {
-            message: format!("{what} at column {} of '{}'", self.pos + 1, self.text),
+            message: format!("{what} at column {} of {quoted}", self.pos + 1),
         }
     }
 
@@ -504,34 +610,45 @@ impl Parser<'_, '_> {
         }
     }
 
-    fn expr(&mut self) -> Result<Predicate, MaskError> {
-        let mut p = self.and()?;
+    /// `nesting` = parentheses open around this expression. Chains of `|` and `&` are
+    /// loops building one flat node, and `!` runs are counted, so recursion happens
+    /// only at `(`, at most [`MAX_PREDICATE_NESTING`] deep.
+    fn expr(&mut self, nesting: usize) -> Result<Predicate, MaskError> {
+        let mut p = self.and(nesting)?;
         while self.eat('|') {
-            p = p | self.and()?;
+            p = p | self.and(nesting)?;
         }
         Ok(p)
     }
 
-    fn and(&mut self) -> Result<Predicate, MaskError> {
-        let mut p = self.unary()?;
+    fn and(&mut self, nesting: usize) -> Result<Predicate, MaskError> {
+        let mut p = self.unary(nesting)?;
         while self.eat('&') || self.eat(',') {
-            p = p & self.unary()?;
+            p = p & self.unary(nesting)?;
         }
         Ok(p)
     }
 
-    fn unary(&mut self) -> Result<Predicate, MaskError> {
-        if self.eat('!') {
-            return Ok(!self.unary()?);
+    fn unary(&mut self, nesting: usize) -> Result<Predicate, MaskError> {
+        let mut negate = false;
+        while self.eat('!') {
+            negate = !negate;
         }
-        if self.eat('(') {
-            let p = self.expr()?;
+        let p = if self.eat('(') {
+            if nesting >= MAX_PREDICATE_NESTING {
+                return Err(self.error(&format!(
+                    "parentheses nest deeper than the limit of {MAX_PREDICATE_NESTING}"
+                )));
+            }
+            let p = self.expr(nesting + 1)?;
             if !self.eat(')') {
                 return Err(self.error("expected ')'"));
             }
-            return Ok(p);
-        }
-        self.atom()
+            p
+        } else {
+            self.atom()?
+        };
+        Ok(if negate { !p } else { p })
     }
 
     fn word(&mut self) -> &str {
@@ -573,7 +690,7 @@ impl Parser<'_, '_> {
             }
         };
         let need_arg = |me: &Self| me.error("this predicate needs '=' and an argument");
-        let p = match (name.as_str(), arg.as_deref()) {
+        let p = match (name.as_str(), arg.as_deref().filter(|a| !a.is_empty())) {
             ("all", None) => Predicate::All,
             ("none", None) => Predicate::Nothing,
             ("causal", None) => Predicate::Causal(align),
@@ -591,7 +708,12 @@ impl Parser<'_, '_> {
                 prefix: count(a, self)?.ok_or_else(|| self.error("prefix needs a count"))?,
                 align,
             },
-            ("doc", Some(a)) => Predicate::Document((self.docs)(a)?),
+            ("doc", Some(a)) => {
+                Predicate::Document((self.docs)(a).map_err(|error| MaskError::Document {
+                    name: String::from(a),
+                    error: Box::new(error),
+                })?)
+            }
             ("window" | "prefix" | "doc", None) => return Err(need_arg(self)),
             ("all" | "none" | "causal", Some(_)) => {
                 return Err(self.error("this predicate takes no argument"))

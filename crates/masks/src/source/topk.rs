@@ -124,9 +124,9 @@ impl TopKMask {
         check_seqlen_k(shape)?;
         let rows = rows_of(shape)?;
         let expected = rows.checked_mul(k).ok_or(MaskError::TooLarge {
-            what: "top-k entries",
-            value: u64::MAX,
-            limit: usize::MAX as u64,
+            what: "top-k k (entries per row; rows * k overflows)",
+            value: k as u64,
+            limit: (usize::MAX / rows.max(1)) as u64,
         })?;
         if indices.len() != expected {
             return Err(MaskError::ShapeMismatch {
@@ -239,14 +239,20 @@ fn check_seqlen_k(shape: MaskShape) -> Result<(), MaskError> {
 }
 
 fn rows_of(shape: MaskShape) -> Result<usize, MaskError> {
-    shape
+    let planes = shape
         .batch
         .checked_mul(shape.heads)
-        .and_then(|r| r.checked_mul(shape.seqlen_q))
         .ok_or(MaskError::TooLarge {
-            what: "top-k rows",
-            value: u64::MAX,
-            limit: usize::MAX as u64,
+            what: "top-k heads (batch * heads overflows)",
+            value: shape.heads as u64,
+            limit: (usize::MAX / shape.batch) as u64,
+        })?;
+    planes
+        .checked_mul(shape.seqlen_q)
+        .ok_or(MaskError::TooLarge {
+            what: "top-k seqlen_q (batch * heads * seqlen_q overflows)",
+            value: shape.seqlen_q as u64,
+            limit: (usize::MAX / planes) as u64,
         })
 }
 
@@ -357,6 +363,10 @@ impl MaskSource for TopKMask {
                 dst[index] = word;
             }
         }
+        true
+    }
+
+    fn fills_strips(&self) -> bool {
         true
     }
 
