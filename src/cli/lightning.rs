@@ -7,13 +7,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use fragmask::host::attention::inputs::{tensor_from_bytes, MAX_FILE_BYTES};
 use fragmask::host::lightning::bench::{bench, copy_roof};
 use fragmask::host::lightning::check::check;
-use fragmask::host::lightning::LightningDecode;
+use fragmask::host::lightning::inputs::{lightning_inputs, LightningInputs};
+use fragmask::host::lightning::{LightningDecode, LightningTensors};
 use fragmask::host::timing::TimingConfig;
 use fragmask::host::{Compiler, Device};
 use fragmask::kernels::family::dtype::ActDtype;
 use fragmask::kernels::lightning::{LightningConfig, LightningProblem};
+use fragmask::masks::io::{check_output, read_file_limited, write_safetensors, DType};
 use serde_json::json;
 
 use super::verify::NO_GPU_EXIT;
@@ -23,14 +26,39 @@ use super::CmdResult;
 #[derive(Args)]
 pub struct LightningArgs {
     /// Random inputs of shape B,H,N,D[,E]: batch, heads, tokens per step, head sizes
-    /// (E = D when omitted). q, k, v are uniform in [-1, 1); the state starts uniform
-    /// too; slopes are MiniMax-01's 2^(-8(h+1)/H).
-    #[arg(long, value_name = "B,H,N,D[,E]")]
-    random: String,
-    /// Consecutive decode steps on one state, each compared with the f64 reference.
+    /// (E = D when omitted), checked against the f64 reference over --steps steps. q, k,
+    /// v are uniform in [-1, 1); the state starts uniform too; slopes are MiniMax-01's
+    /// 2^(-8(h+1)/H).
+    #[arg(long, value_name = "B,H,N,D[,E]", conflicts_with_all = ["inputs", "q", "out"],
+          required_unless_present_any = ["inputs", "q"])]
+    random: Option<String>,
+    /// A safetensors file holding q, k, v (bf16, f16 or f32, [B,H,N,D] / [B,H,N,E]),
+    /// state (float32 [B,H,D,E]) and slope (float32 [H] or [H,1,1]).
+    #[arg(long, conflicts_with = "q", requires = "out")]
+    inputs: Option<PathBuf>,
+    /// q file (.npy or single-tensor safetensors); needs --k, --v, --state, --slope.
+    #[arg(long, requires_all = ["k", "v", "state", "slope", "out"])]
+    q: Option<PathBuf>,
+    /// k file.
+    #[arg(long, requires = "q")]
+    k: Option<PathBuf>,
+    /// v file.
+    #[arg(long, requires = "q")]
+    v: Option<PathBuf>,
+    /// State file (float32 [B,H,D,E]).
+    #[arg(long, requires = "q")]
+    state: Option<PathBuf>,
+    /// Slope file (float32 [H] or [H,1,1]).
+    #[arg(long, requires = "q")]
+    slope: Option<PathBuf>,
+    /// Output safetensors: o (q's dtype) and the new state (float32).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Consecutive decode steps on one state, each compared with the f64 reference
+    /// (with --random).
     #[arg(long, default_value_t = 1000)]
     steps: usize,
-    /// Element type of q, k, v and o: bf16, f16 or f32.
+    /// Element type of q, k, v and o with --random: bf16, f16 or f32.
     #[arg(long, default_value = "bf16")]
     dtype: String,
     /// Threads along the state's columns per CTA (the geometry); default: chosen from
@@ -136,22 +164,71 @@ fn device() -> Result<Result<Device, ExitCode>, String> {
     }
 }
 
+/// Reads and checks the input files of `fragmask lightning` (no GPU).
+fn file_inputs(args: &LightningArgs) -> Result<(LightningInputs, Vec<PathBuf>), String> {
+    let read = |path: &PathBuf, flag: &str| {
+        read_file_limited(path, MAX_FILE_BYTES)
+            .map_err(|e| format!("{flag} {}: {e}", path.display()))
+    };
+    let tensors = ["q", "k", "v", "state", "slope"];
+    if let Some(path) = &args.inputs {
+        let what = format!("--inputs {}", path.display());
+        let bytes = read(path, "--inputs")?;
+        let views = tensors
+            .iter()
+            .map(|t| {
+                tensor_from_bytes(&bytes, t, &format!("{what} (tensor {t})"))
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<String> = tensors
+            .iter()
+            .map(|t| format!("{what} (tensor {t})"))
+            .collect();
+        let inputs = lightning_inputs(
+            [&views[0], &views[1], &views[2], &views[3], &views[4]],
+            [&names[0], &names[1], &names[2], &names[3], &names[4]],
+        )
+        .map_err(|e| e.to_string())?;
+        return Ok((inputs, vec![path.clone()]));
+    }
+    let paths = [&args.q, &args.k, &args.v, &args.state, &args.slope];
+    let mut files = Vec::new();
+    let mut names = Vec::new();
+    for (path, t) in paths.iter().zip(tensors) {
+        let path = path
+            .as_ref()
+            .ok_or_else(|| format!("--{t} is required with --q"))?;
+        files.push((path.clone(), read(path, &format!("--{t}"))?));
+        names.push(format!("--{t} {}", path.display()));
+    }
+    let views = files
+        .iter()
+        .zip(&names)
+        .zip(tensors)
+        .map(|(((_, bytes), what), t)| tensor_from_bytes(bytes, t, what).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let inputs = lightning_inputs(
+        [&views[0], &views[1], &views[2], &views[3], &views[4]],
+        [&names[0], &names[1], &names[2], &names[3], &names[4]],
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((inputs, files.into_iter().map(|(p, _)| p).collect()))
+}
+
 /// Runs `fragmask lightning`.
 pub fn run(args: LightningArgs) -> CmdResult {
+    let Some(random) = args.random.clone() else {
+        return run_files(&args);
+    };
     let dtype = parse_dtype(&args.dtype)?;
-    let dims = parse_list("--random", &args.random)?;
+    let dims = parse_list("--random", &random)?;
     let (b, h, n, d, e) = match dims[..] {
         [b, h, n, d] => (b, h, n, d, d),
         [b, h, n, d, e] => (b, h, n, d, e),
-        _ => {
-            return Err(format!(
-                "--random {}: expected B,H,N,D or B,H,N,D,E",
-                args.random
-            ))
-        }
+        _ => return Err(format!("--random {random}: expected B,H,N,D or B,H,N,D,E")),
     };
-    let problem =
-        problem(b, h, n, d, e, dtype).map_err(|m| format!("--random {}: {m}", args.random))?;
+    let problem = problem(b, h, n, d, e, dtype).map_err(|m| format!("--random {random}: {m}"))?;
     // The f64 reference runs steps x B x H x n x D x E multiply-adds on the CPU.
     let work = problem
         .elements("state")
@@ -160,9 +237,9 @@ pub fn run(args: LightningArgs) -> CmdResult {
         .and_then(|w| w.checked_mul(args.steps));
     if args.steps == 0 || work.is_none_or(|w| w > 20_000_000_000) {
         return Err(format!(
-            "--steps {} with --random {}: the check needs 1 <= steps and steps x B x H x N x D x E <= 2e10 \
+            "--steps {} with --random {random}: the check needs 1 <= steps and steps x B x H x N x D x E <= 2e10 \
              (the CPU reference does that many multiply-adds)",
-            args.steps, args.random
+            args.steps
         ));
     }
     let config = args
@@ -197,6 +274,79 @@ pub fn run(args: LightningArgs) -> CmdResult {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `fragmask lightning` on files: one call, o and the new state written to --out.
+fn run_files(args: &LightningArgs) -> CmdResult {
+    let (inputs, files) = file_inputs(args)?;
+    let out = args
+        .out
+        .as_ref()
+        .ok_or("--out is required with input files")?;
+    check_output(out, &files).map_err(|e| format!("--out: {e}"))?;
+    let p = inputs.problem;
+    let config = args
+        .col_vectors
+        .map(|cv| geometry(p.dim_k, p.dim_v, p.dtype, cv))
+        .transpose()?;
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let decode = LightningDecode::new(
+        &device,
+        &Compiler::new(),
+        p.dim_k as u32,
+        p.dim_v as u32,
+        p.dtype,
+    )
+    .map_err(|e| e.to_string())?;
+    let s = decode.stream().clone();
+    let mut t = LightningTensors::zeros(&s, &p).map_err(|e| e.to_string())?;
+    let up = |r: Result<(), _>| {
+        r.map_err(|e: fragmask::host::cudarc::driver::DriverError| {
+            format!("uploading the inputs: {e}")
+        })
+    };
+    up(s.memcpy_htod(&inputs.q, &mut t.q))?;
+    up(s.memcpy_htod(&inputs.k, &mut t.k))?;
+    up(s.memcpy_htod(&inputs.v, &mut t.v))?;
+    up(s.memcpy_htod(&inputs.state, &mut t.state))?;
+    up(s.memcpy_htod(&inputs.slopes, &mut t.slope))?;
+    decode
+        .launch(&p, &mut t, config)
+        .map_err(|e| e.to_string())?;
+    let o = s
+        .clone_dtoh(&t.o)
+        .map_err(|e| format!("reading o back: {e}"))?;
+    let state = s
+        .clone_dtoh(&t.state)
+        .map_err(|e| format!("reading the state back: {e}"))?;
+    let state_bytes: Vec<u8> = state.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let o_dtype = match p.dtype {
+        ActDtype::Bf16 => DType::BF16,
+        ActDtype::F16 => DType::F16,
+        ActDtype::F32 => DType::F32,
+    };
+    write_safetensors(
+        out,
+        &[
+            ("o", o_dtype, &p.shape("o"), &o),
+            ("state", DType::F32, &p.shape("state"), &state_bytes),
+        ],
+    )
+    .map_err(|e| e.to_string())?;
+    println!(
+        "lightning decode B={} H={} n={} D={} E={} {}: wrote o and state to {}",
+        p.batch,
+        p.heads,
+        p.tokens,
+        p.dim_k,
+        p.dim_v,
+        p.dtype.name(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `fragmask bench lightning`.

@@ -19,6 +19,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod inputs;
 pub mod reference;
 
 use std::sync::Arc;
