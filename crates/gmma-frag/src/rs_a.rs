@@ -9,7 +9,7 @@ use crate::wgmma::{WgmmaAccumulator, ATOM_M, WARPGROUP_THREADS};
 
 /// CuTe's `ALayout_64x16`, the register A operand of a 16-bit wgmma (k16):
 /// `((4,8,4),(2,2,2)):((128,1,16),(64,8,512))`, `(thread, value) -> m + 64*k`.
-/// It equals `CLayout_64x16` (DESIGN.md fact 5).
+/// It equals `CLayout_64x16` (docs/architecture.md fact 5).
 pub const A16_LAYOUT: Layout = literal(Layout::parse("((4,8,4),(2,2,2)):((128,1,16),(64,8,512))"));
 
 /// CuTe's `ALayout_64x32`, the register A operand of an 8-bit wgmma (k32):

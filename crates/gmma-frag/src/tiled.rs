@@ -269,7 +269,7 @@ impl TiledAccumulator {
     }
 
     /// The rowcol view, a layout from `(row index, col index)` to value index
-    /// (FlashAttention-3's `convert_layout_acc_rowcol`, DESIGN.md fact 3):
+    /// (FlashAttention-3's `convert_layout_acc_rowcol`, docs/architecture.md fact 3):
     /// `((2,MMA_M),(2,V,MMA_N))` taking nrow = (mode 0.1, mode 1) and
     /// ncol = (mode 0.0, mode 0.2, mode 2) of the compact fragment
     /// `((2,2,V),MMA_M,MMA_N)`. Under SwapAB the two modes swap, so the view is always

@@ -171,7 +171,7 @@ fn tv_layout_has_cutes_shape_and_rowcol_is_fa3s_view() {
 
 #[test]
 fn values_per_thread_is_64_at_block_m_128_with_2_warpgroups() {
-    // DESIGN.md fact 2: FA3 runs kBlockM = 128 with two MMA warpgroups; the write-up's
+    // docs/architecture.md fact 2: FA3 runs kBlockM = 128 with two MMA warpgroups; the write-up's
     // 128 values per thread assumed one.
     let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
     assert_eq!(acc.values_per_thread(), 64);
@@ -182,11 +182,11 @@ fn values_per_thread_is_64_at_block_m_128_with_2_warpgroups() {
 
 #[test]
 fn writeup_row_formula_matches_512_of_4096_m64n64_elements() {
-    // DESIGN.md fact 2: reference 000 §4.3 says a thread holds rows row_base and
+    // docs/architecture.md fact 2: reference 000 §4.3 says a thread holds rows row_base and
     // row_base + 1 with row_base = warp*16 + quad*2 (columns as in fact 1). Index by
     // index it agrees only for quads 0 (first row) and 7 (second row): 512 of 4096.
-    // The hardware check in DESIGN.md counted 523 matching values; the 11 extra are
-    // coincidentally equal values, not positions.
+    // An earlier count of 523 compared values, not positions: 11 values are equal by
+    // coincidence.
     let atom = WgmmaAccumulator::new(64).unwrap();
     let mut matches = 0;
     for thread in 0..128u32 {

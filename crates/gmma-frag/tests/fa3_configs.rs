@@ -57,7 +57,7 @@ const_assert!(fa3_config_holds(192, 176));
 const_assert!(fa3_config_holds(192, 192));
 const_assert!(fa3_config_holds(192, 256));
 
-// DESIGN.md fact 2: kBlockM = 128 with 2 warpgroups gives 64 values per thread.
+// docs/architecture.md fact 2: kBlockM = 128 with 2 warpgroups gives 64 values per thread.
 const_assert!(acc(128, 128, 2, false).values_per_thread() == 64);
 // With one warpgroup the same tile needs MMA_M = 2: 128 values, rows r, r+8, r+64, r+72.
 const_assert!(acc(128, 128, 1, false).values_per_thread() == 128);

@@ -35,7 +35,7 @@ fn a_layout_64x16_equals_c_layout_64x16() {
 
 #[test]
 fn rs_a16_keeps_every_value_in_its_thread_and_packs_pairs_lower_column_low() {
-    // DESIGN.md fact 5: d[8j..8j+7] -> the four A registers of k-block j, pairs
+    // docs/architecture.md fact 5: d[8j..8j+7] -> the four A registers of k-block j, pairs
     // (d0,d1) (d2,d3) (d4,d5) (d6,d7), lower column in the low half.
     for n in legal_ns().filter(|n| n % 16 == 0) {
         let atom = WgmmaAccumulator::new(n).unwrap();
@@ -168,7 +168,7 @@ fn fa2_tiled_m16n8_accumulator_is_a_bijection_with_warps_stacked_along_m() {
 
 #[test]
 fn wgmma_64xn_c_is_four_stacked_m16n8_c_fragments() {
-    // DESIGN.md fact 4. As layouts: the m16n8 C layout embedded in 64 x N
+    // docs/architecture.md fact 4. As layouts: the m16n8 C layout embedded in 64 x N
     // (m + 16n -> m + 64n), repeated over 4 warps at rows 16w and N/8 times along N,
     // is CLayout_64xN leaf for leaf.
     let embed = Layout::parse("(16,8):(1,64)").unwrap();

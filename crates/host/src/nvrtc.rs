@@ -4,7 +4,7 @@
 //! source, the options, the output kind and the NVRTC version. NVRTC is
 //! driven through `cudarc::nvrtc::result` / `sys` because the safe cudarc API
 //! only returns PTX; a cubin comes from `nvrtcGetCUBIN` after compiling with
-//! `--gpu-architecture=sm_XY[a]` (shared/DESIGN.md, fact 8).
+//! `--gpu-architecture=sm_XY[a]` (docs/architecture.md, fact 8).
 //!
 //! Compilation needs no GPU: [`Arch`] is explicit, or derived from a
 //! [`crate::Device`]'s compute capability when there is one.

@@ -1,4 +1,4 @@
-//! The probes on real hardware: the wgmma accumulator (DESIGN.md fact 1) and
+//! The probes on real hardware: the wgmma accumulator (docs/architecture.md fact 1) and
 //! the mma.sync m16n8k16 fragments (fact 4).
 //!
 //! These tests are `#[ignore]`d so that a machine without a GPU reports them

@@ -1,7 +1,7 @@
 //! CUDA C++ source generated for fragmask.
 //!
 //! Everything this crate emits is *header-free*: NVRTC has no default include
-//! path (shared/DESIGN.md, fact 8), so the generated code brings its own
+//! path (docs/architecture.md, fact 8), so the generated code brings its own
 //! `bf16` typedef (`unsigned short` bit patterns), talks to the hardware through
 //! raw `asm volatile` PTX and never uses `#include`.
 //!

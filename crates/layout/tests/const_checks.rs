@@ -50,7 +50,7 @@ const fn clayout_64xn(n: i64) -> Layout {
 }
 
 /// Thread `t`, register `i` of the accumulator hold `(row, col)` of the tile
-/// (docs/DESIGN.md fact 1); checks every element against the layout.
+/// (docs/architecture.md fact 1); checks every element against the layout.
 const fn matches_fact_1(layout: &Layout, n: i64) -> bool {
     let mut t = 0;
     while t < 128 {

@@ -9,7 +9,7 @@
 //!   `32w + b`, i.e. `(row, col) = TiledAccumulator::coord(t, 32w + b)`. One thread's
 //!   bits for the whole tile are contiguous: at 128×128 with 2 warpgroups, 64 bits, one
 //!   coalesced 8-byte load.
-//! - [`Encoding::QuadLane`] (DESIGN.md fact 6, in the MMA's orientation): words
+//! - [`Encoding::QuadLane`] (docs/architecture.md fact 6, in the MMA's orientation): words
 //!   `[mma_rows][4][words_per_quad]`; word group `q` of MMA row `R` holds, in the order
 //!   quad lane `q`'s thread visits them, the bits of row `R` that the quad lane holds.
 //!   Without SwapAB at `block_n = 128` that is bit `2(col/8) + col%2` of word

@@ -267,7 +267,7 @@ fn npy_reader_names_what_is_wrong() {
                 matches!(
                     e,
                     MaskError::WrongDtype {
-                        found: "a big-endian or unspecified-order integer type",
+                        found: "a big-endian or unspecified-order integer or float type",
                         ..
                     }
                 )
@@ -308,10 +308,10 @@ fn npy_reader_names_what_is_wrong() {
         ),
         (
             npy_with_header(
-                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
-                &[0; 4],
+                "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
+                &[0; 8],
             ),
-            |e| matches!(e, MaskError::WrongDtype { found, .. } if found.contains("floating")),
+            |e| matches!(e, MaskError::WrongDtype { found, .. } if found.contains("complex")),
         ),
         (
             npy_with_header(

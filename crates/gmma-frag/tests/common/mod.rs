@@ -1,5 +1,5 @@
 //! Shared helpers for the proof tests: the configuration sweep and an independent
-//! statement of the PTX fragment formula (DESIGN.md fact 1), written without the
+//! statement of the PTX fragment formula (docs/architecture.md fact 1), written without the
 //! crate's layouts.
 #![allow(dead_code)]
 

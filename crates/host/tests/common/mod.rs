@@ -60,26 +60,26 @@ pub fn msg(e: &Error) -> String {
     e.to_string()
 }
 
-/// DESIGN.md fact 1: wgmma m64nNk16 f32 accumulator, thread t (0..128), register i.
+/// docs/architecture.md fact 1: wgmma m64nNk16 f32 accumulator, thread t (0..128), register i.
 pub fn fact1_wgmma(t: u32, i: u32) -> (u32, u32) {
     let row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
     let col = 8 * (i / 4) + 2 * (t % 4) + (i % 2);
     (row, col)
 }
 
-/// DESIGN.md fact 4, C: ((4,8),(2,2)):((32,1),(16,8)) over a column-major 16x8 tile.
+/// docs/architecture.md fact 4, C: ((4,8),(2,2)):((32,1),(16,8)) over a column-major 16x8 tile.
 pub fn fact4_c(lane: u32, r: u32) -> (u32, u32) {
     let idx = 32 * (lane % 4) + (lane / 4) + 16 * (r % 2) + 8 * (r / 2);
     (idx % 16, idx / 16)
 }
 
-/// DESIGN.md fact 4, A: ((4,8),(2,2,2)):((32,1),(16,8,128)) over a column-major 16x16 (m, k) tile.
+/// docs/architecture.md fact 4, A: ((4,8),(2,2,2)):((32,1),(16,8,128)) over a column-major 16x16 (m, k) tile.
 pub fn fact4_a(lane: u32, v: u32) -> (u32, u32) {
     let idx = 32 * (lane % 4) + (lane / 4) + 16 * (v % 2) + 8 * ((v / 2) % 2) + 128 * (v / 4);
     (idx % 16, idx / 16)
 }
 
-/// DESIGN.md fact 4, B: ((4,8),(2,2)):((16,1),(8,64)) over a column-major 8x16 (n, k) tile.
+/// docs/architecture.md fact 4, B: ((4,8),(2,2)):((16,1),(8,64)) over a column-major 8x16 (n, k) tile.
 /// Returns (k, n).
 pub fn fact4_b(lane: u32, v: u32) -> (u32, u32) {
     let idx = 16 * (lane % 4) + (lane / 4) + 8 * (v % 2) + 64 * (v / 2);

@@ -2,7 +2,7 @@
 //!
 //! The m64nNk16 f32 accumulator of one warpgroup is
 //! `CLayout_64xN = ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512))` (CuTe
-//! `cute/atom/mma_traits_sm90_gmma.hpp`; shared/DESIGN.md fact 1). It maps
+//! `cute/atom/mma_traits_sm90_gmma.hpp`; docs/architecture.md fact 1). It maps
 //! `(thread, value)` to the offset `m + 64*n` of a column-major 64 x N tile.
 //!
 //! Every leaf stride of that layout is either below 64 (it moves the row) or a

@@ -10,7 +10,7 @@
 //!   `64*wg .. 64*wg+63`.
 //! - `S = Q K^T` with wgmma SS (both K-major), `O += P V` with wgmma RS: P stays
 //!   in registers, registers `d[8j..8j+7]` of S become the four A registers of
-//!   k-block `j` (shared/DESIGN.md fact 5), V is read MN-major (`imm-trans-b = 1`).
+//!   k-block `j` (docs/architecture.md fact 5), V is read MN-major (`imm-trans-b = 1`).
 //! - Online softmax in base 2 with quad shuffles; with `overlap`, the QK^T of
 //!   tile `k` and the PV of tile `k-1` are in flight while the softmax of tile
 //!   `k` runs (FlashAttention-3's intra-warpgroup overlap).

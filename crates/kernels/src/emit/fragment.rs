@@ -58,7 +58,7 @@ impl FragmentTerms {
     /// use fragmask_kernels::emit::FragmentTerms;
     /// let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
     /// let terms = FragmentTerms::derive(&acc).unwrap();
-    /// // DESIGN.md fact 1 plus warpgroup 1 at row 64: thread 133 = warpgroup 1, lane 5.
+    /// // docs/architecture.md fact 1 plus warpgroup 1 at row 64: thread 133 = warpgroup 1, lane 5.
     /// assert_eq!(terms.thread_origin(133), (64 + 1, 2));
     /// assert_eq!(terms.value_offset(6), (8, 8));
     /// ```
