@@ -43,7 +43,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::{
-    AttentionKernel, ConfigError, MaskMode, KERNEL_NAME, THREADS, WINDOW_INFINITE,
+    AttentionKernel, AttentionParams, ConfigError, MaskMode, KERNEL_NAME, THREADS, WINDOW_INFINITE,
 };
 
 pub use blockmask::BlockMask;
@@ -327,35 +327,15 @@ struct TensorMapArg(sys::CUtensorMap);
 // (`const __grid_constant__ fm_tensor_map`, same size and alignment).
 unsafe impl DeviceRepr for TensorMapArg {}
 
-/// Mirror of the kernel's `fm_attn_params` (fragmask_kernels::attention::PARAM_* order).
-#[repr(C)]
+/// The kernel's `fm_attn_params`, passed by value: the struct generated from
+/// `fragmask_kernels::attention::AttentionParams` (one field list for both sides).
+#[repr(transparent)]
 #[derive(Clone, Copy, Debug, Default)]
-struct Params {
-    o: u64,
-    lse: u64,
-    kv_num_blocks: u64,
-    kv_indices: u64,
-    full_kv_num_blocks: u64,
-    full_kv_indices: u64,
-    kv_tile_offsets: u64,
-    words: u64,
-    batch: i32,
-    heads: i32,
-    kv_heads: i32,
-    seqlen_q: i32,
-    seqlen_k: i32,
-    m_blocks: i32,
-    n_blocks: i32,
-    mask_batch_stride: i32,
-    mask_head_stride: i32,
-    window_left: i32,
-    window_right: i32,
-    diag_offset: i32,
-    scale_log2: f32,
-    scale: f32,
-}
+struct Params(AttentionParams);
 
-// SAFETY: Params is #[repr(C)] plain data matching the kernel's struct field for field.
+// SAFETY: AttentionParams is #[repr(C)] plain data (u64 pointers, i32, f32) whose
+// offsets and size equal the CUDA struct's: the kernels crate's test compares them with
+// C's rules, and the generated source static_asserts the same numbers under NVRTC.
 unsafe impl DeviceRepr for Params {}
 
 fn encode_tensor_map(ptr: u64, shape: [usize; 4]) -> Result<TensorMapArg, AttentionError> {
@@ -617,7 +597,7 @@ impl AttentionRunner {
         let m_blocks = AttentionKernel::m_blocks(shape.seqlen_q as u32);
         let n_blocks = AttentionKernel::n_blocks(shape.seqlen_k as u32);
         let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
-        let mut params = Params {
+        let mut params = AttentionParams {
             o: out.o.data.device_ptr(s).0,
             lse: out.lse.device_ptr(s).0,
             batch: shape.batch as i32,
@@ -631,7 +611,7 @@ impl AttentionRunner {
             window_right: WINDOW_INFINITE,
             scale_log2: scale * std::f32::consts::LOG2_E,
             scale,
-            ..Params::default()
+            ..AttentionParams::default()
         };
         match mask {
             Mask::Window(w) => {
@@ -669,7 +649,7 @@ impl AttentionRunner {
             stream: &self.stream,
             func,
             maps,
-            params,
+            params: Params(params),
             config,
             kernel,
             shape,

@@ -257,39 +257,74 @@ impl AttentionKernel {
     }
 }
 
-/// Byte layout of the kernel's by-value parameter struct `fm_attn_params`
-/// (the host mirrors it with `#[repr(C)]`): eight 64-bit pointers, then the
-/// 32-bit fields in [`PARAM_I32_FIELDS`] order, then two f32 scales.
-pub const PARAM_POINTER_FIELDS: [&str; 8] = [
-    "o",
-    "lse",
-    "kv_num_blocks",
-    "kv_indices",
-    "full_kv_num_blocks",
-    "full_kv_indices",
-    "kv_tile_offsets",
-    "words",
-];
-
-/// The 32-bit integer fields of `fm_attn_params`, in order.
-pub const PARAM_I32_FIELDS: [&str; 12] = [
-    "batch",
-    "heads",
-    "kv_heads",
-    "seqlen_q",
-    "seqlen_k",
-    "m_blocks",
-    "n_blocks",
-    "mask_batch_stride",
-    "mask_head_stride",
-    "window_left",
-    "window_right",
-    "diag_offset",
-];
+crate::abi_struct! {
+    /// The kernel's by-value parameter struct `fm_attn_params`, declared once: the CUDA
+    /// struct (with offset checks) is emitted from this list and the host passes this
+    /// `#[repr(C)]` mirror (docs/architecture.md, "ABI").
+    pub struct AttentionParams as "fm_attn_params" {
+        /// [B, H, Sq, D] bf16 output.
+        o: Ptr("fm_bf16*"),
+        /// [B, H, Sq] natural-log row log-sum-exp.
+        lse: Ptr("float*"),
+        /// [Bm, Hm, Mb] partial tiles per row block.
+        kv_num_blocks: Ptr("const int*"),
+        /// [Bm, Hm, Mb, Nb] partial key blocks, ascending.
+        kv_indices: Ptr("const int*"),
+        /// [Bm, Hm, Mb] full tiles per row block.
+        full_kv_num_blocks: Ptr("const int*"),
+        /// [Bm, Hm, Mb, Nb] full key blocks.
+        full_kv_indices: Ptr("const int*"),
+        /// [Bm, Hm, Mb, Nb] index along dim 0 of words of partial tile j.
+        kv_tile_offsets: Ptr("const int*"),
+        /// [tiles, consumer threads, words per thread] FragmentNative words.
+        words: Ptr("const unsigned*"),
+        /// B.
+        batch: I32("int"),
+        /// H (query heads).
+        heads: I32("int"),
+        /// Hkv.
+        kv_heads: I32("int"),
+        /// Sq.
+        seqlen_q: I32("int"),
+        /// Sk.
+        seqlen_k: I32("int"),
+        /// ceil(Sq / BLOCK_M).
+        m_blocks: I32("int"),
+        /// ceil(Sk / BLOCK_N).
+        n_blocks: I32("int"),
+        /// Rows of [Bm, Hm, Mb] between mask batches; 0 where the mask broadcasts.
+        mask_batch_stride: I32("int"),
+        /// Rows of [Bm, Hm, Mb] between mask heads; 0 where the mask broadcasts.
+        mask_head_stride: I32("int"),
+        /// Keys visible left of the diagonal (>= WINDOW_INFINITE: unbounded).
+        window_left: I32("int"),
+        /// Keys visible right of the diagonal.
+        window_right: I32("int"),
+        /// Diagonal offset (Sk - Sq: bottom-right alignment).
+        diag_offset: I32("int"),
+        /// softmax scale * log2(e).
+        scale_log2: F32("float"),
+        /// softmax scale.
+        scale: F32("float"),
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn params_mirror_has_the_c_offsets() {
+        assert_eq!(
+            AttentionParams::rust_offsets(),
+            AttentionParams::ABI.offsets()
+        );
+        assert_eq!(
+            core::mem::size_of::<AttentionParams>(),
+            AttentionParams::ABI.size()
+        );
+        assert_eq!(AttentionParams::ABI.size(), 8 * 8 + 12 * 4 + 2 * 4);
+    }
 
     #[test]
     fn mask_geometry_matches_the_normative_format() {

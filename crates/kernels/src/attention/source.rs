@@ -1,6 +1,7 @@
 //! The CUDA template of the attention forward and the generated pieces that fill it.
 //!
-//! The template uses `$NAME` placeholders; everything that depends on the
+//! The template uses `$NAME` placeholders, filled by the checked pass of
+//! [`crate::family::template`] (unknown or unused names are errors); everything that depends on the
 //! fragment layout (per-thread row/column, per-value offsets, row slots, the
 //! quad-shuffle partners, the P -> A register pairs) is emitted from
 //! [`FragmentMap`], never typed in.
@@ -8,8 +9,12 @@
 use std::fmt::Write as _;
 
 use super::fragment::FragmentMap;
-use super::{AttentionKernel, ConfigError, MaskMode, BLOCK_N, KERNEL_NAME, WINDOW_INFINITE};
+use super::{
+    AttentionKernel, AttentionParams, ConfigError, MaskMode, BLOCK_M, BLOCK_N, CONSUMER_WARPGROUPS,
+    KERNEL_NAME, MASK_THREADS, MASK_WORDS_PER_THREAD, THREADS, WINDOW_INFINITE,
+};
 use crate::cuda::PRELUDE;
+use crate::family::template::fill;
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
@@ -35,56 +40,56 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     );
     src.push_str(PRELUDE);
 
-    let mut body = TEMPLATE.to_string();
     let s_values = s_map.values();
     let o_values = o_map.values();
-    let replacements: Vec<(&str, String)> = vec![
-        ("$D_CHUNKS", (d / 64).to_string()),
-        ("$D", d.to_string()),
-        ("$STAGES", k.stages().to_string()),
-        ("$LOOKAHEAD", u32::from(k.lookahead()).to_string()),
-        ("$S_VALUES", s_values.to_string()),
-        ("$O_VALUES", o_values.to_string()),
-        ("$P_REGS", (s_values / 2).to_string()),
-        ("$WINDOW_INFINITE", WINDOW_INFINITE.to_string()),
-        ("$LAYOUT_S_DOC", s_map.describe("")),
-        ("$LAYOUT_O_DOC", o_map.describe("")),
+    let mut values: Vec<(&str, String)> = vec![
+        ("D_CHUNKS", (d / 64).to_string()),
+        ("D", d.to_string()),
+        ("STAGES", k.stages().to_string()),
+        ("LOOKAHEAD", u32::from(k.lookahead()).to_string()),
+        ("BLOCK_M", BLOCK_M.to_string()),
+        ("BLOCK_N", BLOCK_N.to_string()),
+        ("CONSUMER_WARPGROUPS", CONSUMER_WARPGROUPS.to_string()),
+        ("THREADS", THREADS.to_string()),
+        ("MASK_THREADS", MASK_THREADS.to_string()),
+        ("PARAMS_STRUCT", AttentionParams::ABI.cuda()),
+        ("S_VALUES", s_values.to_string()),
+        ("O_VALUES", o_values.to_string()),
+        ("P_REGS", (s_values / 2).to_string()),
+        ("LAYOUT_S_DOC", s_map.describe("")),
         (
-            "$LAYOUT_S",
+            "LAYOUT_S",
             format!("CLayout_64x{} = {}", s_map.n(), s_map.layout_text()),
         ),
         (
-            "$LAYOUT_O",
+            "LAYOUT_O",
             format!("CLayout_64x{} = {}", o_map.n(), o_map.layout_text()),
         ),
-        ("$THREAD_ROW", s_map.thread_row_expr("lt")),
-        ("$THREAD_COL", s_map.thread_col_expr("lt")),
-        ("$O_THREAD_ROW", o_map.thread_row_expr("lt")),
-        ("$O_THREAD_COL", o_map.thread_col_expr("lt")),
-        ("$VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")),
-        ("$VALUE_COL_S", s_map.value_col_expr("i")),
-        ("$VALUE_ROW_O", o_map.value_row_expr("i")),
-        ("$VALUE_COL_O", o_map.value_col_expr("i")),
-        ("$ROW_SLOT_STRIDE", row_slot_stride(&s_map)?.to_string()),
-        ("$QUAD_XOR_0", quad[0].to_string()),
-        ("$QUAD_XOR_1", quad[1].to_string()),
-        ("$QUAD_LEADER", quad_leader_expr(&s_map)),
-        ("$WGMMA_SS", wgmma_ss(BLOCK_N)),
-        ("$WGMMA_RS", wgmma_rs(d)),
-        ("$SCHEDULE", schedule(k.mask()).to_string()),
-        ("$MASK_APPLY", mask_apply(k.mask()).to_string()),
-        ("$MAINLOOP", mainloop(k.overlap(), k.pingpong(), k.mask())),
-        ("$KERNEL", KERNEL_NAME.to_string()),
+        ("THREAD_ROW", s_map.thread_row_expr("lt")),
+        ("THREAD_COL", s_map.thread_col_expr("lt")),
+        ("O_THREAD_ROW", o_map.thread_row_expr("lt")),
+        ("O_THREAD_COL", o_map.thread_col_expr("lt")),
+        ("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")),
+        ("VALUE_COL_S", s_map.value_col_expr("i")),
+        ("VALUE_ROW_O", o_map.value_row_expr("i")),
+        ("VALUE_COL_O", o_map.value_col_expr("i")),
+        ("ROW_SLOT_STRIDE", row_slot_stride(&s_map)?.to_string()),
+        ("QUAD_XOR_0", quad[0].to_string()),
+        ("QUAD_XOR_1", quad[1].to_string()),
+        ("QUAD_LEADER", quad_leader_expr(&s_map)),
+        ("WGMMA_SS", wgmma_ss(BLOCK_N)),
+        ("WGMMA_RS", wgmma_rs(d)),
+        ("SCHEDULE", schedule(k.mask()).to_string()),
+        ("MASK_APPLY", mask_apply(k.mask()).to_string()),
+        ("MAINLOOP", mainloop(k.overlap(), k.pingpong(), k.mask())?),
+        ("KERNEL", KERNEL_NAME.to_string()),
     ];
-    // Longest names first so that `$D` does not eat `$D_CHUNKS`.
-    let mut ordered = replacements;
-    ordered.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
-    // Expand twice: generated pieces may themselves hold placeholders.
-    for _ in 0..2 {
-        for (name, value) in &ordered {
-            body = body.replace(name, value);
-        }
+    match k.mask() {
+        // Only the window schedule and mask compare against "unbounded".
+        MaskMode::Window => values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string())),
+        MaskMode::Blocks => values.push(("MASK_WORDS", MASK_WORDS_PER_THREAD.to_string())),
     }
+    let body = fill(TEMPLATE, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;
     src.push_str(&body);
     Ok(src)
 }
@@ -119,12 +124,15 @@ fn row_slot_stride(map: &FragmentMap) -> Result<u32, ConfigError> {
 fn quad_shuffle_masks(map: &FragmentMap) -> Result<[u32; 2], ConfigError> {
     let mut lanes_of_row0: Vec<u32> = (0..32).filter(|&t| map.coord(t, 0).0 == 0).collect();
     lanes_of_row0.sort_unstable();
-    if lanes_of_row0 != [0, 1, 2, 3] {
-        return Err(ConfigError::Layout(format!(
-            "row 0 is held by lanes {lanes_of_row0:?}, expected one quad"
-        )));
+    // The partners of lane 0 are the lanes xor each bit the row's lanes differ in.
+    let span = lanes_of_row0.iter().fold(0, |acc, &l| acc | l);
+    let bits: Vec<u32> = (0..5).map(|b| 1 << b).filter(|b| span & b != 0).collect();
+    match bits[..] {
+        [a, b] if lanes_of_row0.len() == 4 => Ok([a, b]),
+        _ => Err(ConfigError::Layout(format!(
+            "row 0 is held by lanes {lanes_of_row0:?}, expected 4 lanes differing in 2 bits (one quad)"
+        ))),
     }
-    Ok([1, 2])
 }
 
 fn quad_leader_expr(map: &FragmentMap) -> String {
@@ -229,7 +237,7 @@ fn mask_apply(mode: MaskMode) -> &'static str {
     }
 }
 
-fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> String {
+fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, ConfigError> {
     let (prefetch_first, prefetch_next) = match mode {
         MaskMode::Blocks => (
             "uint2 bits_next = fm_load_mask_bits(p, fm_tile_at(p, sched, 0), ct);",
@@ -260,13 +268,22 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> String {
     } else {
         ("", "", "", "", "")
     };
-    body.replace("$PREFETCH_FIRST", prefetch_first)
-        .replace("$PREFETCH_NEXT", prefetch_next)
-        .replace("$PP_INIT", init)
-        .replace("$PP_SYNC", sync)
-        .replace("$PP_ARRIVE_LAST", arrive_last)
-        .replace("$PP_ARRIVE_PV", arrive_pv)
-        .replace("$PP_ARRIVE", arrive)
+    // Each loop names the ping-pong points it has: the overlapped one a last arrival,
+    // the serial one a separate PV arrival.
+    let last = if overlap {
+        ("PP_ARRIVE_LAST", arrive_last)
+    } else {
+        ("PP_ARRIVE_PV", arrive_pv)
+    };
+    let values: Vec<(&str, String)> = vec![
+        ("PREFETCH_FIRST", prefetch_first.to_string()),
+        ("PREFETCH_NEXT", prefetch_next.to_string()),
+        ("PP_INIT", init.to_string()),
+        ("PP_SYNC", sync.to_string()),
+        ("PP_ARRIVE", arrive.to_string()),
+        (last.0, last.1.to_string()),
+    ];
+    fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
 }
 
 const SCHEDULE_WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sliding window / none), no mask words ----
@@ -338,7 +355,7 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p,
 struct fm_tile {
     int n_block;    // key block
     int partial;    // 1: apply the mask (the words of mask_tile, and/or the key bound of the last tile)
-    int mask_tile;  // index along dim 0 of words [tiles, 256 threads, 2 words]; -1 for a full tile
+    int mask_tile;  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1 for a full tile
 };
 
 __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
@@ -391,12 +408,12 @@ __device__ __forceinline__ uint2 fm_load_mask_bits(const fm_attn_params& p, cons
 "#;
 
 const MASK_BLOCKS: &str = r#"// ---- mask application: FragmentNative words ----
-// words: u32 [num_partial_tiles, 256 consumer threads, 2]. Consumer thread ct = 128*wg + lt holds the 64
+// words: u32 [num_partial_tiles, $MASK_THREADS consumer threads, $MASK_WORDS]. Consumer thread ct = 128*wg + lt holds the $S_VALUES
 // values of $LAYOUT_S; bit b of word w is the mask bit of its value 32*w + b (register order), so one
 // 8-byte load per thread per tile, coalesced across the warp, brings all of them into registers.
 __device__ __forceinline__ uint2 fm_load_mask_bits(const fm_attn_params& p, const fm_tile& t, int ct) {
     if (t.mask_tile < 0) return make_uint2(0xffffffffu, 0xffffffffu);   // full tile: every bit set
-    const uint2* src = reinterpret_cast<const uint2*>(p.words) + ((long long)t.mask_tile * 256 + ct);
+    const uint2* src = reinterpret_cast<const uint2*>(p.words) + ((long long)t.mask_tile * $MASK_THREADS + ct);
     return __ldg(src);
 }
 
@@ -526,8 +543,8 @@ const MAINLOOP_OVERLAP: &str = r#"
 
 const TEMPLATE: &str = r#"
 #define FM_D $D                          // head dim
-#define FM_BLOCK_M 128                   // query rows per block (2 consumer warpgroups x 64)
-#define FM_BLOCK_N 128                   // keys per tile
+#define FM_BLOCK_M $BLOCK_M                   // query rows per block ($CONSUMER_WARPGROUPS consumer warpgroups x 64)
+#define FM_BLOCK_N $BLOCK_N                   // keys per tile
 #define FM_STAGES $STAGES                // K/V shared-memory stages
 #define FM_LOOKAHEAD $LOOKAHEAD             // producer reads the tile list one tile ahead
 #define FM_D_CHUNKS $D_CHUNKS            // 128-byte swizzle atoms along D (64 bf16 each)
@@ -538,23 +555,7 @@ const TEMPLATE: &str = r#"
 // cuTensorMapEncodeTiled's opaque 128-byte CUtensorMap, passed as a __grid_constant__ kernel parameter.
 struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
 
-// Kernel parameters (the host mirrors this struct with #[repr(C)]).
-struct fm_attn_params {
-    fm_bf16* o;                      // [B, H, Sq, D] bf16 output
-    float* lse;                      // [B, H, Sq] natural-log row log-sum-exp
-    const int* kv_num_blocks;        // [Bm, Hm, Mb] partial tiles per row block
-    const int* kv_indices;           // [Bm, Hm, Mb, Nb] partial key blocks, ascending
-    const int* full_kv_num_blocks;   // [Bm, Hm, Mb]
-    const int* full_kv_indices;      // [Bm, Hm, Mb, Nb]
-    const int* kv_tile_offsets;      // [Bm, Hm, Mb, Nb] index along dim 0 of words of partial tile j
-    const unsigned* words;           // [tiles, 256, 2] FragmentNative words
-    int batch, heads, kv_heads, seqlen_q, seqlen_k, m_blocks, n_blocks;
-    int mask_batch_stride, mask_head_stride;   // in rows of [Bm, Hm, Mb]; 0 where the mask broadcasts
-    int window_left, window_right, diag_offset;
-    float scale_log2;                // softmax scale * log2(e)
-    float scale;                     // softmax scale
-};
-
+$PARAMS_STRUCT
 // ---- PTX helpers: mbarrier, TMA, wgmma (PTX ISA 9.7.12.15 mbarrier, 9.7.9.25 cp.async.bulk.tensor, 9.7.15 wgmma) ----
 __device__ __forceinline__ void fm_mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
@@ -702,16 +703,16 @@ __device__ __forceinline__ void fm_pin_before_wait(unsigned scratch, float value
     asm volatile("st.shared.f32 [%0], %1;" :: "r"(scratch), "f"(value) : "memory");
 }
 
-// Named barriers 1 and 2 (256 threads: one consumer warpgroup syncs, the other arrives).
-__device__ __forceinline__ void fm_named_sync(int id) { asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory"); }
-__device__ __forceinline__ void fm_named_arrive(int id) { asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory"); }
+// Named barriers 1 and 2 ($MASK_THREADS threads, the consumer warpgroups: one syncs, the other arrives).
+__device__ __forceinline__ void fm_named_sync(int id) { asm volatile("bar.sync %0, $MASK_THREADS;" :: "r"(id) : "memory"); }
+__device__ __forceinline__ void fm_named_arrive(int id) { asm volatile("bar.arrive %0, $MASK_THREADS;" :: "r"(id) : "memory"); }
 
 __device__ __forceinline__ void fm_consumer_release(unsigned bar) {
     __syncwarp();
     if ((threadIdx.x & 31u) == 0u) fm_mbar_arrive(bar);   // one arrival per consumer warp (count 8)
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__($THREADS, 1)
 $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_tensor_map tma_k,
         const __grid_constant__ fm_tensor_map tma_v, const __grid_constant__ fm_attn_params p)
 {

@@ -5,6 +5,8 @@
 //! - [`abi`]: a kernel's parameter struct, declared once in Rust and emitted for CUDA,
 //!   with the offsets checked on both sides.
 //! - [`dtype`]: the element types of activations, and their load/store helpers.
+//! - [`template`]: the checked `$NAME` placeholder pass of text templates.
 
 pub mod abi;
 pub mod dtype;
+pub mod template;
