@@ -1,9 +1,10 @@
 //! Index expressions of the wgmma accumulator fragment, derived from its CuTe layout.
 //!
-//! The m64nNk16 f32 accumulator of one warpgroup is
-//! `CLayout_64xN = ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512))` (CuTe
-//! `cute/atom/mma_traits_sm90_gmma.hpp`; docs/architecture.md fact 1). It maps
-//! `(thread, value)` to the offset `m + 64*n` of a column-major 64 x N tile.
+//! The m64nNk16 f32 accumulator of one warpgroup is gmma-frag's
+//! [`WgmmaAccumulator::c_layout`], `CLayout_64xN = ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512))`
+//! (CuTe `cute/atom/mma_traits_sm90_gmma.hpp`; docs/architecture.md fact 1), proven on the
+//! H100 by `fragmask verify`. It maps `(thread, value)` to the offset `m + 64*n` of a
+//! column-major 64 x N tile.
 //!
 //! Every leaf stride of that layout is either below 64 (it moves the row) or a
 //! multiple of 64 (it moves the column), and the leaves never carry into each
@@ -15,6 +16,7 @@
 
 use std::fmt::Write as _;
 
+use fragmask_gmma_frag::WgmmaAccumulator;
 use fragmask_layout::Layout;
 
 /// Rows of the wgmma accumulator atom (the `M` of m64nNk16).
@@ -51,15 +53,22 @@ pub struct FragmentMap {
 pub struct NotSeparable(pub String);
 
 impl FragmentMap {
-    /// The CuTe text of `CLayout_64xN` for `n` columns (a multiple of 8).
-    pub fn clayout_text(n: u32) -> String {
-        format!("((4,8,4),(2,2,{})):((128,1,16),(64,8,512))", n / 8)
+    /// The CuTe text of `CLayout_64xN` for `n` columns (a legal wgmma N), from gmma-frag.
+    pub fn clayout_text(n: u32) -> Result<String, NotSeparable> {
+        Ok(Self::clayout(n)?.to_string())
     }
 
-    /// Derives the map of `CLayout_64xN`; checks separability on all `128 * n/2` pairs.
+    fn clayout(n: u32) -> Result<Layout, NotSeparable> {
+        WgmmaAccumulator::new(n)
+            .map(|acc| acc.c_layout())
+            .map_err(|e| NotSeparable(format!("wgmma m64n{n}k16: {e:?}")))
+    }
+
+    /// Derives the map of gmma-frag's `CLayout_64xN`; checks separability on all
+    /// `128 * n/2` pairs.
     pub fn new(n: u32) -> Result<Self, NotSeparable> {
-        let text = Self::clayout_text(n);
-        let layout = Layout::parse(&text).map_err(|e| NotSeparable(format!("{text}: {e:?}")))?;
+        let layout = Self::clayout(n)?;
+        let text = layout.to_string();
         let thread_terms = terms(&layout, 0)?;
         let value_terms = terms(&layout, 1)?;
         let map = Self {
