@@ -26,7 +26,7 @@ fn every_lightning_geometry_compiles_without_spills_with_vector_state_access() {
     if !nvrtc_or_skip() {
         return;
     }
-    let compiler = Compiler::uncached();
+    let compiler = Compiler::new();
     // Every head size in bf16; the other dtypes (only the load/store helpers differ) at
     // MiniMax-01's 96.
     let cases = [64u32, 96, 128, 256]
