@@ -3,7 +3,7 @@
 //! (`MUFU.EX2`) sits between the wait for QK^T and the wait for PV, so it
 //! overlaps the PV wgmma (no GPU needed; needs NVRTC and cuobjdump).
 
-use fragmask::host::attention::compile::{compile_kernel, dump_sass, sass_summary};
+use fragmask::host::attention::compile::compile_kernel;
 use fragmask::kernels::attention::{AttentionKernel, MaskMode};
 
 fn nvrtc_or_skip() -> bool {
@@ -38,6 +38,13 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
                     .unwrap()
                     .with_pingpong(pingpong);
                 let compiled = compile_kernel(&k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
+                // A register count proves ptxas' report for the kernel was found, so the
+                // spill count below is read, not defaulted.
+                assert!(
+                    compiled.registers > 0,
+                    "{k:?}: no ptxas report:\n{}",
+                    compiled.log
+                );
                 assert_eq!(compiled.spill_bytes, 0, "{k:?} spills:\n{}", compiled.log);
                 assert!(
                     !compiled.log.contains("C7508")
@@ -50,10 +57,12 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
                     "{k:?}: {} registers, {} spill bytes, {} stack bytes",
                     compiled.registers, compiled.spill_bytes, compiled.stack_bytes
                 );
-                if let Ok(summary) = sass_summary(&compiled.cubin) {
-                    eprintln!("    SASS: {summary:?}");
-                    assert!(summary.hgmma > 0, "{k:?}: no HGMMA in SASS");
-                    assert_eq!(summary.local_memory_ops, 0, "{k:?}: local memory in SASS");
+                if let Ok(sass) = compiled.sass() {
+                    let classes = sass.classes();
+                    eprintln!("    SASS: {classes:?}");
+                    assert!(classes.hgmma > 0, "{k:?}: no HGMMA in SASS");
+                    assert_eq!(classes.ldl + classes.stl, 0, "{k:?}: local memory in SASS");
+                    assert!(!sass.spills(), "{k:?}: spills per SASS / res-usage");
                 }
             }
         }
@@ -68,7 +77,7 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
     for mode in [MaskMode::Window, MaskMode::Blocks] {
         let k = AttentionKernel::default_for(128, mode).unwrap();
         let compiled = compile_kernel(&k).unwrap();
-        let Ok(sass) = dump_sass(&compiled.cubin) else {
+        let Ok(sass) = compiled.sass_text() else {
             eprintln!("SKIPPED: no cuobjdump");
             return;
         };

@@ -1,12 +1,14 @@
-//! The masks crate's packer (`fragmask pack`) and the attention's reference
-//! packer encode the same mask: the same visibility for every element, and the
-//! same words for every tile both call partial (compared through
-//! `kv_tile_offsets`, so the order of tiles inside `words` may differ). The
-//! attention kernel consumes either file unchanged.
+//! One mask format: the file `fragmask pack --mask M.npy` writes, read by the attention's
+//! `--mask` path, is the very `PackedMask` the attention's `--dense-mask` path packs from
+//! the same `.npy` (lists, tile offsets and words equal), and it decodes to the mask.
+//! Runs the built binary for the pack, as a user would.
 
-use fragmask::host::attention::blockmask::WORDS_PER_TILE;
-use fragmask::host::attention::BlockMask;
-use fragmask::masks::{pack, DenseMask, Encoding, PackOptions, TiledAccumulator};
+use std::path::PathBuf;
+use std::process::Command;
+
+use fragmask::host::attention::inputs::{dense_mask, packed_mask, MaskInput};
+use fragmask::host::attention::AttentionShape;
+use fragmask::masks::io::{write_npy, DType};
 
 fn lcg(seed: &mut u64) -> u64 {
     *seed = seed
@@ -15,9 +17,30 @@ fn lcg(seed: &mut u64) -> u64 {
     *seed >> 33
 }
 
+/// A fresh directory, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!(
+            "fragmask-pack-interop-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
-fn masks_crate_packer_and_attention_packer_encode_the_same_mask() {
-    let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
+fn fragmask_pack_file_equals_the_dense_mask_packed_by_the_attention_path() {
     let mut seed = 42u64;
     for &(b, h, sq, sk, keep) in &[
         (1usize, 1usize, 300usize, 260usize, 3u64),
@@ -37,55 +60,53 @@ fn masks_crate_packer_and_attention_packer_encode_the_same_mask() {
                 }
             })
             .collect();
-        let theirs = pack(
-            &DenseMask::new(&dense, &[b, h, sq, sk]).unwrap(),
-            &acc,
-            Encoding::FragmentNative,
-            &PackOptions::default(),
-        )
-        .unwrap();
-        let bools: Vec<bool> = dense.iter().map(|&x| x != 0).collect();
-        let ours = BlockMask::from_dense(b, h, sq, sk, &bools).unwrap();
-        // Same visibility everywhere (the two packers may classify a boundary tile whose
-        // in-range elements are all visible differently: full here, partial there; the
-        // kernel handles both, applying the key bound to full tiles past seqlen_k).
-        let owners = fragmask::host::attention::blockmask::tile_owner_table();
+        let dir = Dir::new(&format!("{b}x{h}x{sq}x{sk}"));
+        let npy = write_npy(DType::Bool, &[b, h, sq, sk], &dense);
+        let npy_path = dir.0.join("m.npy");
+        std::fs::write(&npy_path, &npy).unwrap();
+        let packed_path = dir.0.join("m.safetensors");
+        let out = Command::new(env!("CARGO_BIN_EXE_fragmask"))
+            .args(["pack", "-q", "--mask"])
+            .arg(&npy_path)
+            .arg("-o")
+            .arg(&packed_path)
+            .output()
+            .expect("run fragmask pack");
+        assert!(out.status.success(), "{out:?}");
+        let mut files: Vec<_> = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        files.sort();
+        assert_eq!(files, ["m.npy", "m.safetensors"], "pack left other files");
+
+        let shape = AttentionShape {
+            batch: b,
+            heads: h,
+            kv_heads: 1,
+            seqlen_q: sq,
+            seqlen_k: sk,
+            head_dim: 64,
+        };
+        let file = std::fs::read(&packed_path).unwrap();
+        let MaskInput::Packed(from_file) = packed_mask(&file, &shape, "m.safetensors").unwrap()
+        else {
+            panic!("--mask gave a mask to pack");
+        };
+        let from_dense = dense_mask(&npy, &shape, "m.npy")
+            .unwrap()
+            .build(&shape)
+            .unwrap();
+        assert_eq!(*from_file, from_dense, "{b}x{h}x{sq}x{sk}");
         for bb in 0..b {
             for hh in 0..h {
-                for i in 0..sq {
-                    for j in 0..sk {
-                        assert_eq!(
-                            theirs.get(bb, hh, i, j),
-                            ours.is_visible(&owners, bb, hh, i, j),
-                            "{b}x{h}x{sq}x{sk} at ({bb},{hh},{i},{j})"
-                        );
-                    }
-                }
+                let plane = from_file.decode_plane(bb, hh);
+                let want = &dense[(bb * h + hh) * sq * sk..(bb * h + hh + 1) * sq * sk];
+                assert!(
+                    plane.iter().zip(want).all(|(&p, &w)| p == (w != 0)),
+                    "{b}x{h}x{sq}x{sk} plane ({bb}, {hh}) decodes to another mask"
+                );
             }
         }
-        // Tiles both call partial carry identical words.
-        let nb = ours.n_blocks();
-        let mut compared = 0;
-        for row in 0..ours.kv_num_blocks.len() {
-            let r = row * nb;
-            let theirs_np = theirs.kv_num_blocks()[row] as usize;
-            for j in 0..ours.kv_num_blocks[row] as usize {
-                let n = ours.kv_indices[r + j];
-                if let Some(k) = theirs.kv_indices()[r..r + theirs_np]
-                    .iter()
-                    .position(|&x| x == n)
-                {
-                    let t = theirs.kv_tile_offsets()[r + k] as usize;
-                    let o = ours.kv_tile_offsets[r + j] as usize;
-                    assert_eq!(
-                        &theirs.words()[t * WORDS_PER_TILE..(t + 1) * WORDS_PER_TILE],
-                        &ours.words[o * WORDS_PER_TILE..(o + 1) * WORDS_PER_TILE],
-                        "shape {b}x{h}x{sq}x{sk} row {row} key block {n}"
-                    );
-                    compared += 1;
-                }
-            }
-        }
-        assert!(compared > 0);
     }
 }

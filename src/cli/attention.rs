@@ -9,8 +9,8 @@ use clap::Args;
 use fragmask::host::attention::inputs::{self, InputError, MaskInput, Qkv};
 use fragmask::host::attention::selftest;
 use fragmask::host::attention::{
-    self as attn, compile, numeric, AttentionOptions, AttentionRunner, AttentionShape, BlockMask,
-    Mask, Window,
+    self as attn, compile, numeric, AttentionOptions, AttentionRunner, AttentionShape, Mask,
+    PackedMask, Window,
 };
 use fragmask::host::Device;
 use fragmask::kernels::attention::{AttentionKernel, MaskMode, BLOCK_M, BLOCK_N};
@@ -27,7 +27,7 @@ Inputs: --inputs FILE.safetensors holding q, k, v ([B,H,S,D], BF16/F16/F32), or 
 (.npy float32/float16, or .safetensors with one tensor), or --random B,H,HKV,SQ,SK,D.
 Masks: --mask PACK.safetensors (FragmentNative, from `fragmask pack`: kv_num_blocks, kv_indices, \
 full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words), --dense-mask MASK.npy (bool \
-[B|1,H|1,Sq,Sk], packed here), --synthetic-mask random:P | blocksparse:T:P | topk:F, --causal, \
+[B|1,H|1,Sq,Sk], packed here as `fragmask pack` does), --synthetic-mask random:P | blocksparse:T:P | topk:F, --causal, \
 --window LEFT,RIGHT (-1 = unbounded) with --diag-offset.
 Every input is read and checked before a GPU is looked for. Limits: q, k, v and O together \
 at most 64 GiB of bf16; input files at most 256 GiB; dense and synthetic masks at most 2^36 \
@@ -78,7 +78,7 @@ pub struct ForwardArgs {
     /// FragmentNative block mask (safetensors from `fragmask pack`).
     #[arg(long, conflicts_with_all = ["dense_mask", "synthetic_mask", "causal", "window", "diag_offset"])]
     mask: Option<PathBuf>,
-    /// Dense bool mask .npy [B|1, H|1, Sq, Sk], packed with the reference packer.
+    /// Dense bool mask .npy [B|1, H|1, Sq, Sk], packed here as `fragmask pack` does.
     #[arg(long, conflicts_with_all = ["synthetic_mask", "causal", "window", "diag_offset"])]
     dense_mask: Option<PathBuf>,
     /// Synthetic block mask, packed here: random:P, blocksparse:T:P, topk:F.
@@ -192,11 +192,17 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             "registers {} (entry cap; consumers setmaxnreg 240), spill bytes {}, stack bytes {}",
             c.registers, c.spill_bytes, c.stack_bytes
         );
-        match compile::sass_summary(&c.cubin) {
-            Ok(s) => println!(
-                "SASS: {} instructions, {} HGMMA, {} UTMALDG, {} local-memory ops",
-                s.instructions, s.hgmma, s.tma_loads, s.local_memory_ops
-            ),
+        match c.sass() {
+            Ok(s) => {
+                let classes = s.classes();
+                println!(
+                    "SASS: {} instructions, {} HGMMA, {} UTMALDG, {} local-memory ops",
+                    classes.total,
+                    classes.hgmma,
+                    s.count("UTMALDG"),
+                    classes.ldl + classes.stl
+                )
+            }
             Err(e) => println!("SASS: not inspected ({e})"),
         }
         for line in c
@@ -433,9 +439,11 @@ pub fn forward(
         .stream()
         .synchronize()
         .map_err(|e| format!("attention kernel failed: {e}"))?;
-    let mut times = Vec::new();
-    if timed {
-        times = attn::time_launches(&launch, args.warmup, args.iters).map_err(|e| e.to_string())?;
+    // --iters 0: nothing timed (time_launches needs one run).
+    let mut timing = None;
+    if timed && args.iters > 0 {
+        timing =
+            Some(attn::time_launches(&launch, args.warmup, args.iters).map_err(|e| e.to_string())?);
     }
     drop(launch);
 
@@ -478,11 +486,15 @@ pub fn forward(
     }
 
     let tile_flops = 4.0 * f64::from(BLOCK_M * BLOCK_N) * shape.head_dim as f64;
-    let median = attn::median(&times);
-    let min = times.iter().copied().fold(f32::INFINITY, f32::min);
-    let dense_tf = shape.dense_flops() / (f64::from(median) * 1e-3) / 1e12;
-    let kept_tf = visited as f64 * tile_flops / (f64::from(median) * 1e-3) / 1e12;
-    let mask_bytes = block_mask.as_ref().map_or(0, |m| m.bytes());
+    let (median, min, iters) = timing.as_ref().map_or((f64::NAN, f64::NAN, 0), |t| {
+        (t.median_ms, t.min_ms, t.samples_ms.len())
+    });
+    let dense_tf = shape.dense_flops() / (median * 1e-3) / 1e12;
+    let kept_tf = visited as f64 * tile_flops / (median * 1e-3) / 1e12;
+    let mask_bytes = block_mask.as_ref().map_or(0, |m| {
+        let b = m.bytes();
+        b.lists + b.words
+    });
     if args.json {
         println!(
             "{}",
@@ -490,11 +502,11 @@ pub fn forward(
                 "device": device.name(),
                 "shape": [shape.batch, shape.heads, shape.kv_heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim],
                 "kernel": format!("{kernel:?}"),
-                "iters": times.len(),
-                "ms_median": if times.is_empty() { None } else { Some(median) },
-                "ms_min": if times.is_empty() { None } else { Some(min) },
-                "tflops_dense_equiv": if times.is_empty() { None } else { Some(dense_tf) },
-                "tflops_kept_tiles": if times.is_empty() { None } else { Some(kept_tf) },
+                "iters": iters,
+                "ms_median": timing.as_ref().map(|_| median),
+                "ms_min": timing.as_ref().map(|_| min),
+                "tflops_dense_equiv": timing.as_ref().map(|_| dense_tf),
+                "tflops_kept_tiles": timing.as_ref().map(|_| kept_tf),
                 "visited_tiles": visited,
                 "partial_tiles": partial,
                 "mask_bytes": mask_bytes,
@@ -514,10 +526,9 @@ pub fn forward(
         );
         println!("kernel: {kernel:?}");
         println!("tiles visited {visited} (partial {partial}), mask bytes {mask_bytes}");
-        if !times.is_empty() {
+        if timing.is_some() {
             println!(
-                "median {median:.4} ms (min {min:.4}, {} iters): {dense_tf:.1} TFLOP/s dense-equivalent, {kept_tf:.1} on visited tiles",
-                times.len()
+                "median {median:.4} ms (min {min:.4}, {iters} iters): {dense_tf:.1} TFLOP/s dense-equivalent, {kept_tf:.1} on visited tiles"
             );
         }
     }
@@ -529,10 +540,15 @@ fn is_safetensors(p: &Path) -> bool {
 }
 
 /// (visited tiles, partial tiles) over the whole call for a (validated) block mask.
-fn block_tiles(m: &BlockMask, s: &AttentionShape) -> (u64, u64) {
-    let repeat = ((s.batch / m.batch) * (s.heads / m.heads)) as u64;
-    let partial: u64 = m.kv_num_blocks.iter().map(|&x| x.max(0) as u64).sum();
-    let full: u64 = m.full_kv_num_blocks.iter().map(|&x| x.max(0) as u64).sum();
+fn block_tiles(m: &PackedMask, s: &AttentionShape) -> (u64, u64) {
+    let ms = m.shape();
+    let repeat = ((s.batch / ms.batch) * (s.heads / ms.heads)) as u64;
+    let partial: u64 = m.kv_num_blocks().iter().map(|&x| x.max(0) as u64).sum();
+    let full: u64 = m
+        .full_kv_num_blocks()
+        .iter()
+        .map(|&x| x.max(0) as u64)
+        .sum();
     ((partial + full) * repeat, partial * repeat)
 }
 

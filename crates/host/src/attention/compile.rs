@@ -1,12 +1,11 @@
-//! Compiling the generated attention kernels to sm_90a cubins and reading
-//! ptxas' resource report and the SASS (no GPU needed).
+//! Compiling the generated attention kernels to sm_90a cubins, with ptxas' resource
+//! report and the SASS read through [`crate::sass`] (no GPU needed).
 
-use std::process::Command;
-
-use fragmask_kernels::attention::AttentionKernel;
+use fragmask_kernels::attention::{AttentionKernel, KERNEL_NAME};
 
 use super::AttentionError;
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
+use crate::sass::{self, KernelSass};
 
 /// A compiled attention kernel with its resource report.
 #[derive(Debug, Clone)]
@@ -27,6 +26,31 @@ pub struct CompiledKernel {
     pub stack_bytes: u32,
 }
 
+impl CompiledKernel {
+    /// The kernel's SASS (`cuobjdump -sass` and `-res-usage`, with ptxas' report from
+    /// the log), through [`sass::inspect_bytes`].
+    pub fn sass(&self) -> Result<KernelSass, AttentionError> {
+        let report = sass::inspect_bytes(&self.cubin).map_err(AttentionError::Host)?;
+        let mut kernel = report
+            .kernels
+            .into_iter()
+            .find(|k| k.name == KERNEL_NAME)
+            .ok_or_else(|| {
+                AttentionError::Host(crate::Error::Parse {
+                    what: "cuobjdump -sass output",
+                    detail: format!("no function {KERNEL_NAME} in the attention cubin"),
+                })
+            })?;
+        kernel.ptxas = sass::parse_ptxas_log(&self.log).remove(KERNEL_NAME);
+        Ok(kernel)
+    }
+
+    /// The SASS text of the cubin ([`sass::disassemble`]).
+    pub fn sass_text(&self) -> Result<String, AttentionError> {
+        sass::disassemble(&self.cubin).map_err(AttentionError::Host)
+    }
+}
+
 /// Generates and compiles `config` for sm_90a through the on-disk NVRTC cache.
 pub fn compile_kernel(config: &AttentionKernel) -> Result<CompiledKernel, AttentionError> {
     compile_kernel_with(&Compiler::new(), config)
@@ -42,108 +66,16 @@ pub fn compile_kernel_with(
     let cubin = compiler
         .compile_cubin(&source, &options)
         .map_err(AttentionError::Host)?;
-    let (registers, spill_bytes, stack_bytes) = parse_ptxas_report(&cubin.log);
+    let report = sass::parse_ptxas_log(&cubin.log)
+        .remove(KERNEL_NAME)
+        .unwrap_or_default();
     Ok(CompiledKernel {
         config: *config,
         source,
         cubin: cubin.bytes,
         log: cubin.log,
-        registers,
-        spill_bytes,
-        stack_bytes,
+        registers: report.registers.unwrap_or(0),
+        spill_bytes: report.spill_store_bytes.unwrap_or(0) + report.spill_load_bytes.unwrap_or(0),
+        stack_bytes: report.stack_frame_bytes.unwrap_or(0),
     })
-}
-
-/// `(registers, spill store + load bytes, stack frame bytes)` from a ptxas `-v` log.
-pub fn parse_ptxas_report(log: &str) -> (u32, u32, u32) {
-    let number_before = |line: &str, key: &str| -> Option<u32> {
-        let at = line.find(key)?;
-        line[..at].split_whitespace().last()?.parse().ok()
-    };
-    let (mut registers, mut spill, mut stack) = (0, 0, 0);
-    for line in log.lines() {
-        if let Some(r) = number_before(line, "registers") {
-            registers = registers.max(r);
-        }
-        spill += number_before(line, "bytes spill stores").unwrap_or(0);
-        spill += number_before(line, "bytes spill loads").unwrap_or(0);
-        stack = stack.max(number_before(line, "bytes stack frame").unwrap_or(0));
-    }
-    (registers, spill, stack)
-}
-
-/// Instruction counts of interest in a cubin's SASS.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SassSummary {
-    /// wgmma instructions (`HGMMA`).
-    pub hgmma: usize,
-    /// Local-memory loads and stores (`LDL`, `STL`).
-    pub local_memory_ops: usize,
-    /// Bulk tensor copies (`UTMALDG`).
-    pub tma_loads: usize,
-    /// Total SASS instruction lines.
-    pub instructions: usize,
-}
-
-/// Disassembles `cubin` with `cuobjdump --dump-sass` and counts instructions.
-pub fn sass_summary(cubin: &[u8]) -> Result<SassSummary, AttentionError> {
-    let sass = dump_sass(cubin)?;
-    let mut s = SassSummary::default();
-    for line in sass.lines() {
-        // Instruction lines look like `        /*0120*/                   HGMMA.64x128x16.F32.BF16 ... ;`
-        let Some((_, code)) = line
-            .trim_start()
-            .strip_prefix("/*")
-            .and_then(|l| l.split_once("*/"))
-        else {
-            continue;
-        };
-        let code = code.trim();
-        if code.is_empty() || !code.ends_with(';') && !code.contains(';') {
-            continue;
-        }
-        s.instructions += 1;
-        let has = |op: &str| {
-            code.split(|c: char| !c.is_ascii_alphanumeric())
-                .any(|w| w == op)
-        };
-        if code.contains("HGMMA") {
-            s.hgmma += 1;
-        }
-        if has("LDL") || has("STL") || code.contains("LDL.") || code.contains("STL.") {
-            s.local_memory_ops += 1;
-        }
-        if code.contains("UTMALDG") {
-            s.tma_loads += 1;
-        }
-    }
-    Ok(s)
-}
-
-/// The SASS text of `cubin` (`cuobjdump --dump-sass`).
-pub fn dump_sass(cubin: &[u8]) -> Result<String, AttentionError> {
-    let tool = crate::toolchain::find_tool("cuobjdump").map_err(AttentionError::Host)?;
-    let path = std::env::temp_dir().join(format!(
-        "fragmask-attention-{}-{}.cubin",
-        std::process::id(),
-        cubin.len()
-    ));
-    std::fs::write(&path, cubin).map_err(|e| AttentionError::Io {
-        path: path.clone(),
-        source: e,
-    })?;
-    let out = Command::new(&tool).arg("--dump-sass").arg(&path).output();
-    let _ = std::fs::remove_file(&path);
-    let out = out.map_err(|e| AttentionError::Io {
-        path: tool.clone(),
-        source: e,
-    })?;
-    if !out.status.success() {
-        return Err(AttentionError::Tool(format!(
-            "cuobjdump failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -3,17 +3,24 @@
 //! (FragmentNative safetensors from `fragmask pack`, dense bool `.npy`, synthetic specs),
 //! windows, and the size limits.
 //!
+//! Every block mask becomes a [`PackedMask`]: files are read by
+//! `PackedMask::from_safetensors`, dense and synthetic masks are packed by the masks
+//! crate's packer ([`blockmask::pack_for_kernel`]).
+//!
 //! Files are parsed by `fragmask_masks::io` (the fuzzed readers); every malformed or
 //! inconsistent input is an [`InputError`] naming it. Sizes use checked arithmetic and
 //! are compared with [`MAX_CALL_BYTES`] before anything is allocated.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use fragmask_kernels::attention::{AttentionKernel, MaskMode, BLOCK_M, BLOCK_N};
 use fragmask_masks::io::{read_array, ArrayView, DType, SafetensorsFile};
-use fragmask_masks::MaskError;
+use fragmask_masks::{DenseMask, MaskError, MaskShape, PackedMask, Region};
 
+use super::blockmask::{self, pack_for_kernel, FnMask};
 use super::numeric::{f16_to_f32, f32_to_bf16};
-use super::selftest::{block_sparse, random_tokens};
-use super::{AttentionError, AttentionOptions, AttentionShape, BlockMask, Window};
+use super::{AttentionError, AttentionOptions, AttentionShape, Window};
 
 /// Largest attention call accepted from files or `--random`: q, k, v and O together
 /// at most 2^36 bytes of bf16 (64 GiB; an H100 has 80 GB of device memory). Checked
@@ -407,12 +414,94 @@ pub fn parse_synthetic(spec: &str) -> Result<Synthetic, InputError> {
     }
 }
 
-/// A block mask input, validated against the call's shape; packing (the slow part
-/// of dense and synthetic masks) is left to [`MaskInput::build`].
+/// A visibility predicate `(b, h, i, j)` over the mask's own extents.
+pub type Predicate = Arc<dyn Fn(usize, usize, usize, usize) -> bool + Send + Sync>;
+
+fn hash(seed: u64, b: usize, h: usize, i: usize, j: usize) -> f64 {
+    let mut x = seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for v in [h as u64, i as u64, j as u64] {
+        x = (x ^ v).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 31;
+    }
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 29;
+    // 53 bits: in [0, 1), so `hash < 1.0` always holds and `hash < 0.0` never does.
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Synthetic tiles are `SYNTHETIC_TILE x SYNTHETIC_TILE`.
+const SYNTHETIC_TILE: usize = 128;
+
+fn synthetic_visible(spec: Synthetic, seed: u64, b: usize, h: usize, i: usize, j: usize) -> bool {
+    match spec {
+        Synthetic::Random(keep) => hash(seed, b, h, i, j) < keep,
+        Synthetic::BlockSparse(tiles, inside) => {
+            hash(
+                seed,
+                b,
+                h,
+                i / SYNTHETIC_TILE,
+                j / SYNTHETIC_TILE + (1 << 20),
+            ) < tiles
+                && hash(seed + 1, b, h, i, j) < inside
+        }
+    }
+}
+
+/// What is known of a rectangle of a synthetic mask without hashing its elements.
+fn synthetic_region(
+    spec: Synthetic,
+    seed: u64,
+    (b, h): (usize, usize),
+    rows: Range<usize>,
+    cols: Range<usize>,
+) -> Region {
+    let by_probability = |p: f64| {
+        if p <= 0.0 {
+            Region::Empty
+        } else if p >= 1.0 {
+            Region::Full
+        } else {
+            Region::Unknown
+        }
+    };
+    match spec {
+        Synthetic::Random(keep) => by_probability(keep),
+        Synthetic::BlockSparse(tiles, inside) => {
+            let (m, n) = (rows.start / SYNTHETIC_TILE, cols.start / SYNTHETIC_TILE);
+            let one_tile = rows.end.saturating_sub(1) / SYNTHETIC_TILE == m
+                && cols.end.saturating_sub(1) / SYNTHETIC_TILE == n;
+            if !one_tile {
+                Region::Unknown
+            } else if hash(seed, b, h, m, n + (1 << 20)) >= tiles {
+                Region::Empty
+            } else {
+                by_probability(inside)
+            }
+        }
+    }
+}
+
+/// Random tokens: each (i, j) kept with probability `keep` (`--synthetic-mask random:P`).
+pub fn random_tokens(keep: f64, seed: u64) -> Predicate {
+    Arc::new(move |b, h, i, j| synthetic_visible(Synthetic::Random(keep), seed, b, h, i, j))
+}
+
+/// Block-sparse: each 128 x 128 tile kept with probability `tiles`, then each element
+/// inside a kept tile with probability `inside` (`--synthetic-mask blocksparse:T:P`).
+pub fn block_sparse(tiles: f64, inside: f64, seed: u64) -> Predicate {
+    Arc::new(move |b, h, i, j| {
+        synthetic_visible(Synthetic::BlockSparse(tiles, inside), seed, b, h, i, j)
+    })
+}
+
+/// A block mask input, validated against the call's shape; packing (dense and
+/// synthetic masks) is left to [`MaskInput::build`].
 #[derive(Debug, Clone)]
 pub enum MaskInput {
-    /// A FragmentNative mask read from a file (already validated).
-    Packed(BlockMask),
+    /// A FragmentNative mask read from a file (already validated; boxed: a
+    /// `PackedMask` carries its encoding table).
+    Packed(Box<PackedMask>),
     /// A dense bool mask `[B|1, H|1, Sq, Sk]`.
     Dense {
         /// Mask batch (1 or the call's).
@@ -427,28 +516,28 @@ pub enum MaskInput {
 }
 
 impl MaskInput {
-    /// Packs (dense, synthetic) or returns the mask, for `shape` (the one it was
-    /// validated against).
-    pub fn build(self, shape: &AttentionShape) -> Result<BlockMask, AttentionError> {
+    /// Packs (dense, synthetic: the masks crate's packer) or returns the mask, for
+    /// `shape` (the one it was validated against).
+    pub fn build(self, shape: &AttentionShape) -> Result<PackedMask, AttentionError> {
         let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
         match self {
-            MaskInput::Packed(m) => Ok(m),
+            MaskInput::Packed(m) => Ok(*m),
             MaskInput::Dense {
                 batch,
                 heads,
                 bytes,
             } => {
-                let plane = sq * sk;
-                BlockMask::from_fn(batch, heads, sq, sk, |b, h, i, j| {
-                    bytes[(b * heads + h) * plane + i * sk + j] != 0
-                })
+                let dense = DenseMask::new(&bytes, &[batch, heads, sq, sk])
+                    .map_err(AttentionError::Masks)?;
+                pack_for_kernel(&dense)
             }
             MaskInput::Synthetic(spec, seed) => {
-                let pred = match spec {
-                    Synthetic::Random(p) => random_tokens(p, seed),
-                    Synthetic::BlockSparse(t, p) => block_sparse(t, p, seed),
-                };
-                BlockMask::from_fn(1, 1, sq, sk, |b, h, i, j| pred(b, h, i, j))
+                let mask_shape = MaskShape::new(1, 1, sq, sk).map_err(AttentionError::Masks)?;
+                pack_for_kernel(&FnMask::with_region(
+                    mask_shape,
+                    move |b, h, i, j| synthetic_visible(spec, seed, b, h, i, j),
+                    move |b, h, rows, cols| synthetic_region(spec, seed, (b, h), rows, cols),
+                ))
             }
         }
     }
@@ -472,7 +561,7 @@ pub fn synthetic_mask(
     seed: u64,
     shape: &AttentionShape,
 ) -> Result<MaskInput, InputError> {
-    BlockMask::check_pack_size(1, 1, shape.seqlen_q, shape.seqlen_k)
+    blockmask::check_pack_size(1, 1, shape.seqlen_q, shape.seqlen_k)
         .map_err(|e| invalid("--synthetic-mask", e.to_string()))?;
     Ok(MaskInput::Synthetic(spec, seed))
 }
@@ -505,7 +594,7 @@ pub fn dense_mask(
         ));
     }
     check_broadcast(b, h, shape).map_err(|m| invalid(what, m))?;
-    BlockMask::check_pack_size(b, h, sq, sk).map_err(|e| invalid(what, e.to_string()))?;
+    blockmask::check_pack_size(b, h, sq, sk).map_err(|e| invalid(what, e.to_string()))?;
     Ok(MaskInput::Dense {
         batch: b,
         heads: h,
@@ -513,90 +602,19 @@ pub fn dense_mask(
     })
 }
 
-/// The `__metadata__` a FragmentNative file must carry for this kernel (absent keys are
-/// accepted: older or other writers; docs/masks.md).
-const PACK_METADATA: [(&str, &str); 5] = [
-    ("encoding", "fragment-native"),
-    ("block_m", "128"),
-    ("block_n", "128"),
-    ("warpgroups", "2"),
-    ("swap_ab", "false"),
-];
-
-/// A FragmentNative block mask (safetensors from `fragmask pack`), validated in full
-/// and against `shape`.
+/// A FragmentNative block mask (safetensors from `fragmask pack`), read and validated in
+/// full by `PackedMask::from_safetensors` (docs/masks.md), then checked against the
+/// kernel's tile and encoding and against `shape`.
 pub fn packed_mask(
     bytes: &[u8],
     shape: &AttentionShape,
     what: &str,
 ) -> Result<MaskInput, InputError> {
-    let file = safetensors_file(bytes, what)?;
-    let meta = file.metadata();
-    for (key, want) in PACK_METADATA {
-        if let Some(got) = meta.get(key) {
-            if got != want {
-                return Err(invalid(
-                    what,
-                    format!(
-                        "{key} = {got}; the attention kernel needs {key} = {want} \
-                         (pack with --block 128x128 --warpgroups 2, FragmentNative)"
-                    ),
-                ));
-            }
-        }
-    }
-    let len = |key: &str, default: usize| -> Result<usize, InputError> {
-        match meta.get(key) {
-            None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| invalid(what, format!("metadata {key} = {v:?} is not a length"))),
-        }
-    };
-    let (seqlen_q, seqlen_k) = (
-        len("seqlen_q", shape.seqlen_q)?,
-        len("seqlen_k", shape.seqlen_k)?,
-    );
-    let ints = |name: &str, max: i64| -> Result<(Vec<usize>, Vec<i64>), InputError> {
-        let t = file.tensor(name).map_err(file_err(what))?;
-        let v = t.to_i64("block mask tensor").map_err(file_err(what))?;
-        if let Some(x) = v.iter().find(|&&x| x < i64::from(i32::MIN) || x > max) {
-            return Err(invalid(
-                what,
-                format!("tensor {name} holds {x}, outside its 32-bit range"),
-            ));
-        }
-        Ok((t.shape, v))
-    };
-    let i32s = |name: &str| -> Result<Vec<i32>, InputError> {
-        let (_, v) = ints(name, i64::from(i32::MAX))?;
-        Ok(v.into_iter().map(|x| x as i32).collect())
-    };
-    let (num_shape, num) = ints("kv_num_blocks", i64::from(i32::MAX))?;
-    let [batch, heads, _]: [usize; 3] = num_shape.as_slice().try_into().map_err(|_| {
-        invalid(
-            what,
-            format!("kv_num_blocks must be [B, H, Mb], got shape {num_shape:?}"),
-        )
-    })?;
-    let (_, words) = ints("words", i64::from(u32::MAX))?;
-    let mask = BlockMask {
-        batch,
-        heads,
-        seqlen_q,
-        seqlen_k,
-        kv_num_blocks: num.into_iter().map(|x| x as i32).collect(),
-        kv_indices: i32s("kv_indices")?,
-        full_kv_num_blocks: i32s("full_kv_num_blocks")?,
-        full_kv_indices: i32s("full_kv_indices")?,
-        kv_tile_offsets: i32s("kv_tile_offsets")?,
-        // i32 words are reinterpreted as their u32 bits.
-        words: words.into_iter().map(|x| x as i32 as u32).collect(),
-    };
-    mask.validate().map_err(|e| invalid(what, e.to_string()))?;
-    mask.check_fits(shape)
-        .map_err(|e| invalid(what, e.to_string()))?;
-    Ok(MaskInput::Packed(mask))
+    safetensors_file(bytes, what)?;
+    let mask = PackedMask::from_safetensors(bytes).map_err(file_err(what))?;
+    blockmask::check_kernel_layout(&mask).map_err(|e| invalid(what, e.to_string()))?;
+    blockmask::check_fits(&mask, shape).map_err(|e| invalid(what, e.to_string()))?;
+    Ok(MaskInput::Packed(Box::new(mask)))
 }
 
 /// (visited tiles, partial tiles) of a window mask over the whole call, mirroring the
@@ -787,13 +805,13 @@ mod tests {
     }
 
     #[test]
-    fn dense_masks_must_match_the_call_and_pack_like_from_dense() {
+    fn dense_masks_must_match_the_call_and_decode_to_their_bits() {
         let s = shape(2, 2, 1, 130, 129, 64);
         let bits: Vec<u8> = (0..130 * 129).map(|i| (i % 3 == 0) as u8).collect();
         let ok = write_npy(DType::Bool, &[1, 1, 130, 129], &bits);
         let m = dense_mask(&ok, &s, "m").unwrap().build(&s).unwrap();
-        let dense: Vec<bool> = bits.iter().map(|&b| b != 0).collect();
-        assert_eq!(m, BlockMask::from_dense(1, 1, 130, 129, &dense).unwrap());
+        let decoded: Vec<u8> = m.decode_plane(0, 0).into_iter().map(u8::from).collect();
+        assert_eq!(decoded, bits);
         let wrong = write_npy(DType::Bool, &[1, 1, 129, 130], &bits);
         assert!(dense_mask(&wrong, &s, "m.npy")
             .unwrap_err()
@@ -804,5 +822,71 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("must be 1 or equal"));
+    }
+
+    #[test]
+    fn synthetic_masks_pack_to_their_predicate_with_or_without_region_shortcuts() {
+        let s = shape(1, 1, 1, 300, 389, 64);
+        for spec in [
+            Synthetic::Random(0.0),
+            Synthetic::Random(0.3),
+            Synthetic::Random(1.0),
+            Synthetic::BlockSparse(0.5, 0.5),
+            Synthetic::BlockSparse(0.5, 1.0),
+            Synthetic::BlockSparse(1.0, 0.0),
+        ] {
+            let fast = synthetic_mask(spec, 7, &s).unwrap().build(&s).unwrap();
+            let pred = match spec {
+                Synthetic::Random(p) => random_tokens(p, 7),
+                Synthetic::BlockSparse(t, p) => block_sparse(t, p, 7),
+            };
+            let mask_shape = MaskShape::new(1, 1, 300, 389).unwrap();
+            let slow =
+                pack_for_kernel(&FnMask::new(mask_shape, |b, h, i, j| pred(b, h, i, j))).unwrap();
+            assert_eq!(fast, slow, "{spec:?}");
+            let plane = fast.decode_plane(0, 0);
+            assert!(
+                (0..300 * 389).all(|x| plane[x] == pred(0, 0, x / 389, x % 389)),
+                "{spec:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn packed_files_read_back_and_other_tiles_are_refused_naming_the_field() {
+        use fragmask_masks::{pack, Encoding, PackOptions, Predicate, PredicateMask};
+        let s = shape(1, 2, 1, 200, 300, 64);
+        let causal = PredicateMask::new(200, 300, Predicate::causal()).unwrap();
+        let ours = blockmask::pack_for_kernel(&causal).unwrap();
+        let bytes = ours.to_safetensors().unwrap();
+        match packed_mask(&bytes, &s, "m.safetensors").unwrap() {
+            MaskInput::Packed(m) => assert_eq!(*m, ours),
+            other => panic!("{other:?}"),
+        }
+        let e = packed_mask(&bytes, &shape(1, 2, 1, 201, 300, 64), "m.safetensors").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("m.safetensors: block mask: mask built for Sq=200"),
+            "{e}"
+        );
+        let acc = fragmask_masks::TiledAccumulator::new(64, 128, 1, false).unwrap();
+        let other = pack(
+            &causal,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .unwrap()
+        .to_safetensors()
+        .unwrap();
+        let e = packed_mask(&other, &s, "o.safetensors").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("block_m = 64; the attention kernel needs block_m = 128"),
+            "{e}"
+        );
+        let npy = write_npy(DType::Bool, &[1], &[1]);
+        let e = packed_mask(&npy, &s, "q.npy").unwrap_err();
+        assert!(e.to_string().contains("safetensors file is needed"), "{e}");
     }
 }

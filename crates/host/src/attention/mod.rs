@@ -23,17 +23,21 @@
 //!   `softmax_lse`). A row with no visible key gets `O = 0` and `lse = -inf`.
 //! - Scale defaults to `1 / sqrt(D)`.
 //! - [`Mask::Window`] computes causal / sliding-window visibility in the kernel
-//!   (see [`Window`]); [`Mask::Blocks`] uses a FragmentNative [`BlockMask`].
+//!   (see [`Window`]); [`Mask::Blocks`] uses a FragmentNative
+//!   [`PackedMask`] from the masks crate (the file `fragmask pack` writes), packed for
+//!   the kernel's tile ([`blockmask`]).
 
 pub mod blockmask;
 pub mod compile;
 pub mod inputs;
 pub mod numeric;
-pub mod reference;
+mod reference;
+// The GPU sweep; public only because the CLI carries it (`fragmask attention --selftest`
+// on GPU machines without a Rust toolchain) and tests/attention_gpu.rs runs it.
+#[doc(hidden)]
 pub mod selftest;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
@@ -45,11 +49,13 @@ use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::{
     AttentionKernel, AttentionParams, ConfigError, MaskMode, KERNEL_NAME, THREADS, WINDOW_INFINITE,
 };
+use fragmask_masks::MaskError;
 
-pub use blockmask::BlockMask;
 pub use compile::{compile_kernel, CompiledKernel};
+pub use fragmask_masks::PackedMask;
 
 use crate::nvrtc::Compiler;
+use crate::timing::{time_on_stream, Timing, TimingConfig};
 use crate::Device;
 
 /// Everything the attention API can refuse or fail with.
@@ -58,28 +64,23 @@ use crate::Device;
 pub enum AttentionError {
     /// Tensor shapes are inconsistent or unsupported.
     Shape(String),
-    /// A block mask is malformed or does not match the shapes.
+    /// A block mask does not match the call's shapes.
     Mask(String),
+    /// A packed mask was built for another tile or encoding than the kernel's.
+    MaskLayout {
+        /// What differs (`block_m`, `encoding`, ...).
+        field: &'static str,
+        /// The mask's value.
+        found: String,
+        /// The kernel's value.
+        expected: String,
+    },
+    /// The masks crate refused to pack a mask.
+    Masks(MaskError),
     /// The kernel configuration was refused.
     Config(ConfigError),
-    /// The runtime (NVRTC, toolchain, device discovery) failed.
+    /// The runtime (NVRTC, toolchain, CUDA driver, `cuobjdump`) failed.
     Host(crate::Error),
-    /// A CUDA driver call failed.
-    Driver {
-        /// What was being done.
-        context: &'static str,
-        /// The driver's error.
-        source: DriverError,
-    },
-    /// A file could not be read or written.
-    Io {
-        /// The path involved.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// An external tool failed.
-    Tool(String),
 }
 
 impl std::fmt::Display for AttentionError {
@@ -87,13 +88,18 @@ impl std::fmt::Display for AttentionError {
         match self {
             AttentionError::Shape(m) => write!(f, "attention shapes: {m}"),
             AttentionError::Mask(m) => write!(f, "block mask: {m}"),
+            AttentionError::MaskLayout {
+                field,
+                found,
+                expected,
+            } => write!(
+                f,
+                "block mask: {field} = {found}; the attention kernel needs {field} = {expected} \
+                 (pack with --block 128x128 --warpgroups 2, FragmentNative)"
+            ),
+            AttentionError::Masks(e) => write!(f, "block mask: {e}"),
             AttentionError::Config(e) => write!(f, "attention kernel: {e}"),
             AttentionError::Host(e) => write!(f, "{e}"),
-            AttentionError::Driver { context, source } => {
-                write!(f, "CUDA driver error while {context}: {source}")
-            }
-            AttentionError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            AttentionError::Tool(m) => write!(f, "{m}"),
         }
     }
 }
@@ -103,15 +109,15 @@ impl std::error::Error for AttentionError {
         match self {
             AttentionError::Config(e) => Some(e),
             AttentionError::Host(e) => Some(e),
-            AttentionError::Driver { source, .. } => Some(source),
-            AttentionError::Io { source, .. } => Some(source),
+            AttentionError::Masks(e) => Some(e),
             _ => None,
         }
     }
 }
 
-fn driver(context: &'static str) -> impl FnOnce(DriverError) -> AttentionError {
-    move |source| AttentionError::Driver { context, source }
+/// A driver failure while `context`, as the host crate's [`crate::Error::Driver`].
+pub(crate) fn driver(context: &'static str) -> impl FnOnce(DriverError) -> AttentionError {
+    move |source| AttentionError::Host(crate::Error::Driver { context, source })
 }
 
 /// The six extents of one attention call.
@@ -251,11 +257,11 @@ impl Window {
     }
 }
 
-/// A [`BlockMask`] uploaded to the device.
+/// A [`PackedMask`] uploaded to the device.
 #[derive(Debug)]
 pub struct DeviceBlockMask {
-    /// The host-side description (lists and words are also kept on the host).
-    pub host: BlockMask,
+    /// The host-side mask (lists and words are also kept on the host).
+    pub host: PackedMask,
     kv_num_blocks: CudaSlice<i32>,
     kv_indices: CudaSlice<i32>,
     full_kv_num_blocks: CudaSlice<i32>,
@@ -457,9 +463,11 @@ impl AttentionRunner {
         Ok(DeviceTensor { data, shape })
     }
 
-    /// Validates and uploads a block mask.
-    pub fn upload_block_mask(&self, mask: &BlockMask) -> Result<DeviceBlockMask, AttentionError> {
-        mask.validate()?;
+    /// Checks that `mask` was packed for the kernel's tile and encoding
+    /// ([`blockmask::check_kernel_layout`]; its lists were validated when it was packed or
+    /// read) and uploads its lists and words.
+    pub fn upload_block_mask(&self, mask: &PackedMask) -> Result<DeviceBlockMask, AttentionError> {
+        blockmask::check_kernel_layout(mask)?;
         let up_i32 = |v: &[i32]| -> Result<CudaSlice<i32>, AttentionError> {
             // A zero-length allocation is refused by the driver; keep one padding element.
             let v: Vec<i32> = if v.is_empty() { vec![0] } else { v.to_vec() };
@@ -467,17 +475,17 @@ impl AttentionRunner {
                 .clone_htod(&v)
                 .map_err(driver("uploading a block mask"))
         };
-        let words: Vec<u32> = if mask.words.is_empty() {
+        let words: Vec<u32> = if mask.words().is_empty() {
             vec![0; 2]
         } else {
-            mask.words.clone()
+            mask.words().to_vec()
         };
         Ok(DeviceBlockMask {
-            kv_num_blocks: up_i32(&mask.kv_num_blocks)?,
-            kv_indices: up_i32(&mask.kv_indices)?,
-            full_kv_num_blocks: up_i32(&mask.full_kv_num_blocks)?,
-            full_kv_indices: up_i32(&mask.full_kv_indices)?,
-            kv_tile_offsets: up_i32(&mask.kv_tile_offsets)?,
+            kv_num_blocks: up_i32(mask.kv_num_blocks())?,
+            kv_indices: up_i32(mask.kv_indices())?,
+            full_kv_num_blocks: up_i32(mask.full_kv_num_blocks())?,
+            full_kv_indices: up_i32(mask.full_kv_indices())?,
+            kv_tile_offsets: up_i32(mask.kv_tile_offsets())?,
             words: self
                 .stream
                 .clone_htod(&words)
@@ -623,8 +631,8 @@ impl AttentionRunner {
                 params.diag_offset = w.diag_offset;
             }
             Mask::Blocks(m) => {
-                let h = &m.host;
-                h.check_fits(&shape)?;
+                blockmask::check_fits(&m.host, &shape)?;
+                let h = m.host.shape();
                 let mb = m_blocks as usize;
                 params.mask_head_stride = if h.heads > 1 { mb as i32 } else { 0 };
                 params.mask_batch_stride = if h.batch > 1 {
@@ -669,58 +677,22 @@ pub fn attention_forward(
     AttentionRunner::with_stream(q.data.stream().clone()).forward(q, k, v, mask, opts)
 }
 
-/// CUDA-event timing of a prepared launch: `warmup` launches, then `iters`
-/// launches each between two events; returns the per-launch milliseconds.
+/// CUDA-event timing of a prepared launch through [`crate::timing::time_on_stream`]:
+/// `warmup` launches, then `iters` launches each between two events.
 pub fn time_launches(
     launch: &PreparedLaunch<'_>,
     warmup: usize,
     iters: usize,
-) -> Result<Vec<f32>, AttentionError> {
-    let stream = launch.stream;
-    for _ in 0..warmup {
-        launch.launch()?;
-    }
-    stream
-        .synchronize()
-        .map_err(driver("synchronising after warm-up"))?;
-    let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let mut events = Vec::with_capacity(iters + 1);
-    events.push(
-        stream
-            .record_event(flags)
-            .map_err(driver("recording an event"))?,
-    );
-    for _ in 0..iters {
-        launch.launch()?;
-        events.push(
-            stream
-                .record_event(flags)
-                .map_err(driver("recording an event"))?,
-        );
-    }
-    stream
-        .synchronize()
-        .map_err(driver("synchronising after timing"))?;
-    events
-        .windows(2)
-        .map(|w| {
-            w[0].elapsed_ms(&w[1])
-                .map_err(driver("reading event times"))
+) -> Result<Timing, AttentionError> {
+    let config = TimingConfig {
+        warmup,
+        runs: iters,
+    };
+    time_on_stream(launch.stream, config, |_| {
+        launch.launch().map_err(|e| match e {
+            AttentionError::Host(e) => e,
+            other => crate::Error::InvalidArgument(other.to_string()),
         })
-        .collect()
-}
-
-/// Median of a sample (NaN for an empty one).
-pub fn median(samples: &[f32]) -> f32 {
-    if samples.is_empty() {
-        return f32::NAN;
-    }
-    let mut s = samples.to_vec();
-    s.sort_by(f32::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        0.5 * (s[n / 2 - 1] + s[n / 2])
-    }
+    })
+    .map_err(AttentionError::Host)
 }

@@ -6,20 +6,26 @@
 //! NaN in lse) before the run, and passes only if no NaN is left,
 //! `||O - ref|| / ||ref|| < 2e-2`, rows with no visible key are exactly
 //! `O = 0, lse = -inf`, and the other lse values are within 2e-2.
+//!
+//! Block-mask cases pack their predicate with the masks crate's packer
+//! ([`pack_for_kernel`]); the packed mask must decode to the predicate, and the CPU
+//! reference reads the same packed mask the kernel gets.
 
 use std::sync::Arc;
 
+use fragmask_masks::MaskShape;
+
+use super::blockmask::{pack_for_kernel, FnMask};
+pub use super::inputs::{block_sparse, random_tokens, Predicate};
 use super::numeric::{bf16_to_f32, f32_to_bf16};
 use super::reference::attention_reference;
 use super::{
-    AttentionError, AttentionOptions, AttentionRunner, AttentionShape, BlockMask, Mask, Window,
+    driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
+    Window,
 };
 
 /// Tolerance on the relative L2 error of O.
 pub const O_TOLERANCE: f64 = 2e-2;
-
-/// A visibility predicate `(b, h, i, j)` over the mask's own extents.
-pub type Predicate = Arc<dyn Fn(usize, usize, usize, usize) -> bool + Send + Sync>;
 
 /// How a case masks.
 #[derive(Clone)]
@@ -83,31 +89,6 @@ impl Lcg {
     fn normal(&mut self) -> f32 {
         ((self.next() + self.next() + self.next() + self.next() - 2.0) * 3f64.sqrt()) as f32
     }
-}
-
-fn hash(seed: u64, b: usize, h: usize, i: usize, j: usize) -> f64 {
-    let mut x = seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    for v in [h as u64, i as u64, j as u64] {
-        x = (x ^ v).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x ^= x >> 31;
-    }
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Random tokens: each (i, j) kept with probability `keep`.
-pub fn random_tokens(keep: f64, seed: u64) -> Predicate {
-    Arc::new(move |b, h, i, j| hash(seed, b, h, i, j) < keep)
-}
-
-/// Block-sparse: each 128 x 128 tile kept with probability `tiles`, then each
-/// element inside a kept tile with probability `inside`.
-pub fn block_sparse(tiles: f64, inside: f64, seed: u64) -> Predicate {
-    Arc::new(move |b, h, i, j| {
-        hash(seed, b, h, i / 128, j / 128 + (1 << 20)) < tiles
-            && hash(seed + 1, b, h, i, j) < inside
-    })
 }
 
 /// The default sweep: odd lengths, GQA/MQA, causal and windows, random and
@@ -324,37 +305,13 @@ pub fn run_case(
     let k = runner.upload_bf16(&kb, s.kv_shape())?;
     let v = runner.upload_bf16(&vb, s.kv_shape())?;
 
-    let (host_mask, visible): (Option<BlockMask>, Predicate) = match &case.mask {
-        CaseMask::Window(w) => {
-            let w = *w;
-            let sk = s.seqlen_k;
-            (
-                None,
-                Arc::new(move |_, _, i, j| j < sk && w.is_visible(i, j)),
-            )
-        }
+    let host_mask: Option<PackedMask> = match &case.mask {
+        CaseMask::Window(_) => None,
         CaseMask::Blocks {
             batch,
             heads,
             visible,
-        } => {
-            let m = BlockMask::from_fn(*batch, *heads, s.seqlen_q, s.seqlen_k, |b, h, i, j| {
-                visible(b, h, i, j)
-            })?;
-            let (mb, mh) = (*batch, *heads);
-            let vis = visible.clone();
-            (
-                Some(m),
-                Arc::new(move |b, h, i, j| {
-                    vis(
-                        if mb == 1 { 0 } else { b },
-                        if mh == 1 { 0 } else { h },
-                        i,
-                        j,
-                    )
-                }),
-            )
-        }
+        } => Some(pack_case(&case.name, *batch, *heads, &s, visible)?),
     };
     let device_mask = host_mask
         .as_ref()
@@ -368,12 +325,7 @@ pub fn run_case(
 
     let mut out = runner.alloc_output(&s)?;
     let stream = runner.stream();
-    let d_err = |c| {
-        move |e| AttentionError::Driver {
-            context: c,
-            source: e,
-        }
-    };
+    let d_err = driver;
     stream
         .memcpy_htod(&vec![0xFFFFu16; out.o.data.len()], &mut out.o.data)
         .map_err(d_err("poisoning O"))?;
@@ -391,7 +343,14 @@ pub fn run_case(
         .opts
         .scale
         .map_or(1.0 / (s.head_dim as f64).sqrt(), f64::from);
-    let reference = attention_reference(&s, &qf, &kf, &vf, scale, |b, h, i, j| visible(b, h, i, j));
+    let reference = attention_reference(&s, &qf, &kf, &vf, scale, |b, h, i, j| {
+        match (&case.mask, &host_mask) {
+            // The packed mask the kernel read (batch and head broadcast where stored as 1).
+            (_, Some(m)) => m.get(b, h, i, j),
+            (CaseMask::Window(w), None) => j < s.seqlen_k && w.is_visible(i, j),
+            (CaseMask::Blocks { .. }, None) => false,
+        }
+    });
 
     let (mut diff, mut norm, mut bad) = (0.0f64, 0.0f64, 0usize);
     for (&bits, &r) in o_bits.iter().zip(&reference.o) {
@@ -431,7 +390,37 @@ pub fn run_case(
         lse_err,
         bad_values: bad,
         empty_row_errors,
-        partial_tiles: host_mask.map_or(0, |m| m.num_partial_tiles()),
+        partial_tiles: host_mask.map_or(0, |m| m.partial_tiles()),
         passed,
     })
+}
+
+/// Packs a case's predicate over `batch x heads` (1 broadcasts) with the masks crate's
+/// packer, and checks that the packed mask decodes to the predicate everywhere.
+fn pack_case(
+    name: &str,
+    batch: usize,
+    heads: usize,
+    s: &AttentionShape,
+    visible: &Predicate,
+) -> Result<PackedMask, AttentionError> {
+    let shape =
+        MaskShape::new(batch, heads, s.seqlen_q, s.seqlen_k).map_err(AttentionError::Masks)?;
+    let vis = Arc::clone(visible);
+    let packed = pack_for_kernel(&FnMask::new(shape, move |b, h, i, j| vis(b, h, i, j)))?;
+    for b in 0..batch {
+        for h in 0..heads {
+            let plane = packed.decode_plane(b, h);
+            let (sq, sk) = (s.seqlen_q, s.seqlen_k);
+            if let Some(at) = (0..sq * sk).find(|&x| plane[x] != visible(b, h, x / sk, x % sk)) {
+                return Err(AttentionError::Mask(format!(
+                    "case {name}: the packed mask differs from its predicate at \
+                     (b {b}, h {h}, q {}, k {})",
+                    at / sk,
+                    at % sk
+                )));
+            }
+        }
+    }
+    Ok(packed)
 }
