@@ -26,10 +26,13 @@ fail=0
   done
 } 2>&1 | tee "$OUT/lightning_check.log"
 grep -q FAIL "$OUT/lightning_check.log" && fail=1
-echo "== bench: every geometry, D=96, n=1"
+echo "== bench: every geometry, D=96, n=1 (dependent launch on, the default)"
 $FM bench lightning --col-vectors all --json "$OUT/fm_all.json" 2>&1 | tee "$OUT/lightning_geometries.log"
+echo "== bench: the chosen geometry without dependent launch"
+$FM bench lightning --no-dependent-launch 2>&1 | tee "$OUT/lightning_no_pdl.log"
 echo "== side by side D=96 n=1"
 PYTHONUNBUFFERED=1 python3 bench/lightning_bench.py --fragmask $FM --json "$OUT/side_96.json" 2>&1 | tee "$OUT/lightning_side_96.log" | grep -v "^\$\|^|---" | tail -40
+[ "${QUICK:-0}" = 1 ] && { echo "checks: $([ $fail = 0 ] && echo all passed || echo FAILED)"; exit 0; }
 echo "== side by side D=128 n=1 and D=96 n=4"
 PYTHONUNBUFFERED=1 python3 bench/lightning_bench.py --fragmask $FM --dim 128 --json "$OUT/side_128.json" 2>&1 | tee "$OUT/lightning_side_128.log" | tail -8
 PYTHONUNBUFFERED=1 python3 bench/lightning_bench.py --fragmask $FM --tokens 4 --json "$OUT/side_n4.json" 2>&1 | tee "$OUT/lightning_side_n4.log" | tail -8

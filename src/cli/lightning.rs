@@ -101,6 +101,10 @@ pub struct BenchLightningArgs {
     /// Timed samples (each a pass over the rotated state sets).
     #[arg(long, default_value_t = 50)]
     iters: usize,
+    /// Launch without programmatic dependent launch (the kernel then starts only when
+    /// the previous one has finished), for comparison.
+    #[arg(long)]
+    no_dependent_launch: bool,
     /// Bytes of state rotated through per sample, in MB (keeps the state out of L2).
     #[arg(long, default_value_t = 256)]
     rotate_mb: usize,
@@ -384,7 +388,8 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
         Err(code) => return Ok(code),
     };
     let decode = LightningDecode::new(&device, &Compiler::new(), d as u32, e as u32, dtype)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .with_dependent_launch(!args.no_dependent_launch);
     let timing = TimingConfig {
         warmup: args.warmup,
         runs: args.iters,

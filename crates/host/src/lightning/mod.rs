@@ -24,9 +24,7 @@ pub mod reference;
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{sys, CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::{
     source, LightningConfig, LightningParams, LightningProblem, KERNEL_NAME,
@@ -39,15 +37,12 @@ use crate::launch::load_module;
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// The parameter struct passed by value (kernel parameter `const __grid_constant__
-/// FmLightningParams`).
+/// FmLightningParams`): #[repr(C)] plain data whose offsets and size equal the CUDA
+/// struct's (the kernels crate's test compares `offset_of!` with the C rules, and NVRTC
+/// static_asserts the same numbers).
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 struct ParamsArg(LightningParams);
-
-// SAFETY: LightningParams is #[repr(C)] plain data (u64 pointers, i64, i32) whose
-// offsets and size equal the CUDA struct's: the kernels crate's test compares
-// `offset_of!` with the C rules, and NVRTC static_asserts the same numbers.
-unsafe impl DeviceRepr for ParamsArg {}
 
 /// Device tensors of one lightning decode call, sized for a [`LightningProblem`]
 /// (contiguous; activations as raw bytes of the problem's dtype).
@@ -147,6 +142,7 @@ pub struct LightningDecode {
     stream: Arc<CudaStream>,
     kernels: Vec<(LightningConfig, CudaFunction)>,
     multiprocessors: usize,
+    dependent_launch: bool,
 }
 
 impl LightningDecode {
@@ -180,6 +176,7 @@ impl LightningDecode {
             stream: device.default_stream(),
             kernels,
             multiprocessors: multiprocessors(device)?,
+            dependent_launch: true,
         })
     }
 
@@ -190,7 +187,14 @@ impl LightningDecode {
             stream,
             kernels: self.kernels.clone(),
             multiprocessors: self.multiprocessors,
+            dependent_launch: self.dependent_launch,
         }
+    }
+
+    /// Launches with programmatic dependent launch (the default) or plainly.
+    pub fn with_dependent_launch(mut self, on: bool) -> Self {
+        self.dependent_launch = on;
+        self
     }
 
     /// The stream launches go to.
@@ -287,18 +291,49 @@ impl LightningDecode {
             heads: problem.heads as i32,
             tokens: problem.tokens as i32,
         });
-        let mut builder = self.stream.launch_builder(func);
-        builder.arg(&params);
+        let mut arg = params;
+        let mut kernel_params = [(&mut arg as *mut ParamsArg).cast::<std::ffi::c_void>()];
+        // Programmatic stream serialization (CUDA Programming Guide, "Programmatic
+        // Dependent Launch"): the kernel may launch while the previous kernel of the
+        // stream drains; it waits (griddepcontrol.wait) before its first global read.
+        // SAFETY: an all-zero launch attribute value (a C union of plain data) is valid.
+        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        let launch = sys::CUlaunchConfig {
+            gridDimX: config.splits(),
+            gridDimY: problem.heads as u32,
+            gridDimZ: problem.batch as u32,
+            blockDimX: config.threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(self.dependent_launch),
+        };
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(Error::driver("binding the context"))?;
         // SAFETY: the kernel takes one by-value FmLightningParams (the ABI test pins the
-        // layout); the grid is (splits, H, B) within the limits `validate` checked, and the
-        // caller guarantees the pointers (this function's contract).
+        // layout) and `kernel_params` points at it for the duration of the call; the grid
+        // is (splits, H, B) within the limits `validate` checked; `launch` and
+        // `attribute` outlive the call; the caller guarantees the pointers inside the
+        // parameters (this function's contract).
         unsafe {
-            builder.launch(LaunchConfig {
-                grid_dim: (config.splits(), problem.heads as u32, problem.batch as u32),
-                block_dim: (config.threads, 1, 1),
-                shared_mem_bytes: 0,
-            })
+            sys::cuLaunchKernelEx(
+                &launch,
+                func.cu_function(),
+                kernel_params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
         }
+        .result()
         .map_err(Error::driver("launching the lightning decode kernel"))?;
         Ok(())
     }

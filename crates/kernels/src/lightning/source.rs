@@ -5,6 +5,8 @@
 //! Grid: `(splits, heads, batch)`; CTA `(s, h, b)` owns columns
 //! `split(s) .. split(s) + cols_per_cta` of state `(b, h)`.
 //!
+//! - dependent launch: the next kernel may launch at once, and this one waits for the
+//!   previous kernel (`griddepcontrol`) only before its first global read;
 //! - producer: every thread issues all its `rows_per_thread` 16-byte state loads
 //!   before the first use (bytes in flight hide DRAM latency);
 //! - consumer, per token: `kv = ratio·kv + k[row]·v[col..col+4]`, and the thread's
@@ -134,6 +136,11 @@ fn prologue(config: &LightningConfig, tiling: &StateTiling) -> Result<String, Co
          \x20   const fm_act* k = p.k + batch * p.k_stride_batch + head * p.k_stride_head;\n\
          \x20   const fm_act* v = p.v + batch * p.v_stride_batch + head * p.v_stride_head + thread_col;\n\
          \x20   fm_act* o = p.o + batch * p.o_stride_batch + head * p.o_stride_head + cta_col;\n\
+         \x20   // Programmatic dependent launch (PTX ISA §9.7.13.11 griddepcontrol): let the next\n\
+         \x20   // kernel of the stream launch now, and wait for the previous one to complete and\n\
+         \x20   // flush before the first global read (no-ops without the launch attribute).\n\
+         \x20   asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n\
+         \x20   asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n\
          \x20   const float ratio = expf(-p.slope[head]);\n",
         tpp = config.tokens_per_pass,
         warps = config.warps(),
@@ -285,6 +292,10 @@ mod tests {
         assert!(!src.contains("float4 kv6 ="));
         assert!(src.contains("__shfl_xor_sync(0xffffffffu, o0, 16)"));
         assert!(!src.contains("#include"));
+        let wait = src.find("griddepcontrol.wait").unwrap();
+        assert!(
+            wait < src.find("p.slope[head]").unwrap() && wait < src.find("float4 kv0").unwrap()
+        );
         let narrow = source(LightningConfig::new(96, 96, ActDtype::F32, 4).unwrap()).unwrap();
         assert!(narrow.contains("float4 kv2 =") && !narrow.contains("float4 kv3 ="));
         assert!(narrow.contains("__shfl_xor_sync(0xffffffffu, o0, 4)"));
