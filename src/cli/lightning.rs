@@ -25,7 +25,7 @@ pub struct LightningArgs {
     /// Random inputs of shape B,H,N,D[,E]: batch, heads, tokens per step, head sizes
     /// (E = D when omitted). q, k, v are uniform in [-1, 1); the state starts uniform
     /// too; slopes are MiniMax-01's 2^(-8(h+1)/H).
-    #[arg(long, value_name = "B,H,N,D[,E]")]
+    #[arg(long, value_name = "B,H,N,D[,E]", allow_hyphen_values = true)]
     random: String,
     /// Consecutive decode steps on one state, each compared with the f64 reference.
     #[arg(long, default_value_t = 1000)]
@@ -208,7 +208,12 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
         .iter()
         .map(|&b| {
             problem(b, args.heads, args.tokens, d, e, dtype)
-                .map_err(|m| format!("--batch {b}: {m}"))
+                .map_err(|m| {
+                    format!(
+                        "--batch {b} --heads {} --tokens {} --dim {d} --dim-v {e}: {m}",
+                        args.heads, args.tokens
+                    )
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let geometries: Option<Vec<LightningConfig>> = match args.col_vectors.as_str() {
@@ -221,9 +226,9 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
                 .collect::<Result<_, _>>()?,
         ),
     };
-    if args.iters == 0 {
-        return Err("--iters must be at least 1".into());
-    }
+    super::bench::check_launches("--iters", args.iters, 1)?;
+    super::bench::check_launches("--warmup", args.warmup, 0)?;
+    super::bench::check_json(&args.json)?;
     let rotate_bytes = args
         .rotate_mb
         .checked_mul(1 << 20)
@@ -287,7 +292,7 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
         )
         .map_err(|e| e.to_string())?;
         fragmask::masks::io::write_file_atomically(path, text.as_bytes())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("--json: {e}"))?;
     }
     Ok(ExitCode::SUCCESS)
 }
