@@ -10,8 +10,9 @@ classified:
   panic       exit 101 or "panicked" in stderr
   abort       killed by a signal (SIGABRT, SIGSEGV, ...)
   hang        ran past the timeout
-  leftover    a file in the case directory that was not there before (any name,
-              temporaries and dotfiles included), other than the expected output
+  leftover    a file in the case directory (also the program's TMPDIR) that was not
+              there before (any name, temporaries and dotfiles included), other than
+              the expected output
   clobbered   an input file changed
   exit0-bad   exit 0 on a bad input
   exit3-bad   exit 3 ("no GPU") on an invalid input (3 is only for valid inputs)
@@ -678,7 +679,8 @@ def json_output_cases(group, base, gpu=False):
                             ("256-char name", "{d}/" + "j" * 256, ["j" * 256])]:
         out.append(Case(group, f"--json {label}", base + ["--json", o], "bad", names + ["--json"], dict(files), gpu=gpu))
     if not gpu:  # a writer that runs here: a full disk
-        out.append(Case(group, "--json full disk", base + ["--json", "{d}/full.json"], "bad", ["full.json"], fsize=64, timeout=600))
+        # The first file written may be a temporary in TMPDIR (the case directory).
+        out.append(Case(group, "--json full disk", base + ["--json", "{d}/full.json"], "bad", ["full.json", "{d}:"], fsize=64, timeout=600))
     return out
 
 
@@ -766,6 +768,9 @@ def run_case(case: Case, base_tmp: str, opts) -> dict:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             preexec_fn=limits(opts.mem_gib << 30, case.fsize),
+            # Temporaries of the program land in the case directory, where a leftover
+            # one is seen.
+            env={**os.environ, "TMPDIR": str(d)},
         )
         try:
             so, se = p.communicate(timeout=timeout)
@@ -779,7 +784,7 @@ def run_case(case: Case, base_tmp: str, opts) -> dict:
     secs = time.monotonic() - start
     stderr = se.decode("utf-8", "replace")
     after = snapshot(d)
-    outcome = classify(case, rc, stderr, before, after)
+    outcome = classify(case, rc, stderr.replace(str(d), "{d}"), before, after)
     if secs > 5 or outcome != "ok":
         print(f"  {outcome:<10} {secs:6.1f} s  {case.group}: {case.name} (exit {rc})", file=sys.stderr, flush=True)
     shutil.rmtree(d, ignore_errors=True)

@@ -195,9 +195,8 @@ fn mode_of(args: &ForwardArgs) -> MaskMode {
 pub fn run(args: AttentionArgs) -> CmdResult {
     if args.emit_source || args.inspect {
         let fwd = &args.forward;
-        let default =
-            AttentionKernel::default_for(args.head_dim, mode_of(fwd))
-                .map_err(|e| format!("--head-dim {}: {e}", args.head_dim))?;
+        let default = AttentionKernel::default_for(args.head_dim, mode_of(fwd))
+            .map_err(|e| format!("--head-dim {}: {e}", args.head_dim))?;
         let k = AttentionKernel::new(
             args.head_dim,
             mode_of(fwd),

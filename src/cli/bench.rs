@@ -390,7 +390,8 @@ fn packer_inputs(args: &PackerArgs) -> Result<(PackerMask, usize, usize, usize),
     let extents = |planes: usize, sq: usize, sk: usize, what: &str| {
         let fits = |v: usize| v >= 1 && i32::try_from(v).is_ok();
         let total = planes.checked_mul(sq).and_then(|x| x.checked_mul(sk));
-        if !fits(planes) || !fits(sq) || !fits(sk) || total.is_none_or(|t| t > MAX_PACKER_ELEMENTS) {
+        if !fits(planes) || !fits(sq) || !fits(sk) || total.is_none_or(|t| t > MAX_PACKER_ELEMENTS)
+        {
             return Err(format!(
                 "{what}: mask {planes} x {sq} x {sk}: each extent must be in 1..={} and the \
                  mask at most 2^36 elements",

@@ -46,8 +46,8 @@ pub fn run(args: CodegenArgs) -> CmdResult {
         )
     };
     let (block_m, block_n) = parse_block(&args.block).map_err(|e| tile_flags(e.to_string()))?;
-    let encoding = parse_encoding(&args.encoding)
-        .map_err(|e| format!("--encoding {}: {e}", args.encoding))?;
+    let encoding =
+        parse_encoding(&args.encoding).map_err(|e| format!("--encoding {}: {e}", args.encoding))?;
     let acc = accumulator(block_m, block_n, args.warpgroups, args.swap_ab)
         .map_err(|e| tile_flags(e.to_string()))?;
     let command = format!(

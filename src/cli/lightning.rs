@@ -207,13 +207,12 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
     let problems = batches
         .iter()
         .map(|&b| {
-            problem(b, args.heads, args.tokens, d, e, dtype)
-                .map_err(|m| {
-                    format!(
-                        "--batch {b} --heads {} --tokens {} --dim {d} --dim-v {e}: {m}",
-                        args.heads, args.tokens
-                    )
-                })
+            problem(b, args.heads, args.tokens, d, e, dtype).map_err(|m| {
+                format!(
+                    "--batch {b} --heads {} --tokens {} --dim {d} --dim-v {e}: {m}",
+                    args.heads, args.tokens
+                )
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let geometries: Option<Vec<LightningConfig>> = match args.col_vectors.as_str() {

@@ -83,8 +83,11 @@ pub fn run() -> ExitCode {
 /// flag) rather than as an unknown argument `-1` that names nothing (issue 10, class 8).
 /// Values that are not numbers but start with `-` are still taken as flags.
 fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
-    cmd.mut_args(|a| a.allow_negative_numbers(true))
-        .mut_subcommands(negative_numbers_are_values)
+    cmd.mut_args(|a| {
+        let takes_values = a.get_action().takes_values();
+        a.allow_negative_numbers(takes_values)
+    })
+    .mut_subcommands(negative_numbers_are_values)
 }
 
 /// What a subcommand returns: an exit code, or an error message for standard error.

@@ -71,7 +71,12 @@ pub struct PackArgs {
     #[arg(long, value_name = "N")]
     pub seqlen_k: Option<usize>,
     /// Tile, block_m x block_n (FlashAttention-3's kBlockM x kBlockN).
-    #[arg(long, default_value = "128x128", value_name = "MxN", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        default_value = "128x128",
+        value_name = "MxN",
+        allow_hyphen_values = true
+    )]
     pub block: String,
     /// MMA warpgroups (1-3).
     #[arg(long, default_value_t = 2)]

@@ -128,11 +128,18 @@ pub fn dump_sass(cubin: &[u8]) -> Result<String, AttentionError> {
         std::process::id(),
         cubin.len()
     ));
-    std::fs::write(&path, cubin).map_err(|e| AttentionError::Io {
-        path: path.clone(),
-        source: e,
-    })?;
-    let out = Command::new(&tool).arg("--dump-sass").arg(&path).output();
+    // Removed whether the write (e.g. on a full disk) or the tool fails; errors name
+    // the temporary directory, not the internal file name.
+    let out = match std::fs::write(&path, cubin) {
+        Ok(()) => Command::new(&tool).arg("--dump-sass").arg(&path).output(),
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(AttentionError::Io {
+                path: std::env::temp_dir(),
+                source: e,
+            });
+        }
+    };
     let _ = std::fs::remove_file(&path);
     let out = out.map_err(|e| AttentionError::Io {
         path: tool.clone(),
