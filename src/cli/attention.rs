@@ -70,7 +70,7 @@ pub struct ForwardArgs {
     #[arg(long, requires_all = ["q", "k"], conflicts_with = "random")]
     v: Option<PathBuf>,
     /// Random bf16 inputs: B,H,HKV,SQ,SK,D.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     random: Option<Vec<usize>>,
     /// Seed of --random and synthetic masks.
     #[arg(long, default_value_t = 1)]
@@ -94,7 +94,7 @@ pub struct ForwardArgs {
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     diag_offset: i32,
     /// Softmax scale (default 1/sqrt(D)).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     scale: Option<f32>,
     /// Warm-up launches before timing.
     #[arg(long, default_value_t = 10)]
@@ -149,6 +149,30 @@ pub struct AttentionArgs {
     head_dim: u32,
 }
 
+/// The kernel-configuration flags given, as `--stages 9 --pingpong true: `, to name
+/// them in a configuration error (empty when none was given: the error is then about
+/// the inputs' head size, which it names).
+fn config_flags(args: &ForwardArgs) -> String {
+    let mut given = Vec::new();
+    if let Some(s) = args.stages {
+        given.push(format!("--stages {s}"));
+    }
+    if args.no_overlap {
+        given.push("--no-overlap".to_string());
+    }
+    if let Some(p) = args.pingpong {
+        given.push(format!("--pingpong {p}"));
+    }
+    if let Some(l) = args.lookahead {
+        given.push(format!("--lookahead {l}"));
+    }
+    if given.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", given.join(" "))
+    }
+}
+
 fn opts(args: &ForwardArgs) -> AttentionOptions {
     AttentionOptions {
         scale: args.scale,
@@ -171,15 +195,15 @@ fn mode_of(args: &ForwardArgs) -> MaskMode {
 pub fn run(args: AttentionArgs) -> CmdResult {
     if args.emit_source || args.inspect {
         let fwd = &args.forward;
-        let default =
-            AttentionKernel::default_for(args.head_dim, mode_of(fwd)).map_err(|e| e.to_string())?;
+        let default = AttentionKernel::default_for(args.head_dim, mode_of(fwd))
+            .map_err(|e| format!("--head-dim {}: {e}", args.head_dim))?;
         let k = AttentionKernel::new(
             args.head_dim,
             mode_of(fwd),
             fwd.stages.unwrap_or(default.stages()),
             !fwd.no_overlap,
         )
-        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{}{e}", config_flags(fwd)))?
         .with_pingpong(fwd.pingpong.unwrap_or(default.pingpong()))
         .with_lookahead(fwd.lookahead.unwrap_or(default.lookahead()));
         if args.emit_source {
@@ -366,7 +390,8 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
     };
 
     // ---- kernel configuration (compiles nothing) ----
-    inputs::kernel_config(shape.head_dim, mode_of(args), &opts(args)).map_err(|x| x.to_string())?;
+    inputs::kernel_config(shape.head_dim, mode_of(args), &opts(args))
+        .map_err(|x| format!("{}{x}", config_flags(args)))?;
     Ok(Validated {
         source,
         shape,

@@ -60,7 +60,7 @@ enum BenchCommand {
 #[derive(Args)]
 pub struct SassArgs {
     /// Tile, <block_m>x<block_n>.
-    #[arg(long, default_value = "128x128")]
+    #[arg(long, default_value = "128x128", allow_hyphen_values = true)]
     block: String,
     /// MMA warpgroups.
     #[arg(long, default_value_t = 2)]
@@ -139,11 +139,39 @@ pub fn run(args: BenchArgs) -> CmdResult {
     }
 }
 
+/// Most `--runs` / `--iters` / `--warmup` launches of a benchmark.
+pub const MAX_LAUNCHES: usize = 1_000_000;
+
+/// Refuses a `--json` target that exists and is not a regular file, before anything is
+/// measured or a GPU is looked for (the write itself goes through `write_file_atomically`).
+pub fn check_json(path: &Option<PathBuf>) -> Result<(), String> {
+    match path {
+        Some(p) => fragmask::masks::io::check_output::<&std::path::Path>(p, &[])
+            .map_err(|e| format!("--json: {e}")),
+        None => Ok(()),
+    }
+}
+
+/// `n` launches for `flag`: at least `min`, at most [`MAX_LAUNCHES`].
+pub fn check_launches(flag: &str, n: usize, min: usize) -> Result<(), String> {
+    if n < min || n > MAX_LAUNCHES {
+        return Err(format!("{flag} {n}: expected {min}..={MAX_LAUNCHES}"));
+    }
+    Ok(())
+}
+
+/// The tile of `--block` / `--warpgroups`; errors name both flags.
+fn tile(block: &str, warpgroups: u32) -> Result<TiledAccumulator, String> {
+    let named = |e: String| format!("--block {block} --warpgroups {warpgroups}: {e}");
+    let (m, n) = parse_block(block).map_err(|e| named(e.to_string()))?;
+    accumulator(m, n, warpgroups, false).map_err(|e| named(e.to_string()))
+}
+
 fn write_json(path: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), String> {
     if let Some(p) = path {
         let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
         fragmask::masks::io::write_file_atomically(p, text.as_bytes())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("--json: {e}"))?;
         eprintln!("wrote {}", p.display());
     }
     Ok(())
@@ -191,8 +219,9 @@ pub fn sass_table(costs: &[ApplyCost]) -> String {
 }
 
 fn sass(args: SassArgs) -> CmdResult {
-    let (m, n) = parse_block(&args.block).map_err(|e| e.to_string())?;
-    let acc = accumulator(m, n, args.warpgroups, false).map_err(|e| e.to_string())?;
+    let acc = tile(&args.block, args.warpgroups)?;
+    check_json(&args.json)?;
+    let (m, n) = (acc.block_m(), acc.block_n());
     let costs = measure_apply_costs(&Compiler::new(), &acc).map_err(|e| e.to_string())?;
     println!(
         "Apply cost per thread per {m}x{n} tile, {} warpgroup(s), sm_90a SASS (loop body minus its baseline):",
@@ -229,7 +258,26 @@ fn find(results: &[BenchResult], wgmma: bool, encoding: Option<Encoding>) -> Opt
         .find(|r| r.variant.wgmma == wgmma && r.variant.encoding == encoding)
 }
 
+/// Most `--distinct-tiles` of `bench apply` (2 KiB of words each: 2 GiB).
+const MAX_DISTINCT_TILES: usize = 1 << 20;
+
 fn apply(args: ApplyArgs) -> CmdResult {
+    // Every flag is checked before a GPU is looked for.
+    if args.tiles_per_cta == 0 || i32::try_from(args.tiles_per_cta).is_err() {
+        return Err(format!(
+            "--tiles-per-cta {}: expected 1..={}",
+            args.tiles_per_cta,
+            i32::MAX
+        ));
+    }
+    if args.distinct_tiles == 0 || args.distinct_tiles > MAX_DISTINCT_TILES {
+        return Err(format!(
+            "--distinct-tiles {}: expected 1..={MAX_DISTINCT_TILES}",
+            args.distinct_tiles
+        ));
+    }
+    check_launches("--runs", args.runs, 1)?;
+    check_json(&args.json)?;
     let device = match gpu()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
@@ -325,44 +373,92 @@ fn host_err(e: HostError) -> String {
     e.to_string()
 }
 
+/// Most mask elements of `bench packer` (2^36 bytes, as for attention's dense masks).
+const MAX_PACKER_ELEMENTS: usize = 1 << 36;
+
+/// A `bench packer` mask, read or described (generated once a GPU is found).
+enum PackerMask {
+    File(Vec<u8>, String),
+    Generated(DensePattern),
+}
+
+/// Checks every `bench packer` input before a GPU is looked for: the file (read and
+/// validated) or the pattern, density and extents, the run count and the JSON target.
+fn packer_inputs(args: &PackerArgs) -> Result<(PackerMask, usize, usize, usize), String> {
+    check_launches("--runs", args.runs, 1)?;
+    check_json(&args.json)?;
+    let extents = |planes: usize, sq: usize, sk: usize, what: &str| {
+        let fits = |v: usize| v >= 1 && i32::try_from(v).is_ok();
+        let total = planes.checked_mul(sq).and_then(|x| x.checked_mul(sk));
+        if !fits(planes) || !fits(sq) || !fits(sk) || total.is_none_or(|t| t > MAX_PACKER_ELEMENTS)
+        {
+            return Err(format!(
+                "{what}: mask {planes} x {sq} x {sk}: each extent must be in 1..={} and the \
+                 mask at most 2^36 elements",
+                i32::MAX
+            ));
+        }
+        Ok((planes, sq, sk))
+    };
+    match &args.npy {
+        Some(path) => {
+            let at = |e: fragmask::masks::MaskError| format!("{}: {e}", path.display());
+            let file = fragmask::masks::io::read_file(path).map_err(|e| format!("--npy: {e}"))?;
+            let view = fragmask::masks::io::read_array(&file, None).map_err(at)?;
+            let data = view.mask_bytes("mask").map_err(at)?.to_vec();
+            let (planes, sq, sk) = match view.shape.as_slice() {
+                [q, k] => (Some(1), *q, *k),
+                [h, q, k] => (Some(*h), *q, *k),
+                [b, h, q, k] => (b.checked_mul(*h), *q, *k),
+                other => {
+                    return Err(format!(
+                        "{}: mask shape {other:?}: expected rank 2, 3 or 4",
+                        path.display()
+                    ))
+                }
+            };
+            let what = path.display().to_string();
+            let (planes, sq, sk) = extents(planes.unwrap_or(0), sq, sk, &what)?;
+            Ok((PackerMask::File(data, what), planes, sq, sk))
+        }
+        None => {
+            let pattern = match args.pattern.as_str() {
+                "random" if (0.0..=1.0).contains(&args.density) => {
+                    DensePattern::Random(args.density)
+                }
+                "random" => {
+                    return Err(format!("--density {}: expected 0..=1", args.density));
+                }
+                "causal" => DensePattern::Causal,
+                "blocks" => DensePattern::Blocks,
+                other => {
+                    return Err(format!(
+                        "--pattern {other:?}: expected random, causal or blocks"
+                    ))
+                }
+            };
+            let (planes, sq, sk) = extents(
+                args.planes,
+                args.seqlen_q,
+                args.seqlen_k,
+                "--planes / --seqlen-q / --seqlen-k",
+            )?;
+            Ok((PackerMask::Generated(pattern), planes, sq, sk))
+        }
+    }
+}
+
 fn packer(args: PackerArgs) -> CmdResult {
+    let (mask, planes, sq, sk) = packer_inputs(&args)?;
     let device = match gpu()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
     let acc = TiledAccumulator::new(128, 128, 2, false).map_err(|e| e.to_string())?;
-    let (bytes, planes, sq, sk, source) = match &args.npy {
-        Some(path) => {
-            let file = fragmask::masks::io::read_file(path).map_err(|e| e.to_string())?;
-            let view = fragmask::masks::io::read_array(&file, None).map_err(|e| e.to_string())?;
-            let data = view.mask_bytes("mask").map_err(|e| e.to_string())?.to_vec();
-            let (planes, sq, sk) = match view.shape.as_slice() {
-                [q, k] => (1, *q, *k),
-                [h, q, k] => (*h, *q, *k),
-                [b, h, q, k] => (b * h, *q, *k),
-                other => return Err(format!("mask shape {other:?}: expected rank 2, 3 or 4")),
-            };
-            (data, planes, sq, sk, path.display().to_string())
-        }
-        None => {
-            let pattern = match args.pattern.as_str() {
-                "random" => DensePattern::Random(args.density),
-                "causal" => DensePattern::Causal,
-                "blocks" => DensePattern::Blocks,
-                other => {
-                    return Err(format!(
-                        "unknown pattern {other:?}: random, causal or blocks"
-                    ))
-                }
-            };
-            let bytes = pattern.generate(args.planes, args.seqlen_q, args.seqlen_k, 0x5eed);
-            (
-                bytes,
-                args.planes,
-                args.seqlen_q,
-                args.seqlen_k,
-                pattern.name(),
-            )
+    let (bytes, source) = match mask {
+        PackerMask::File(bytes, name) => (bytes, name),
+        PackerMask::Generated(pattern) => {
+            (pattern.generate(planes, sq, sk, 0x5eed), pattern.name())
         }
     };
     let packer = GpuPacker::new(&device, &Compiler::new(), &acc).map_err(host_err)?;

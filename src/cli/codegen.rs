@@ -18,7 +18,7 @@ use super::CmdResult;
 )]
 pub struct CodegenArgs {
     /// Tile, <block_m>x<block_n> (query rows x keys).
-    #[arg(long, default_value = "128x128")]
+    #[arg(long, default_value = "128x128", allow_hyphen_values = true)]
     pub block: String,
     /// MMA (consumer) warpgroups; each owns 64 rows per atom.
     #[arg(long, default_value_t = 2)]
@@ -37,10 +37,19 @@ pub struct CodegenArgs {
 /// Generates the header and writes it (to a temporary file, then renamed:
 /// `fragmask::masks::io::write_atomically`).
 pub fn run(args: CodegenArgs) -> CmdResult {
-    let (block_m, block_n) = parse_block(&args.block).map_err(|e| e.to_string())?;
-    let encoding = parse_encoding(&args.encoding).map_err(|e| e.to_string())?;
-    let acc =
-        accumulator(block_m, block_n, args.warpgroups, args.swap_ab).map_err(|e| e.to_string())?;
+    let tile_flags = |e: String| {
+        format!(
+            "--block {} --warpgroups {}{}: {e}",
+            args.block,
+            args.warpgroups,
+            if args.swap_ab { " --swap-ab" } else { "" }
+        )
+    };
+    let (block_m, block_n) = parse_block(&args.block).map_err(|e| tile_flags(e.to_string()))?;
+    let encoding =
+        parse_encoding(&args.encoding).map_err(|e| format!("--encoding {}: {e}", args.encoding))?;
+    let acc = accumulator(block_m, block_n, args.warpgroups, args.swap_ab)
+        .map_err(|e| tile_flags(e.to_string()))?;
     let command = format!(
         "fragmask codegen --block {block_m}x{block_n} --warpgroups {} --encoding {}{}",
         args.warpgroups,

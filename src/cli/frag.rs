@@ -48,14 +48,22 @@ pub struct FragArgs {
 /// Prints the fragment map, and draws it when asked.
 pub fn run(args: FragArgs) -> CmdResult {
     let acc = TiledAccumulator::new(args.block_m, args.block_n, args.warpgroups, args.swap_ab)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            format!(
+                "--block-m {} --block-n {} --warpgroups {}{}: {e}",
+                args.block_m,
+                args.block_n,
+                args.warpgroups,
+                if args.swap_ab { " --swap-ab" } else { "" }
+            )
+        })?;
     if let Some(thread) = args.thread {
         if thread >= acc.threads() {
-            return Err(FragError::ThreadOutOfRange {
+            let e = FragError::ThreadOutOfRange {
                 thread,
                 threads: acc.threads(),
-            }
-            .to_string());
+            };
+            return Err(format!("--thread {thread}: {e}"));
         }
     }
     if let Some(path) = &args.svg {

@@ -29,7 +29,7 @@ pub struct LightningArgs {
     /// (E = D when omitted), checked against the f64 reference over --steps steps. q, k,
     /// v are uniform in [-1, 1); the state starts uniform too; slopes are MiniMax-01's
     /// 2^(-8(h+1)/H).
-    #[arg(long, value_name = "B,H,N,D[,E]", conflicts_with_all = ["inputs", "q", "out"],
+    #[arg(long, value_name = "B,H,N,D[,E]", allow_hyphen_values = true, conflicts_with_all = ["inputs", "q", "out"],
           required_unless_present_any = ["inputs", "q"])]
     random: Option<String>,
     /// A safetensors file holding q, k, v (bf16, f16 or f32, [B,H,N,D] / [B,H,N,E]),
@@ -361,8 +361,12 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
     let problems = batches
         .iter()
         .map(|&b| {
-            problem(b, args.heads, args.tokens, d, e, dtype)
-                .map_err(|m| format!("--batch {b}: {m}"))
+            problem(b, args.heads, args.tokens, d, e, dtype).map_err(|m| {
+                format!(
+                    "--batch {b} --heads {} --tokens {} --dim {d} --dim-v {e}: {m}",
+                    args.heads, args.tokens
+                )
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let geometries: Option<Vec<LightningConfig>> = match args.col_vectors.as_str() {
@@ -375,9 +379,9 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
                 .collect::<Result<_, _>>()?,
         ),
     };
-    if args.iters == 0 {
-        return Err("--iters must be at least 1".into());
-    }
+    super::bench::check_launches("--iters", args.iters, 1)?;
+    super::bench::check_launches("--warmup", args.warmup, 0)?;
+    super::bench::check_json(&args.json)?;
     let rotate_bytes = args
         .rotate_mb
         .checked_mul(1 << 20)
@@ -442,7 +446,7 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
         )
         .map_err(|e| e.to_string())?;
         fragmask::masks::io::write_file_atomically(path, text.as_bytes())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("--json: {e}"))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod attention;
 mod bench;
@@ -55,7 +55,8 @@ enum Command {
 
 /// Parses the command line and runs the chosen subcommand.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = negative_numbers_are_values(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Attention(args) => attention::run(*args),
@@ -75,6 +76,18 @@ pub fn run() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Lets every option of every subcommand take a negative number as its value, so
+/// `--seqlen-q -1` is reported as an invalid value of `--seqlen-q` (exit 2, naming the
+/// flag) rather than as an unknown argument `-1` that names nothing (issue 10, class 8).
+/// Values that are not numbers but start with `-` are still taken as flags.
+fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let takes_values = a.get_action().takes_values();
+        a.allow_negative_numbers(takes_values)
+    })
+    .mut_subcommands(negative_numbers_are_values)
 }
 
 /// What a subcommand returns: an exit code, or an error message for standard error.

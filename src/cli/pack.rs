@@ -71,7 +71,12 @@ pub struct PackArgs {
     #[arg(long, value_name = "N")]
     pub seqlen_k: Option<usize>,
     /// Tile, block_m x block_n (FlashAttention-3's kBlockM x kBlockN).
-    #[arg(long, default_value = "128x128", value_name = "MxN")]
+    #[arg(
+        long,
+        default_value = "128x128",
+        value_name = "MxN",
+        allow_hyphen_values = true
+    )]
     pub block: String,
     /// MMA warpgroups (1-3).
     #[arg(long, default_value_t = 2)]
@@ -160,7 +165,13 @@ pub fn parse_tile(block: &str, warpgroups: u32, swap_ab: bool) -> Result<TiledAc
         .split_once(['x', 'X'])
         .and_then(|(m, n)| Some((m.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)))
         .ok_or_else(|| format!("--block must be MxN, e.g. 128x128, not '{block}'"))?;
-    TiledAccumulator::new(m, n, warpgroups, swap_ab).map_err(|e| MaskError::from(e).to_string())
+    TiledAccumulator::new(m, n, warpgroups, swap_ab).map_err(|e| {
+        format!(
+            "--block {block} --warpgroups {warpgroups}{}: {}",
+            if swap_ab { " --swap-ab" } else { "" },
+            MaskError::from(e)
+        )
+    })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {

@@ -255,15 +255,19 @@ fn run_tool(name: &'static str, tool: &Path, args: &[&str], file: &Path) -> Resu
 struct TempFile(PathBuf);
 
 impl TempFile {
+    /// Writes `bytes` to a new file in the temporary directory. The guard exists
+    /// before the write, so a failed write (a full disk) removes the partial file too;
+    /// errors name the directory, not the internal file name.
     fn write(bytes: &[u8]) -> Result<Self> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir().join(format!(
+        let dir = std::env::temp_dir();
+        let file = Self(dir.join(format!(
             "fragmask-{}-{}.cubin",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
-        Ok(Self(path))
+        )));
+        std::fs::write(&file.0, bytes).map_err(|e| Error::io(&dir, e))?;
+        Ok(file)
     }
 
     fn path(&self) -> &Path {

@@ -160,6 +160,17 @@ impl<'a> ArrayView<'a> {
     }
 }
 
+/// Opens `path` for reading without blocking: a plain open of a FIFO waits for a
+/// writer, possibly forever, before the caller can see that it is no regular file.
+/// `O_NONBLOCK` changes nothing for regular files (open(2), read(2)).
+fn open_for_reading(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
 /// Reads a whole regular file (an I/O error names the path). Anything else (a
 /// directory, a device such as /dev/zero, a pipe) is refused: its length is unknown
 /// and may be endless.
@@ -169,7 +180,7 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, MaskError> {
         path: path.display().to_string(),
         message,
     };
-    let mut file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
+    let mut file = open_for_reading(path).map_err(|e| error(e.to_string()))?;
     let metadata = file.metadata().map_err(|e| error(e.to_string()))?;
     if !metadata.is_file() {
         return Err(error("not a regular file".to_string()));
@@ -197,7 +208,7 @@ pub fn read_file_limited(path: &Path, limit: u64) -> Result<Vec<u8>, MaskError> 
         path: path.display().to_string(),
         message,
     };
-    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let file = open_for_reading(path).map_err(|e| err(e.to_string()))?;
     let meta = file.metadata().map_err(|e| err(e.to_string()))?;
     if !meta.is_file() {
         return Err(err("not a regular file".to_string()));

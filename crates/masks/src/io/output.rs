@@ -34,16 +34,36 @@ pub const TEMP_PREFIX: &str = ".fragmask-tmp-";
 /// reused by an unrelated process would otherwise keep it forever).
 const STALE_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// Longest file name most file systems take (Linux `NAME_MAX`).
+const NAME_MAX: usize = 255;
+
 /// Refuses `path` as an output when it exists and is not a regular file (after
-/// following links), or when it is the same file (device and inode) as one of
-/// `inputs`. Cheap: call it before the expensive work, so a refused run costs nothing.
+/// following links), when it is the same file (device and inode) as one of `inputs`,
+/// when its directory does not exist (or is no directory), or when its name is longer
+/// than `NAME_MAX` bytes. Cheap: call it before the expensive work, so a refused run
+/// costs nothing.
 pub fn check_output<P: AsRef<Path>>(path: &Path, inputs: &[P]) -> Result<(), MaskError> {
     let refuse = |reason: String| MaskError::OutputRefused {
         path: path.display().to_string(),
         reason,
     };
-    if path.file_name().is_none() {
+    let Some(name) = path.file_name() else {
         return Err(refuse("not a file name".into()));
+    };
+    if name.len() > NAME_MAX {
+        return Err(refuse(format!(
+            "its name is {} bytes; file names are at most {NAME_MAX}",
+            name.len()
+        )));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(refuse(format!("{} is not a directory", dir.display()))),
+        Err(e) => return Err(refuse(format!("its directory {}: {e}", dir.display()))),
     }
     let meta = match fs::metadata(path) {
         Ok(m) => m,
