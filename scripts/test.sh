@@ -20,3 +20,7 @@ if [ "${CI:-}" = true ]; then
 fi
 
 cargo test --workspace --locked "$@"
+
+# The Python package (crates/python): build it and run its CPU tests. After the Rust
+# tests, which build target/debug/fragmask (a test loads a file the CLI wrote).
+scripts/test-python.sh

@@ -1,0 +1,26 @@
+"""fragmask from Python: fragment-native packed attention masks, the layout
+calculator and (on an H100) fragmask's attention and lightning-decode kernels.
+
+CPU parts need numpy only; torch is imported only by the functions that use it
+(``Mask.to_flex_block_mask``, ``attention``, ``lightning_decode``).
+"""
+
+from . import _fragmask
+from ._layout import Layout, layout
+from ._mask import Mask
+from ._ops import attention, lightning_decode
+
+__version__ = _fragmask.__version__
+FileError = _fragmask.FileError
+MAX_SEQLEN = _fragmask.MAX_SEQLEN
+
+__all__ = [
+    "FileError",
+    "Layout",
+    "MAX_SEQLEN",
+    "Mask",
+    "attention",
+    "layout",
+    "lightning_decode",
+    "__version__",
+]

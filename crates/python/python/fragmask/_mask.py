@@ -1,0 +1,354 @@
+"""``fragmask.Mask``: a packed attention mask (docs/masks.md)."""
+
+import operator
+import os
+import sys
+from collections.abc import Mapping
+
+from . import _fragmask
+
+_LISTS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
+          "kv_tile_offsets")
+_I64_MAX = 2**63 - 1
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _is_torch_tensor(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _to_numpy(x):
+    """numpy array of x; a torch tensor goes through ``.numpy()`` (a CUDA tensor is
+    copied to the host first: the CPU packer serves it until the GPU packer is wired)."""
+    np = _np()
+    if _is_torch_tensor(x):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _array(x, name, kind):
+    """(array, raw) where raw = (address, elements, dims) of a C-contiguous aligned
+    array that the caller must keep alive while the extension uses raw.
+
+    kind "mask": bool, uint8 or int8 (nonzero = keep), passed as bytes.
+    kind "index": any integer dtype, passed as int64 (uint64 values above the int64
+    range become the int64 maximum, which the library reports as out of range).
+    """
+    np = _np()
+    try:
+        a = _to_numpy(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: cannot be read as an array ({e})") from None
+    if kind == "mask":
+        if a.dtype not in (np.bool_, np.uint8, np.int8):
+            raise TypeError(f"{name}: dtype {a.dtype} is not bool, uint8 or int8")
+        a = np.require(a, requirements="CA")
+    else:
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"{name}: dtype {a.dtype} is not an integer type")
+        if a.dtype == np.uint64 and a.size and a.max() > _I64_MAX:
+            a = np.minimum(a, _I64_MAX)
+        a = np.require(a, dtype=np.int64, requirements="CA")
+    return a, (a.ctypes.data, a.size, list(a.shape))
+
+
+def _int(name, value, lo, hi):
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if value < lo:
+        raise ValueError(f"{name}={value} must be at least {lo}")
+    if value > hi:
+        raise ValueError(f"{name}={value} is too large: the limit is {hi}")
+    return value
+
+
+def _seqlen(name, value):
+    return _int(name, value, 1, _fragmask.MAX_SEQLEN)
+
+
+def _tile(block, warpgroups, swap_ab, encoding, threads):
+    """The tile keywords every constructor takes, checked, as the extension's args."""
+    if isinstance(block, (tuple, list)) and len(block) == 2:
+        block_m, block_n = block
+    else:
+        raise TypeError(f"block must be a (block_m, block_n) tuple, not {block!r}")
+    block_m = _int("block_m", block_m, 1, 2**32 - 1)
+    block_n = _int("block_n", block_n, 1, 2**32 - 1)
+    warpgroups = _int("warpgroups", warpgroups, 1, 2**32 - 1)
+    if not isinstance(swap_ab, bool):
+        raise TypeError(f"swap_ab must be a bool, not {type(swap_ab).__name__}")
+    if not isinstance(encoding, str):
+        raise TypeError(f"encoding must be a str, not {type(encoding).__name__}")
+    threads = _int("threads", threads, 0, _fragmask.MAX_THREADS)
+    return (block_m, block_n, warpgroups, swap_ab, encoding, threads)
+
+
+class Mask:
+    """A packed attention mask: FlexAttention-style tile lists plus the bits of every
+    partial tile in the order each GPU thread consumes them (docs/masks.md).
+
+    Build one with ``from_dense``, ``from_topk``, ``from_blocks``, ``from_predicate``
+    or ``load``. Every constructor takes the tile keywords ``block=(128, 128)``,
+    ``warpgroups=2``, ``swap_ab=False``, ``encoding="fragment-native"`` (or
+    ``"quad-lane"``, ``"row-major"``) and ``threads=0`` (packer threads, 0 = all
+    cores). Bad input raises ValueError or TypeError with the library's message.
+    """
+
+    __slots__ = ("_packed", "_device_cache", "__weakref__")
+
+    def __init__(self, packed):
+        if not isinstance(packed, _fragmask.Packed):
+            raise TypeError("use Mask.from_dense, from_topk, from_blocks, from_predicate "
+                            "or load to build a Mask")
+        self._packed = packed
+        # Device copies of the lists for the GPU ops, built once per device (_ops.py).
+        self._device_cache = {}
+
+    # Constructors ---------------------------------------------------------------
+
+    @classmethod
+    def from_dense(cls, mask, *, block=(128, 128), warpgroups=2, swap_ab=False,
+                   encoding="fragment-native", threads=0):
+        """From a dense mask: a numpy array or CPU torch tensor of bool, uint8 or int8
+        (nonzero = keep), ``[Sq, Sk]``, ``[H, Sq, Sk]`` or ``[B, H, Sq, Sk]`` (a leading
+        1 broadcasts). Packed by the multithreaded CPU packer without copying a
+        C-contiguous input. A CUDA tensor is copied to the host and packed there
+        (until the GPU packer is wired to the package)."""
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        keep, raw = _array(mask, "mask", "mask")
+        return cls(_fragmask.pack_dense(raw, *tile))
+
+    @classmethod
+    def from_topk(cls, indices, seqlen_k, *, offsets=None, batch=None, heads=None,
+                  seqlen_q=None, block=(128, 128), warpgroups=2, swap_ab=False,
+                  encoding="fragment-native", threads=0):
+        """From top-k key indices (``fragmask pack --topk``).
+
+        Fixed-k: ``indices`` is ``[Sq, k]``, ``[H, Sq, k]`` or ``[B, H, Sq, k]``, keys
+        in any order, -1 = padding; a repeated key or one outside ``0..seqlen_k`` is an
+        error. CSR: with ``offsets`` (1-D, ``B*H*Sq + 1`` entries), ``indices`` is 1-D
+        and each row sorted strictly ascending; ``batch`` defaults to 1, ``heads`` to
+        rows / (batch*seqlen_q) when ``seqlen_q`` is given and else 1.
+        """
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        seqlen_k = _seqlen("seqlen_k", seqlen_k)
+        keep = [None, None]
+        keep[0], raw = _array(indices, "indices", "index")
+        if offsets is None:
+            for name, value in (("batch", batch), ("heads", heads), ("seqlen_q", seqlen_q)):
+                if value is not None:
+                    raise ValueError(f"{name}= applies to CSR lists only (give offsets=)")
+            return cls(_fragmask.pack_topk(raw, seqlen_k, None, (None, None, None), *tile))
+        keep[1], raw_offsets = _array(offsets, "offsets", "index")
+        shape = (
+            None if batch is None else _int("batch", batch, 1, _I64_MAX),
+            None if heads is None else _int("heads", heads, 1, _I64_MAX),
+            None if seqlen_q is None else _seqlen("seqlen_q", seqlen_q),
+        )
+        return cls(_fragmask.pack_topk(raw, seqlen_k, raw_offsets, shape, *tile))
+
+    @classmethod
+    def from_blocks(cls, index, num, sizes=None, *, block_size=64, seqlen_q=None,
+                    seqlen_k=None, block=(128, 128), warpgroups=2, swap_ab=False,
+                    encoding="fragment-native", threads=0):
+        """From write-up 002's block lists: ``index`` = ``q2k_block_sparse_index``
+        ``[(B,)(H,)Qb, maxK]``, ``num`` = ``q2k_block_sparse_num`` ``[(B,)(H,)Qb]``,
+        ``sizes`` = ``variable_block_sizes`` ``[Kb]`` (default: every key block whole).
+        Query block ``qb`` attends to the first ``num`` listed key blocks; key block
+        ``kb`` holds its first ``sizes[kb]`` of ``block_size`` tokens. ``seqlen_q`` /
+        ``seqlen_k`` default to ``Qb*block_size`` / ``Kb*block_size``."""
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        block_size = _int("block_size", block_size, 1, _fragmask.MAX_SEQLEN)
+        seqlen_q = None if seqlen_q is None else _seqlen("seqlen_q", seqlen_q)
+        seqlen_k = None if seqlen_k is None else _seqlen("seqlen_k", seqlen_k)
+        keep = [None, None, None]
+        keep[0], raw_index = _array(index, "index", "index")
+        keep[1], raw_num = _array(num, "num", "index")
+        raw_sizes = None
+        if sizes is not None:
+            keep[2], raw_sizes = _array(sizes, "sizes", "index")
+        return cls(_fragmask.pack_blocks(raw_index, raw_num, raw_sizes, block_size,
+                                         seqlen_q, seqlen_k, *tile))
+
+    @classmethod
+    def from_predicate(cls, predicate, seqlen_q, seqlen_k=None, *, doc_ids=None,
+                       block=(128, 128), warpgroups=2, swap_ab=False,
+                       encoding="fragment-native", threads=0):
+        """From a predicate in the language of ``fragmask pack --predicate``:
+        ``causal``, ``window=LEFT:RIGHT``, ``prefix=P``, ``doc=NAME``, ``all``,
+        ``none``, combined with ``,``/``&``, ``|``, ``!`` and parentheses; ``@top-left``
+        moves the diagonal to FlexAttention's convention (docs/masks.md).
+
+        ``doc_ids``: an integer array ``[S]`` or ``[B, S]`` (one list for queries and
+        keys, so ``S == seqlen_q == seqlen_k``), or a mapping from names to such arrays.
+        ``doc=NAME`` atoms resolve through the mapping, or to the single array; a
+        single array that the text does not name is ANDed with the predicate
+        (``from_predicate("causal", S, doc_ids=ids)`` is causal within documents).
+        ``seqlen_k`` defaults to ``seqlen_q``.
+        """
+        if not isinstance(predicate, str):
+            raise TypeError(f"predicate must be a str, not {type(predicate).__name__}")
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        seqlen_q = _seqlen("seqlen_q", seqlen_q)
+        seqlen_k = seqlen_q if seqlen_k is None else _seqlen("seqlen_k", seqlen_k)
+        keep = []
+        named, default = [], None
+        if isinstance(doc_ids, Mapping):
+            for name, ids in doc_ids.items():
+                if not isinstance(name, str):
+                    raise TypeError(f"doc_ids keys must be str, not {type(name).__name__}")
+                a, raw = _array(ids, f"doc_ids[{name!r}]", "index")
+                keep.append(a)
+                named.append((name, raw))
+        elif doc_ids is not None:
+            a, default = _array(doc_ids, "doc_ids", "index")
+            keep.append(a)
+        return cls(_fragmask.pack_predicate(predicate, seqlen_q, seqlen_k, named, default,
+                                            *tile))
+
+    @classmethod
+    def load(cls, path):
+        """Reads and validates a file written by ``save`` or ``fragmask pack``."""
+        return cls(_fragmask.load(os.fspath(path)))
+
+    @classmethod
+    def from_bytes(cls, data):
+        """From the bytes of a packed-mask file (``to_bytes``)."""
+        return cls(_fragmask.from_bytes(bytes(data)))
+
+    # Output ---------------------------------------------------------------------
+
+    def save(self, path):
+        """Writes the safetensors file ``fragmask pack`` writes, whole or not at all
+        (a temporary beside it and a rename; never over a directory, device or FIFO)."""
+        self._packed.save(os.fspath(path))
+
+    def to_bytes(self):
+        """The file's bytes."""
+        return bytes(self._packed.to_bytes())
+
+    def to_dense(self):
+        """The mask decoded to a bool numpy array ``[B, H, Sq, Sk]`` (B, H as stored:
+        1 where it broadcasts). Memory ``B*H*Sq*Sk`` bytes: for checks and small masks."""
+        np = _np()
+        return np.frombuffer(self._packed.to_dense(), dtype=np.bool_).reshape(self.shape)
+
+    def to_flex_block_mask(self, device=None, mask_mod=None):
+        """``torch.nn.attention.flex_attention.BlockMask`` with the same tile lists
+        (``BlockMask.from_kv_blocks``). The default ``mask_mod`` reads partial tiles'
+        bits straight from the packed words (memory: the words, a tile-state table
+        ``[B, H, Mb, Nb]`` and the tile's bit positions, never ``Sq*Sk``). ``device``
+        defaults to CUDA when available, else the CPU. Needs torch."""
+        from ._flex import to_flex_block_mask
+
+        return to_flex_block_mask(self, device, mask_mod)
+
+    # Properties -----------------------------------------------------------------
+
+    @property
+    def shape(self):
+        """(B, H, Sq, Sk); B and H are 1 where the mask broadcasts."""
+        return self._packed.shape
+
+    @property
+    def block(self):
+        """(block_m, block_n)."""
+        return self._packed.tile[:2]
+
+    @property
+    def warpgroups(self):
+        return self._packed.tile[2]
+
+    @property
+    def swap_ab(self):
+        return self._packed.tile[3]
+
+    @property
+    def encoding(self):
+        """"fragment-native", "quad-lane" or "row-major"."""
+        return self._packed.encoding
+
+    def density(self):
+        """Fraction of kept elements."""
+        return self._packed.stats()["density"]
+
+    def stats(self):
+        """Tile counts (tiles, empty, full, partial), ones, elements, density and bytes
+        (as ``fragmask inspect`` reports them)."""
+        return self._packed.stats()
+
+    def metadata(self):
+        """The file's ``__metadata__`` (all strings)."""
+        return self._packed.metadata()
+
+    def _list(self, name, dtype):
+        np = _np()
+        data, dims = self._packed.list(name)
+        return np.frombuffer(data, dtype=dtype).reshape(dims)
+
+    @property
+    def kv_num_blocks(self):
+        """int32 ``[B, H, Mb]``: partial tiles per row block."""
+        return self._list("kv_num_blocks", "=i4")
+
+    @property
+    def kv_indices(self):
+        """int32 ``[B, H, Mb, Nb]``: partial tiles' column blocks, ascending."""
+        return self._list("kv_indices", "=i4")
+
+    @property
+    def full_kv_num_blocks(self):
+        """int32 ``[B, H, Mb]``: full tiles per row block."""
+        return self._list("full_kv_num_blocks", "=i4")
+
+    @property
+    def full_kv_indices(self):
+        """int32 ``[B, H, Mb, Nb]``: full tiles' column blocks, ascending."""
+        return self._list("full_kv_indices", "=i4")
+
+    @property
+    def kv_tile_offsets(self):
+        """int32 ``[B, H, Mb, Nb]``: index into ``words`` of partial tile
+        ``kv_indices[..., j]``; -1 past the count."""
+        return self._list("kv_tile_offsets", "=i4")
+
+    @property
+    def words(self):
+        """uint32 ``[P, ...]``: the partial tiles' bits (shape per encoding,
+        docs/masks.md)."""
+        return self._list("words", "=u4")
+
+    @property
+    def bit_positions(self):
+        """uint32 ``[block_m, block_n]``: bit of element (row, col) of a tile within
+        the tile's words (word ``p // 32``, bit ``p % 32``)."""
+        return self._list("positions", "=u4")
+
+    # Python protocol ------------------------------------------------------------
+
+    def __eq__(self, other):
+        if isinstance(other, Mask):
+            return self._packed == other._packed
+        return NotImplemented
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return (Mask.from_bytes, (self.to_bytes(),))
+
+    def __repr__(self):
+        s = self.stats()
+        return (f"Mask(shape={self.shape}, block={self.block}, warpgroups={self.warpgroups}"
+                f"{', swap_ab=True' if self.swap_ab else ''}, encoding={self.encoding!r}, "
+                f"partial={s['partial']}, full={s['full']}, empty={s['empty']}, "
+                f"density={s['density']:.4f})")

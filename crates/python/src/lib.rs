@@ -1,0 +1,637 @@
+//! `fragmask._fragmask`, the extension module of the `fragmask` Python package.
+//!
+//! Thin glue over the workspace crates: the Python side (`python/fragmask`) validates
+//! arguments, converts arrays and builds numpy arrays; this module packs, loads, saves
+//! and evaluates. Every error is the library's typed message, raised as `ValueError`
+//! (`fragmask.FileError`, an `OSError` and a `ValueError`, for files; `MemoryError`
+//! when memory for the output cannot be had). Nothing here prints.
+//!
+//! Arrays arrive as `(address, length)` of a C-contiguous, aligned numpy array that the
+//! calling Python wrapper holds for the whole call (`_array` in
+//! `python/fragmask/_mask.py`); [`borrow`] is the one place that turns them into slices.
+
+use std::path::PathBuf;
+
+use fragmask::calc::{self, Value};
+use fragmask_layout::IntTuple;
+use fragmask_masks::io::read_file;
+use fragmask_masks::{
+    pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
+    MaskError, MaskShape, MaskSource, PackOptions, PackedMask, Predicate, PredicateMask,
+    TiledAccumulator, TopKMask, MAX_SEQLEN, MAX_THREADS,
+};
+use pyo3::exceptions::{PyMemoryError, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyDict, PyTuple, PyType};
+
+/// `fragmask.FileError`: a file could not be read or written (subclass of both
+/// `OSError` and `ValueError`).
+static FILE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn file_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    FILE_ERROR
+        .get_or_try_init(py, || {
+            let bases = PyTuple::new(
+                py,
+                [py.get_type::<PyOSError>(), py.get_type::<PyValueError>()],
+            )?;
+            let namespace = PyDict::new(py);
+            namespace.set_item("__module__", "fragmask")?;
+            namespace.set_item(
+                "__doc__",
+                "A file fragmask could not read or write (an OSError and a ValueError).",
+            )?;
+            let class =
+                py.import("builtins")?
+                    .getattr("type")?
+                    .call1(("FileError", bases, namespace))?;
+            Ok::<_, PyErr>(class.cast_into::<PyType>()?.unbind())
+        })
+        .map(|t| t.bind(py))
+}
+
+/// A library error as the Python exception its kind calls for, `context` (the argument
+/// or file it concerns) first.
+fn raise(context: &str, error: MaskError) -> PyErr {
+    let message = if context.is_empty() {
+        error.to_string()
+    } else {
+        format!("{context}: {error}")
+    };
+    match error {
+        MaskError::OutOfMemory { .. } => PyMemoryError::new_err(message),
+        MaskError::Io { .. } | MaskError::OutputRefused { .. } => {
+            Python::attach(|py| match file_error_type(py) {
+                Ok(t) => PyErr::from_type(t.clone(), message),
+                Err(e) => e,
+            })
+        }
+        _ => PyValueError::new_err(message),
+    }
+}
+
+fn value_error(message: String) -> PyErr {
+    PyValueError::new_err(message)
+}
+
+/// The slice of `len` values of type `T` at `address`.
+///
+/// # Safety
+/// `address` must be the data of a live, C-contiguous array of at least `len` values of
+/// type `T` that stays alive and unmoved while the slice is used. The Python wrappers
+/// pass `arr.ctypes.data, arr.size` of an array they created with `numpy.require(...,
+/// requirements="CA")` and hold until the call returns.
+unsafe fn borrow<'a, T>(address: usize, len: usize) -> PyResult<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    let bytes = len.checked_mul(std::mem::size_of::<T>());
+    if address == 0
+        || address % std::mem::align_of::<T>() != 0
+        || bytes.is_none_or(|b| b > isize::MAX as usize)
+    {
+        return Err(value_error(format!(
+            "internal: array at {address:#x} with {len} elements is not an aligned buffer"
+        )));
+    }
+    // SAFETY: non-null, aligned and at most isize::MAX bytes (checked above); valid and
+    // unaliased by writers for the borrow by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(address as *const T, len) })
+}
+
+/// An array passed from Python: address, element count, dimensions.
+type RawArray = (usize, usize, Vec<usize>);
+
+/// Tile configuration of every constructor.
+#[derive(Clone, Copy)]
+struct Tile {
+    acc: TiledAccumulator,
+    encoding: Encoding,
+    threads: usize,
+}
+
+fn tile(
+    block_m: u32,
+    block_n: u32,
+    warpgroups: u32,
+    swap_ab: bool,
+    encoding: &str,
+    threads: usize,
+) -> PyResult<Tile> {
+    let acc = TiledAccumulator::new(block_m, block_n, warpgroups, swap_ab).map_err(|e| {
+        raise(
+            &format!("block=({block_m}, {block_n}), warpgroups={warpgroups}, swap_ab={swap_ab}"),
+            MaskError::from(e),
+        )
+    })?;
+    let encoding = Encoding::from_name(encoding).ok_or_else(|| {
+        let names: Vec<&str> = Encoding::ALL.iter().map(|e| e.name()).collect();
+        value_error(format!(
+            "encoding '{encoding}' is not one of {}",
+            names.join(", ")
+        ))
+    })?;
+    if threads > MAX_THREADS {
+        return Err(value_error(format!(
+            "threads={threads} is too large: the limit is {MAX_THREADS}"
+        )));
+    }
+    Ok(Tile {
+        acc,
+        encoding,
+        threads,
+    })
+}
+
+/// Packs `source` with the GIL released (the packer runs on its own worker threads).
+fn pack_source<S: MaskSource + Sync>(
+    py: Python<'_>,
+    source: &S,
+    tile: Tile,
+    context: &str,
+) -> PyResult<Packed> {
+    let options = PackOptions {
+        threads: tile.threads,
+        progress: None,
+    };
+    py.detach(|| pack(source, &tile.acc, tile.encoding, &options))
+        .map(|inner| Packed { inner })
+        .map_err(|e| raise(context, e))
+}
+
+/// A packed mask (`fragmask_masks::PackedMask`); `fragmask.Mask` wraps it.
+#[pyclass(frozen, module = "fragmask._fragmask", name = "Packed")]
+struct Packed {
+    inner: PackedMask,
+}
+
+/// Packs a dense `[Sq, Sk]`, `[H, Sq, Sk]` or `[B, H, Sq, Sk]` byte mask (nonzero =
+/// keep).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn pack_dense(
+    py: Python<'_>,
+    mask: RawArray,
+    block_m: u32,
+    block_n: u32,
+    warpgroups: u32,
+    swap_ab: bool,
+    encoding: &str,
+    threads: usize,
+) -> PyResult<Packed> {
+    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    // SAFETY: `mask` comes from `_array` (module docs), alive for this call.
+    let data: &[u8] = unsafe { borrow(mask.0, mask.1)? };
+    let dense = DenseMask::new(data, &mask.2).map_err(|e| raise("mask", e))?;
+    pack_source(py, &dense, tile, "mask")
+}
+
+/// Packs fixed-k top-k lists `[.., Sq, k]` (-1 = padding), or CSR lists when
+/// `offsets` is given (`csr_shape` = B, H, Sq, each possibly unknown).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn pack_topk(
+    py: Python<'_>,
+    indices: RawArray,
+    seqlen_k: usize,
+    offsets: Option<RawArray>,
+    csr_shape: (Option<usize>, Option<usize>, Option<usize>),
+    block_m: u32,
+    block_n: u32,
+    warpgroups: u32,
+    swap_ab: bool,
+    encoding: &str,
+    threads: usize,
+) -> PyResult<Packed> {
+    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    // SAFETY: from `_array`, alive for this call.
+    let values: &[i64] = unsafe { borrow(indices.0, indices.1)? };
+    let topk = match offsets {
+        None => TopKMask::from_fixed_k_dims(&indices.2, seqlen_k, values)
+            .map_err(|e| raise("indices", e))?,
+        Some(offsets) => {
+            for (what, array) in [("indices", &indices), ("offsets", &offsets)] {
+                rank1(&array.2, what).map_err(|e| raise(what, e))?;
+            }
+            // SAFETY: from `_array`, alive for this call.
+            let offsets: &[i64] = unsafe { borrow(offsets.0, offsets.1)? };
+            let rows = offsets
+                .len()
+                .checked_sub(1)
+                .ok_or_else(|| value_error("offsets: CSR offsets are empty".into()))?;
+            let shape = csr_shape_of(rows, seqlen_k, csr_shape)?;
+            TopKMask::from_csr(shape, offsets, values).map_err(|e| raise("indices", e))?
+        }
+    };
+    pack_source(py, &topk, tile, "indices")
+}
+
+/// The shape of `rows` CSR rows: B defaults to 1, H to rows / (B·Sq) when Sq is given
+/// and else 1, Sq to rows / (B·H) (the rules of `fragmask pack --topk-offsets`).
+fn csr_shape_of(
+    rows: usize,
+    seqlen_k: usize,
+    (batch, heads, seqlen_q): (Option<usize>, Option<usize>, Option<usize>),
+) -> PyResult<MaskShape> {
+    let batch = batch.unwrap_or(1);
+    let heads = match (heads, seqlen_q) {
+        (Some(h), _) => h,
+        (None, Some(q)) => batch
+            .checked_mul(q)
+            .and_then(|d| rows.checked_div(d))
+            .unwrap_or(0),
+        (None, None) => 1,
+    };
+    let seqlen_q = seqlen_q.unwrap_or_else(|| {
+        batch
+            .checked_mul(heads)
+            .and_then(|d| rows.checked_div(d))
+            .unwrap_or(0)
+    });
+    let leading = batch
+        .checked_mul(heads)
+        .and_then(|n| n.checked_mul(seqlen_q));
+    if leading != Some(rows) {
+        return Err(value_error(format!(
+            "offsets: shape mismatch: the CSR offsets describe {rows} rows, but B x H x Sq = \
+             {batch} x {heads} x {seqlen_q} (set batch=, heads=, seqlen_q=)"
+        )));
+    }
+    MaskShape::new(batch, heads, seqlen_q, seqlen_k).map_err(|e| raise("indices", e))
+}
+
+fn rank1(dims: &[usize], what: &'static str) -> Result<(), MaskError> {
+    if dims.len() != 1 {
+        return Err(MaskError::BadRank {
+            what,
+            rank: dims.len(),
+            expected: "1",
+        });
+    }
+    Ok(())
+}
+
+/// Packs write-up 002's block lists.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn pack_blocks(
+    py: Python<'_>,
+    index: RawArray,
+    num: RawArray,
+    sizes: Option<RawArray>,
+    block_size: usize,
+    seqlen_q: Option<usize>,
+    seqlen_k: Option<usize>,
+    block_m: u32,
+    block_n: u32,
+    warpgroups: u32,
+    swap_ab: bool,
+    encoding: &str,
+    threads: usize,
+) -> PyResult<Packed> {
+    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    // SAFETY (all three): from `_array`, alive for this call.
+    let index_values: &[i64] = unsafe { borrow(index.0, index.1)? };
+    let num_values: &[i64] = unsafe { borrow(num.0, num.1)? };
+    let size_values: Option<&[i64]> = match &sizes {
+        Some(s) => {
+            rank1(&s.2, "variable_block_sizes").map_err(|e| raise("sizes", e))?;
+            Some(unsafe { borrow(s.0, s.1)? })
+        }
+        None => None,
+    };
+    let options = BlockSparseOptions {
+        block_size,
+        seqlen_q,
+        seqlen_k,
+    };
+    let blocks = BlockSparseMask::new(
+        &index.2,
+        index_values,
+        &num.2,
+        num_values,
+        size_values,
+        options,
+    )
+    .map_err(|e| raise("blocks", e))?;
+    pack_source(py, &blocks, tile, "blocks")
+}
+
+/// Document ids `[S]` or `[B, S]` (one list for queries and keys).
+fn document_ids(
+    ids: &RawArray,
+    seqlen_q: usize,
+    seqlen_k: usize,
+) -> Result<DocumentIds, MaskError> {
+    // SAFETY: from `_array`, alive for this call.
+    let values: &[i64] = unsafe { borrow(ids.0, ids.1) }.map_err(|_| MaskError::Corrupt {
+        what: "document ids",
+        detail: "not an aligned buffer",
+    })?;
+    let (batch, len) = match ids.2.as_slice() {
+        [len] => (None, *len),
+        [batch, len] => (Some(*batch), *len),
+        _ => {
+            return Err(MaskError::BadRank {
+                what: "document ids",
+                rank: ids.2.len(),
+                expected: "1 ([S]) or 2 ([B, S])",
+            })
+        }
+    };
+    for (what, seqlen) in [
+        ("document ids length (must equal seqlen_q)", seqlen_q),
+        ("document ids length (must equal seqlen_k)", seqlen_k),
+    ] {
+        if len != seqlen {
+            return Err(MaskError::ShapeMismatch {
+                what,
+                expected: seqlen as u64,
+                found: len as u64,
+            });
+        }
+    }
+    match batch {
+        None => Ok(DocumentIds::new(values)),
+        Some(batch) => DocumentIds::with_batch(batch, values, values),
+    }
+}
+
+/// Packs a predicate (the language of `fragmask pack --predicate`). `doc=NAME` atoms
+/// resolve through `named` and else to `default`; when `default` is given and the text
+/// names no document, the mask is `predicate & same-document(default)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn pack_predicate(
+    py: Python<'_>,
+    text: &str,
+    seqlen_q: usize,
+    seqlen_k: usize,
+    named: Vec<(String, RawArray)>,
+    default: Option<RawArray>,
+    block_m: u32,
+    block_n: u32,
+    warpgroups: u32,
+    swap_ab: bool,
+    encoding: &str,
+    threads: usize,
+) -> PyResult<Packed> {
+    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let mut used_default = false;
+    let mut resolve = |name: &str| -> Result<DocumentIds, MaskError> {
+        if let Some((_, ids)) = named.iter().find(|(n, _)| n == name) {
+            return document_ids(ids, seqlen_q, seqlen_k);
+        }
+        match &default {
+            Some(ids) => {
+                used_default = true;
+                document_ids(ids, seqlen_q, seqlen_k)
+            }
+            None => Err(MaskError::Missing {
+                what: "document ids (pass doc_ids=)",
+                name: name.to_string(),
+            }),
+        }
+    };
+    let mut predicate = parse_predicate(text, &mut resolve).map_err(|e| raise("predicate", e))?;
+    if let (Some(ids), false) = (&default, used_default) {
+        let docs = document_ids(ids, seqlen_q, seqlen_k).map_err(|e| raise("doc_ids", e))?;
+        predicate = predicate & Predicate::Document(docs);
+    }
+    let mask =
+        PredicateMask::new(seqlen_q, seqlen_k, predicate).map_err(|e| raise("predicate", e))?;
+    pack_source(py, &mask, tile, "predicate")
+}
+
+/// Reads and validates a packed-mask file (errors name the file).
+#[pyfunction]
+fn load(py: Python<'_>, path: PathBuf) -> PyResult<Packed> {
+    let bytes = py.detach(|| read_file(&path)).map_err(|e| raise("", e))?;
+    let inner = py
+        .detach(|| PackedMask::from_safetensors(&bytes))
+        .map_err(|e| raise(&path.display().to_string(), e))?;
+    Ok(Packed { inner })
+}
+
+/// One of the lists, as (native-endian bytes, dims).
+fn list_bytes<'py, T: Copy>(
+    py: Python<'py>,
+    values: &[T],
+    dims: Vec<usize>,
+) -> (Bound<'py, PyByteArray>, Vec<usize>) {
+    // SAFETY: `values` is a live slice of plain integers (i32 / u32 / u8), whose
+    // bytes are all initialized; the byte slice covers exactly its memory.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+    };
+    (PyByteArray::new(py, bytes), dims)
+}
+
+#[pymethods]
+impl Packed {
+    /// (B, H, Sq, Sk); B and H are 1 where the mask broadcasts.
+    #[getter]
+    fn shape(&self) -> (usize, usize, usize, usize) {
+        let s = self.inner.shape();
+        (s.batch, s.heads, s.seqlen_q, s.seqlen_k)
+    }
+
+    /// (block_m, block_n, warpgroups, swap_ab).
+    #[getter]
+    fn tile(&self) -> (u32, u32, u32, bool) {
+        let a = self.inner.accumulator();
+        (a.block_m(), a.block_n(), a.warpgroups(), a.swap_ab())
+    }
+
+    /// The encoding's name.
+    #[getter]
+    fn encoding(&self) -> &'static str {
+        self.inner.encoding().name()
+    }
+
+    /// Tile counts, ones and bytes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let b = self.inner.bytes();
+        let d = PyDict::new(py);
+        d.set_item("tiles", s.tiles)?;
+        d.set_item("empty", s.empty)?;
+        d.set_item("full", s.full)?;
+        d.set_item("partial", s.partial)?;
+        d.set_item("ones", s.ones)?;
+        d.set_item("elements", s.elements)?;
+        d.set_item("density", s.density())?;
+        d.set_item("list_bytes", b.lists)?;
+        d.set_item("word_bytes", b.words)?;
+        d.set_item("dense_bool_bytes", b.dense_bool)?;
+        d.set_item("bit_packed_bytes", b.bit_packed)?;
+        Ok(d)
+    }
+
+    /// The file's metadata.
+    fn metadata(&self) -> std::collections::HashMap<String, String> {
+        self.inner.metadata()
+    }
+
+    /// A list by name: (bytes, dims); int32 lists, uint32 words.
+    fn list<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Vec<usize>)> {
+        let p = &self.inner;
+        let s = p.shape();
+        let g = p.grid();
+        let counts = vec![s.batch, s.heads, g.m_blocks];
+        let lists = vec![s.batch, s.heads, g.m_blocks, g.n_blocks];
+        Ok(match name {
+            "kv_num_blocks" => list_bytes(py, p.kv_num_blocks(), counts),
+            "kv_indices" => list_bytes(py, p.kv_indices(), lists),
+            "full_kv_num_blocks" => list_bytes(py, p.full_kv_num_blocks(), counts),
+            "full_kv_indices" => list_bytes(py, p.full_kv_indices(), lists),
+            "kv_tile_offsets" => list_bytes(py, p.kv_tile_offsets(), lists),
+            "words" => {
+                let mut dims = vec![p.partial_tiles()];
+                dims.extend_from_slice(p.encoding().word_shape(p.accumulator()).dims());
+                list_bytes(py, p.words(), dims)
+            }
+            "positions" => {
+                let dims = vec![g.block_m, g.block_n];
+                list_bytes(py, p.layout().positions(), dims)
+            }
+            _ => return Err(value_error(format!("no list named '{name}'"))),
+        })
+    }
+
+    /// Words per partial tile.
+    #[getter]
+    fn words_per_tile(&self) -> usize {
+        self.inner.layout().words_per_tile()
+    }
+
+    /// The mask decoded: B·H·Sq·Sk bytes (0 / 1), row-major.
+    fn to_dense<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyByteArray>> {
+        let s = self.inner.shape();
+        let total = [s.heads, s.seqlen_q, s.seqlen_k]
+            .iter()
+            .try_fold(s.batch, |n, &d| n.checked_mul(d))
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| {
+                raise(
+                    "to_dense",
+                    MaskError::TooLarge {
+                        what: "dense mask elements (B*H*Sq*Sk)",
+                        value: s.elements(),
+                        limit: isize::MAX as u64,
+                    },
+                )
+            })?;
+        let mut out: Vec<u8> = Vec::new();
+        out.try_reserve_exact(total).map_err(|_| {
+            raise(
+                "to_dense",
+                MaskError::OutOfMemory {
+                    what: "the dense mask",
+                    bytes: total as u64,
+                },
+            )
+        })?;
+        py.detach(|| {
+            for b in 0..s.batch {
+                for h in 0..s.heads {
+                    out.extend(self.inner.decode_plane(b, h).into_iter().map(u8::from));
+                }
+            }
+        });
+        Ok(PyByteArray::new(py, &out))
+    }
+
+    /// The safetensors bytes of the file `save` writes.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyByteArray>> {
+        let bytes = self.inner.to_safetensors().map_err(|e| raise("", e))?;
+        Ok(PyByteArray::new(py, &bytes))
+    }
+
+    /// Writes the file through the library's atomic writer (a temporary beside it and
+    /// a rename; never over a directory, device or FIFO).
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| self.inner.write_safetensors(&path))
+            .map_err(|e| raise("", e))
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<Packed>()
+            .is_ok_and(|o| o.get().inner == self.inner)
+    }
+}
+
+/// Parses safetensors bytes (as `load`, from memory).
+#[pyfunction]
+fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Packed> {
+    py.detach(|| PackedMask::from_safetensors(data))
+        .map(|inner| Packed { inner })
+        .map_err(|e| raise("bytes", e))
+}
+
+/// An IntTuple as nested tuples of ints (a bare integer as an int).
+fn tuple_object(py: Python<'_>, tuple: &IntTuple) -> PyResult<Py<PyAny>> {
+    if tuple.is_int() {
+        return Ok(tuple
+            .leaf(0)
+            .unwrap_or(0)
+            .into_pyobject(py)?
+            .into_any()
+            .unbind());
+    }
+    let modes = (0..tuple.rank())
+        .map(|m| {
+            let mode = tuple
+                .mode(m)
+                .map_err(|e| value_error(format!("layout: {e}")))?;
+            tuple_object(py, &mode)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(PyTuple::new(py, modes)?.into_any().unbind())
+}
+
+/// Evaluates a layout-calculator expression: (text, value, shape, stride, notes), where
+/// value is the int of an integer result (shape and stride None) or None.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn layout(
+    py: Python<'_>,
+    expr: &str,
+) -> PyResult<(String, Option<i64>, Py<PyAny>, Py<PyAny>, Vec<String>)> {
+    let (value, notes) =
+        calc::evaluate_with_notes(expr).map_err(|e| value_error(e.render(expr)))?;
+    Ok(match value {
+        Value::Int(n) => (value.to_string(), Some(n), py.None(), py.None(), notes),
+        Value::Layout(l) => (
+            value.to_string(),
+            None,
+            tuple_object(py, &l.shape())?,
+            tuple_object(py, &l.stride())?,
+            notes,
+        ),
+    })
+}
+
+/// The extension module.
+#[pymodule]
+fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_SEQLEN", MAX_SEQLEN)?;
+    m.add("MAX_THREADS", MAX_THREADS)?;
+    m.add("FileError", file_error_type(m.py())?)?;
+    m.add_class::<Packed>()?;
+    m.add_function(wrap_pyfunction!(pack_dense, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_topk, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_blocks, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_predicate, m)?)?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(layout, m)?)?;
+    Ok(())
+}

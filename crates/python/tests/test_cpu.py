@@ -1,0 +1,425 @@
+"""CPU tests of the fragmask Python package (numpy only; run by scripts/test.sh)."""
+
+import os
+import pickle
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+import fragmask
+from fragmask import FileError, Mask
+from fragmask._flex import make_mask_mod, tile_tables
+
+REPO = Path(__file__).resolve().parents[3]
+TILES = [
+    dict(block=(128, 128), warpgroups=2),
+    dict(block=(64, 64), warpgroups=1),
+    dict(block=(128, 64), warpgroups=1, encoding="quad-lane"),
+    dict(block=(64, 128), warpgroups=1, swap_ab=True, encoding="row-major"),
+]
+
+
+def broadcast4(dense):
+    """A 2-, 3- or 4-D mask as [B, H, Sq, Sk] bool."""
+    d = np.asarray(dense) != 0
+    while d.ndim < 4:
+        d = d[None]
+    return d
+
+
+def predicate_dense(sq, sk, fn):
+    q = np.arange(sq)[:, None]
+    k = np.arange(sk)[None, :]
+    return np.broadcast_to(fn(q, k), (sq, sk))
+
+
+class TempDir:
+    def __enter__(self):
+        self.path = Path(tempfile.mkdtemp(prefix="fragmask-py-"))
+        return self.path
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path)
+
+
+class LayoutTests(unittest.TestCase):
+    def test_layout_result_has_cli_text_shape_and_stride(self):
+        r = fragmask.layout("composition((6,2):(8,2),(4,3):(3,1))")
+        self.assertEqual(str(r), "((2,2),3):((24,2),8)")
+        self.assertEqual(r.text, "((2,2),3):((24,2),8)")
+        self.assertEqual(r.kind, "layout")
+        self.assertEqual(r.shape, ((2, 2), 3))
+        self.assertEqual(r.stride, ((24, 2), 8))
+        self.assertIsNone(r.value)
+        with self.assertRaises(TypeError):
+            int(r)
+
+    def test_zipped_divide_matches_readme(self):
+        r = fragmask.layout("zipped_divide((64,128):(1,64), <64:1,16:1>)")
+        self.assertEqual(r.text, "((64,16),(1,8)):((1,64),(0,1024))")
+        self.assertEqual(r.shape, ((64, 16), (1, 8)))
+
+    def test_integer_results_are_ints(self):
+        r = fragmask.layout("eval(((4,8,4),(2,2,16)):((128,1,16),(64,8,512)), 37, 5)")
+        self.assertEqual((r.kind, r.value, int(r), r.text), ("int", 721, 721, "721"))
+        self.assertIsNone(r.shape)
+        self.assertEqual(fragmask.layout("size((4,8):(8,1))").value, 32)
+
+    def test_notes_are_returned(self):
+        r = fragmask.layout("left_inverse((1,2,4):(4,1,8))")
+        self.assertEqual(r.text, "(8,4):(1,2)")
+        self.assertTrue(any("pycute" in n for n in r.notes), r.notes)
+
+    def test_malformed_expression_raises_value_error_with_caret(self):
+        with self.assertRaises(ValueError) as cm:
+            fragmask.layout("composition((4,4):(4,1), (2,2):(1,4")
+        self.assertEqual(
+            str(cm.exception),
+            "column 36: expected ',' or ')'\n  composition((4,4):(4,1), (2,2):(1,4\n"
+            + " " * 37 + "^",
+        )
+        with self.assertRaises(TypeError):
+            fragmask.layout(42)
+
+
+class DenseTests(unittest.TestCase):
+    def test_dense_round_trips_exactly_for_every_rank_dtype_and_tile(self):
+        rng = np.random.default_rng(1)
+        shapes = [(200, 333), (3, 130, 70), (2, 2, 129, 257), (1, 3, 64, 64)]
+        for shape in shapes:
+            for dtype in (np.bool_, np.uint8, np.int8):
+                dense = (rng.random(shape) < 0.3).astype(dtype)
+                if dtype is np.uint8:
+                    dense *= 7  # nonzero = keep
+                for tile in TILES:
+                    with self.subTest(shape=shape, dtype=dtype, tile=tile):
+                        m = Mask.from_dense(dense, **tile)
+                        expect = broadcast4(dense)
+                        self.assertEqual(m.shape, expect.shape)
+                        got = m.to_dense()
+                        self.assertEqual(got.dtype, np.bool_)
+                        np.testing.assert_array_equal(got, expect)
+                        self.assertAlmostEqual(m.density(), expect.mean())
+
+    def test_full_and_empty_tiles_are_classified(self):
+        dense = np.zeros((256, 384), bool)
+        dense[:128, :128] = True  # full
+        dense[128:, 128:256] = True  # full
+        dense[5, 300] = True  # partial
+        m = Mask.from_dense(dense)
+        s = m.stats()
+        self.assertEqual((s["full"], s["partial"], s["empty"], s["tiles"]), (2, 1, 3, 6))
+        np.testing.assert_array_equal(m.full_kv_num_blocks, [[[1, 1]]])
+        np.testing.assert_array_equal(m.full_kv_indices[0, 0, :, 0], [0, 1])
+        np.testing.assert_array_equal(m.kv_num_blocks, [[[1, 0]]])
+        self.assertEqual(m.kv_indices[0, 0, 0, 0], 2)
+        self.assertEqual(m.kv_tile_offsets[0, 0, 0, 0], 0)
+        self.assertEqual(m.kv_tile_offsets[0, 0, 0, 1], -1)
+        self.assertEqual(m.words.shape, (1, 256, 2))
+        self.assertEqual(m.words.dtype, np.uint32)
+        self.assertEqual(m.kv_indices.dtype, np.int32)
+        self.assertEqual(int(np.unpackbits(m.words.view(np.uint8)).sum()), 1)
+
+    def test_non_contiguous_and_list_inputs(self):
+        rng = np.random.default_rng(2)
+        base = rng.random((300, 200)) < 0.5
+        view = base.T[::1, ::2]  # strided view
+        np.testing.assert_array_equal(Mask.from_dense(view).to_dense()[0, 0], view)
+        rows = [[True, False, True], [False, False, True]]
+        np.testing.assert_array_equal(Mask.from_dense(rows).to_dense()[0, 0], rows)
+
+    def test_fragment_native_bits_follow_the_documented_closed_form(self):
+        # docs/masks.md, "FragmentNative, exactly": bit b of word w of thread t is
+        # element coord(t, 32 w + b) of the tile.
+        rng = np.random.default_rng(3)
+        dense = rng.random((128, 128)) < 0.5
+        m = Mask.from_dense(dense)
+        words = m.words[0]  # [256 threads, 2 words]
+        t, v = np.meshgrid(np.arange(256), np.arange(64), indexing="ij")
+        n = 128
+        mma_m, r = v // (n // 2), v % (n // 2)
+        lane, warp, wg = t % 32, (t // 32) % 4, t // 128
+        row = 64 * (wg + 2 * mma_m) + 16 * warp + lane // 4 + 8 * ((r // 2) % 2)
+        col = 8 * (r // 4) + 2 * (lane % 4) + r % 2
+        bits = (words[t, v // 32] >> (v % 32).astype(np.uint32)) & 1
+        np.testing.assert_array_equal(bits.astype(bool), dense[row, col])
+
+
+class SourceTests(unittest.TestCase):
+    def test_topk_fixed_k_with_padding(self):
+        rng = np.random.default_rng(4)
+        H, Sq, Sk, k = 2, 150, 500, 9
+        idx = np.stack([np.stack([rng.choice(Sk, k, replace=False) for _ in range(Sq)])
+                        for _ in range(H)]).astype(np.int32)
+        idx[:, ::7, -3:] = -1
+        expect = np.zeros((1, H, Sq, Sk), bool)
+        for h in range(H):
+            for q in range(Sq):
+                expect[0, h, q, idx[h, q][idx[h, q] >= 0]] = True
+        for tile in TILES[:2]:
+            m = Mask.from_topk(idx, Sk, **tile)
+            np.testing.assert_array_equal(m.to_dense(), expect)
+        np.testing.assert_array_equal(Mask.from_topk(idx.astype(np.int16), Sk).to_dense(),
+                                      expect)
+
+    def test_topk_csr(self):
+        rng = np.random.default_rng(5)
+        B, H, Sq, Sk = 2, 3, 40, 300
+        rows = [np.sort(rng.choice(Sk, rng.integers(0, 20), replace=False))
+                for _ in range(B * H * Sq)]
+        offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+        indices = np.concatenate(rows)
+        expect = np.zeros((B, H, Sq, Sk), bool)
+        for i, r in enumerate(rows):
+            expect[i // (H * Sq), (i // Sq) % H, i % Sq, r] = True
+        m = Mask.from_topk(indices, Sk, offsets=offsets, batch=B, heads=H)
+        np.testing.assert_array_equal(m.to_dense(), expect)
+        m2 = Mask.from_topk(indices, Sk, offsets=offsets, batch=B, seqlen_q=Sq)
+        self.assertEqual(m, m2)
+
+    def test_block_lists_of_writeup_002(self):
+        rng = np.random.default_rng(6)
+        H, Qb, Kb, maxk, bs = 2, 5, 6, 4, 64
+        index = np.stack([np.stack([rng.permutation(Kb)[:maxk] for _ in range(Qb)])
+                          for _ in range(H)])
+        num = rng.integers(0, maxk + 1, (H, Qb))
+        sizes = np.array([64, 10, 64, 0, 33, 64])
+        q = np.arange(Qb * bs)[:, None]
+        k = np.arange(Kb * bs)[None, :]
+        expect = np.zeros((1, H, Qb * bs, Kb * bs), bool)
+        for h in range(H):
+            listed = np.zeros((Qb, Kb), bool)
+            for qb in range(Qb):
+                listed[qb, index[h, qb, :num[h, qb]]] = True
+            expect[0, h] = listed[q // bs, k // bs] & (k % bs < sizes[k // bs])
+        m = Mask.from_blocks(index, num, sizes)
+        np.testing.assert_array_equal(m.to_dense(), expect)
+        whole = Mask.from_blocks(index, num, seqlen_k=Kb * bs, block=(64, 64),
+                                 warpgroups=1)
+        self.assertEqual(whole.shape, (1, H, Qb * bs, Kb * bs))
+        np.testing.assert_array_equal(whole.to_dense(), Mask.from_blocks(
+            index, num, np.full(Kb, bs)).to_dense())
+        # Shorter sequences than Qb*bs: the lists cover ceil(S / bs) blocks.
+        short = Mask.from_blocks(index, num, sizes, seqlen_q=Qb * bs - 5)
+        np.testing.assert_array_equal(short.to_dense(), expect[:, :, :Qb * bs - 5])
+
+    def test_predicates_equal_their_definitions(self):
+        sq, sk = 190, 260
+        off = sk - sq
+        cases = {
+            "causal": lambda q, k: k <= q + off,
+            "causal@top-left": lambda q, k: k <= q,
+            "window=16:3": lambda q, k: (k >= q + off - 16) & (k <= q + off + 3),
+            "prefix=40@top-left | window=0:0": lambda q, k: (k < 40) | (k <= q)
+            | (k == q + off),
+            "!(window=8:8), causal": lambda q, k: ~((k >= q + off - 8) & (k <= q + off + 8))
+            & (k <= q + off),
+            "all": lambda q, k: np.ones_like(q + k, bool),
+            "none": lambda q, k: np.zeros_like(q + k, bool),
+        }
+        for text, fn in cases.items():
+            for tile in TILES[:2]:
+                with self.subTest(predicate=text, tile=tile):
+                    m = Mask.from_predicate(text, sq, sk, **tile)
+                    np.testing.assert_array_equal(m.to_dense()[0, 0],
+                                                  predicate_dense(sq, sk, fn))
+
+    def test_document_ids(self):
+        S = 300
+        ids = np.repeat([0, 1, 2, 3], [50, 120, 1, 129])
+        same = ids[:, None] == ids[None, :]
+        causal = predicate_dense(S, S, lambda q, k: k <= q)
+        m = Mask.from_predicate("causal", S, doc_ids=ids)
+        np.testing.assert_array_equal(m.to_dense()[0, 0], causal & same)
+        named = Mask.from_predicate("causal | doc=d", S, doc_ids={"d": ids})
+        np.testing.assert_array_equal(named.to_dense()[0, 0], causal | same)
+        single = Mask.from_predicate("!doc=anything", S, doc_ids=ids)
+        np.testing.assert_array_equal(single.to_dense()[0, 0], ~same)
+        # Per-batch ids [B, S], unsorted.
+        rng = np.random.default_rng(7)
+        batch_ids = rng.integers(0, 3, (2, S))
+        mb = Mask.from_predicate("all", S, S, doc_ids=batch_ids)
+        self.assertEqual(mb.shape, (2, 1, S, S))
+        for b in range(2):
+            np.testing.assert_array_equal(mb.to_dense()[b, 0],
+                                          batch_ids[b][:, None] == batch_ids[b][None, :])
+
+
+class FileTests(unittest.TestCase):
+    def test_save_load_round_trip_leaves_only_the_file(self):
+        rng = np.random.default_rng(8)
+        for tile in TILES:
+            m = Mask.from_dense(rng.random((2, 1, 100, 300)) < 0.4, **tile)
+            with TempDir() as d:
+                m.save(d / "m.safetensors")
+                self.assertEqual(os.listdir(d), ["m.safetensors"])
+                back = Mask.load(str(d / "m.safetensors"))
+                self.assertEqual(back, m)
+                np.testing.assert_array_equal(back.to_dense(), m.to_dense())
+                self.assertEqual(back.metadata()["format"], "fragmask-masks")
+                # Overwrites a regular file whole.
+                other = Mask.from_predicate("causal", 100, 300, **tile)
+                other.save(d / "m.safetensors")
+                self.assertEqual(Mask.load(d / "m.safetensors"), other)
+                self.assertEqual(os.listdir(d), ["m.safetensors"])
+
+    def test_bytes_and_pickle_round_trip(self):
+        m = Mask.from_predicate("window=30:0", 500, 700)
+        self.assertEqual(Mask.from_bytes(m.to_bytes()), m)
+        self.assertEqual(pickle.loads(pickle.dumps(m)), m)
+        self.assertNotEqual(m, Mask.from_predicate("window=31:0", 500, 700))
+        self.assertNotEqual(m, "a string")
+
+    def test_file_from_the_cli_loads(self):
+        binary = Path(os.environ.get("FRAGMASK_BIN", REPO / "target" / "debug" / "fragmask"))
+        if not binary.is_file():
+            if os.environ.get("CI") == "true":
+                self.fail(f"{binary} missing (scripts/test.sh builds it before these tests)")
+            self.skipTest(f"{binary} not built")
+        with TempDir() as d:
+            out = d / "cli.safetensors"
+            subprocess.run([str(binary), "pack", "--predicate", "causal,window=100:0",
+                            "--seqlen-q", "333", "--seqlen-k", "555", "--block", "64x128",
+                            "--warpgroups", "1", "-q", "-o", str(out)], check=True)
+            m = Mask.from_predicate("causal,window=100:0", 333, 555, block=(64, 128),
+                                    warpgroups=1)
+            self.assertEqual(Mask.load(out), m)
+            self.assertEqual(out.read_bytes()[:8], m.to_bytes()[:8])
+
+
+class FlexMaskModTests(unittest.TestCase):
+    def test_mask_mod_over_packed_words_equals_the_mask(self):
+        rng = np.random.default_rng(9)
+        masks = [
+            Mask.from_dense(rng.random((2, 3, 150, 260)) < 0.5),
+            Mask.from_dense(rng.random((1, 2, 64, 64)) < 0.5, block=(64, 64), warpgroups=1),
+            Mask.from_predicate("causal", 300, 300),  # full, partial and empty tiles
+            Mask.from_predicate("all", 256, 256),  # no partial tile
+            Mask.from_predicate("none", 100, 100),
+            Mask.from_topk(rng.integers(-1, 200, (1, 70, 1)), 200, block=(128, 64),
+                           warpgroups=1, encoding="quad-lane"),
+        ]
+        for m in masks:
+            with self.subTest(mask=repr(m)):
+                B, H, Sq, Sk = m.shape
+                mod = make_mask_mod(tile_tables(m))
+                b, h, q, k = np.meshgrid(np.arange(B), np.arange(H), np.arange(Sq + 3),
+                                         np.arange(Sk + 5), indexing="ij")
+                got = mod(b, h, q, k)
+                expect = np.zeros(got.shape, bool)
+                expect[:, :, :Sq, :Sk] = m.to_dense()
+                np.testing.assert_array_equal(got, expect)
+
+
+class ErrorTests(unittest.TestCase):
+    def assertRaisesMessage(self, exc, text, fn, *args, **kwargs):
+        with self.assertRaises(exc) as cm:
+            fn(*args, **kwargs)
+        self.assertIn(text, str(cm.exception))
+        return cm.exception
+
+    def test_wrong_dtypes_are_type_errors(self):
+        self.assertRaisesMessage(TypeError, "mask: dtype float32 is not bool, uint8 or int8",
+                                 Mask.from_dense, np.zeros((4, 4), np.float32))
+        self.assertRaisesMessage(TypeError, "indices: dtype float64 is not an integer type",
+                                 Mask.from_topk, np.zeros((4, 2)), 8)
+        self.assertRaisesMessage(TypeError, "doc_ids: dtype bool",
+                                 Mask.from_predicate, "causal", 4, doc_ids=np.zeros(4, bool))
+        self.assertRaisesMessage(TypeError, "seqlen_k must be an int",
+                                 Mask.from_topk, np.zeros((4, 2), int), 8.0)
+        self.assertRaisesMessage(TypeError, "must be an int, not bool",
+                                 Mask.from_predicate, "causal", True)
+        self.assertRaisesMessage(TypeError, "predicate must be a str",
+                                 Mask.from_predicate, b"causal", 8)
+        self.assertRaisesMessage(TypeError, "block must be a (block_m, block_n) tuple",
+                                 Mask.from_predicate, "causal", 8, block=128)
+        self.assertRaisesMessage(TypeError, "use Mask.from_dense", Mask, "x")
+
+    def test_wrong_ranks_and_shapes_are_value_errors(self):
+        self.assertRaisesMessage(ValueError, "mask: dense mask has 1 dimensions",
+                                 Mask.from_dense, np.ones(8, bool))
+        self.assertRaisesMessage(ValueError, "mask: dense mask has 5 dimensions",
+                                 Mask.from_dense, np.ones((1, 1, 1, 2, 2), bool))
+        self.assertRaisesMessage(ValueError, "mask:", Mask.from_dense, np.ones((0, 4), bool))
+        self.assertRaisesMessage(ValueError, "indices: fixed-k top-k indices has 1 dimensions",
+                                 Mask.from_topk, np.zeros(4, int), 8)
+        self.assertRaisesMessage(ValueError, "blocks:", Mask.from_blocks,
+                                 np.zeros((2, 2), int), np.zeros(3, int))
+        self.assertRaisesMessage(ValueError, "sizes: variable_block_sizes has 2 dimensions",
+                                 Mask.from_blocks, np.zeros((2, 2), int), np.zeros(2, int),
+                                 np.ones((2, 2), int))
+
+    def test_bad_values_are_value_errors(self):
+        self.assertRaisesMessage(ValueError, "indices:", Mask.from_topk,
+                                 np.array([[0, 8]]), 8)  # out of range
+        self.assertRaisesMessage(ValueError, "duplicate", Mask.from_topk,
+                                 np.array([[3, 3]]), 8)
+        self.assertRaisesMessage(ValueError, "unsorted", Mask.from_topk,
+                                 np.array([3, 1]), 8, offsets=np.array([0, 2]))
+        self.assertRaisesMessage(ValueError, "offsets: shape mismatch", Mask.from_topk,
+                                 np.array([1, 3]), 8, offsets=np.array([0, 1, 2]), heads=3)
+        self.assertRaisesMessage(ValueError, "applies to CSR lists only", Mask.from_topk,
+                                 np.array([[1]]), 8, batch=2)
+        self.assertRaisesMessage(ValueError, "blocks:", Mask.from_blocks,
+                                 np.array([[5]]), np.array([1]))  # block 5 of 1
+        self.assertRaisesMessage(ValueError, "seqlen_q=0 must be at least 1",
+                                 Mask.from_predicate, "causal", 0)
+        self.assertRaisesMessage(ValueError, "seqlen_k=-3 must be at least 1",
+                                 Mask.from_predicate, "causal", 4, -3)
+        self.assertRaisesMessage(ValueError, "is too large: the limit is 2147483647",
+                                 Mask.from_predicate, "causal", 2**31)
+        self.assertRaisesMessage(ValueError, "threads=5000 is too large",
+                                 Mask.from_predicate, "causal", 8, threads=5000)
+        self.assertRaisesMessage(ValueError, "block=(100, 128)", Mask.from_predicate,
+                                 "causal", 8, block=(100, 128))
+        self.assertRaisesMessage(ValueError, "warpgroups=7", Mask.from_predicate,
+                                 "causal", 8, warpgroups=7)
+        self.assertRaisesMessage(ValueError, "encoding 'fragment' is not one of",
+                                 Mask.from_predicate, "causal", 8, encoding="fragment")
+
+    def test_bad_predicates_are_value_errors(self):
+        self.assertRaisesMessage(ValueError, "predicate: predicate syntax: expected all, "
+                                 "none, causal", Mask.from_predicate, "causal &", 8)
+        self.assertRaisesMessage(ValueError, "window needs LEFT:RIGHT at column 9",
+                                 Mask.from_predicate, "window=3", 8)
+        self.assertRaisesMessage(ValueError, "parentheses nest deeper than the limit of 64",
+                                 Mask.from_predicate, "(" * 65 + "all" + ")" * 65, 8)
+        self.assertRaisesMessage(ValueError, "predicate: doc=ids: missing document ids "
+                                 "(pass doc_ids=)", Mask.from_predicate, "doc=ids", 8)
+        self.assertRaisesMessage(ValueError, "document ids length", Mask.from_predicate,
+                                 "causal", 8, doc_ids=np.zeros(7, int))
+        self.assertRaisesMessage(ValueError, "document ids length", Mask.from_predicate,
+                                 "doc=x", 8, doc_ids={"x": np.zeros(9, int)})
+
+    def test_missing_and_corrupt_files(self):
+        with TempDir() as d:
+            e = self.assertRaisesMessage(FileError, str(d / "nope.safetensors"),
+                                         Mask.load, d / "nope.safetensors")
+            self.assertIsInstance(e, ValueError)
+            self.assertIsInstance(e, OSError)
+            (d / "bad.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+            self.assertRaisesMessage(ValueError, str(d / "bad.safetensors"), Mask.load,
+                                     d / "bad.safetensors")
+            self.assertRaisesMessage(FileError, "not a regular file", Mask.load, d)
+            self.assertRaisesMessage(ValueError, "bytes:", Mask.from_bytes, b"garbage")
+
+    def test_saving_over_a_directory_or_into_a_missing_one_is_refused(self):
+        m = Mask.from_predicate("causal", 64, 64)
+        with TempDir() as d:
+            (d / "dir").mkdir()
+            (d / "dir" / "keep").write_text("x")
+            e = self.assertRaisesMessage(FileError, "not a regular file", m.save, d / "dir")
+            self.assertIsInstance(e, ValueError)
+            self.assertRaisesMessage(FileError, "missing", m.save, d / "missing" / "m.st")
+            self.assertEqual(sorted(os.listdir(d)), ["dir"])
+            self.assertEqual(os.listdir(d / "dir"), ["keep"])
+            with self.assertRaises(TypeError):
+                m.save(42)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,66 @@
+"""Tests that need torch (CPU tensors here; GPU ops when a GPU is present). Without
+torch every test is reported as skipped, never as passed."""
+
+import importlib.util
+import unittest
+
+import numpy as np
+
+import fragmask
+from fragmask import Mask
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+if HAVE_TORCH:
+    import torch
+else:
+    print("SKIPPED: torch not installed (tests/test_torch.py)")
+
+needs_torch = unittest.skipUnless(HAVE_TORCH, "torch not installed")
+
+
+@needs_torch
+class TorchCpuTests(unittest.TestCase):
+    def test_from_dense_takes_cpu_tensors(self):
+        g = torch.Generator().manual_seed(0)
+        for dtype in (torch.bool, torch.uint8, torch.int8):
+            t = (torch.rand(2, 130, 260, generator=g) < 0.4).to(dtype)
+            m = Mask.from_dense(t)
+            np.testing.assert_array_equal(m.to_dense()[0], t.numpy() != 0)
+        t = torch.rand(64, 64, generator=g) < 0.5
+        self.assertEqual(Mask.from_dense(t.T), Mask.from_dense(t.numpy().T))
+        with self.assertRaises(TypeError):
+            Mask.from_dense(torch.zeros(4, 4))
+
+    def test_from_topk_takes_tensors(self):
+        idx = torch.tensor([[0, 5, -1], [3, 2, 1]])
+        m = Mask.from_topk(idx, 8)
+        self.assertEqual(m, Mask.from_topk(idx.numpy(), 8))
+
+    def test_flex_block_mask_lists_and_mask_mod(self):
+        from torch.nn.attention.flex_attention import BlockMask
+
+        g = torch.Generator().manual_seed(1)
+        dense = torch.rand(1, 2, 300, 400, generator=g) < 0.5
+        dense[..., :128, :128] = True
+        m = Mask.from_dense(dense)
+        bm = m.to_flex_block_mask(device="cpu")
+        self.assertIsInstance(bm, BlockMask)
+        np.testing.assert_array_equal(bm.kv_num_blocks.numpy(), m.kv_num_blocks)
+        np.testing.assert_array_equal(bm.kv_indices.numpy(), m.kv_indices)
+        np.testing.assert_array_equal(bm.full_kv_num_blocks.numpy(), m.full_kv_num_blocks)
+        np.testing.assert_array_equal(bm.full_kv_indices.numpy(), m.full_kv_indices)
+        self.assertEqual(tuple(bm.BLOCK_SIZE), (128, 128))
+        b, h, q, k = torch.meshgrid(torch.arange(1), torch.arange(2), torch.arange(300),
+                                    torch.arange(400), indexing="ij")
+        np.testing.assert_array_equal(bm.mask_mod(b, h, q, k).numpy(), dense.numpy())
+
+    def test_attention_rejects_cpu_tensors_and_non_tensors(self):
+        q = torch.zeros(1, 2, 8, 64, dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, "q is on cpu"):
+            fragmask.attention(q, q, q)
+        with self.assertRaises(TypeError):
+            fragmask.attention("q", q, q)
+
+
+if __name__ == "__main__":
+    unittest.main()
