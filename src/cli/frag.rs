@@ -450,6 +450,11 @@ mod tests {
         let err = write_file_atomically(std::path::Path::new("/nonexistent-dir/x.svg"), b"<svg/>")
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("writing /nonexistent-dir/x.svg: "), "{err}");
+        assert!(
+            err.starts_with(
+                "refusing to write /nonexistent-dir/x.svg: its directory /nonexistent-dir"
+            ),
+            "{err}"
+        );
     }
 }

@@ -143,6 +143,20 @@ impl Device {
         &self.ctx
     }
 
+    /// Wraps a stream another library owns (torch's `cuda_stream`, say) on this
+    /// device's primary context, the context torch and cudarc share.
+    ///
+    /// # Safety
+    /// `cu_stream` must be a live stream of this device's primary context (or 0, the
+    /// legacy default stream), kept alive by its owner while the wrapper is used.
+    pub unsafe fn borrowed_stream(&self, cu_stream: u64) -> Arc<CudaStream> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            self.ctx
+                .wrap_borrowed_stream(cu_stream as cudarc::driver::sys::CUstream)
+        }
+    }
+
     /// The context's default stream.
     pub fn default_stream(&self) -> Arc<CudaStream> {
         self.ctx.default_stream()

@@ -262,24 +262,41 @@ impl GpuPacker {
     /// Enqueues the three kernels on the packer's stream: `dense` (`[planes][seqlen_q][seqlen_k]`
     /// bytes, nonzero = 1) into `buffers`.
     pub fn enqueue(&self, dense: &CudaSlice<u8>, buffers: &mut PackBuffers) -> Result<()> {
+        let (ptr, _sync) = dense.device_ptr(&self.stream);
+        // SAFETY: `ptr` addresses `dense`, borrowed until the launches are enqueued and
+        // kept alive by the caller's borrow; its length is checked against the shape.
+        unsafe { self.enqueue_ptr(ptr, dense.len(), buffers) }
+    }
+
+    /// As [`Self::enqueue`] on a dense mask owned elsewhere (a torch tensor, say):
+    /// `len` bytes at device address `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must address `len` readable bytes of a live allocation of this context,
+    /// valid until the packer's stream has run the kernels, and any writes to them must
+    /// be ordered before this call on the packer's stream.
+    pub unsafe fn enqueue_ptr(
+        &self,
+        ptr: u64,
+        len: usize,
+        buffers: &mut PackBuffers,
+    ) -> Result<()> {
         let shape = buffers.shape;
-        if dense.len() != shape.dense_bytes() {
+        if len != shape.dense_bytes() {
             return Err(Error::InvalidArgument(format!(
-                "dense mask holds {} bytes, the shape needs {}",
-                dense.len(),
+                "dense mask holds {len} bytes, the shape needs {}",
                 shape.dense_bytes()
             )));
         }
         let acc = self.kernels.accumulator();
         let chunk = self.kernels.chunk_bytes() as usize;
-        let (ptr, _sync) = dense.device_ptr(&self.stream);
         let vector_ok = i32::from(shape.seqlen_k % chunk == 0 && ptr as usize % chunk == 0);
         let (sq, sk) = (shape.seqlen_q as i32, shape.seqlen_k as i32);
         let (mb, nb) = (shape.m_blocks as i32, shape.n_blocks as i32);
         let rows = shape.rows() as i32;
         let capacity = shape.tiles() as i32;
         let mut b = self.stream.launch_builder(&self.tiles);
-        b.arg(dense);
+        b.arg(&ptr);
         b.arg(&sq);
         b.arg(&sk);
         b.arg(&mb);
@@ -375,6 +392,25 @@ impl GpuPacker {
         s.synchronize()
             .map_err(Error::driver("running the packer"))?;
         Ok(packed)
+    }
+
+    /// Packs device bytes `[planes][seqlen_q][seqlen_k]` owned elsewhere: run, download
+    /// (synchronises the packer's stream).
+    ///
+    /// # Safety
+    /// As [`Self::enqueue_ptr`], with `len = planes * seqlen_q * seqlen_k`.
+    pub unsafe fn pack_device(
+        &self,
+        ptr: u64,
+        planes: usize,
+        seqlen_q: usize,
+        seqlen_k: usize,
+    ) -> Result<GpuPacked> {
+        let shape = self.shape(planes, seqlen_q, seqlen_k)?;
+        let mut buffers = self.buffers(shape)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.enqueue_ptr(ptr, shape.dense_bytes(), &mut buffers)? };
+        self.download(&buffers)
     }
 
     /// Packs host bytes `[planes][seqlen_q][seqlen_k]`: upload, run, download.

@@ -345,14 +345,44 @@ struct Params(AttentionParams);
 unsafe impl DeviceRepr for Params {}
 
 fn encode_tensor_map(ptr: u64, shape: [usize; 4]) -> Result<TensorMapArg, AttentionError> {
+    let [_, h, s, d] = shape;
+    encode_strided_map(ptr, shape, [h * s * d, s * d, d, 1])
+}
+
+/// A TMA map of a bf16 tensor of logical shape `[B, H, S, D]` whose elements are
+/// `strides` apart (`D` must be contiguous). TMA needs a 16-byte-aligned base and
+/// strides that are multiples of 16 bytes (CUDA driver API, cuTensorMapEncodeTiled).
+fn encode_strided_map(
+    ptr: u64,
+    shape: [usize; 4],
+    strides: [usize; 4],
+) -> Result<TensorMapArg, AttentionError> {
     let [b, h, s, d] = shape;
-    let dims: [u64; 4] = [d as u64, s as u64, h as u64, b as u64];
     let elem = 2u64;
-    let strides: [u64; 3] = [
-        d as u64 * elem,
-        (s * d) as u64 * elem,
-        (h * s * d) as u64 * elem,
-    ];
+    if strides[3] != 1 {
+        return Err(AttentionError::Shape(format!(
+            "the head dim must be contiguous (stride 1), got strides {strides:?}"
+        )));
+    }
+    let bytes = |x: usize| (x as u64).checked_mul(elem);
+    let strides_bytes = [bytes(strides[2]), bytes(strides[1]), bytes(strides[0])];
+    let strides: [u64; 3] = match strides_bytes {
+        [Some(a), Some(b2), Some(c)] if [a, b2, c].iter().all(|x| x % 16 == 0 && *x < 1 << 40) => {
+            [a, b2, c]
+        }
+        _ => {
+            return Err(AttentionError::Shape(format!(
+                "TMA needs the S, H and B strides to be multiples of 16 bytes (8 bf16 elements) \
+                 below 2^40 bytes, got element strides {strides:?}"
+            )))
+        }
+    };
+    if ptr % 16 != 0 {
+        return Err(AttentionError::Shape(format!(
+            "TMA needs a 16-byte-aligned tensor, got address {ptr:#x}"
+        )));
+    }
+    let dims: [u64; 4] = [d as u64, s as u64, h as u64, b as u64];
     let boxes: [u32; 4] = [64, 128, 1, 1];
     let elem_strides: [u32; 4] = [1, 1, 1, 1];
     let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
@@ -602,50 +632,25 @@ impl AttentionRunner {
             encode_tensor_map(ptr(&k.data), k.shape)?,
             encode_tensor_map(ptr(&v.data), v.shape)?,
         ];
-        let m_blocks = AttentionKernel::m_blocks(shape.seqlen_q as u32);
-        let n_blocks = AttentionKernel::n_blocks(shape.seqlen_k as u32);
-        let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
-        let mut params = AttentionParams {
-            o: out.o.data.device_ptr(s).0,
-            lse: out.lse.device_ptr(s).0,
-            batch: shape.batch as i32,
-            heads: shape.heads as i32,
-            kv_heads: shape.kv_heads as i32,
-            seqlen_q: shape.seqlen_q as i32,
-            seqlen_k: shape.seqlen_k as i32,
-            m_blocks: m_blocks as i32,
-            n_blocks: n_blocks as i32,
-            window_left: WINDOW_INFINITE,
-            window_right: WINDOW_INFINITE,
-            scale_log2: scale * std::f32::consts::LOG2_E,
-            scale,
-            ..AttentionParams::default()
-        };
+        let mut params = base_params(
+            &shape,
+            opts,
+            out.o.data.device_ptr(s).0,
+            out.lse.device_ptr(s).0,
+        );
+        let m_blocks = params.m_blocks as u32;
         match mask {
-            Mask::Window(w) => {
-                let clamp = |x: Option<u32>| {
-                    x.map_or(WINDOW_INFINITE, |v| v.min(WINDOW_INFINITE as u32) as i32)
-                };
-                params.window_left = clamp(w.left);
-                params.window_right = clamp(w.right);
-                params.diag_offset = w.diag_offset;
-            }
+            Mask::Window(w) => window_params(&mut params, w),
             Mask::Blocks(m) => {
-                blockmask::check_fits(&m.host, &shape)?;
-                let h = m.host.shape();
-                let mb = m_blocks as usize;
-                params.mask_head_stride = if h.heads > 1 { mb as i32 } else { 0 };
-                params.mask_batch_stride = if h.batch > 1 {
-                    (h.heads * mb) as i32
-                } else {
-                    0
-                };
-                params.kv_num_blocks = m.kv_num_blocks.device_ptr(s).0;
-                params.kv_indices = m.kv_indices.device_ptr(s).0;
-                params.full_kv_num_blocks = m.full_kv_num_blocks.device_ptr(s).0;
-                params.full_kv_indices = m.full_kv_indices.device_ptr(s).0;
-                params.kv_tile_offsets = m.kv_tile_offsets.device_ptr(s).0;
-                params.words = m.words.device_ptr(s).0;
+                let lists = [
+                    m.kv_num_blocks.device_ptr(s).0,
+                    m.kv_indices.device_ptr(s).0,
+                    m.full_kv_num_blocks.device_ptr(s).0,
+                    m.full_kv_indices.device_ptr(s).0,
+                    m.kv_tile_offsets.device_ptr(s).0,
+                    m.words.device_ptr(s).0,
+                ];
+                blocks_params(&mut params, &m.host, lists, &shape)?;
             }
         }
         let config = LaunchConfig {
@@ -662,6 +667,170 @@ impl AttentionRunner {
             kernel,
             shape,
         })
+    }
+}
+
+/// The parameters every call shares: shape, scale, outputs, no mask.
+fn base_params(
+    shape: &AttentionShape,
+    opts: &AttentionOptions,
+    o: u64,
+    lse: u64,
+) -> AttentionParams {
+    let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+    AttentionParams {
+        o,
+        lse,
+        batch: shape.batch as i32,
+        heads: shape.heads as i32,
+        kv_heads: shape.kv_heads as i32,
+        seqlen_q: shape.seqlen_q as i32,
+        seqlen_k: shape.seqlen_k as i32,
+        m_blocks: AttentionKernel::m_blocks(shape.seqlen_q as u32) as i32,
+        n_blocks: AttentionKernel::n_blocks(shape.seqlen_k as u32) as i32,
+        window_left: WINDOW_INFINITE,
+        window_right: WINDOW_INFINITE,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        scale,
+        ..AttentionParams::default()
+    }
+}
+
+/// Window mode: the bounds, clamped to the kernel's "unbounded".
+fn window_params(params: &mut AttentionParams, w: &Window) {
+    let clamp =
+        |x: Option<u32>| x.map_or(WINDOW_INFINITE, |v| v.min(WINDOW_INFINITE as u32) as i32);
+    params.window_left = clamp(w.left);
+    params.window_right = clamp(w.right);
+    params.diag_offset = w.diag_offset;
+}
+
+/// Block mode: `host` checked against the call, its broadcast strides, and the device
+/// addresses of its lists `[kv_num_blocks, kv_indices, full_kv_num_blocks,
+/// full_kv_indices, kv_tile_offsets, words]`.
+fn blocks_params(
+    params: &mut AttentionParams,
+    host: &PackedMask,
+    lists: [u64; 6],
+    shape: &AttentionShape,
+) -> Result<(), AttentionError> {
+    blockmask::check_fits(host, shape)?;
+    let h = host.shape();
+    let mb = params.m_blocks;
+    params.mask_head_stride = if h.heads > 1 { mb } else { 0 };
+    params.mask_batch_stride = if h.batch > 1 { h.heads as i32 * mb } else { 0 };
+    [
+        params.kv_num_blocks,
+        params.kv_indices,
+        params.full_kv_num_blocks,
+        params.full_kv_indices,
+        params.kv_tile_offsets,
+        params.words,
+    ] = lists;
+    Ok(())
+}
+
+/// A bf16 tensor owned elsewhere (by torch, say): its device address, logical shape
+/// `[B, H, S, D]` and the element strides of those four dimensions. `[B, S, H, D]`
+/// storage is `[B, H, S, D]` with the strides of S and H swapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawTensor {
+    /// Device address of element `[0, 0, 0, 0]`.
+    pub ptr: u64,
+    /// `[B, H, S, D]`.
+    pub shape: [usize; 4],
+    /// Element strides of B, H, S, D (D's must be 1).
+    pub strides: [usize; 4],
+}
+
+/// A mask whose lists live on the device already (uploaded by the caller).
+#[derive(Debug, Clone, Copy)]
+pub enum RawMask<'a> {
+    /// Computed in the kernel (no mask, causal, sliding window).
+    Window(Window),
+    /// A packed mask and the device addresses of its lists, in the order
+    /// `[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
+    Blocks(&'a PackedMask, [u64; 6]),
+}
+
+impl AttentionRunner {
+    /// Launches the forward on `stream` over tensors owned by the caller: `o` is a
+    /// contiguous bf16 `[B, H, Sq, D]`, `lse` a contiguous f32 `[B, H, Sq]`. Shapes,
+    /// strides, alignment, the mask's geometry and the kernel configuration are checked
+    /// before anything is launched; compilation happens at the first call of each
+    /// configuration (see [`Self::warm_up`]). Nothing is allocated or synchronised.
+    ///
+    /// # Safety
+    /// Every address must point into a live device allocation of this context, large
+    /// enough for the shape and strides given, valid until the kernel completes on
+    /// `stream`; `o` and `lse` must not overlap the inputs.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_raw(
+        &self,
+        stream: &Arc<CudaStream>,
+        q: &RawTensor,
+        k: &RawTensor,
+        v: &RawTensor,
+        mask: &RawMask<'_>,
+        opts: &AttentionOptions,
+        o: u64,
+        lse: u64,
+    ) -> Result<(), AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        let mode = match mask {
+            RawMask::Window(_) => MaskMode::Window,
+            RawMask::Blocks(..) => MaskMode::Blocks,
+        };
+        let kernel = inputs::kernel_config(shape.head_dim, mode, opts)?;
+        let maps = [
+            encode_strided_map(q.ptr, q.shape, q.strides)?,
+            encode_strided_map(k.ptr, k.shape, k.strides)?,
+            encode_strided_map(v.ptr, v.shape, v.strides)?,
+        ];
+        if o % 16 != 0 || lse % 4 != 0 {
+            return Err(AttentionError::Shape(format!(
+                "o must be 16-byte aligned and lse 4-byte aligned, got {o:#x} and {lse:#x}"
+            )));
+        }
+        let mut params = base_params(&shape, opts, o, lse);
+        match mask {
+            RawMask::Window(w) => window_params(&mut params, w),
+            RawMask::Blocks(host, lists) => blocks_params(&mut params, host, *lists, &shape)?,
+        }
+        let func = self.function(&kernel)?;
+        let params = Params(params);
+        let mut builder = stream.launch_builder(&func);
+        builder
+            .arg(&maps[0])
+            .arg(&maps[1])
+            .arg(&maps[2])
+            .arg(&params);
+        // SAFETY: the argument list matches the kernel's signature (three by-value tensor
+        // maps and fm_attn_params); the maps and the parameters were checked against the
+        // shape above, and the caller guarantees the addresses (this function's contract).
+        unsafe {
+            builder.launch(LaunchConfig {
+                grid_dim: (
+                    params.0.m_blocks as u32,
+                    shape.heads as u32,
+                    shape.batch as u32,
+                ),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: kernel.smem_bytes(),
+            })
+        }
+        .map_err(driver("launching the attention kernel"))?;
+        Ok(())
+    }
+
+    /// Compiles and loads the kernel of `head_dim` for both mask modes, so that no later
+    /// call compiles (CUDA-graph capture, latency-sensitive first calls).
+    pub fn warm_up(&self, head_dim: usize, opts: &AttentionOptions) -> Result<(), AttentionError> {
+        for mode in [MaskMode::Window, MaskMode::Blocks] {
+            let kernel = inputs::kernel_config(head_dim, mode, opts)?;
+            self.function(&kernel)?;
+        }
+        Ok(())
     }
 }
 
@@ -695,4 +864,58 @@ pub fn time_launches(
         })
     })
     .map_err(AttentionError::Host)
+}
+
+#[cfg(test)]
+mod raw_tests {
+    use super::*;
+
+    #[test]
+    fn strided_maps_refuse_what_tma_cannot_address_before_the_driver() {
+        // [B, H, S, D] = [1, 2, 100, 64] stored as [B, S, H, D]: strides (S*H*D, D, H*D, 1).
+        let shape = [1, 2, 100, 64];
+        let bsh = [100 * 2 * 64, 64, 2 * 64, 1];
+        // A non-contiguous head dim, a stride of 4 elements (8 bytes), an odd base:
+        // refused before any driver call (this machine has none).
+        for (ptr, strides, needle) in [
+            (0x1000, [12800, 64, 128, 2], "contiguous"),
+            (0x1000, [12800, 64, 4, 1], "multiples of 16 bytes"),
+            (0x1008, bsh, "16-byte-aligned"),
+        ] {
+            let err = encode_strided_map(ptr, shape, strides)
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains(needle)),
+                "{strides:?}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn blocks_params_broadcast_a_single_head_mask() {
+        let shape = AttentionShape {
+            batch: 2,
+            heads: 4,
+            kv_heads: 4,
+            seqlen_q: 300,
+            seqlen_k: 260,
+            head_dim: 128,
+        };
+        let acc = fragmask_masks::TiledAccumulator::new(128, 128, 2, false).unwrap();
+        let dense = vec![1u8; 300 * 260];
+        let mask = fragmask_masks::DenseMask::new(&dense, &[300, 260]).unwrap();
+        let packed = fragmask_masks::pack(
+            &mask,
+            &acc,
+            fragmask_masks::Encoding::FragmentNative,
+            &fragmask_masks::PackOptions::default(),
+        )
+        .unwrap();
+        let mut params = base_params(&shape, &AttentionOptions::default(), 16, 32);
+        blocks_params(&mut params, &packed, [1, 2, 3, 4, 5, 6], &shape).unwrap();
+        assert_eq!((params.mask_batch_stride, params.mask_head_stride), (0, 0));
+        assert_eq!((params.kv_num_blocks, params.words), (1, 6));
+        assert_eq!(params.m_blocks, 3);
+    }
 }
