@@ -106,9 +106,10 @@ fn failed_write_leaves_no_file() {
     assert!(err.is_err());
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     let missing = dir.join("no/such/dir/out.safetensors");
+    // A missing directory is refused before anything is written.
     assert!(matches!(
         sample(1, Encoding::RowMajor).write_safetensors(&missing),
-        Err(MaskError::Io { .. })
+        Err(MaskError::OutputRefused { .. })
     ));
     std::fs::remove_dir_all(dir).unwrap();
 }
