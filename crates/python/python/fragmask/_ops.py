@@ -55,9 +55,10 @@ def _register():
         kv_tile_offsets: Optional[Tensor], words: Optional[Tensor],
         mask_meta: List[int], causal: bool, window: List[int], scale: float,
     ) -> Tuple[Tensor, Tensor]:
-        # q, k, v are [B, H, S, D] views (strides carry the caller's layout).
-        B, H, Sq, _ = q.shape
-        out = torch.empty_like(q)
+        # q, k, v are [B, H, S, D] views (strides carry the caller's layout); the
+        # kernel writes a contiguous [B, H, Sq, D] O (the wrapper views it as q's layout).
+        B, H, Sq, D = q.shape
+        out = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
         lse = torch.empty((B, H, Sq), dtype=torch.float32, device=q.device)
         forward = getattr(_fragmask, "attention_forward", None)
         if forward is None:
@@ -74,8 +75,8 @@ def _register():
 
     @attention_op.register_fake
     def _(q, k, v, *args):
-        B, H, Sq, _ = q.shape
-        return torch.empty_like(q), q.new_empty((B, H, Sq), dtype=torch.float32)
+        B, H, Sq, D = q.shape
+        return q.new_empty((B, H, Sq, D)), q.new_empty((B, H, Sq), dtype=torch.float32)
 
     @torch.library.custom_op("fragmask::lightning_decode", mutates_args=("kv",))
     def lightning_op(q: Tensor, k: Tensor, v: Tensor, kv: Tensor, slope: Tensor) -> Tensor:
