@@ -12,6 +12,8 @@
 
 use std::path::PathBuf;
 
+mod gpu;
+
 use fragmask::calc::{self, Value};
 use fragmask_layout::IntTuple;
 use fragmask_masks::io::read_file;
@@ -156,14 +158,30 @@ fn pack_source<S: MaskSource + Sync>(
         progress: None,
     };
     py.detach(|| pack(source, &tile.acc, tile.encoding, &options))
-        .map(|inner| Packed { inner })
+        .map(Packed::new)
         .map_err(|e| raise(context, e))
 }
 
 /// A packed mask (`fragmask_masks::PackedMask`); `fragmask.Mask` wraps it.
 #[pyclass(frozen, module = "fragmask._fragmask", name = "Packed")]
 struct Packed {
-    inner: PackedMask,
+    inner: std::sync::Arc<PackedMask>,
+    /// Its key in the registry the GPU ops look masks up in (`gpu::mask`).
+    id: u64,
+}
+
+impl Packed {
+    fn new(inner: PackedMask) -> Packed {
+        let inner = std::sync::Arc::new(inner);
+        let id = gpu::register(&inner);
+        Packed { inner, id }
+    }
+}
+
+impl Drop for Packed {
+    fn drop(&mut self) {
+        gpu::unregister(self.id);
+    }
 }
 
 /// Packs a dense `[Sq, Sk]`, `[H, Sq, Sk]` or `[B, H, Sq, Sk]` byte mask (nonzero =
@@ -411,7 +429,7 @@ fn load(py: Python<'_>, path: PathBuf) -> PyResult<Packed> {
     let inner = py
         .detach(|| PackedMask::from_safetensors(&bytes))
         .map_err(|e| raise(&path.display().to_string(), e))?;
-    Ok(Packed { inner })
+    Ok(Packed::new(inner))
 }
 
 /// One of the lists, as (native-endian bytes, dims).
@@ -560,6 +578,12 @@ impl Packed {
             .map_err(|e| raise("", e))
     }
 
+    /// The key the GPU ops find this mask by (an argument of `fragmask::attention`).
+    #[getter]
+    fn registry_id(&self) -> u64 {
+        self.id
+    }
+
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other
             .cast::<Packed>()
@@ -571,7 +595,7 @@ impl Packed {
 #[pyfunction]
 fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Packed> {
     py.detach(|| PackedMask::from_safetensors(data))
-        .map(|inner| Packed { inner })
+        .map(Packed::new)
         .map_err(|e| raise("bytes", e))
 }
 
@@ -633,5 +657,8 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(layout, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::attention_forward, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::lightning_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::warmup, m)?)?;
     Ok(())
 }

@@ -8,7 +8,7 @@ CPU parts need numpy only; torch is imported only by the functions that use it
 from . import _fragmask
 from ._layout import Layout, layout
 from ._mask import Mask
-from ._ops import attention, lightning_decode
+from ._ops import attention, lightning_decode, warmup
 
 __version__ = _fragmask.__version__
 FileError = _fragmask.FileError
@@ -22,5 +22,6 @@ __all__ = [
     "attention",
     "layout",
     "lightning_decode",
+    "warmup",
     "__version__",
 ]

@@ -65,11 +65,12 @@ def _register():
             raise NotImplementedError(
                 "fragmask.attention: this build of the extension has no GPU launch "
                 "(the host's raw-pointer API is not wired yet)")
-        lists = None
+        lists, mask_id = None, None
         if kv_num_blocks is not None:
-            lists = tuple(_raw(t) for t in (kv_num_blocks, kv_indices, full_kv_num_blocks,
-                                               full_kv_indices, kv_tile_offsets, words))
-        forward(_raw(q), _raw(k), _raw(v), _raw(out), _raw(lse), lists, tuple(mask_meta),
+            lists = [_raw(t) for t in (kv_num_blocks, kv_indices, full_kv_num_blocks,
+                                       full_kv_indices, kv_tile_offsets, words)]
+            mask_id = mask_meta[-1]   # the Mask's registry id (see attention())
+        forward(_raw(q), _raw(k), _raw(v), _raw(out), _raw(lse), lists, mask_id,
                 causal, tuple(window), scale, _stream(torch, q.device), q.device.index)
         return out, lse
 
@@ -177,7 +178,8 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
             raise ValueError(f"{what}: the mask was built for {mask.shape} (B, H, Sq, Sk), "
                              f"the inputs are B={B}, H={H}, Sq={Sq}, Sk={Sk}")
         lists = _device_lists(torch, mask, q.device)
-        meta = [mB, mH, mSq, mSk, *mask.block, mask.warpgroups, int(mask.swap_ab)]
+        meta = [mB, mH, mSq, mSk, *mask.block, mask.warpgroups, int(mask.swap_ab),
+                mask._packed.registry_id]
     attention_op, _ = _register()
     out, lse = attention_op(q, k, v, *lists, meta, bool(causal), window, scale)
     if layout == "bshd":
@@ -197,5 +199,18 @@ def lightning_decode(q, k, v, kv, slope):
     _check_tensors(torch, what, [("kv", kv), ("slope", slope)], ("float32",))
     if kv.device != q.device:
         raise ValueError(f"{what}: kv is on {kv.device} but q on {q.device}")
+    if not kv.is_contiguous():
+        raise ValueError(f"{what}: kv is updated in place and must be contiguous")
+    q, k, v = (t.contiguous() for t in (q, k, v))
     _, lightning_op = _register()
-    return lightning_op(q, k, v, kv, slope)
+    return lightning_op(q, k, v, kv, slope.reshape(-1).contiguous())
+
+
+def warmup(device=None, *, head_dims=(64, 128, 256), lightning=((96, 96, "bf16"),)):
+    """Compiles and loads the kernels ahead of time (NVRTC, cached on disk), so that no
+    later call compiles: call it before capturing a CUDA graph. ``lightning`` lists
+    (D, E, dtype) of the lightning decode kernels to prepare."""
+    torch = _torch()
+    index = torch.cuda.current_device() if device is None else torch.device(device).index
+    _fragmask.warmup(index if index is not None else torch.cuda.current_device(),
+                     list(head_dims), [(int(d), int(e), str(t)) for d, e, t in lightning])

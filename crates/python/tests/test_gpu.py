@@ -1,0 +1,165 @@
+"""GPU tests of the torch ops (an H100 with torch). Without torch or a CUDA device every
+test is reported as skipped, never as passed."""
+
+import importlib.util
+import unittest
+
+import fragmask
+from fragmask import Mask
+
+HAVE_CUDA = False
+if importlib.util.find_spec("torch") is not None:
+    import torch
+
+    HAVE_CUDA = torch.cuda.is_available()
+if not HAVE_CUDA:
+    print("SKIPPED: no torch with a CUDA device (tests/test_gpu.py)")
+
+needs_gpu = unittest.skipUnless(HAVE_CUDA, "no torch with a CUDA device")
+
+
+def rel_err(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+@needs_gpu
+class AttentionTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        fragmask.warmup(head_dims=(64, 128))
+
+    def qkv(self, B, H, Hk, Sq, Sk, D, seed=0, layout="bhsd"):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        shapes = [(B, H, Sq, D), (B, Hk, Sk, D), (B, Hk, Sk, D)]
+        ts = [torch.randn(s, device="cuda", dtype=torch.bfloat16, generator=g) for s in shapes]
+        if layout == "bshd":
+            ts = [t.transpose(1, 2).contiguous() for t in ts]
+        return ts
+
+    def sdpa(self, q, k, v, mask=None, causal=False, layout="bhsd"):
+        if layout == "bshd":
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        rep = q.shape[1] // k.shape[1]
+        k, v = (t.repeat_interleave(rep, dim=1) for t in (k, v))
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float(), v.float(), attn_mask=mask, is_causal=causal)
+        return o.transpose(1, 2) if layout == "bshd" else o
+
+    def test_matches_sdpa_for_every_mask_source_and_both_layouts(self):
+        B, H, Hk, Sq, Sk, D = 2, 4, 2, 300, 260, 128
+        g = torch.Generator(device="cuda").manual_seed(7)
+        dense = torch.rand(B, H, Sq, Sk, device="cuda", generator=g) < 0.5
+        dense[..., 0] = True  # every row sees a key (SDPA gives NaN on empty rows)
+        idx = torch.stack([torch.randperm(Sk, device="cuda")[:32] for _ in range(Sq)])
+        topk = torch.zeros(Sq, Sk, dtype=torch.bool, device="cuda")
+        topk.scatter_(1, idx, True)
+        causal = torch.ones(Sq, Sk, dtype=torch.bool, device="cuda").tril()
+        masks = {
+            "dense": (Mask.from_dense(dense.cpu()), dense),
+            "topk": (Mask.from_topk(idx.cpu(), Sk), topk),
+            "predicate": (Mask.from_predicate("causal", Sq, Sk), causal),
+        }
+        for layout in ("bhsd", "bshd"):
+            q, k, v = self.qkv(B, H, Hk, Sq, Sk, D, layout=layout)
+            for name, (m, ref_mask) in masks.items():
+                out = fragmask.attention(q, k, v, m, layout=layout)
+                ref = self.sdpa(q, k, v, ref_mask, layout=layout)
+                self.assertLess(rel_err(out, ref), 1e-2, f"{name} {layout}")
+            out = fragmask.attention(q, k, v, causal=True, layout=layout)
+            self.assertLess(rel_err(out, self.sdpa(q, k, v, causal=True, layout=layout)), 1e-2)
+            out = fragmask.attention(q, k, v, layout=layout)
+            self.assertLess(rel_err(out, self.sdpa(q, k, v, layout=layout)), 1e-2)
+
+    def test_lse_and_errors(self):
+        q, k, v = self.qkv(1, 2, 2, 128, 128, 64)
+        out, lse = fragmask.attention(q, k, v, return_lse=True)
+        s = (q.float() @ k.float().transpose(-1, -2)) * 64 ** -0.5
+        self.assertLess(rel_err(lse, torch.logsumexp(s, -1)), 1e-4)
+        with self.assertRaises(TypeError):
+            fragmask.attention(q.half(), k.half(), v.half())
+        with self.assertRaises(ValueError):
+            fragmask.attention(q, k, v, Mask.from_predicate("causal", 64, 64))
+
+    def test_opcheck(self):
+        q, k, v = self.qkv(1, 2, 1, 130, 200, 64)
+        m = Mask.from_predicate("window=64:0", 130, 200)
+        fragmask.attention(q, k, v, m)  # registers the op, uploads the lists
+        from fragmask._ops import _device_lists, _register
+        attention_op, lightning_op = _register()
+        lists = _device_lists(torch, m, q.device)
+        meta = [*m.shape, *m.block, m.warpgroups, int(m.swap_ab), m._packed.registry_id]
+        torch.library.opcheck(attention_op, (q, k, v, *lists, meta, False, [-1, -1], 0.125))
+        torch.library.opcheck(attention_op, (q, k, v, None, None, None, None, None, None, [],
+                                             True, [-1, -1], 0.125))
+        B, H, D = 2, 4, 96
+        args = [torch.randn(B, H, 1, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+        kv = torch.randn(B, H, D, D, device="cuda")
+        slope = torch.rand(H, device="cuda")
+        torch.library.opcheck(lightning_op, (*args, kv, slope))
+
+    def test_torch_compile_fullgraph_traces_through(self):
+        q, k, v = self.qkv(1, 4, 4, 256, 256, 128)
+        m = Mask.from_predicate("causal", 256, 256)
+
+        def f(q, k, v):
+            return fragmask.attention(q * 1.0, k, v, m) + 1
+
+        compiled = torch.compile(f, fullgraph=True)
+        self.assertEqual(rel_err(compiled(q, k, v), f(q, k, v)), 0.0)
+
+    def test_cuda_graph_captures_and_replays(self):
+        q, k, v = self.qkv(1, 4, 4, 256, 256, 128)
+        m = Mask.from_predicate("causal", 256, 256)
+        fragmask.attention(q, k, v, m)  # lists on the device, kernels loaded
+        static = [t.clone() for t in (q, k, v)]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fragmask.attention(*static, m)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fragmask.attention(*static, m)
+        for seed in (1, 2):
+            new = self.qkv(1, 4, 4, 256, 256, 128, seed=seed)
+            for dst, src in zip(static, new):
+                dst.copy_(src)
+            graph.replay()
+            torch.cuda.synchronize()
+            self.assertEqual(rel_err(out, fragmask.attention(*new, m)), 0.0)
+
+
+@needs_gpu
+class LightningTests(unittest.TestCase):
+    def test_matches_the_reference_over_steps_in_place(self):
+        B, H, D = 2, 8, 96
+        g = torch.Generator(device="cuda").manual_seed(3)
+        kv = torch.randn(B, H, D, D, device="cuda", generator=g)
+        ref = kv.double().clone()
+        slope = torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)], device="cuda")
+        for step in range(50):
+            q, k, v = (torch.randn(B, H, 2, D, device="cuda", dtype=torch.bfloat16, generator=g)
+                       for _ in range(3))
+            o = fragmask.lightning_decode(q, k, v, kv, slope)
+            ratio = torch.exp(-slope.double()).view(H, 1, 1)
+            outs = []
+            for i in range(2):
+                ref = ratio * ref + k[:, :, i].double().unsqueeze(-1) * v[:, :, i].double().unsqueeze(-2)
+                outs.append((q[:, :, i].double().unsqueeze(-2) @ ref).squeeze(-2))
+            self.assertLess(rel_err(o, torch.stack(outs, 2)), 1e-2, f"step {step}")
+        self.assertLess(rel_err(kv, ref), 1e-4)
+
+    def test_errors(self):
+        q = torch.randn(1, 2, 1, 96, device="cuda", dtype=torch.bfloat16)
+        kv = torch.randn(1, 2, 96, 96, device="cuda")
+        with self.assertRaises(ValueError):
+            fragmask.lightning_decode(q, q, q, kv, torch.rand(3, device="cuda"))
+        with self.assertRaises(TypeError):
+            fragmask.lightning_decode(q, q, q, kv.half(), torch.rand(2, device="cuda"))
+        with self.assertRaises(ValueError):
+            fragmask.lightning_decode(q, q, q, kv[..., :95], torch.rand(2, device="cuda"))
+
+
+if __name__ == "__main__":
+    unittest.main()
