@@ -30,13 +30,19 @@ fn registry() -> &'static Mutex<HashMap<u64, Arc<PackedMask>>> {
 /// Registers a packed mask; its id travels through the traceable op as an int.
 pub(crate) fn register(mask: &Arc<PackedMask>) -> u64 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    registry().lock().unwrap_or_else(|e| e.into_inner()).insert(id, mask.clone());
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, mask.clone());
     id
 }
 
 /// Forgets a mask (its Python object was collected).
 pub(crate) fn unregister(id: u64) {
-    registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
 }
 
 fn mask(id: u64) -> PyResult<Arc<PackedMask>> {
@@ -45,7 +51,9 @@ fn mask(id: u64) -> PyResult<Arc<PackedMask>> {
         .unwrap_or_else(|e| e.into_inner())
         .get(&id)
         .cloned()
-        .ok_or_else(|| PyValueError::new_err(format!("fragmask.attention: no live mask with id {id}")))
+        .ok_or_else(|| {
+            PyValueError::new_err(format!("fragmask.attention: no live mask with id {id}"))
+        })
 }
 
 /// Per device: the device, the attention runner, the lightning kernels per (D, E, dtype).
@@ -76,7 +84,12 @@ fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
     Ok(g)
 }
 
-fn lightning_kernels(g: &Gpu, d: usize, e: usize, dtype: ActDtype) -> PyResult<Arc<LightningDecode>> {
+fn lightning_kernels(
+    g: &Gpu,
+    d: usize,
+    e: usize,
+    dtype: ActDtype,
+) -> PyResult<Arc<LightningDecode>> {
     let mut cache = g.lightning.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(k) = cache.get(&(d, e, dtype)) {
         return Ok(k.clone());
@@ -89,7 +102,8 @@ fn lightning_kernels(g: &Gpu, d: usize, e: usize, dtype: ActDtype) -> PyResult<A
 }
 
 fn four(what: &str, v: &[usize]) -> PyResult<[usize; 4]> {
-    <[usize; 4]>::try_from(v).map_err(|_| PyValueError::new_err(format!("{what}: expected rank 4, got {v:?}")))
+    <[usize; 4]>::try_from(v)
+        .map_err(|_| PyValueError::new_err(format!("{what}: expected rank 4, got {v:?}")))
 }
 
 fn raw_tensor(what: &str, t: &Raw) -> PyResult<RawTensor> {
@@ -138,7 +152,11 @@ pub(crate) fn attention_forward(
     stream: u64,
     device: usize,
 ) -> PyResult<()> {
-    let (qr, kr, vr) = (raw_tensor("q", &q)?, raw_tensor("k", &k)?, raw_tensor("v", &v)?);
+    let (qr, kr, vr) = (
+        raw_tensor("q", &q)?,
+        raw_tensor("k", &k)?,
+        raw_tensor("v", &v)?,
+    );
     let q_shape = qr.shape;
     if out.1 != q_shape || !contiguous(&out) || out.3 != "bfloat16" {
         return Err(PyValueError::new_err(format!(
@@ -152,13 +170,19 @@ pub(crate) fn attention_forward(
         )));
     }
     if !scale.is_finite() || scale <= 0.0 {
-        return Err(PyValueError::new_err(format!("fragmask.attention: scale {scale} must be positive and finite")));
+        return Err(PyValueError::new_err(format!(
+            "fragmask.attention: scale {scale} must be positive and finite"
+        )));
     }
     let bound = |x: i64, what: &str| -> PyResult<Option<u32>> {
         match x {
             -1 => Ok(None),
-            x if x >= 0 => u32::try_from(x).map(Some).map_err(|_| PyValueError::new_err(format!("window {what} {x} is too large"))),
-            x => Err(PyValueError::new_err(format!("window {what} {x}: expected -1 (unbounded) or >= 0"))),
+            x if x >= 0 => u32::try_from(x)
+                .map(Some)
+                .map_err(|_| PyValueError::new_err(format!("window {what} {x} is too large"))),
+            x => Err(PyValueError::new_err(format!(
+                "window {what} {x}: expected -1 (unbounded) or >= 0"
+            ))),
         }
     };
     let mut w = Window {
@@ -188,7 +212,11 @@ pub(crate) fn attention_forward(
             packed = mask(id)?;
             RawMask::Blocks(&packed, ptrs)
         }
-        (Some(_), None) => return Err(PyValueError::new_err("fragmask.attention: mask lists without a mask id")),
+        (Some(_), None) => {
+            return Err(PyValueError::new_err(
+                "fragmask.attention: mask lists without a mask id",
+            ))
+        }
     };
     let g = gpu(device)?;
     // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads
@@ -254,13 +282,25 @@ pub(crate) fn lightning_decode(
     }
     let [b, h, n, d] = four("q", &q.1)?;
     let e = four("v", &v.1)?[3];
-    let problem = LightningProblem { batch: b, heads: h, tokens: n, dim_k: d, dim_v: e, dtype }
-        .validate()
-        .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: q: {err}")))?;
-    for (what, tensor, t) in [("k", "k", &k), ("v", "v", &v), ("out", "o", &out), ("kv", "state", &kv)] {
-        problem
-            .check_shape(tensor, &t.1)
-            .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {what}: {err}")))?;
+    let problem = LightningProblem {
+        batch: b,
+        heads: h,
+        tokens: n,
+        dim_k: d,
+        dim_v: e,
+        dtype,
+    }
+    .validate()
+    .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: q: {err}")))?;
+    for (what, tensor, t) in [
+        ("k", "k", &k),
+        ("v", "v", &v),
+        ("out", "o", &out),
+        ("kv", "state", &kv),
+    ] {
+        problem.check_shape(tensor, &t.1).map_err(|err| {
+            PyValueError::new_err(format!("fragmask.lightning_decode: {what}: {err}"))
+        })?;
     }
     if slope.1.iter().product::<usize>() != h {
         return Err(PyValueError::new_err(format!(
@@ -268,7 +308,14 @@ pub(crate) fn lightning_decode(
             slope.1
         )));
     }
-    for (what, t) in [("q", &q), ("k", &k), ("v", &v), ("out", &out), ("kv", &kv), ("slope", &slope)] {
+    for (what, t) in [
+        ("q", &q),
+        ("k", &k),
+        ("v", &v),
+        ("out", &out),
+        ("kv", &kv),
+        ("slope", &slope),
+    ] {
         if !contiguous(t) {
             return Err(PyValueError::new_err(format!(
                 "fragmask.lightning_decode: {what} must be contiguous (call .contiguous())"
@@ -290,7 +337,11 @@ pub(crate) fn lightning_decode(
 /// at `lightning` (D, E, dtype name) ahead of time, so no later call compiles.
 #[pyfunction]
 #[pyo3(signature = (device, head_dims, lightning))]
-pub(crate) fn warmup(device: usize, head_dims: Vec<usize>, lightning: Vec<(usize, usize, String)>) -> PyResult<()> {
+pub(crate) fn warmup(
+    device: usize,
+    head_dims: Vec<usize>,
+    lightning: Vec<(usize, usize, String)>,
+) -> PyResult<()> {
     let g = gpu(device)?;
     for d in head_dims {
         g.attention

@@ -58,7 +58,7 @@ class AttentionTests(unittest.TestCase):
         masks = {
             "dense": (Mask.from_dense(dense.cpu()), dense),
             "topk": (Mask.from_topk(idx.cpu(), Sk), topk),
-            "predicate": (Mask.from_predicate("causal", Sq, Sk), causal),
+            "predicate": (Mask.from_predicate("causal@top-left", Sq, Sk), causal),
         }
         for layout in ("bhsd", "bshd"):
             q, k, v = self.qkv(B, H, Hk, Sq, Sk, D, layout=layout)
@@ -88,7 +88,7 @@ class AttentionTests(unittest.TestCase):
         from fragmask._ops import _device_lists, _register
         attention_op, lightning_op = _register()
         lists = _device_lists(torch, m, q.device)
-        meta = [*m.shape, *m.block, m.warpgroups, int(m.swap_ab), m._packed.registry_id]
+        meta = list(m._meta)
         torch.library.opcheck(attention_op, (q, k, v, *lists, meta, False, [-1, -1], 0.125))
         torch.library.opcheck(attention_op, (q, k, v, None, None, None, None, None, None, [],
                                              True, [-1, -1], 0.125))
@@ -100,7 +100,7 @@ class AttentionTests(unittest.TestCase):
 
     def test_torch_compile_fullgraph_traces_through(self):
         q, k, v = self.qkv(1, 4, 4, 256, 256, 128)
-        m = Mask.from_predicate("causal", 256, 256)
+        m = Mask.from_predicate("causal", 256, 256).to("cuda")
 
         def f(q, k, v):
             return fragmask.attention(q * 1.0, k, v, m) + 1

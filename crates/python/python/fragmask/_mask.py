@@ -104,7 +104,7 @@ class Mask:
     cores). Bad input raises ValueError or TypeError with the library's message.
     """
 
-    __slots__ = ("_packed", "_device_cache", "__weakref__")
+    __slots__ = ("_packed", "_device_cache", "_meta", "__weakref__")
 
     def __init__(self, packed):
         if not isinstance(packed, _fragmask.Packed):
@@ -113,6 +113,21 @@ class Mask:
         self._packed = packed
         # Device copies of the lists for the GPU ops, built once per device (_ops.py).
         self._device_cache = {}
+        # What the attention op needs, as plain ints (torch.compile traces plain Python,
+        # not the extension's getters): B, H, Sq, Sk, block_m, block_n, warpgroups,
+        # swap_ab, and the registry id the extension finds the packed mask by.
+        b, h, sq, sk = packed.shape
+        bm, bn, wg, swap = packed.tile
+        self._meta = (b, h, sq, sk, bm, bn, wg, int(swap), packed.registry_id)
+
+    def to(self, device):
+        """Copies the lists to ``device`` now (once; later calls reuse them) and returns
+        the mask. Call it before ``torch.compile`` or CUDA-graph capture of code that
+        uses the mask, so the traced code finds the lists already there."""
+        from . import _ops
+
+        _ops._device_lists(_ops._torch(), self, device)
+        return self
 
     # Constructors ---------------------------------------------------------------
 

@@ -120,9 +120,14 @@ def _check_tensors(torch, what, tensors, dtypes):
 
 def _device_lists(torch, mask, device):
     """The Mask's lists on `device`, copied once and cached on the Mask."""
-    key = str(device)
+    key = str(torch.device(device))
+    if key == "cuda":
+        key = f"cuda:{torch.cuda.current_device()}"
     lists = mask._device_cache.get(key)
     if lists is None:
+        if torch.compiler.is_compiling():
+            raise RuntimeError("fragmask.attention: call mask.to(device) before "
+                               "torch.compile traces code that uses the mask")
         arrays = [getattr(mask, n) for n in _LISTS]
         arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
         lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
@@ -173,13 +178,12 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     if mask is not None:
         if not isinstance(mask, Mask):
             raise TypeError(f"{what}: mask must be a fragmask.Mask, not {type(mask).__name__}")
-        mB, mH, mSq, mSk = mask.shape
+        mB, mH, mSq, mSk = mask._meta[:4]
         if (mSq, mSk) != (Sq, Sk) or mB not in (1, B) or mH not in (1, H):
-            raise ValueError(f"{what}: the mask was built for {mask.shape} (B, H, Sq, Sk), "
+            raise ValueError(f"{what}: the mask was built for {mask._meta[:4]} (B, H, Sq, Sk), "
                              f"the inputs are B={B}, H={H}, Sq={Sq}, Sk={Sk}")
         lists = _device_lists(torch, mask, q.device)
-        meta = [mB, mH, mSq, mSk, *mask.block, mask.warpgroups, int(mask.swap_ab),
-                mask._packed.registry_id]
+        meta = list(mask._meta)
     attention_op, _ = _register()
     out, lse = attention_op(q, k, v, *lists, meta, bool(causal), window, scale)
     if layout == "bshd":
