@@ -7,24 +7,9 @@ use std::process::Command;
 
 use fragmask::masks::io::{write_npy, DType};
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "fragmask-lightning-cli-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn listing(d: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+#[path = "support/temp_dir.rs"]
+mod temp_dir;
+use temp_dir::TempDir;
 
 fn npy_f32(d: &Path, name: &str, shape: &[usize], value: f32) -> PathBuf {
     let n: usize = shape.iter().product();
@@ -107,15 +92,16 @@ fn strs(a: &[String]) -> Vec<&str> {
 
 #[test]
 fn bad_input_files_are_exit_2_naming_the_input_and_leave_nothing() {
-    let d = dir("files");
-    let f = valid_files(&d);
-    npy_f32(&d, "state_bad.npy", &[1, 2, 96, 95], 0.0);
-    npy_f16(&d, "state_f16.npy", &[1, 2, 96, 96]);
-    npy_f32(&d, "slope_short.npy", &[1], 0.1);
-    npy_f32(&d, "slope_nan.npy", &[2], f32::NAN);
-    npy_f32(&d, "k_other.npy", &[1, 2, 1, 64], 0.0);
+    let tmp = TempDir::new("lightning-files");
+    let d = tmp.0.as_path();
+    let f = valid_files(d);
+    npy_f32(d, "state_bad.npy", &[1, 2, 96, 95], 0.0);
+    npy_f16(d, "state_f16.npy", &[1, 2, 96, 96]);
+    npy_f32(d, "slope_short.npy", &[1], 0.1);
+    npy_f32(d, "slope_nan.npy", &[2], f32::NAN);
+    npy_f32(d, "k_other.npy", &[1, 2, 1, 64], 0.0);
     std::fs::write(d.join("junk.npy"), b"not an array").unwrap();
-    let before = listing(&d);
+    let before = tmp.entries();
     let base = file_args(&f, "o.safetensors");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
@@ -135,7 +121,7 @@ fn bad_input_files_are_exit_2_naming_the_input_and_leave_nothing() {
         (with(&base, "--out", "."), "--out"),
     ];
     for (args, needle) in cases {
-        let (code, text) = run(&d, &strs(&args));
+        let (code, text) = run(d, &strs(&args));
         assert_eq!(code, 2, "{args:?}: {text}");
         assert!(
             text.contains(needle),
@@ -145,30 +131,30 @@ fn bad_input_files_are_exit_2_naming_the_input_and_leave_nothing() {
             !text.contains("no GPU"),
             "{args:?} reached the GPU check: {text}"
         );
-        assert_eq!(listing(&d), before, "{args:?} left a file");
+        assert_eq!(tmp.entries(), before, "{args:?} left a file");
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn valid_files_without_a_gpu_are_exit_3_after_validation() {
-    let d = dir("valid");
-    let f = valid_files(&d);
-    let before = listing(&d);
-    let (code, text) = run(&d, &strs(&file_args(&f, "o.safetensors")));
+    let tmp = TempDir::new("lightning-valid");
+    let d = tmp.0.as_path();
+    let f = valid_files(d);
+    let before = tmp.entries();
+    let (code, text) = run(d, &strs(&file_args(&f, "o.safetensors")));
     if code == 0 {
         eprintln!("SKIPPED: a GPU is visible; this test checks the no-GPU path");
         return;
     }
     assert_eq!(code, 3, "{text}");
     assert!(text.contains("the inputs are valid"), "{text}");
-    assert_eq!(listing(&d), before);
-    std::fs::remove_dir_all(&d).unwrap();
+    assert_eq!(tmp.entries(), before);
 }
 
 #[test]
 fn bad_flags_are_exit_2_before_the_gpu() {
-    let d = dir("flags");
+    let tmp = TempDir::new("lightning-flags");
+    let d = tmp.0.as_path();
     let cases: [(&[&str], &str); 9] = [
         (&["lightning", "--random", "1,64,1,95"], "--random"),
         (&["lightning", "--random", "1,64,1"], "--random"),
@@ -196,7 +182,7 @@ fn bad_flags_are_exit_2_before_the_gpu() {
         ),
     ];
     for (args, needle) in cases {
-        let (code, text) = run(&d, args);
+        let (code, text) = run(d, args);
         assert_eq!(code, 2, "{args:?}: {text}");
         assert!(
             text.contains(needle),
@@ -204,6 +190,5 @@ fn bad_flags_are_exit_2_before_the_gpu() {
         );
         assert!(!text.contains("no GPU"), "{args:?}: {text}");
     }
-    assert!(listing(&d).is_empty());
-    std::fs::remove_dir_all(&d).unwrap();
+    assert!(tmp.entries().is_empty());
 }
