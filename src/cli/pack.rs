@@ -369,33 +369,14 @@ fn predicate_source(text: &str, args: &PackArgs) -> Result<PredicateMask, String
         let view = read_array(&bytes, None)?;
         let ids = view.to_i64("document ids")?;
         // One id list serves queries and keys, so its length is Sq and Sk both.
-        let (batch, len) = match view.shape.as_slice() {
-            [len] => (None, *len),
-            [batch, len] => (Some(*batch), *len),
-            _ => {
-                return Err(MaskError::BadRank {
-                    what: "document ids",
-                    rank: view.shape.len(),
-                    expected: "1 ([S]) or 2 ([B, S])",
-                })
-            }
-        };
-        for (what, seqlen) in [
-            ("document ids length (must equal --seqlen-q)", seqlen_q),
-            ("document ids length (must equal --seqlen-k)", seqlen_k),
-        ] {
-            if len != seqlen {
-                return Err(MaskError::ShapeMismatch {
-                    what,
-                    expected: seqlen as u64,
-                    found: len as u64,
-                });
-            }
-        }
-        match batch {
-            None => Ok(DocumentIds::new(&ids)),
-            Some(batch) => DocumentIds::with_batch(batch, &ids, &ids),
-        }
+        DocumentIds::from_array(
+            &view.shape,
+            &ids,
+            [
+                ("document ids length (must equal --seqlen-q)", seqlen_q),
+                ("document ids length (must equal --seqlen-k)", seqlen_k),
+            ],
+        )
     };
     let predicate =
         parse_predicate(text, &mut load_docs).map_err(|e| format!("--predicate: {e}"))?;

@@ -347,33 +347,14 @@ fn document_ids(
         what: "document ids",
         detail: "not an aligned buffer",
     })?;
-    let (batch, len) = match ids.2.as_slice() {
-        [len] => (None, *len),
-        [batch, len] => (Some(*batch), *len),
-        _ => {
-            return Err(MaskError::BadRank {
-                what: "document ids",
-                rank: ids.2.len(),
-                expected: "1 ([S]) or 2 ([B, S])",
-            })
-        }
-    };
-    for (what, seqlen) in [
-        ("document ids length (must equal seqlen_q)", seqlen_q),
-        ("document ids length (must equal seqlen_k)", seqlen_k),
-    ] {
-        if len != seqlen {
-            return Err(MaskError::ShapeMismatch {
-                what,
-                expected: seqlen as u64,
-                found: len as u64,
-            });
-        }
-    }
-    match batch {
-        None => Ok(DocumentIds::new(values)),
-        Some(batch) => DocumentIds::with_batch(batch, values, values),
-    }
+    DocumentIds::from_array(
+        &ids.2,
+        values,
+        [
+            ("document ids length (must equal seqlen_q)", seqlen_q),
+            ("document ids length (must equal seqlen_k)", seqlen_k),
+        ],
+    )
 }
 
 /// Packs a predicate (the language of `fragmask pack --predicate`). `doc=NAME` atoms

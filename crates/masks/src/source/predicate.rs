@@ -72,6 +72,42 @@ impl DocumentIds {
         ))
     }
 
+    /// One id list of shape `[S]` or `[B, S]` serving queries and keys (self-attention
+    /// over packed documents), so `S` must equal both sequence lengths: `lengths` holds
+    /// `(what, seqlen)` for queries and keys, `what` naming the length as the caller's
+    /// user knows it (a flag or an argument). The shared reader of `fragmask pack
+    /// --predicate doc=FILE` and the Python package.
+    pub fn from_array<I: IndexValue>(
+        shape: &[usize],
+        ids: &[I],
+        lengths: [(&'static str, usize); 2],
+    ) -> Result<DocumentIds, MaskError> {
+        let (batch, len) = match shape {
+            [len] => (None, *len),
+            [batch, len] => (Some(*batch), *len),
+            _ => {
+                return Err(MaskError::BadRank {
+                    what: "document ids",
+                    rank: shape.len(),
+                    expected: "1 ([S]) or 2 ([B, S])",
+                })
+            }
+        };
+        for (what, seqlen) in lengths {
+            if len != seqlen {
+                return Err(MaskError::ShapeMismatch {
+                    what,
+                    expected: seqlen as u64,
+                    found: len as u64,
+                });
+            }
+        }
+        match batch {
+            None => Ok(DocumentIds::new(ids)),
+            Some(batch) => DocumentIds::with_batch(batch, ids, ids),
+        }
+    }
+
     fn build(batch: usize, q_ids: Vec<i64>, k_ids: Vec<i64>) -> DocumentIds {
         let sorted_per_batch = |ids: &[i64]| {
             let len = ids.len() / batch;
