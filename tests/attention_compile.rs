@@ -4,7 +4,7 @@
 //! overlaps the PV wgmma (no GPU needed; needs NVRTC and cuobjdump).
 
 use fragmask::host::attention::compile::compile_kernel;
-use fragmask::kernels::attention::{AttentionKernel, MaskMode};
+use fragmask::kernels::attention::{AttentionKernel, Geometry, MaskMode};
 
 fn nvrtc_or_skip() -> bool {
     match fragmask::host::toolchain::nvrtc_available() {
@@ -24,19 +24,41 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
     if !nvrtc_or_skip() {
         return;
     }
-    for d in [64, 128, 256] {
-        for mode in [MaskMode::Window, MaskMode::Blocks] {
-            for (overlap, pingpong) in [(false, false), (false, true), (true, false), (true, true)]
-            {
-                // Head dim 256 runs the serial loop on one stage (the overlapped one is a
-                // ConfigError there: it would spill).
-                if d == 256 && overlap {
+    // Every loop variant of the 128x128 tile, and the default configuration of every
+    // other geometry, at every head dim and mask mode.
+    let mut kernels = Vec::new();
+    for g in Geometry::SUPPORTED {
+        for d in [64, 128, 256] {
+            if !g.supports_head_dim(d) {
+                continue;
+            }
+            for mode in [MaskMode::Window, MaskMode::Blocks] {
+                let default = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
+                if g != Geometry::TILE_128X128 {
+                    kernels.push(default);
                     continue;
                 }
-                let stages = AttentionKernel::default_for(d, mode).unwrap().stages();
-                let k = AttentionKernel::new(d, mode, stages, overlap)
-                    .unwrap()
-                    .with_pingpong(pingpong);
+                for (overlap, pingpong) in
+                    [(false, false), (false, true), (true, false), (true, true)]
+                {
+                    // Head dim 256 at 128x128 runs the serial loop on one stage (the
+                    // overlapped one is a ConfigError there: it would spill).
+                    if overlap && !g.overlap_fits(d) {
+                        continue;
+                    }
+                    kernels.push(
+                        AttentionKernel::new(g, d, mode, default.stages(), overlap)
+                            .unwrap()
+                            .with_pingpong(pingpong)
+                            .unwrap(),
+                    );
+                }
+            }
+        }
+    }
+    for k in kernels {
+        {
+            {
                 let compiled = compile_kernel(&k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
                 // A register count proves ptxas' report for the kernel was found, so the
                 // spill count below is read, not defaulted.
@@ -74,8 +96,12 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
     if !nvrtc_or_skip() {
         return;
     }
-    for mode in [MaskMode::Window, MaskMode::Blocks] {
-        let k = AttentionKernel::default_for(128, mode).unwrap();
+    for (g, mode) in [
+        (Geometry::TILE_128X128, MaskMode::Window),
+        (Geometry::TILE_128X128, MaskMode::Blocks),
+        (Geometry::TILE_64X64, MaskMode::Blocks),
+    ] {
+        let k = AttentionKernel::default_for_geometry(g, 128, mode).unwrap();
         let compiled = compile_kernel(&k).unwrap();
         let Ok(sass) = compiled.sass_text() else {
             eprintln!("SKIPPED: no cuobjdump");
@@ -96,7 +122,7 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
             .filter(|l| l.contains("MUFU.EX2"))
             .count();
         assert!(
-            exps >= 64,
+            exps >= g.values_per_thread() as usize,
             "{k:?}: only {exps} MUFU.EX2 between the waits (softmax not overlapped)"
         );
     }

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use fragmask::host::attention::inputs::{dense_mask, packed_mask, MaskInput};
 use fragmask::host::attention::AttentionShape;
+use fragmask::kernels::attention::Geometry;
 use fragmask::masks::io::{write_npy, DType};
 
 fn lcg(seed: &mut u64) -> u64 {
@@ -95,7 +96,7 @@ fn fragmask_pack_file_equals_the_dense_mask_packed_by_the_attention_path() {
         };
         let from_dense = dense_mask(&npy, &shape, "m.npy")
             .unwrap()
-            .build(&shape)
+            .build(&shape, &Geometry::TILE_128X128)
             .unwrap();
         assert_eq!(*from_file, from_dense, "{b}x{h}x{sq}x{sk}");
         for bb in 0..b {

@@ -425,7 +425,12 @@ fn packed_masks_are_checked_against_the_call() {
     refused_by_both(
         &dir,
         &["--random", "1,1,1,256,256,64", "--mask", &other],
-        &["64x128.safetensors (--mask)", "block_m = 64"],
+        &[
+            "64x128.safetensors (--mask)",
+            "tile 64x128",
+            "not supported",
+            "64x64 (1 wg)",
+        ],
     );
 }
 

@@ -13,7 +13,7 @@ use fragmask::host::attention::{
     PackedMask, Window,
 };
 use fragmask::host::Device;
-use fragmask::kernels::attention::{AttentionKernel, MaskMode, BLOCK_M, BLOCK_N};
+use fragmask::kernels::attention::{AttentionKernel, Geometry, MaskMode};
 use fragmask::masks::io::{read_file_limited, write_npy_file, write_safetensors, DType};
 
 use super::verify::NO_GPU_EXIT;
@@ -117,6 +117,11 @@ pub struct ForwardArgs {
     /// Producer reads the tile list one tile ahead: true or false.
     #[arg(long)]
     lookahead: Option<bool>,
+    /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
+    /// 192x128. Default: a --mask file's own tile, else 128x128. --selftest without it
+    /// sweeps every geometry.
+    #[arg(long)]
+    block: Option<String>,
 }
 
 /// Arguments of `fragmask attention`.
@@ -166,11 +171,22 @@ fn config_flags(args: &ForwardArgs) -> String {
     if let Some(l) = args.lookahead {
         given.push(format!("--lookahead {l}"));
     }
+    if let Some(b) = &args.block {
+        given.push(format!("--block {b}"));
+    }
     if given.is_empty() {
         String::new()
     } else {
         format!("{}: ", given.join(" "))
     }
+}
+
+/// `--block`, parsed (validated in [`validate`], so a later parse cannot fail).
+fn geometry_flag(args: &ForwardArgs) -> Result<Option<Geometry>, String> {
+    args.block
+        .as_deref()
+        .map(|b| Geometry::parse(b).map_err(|e| format!("--block {b}: {e}")))
+        .transpose()
 }
 
 fn opts(args: &ForwardArgs) -> AttentionOptions {
@@ -180,6 +196,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         overlap: if args.no_overlap { Some(false) } else { None },
         pingpong: args.pingpong,
         lookahead: args.lookahead,
+        geometry: geometry_flag(args).ok().flatten(),
     }
 }
 
@@ -195,17 +212,10 @@ fn mode_of(args: &ForwardArgs) -> MaskMode {
 pub fn run(args: AttentionArgs) -> CmdResult {
     if args.emit_source || args.inspect {
         let fwd = &args.forward;
-        let default = AttentionKernel::default_for(args.head_dim, mode_of(fwd))
-            .map_err(|e| format!("--head-dim {}: {e}", args.head_dim))?;
-        let k = AttentionKernel::new(
-            args.head_dim,
-            mode_of(fwd),
-            fwd.stages.unwrap_or(default.stages()),
-            !fwd.no_overlap,
-        )
-        .map_err(|e| format!("{}{e}", config_flags(fwd)))?
-        .with_pingpong(fwd.pingpong.unwrap_or(default.pingpong()))
-        .with_lookahead(fwd.lookahead.unwrap_or(default.lookahead()));
+        let geometry =
+            geometry_flag(fwd)?.unwrap_or_else(|| AttentionKernel::default_geometry(args.head_dim));
+        let k = inputs::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
+            .map_err(|e| format!("--head-dim {}: {}{e}", args.head_dim, config_flags(fwd)))?;
         if args.emit_source {
             print!("{}", k.source().map_err(|e| e.to_string())?);
             return Ok(ExitCode::SUCCESS);
@@ -213,8 +223,11 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         let c = compile::compile_kernel(&k).map_err(|e| e.to_string())?;
         println!("{k:?}");
         println!(
-            "registers {} (entry cap; consumers setmaxnreg 240), spill bytes {}, stack bytes {}",
-            c.registers, c.spill_bytes, c.stack_bytes
+            "registers {} (entry cap; consumers setmaxnreg {}), spill bytes {}, stack bytes {}",
+            c.registers,
+            k.geometry().consumer_regs(),
+            c.spill_bytes,
+            c.stack_bytes
         );
         match c.sass() {
             Ok(s) => {
@@ -319,6 +332,7 @@ fn named(path: &Path, flag: &str) -> String {
 /// kernel configuration), without looking for a GPU; the caller looks for one after.
 pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
     let e = |x: InputError| x.to_string();
+    geometry_flag(args)?;
     if let Some(s) = args.scale {
         if !s.is_finite() {
             return Err(format!("--scale {s}: expected a finite number"));
@@ -390,7 +404,11 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
     };
 
     // ---- kernel configuration (compiles nothing) ----
-    inputs::kernel_config(shape.head_dim, mode_of(args), &opts(args))
+    let packed = match &mask {
+        Some(MaskInput::Packed(m)) => Some(m.as_ref()),
+        _ => None,
+    };
+    inputs::call_kernel(shape.head_dim, mode_of(args), packed, &opts(args))
         .map_err(|x| format!("{}{x}", config_flags(args)))?;
     Ok(Validated {
         source,
@@ -432,9 +450,15 @@ pub fn forward(
     drop(qkv);
 
     // ---- mask ----
+    let packed = match &inputs.mask {
+        Some(MaskInput::Packed(m)) => Some(m.as_ref()),
+        _ => None,
+    };
+    let geometry =
+        inputs::call_geometry(shape.head_dim, packed, &opts(args)).map_err(|e| e.to_string())?;
     let pack_start = Instant::now();
     let block_mask = match inputs.mask {
-        Some(m) => Some(m.build(&shape).map_err(|e| e.to_string())?),
+        Some(m) => Some(m.build(&shape, &geometry).map_err(|e| e.to_string())?),
         None => None,
     };
     let pack_ms = pack_start.elapsed().as_secs_f64() * 1e3;
@@ -449,7 +473,7 @@ pub fn forward(
     };
     let (visited, partial) = match &block_mask {
         Some(m) => block_tiles(m, &shape),
-        None => inputs::window_tiles(&window, &shape),
+        None => inputs::window_tiles(&window, &shape, &geometry),
     };
 
     // ---- run ----
@@ -510,7 +534,8 @@ pub fn forward(
         }
     }
 
-    let tile_flops = 4.0 * f64::from(BLOCK_M * BLOCK_N) * shape.head_dim as f64;
+    let g = kernel.geometry();
+    let tile_flops = 4.0 * f64::from(g.block_m() * g.block_n()) * shape.head_dim as f64;
     let (median, min, iters) = timing.as_ref().map_or((f64::NAN, f64::NAN, 0), |t| {
         (t.median_ms, t.min_ms, t.samples_ms.len())
     });
@@ -527,6 +552,7 @@ pub fn forward(
                 "device": device.name(),
                 "shape": [shape.batch, shape.heads, shape.kv_heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim],
                 "kernel": format!("{kernel:?}"),
+                "geometry": g.name(),
                 "iters": iters,
                 "ms_median": timing.as_ref().map(|_| median),
                 "ms_min": timing.as_ref().map(|_| min),
@@ -583,7 +609,15 @@ fn run_selftest(runner: &AttentionRunner, args: &ForwardArgs, device: &str) -> C
         selftest::O_TOLERANCE
     );
     let mut failures = 0;
-    for (i, case) in selftest::default_cases().iter().enumerate() {
+    let geometries = match geometry_flag(args)? {
+        Some(g) => vec![g],
+        None => Geometry::SUPPORTED.to_vec(),
+    };
+    let cases: Vec<selftest::Case> = geometries
+        .into_iter()
+        .flat_map(selftest::cases_for)
+        .collect();
+    for (i, case) in cases.iter().enumerate() {
         let mut case = case.clone();
         if args.no_overlap {
             case.opts.overlap = Some(false);
@@ -600,7 +634,7 @@ fn run_selftest(runner: &AttentionRunner, args: &ForwardArgs, device: &str) -> C
                     failures += 1;
                 }
                 println!(
-                    "{} {:<52} rel_err {:.2e}  lse_err {:.2e}  bad {}  empty-row errors {}  partial tiles {}",
+                    "{} {:<62} rel_err {:.2e}  lse_err {:.2e}  bad {}  empty-row errors {}  partial tiles {}",
                     if r.passed { "PASS" } else { "FAIL" },
                     r.name,
                     r.rel_err,
@@ -612,7 +646,7 @@ fn run_selftest(runner: &AttentionRunner, args: &ForwardArgs, device: &str) -> C
             }
             Err(e) => {
                 failures += 1;
-                println!("FAIL {:<52} error: {e}", case.name);
+                println!("FAIL {:<62} error: {e}", case.name);
             }
         }
     }

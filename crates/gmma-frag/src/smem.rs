@@ -191,6 +191,25 @@ impl SmemAtom {
     }
 }
 
+impl SmemAtom {
+    /// The atom repeated over an `(mn, k)` tile with atoms along K first, then MN: each
+    /// swizzle-width column of MN is one contiguous chunk of `k` rows, the order a 2-D TMA
+    /// box of one swizzle width per load writes (the V tile of attention: one chunk per
+    /// 64 columns of D). `mn` and `k` must be multiples of the atom.
+    pub const fn tile_k_first(&self, mn: u32, k: u32) -> Result<SwizzledLayout, FragError> {
+        let (atom_mn, atom_k) = self.shape();
+        if mn == 0 || k == 0 || !mn.is_multiple_of(atom_mn) || !k.is_multiple_of(atom_k) {
+            return Err(FragError::Descriptor {
+                reason: "tile is not a multiple of the atom",
+            });
+        }
+        let (mn_atoms, k_atoms) = ((mn / atom_mn) as i64, (k / atom_k) as i64);
+        let copies = lay!(Layout::from_flat(&[mn_atoms, k_atoms], &[k_atoms, 1]));
+        let tiled = lay!(blocked_product(&self.plain_layout(), &copies));
+        Ok(SwizzledLayout::new(self.element_swizzle(), tiled))
+    }
+}
+
 /// The fields of a wgmma shared-memory matrix descriptor (PTX ISA "Matrix Descriptor
 /// Format"; CuTe `GmmaDescriptor` in `cute/arch/mma_sm90_desc.hpp`), in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

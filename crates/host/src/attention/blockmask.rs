@@ -1,7 +1,8 @@
 //! The attention kernel's block mask is a [`fragmask_masks::PackedMask`], the file
 //! `fragmask pack` writes (docs/masks.md): FlexAttention-style tile lists plus the
-//! FragmentNative words of the partial tiles, for the kernel's tile (128 x 128, two
-//! consumer warpgroups, no SwapAB).
+//! FragmentNative words of the partial tiles, for one of the kernel's tile geometries
+//! (`Geometry`: 128 x 128 over two consumer warpgroups, 64 x 64 over one, ...; no SwapAB).
+//! The geometry of a call with a mask is the mask's tile.
 //!
 //! This module checks that a packed mask matches the kernel's geometry and the call's
 //! shape, and packs any [`MaskSource`] with the masks crate's packer. The kernel reads:
@@ -9,20 +10,18 @@
 //!   (`[B, H, Mb]`, `[B, H, Mb, Nb]`; only entries below the counts);
 //! - `kv_tile_offsets` for the `j`-th partial tile (entries past the count are -1 and
 //!   never read);
-//! - `words` u32 `[tiles, 256, 2]`: bit `b` of word `w` of consumer thread `t` is the
+//! - `words` u32 `[tiles, consumer threads, words]`: bit `b` of word `w` of consumer thread `t` is the
 //!   element that thread holds at fragment value `32w + b` (docs/architecture.md
 //!   facts 1 and 7).
 //!
-//! Tile classes (masks::pack): a tile is full only when all 128 x 128 elements exist and
+//! Tile classes (masks::pack): a tile is full only when all of its elements exist and
 //! are visible, so a ragged edge tile is never full; elements past `seqlen_q` /
 //! `seqlen_k` are 0 in the words. The kernel applies the key bound to any tile reaching
 //! past `seqlen_k` and never stores rows past `seqlen_q`.
 
 use std::ops::Range;
 
-use fragmask_kernels::attention::{
-    BLOCK_M, BLOCK_N, CONSUMER_WARPGROUPS, MASK_THREADS, MASK_WORDS_PER_THREAD,
-};
+use fragmask_kernels::attention::Geometry;
 use fragmask_masks::{
     pack, Encoding, MaskShape, MaskSource, PackOptions, PackedMask, Region, TiledAccumulator,
 };
@@ -37,19 +36,37 @@ pub const MAX_PACK_ELEMENTS: u64 = 1 << 36;
 /// The encoding of the kernel's words.
 pub const KERNEL_ENCODING: Encoding = Encoding::FragmentNative;
 
-/// Words per partial tile (`256 * 2`).
-pub const WORDS_PER_TILE: usize = (MASK_THREADS * MASK_WORDS_PER_THREAD) as usize;
-
-/// The kernel's tile: `BLOCK_M x BLOCK_N` over `CONSUMER_WARPGROUPS` warpgroups, no SwapAB.
-pub fn kernel_accumulator() -> Result<TiledAccumulator, AttentionError> {
-    TiledAccumulator::new(BLOCK_M, BLOCK_N, CONSUMER_WARPGROUPS, false)
-        .map_err(|e| AttentionError::Masks(e.into()))
+/// Words per partial tile of `geometry`: consumer threads x words per thread.
+pub fn words_per_tile(geometry: &Geometry) -> usize {
+    (geometry.mask_threads() * geometry.mask_words_per_thread()) as usize
 }
 
-/// Checks that `mask` was packed for the kernel's tile and encoding; the error names
-/// the first field that differs.
-pub fn check_kernel_layout(mask: &PackedMask) -> Result<(), AttentionError> {
-    let kernel = kernel_accumulator()?;
+/// The tile of `geometry`: `block_m x block_n` over its consumer warpgroups, no SwapAB.
+pub fn kernel_accumulator(geometry: &Geometry) -> Result<TiledAccumulator, AttentionError> {
+    TiledAccumulator::new(
+        geometry.block_m(),
+        geometry.block_n(),
+        geometry.consumer_warpgroups(),
+        false,
+    )
+    .map_err(|e| AttentionError::Masks(e.into()))
+}
+
+/// The kernel geometry of a packed mask's tile: a supported geometry with the mask's
+/// `block_m x block_n` and warpgroups, FragmentNative and no SwapAB; else the error names
+/// the first field that differs from the nearest supported tile.
+pub fn mask_geometry(mask: &PackedMask) -> Result<Geometry, AttentionError> {
+    let acc = mask.accumulator();
+    let geometry = Geometry::from_tile(acc.block_m(), acc.block_n(), acc.warpgroups())
+        .map_err(AttentionError::Config)?;
+    check_kernel_layout(mask, &geometry)?;
+    Ok(geometry)
+}
+
+/// Checks that `mask` was packed for `geometry`'s tile and the kernel's encoding; the
+/// error names the first field that differs.
+pub fn check_kernel_layout(mask: &PackedMask, geometry: &Geometry) -> Result<(), AttentionError> {
+    let kernel = kernel_accumulator(geometry)?;
     let acc = mask.accumulator();
     let fields = [
         (
@@ -85,7 +102,7 @@ pub fn check_kernel_layout(mask: &PackedMask) -> Result<(), AttentionError> {
         (
             "words per tile",
             mask.layout().words_per_tile().to_string(),
-            WORDS_PER_TILE.to_string(),
+            words_per_tile(geometry).to_string(),
         ),
     ];
     for (field, found, expected) in fields {
@@ -148,9 +165,12 @@ pub fn check_pack_size(
     }
 }
 
-/// Packs `source` for the kernel with the masks crate's packer (all cores).
-pub fn pack_for_kernel<S: MaskSource + ?Sized>(source: &S) -> Result<PackedMask, AttentionError> {
-    let acc = kernel_accumulator()?;
+/// Packs `source` for the kernel's `geometry` with the masks crate's packer (all cores).
+pub fn pack_for_kernel<S: MaskSource + ?Sized>(
+    source: &S,
+    geometry: &Geometry,
+) -> Result<PackedMask, AttentionError> {
+    let acc = kernel_accumulator(geometry)?;
     pack(source, &acc, KERNEL_ENCODING, &PackOptions::default()).map_err(AttentionError::Masks)
 }
 
@@ -228,9 +248,21 @@ where
 
 /// The former attention packer (predicate -> tiles, one element at a time), kept as the
 /// test reference of [`pack_for_kernel`].
+/// The 128 x 128 geometry's numbers, for the reference packer and the tests.
+#[cfg(test)]
+mod tile128 {
+    use fragmask_kernels::attention::Geometry;
+    pub const GEOMETRY: Geometry = Geometry::TILE_128X128;
+    pub const BLOCK_M: u32 = GEOMETRY.block_m();
+    pub const BLOCK_N: u32 = GEOMETRY.block_n();
+    pub const MASK_THREADS: u32 = GEOMETRY.mask_threads();
+    pub const MASK_WORDS_PER_THREAD: u32 = GEOMETRY.mask_words_per_thread();
+    pub const WORDS_PER_TILE: usize = (MASK_THREADS * MASK_WORDS_PER_THREAD) as usize;
+}
+
 #[cfg(test)]
 pub(crate) mod reference_packer {
-    use super::*;
+    use super::tile128::*;
 
     /// `(consumer thread, value)` of every element of a 128 x 128 tile, row-major, from
     /// the PTX formula of the wgmma m64nNk16 accumulator (docs/architecture.md fact 1),
@@ -376,6 +408,7 @@ mod proptest_ci;
 #[cfg(test)]
 mod tests {
     use super::reference_packer::{pack_reference, tile_owner_table, RefClass, ReferenceMask};
+    use super::tile128::*;
     use super::*;
     use fragmask_masks::{DenseMask, TileClass};
     use proptest::prelude::*;
@@ -398,7 +431,7 @@ mod tests {
         // The kernel loads word w of thread t and tests bit b for its value 32w + b
         // (kernels' MASK_BLOCKS): the masks crate's FragmentNative position must be
         // 64 t + value for every element.
-        let acc = kernel_accumulator().unwrap();
+        let acc = kernel_accumulator(&GEOMETRY).unwrap();
         let layout = fragmask_masks::EncodedLayout::derive(&acc, KERNEL_ENCODING).unwrap();
         assert_eq!(layout.words_per_tile(), WORDS_PER_TILE);
         let owners = tile_owner_table();
@@ -415,7 +448,7 @@ mod tests {
     }
 
     fn dense_pack(b: usize, h: usize, sq: usize, sk: usize, bits: &[u8]) -> PackedMask {
-        pack_for_kernel(&DenseMask::new(bits, &[b, h, sq, sk]).unwrap()).unwrap()
+        pack_for_kernel(&DenseMask::new(bits, &[b, h, sq, sk]).unwrap(), &GEOMETRY).unwrap()
     }
 
     /// The in-range elements of tile (m, n) as FragmentNative words.
@@ -578,13 +611,14 @@ mod tests {
             // The dense fast path (fused AVX2 where available) and the predicate path.
             let dense = dense_pack(b, h, sq, sk, &bits);
             let shape = MaskShape::new(b, h, sq, sk).unwrap();
-            let by_fn = pack_for_kernel(&FnMask::new(shape, at)).unwrap();
+            let by_fn = pack_for_kernel(&FnMask::new(shape, at), &GEOMETRY).unwrap();
             prop_assert_eq!(&dense, &by_fn);
             if let Err(e) = assert_same_tiles(&dense, &reference) {
                 return Err(TestCaseError::fail(e));
             }
             // And the kernel check accepts it.
-            check_kernel_layout(&dense).unwrap();
+            check_kernel_layout(&dense, &GEOMETRY).unwrap();
+            assert_eq!(mask_geometry(&dense).unwrap(), GEOMETRY);
         }
     }
 
@@ -604,20 +638,37 @@ mod tests {
                 "block_n",
             ),
             (
-                kernel_accumulator().unwrap(),
+                kernel_accumulator(&GEOMETRY).unwrap(),
                 Encoding::RowMajor,
                 "encoding",
             ),
         ];
         for (acc, encoding, field) in cases {
             let m = pack(&dense, &acc, encoding, &PackOptions::default()).unwrap();
-            let e = check_kernel_layout(&m).unwrap_err();
+            let e = check_kernel_layout(&m, &GEOMETRY).unwrap_err();
             assert!(
                 matches!(&e, AttentionError::MaskLayout { field: f, .. } if *f == field),
                 "{e}"
             );
             assert!(e.to_string().contains(field), "{e}");
         }
+    }
+
+    #[test]
+    fn a_mask_picks_its_geometry_and_unsupported_tiles_list_the_supported_ones() {
+        let bits = vec![1u8; 256 * 256];
+        let dense = DenseMask::new(&bits, &[256, 256]).unwrap();
+        let at = |m, n, w| {
+            let acc = TiledAccumulator::new(m, n, w, false).unwrap();
+            pack(&dense, &acc, KERNEL_ENCODING, &PackOptions::default()).unwrap()
+        };
+        assert_eq!(mask_geometry(&at(64, 64, 1)).unwrap(), Geometry::TILE_64X64);
+        assert_eq!(
+            mask_geometry(&at(128, 80, 2)).unwrap(),
+            Geometry::TILE_128X80
+        );
+        let e = mask_geometry(&at(64, 128, 1)).unwrap_err().to_string();
+        assert!(e.contains("64x128") && e.contains("64x64 (1 wg)"), "{e}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use fragmask_kernels::attention::{AttentionKernel, MaskMode, BLOCK_M, BLOCK_N};
+use fragmask_kernels::attention::{AttentionKernel, Geometry, MaskMode};
 use fragmask_masks::io::{read_array, ArrayView, DType, SafetensorsFile};
 use fragmask_masks::{DenseMask, MaskError, MaskShape, PackedMask, Region};
 
@@ -338,25 +338,64 @@ pub fn qkv_from_safetensors(bytes: &[u8], what: &str) -> Result<Qkv, InputError>
     qkv_from_views(&q, &k, &v, [&names[0], &names[1], &names[2]])
 }
 
-/// The kernel configuration a call with `head_dim`, `mode` and `opts` launches
-/// (compiles nothing; refuses unsupported stages / overlap / head dims).
+/// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
+/// launches (compiles nothing; refuses unsupported stages / overlap / ping-pong / head dims).
 pub fn kernel_config(
     head_dim: usize,
     mode: MaskMode,
+    geometry: Geometry,
     opts: &AttentionOptions,
 ) -> Result<AttentionKernel, AttentionError> {
     let d = u32::try_from(head_dim)
         .map_err(|_| AttentionError::Shape(format!("head dim {head_dim} not supported")))?;
-    let default = AttentionKernel::default_for(d, mode).map_err(AttentionError::Config)?;
-    Ok(AttentionKernel::new(
+    let default =
+        AttentionKernel::default_for_geometry(geometry, d, mode).map_err(AttentionError::Config)?;
+    AttentionKernel::new(
+        geometry,
         d,
         mode,
         opts.stages.unwrap_or(default.stages()),
         opts.overlap.unwrap_or(default.overlap()),
     )
-    .map_err(AttentionError::Config)?
-    .with_pingpong(opts.pingpong.unwrap_or(default.pingpong()))
-    .with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
+    .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
+    .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
+    .map_err(AttentionError::Config)
+}
+
+/// The geometry of a call: the tile of its packed mask (`mask`), else `opts.geometry`,
+/// else the head dim's default. A mask whose tile differs from `opts.geometry` is refused.
+pub fn call_geometry(
+    head_dim: usize,
+    mask: Option<&PackedMask>,
+    opts: &AttentionOptions,
+) -> Result<Geometry, AttentionError> {
+    match mask {
+        Some(m) => {
+            let g = blockmask::mask_geometry(m)?;
+            match opts.geometry {
+                Some(want) if want != g => Err(AttentionError::MaskLayout {
+                    field: "tile",
+                    found: g.name(),
+                    expected: want.name(),
+                }),
+                _ => Ok(g),
+            }
+        }
+        None => Ok(opts.geometry.unwrap_or_else(|| {
+            AttentionKernel::default_geometry(u32::try_from(head_dim).unwrap_or(0))
+        })),
+    }
+}
+
+/// The kernel a call launches: [`call_geometry`] then [`kernel_config`].
+pub fn call_kernel(
+    head_dim: usize,
+    mode: MaskMode,
+    mask: Option<&PackedMask>,
+    opts: &AttentionOptions,
+) -> Result<AttentionKernel, AttentionError> {
+    let g = call_geometry(head_dim, mask, opts)?;
+    kernel_config(head_dim, mode, g, opts)
 }
 
 /// `--window LEFT,RIGHT` (each `-1` for unbounded, else `0..=2^32-1`) at `diag_offset`.
@@ -516,9 +555,14 @@ pub enum MaskInput {
 }
 
 impl MaskInput {
-    /// Packs (dense, synthetic: the masks crate's packer) or returns the mask, for
-    /// `shape` (the one it was validated against).
-    pub fn build(self, shape: &AttentionShape) -> Result<PackedMask, AttentionError> {
+    /// Packs (dense, synthetic: the masks crate's packer, for the tile of `geometry`) or
+    /// returns the mask (whose own tile decides), for `shape` (the one it was validated
+    /// against).
+    pub fn build(
+        self,
+        shape: &AttentionShape,
+        geometry: &Geometry,
+    ) -> Result<PackedMask, AttentionError> {
         let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
         match self {
             MaskInput::Packed(m) => Ok(*m),
@@ -529,15 +573,18 @@ impl MaskInput {
             } => {
                 let dense = DenseMask::new(&bytes, &[batch, heads, sq, sk])
                     .map_err(AttentionError::Masks)?;
-                pack_for_kernel(&dense)
+                pack_for_kernel(&dense, geometry)
             }
             MaskInput::Synthetic(spec, seed) => {
                 let mask_shape = MaskShape::new(1, 1, sq, sk).map_err(AttentionError::Masks)?;
-                pack_for_kernel(&FnMask::with_region(
-                    mask_shape,
-                    move |b, h, i, j| synthetic_visible(spec, seed, b, h, i, j),
-                    move |b, h, rows, cols| synthetic_region(spec, seed, (b, h), rows, cols),
-                ))
+                pack_for_kernel(
+                    &FnMask::with_region(
+                        mask_shape,
+                        move |b, h, i, j| synthetic_visible(spec, seed, b, h, i, j),
+                        move |b, h, rows, cols| synthetic_region(spec, seed, (b, h), rows, cols),
+                    ),
+                    geometry,
+                )
             }
         }
     }
@@ -612,15 +659,15 @@ pub fn packed_mask(
 ) -> Result<MaskInput, InputError> {
     safetensors_file(bytes, what)?;
     let mask = PackedMask::from_safetensors(bytes).map_err(file_err(what))?;
-    blockmask::check_kernel_layout(&mask).map_err(|e| invalid(what, e.to_string()))?;
+    blockmask::mask_geometry(&mask).map_err(|e| invalid(what, e.to_string()))?;
     blockmask::check_fits(&mask, shape).map_err(|e| invalid(what, e.to_string()))?;
     Ok(MaskInput::Packed(Box::new(mask)))
 }
 
 /// (visited tiles, partial tiles) of a window mask over the whole call, mirroring the
 /// kernel's schedule; O(query blocks), so any valid shape is counted quickly.
-pub fn window_tiles(w: &Window, s: &AttentionShape) -> (u64, u64) {
-    let (bm, bn) = (i64::from(BLOCK_M), i64::from(BLOCK_N));
+pub fn window_tiles(w: &Window, s: &AttentionShape, g: &Geometry) -> (u64, u64) {
+    let (bm, bn) = (i64::from(g.block_m()), i64::from(g.block_n()));
     let (sq, sk) = (s.seqlen_q as i64, s.seqlen_k as i64);
     let d = i64::from(w.diag_offset);
     let nb = (sk + bn - 1) / bn;
@@ -682,8 +729,8 @@ mod tests {
     }
 
     /// The former tile-by-tile count, kept as the oracle.
-    fn window_tiles_by_tile(w: &Window, s: &AttentionShape) -> (u64, u64) {
-        let (bm, bn) = (i64::from(BLOCK_M), i64::from(BLOCK_N));
+    fn window_tiles_by_tile(w: &Window, s: &AttentionShape, g: &Geometry) -> (u64, u64) {
+        let (bm, bn) = (i64::from(g.block_m()), i64::from(g.block_n()));
         let nb = (s.seqlen_k as i64 + bn - 1) / bn;
         let d = i64::from(w.diag_offset);
         let (mut visited, mut partial) = (0u64, 0u64);
@@ -721,21 +768,27 @@ mod tests {
             Some(300),
             Some(5000),
         ];
-        for &(sq, sk) in &[(1, 1), (128, 128), (130, 257), (1000, 600), (77, 2000)] {
-            for &left in &bounds {
-                for &right in &bounds {
-                    for diag_offset in [-700, -129, -1, 0, 1, 128, 523] {
-                        let w = Window {
-                            left,
-                            right,
-                            diag_offset,
-                        };
-                        let s = shape(2, 3, 1, sq, sk, 64);
-                        assert_eq!(
-                            window_tiles(&w, &s),
-                            window_tiles_by_tile(&w, &s),
-                            "{w:?} {sq}x{sk}"
-                        );
+        for g in [
+            Geometry::TILE_128X128,
+            Geometry::TILE_64X64,
+            Geometry::TILE_128X80,
+        ] {
+            for &(sq, sk) in &[(1, 1), (128, 128), (130, 257), (1000, 600), (77, 2000)] {
+                for &left in &bounds {
+                    for &right in &bounds {
+                        for diag_offset in [-700, -129, -1, 0, 1, 128, 523] {
+                            let w = Window {
+                                left,
+                                right,
+                                diag_offset,
+                            };
+                            let s = shape(2, 3, 1, sq, sk, 64);
+                            assert_eq!(
+                                window_tiles(&w, &s, &g),
+                                window_tiles_by_tile(&w, &s, &g),
+                                "{w:?} {sq}x{sk} {g}"
+                            );
+                        }
                     }
                 }
             }
@@ -809,7 +862,10 @@ mod tests {
         let s = shape(2, 2, 1, 130, 129, 64);
         let bits: Vec<u8> = (0..130 * 129).map(|i| (i % 3 == 0) as u8).collect();
         let ok = write_npy(DType::Bool, &[1, 1, 130, 129], &bits);
-        let m = dense_mask(&ok, &s, "m").unwrap().build(&s).unwrap();
+        let m = dense_mask(&ok, &s, "m")
+            .unwrap()
+            .build(&s, &Geometry::TILE_128X128)
+            .unwrap();
         let decoded: Vec<u8> = m.decode_plane(0, 0).into_iter().map(u8::from).collect();
         assert_eq!(decoded, bits);
         let wrong = write_npy(DType::Bool, &[1, 1, 129, 130], &bits);
@@ -835,14 +891,20 @@ mod tests {
             Synthetic::BlockSparse(0.5, 1.0),
             Synthetic::BlockSparse(1.0, 0.0),
         ] {
-            let fast = synthetic_mask(spec, 7, &s).unwrap().build(&s).unwrap();
+            let fast = synthetic_mask(spec, 7, &s)
+                .unwrap()
+                .build(&s, &Geometry::TILE_128X128)
+                .unwrap();
             let pred = match spec {
                 Synthetic::Random(p) => random_tokens(p, 7),
                 Synthetic::BlockSparse(t, p) => block_sparse(t, p, 7),
             };
             let mask_shape = MaskShape::new(1, 1, 300, 389).unwrap();
-            let slow =
-                pack_for_kernel(&FnMask::new(mask_shape, |b, h, i, j| pred(b, h, i, j))).unwrap();
+            let slow = pack_for_kernel(
+                &FnMask::new(mask_shape, |b, h, i, j| pred(b, h, i, j)),
+                &Geometry::TILE_128X128,
+            )
+            .unwrap();
             assert_eq!(fast, slow, "{spec:?}");
             let plane = fast.decode_plane(0, 0);
             assert!(
@@ -857,7 +919,7 @@ mod tests {
         use fragmask_masks::{pack, Encoding, PackOptions, Predicate, PredicateMask};
         let s = shape(1, 2, 1, 200, 300, 64);
         let causal = PredicateMask::new(200, 300, Predicate::causal()).unwrap();
-        let ours = blockmask::pack_for_kernel(&causal).unwrap();
+        let ours = blockmask::pack_for_kernel(&causal, &Geometry::TILE_128X128).unwrap();
         let bytes = ours.to_safetensors().unwrap();
         match packed_mask(&bytes, &s, "m.safetensors").unwrap() {
             MaskInput::Packed(m) => assert_eq!(*m, ours),
@@ -882,9 +944,17 @@ mod tests {
         let e = packed_mask(&other, &s, "o.safetensors").unwrap_err();
         assert!(
             e.to_string()
-                .contains("block_m = 64; the attention kernel needs block_m = 128"),
+                .contains("tile 64x128 over 1 warpgroup(s) is not supported"),
             "{e}"
         );
+        // A supported tile in another encoding names the field.
+        let acc = fragmask_masks::TiledAccumulator::new(64, 64, 1, false).unwrap();
+        let row_major = pack(&causal, &acc, Encoding::RowMajor, &PackOptions::default())
+            .unwrap()
+            .to_safetensors()
+            .unwrap();
+        let e = packed_mask(&row_major, &s, "r.safetensors").unwrap_err();
+        assert!(e.to_string().contains("encoding = "), "{e}");
         let npy = write_npy(DType::Bool, &[1], &[1]);
         let e = packed_mask(&npy, &s, "q.npy").unwrap_err();
         assert!(e.to_string().contains("safetensors file is needed"), "{e}");

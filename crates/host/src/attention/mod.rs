@@ -47,7 +47,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::{
-    AttentionKernel, AttentionParams, ConfigError, MaskMode, KERNEL_NAME, THREADS, WINDOW_INFINITE,
+    AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, KERNEL_NAME, WINDOW_INFINITE,
 };
 use fragmask_masks::MaskError;
 
@@ -95,7 +95,8 @@ impl std::fmt::Display for AttentionError {
             } => write!(
                 f,
                 "block mask: {field} = {found}; the attention kernel needs {field} = {expected} \
-                 (pack with --block 128x128 --warpgroups 2, FragmentNative)"
+                 (pack FragmentNative with one of the tiles {}, e.g. --block 64x64 --warpgroups 1)",
+                Geometry::supported_list()
             ),
             AttentionError::Masks(e) => write!(f, "block mask: {e}"),
             AttentionError::Config(e) => write!(f, "attention kernel: {e}"),
@@ -313,6 +314,9 @@ pub struct AttentionOptions {
     pub pingpong: Option<bool>,
     /// Producer tile-list lookahead; `None` is on.
     pub lookahead: Option<bool>,
+    /// Tile geometry; `None` is the mask's tile with a block mask, else the default of the
+    /// head dim. With a block mask, a geometry other than the mask's tile is an error.
+    pub geometry: Option<Geometry>,
 }
 
 /// Output of one attention call.
@@ -324,7 +328,7 @@ pub struct AttentionOutput {
     pub lse: CudaSlice<f32>,
 }
 
-/// The tensor map of a `[B, H, S, D]` bf16 tensor: box 64 x 128 x 1 x 1, 128-byte swizzle.
+/// The tensor map of a `[B, H, S, D]` bf16 tensor: box 64 x rows x 1 x 1, 128-byte swizzle.
 #[repr(transparent)]
 #[derive(Clone, Copy)]
 struct TensorMapArg(sys::CUtensorMap);
@@ -344,18 +348,25 @@ struct Params(AttentionParams);
 // C's rules, and the generated source static_asserts the same numbers under NVRTC.
 unsafe impl DeviceRepr for Params {}
 
-fn encode_tensor_map(ptr: u64, shape: [usize; 4]) -> Result<TensorMapArg, AttentionError> {
+fn encode_tensor_map(
+    ptr: u64,
+    shape: [usize; 4],
+    box_rows: u32,
+) -> Result<TensorMapArg, AttentionError> {
     let [_, h, s, d] = shape;
-    encode_strided_map(ptr, shape, [h * s * d, s * d, d, 1])
+    encode_strided_map(ptr, shape, [h * s * d, s * d, d, 1], box_rows)
 }
 
 /// A TMA map of a bf16 tensor of logical shape `[B, H, S, D]` whose elements are
-/// `strides` apart (`D` must be contiguous). TMA needs a 16-byte-aligned base and
-/// strides that are multiples of 16 bytes (CUDA driver API, cuTensorMapEncodeTiled).
+/// `strides` apart (`D` must be contiguous), loading boxes of 64 columns of D by
+/// `box_rows` rows of S (the geometry's `block_m` for Q, `block_n` for K and V). TMA needs
+/// a 16-byte-aligned base and strides that are multiples of 16 bytes (CUDA driver API,
+/// cuTensorMapEncodeTiled).
 fn encode_strided_map(
     ptr: u64,
     shape: [usize; 4],
     strides: [usize; 4],
+    box_rows: u32,
 ) -> Result<TensorMapArg, AttentionError> {
     let [b, h, s, d] = shape;
     let elem = 2u64;
@@ -383,7 +394,7 @@ fn encode_strided_map(
         )));
     }
     let dims: [u64; 4] = [d as u64, s as u64, h as u64, b as u64];
-    let boxes: [u32; 4] = [64, 128, 1, 1];
+    let boxes: [u32; 4] = [64, box_rows, 1, 1];
     let elem_strides: [u32; 4] = [1, 1, 1, 1];
     let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
     // SAFETY: every pointer is valid for the rank (4) the driver reads; `map` is writable
@@ -493,11 +504,11 @@ impl AttentionRunner {
         Ok(DeviceTensor { data, shape })
     }
 
-    /// Checks that `mask` was packed for the kernel's tile and encoding
-    /// ([`blockmask::check_kernel_layout`]; its lists were validated when it was packed or
-    /// read) and uploads its lists and words.
+    /// Checks that `mask` was packed for one of the kernel's tile geometries and its
+    /// encoding ([`blockmask::mask_geometry`]; its lists were validated when it was packed
+    /// or read) and uploads its lists and words.
     pub fn upload_block_mask(&self, mask: &PackedMask) -> Result<DeviceBlockMask, AttentionError> {
-        blockmask::check_kernel_layout(mask)?;
+        blockmask::mask_geometry(mask)?;
         let up_i32 = |v: &[i32]| -> Result<CudaSlice<i32>, AttentionError> {
             // A zero-length allocation is refused by the driver; keep one padding element.
             let v: Vec<i32> = if v.is_empty() { vec![0] } else { v.to_vec() };
@@ -618,22 +629,24 @@ impl AttentionRunner {
                 "output buffers do not match {shape:?}"
             )));
         }
-        let mode = match mask {
-            Mask::Window(_) => MaskMode::Window,
-            Mask::Blocks(_) => MaskMode::Blocks,
+        let (mode, host_mask) = match mask {
+            Mask::Window(_) => (MaskMode::Window, None),
+            Mask::Blocks(m) => (MaskMode::Blocks, Some(&m.host)),
         };
-        let kernel = inputs::kernel_config(shape.head_dim, mode, opts)?;
+        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
         let func = self.function(&kernel)?;
 
         let s = &self.stream;
         let ptr = |x: &CudaSlice<u16>| x.device_ptr(s).0;
+        let g = kernel.geometry();
         let maps = [
-            encode_tensor_map(ptr(&q.data), q.shape)?,
-            encode_tensor_map(ptr(&k.data), k.shape)?,
-            encode_tensor_map(ptr(&v.data), v.shape)?,
+            encode_tensor_map(ptr(&q.data), q.shape, g.block_m())?,
+            encode_tensor_map(ptr(&k.data), k.shape, g.block_n())?,
+            encode_tensor_map(ptr(&v.data), v.shape, g.block_n())?,
         ];
         let mut params = base_params(
             &shape,
+            &kernel,
             opts,
             out.o.data.device_ptr(s).0,
             out.lse.device_ptr(s).0,
@@ -655,7 +668,7 @@ impl AttentionRunner {
         }
         let config = LaunchConfig {
             grid_dim: (m_blocks, shape.heads as u32, shape.batch as u32),
-            block_dim: (THREADS, 1, 1),
+            block_dim: (kernel.threads(), 1, 1),
             shared_mem_bytes: kernel.smem_bytes(),
         };
         Ok(PreparedLaunch {
@@ -673,6 +686,7 @@ impl AttentionRunner {
 /// The parameters every call shares: shape, scale, outputs, no mask.
 fn base_params(
     shape: &AttentionShape,
+    kernel: &AttentionKernel,
     opts: &AttentionOptions,
     o: u64,
     lse: u64,
@@ -686,8 +700,8 @@ fn base_params(
         kv_heads: shape.kv_heads as i32,
         seqlen_q: shape.seqlen_q as i32,
         seqlen_k: shape.seqlen_k as i32,
-        m_blocks: AttentionKernel::m_blocks(shape.seqlen_q as u32) as i32,
-        n_blocks: AttentionKernel::n_blocks(shape.seqlen_k as u32) as i32,
+        m_blocks: kernel.m_blocks(shape.seqlen_q as u32) as i32,
+        n_blocks: kernel.n_blocks(shape.seqlen_k as u32) as i32,
         window_left: WINDOW_INFINITE,
         window_right: WINDOW_INFINITE,
         scale_log2: scale * std::f32::consts::LOG2_E,
@@ -777,22 +791,23 @@ impl AttentionRunner {
         lse: u64,
     ) -> Result<(), AttentionError> {
         let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
-        let mode = match mask {
-            RawMask::Window(_) => MaskMode::Window,
-            RawMask::Blocks(..) => MaskMode::Blocks,
+        let (mode, host_mask) = match mask {
+            RawMask::Window(_) => (MaskMode::Window, None),
+            RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
         };
-        let kernel = inputs::kernel_config(shape.head_dim, mode, opts)?;
+        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
+        let g = kernel.geometry();
         let maps = [
-            encode_strided_map(q.ptr, q.shape, q.strides)?,
-            encode_strided_map(k.ptr, k.shape, k.strides)?,
-            encode_strided_map(v.ptr, v.shape, v.strides)?,
+            encode_strided_map(q.ptr, q.shape, q.strides, g.block_m())?,
+            encode_strided_map(k.ptr, k.shape, k.strides, g.block_n())?,
+            encode_strided_map(v.ptr, v.shape, v.strides, g.block_n())?,
         ];
         if o % 16 != 0 || lse % 4 != 0 {
             return Err(AttentionError::Shape(format!(
                 "o must be 16-byte aligned and lse 4-byte aligned, got {o:#x} and {lse:#x}"
             )));
         }
-        let mut params = base_params(&shape, opts, o, lse);
+        let mut params = base_params(&shape, &kernel, opts, o, lse);
         match mask {
             RawMask::Window(w) => window_params(&mut params, w),
             RawMask::Blocks(host, lists) => blocks_params(&mut params, host, *lists, &shape)?,
@@ -815,7 +830,7 @@ impl AttentionRunner {
                     shape.heads as u32,
                     shape.batch as u32,
                 ),
-                block_dim: (THREADS, 1, 1),
+                block_dim: (kernel.threads(), 1, 1),
                 shared_mem_bytes: kernel.smem_bytes(),
             })
         }
@@ -823,11 +838,12 @@ impl AttentionRunner {
         Ok(())
     }
 
-    /// Compiles and loads the kernel of `head_dim` for both mask modes, so that no later
-    /// call compiles (CUDA-graph capture, latency-sensitive first calls).
+    /// Compiles and loads the kernel of `head_dim` for both mask modes (on `opts.geometry`,
+    /// or the head dim's default), so that no later call compiles (CUDA-graph capture,
+    /// latency-sensitive first calls).
     pub fn warm_up(&self, head_dim: usize, opts: &AttentionOptions) -> Result<(), AttentionError> {
         for mode in [MaskMode::Window, MaskMode::Blocks] {
-            let kernel = inputs::kernel_config(head_dim, mode, opts)?;
+            let kernel = inputs::call_kernel(head_dim, mode, None, opts)?;
             self.function(&kernel)?;
         }
         Ok(())
@@ -882,7 +898,7 @@ mod raw_tests {
             (0x1000, [12800, 64, 4, 1], "multiples of 16 bytes"),
             (0x1008, bsh, "16-byte-aligned"),
         ] {
-            let err = encode_strided_map(ptr, shape, strides)
+            let err = encode_strided_map(ptr, shape, strides, 128)
                 .err()
                 .map(|e| e.to_string());
             assert!(
@@ -912,10 +928,19 @@ mod raw_tests {
             &fragmask_masks::PackOptions::default(),
         )
         .unwrap();
-        let mut params = base_params(&shape, &AttentionOptions::default(), 16, 32);
+        let kernel = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
+        let mut params = base_params(&shape, &kernel, &AttentionOptions::default(), 16, 32);
         blocks_params(&mut params, &packed, [1, 2, 3, 4, 5, 6], &shape).unwrap();
         assert_eq!((params.mask_batch_stride, params.mask_head_stride), (0, 0));
         assert_eq!((params.kv_num_blocks, params.words), (1, 6));
         assert_eq!(params.m_blocks, 3);
+        // The 64x64 geometry has twice the row blocks.
+        let k64 =
+            AttentionKernel::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)
+                .unwrap();
+        assert_eq!(
+            base_params(&shape, &k64, &AttentionOptions::default(), 16, 32).m_blocks,
+            5
+        );
     }
 }

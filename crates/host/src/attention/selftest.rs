@@ -15,8 +15,11 @@ use std::sync::Arc;
 
 use fragmask_masks::MaskShape;
 
+use fragmask_kernels::attention::{Geometry, MaskMode};
+
 use super::blockmask::{pack_for_kernel, FnMask};
 pub use super::inputs::{block_sparse, random_tokens, Predicate};
+use super::inputs::{call_geometry, kernel_config};
 use super::numeric::{bf16_to_f32, f32_to_bf16};
 use super::reference::attention_reference;
 use super::{
@@ -285,6 +288,25 @@ pub fn default_cases() -> Vec<Case> {
         .collect()
 }
 
+/// The default sweep on `geometry`: every case of [`default_cases`] whose head dim and
+/// options the geometry supports (for example, 64 x 64 has no ping-pong and fewer stages),
+/// named with the tile.
+pub fn cases_for(geometry: Geometry) -> Vec<Case> {
+    default_cases()
+        .into_iter()
+        .filter_map(|mut case| {
+            case.opts.geometry = Some(geometry);
+            let mode = match case.mask {
+                CaseMask::Window(_) => MaskMode::Window,
+                CaseMask::Blocks { .. } => MaskMode::Blocks,
+            };
+            kernel_config(case.shape.head_dim, mode, geometry, &case.opts).ok()?;
+            case.name = format!("[{}] {}", geometry.name(), case.name);
+            Some(case)
+        })
+        .collect()
+}
+
 /// Runs one case on the GPU and compares with the CPU reference.
 pub fn run_case(
     runner: &AttentionRunner,
@@ -311,7 +333,12 @@ pub fn run_case(
             batch,
             heads,
             visible,
-        } => Some(pack_case(&case.name, *batch, *heads, &s, visible)?),
+        } => {
+            let geometry = call_geometry(s.head_dim, None, &case.opts)?;
+            Some(pack_case(
+                &case.name, *batch, *heads, &s, visible, &geometry,
+            )?)
+        }
     };
     let device_mask = host_mask
         .as_ref()
@@ -403,11 +430,15 @@ fn pack_case(
     heads: usize,
     s: &AttentionShape,
     visible: &Predicate,
+    geometry: &Geometry,
 ) -> Result<PackedMask, AttentionError> {
     let shape =
         MaskShape::new(batch, heads, s.seqlen_q, s.seqlen_k).map_err(AttentionError::Masks)?;
     let vis = Arc::clone(visible);
-    let packed = pack_for_kernel(&FnMask::new(shape, move |b, h, i, j| vis(b, h, i, j)))?;
+    let packed = pack_for_kernel(
+        &FnMask::new(shape, move |b, h, i, j| vis(b, h, i, j)),
+        geometry,
+    )?;
     for b in 0..batch {
         for h in 0..heads {
             let plane = packed.decode_plane(b, h);

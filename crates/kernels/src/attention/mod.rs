@@ -3,11 +3,12 @@
 //! [`AttentionKernel::source`] generates one header-free CUDA translation unit
 //! (compile for `sm_90a` with NVRTC) holding the kernel [`KERNEL_NAME`]:
 //!
-//! - Block tile 128 x 128 (`BLOCK_M` query rows x `BLOCK_N` keys), 3 warpgroups:
-//!   warpgroup 0 is the producer (one thread issues the TMA loads of Q, K and V
-//!   into 128-byte-swizzled shared memory, `setmaxnreg.dec` to 24), warpgroups
-//!   1 and 2 are consumers (`setmaxnreg.inc` to 240) that own query rows
-//!   `64*wg .. 64*wg+63`.
+//! - The tile comes from one [`Geometry`] value (`block_m` query rows x `block_n`
+//!   keys, e.g. 128 x 128 over two consumer warpgroups, or 64 x 64 over one with two
+//!   blocks per SM): warpgroup 0 is the producer (one thread issues the TMA loads of
+//!   Q, K and V into 128-byte-swizzled shared memory, `setmaxnreg.dec` to 24), the
+//!   others are consumers (`setmaxnreg.inc` to what the geometry leaves) that own
+//!   query rows `64*wg .. 64*wg+63`.
 //! - `S = Q K^T` with wgmma SS (both K-major), `O += P V` with wgmma RS: P stays
 //!   in registers, registers `d[8j..8j+7]` of S become the four A registers of
 //!   k-block `j` (docs/architecture.md fact 5), V is read MN-major (`imm-trans-b = 1`).
@@ -16,7 +17,7 @@
 //!   `k` runs (FlashAttention-3's intra-warpgroup overlap).
 //! - Only listed tiles are visited. [`MaskMode::Blocks`] reads FlexAttention-style
 //!   tile lists and applies FragmentNative mask words to partial tiles only (one
-//!   `uint2` load per consumer thread per tile, straight into registers);
+//!   load per consumer thread per tile, straight into registers);
 //!   [`MaskMode::Window`] computes causal / sliding-window / no-mask visibility in
 //!   the kernel with no mask words.
 //!
@@ -31,26 +32,15 @@
 //!   `diag_offset = seqlen_k - seqlen_q`. "Infinite" is any value `>= WINDOW_INFINITE`.
 
 mod fragment;
+mod geometry;
+mod smem;
 mod source;
 
 pub use fragment::{FragmentMap, NotSeparable, Term};
+pub use geometry::{Geometry, MAX_DYNAMIC_SMEM, PRODUCER_REGS};
 
 /// Name of the generated `extern "C"` kernel.
 pub const KERNEL_NAME: &str = "fragmask_attention_fwd";
-/// Query rows per block.
-pub const BLOCK_M: u32 = 128;
-/// Keys per tile.
-pub const BLOCK_N: u32 = 128;
-/// Consumer (MMA) warpgroups per block; each owns 64 query rows.
-pub const CONSUMER_WARPGROUPS: u32 = 2;
-/// Threads per block: one producer warpgroup plus the consumers.
-pub const THREADS: u32 = 128 * (1 + CONSUMER_WARPGROUPS);
-/// Threads that consume mask words (the consumer threads), the `threads` axis of `words`.
-pub const MASK_THREADS: u32 = 128 * CONSUMER_WARPGROUPS;
-/// f32 values of one tile per consumer thread (`BLOCK_M * BLOCK_N / MASK_THREADS`).
-pub const MASK_VALUES_PER_THREAD: u32 = BLOCK_M * BLOCK_N / MASK_THREADS;
-/// 32-bit mask words per consumer thread per partial tile (`ceil(values / 32)`).
-pub const MASK_WORDS_PER_THREAD: u32 = MASK_VALUES_PER_THREAD.div_ceil(32);
 /// Window bounds at or above this are treated as unbounded.
 pub const WINDOW_INFINITE: i32 = 1 << 30;
 
@@ -91,6 +81,29 @@ pub enum ConfigError {
         /// Largest count that fits for this head dimension.
         max: u32,
     },
+    /// A tile the generator does not emit.
+    Geometry {
+        /// Query rows of the tile.
+        block_m: u32,
+        /// Keys of the tile.
+        block_n: u32,
+        /// Consumer warpgroups.
+        warpgroups: u32,
+    },
+    /// A head dimension the tile cannot hold in registers.
+    GeometryHeadDim {
+        /// The tile.
+        geometry: Geometry,
+        /// The head dimension.
+        head_dim: u32,
+    },
+    /// A tile name that is not `MxN`.
+    GeometryName(String),
+    /// Inter-warpgroup ping-pong needs exactly two consumer warpgroups.
+    PingPong {
+        /// The geometry's consumer warpgroups.
+        warpgroups: u32,
+    },
     /// The fragment layout could not be turned into index expressions.
     Layout(String),
 }
@@ -103,8 +116,48 @@ impl core::fmt::Display for ConfigError {
             }
             ConfigError::Overlap { head_dim } => write!(
                 f,
-                "the overlapped main loop does not fit in registers at head dim {head_dim}; \
-                 turn overlap off"
+                "the overlapped main loop does not fit in registers at head dim {head_dim} \
+                 with this tile; turn overlap off or use a narrower tile"
+            ),
+            ConfigError::Geometry {
+                block_m,
+                block_n,
+                warpgroups,
+            } => write!(
+                f,
+                "tile {block_m}x{block_n} over {warpgroups} warpgroup(s) is not supported; \
+                 supported tiles: {}",
+                Geometry::supported_list()
+            ),
+            ConfigError::GeometryHeadDim { geometry, head_dim } => write!(
+                f,
+                "head dim {head_dim} does not fit in registers on the {} tile ({} registers per \
+                 thread at entry); supported: {}",
+                geometry.name(),
+                geometry.entry_regs(),
+                Geometry::SUPPORTED
+                    .iter()
+                    .map(|g| format!(
+                        "{}: {}",
+                        g.name(),
+                        [64, 128, 256]
+                            .iter()
+                            .filter(|&&d| g.supports_head_dim(d))
+                            .map(|d| d.to_string())
+                            .collect::<Vec<_>>()
+                            .join("/")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            ConfigError::GeometryName(t) => write!(
+                f,
+                "tile '{t}' is not MxN; supported tiles: {}",
+                Geometry::supported_list()
+            ),
+            ConfigError::PingPong { warpgroups } => write!(
+                f,
+                "ping-pong needs 2 consumer warpgroups, this tile has {warpgroups}"
             ),
             ConfigError::Stages { stages, max } => {
                 write!(f, "{stages} K/V stages do not fit; use 1..={max}")
@@ -116,12 +169,10 @@ impl core::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Largest dynamic shared memory a block may use on sm_90 (227 KiB).
-pub const MAX_DYNAMIC_SMEM: u32 = 232_448;
-
 /// A validated attention-kernel configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AttentionKernel {
+    geometry: Geometry,
     head_dim: u32,
     mask: MaskMode,
     stages: u32,
@@ -131,10 +182,11 @@ pub struct AttentionKernel {
 }
 
 impl AttentionKernel {
-    /// Validates a configuration. `stages` K/V buffers (2 is FlashAttention-3's
-    /// choice at head dim 128); `overlap` turns on the intra-warpgroup
-    /// GEMM/softmax overlap.
+    /// Validates a configuration of `geometry`. `stages` K/V buffers (2 is
+    /// FlashAttention-3's choice at head dim 128); `overlap` turns on the intra-warpgroup
+    /// GEMM/softmax overlap. Ping-pong starts off ([`Self::with_pingpong`]).
     pub fn new(
+        geometry: Geometry,
         head_dim: u32,
         mask: MaskMode,
         stages: u32,
@@ -143,14 +195,18 @@ impl AttentionKernel {
         if head_dim != 64 && head_dim != 128 && head_dim != 256 {
             return Err(ConfigError::HeadDim(head_dim));
         }
-        if head_dim == 256 && overlap {
+        if !geometry.supports_head_dim(head_dim) {
+            return Err(ConfigError::GeometryHeadDim { geometry, head_dim });
+        }
+        if overlap && !geometry.overlap_fits(head_dim) {
             return Err(ConfigError::Overlap { head_dim });
         }
-        let max = Self::max_stages(head_dim);
+        let max = geometry.max_stages(head_dim);
         if !(1..=max).contains(&stages) {
             return Err(ConfigError::Stages { stages, max });
         }
         Ok(Self {
+            geometry,
             head_dim,
             mask,
             stages,
@@ -171,13 +227,17 @@ impl AttentionKernel {
         self.lookahead
     }
 
-    /// Turns FlashAttention-3's inter-warpgroup ping-pong on or off (named
-    /// barriers alternate the two consumer warpgroups' GEMM issue, so one warpgroup's
-    /// softmax runs while the other's GEMMs use the tensor cores; with or without
-    /// `overlap`).
-    pub fn with_pingpong(mut self, pingpong: bool) -> Self {
+    /// Turns FlashAttention-3's inter-warpgroup ping-pong on or off (named barriers
+    /// alternate the two consumer warpgroups' GEMM issue, so one warpgroup's softmax runs
+    /// while the other's GEMMs use the tensor cores; with or without `overlap`). Needs a
+    /// geometry with two consumer warpgroups.
+    pub fn with_pingpong(mut self, pingpong: bool) -> Result<Self, ConfigError> {
+        let warpgroups = self.geometry.consumer_warpgroups();
+        if pingpong && warpgroups != 2 {
+            return Err(ConfigError::PingPong { warpgroups });
+        }
         self.pingpong = pingpong;
-        self
+        Ok(self)
     }
 
     /// Whether the inter-warpgroup ping-pong is on.
@@ -185,27 +245,37 @@ impl AttentionKernel {
         self.pingpong
     }
 
-    /// The default configuration for a head dimension and mask mode: intra-warpgroup
-    /// overlap and inter-warpgroup ping-pong on, 3 K/V stages at head dim 64 and 2 at
-    /// 128 (measured on an H100, docs/PERF.md "Attention forward"); at 256, one stage
-    /// (Q, K and V tiles of 64 KiB each fill shared memory; K and V still load while
-    /// the other is in use, their barriers being separate), no overlap (registers) and
-    /// no ping-pong.
-    pub fn default_for(head_dim: u32, mask: MaskMode) -> Result<Self, ConfigError> {
-        let (stages, overlap) = match head_dim {
-            64 => (3, true),
-            256 => (1, false),
-            _ => (2, true),
-        };
-        // Ping-pong with the serial loop (head dim 256) measured within noise of none
-        // (docs/PERF.md, "head dim 256"), so it stays off there.
-        Ok(Self::new(head_dim, mask, stages, overlap)?.with_pingpong(overlap))
+    /// The tile geometry for a head dimension when the caller names none (docs/PERF.md,
+    /// "Tile geometries"): 128x128.
+    pub fn default_geometry(_head_dim: u32) -> Geometry {
+        Geometry::TILE_128X128
     }
 
-    fn max_stages(head_dim: u32) -> u32 {
-        let tile = BLOCK_N * head_dim * 2;
-        let fixed = BLOCK_M * head_dim * 2 + 1024 + 2048;
-        ((MAX_DYNAMIC_SMEM - fixed) / (2 * tile)).min(4)
+    /// The default configuration for a head dimension and mask mode on the default
+    /// geometry ([`Self::default_geometry`]).
+    pub fn default_for(head_dim: u32, mask: MaskMode) -> Result<Self, ConfigError> {
+        Self::default_for_geometry(Self::default_geometry(head_dim), head_dim, mask)
+    }
+
+    /// The default configuration of `geometry`: the intra-warpgroup overlap wherever it
+    /// fits in registers, inter-warpgroup ping-pong with two consumer warpgroups, and K/V
+    /// stages by head dim (3 at 64, 2 at 128 and 256, measured on an H100, docs/PERF.md
+    /// "Attention forward"), fewer where shared memory has no room for them.
+    pub fn default_for_geometry(
+        geometry: Geometry,
+        head_dim: u32,
+        mask: MaskMode,
+    ) -> Result<Self, ConfigError> {
+        let wanted = if head_dim == 64 { 3 } else { 2 };
+        let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
+        let overlap = geometry.overlap_fits(head_dim);
+        Self::new(geometry, head_dim, mask, stages, overlap)?
+            .with_pingpong(overlap && geometry.consumer_warpgroups() == 2)
+    }
+
+    /// The tile geometry.
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
     }
 
     /// Head dimension.
@@ -228,27 +298,38 @@ impl AttentionKernel {
         self.overlap
     }
 
-    /// Bytes of one 128-row tile of Q, K or V in shared memory.
-    pub fn tile_bytes(&self) -> u32 {
-        BLOCK_N * self.head_dim * 2
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        self.geometry.threads()
     }
 
-    /// Dynamic shared memory to launch with: Q, `stages` K and V tiles, 2 KiB
-    /// for the mbarriers (first 256 bytes) and a 4-byte scratch word per
-    /// consumer thread, and 1 KiB of slack to align the base to 1024 bytes (the
-    /// 128-byte swizzle atom).
+    /// Dynamic shared memory to launch with ([`Geometry::smem_bytes`]).
     pub fn smem_bytes(&self) -> u32 {
-        self.tile_bytes() * (1 + 2 * self.stages) + 1024 + 2048
+        self.geometry.smem_bytes(self.head_dim, self.stages)
     }
 
     /// Query-row blocks for `seqlen_q` (the grid's x extent).
-    pub fn m_blocks(seqlen_q: u32) -> u32 {
-        seqlen_q.div_ceil(BLOCK_M)
+    pub fn m_blocks(&self, seqlen_q: u32) -> u32 {
+        self.geometry.m_blocks(seqlen_q)
     }
 
     /// Key tiles for `seqlen_k`.
-    pub fn n_blocks(seqlen_k: u32) -> u32 {
-        seqlen_k.div_ceil(BLOCK_N)
+    pub fn n_blocks(&self, seqlen_k: u32) -> u32 {
+        self.geometry.n_blocks(seqlen_k)
+    }
+
+    /// A short label: `128x128 d128 blocks s2 overlap pp`.
+    pub fn label(&self) -> String {
+        format!(
+            "{} d{} {} s{}{}{}{}",
+            self.geometry.name(),
+            self.head_dim,
+            self.mask.name(),
+            self.stages,
+            if self.overlap { " overlap" } else { "" },
+            if self.pingpong { " pp" } else { "" },
+            if self.lookahead { "" } else { " nola" },
+        )
     }
 
     /// The CUDA source (header-free; compile for sm_90a).
@@ -328,58 +409,93 @@ mod tests {
 
     #[test]
     fn mask_geometry_matches_the_normative_format() {
-        assert_eq!(MASK_THREADS, 256);
-        assert_eq!(MASK_VALUES_PER_THREAD, 64);
-        assert_eq!(MASK_WORDS_PER_THREAD, 2);
-        assert_eq!(THREADS, 384);
+        let g = Geometry::TILE_128X128;
+        assert_eq!(g.mask_threads(), 256);
+        assert_eq!(g.values_per_thread(), 64);
+        assert_eq!(g.mask_words_per_thread(), 2);
+        assert_eq!(g.threads(), 384);
+        let g = Geometry::TILE_64X64;
+        assert_eq!((g.mask_threads(), g.values_per_thread()), (128, 32));
     }
 
     #[test]
     fn configurations_fit_in_shared_memory() {
-        for d in [64, 128, 256] {
-            for mode in [MaskMode::Window, MaskMode::Blocks] {
-                let k = AttentionKernel::default_for(d, mode).unwrap();
-                assert!(k.smem_bytes() <= MAX_DYNAMIC_SMEM, "{k:?}");
+        for g in Geometry::SUPPORTED {
+            for d in [64, 128, 256] {
+                if !g.supports_head_dim(d) {
+                    let e = AttentionKernel::default_for_geometry(g, d, MaskMode::Blocks);
+                    assert_eq!(
+                        e,
+                        Err(ConfigError::GeometryHeadDim {
+                            geometry: g,
+                            head_dim: d
+                        })
+                    );
+                    continue;
+                }
+                for mode in [MaskMode::Window, MaskMode::Blocks] {
+                    let k = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
+                    assert!(k.smem_bytes() <= g.smem_budget(), "{k:?}");
+                }
             }
         }
+        let g = Geometry::TILE_128X128;
         assert_eq!(
-            AttentionKernel::new(96, MaskMode::Window, 2, true),
+            AttentionKernel::new(g, 96, MaskMode::Window, 2, true),
             Err(ConfigError::HeadDim(96))
         );
         assert_eq!(
-            AttentionKernel::new(128, MaskMode::Window, 9, true),
+            AttentionKernel::new(g, 128, MaskMode::Window, 9, true),
             Err(ConfigError::Stages { stages: 9, max: 3 })
         );
         assert_eq!(
-            AttentionKernel::new(256, MaskMode::Window, 2, false),
+            AttentionKernel::new(g, 256, MaskMode::Window, 2, false),
             Err(ConfigError::Stages { stages: 2, max: 1 })
         );
         assert_eq!(
-            AttentionKernel::new(256, MaskMode::Blocks, 1, true),
+            AttentionKernel::new(g, 256, MaskMode::Blocks, 1, true),
             Err(ConfigError::Overlap { head_dim: 256 })
+        );
+        let one_wg = AttentionKernel::new(Geometry::TILE_64X64, 128, MaskMode::Blocks, 2, true);
+        assert_eq!(
+            one_wg.unwrap().with_pingpong(true),
+            Err(ConfigError::PingPong { warpgroups: 1 })
         );
     }
 
     #[test]
     fn sources_are_header_free_and_name_the_layout() {
-        for d in [64, 128, 256] {
-            for mode in [MaskMode::Window, MaskMode::Blocks] {
-                for (overlap, pingpong) in
-                    [(false, false), (false, true), (true, false), (true, true)]
-                {
-                    if d == 256 && overlap {
-                        continue;
+        for g in Geometry::SUPPORTED {
+            for d in [64, 128, 256] {
+                for mode in [MaskMode::Window, MaskMode::Blocks] {
+                    for (overlap, pingpong) in
+                        [(false, false), (false, true), (true, false), (true, true)]
+                    {
+                        if !g.supports_head_dim(d)
+                            || (overlap && !g.overlap_fits(d))
+                            || (pingpong && g.consumer_warpgroups() != 2)
+                        {
+                            continue;
+                        }
+                        let stages = AttentionKernel::default_for_geometry(g, d, mode)
+                            .unwrap()
+                            .stages();
+                        let k = AttentionKernel::new(g, d, mode, stages, overlap)
+                            .unwrap()
+                            .with_pingpong(pingpong)
+                            .unwrap();
+                        let src = k.source().unwrap();
+                        assert!(!src.lines().any(|l| l.trim_start().starts_with("#include")));
+                        assert!(src.contains(KERNEL_NAME));
+                        assert!(src.contains(&format!("CLayout_64x{}", g.block_n())));
+                        assert!(src.contains(&format!("m64n{d}k16")));
+                        assert!(src.contains(&format!(
+                            "__launch_bounds__({}, {})",
+                            g.threads(),
+                            g.ctas_per_sm()
+                        )));
+                        assert!(!src.contains('$'), "unreplaced placeholder in {k:?}");
                     }
-                    let stages = AttentionKernel::default_for(d, mode).unwrap().stages();
-                    let k = AttentionKernel::new(d, mode, stages, overlap)
-                        .unwrap()
-                        .with_pingpong(pingpong);
-                    let src = k.source().unwrap();
-                    assert!(!src.lines().any(|l| l.trim_start().starts_with("#include")));
-                    assert!(src.contains(KERNEL_NAME));
-                    assert!(src.contains("CLayout_64x128"));
-                    assert!(src.contains(&format!("m64n{d}k16")));
-                    assert!(!src.contains('$'), "unreplaced placeholder in {k:?}");
                 }
             }
         }

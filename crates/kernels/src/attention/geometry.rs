@@ -1,0 +1,338 @@
+//! The tile geometry of the attention forward: one value from which every number of the
+//! generated source derives (tile sizes, threads, launch bounds, register split, barrier
+//! counts, mask words, shared memory). docs/architecture.md, "The attention kernel family".
+//!
+//! A block of `block_m = 64 * consumer_warpgroups` query rows runs one producer warpgroup
+//! (TMA) and `consumer_warpgroups` MMA warpgroups, each owning 64 query rows (one wgmma
+//! m64 atom along M, docs/architecture.md fact 2). Key tiles are `block_n` wide: S of one
+//! warpgroup is a `m64n{block_n}` accumulator. `ctas_per_sm` blocks share an SM; with one
+//! consumer warpgroup per block, two blocks give the scheduler the second warpgroup that
+//! FlashAttention-3's ping-pong gets from a 128-row tile, while each 64-row query block
+//! follows its own tile list (64-token block sparsity, write-up 002).
+
+use super::ConfigError;
+
+/// Registers per thread of the register file of one SM (65536) shared by its blocks.
+const SM_REGISTERS: u32 = 65_536;
+/// Shared memory of one SM on sm_90 (228 KiB), of which each resident block reserves 1 KiB.
+const SM_SHARED_BYTES: u32 = 233_472;
+/// Shared memory the driver reserves per resident block.
+const RESERVED_PER_BLOCK: u32 = 1024;
+/// Largest dynamic shared memory one block may use on sm_90 (227 KiB).
+pub const MAX_DYNAMIC_SMEM: u32 = 232_448;
+/// Registers per thread of the producer warpgroup after `setmaxnreg.dec` (the minimum the
+/// instruction allows, PTX ISA 9.7.19.5).
+pub const PRODUCER_REGS: u32 = 24;
+/// Upper bound of `setmaxnreg.inc` a consumer asks for (FlashAttention-3's 240).
+const CONSUMER_REGS_CAP: u32 = 240;
+
+/// A tile geometry of the attention forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Geometry {
+    block_m: u32,
+    block_n: u32,
+    consumer_warpgroups: u32,
+    ctas_per_sm: u32,
+}
+
+impl Geometry {
+    /// 128 x 128 tiles, two consumer warpgroups, one block per SM (FlashAttention-3's
+    /// head-dim-128 tile; ping-pong between the two warpgroups).
+    pub const TILE_128X128: Geometry = Geometry::new(128, 128, 2, 1);
+    /// 64 x 64 tiles, one consumer warpgroup, two blocks per SM: block sparsity at 64
+    /// tokens on both the query and the key side (write-up 002's 64-token blocks).
+    pub const TILE_64X64: Geometry = Geometry::new(64, 64, 1, 2);
+    /// 128 x 64 tiles, two consumer warpgroups: a narrower key tile for head dim 256, where
+    /// S, P and O of a 128-wide tile do not fit in registers with the overlapped loop.
+    pub const TILE_128X64: Geometry = Geometry::new(128, 64, 2, 1);
+    /// 128 x 80 tiles, two consumer warpgroups (FlashAttention-3's head-dim-256 tile).
+    pub const TILE_128X80: Geometry = Geometry::new(128, 80, 2, 1);
+    /// 192 x 128 tiles, three consumer warpgroups (FlashAttention-3's head-dim-64 tile M).
+    pub const TILE_192X128: Geometry = Geometry::new(192, 128, 3, 1);
+
+    /// Every geometry the generator emits.
+    pub const SUPPORTED: [Geometry; 5] = [
+        Geometry::TILE_128X128,
+        Geometry::TILE_64X64,
+        Geometry::TILE_128X64,
+        Geometry::TILE_128X80,
+        Geometry::TILE_192X128,
+    ];
+
+    const fn new(block_m: u32, block_n: u32, consumer_warpgroups: u32, ctas_per_sm: u32) -> Self {
+        Geometry {
+            block_m,
+            block_n,
+            consumer_warpgroups,
+            ctas_per_sm,
+        }
+    }
+
+    /// The supported geometry of a `block_m x block_n` tile over `warpgroups` consumer
+    /// warpgroups (the tile of a packed mask), or a [`ConfigError::Geometry`] listing the
+    /// supported ones.
+    pub fn from_tile(block_m: u32, block_n: u32, warpgroups: u32) -> Result<Self, ConfigError> {
+        Self::SUPPORTED
+            .into_iter()
+            .find(|g| {
+                g.block_m == block_m && g.block_n == block_n && g.consumer_warpgroups == warpgroups
+            })
+            .ok_or(ConfigError::Geometry {
+                block_m,
+                block_n,
+                warpgroups,
+            })
+    }
+
+    /// Parses `MxN` (`64x64`, `128x128`, ...) into the supported geometry of that tile.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let bad = || ConfigError::GeometryName(text.to_string());
+        let (m, n) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+        let m: u32 = m.trim().parse().map_err(|_| bad())?;
+        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        Self::from_tile(m, n, m.div_ceil(64).max(1))
+    }
+
+    /// `"128x128"`, `"64x64"`, ...
+    pub fn name(&self) -> String {
+        format!("{}x{}", self.block_m, self.block_n)
+    }
+
+    /// The supported tiles, for messages: `128x128 (2 warpgroups), 64x64 (1), ...`.
+    pub fn supported_list() -> String {
+        Self::SUPPORTED
+            .iter()
+            .map(|g| format!("{} ({} wg)", g.name(), g.consumer_warpgroups))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Query rows per block.
+    pub const fn block_m(&self) -> u32 {
+        self.block_m
+    }
+
+    /// Keys per tile.
+    pub const fn block_n(&self) -> u32 {
+        self.block_n
+    }
+
+    /// Consumer (MMA) warpgroups per block; each owns 64 query rows.
+    pub const fn consumer_warpgroups(&self) -> u32 {
+        self.consumer_warpgroups
+    }
+
+    /// Blocks resident per SM (the launch bounds' minimum).
+    pub const fn ctas_per_sm(&self) -> u32 {
+        self.ctas_per_sm
+    }
+
+    /// Threads per block: the producer warpgroup plus the consumers.
+    pub const fn threads(&self) -> u32 {
+        128 * (1 + self.consumer_warpgroups)
+    }
+
+    /// Consumer threads: the `threads` axis of the FragmentNative words.
+    pub const fn mask_threads(&self) -> u32 {
+        128 * self.consumer_warpgroups
+    }
+
+    /// Consumer warps (the arrival count of a stage's "empty" barrier).
+    pub const fn consumer_warps(&self) -> u32 {
+        4 * self.consumer_warpgroups
+    }
+
+    /// f32 values of S per consumer thread: the `m64n{block_n}` accumulator's `block_n / 2`.
+    pub const fn values_per_thread(&self) -> u32 {
+        self.block_n / 2
+    }
+
+    /// 32-bit FragmentNative words per consumer thread per partial tile.
+    pub const fn mask_words_per_thread(&self) -> u32 {
+        self.values_per_thread().div_ceil(32)
+    }
+
+    /// Registers per consumer thread after `setmaxnreg.inc`: what the block's share of the
+    /// register file leaves after the producer's [`PRODUCER_REGS`], in multiples of 8,
+    /// at most 240.
+    pub const fn consumer_regs(&self) -> u32 {
+        let block = SM_REGISTERS / self.ctas_per_sm;
+        let per_thread = (block - 128 * PRODUCER_REGS) / (128 * self.consumer_warpgroups);
+        let regs = per_thread / 8 * 8;
+        if regs > CONSUMER_REGS_CAP {
+            CONSUMER_REGS_CAP
+        } else {
+            regs
+        }
+    }
+
+    /// The most dynamic shared memory one block may use at this residency.
+    pub const fn smem_budget(&self) -> u32 {
+        let share = SM_SHARED_BYTES / self.ctas_per_sm - RESERVED_PER_BLOCK;
+        if share > MAX_DYNAMIC_SMEM {
+            MAX_DYNAMIC_SMEM
+        } else {
+            share
+        }
+    }
+
+    /// Bytes of the Q tile (`block_m x head_dim` bf16).
+    pub const fn q_tile_bytes(&self, head_dim: u32) -> u32 {
+        self.block_m * head_dim * 2
+    }
+
+    /// Bytes of one K or V tile (`block_n x head_dim` bf16).
+    pub const fn kv_tile_bytes(&self, head_dim: u32) -> u32 {
+        self.block_n * head_dim * 2
+    }
+
+    /// Bytes after the tiles: the mbarriers (256 bytes) and a 4-byte scratch word per
+    /// consumer thread, plus 1 KiB of slack to align the base to the 1024-byte swizzle atom.
+    pub const fn smem_overhead(&self) -> u32 {
+        1024 + 256 + 4 * self.mask_threads()
+    }
+
+    /// Dynamic shared memory of a block with `stages` K and V buffers.
+    pub const fn smem_bytes(&self, head_dim: u32, stages: u32) -> u32 {
+        self.q_tile_bytes(head_dim)
+            + 2 * stages * self.kv_tile_bytes(head_dim)
+            + self.smem_overhead()
+    }
+
+    /// Most K/V stages that fit (at most 4).
+    pub const fn max_stages(&self, head_dim: u32) -> u32 {
+        let fixed = self.q_tile_bytes(head_dim) + self.smem_overhead();
+        let budget = self.smem_budget();
+        if fixed >= budget {
+            return 0;
+        }
+        let stages = (budget - fixed) / (2 * self.kv_tile_bytes(head_dim));
+        if stages > 4 {
+            4
+        } else {
+            stages
+        }
+    }
+
+    /// Live f32/b32 registers of the overlapped main loop per consumer thread: O, S and P.
+    pub const fn loop_registers(&self, head_dim: u32) -> u32 {
+        head_dim / 2 + self.values_per_thread() + self.values_per_thread() / 2
+    }
+
+    /// Registers per thread at kernel entry: the launch bounds' share of the register file
+    /// (`65536 / (threads * ctas_per_sm)`, in multiples of 8).
+    pub const fn entry_regs(&self) -> u32 {
+        SM_REGISTERS / (self.threads() * self.ctas_per_sm) / 8 * 8
+    }
+
+    /// Whether ptxas can compile the kernel at `head_dim` without spilling: the
+    /// `m64n{head_dim}` PV wgmma's `head_dim / 2` accumulators plus about 32 operands fit
+    /// under the entry register cap (ptxas C7602 otherwise, seen for 64x64 at head dim
+    /// 256), and O, S and P of the serial loop leave 16 of the consumer's registers
+    /// (192x128 at head dim 128 spills; 128x128 at 256 fits exactly).
+    pub const fn supports_head_dim(&self, head_dim: u32) -> bool {
+        head_dim / 2 + 32 <= self.entry_regs()
+            && self.loop_registers(head_dim) + 16 <= self.consumer_regs()
+    }
+
+    /// Whether the overlapped loop's O, S and P leave at least 40 registers for addresses,
+    /// row statistics and the mask (head dim 256 at 128-wide tiles does not: ptxas spills).
+    pub const fn overlap_fits(&self, head_dim: u32) -> bool {
+        self.loop_registers(head_dim) + 40 <= self.consumer_regs()
+    }
+
+    /// Query-row blocks for `seqlen_q` (the grid's x extent).
+    pub const fn m_blocks(&self, seqlen_q: u32) -> u32 {
+        seqlen_q.div_ceil(self.block_m)
+    }
+
+    /// Key tiles for `seqlen_k`.
+    pub const fn n_blocks(&self, seqlen_k: u32) -> u32 {
+        seqlen_k.div_ceil(self.block_n)
+    }
+}
+
+impl core::fmt::Display for Geometry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{}x{}, {} consumer warpgroup{}, {} block{}/SM",
+            self.block_m,
+            self.block_n,
+            self.consumer_warpgroups,
+            if self.consumer_warpgroups == 1 {
+                ""
+            } else {
+                "s"
+            },
+            self.ctas_per_sm,
+            if self.ctas_per_sm == 1 { "" } else { "s" },
+        )
+    }
+}
+
+// Compile-time facts of the supported geometries.
+static_assertions::const_assert_eq!(Geometry::TILE_128X128.threads(), 384);
+static_assertions::const_assert_eq!(Geometry::TILE_128X128.consumer_regs(), 240);
+static_assertions::const_assert_eq!(Geometry::TILE_128X128.mask_words_per_thread(), 2);
+static_assertions::const_assert_eq!(Geometry::TILE_64X64.threads(), 256);
+static_assertions::const_assert_eq!(Geometry::TILE_64X64.consumer_regs(), 232);
+static_assertions::const_assert_eq!(Geometry::TILE_64X64.mask_words_per_thread(), 1);
+static_assertions::const_assert_eq!(Geometry::TILE_192X128.consumer_regs(), 160);
+// Two 64x64 blocks of head dim 128 with two stages each fit in one SM's shared memory.
+static_assertions::const_assert!(Geometry::TILE_64X64.max_stages(128) >= 2);
+// Head dim 256 with two stages and the overlapped loop fits at 128x80 and 128x64.
+static_assertions::const_assert!(Geometry::TILE_128X80.max_stages(256) >= 2);
+static_assertions::const_assert!(Geometry::TILE_128X80.overlap_fits(256));
+static_assertions::const_assert!(!Geometry::TILE_128X128.overlap_fits(256));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_supported_geometry_is_consistent() {
+        for g in Geometry::SUPPORTED {
+            assert_eq!(g.block_m(), 64 * g.consumer_warpgroups(), "{g}");
+            assert_eq!(g.block_n() % 16, 0, "{g}: PV k-blocks are 16 keys");
+            assert!(g.block_n() <= 256, "{g}: wgmma N <= 256");
+            assert_eq!(
+                g.values_per_thread() * g.mask_threads(),
+                g.block_m() * g.block_n(),
+                "{g}"
+            );
+            assert!(g.threads() * g.ctas_per_sm() <= 2048, "{g}: threads per SM");
+            assert!(g.consumer_regs() >= 128, "{g}");
+            assert!(g.supports_head_dim(64), "{g}");
+            assert!(
+                128 * PRODUCER_REGS + g.mask_threads() * g.consumer_regs()
+                    <= SM_REGISTERS / g.ctas_per_sm(),
+                "{g}: register file"
+            );
+            assert_eq!(
+                Geometry::from_tile(g.block_m(), g.block_n(), g.consumer_warpgroups()),
+                Ok(g)
+            );
+            assert_eq!(Geometry::parse(&g.name()), Ok(g));
+        }
+    }
+
+    #[test]
+    fn unsupported_tiles_name_the_supported_ones() {
+        let e = Geometry::from_tile(64, 128, 1).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("64x128"), "{text}");
+        assert!(
+            text.contains("64x64 (1 wg)") && text.contains("128x128 (2 wg)"),
+            "{text}"
+        );
+        assert!(matches!(
+            Geometry::parse("64"),
+            Err(ConfigError::GeometryName(_))
+        ));
+        assert!(matches!(
+            Geometry::parse("96x64"),
+            Err(ConfigError::Geometry { block_m: 96, .. })
+        ));
+    }
+}
