@@ -20,6 +20,8 @@ import torch.nn.functional as F
 TILES = {64: ["128x128", "192x128", "128x64", "64x64"],
          128: ["128x128", "128x80", "64x64"],
          256: ["128x128", "128x80", "128x64"]}
+# --quick: the defaults and the tiles they replaced.
+QUICK = {64: ["128x128", "192x128"], 128: ["128x128"], 256: ["128x128", "128x80"]}
 
 
 def bench_ms(fn, warmup=5, iters=20):
@@ -39,9 +41,9 @@ def bench_ms(fn, warmup=5, iters=20):
     return times[len(times) // 2]
 
 
-def fragmask(binary, s, d, tile, mask):
+def fragmask(binary, s, d, tile, mask, extra=()):
     cmd = [binary, "bench", "attention", "--random", f"1,16,16,{s},{s},{d}", "--block", tile,
-           "--json", "--warmup", "10", "--iters", "30"] + (["--synthetic-mask", mask] if mask else [])
+           "--json", "--warmup", "10", "--iters", "30"] + (["--synthetic-mask", mask] if mask else []) + list(extra)
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         return {"error": res.stderr.strip()[-300:]}
@@ -54,6 +56,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--seq", type=int, default=16384)
     ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--quick", action="store_true", help="only the default tiles and those they replaced")
+    ap.add_argument("--extra-128", action="store_true", help="D=128: also top-k S/8 and causal")
     args = ap.parse_args()
     rows = []
     for d in (int(x) for x in args.dims.split(",")):
@@ -61,7 +65,18 @@ def main():
         sdpa = bench_ms(lambda: F.scaled_dot_product_attention(q, k, v))
         del q, k, v
         rows.append({"d": d, "system": "sdpa", "tile": "-", "none_ms": sdpa})
-        for tile in TILES[d]:
+        if d == 128 and args.extra_128:
+            q, k, v = (torch.randn(1, 16, args.seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            sdpa_c = bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+            del q, k, v
+            rows.append({"d": d, "system": "sdpa", "tile": "causal", "none_ms": sdpa_c})
+            for mask in ("topk:0.125", "causal"):
+                r = fragmask(args.bin, args.seq, d, "128x128", None if mask == "causal" else mask,
+                             ["--causal"] if mask == "causal" else [])
+                rows.append({"d": d, "system": f"fragmask {mask}", "tile": "128x128",
+                             "none_ms": r.get("ms_median"), "error": r.get("error")})
+                print(json.dumps(rows[-1]), flush=True)
+        for tile in (QUICK if args.quick else TILES)[d]:
             none = fragmask(args.bin, args.seq, d, tile, None)
             rand = fragmask(args.bin, args.seq, d, tile, "random:0.5")
             rows.append({"d": d, "system": "fragmask", "tile": tile, "none_ms": none.get("ms_median"),
@@ -72,7 +87,7 @@ def main():
         json.dump(rows, f, indent=1)
     print(f"\nS={args.seq}, B=1, H=16, bf16, {torch.cuda.get_device_name()}")
     print(f"{'D':>4} {'system':<9} {'tile':<8} {'none ms':>8} {'vs SDPA':>8} {'rand50 ms':>9} {'rand/none':>9}")
-    sdpa_ms = {r["d"]: r["none_ms"] for r in rows if r["system"] == "sdpa"}
+    sdpa_ms = {r["d"]: r["none_ms"] for r in rows if r["system"] == "sdpa" and r["tile"] == "-"}
     for r in rows:
         n, m = r.get("none_ms"), r.get("random50_ms")
         ratio = f"{sdpa_ms[r['d']] / n:7.3f}x" if n else "-"

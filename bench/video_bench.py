@@ -99,7 +99,7 @@ def main():
     ap.add_argument("--bin", default=".carry/fragmask")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--fracs", default="0.1,0.5")
-    ap.add_argument("--tiles", default="64x64,128x128")
+    ap.add_argument("--tiles", default="64x64,64x64/1,128x128")
     ap.add_argument("--variable", action="store_true", help="also run 48..64-token blocks")
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--iters", type=int, default=30)
@@ -139,14 +139,15 @@ def main():
             extra += ["--block-sizes", sz_p]
         ref = reference_heads(q, k, v, index.to(dev), num.to(dev), sizes, heads=(0, 1))
         for tile in args.tiles.split(","):
-            m, n = tile.split("x")
+            mn = tile.split("/")[0]          # the mask's tile; "/S" picks key blocks per step
+            m, n = mn.split("x")
             wg = int(m) // 64
-            mask_p = os.path.join(tmp, f"mask_{tile}.safetensors")
+            mask_p = os.path.join(tmp, f"mask_{mn}.safetensors")
             run([args.bin, "pack", "--blocks", idx_p, "--blocks-num", num_p, *extra,
-                 "--block", tile, "--warpgroups", str(wg), "-o", mask_p])
+                 "--block", mn, "--warpgroups", str(wg), "-q", "-o", mask_p])
             o_p = os.path.join(tmp, "o.safetensors")
-            out = run([args.bin, "attention", "--inputs", inputs, "--mask", mask_p, "--bench", "--json",
-                       "--warmup", "10", "--iters", str(args.iters), "--out", o_p])
+            out = run([args.bin, "attention", "--inputs", inputs, "--mask", mask_p, "--block", tile,
+                       "--bench", "--json", "--warmup", "10", "--iters", str(args.iters), "--out", o_p])
             rec = json.loads(out.strip().splitlines()[-1])
             o = load_file(o_p)["o"].to(dev).float()
             errs = []
@@ -191,12 +192,12 @@ def main():
         json.dump(rows, f, indent=1)
     print()
     print(f"write-up 002 prefill, B=1 H={H} N={N} D={D}, {torch.cuda.get_device_name()}")
-    print(f"{'case':<26} {'system':<18} {'ms':>8} {'vs flex':>8} {'vs sdpa':>8} {'err':>9}")
+    print(f"{'case':<26} {'system':<20} {'ms':>8} {'vs flex':>8} {'vs sdpa':>8} {'err':>9}")
     flex_ms = {r["case"]: r["ms"] for r in rows if r["system"].startswith("flex") and r.get("ms")}
     for r in rows:
         ms = r.get("ms")
         fx = flex_ms.get(r["case"])
-        print(f"{r['case']:<26} {r['system']:<18} {ms if ms is None else f'{ms:8.3f}':>8} "
+        print(f"{r['case']:<26} {r['system']:<20} {ms if ms is None else f'{ms:8.3f}':>8} "
               f"{(f'{fx / ms:7.2f}x' if fx and ms else '-'):>8} {(f'{sdpa / ms:7.2f}x' if ms else '-'):>8} "
               f"{(format(r['err'], '.2e') if 'err' in r else r.get('error', '-')[:60]):>9}")
     return 0

@@ -362,8 +362,9 @@ pub fn kernel_config(
     .map_err(AttentionError::Config)
 }
 
-/// The geometry of a call: the tile of its packed mask (`mask`), else `opts.geometry`,
-/// else the head dim's default. A mask whose tile differs from `opts.geometry` is refused.
+/// The geometry of a call: `opts.geometry`, else the preferred geometry of its packed
+/// mask's tile (`mask`), else the head dim's default. With a mask, `opts.geometry` must have
+/// the mask's tile (it may pick another variant of it, such as `64x64/1`).
 pub fn call_geometry(
     head_dim: usize,
     mask: Option<&PackedMask>,
@@ -372,13 +373,17 @@ pub fn call_geometry(
     match mask {
         Some(m) => {
             let g = blockmask::mask_geometry(m)?;
+            let tile = |g: &Geometry| (g.block_m(), g.block_n(), g.consumer_warpgroups());
             match opts.geometry {
-                Some(want) if want != g => Err(AttentionError::MaskLayout {
+                // The mask fixes the tile; the caller may pick a variant of it (key blocks
+                // per step).
+                Some(want) if tile(&want) != tile(&g) => Err(AttentionError::MaskLayout {
                     field: "tile",
-                    found: g.name(),
-                    expected: want.name(),
+                    found: format!("{}x{}", g.block_m(), g.block_n()),
+                    expected: format!("{}x{}", want.block_m(), want.block_n()),
                 }),
-                _ => Ok(g),
+                Some(want) => Ok(want),
+                None => Ok(g),
             }
         }
         None => Ok(opts.geometry.unwrap_or_else(|| {
@@ -715,6 +720,24 @@ pub fn window_tiles(w: &Window, s: &AttentionShape, g: &Geometry) -> (u64, u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mask_fixes_the_tile_and_the_caller_may_pick_its_variant() {
+        let dense = DenseMask::new(&[1u8; 128 * 128], &[128, 128]).unwrap();
+        let m = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();
+        let with = |g: Option<Geometry>| AttentionOptions {
+            geometry: g,
+            ..AttentionOptions::default()
+        };
+        assert_eq!(call_geometry(128, Some(&m), &with(None)).unwrap(), Geometry::TILE_64X64);
+        assert_eq!(
+            call_geometry(128, Some(&m), &with(Some(Geometry::TILE_64X64_SINGLE))).unwrap(),
+            Geometry::TILE_64X64_SINGLE
+        );
+        let e = call_geometry(128, Some(&m), &with(Some(Geometry::TILE_128X128))).unwrap_err();
+        assert!(e.to_string().contains("tile = 64x64"), "{e}");
+        assert_eq!(call_geometry(64, None, &with(None)).unwrap(), Geometry::TILE_128X128);
+    }
     use fragmask_masks::io::write_npy;
 
     fn shape(b: usize, h: usize, hk: usize, sq: usize, sk: usize, d: usize) -> AttentionShape {

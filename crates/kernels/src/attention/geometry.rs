@@ -33,15 +33,21 @@ pub struct Geometry {
     block_n: u32,
     consumer_warpgroups: u32,
     ctas_per_sm: u32,
+    step_blocks: u32,
 }
 
 impl Geometry {
     /// 128 x 128 tiles, two consumer warpgroups, one block per SM (FlashAttention-3's
     /// head-dim-128 tile; ping-pong between the two warpgroups).
     pub const TILE_128X128: Geometry = Geometry::new(128, 128, 2, 1);
-    /// 64 x 64 tiles, one consumer warpgroup, two blocks per SM: block sparsity at 64
-    /// tokens on both the query and the key side (write-up 002's 64-token blocks).
-    pub const TILE_64X64: Geometry = Geometry::new(64, 64, 1, 2);
+    /// 64 x 64 tiles, one consumer warpgroup, two blocks per SM, two key blocks per step:
+    /// block sparsity at 64 tokens on both the query and the key side (write-up 002's
+    /// 64-token blocks), with the S tile of a step 64 x 128 (the two listed key blocks side
+    /// by side, each loaded by its own TMA box), so the MMA and the per-step overhead are
+    /// those of a 128-key tile.
+    pub const TILE_64X64: Geometry = Geometry::new(64, 64, 1, 2).with_step_blocks(2);
+    /// 64 x 64 tiles, one key block per step (S is 64 x 64): the plain form, for comparison.
+    pub const TILE_64X64_SINGLE: Geometry = Geometry::new(64, 64, 1, 2);
     /// 128 x 64 tiles, two consumer warpgroups: a narrower key tile for head dim 256, where
     /// S, P and O of a 128-wide tile do not fit in registers with the overlapped loop.
     pub const TILE_128X64: Geometry = Geometry::new(128, 64, 2, 1);
@@ -51,9 +57,10 @@ impl Geometry {
     pub const TILE_192X128: Geometry = Geometry::new(192, 128, 3, 1);
 
     /// Every geometry the generator emits.
-    pub const SUPPORTED: [Geometry; 5] = [
+    pub const SUPPORTED: [Geometry; 6] = [
         Geometry::TILE_128X128,
         Geometry::TILE_64X64,
+        Geometry::TILE_64X64_SINGLE,
         Geometry::TILE_128X64,
         Geometry::TILE_128X80,
         Geometry::TILE_192X128,
@@ -65,12 +72,18 @@ impl Geometry {
             block_n,
             consumer_warpgroups,
             ctas_per_sm,
+            step_blocks: 1,
         }
     }
 
-    /// The supported geometry of a `block_m x block_n` tile over `warpgroups` consumer
-    /// warpgroups (the tile of a packed mask), or a [`ConfigError::Geometry`] listing the
-    /// supported ones.
+    const fn with_step_blocks(mut self, step_blocks: u32) -> Self {
+        self.step_blocks = step_blocks;
+        self
+    }
+
+    /// The preferred supported geometry of a `block_m x block_n` tile over `warpgroups`
+    /// consumer warpgroups (the tile of a packed mask; the first of [`Self::SUPPORTED`]), or
+    /// a [`ConfigError::Geometry`] listing the supported ones.
     pub fn from_tile(block_m: u32, block_n: u32, warpgroups: u32) -> Result<Self, ConfigError> {
         Self::SUPPORTED
             .into_iter()
@@ -84,18 +97,45 @@ impl Geometry {
             })
     }
 
-    /// Parses `MxN` (`64x64`, `128x128`, ...) into the supported geometry of that tile.
+    /// Parses `MxN` (`64x64`, `128x128`, ...) into the preferred geometry of that tile, or
+    /// `MxN/S` into the one with `S` key blocks per step (`64x64/1`).
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let bad = || ConfigError::GeometryName(text.to_string());
-        let (m, n) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+        let (tile, step) = match text.split_once('/') {
+            Some((tile, step)) => (tile, Some(step.trim().parse::<u32>().map_err(|_| bad())?)),
+            None => (text, None),
+        };
+        let (m, n) = tile.split_once(['x', 'X']).ok_or_else(bad)?;
         let m: u32 = m.trim().parse().map_err(|_| bad())?;
         let n: u32 = n.trim().parse().map_err(|_| bad())?;
-        Self::from_tile(m, n, m.div_ceil(64).max(1))
+        let warpgroups = m.div_ceil(64).max(1);
+        match step {
+            None => Self::from_tile(m, n, warpgroups),
+            Some(s) => Self::SUPPORTED
+                .into_iter()
+                .find(|g| {
+                    g.block_m == m
+                        && g.block_n == n
+                        && g.consumer_warpgroups == warpgroups
+                        && g.step_blocks == s
+                })
+                .ok_or_else(bad),
+        }
     }
 
-    /// `"128x128"`, `"64x64"`, ...
+    /// `"128x128"`, `"64x64/2"` (2 key blocks per step), ...
     pub fn name(&self) -> String {
-        format!("{}x{}", self.block_m, self.block_n)
+        if self.step_blocks == 1 {
+            format!("{}x{}", self.block_m, self.block_n)
+        } else {
+            format!("{}x{}/{}", self.block_m, self.block_n, self.step_blocks)
+        }
+    }
+
+    /// `MxN/S` with the key blocks per step always spelled out (`64x64/1`): parses back to
+    /// exactly this geometry.
+    pub fn spec(&self) -> String {
+        format!("{}x{}/{}", self.block_m, self.block_n, self.step_blocks)
     }
 
     /// The supported tiles, for messages: `128x128 (2 warpgroups), 64x64 (1), ...`.
@@ -112,9 +152,19 @@ impl Geometry {
         self.block_m
     }
 
-    /// Keys per tile.
+    /// Keys per block (the N of the mask's tile).
     pub const fn block_n(&self) -> u32 {
         self.block_n
+    }
+
+    /// Key blocks side by side in the S tile of one pipeline step.
+    pub const fn step_blocks(&self) -> u32 {
+        self.step_blocks
+    }
+
+    /// Keys per step: S of one warpgroup is a `m64n{step_n}` accumulator.
+    pub const fn step_n(&self) -> u32 {
+        self.block_n * self.step_blocks
     }
 
     /// Consumer (MMA) warpgroups per block; each owns 64 query rows.
@@ -142,14 +192,19 @@ impl Geometry {
         4 * self.consumer_warpgroups
     }
 
-    /// f32 values of S per consumer thread: the `m64n{block_n}` accumulator's `block_n / 2`.
+    /// f32 values of S per consumer thread: the `m64n{step_n}` accumulator's `step_n / 2`.
     pub const fn values_per_thread(&self) -> u32 {
+        self.step_n() / 2
+    }
+
+    /// f32 values per consumer thread of one key block (the mask tile's `m64n{block_n}`).
+    pub const fn block_values(&self) -> u32 {
         self.block_n / 2
     }
 
-    /// 32-bit FragmentNative words per consumer thread per partial tile.
+    /// 32-bit FragmentNative words per consumer thread per partial mask tile.
     pub const fn mask_words_per_thread(&self) -> u32 {
-        self.values_per_thread().div_ceil(32)
+        self.block_values().div_ceil(32)
     }
 
     /// Registers per consumer thread after `setmaxnreg.inc`: what the block's share of the
@@ -181,9 +236,9 @@ impl Geometry {
         self.block_m * head_dim * 2
     }
 
-    /// Bytes of one K or V tile (`block_n x head_dim` bf16).
+    /// Bytes of one step's K or V tile (`step_n x head_dim` bf16).
     pub const fn kv_tile_bytes(&self, head_dim: u32) -> u32 {
-        self.block_n * head_dim * 2
+        self.step_n() * head_dim * 2
     }
 
     /// Bytes after the tiles: the mbarriers (256 bytes) and a 4-byte scratch word per
@@ -256,9 +311,9 @@ impl core::fmt::Display for Geometry {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            "{}x{}, {} consumer warpgroup{}, {} block{}/SM",
-            self.block_m,
-            self.block_n,
+            "{} ({} keys per step), {} consumer warpgroup{}, {} block{}/SM",
+            self.name(),
+            self.step_n(),
             self.consumer_warpgroups,
             if self.consumer_warpgroups == 1 {
                 ""
@@ -278,9 +333,11 @@ static_assertions::const_assert_eq!(Geometry::TILE_128X128.mask_words_per_thread
 static_assertions::const_assert_eq!(Geometry::TILE_64X64.threads(), 256);
 static_assertions::const_assert_eq!(Geometry::TILE_64X64.consumer_regs(), 232);
 static_assertions::const_assert_eq!(Geometry::TILE_64X64.mask_words_per_thread(), 1);
+static_assertions::const_assert_eq!(Geometry::TILE_64X64.step_n(), 128);
 static_assertions::const_assert_eq!(Geometry::TILE_192X128.consumer_regs(), 160);
 // Two 64x64 blocks of head dim 128 with two stages each fit in one SM's shared memory.
-static_assertions::const_assert!(Geometry::TILE_64X64.max_stages(128) >= 2);
+static_assertions::const_assert!(Geometry::TILE_64X64.max_stages(128) >= 1);
+static_assertions::const_assert!(Geometry::TILE_64X64_SINGLE.max_stages(128) >= 2);
 // Head dim 256 with two stages and the overlapped loop fits at 128x80 and 128x64.
 static_assertions::const_assert!(Geometry::TILE_128X80.max_stages(256) >= 2);
 static_assertions::const_assert!(Geometry::TILE_128X80.overlap_fits(256));
@@ -297,10 +354,11 @@ mod tests {
             assert_eq!(g.block_n() % 16, 0, "{g}: PV k-blocks are 16 keys");
             assert!(g.block_n() <= 256, "{g}: wgmma N <= 256");
             assert_eq!(
-                g.values_per_thread() * g.mask_threads(),
+                g.block_values() * g.mask_threads(),
                 g.block_m() * g.block_n(),
                 "{g}"
             );
+            assert!(g.step_n() <= 256, "{g}: wgmma N <= 256");
             assert!(g.threads() * g.ctas_per_sm() <= 2048, "{g}: threads per SM");
             assert!(g.consumer_regs() >= 128, "{g}");
             assert!(g.supports_head_dim(64), "{g}");
@@ -309,11 +367,9 @@ mod tests {
                     <= SM_REGISTERS / g.ctas_per_sm(),
                 "{g}: register file"
             );
-            assert_eq!(
-                Geometry::from_tile(g.block_m(), g.block_n(), g.consumer_warpgroups()),
-                Ok(g)
-            );
-            assert_eq!(Geometry::parse(&g.name()), Ok(g));
+            let preferred = Geometry::from_tile(g.block_m(), g.block_n(), g.consumer_warpgroups());
+            assert_eq!(preferred.map(|p| (p.block_m(), p.block_n())), Ok((g.block_m(), g.block_n())));
+            assert_eq!(Geometry::parse(&g.spec()), Ok(g));
         }
     }
 
@@ -330,6 +386,9 @@ mod tests {
             Geometry::parse("64"),
             Err(ConfigError::GeometryName(_))
         ));
+        assert_eq!(Geometry::parse("64x64"), Ok(Geometry::TILE_64X64));
+        assert_eq!(Geometry::parse("64x64/1"), Ok(Geometry::TILE_64X64_SINGLE));
+        assert!(matches!(Geometry::parse("64x64/3"), Err(ConfigError::GeometryName(_))));
         assert!(matches!(
             Geometry::parse("96x64"),
             Err(ConfigError::Geometry { block_m: 96, .. })

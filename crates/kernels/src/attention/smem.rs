@@ -92,24 +92,24 @@ impl OperandTile {
         Self::new("Q", Major::K, layout, (g.block_m(), head_dim), 64)
     }
 
-    /// K: `block_n x head_dim`, K-major (the B operand of `Q K^T`, N = keys).
+    /// K: `step_n x head_dim`, K-major (the B operand of `Q K^T`, N = the step's keys).
     pub fn k(g: &Geometry, head_dim: u32) -> Result<Self, ConfigError> {
         let atom =
             SmemAtom::new(Major::K, SmemSwizzle::B128, 16).map_err(|e| layout_err("K", e))?;
         let layout = atom
-            .tile(g.block_n(), head_dim)
+            .tile(g.step_n(), head_dim)
             .map_err(|e| layout_err("K", e))?;
-        Self::new("K", Major::K, layout, (g.block_n(), head_dim), g.block_n())
+        Self::new("K", Major::K, layout, (g.step_n(), head_dim), g.step_n())
     }
 
-    /// V: `(head_dim, block_n)` MN-major (the B operand of `P V`, N = D, K = keys).
+    /// V: `(head_dim, step_n)` MN-major (the B operand of `P V`, N = D, K = the step's keys).
     pub fn v(g: &Geometry, head_dim: u32) -> Result<Self, ConfigError> {
         let atom =
             SmemAtom::new(Major::Mn, SmemSwizzle::B128, 16).map_err(|e| layout_err("V", e))?;
         let layout = atom
-            .tile_k_first(head_dim, g.block_n())
+            .tile_k_first(head_dim, g.step_n())
             .map_err(|e| layout_err("V", e))?;
-        Self::new("V", Major::Mn, layout, (head_dim, g.block_n()), head_dim)
+        Self::new("V", Major::Mn, layout, (head_dim, g.step_n()), head_dim)
     }
 
     /// Element offset of `(mn, k)` before the swizzle (the layout's colexicographic index).
@@ -201,6 +201,25 @@ impl Operands {
         Ok(stride)
     }
 
+    /// Byte offset of slot `h`'s key block in every chunk of a step's K and V tiles:
+    /// `K(h * block_n, 0)`, checked equal to `V(0, h * block_n)`.
+    pub fn slot_bytes(&self, g: &Geometry, h: u32) -> Result<u32, ConfigError> {
+        if h >= g.step_blocks() {
+            return Err(ConfigError::Layout(format!(
+                "slot {h} of a step of {} key block(s)",
+                g.step_blocks()
+            )));
+        }
+        let k = self.k.bytes(h * g.block_n(), 0)?;
+        let v = self.v.bytes(0, h * g.block_n())?;
+        if k != v {
+            return Err(ConfigError::Layout(format!(
+                "key block {h} starts at byte {k} of K but {v} of V"
+            )));
+        }
+        Ok(k)
+    }
+
     /// Bytes of one 64-column chunk (one TMA box) of the Q tile and of a K/V tile: the
     /// rows of a tile times one 128-byte swizzle row, checked against the layouts where the
     /// tile has a second chunk (`bytes(0, 64)` of Q and K, `bytes(64, 0)` of V).
@@ -255,7 +274,10 @@ mod tests {
                 let ops = Operands::new(&g, d).unwrap();
                 let (q_chunk, kv_chunk) = ops.chunk_bytes().unwrap();
                 assert_eq!(q_chunk, g.block_m() * 128, "{g} d{d}");
-                assert_eq!(kv_chunk, g.block_n() * 128, "{g} d{d}");
+                assert_eq!(kv_chunk, g.step_n() * 128, "{g} d{d}");
+                if g.step_blocks() > 1 {
+                    assert_eq!(ops.slot_bytes(&g, 1).unwrap(), g.block_n() * 128, "{g} d{d}");
+                }
                 assert_eq!(ops.q.tile_bytes(), g.q_tile_bytes(d));
                 assert_eq!(ops.v.tile_bytes(), g.kv_tile_bytes(d));
                 // LBO of V is one chunk when D spans more than one (unused otherwise).

@@ -20,8 +20,9 @@ use crate::family::template::fill;
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let g = k.geometry();
-    // S = Q K^T: m64n{block_n} accumulator; O = P V: m64n{d} accumulator.
-    let s_map = FragmentMap::new(g.block_n()).map_err(|e| ConfigError::Layout(e.0))?;
+    // S = Q K^T: m64n{step_n} accumulator; O = P V: m64n{d} accumulator.
+    let s_map = FragmentMap::new(g.step_n()).map_err(|e| ConfigError::Layout(e.0))?;
+    check_slots(&s_map, &g)?;
     let o_map = FragmentMap::new(d).map_err(|e| ConfigError::Layout(e.0))?;
     check_pairs(&o_map)?;
     let quad = quad_shuffle_masks(&s_map)?;
@@ -54,6 +55,14 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("LOOKAHEAD", u32::from(k.lookahead()).to_string()),
         ("BLOCK_M", g.block_m().to_string()),
         ("BLOCK_N", g.block_n().to_string()),
+        ("STEP_BLOCKS", g.step_blocks().to_string()),
+        ("STEP_N", g.step_n().to_string()),
+        ("BLOCK_VALUES", g.block_values().to_string()),
+        (
+            "KV_SLOT_BYTES",
+            // One block per step: slot 0 only, the offset is never multiplied in.
+            if g.step_blocks() > 1 { ops.slot_bytes(&g, 1)? } else { 0 }.to_string(),
+        ),
         ("CONSUMER_WARPGROUPS", g.consumer_warpgroups().to_string()),
         ("CONSUMER_WARPS", g.consumer_warps().to_string()),
         ("THREADS", g.threads().to_string()),
@@ -92,7 +101,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("KV_TILE_BYTES", ops.k.tile_bytes().to_string()),
         ("Q_WG_STRIDE", ops.q_warpgroup_stride(&g)?.to_string()),
         ("GEMMS", gemms(&ops, &g, d)?),
-        ("WGMMA_SS", wgmma_ss(g.block_n())),
+        ("WGMMA_SS", wgmma_ss(g.step_n())),
         ("WGMMA_RS", wgmma_rs(d)),
         ("SCHEDULE", schedule(k.mask()).to_string()),
         ("MASK_BITS", mask_bits(k.mask(), &g)),
@@ -113,7 +122,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
 /// The consumer's two GEMMs, one wgmma per k-step written out, every shared-memory
 /// offset and descriptor read off the operand layouts ([`Operands`]).
 fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
-    let n = g.block_n();
+    let n = g.step_n();
     let mut s = String::from(
         "// ---- the two GEMMs; shared-memory operands from gmma-frag (attention/smem.rs) ----\n",
     );
@@ -170,6 +179,32 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
     }
     s.push_str("    fm_wgmma_commit();\n    fm_fence_array(o);\n}\n");
     Ok(s)
+}
+
+/// Slot `h` of a step (key block `h`, columns `h * block_n ..`) holds the values
+/// `h * block_values ..` of S, in the register order of the mask tile's own `m64n{block_n}`
+/// accumulator, so one tile's FragmentNative words apply to one slot unchanged. Checked on
+/// the layouts for every thread and value.
+fn check_slots(s_map: &FragmentMap, g: &Geometry) -> Result<(), ConfigError> {
+    if g.step_blocks() == 1 {
+        return Ok(());
+    }
+    let block_map = FragmentMap::new(g.block_n()).map_err(|e| ConfigError::Layout(e.0))?;
+    let per_slot = g.block_values();
+    for t in 0..128 {
+        for i in 0..s_map.values() {
+            let (row, col) = s_map.coord(t, i);
+            let (h, j) = (i / per_slot, i % per_slot);
+            let (brow, bcol) = block_map.coord(t, j);
+            if (row, col) != (brow, bcol + h * g.block_n()) {
+                return Err(ConfigError::Layout(format!(
+                    "thread {t} value {i} of the step sits at ({row}, {col}), not at slot {h}'s \
+                     value {j} ({brow}, {bcol})"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The O epilogue stores value pairs `(i, i+1)` as one bf16x2: they must be
@@ -309,15 +344,18 @@ fn schedule(mode: MaskMode) -> &'static str {
 }
 
 /// The mask component's per-thread words: `fm_mask_bits` holds the FragmentNative words of
-/// one tile (`ceil(block_n / 2 / 32)` per consumer thread) and `fm_load_mask_bits` reads them
-/// with the widest aligned vector loads (one per thread per tile up to 4 words).
+/// one step for one consumer thread (`ceil(block_n / 2 / 32)` per key block, the step's
+/// blocks one after the other) and `fm_load_mask_bits` reads each block's words with the
+/// widest aligned vector load (one per thread per partial tile).
 fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
-    let words = match mode {
+    let per_block = match mode {
         MaskMode::Window => 1,
         MaskMode::Blocks => g.mask_words_per_thread(),
     };
+    let words = per_block * g.step_blocks();
     let mut s = format!(
-        "// FragmentNative words of one tile for one consumer thread: bit b of w[j] is S value 32*j + b.\n\
+        "// FragmentNative words of one step for one consumer thread: bit b of w[{per_block}*h + j] is the bit of\n\
+         // slot h's value 32*j + b.\n\
          struct fm_mask_bits {{ unsigned w[{words}]; }};\n\
          __device__ __forceinline__ fm_mask_bits fm_mask_all() {{\n\
          \x20   fm_mask_bits b;\n\
@@ -334,40 +372,48 @@ fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
         );
         return s;
     }
-    // words: u32 [tiles, mask_threads, words]; thread ct's words are contiguous.
-    // Widest vector the words of one thread fill exactly (they start at a multiple of `words`).
-    let lanes = match words {
+    // words: u32 [tiles, mask_threads, per_block]; thread ct's words of one tile are
+    // contiguous. Widest vector the words of one thread fill exactly (they start at a
+    // multiple of `per_block`).
+    let lanes = match per_block {
         2 => 2,
         4 => 4,
         _ => 1,
     };
     let _ = write!(
         s,
-        "// words: u32 [partial tiles, {threads} consumer threads, {words}] (masks::PackedMask, FragmentNative);\n\
-         // element offset (tile * {threads} + ct) * {words}: one coalesced load per thread per tile.\n\
+        "// words: u32 [partial tiles, {threads} consumer threads, {per_block}] (masks::PackedMask, FragmentNative);\n\
+         // element offset (tile * {threads} + ct) * {per_block}: one coalesced load per thread per tile.\n\
          __device__ __forceinline__ fm_mask_bits fm_load_mask_bits(const fm_attn_params& p, const fm_tile& t, int ct) {{\n\
-         \x20   if (t.mask_tile < 0) return fm_mask_all();   // full tile: every bit set\n\
-         \x20   const unsigned* src = p.words + ((long long)t.mask_tile * {threads} + ct) * {words};\n\
-         \x20   fm_mask_bits b;\n",
+         \x20   fm_mask_bits b;\n\
+         #pragma unroll\n\
+         \x20   for (int h = 0; h < FM_STEP_BLOCKS; ++h) {{\n\
+         \x20       if (t.mask_tile[h] < 0) {{\n\
+         \x20           // full block: every bit set; missing slot: none\n\
+         #pragma unroll\n\
+         \x20           for (int j = 0; j < {per_block}; ++j) b.w[{per_block} * h + j] = t.n_block[h] >= 0 ? 0xffffffffu : 0u;\n\
+         \x20           continue;\n\
+         \x20       }}\n\
+         \x20       const unsigned* src = p.words + ((long long)t.mask_tile[h] * {threads} + ct) * {per_block};\n",
         threads = g.mask_threads(),
     );
     let mut j = 0;
-    while j < words {
+    while j < per_block {
         match lanes {
             1 => {
-                let _ = writeln!(s, "    b.w[{j}] = __ldg(src + {j});");
+                let _ = writeln!(s, "        b.w[{per_block} * h + {j}] = __ldg(src + {j});");
             }
             2 => {
                 let _ = writeln!(
                     s,
-                    "    {{ const uint2 v = __ldg(reinterpret_cast<const uint2*>(src + {j})); b.w[{j}] = v.x; b.w[{}] = v.y; }}",
+                    "        {{ const uint2 v = __ldg(reinterpret_cast<const uint2*>(src + {j})); b.w[{per_block} * h + {j}] = v.x; b.w[{per_block} * h + {}] = v.y; }}",
                     j + 1
                 );
             }
             _ => {
                 let _ = writeln!(
                     s,
-                    "    {{ const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + {j})); b.w[{j}] = v.x; b.w[{}] = v.y; b.w[{}] = v.z; b.w[{}] = v.w; }}",
+                    "        {{ const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + {j})); b.w[{per_block} * h + {j}] = v.x; b.w[{per_block} * h + {}] = v.y; b.w[{per_block} * h + {}] = v.z; b.w[{per_block} * h + {}] = v.w; }}",
                     j + 1,
                     j + 2,
                     j + 3
@@ -376,7 +422,7 @@ fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
         }
         j += lanes;
     }
-    s.push_str("    return b;\n}\n");
+    s.push_str("    }\n    return b;\n}\n");
     s
 }
 
@@ -441,11 +487,12 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, Con
 
 const SCHEDULE_WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sliding window / none), no mask words ----
 // Key j is visible from query i iff i + diag_offset - window_left <= j <= i + diag_offset + window_right
-// and j < seqlen_k. Tiles are visited from the highest key block down, so the diagonal (partial) tiles
-// come first, as in FlashAttention-3.
+// and j < seqlen_k. Key blocks are visited from the highest down, FM_STEP_BLOCKS per step, so the diagonal
+// (partial) blocks come first, as in FlashAttention-3.
 struct fm_schedule {
-    int num_tiles;   // key tiles this block visits
-    int n_last;      // highest visited key block; tile kk is key block n_last - kk
+    int num_tiles;   // steps this block visits
+    int n_last;      // highest visited key block; step kk holds blocks n_last - FM_STEP_BLOCKS*kk - h
+    int n_first;     // lowest visited key block
     int m0;          // first query row of the block
     int m_end;       // last real query row of the block (< seqlen_q)
 };
@@ -461,36 +508,46 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p,
     if (p.window_right >= $WINDOW_INFINITE || hi >= (long long)p.seqlen_k - 1) n_last = p.n_blocks - 1;
     else if (hi < 0) n_last = -1;
     else n_last = (int)(hi / FM_BLOCK_N);
-    s.num_tiles = max(0, n_last - n_first + 1);
+    const int blocks = max(0, n_last - n_first + 1);
+    s.num_tiles = (blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
     s.n_last = n_last;
+    s.n_first = n_first;
     return s;
 }
 
+// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
 struct fm_tile {
-    int n_block;    // key block
-    int partial;    // 1: some element of the tile is masked, apply the mask
-    int mask_tile;  // FragmentNative tile index (unused in window mode)
+    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
+    int mask_tile[FM_STEP_BLOCKS];  // unused in window mode
+    int partial;                    // 1: some element of the step is masked, apply the mask
 };
 
 __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
     fm_tile t;
-    t.n_block = s.n_last - kk;
-    const long long n0 = (long long)t.n_block * FM_BLOCK_N;
-    // Fully visible iff every (row, key) of the tile satisfies the window and the key bound.
-    const bool left_ok = p.window_left >= $WINDOW_INFINITE || n0 >= (long long)s.m_end + p.diag_offset - p.window_left;
-    const bool right_ok = p.window_right >= $WINDOW_INFINITE || n0 + FM_BLOCK_N - 1 <= (long long)s.m0 + p.diag_offset + p.window_right;
-    const bool bound_ok = n0 + FM_BLOCK_N <= (long long)p.seqlen_k;
-    t.partial = (left_ok && right_ok && bound_ok) ? 0 : 1;
-    t.mask_tile = 0;
+    t.partial = 0;
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const int n = s.n_last - FM_STEP_BLOCKS * kk - h;
+        t.n_block[h] = n >= s.n_first ? n : -1;
+        t.mask_tile[h] = -1;
+        const long long n0 = (long long)n * FM_BLOCK_N;
+        // Fully visible iff every (row, key) of the block satisfies the window and the key bound.
+        const bool left_ok = p.window_left >= $WINDOW_INFINITE || n0 >= (long long)s.m_end + p.diag_offset - p.window_left;
+        const bool right_ok = p.window_right >= $WINDOW_INFINITE || n0 + FM_BLOCK_N - 1 <= (long long)s.m0 + p.diag_offset + p.window_right;
+        const bool bound_ok = n0 + FM_BLOCK_N <= (long long)p.seqlen_k;
+        if (t.n_block[h] < 0 || !(left_ok && right_ok && bound_ok)) t.partial = 1;
+    }
     return t;
 }
 "#;
 
 const SCHEDULE_BLOCKS: &str = r#"// ---- tile schedule: FlexAttention-style block lists + FragmentNative words ----
 // Row (batch, head, m_block) of the [Bm, Hm, Mb] lists is batch*mask_batch_stride + head*mask_head_stride
-// + m_block (strides are 0 where the mask broadcasts). Partial tiles (kv_indices) come first, then full ones.
+// + m_block (strides are 0 where the mask broadcasts). Partial blocks (kv_indices) come first, then full ones;
+// step kk takes list entries FM_STEP_BLOCKS*kk .. FM_STEP_BLOCKS*kk + FM_STEP_BLOCKS-1 of that sequence.
 struct fm_schedule {
-    int num_tiles;    // partial + full tiles
+    int num_tiles;    // steps
+    int num_blocks;   // partial + full blocks
     int num_partial;  // kv_num_blocks of this row
     int list_row;     // index of this (batch, head, m_block) in [Bm, Hm, Mb]
     int m0;           // first query row of the block
@@ -501,79 +558,101 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p,
     s.m0 = m_block * FM_BLOCK_M;
     s.list_row = batch * p.mask_batch_stride + head * p.mask_head_stride + m_block;
     s.num_partial = __ldg(p.kv_num_blocks + s.list_row);
-    s.num_tiles = s.num_partial + __ldg(p.full_kv_num_blocks + s.list_row);
+    s.num_blocks = s.num_partial + __ldg(p.full_kv_num_blocks + s.list_row);
+    s.num_tiles = (s.num_blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
     return s;
 }
 
+// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
 struct fm_tile {
-    int n_block;    // key block
-    int partial;    // 1: apply the mask (the words of mask_tile, and/or the key bound of the last tile)
-    int mask_tile;  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1 for a full tile
+    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
+    int mask_tile[FM_STEP_BLOCKS];  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1: no words
+    int partial;                    // 1: apply the mask (words, a missing slot, or the key bound of the last block)
 };
 
 __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
     fm_tile t;
+    t.partial = 0;
     const long long row = (long long)s.list_row * p.n_blocks;   // [Bm, Hm, Mb, Nb] row of the index lists
-    if (kk < s.num_partial) {
-        t.n_block = __ldg(p.kv_indices + row + kk);
-        t.mask_tile = __ldg(p.kv_tile_offsets + row + kk);
-        t.partial = 1;
-    } else {
-        t.n_block = __ldg(p.full_kv_indices + row + (kk - s.num_partial));
-        t.mask_tile = -1;
-        // A full tile still needs the key bound when it reaches past seqlen_k (K is zero-filled there).
-        t.partial = ((long long)t.n_block * FM_BLOCK_N + FM_BLOCK_N > (long long)p.seqlen_k) ? 1 : 0;
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const int e = FM_STEP_BLOCKS * kk + h;   // entry of the partial-then-full sequence
+        if (e < s.num_partial) {
+            t.n_block[h] = __ldg(p.kv_indices + row + e);
+            t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);
+            t.partial = 1;
+        } else if (e < s.num_blocks) {
+            t.n_block[h] = __ldg(p.full_kv_indices + row + (e - s.num_partial));
+            t.mask_tile[h] = -1;
+            // A full block still needs the key bound when it reaches past seqlen_k (K is zero-filled there).
+            if ((long long)t.n_block[h] * FM_BLOCK_N + FM_BLOCK_N > (long long)p.seqlen_k) t.partial = 1;
+        } else {
+            t.n_block[h] = -1;
+            t.mask_tile[h] = -1;
+            t.partial = 1;
+        }
     }
     return t;
 }
 "#;
 
 const MASK_WINDOW: &str = r#"// ---- mask application: window mode ----
-// Values of S outside the window or past seqlen_k become -inf (only called on partial tiles).
+// Values of S outside the window, past seqlen_k or in a missing slot become -inf (only called on partial steps).
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
                                               const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
-    const long long n0 = (long long)t.n_block * FM_BLOCK_N;
-    int col_lo[2], col_hi[2];   // visible column range of this thread's two rows, relative to n0 + frag_col
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        // $LAYOUT_S: row slot r is row frag_row + $ROW_SLOT_STRIDE * r
-        const long long row = (long long)sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
-        const long long base = n0 + frag_col;
-        long long lo = p.window_left >= $WINDOW_INFINITE ? -1 : row + p.diag_offset - p.window_left - base;
-        long long hi = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1 - base
-                                                         : row + p.diag_offset + p.window_right - base;
-        hi = min(hi, (long long)p.seqlen_k - 1 - base);
-        col_lo[r] = (int)max(min(lo, 1LL << 20), -(1LL << 20));
-        col_hi[r] = (int)max(min(hi, 1LL << 20), -(1LL << 20));
-    }
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
+        int col_lo[2], col_hi[2];   // visible column range of this thread's two rows, relative to n0 + frag_col
 #pragma unroll
-    for (int i = 0; i < $S_VALUES; ++i) {
-        // $LAYOUT_S value mode: column offset $VALUE_COL_S, row slot $VALUE_ROW_SLOT_S
-        const int c = $VALUE_COL_S;
-        const int r = $VALUE_ROW_SLOT_S;
-        if (c < col_lo[r] || c > col_hi[r]) s[i] = FM_NEG_INF;
+        for (int r = 0; r < 2; ++r) {
+            // $LAYOUT_S: row slot r is row frag_row + $ROW_SLOT_STRIDE * r
+            const long long row = (long long)sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
+            const long long base = n0 + frag_col;
+            long long lo = p.window_left >= $WINDOW_INFINITE ? -1 : row + p.diag_offset - p.window_left - base;
+            long long hi = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1 - base
+                                                             : row + p.diag_offset + p.window_right - base;
+            hi = min(hi, (long long)p.seqlen_k - 1 - base);
+            if (t.n_block[h] < 0) hi = -(1LL << 20);   // missing slot: nothing visible
+            col_lo[r] = (int)max(min(lo, 1LL << 20), -(1LL << 20));
+            col_hi[r] = (int)max(min(hi, 1LL << 20), -(1LL << 20));
+        }
+#pragma unroll
+        for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
+            // $LAYOUT_S value mode: column offset $VALUE_COL_S (slot h's block starts at column h * FM_BLOCK_N),
+            // row slot $VALUE_ROW_SLOT_S
+            const int c = $VALUE_COL_S - h * FM_BLOCK_N;
+            const int r = $VALUE_ROW_SLOT_S;
+            if (c < col_lo[r] || c > col_hi[r]) s[i] = FM_NEG_INF;
+        }
     }
 }
 "#;
 
 const MASK_BLOCKS: &str = r#"// ---- mask application: FragmentNative words ----
-// Consumer thread ct = 128*wg + lt holds the $S_VALUES values of $LAYOUT_S; bit b of word w is the
-// mask bit of its value 32*w + b (register order), loaded by fm_load_mask_bits.
+// Consumer thread ct = 128*wg + lt holds the $S_VALUES values of $LAYOUT_S. Slot h's values are
+// h*FM_BLOCK_VALUES .. (h+1)*FM_BLOCK_VALUES-1, in the register order of the mask tile's own accumulator
+// (checked by the generator); bit b of word w of slot h is the mask bit of its value 32*w + b, loaded by
+// fm_load_mask_bits.
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
                                               const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
 #pragma unroll
     for (int i = 0; i < $S_VALUES; ++i) {
-        // FragmentNative order: value i <-> bit (i % 32) of word (i / 32)
-        const unsigned word = bits.w[i / 32];
+        // FragmentNative order: value i <-> slot i / FM_BLOCK_VALUES, bit (i % 32) of that slot's word (i % FM_BLOCK_VALUES) / 32
+        const int h = i / FM_BLOCK_VALUES;
+        const unsigned word = bits.w[h * $MASK_WORDS + (i % FM_BLOCK_VALUES) / 32];
         if (((word >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
     }
-    const long long n0 = (long long)t.n_block * FM_BLOCK_N;
-    if (n0 + FM_BLOCK_N > (long long)p.seqlen_k) {
-        // Key bound of the last tile (TMA zero-fills K past seqlen_k; those scores must not count).
-        const int cols_left = p.seqlen_k - (int)n0 - frag_col;
 #pragma unroll
-        for (int i = 0; i < $S_VALUES; ++i) {
-            if ($VALUE_COL_S >= cols_left) s[i] = FM_NEG_INF;   // $LAYOUT_S value column
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
+        if (t.n_block[h] >= 0 && n0 + FM_BLOCK_N > (long long)p.seqlen_k) {
+            // Key bound of the last block (TMA zero-fills K past seqlen_k; those scores must not count).
+            const int cols_left = p.seqlen_k - (int)n0 - frag_col;
+#pragma unroll
+            for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
+                if ($VALUE_COL_S - h * FM_BLOCK_N >= cols_left) s[i] = FM_NEG_INF;   // $LAYOUT_S value column
+            }
         }
     }
 }
@@ -686,7 +765,11 @@ const MAINLOOP_OVERLAP: &str = r#"
 const TEMPLATE: &str = r#"
 #define FM_D $D                          // head dim
 #define FM_BLOCK_M $BLOCK_M                   // query rows per block ($CONSUMER_WARPGROUPS consumer warpgroups x 64)
-#define FM_BLOCK_N $BLOCK_N                   // keys per tile
+#define FM_BLOCK_N $BLOCK_N                   // keys per block (the mask tile's N)
+#define FM_STEP_BLOCKS $STEP_BLOCKS              // key blocks side by side in one S tile (one pipeline step)
+#define FM_STEP_N $STEP_N                    // keys per step: S is m64n$STEP_N
+#define FM_BLOCK_VALUES $BLOCK_VALUES              // S values per thread of one key block (the mask tile's accumulator)
+#define FM_KV_SLOT_BYTES $KV_SLOT_BYTES          // byte of slot 1 in a K/V chunk: K(FM_BLOCK_N, 0) of the operand layout
 #define FM_STAGES $STAGES                // K/V shared-memory stages
 #define FM_LOOKAHEAD $LOOKAHEAD             // producer reads the tile list one tile ahead
 #define FM_D_CHUNKS $D_CHUNKS            // 128-byte swizzle atoms along D (64 bf16 each)
@@ -764,6 +847,30 @@ __device__ __forceinline__ unsigned fm_bf16x2(float lo, float hi) {
 $SCHEDULE
 $MASK_BITS
 $MASK_APPLY
+// ---- producer: the key blocks of one step, loaded side by side ----
+struct fm_kv_blocks { int n[FM_STEP_BLOCKS]; };
+
+__device__ __forceinline__ fm_kv_blocks fm_kv_blocks_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
+    const fm_tile t = fm_tile_at(p, s, kk);
+    fm_kv_blocks b;
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) b.n[h] = t.n_block[h] >= 0 ? t.n_block[h] : t.n_block[0];   // a missing slot
+    return b;                                                                                           // reloads slot 0 (masked)
+}
+
+// Every 64-column chunk c of the step's K (or V) tile gets slot h's block at byte c*FM_KV_CHUNK_BYTES +
+// h*FM_KV_SLOT_BYTES, i.e. K(h*FM_BLOCK_N, 64c) of the operand layout (attention/smem.rs): one TMA box of
+// 64 columns x FM_BLOCK_N rows per (slot, chunk), all completing on `bar` (FM_KV_TILE_BYTES in total).
+__device__ __forceinline__ void fm_load_kv_step(unsigned dst, const fm_tensor_map* map, unsigned bar,
+                                                const fm_kv_blocks& b, int kv_head, int batch) {
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+#pragma unroll
+        for (int c = 0; c < FM_D_CHUNKS; ++c)
+            fm_tma_load_4d(dst + c * FM_KV_CHUNK_BYTES + h * FM_KV_SLOT_BYTES, map, bar, 64 * c, b.n[h] * FM_BLOCK_N,
+                           kv_head, batch);
+    }
+}
 $GEMMS
 // ---- online softmax (base 2), FlashAttention-3 style ----
 $LAYOUT_S_DOC// Values with row slot r belong to row frag_row + $ROW_SLOT_STRIDE*r; the four lanes of a quad (thread leaf
@@ -871,47 +978,41 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #pragma unroll
             for (int c = 0; c < FM_D_CHUNKS; ++c)
                 fm_tma_load_4d(smem_q + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q, 64 * c, m_block * FM_BLOCK_M, head, batch);
-            // K of tile kk, then V of tile kk-1: K runs ahead so QK^T never waits behind a V load.
+            // K of step kk, then V of step kk-1: K runs ahead so QK^T never waits behind a V load.
 #if FM_LOOKAHEAD
-            // Key blocks read one tile ahead: the list load of tile kk+1 is in flight while tile kk's
-            // empty barriers are awaited, instead of one dependent L2 load before every TMA issue.
-            int n_k = fm_tile_at(p, sched, 0).n_block;   // key block of the next K load
-            int n_v = n_k;                                 // key block of the next V load
+            // Key blocks read one step ahead: the list loads of step kk+1 are in flight while step kk's
+            // empty barriers are awaited, instead of dependent L2 loads before every TMA issue.
+            fm_kv_blocks n_k = fm_kv_blocks_at(p, sched, 0);   // key blocks of the next K load
+            fm_kv_blocks n_v = n_k;                            // key blocks of the next V load
 #endif
             for (int kk = 0; kk <= sched.num_tiles; ++kk) {
 #if FM_LOOKAHEAD
-                const int n_k_next = (kk + 1 < sched.num_tiles) ? fm_tile_at(p, sched, kk + 1).n_block : 0;
+                const fm_kv_blocks n_k_next = fm_kv_blocks_at(p, sched, kk + 1 < sched.num_tiles ? kk + 1 : 0);
 #endif
                 if (kk < sched.num_tiles) {
                     const int stage = kk % FM_STAGES;
                     const unsigned phase = (unsigned)(kk / FM_STAGES) & 1u;
 #if FM_LOOKAHEAD
-                    const int n_block = n_k;
+                    const fm_kv_blocks blocks = n_k;
 #else
-                    const int n_block = fm_tile_at(p, sched, kk).n_block;
+                    const fm_kv_blocks blocks = fm_kv_blocks_at(p, sched, kk);
 #endif
                     fm_mbar_wait(FM_BAR_K_EMPTY(stage), phase ^ 1u);
                     fm_mbar_expect_tx(FM_BAR_K_FULL(stage), FM_KV_TILE_BYTES);
-#pragma unroll
-                    for (int c = 0; c < FM_D_CHUNKS; ++c)
-                        fm_tma_load_4d(smem_k + stage * FM_KV_TILE_BYTES + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_K_FULL(stage),
-                                       64 * c, n_block * FM_BLOCK_N, kv_head, batch);
+                    fm_load_kv_step(smem_k + stage * FM_KV_TILE_BYTES, &tma_k, FM_BAR_K_FULL(stage), blocks, kv_head, batch);
                 }
                 if (kk > 0) {
                     const int vk = kk - 1;
                     const int stage = vk % FM_STAGES;
                     const unsigned phase = (unsigned)(vk / FM_STAGES) & 1u;
 #if FM_LOOKAHEAD
-                    const int n_block = n_v;
+                    const fm_kv_blocks blocks = n_v;
 #else
-                    const int n_block = fm_tile_at(p, sched, vk).n_block;
+                    const fm_kv_blocks blocks = fm_kv_blocks_at(p, sched, vk);
 #endif
                     fm_mbar_wait(FM_BAR_V_EMPTY(stage), phase ^ 1u);
                     fm_mbar_expect_tx(FM_BAR_V_FULL(stage), FM_KV_TILE_BYTES);
-#pragma unroll
-                    for (int c = 0; c < FM_D_CHUNKS; ++c)
-                        fm_tma_load_4d(smem_v + stage * FM_KV_TILE_BYTES + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_V_FULL(stage),
-                                       64 * c, n_block * FM_BLOCK_N, kv_head, batch);
+                    fm_load_kv_step(smem_v + stage * FM_KV_TILE_BYTES, &tma_v, FM_BAR_V_FULL(stage), blocks, kv_head, batch);
                 }
 #if FM_LOOKAHEAD
                 n_v = n_k;
@@ -926,7 +1027,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         const int lt = (int)(threadIdx.x % 128u);   // thread within the warpgroup
         const int ct = (int)threadIdx.x - 128;      // consumer thread 128*wg + lt: the `threads` axis of words
         (void)ct;                                   // unused in window mode
-        // $LAYOUT_S thread mode: this thread's first row and column of the 64x$BLOCK_N S tile.
+        // $LAYOUT_S thread mode: this thread's first row and column of the 64x$STEP_N S tile.
         const int frag_row = 64 * wg + $THREAD_ROW;
         const int frag_col = $THREAD_COL;
         float o_acc[$O_VALUES];
