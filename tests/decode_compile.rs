@@ -39,7 +39,10 @@ fn every_decode_geometry_compiles_without_spills_with_16_byte_copies() {
     let cases = [64u32, 128, 256]
         .into_iter()
         .flat_map(|d| layouts.map(|kv| (d, ActDtype::Bf16, kv)))
-        .chain([(128, ActDtype::F16, KvLayout::Contiguous)]);
+        .chain([
+            (128, ActDtype::F16, KvLayout::Contiguous),
+            (128, ActDtype::F16, KvLayout::Paged { page_size: 16 }),
+        ]);
     for (d, dtype, kv) in cases {
         let config = DecodeConfig::new(d, dtype, kv).unwrap();
         let src = source(config).unwrap();

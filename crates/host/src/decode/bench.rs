@@ -53,16 +53,27 @@ pub fn copy_roof(
 
 /// `n` random activations of the plan's dtype: a block of at most 4 Mi values, repeated
 /// (timing needs non-zero data, not fresh data).
-fn random_bytes(plan: &DecodePlan, n: usize, seed: &mut u64) -> Vec<u8> {
+fn random_bytes(plan: &DecodePlan, n: usize, seed: &mut u64) -> Result<Vec<u8>, DecodeError> {
     let block = n.min(4 << 20);
     let (one, _) = random_activations(plan.shape.dtype, block, seed);
-    let mut out = Vec::with_capacity(n * plan.shape.dtype.size());
-    while out.len() < n * plan.shape.dtype.size() {
-        let take = (n * plan.shape.dtype.size() - out.len()).min(one.len());
+    let total = n
+        .checked_mul(plan.shape.dtype.size())
+        .ok_or(DecodeError::Overflow("benchmark inputs"))?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total).map_err(|_| {
+        DecodeError::Gpu(crate::Error::InvalidArgument(format!(
+            "{total} bytes of host memory for the benchmark inputs are not available"
+        )))
+    })?;
+    while out.len() < total {
+        let take = (total - out.len()).min(one.len());
         out.extend_from_slice(&one[..take]);
     }
-    out
+    Ok(out)
 }
+
+/// Most bytes of K and V one benchmarked call may hold (an H100 has 80 GB).
+pub const MAX_BENCH_CACHE_BYTES: usize = 32 << 30;
 
 /// Times `plan` with every request at `plan.max_seqlen_k` keys (paged: pages shuffled
 /// when `shuffle_pages`), rotating among input sets whose caches add up to at least
@@ -76,16 +87,23 @@ pub fn bench(
 ) -> Result<BenchRow, DecodeError> {
     let shape = plan.shape;
     let s = runner.stream().clone();
-    let mut seed = 0xdec0_de_u64;
+    let mut seed = 0x00de_c0de_u64;
     let e = shape.dtype.size();
     let cache_bytes = 2 * shape.elements("k")? * e;
+    if cache_bytes > MAX_BENCH_CACHE_BYTES {
+        return Err(DecodeError::Size {
+            what: "bytes of K and V",
+            value: cache_bytes,
+            max: MAX_BENCH_CACHE_BYTES,
+        });
+    }
     let sets = rotate_bytes.div_ceil(cache_bytes.max(1)).clamp(1, 64);
     let lens = vec![plan.max_seqlen_k as i32; shape.batch];
     let mut all = Vec::with_capacity(sets);
     for _ in 0..sets {
-        let q = random_bytes(plan, shape.elements("q")?, &mut seed);
-        let k = random_bytes(plan, shape.elements("k")?, &mut seed);
-        let v = random_bytes(plan, shape.elements("v")?, &mut seed);
+        let q = random_bytes(plan, shape.elements("q")?, &mut seed)?;
+        let k = random_bytes(plan, shape.elements("k")?, &mut seed)?;
+        let v = random_bytes(plan, shape.elements("v")?, &mut seed)?;
         let table = block_table(&shape, shuffle_pages, &mut seed)?;
         let _ = splitmix64(&mut seed);
         let tensors = DecodeTensors::upload(&s, &shape, &q, &k, &v, &table, Some(&lens))?;

@@ -38,6 +38,14 @@ impl HostInputs {
     pub fn seqlens_k(&self) -> Option<&[i32]> {
         self.reference.seqlens_k.as_deref()
     }
+
+    /// Fills the reference's f64 values from the bytes (inputs read from a file leave
+    /// them empty until a check needs them).
+    pub fn fill_reference(&mut self, dtype: ActDtype) {
+        self.reference.q = decode_activations(dtype, &self.q);
+        self.reference.k = decode_activations(dtype, &self.k);
+        self.reference.v = decode_activations(dtype, &self.v);
+    }
 }
 
 /// A block table giving every request all of its `max_pages` slots, from a permutation of
@@ -334,4 +342,153 @@ pub fn graph_check(
         results.push(compare(&shape, &reference, &o, &lse));
     }
     Ok(results)
+}
+
+/// One case of [`sweep_cases`].
+#[derive(Clone, Debug)]
+pub struct SweepCase {
+    /// What the case exercises.
+    pub label: String,
+    /// The shape.
+    pub shape: DecodeShape,
+    /// Hand out pages in random order.
+    pub shuffle_pages: bool,
+    /// Lengths (`None`: [`random_lengths`]).
+    pub lengths: Option<Vec<i32>>,
+    /// Split count (`None`: planned).
+    pub splits: Option<usize>,
+}
+
+/// The correctness sweep of issue 11: every page size, head size and GQA ratio (1, 4,
+/// 8 and MQA), split counts from 1 to the maximum, odd lengths, requests with no key,
+/// several new tokens per request (causal, several m-blocks), sliding windows, fp16.
+pub fn sweep_cases() -> Vec<SweepCase> {
+    let base = DecodeShape {
+        batch: 3,
+        seqlen_q: 1,
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        dtype: ActDtype::Bf16,
+        cache: CacheShape::Contiguous { capacity: 1001 },
+        window_left: None,
+        window_right: None,
+        softmax_scale: None,
+    };
+    let paged = |shape: DecodeShape, page_size: usize| {
+        let keys = shape.cache.capacity();
+        DecodeShape {
+            cache: CacheShape::Paged {
+                page_size,
+                num_pages: shape.batch * keys.div_ceil(page_size) + 3,
+                max_pages: keys.div_ceil(page_size),
+            },
+            ..shape
+        }
+    };
+    let case = |label: String, shape: DecodeShape| SweepCase {
+        label,
+        shape,
+        shuffle_pages: true,
+        lengths: None,
+        splits: None,
+    };
+    let mut cases = Vec::new();
+    for page in [None, Some(1), Some(16), Some(64), Some(256)] {
+        for d in [64, 128, 256] {
+            let s = DecodeShape {
+                head_dim: d,
+                ..base
+            };
+            let s = page.map_or(s, |p| paged(s, p));
+            cases.push(case(format!("page {page:?} D={d}"), s));
+        }
+    }
+    for (h, hkv) in [(8, 8), (16, 4), (64, 8), (8, 1)] {
+        cases.push(case(
+            format!("GQA {h}/{hkv} paged 16"),
+            paged(
+                DecodeShape {
+                    heads: h,
+                    kv_heads: hkv,
+                    ..base
+                },
+                16,
+            ),
+        ));
+    }
+    let long = DecodeShape {
+        batch: 2,
+        cache: CacheShape::Contiguous { capacity: 2047 },
+        ..base
+    };
+    for splits in [1, 2, 3, 5, 8, 17, 64] {
+        cases.push(SweepCase {
+            splits: Some(splits),
+            ..case(format!("splits {splits}, Sk=2047"), paged(long, 64))
+        });
+    }
+    for sq in [2, 5, 16, 33] {
+        cases.push(case(
+            format!("Sq={sq} causal"),
+            paged(
+                DecodeShape {
+                    seqlen_q: sq,
+                    heads: 16,
+                    kv_heads: 4,
+                    window_right: Some(0),
+                    ..base
+                },
+                16,
+            ),
+        ));
+    }
+    cases.push(SweepCase {
+        lengths: Some(vec![2, 0, 1]),
+        ..case(
+            "Sq=4 causal, lengths 2/0/1: rows with no key".into(),
+            DecodeShape {
+                seqlen_q: 4,
+                heads: 8,
+                kv_heads: 2,
+                window_right: Some(0),
+                ..base
+            },
+        )
+    });
+    for (left, right) in [
+        (Some(100), Some(0)),
+        (Some(0), Some(0)),
+        (Some(50), None),
+        (Some(7), Some(3)),
+    ] {
+        cases.push(case(
+            format!("Sq=3 window ({left:?}, {right:?})"),
+            paged(
+                DecodeShape {
+                    seqlen_q: 3,
+                    window_left: left,
+                    window_right: right,
+                    ..base
+                },
+                16,
+            ),
+        ));
+    }
+    for page in [None, Some(16)] {
+        let s = DecodeShape {
+            dtype: ActDtype::F16,
+            ..base
+        };
+        cases.push(case(
+            format!("f16 page {page:?}"),
+            page.map_or(s, |p| paged(s, p)),
+        ));
+    }
+    cases.push(SweepCase {
+        lengths: Some(vec![1001, 1001, 1001]),
+        shuffle_pages: false,
+        ..case("full lengths, pages in order".into(), paged(base, 16))
+    });
+    cases
 }

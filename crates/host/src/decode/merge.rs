@@ -100,7 +100,7 @@ pub fn merge_row(o_a: &[f64], lse_a: f64, o_b: &[f64], lse_b: f64, out: &mut [f6
 /// ```
 pub fn merge_states(a: (&[f64], &[f64]), b: (&[f64], &[f64])) -> Result<State, MergeError> {
     let rows = a.1.len();
-    let dim = if rows == 0 { 0 } else { a.0.len() / rows };
+    let dim = a.0.len().checked_div(rows).unwrap_or(0);
     for (operand, (o, lse)) in [("a", a), ("b", b)] {
         if lse.len() != rows || o.len() != rows * dim {
             return Err(MergeError::Shape {
@@ -120,9 +120,9 @@ pub fn merge_states(a: (&[f64], &[f64]), b: (&[f64], &[f64])) -> Result<State, M
     }
     let mut o = vec![0.0; rows * dim];
     let mut lse = vec![0.0; rows];
-    for r in 0..rows {
+    for (r, lse_r) in lse.iter_mut().enumerate() {
         let span = r * dim..(r + 1) * dim;
-        lse[r] = merge_row(
+        *lse_r = merge_row(
             &a.0[span.clone()],
             a.1[r],
             &b.0[span.clone()],
@@ -152,10 +152,6 @@ pub fn attend(scores: &[f64], values: &[&[f64]], dim: usize) -> (Vec<f64>, f64) 
     o.iter_mut().for_each(|x| *x /= sum);
     (o, max + sum.ln())
 }
-
-#[cfg(test)]
-#[path = "../../../../tests/support/proptest_ci.rs"]
-mod proptest_ci;
 
 #[cfg(test)]
 mod tests {
@@ -211,7 +207,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(super::proptest_ci::config(256))]
+        #![proptest_config(crate::decode::proptest_ci::config(256))]
 
         /// For every split point of the keys, merging the halves' states gives the state
         /// of all keys (within 1e-12 relative, f64).

@@ -34,9 +34,16 @@
 
 pub mod bench;
 pub mod check;
+pub mod inputs;
 pub mod merge;
 pub mod problem;
 pub mod reference;
+
+// The workspace's proptest configuration (docs/CONVENTIONS.md), for merge and reference.
+#[cfg(test)]
+#[allow(clippy::duplicate_mod)]
+#[path = "../../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
 
 use std::sync::Arc;
 
@@ -413,7 +420,10 @@ impl DecodeRunner {
             ),
         };
         let m_blocks = s.m_blocks();
-        let window = |w: Option<usize>| w.map_or(-1, |w| w as i32);
+        // A window of at least the capacity sees every key (and keeps the kernel's
+        // position sums within int): it is passed as unlimited.
+        let capacity = s.cache.capacity();
+        let window = |w: Option<usize>| w.filter(|&w| w < capacity).map_or(-1, |w| w as i32);
         let params = ParamsArg(DecodeParams {
             q: ptrs.q,
             k: ptrs.k,
@@ -439,7 +449,7 @@ impl DecodeRunner {
             heads: h as i32,
             kv_heads: hk as i32,
             group: s.group() as i32,
-            capacity_k: s.cache.capacity() as i32,
+            capacity_k: capacity as i32,
             num_pages,
             window_left: window(s.window_left),
             window_right: window(s.window_right),

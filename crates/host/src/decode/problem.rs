@@ -435,8 +435,8 @@ pub struct DecodePlan {
 
 impl DecodePlan {
     /// Plans `shape` for requests of at most `max_seqlen_k` keys on `multiprocessors`
-    /// SMs, with `splits` splits or ([`Self::choose_splits`]) the fewest that keep the
-    /// GPU's waves at least 90% full.
+    /// SMs, with `splits` splits or ([`Self::choose_splits`]) the fewest that fill the
+    /// SMs once.
     pub fn new(
         shape: DecodeShape,
         max_seqlen_k: usize,
@@ -479,15 +479,21 @@ impl DecodePlan {
         Ok(plan)
     }
 
-    /// The fewest splits whose CTAs fill the GPU's waves to at least 90% of the best
-    /// split count's fill, with at least two tiles per warp per split.
+    /// The fewest splits whose CTAs fill the SMs, one CTA each, to at least 95% of the
+    /// best split count's fill, with at least two tiles per warp per split.
+    ///
+    /// One CTA per SM already keeps enough bytes in flight to saturate HBM (4 warps x 2
+    /// stages x 8 KB at D = 128); more splits only add partials and the combine. Measured
+    /// on the H100 (docs/PERF.md, "Decode (issue 11)"): B=16, Hkv=8, Sk=8192 at 0.98 of
+    /// the copy roof with 1 split, 0.95 with 2 and 0.92 with 8; B=1, Sk=65536 at 0.88
+    /// with 16 splits, 0.83 with 33 and 0.59 with 132.
     pub fn choose_splits(
         shape: &DecodeShape,
         config: DecodeConfig,
         max_seqlen_k: usize,
         multiprocessors: usize,
     ) -> usize {
-        let slots = (multiprocessors.max(1) * config.ctas_per_sm() as usize).max(1);
+        let slots = multiprocessors.max(1);
         let base = (shape.batch * shape.kv_heads * shape.m_blocks()).max(1);
         let tiles = max_seqlen_k.div_ceil(TILE_KEYS as usize);
         let most = (tiles / (2 * config.warps as usize)).clamp(1, MAX_SPLITS);
@@ -496,7 +502,7 @@ impl DecodePlan {
             ctas as f64 / (ctas.div_ceil(slots) * slots) as f64
         };
         let best = (1..=most).map(fill).fold(0.0, f64::max);
-        (1..=most).find(|&s| fill(s) >= 0.9 * best).unwrap_or(1)
+        (1..=most).find(|&s| fill(s) >= 0.95 * best).unwrap_or(1)
     }
 
     /// Floats of the workspace: partial o `[splits, B, Hkv, m_pad, D]` and lse
@@ -652,10 +658,13 @@ mod tests {
                 .unwrap()
                 .num_splits
         };
-        // 128 (request, KV head) pairs at 2 CTAs per SM: 2 splits fill 256 of 264 slots.
-        assert_eq!(plan(16, 32, 8, 8192), 2);
+        // The four workloads of issue 11: the split counts the H100 scan found best.
+        assert_eq!(plan(16, 32, 8, 8192), 1);
         assert_eq!(plan(64, 32, 8, 4096), 1);
-        assert!(plan(1, 32, 8, 65536) >= 30);
+        assert_eq!(plan(1, 32, 8, 65536), 16);
+        assert_eq!(plan(8, 64, 8, 16384), 2);
+        // Short requests: at least two tiles per warp per split.
+        assert_eq!(plan(1, 32, 8, 64), 1);
         let p = DecodePlan::new(shape(1, 32, 8, 65536), 65536, 132, None).unwrap();
         assert_eq!(p.workspace_floats().unwrap().1, p.num_splits * 8 * 16);
         // A capacity plan: short requests split as much as long ones would.

@@ -178,10 +178,6 @@ pub fn decode_reference_split(
 }
 
 #[cfg(test)]
-#[path = "../../../../tests/support/proptest_ci.rs"]
-mod proptest_ci;
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::apply_bench::splitmix64;
@@ -246,7 +242,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(super::proptest_ci::config(48))]
+        #![proptest_config(crate::decode::proptest_ci::config(48))]
 
         /// The kernel's split schedule, merged with `merge_states`, equals the unsplit
         /// reference for any split count, GQA ratio, length, page size and window.
