@@ -54,6 +54,8 @@ enum BenchCommand {
     Attention(Box<ForwardArgs>),
     /// Time lightning decode (write-up 003) beside a device-to-device copy (the roof).
     Lightning(super::lightning::BenchLightningArgs),
+    /// Time split-KV decode beside a device-to-device copy (the roof).
+    Decode(Box<super::decode::BenchDecodeArgs>),
 }
 
 /// Options of `fragmask bench sass`.
@@ -136,6 +138,7 @@ pub fn run(args: BenchArgs) -> CmdResult {
             attention::forward(&device, &a, inputs, true, None, None)
         }
         BenchCommand::Lightning(a) => super::lightning::bench_run(a),
+        BenchCommand::Decode(a) => super::decode::bench_run(*a),
     }
 }
 

@@ -7,6 +7,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod attention;
 mod bench;
 mod codegen;
+mod decode;
 mod demo;
 mod frag;
 mod inspect;
@@ -35,6 +36,9 @@ enum Command {
     /// Lightning attention decode (write-up 003) on the GPU, checked step by step
     /// against the f64 reference.
     Lightning(lightning::LightningArgs),
+    /// Split-KV decode over a contiguous or paged KV cache (packed GQA, causal / sliding
+    /// window), checked against the CPU f64 reference, or on files.
+    Decode(Box<decode::DecodeArgs>),
     /// Layout calculator: evaluate a CuTe layout-algebra expression.
     Layout(layout::LayoutArgs),
     /// Fragment map: which wgmma accumulator element each thread holds (FA3 tiling).
@@ -61,6 +65,7 @@ pub fn run() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Attention(args) => attention::run(*args),
         Command::Lightning(args) => lightning::run(args),
+        Command::Decode(args) => decode::run(*args),
         Command::Layout(args) => layout::run(args),
         Command::Frag(args) => frag::run(args),
         Command::Pack(args) => pack::run(*args),

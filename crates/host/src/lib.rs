@@ -16,6 +16,7 @@
 pub mod apply_bench;
 pub mod attention;
 pub mod cache;
+pub mod decode;
 pub mod device;
 pub mod emulator;
 mod error;

@@ -18,6 +18,7 @@
 pub mod apply;
 pub mod attention;
 pub mod cuda;
+pub mod decode;
 pub mod emit;
 mod error;
 pub mod family;

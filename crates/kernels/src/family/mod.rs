@@ -4,9 +4,11 @@
 //!
 //! - [`abi`]: a kernel's parameter struct, declared once in Rust and emitted for CUDA,
 //!   with the offsets checked on both sides.
+//! - [`combine`]: the LSE merge of partial results (split-KV decode's combine).
 //! - [`dtype`]: the element types of activations, and their load/store helpers.
 //! - [`template`]: the checked `$NAME` placeholder pass of text templates.
 
 pub mod abi;
+pub mod combine;
 pub mod dtype;
 pub mod template;

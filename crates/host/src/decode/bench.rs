@@ -1,0 +1,196 @@
+//! Measuring decode: the median of CUDA-event timings after a warm-up, rotating among
+//! enough KV caches that they do not sit in L2, beside a device-to-device copy measured
+//! the same way (the roof: bytes read plus written), and the same launches replayed as
+//! one CUDA graph.
+
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+
+use super::check::block_table;
+use super::{
+    driver, DecodeError, DecodeOutput, DecodePlan, DecodePointers, DecodeRunner, DecodeTensors,
+    DecodeWorkspace,
+};
+use crate::apply_bench::splitmix64;
+use crate::lightning::check::random_activations;
+use crate::timing::{time_on_stream, TimingConfig};
+
+/// One measured decode call.
+#[derive(Clone, Debug)]
+pub struct BenchRow {
+    /// The plan that ran.
+    pub plan: DecodePlan,
+    /// Input sets rotated through.
+    pub sets: usize,
+    /// Median time of one call, ms.
+    pub ms: f64,
+    /// Bytes one call must move (K and V of every key, q read, o written).
+    pub bytes: usize,
+    /// `bytes / ms`, GB/s.
+    pub gbps: f64,
+    /// Median time of one call replayed in a CUDA graph, ms.
+    pub graph_ms: f64,
+}
+
+/// A device-to-device copy of `bytes`: `(median ms, GB/s counting read + write)`.
+pub fn copy_roof(
+    runner: &DecodeRunner,
+    bytes: usize,
+    timing: TimingConfig,
+) -> Result<(f64, f64), DecodeError> {
+    let s = runner.stream();
+    let src: CudaSlice<u8> = s
+        .alloc_zeros(bytes)
+        .map_err(driver("allocating the copy buffers"))?;
+    let mut dst: CudaSlice<u8> = s
+        .alloc_zeros(bytes)
+        .map_err(driver("allocating the copy buffers"))?;
+    let t = time_on_stream(s, timing, |s| {
+        s.memcpy_dtod(&src, &mut dst)
+            .map_err(crate::Error::driver("copying"))
+    })?;
+    Ok((t.median_ms, 2.0 * bytes as f64 / (t.median_ms * 1e6)))
+}
+
+/// `n` random activations of the plan's dtype: a block of at most 4 Mi values, repeated
+/// (timing needs non-zero data, not fresh data).
+fn random_bytes(plan: &DecodePlan, n: usize, seed: &mut u64) -> Result<Vec<u8>, DecodeError> {
+    let block = n.min(4 << 20);
+    let (one, _) = random_activations(plan.shape.dtype, block, seed);
+    let total = n
+        .checked_mul(plan.shape.dtype.size())
+        .ok_or(DecodeError::Overflow("benchmark inputs"))?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total).map_err(|_| {
+        DecodeError::Gpu(crate::Error::InvalidArgument(format!(
+            "{total} bytes of host memory for the benchmark inputs are not available"
+        )))
+    })?;
+    while out.len() < total {
+        let take = (total - out.len()).min(one.len());
+        out.extend_from_slice(&one[..take]);
+    }
+    Ok(out)
+}
+
+/// Most bytes of K and V one benchmarked call may hold (an H100 has 80 GB).
+pub const MAX_BENCH_CACHE_BYTES: usize = 32 << 30;
+
+/// Times `plan` with every request at `plan.max_seqlen_k` keys (paged: pages shuffled
+/// when `shuffle_pages`), rotating among input sets whose caches add up to at least
+/// `rotate_bytes` (at most 64 sets).
+pub fn bench(
+    runner: &DecodeRunner,
+    plan: &DecodePlan,
+    shuffle_pages: bool,
+    timing: TimingConfig,
+    rotate_bytes: usize,
+) -> Result<BenchRow, DecodeError> {
+    let shape = plan.shape;
+    let s = runner.stream().clone();
+    let mut seed = 0x00de_c0de_u64;
+    let e = shape.dtype.size();
+    let cache_bytes = 2 * shape.elements("k")? * e;
+    if cache_bytes > MAX_BENCH_CACHE_BYTES {
+        return Err(DecodeError::Size {
+            what: "bytes of K and V",
+            value: cache_bytes,
+            max: MAX_BENCH_CACHE_BYTES,
+        });
+    }
+    let sets = rotate_bytes.div_ceil(cache_bytes.max(1)).clamp(1, 64);
+    let lens = vec![plan.max_seqlen_k as i32; shape.batch];
+    let mut all = Vec::with_capacity(sets);
+    for _ in 0..sets {
+        let q = random_bytes(plan, shape.elements("q")?, &mut seed)?;
+        let k = random_bytes(plan, shape.elements("k")?, &mut seed)?;
+        let v = random_bytes(plan, shape.elements("v")?, &mut seed)?;
+        let table = block_table(&shape, shuffle_pages, &mut seed)?;
+        let _ = splitmix64(&mut seed);
+        let tensors = DecodeTensors::upload(&s, &shape, &q, &k, &v, &table, Some(&lens))?;
+        let out = DecodeOutput::new(&s, &shape)?;
+        let ws = DecodeWorkspace::new(&s, plan)?;
+        all.push((tensors, out, ws));
+    }
+    let t = time_on_stream(&s, timing, |_| {
+        for (tensors, out, ws) in all.iter_mut() {
+            runner
+                .launch(plan, tensors, out, ws)
+                .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+        }
+        Ok(())
+    })?;
+    let ms = t.median_ms / sets as f64;
+    // The same launches captured once into a CUDA graph on a capturable stream.
+    let graph_stream = s
+        .context()
+        .new_stream()
+        .map_err(driver("creating the capture stream"))?;
+    s.synchronize()
+        .map_err(driver("synchronising before capture"))?;
+    let captured = runner.with_stream(graph_stream.clone());
+    let mut pointers = Vec::with_capacity(sets);
+    for (tensors, out, ws) in all.iter_mut() {
+        let (q, _a) = tensors.q.device_ptr(&graph_stream);
+        let (k, _b) = tensors.k.device_ptr(&graph_stream);
+        let (v, _c) = tensors.v.device_ptr(&graph_stream);
+        let (block_table, _d) = tensors.block_table.device_ptr(&graph_stream);
+        let seqlens = tensors
+            .seqlens_k
+            .as_ref()
+            .map(|l| l.device_ptr(&graph_stream));
+        let (o, _f) = out.o.device_ptr_mut(&graph_stream);
+        let (lse, _g) = out.lse.device_ptr_mut(&graph_stream);
+        let (ws_o, _h) = ws.o.device_ptr_mut(&graph_stream);
+        let (ws_lse, _i) = ws.lse.device_ptr_mut(&graph_stream);
+        pointers.push(DecodePointers {
+            q,
+            k,
+            v,
+            o,
+            lse,
+            ws_o,
+            ws_lse,
+            seqlens_k: seqlens.as_ref().map_or(0, |(p, _)| *p),
+            block_table,
+        });
+    }
+    graph_stream
+        .synchronize()
+        .map_err(driver("synchronising before capture"))?;
+    graph_stream
+        .begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .map_err(driver("beginning a graph capture"))?;
+    for p in &pointers {
+        // SAFETY: each pointer set comes from a live input set of `plan` (sizes checked
+        // by upload and the allocations), which outlives every replay below.
+        let launched = unsafe { captured.launch_raw(plan, p) };
+        if let Err(e) = launched {
+            let _ = graph_stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+            return Err(e);
+        }
+    }
+    let graph = graph_stream
+        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+        .map_err(driver("ending the graph capture"))?
+        .ok_or_else(|| {
+            DecodeError::Gpu(crate::Error::InvalidArgument(
+                "the graph capture recorded nothing".into(),
+            ))
+        })?;
+    let g = time_on_stream(&graph_stream, timing, |_| {
+        graph
+            .launch()
+            .map_err(crate::Error::driver("replaying the graph"))
+    })?;
+    let bytes = plan.bytes_moved(plan.max_seqlen_k * shape.batch);
+    Ok(BenchRow {
+        plan: *plan,
+        sets,
+        ms,
+        bytes,
+        gbps: bytes as f64 / (ms * 1e6),
+        graph_ms: g.median_ms / sets as f64,
+    })
+}

@@ -1,0 +1,494 @@
+//! The decode kernels against the CPU f64 [`reference`](super::reference): random inputs,
+//! poisoned outputs (every element must be written), and a CUDA-graph capture replayed
+//! at other lengths.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use fragmask_kernels::family::dtype::ActDtype;
+
+use super::reference::{decode_reference, ReferenceInputs};
+use super::{
+    driver, CacheShape, DecodeError, DecodeOutput, DecodePlan, DecodePointers, DecodeRunner,
+    DecodeShape, DecodeTensors, DecodeWorkspace,
+};
+use crate::apply_bench::splitmix64;
+use crate::lightning::check::{decode_activations, random_activations};
+
+/// Host inputs of one call: raw dtype bytes for the GPU, f64 values for the reference.
+#[derive(Clone, Debug)]
+pub struct HostInputs {
+    /// q bytes.
+    pub q: Vec<u8>,
+    /// k bytes.
+    pub k: Vec<u8>,
+    /// v bytes.
+    pub v: Vec<u8>,
+    /// The reference's view (f64 values, block table, lengths).
+    pub reference: ReferenceInputs,
+}
+
+impl HostInputs {
+    /// The block table.
+    pub fn block_table(&self) -> &[i32] {
+        &self.reference.block_table
+    }
+
+    /// The lengths.
+    pub fn seqlens_k(&self) -> Option<&[i32]> {
+        self.reference.seqlens_k.as_deref()
+    }
+
+    /// Fills the reference's f64 values from the bytes (inputs read from a file leave
+    /// them empty until a check needs them).
+    pub fn fill_reference(&mut self, dtype: ActDtype) {
+        self.reference.q = decode_activations(dtype, &self.q);
+        self.reference.k = decode_activations(dtype, &self.k);
+        self.reference.v = decode_activations(dtype, &self.v);
+    }
+}
+
+/// A block table giving every request all of its `max_pages` slots, from a permutation of
+/// the pool (`shuffle`: random; else in order), or empty when contiguous.
+pub fn block_table(
+    shape: &DecodeShape,
+    shuffle: bool,
+    seed: &mut u64,
+) -> Result<Vec<i32>, DecodeError> {
+    let CacheShape::Paged {
+        num_pages,
+        max_pages,
+        ..
+    } = shape.cache
+    else {
+        return Ok(Vec::new());
+    };
+    let slots = shape.batch * max_pages;
+    if slots > num_pages {
+        return Err(DecodeError::Size {
+            what: "batch x max_pages (pages the random block table hands out)",
+            value: slots,
+            max: num_pages,
+        });
+    }
+    let mut pages: Vec<i32> = (0..num_pages as i32).collect();
+    if shuffle {
+        for i in (1..pages.len()).rev() {
+            let j = (splitmix64(seed) % (i as u64 + 1)) as usize;
+            pages.swap(i, j);
+        }
+    }
+    pages.truncate(slots);
+    Ok(pages)
+}
+
+/// Random q, k, v uniform in `[-1, 1)` rounded to the dtype, a block table
+/// ([`block_table`]) and the given lengths.
+pub fn random_inputs(
+    shape: &DecodeShape,
+    seqlens_k: Option<Vec<i32>>,
+    shuffle_pages: bool,
+    seed: u64,
+) -> Result<HostInputs, DecodeError> {
+    let shape = shape.validate()?;
+    let mut seed = seed;
+    let (q, qv) = random_activations(shape.dtype, shape.elements("q")?, &mut seed);
+    let (k, kv) = random_activations(shape.dtype, shape.elements("k")?, &mut seed);
+    let (v, vv) = random_activations(shape.dtype, shape.elements("v")?, &mut seed);
+    let table = block_table(&shape, shuffle_pages, &mut seed)?;
+    shape.check_lengths(seqlens_k.as_deref(), &table)?;
+    Ok(HostInputs {
+        q,
+        k,
+        v,
+        reference: ReferenceInputs {
+            q: qv,
+            k: kv,
+            v: vv,
+            block_table: table,
+            seqlens_k,
+        },
+    })
+}
+
+/// Random lengths in `0..=capacity` for each request, the first at capacity and, with
+/// two or more requests, the second at 0 (a request with no keys).
+pub fn random_lengths(shape: &DecodeShape, seed: u64) -> Vec<i32> {
+    let mut seed = seed ^ 0x1e57;
+    let cap = shape.cache.capacity() as u64;
+    (0..shape.batch)
+        .map(|b| match b {
+            0 => cap as i32,
+            1 => 0,
+            _ => (splitmix64(&mut seed) % (cap + 1)) as i32,
+        })
+        .collect()
+}
+
+/// How a GPU result compares with the reference.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// `‖o − ref‖ / ‖ref‖`.
+    pub o_error: f64,
+    /// Largest `|lse − ref|` over rows with a visible key.
+    pub lse_error: f64,
+    /// Elements of o or lse that are NaN or infinite where the reference is finite
+    /// (unwritten elements stay poisoned NaN).
+    pub non_finite: usize,
+    /// Rows with no visible key whose o is not exactly 0 or whose lse is not −∞.
+    pub bad_empty_rows: usize,
+    /// The bound on `o_error` (the dtype's rounding of P and o).
+    pub o_tolerance: f64,
+    /// The bound on `lse_error`.
+    pub lse_tolerance: f64,
+}
+
+impl Comparison {
+    /// Whether every check holds.
+    pub fn passed(&self) -> bool {
+        self.o_error <= self.o_tolerance
+            && self.lse_error <= self.lse_tolerance
+            && self.non_finite == 0
+            && self.bad_empty_rows == 0
+    }
+}
+
+/// Compares o (dtype bytes) and lse with the f64 reference.
+pub fn compare(shape: &DecodeShape, inputs: &ReferenceInputs, o: &[u8], lse: &[f32]) -> Comparison {
+    let (ref_o, ref_lse) = decode_reference(shape, inputs);
+    let got = decode_activations(shape.dtype, o);
+    let d = shape.head_dim;
+    let (mut diff, mut norm, mut non_finite, mut bad_empty) = (0.0f64, 0.0f64, 0usize, 0usize);
+    for (row, (r_lse, g_lse)) in ref_lse.iter().zip(lse).enumerate() {
+        // lse is [B, H, Sq]; o is [B, Sq, H, D].
+        let (sq, h) = (shape.seqlen_q, shape.heads);
+        let (b, rest) = (row / (h * sq), row % (h * sq));
+        let (head, t) = (rest / sq, rest % sq);
+        let at = ((b * sq + t) * h + head) * d;
+        let (ro, go) = (&ref_o[at..at + d], &got[at..at + d]);
+        if *r_lse == f64::NEG_INFINITY {
+            if *g_lse != f32::NEG_INFINITY || go.iter().any(|&x| x != 0.0) {
+                bad_empty += 1;
+            }
+            continue;
+        }
+        if !g_lse.is_finite() || go.iter().any(|x| !x.is_finite()) {
+            non_finite += 1;
+            continue;
+        }
+        for (x, y) in go.iter().zip(ro) {
+            diff += (x - y) * (x - y);
+            norm += y * y;
+        }
+    }
+    let lse_error = ref_lse
+        .iter()
+        .zip(lse)
+        .filter(|(r, g)| r.is_finite() && g.is_finite())
+        .map(|(r, g)| (f64::from(*g) - r).abs())
+        .fold(0.0, f64::max);
+    Comparison {
+        o_error: if norm > 0.0 {
+            (diff / norm).sqrt()
+        } else {
+            diff.sqrt()
+        },
+        lse_error,
+        non_finite,
+        bad_empty_rows: bad_empty,
+        o_tolerance: match shape.dtype {
+            ActDtype::F16 => 4e-3,
+            _ => 1.6e-2,
+        },
+        lse_tolerance: 2e-3,
+    }
+}
+
+fn poison(stream: &Arc<CudaStream>, out: &mut DecodeOutput) -> Result<(), DecodeError> {
+    // 0xFF bytes: NaN in bf16, f16 and f32.
+    let o = vec![0xFFu8; out.o.len()];
+    stream
+        .memcpy_htod(&o, &mut out.o)
+        .map_err(driver("poisoning o"))?;
+    let lse = vec![f32::NAN; out.lse.len()];
+    stream
+        .memcpy_htod(&lse, &mut out.lse)
+        .map_err(driver("poisoning lse"))
+}
+
+/// Runs `plan` once on `inputs` (outputs poisoned first) and compares with the reference.
+pub fn check(
+    runner: &DecodeRunner,
+    plan: &DecodePlan,
+    inputs: &HostInputs,
+) -> Result<Comparison, DecodeError> {
+    let s = runner.stream().clone();
+    let shape = plan.shape;
+    let tensors = DecodeTensors::upload(
+        &s,
+        &shape,
+        &inputs.q,
+        &inputs.k,
+        &inputs.v,
+        inputs.block_table(),
+        inputs.seqlens_k(),
+    )?;
+    let mut out = DecodeOutput::new(&s, &shape)?;
+    let mut ws = DecodeWorkspace::new(&s, plan)?;
+    poison(&s, &mut out)?;
+    runner.launch(plan, &tensors, &mut out, &mut ws)?;
+    let o = s.clone_dtoh(&out.o).map_err(driver("reading o back"))?;
+    let lse = s.clone_dtoh(&out.lse).map_err(driver("reading lse back"))?;
+    Ok(compare(&shape, &inputs.reference, &o, &lse))
+}
+
+/// One decode step captured in a CUDA graph with the lengths of `inputs`, then replayed
+/// with each of `lengths` written into the same device `seqlens_k` (outputs poisoned
+/// before each replay), each replay compared with the reference at its lengths.
+pub fn graph_check(
+    runner: &DecodeRunner,
+    plan: &DecodePlan,
+    inputs: &HostInputs,
+    lengths: &[Vec<i32>],
+) -> Result<Vec<Comparison>, DecodeError> {
+    let shape = plan.shape;
+    let context = runner.stream().context().clone();
+    let stream = context
+        .new_stream()
+        .map_err(driver("creating the capture stream"))?;
+    let captured = runner.with_stream(stream.clone());
+    let tensors = DecodeTensors::upload(
+        &stream,
+        &shape,
+        &inputs.q,
+        &inputs.k,
+        &inputs.v,
+        inputs.block_table(),
+        inputs.seqlens_k(),
+    )?;
+    let mut seqlens = match &tensors.seqlens_k {
+        Some(_) => stream
+            .clone_htod(inputs.seqlens_k().unwrap_or(&[]))
+            .map_err(driver("uploading seqlens_k"))?,
+        None => {
+            return Err(DecodeError::Gpu(crate::Error::InvalidArgument(
+                "the graph check needs device lengths".into(),
+            )))
+        }
+    };
+    let mut out = DecodeOutput::new(&stream, &shape)?;
+    let mut ws = DecodeWorkspace::new(&stream, plan)?;
+    let pointers = {
+        let (q, _a) = tensors.q.device_ptr(&stream);
+        let (k, _b) = tensors.k.device_ptr(&stream);
+        let (v, _c) = tensors.v.device_ptr(&stream);
+        let (block_table, _d) = tensors.block_table.device_ptr(&stream);
+        let (seqlens_k, _e) = seqlens.device_ptr_mut(&stream);
+        let (o, _f) = out.o.device_ptr_mut(&stream);
+        let (lse, _g) = out.lse.device_ptr_mut(&stream);
+        let (ws_o, _h) = ws.o.device_ptr_mut(&stream);
+        let (ws_lse, _i) = ws.lse.device_ptr_mut(&stream);
+        DecodePointers {
+            q,
+            k,
+            v,
+            o,
+            lse,
+            ws_o,
+            ws_lse,
+            seqlens_k,
+            block_table,
+        }
+    };
+    stream
+        .synchronize()
+        .map_err(driver("synchronising before capture"))?;
+    stream
+        .begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .map_err(driver("beginning a graph capture"))?;
+    // SAFETY: every pointer addresses a live buffer of the plan's size (upload and the
+    // allocations above checked or sized them), alive until the function returns, after
+    // the last replay has been synchronised.
+    let launched = unsafe { captured.launch_raw(plan, &pointers) };
+    let graph = stream
+        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+        .map_err(driver("ending the graph capture"));
+    launched?;
+    let graph = graph?.ok_or_else(|| {
+        DecodeError::Gpu(crate::Error::InvalidArgument(
+            "the graph capture recorded nothing".into(),
+        ))
+    })?;
+    let mut results = Vec::with_capacity(lengths.len());
+    for lens in lengths {
+        shape.check_lengths(Some(lens), inputs.block_table())?;
+        stream
+            .memcpy_htod(lens, &mut seqlens)
+            .map_err(driver("writing seqlens_k"))?;
+        poison(&stream, &mut out)?;
+        graph
+            .launch()
+            .map_err(driver("replaying the decode graph"))?;
+        let o = stream
+            .clone_dtoh(&out.o)
+            .map_err(driver("reading o back"))?;
+        let lse = stream
+            .clone_dtoh(&out.lse)
+            .map_err(driver("reading lse back"))?;
+        let mut reference = inputs.reference.clone();
+        reference.seqlens_k = Some(lens.clone());
+        results.push(compare(&shape, &reference, &o, &lse));
+    }
+    Ok(results)
+}
+
+/// One case of [`sweep_cases`].
+#[derive(Clone, Debug)]
+pub struct SweepCase {
+    /// What the case exercises.
+    pub label: String,
+    /// The shape.
+    pub shape: DecodeShape,
+    /// Hand out pages in random order.
+    pub shuffle_pages: bool,
+    /// Lengths (`None`: [`random_lengths`]).
+    pub lengths: Option<Vec<i32>>,
+    /// Split count (`None`: planned).
+    pub splits: Option<usize>,
+}
+
+/// The correctness sweep of issue 11: every page size, head size and GQA ratio (1, 4,
+/// 8 and MQA), split counts from 1 to the maximum, odd lengths, requests with no key,
+/// several new tokens per request (causal, several m-blocks), sliding windows, fp16.
+pub fn sweep_cases() -> Vec<SweepCase> {
+    let base = DecodeShape {
+        batch: 3,
+        seqlen_q: 1,
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        dtype: ActDtype::Bf16,
+        cache: CacheShape::Contiguous { capacity: 1001 },
+        window_left: None,
+        window_right: None,
+        softmax_scale: None,
+    };
+    let paged = |shape: DecodeShape, page_size: usize| {
+        let keys = shape.cache.capacity();
+        DecodeShape {
+            cache: CacheShape::Paged {
+                page_size,
+                num_pages: shape.batch * keys.div_ceil(page_size) + 3,
+                max_pages: keys.div_ceil(page_size),
+            },
+            ..shape
+        }
+    };
+    let case = |label: String, shape: DecodeShape| SweepCase {
+        label,
+        shape,
+        shuffle_pages: true,
+        lengths: None,
+        splits: None,
+    };
+    let mut cases = Vec::new();
+    for page in [None, Some(1), Some(16), Some(64), Some(256)] {
+        for d in [64, 128, 256] {
+            let s = DecodeShape {
+                head_dim: d,
+                ..base
+            };
+            let s = page.map_or(s, |p| paged(s, p));
+            cases.push(case(format!("page {page:?} D={d}"), s));
+        }
+    }
+    for (h, hkv) in [(8, 8), (16, 4), (64, 8), (8, 1)] {
+        cases.push(case(
+            format!("GQA {h}/{hkv} paged 16"),
+            paged(
+                DecodeShape {
+                    heads: h,
+                    kv_heads: hkv,
+                    ..base
+                },
+                16,
+            ),
+        ));
+    }
+    let long = DecodeShape {
+        batch: 2,
+        cache: CacheShape::Contiguous { capacity: 2047 },
+        ..base
+    };
+    for splits in [1, 2, 3, 5, 8, 17, 64] {
+        cases.push(SweepCase {
+            splits: Some(splits),
+            ..case(format!("splits {splits}, Sk=2047"), paged(long, 64))
+        });
+    }
+    for sq in [2, 5, 16, 33] {
+        cases.push(case(
+            format!("Sq={sq} causal"),
+            paged(
+                DecodeShape {
+                    seqlen_q: sq,
+                    heads: 16,
+                    kv_heads: 4,
+                    window_right: Some(0),
+                    ..base
+                },
+                16,
+            ),
+        ));
+    }
+    cases.push(SweepCase {
+        lengths: Some(vec![2, 0, 1]),
+        ..case(
+            "Sq=4 causal, lengths 2/0/1: rows with no key".into(),
+            DecodeShape {
+                seqlen_q: 4,
+                heads: 8,
+                kv_heads: 2,
+                window_right: Some(0),
+                ..base
+            },
+        )
+    });
+    for (left, right) in [
+        (Some(100), Some(0)),
+        (Some(0), Some(0)),
+        (Some(50), None),
+        (Some(7), Some(3)),
+    ] {
+        cases.push(case(
+            format!("Sq=3 window ({left:?}, {right:?})"),
+            paged(
+                DecodeShape {
+                    seqlen_q: 3,
+                    window_left: left,
+                    window_right: right,
+                    ..base
+                },
+                16,
+            ),
+        ));
+    }
+    for page in [None, Some(16)] {
+        let s = DecodeShape {
+            dtype: ActDtype::F16,
+            ..base
+        };
+        cases.push(case(
+            format!("f16 page {page:?}"),
+            page.map_or(s, |p| paged(s, p)),
+        ));
+    }
+    cases.push(SweepCase {
+        lengths: Some(vec![1001, 1001, 1001]),
+        shuffle_pages: false,
+        ..case("full lengths, pages in order".into(), paged(base, 16))
+    });
+    cases
+}

@@ -1,0 +1,537 @@
+//! Split-KV decode on the GPU (issue 11): plan, upload, launch, check against the CPU
+//! f64 [`reference`], and measure ([`bench`]).
+//!
+//! - [`merge`]: `merge_states`, the LSE merge of partial results, with its CPU f64
+//!   reference and the property that merging the halves of any split of the keys equals
+//!   the unsplit attention (no GPU).
+//! - [`problem`]: [`DecodeShape`], [`DecodePlan`] and the typed [`DecodeError`]; every
+//!   check (head ratio, head size, page size, lengths above capacity, block table entries
+//!   past the pool) runs before anything is allocated or launched.
+//! - [`DecodeRunner`]: compiles `fragmask_kernels::decode` for one geometry and launches
+//!   the split kernel, then (with more than one split) the combine kernel, on one stream.
+//!   Nothing on the launch path allocates or synchronises: the split count is fixed by
+//!   the plan (from a capacity) and the per-request key ranges come from `seqlens_k` on
+//!   the device, so a launch captured in a CUDA graph replays right at any length.
+//!
+//! ```no_run
+//! use fragmask_host::decode::{CacheShape, DecodeOutput, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace};
+//! use fragmask_host::{Compiler, Device};
+//! use fragmask_kernels::family::dtype::ActDtype;
+//! # fn main() -> Result<(), fragmask_host::decode::DecodeError> {
+//! let shape = DecodeShape { batch: 16, seqlen_q: 1, heads: 32, kv_heads: 8, head_dim: 128,
+//!     dtype: ActDtype::Bf16, cache: CacheShape::Contiguous { capacity: 8192 },
+//!     window_left: None, window_right: Some(0), softmax_scale: None };
+//! let device = Device::first()?;
+//! let runner = DecodeRunner::for_shape(&device, &Compiler::new(), &shape)?;
+//! let plan = runner.plan(shape, 8192, None)?;
+//! # let (q, k, v) = (vec![0u8; 0], vec![0u8; 0], vec![0u8; 0]);
+//! let tensors = DecodeTensors::upload(runner.stream(), &shape, &q, &k, &v, &[], Some(&[8192; 16]))?;
+//! let mut out = DecodeOutput::new(runner.stream(), &shape)?;
+//! let mut workspace = DecodeWorkspace::new(runner.stream(), &plan)?;
+//! runner.launch(&plan, &tensors, &mut out, &mut workspace)?;
+//! # Ok(()) }
+//! ```
+
+pub mod bench;
+pub mod check;
+pub mod inputs;
+pub mod merge;
+pub mod problem;
+pub mod reference;
+
+// The workspace's proptest configuration (docs/CONVENTIONS.md), for merge and reference.
+#[cfg(test)]
+#[allow(clippy::duplicate_mod)]
+#[path = "../../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use fragmask_kernels::decode::{
+    source, DecodeConfig, DecodeParams, COMBINE_KERNEL, COMBINE_THREADS, SPLIT_KERNEL, TILE_ROWS,
+};
+use fragmask_kernels::family::combine::rows_per_cta;
+
+pub use problem::{CacheShape, DecodeError, DecodePlan, DecodeShape};
+
+use crate::apply_bench::multiprocessors;
+use crate::device::Device;
+use crate::error::Error;
+use crate::launch::load_module;
+use crate::nvrtc::{CompileOptions, Compiler};
+
+/// The parameter struct passed by value (`const __grid_constant__ FmDecodeParams`):
+/// `#[repr(C)]` plain data whose offsets and size equal the CUDA struct's (the kernels
+/// crate's test compares `offset_of!` with the C rules; NVRTC static_asserts them).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct ParamsArg(DecodeParams);
+
+fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DecodeError {
+    move |e| DecodeError::Gpu(Error::driver(context)(e))
+}
+
+/// Device inputs of one decode call, contiguous (activations as raw bytes of the dtype).
+#[derive(Debug)]
+pub struct DecodeTensors {
+    /// q `[B, Sq, H, D]`.
+    pub q: CudaSlice<u8>,
+    /// k `[B, capacity, Hkv, D]` or `[num_pages, page_size, Hkv, D]`.
+    pub k: CudaSlice<u8>,
+    /// v, as k.
+    pub v: CudaSlice<u8>,
+    /// `[B, max_pages]` (one unused entry when contiguous).
+    pub block_table: CudaSlice<i32>,
+    /// `[B]`, or `None`: every request at capacity.
+    pub seqlens_k: Option<CudaSlice<i32>>,
+}
+
+impl DecodeTensors {
+    /// Checks the host inputs against `shape` (sizes, lengths within capacity, block
+    /// table entries within the pool), then uploads them on `stream`.
+    pub fn upload(
+        stream: &Arc<CudaStream>,
+        shape: &DecodeShape,
+        q: &[u8],
+        k: &[u8],
+        v: &[u8],
+        block_table: &[i32],
+        seqlens_k: Option<&[i32]>,
+    ) -> Result<Self, DecodeError> {
+        let shape = shape.validate()?;
+        let e = shape.dtype.size();
+        for (tensor, got, t) in [
+            ("q", q.len(), "q"),
+            ("k", k.len(), "k"),
+            ("v", v.len(), "v"),
+        ] {
+            let expected = shape.elements(t)? * e;
+            if got != expected {
+                return Err(DecodeError::Shape {
+                    tensor,
+                    got,
+                    expected,
+                });
+            }
+        }
+        shape.check_lengths(seqlens_k, block_table)?;
+        let up = |bytes: &[u8]| {
+            stream
+                .clone_htod(bytes)
+                .map_err(driver("uploading decode inputs"))
+        };
+        let table: Vec<i32> = if block_table.is_empty() {
+            vec![0]
+        } else {
+            block_table.to_vec()
+        };
+        Ok(Self {
+            q: up(q)?,
+            k: up(k)?,
+            v: up(v)?,
+            block_table: stream
+                .clone_htod(&table)
+                .map_err(driver("uploading the block table"))?,
+            seqlens_k: seqlens_k
+                .map(|l| stream.clone_htod(l).map_err(driver("uploading seqlens_k")))
+                .transpose()?,
+        })
+    }
+}
+
+/// Device outputs: o `[B, Sq, H, D]` (dtype bytes) and lse `[B, H, Sq]` fp32.
+#[derive(Debug)]
+pub struct DecodeOutput {
+    /// o.
+    pub o: CudaSlice<u8>,
+    /// lse (natural log; −∞ for a row with no visible key).
+    pub lse: CudaSlice<f32>,
+}
+
+impl DecodeOutput {
+    /// Zeroed outputs for `shape`.
+    pub fn new(stream: &Arc<CudaStream>, shape: &DecodeShape) -> Result<Self, DecodeError> {
+        let o = shape.elements("o")? * shape.dtype.size();
+        Ok(Self {
+            o: stream.alloc_zeros(o).map_err(driver("allocating o"))?,
+            lse: stream
+                .alloc_zeros(shape.elements("lse")?)
+                .map_err(driver("allocating lse"))?,
+        })
+    }
+}
+
+/// The split-KV workspace of a plan (fp32 partial o and lse), preallocated once.
+#[derive(Debug)]
+pub struct DecodeWorkspace {
+    /// Partial o `[splits, B, Hkv, m_pad, D]`.
+    pub o: CudaSlice<f32>,
+    /// Partial lse `[splits, B, Hkv, m_pad]`.
+    pub lse: CudaSlice<f32>,
+}
+
+impl DecodeWorkspace {
+    /// The workspace `plan` needs (one float each when it has one split).
+    pub fn new(stream: &Arc<CudaStream>, plan: &DecodePlan) -> Result<Self, DecodeError> {
+        let (o, lse) = plan.workspace_floats()?;
+        Ok(Self {
+            o: stream
+                .alloc_zeros(o.max(1))
+                .map_err(driver("allocating the decode workspace"))?,
+            lse: stream
+                .alloc_zeros(lse.max(1))
+                .map_err(driver("allocating the decode workspace"))?,
+        })
+    }
+}
+
+/// Raw device addresses of one call's tensors (contiguous, as [`DecodeShape::dims`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodePointers {
+    /// q.
+    pub q: u64,
+    /// k.
+    pub k: u64,
+    /// v.
+    pub v: u64,
+    /// o.
+    pub o: u64,
+    /// lse (0: not written).
+    pub lse: u64,
+    /// Partial o (unused with one split).
+    pub ws_o: u64,
+    /// Partial lse.
+    pub ws_lse: u64,
+    /// `[B]` int32 key counts (0: every request at capacity).
+    pub seqlens_k: u64,
+    /// `[B, max_pages]` int32 (paged).
+    pub block_table: u64,
+}
+
+/// The compiled decode kernels of one geometry on one stream.
+#[derive(Debug)]
+pub struct DecodeRunner {
+    stream: Arc<CudaStream>,
+    config: DecodeConfig,
+    split: CudaFunction,
+    combine: CudaFunction,
+    multiprocessors: usize,
+    dependent_launch: bool,
+}
+
+impl DecodeRunner {
+    /// Compiles (through the on-disk cache) and loads `config` on `device`'s default stream.
+    pub fn new(
+        device: &Device,
+        compiler: &Compiler,
+        config: DecodeConfig,
+    ) -> Result<Self, DecodeError> {
+        let config = config.validate().map_err(DecodeError::Config)?;
+        let src = source::source(config).map_err(DecodeError::Config)?;
+        let cubin = compiler.compile_cubin(&src, &CompileOptions::new(device.arch()))?;
+        let module = load_module(device, &cubin)?;
+        let split = module
+            .load_function(SPLIT_KERNEL)
+            .map_err(driver("looking up the decode split kernel"))?;
+        split
+            .set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                config.smem_bytes() as i32,
+            )
+            .map_err(driver("raising the decode kernel's shared memory limit"))?;
+        let combine = module
+            .load_function(COMBINE_KERNEL)
+            .map_err(driver("looking up the decode combine kernel"))?;
+        Ok(Self {
+            stream: device.default_stream(),
+            config,
+            split,
+            combine,
+            multiprocessors: multiprocessors(device)?,
+            dependent_launch: true,
+        })
+    }
+
+    /// The runner of `shape`'s geometry.
+    pub fn for_shape(
+        device: &Device,
+        compiler: &Compiler,
+        shape: &DecodeShape,
+    ) -> Result<Self, DecodeError> {
+        let config = shape.validate()?.config()?;
+        Self::new(device, compiler, config)
+    }
+
+    /// The same kernels launching on `stream` (a non-default stream can be captured).
+    pub fn with_stream(&self, stream: Arc<CudaStream>) -> Self {
+        Self {
+            stream,
+            config: self.config,
+            split: self.split.clone(),
+            combine: self.combine.clone(),
+            multiprocessors: self.multiprocessors,
+            dependent_launch: self.dependent_launch,
+        }
+    }
+
+    /// Launches with programmatic dependent launch (the default) or plainly.
+    pub fn with_dependent_launch(mut self, on: bool) -> Self {
+        self.dependent_launch = on;
+        self
+    }
+
+    /// The stream launches go to.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The compiled geometry.
+    pub fn config(&self) -> DecodeConfig {
+        self.config
+    }
+
+    /// SMs of the device.
+    pub fn multiprocessors(&self) -> usize {
+        self.multiprocessors
+    }
+
+    /// Plans `shape` (which must match this runner's geometry) for requests of at most
+    /// `max_seqlen_k` keys.
+    pub fn plan(
+        &self,
+        shape: DecodeShape,
+        max_seqlen_k: usize,
+        splits: Option<usize>,
+    ) -> Result<DecodePlan, DecodeError> {
+        let plan = DecodePlan::new(shape, max_seqlen_k, self.multiprocessors, splits)?;
+        if plan.config != self.config {
+            return Err(DecodeError::Gpu(Error::InvalidArgument(format!(
+                "the shape needs geometry {:?}, this runner holds {:?}",
+                plan.config, self.config
+            ))));
+        }
+        Ok(plan)
+    }
+
+    /// Runs `plan` on device tensors (checked against the plan's shape).
+    pub fn launch(
+        &self,
+        plan: &DecodePlan,
+        tensors: &DecodeTensors,
+        out: &mut DecodeOutput,
+        workspace: &mut DecodeWorkspace,
+    ) -> Result<(), DecodeError> {
+        let s = &plan.shape;
+        let e = s.dtype.size();
+        let (ws_o, ws_lse) = plan.workspace_floats()?;
+        for (tensor, got, expected) in [
+            ("q", tensors.q.len(), s.elements("q")? * e),
+            ("k", tensors.k.len(), s.elements("k")? * e),
+            ("v", tensors.v.len(), s.elements("v")? * e),
+            ("o", out.o.len(), s.elements("o")? * e),
+            ("lse", out.lse.len(), s.elements("lse")?),
+            (
+                "block_table",
+                tensors.block_table.len(),
+                s.elements("block_table")?.max(1),
+            ),
+            (
+                "seqlens_k",
+                tensors.seqlens_k.as_ref().map_or(s.batch, |l| l.len()),
+                s.batch,
+            ),
+        ] {
+            if got != expected {
+                return Err(DecodeError::Shape {
+                    tensor,
+                    got,
+                    expected,
+                });
+            }
+        }
+        for (have, need) in [(workspace.o.len(), ws_o), (workspace.lse.len(), ws_lse)] {
+            if have < need {
+                return Err(DecodeError::Workspace { have, need });
+            }
+        }
+        let st = &self.stream;
+        let (q, _g1) = tensors.q.device_ptr(st);
+        let (k, _g2) = tensors.k.device_ptr(st);
+        let (v, _g3) = tensors.v.device_ptr(st);
+        let (block_table, _g4) = tensors.block_table.device_ptr(st);
+        let seqlens = tensors.seqlens_k.as_ref().map(|l| l.device_ptr(st));
+        let (o, _g5) = out.o.device_ptr_mut(st);
+        let (lse, _g6) = out.lse.device_ptr_mut(st);
+        let (ws_o, _g7) = workspace.o.device_ptr_mut(st);
+        let (ws_lse, _g8) = workspace.lse.device_ptr_mut(st);
+        let pointers = DecodePointers {
+            q,
+            k,
+            v,
+            o,
+            lse,
+            ws_o,
+            ws_lse,
+            seqlens_k: seqlens.as_ref().map_or(0, |(p, _)| *p),
+            block_table,
+        };
+        // SAFETY: every buffer's size was checked against the plan above; the borrows
+        // (and their stream guards) live until the launches are enqueued.
+        unsafe { self.launch_raw(plan, &pointers) }
+    }
+
+    /// Enqueues the split kernel and, with more than one split, the combine kernel on
+    /// [`Self::stream`]: no allocation, no synchronisation (CUDA-graph safe).
+    ///
+    /// # Safety
+    /// Each pointer must address a device allocation of at least its tensor's size in
+    /// `plan` ([`DecodeShape::dims`], [`DecodePlan::workspace_floats`]), live until the
+    /// kernels complete; `seqlens_k` may be 0 (every request at capacity), `lse` 0 (not
+    /// written); o, lse and the workspace must not overlap the inputs.
+    pub unsafe fn launch_raw(
+        &self,
+        plan: &DecodePlan,
+        ptrs: &DecodePointers,
+    ) -> Result<(), DecodeError> {
+        let s = &plan.shape;
+        if plan.config != self.config {
+            return Err(DecodeError::Gpu(Error::InvalidArgument(
+                "the plan was made for another geometry".into(),
+            )));
+        }
+        let (b, sq, h, hk, d) = (
+            s.batch as i64,
+            s.seqlen_q as i64,
+            s.heads as i64,
+            s.kv_heads as i64,
+            s.head_dim as i64,
+        );
+        let (kv_stride_batch, num_pages, table_stride) = match s.cache {
+            CacheShape::Contiguous { capacity } => (capacity as i64 * hk * d, 0, 0),
+            CacheShape::Paged {
+                page_size,
+                num_pages,
+                max_pages,
+            } => (
+                page_size as i64 * hk * d,
+                num_pages as i32,
+                max_pages as i64,
+            ),
+        };
+        let m_blocks = s.m_blocks();
+        // A window of at least the capacity sees every key (and keeps the kernel's
+        // position sums within int): it is passed as unlimited.
+        let capacity = s.cache.capacity();
+        let window = |w: Option<usize>| w.filter(|&w| w < capacity).map_or(-1, |w| w as i32);
+        let params = ParamsArg(DecodeParams {
+            q: ptrs.q,
+            k: ptrs.k,
+            v: ptrs.v,
+            o: ptrs.o,
+            lse: ptrs.lse,
+            ws_o: ptrs.ws_o,
+            ws_lse: ptrs.ws_lse,
+            seqlens_k: ptrs.seqlens_k,
+            block_table: ptrs.block_table,
+            q_stride_batch: sq * h * d,
+            q_stride_token: h * d,
+            q_stride_head: d,
+            o_stride_batch: sq * h * d,
+            o_stride_token: h * d,
+            o_stride_head: d,
+            kv_stride_batch,
+            kv_stride_key: hk * d,
+            kv_stride_head: d,
+            block_table_stride: table_stride,
+            batch: b as i32,
+            seqlen_q: sq as i32,
+            heads: h as i32,
+            kv_heads: hk as i32,
+            group: s.group() as i32,
+            capacity_k: capacity as i32,
+            num_pages,
+            window_left: window(s.window_left),
+            window_right: window(s.window_right),
+            num_splits: plan.num_splits as i32,
+            m_blocks: m_blocks as i32,
+            m_pad: (m_blocks * TILE_ROWS as usize) as i32,
+            scale_log2: (s.scale() * std::f64::consts::LOG2_E) as f32,
+        });
+        let grid = (
+            u32::try_from(plan.num_splits * m_blocks).map_err(|_| DecodeError::Overflow("grid"))?,
+            hk as u32,
+            b as u32,
+        );
+        self.enqueue(
+            &self.split,
+            grid,
+            self.config.threads(),
+            self.config.smem_bytes(),
+            params,
+        )?;
+        if plan.num_splits > 1 {
+            let rows = (s.batch * s.kv_heads)
+                .checked_mul(s.rows())
+                .ok_or(DecodeError::Overflow("combine grid"))?;
+            let per_cta = rows_per_cta(COMBINE_THREADS, self.config.head_dim) as usize;
+            let ctas = u32::try_from(rows.div_ceil(per_cta))
+                .map_err(|_| DecodeError::Overflow("combine grid"))?;
+            self.enqueue(&self.combine, (ctas, 1, 1), COMBINE_THREADS, 0, params)?;
+        }
+        Ok(())
+    }
+
+    /// One launch of `func` with the parameter struct, with programmatic stream
+    /// serialization when enabled (the kernels wait with griddepcontrol.wait).
+    fn enqueue(
+        &self,
+        func: &CudaFunction,
+        grid: (u32, u32, u32),
+        threads: u32,
+        smem: u32,
+        params: ParamsArg,
+    ) -> Result<(), DecodeError> {
+        let mut arg = params;
+        let mut kernel_params = [(&mut arg as *mut ParamsArg).cast::<std::ffi::c_void>()];
+        // SAFETY: an all-zero launch attribute value (a C union of plain data) is valid.
+        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        let launch = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(self.dependent_launch),
+        };
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        // SAFETY: both decode kernels take one by-value FmDecodeParams (the ABI test pins
+        // the layout) and `kernel_params` points at it for the duration of the call; the
+        // grid is within the limits DecodeShape::validate checked; `launch` and
+        // `attribute` outlive the call; the pointers inside are the caller's contract
+        // (launch_raw).
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &launch,
+                func.cu_function(),
+                kernel_params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(driver("launching a decode kernel"))
+    }
+}

@@ -1,0 +1,680 @@
+//! The sizes of a decode call, its typed errors, the host-side checks of lengths and
+//! block tables, and the plan (split count, workspace) — all before anything is
+//! allocated or launched, and none of it needs a GPU.
+
+use fragmask_kernels::decode::{
+    ConfigError, DecodeConfig, KvLayout, MAX_PAGE_SIZE, TILE_KEYS, TILE_ROWS,
+};
+use fragmask_kernels::family::dtype::ActDtype;
+
+/// Largest batch: the grid's z extent (CUDA Programming Guide, Table 21).
+pub const MAX_BATCH: usize = 65_535;
+/// Largest KV head count: the grid's y extent.
+pub const MAX_KV_HEADS: usize = 65_535;
+/// Largest key capacity of a request (keeps every key index and window sum in `int`).
+pub const MAX_CAPACITY: usize = 1 << 30;
+/// Largest number of new tokens per request.
+pub const MAX_SEQLEN_Q: usize = 1 << 16;
+/// Most splits of a request's keys.
+pub const MAX_SPLITS: usize = 256;
+
+/// Why a decode call is refused, or failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// A size is zero or above its limit.
+    Size {
+        /// What (`batch`, `kv_heads`, ...).
+        what: &'static str,
+        /// The value given.
+        value: usize,
+        /// The largest allowed.
+        max: usize,
+    },
+    /// `H` is not a multiple of `Hkv`.
+    HeadsNotDivisible {
+        /// H.
+        heads: usize,
+        /// Hkv.
+        kv_heads: usize,
+    },
+    /// The kernel has no variant for this head size.
+    HeadDim(usize),
+    /// The kernel has no variant for this page size.
+    PageSize(usize),
+    /// The kernel has no variant for this element type.
+    Dtype(ActDtype),
+    /// A request's key count exceeds the planned capacity.
+    LengthAboveCapacity {
+        /// The request.
+        request: usize,
+        /// Its key count.
+        length: i64,
+        /// The capacity.
+        capacity: usize,
+    },
+    /// A block table entry a request reads points outside the page pool.
+    BlockTable {
+        /// The request.
+        request: usize,
+        /// The slot of its row.
+        slot: usize,
+        /// The entry.
+        page: i64,
+        /// Pages in the pool.
+        num_pages: usize,
+    },
+    /// A tensor's length is not the one the shape needs.
+    Shape {
+        /// The tensor.
+        tensor: &'static str,
+        /// Its element count.
+        got: usize,
+        /// The count the shape needs.
+        expected: usize,
+    },
+    /// An element count overflows.
+    Overflow(&'static str),
+    /// The softmax scale is not finite and positive.
+    Scale(f64),
+    /// The workspace is smaller than the plan needs.
+    Workspace {
+        /// Floats provided.
+        have: usize,
+        /// Floats needed.
+        need: usize,
+    },
+    /// The geometry is not supported.
+    Config(ConfigError),
+    /// The runtime (driver, compiler) failed.
+    Gpu(crate::Error),
+}
+
+impl core::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            DecodeError::Size { what, value, max } => {
+                write!(f, "{what} = {value} is out of range: it must be in 1..={max}")
+            }
+            DecodeError::HeadsNotDivisible { heads, kv_heads } => write!(
+                f,
+                "H = {heads} query heads is not a multiple of Hkv = {kv_heads} KV heads"
+            ),
+            DecodeError::HeadDim(d) => write!(
+                f,
+                "head size D = {d} is not supported: decode supports D = 64, 128 and 256"
+            ),
+            DecodeError::PageSize(p) => write!(
+                f,
+                "page size {p} is not supported: it must be a power of two in 1..={MAX_PAGE_SIZE}"
+            ),
+            DecodeError::Dtype(t) => write!(
+                f,
+                "element type {} is not supported: decode takes bf16 or f16",
+                t.name()
+            ),
+            DecodeError::LengthAboveCapacity {
+                request,
+                length,
+                capacity,
+            } => write!(
+                f,
+                "request {request} holds {length} keys, outside 0..={capacity} (the planned capacity)"
+            ),
+            DecodeError::BlockTable {
+                request,
+                slot,
+                page,
+                num_pages,
+            } => write!(
+                f,
+                "block_table[{request}][{slot}] = {page} points outside the pool of {num_pages} pages"
+            ),
+            DecodeError::Shape {
+                tensor,
+                got,
+                expected,
+            } => write!(f, "{tensor} holds {got} elements, the shape needs {expected}"),
+            DecodeError::Overflow(what) => write!(f, "the {what} element count overflows"),
+            DecodeError::Scale(s) => {
+                write!(f, "softmax scale {s} is not supported: it must be finite and positive")
+            }
+            DecodeError::Workspace { have, need } => write!(
+                f,
+                "the workspace holds {have} floats, the plan needs {need}"
+            ),
+            DecodeError::Config(e) => e.fmt(f),
+            DecodeError::Gpu(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<crate::Error> for DecodeError {
+    fn from(e: crate::Error) -> Self {
+        DecodeError::Gpu(e)
+    }
+}
+
+/// The KV cache's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheShape {
+    /// `[B, capacity, Hkv, D]`.
+    Contiguous {
+        /// Keys per request the cache holds.
+        capacity: usize,
+    },
+    /// `[num_pages, page_size, Hkv, D]` with `block_table [B, max_pages]`.
+    Paged {
+        /// Keys per page.
+        page_size: usize,
+        /// Pages in the pool.
+        num_pages: usize,
+        /// Block table entries per request.
+        max_pages: usize,
+    },
+}
+
+impl CacheShape {
+    /// Keys a request can hold.
+    pub fn capacity(&self) -> usize {
+        match *self {
+            CacheShape::Contiguous { capacity } => capacity,
+            CacheShape::Paged {
+                page_size,
+                max_pages,
+                ..
+            } => page_size.saturating_mul(max_pages),
+        }
+    }
+}
+
+/// The sizes of one decode call. q and o are `[B, Sq, H, D]`, lse `[B, H, Sq]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodeShape {
+    /// B, requests.
+    pub batch: usize,
+    /// Sq, new tokens per request (the last Sq positions of its keys).
+    pub seqlen_q: usize,
+    /// H, query heads.
+    pub heads: usize,
+    /// Hkv, KV heads (H / Hkv query heads share one; 1 is MQA).
+    pub kv_heads: usize,
+    /// D.
+    pub head_dim: usize,
+    /// Element type of q, k, v, o.
+    pub dtype: ActDtype,
+    /// The KV cache.
+    pub cache: CacheShape,
+    /// Keys a query sees to its left (`None`: all).
+    pub window_left: Option<usize>,
+    /// Keys a query sees to its right (`Some(0)`: causal; `None`: all).
+    pub window_right: Option<usize>,
+    /// The softmax scale (`None`: 1/√D).
+    pub softmax_scale: Option<f64>,
+}
+
+impl DecodeShape {
+    /// `H / Hkv`.
+    pub fn group(&self) -> usize {
+        self.heads / self.kv_heads.max(1)
+    }
+
+    /// Packed query rows per (request, KV head): `Sq · G`.
+    pub fn rows(&self) -> usize {
+        self.seqlen_q * self.group()
+    }
+
+    /// CTAs of 16 packed rows per (request, KV head).
+    pub fn m_blocks(&self) -> usize {
+        self.rows().div_ceil(TILE_ROWS as usize)
+    }
+
+    /// The scale actually used.
+    pub fn scale(&self) -> f64 {
+        self.softmax_scale
+            .unwrap_or(1.0 / (self.head_dim as f64).sqrt())
+    }
+
+    /// The cache layout the kernel is compiled for.
+    pub fn kv_layout(&self) -> KvLayout {
+        match self.cache {
+            CacheShape::Contiguous { .. } => KvLayout::Contiguous,
+            CacheShape::Paged { page_size, .. } => KvLayout::Paged {
+                page_size: u32::try_from(page_size).unwrap_or(u32::MAX),
+            },
+        }
+    }
+
+    /// Checks every size, the head ratio, and that a kernel variant exists.
+    pub fn validate(self) -> Result<Self, DecodeError> {
+        let limit = |what, value: usize, max| {
+            if value == 0 || value > max {
+                Err(DecodeError::Size { what, value, max })
+            } else {
+                Ok(())
+            }
+        };
+        limit("batch", self.batch, MAX_BATCH)?;
+        limit("seqlen_q", self.seqlen_q, MAX_SEQLEN_Q)?;
+        limit("kv_heads", self.kv_heads, MAX_KV_HEADS)?;
+        limit("heads", self.heads, MAX_KV_HEADS.saturating_mul(256))?;
+        if self.heads % self.kv_heads != 0 {
+            return Err(DecodeError::HeadsNotDivisible {
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+            });
+        }
+        if ![64, 128, 256].contains(&self.head_dim) {
+            return Err(DecodeError::HeadDim(self.head_dim));
+        }
+        if self.dtype == ActDtype::F32 {
+            return Err(DecodeError::Dtype(self.dtype));
+        }
+        match self.cache {
+            CacheShape::Contiguous { capacity } => limit("capacity", capacity, MAX_CAPACITY)?,
+            CacheShape::Paged {
+                page_size,
+                num_pages,
+                max_pages,
+            } => {
+                if !page_size.is_power_of_two() || page_size > MAX_PAGE_SIZE as usize {
+                    return Err(DecodeError::PageSize(page_size));
+                }
+                limit("num_pages", num_pages, i32::MAX as usize)?;
+                limit("max_pages", max_pages, MAX_CAPACITY / page_size)?;
+            }
+        }
+        for (what, w) in [
+            ("window_left", self.window_left),
+            ("window_right", self.window_right),
+        ] {
+            if let Some(w) = w {
+                if w > MAX_CAPACITY {
+                    return Err(DecodeError::Size {
+                        what,
+                        value: w,
+                        max: MAX_CAPACITY,
+                    });
+                }
+            }
+        }
+        let scale = self.scale();
+        if !scale.is_finite()
+            || scale <= 0.0
+            || !((scale * core::f64::consts::LOG2_E) as f32).is_finite()
+        {
+            return Err(DecodeError::Scale(scale));
+        }
+        // rows and m_blocks stay in int; every tensor's element count in i64.
+        let rows = self
+            .seqlen_q
+            .checked_mul(self.group())
+            .filter(|&r| r <= i32::MAX as usize / 2)
+            .ok_or(DecodeError::Overflow("packed query rows"))?;
+        let _ = rows;
+        for t in ["q", "k", "block_table"] {
+            self.elements(t)?;
+        }
+        self.config()?;
+        Ok(self)
+    }
+
+    /// The kernel geometry for this shape.
+    pub fn config(&self) -> Result<DecodeConfig, DecodeError> {
+        DecodeConfig::new(self.head_dim as u32, self.dtype, self.kv_layout())
+            .map_err(DecodeError::Config)
+    }
+
+    /// The shape of `tensor`: `q`, `o` `[B, Sq, H, D]`; `lse` `[B, H, Sq]`; `k`, `v`
+    /// `[B, capacity, Hkv, D]` or `[num_pages, page_size, Hkv, D]`; `block_table`
+    /// `[B, max_pages]` (`[B, 0]` when contiguous); `seqlens_k` `[B]`.
+    pub fn dims(&self, tensor: &str) -> Vec<usize> {
+        let (b, sq, h, d) = (self.batch, self.seqlen_q, self.heads, self.head_dim);
+        match tensor {
+            "q" | "o" => vec![b, sq, h, d],
+            "lse" => vec![b, h, sq],
+            "k" | "v" => match self.cache {
+                CacheShape::Contiguous { capacity } => vec![b, capacity, self.kv_heads, d],
+                CacheShape::Paged {
+                    page_size,
+                    num_pages,
+                    ..
+                } => vec![num_pages, page_size, self.kv_heads, d],
+            },
+            "block_table" => match self.cache {
+                CacheShape::Contiguous { .. } => vec![b, 0],
+                CacheShape::Paged { max_pages, .. } => vec![b, max_pages],
+            },
+            _ => vec![b],
+        }
+    }
+
+    /// Elements of `tensor`, checked (and within `i64`).
+    pub fn elements(&self, tensor: &'static str) -> Result<usize, DecodeError> {
+        self.dims(tensor)
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .filter(|&n| i64::try_from(n).is_ok() && n.checked_mul(4).is_some())
+            .ok_or(DecodeError::Overflow(tensor))
+    }
+
+    /// Checks host-side lengths (`None`: every request at capacity) and the block
+    /// table entries each request reads.
+    pub fn check_lengths(
+        &self,
+        seqlens_k: Option<&[i32]>,
+        block_table: &[i32],
+    ) -> Result<(), DecodeError> {
+        let capacity = self.cache.capacity();
+        if let Some(lens) = seqlens_k {
+            if lens.len() != self.batch {
+                return Err(DecodeError::Shape {
+                    tensor: "seqlens_k",
+                    got: lens.len(),
+                    expected: self.batch,
+                });
+            }
+            for (request, &len) in lens.iter().enumerate() {
+                if len < 0 || len as usize > capacity {
+                    return Err(DecodeError::LengthAboveCapacity {
+                        request,
+                        length: i64::from(len),
+                        capacity,
+                    });
+                }
+            }
+        }
+        let expected = self.elements("block_table")?;
+        if block_table.len() != expected {
+            return Err(DecodeError::Shape {
+                tensor: "block_table",
+                got: block_table.len(),
+                expected,
+            });
+        }
+        if let CacheShape::Paged {
+            page_size,
+            num_pages,
+            max_pages,
+        } = self.cache
+        {
+            for request in 0..self.batch {
+                let len = seqlens_k.map_or(capacity, |l| l[request] as usize);
+                for slot in 0..len.div_ceil(page_size) {
+                    let page = block_table[request * max_pages + slot];
+                    if page < 0 || page as usize >= num_pages {
+                        return Err(DecodeError::BlockTable {
+                            request,
+                            slot,
+                            page: i64::from(page),
+                            num_pages,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How one decode call is split, fixed when it is planned so that nothing on the launch
+/// path depends on the lengths it will see (CUDA-graph safe).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodePlan {
+    /// The validated shape.
+    pub shape: DecodeShape,
+    /// The kernel geometry.
+    pub config: DecodeConfig,
+    /// Splits of each request's key tiles (1: no combine, no workspace).
+    pub num_splits: usize,
+    /// The longest key count the plan is sized for.
+    pub max_seqlen_k: usize,
+}
+
+impl DecodePlan {
+    /// Plans `shape` for requests of at most `max_seqlen_k` keys on `multiprocessors`
+    /// SMs, with `splits` splits or ([`Self::choose_splits`]) the fewest that fill the
+    /// SMs once.
+    pub fn new(
+        shape: DecodeShape,
+        max_seqlen_k: usize,
+        multiprocessors: usize,
+        splits: Option<usize>,
+    ) -> Result<Self, DecodeError> {
+        let shape = shape.validate()?;
+        let config = shape.config()?;
+        let capacity = shape.cache.capacity();
+        if max_seqlen_k > capacity {
+            return Err(DecodeError::LengthAboveCapacity {
+                request: 0,
+                length: max_seqlen_k as i64,
+                capacity,
+            });
+        }
+        let num_splits = match splits {
+            Some(s) if s == 0 || s > MAX_SPLITS => {
+                return Err(DecodeError::Size {
+                    what: "splits",
+                    value: s,
+                    max: MAX_SPLITS,
+                })
+            }
+            Some(s) => s,
+            None => Self::choose_splits(&shape, config, max_seqlen_k, multiprocessors),
+        };
+        let plan = DecodePlan {
+            shape,
+            config,
+            num_splits,
+            max_seqlen_k,
+        };
+        plan.workspace_floats()?;
+        let ctas = num_splits
+            .checked_mul(shape.m_blocks())
+            .filter(|&x| x <= i32::MAX as usize)
+            .ok_or(DecodeError::Overflow("grid"))?;
+        let _ = ctas;
+        Ok(plan)
+    }
+
+    /// The fewest splits whose CTAs fill the SMs, one CTA each, to at least 95% of the
+    /// best split count's fill, with at least two tiles per warp per split.
+    ///
+    /// One CTA per SM already keeps enough bytes in flight to saturate HBM (4 warps x 2
+    /// stages x 8 KB at D = 128); more splits only add partials and the combine. Measured
+    /// on the H100 (docs/PERF.md, "Decode (issue 11)"): B=16, Hkv=8, Sk=8192 at 0.98 of
+    /// the copy roof with 1 split, 0.95 with 2 and 0.92 with 8; B=1, Sk=65536 at 0.88
+    /// with 16 splits, 0.83 with 33 and 0.59 with 132.
+    pub fn choose_splits(
+        shape: &DecodeShape,
+        config: DecodeConfig,
+        max_seqlen_k: usize,
+        multiprocessors: usize,
+    ) -> usize {
+        let slots = multiprocessors.max(1);
+        let base = (shape.batch * shape.kv_heads * shape.m_blocks()).max(1);
+        let tiles = max_seqlen_k.div_ceil(TILE_KEYS as usize);
+        let most = (tiles / (2 * config.warps as usize)).clamp(1, MAX_SPLITS);
+        let fill = |s: usize| {
+            let ctas = base * s;
+            ctas as f64 / (ctas.div_ceil(slots) * slots) as f64
+        };
+        let best = (1..=most).map(fill).fold(0.0, f64::max);
+        (1..=most).find(|&s| fill(s) >= 0.95 * best).unwrap_or(1)
+    }
+
+    /// Floats of the workspace: partial o `[splits, B, Hkv, m_pad, D]` and lse
+    /// `[splits, B, Hkv, m_pad]` (both empty with one split).
+    pub fn workspace_floats(&self) -> Result<(usize, usize), DecodeError> {
+        if self.num_splits == 1 {
+            return Ok((0, 0));
+        }
+        let s = &self.shape;
+        let lse = [
+            self.num_splits,
+            s.batch,
+            s.kv_heads,
+            s.m_blocks() * TILE_ROWS as usize,
+        ]
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| i64::try_from(n).is_ok())
+        .ok_or(DecodeError::Overflow("workspace"))?;
+        let o = lse
+            .checked_mul(s.head_dim)
+            .filter(|&n| i64::try_from(n).is_ok() && n.checked_mul(4).is_some())
+            .ok_or(DecodeError::Overflow("workspace"))?;
+        Ok((o, lse))
+    }
+
+    /// Bytes one call must read at least: K and V of every visible key (at
+    /// `seqlens_k`), q, and o written.
+    pub fn bytes_moved(&self, total_keys: usize) -> usize {
+        let s = &self.shape;
+        let e = s.dtype.size();
+        2 * total_keys * s.kv_heads * s.head_dim * e
+            + 2 * s.batch * s.seqlen_q * s.heads * s.head_dim * e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn shape(batch: usize, heads: usize, kv_heads: usize, sk: usize) -> DecodeShape {
+        DecodeShape {
+            batch,
+            seqlen_q: 1,
+            heads,
+            kv_heads,
+            head_dim: 128,
+            dtype: ActDtype::Bf16,
+            cache: CacheShape::Contiguous { capacity: sk },
+            window_left: None,
+            window_right: None,
+            softmax_scale: None,
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_typed_errors_checked_before_any_launch() {
+        let e = shape(16, 30, 8, 64).validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DecodeError::HeadsNotDivisible {
+                    heads: 30,
+                    kv_heads: 8
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "H = 30 query heads is not a multiple of Hkv = 8 KV heads"
+        );
+        let mut s = shape(1, 8, 8, 64);
+        s.head_dim = 96;
+        assert!(matches!(s.validate(), Err(DecodeError::HeadDim(96))));
+        s.head_dim = 128;
+        s.cache = CacheShape::Paged {
+            page_size: 24,
+            num_pages: 4,
+            max_pages: 4,
+        };
+        assert!(matches!(s.validate(), Err(DecodeError::PageSize(24))));
+        s.cache = CacheShape::Contiguous { capacity: 64 };
+        s.dtype = ActDtype::F32;
+        assert!(matches!(
+            s.validate(),
+            Err(DecodeError::Dtype(ActDtype::F32))
+        ));
+        assert!(matches!(
+            shape(0, 8, 8, 64).validate(),
+            Err(DecodeError::Size { what: "batch", .. })
+        ));
+        assert!(matches!(
+            shape(usize::MAX / 2, 8, 8, 64).validate(),
+            Err(DecodeError::Size { what: "batch", .. })
+        ));
+        let mut s = shape(1, 8, 8, 64);
+        s.softmax_scale = Some(f64::NAN);
+        assert!(matches!(s.validate(), Err(DecodeError::Scale(_))));
+    }
+
+    #[test]
+    fn lengths_above_capacity_and_block_tables_past_the_pool_are_refused() {
+        let s = shape(2, 8, 8, 64);
+        let e = s.check_lengths(Some(&[64, 65]), &[]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DecodeError::LengthAboveCapacity {
+                    request: 1,
+                    length: 65,
+                    capacity: 64
+                }
+            ),
+            "{e}"
+        );
+        assert!(s.check_lengths(Some(&[-1, 3]), &[]).is_err());
+        let paged = DecodeShape {
+            cache: CacheShape::Paged {
+                page_size: 16,
+                num_pages: 4,
+                max_pages: 2,
+            },
+            ..s
+        };
+        // Request 0 reads slots 0 and 1; request 1 (17 keys) reads slot 1 = page 4.
+        let e = paged
+            .check_lengths(Some(&[32, 17]), &[0, 1, 2, 4])
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DecodeError::BlockTable {
+                    request: 1,
+                    slot: 1,
+                    page: 4,
+                    num_pages: 4
+                }
+            ),
+            "{e}"
+        );
+        // An unused slot may hold anything (-1 padding).
+        paged
+            .check_lengths(Some(&[32, 16]), &[0, 1, 2, -1])
+            .unwrap();
+        assert!(paged.check_lengths(Some(&[32, 16]), &[0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn splits_fill_the_waves_of_132_sms() {
+        let plan = |b, h, hkv, sk| {
+            DecodePlan::new(shape(b, h, hkv, sk), sk, 132, None)
+                .unwrap()
+                .num_splits
+        };
+        // The four workloads of issue 11: the split counts the H100 scan found best.
+        assert_eq!(plan(16, 32, 8, 8192), 1);
+        assert_eq!(plan(64, 32, 8, 4096), 1);
+        assert_eq!(plan(1, 32, 8, 65536), 16);
+        assert_eq!(plan(8, 64, 8, 16384), 2);
+        // Short requests: at least two tiles per warp per split.
+        assert_eq!(plan(1, 32, 8, 64), 1);
+        let p = DecodePlan::new(shape(1, 32, 8, 65536), 65536, 132, None).unwrap();
+        assert_eq!(p.workspace_floats().unwrap().1, p.num_splits * 8 * 16);
+        // A capacity plan: short requests split as much as long ones would.
+        assert_eq!(
+            DecodePlan::new(shape(1, 32, 8, 65536), 65536, 132, None)
+                .unwrap()
+                .num_splits,
+            plan(1, 32, 8, 65536)
+        );
+        assert!(DecodePlan::new(shape(1, 32, 8, 64), 65, 132, None).is_err());
+        assert!(DecodePlan::new(shape(1, 32, 8, 64), 64, 132, Some(0)).is_err());
+    }
+}

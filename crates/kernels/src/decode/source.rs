@@ -1,0 +1,714 @@
+//! CUDA source of split-KV decode, assembled from components: the ABI
+//! ([`DecodeParams`]), the geometry ([`DecodeConfig`]), the operand tilings and
+//! swizzles ([`super::operands`]), the activation dtype, and the family's combine
+//! ([`crate::family::combine`]). The text is a template filled by
+//! [`crate::family::template::fill`]; every index expression that depends on the lane is
+//! emitted from a layout, and its comment names the layout.
+//!
+//! Kernel `fm_decode_split`, grid `(num_splits · m_blocks, Hkv, B)`: CTA
+//! `(split · m_blocks + m_block, hkv, b)` owns the 16 packed query rows
+//! `16·m_block ..` of KV head `hkv` of request `b` (row `t·G + g` is token `t`, query head
+//! `hkv·G + g`: packed GQA) and the key tiles `split` of `num_splits` of the tiles those
+//! rows can see.
+//! - scheduler: the visible key range comes from `seqlens_k[b]` (clamped to the planned
+//!   capacity) and the causal / sliding-window bounds (bottom-right aligned: token `t`
+//!   sits at key position `seqlen_k − Sq + t`), all on the device, so the split count is
+//!   static and a CUDA graph captured at one length is right at any other;
+//! - producer: each warp streams its own 16-key tiles (every `warps`-th tile of the
+//!   split) through `stages` cp.async stages, 16 bytes per copy, zero-filled past
+//!   `seqlen_k`; paged caches find each page through `block_table`;
+//! - consumer: `S = Q·Kᵀ` and `O += P·V` with `mma.sync.m16n8k16` (fp32 accumulate),
+//!   online softmax in base 2, causal / window masks computed per element;
+//! - epilogue: the warps' `(o, lse)` are merged through shared memory with the combine
+//!   helpers; one split writes o (dtype) and lse, several write fp32 partials to the
+//!   workspace for `fm_decode_combine`.
+
+use std::fmt::Write as _;
+
+use super::config::{ConfigError, DecodeConfig, KvLayout, TILE_KEYS, TILE_ROWS};
+use super::operands::{
+    c_thread_row_col, lane_expr, o_thread_floats, p_source, qk_a_source, qk_b_source, qk_swizzle,
+    qk_thread_chunks, v_row, v_swizzle, v_thread_chunks,
+};
+use crate::family::combine::{self, CombineSpec};
+use crate::family::dtype::ActDtype;
+use crate::family::template::fill;
+
+/// The split kernel's entry point.
+pub const SPLIT_KERNEL: &str = "fm_decode_split";
+/// The combine kernel's entry point.
+pub const COMBINE_KERNEL: &str = "fm_decode_combine";
+/// Threads per CTA of the combine kernel.
+pub const COMBINE_THREADS: u32 = 128;
+
+crate::abi_struct! {
+    /// Parameters of both decode kernels (strides in elements; the last dimension of
+    /// every tensor is contiguous; k and v share one layout).
+    pub struct DecodeParams as "FmDecodeParams" {
+        /// q `[B, Sq, H, D]` (strided).
+        q: Ptr("const fm_act*"),
+        /// k: contiguous `[B, capacity, Hkv, D]` or pages `[num_pages, page_size, Hkv, D]`.
+        k: Ptr("const fm_act*"),
+        /// v, with k's layout.
+        v: Ptr("const fm_act*"),
+        /// o `[B, Sq, H, D]` (strided), written.
+        o: Ptr("fm_act*"),
+        /// lse `[B, H, Sq]` fp32 (natural log), written; may be null.
+        lse: Ptr("float*"),
+        /// Partial o `[num_splits, B, Hkv, m_pad, D]` fp32 (num_splits > 1).
+        ws_o: Ptr("float*"),
+        /// Partial lse `[num_splits, B, Hkv, m_pad]` fp32 (num_splits > 1).
+        ws_lse: Ptr("float*"),
+        /// Keys per request `[B]` int32, clamped to capacity_k; null: capacity_k each.
+        seqlens_k: Ptr("const int*"),
+        /// Pages of each request `[B, max_pages]` int32 (paged caches).
+        block_table: Ptr("const int*"),
+        /// q stride between requests.
+        q_stride_batch: I64("long long"),
+        /// q stride between tokens.
+        q_stride_token: I64("long long"),
+        /// q stride between heads.
+        q_stride_head: I64("long long"),
+        /// o stride between requests.
+        o_stride_batch: I64("long long"),
+        /// o stride between tokens.
+        o_stride_token: I64("long long"),
+        /// o stride between heads.
+        o_stride_head: I64("long long"),
+        /// k/v stride between requests (contiguous) or pages (paged).
+        kv_stride_batch: I64("long long"),
+        /// k/v stride between keys.
+        kv_stride_key: I64("long long"),
+        /// k/v stride between KV heads.
+        kv_stride_head: I64("long long"),
+        /// block_table stride between requests.
+        block_table_stride: I64("long long"),
+        /// B.
+        batch: I32("int"),
+        /// Sq, new tokens per request.
+        seqlen_q: I32("int"),
+        /// H, query heads.
+        heads: I32("int"),
+        /// Hkv, KV heads.
+        kv_heads: I32("int"),
+        /// G = H / Hkv, query heads per KV head (packed rows per token).
+        group: I32("int"),
+        /// Keys a request may hold (contiguous: the cache's Sk; paged: max_pages x page_size).
+        capacity_k: I32("int"),
+        /// Pages in the pool (paged; block_table entries are clamped below it).
+        num_pages: I32("int"),
+        /// Keys a query sees to its left (key >= pos - window_left); -1: unlimited.
+        window_left: I32("int"),
+        /// Keys a query sees to its right (key <= pos + window_right); 0: causal; -1: unlimited.
+        window_right: I32("int"),
+        /// Splits of each request's key tiles.
+        num_splits: I32("int"),
+        /// CTAs of 16 packed rows per (request, KV head): ceil(Sq x G / 16).
+        m_blocks: I32("int"),
+        /// Rows of a partial (request, KV head) block: m_blocks x 16.
+        m_pad: I32("int"),
+        /// softmax scale x log2(e).
+        scale_log2: F32("float"),
+    }
+}
+
+/// The split kernel, the combine kernel and their helpers, for `config`.
+pub fn source(config: DecodeConfig) -> Result<String, ConfigError> {
+    let config = config.validate()?;
+    let template = TEMPLATE;
+    let values = values(config)?;
+    let refs: Vec<(&str, String)> = values.iter().map(|(n, v)| (*n, v.clone())).collect();
+    fill(template, &refs).map_err(|e| ConfigError(format!("decode template: {e}")))
+}
+
+fn mma_type(dtype: ActDtype) -> &'static str {
+    match dtype {
+        ActDtype::F16 => "f16",
+        _ => "bf16",
+    }
+}
+
+/// Every placeholder of [`TEMPLATE`], from the config and the layouts.
+fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigError> {
+    let d = config.head_dim;
+    let c = config.chunks_per_row();
+    let qk_sw = qk_swizzle(config)?;
+    let v_sw = v_swizzle(config)?;
+    let qk_lane = qk_thread_chunks(config)?;
+    let v_lane = v_thread_chunks(config)?;
+    let o_lane = o_thread_floats(config)?;
+    let (c_row, c_col) = c_thread_row_col()?;
+    let mut v: Vec<(&'static str, String)> = vec![
+        (
+            "HEADER",
+            format!(
+                "// fragmask split-KV decode (fragmask_kernels::decode), generated; do not edit.\n\
+                 // Geometry (DecodeConfig): D = {d}, {dt}, {w} warps x 32 threads, {s} cp.async stages of\n\
+                 // {tk} keys per warp, {rows} packed query rows per CTA, {smem} bytes of shared memory,\n\
+                 // KV cache {kv}.",
+                dt = config.dtype.name(),
+                w = config.warps,
+                s = config.stages,
+                tk = TILE_KEYS,
+                rows = TILE_ROWS,
+                smem = config.smem_bytes(),
+                kv = config.kv.describe()
+            ),
+        ),
+        ("DTYPE_HELPERS", config.dtype.cuda_helpers()),
+        ("ABI", DecodeParams::ABI.cuda()),
+        ("COMBINE_HELPERS", combine::HELPERS.to_string()),
+        ("MMA_TYPE", mma_type(config.dtype).to_string()),
+        ("THREADS", config.threads().to_string()),
+        ("WARPS", config.warps.to_string()),
+        ("MIN_CTAS", config.ctas_per_sm().to_string()),
+        ("STAGES", config.stages.to_string()),
+        ("HEAD_DIM", d.to_string()),
+        ("TILE_ROWS", TILE_ROWS.to_string()),
+        ("TILE_KEYS", TILE_KEYS.to_string()),
+        ("CHUNKS", c.to_string()),
+        ("KV_CHUNKS_PER_LANE", (TILE_KEYS * c / 32).to_string()),
+        ("TILE_BYTES", config.tile_bytes().to_string()),
+        ("STAGE_BYTES", config.stage_bytes().to_string()),
+        ("WARP_STAGES_BYTES", (config.stages * config.stage_bytes()).to_string()),
+        ("N_TILES", config.n_tiles().to_string()),
+        ("QK_SWIZZLE", format!("Swizzle<{},{},{}>", qk_sw.bits(), qk_sw.base(), qk_sw.shift())),
+        ("QK_SRC_MASK", qk_sw.source_mask().to_string()),
+        ("QK_SHIFT", qk_sw.shift().to_string()),
+        ("V_SWIZZLE", format!("Swizzle<{},{},{}>", v_sw.bits(), v_sw.base(), v_sw.shift())),
+        ("V_SRC_MASK", v_sw.source_mask().to_string()),
+        ("V_SHIFT", v_sw.shift().to_string()),
+        ("QK_LANE_LAYOUT", qk_lane.to_string()),
+        ("QK_LANE", lane_expr(&qk_lane)?.cuda(&[])),
+        ("V_LANE_LAYOUT", v_lane.to_string()),
+        ("V_LANE", lane_expr(&v_lane)?.cuda(&[])),
+        ("O_LANE_LAYOUT", o_lane.to_string()),
+        ("O_LANE", lane_expr(&o_lane)?.cuda(&[])),
+        ("C_ROW_LAYOUT", c_row.to_string()),
+        ("C_ROW", lane_expr(&c_row)?.cuda(&[])),
+        ("C_COL_LAYOUT", c_col.to_string()),
+        ("C_COL", lane_expr(&c_col)?.cuda(&[])),
+        ("TILE_BASE", tile_base(config)),
+        ("ROW_OFFSET", row_offset(config)),
+        ("QK_PRODUCT", qk_product(config)),
+        ("PV_PRODUCT", pv_product(config)),
+        ("O_TO_SMEM", o_to_smem(config)),
+        ("MERGE_VECS", (d / 4).to_string()),
+        ("LN2", "0.69314718055994531f".into()),
+        ("STORE_OUT", STORE_OUT.to_string()),
+    ];
+    let combine_kernel = combine::kernel(&CombineSpec {
+        kernel_name: COMBINE_KERNEL,
+        params_type: DecodeParams::ABI.name,
+        threads: COMBINE_THREADS,
+        columns: d,
+        locate: COMBINE_LOCATE,
+        partial_o: "p.ws_o",
+        partial_lse: "p.ws_lse",
+        store: "    const int b = (int)(row_id / ((long long)p.kv_heads * rows));\n\
+                \x20   const int hkv = (int)(row_id / rows % p.kv_heads);\n\
+                \x20   const int prow = (int)(row_id % rows);\n\
+                \x20   $STORE_OUT",
+    });
+    v.push(("COMBINE_KERNEL", combine_kernel));
+    Ok(v)
+}
+
+/// Where the combine kernel's row lives among the partials.
+const COMBINE_LOCATE: &str = "    const int rows = p.seqlen_q * p.group;  // packed rows per (request, KV head)\n\
+    \x20   if (row_id >= (long long)p.batch * p.kv_heads * rows) return;\n\
+    \x20   const int num_splits = p.num_splits;\n\
+    \x20   // partial rows [num_splits, B, Hkv, m_pad]: (b, hkv, prow) = row_id split by (B, Hkv, rows)\n\
+    \x20   const long long ws_row0 = row_id / rows * p.m_pad + row_id % rows;\n\
+    \x20   const long long split_stride = (long long)p.batch * p.kv_heads * p.m_pad;";
+
+/// Writes `out` (4 columns at `col`) and `lse` of packed row `prow` of `(b, hkv)` to o
+/// `[B, Sq, H, D]` and lse `[B, H, Sq]`: row `prow` is token `prow / G`, head
+/// `hkv·G + prow % G` (packed GQA).
+const STORE_OUT: &str = "{\n\
+    \x20       const int token = prow / p.group;\n\
+    \x20       const int head = hkv * p.group + prow % p.group;\n\
+    \x20       fm_act* dst = p.o + b * p.o_stride_batch + token * p.o_stride_token + head * p.o_stride_head + col;\n\
+    \x20       fm_store4(dst, out);\n\
+    \x20       if (col == 0 && p.lse) p.lse[((long long)b * p.heads + head) * p.seqlen_q + token] = lse;\n\
+    \x20   }";
+
+/// The offset of a tile's first key from the cache's base (k and v alike).
+fn tile_base(config: DecodeConfig) -> String {
+    match config.kv {
+        KvLayout::Contiguous => "        // contiguous [B, capacity, Hkv, D]: (b, key, hkv) with the kv strides\n\
+             \x20       const long long tile_off = b * p.kv_stride_batch + (long long)key0 * p.kv_stride_key + hkv * p.kv_stride_head;"
+            .into(),
+        KvLayout::Paged { page_size } if page_size >= TILE_KEYS => format!(
+            "        // paged [num_pages, {ps}, Hkv, D]: a {tk}-key tile lies in one page (key0 is a multiple of {tk})\n\
+             \x20       const unsigned page = min((unsigned)p.block_table[b * p.block_table_stride + (key0 >> {log})], (unsigned)p.num_pages - 1u);\n\
+             \x20       const long long tile_off = page * p.kv_stride_batch + (long long)(key0 & {mask}) * p.kv_stride_key + hkv * p.kv_stride_head;",
+            ps = page_size,
+            tk = TILE_KEYS,
+            log = page_size.trailing_zeros(),
+            mask = page_size - 1
+        ),
+        KvLayout::Paged { .. } => "        // paged, pages smaller than a tile: each key finds its page (below)\n\
+             \x20       const long long tile_off = hkv * p.kv_stride_head;"
+            .into(),
+    }
+}
+
+/// The offset of key row `row` (key `key0 + row`, valid when `valid`), chunk `chunk`.
+fn row_offset(config: DecodeConfig) -> String {
+    match config.kv {
+        KvLayout::Paged { page_size } if page_size < TILE_KEYS => format!(
+            "            // paged [num_pages, {ps}, Hkv, D]: page block_table[b][key / {ps}], slot key % {ps}\n\
+             \x20           const unsigned page = valid ? min((unsigned)p.block_table[b * p.block_table_stride + (key >> {log})], (unsigned)p.num_pages - 1u) : 0u;\n\
+             \x20           const long long off = tile_off + page * p.kv_stride_batch + (long long)(key & {mask}) * p.kv_stride_key + chunk * 8u;",
+            ps = page_size,
+            log = page_size.trailing_zeros(),
+            mask = page_size - 1
+        ),
+        _ => "            const long long off = tile_off + (long long)row * p.kv_stride_key + chunk * 8u;".into(),
+    }
+}
+
+/// `S = Q·Kᵀ` for one 16-key tile: per pair of k16 steps, one 16-byte chunk of Q rows r
+/// and r + 8 and of K rows r and 8 + r per lane (QK operand tiling), two MMAs per key
+/// n-tile (qk_contraction order).
+fn qk_product(config: DecodeConfig) -> String {
+    let c = config.chunks_per_row();
+    let mut s = String::from(
+        "        // S = Q K^T, contraction order qk_contraction (operands.rs): chunk qk_lane + 4j of\n\
+         \x20       // Q rows r, r + 8 and K rows r, 8 + r holds both k16 steps of pair j.\n",
+    );
+    for j in 0..config.head_dim / 32 {
+        let _ = writeln!(
+            s,
+            "        {{  // step pair {j}: d {lo}..{hi}\n\
+             \x20           const uint4 qa = fm_lds128(q_smem + fm_swizzle_qk(qk_lane + {o0}u) * 16u);  // row r\n\
+             \x20           const uint4 qb = fm_lds128(q_smem + fm_swizzle_qk(qk_lane + {o1}u) * 16u);  // row r + 8",
+            lo = 32 * j,
+            hi = 32 * j + 31,
+            o0 = 4 * j,
+            o1 = 4 * j + 8 * c
+        );
+        for nt in 0..2 {
+            let _ = writeln!(
+                s,
+                "            {{\n\
+                 \x20               const uint4 kk = fm_lds128(k_tile + fm_swizzle_qk(qk_lane + {off}u) * 16u);  // key {nt8} + r",
+                off = 4 * j + 8 * c * nt,
+                nt8 = 8 * nt
+            );
+            for h in 0..2 {
+                let word = |w: u32| ["x", "y", "z", "w"][w as usize];
+                let a: Vec<String> = (0..4)
+                    .map(|reg| {
+                        let (plus8, w) = qk_a_source(h, reg);
+                        format!("{}.{}", if plus8 { "qb" } else { "qa" }, word(w))
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "                fm_mma_16816(s[{nt}], {}, {}, {}, {}, kk.{}, kk.{});  // step {step}",
+                    a[0],
+                    a[1],
+                    a[2],
+                    a[3],
+                    word(qk_b_source(h, 0)),
+                    word(qk_b_source(h, 1)),
+                    step = 2 * j + h
+                );
+            }
+            s.push_str("            }\n");
+        }
+        s.push_str("        }\n");
+    }
+    s
+}
+
+/// `O += P·V` for one 16-key tile: P's A registers from S (p_source), V's B registers
+/// from one 16-byte chunk of each of the rows 2q, 2q+1, 2q+8, 2q+9 (v_row) per 64
+/// columns; element t of the chunks feeds n-tile 8g + t (o_columns).
+fn pv_product(config: DecodeConfig) -> String {
+    let c = config.chunks_per_row();
+    let mut s = String::from(
+        "        // P as the A operand: register i packs S's (tile i/2: c 2(i%2), 2(i%2)+1) (p_source)\n",
+    );
+    for reg in 0..4 {
+        let (tile, c0) = p_source(reg);
+        let _ = writeln!(
+            s,
+            "        const unsigned pa{reg} = fm_pack2(s[{tile}][{c0}], s[{tile}][{c1}]);",
+            c1 = c0 + 1
+        );
+    }
+    s.push_str(
+        "        // O += P V: V rows v_row(q, reg, half) = 2q + half + 8 reg, chunk v_lane + 8g\n",
+    );
+    for g in 0..config.head_dim / 64 {
+        let _ = writeln!(s, "        {{  // d {}..{}", 64 * g, 64 * g + 63);
+        let mut names = Vec::new();
+        for reg in 0..2 {
+            for half in 0..2 {
+                let row = v_row(0, reg, half);
+                let name = format!("v{row}");
+                let _ = writeln!(
+                    s,
+                    "            const uint4 {name} = fm_lds128(v_tile + fm_swizzle_v(v_lane + {off}u) * 16u);  // row 2q + {row}",
+                    off = row * c + 8 * g
+                );
+                names.push(name);
+            }
+        }
+        for t in 0..8u32 {
+            let word = ["x", "y", "z", "w"][(t / 2) as usize];
+            let sel = if t % 2 == 0 { "0x5410u" } else { "0x7632u" };
+            let _ = writeln!(
+                s,
+                "            fm_mma_16816(o[{nt}], pa0, pa1, pa2, pa3, __byte_perm({a}.{word}, {b}.{word}, {sel}), __byte_perm({c2}.{word}, {d2}.{word}, {sel}));",
+                nt = 8 * g + t,
+                a = names[0],
+                b = names[1],
+                c2 = names[2],
+                d2 = names[3],
+            );
+        }
+        s.push_str("        }\n");
+    }
+    s
+}
+
+/// The warp's normalised o into the merge area: c-value cv of n-tile (t, g) at row
+/// r + 8 (cv / 2), d = 64g + 16q + 8 (cv % 2) + t (o_columns), 16 consecutive floats
+/// per row and group.
+fn o_to_smem(config: DecodeConfig) -> String {
+    let d = config.head_dim;
+    let mut s = String::new();
+    for g in 0..d / 64 {
+        for hrow in 0..2u32 {
+            for half in 0..2u32 {
+                for quarter in 0..2u32 {
+                    let base = 64 * g + 8 * half + 4 * quarter + 8 * d * hrow;
+                    let vals: Vec<String> = (0..4)
+                        .map(|i| {
+                            format!(
+                                "o[{}][{}] * inv_l[{hrow}]",
+                                8 * g + 4 * quarter + i,
+                                2 * hrow + half
+                            )
+                        })
+                        .collect();
+                    let _ = writeln!(
+                        s,
+                        "        *reinterpret_cast<float4*>(merge_o + o_lane + {base}u) = make_float4({});",
+                        vals.join(", ")
+                    );
+                }
+            }
+        }
+    }
+    s
+}
+
+const TEMPLATE: &str = r#"$HEADER
+$DTYPE_HELPERS
+$ABI
+$COMBINE_HELPERS
+#define FM_NEG_INF (-__int_as_float(0x7f800000))
+
+// mma.sync.m16n8k16 (PTX ISA 9.7.14.5.8), fp32 accumulate in place: A 16x16 row-major,
+// B 16x8 column-major, fragments of docs/architecture.md fact 4.
+__device__ __forceinline__ void fm_mma_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.$MMA_TYPE.$MMA_TYPE.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// Two floats as one register of two 16-bit values, `lo` in bits 0..15 (cvt packs its
+// first source into the upper half, PTX ISA 9.7.9.21).
+__device__ __forceinline__ unsigned fm_pack2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.$MMA_TYPEx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// Four floats to four activations at dst (8 bytes).
+__device__ __forceinline__ void fm_store4(fm_act* dst, float4 v) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(fm_pack2(v.x, v.y), fm_pack2(v.z, v.w));
+}
+__device__ __forceinline__ float fm_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ unsigned fm_smem_addr(const void* ptr) {
+    unsigned addr;
+    asm("{ .reg .u64 a64; cvta.to.shared.u64 a64, %1; cvt.u32.u64 %0, a64; }" : "=r"(addr) : "l"(ptr));
+    return addr;
+}
+// cp.async (PTX ISA 9.7.9.25): 16 bytes global -> shared, zero-filled past `bytes`, L1 bypassed.
+__device__ __forceinline__ void fm_cp_async16(unsigned dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void fm_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void fm_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+__device__ __forceinline__ uint4 fm_lds128(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+// Shared tiles are addressed in 16-byte chunks, offset row * $CHUNKS + chunk, swizzled
+// (fragmask_layout::Swizzle, CuTe's Swizzle<B,M,S>: x ^ ((x & mask) >> S)).
+// Q and K tiles: $QK_SWIZZLE.
+__device__ __forceinline__ unsigned fm_swizzle_qk(unsigned x) { return x ^ ((x & $QK_SRC_MASKu) >> $QK_SHIFTu); }
+// V tiles: $V_SWIZZLE.
+__device__ __forceinline__ unsigned fm_swizzle_v(unsigned x) { return x ^ ((x & $V_SRC_MASKu) >> $V_SHIFTu); }
+
+extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_split(const __grid_constant__ FmDecodeParams p) {
+    extern __shared__ __align__(128) unsigned char fm_smem[];
+    const unsigned tid = threadIdx.x;
+    const unsigned warp = tid / 32u;
+    // The lane: the thread index of the m16n8k16 fragment layouts.
+    const unsigned thread = tid % 32u;
+    // C fragment (SM80_C_LAYOUT): the lane's rows are frag_row and frag_row + 8, its
+    // columns of an n-tile frag_col and frag_col + 1.
+    const unsigned frag_row = $C_ROW;  // row layout $C_ROW_LAYOUT
+    const unsigned frag_col = $C_COL;  // column layout $C_COL_LAYOUT
+    // Chunk offsets of the lane's operands and o (operands.rs):
+    const unsigned qk_lane = $QK_LANE;  // QK operand tiling $QK_LANE_LAYOUT
+    const unsigned v_lane = $V_LANE;  // V operand tiling $V_LANE_LAYOUT
+    const unsigned o_lane = $O_LANE;  // o tiling $O_LANE_LAYOUT (floats of [16, $HEAD_DIM])
+    const int b = blockIdx.z;
+    const int hkv = blockIdx.y;
+    const int m_block = blockIdx.x % p.m_blocks;
+    const int split = blockIdx.x / p.m_blocks;
+
+    // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): let the combine
+    // launch now; wait for the previous kernel's writes before the first global read.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+
+    // ---- scheduler: this CTA's key tiles, from the device's lengths ----
+    const int seqlen_k = min(max(p.seqlens_k ? p.seqlens_k[b] : p.capacity_k, 0), p.capacity_k);
+    const int group = p.group;
+    const int rows = p.seqlen_q * group;  // packed rows (token, head in group), heads fastest
+    const int row0 = m_block * $TILE_ROWS;
+    const int offset_q = seqlen_k - p.seqlen_q;  // token t sits at key position offset_q + t (bottom-right)
+    const int t_first = row0 / group;
+    const int t_last = min(row0 + $TILE_ROWS - 1, rows - 1) / group;
+    int key_lo = 0, key_hi = seqlen_k;  // keys any row of the CTA sees: [key_lo, key_hi)
+    if (p.window_left >= 0) key_lo = max(0, offset_q + t_first - p.window_left);
+    if (p.window_right >= 0) key_hi = min(key_hi, offset_q + t_last + p.window_right + 1);
+    const int tile_lo = key_lo / $TILE_KEYS;
+    const int tiles = key_hi > key_lo ? (key_hi + $TILE_KEYS - 1) / $TILE_KEYS - tile_lo : 0;
+    const int split_first = tile_lo + (int)((long long)tiles * split / p.num_splits);
+    const int split_end = tile_lo + (int)((long long)tiles * (split + 1) / p.num_splits);
+    // The keys each of the lane's two rows sees: [lo_key, hi_key).
+    int lo_key[2], hi_key[2];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int token = min(row0 + (int)frag_row + 8 * i, rows - 1) / group;
+        const int pos = offset_q + token;
+        lo_key[i] = p.window_left >= 0 ? pos - p.window_left : 0;
+        hi_key[i] = p.window_right >= 0 ? min(seqlen_k, pos + p.window_right + 1) : seqlen_k;
+    }
+
+    // ---- producer: Q tile [16, D] (packed rows), then each warp's K/V stages ----
+    fm_act* q_tile = reinterpret_cast<fm_act*>(fm_smem);
+    const unsigned q_smem = fm_smem_addr(q_tile);
+    const fm_act* q_kv_head = p.q + b * p.q_stride_batch + (long long)hkv * group * p.q_stride_head;
+    for (unsigned idx = tid; idx < $TILE_ROWS * $CHUNKSu; idx += $THREADSu) {
+        const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;
+        const int prow = row0 + (int)row;
+        const bool valid = prow < rows;
+        // q [B, Sq, H, D]: packed row prow is token prow / G, head hkv G + prow % G
+        const fm_act* src = valid ? q_kv_head + (long long)(prow / group) * p.q_stride_token + (long long)(prow % group) * p.q_stride_head + chunk * 8u : p.q;
+        fm_cp_async16(q_smem + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, src, valid ? 16u : 0u);
+    }
+    fm_cp_async_commit();
+
+    // This warp's stages: [stage][K tile, V tile][16 keys][D], after the Q tile.
+    const unsigned kv_smem = q_smem + $TILE_BYTESu + warp * $WARP_STAGES_BYTESu;
+    auto load_tile = [&](int tile, int stage) {
+        const unsigned k_dst = kv_smem + stage * $STAGE_BYTESu;
+        const unsigned v_dst = k_dst + $TILE_BYTESu;
+        const int key0 = tile * $TILE_KEYS;
+$TILE_BASE
+        #pragma unroll
+        for (int i = 0; i < $KV_CHUNKS_PER_LANE; ++i) {
+            const unsigned idx = thread + 32u * i;
+            const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;  // a warp copies whole rows
+            const int key = key0 + (int)row;
+            const bool valid = key < seqlen_k;  // zero-filled past the request's keys
+$ROW_OFFSET
+            const unsigned bytes = valid ? 16u : 0u;
+            fm_cp_async16(k_dst + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, valid ? p.k + off : p.k, bytes);
+            fm_cp_async16(v_dst + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
+        }
+    };
+    // Warp w takes tiles split_first + w, + $WARPS, ...
+    const int my_first = split_first + (int)warp;
+    const int count = split_end > my_first ? (split_end - my_first + $WARPS - 1) / $WARPS : 0;
+    #pragma unroll
+    for (int s = 0; s < $STAGES - 1; ++s) {
+        if (s < count) load_tile(my_first + s * $WARPS, s);
+        fm_cp_async_commit();
+    }
+    fm_cp_async_wait<$STAGES - 1>();  // the Q group, committed first, has landed
+    __syncthreads();
+
+    // ---- consumer: online softmax over the warp's tiles ----
+    float o[$N_TILES][4];
+    #pragma unroll
+    for (int n = 0; n < $N_TILES; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m_run[2] = {FM_NEG_INF, FM_NEG_INF};  // running max of rows r, r + 8 (scaled, base 2)
+    float l_run[2] = {0.f, 0.f};                // the lane's part of the running sums
+    for (int i = 0; i < count; ++i) {
+        const int ahead = i + $STAGES - 1;
+        if (ahead < count) load_tile(my_first + ahead * $WARPS, ahead % $STAGES);
+        fm_cp_async_commit();
+        fm_cp_async_wait<$STAGES - 1>();  // tile i has landed (this lane's copies)
+        __syncwarp();                    // ... and the other lanes'
+        const int tile = my_first + i * $WARPS;
+        const unsigned k_tile = kv_smem + (i % $STAGES) * $STAGE_BYTESu;
+        const unsigned v_tile = k_tile + $TILE_BYTESu;
+        float s[2][4];
+        #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+$QK_PRODUCT
+        // Mask (causal / window / length, per element) and scale: c-value c of key n-tile
+        // nt is row frag_row + 8 (c / 2), key tile * 16 + 8 nt + frag_col + c % 2.
+        float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
+        #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            #pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int key = tile * $TILE_KEYS + 8 * nt + (int)frag_col + (c % 2);
+                const bool visible = key >= lo_key[c / 2] && key < hi_key[c / 2];
+                s[nt][c] = visible ? s[nt][c] * p.scale_log2 : FM_NEG_INF;
+                row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
+            }
+        }
+        float alpha[2], m_use[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // The four lanes of a quad hold one row (SM80_C_LAYOUT): reduce over them.
+            row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
+            row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+            const float m_new = fmaxf(m_run[h], row_max[h]);
+            // A row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives 0, not NaN.
+            m_use[h] = m_new == FM_NEG_INF ? 0.f : m_new;
+            alpha[h] = fm_exp2(m_run[h] - m_use[h]);
+            m_run[h] = m_new;
+        }
+        float row_sum[2] = {0.f, 0.f};
+        #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            #pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                s[nt][c] = fm_exp2(s[nt][c] - m_use[c / 2]);
+                row_sum[c / 2] += s[nt][c];
+            }
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + row_sum[h];
+        #pragma unroll
+        for (int n = 0; n < $N_TILES; ++n) {
+            o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
+        }
+$PV_PRODUCT
+        __syncwarp();  // every lane has read the stage before it is refilled
+    }
+    fm_cp_async_wait<0>();
+
+    // ---- epilogue: merge the warps' (o, lse) (family combine), write o or partials ----
+    float inv_l[2], lse_warp[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
+        l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
+        const bool empty = !(l_run[h] > 0.f);
+        inv_l[h] = empty ? 0.f : 1.f / l_run[h];
+        lse_warp[h] = empty ? FM_NEG_INF : (m_run[h] + log2f(l_run[h])) * $LN2;
+    }
+    __syncthreads();  // every warp is done with its stages: they become the merge area
+    float* merge_o = reinterpret_cast<float*>(fm_smem + $TILE_BYTESu) + warp * $TILE_ROWS * $HEAD_DIM;  // [warps][16][D]
+    float* merge_lse = reinterpret_cast<float*>(fm_smem + $TILE_BYTESu) + $WARPS * $TILE_ROWS * $HEAD_DIM;  // [warps][16]
+$O_TO_SMEM
+    if (frag_col == 0u) {
+        merge_lse[warp * $TILE_ROWS + frag_row] = lse_warp[0];
+        merge_lse[warp * $TILE_ROWS + frag_row + 8u] = lse_warp[1];
+    }
+    __syncthreads();
+    const float* all_o = reinterpret_cast<const float*>(fm_smem + $TILE_BYTESu);
+    for (unsigned idx = tid; idx < $TILE_ROWS * $MERGE_VECSu; idx += $THREADSu) {
+        const int row = (int)(idx / $MERGE_VECSu);
+        const int col = (int)(idx % $MERGE_VECSu) * 4;
+        const int prow = row0 + row;
+        if (prow >= rows) continue;
+        float max_lse = FM_NEG_INF;
+        #pragma unroll
+        for (int w = 0; w < $WARPS; ++w) max_lse = fmaxf(max_lse, merge_lse[w * $TILE_ROWS + row]);
+        FmLseMerge merge;
+        fm_lse_merge_init(merge, max_lse);
+        #pragma unroll
+        for (int w = 0; w < $WARPS; ++w)
+            fm_lse_merge_add(merge, merge_lse[w * $TILE_ROWS + row], *reinterpret_cast<const float4*>(all_o + (w * $TILE_ROWS + row) * $HEAD_DIM + col));
+        float4 out;
+        const float lse = fm_lse_merge_finish(merge, out);
+        if (p.num_splits == 1) $STORE_OUT
+        else {
+            // partials [num_splits, B, Hkv, m_pad, D] and [num_splits, B, Hkv, m_pad]
+            const long long ws_row = (((long long)split * p.batch + b) * p.kv_heads + hkv) * p.m_pad + prow;
+            *reinterpret_cast<float4*>(p.ws_o + ws_row * $HEAD_DIM + col) = out;
+            if (col == 0) p.ws_lse[ws_row] = lse;
+        }
+    }
+}
+
+$COMBINE_KERNEL
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::config::KvLayout;
+
+    #[test]
+    fn rust_mirror_has_the_c_offsets() {
+        assert_eq!(DecodeParams::rust_offsets(), DecodeParams::ABI.offsets());
+        assert_eq!(
+            core::mem::size_of::<DecodeParams>(),
+            DecodeParams::ABI.size()
+        );
+    }
+
+    #[test]
+    fn source_takes_every_number_from_the_config() {
+        let config =
+            DecodeConfig::new(128, ActDtype::Bf16, KvLayout::Paged { page_size: 16 }).unwrap();
+        let src = source(config).unwrap();
+        assert!(!src.contains("#include"));
+        assert!(src.contains("__launch_bounds__(128, 2)"));
+        assert!(src.contains("float o[16][4];"));
+        assert!(src.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+        assert!(src.contains("cvt.rn.bf16x2.f32"));
+        assert!(src.contains("(key0 >> 4)"));
+        assert!(src.contains("fm_mma_16816(o[15]"));
+        assert!(!src.contains("fm_mma_16816(o[16]"));
+        let wait = src.find("griddepcontrol.wait").unwrap();
+        assert!(wait < src.find("p.seqlens_k[b]").unwrap());
+        let per_key =
+            source(DecodeConfig::new(64, ActDtype::F16, KvLayout::Paged { page_size: 1 }).unwrap())
+                .unwrap();
+        assert!(per_key.contains("(key >> 0)"));
+        assert!(per_key.contains("f32.f16.f16.f32"));
+    }
+
+    #[test]
+    fn every_lane_index_line_names_its_layout() {
+        let src =
+            source(DecodeConfig::new(128, ActDtype::Bf16, KvLayout::Contiguous).unwrap()).unwrap();
+        assert!(src.contains("QK operand tiling (4,8):(1,16)"));
+        assert!(src.contains("V operand tiling (4,8):(32,1)"));
+        assert!(src.contains("o tiling (4,8):(16,128)"));
+        assert!(src.contains("Swizzle<1,2,2>"));
+        assert!(src.contains("Swizzle<3,0,4>"));
+    }
+}

@@ -1,0 +1,142 @@
+//! The combine component: the LSE merge of partial attention results, in CUDA.
+//!
+//! A partial result over a subset of the keys is `(o_s, lse_s)`: `o_s` normalised by its
+//! own softmax sum, `lse_s = log Σ exp(score)` over the subset (natural log). The merge
+//! of `n` of them is
+//!
+//! ```text
+//! M = max_s lse_s,   w_s = exp(lse_s − M),   o = Σ w_s o_s / Σ w_s,   lse = M + log Σ w_s
+//! ```
+//!
+//! An empty subset has `lse_s = −∞` and weighs 0; if every subset is empty, `o = 0` and
+//! `lse = −∞`. This is the math of `fragmask_host::decode::merge::merge_states` (its CPU
+//! f64 reference), of split-KV decode's combine, and of a context-parallel merge.
+//!
+//! [`HELPERS`] is the device code; [`kernel`] emits a combine kernel that merges the
+//! `num_splits` fp32 partials of one output row per group of threads, 4 columns per
+//! thread, around caller-provided index and store code.
+
+/// Device helpers of the merge: a running state over 4 columns.
+pub const HELPERS: &str = r#"// ---- combine (fragmask_kernels::family::combine): LSE merge of partial results ----
+// M = max lse_s; w_s = exp(lse_s - M); o = sum w_s o_s / sum w_s; lse = M + log sum w_s.
+// Partials with lse = -inf weigh 0; when all do, o = 0 and lse = -inf.
+struct FmLseMerge { float max_lse; float sum; float4 acc; };
+__device__ __forceinline__ void fm_lse_merge_init(FmLseMerge& m, float max_lse) {
+    m.max_lse = max_lse; m.sum = 0.f; m.acc = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+__device__ __forceinline__ void fm_lse_merge_add(FmLseMerge& m, float lse, float4 o) {
+    if (m.max_lse == -__int_as_float(0x7f800000) || lse == -__int_as_float(0x7f800000)) return;
+    const float w = expf(lse - m.max_lse);
+    m.sum += w;
+    m.acc.x = fmaf(w, o.x, m.acc.x); m.acc.y = fmaf(w, o.y, m.acc.y);
+    m.acc.z = fmaf(w, o.z, m.acc.z); m.acc.w = fmaf(w, o.w, m.acc.w);
+}
+// The merged o (through `o`) and lse.
+__device__ __forceinline__ float fm_lse_merge_finish(const FmLseMerge& m, float4& o) {
+    if (!(m.sum > 0.f)) { o = make_float4(0.f, 0.f, 0.f, 0.f); return -__int_as_float(0x7f800000); }
+    const float inv = 1.f / m.sum;
+    o = make_float4(m.acc.x * inv, m.acc.y * inv, m.acc.z * inv, m.acc.w * inv);
+    return m.max_lse + logf(m.sum);
+}
+// ---- end of combine helpers ----
+"#;
+
+/// What a combine kernel needs from the kernel family member that uses it.
+#[derive(Clone, Debug)]
+pub struct CombineSpec<'a> {
+    /// The kernel's entry point.
+    pub kernel_name: &'a str,
+    /// The CUDA type of the parameter struct (passed as `const __grid_constant__`).
+    pub params_type: &'a str,
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Columns of one row (a multiple of 4).
+    pub columns: u32,
+    /// Code that, from `row_id` (a `long long`, the output row of this thread) and the
+    /// parameters `p`, returns early when the row is past the end and otherwise defines
+    /// `long long ws_row0` (the row's index among a split's partial rows) and
+    /// `long long split_stride` (rows between splits) and `int num_splits`.
+    pub locate: &'a str,
+    /// The partial o (`const float*`, rows of `columns` floats) and lse (`const float*`)
+    /// arrays, as expressions of `p`.
+    pub partial_o: &'a str,
+    /// See `partial_o`.
+    pub partial_lse: &'a str,
+    /// Code that writes `float4 out` (columns `col .. col + 4`) and, when `col == 0`,
+    /// `float lse` of the row.
+    pub store: &'a str,
+}
+
+/// The combine kernel of `spec`: `columns / 4` threads per row, each merging the
+/// `num_splits` partials of 4 columns with [`HELPERS`] (which must precede it).
+pub fn kernel(spec: &CombineSpec<'_>) -> String {
+    let vecs = spec.columns / 4;
+    let rows_per_cta = (spec.threads / vecs).max(1);
+    format!(
+        "extern \"C\" __global__ void __launch_bounds__({threads}) {name}(const __grid_constant__ {params} p) {{\n\
+         \x20   // Programmatic dependent launch: the partials are complete and visible after this.\n\
+         \x20   asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n\
+         \x20   const unsigned tid = threadIdx.x;\n\
+         \x20   if (tid >= {rows_per_cta}u * {vecs}u) return;\n\
+         \x20   const long long row_id = (long long)blockIdx.x * {rows_per_cta} + tid / {vecs}u;\n\
+         \x20   const int col = (int)(tid % {vecs}u) * 4;\n\
+         {locate}\n\
+         \x20   const float* partial_o = {partial_o};\n\
+         \x20   const float* partial_lse = {partial_lse};\n\
+         \x20   float max_lse = -__int_as_float(0x7f800000);\n\
+         \x20   for (int s = 0; s < num_splits; ++s) max_lse = fmaxf(max_lse, partial_lse[s * split_stride + ws_row0]);\n\
+         \x20   FmLseMerge merge;\n\
+         \x20   fm_lse_merge_init(merge, max_lse);\n\
+         \x20   for (int s = 0; s < num_splits; ++s) {{\n\
+         \x20       const long long r = s * split_stride + ws_row0;\n\
+         \x20       fm_lse_merge_add(merge, partial_lse[r], *reinterpret_cast<const float4*>(partial_o + r * {columns} + col));\n\
+         \x20   }}\n\
+         \x20   float4 out;\n\
+         \x20   const float lse = fm_lse_merge_finish(merge, out);\n\
+         {store}\n\
+         }}\n",
+        threads = spec.threads,
+        name = spec.kernel_name,
+        params = spec.params_type,
+        columns = spec.columns,
+        locate = spec.locate,
+        partial_o = spec.partial_o,
+        partial_lse = spec.partial_lse,
+        store = spec.store,
+    )
+}
+
+/// Rows one CTA of [`kernel`] merges.
+pub const fn rows_per_cta(threads: u32, columns: u32) -> u32 {
+    let r = threads / (columns / 4);
+    if r == 0 {
+        1
+    } else {
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers_are_header_free_and_the_kernel_waits_before_reading() {
+        assert!(!HELPERS.contains("#include"));
+        let k = kernel(&CombineSpec {
+            kernel_name: "k",
+            params_type: "P",
+            threads: 128,
+            columns: 128,
+            locate:
+                "    const long long ws_row0 = row_id, split_stride = 1; const int num_splits = 2;",
+            partial_o: "p.o",
+            partial_lse: "p.lse",
+            store: "    (void)out; (void)lse;",
+        });
+        let wait = k.find("griddepcontrol.wait").unwrap();
+        assert!(wait < k.find("partial_lse[").unwrap());
+        assert!(k.contains("blockIdx.x * 4 + tid / 32u"));
+        assert_eq!(rows_per_cta(128, 256), 2);
+    }
+}

@@ -1,0 +1,740 @@
+//! `fragmask decode` (split-KV decode over a contiguous or paged KV cache, checked
+//! against the CPU f64 reference, or on files) and `fragmask bench decode` (time it
+//! beside a device copy, the roof).
+//!
+//! Every flag is parsed and every shape, length and block table validated before the
+//! GPU is looked for.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use fragmask::host::attention::inputs::MAX_FILE_BYTES;
+use fragmask::host::decode::bench::{bench, copy_roof, MAX_BENCH_CACHE_BYTES};
+use fragmask::host::decode::check::{
+    check, compare, graph_check, random_inputs, random_lengths, sweep_cases, Comparison,
+};
+use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
+use fragmask::host::decode::{
+    CacheShape, DecodeOutput, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
+};
+use fragmask::host::timing::TimingConfig;
+use fragmask::host::{Compiler, Device};
+use fragmask::kernels::family::dtype::ActDtype;
+use fragmask::masks::io::{check_output, read_file_limited, write_safetensors, DType};
+use serde_json::json;
+
+use super::verify::NO_GPU_EXIT;
+use super::CmdResult;
+
+/// Most multiply-adds the CPU f64 reference may take (B x Sq x H x Sk x D, twice).
+const MAX_REFERENCE_WORK: u128 = 8_000_000_000;
+/// Most elements of the k cache the reference holds as f64 (k and v: 1 GiB).
+const MAX_REFERENCE_ELEMENTS: usize = 1 << 26;
+
+/// Refuses a check whose CPU reference would take too long or too much memory.
+fn check_reference_cost(shape: &DecodeShape, what: &str) -> Result<(), String> {
+    let work = [
+        shape.batch,
+        shape.seqlen_q,
+        shape.heads,
+        shape.cache.capacity(),
+        shape.head_dim,
+    ]
+    .iter()
+    .fold(1u128, |acc, &x| acc.saturating_mul(x as u128));
+    if work > MAX_REFERENCE_WORK {
+        return Err(format!(
+            "{what}: the CPU f64 reference would take {work} multiply-adds per product; \
+             at most {MAX_REFERENCE_WORK} (B x SQ x H x SK x D)"
+        ));
+    }
+    let cache = shape.elements("k").map_err(|e| format!("{what}: {e}"))?;
+    if cache > MAX_REFERENCE_ELEMENTS {
+        return Err(format!(
+            "{what}: the KV cache holds {cache} elements per tensor; the CPU f64 reference \
+             takes at most {MAX_REFERENCE_ELEMENTS}"
+        ));
+    }
+    Ok(())
+}
+
+/// Options of `fragmask decode`.
+#[derive(Args)]
+pub struct DecodeArgs {
+    /// Random inputs of shape B,SQ,H,HKV,SK,D: requests, new tokens per request, query
+    /// heads, KV heads, keys per request (the cache's capacity) and head size; checked
+    /// against the CPU f64 reference. q, k, v are uniform in [-1, 1).
+    #[arg(long, value_name = "B,SQ,H,HKV,SK,D", allow_hyphen_values = true,
+          conflicts_with_all = ["inputs", "out", "sweep"], required_unless_present_any = ["inputs", "sweep"])]
+    random: Option<String>,
+    /// Run the built-in correctness sweep (every page size, head size, GQA ratio, split
+    /// counts 1 to 64, odd lengths, empty requests, causal Sq up to 33, windows, f16),
+    /// each case against the CPU f64 reference; with --graph, each case is also
+    /// replayed from a CUDA graph at other lengths.
+    #[arg(long, conflicts_with_all = ["inputs", "out"])]
+    sweep: bool,
+    /// A safetensors file holding q [B,Sq,H,D] (bfloat16 or float16), k_cache and v_cache
+    /// ([B,Sk,Hkv,D], or pages [P,page_size,Hkv,D] with block_table int32 [B,max_pages]),
+    /// and optionally seqlens_k int32 [B].
+    #[arg(long, requires = "out")]
+    inputs: Option<PathBuf>,
+    /// Output safetensors: o (q's dtype, [B,Sq,H,D]) and lse (float32, [B,H,Sq]).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// With --inputs: also compare the result with the CPU f64 reference.
+    #[arg(long, requires = "inputs")]
+    check: bool,
+    /// Paged KV cache with pages of this many keys (a power of two, 1..=1024), with
+    /// --random.
+    #[arg(long)]
+    page_size: Option<usize>,
+    /// Hand out the pages in random order (with --page-size).
+    #[arg(long, requires = "page_size")]
+    shuffle_pages: bool,
+    /// Keys per request with --random: `full` (SK each), `random` (the first SK, the
+    /// second 0, the rest uniform in 0..=SK) or a comma-separated list of B values.
+    #[arg(long, default_value = "random")]
+    lengths: String,
+    /// Causal, bottom-right aligned (token t of SQ sits at key position len - SQ + t).
+    #[arg(long, conflicts_with = "window_right")]
+    causal: bool,
+    /// Keys a query sees to its left (sliding window); default all.
+    #[arg(long)]
+    window_left: Option<usize>,
+    /// Keys a query sees to its right; default all (0 is --causal).
+    #[arg(long)]
+    window_right: Option<usize>,
+    /// Softmax scale; default 1/sqrt(D).
+    #[arg(long)]
+    scale: Option<f64>,
+    /// Element type of q, k, v and o with --random: bf16 or f16.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Splits of each request's keys (1..=256); default: chosen from the SM count.
+    #[arg(long)]
+    splits: Option<usize>,
+    /// Also capture the call in a CUDA graph at the given lengths and replay it with
+    /// other lengths (all 1, all SK, random, all 0), each checked (with --random).
+    #[arg(long)]
+    graph: bool,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Options of `fragmask bench decode`.
+#[derive(Args)]
+pub struct BenchDecodeArgs {
+    /// The workloads of issue 11 (`issue11`: B=16 q=1 H=32 Hkv=8 Sk=8192; B=1 Sk=65536;
+    /// B=64 Sk=4096; B=8 H=64 Hkv=8 Sk=16384; the first paged with pages of 1, 16, 64
+    /// and 256 keys, shuffled), instead of one shape from the flags below.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Requests.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// New tokens per request.
+    #[arg(long, default_value_t = 1)]
+    seqlen_q: usize,
+    /// Query heads.
+    #[arg(long, default_value_t = 32)]
+    heads: usize,
+    /// KV heads.
+    #[arg(long, default_value_t = 8)]
+    kv_heads: usize,
+    /// Keys per request.
+    #[arg(long, default_value_t = 8192)]
+    seqlen_k: usize,
+    /// Head size.
+    #[arg(long, default_value_t = 128)]
+    dim: usize,
+    /// Element type: bf16 or f16.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Paged cache with pages of this many keys.
+    #[arg(long)]
+    page_size: Option<usize>,
+    /// Hand out the pages in random order.
+    #[arg(long, requires = "page_size")]
+    shuffle_pages: bool,
+    /// Causal (bottom-right aligned).
+    #[arg(long)]
+    causal: bool,
+    /// Splits (default: chosen from the SM count).
+    #[arg(long)]
+    splits: Option<usize>,
+    /// Untimed launches first.
+    #[arg(long, default_value_t = 20)]
+    warmup: usize,
+    /// Timed samples.
+    #[arg(long, default_value_t = 50)]
+    iters: usize,
+    /// Launch without programmatic dependent launch.
+    #[arg(long)]
+    no_dependent_launch: bool,
+    /// Bytes of KV cache rotated through per sample, in MB (keeps it out of L2).
+    #[arg(long, default_value_t = 256)]
+    rotate_mb: usize,
+    /// Also write the rows as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn parse_dtype(text: &str) -> Result<ActDtype, String> {
+    match ActDtype::parse(text) {
+        Some(t @ (ActDtype::Bf16 | ActDtype::F16)) => Ok(t),
+        _ => Err(format!("--dtype {text}: expected bf16 or f16")),
+    }
+}
+
+fn parse_list<T: std::str::FromStr>(flag: &str, text: &str) -> Result<Vec<T>, String> {
+    text.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<T>()
+                .map_err(|_| format!("{flag} {text}: `{p}` is not a non-negative integer"))
+        })
+        .collect()
+}
+
+/// The cache of `batch` requests of `keys` keys, paged or not.
+fn cache(batch: usize, keys: usize, page_size: Option<usize>) -> Result<CacheShape, String> {
+    Ok(match page_size {
+        None => CacheShape::Contiguous { capacity: keys },
+        Some(0) => return Err("--page-size 0: it must be a power of two in 1..=1024".into()),
+        Some(ps) => {
+            let max_pages = keys.div_ceil(ps);
+            CacheShape::Paged {
+                page_size: ps,
+                num_pages: batch
+                    .checked_mul(max_pages)
+                    .ok_or_else(|| format!("--page-size {ps}: the page count overflows"))?,
+                max_pages,
+            }
+        }
+    })
+}
+
+fn device() -> Result<Result<Device, ExitCode>, String> {
+    match Device::first() {
+        Ok(d) => Ok(Ok(d)),
+        Err(e) if e.is_no_gpu() => {
+            println!("no GPU: {e}; the inputs are valid, nothing ran.");
+            Ok(Err(ExitCode::from(NO_GPU_EXIT)))
+        }
+        Err(e) => Err(format!("GPU discovery failed: {e}")),
+    }
+}
+
+fn windows(
+    causal: bool,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> (Option<usize>, Option<usize>) {
+    (left, if causal { Some(0) } else { right })
+}
+
+fn report(label: &str, c: &Comparison) -> String {
+    format!(
+        "{label}: o rel. error {:.3e} (bound {:.1e}), lse max abs. error {:.3e} (bound {:.0e}), \
+         {} non-finite rows, {} wrong empty rows: {}",
+        c.o_error,
+        c.o_tolerance,
+        c.lse_error,
+        c.lse_tolerance,
+        c.non_finite,
+        c.bad_empty_rows,
+        if c.passed() { "PASS" } else { "FAIL" }
+    )
+}
+
+/// Runs `fragmask decode`.
+pub fn run(args: DecodeArgs) -> CmdResult {
+    if args.sweep {
+        return run_sweep(&args);
+    }
+    let Some(random) = args.random.clone() else {
+        return run_files(&args);
+    };
+    let dtype = parse_dtype(&args.dtype)?;
+    let dims: Vec<usize> = parse_list("--random", &random)?;
+    let [b, sq, h, hkv, sk, d] = dims[..] else {
+        return Err(format!("--random {random}: expected B,SQ,H,HKV,SK,D"));
+    };
+    let (left, right) = windows(args.causal, args.window_left, args.window_right);
+    let shape = DecodeShape {
+        batch: b,
+        seqlen_q: sq,
+        heads: h,
+        kv_heads: hkv,
+        head_dim: d,
+        dtype,
+        cache: cache(b, sk, args.page_size).map_err(|m| format!("--random {random}: {m}"))?,
+        window_left: left,
+        window_right: right,
+        softmax_scale: args.scale,
+    }
+    .validate()
+    .map_err(|e| format!("--random {random}: {e}"))?;
+    if let Some(s) = args.splits {
+        if s == 0 || s > fragmask::host::decode::problem::MAX_SPLITS {
+            return Err(format!("--splits {s}: expected 1..=256"));
+        }
+    }
+    check_reference_cost(&shape, &format!("--random {random}"))?;
+    let lengths = match args.lengths.as_str() {
+        "full" => vec![sk as i32; b],
+        "random" => random_lengths(&shape, args.seed),
+        list => {
+            let l: Vec<i64> = parse_list("--lengths", list)?;
+            if l.len() != b || l.iter().any(|&x| x < 0 || x as usize > sk) {
+                return Err(format!("--lengths {list}: expected {b} values in 0..={sk}"));
+            }
+            l.into_iter().map(|x| x as i32).collect()
+        }
+    };
+    let inputs = random_inputs(&shape, Some(lengths), args.shuffle_pages, args.seed)
+        .map_err(|e| format!("--random {random}: {e}"))?;
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let runner =
+        DecodeRunner::for_shape(&device, &Compiler::new(), &shape).map_err(|e| e.to_string())?;
+    let plan = runner
+        .plan(shape, shape.cache.capacity(), args.splits)
+        .map_err(|e| e.to_string())?;
+    eprintln!("checking on {} ...", device.name());
+    let result = check(&runner, &plan, &inputs).map_err(|e| e.to_string())?;
+    let cache_text = match shape.cache {
+        CacheShape::Contiguous { .. } => "contiguous".to_string(),
+        CacheShape::Paged { page_size, .. } => format!(
+            "paged {page_size}{}",
+            if args.shuffle_pages { " shuffled" } else { "" }
+        ),
+    };
+    let label = format!(
+        "decode B={b} Sq={sq} H={h} Hkv={hkv} Sk={sk} D={d} {} {cache_text}, window ({}, {}), {} splits",
+        dtype.name(),
+        left.map_or("-".into(), |w| w.to_string()),
+        right.map_or("-".into(), |w| w.to_string()),
+        plan.num_splits
+    );
+    println!("{}", report(&label, &result));
+    let mut passed = result.passed();
+    if args.graph {
+        let others = vec![
+            vec![sk.min(1) as i32; b],
+            vec![sk as i32; b],
+            random_lengths(&shape, args.seed ^ 0x9e37),
+            vec![0; b],
+        ];
+        let replays = graph_check(&runner, &plan, &inputs, &others).map_err(|e| e.to_string())?;
+        for (lens, c) in others.iter().zip(&replays) {
+            let shown: Vec<String> = lens.iter().take(4).map(|x| x.to_string()).collect();
+            println!(
+                "{}",
+                report(
+                    &format!(
+                        "  graph replay, lengths [{}{}]",
+                        shown.join(","),
+                        if b > 4 { ",..." } else { "" }
+                    ),
+                    c
+                )
+            );
+            passed &= c.passed();
+        }
+    }
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `fragmask decode --sweep`: every case of the built-in sweep in one process.
+fn run_sweep(args: &DecodeArgs) -> CmdResult {
+    let cases = sweep_cases();
+    let mut prepared = Vec::with_capacity(cases.len());
+    for (i, c) in cases.iter().enumerate() {
+        let lengths = c
+            .lengths
+            .clone()
+            .unwrap_or_else(|| random_lengths(&c.shape, args.seed + i as u64));
+        let inputs = random_inputs(
+            &c.shape,
+            Some(lengths),
+            c.shuffle_pages,
+            args.seed + i as u64,
+        )
+        .map_err(|e| format!("sweep case {}: {e}", c.label))?;
+        prepared.push(inputs);
+    }
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let compiler = Compiler::new();
+    let (mut passed, mut failed) = (0, 0);
+    for (c, inputs) in cases.iter().zip(&prepared) {
+        let runner =
+            DecodeRunner::for_shape(&device, &compiler, &c.shape).map_err(|e| e.to_string())?;
+        let plan = runner
+            .plan(c.shape, c.shape.cache.capacity(), c.splits)
+            .map_err(|e| format!("{}: {e}", c.label))?;
+        let mut results =
+            vec![check(&runner, &plan, inputs).map_err(|e| format!("{}: {e}", c.label))?];
+        if args.graph {
+            let cap = c.shape.cache.capacity() as i32;
+            let others = vec![
+                vec![1.min(cap); c.shape.batch],
+                vec![cap; c.shape.batch],
+                vec![0; c.shape.batch],
+            ];
+            results.extend(
+                graph_check(&runner, &plan, inputs, &others)
+                    .map_err(|e| format!("{}: {e}", c.label))?,
+            );
+        }
+        for (i, r) in results.iter().enumerate() {
+            let label = format!(
+                "{} ({} splits){}",
+                c.label,
+                plan.num_splits,
+                if i == 0 {
+                    String::new()
+                } else {
+                    format!(", graph replay {i}")
+                }
+            );
+            println!("{}", report(&label, r));
+            if r.passed() {
+                passed += 1;
+            } else {
+                failed += 1;
+            }
+        }
+    }
+    println!("sweep: {passed} passed, {failed} failed");
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `fragmask decode --inputs`: one call, o and lse written to --out.
+fn run_files(args: &DecodeArgs) -> CmdResult {
+    let path = args
+        .inputs
+        .as_ref()
+        .ok_or("--inputs or --random is required")?;
+    let out = args.out.as_ref().ok_or("--out is required with --inputs")?;
+    for (flag, used) in [
+        ("--page-size", args.page_size.is_some()),
+        ("--graph", args.graph),
+    ] {
+        if used {
+            return Err(format!(
+                "{flag} applies to --random; with --inputs the file gives the cache"
+            ));
+        }
+    }
+    let what = format!("--inputs {}", path.display());
+    let bytes = read_file_limited(path, MAX_FILE_BYTES).map_err(|e| format!("{what}: {e}"))?;
+    let (left, right) = windows(args.causal, args.window_left, args.window_right);
+    let options = DecodeOptions {
+        window_left: left,
+        window_right: right,
+        softmax_scale: args.scale,
+    };
+    let (shape, mut inputs) = decode_inputs(&bytes, &what, options).map_err(|e| e.to_string())?;
+    drop(bytes);
+    check_output(out, &[path]).map_err(|e| format!("--out: {e}"))?;
+    if args.check {
+        check_reference_cost(&shape, &format!("--check with {what}"))?;
+    }
+    if let Some(s) = args.splits {
+        if s == 0 || s > fragmask::host::decode::problem::MAX_SPLITS {
+            return Err(format!("--splits {s}: expected 1..=256"));
+        }
+    }
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let runner =
+        DecodeRunner::for_shape(&device, &Compiler::new(), &shape).map_err(|e| e.to_string())?;
+    let plan = runner
+        .plan(shape, shape.cache.capacity(), args.splits)
+        .map_err(|e| e.to_string())?;
+    let s = runner.stream().clone();
+    let tensors = DecodeTensors::upload(
+        &s,
+        &shape,
+        &inputs.q,
+        &inputs.k,
+        &inputs.v,
+        inputs.block_table(),
+        inputs.seqlens_k(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut o = DecodeOutput::new(&s, &shape).map_err(|e| e.to_string())?;
+    let mut ws = DecodeWorkspace::new(&s, &plan).map_err(|e| e.to_string())?;
+    runner
+        .launch(&plan, &tensors, &mut o, &mut ws)
+        .map_err(|e| e.to_string())?;
+    let o_bytes = s
+        .clone_dtoh(&o.o)
+        .map_err(|e| format!("reading o back: {e}"))?;
+    let lse = s
+        .clone_dtoh(&o.lse)
+        .map_err(|e| format!("reading lse back: {e}"))?;
+    let lse_bytes: Vec<u8> = lse.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let o_dtype = match shape.dtype {
+        ActDtype::F16 => DType::F16,
+        _ => DType::BF16,
+    };
+    write_safetensors(
+        out,
+        &[
+            ("o", o_dtype, &shape.dims("o"), &o_bytes),
+            ("lse", DType::F32, &shape.dims("lse"), &lse_bytes),
+        ],
+    )
+    .map_err(|e| e.to_string())?;
+    println!(
+        "decode B={} Sq={} H={} Hkv={} D={} {}, {} splits: wrote o and lse to {}",
+        shape.batch,
+        shape.seqlen_q,
+        shape.heads,
+        shape.kv_heads,
+        shape.head_dim,
+        shape.dtype.name(),
+        plan.num_splits,
+        out.display()
+    );
+    if args.check {
+        inputs.fill_reference(shape.dtype);
+        let c = compare(&shape, &inputs.reference, &o_bytes, &lse);
+        println!("{}", report("check against the CPU f64 reference", &c));
+        if !c.passed() {
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One benchmarked workload: `(name, shape, shuffle_pages)`.
+type Workload = (String, DecodeShape, bool);
+
+/// The shape of `[B, Sq, H, Hkv, Sk, D]`.
+fn bench_shape(
+    [batch, seqlen_q, heads, kv_heads, seqlen_k, dim]: [usize; 6],
+    dtype: ActDtype,
+    page_size: Option<usize>,
+    causal: bool,
+) -> Result<DecodeShape, String> {
+    DecodeShape {
+        batch,
+        seqlen_q,
+        heads,
+        kv_heads,
+        head_dim: dim,
+        dtype,
+        cache: cache(batch, seqlen_k, page_size)?,
+        window_left: None,
+        window_right: causal.then_some(0),
+        softmax_scale: None,
+    }
+    .validate()
+    .map_err(|e| e.to_string())
+}
+
+fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, String> {
+    match args.preset.as_deref() {
+        None => {
+            let s = bench_shape(
+                [
+                    args.batch,
+                    args.seqlen_q,
+                    args.heads,
+                    args.kv_heads,
+                    args.seqlen_k,
+                    args.dim,
+                ],
+                dtype,
+                args.page_size,
+                args.causal,
+            )
+            .map_err(|m| {
+                format!(
+                    "--batch {} --heads {} --kv-heads {} --seqlen-k {} --dim {}: {m}",
+                    args.batch, args.heads, args.kv_heads, args.seqlen_k, args.dim
+                )
+            })?;
+            Ok(vec![("custom".into(), s, args.shuffle_pages)])
+        }
+        Some("issue11") => {
+            let w = |name: &str, b, h, hkv, sk, page: Option<usize>| -> Result<Workload, String> {
+                Ok((
+                    name.to_string(),
+                    bench_shape([b, 1, h, hkv, sk, 128], dtype, page, false)?,
+                    page.is_some(),
+                ))
+            };
+            Ok(vec![
+                w("B=16 H=32/8 Sk=8192", 16, 32, 8, 8192, None)?,
+                w("B=1 H=32/8 Sk=65536", 1, 32, 8, 65536, None)?,
+                w("B=64 H=32/8 Sk=4096", 64, 32, 8, 4096, None)?,
+                w("B=8 H=64/8 Sk=16384", 8, 64, 8, 16384, None)?,
+                w(
+                    "B=16 H=32/8 Sk=8192 paged 16 shuffled",
+                    16,
+                    32,
+                    8,
+                    8192,
+                    Some(16),
+                )?,
+                w(
+                    "B=16 H=32/8 Sk=8192 paged 1 shuffled",
+                    16,
+                    32,
+                    8,
+                    8192,
+                    Some(1),
+                )?,
+                w(
+                    "B=16 H=32/8 Sk=8192 paged 64 shuffled",
+                    16,
+                    32,
+                    8,
+                    8192,
+                    Some(64),
+                )?,
+                w(
+                    "B=16 H=32/8 Sk=8192 paged 256 shuffled",
+                    16,
+                    32,
+                    8,
+                    8192,
+                    Some(256),
+                )?,
+            ])
+        }
+        Some(other) => Err(format!("--preset {other}: expected issue11")),
+    }
+}
+
+/// Runs `fragmask bench decode`.
+pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
+    let dtype = parse_dtype(&args.dtype)?;
+    let list = workloads(&args, dtype)?;
+    for (name, shape, _) in &list {
+        let bytes = shape
+            .elements("k")
+            .ok()
+            .and_then(|n| n.checked_mul(2 * dtype.size()))
+            .unwrap_or(usize::MAX);
+        if bytes > MAX_BENCH_CACHE_BYTES {
+            return Err(format!(
+                "{name}: K and V hold {bytes} bytes; the benchmark takes at most {MAX_BENCH_CACHE_BYTES} \
+                 (--batch x --seqlen-k x --kv-heads x --dim x 4)"
+            ));
+        }
+    }
+    super::bench::check_launches("--iters", args.iters, 1)?;
+    super::bench::check_launches("--warmup", args.warmup, 0)?;
+    super::bench::check_json(&args.json)?;
+    if let Some(s) = args.splits {
+        if s == 0 || s > fragmask::host::decode::problem::MAX_SPLITS {
+            return Err(format!("--splits {s}: expected 1..=256"));
+        }
+    }
+    let rotate_bytes = args
+        .rotate_mb
+        .checked_mul(1 << 20)
+        .filter(|&b| b <= 16 << 30)
+        .ok_or_else(|| format!("--rotate-mb {}: at most 16384", args.rotate_mb))?;
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let timing = TimingConfig {
+        warmup: args.warmup,
+        runs: args.iters,
+    };
+    let compiler = Compiler::new();
+    let mut roof = None;
+    let mut rows = Vec::new();
+    for (name, shape, shuffle) in &list {
+        let runner = DecodeRunner::for_shape(&device, &compiler, shape)
+            .map_err(|e| e.to_string())?
+            .with_dependent_launch(!args.no_dependent_launch);
+        let roof_gbps = match roof {
+            Some(r) => r,
+            None => {
+                let (copy_ms, r) =
+                    copy_roof(&runner, 1 << 30, timing).map_err(|e| e.to_string())?;
+                println!(
+                    "device: {}; device-copy roof (1 GiB, read + write): {copy_ms:.3} ms, {r:.0} GB/s",
+                    device.name()
+                );
+                println!("| workload | B | Sq | H | Hkv | Sk | D | cache | splits | sets | ms | GB/s | of roof | graph ms | graph of roof |");
+                println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+                roof = Some(r);
+                r
+            }
+        };
+        let plan = runner
+            .plan(*shape, shape.cache.capacity(), args.splits)
+            .map_err(|e| e.to_string())?;
+        let row =
+            bench(&runner, &plan, *shuffle, timing, rotate_bytes).map_err(|e| e.to_string())?;
+        let cache_text = match shape.cache {
+            CacheShape::Contiguous { .. } => "contiguous".to_string(),
+            CacheShape::Paged { page_size, .. } => {
+                format!(
+                    "paged {page_size}{}",
+                    if *shuffle { " shuffled" } else { "" }
+                )
+            }
+        };
+        let graph_gbps = row.bytes as f64 / (row.graph_ms * 1e6);
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {cache_text} | {} | {} | {:.4} | {:.0} | {:.3} | {:.4} | {:.3} |",
+            shape.batch,
+            shape.seqlen_q,
+            shape.heads,
+            shape.kv_heads,
+            shape.cache.capacity(),
+            shape.head_dim,
+            plan.num_splits,
+            row.sets,
+            row.ms,
+            row.gbps,
+            row.gbps / roof_gbps,
+            row.graph_ms,
+            graph_gbps / roof_gbps
+        );
+        rows.push(json!({
+            "workload": name, "batch": shape.batch, "seqlen_q": shape.seqlen_q, "heads": shape.heads,
+            "kv_heads": shape.kv_heads, "seqlen_k": shape.cache.capacity(), "head_dim": shape.head_dim,
+            "dtype": dtype.name(), "cache": cache_text, "splits": plan.num_splits, "sets": row.sets,
+            "ms": row.ms, "bytes": row.bytes, "gbps": row.gbps, "roof_gbps": roof_gbps,
+            "roof_fraction": row.gbps / roof_gbps, "graph_ms": row.graph_ms,
+            "graph_roof_fraction": graph_gbps / roof_gbps,
+        }));
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&json!({
+            "device": device.name(), "roof_gbps": roof, "rows": rows
+        }))
+        .map_err(|e| e.to_string())?;
+        fragmask::masks::io::write_file_atomically(path, text.as_bytes())
+            .map_err(|e| format!("--json: {e}"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
