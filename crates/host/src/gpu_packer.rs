@@ -18,7 +18,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use fragmask_kernels::packer::{
     PackerKernels, COMPACT_KERNEL, COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL,
 };
@@ -84,6 +86,39 @@ impl PackBuffers {
     pub fn shape(&self) -> PackShape {
         self.shape
     }
+}
+
+/// Device addresses of one pack's buffers owned elsewhere (torch tensors, say), for
+/// [`GpuPacker::enqueue_raw`]. Sizes for a [`PackShape`] with `tiles` tiles and `rows`
+/// rows and the packer's `wpt` words per tile: `scratch` and `words` u32
+/// `[tiles * wpt]` (16-byte aligned; `words` is the result, the first
+/// `partial_count * wpt` of them); `classes` u8 `[tiles]`; `kv_num_blocks` and
+/// `full_kv_num_blocks` i32 `[rows]`; `kv_indices`, `full_kv_indices`,
+/// `kv_tile_offsets` and `partial_source` i32 `[tiles]`; `partial_count` i32 `[1]`.
+/// Nothing needs zeroing: the kernels write every list entry (padding too), the count,
+/// and every word below it. `scratch`, `classes` and `partial_source` are workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawPackBuffers {
+    /// Workspace: every partial tile's words at its tile index.
+    pub scratch: u64,
+    /// Workspace: every tile's class byte.
+    pub classes: u64,
+    /// Result: partial tiles per row.
+    pub kv_num_blocks: u64,
+    /// Result: partial tiles' column blocks.
+    pub kv_indices: u64,
+    /// Result: full tiles per row.
+    pub full_kv_num_blocks: u64,
+    /// Result: full tiles' column blocks.
+    pub full_kv_indices: u64,
+    /// Result: partial tiles' indices into `words`.
+    pub kv_tile_offsets: u64,
+    /// Workspace: each partial tile's scratch slot.
+    pub partial_source: u64,
+    /// Result: the number of partial tiles.
+    pub partial_count: u64,
+    /// Result: the partial tiles' words.
+    pub words: u64,
 }
 
 /// A packed mask read back from the device, in the CPU packer's layout.
@@ -281,30 +316,100 @@ impl GpuPacker {
         len: usize,
         buffers: &mut PackBuffers,
     ) -> Result<()> {
+        let s = &self.stream;
         let shape = buffers.shape;
+        // The guards keep cudarc's stream-order tracking of each buffer until the
+        // launches are enqueued.
+        let (scratch, _g0) = buffers.scratch.device_ptr_mut(s);
+        let (classes, _g1) = buffers.classes.device_ptr_mut(s);
+        let (kv_num_blocks, _g2) = buffers.kv_num_blocks.device_ptr_mut(s);
+        let (kv_indices, _g3) = buffers.kv_indices.device_ptr_mut(s);
+        let (full_kv_num_blocks, _g4) = buffers.full_kv_num_blocks.device_ptr_mut(s);
+        let (full_kv_indices, _g5) = buffers.full_kv_indices.device_ptr_mut(s);
+        let (kv_tile_offsets, _g6) = buffers.kv_tile_offsets.device_ptr_mut(s);
+        let (partial_source, _g7) = buffers.partial_source.device_ptr_mut(s);
+        let (partial_count, _g8) = buffers.partial_count.device_ptr_mut(s);
+        let (words, _g9) = buffers.words.device_ptr_mut(s);
+        let raw = RawPackBuffers {
+            scratch,
+            classes,
+            kv_num_blocks,
+            kv_indices,
+            full_kv_num_blocks,
+            full_kv_indices,
+            kv_tile_offsets,
+            partial_source,
+            partial_count,
+            words,
+        };
+        // SAFETY: `ptr` / `len` by this function's contract; the buffers were sized for
+        // `shape` by `Self::buffers` and are borrowed mutably for the call.
+        unsafe { self.enqueue_raw(s, ptr, len, shape, &raw) }
+    }
+
+    /// Enqueues the three kernels on `stream` (a stream of this device's context, torch's
+    /// say) over buffers owned elsewhere, sized and aligned as [`RawPackBuffers`] says
+    /// for `shape` (from [`Self::shape`]). Nothing is allocated or synchronised.
+    ///
+    /// # Safety
+    /// `dense` must address `len` readable bytes and every address of `out` a writable
+    /// live allocation of this context of the size [`RawPackBuffers`] gives, none
+    /// overlapping another, all valid until `stream` has run the kernels, with earlier
+    /// writes to the input ordered before this call on `stream`.
+    pub unsafe fn enqueue_raw(
+        &self,
+        stream: &Arc<CudaStream>,
+        dense: u64,
+        len: usize,
+        shape: PackShape,
+        out: &RawPackBuffers,
+    ) -> Result<()> {
+        if self.shape(shape.planes, shape.seqlen_q, shape.seqlen_k)? != shape {
+            return Err(Error::InvalidArgument(format!(
+                "pack shape {shape:?} is not the packer's shape of its extents"
+            )));
+        }
         if len != shape.dense_bytes() {
             return Err(Error::InvalidArgument(format!(
                 "dense mask holds {len} bytes, the shape needs {}",
                 shape.dense_bytes()
             )));
         }
+        let aligned = [
+            (out.scratch, 16),
+            (out.words, 16),
+            (out.kv_num_blocks, 4),
+            (out.kv_indices, 4),
+            (out.full_kv_num_blocks, 4),
+            (out.full_kv_indices, 4),
+            (out.kv_tile_offsets, 4),
+            (out.partial_source, 4),
+            (out.partial_count, 4),
+        ];
+        if dense == 0 || aligned.iter().any(|&(p, a)| p == 0 || p % a != 0) {
+            return Err(Error::InvalidArgument(
+                "packer buffers must be non-null, words and scratch 16-byte aligned, \
+                 lists 4-byte aligned"
+                    .into(),
+            ));
+        }
         let acc = self.kernels.accumulator();
         let chunk = self.kernels.chunk_bytes() as usize;
-        let vector_ok = i32::from(shape.seqlen_k % chunk == 0 && ptr as usize % chunk == 0);
+        let vector_ok = i32::from(shape.seqlen_k % chunk == 0 && dense as usize % chunk == 0);
         let (sq, sk) = (shape.seqlen_q as i32, shape.seqlen_k as i32);
         let (mb, nb) = (shape.m_blocks as i32, shape.n_blocks as i32);
         let rows = shape.rows() as i32;
         let capacity = shape.tiles() as i32;
-        let mut b = self.stream.launch_builder(&self.tiles);
-        b.arg(&ptr);
+        let mut b = stream.launch_builder(&self.tiles);
+        b.arg(&dense);
         b.arg(&sq);
         b.arg(&sk);
         b.arg(&mb);
         b.arg(&nb);
         b.arg(&capacity);
         b.arg(&vector_ok);
-        b.arg(&mut buffers.scratch);
-        b.arg(&mut buffers.classes);
+        b.arg(&out.scratch);
+        b.arg(&out.classes);
         // SAFETY: `fragmask_pack_tiles(const u8* dense, int sq, int sk, int mb, int nb,
         // int tiles, int vector_ok, u32* scratch, u8* classes)`; its CTAs walk tiles
         // below `tiles`, read only inside the `planes * sq * sk` bytes (rows and columns
@@ -319,17 +424,17 @@ impl GpuPacker {
             })
         }
         .map_err(Error::driver("launching the packer tile kernel"))?;
-        let mut b = self.stream.launch_builder(&self.lists);
-        b.arg(&buffers.classes);
+        let mut b = stream.launch_builder(&self.lists);
+        b.arg(&out.classes);
         b.arg(&rows);
         b.arg(&nb);
-        b.arg(&mut buffers.kv_num_blocks);
-        b.arg(&mut buffers.kv_indices);
-        b.arg(&mut buffers.full_kv_num_blocks);
-        b.arg(&mut buffers.full_kv_indices);
-        b.arg(&mut buffers.kv_tile_offsets);
-        b.arg(&mut buffers.partial_source);
-        b.arg(&mut buffers.partial_count);
+        b.arg(&out.kv_num_blocks);
+        b.arg(&out.kv_indices);
+        b.arg(&out.full_kv_num_blocks);
+        b.arg(&out.full_kv_indices);
+        b.arg(&out.kv_tile_offsets);
+        b.arg(&out.partial_source);
+        b.arg(&out.partial_count);
         // SAFETY: `fragmask_pack_lists(const u8* classes, int rows, int nb, int* ...)`;
         // one CTA reads `rows * nb` classes and writes `rows` counts, `rows * nb` list
         // entries, at most `rows * nb` partial sources and one count: the buffer sizes.
@@ -341,12 +446,12 @@ impl GpuPacker {
             })
         }
         .map_err(Error::driver("launching the packer list kernel"))?;
-        let mut b = self.stream.launch_builder(&self.compact);
-        b.arg(&buffers.scratch);
-        b.arg(&buffers.partial_source);
-        b.arg(&buffers.partial_count);
+        let mut b = stream.launch_builder(&self.compact);
+        b.arg(&out.scratch);
+        b.arg(&out.partial_source);
+        b.arg(&out.partial_count);
         b.arg(&capacity);
-        b.arg(&mut buffers.words);
+        b.arg(&out.words);
         // SAFETY: `fragmask_pack_compact(const u32* scratch, const int* source,
         // const int* count, int capacity, u32* words)` copies at most `capacity` (= tiles)
         // tiles from scratch slots below `tiles` into `words`, sized `tiles * wpt`.
@@ -359,6 +464,16 @@ impl GpuPacker {
         }
         .map_err(Error::driver("launching the packer compaction kernel"))?;
         Ok(())
+    }
+
+    /// Words per partial tile of the packer's tile (FragmentNative).
+    pub fn words_per_tile(&self) -> usize {
+        self.kernels.words_per_tile()
+    }
+
+    /// The tile configuration.
+    pub fn accumulator(&self) -> &TiledAccumulator {
+        self.kernels.accumulator()
     }
 
     /// Waits for the stream and copies the result back.

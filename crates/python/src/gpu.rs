@@ -7,12 +7,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use fragmask_host::attention::blockmask::{self, KERNEL_ENCODING};
 use fragmask_host::attention::{AttentionOptions, AttentionRunner, RawMask, RawTensor, Window};
+use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
+use fragmask_host::gpu_packer::{GpuPacker, PackShape, RawPackBuffers};
 use fragmask_host::lightning::LightningDecode;
 use fragmask_host::{Compiler, Device};
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::LightningProblem;
-use fragmask_masks::PackedMask;
+use fragmask_masks::{MaskError, MaskShape, PackedMask, TiledAccumulator};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -61,7 +64,14 @@ struct Gpu {
     device: Device,
     attention: AttentionRunner,
     lightning: Mutex<HashMap<(usize, usize, ActDtype), Arc<LightningDecode>>>,
+    packers: Mutex<HashMap<TileKey, Arc<GpuPacker>>>,
+    /// Events of finished or dropped GPU packs, for the next ones (creating an event
+    /// costs a driver call per pack).
+    events: Mutex<Vec<CudaEvent>>,
 }
+
+/// (block_m, block_n, warpgroups, swap_ab).
+type TileKey = (u32, u32, u32, bool);
 
 fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
     static GPUS: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
@@ -79,6 +89,8 @@ fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
         device,
         attention,
         lightning: Mutex::new(HashMap::new()),
+        packers: Mutex::new(HashMap::new()),
+        events: Mutex::new(Vec::new()),
     });
     gpus.insert(ordinal, g.clone());
     Ok(g)
@@ -106,20 +118,6 @@ fn four(what: &str, v: &[usize]) -> PyResult<[usize; 4]> {
         .map_err(|_| PyValueError::new_err(format!("{what}: expected rank 4, got {v:?}")))
 }
 
-fn raw_tensor(what: &str, t: &Raw) -> PyResult<RawTensor> {
-    if t.3 != "bfloat16" {
-        return Err(PyTypeError::new_err(format!(
-            "fragmask.attention: {what} is {}; the attention kernel takes bfloat16",
-            t.3
-        )));
-    }
-    Ok(RawTensor {
-        ptr: t.0,
-        shape: four(what, &t.1)?,
-        strides: four(what, &t.2)?,
-    })
-}
-
 fn contiguous(t: &Raw) -> bool {
     let mut expect = 1;
     for (&d, &s) in t.1.iter().zip(&t.2).rev() {
@@ -131,44 +129,74 @@ fn contiguous(t: &Raw) -> bool {
     true
 }
 
-/// `fragmask::attention` on `[B, H, S, D]` views (any strides with a unit-stride head
-/// dim): `out` contiguous bf16 `[B, H, Sq, D]`, `lse` contiguous f32 `[B, H, Sq]`.
-/// `lists` are the mask's six device tensors and `mask_id` its registry key (None: no
-/// mask); `window` is (left, right), -1 unbounded.
+/// A bf16 tensor as the attention wrappers pass it: `(data_ptr, shape, strides in
+/// elements)`, rank 4.
+type View = (u64, [usize; 4], [usize; 4]);
+
+/// The kernel's tile, once: a mask of that tile and encoding needs no further check.
+fn kernel_tile() -> Option<&'static TiledAccumulator> {
+    static TILE: OnceLock<Option<TiledAccumulator>> = OnceLock::new();
+    TILE.get_or_init(|| blockmask::kernel_accumulator().ok())
+        .as_ref()
+}
+
+/// Refuses a mask packed for another tile or encoding than the kernel reads, before
+/// anything is launched (`launch_raw` checks only the mask's shape). Masks of other
+/// tiles go to the host's own check, so a tile the host learns to launch passes.
+fn check_mask_layout(mask: &PackedMask) -> PyResult<()> {
+    if kernel_tile() == Some(mask.accumulator()) && mask.encoding() == KERNEL_ENCODING {
+        return Ok(());
+    }
+    blockmask::check_kernel_layout(mask)
+        .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
+}
+
+/// `fragmask::attention`'s launch, shared by the eager fast path and the torch.library
+/// op. `q`, `k`, `v`: `[B, H, S, D]` views (`[B, S, H, D]` when `bshd`; any strides
+/// with a unit-stride head dim). The wrappers check that all three are bfloat16 CUDA
+/// tensors of `device` and allocate `out` (contiguous bf16 `[B, H, Sq, D]`) and `lse`
+/// (contiguous f32 `[B, H, Sq]`); everything else is checked here or by the host before
+/// the launch. `mask_id` 0 means no mask; otherwise `lists` are the device addresses
+/// of its six lists. `window` bounds are -1 for unbounded; `scale` None is `D ** -0.5`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (q, k, v, out, lse, lists, mask_id, causal, window, scale, stream, device))]
-pub(crate) fn attention_forward(
-    q: Raw,
-    k: Raw,
-    v: Raw,
-    out: Raw,
-    lse: Raw,
-    lists: Option<Vec<Raw>>,
-    mask_id: Option<u64>,
+#[pyo3(signature = (q, k, v, out, lse, mask_id, lists, causal, window_left, window_right,
+                    scale, bshd, stream, device))]
+pub(crate) fn attention_launch(
+    q: View,
+    k: View,
+    v: View,
+    out: u64,
+    lse: u64,
+    mask_id: u64,
+    lists: Option<[u64; 6]>,
     causal: bool,
-    window: (i64, i64),
-    scale: f32,
+    window_left: i64,
+    window_right: i64,
+    scale: Option<f64>,
+    bshd: bool,
     stream: u64,
     device: usize,
 ) -> PyResult<()> {
-    let (qr, kr, vr) = (
-        raw_tensor("q", &q)?,
-        raw_tensor("k", &k)?,
-        raw_tensor("v", &v)?,
-    );
-    let q_shape = qr.shape;
-    if out.1 != q_shape || !contiguous(&out) || out.3 != "bfloat16" {
-        return Err(PyValueError::new_err(format!(
-            "fragmask.attention: out must be a contiguous bfloat16 {q_shape:?}"
-        )));
-    }
-    let lse_shape = vec![q_shape[0], q_shape[1], q_shape[2]];
-    if lse.1 != lse_shape || !contiguous(&lse) || lse.3 != "float32" {
-        return Err(PyValueError::new_err(format!(
-            "fragmask.attention: lse must be a contiguous float32 {lse_shape:?}"
-        )));
-    }
+    let raw = |(ptr, shape, strides): View| {
+        if bshd {
+            RawTensor {
+                ptr,
+                shape: [shape[0], shape[2], shape[1], shape[3]],
+                strides: [strides[0], strides[2], strides[1], strides[3]],
+            }
+        } else {
+            RawTensor {
+                ptr,
+                shape,
+                strides,
+            }
+        }
+    };
+    let (qr, kr, vr) = (raw(q), raw(k), raw(v));
+    // The default as the registered op's wrapper computes it (`D ** -0.5` in double),
+    // so both paths launch with the same bits.
+    let scale = scale.unwrap_or_else(|| (qr.shape[3] as f64).powf(-0.5)) as f32;
     if !scale.is_finite() || scale <= 0.0 {
         return Err(PyValueError::new_err(format!(
             "fragmask.attention: scale {scale} must be positive and finite"
@@ -177,61 +205,59 @@ pub(crate) fn attention_forward(
     let bound = |x: i64, what: &str| -> PyResult<Option<u32>> {
         match x {
             -1 => Ok(None),
-            x if x >= 0 => u32::try_from(x)
-                .map(Some)
-                .map_err(|_| PyValueError::new_err(format!("window {what} {x} is too large"))),
+            x if x >= 0 => u32::try_from(x).map(Some).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "fragmask.attention: window {what} {x} is too large"
+                ))
+            }),
             x => Err(PyValueError::new_err(format!(
-                "window {what} {x}: expected -1 (unbounded) or >= 0"
+                "fragmask.attention: window {what} {x}: expected -1 (unbounded) or >= 0"
             ))),
         }
     };
     let mut w = Window {
-        left: bound(window.0, "left")?,
-        right: bound(window.1, "right")?,
+        left: bound(window_left, "left")?,
+        right: bound(window_right, "right")?,
         diag_offset: 0,
     };
     if causal {
         w.right = Some(0);
     }
     let packed;
-    let raw_mask = match (lists, mask_id) {
-        (None, _) => RawMask::Window(w),
-        (Some(lists), Some(id)) => {
+    let raw_mask = match (mask_id, lists) {
+        (0, _) => RawMask::Window(w),
+        (id, Some(ptrs)) => {
             if causal || w.left.is_some() || w.right.is_some() {
                 return Err(PyValueError::new_err(
                     "fragmask.attention: causal / window cannot be combined with a Mask \
                      (build the mask with Mask.from_predicate instead)",
                 ));
             }
-            let ptrs: [u64; 6] = lists
-                .iter()
-                .map(|t| t.0)
-                .collect::<Vec<_>>()
-                .try_into()
-                .map_err(|_| PyValueError::new_err("fragmask.attention: a mask has six lists"))?;
             packed = mask(id)?;
+            check_mask_layout(&packed)?;
             RawMask::Blocks(&packed, ptrs)
         }
-        (Some(_), None) => {
+        (_, None) => {
             return Err(PyValueError::new_err(
-                "fragmask.attention: mask lists without a mask id",
+                "fragmask.attention: a mask id without the mask's lists",
             ))
         }
     };
     let g = gpu(device)?;
-    // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads
-    // torch.cuda.current_stream(device).cuda_stream), alive while torch runs this op.
+    // SAFETY: `stream` is torch's current stream of `device` (the wrappers read it with
+    // torch), alive while torch runs this call.
     let stream = unsafe { g.device.borrowed_stream(stream) };
     let opts = AttentionOptions {
         scale: Some(scale),
         ..AttentionOptions::default()
     };
     // SAFETY: the addresses are data_ptr() of live torch CUDA tensors of `device` whose
-    // shapes and strides came with them (torch keeps them alive until the op returns and
-    // its caching allocator orders reuse on this stream); out and lse are fresh outputs.
+    // shapes and strides came with them (the caller holds them until this returns and
+    // torch's caching allocator orders reuse on this stream); out and lse are fresh
+    // outputs of the sizes above (this function's contract with its wrappers).
     unsafe {
         g.attention
-            .launch_raw(&stream, &qr, &kr, &vr, &raw_mask, &opts, out.0, lse.0)
+            .launch_raw(&stream, &qr, &kr, &vr, &raw_mask, &opts, out, lse)
     }
     .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
 }
@@ -333,14 +359,16 @@ pub(crate) fn lightning_decode(
         .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))
 }
 
-/// Compiles and loads the kernels of `device` for attention at `head_dims` and lightning
-/// at `lightning` (D, E, dtype name) ahead of time, so no later call compiles.
+/// Compiles and loads the kernels of `device` for attention at `head_dims`, lightning
+/// at `lightning` (D, E, dtype name) and the GPU packer at `packer_tiles` (block_m,
+/// block_n, warpgroups, swap_ab) ahead of time, so no later call compiles.
 #[pyfunction]
-#[pyo3(signature = (device, head_dims, lightning))]
+#[pyo3(signature = (device, head_dims, lightning, packer_tiles=Vec::new()))]
 pub(crate) fn warmup(
     device: usize,
     head_dims: Vec<usize>,
     lightning: Vec<(usize, usize, String)>,
+    packer_tiles: Vec<TileKey>,
 ) -> PyResult<()> {
     let g = gpu(device)?;
     for d in head_dims {
@@ -353,5 +381,374 @@ pub(crate) fn warmup(
             .ok_or_else(|| PyValueError::new_err(format!("fragmask.warmup: dtype {dtype}")))?;
         lightning_kernels(&g, d, e, dtype)?;
     }
+    for key in packer_tiles {
+        packer(&g, key)?;
+    }
     Ok(())
+}
+
+// The GPU packer on torch tensors --------------------------------------------------
+
+/// The compiled packer of the tile `key` on `g` (compiled at first use or in `warmup`;
+/// the tile is validated then, with the messages of every constructor's tile).
+fn packer(g: &Gpu, key: TileKey) -> PyResult<Arc<GpuPacker>> {
+    let mut cache = g.packers.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = cache.get(&key) {
+        return Ok(p.clone());
+    }
+    let (bm, bn, wg, swap) = key;
+    let tile = crate::tile(bm, bn, wg, swap, KERNEL_ENCODING.name(), 0)?;
+    // Tiles the packer cannot generate are bad input; anything after that is the GPU's.
+    fragmask_kernels::packer::PackerKernels::new(&tile.acc).map_err(|e| {
+        PyValueError::new_err(format!("mask: the GPU packer cannot pack this tile: {e}"))
+    })?;
+    let p = GpuPacker::new(&g.device, &Compiler::new(), &tile.acc)
+        .map(Arc::new)
+        .map_err(|e| PyRuntimeError::new_err(format!("mask: the GPU packer: {e}")))?;
+    cache.insert(key, p.clone());
+    Ok(p)
+}
+
+/// The empty mask of `shape` and `acc` (no partial or full tile), shared by every GPU
+/// pack of that geometry as its registry entry (see [`GpuPack`]).
+fn geometry(shape: MaskShape, acc: &TiledAccumulator) -> PyResult<Arc<PackedMask>> {
+    type Key = (usize, usize, usize, usize, TileKey);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Arc<PackedMask>>>> = OnceLock::new();
+    let key = (
+        shape.batch,
+        shape.heads,
+        shape.seqlen_q,
+        shape.seqlen_k,
+        (
+            acc.block_m(),
+            acc.block_n(),
+            acc.warpgroups(),
+            acc.swap_ab(),
+        ),
+    );
+    let mut cache = CACHE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(m) = cache.get(&key) {
+        return Ok(m.clone());
+    }
+    let grid = fragmask_masks::TileGrid::new(shape, acc);
+    let rows = shape.batch * shape.heads * grid.m_blocks;
+    let tiles = rows * grid.n_blocks;
+    let lists = [
+        vec![0; rows],
+        vec![0; tiles],
+        vec![0; rows],
+        vec![0; tiles],
+        vec![-1; tiles],
+    ];
+    let empty = PackedMask::from_parts(acc, KERNEL_ENCODING, shape, lists, Vec::new())
+        .map(Arc::new)
+        .map_err(|e| crate::raise("mask", e))?;
+    if cache.len() >= 64 {
+        cache.clear();
+    }
+    cache.insert(key, empty.clone());
+    Ok(empty)
+}
+
+/// Rounds `n` up to a multiple of 16.
+fn align16(n: usize) -> Option<usize> {
+    n.checked_add(15).map(|x| x & !15)
+}
+
+/// Where each list lives in the i32 output buffer (`GpuPack.sizes`):
+/// `kv_num_blocks`, `full_kv_num_blocks` (`rows` each), `kv_indices`,
+/// `full_kv_indices`, `kv_tile_offsets` (`tiles` each), the partial-tile count (1),
+/// then the words from a 16-byte boundary.
+fn list_offsets(rows: usize, tiles: usize) -> [usize; 7] {
+    let count = 2 * rows + 3 * tiles;
+    [
+        0,
+        rows,
+        2 * rows,
+        2 * rows + tiles,
+        2 * rows + 2 * tiles,
+        count,
+        (count + 1).div_ceil(4) * 4,
+    ]
+}
+
+/// `GpuPack.sizes`.
+type Sizes = (usize, usize, usize, usize, usize, usize, usize, usize);
+
+/// What a pack left on the device, until `finish`.
+struct Enqueued {
+    event: CudaEvent,
+    out: u64,
+}
+
+/// A dense mask packed on the GPU into buffers torch owns (`Mask.from_dense` on a CUDA
+/// tensor): `gpu_pack_plan` validates the shape and tile and says how much memory the
+/// buffers need; `enqueue` runs the GPU packer on torch's stream, with nothing copied
+/// or synchronised; `finish` waits for it and reads the lists and words back into a
+/// host `Packed` (for files, stats, decoding).
+///
+/// The attention op finds the mask by `registry_id`, whose registry entry is the empty
+/// mask of the same shape and tile: `launch_raw` reads only a mask's geometry on the host
+/// (shape, tile, encoding), and the lists it reads on the device are this pack's.
+#[pyclass(frozen, module = "fragmask._fragmask", name = "GpuPack")]
+pub(crate) struct GpuPack {
+    id: u64,
+    shape: PackShape,
+    mask_shape: MaskShape,
+    gpu: Arc<Gpu>,
+    packer: Arc<GpuPacker>,
+    enqueued: Mutex<Option<Enqueued>>,
+}
+
+impl Drop for GpuPack {
+    fn drop(&mut self) {
+        unregister(self.id);
+        let enqueued = self.enqueued.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = enqueued.take() {
+            let mut pool = self.gpu.events.lock().unwrap_or_else(|e| e.into_inner());
+            if pool.len() < 32 {
+                pool.push(e.event);
+            }
+        }
+    }
+}
+
+/// Plans a GPU pack of a dense CUDA mask of `dims` (`[Sq, Sk]`, `[H, Sq, Sk]` or
+/// `[B, H, Sq, Sk]`, as `Mask.from_dense`) for the tile; compiles the packer of the tile
+/// on `device` at first use.
+#[pyfunction]
+pub(crate) fn gpu_pack_plan(
+    dims: Vec<usize>,
+    block_m: u32,
+    block_n: u32,
+    warpgroups: u32,
+    swap_ab: bool,
+    device: usize,
+) -> PyResult<GpuPack> {
+    let (batch, heads, seqlen_q, seqlen_k) = match *dims {
+        [q, k] => (1, 1, q, k),
+        [h, q, k] => (1, h, q, k),
+        [b, h, q, k] => (b, h, q, k),
+        _ => {
+            return Err(crate::raise(
+                "mask",
+                MaskError::BadRank {
+                    what: "dense mask",
+                    rank: dims.len(),
+                    expected: "2 ([Sq, Sk]), 3 ([H, Sq, Sk]) or 4 ([B, H, Sq, Sk])",
+                },
+            ))
+        }
+    };
+    let mask_shape =
+        MaskShape::new(batch, heads, seqlen_q, seqlen_k).map_err(|e| crate::raise("mask", e))?;
+    let planes = batch
+        .checked_mul(heads)
+        .ok_or_else(|| PyValueError::new_err(format!("mask: {batch} x {heads} planes overflow")))?;
+    let gpu = gpu(device)?;
+    let packer = packer(&gpu, (block_m, block_n, warpgroups, swap_ab))?;
+    let shape = packer
+        .shape(planes, seqlen_q, seqlen_k)
+        .map_err(|e| PyValueError::new_err(format!("mask: {e}")))?;
+    shape
+        .tiles()
+        .checked_mul(packer.words_per_tile())
+        .and_then(|w| w.checked_mul(8))
+        .and_then(|b| b.checked_add(shape.dense_bytes()))
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| PyValueError::new_err(format!("mask: {dims:?} is too large")))?;
+    let id = register(&geometry(mask_shape, packer.accumulator())?);
+    Ok(GpuPack {
+        id,
+        shape,
+        mask_shape,
+        gpu,
+        packer,
+        enqueued: Mutex::new(None),
+    })
+}
+
+impl GpuPack {
+    /// (scratch, classes, partial_source) offsets in the workspace and its bytes.
+    fn workspace(&self) -> PyResult<(usize, usize, usize, usize)> {
+        let tiles = self.shape.tiles();
+        let too_large = || PyValueError::new_err("mask: the packer workspace is too large");
+        let classes = tiles
+            .checked_mul(self.packer.words_per_tile())
+            .and_then(|w| w.checked_mul(4))
+            .and_then(align16)
+            .ok_or_else(too_large)?;
+        let source = classes
+            .checked_add(tiles)
+            .and_then(align16)
+            .ok_or_else(too_large)?;
+        let end = source
+            .checked_add(4 * tiles)
+            .and_then(align16)
+            .ok_or_else(too_large)?;
+        Ok((0, classes, source, end.max(16)))
+    }
+
+    /// i32 entries of the output buffer: the lists, the count, the words.
+    fn out_ints(&self) -> usize {
+        let (rows, tiles) = (self.shape.rows(), self.shape.tiles());
+        list_offsets(rows, tiles)[6] + (tiles * self.packer.words_per_tile()).max(4)
+    }
+}
+
+#[pymethods]
+impl GpuPack {
+    /// The key the attention op finds this mask by.
+    #[getter]
+    fn registry_id(&self) -> u64 {
+        self.id
+    }
+
+    /// (B, H, Sq, Sk).
+    #[getter]
+    fn shape(&self) -> (usize, usize, usize, usize) {
+        let s = self.mask_shape;
+        (s.batch, s.heads, s.seqlen_q, s.seqlen_k)
+    }
+
+    /// (block_m, block_n, warpgroups, swap_ab).
+    #[getter]
+    fn tile(&self) -> TileKey {
+        let a = self.packer.accumulator();
+        (a.block_m(), a.block_n(), a.warpgroups(), a.swap_ab())
+    }
+
+    /// (rows, tiles, words_per_tile, workspace_bytes, out_ints, words_at, m_blocks,
+    /// n_blocks): the buffers are a u8 workspace of `workspace_bytes` and an i32 output
+    /// of `out_ints` entries (both from torch: 16-byte aligned) holding the lists at
+    /// the offsets `list_offsets` gives and the words from entry `words_at` on.
+    #[getter]
+    fn sizes(&self) -> PyResult<Sizes> {
+        let s = self.shape;
+        Ok((
+            s.rows(),
+            s.tiles(),
+            self.packer.words_per_tile(),
+            self.workspace()?.3,
+            self.out_ints(),
+            list_offsets(s.rows(), s.tiles())[6],
+            s.m_blocks,
+            s.n_blocks,
+        ))
+    }
+
+    /// Enqueues the packer on `stream` (torch's current stream of the plan's device):
+    /// `dense` holds `dense_len` bytes `[planes][Sq][Sk]` (nonzero = keep); the buffers
+    /// are sized by `sizes`. Once only.
+    fn enqueue(
+        &self,
+        dense: u64,
+        dense_len: usize,
+        workspace: u64,
+        out: u64,
+        stream: u64,
+    ) -> PyResult<()> {
+        let mut enqueued = self.enqueued.lock().unwrap_or_else(|e| e.into_inner());
+        if enqueued.is_some() {
+            return Err(PyValueError::new_err(
+                "mask: this pack was enqueued already",
+            ));
+        }
+        let (scratch, classes, source, _) = self.workspace()?;
+        let (rows, tiles) = (self.shape.rows(), self.shape.tiles());
+        let at = |base: u64, bytes: usize| base.checked_add(bytes as u64).unwrap_or(0);
+        let l = list_offsets(rows, tiles).map(|i| at(out, 4 * i));
+        let raw = RawPackBuffers {
+            scratch: at(workspace, scratch),
+            classes: at(workspace, classes),
+            partial_source: at(workspace, source),
+            kv_num_blocks: l[0],
+            full_kv_num_blocks: l[1],
+            kv_indices: l[2],
+            full_kv_indices: l[3],
+            kv_tile_offsets: l[4],
+            partial_count: l[5],
+            words: l[6],
+        };
+        let g = &self.gpu;
+        // SAFETY: torch's current stream of this device (the wrapper reads it with torch).
+        let stream = unsafe { g.device.borrowed_stream(stream) };
+        // SAFETY: data_ptr() of a live contiguous CUDA tensor of `dense_len` bytes and of
+        // two fresh torch allocations sized by `sizes` (16-byte aligned: torch's blocks
+        // are 512-byte aligned), which the wrapper keeps until `finish` or this object
+        // is dropped; enqueue_raw checks lengths, alignment and the shape again.
+        unsafe {
+            self.packer
+                .enqueue_raw(&stream, dense, dense_len, self.shape, &raw)
+        }
+        .map_err(|e| PyValueError::new_err(format!("mask: {e}")))?;
+        let pooled = g.events.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let event =
+            match pooled {
+                Some(e) => e,
+                None => g.device.context().new_event(None).map_err(|e| {
+                    PyRuntimeError::new_err(format!("mask: creating an event: {e}"))
+                })?,
+            };
+        event
+            .record(&stream)
+            .map_err(|e| PyRuntimeError::new_err(format!("mask: recording an event: {e}")))?;
+        *enqueued = Some(Enqueued { event, out });
+        Ok(())
+    }
+
+    /// Waits for the pack and reads it back: the lists and the partial tiles' words,
+    /// validated as a file's are (GIL released while waiting and copying).
+    fn finish(&self, py: Python<'_>) -> PyResult<crate::Packed> {
+        let enqueued = self.enqueued.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = enqueued.as_ref() else {
+            return Err(PyValueError::new_err("mask: this pack was not enqueued"));
+        };
+        let (rows, tiles) = (self.shape.rows(), self.shape.tiles());
+        let wpt = self.packer.words_per_tile();
+        let offsets = list_offsets(rows, tiles);
+        let read = || -> Result<PackedMask, String> {
+            e.event
+                .synchronize()
+                .map_err(|err| format!("waiting for the packer: {err}"))?;
+            let mut all = vec![0i32; offsets[5] + 1];
+            // SAFETY: `out` addresses the i32 output buffer of at least `offsets[5] + 1`
+            // entries (the wrapper keeps it alive), complete after the event; the
+            // context is current on this thread (the event's synchronize bound it).
+            unsafe { driver::memcpy_dtoh_sync(&mut all, e.out) }
+                .map_err(|err| format!("reading the packed lists: {err}"))?;
+            let count = usize::try_from(all[offsets[5]])
+                .ok()
+                .filter(|&c| c <= tiles)
+                .ok_or_else(|| format!("partial tile count {}", all[offsets[5]]))?;
+            let mut words = vec![0u32; count * wpt];
+            // SAFETY: the words hold `tiles * wpt >= count * wpt` u32 from entry
+            // `offsets[6]` of the same buffer (`sizes`).
+            unsafe { driver::memcpy_dtoh_sync(&mut words, e.out + 4 * offsets[6] as u64) }
+                .map_err(|err| format!("reading the packed words: {err}"))?;
+            let part = |i: usize, n: usize| all[offsets[i]..offsets[i] + n].to_vec();
+            let lists = [
+                part(0, rows),
+                part(2, tiles),
+                part(1, rows),
+                part(3, tiles),
+                part(4, tiles),
+            ];
+            PackedMask::from_parts(
+                self.packer.accumulator(),
+                KERNEL_ENCODING,
+                self.mask_shape,
+                lists,
+                words,
+            )
+            .map_err(|err| format!("the GPU packer's output: {err}"))
+        };
+        let packed = py
+            .detach(read)
+            .map_err(|m| PyRuntimeError::new_err(format!("mask: {m}")))?;
+        Ok(crate::Packed::new(packed))
+    }
 }

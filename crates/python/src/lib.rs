@@ -164,14 +164,14 @@ fn pack_source<S: MaskSource + Sync>(
 
 /// A packed mask (`fragmask_masks::PackedMask`); `fragmask.Mask` wraps it.
 #[pyclass(frozen, module = "fragmask._fragmask", name = "Packed")]
-struct Packed {
+pub(crate) struct Packed {
     inner: std::sync::Arc<PackedMask>,
     /// Its key in the registry the GPU ops look masks up in (`gpu::mask`).
     id: u64,
 }
 
 impl Packed {
-    fn new(inner: PackedMask) -> Packed {
+    pub(crate) fn new(inner: PackedMask) -> Packed {
         let inner = std::sync::Arc::new(inner);
         let id = gpu::register(&inner);
         Packed { inner, id }
@@ -638,7 +638,9 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(layout, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu::attention_forward, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::attention_launch, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::gpu_pack_plan, m)?)?;
+    m.add_class::<gpu::GpuPack>()?;
     m.add_function(wrap_pyfunction!(gpu::lightning_decode, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::warmup, m)?)?;
     Ok(())

@@ -149,6 +149,37 @@ class DenseTests(unittest.TestCase):
         np.testing.assert_array_equal(bits.astype(bool), dense[row, col])
 
 
+class TileTests(unittest.TestCase):
+    def test_64_token_tiles_from_every_builder_get_one_warpgroup(self):
+        rng = np.random.default_rng(4)
+        dense = rng.random((2, 200, 300)) < 0.5
+        idx = np.stack([rng.permutation(300)[:7] for _ in range(200)])
+        index, num = np.array([[0, 2], [1, 3], [3, 0], [2, 1]]), np.array([2, 1, 0, 2])
+        builders = {
+            "dense": lambda **t: Mask.from_dense(dense, **t),
+            "topk": lambda **t: Mask.from_topk(idx, 300, **t),
+            "blocks": lambda **t: Mask.from_blocks(index, num, seqlen_k=250, **t),
+            "predicate": lambda **t: Mask.from_predicate("causal,window=70:0", 200, 300, **t),
+        }
+        for name, build in builders.items():
+            with self.subTest(builder=name):
+                m = build(block=(64, 64))
+                self.assertEqual((m.block, m.warpgroups, m.swap_ab), ((64, 64), 1, False))
+                self.assertEqual(m, build(block=(64, 64), warpgroups=1))
+                B, H, Sq, Sk = m.shape
+                self.assertEqual(m.kv_num_blocks.shape, (B, H, -(-Sq // 64)))
+                self.assertEqual(m.kv_indices.shape[-1], -(-Sk // 64))
+                self.assertEqual(m.words.shape[1:], (128, 1))  # 128 threads x 1 word
+                np.testing.assert_array_equal(m.to_dense(), build().to_dense())
+                self.assertEqual(Mask.from_bytes(m.to_bytes()), m)
+        # The 128-row block keeps the attention kernel's 2 warpgroups; swap_ab counts
+        # block_n as the MMA's M side.
+        self.assertEqual(Mask.from_predicate("causal", 100).warpgroups, 2)
+        self.assertEqual(Mask.from_predicate("causal", 100, block=(64, 128),
+                                             swap_ab=True).warpgroups, 2)
+        self.assertEqual(Mask.from_predicate("causal", 100, block=(192, 64)).warpgroups, 1)
+
+
 class SourceTests(unittest.TestCase):
     def test_topk_fixed_k_with_padding(self):
         rng = np.random.default_rng(4)

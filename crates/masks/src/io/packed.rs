@@ -429,10 +429,84 @@ impl PackedMask {
                 });
             }
         }
-        let partial_tiles = words_view.shape[0];
+        let words: Vec<u32> = words_view
+            .data
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        PackedMask::from_parts(
+            &acc,
+            encoding,
+            shape,
+            [
+                kv_num_blocks,
+                kv_indices,
+                full_kv_num_blocks,
+                full_kv_indices,
+                kv_tile_offsets,
+            ],
+            words,
+        )
+    }
+
+    /// A packed mask from lists and words another packer produced (the GPU packer,
+    /// say), validated as a file's are ([`Self::from_safetensors`]): `lists` in the
+    /// file's order `[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices,
+    /// kv_tile_offsets]`, `[B, H, m_blocks]` and `[B, H, m_blocks, n_blocks]` row-major;
+    /// `words` the partial tiles' words in tile order, a whole number of tiles.
+    pub fn from_parts(
+        acc: &TiledAccumulator,
+        encoding: Encoding,
+        shape: MaskShape,
+        lists: [Vec<i32>; 5],
+        words: Vec<u32>,
+    ) -> Result<PackedMask, MaskError> {
+        let grid = TileGrid::new(shape, acc);
+        let layout = EncodedLayout::derive(acc, encoding)?;
+        let overflow = |what: &'static str| MaskError::Overflow {
+            what,
+            detail: format!("{shape:?}"),
+        };
+        let rows = shape
+            .batch
+            .checked_mul(shape.heads)
+            .and_then(|n| n.checked_mul(grid.m_blocks))
+            .ok_or_else(|| overflow("tile list rows (B * H * m_blocks)"))?;
+        let tiles = rows
+            .checked_mul(grid.n_blocks)
+            .ok_or_else(|| overflow("tiles (B * H * m_blocks * n_blocks)"))?;
+        let names = [
+            "kv_num_blocks entries",
+            "kv_indices entries",
+            "full_kv_num_blocks entries",
+            "full_kv_indices entries",
+            "kv_tile_offsets entries",
+        ];
+        for ((list, what), expected) in lists
+            .iter()
+            .zip(names)
+            .zip([rows, tiles, rows, tiles, tiles])
+        {
+            if list.len() != expected {
+                return Err(MaskError::ShapeMismatch {
+                    what,
+                    expected: expected as u64,
+                    found: list.len() as u64,
+                });
+            }
+        }
+        let per_tile = layout.words_per_tile();
+        if per_tile == 0 || !words.len().is_multiple_of(per_tile) {
+            return Err(MaskError::Corrupt {
+                what: "packed mask words",
+                detail: "not a whole number of tiles",
+            });
+        }
+        let [kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets] =
+            lists;
         validate_lists(
             &grid,
-            partial_tiles,
+            words.len() / per_tile,
             [
                 &kv_num_blocks,
                 &kv_indices,
@@ -441,12 +515,6 @@ impl PackedMask {
                 &kv_tile_offsets,
             ],
         )?;
-        let words: Vec<u32> = words_view
-            .data
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        let layout = EncodedLayout::derive(&acc, encoding)?;
         validate_words(
             &grid,
             &layout,
@@ -629,6 +697,56 @@ mod tests {
             assert_eq!(header_len % 8, 0, "data starts 8-byte aligned");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn from_parts_rebuilds_a_packed_mask_and_refuses_inconsistent_parts() {
+        let acc = TiledAccumulator::new(64, 64, 1, false).unwrap();
+        let data: Vec<u8> = (0..2 * 100 * 130)
+            .map(|i: usize| u8::from(i % 5 < 2 || (i / 130) % 100 < 64))
+            .collect();
+        let dense = DenseMask::new(&data, &[2, 100, 130]).unwrap();
+        let packed = pack(
+            &dense,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .unwrap();
+        let lists = || {
+            [
+                packed.kv_num_blocks().to_vec(),
+                packed.kv_indices().to_vec(),
+                packed.full_kv_num_blocks().to_vec(),
+                packed.full_kv_indices().to_vec(),
+                packed.kv_tile_offsets().to_vec(),
+            ]
+        };
+        let rebuilt = |lists, words| {
+            PackedMask::from_parts(&acc, Encoding::FragmentNative, packed.shape(), lists, words)
+        };
+        assert_eq!(rebuilt(lists(), packed.words().to_vec()).unwrap(), packed);
+        // One tile's words short, a list one entry short, a count past the row.
+        let short = packed.words()[..packed.words().len() - 1].to_vec();
+        assert!(matches!(
+            rebuilt(lists(), short),
+            Err(MaskError::Corrupt { .. })
+        ));
+        let mut l = lists();
+        l[1].pop();
+        assert!(matches!(
+            rebuilt(l, packed.words().to_vec()),
+            Err(MaskError::ShapeMismatch {
+                what: "kv_indices entries",
+                ..
+            })
+        ));
+        let mut l = lists();
+        l[0][0] = 100;
+        assert!(matches!(
+            rebuilt(l, packed.words().to_vec()),
+            Err(MaskError::Corrupt { .. })
+        ));
     }
 
     #[test]

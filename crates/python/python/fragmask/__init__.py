@@ -5,10 +5,19 @@ CPU parts need numpy only; torch is imported only by the functions that use it
 (``Mask.to_flex_block_mask``, ``attention``, ``lightning_decode``).
 """
 
+import sys as _sys
+
 from . import _fragmask
 from ._layout import Layout, layout
 from ._mask import Mask
 from ._ops import attention, lightning_decode, warmup
+
+if "torch" in _sys.modules:
+    # torch is loaded already: register the ops now, so that code traced by
+    # torch.compile never meets a first call.
+    from . import _ops
+
+    _ops._torch()
 
 __version__ = _fragmask.__version__
 FileError = _fragmask.FileError

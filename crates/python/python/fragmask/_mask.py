@@ -25,7 +25,7 @@ def _is_torch_tensor(x):
 
 def _to_numpy(x):
     """numpy array of x; a torch tensor goes through ``.numpy()`` (a CUDA tensor is
-    copied to the host first: the CPU packer serves it until the GPU packer is wired)."""
+    copied to the host first: only ``from_dense`` packs CUDA tensors on the GPU)."""
     np = _np()
     if _is_torch_tensor(x):
         return x.detach().cpu().numpy()
@@ -76,21 +76,46 @@ def _seqlen(name, value):
     return _int(name, value, 1, _fragmask.MAX_SEQLEN)
 
 
+_TILES = {}
+
+
 def _tile(block, warpgroups, swap_ab, encoding, threads):
-    """The tile keywords every constructor takes, checked, as the extension's args."""
+    """The tile keywords every constructor takes, checked, as the extension's args.
+    ``warpgroups=None`` picks 2 when the MMA's M side (block_m, or block_n under
+    ``swap_ab``) is a multiple of 128 and 1 otherwise: (128, 128) gets the attention
+    kernel's 2 warpgroups, (64, 64) the 64-token tile's 1."""
+    plain = (type(block) is tuple and len(block) == 2 and type(block[0]) is int
+             and type(block[1]) is int and type(warpgroups) in (int, type(None))
+             and type(swap_ab) is bool and type(encoding) is str and type(threads) is int)
+    if plain:
+        key = (block, warpgroups, swap_ab, encoding, threads)
+        hit = _TILES.get(key)
+        if hit is not None:
+            return hit
     if isinstance(block, (tuple, list)) and len(block) == 2:
         block_m, block_n = block
     else:
         raise TypeError(f"block must be a (block_m, block_n) tuple, not {block!r}")
     block_m = _int("block_m", block_m, 1, 2**32 - 1)
     block_n = _int("block_n", block_n, 1, 2**32 - 1)
-    warpgroups = _int("warpgroups", warpgroups, 1, 2**32 - 1)
     if not isinstance(swap_ab, bool):
         raise TypeError(f"swap_ab must be a bool, not {type(swap_ab).__name__}")
+    if warpgroups is None:
+        warpgroups = 2 if (block_n if swap_ab else block_m) % 128 == 0 else 1
+    warpgroups = _int("warpgroups", warpgroups, 1, 2**32 - 1)
     if not isinstance(encoding, str):
         raise TypeError(f"encoding must be a str, not {type(encoding).__name__}")
     threads = _int("threads", threads, 0, _fragmask.MAX_THREADS)
-    return (block_m, block_n, warpgroups, swap_ab, encoding, threads)
+    tile = (block_m, block_n, warpgroups, swap_ab, encoding, threads)
+    if plain and len(_TILES) < 256:
+        _TILES[key] = tile
+    return tile
+
+
+def _cuda_tensor(x):
+    """Whether x is a torch CUDA tensor (torch imported by the caller already)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor) and x.is_cuda
 
 
 class Mask:
@@ -98,21 +123,29 @@ class Mask:
     partial tile in the order each GPU thread consumes them (docs/masks.md).
 
     Build one with ``from_dense``, ``from_topk``, ``from_blocks``, ``from_predicate``
-    or ``load``. Every constructor takes the tile keywords ``block=(128, 128)``,
-    ``warpgroups=2``, ``swap_ab=False``, ``encoding="fragment-native"`` (or
-    ``"quad-lane"``, ``"row-major"``) and ``threads=0`` (packer threads, 0 = all
-    cores). Bad input raises ValueError or TypeError with the library's message.
+    or ``load``. Every constructor takes the tile keywords ``block=(128, 128)`` (or
+    ``(64, 64)``, the 64-token tile, and any other tile ``fragmask pack --block``
+    takes), ``warpgroups=None`` (2 for a block_m multiple of 128, else 1),
+    ``swap_ab=False``, ``encoding="fragment-native"`` (or ``"quad-lane"``,
+    ``"row-major"``) and ``threads=0`` (packer threads, 0 = all cores). Bad input
+    raises ValueError or TypeError with the library's message.
     """
 
-    __slots__ = ("_packed", "_device_cache", "_meta", "__weakref__")
+    __slots__ = ("_host", "_gpu", "_device_cache", "_device_ptrs", "_meta", "__weakref__")
 
     def __init__(self, packed):
         if not isinstance(packed, _fragmask.Packed):
             raise TypeError("use Mask.from_dense, from_topk, from_blocks, from_predicate "
                             "or load to build a Mask")
-        self._packed = packed
-        # Device copies of the lists for the GPU ops, built once per device (_ops.py).
+        self._host = packed
+        # A GPU pack (from_dense on a CUDA tensor): (GpuPack, its i32 output buffer of
+        # lists and words, device index);
+        # the host lists are read back from it only when something asks for them.
+        self._gpu = None
+        # Device copies of the lists for the GPU ops, built once per device (_ops.py),
+        # and their addresses by device index (the eager fast path).
         self._device_cache = {}
+        self._device_ptrs = {}
         # What the attention op needs, as plain ints (torch.compile traces plain Python,
         # not the extension's getters): B, H, Sq, Sk, block_m, block_n, warpgroups,
         # swap_ab, and the registry id the extension finds the packed mask by.
@@ -120,10 +153,31 @@ class Mask:
         bm, bn, wg, swap = packed.tile
         self._meta = (b, h, sq, sk, bm, bn, wg, int(swap), packed.registry_id)
 
+    @classmethod
+    def _from_gpu(cls, plan, out, device):
+        self = object.__new__(cls)
+        self._host = None
+        self._gpu = (plan, out, device)
+        self._device_cache = {}
+        self._device_ptrs = {}
+        b, h, sq, sk = plan.shape
+        bm, bn, wg, swap = plan.tile
+        self._meta = (b, h, sq, sk, bm, bn, wg, int(swap), plan.registry_id)
+        return self
+
+    @property
+    def _packed(self):
+        """The host packed mask; a GPU pack is waited for and read back the first time."""
+        packed = self._host
+        if packed is None:
+            packed = self._host = self._gpu[0].finish()
+        return packed
+
     def to(self, device):
         """Copies the lists to ``device`` now (once; later calls reuse them) and returns
         the mask. Call it before ``torch.compile`` or CUDA-graph capture of code that
-        uses the mask, so the traced code finds the lists already there."""
+        uses the mask, so the traced code finds the lists already there. A mask packed
+        on a GPU already has its lists there."""
         from . import _ops
 
         _ops._device_lists(_ops._torch(), self, device)
@@ -132,20 +186,51 @@ class Mask:
     # Constructors ---------------------------------------------------------------
 
     @classmethod
-    def from_dense(cls, mask, *, block=(128, 128), warpgroups=2, swap_ab=False,
+    def from_dense(cls, mask, *, block=(128, 128), warpgroups=None, swap_ab=False,
                    encoding="fragment-native", threads=0):
-        """From a dense mask: a numpy array or CPU torch tensor of bool, uint8 or int8
-        (nonzero = keep), ``[Sq, Sk]``, ``[H, Sq, Sk]`` or ``[B, H, Sq, Sk]`` (a leading
-        1 broadcasts). Packed by the multithreaded CPU packer without copying a
-        C-contiguous input. A CUDA tensor is copied to the host and packed there
-        (until the GPU packer is wired to the package)."""
+        """From a dense mask of bool, uint8 or int8 (nonzero = keep), ``[Sq, Sk]``,
+        ``[H, Sq, Sk]`` or ``[B, H, Sq, Sk]`` (a leading 1 broadcasts).
+
+        A CUDA tensor is packed on its GPU by the GPU packer, on torch's current stream,
+        into buffers torch allocates: nothing is copied to the host and nothing waits.
+        The mask's lists stay on that GPU for ``attention``; the host lists (files,
+        stats, ``to_dense``, the list properties) are read back the first time one is
+        asked for, which waits for the packer. The GPU packer writes
+        ``"fragment-native"`` words; another encoding packs a host copy on the CPU.
+
+        A numpy array or CPU tensor is packed by the multithreaded CPU packer without
+        copying a C-contiguous input. Both packers give the same mask, bit for bit.
+        """
         tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        if _cuda_tensor(mask) and tile[4] == "fragment-native":
+            return cls._from_dense_cuda(mask, tile)
         keep, raw = _array(mask, "mask", "mask")
         return cls(_fragmask.pack_dense(raw, *tile))
 
     @classmethod
+    def _from_dense_cuda(cls, mask, tile):
+        from . import _ops
+
+        torch = _ops._torch()
+        if mask.dtype not in (torch.bool, torch.uint8, torch.int8):
+            raise TypeError(f"mask: dtype {str(mask.dtype)[6:]} is not bool, uint8 or int8")
+        if not mask.is_contiguous():
+            mask = mask.contiguous()  # on the device
+        device = mask.get_device()
+        plan = _fragmask.gpu_pack_plan(list(mask.shape), tile[0], tile[1], tile[2], tile[3],
+                                       device)
+        workspace_bytes, out_ints = plan.sizes[3:5]
+        workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=mask.device)
+        out = torch.empty(out_ints, dtype=torch.int32, device=mask.device)
+        plan.enqueue(mask.data_ptr(), mask.numel(), workspace.data_ptr(), out.data_ptr(),
+                     _ops._get_stream(device))
+        # The workspace goes back to torch's cache now: its next user is ordered after
+        # the packer on this stream.
+        return cls._from_gpu(plan, out, device)
+
+    @classmethod
     def from_topk(cls, indices, seqlen_k, *, offsets=None, batch=None, heads=None,
-                  seqlen_q=None, block=(128, 128), warpgroups=2, swap_ab=False,
+                  seqlen_q=None, block=(128, 128), warpgroups=None, swap_ab=False,
                   encoding="fragment-native", threads=0):
         """From top-k key indices (``fragmask pack --topk``).
 
@@ -174,7 +259,7 @@ class Mask:
 
     @classmethod
     def from_blocks(cls, index, num, sizes=None, *, block_size=64, seqlen_q=None,
-                    seqlen_k=None, block=(128, 128), warpgroups=2, swap_ab=False,
+                    seqlen_k=None, block=(128, 128), warpgroups=None, swap_ab=False,
                     encoding="fragment-native", threads=0):
         """From write-up 002's block lists: ``index`` = ``q2k_block_sparse_index``
         ``[(B,)(H,)Qb, maxK]``, ``num`` = ``q2k_block_sparse_num`` ``[(B,)(H,)Qb]``,
@@ -197,7 +282,7 @@ class Mask:
 
     @classmethod
     def from_predicate(cls, predicate, seqlen_q, seqlen_k=None, *, doc_ids=None,
-                       block=(128, 128), warpgroups=2, swap_ab=False,
+                       block=(128, 128), warpgroups=None, swap_ab=False,
                        encoding="fragment-native", threads=0):
         """From a predicate in the language of ``fragmask pack --predicate``:
         ``causal``, ``window=LEFT:RIGHT``, ``prefix=P``, ``doc=NAME``, ``all``,
@@ -273,25 +358,30 @@ class Mask:
     @property
     def shape(self):
         """(B, H, Sq, Sk); B and H are 1 where the mask broadcasts."""
-        return self._packed.shape
+        return self._meta[:4]
 
     @property
     def block(self):
         """(block_m, block_n)."""
-        return self._packed.tile[:2]
+        return self._meta[4:6]
 
     @property
     def warpgroups(self):
-        return self._packed.tile[2]
+        return self._meta[6]
 
     @property
     def swap_ab(self):
-        return self._packed.tile[3]
+        return bool(self._meta[7])
 
     @property
     def encoding(self):
         """"fragment-native", "quad-lane" or "row-major"."""
-        return self._packed.encoding
+        return "fragment-native" if self._host is None else self._host.encoding
+
+    @property
+    def device(self):
+        """The CUDA device index a mask packed on the GPU lives on, else None."""
+        return None if self._gpu is None else self._gpu[2]
 
     def density(self):
         """Fraction of kept elements."""

@@ -2,30 +2,44 @@
 traces through them and CUDA graphs capture them.
 
 Each op takes tensors and plain values only: a ``Mask`` travels as its list tensors
-(copied to the device once and cached on the Mask) plus ints. Tensors reach the
-extension as ``(data_ptr, shape, strides, dtype)`` with torch's current stream and the
-device index; torch allocates every output. The launches themselves need the host's
-raw-pointer API (issue 12); until the extension exports it
-(``_fragmask.attention_forward`` / ``_fragmask.lightning_decode``), the ops validate
-their inputs and then raise NotImplementedError.
+(on the device once, cached on the Mask) plus ints. Tensors reach the extension as
+``(data_ptr, shape, strides)`` with torch's current stream and the device index;
+torch allocates every output.
+
+Eager calls of ``attention`` on plain CUDA tensors skip the custom-op dispatch (about
+30 µs of Python per call): when nothing traces or transforms the call (no
+torch.compile / export, no dispatch or function mode such as FakeTensorMode, no functorch
+transform, no JIT trace, no autograd through the inputs) the wrapper launches directly,
+through the same extension function the registered op's implementation calls, so both
+give the same results and errors. Everything else goes through the registered op.
 
 torch is imported here only, and only when an op is first called.
 """
 
 from . import _fragmask
+from ._mask import Mask
 
 _DTYPES = ("bfloat16", "float16")
 _LISTS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
           "kv_tile_offsets", "words")
 _ops = None
+_T = None  # torch, once imported
+_launch = _fragmask.attention_launch
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError as e:
-        raise ImportError("fragmask's GPU ops need torch") from e
-    return torch
+    global _T
+    if _T is None:
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("fragmask's GPU ops need torch") from e
+        _T = torch
+        _init_fast(torch)
+        # Registered now, at first use, so that no later call registers them (the fast
+        # path never reaches _register, and torch.compile cannot trace a registration).
+        _register()
+    return _T
 
 
 def _raw(t):
@@ -35,6 +49,55 @@ def _raw(t):
 
 def _stream(torch, device):
     return torch.cuda.current_stream(device).cuda_stream
+
+
+def _raw_stream(torch):
+    """device index -> the raw handle of torch's current stream on it (torch's private
+    getter when it has one: no Stream object per call)."""
+    getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if getter is not None:
+        return getter
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+_Tensor = _bf16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
+_is_compiling = _plain = None
+
+
+def _init_fast(torch):
+    """Binds what the eager fast path reads on every call."""
+    global _Tensor, _bf16, _f32, _get_stream, _get_device, _raw_alloc, _raw_delete
+    global _is_compiling, _plain
+    _Tensor, _bf16, _f32 = torch.Tensor, torch.bfloat16, torch.float32
+    _get_stream = _raw_stream(torch)
+    _is_compiling = torch.compiler.is_compiling
+    C = torch._C
+    # An lse nobody asked for lives in a block of torch's caching allocator taken and
+    # given back around the launch (stream-ordered, graph pools included, as a
+    # tensor's), not in a tensor object: about 2 us less per call.
+    _get_device = getattr(C, "_cuda_getDevice", None)
+    _raw_alloc = getattr(C, "_cuda_cudaCachingAllocator_raw_alloc", None)
+    _raw_delete = getattr(C, "_cuda_cudaCachingAllocator_raw_delete", None)
+    if _get_device is None or _raw_alloc is None or _raw_delete is None:
+        _get_device = lambda: -1  # noqa: E731  (never the tensors' device: new_empty)
+    probes = [getattr(C, n, None) for n in ("_len_torch_dispatch_stack",
+                                            "_is_torch_function_mode_enabled",
+                                            "_are_functorch_transforms_active",
+                                            "_get_tracing_state")]
+    if any(p is None for p in probes):
+        _plain = None  # an unknown torch: always take the registered op
+        return
+    dispatch_modes, function_modes, functorch, tracing = probes
+    grad = C.is_grad_enabled
+
+    def plain(q, k, v):
+        """Nothing intercepts a call on q, k, v: the fast path is the op's semantics."""
+        return not (_is_compiling() or dispatch_modes() or function_modes() or functorch()
+                    or tracing() is not None
+                    or (grad() and (q.requires_grad or k.requires_grad
+                                    or v.requires_grad)))
+
+    _plain = plain
 
 
 def _register():
@@ -60,18 +123,22 @@ def _register():
         B, H, Sq, D = q.shape
         out = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
         lse = torch.empty((B, H, Sq), dtype=torch.float32, device=q.device)
-        forward = getattr(_fragmask, "attention_forward", None)
-        if forward is None:
-            raise NotImplementedError(
-                "fragmask.attention: this build of the extension has no GPU launch "
-                "(the host's raw-pointer API is not wired yet)")
-        lists, mask_id = None, None
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dtype != torch.bfloat16:
+                raise TypeError(f"fragmask.attention: {name} is "
+                                f"{str(t.dtype).replace('torch.', '')}; the attention "
+                                "kernel takes bfloat16")
+        lists, mask_id = None, 0
         if kv_num_blocks is not None:
-            lists = [_raw(t) for t in (kv_num_blocks, kv_indices, full_kv_num_blocks,
-                                       full_kv_indices, kv_tile_offsets, words)]
+            lists = tuple(t.data_ptr() for t in (kv_num_blocks, kv_indices,
+                                                 full_kv_num_blocks, full_kv_indices,
+                                                 kv_tile_offsets, words))
             mask_id = mask_meta[-1]   # the Mask's registry id (see attention())
-        forward(_raw(q), _raw(k), _raw(v), _raw(out), _raw(lse), lists, mask_id,
-                causal, tuple(window), scale, _stream(torch, q.device), q.device.index)
+        device = q.device.index
+        _launch((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
+                (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse.data_ptr(),
+                mask_id, lists, causal, window[0], window[1], scale, False,
+                _get_stream(device), device)
         return out, lse
 
     @attention_op.register_fake
@@ -119,19 +186,35 @@ def _check_tensors(torch, what, tensors, dtypes):
 
 
 def _device_lists(torch, mask, device):
-    """The Mask's lists on `device`, copied once and cached on the Mask."""
-    key = str(torch.device(device))
-    if key == "cuda":
-        key = f"cuda:{torch.cuda.current_device()}"
+    """The Mask's lists on `device`, copied once and cached on the Mask (a mask packed on
+    that GPU has them there already: views of its buffers)."""
+    device = torch.device(device)
+    index = device.index
+    if device.type == "cuda" and index is None:
+        index = torch.cuda.current_device()
+    key = f"cuda:{index}" if device.type == "cuda" else str(device)
     lists = mask._device_cache.get(key)
     if lists is None:
-        if torch.compiler.is_compiling():
+        gpu = mask._gpu
+        if gpu is not None and device.type == "cuda" and gpu[2] == index:
+            plan, buf, _ = gpu
+            rows, tiles, _, _, _, words_at, mb, nb = plan.sizes
+            B, H = mask._meta[:2]
+            counts = lambda i: buf[i * rows:(i + 1) * rows].view(B, H, mb)  # noqa: E731
+            tiles_at = lambda i: buf[2 * rows + i * tiles:  # noqa: E731
+                                     2 * rows + (i + 1) * tiles].view(B, H, mb, nb)
+            lists = (counts(0), tiles_at(0), counts(1), tiles_at(1), tiles_at(2),
+                     buf[words_at:])
+        elif torch.compiler.is_compiling():
             raise RuntimeError("fragmask.attention: call mask.to(device) before "
                                "torch.compile traces code that uses the mask")
-        arrays = [getattr(mask, n) for n in _LISTS]
-        arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
-        lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
+        else:
+            arrays = [getattr(mask, n) for n in _LISTS]
+            arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
+            lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
         mask._device_cache[key] = lists
+        if device.type == "cuda":
+            mask._device_ptrs[index] = tuple(t.data_ptr() for t in lists)
     return lists
 
 
@@ -146,9 +229,56 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     ``window``: (left, right) keys, -1 = unbounded. Returns the output in q's layout,
     and with ``return_lse`` also the fp32 log-sum-exp ``[B, H, Sq]``.
     """
-    torch = _torch()
-    from ._mask import Mask
+    if _T is None:
+        _torch()
+    # Eager fast path: plain bf16 CUDA tensors of one device, nothing tracing or
+    # transforming the call (see the module docs). Shapes, strides, the mask's fit,
+    # the window and the scale are checked by the extension before it launches; what
+    # this path cannot vouch for (other dtypes or devices, other masks, layouts or
+    # ranks) takes the checked path below through the registered op.
+    if (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+            and q.dtype is _bf16 and k.dtype is _bf16 and v.dtype is _bf16
+            and _plain is not None and _plain(q, k, v)):
+        device = q.get_device()
+        qs, ks, vs = q.shape, k.shape, v.shape
+        if (device >= 0 and k.get_device() == device and v.get_device() == device
+                and len(qs) == 4 and len(ks) == 4 and len(vs) == 4
+                and (mask is None or type(mask) is Mask)
+                and (layout == "bhsd" or layout == "bshd")):
+            bshd = layout == "bshd"
+            mask_id, ptrs = 0, None
+            if mask is not None:
+                ptrs = mask._device_ptrs.get(device)
+                if ptrs is None:
+                    _device_lists(_T, mask, q.device)
+                    ptrs = mask._device_ptrs[device]
+                mask_id = mask._meta[8]
+            left, right = (-1, -1) if window is None else window
+            B, H, Sq = (qs[0], qs[2], qs[1]) if bshd else (qs[0], qs[1], qs[2])
+            out = q.new_empty((B, H, Sq, qs[3]))
+            stream = _get_stream(device)
+            lse_bytes = 4 * B * H * Sq
+            if return_lse or not lse_bytes or _get_device() != device:
+                lse = q.new_empty((B, H, Sq), dtype=_f32)
+                lse_ptr = lse.data_ptr()
+            else:
+                lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
+            try:
+                _launch((q.data_ptr(), qs, q.stride()), (k.data_ptr(), ks, k.stride()),
+                        (v.data_ptr(), vs, v.stride()), out.data_ptr(), lse_ptr, mask_id,
+                        ptrs, bool(causal), left, right, scale, bshd, stream, device)
+            finally:
+                if lse is None:
+                    _raw_delete(lse_ptr)
+            if bshd:
+                out = out.transpose(1, 2)
+            return (out, lse) if return_lse else out
+    return _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout)
 
+
+def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout):
+    """``attention`` through the registered op, with every argument checked here."""
+    torch = _torch()
     what = "fragmask.attention"
     _check_tensors(torch, what, [("q", q), ("k", k), ("v", v)], _DTYPES)
     if not (q.dtype == k.dtype == v.dtype):
@@ -210,11 +340,24 @@ def lightning_decode(q, k, v, kv, slope):
     return lightning_op(q, k, v, kv, slope.reshape(-1).contiguous())
 
 
-def warmup(device=None, *, head_dims=(64, 128, 256), lightning=((96, 96, "bf16"),)):
+def warmup(device=None, *, head_dims=(64, 128, 256), lightning=((96, 96, "bf16"),),
+           packer_tiles=()):
     """Compiles and loads the kernels ahead of time (NVRTC, cached on disk), so that no
     later call compiles: call it before capturing a CUDA graph. ``lightning`` lists
-    (D, E, dtype) of the lightning decode kernels to prepare."""
+    (D, E, dtype) of the lightning decode kernels to prepare, ``packer_tiles`` the
+    blocks (``(block_m, block_n)``, warpgroups as ``Mask`` picks them, or
+    ``(block_m, block_n, warpgroups)``) of the GPU packer behind
+    ``Mask.from_dense``."""
     torch = _torch()
+    from ._mask import _tile
+
     index = torch.cuda.current_device() if device is None else torch.device(device).index
+    tiles = []
+    for t in packer_tiles:
+        t = tuple(t)
+        bm, bn, wg, swap, _, _ = _tile(t[:2], t[2] if len(t) > 2 else None, False,
+                                       "fragment-native", 0)
+        tiles.append((bm, bn, wg, swap))
     _fragmask.warmup(index if index is not None else torch.cuda.current_device(),
-                     list(head_dims), [(int(d), int(e), str(t)) for d, e, t in lightning])
+                     list(head_dims), [(int(d), int(e), str(t)) for d, e, t in lightning],
+                     tiles)
