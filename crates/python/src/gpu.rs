@@ -133,21 +133,11 @@ fn contiguous(t: &Raw) -> bool {
 /// elements)`, rank 4.
 type View = (u64, [usize; 4], [usize; 4]);
 
-/// The kernel's tile, once: a mask of that tile and encoding needs no further check.
-fn kernel_tile() -> Option<&'static TiledAccumulator> {
-    static TILE: OnceLock<Option<TiledAccumulator>> = OnceLock::new();
-    TILE.get_or_init(|| blockmask::kernel_accumulator().ok())
-        .as_ref()
-}
-
-/// Refuses a mask packed for another tile or encoding than the kernel reads, before
-/// anything is launched (`launch_raw` checks only the mask's shape). Masks of other
-/// tiles go to the host's own check, so a tile the host learns to launch passes.
+/// Refuses a mask packed for a tile or encoding the kernel does not read, before anything
+/// is launched, with the host's message (it lists the supported tiles).
 fn check_mask_layout(mask: &PackedMask) -> PyResult<()> {
-    if kernel_tile() == Some(mask.accumulator()) && mask.encoding() == KERNEL_ENCODING {
-        return Ok(());
-    }
-    blockmask::check_kernel_layout(mask)
+    blockmask::mask_geometry(mask)
+        .map(|_| ())
         .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
 }
 
