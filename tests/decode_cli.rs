@@ -225,3 +225,108 @@ fn bad_bench_flags_are_exit_2_before_the_gpu() {
     }
     assert!(d.entries().is_empty());
 }
+
+#[test]
+fn masks_and_top_k_that_do_not_fit_are_exit_2_and_valid_ones_exit_3() {
+    let d = TempDir::new("decode-mask");
+    let (code, text) = run(
+        &d.0,
+        &[
+            "pack",
+            "--predicate",
+            "window=100:0",
+            "--seqlen-q",
+            "8",
+            "--seqlen-k",
+            "300",
+            "--block",
+            "64x64",
+            "--warpgroups",
+            "1",
+            "-q",
+            "-o",
+            "m.safetensors",
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    for (args, needle) in [
+        // The mask has 8 rows; the call 4 tokens.
+        (
+            vec!["--random", "2,4,8,2,300,64", "--mask", "m.safetensors"],
+            "rows",
+        ),
+        (
+            vec!["--random", "2,8,8,2,300,256", "--mask", "m.safetensors"],
+            "D = 256",
+        ),
+        (
+            vec![
+                "--random",
+                "2,8,8,2,300,64",
+                "--mask",
+                "missing.safetensors",
+            ],
+            "missing.safetensors",
+        ),
+        (
+            vec!["--random", "2,1,8,2,300,64", "--topk", "301"],
+            "--topk 301",
+        ),
+        (
+            vec!["--random", "2,1,8,2,300,64", "--topk", "8", "--causal"],
+            "--causal",
+        ),
+        (
+            vec![
+                "--random",
+                "2,1,8,2,300,64",
+                "--topk",
+                "8",
+                "--page-size",
+                "16",
+            ],
+            "--page-size",
+        ),
+    ] {
+        let mut all = vec!["decode"];
+        all.extend(args.iter().copied());
+        let (code, text) = run(&d.0, &all);
+        assert_eq!(code, 2, "{all:?}: {text}");
+        assert!(text.contains(needle), "{all:?}: {text}");
+    }
+    for args in [
+        vec!["--random", "2,8,8,2,300,64", "--mask", "m.safetensors"],
+        vec![
+            "--random",
+            "2,8,8,2,300,64",
+            "--mask",
+            "m.safetensors",
+            "--page-size",
+            "16",
+            "--shuffle-pages",
+            "--causal",
+        ],
+        vec!["--random", "2,1,8,2,300,64", "--topk", "40"],
+    ] {
+        let mut all = vec!["decode"];
+        all.extend(args.iter().copied());
+        let (code, text) = run(&d.0, &all);
+        assert!(code == 3 || code == 0, "{all:?}: {text}");
+    }
+    let (code, text) = run(
+        &d.0,
+        &[
+            "bench",
+            "decode",
+            "--seqlen-q",
+            "8",
+            "--seqlen-k",
+            "300",
+            "--mask",
+            "m.safetensors",
+        ],
+    );
+    assert!(code == 3 || code == 0, "{text}");
+    let (code, text) = run(&d.0, &["bench", "decode", "--topk", "0"]);
+    assert_eq!(code, 2, "{text}");
+}

@@ -1,5 +1,5 @@
 //! The generated split-KV decode kernels compile to sm_90a through NVRTC for every head
-//! size, dtype and cache layout, with no spills or local memory, and move K and V with
+//! size, dtype and cache layout (with and without a block-sparse mask), with no spills or local memory, and move K and V with
 //! 16-byte cp.async copies and 16-byte shared loads only (no GPU needed; needs NVRTC and
 //! cuobjdump).
 
@@ -38,13 +38,20 @@ fn every_decode_geometry_compiles_without_spills_with_16_byte_copies() {
     ];
     let cases = [64u32, 128, 256]
         .into_iter()
-        .flat_map(|d| layouts.map(|kv| (d, ActDtype::Bf16, kv)))
+        .flat_map(|d| layouts.map(|kv| (d, ActDtype::Bf16, kv, 0)))
         .chain([
-            (128, ActDtype::F16, KvLayout::Contiguous),
-            (128, ActDtype::F16, KvLayout::Paged { page_size: 16 }),
+            (128, ActDtype::F16, KvLayout::Contiguous, 0),
+            (128, ActDtype::F16, KvLayout::Paged { page_size: 16 }, 0),
+            // Block-sparse masks (64- and 128-key mask tiles).
+            (128, ActDtype::Bf16, KvLayout::Contiguous, 64),
+            (128, ActDtype::Bf16, KvLayout::Paged { page_size: 16 }, 128),
+            (64, ActDtype::F16, KvLayout::Paged { page_size: 1 }, 64),
         ]);
-    for (d, dtype, kv) in cases {
-        let config = DecodeConfig::new(d, dtype, kv).unwrap();
+    for (d, dtype, kv, mask_block_n) in cases {
+        let config = DecodeConfig::new(d, dtype, kv)
+            .unwrap()
+            .with_mask_block_n(mask_block_n)
+            .unwrap();
         let src = source(config).unwrap();
         let cubin = compiler
             .compile_cubin(&src, &CompileOptions::new(Arch::sm90a()))

@@ -10,11 +10,13 @@ use std::process::ExitCode;
 
 use clap::Args;
 use fragmask::host::attention::inputs::MAX_FILE_BYTES;
-use fragmask::host::decode::bench::{bench, copy_roof, MAX_BENCH_CACHE_BYTES};
+use fragmask::host::decode::bench::{bench, copy_roof, BenchExtra, MAX_BENCH_CACHE_BYTES};
 use fragmask::host::decode::check::{
-    check, compare, graph_check, random_inputs, random_lengths, sweep_cases, Comparison,
+    check, check_masked, compare_masked, graph_check, random_inputs, random_lengths, sweep_cases,
+    Comparison,
 };
 use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
+use fragmask::host::decode::mask::{random_topk, topk_gather, DecodeMask, DecodeMaskDevice};
 use fragmask::host::decode::{
     CacheShape, DecodeOutput, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
 };
@@ -22,6 +24,7 @@ use fragmask::host::timing::TimingConfig;
 use fragmask::host::{Compiler, Device};
 use fragmask::kernels::family::dtype::ActDtype;
 use fragmask::masks::io::{check_output, read_file_limited, write_safetensors, DType};
+use fragmask::masks::PackedMask;
 use serde_json::json;
 
 use super::verify::NO_GPU_EXIT;
@@ -118,9 +121,28 @@ pub struct DecodeArgs {
     /// other lengths (all 1, all SK, random, all 0), each checked (with --random).
     #[arg(long)]
     graph: bool,
+    /// A block-sparse mask: a packed mask file (`fragmask pack`, any supported tile whose
+    /// key columns are a multiple of 16) whose rows are the SQ new tokens and columns the
+    /// keys; decode visits only its listed key blocks (with --random or --inputs).
+    #[arg(long, conflicts_with_all = ["sweep", "topk", "graph"])]
+    mask: Option<PathBuf>,
+    /// Top-k sparse decode with --random: each request keeps K random distinct keys of its
+    /// SK (every request full), read by a gather (contiguous cache, no causal / window).
+    #[arg(long, value_name = "K", requires = "random", conflicts_with_all = ["page_size", "causal", "window_left", "window_right", "graph"])]
+    topk: Option<usize>,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+/// Reads a packed mask file and converts it to decode's form, checked against `shape`.
+fn load_mask(path: &std::path::Path, shape: &DecodeShape) -> Result<DecodeMask, String> {
+    let what = format!("--mask {}", path.display());
+    let bytes = read_file_limited(path, MAX_FILE_BYTES).map_err(|e| format!("{what}: {e}"))?;
+    let packed = PackedMask::from_safetensors(&bytes).map_err(|e| format!("{what}: {e}"))?;
+    let mask = DecodeMask::from_packed(&packed).map_err(|e| format!("{what}: {e}"))?;
+    mask.fit(shape).map_err(|e| format!("{what}: {e}"))?;
+    Ok(mask)
 }
 
 /// Options of `fragmask bench decode`.
@@ -179,6 +201,14 @@ pub struct BenchDecodeArgs {
     /// Also write the rows as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// A packed mask file (rows: the SEQLEN_Q tokens): time the masked call beside the
+    /// same call without the mask.
+    #[arg(long, conflicts_with_all = ["preset", "topk"])]
+    mask: Option<PathBuf>,
+    /// Top-k sparse decode: time K random keys per request read by a gather beside dense
+    /// decode of the same (contiguous) cache.
+    #[arg(long, value_name = "K", conflicts_with_all = ["preset", "page_size", "causal"])]
+    topk: Option<usize>,
 }
 
 fn parse_dtype(text: &str) -> Result<ActDtype, String> {
@@ -282,6 +312,13 @@ pub fn run(args: DecodeArgs) -> CmdResult {
             return Err(format!("--splits {s}: expected 1..=256"));
         }
     }
+    let mask = match &args.mask {
+        Some(path) => Some(load_mask(path, &shape)?),
+        None => None,
+    };
+    if let Some(k) = args.topk {
+        return run_topk(&args, shape, k);
+    }
     check_reference_cost(&shape, &format!("--random {random}"))?;
     let lengths = match args.lengths.as_str() {
         "full" => vec![sk as i32; b],
@@ -300,13 +337,31 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    let runner =
-        DecodeRunner::for_shape(&device, &Compiler::new(), &shape).map_err(|e| e.to_string())?;
-    let plan = runner
-        .plan(shape, shape.cache.capacity(), args.splits)
-        .map_err(|e| e.to_string())?;
+    let compiler = Compiler::new();
+    let (runner, plan) = match &mask {
+        Some(m) => {
+            let r = DecodeRunner::for_shape_masked(&device, &compiler, &shape, m)
+                .map_err(|e| e.to_string())?;
+            let p = r
+                .plan_masked(shape, m, args.splits)
+                .map_err(|e| e.to_string())?;
+            (r, p)
+        }
+        None => {
+            let r =
+                DecodeRunner::for_shape(&device, &compiler, &shape).map_err(|e| e.to_string())?;
+            let p = r
+                .plan(shape, shape.cache.capacity(), args.splits)
+                .map_err(|e| e.to_string())?;
+            (r, p)
+        }
+    };
     eprintln!("checking on {} ...", device.name());
-    let result = check(&runner, &plan, &inputs).map_err(|e| e.to_string())?;
+    let result = match &mask {
+        Some(m) => check_masked(&runner, &plan, &inputs, m),
+        None => check(&runner, &plan, &inputs),
+    }
+    .map_err(|e| e.to_string())?;
     let cache_text = match shape.cache {
         CacheShape::Contiguous { .. } => "contiguous".to_string(),
         CacheShape::Paged { page_size, .. } => format!(
@@ -315,10 +370,16 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         ),
     };
     let label = format!(
-        "decode B={b} Sq={sq} H={h} Hkv={hkv} Sk={sk} D={d} {} {cache_text}, window ({}, {}), {} splits",
+        "decode B={b} Sq={sq} H={h} Hkv={hkv} Sk={sk} D={d} {} {cache_text}, window ({}, {}){}, {} splits",
         dtype.name(),
         left.map_or("-".into(), |w| w.to_string()),
         right.map_or("-".into(), |w| w.to_string()),
+        mask.as_ref().map_or(String::new(), |m| format!(
+            ", mask {}x{} ({} listed keys at most)",
+            m.block_m,
+            m.block_n,
+            m.max_listed_keys()
+        )),
         plan.num_splits
     );
     println!("{}", report(&label, &result));
@@ -348,6 +409,47 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         }
     }
     Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `fragmask decode --random ... --topk K`: K random keys per request gathered from a
+/// contiguous cache, checked against the CPU f64 reference over those keys.
+fn run_topk(args: &DecodeArgs, shape: DecodeShape, k: usize) -> CmdResult {
+    let sk = shape.cache.capacity();
+    let indices = random_topk(&vec![sk; shape.batch], k.min(sk), args.seed);
+    let (gathered, table) =
+        topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
+    check_reference_cost(&gathered, &format!("--topk {k}"))?;
+    let mut inputs = random_inputs(&shape, Some(vec![sk as i32; shape.batch]), false, args.seed)
+        .map_err(|e| format!("--topk {k}: {e}"))?;
+    inputs.reference.block_table = table;
+    inputs.reference.seqlens_k = Some(vec![k as i32; shape.batch]);
+    let device = match device()? {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let runner =
+        DecodeRunner::for_shape(&device, &Compiler::new(), &gathered).map_err(|e| e.to_string())?;
+    let plan = runner
+        .plan(gathered, k, args.splits)
+        .map_err(|e| e.to_string())?;
+    eprintln!("checking on {} ...", device.name());
+    let result = check(&runner, &plan, &inputs).map_err(|e| e.to_string())?;
+    let label = format!(
+        "top-k decode B={} Sq={} H={} Hkv={} Sk={sk} D={} {}, k={k} gathered, {} splits",
+        shape.batch,
+        shape.seqlen_q,
+        shape.heads,
+        shape.kv_heads,
+        shape.head_dim,
+        shape.dtype.name(),
+        plan.num_splits
+    );
+    println!("{}", report(&label, &result));
+    Ok(if result.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -452,6 +554,10 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
     };
     let (shape, mut inputs) = decode_inputs(&bytes, &what, options).map_err(|e| e.to_string())?;
     drop(bytes);
+    let mask = match &args.mask {
+        Some(path) => Some(load_mask(path, &shape)?),
+        None => None,
+    };
     check_output(out, &[path]).map_err(|e| format!("--out: {e}"))?;
     if args.check {
         check_reference_cost(&shape, &format!("--check with {what}"))?;
@@ -465,12 +571,31 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    let runner =
-        DecodeRunner::for_shape(&device, &Compiler::new(), &shape).map_err(|e| e.to_string())?;
-    let plan = runner
-        .plan(shape, shape.cache.capacity(), args.splits)
-        .map_err(|e| e.to_string())?;
+    let compiler = Compiler::new();
+    let (runner, plan) = match &mask {
+        Some(m) => {
+            let r = DecodeRunner::for_shape_masked(&device, &compiler, &shape, m)
+                .map_err(|e| e.to_string())?;
+            let p = r
+                .plan_masked(shape, m, args.splits)
+                .map_err(|e| e.to_string())?;
+            (r, p)
+        }
+        None => {
+            let r =
+                DecodeRunner::for_shape(&device, &compiler, &shape).map_err(|e| e.to_string())?;
+            let p = r
+                .plan(shape, shape.cache.capacity(), args.splits)
+                .map_err(|e| e.to_string())?;
+            (r, p)
+        }
+    };
     let s = runner.stream().clone();
+    let device_mask = mask
+        .as_ref()
+        .map(|m| DecodeMaskDevice::upload(&s, m))
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let tensors = DecodeTensors::upload(
         &s,
         &shape,
@@ -484,7 +609,7 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
     let mut o = DecodeOutput::new(&s, &shape).map_err(|e| e.to_string())?;
     let mut ws = DecodeWorkspace::new(&s, &plan).map_err(|e| e.to_string())?;
     runner
-        .launch(&plan, &tensors, &mut o, &mut ws)
+        .launch_masked(&plan, &tensors, device_mask.as_ref(), &mut o, &mut ws)
         .map_err(|e| e.to_string())?;
     let o_bytes = s
         .clone_dtoh(&o.o)
@@ -518,7 +643,7 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
     );
     if args.check {
         inputs.fill_reference(shape.dtype);
-        let c = compare(&shape, &inputs.reference, &o_bytes, &lse);
+        let c = compare_masked(&shape, &inputs.reference, mask.as_ref(), &o_bytes, &lse);
         println!("{}", report("check against the CPU f64 reference", &c));
         if !c.passed() {
             return Ok(ExitCode::from(1));
@@ -529,6 +654,14 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
 
 /// One benchmarked workload: `(name, shape, shuffle_pages)`.
 type Workload = (String, DecodeShape, bool);
+
+/// What one benchmark row runs beside the plain call.
+enum RowKind {
+    Plain,
+    Masked(Box<DecodeMask>),
+    /// The gathered (paged, one key a page) shape, its block table and K.
+    TopK(DecodeShape, Vec<i32>, usize),
+}
 
 /// The shape of `[B, Sq, H, Hkv, Sk, D]`.
 fn bench_shape(
@@ -645,6 +778,30 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             ));
         }
     }
+    // Masked and top-k rows follow the plain row of the same cache (validated here,
+    // before the GPU is looked for).
+    let mut jobs: Vec<(String, DecodeShape, bool, RowKind)> = Vec::new();
+    for (name, shape, shuffle) in list {
+        let extra = if let Some(path) = &args.mask {
+            let m = load_mask(path, &shape)?;
+            Some((
+                format!("{name} mask {}x{}", m.block_m, m.block_n),
+                RowKind::Masked(Box::new(m)),
+            ))
+        } else if let Some(k) = args.topk {
+            let sk = shape.cache.capacity();
+            let indices = random_topk(&vec![sk; shape.batch], k.min(sk), 0x70f);
+            let (g, table) =
+                topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
+            Some((format!("{name} top-{k} gather"), RowKind::TopK(g, table, k)))
+        } else {
+            None
+        };
+        jobs.push((name, shape, shuffle, RowKind::Plain));
+        if let Some((n, kind)) = extra {
+            jobs.push((n, shape, shuffle, kind));
+        }
+    }
     super::bench::check_launches("--iters", args.iters, 1)?;
     super::bench::check_launches("--warmup", args.warmup, 0)?;
     super::bench::check_json(&args.json)?;
@@ -669,10 +826,18 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
     let compiler = Compiler::new();
     let mut roof = None;
     let mut rows = Vec::new();
-    for (name, shape, shuffle) in &list {
-        let runner = DecodeRunner::for_shape(&device, &compiler, shape)
-            .map_err(|e| e.to_string())?
-            .with_dependent_launch(!args.no_dependent_launch);
+    let mut plain_ms = f64::NAN;
+    for (name, dense_shape, shuffle, kind) in &jobs {
+        let shape = match kind {
+            RowKind::TopK(g, _, _) => g,
+            _ => dense_shape,
+        };
+        let runner = match kind {
+            RowKind::Masked(m) => DecodeRunner::for_shape_masked(&device, &compiler, shape, m),
+            _ => DecodeRunner::for_shape(&device, &compiler, shape),
+        }
+        .map_err(|e| e.to_string())?
+        .with_dependent_launch(!args.no_dependent_launch);
         let roof_gbps = match roof {
             Some(r) => r,
             None => {
@@ -688,12 +853,31 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
                 r
             }
         };
-        let plan = runner
-            .plan(*shape, shape.cache.capacity(), args.splits)
+        let (plan, extra) = match kind {
+            RowKind::Plain => (
+                runner.plan(*shape, shape.cache.capacity(), args.splits),
+                BenchExtra::default(),
+            ),
+            RowKind::Masked(m) => (
+                runner.plan_masked(*shape, m, args.splits),
+                BenchExtra {
+                    mask: Some(m),
+                    block_table: None,
+                },
+            ),
+            RowKind::TopK(_, table, k) => (
+                runner.plan(*shape, *k, args.splits),
+                BenchExtra {
+                    mask: None,
+                    block_table: Some(table),
+                },
+            ),
+        };
+        let plan = plan.map_err(|e| e.to_string())?;
+        let row = bench(&runner, &plan, *shuffle, timing, rotate_bytes, extra)
             .map_err(|e| e.to_string())?;
-        let row =
-            bench(&runner, &plan, *shuffle, timing, rotate_bytes).map_err(|e| e.to_string())?;
         let cache_text = match shape.cache {
+            _ if matches!(kind, RowKind::TopK(..)) => "contiguous, gathered".to_string(),
             CacheShape::Contiguous { .. } => "contiguous".to_string(),
             CacheShape::Paged { page_size, .. } => {
                 format!(
@@ -709,7 +893,7 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             shape.seqlen_q,
             shape.heads,
             shape.kv_heads,
-            shape.cache.capacity(),
+            dense_shape.cache.capacity(),
             shape.head_dim,
             plan.num_splits,
             row.sets,
@@ -719,9 +903,21 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             row.graph_ms,
             graph_gbps / roof_gbps
         );
+        let speedup = match kind {
+            RowKind::Plain => {
+                plain_ms = row.ms;
+                None
+            }
+            _ => {
+                let x = plain_ms / row.ms;
+                println!("|   ({name}: {x:.2}x faster than the plain call of the same cache) |");
+                Some(x)
+            }
+        };
         rows.push(json!({
+            "speedup_vs_plain": speedup,
             "workload": name, "batch": shape.batch, "seqlen_q": shape.seqlen_q, "heads": shape.heads,
-            "kv_heads": shape.kv_heads, "seqlen_k": shape.cache.capacity(), "head_dim": shape.head_dim,
+            "kv_heads": shape.kv_heads, "seqlen_k": dense_shape.cache.capacity(), "head_dim": shape.head_dim,
             "dtype": dtype.name(), "cache": cache_text, "splits": plan.num_splits, "sets": row.sets,
             "ms": row.ms, "bytes": row.bytes, "gbps": row.gbps, "roof_gbps": roof_gbps,
             "roof_fraction": row.gbps / roof_gbps, "graph_ms": row.graph_ms,

@@ -6,10 +6,54 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use super::check::block_table;
+use super::mask::{DecodeMask, DecodeMaskDevice};
 use super::{
     driver, DecodeError, DecodeOutput, DecodePlan, DecodePointers, DecodeRunner, DecodeTensors,
     DecodeWorkspace,
 };
+
+/// What a benchmarked call adds to the plain one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BenchExtra<'a> {
+    /// A block-sparse mask (the runner and plan masked for it).
+    pub mask: Option<&'a DecodeMask>,
+    /// A block table to use for every input set instead of a generated one (top-k
+    /// gathers: [`super::mask::topk_gather`]).
+    pub block_table: Option<&'a [i32]>,
+}
+
+/// Bytes a masked call must read at least: K and V of the union of the key blocks any
+/// row block of each (request, KV head) lists (clamped to the keys), q, and o.
+pub fn masked_bytes(plan: &DecodePlan, mask: &DecodeMask) -> usize {
+    let s = &plan.shape;
+    let e = s.dtype.size();
+    let g = s.group();
+    let mut keys = 0usize;
+    for b in 0..s.batch {
+        for hkv in 0..s.kv_heads {
+            let mut seen = vec![false; mask.n_blocks];
+            // Heads of the KV head's group share its K and V (a per-head mask has G = 1).
+            for h in hkv * g..(hkv + 1) * g {
+                let mb = if mask.batch == 1 { 0 } else { b };
+                let mh = if mask.heads == 1 { 0 } else { h };
+                for m in 0..mask.m_blocks {
+                    let r = (mb * mask.heads + mh) * mask.m_blocks + m;
+                    for e in 0..mask.count[r] as usize {
+                        seen[mask.list[(r * mask.n_blocks + e) * 2] as usize] = true;
+                    }
+                }
+            }
+            for (n, _) in seen.iter().enumerate().filter(|(_, &x)| x) {
+                let lo = n * mask.block_n;
+                keys += (lo + mask.block_n)
+                    .min(mask.seqlen_k)
+                    .min(s.cache.capacity())
+                    .saturating_sub(lo);
+            }
+        }
+    }
+    2 * keys * s.head_dim * e + 2 * s.batch * s.seqlen_q * s.heads * s.head_dim * e
+}
 use crate::apply_bench::splitmix64;
 use crate::lightning::check::random_activations;
 use crate::timing::{time_on_stream, TimingConfig};
@@ -75,7 +119,7 @@ fn random_bytes(plan: &DecodePlan, n: usize, seed: &mut u64) -> Result<Vec<u8>, 
 /// Most bytes of K and V one benchmarked call may hold (an H100 has 80 GB).
 pub const MAX_BENCH_CACHE_BYTES: usize = 32 << 30;
 
-/// Times `plan` with every request at `plan.max_seqlen_k` keys (paged: pages shuffled
+/// Times `plan` with every request at `plan.max_seqlen_k` keys (masked: at capacity) (paged: pages shuffled
 /// when `shuffle_pages`), rotating among input sets whose caches add up to at least
 /// `rotate_bytes` (at most 64 sets).
 pub fn bench(
@@ -84,6 +128,7 @@ pub fn bench(
     shuffle_pages: bool,
     timing: TimingConfig,
     rotate_bytes: usize,
+    extra: BenchExtra<'_>,
 ) -> Result<BenchRow, DecodeError> {
     let shape = plan.shape;
     let s = runner.stream().clone();
@@ -98,23 +143,37 @@ pub fn bench(
         });
     }
     let sets = rotate_bytes.div_ceil(cache_bytes.max(1)).clamp(1, 64);
-    let lens = vec![plan.max_seqlen_k as i32; shape.batch];
+    // Every request full: at the plan's length, or (masked: the plan is sized for the
+    // listed keys) at capacity.
+    let full = if extra.mask.is_some() {
+        shape.cache.capacity()
+    } else {
+        plan.max_seqlen_k
+    };
+    let lens = vec![full as i32; shape.batch];
     let mut all = Vec::with_capacity(sets);
     for _ in 0..sets {
         let q = random_bytes(plan, shape.elements("q")?, &mut seed)?;
         let k = random_bytes(plan, shape.elements("k")?, &mut seed)?;
         let v = random_bytes(plan, shape.elements("v")?, &mut seed)?;
-        let table = block_table(&shape, shuffle_pages, &mut seed)?;
+        let table = match extra.block_table {
+            Some(t) => t.to_vec(),
+            None => block_table(&shape, shuffle_pages, &mut seed)?,
+        };
         let _ = splitmix64(&mut seed);
         let tensors = DecodeTensors::upload(&s, &shape, &q, &k, &v, &table, Some(&lens))?;
         let out = DecodeOutput::new(&s, &shape)?;
         let ws = DecodeWorkspace::new(&s, plan)?;
         all.push((tensors, out, ws));
     }
+    let device_mask = extra
+        .mask
+        .map(|m| DecodeMaskDevice::upload(&s, m))
+        .transpose()?;
     let t = time_on_stream(&s, timing, |_| {
         for (tensors, out, ws) in all.iter_mut() {
             runner
-                .launch(plan, tensors, out, ws)
+                .launch_masked(plan, tensors, device_mask.as_ref(), out, ws)
                 .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
         }
         Ok(())
@@ -128,6 +187,16 @@ pub fn bench(
     s.synchronize()
         .map_err(driver("synchronising before capture"))?;
     let captured = runner.with_stream(graph_stream.clone());
+    let mask_ptrs = device_mask.as_ref().map(|m| {
+        (
+            m.list.device_ptr(&graph_stream),
+            m.count.device_ptr(&graph_stream),
+            m.bits.device_ptr(&graph_stream),
+        )
+    });
+    let (mask_list, mask_count, mask_bits) = mask_ptrs
+        .as_ref()
+        .map_or((0, 0, 0), |(l, c, b)| (l.0, c.0, b.0));
     let mut pointers = Vec::with_capacity(sets);
     for (tensors, out, ws) in all.iter_mut() {
         let (q, _a) = tensors.q.device_ptr(&graph_stream);
@@ -152,6 +221,9 @@ pub fn bench(
             ws_lse,
             seqlens_k: seqlens.as_ref().map_or(0, |(p, _)| *p),
             block_table,
+            mask_list,
+            mask_count,
+            mask_bits,
         });
     }
     graph_stream
@@ -184,7 +256,10 @@ pub fn bench(
             .launch()
             .map_err(crate::Error::driver("replaying the graph"))
     })?;
-    let bytes = plan.bytes_moved(plan.max_seqlen_k * shape.batch);
+    let bytes = match extra.mask {
+        Some(m) => masked_bytes(plan, m),
+        None => plan.bytes_moved(plan.max_seqlen_k * shape.batch),
+    };
     Ok(BenchRow {
         plan: *plan,
         sets,

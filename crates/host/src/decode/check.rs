@@ -7,7 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::family::dtype::ActDtype;
 
-use super::reference::{decode_reference, ReferenceInputs};
+use super::mask::{DecodeMask, DecodeMaskDevice};
+use super::reference::{decode_reference_masked, ReferenceInputs};
 use super::{
     driver, CacheShape, DecodeError, DecodeOutput, DecodePlan, DecodePointers, DecodeRunner,
     DecodeShape, DecodeTensors, DecodeWorkspace,
@@ -155,7 +156,18 @@ impl Comparison {
 
 /// Compares o (dtype bytes) and lse with the f64 reference.
 pub fn compare(shape: &DecodeShape, inputs: &ReferenceInputs, o: &[u8], lse: &[f32]) -> Comparison {
-    let (ref_o, ref_lse) = decode_reference(shape, inputs);
+    compare_masked(shape, inputs, None, o, lse)
+}
+
+/// [`compare`] against the masked reference.
+pub fn compare_masked(
+    shape: &DecodeShape,
+    inputs: &ReferenceInputs,
+    mask: Option<&DecodeMask>,
+    o: &[u8],
+    lse: &[f32],
+) -> Comparison {
+    let (ref_o, ref_lse) = decode_reference_masked(shape, inputs, mask);
     let got = decode_activations(shape.dtype, o);
     let d = shape.head_dim;
     let (mut diff, mut norm, mut non_finite, mut bad_empty) = (0.0f64, 0.0f64, 0usize, 0usize);
@@ -242,6 +254,41 @@ pub fn check(
     Ok(compare(&shape, &inputs.reference, &o, &lse))
 }
 
+/// [`check`] with a block-sparse mask (the runner compiled for the mask's tile, the plan
+/// from [`DecodeRunner::plan_masked`]).
+pub fn check_masked(
+    runner: &DecodeRunner,
+    plan: &DecodePlan,
+    inputs: &HostInputs,
+    mask: &DecodeMask,
+) -> Result<Comparison, DecodeError> {
+    let s = runner.stream().clone();
+    let shape = plan.shape;
+    let tensors = DecodeTensors::upload(
+        &s,
+        &shape,
+        &inputs.q,
+        &inputs.k,
+        &inputs.v,
+        inputs.block_table(),
+        inputs.seqlens_k(),
+    )?;
+    let device_mask = DecodeMaskDevice::upload(&s, mask)?;
+    let mut out = DecodeOutput::new(&s, &shape)?;
+    let mut ws = DecodeWorkspace::new(&s, plan)?;
+    poison(&s, &mut out)?;
+    runner.launch_masked(plan, &tensors, Some(&device_mask), &mut out, &mut ws)?;
+    let o = s.clone_dtoh(&out.o).map_err(driver("reading o back"))?;
+    let lse = s.clone_dtoh(&out.lse).map_err(driver("reading lse back"))?;
+    Ok(compare_masked(
+        &shape,
+        &inputs.reference,
+        Some(mask),
+        &o,
+        &lse,
+    ))
+}
+
 /// One decode step captured in a CUDA graph with the lengths of `inputs`, then replayed
 /// with each of `lengths` written into the same device `seqlens_k` (outputs poisoned
 /// before each replay), each replay compared with the reference at its lengths.
@@ -298,6 +345,7 @@ pub fn graph_check(
             ws_lse,
             seqlens_k,
             block_table,
+            ..Default::default()
         }
     };
     stream

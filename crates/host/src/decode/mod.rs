@@ -35,6 +35,7 @@
 pub mod bench;
 pub mod check;
 pub mod inputs;
+pub mod mask;
 pub mod merge;
 pub mod problem;
 pub mod reference;
@@ -53,6 +54,7 @@ use fragmask_kernels::decode::{
 };
 use fragmask_kernels::family::combine::rows_per_cta;
 
+pub use mask::{DecodeMask, DecodeMaskDevice, MaskGeometry};
 pub use problem::{CacheShape, DecodeError, DecodePlan, DecodeShape};
 
 use crate::apply_bench::multiprocessors;
@@ -207,6 +209,12 @@ pub struct DecodePointers {
     pub seqlens_k: u64,
     /// `[B, max_pages]` int32 (paged).
     pub block_table: u64,
+    /// The mask's list pairs ([`DecodeMaskDevice::list`]; masked runners only).
+    pub mask_list: u64,
+    /// The mask's counts.
+    pub mask_count: u64,
+    /// The mask's partial-block bits.
+    pub mask_bits: u64,
 }
 
 /// The compiled decode kernels of one geometry on one stream.
@@ -251,6 +259,23 @@ impl DecodeRunner {
             multiprocessors: multiprocessors(device)?,
             dependent_launch: true,
         })
+    }
+
+    /// The runner of `shape`'s geometry walking the block lists of `mask` (checked
+    /// against `shape` first, [`DecodeMask::fit`]).
+    pub fn for_shape_masked(
+        device: &Device,
+        compiler: &Compiler,
+        shape: &DecodeShape,
+        mask: &DecodeMask,
+    ) -> Result<Self, DecodeError> {
+        let shape = shape.validate()?;
+        let geometry = mask.fit(&shape)?;
+        let config = shape
+            .config()?
+            .with_mask_block_n(geometry.block_n)
+            .map_err(DecodeError::Config)?;
+        Self::new(device, compiler, config)
     }
 
     /// The runner of `shape`'s geometry.
@@ -304,7 +329,8 @@ impl DecodeRunner {
         max_seqlen_k: usize,
         splits: Option<usize>,
     ) -> Result<DecodePlan, DecodeError> {
-        let plan = DecodePlan::new(shape, max_seqlen_k, self.multiprocessors, splits)?;
+        let mut plan = DecodePlan::new(shape, max_seqlen_k, self.multiprocessors, splits)?;
+        plan.config.mask_block_n = self.config.mask_block_n;
         if plan.config != self.config {
             return Err(DecodeError::Gpu(Error::InvalidArgument(format!(
                 "the shape needs geometry {:?}, this runner holds {:?}",
@@ -314,11 +340,50 @@ impl DecodeRunner {
         Ok(plan)
     }
 
+    /// Plans `shape` under `mask` (a runner from [`Self::for_shape_masked`]): the splits
+    /// are sized for the most keys any row block lists, so they divide the visited
+    /// blocks, not the capacity.
+    pub fn plan_masked(
+        &self,
+        shape: DecodeShape,
+        mask: &DecodeMask,
+        splits: Option<usize>,
+    ) -> Result<DecodePlan, DecodeError> {
+        let shape = shape.validate()?;
+        let geometry = mask.fit(&shape)?;
+        if geometry.block_n != self.config.mask_block_n {
+            return Err(DecodeError::Mask {
+                what: "tile",
+                detail: format!(
+                    "the mask has {}-key blocks, this runner was compiled for {}",
+                    geometry.block_n, self.config.mask_block_n
+                ),
+            });
+        }
+        let keys = mask.max_listed_keys().clamp(1, shape.cache.capacity());
+        let mut plan = self.plan(shape, keys, splits)?;
+        plan.mask = Some(geometry);
+        Ok(plan)
+    }
+
     /// Runs `plan` on device tensors (checked against the plan's shape).
     pub fn launch(
         &self,
         plan: &DecodePlan,
         tensors: &DecodeTensors,
+        out: &mut DecodeOutput,
+        workspace: &mut DecodeWorkspace,
+    ) -> Result<(), DecodeError> {
+        self.launch_masked(plan, tensors, None, out, workspace)
+    }
+
+    /// [`Self::launch`] with the block-sparse mask a masked runner needs (`None` for an
+    /// unmasked one).
+    pub fn launch_masked(
+        &self,
+        plan: &DecodePlan,
+        tensors: &DecodeTensors,
+        mask: Option<&DecodeMaskDevice>,
         out: &mut DecodeOutput,
         workspace: &mut DecodeWorkspace,
     ) -> Result<(), DecodeError> {
@@ -365,7 +430,21 @@ impl DecodeRunner {
         let (lse, _g6) = out.lse.device_ptr_mut(st);
         let (ws_o, _g7) = workspace.o.device_ptr_mut(st);
         let (ws_lse, _g8) = workspace.lse.device_ptr_mut(st);
+        let mask_ptrs = mask.map(|m| {
+            (
+                m.list.device_ptr(st),
+                m.count.device_ptr(st),
+                m.bits.device_ptr(st),
+            )
+        });
+        let ((mask_list, mask_count, mask_bits), _g9) = match &mask_ptrs {
+            Some(((l, _), (c, _), (b, _))) => ((*l, *c, *b), Some(&mask_ptrs)),
+            None => ((0, 0, 0), None),
+        };
         let pointers = DecodePointers {
+            mask_list,
+            mask_count,
+            mask_bits,
             q,
             k,
             v,
@@ -400,6 +479,29 @@ impl DecodeRunner {
                 "the plan was made for another geometry".into(),
             )));
         }
+        let masked = self.config.mask_block_n > 0;
+        let mask = match (masked, plan.mask) {
+            (false, None) => MaskGeometry {
+                block_m: 1,
+                block_n: 0,
+                n_blocks: 0,
+                batch_stride: 0,
+                head_stride: 0,
+            },
+            (true, Some(g))
+                if ptrs.mask_list != 0 && ptrs.mask_count != 0 && ptrs.mask_bits != 0 =>
+            {
+                g
+            }
+            _ => {
+                return Err(DecodeError::Mask {
+                    what: "launch",
+                    detail: "a masked runner needs a plan from plan_masked and the mask's \
+                             device buffers; an unmasked one neither"
+                        .into(),
+                })
+            }
+        };
         let (b, sq, h, hk, d) = (
             s.batch as i64,
             s.seqlen_q as i64,
@@ -434,6 +536,9 @@ impl DecodeRunner {
             ws_lse: ptrs.ws_lse,
             seqlens_k: ptrs.seqlens_k,
             block_table: ptrs.block_table,
+            mask_list: ptrs.mask_list,
+            mask_count: ptrs.mask_count,
+            mask_bits: ptrs.mask_bits,
             q_stride_batch: sq * h * d,
             q_stride_token: h * d,
             q_stride_head: d,
@@ -457,6 +562,10 @@ impl DecodeRunner {
             m_blocks: m_blocks as i32,
             m_pad: (m_blocks * TILE_ROWS as usize) as i32,
             scale_log2: (s.scale() * std::f64::consts::LOG2_E) as f32,
+            mask_batch_stride: mask.batch_stride,
+            mask_head_stride: mask.head_stride,
+            mask_block_m: mask.block_m,
+            mask_n_blocks: mask.n_blocks,
         });
         let grid = (
             u32::try_from(plan.num_splits * m_blocks).map_err(|_| DecodeError::Overflow("grid"))?,

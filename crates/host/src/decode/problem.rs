@@ -84,6 +84,24 @@ pub enum DecodeError {
         /// Floats needed.
         need: usize,
     },
+    /// A block-sparse mask does not fit the call (shape, tile, or head packing).
+    Mask {
+        /// What does not fit.
+        what: &'static str,
+        /// Why, with the values.
+        detail: String,
+    },
+    /// A top-k key index lies outside its request's keys.
+    TopKIndex {
+        /// The request.
+        request: usize,
+        /// The position in its list.
+        slot: usize,
+        /// The index given.
+        index: i64,
+        /// The request's key count.
+        seqlen_k: usize,
+    },
     /// The geometry is not supported.
     Config(ConfigError),
     /// The runtime (driver, compiler) failed.
@@ -142,6 +160,16 @@ impl core::fmt::Display for DecodeError {
             DecodeError::Workspace { have, need } => write!(
                 f,
                 "the workspace holds {have} floats, the plan needs {need}"
+            ),
+            DecodeError::Mask { what, detail } => write!(f, "decode mask: {what}: {detail}"),
+            DecodeError::TopKIndex {
+                request,
+                slot,
+                index,
+                seqlen_k,
+            } => write!(
+                f,
+                "top-k index [{request}][{slot}] = {index} is outside the request's {seqlen_k} keys"
             ),
             DecodeError::Config(e) => e.fmt(f),
             DecodeError::Gpu(e) => e.fmt(f),
@@ -431,6 +459,8 @@ pub struct DecodePlan {
     pub num_splits: usize,
     /// The longest key count the plan is sized for.
     pub max_seqlen_k: usize,
+    /// The block-sparse mask's geometry (masked runners only).
+    pub mask: Option<super::mask::MaskGeometry>,
 }
 
 impl DecodePlan {
@@ -469,6 +499,7 @@ impl DecodePlan {
             config,
             num_splits,
             max_seqlen_k,
+            mask: None,
         };
         plan.workspace_floats()?;
         let ctas = num_splits
@@ -540,7 +571,7 @@ impl DecodePlan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn shape(batch: usize, heads: usize, kv_heads: usize, sk: usize) -> DecodeShape {

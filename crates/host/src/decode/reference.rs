@@ -4,6 +4,7 @@ use core::ops::Range;
 
 use fragmask_kernels::decode::{TILE_KEYS, TILE_ROWS};
 
+use super::mask::DecodeMask;
 use super::merge::{attend, merge_states};
 use super::problem::{CacheShape, DecodeShape};
 
@@ -73,15 +74,15 @@ pub fn row_state(
     b: usize,
     t: usize,
     h: usize,
-    keys: Range<usize>,
+    keys: impl IntoIterator<Item = usize>,
 ) -> (Vec<f64>, f64) {
     let d = shape.head_dim;
     let hkv = h / shape.group();
     let scale = shape.scale();
     let q0 = ((b * shape.seqlen_q + t) * shape.heads + h) * d;
     let q = &inputs.q[q0..q0 + d];
-    let mut scores = Vec::with_capacity(keys.len());
-    let mut values = Vec::with_capacity(keys.len());
+    let mut scores = Vec::new();
+    let mut values = Vec::new();
     for key in keys {
         let off = key_offset(shape, &inputs.block_table, b, key, hkv);
         let k = &inputs.k[off..off + d];
@@ -94,6 +95,16 @@ pub fn row_state(
 /// o `[B, Sq, H, D]` and lse `[B, H, Sq]` in f64. A row with no visible key gives o = 0
 /// and lse = −∞.
 pub fn decode_reference(shape: &DecodeShape, inputs: &ReferenceInputs) -> (Vec<f64>, Vec<f64>) {
+    decode_reference_masked(shape, inputs, None)
+}
+
+/// [`decode_reference`] with a block-sparse mask: token t of request b, head h sees key
+/// `key` when the causal / window bounds and `mask.get(b, h, t, key)` allow it.
+pub fn decode_reference_masked(
+    shape: &DecodeShape,
+    inputs: &ReferenceInputs,
+    mask: Option<&DecodeMask>,
+) -> (Vec<f64>, Vec<f64>) {
     let (b_n, sq, h_n, d) = (shape.batch, shape.seqlen_q, shape.heads, shape.head_dim);
     let mut o = vec![0.0; b_n * sq * h_n * d];
     let mut lse = vec![0.0; b_n * h_n * sq];
@@ -101,8 +112,9 @@ pub fn decode_reference(shape: &DecodeShape, inputs: &ReferenceInputs) -> (Vec<f
         let seqlen_k = inputs.seqlen_k(shape, b);
         for t in 0..sq {
             for h in 0..h_n {
-                let (row_o, row_lse) =
-                    row_state(shape, inputs, b, t, h, visible_keys(shape, seqlen_k, t));
+                let keys = visible_keys(shape, seqlen_k, t)
+                    .filter(|&key| mask.is_none_or(|m| m.get(b, h, t, key)));
+                let (row_o, row_lse) = row_state(shape, inputs, b, t, h, keys);
                 let at = ((b * sq + t) * h_n + h) * d;
                 o[at..at + d].copy_from_slice(&row_o);
                 lse[(b * h_n + h) * sq + t] = row_lse;

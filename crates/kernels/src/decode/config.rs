@@ -54,7 +54,15 @@ pub struct DecodeConfig {
     pub warps: u32,
     /// cp.async stages per warp (tiles in flight: `stages - 1` ahead of the one used).
     pub stages: u32,
+    /// Key columns of a block-sparse mask's tile (0: no mask). The kernel walks only the
+    /// listed key blocks of each query block, in 16-key tiles (`mask_block_n / 16` per
+    /// block), and applies the partial blocks' row bits per element (docs/decode.md,
+    /// "Masks").
+    pub mask_block_n: u32,
 }
+
+/// Largest mask tile width the kernel takes (the widest wgmma N).
+pub const MAX_MASK_BLOCK_N: u32 = 256;
 
 /// Why a geometry cannot be built; the message lists what is supported.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +73,7 @@ impl core::fmt::Display for ConfigError {
         write!(
             f,
             "unsupported decode geometry: {}. Supported: D in {{64, 128, 256}}, dtype bf16 or f16, \
-             page size a power of two in 1..={MAX_PAGE_SIZE}, warps in {{1, 2, 4, 8}}, stages in 2..=8, \
+             page size a power of two in 1..={MAX_PAGE_SIZE}, mask tiles of a multiple of 16 key columns up to {MAX_MASK_BLOCK_N} (D <= 128), warps in {{1, 2, 4, 8}}, stages in 2..=8, \
              at most {} KB of shared memory",
             self.0,
             MAX_SMEM_BYTES / 1024
@@ -96,6 +104,20 @@ impl DecodeConfig {
         if !(2..=8).contains(&self.stages) {
             return err(format!("stages = {}", self.stages));
         }
+        if self.mask_block_n > 0 && self.head_dim > 128 {
+            // D = 256 already holds 254 of 255 registers (o alone is 128); the mask's
+            // list pointer and row offsets make it spill (tests/decode_compile.rs).
+            return err(format!(
+                "a block-sparse mask at D = {} (masked decode takes D = 64 or 128)",
+                self.head_dim
+            ));
+        }
+        if self.mask_block_n % TILE_KEYS != 0 || self.mask_block_n > MAX_MASK_BLOCK_N {
+            return err(format!(
+                "mask tile of {} key columns (a multiple of {TILE_KEYS} up to {MAX_MASK_BLOCK_N})",
+                self.mask_block_n
+            ));
+        }
         if self.smem_bytes() > MAX_SMEM_BYTES {
             return err(format!(
                 "{} bytes of shared memory for D = {}, {} warps, {} stages",
@@ -123,8 +145,23 @@ impl DecodeConfig {
             kv,
             warps,
             stages,
+            mask_block_n: 0,
         }
         .validate()
+    }
+
+    /// The same geometry walking a block-sparse mask of `block_n`-key tiles (0: none).
+    pub fn with_mask_block_n(self, block_n: u32) -> Result<Self, ConfigError> {
+        DecodeConfig {
+            mask_block_n: block_n,
+            ..self
+        }
+        .validate()
+    }
+
+    /// 32-bit words per row of a partial mask block (row-major bits, `mask_block_n` wide).
+    pub const fn mask_row_words(self) -> u32 {
+        self.mask_block_n.div_ceil(32)
     }
 
     /// Threads per CTA.
@@ -218,8 +255,12 @@ mod tests {
                 kv: KvLayout::Contiguous,
                 warps: 8,
                 stages: 8,
+                mask_block_n: 0,
             }
             .validate(),
+            DecodeConfig::new(128, ActDtype::Bf16, KvLayout::Contiguous)
+                .unwrap()
+                .with_mask_block_n(72),
         ];
         for e in bad {
             let e = e.unwrap_err();

@@ -63,6 +63,12 @@ crate::abi_struct! {
         seqlens_k: Ptr("const int*"),
         /// Pages of each request `[B, max_pages]` int32 (paged caches).
         block_table: Ptr("const int*"),
+        /// Mask lists `[rows, n_blocks, 2]` int32: (key block, partial block or -1), ascending.
+        mask_list: Ptr("const int*"),
+        /// Listed key blocks per mask row block `[mask rows]` int32.
+        mask_count: Ptr("const int*"),
+        /// Partial blocks' bits `[partials, block_m, row_words]`, row-major (bit c%32 of word c/32).
+        mask_bits: Ptr("const unsigned*"),
         /// q stride between requests.
         q_stride_batch: I64("long long"),
         /// q stride between tokens.
@@ -109,6 +115,14 @@ crate::abi_struct! {
         m_pad: I32("int"),
         /// softmax scale x log2(e).
         scale_log2: F32("float"),
+        /// Mask row blocks between requests (0: the mask is broadcast over the batch).
+        mask_batch_stride: I32("int"),
+        /// Mask row blocks between KV heads (0: broadcast over heads).
+        mask_head_stride: I32("int"),
+        /// Query tokens per mask row block (the mask tile's rows).
+        mask_block_m: I32("int"),
+        /// Entries per mask row block's list (the mask's key blocks).
+        mask_n_blocks: I32("int"),
     }
 }
 
@@ -196,6 +210,10 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("MERGE_VECS", (d / 4).to_string()),
         ("LN2", "0.69314718055994531f".into()),
         ("STORE_OUT", STORE_OUT.to_string()),
+        ("MASKED", u32::from(config.mask_block_n > 0).to_string()),
+        ("MASK_BLOCK_N", config.mask_block_n.max(TILE_KEYS).to_string()),
+        ("MASK_SUB", (config.mask_block_n.max(TILE_KEYS) / TILE_KEYS).to_string()),
+        ("MASK_ROW_WORDS", config.mask_row_words().max(1).to_string()),
     ];
     let combine_kernel = combine::kernel(&CombineSpec {
         kernel_name: COMBINE_KERNEL,
@@ -241,7 +259,8 @@ fn tile_base(config: DecodeConfig) -> String {
             .into(),
         KvLayout::Paged { page_size } if page_size >= TILE_KEYS => format!(
             "        // paged [num_pages, {ps}, Hkv, D]: a {tk}-key tile lies in one page (key0 is a multiple of {tk})\n\
-             \x20       const unsigned page = min((unsigned)p.block_table[b * p.block_table_stride + (key0 >> {log})], (unsigned)p.num_pages - 1u);\n\
+             \x20       // (a tile past the request's keys, listed by a mask, reads no table entry)\n\
+             \x20       const unsigned page = key0 < seqlen_k ? min((unsigned)p.block_table[b * p.block_table_stride + (key0 >> {log})], (unsigned)p.num_pages - 1u) : 0u;\n\
              \x20       const long long tile_off = page * p.kv_stride_batch + (long long)(key0 & {mask}) * p.kv_stride_key + hkv * p.kv_stride_head;",
             ps = page_size,
             tk = TILE_KEYS,
@@ -495,8 +514,24 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     int key_lo = 0, key_hi = seqlen_k;  // keys any row of the CTA sees: [key_lo, key_hi)
     if (p.window_left >= 0) key_lo = max(0, offset_q + t_first - p.window_left);
     if (p.window_right >= 0) key_hi = min(key_hi, offset_q + t_last + p.window_right + 1);
+#if $MASKED
+    // Block-sparse mask: the CTA walks the 16-key tiles of the key blocks listed for its
+    // mask row block ($MASK_SUB tiles per $MASK_BLOCK_N-key block). The host checked that
+    // the CTA's tokens lie in one row block (docs/decode.md, "Masks"); causal, window and
+    // length still apply per element below.
+    (void)key_lo; (void)key_hi;
+    const int mask_row_block = t_first / p.mask_block_m;
+    const long long mask_row = (long long)b * p.mask_batch_stride + (long long)hkv * p.mask_head_stride + mask_row_block;
+    const int2* mask_list = reinterpret_cast<const int2*>(p.mask_list) + mask_row * p.mask_n_blocks;
+    const int tile_lo = 0;
+    const int tiles = p.mask_count[mask_row] * $MASK_SUB;
+    // Tile i of the list: key block mask_list[i / SUB].x, its 16 keys (i % SUB).
+    auto tile_key0 = [&](int tile) { return __ldg(&mask_list[tile / $MASK_SUB].x) * $MASK_BLOCK_N + (tile % $MASK_SUB) * $TILE_KEYS; };
+#else
     const int tile_lo = key_lo / $TILE_KEYS;
     const int tiles = key_hi > key_lo ? (key_hi + $TILE_KEYS - 1) / $TILE_KEYS - tile_lo : 0;
+    auto tile_key0 = [&](int tile) { return tile * $TILE_KEYS; };
+#endif
     const int split_first = tile_lo + (int)((long long)tiles * split / p.num_splits);
     const int split_end = tile_lo + (int)((long long)tiles * (split + 1) / p.num_splits);
     // The keys each of the lane's two rows sees: [lo_key, hi_key).
@@ -508,6 +543,12 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
         lo_key[i] = p.window_left >= 0 ? pos - p.window_left : 0;
         hi_key[i] = p.window_right >= 0 ? min(seqlen_k, pos + p.window_right + 1) : seqlen_k;
     }
+#if $MASKED
+    // The lane's two rows inside the mask block (row-major bits, $MASK_ROW_WORDS words a row).
+    int mask_brow[2];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) mask_brow[i] = min(row0 + (int)frag_row + 8 * i, rows - 1) / group - mask_row_block * p.mask_block_m;
+#endif
 
     // ---- producer: Q tile [16, D] (packed rows), then each warp's K/V stages ----
     fm_act* q_tile = reinterpret_cast<fm_act*>(fm_smem);
@@ -528,7 +569,7 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     auto load_tile = [&](int tile, int stage) {
         const unsigned k_dst = kv_smem + stage * $STAGE_BYTESu;
         const unsigned v_dst = k_dst + $TILE_BYTESu;
-        const int key0 = tile * $TILE_KEYS;
+        const int key0 = tile_key0(tile);
 $TILE_BASE
         #pragma unroll
         for (int i = 0; i < $KV_CHUNKS_PER_LANE; ++i) {
@@ -566,21 +607,36 @@ $ROW_OFFSET
         fm_cp_async_wait<$STAGES - 1>();  // tile i has landed (this lane's copies)
         __syncwarp();                    // ... and the other lanes'
         const int tile = my_first + i * $WARPS;
+        const int key0 = tile_key0(tile);
+        // The 16 mask bits of each of the lane's rows for this tile (all set: unmasked or a full block).
+        unsigned row_bits[2] = {0xffffu, 0xffffu};
+#if $MASKED
+        {
+            const int partial = __ldg(&mask_list[tile / $MASK_SUB].y);
+            if (partial >= 0) {
+                const int col = (tile % $MASK_SUB) * $TILE_KEYS;  // a 16-bit run never straddles a word
+                #pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    row_bits[h] = (__ldg(&p.mask_bits[((long long)partial * p.mask_block_m + mask_brow[h]) * $MASK_ROW_WORDS + col / 32]) >> (col % 32)) & 0xffffu;
+            }
+        }
+#endif
         const unsigned k_tile = kv_smem + (i % $STAGES) * $STAGE_BYTESu;
         const unsigned v_tile = k_tile + $TILE_BYTESu;
         float s[2][4];
         #pragma unroll
         for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 $QK_PRODUCT
-        // Mask (causal / window / length, per element) and scale: c-value c of key n-tile
-        // nt is row frag_row + 8 (c / 2), key tile * 16 + 8 nt + frag_col + c % 2.
+        // Mask (causal / window / length / mask bits, per element) and scale: c-value c of
+        // key n-tile nt is row frag_row + 8 (c / 2), key key0 + 8 nt + frag_col + c % 2.
         float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
         #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
             #pragma unroll
             for (int c = 0; c < 4; ++c) {
-                const int key = tile * $TILE_KEYS + 8 * nt + (int)frag_col + (c % 2);
-                const bool visible = key >= lo_key[c / 2] && key < hi_key[c / 2];
+                const int col = 8 * nt + (int)frag_col + (c % 2);
+                const int key = key0 + col;
+                const bool visible = key >= lo_key[c / 2] && key < hi_key[c / 2] && ((row_bits[c / 2] >> col) & 1u);
                 s[nt][c] = visible ? s[nt][c] * p.scale_log2 : FM_NEG_INF;
                 row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
             }

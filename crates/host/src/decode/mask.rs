@@ -1,0 +1,692 @@
+//! Block-sparse masks and top-k key lists in decode (issue 11, "Masks in decode").
+//!
+//! **Block lists** come from a [`PackedMask`] (the one mask format: `fragmask pack`, any
+//! supported tile). Its rows are the call's query tokens (`Sq`), its columns the keys.
+//! [`DecodeMask::from_packed`] converts it once, on the host, with the mask's own
+//! accessors ([`PackedMask::tile_class`]-equivalent lists and
+//! [`EncodedLayout::decode`](fragmask_masks::EncodedLayout::decode) of each partial
+//! tile's words) into what the mma.sync decode kernel reads:
+//!
+//! - per mask row block, one ascending list of `(key block, partial block or -1)` pairs
+//!   (full and partial blocks merged), and its length;
+//! - per partial block, its bits row-major: bit `c % 32` of word `c / 32` of row `r`.
+//!
+//! Why not read the FragmentNative words in the kernel: they are laid out for the wgmma
+//! accumulator of the mask's tile (a warpgroup's `m64nNk16` C fragment), while decode's
+//! lanes hold `mma.sync.m16n8k16` C fragments of 16 packed rows (GQA heads interleaved
+//! with tokens) and 16 keys. Each lane would gather its 8 elements per tile from bit
+//! positions scattered over other threads' words. Row-major bits give a lane the 16
+//! keys of each of its two rows as one shift of one word (a 16-key run never straddles
+//! a word since tiles start at multiples of 16). The conversion costs the same memory as
+//! the words (`block_m × block_n` bits per partial block) and runs once per mask.
+//!
+//! **Top-k** lists ([`topk_gather`]) reuse the paged kernel with pages of one key: the
+//! contiguous cache `[B, Sk, Hkv, D]` is viewed as `B·Sk` pages of one key, and request
+//! `b`'s block table row is `b·Sk + index`, so the kernel reads only the selected keys
+//! (one `Hkv`-strided row of `D` elements per key and KV head).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+use fragmask_kernels::decode::{MAX_MASK_BLOCK_N, TILE_KEYS, TILE_ROWS};
+use fragmask_masks::PackedMask;
+
+use super::driver;
+use super::problem::{CacheShape, DecodeError, DecodeShape};
+
+/// Most 32-bit words of partial-block bits a decode mask may hold (1 GiB).
+pub const MAX_MASK_WORDS: usize = 1 << 28;
+
+/// A block-sparse mask in the decode kernel's form (module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeMask {
+    /// Query tokens per row block.
+    pub block_m: usize,
+    /// Keys per block (a multiple of 16).
+    pub block_n: usize,
+    /// Row blocks: `ceil(seqlen_q / block_m)`.
+    pub m_blocks: usize,
+    /// Key blocks: `ceil(seqlen_k / block_n)`.
+    pub n_blocks: usize,
+    /// Requests stored (1: broadcast).
+    pub batch: usize,
+    /// Heads stored (1: broadcast).
+    pub heads: usize,
+    /// Query tokens the mask covers (the call's Sq).
+    pub seqlen_q: usize,
+    /// Keys the mask covers (keys past it are masked).
+    pub seqlen_k: usize,
+    /// `[batch, heads, m_blocks, n_blocks, 2]`: (key block, partial block or -1), the
+    /// first `count` entries of each row block valid, ascending.
+    pub list: Vec<i32>,
+    /// `[batch, heads, m_blocks]` listed blocks.
+    pub count: Vec<i32>,
+    /// `[partials, block_m, row_words]` row-major bits of the partial blocks.
+    pub bits: Vec<u32>,
+}
+
+fn mask_err(what: &'static str, detail: String) -> DecodeError {
+    DecodeError::Mask { what, detail }
+}
+
+impl DecodeMask {
+    /// 32-bit words per row of a partial block.
+    pub fn row_words(&self) -> usize {
+        self.block_n.div_ceil(32)
+    }
+
+    /// Converts a packed mask (module docs). Refuses tiles whose width is not a
+    /// multiple of 16 keys or above 256.
+    pub fn from_packed(mask: &PackedMask) -> Result<Self, DecodeError> {
+        let grid = *mask.grid();
+        let shape = mask.shape();
+        let (bm, bn) = (grid.block_m, grid.block_n);
+        if bm == 0 || bn == 0 || bn % TILE_KEYS as usize != 0 || bn > MAX_MASK_BLOCK_N as usize {
+            return Err(mask_err(
+                "tile",
+                format!(
+                    "{bm}x{bn}: decode walks 16-key tiles, so the mask tile's key columns must be a \
+                     multiple of 16 up to {MAX_MASK_BLOCK_N}"
+                ),
+            ));
+        }
+        let rows = [shape.batch, shape.heads, grid.m_blocks]
+            .iter()
+            .try_fold(1usize, |a, &x| a.checked_mul(x))
+            .ok_or(DecodeError::Overflow("mask lists"))?;
+        let list_len = rows
+            .checked_mul(grid.n_blocks)
+            .and_then(|x| x.checked_mul(2))
+            .filter(|&x| x <= MAX_MASK_WORDS)
+            .ok_or(DecodeError::Overflow("mask lists"))?;
+        let row_words = bn.div_ceil(32);
+        let partials = mask.partial_tiles();
+        let bits_len = partials
+            .checked_mul(bm * row_words)
+            .filter(|&x| x <= MAX_MASK_WORDS)
+            .ok_or(DecodeError::Overflow("mask bits"))?;
+        let mut list = vec![0i32; list_len];
+        let mut count = vec![0i32; rows];
+        let nb = grid.n_blocks;
+        for (r, row_count) in count.iter_mut().enumerate() {
+            let base = r * nb;
+            let np = mask.kv_num_blocks()[r] as usize;
+            let nf = mask.full_kv_num_blocks()[r] as usize;
+            let partial = &mask.kv_indices()[base..base + np];
+            let offsets = &mask.kv_tile_offsets()[base..base + np];
+            let full = &mask.full_kv_indices()[base..base + nf];
+            // Merge the two ascending lists.
+            let (mut i, mut j, mut n) = (0, 0, 0);
+            while i < np || j < nf {
+                let take_partial = j >= nf || (i < np && partial[i] < full[j]);
+                let (block, tile) = if take_partial {
+                    i += 1;
+                    (partial[i - 1], offsets[i - 1])
+                } else {
+                    j += 1;
+                    (full[j - 1], -1)
+                };
+                list[(base + n) * 2] = block;
+                list[(base + n) * 2 + 1] = tile;
+                n += 1;
+            }
+            *row_count = n as i32;
+        }
+        let mut bits = vec![0u32; bits_len];
+        let layout = mask.layout();
+        for t in 0..partials {
+            let tile = layout
+                .decode(mask.tile_words(t))
+                .map_err(|e| mask_err("words", e.to_string()))?;
+            let out = &mut bits[t * bm * row_words..(t + 1) * bm * row_words];
+            for (i, _) in tile.iter().enumerate().filter(|(_, &on)| on) {
+                let (r, c) = (i / bn, i % bn);
+                out[r * row_words + c / 32] |= 1 << (c % 32);
+            }
+        }
+        Ok(DecodeMask {
+            block_m: bm,
+            block_n: bn,
+            m_blocks: grid.m_blocks,
+            n_blocks: nb,
+            batch: shape.batch,
+            heads: shape.heads,
+            seqlen_q: shape.seqlen_q,
+            seqlen_k: shape.seqlen_k,
+            list,
+            count,
+            bits,
+        })
+    }
+
+    fn row(&self, b: usize, h: usize, m_block: usize) -> usize {
+        let b = if self.batch == 1 { 0 } else { b };
+        let h = if self.heads == 1 { 0 } else { h };
+        (b * self.heads + h) * self.m_blocks + m_block
+    }
+
+    /// Element `(request b, query head h, token t, key)` from the decode form (the CPU
+    /// reference reads the mask through this).
+    pub fn get(&self, b: usize, h: usize, t: usize, key: usize) -> bool {
+        if t >= self.seqlen_q || key >= self.seqlen_k {
+            return false;
+        }
+        let r = self.row(b, h, t / self.block_m);
+        let entries = &self.list[r * self.n_blocks * 2..];
+        let block = (key / self.block_n) as i32;
+        for e in 0..self.count[r] as usize {
+            if entries[2 * e] == block {
+                let tile = entries[2 * e + 1];
+                if tile < 0 {
+                    return true;
+                }
+                let (rr, c) = (t % self.block_m, key % self.block_n);
+                let w = self.bits[(tile as usize * self.block_m + rr) * self.row_words() + c / 32];
+                return (w >> (c % 32)) & 1 == 1;
+            }
+        }
+        false
+    }
+
+    /// The most keys any row block lists (`count × block_n`): what the split planner
+    /// sizes the splits for.
+    pub fn max_listed_keys(&self) -> usize {
+        self.count
+            .iter()
+            .map(|&c| c.max(0) as usize)
+            .max()
+            .unwrap_or(0)
+            * self.block_n
+    }
+
+    /// Checks that the mask fits `shape` and returns its geometry for the kernel.
+    ///
+    /// - rows: the mask's Sq equals the call's; batch 1 or B; heads 1 or H;
+    /// - per-head masks need one query head per KV head (G = 1): a CTA's 16 packed rows
+    ///   interleave the G heads of a KV head and walk one list;
+    /// - every CTA's tokens (`16·m / G ..= (16·m + 15) / G`) lie in one mask row block;
+    /// - a masked kernel exists for the head size (D = 64 or 128).
+    pub fn fit(&self, shape: &DecodeShape) -> Result<MaskGeometry, DecodeError> {
+        if self.seqlen_q != shape.seqlen_q {
+            return Err(mask_err(
+                "rows",
+                format!(
+                    "the mask has {} query rows, the call {} new tokens per request",
+                    self.seqlen_q, shape.seqlen_q
+                ),
+            ));
+        }
+        if self.batch != 1 && self.batch != shape.batch {
+            return Err(mask_err(
+                "batch",
+                format!(
+                    "the mask holds {} requests, the call {}",
+                    self.batch, shape.batch
+                ),
+            ));
+        }
+        if self.heads != 1 && self.heads != shape.heads {
+            return Err(mask_err(
+                "heads",
+                format!(
+                    "the mask holds {} heads, the call {}",
+                    self.heads, shape.heads
+                ),
+            ));
+        }
+        let g = shape.group();
+        if self.heads != 1 && g != 1 {
+            return Err(mask_err(
+                "heads",
+                format!(
+                    "a per-head mask needs one query head per KV head; this call packs {g} \
+                     (H = {}, Hkv = {}): broadcast the mask over heads",
+                    shape.heads, shape.kv_heads
+                ),
+            ));
+        }
+        let rows = shape.rows();
+        let tr = TILE_ROWS as usize;
+        for m in 0..shape.m_blocks() {
+            let first = m * tr / g;
+            let last = (m * tr + tr - 1).min(rows - 1) / g;
+            if first / self.block_m != last / self.block_m {
+                return Err(mask_err(
+                    "tile rows",
+                    format!(
+                        "the 16 packed rows of CTA {m} hold tokens {first}..={last}, across mask \
+                         row blocks of {} tokens; use a G (= {g}) that divides 16 or a multiple of 16",
+                        self.block_m
+                    ),
+                ));
+            }
+        }
+        // The kernel variant exists (head size, tile width).
+        shape
+            .config()?
+            .with_mask_block_n(self.block_n as u32)
+            .map_err(DecodeError::Config)?;
+        let i32_of = |x: usize, what| i32::try_from(x).map_err(|_| DecodeError::Overflow(what));
+        Ok(MaskGeometry {
+            block_m: i32_of(self.block_m, "mask rows")?,
+            block_n: u32::try_from(self.block_n).map_err(|_| DecodeError::Overflow("mask"))?,
+            n_blocks: i32_of(self.n_blocks, "mask key blocks")?,
+            batch_stride: if self.batch == 1 {
+                0
+            } else {
+                i32_of(self.heads * self.m_blocks, "mask rows")?
+            },
+            head_stride: if self.heads == 1 {
+                0
+            } else {
+                i32_of(self.m_blocks, "mask rows")?
+            },
+        })
+    }
+}
+
+/// What the kernel needs to find a CTA's list (from [`DecodeMask::fit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaskGeometry {
+    /// Tokens per row block.
+    pub block_m: i32,
+    /// Keys per block.
+    pub block_n: u32,
+    /// Entries per list.
+    pub n_blocks: i32,
+    /// Row blocks between requests (0: broadcast).
+    pub batch_stride: i32,
+    /// Row blocks between KV heads (0: broadcast; G = 1 otherwise).
+    pub head_stride: i32,
+}
+
+/// A [`DecodeMask`] on the device.
+#[derive(Debug)]
+pub struct DecodeMaskDevice {
+    /// The list pairs.
+    pub list: CudaSlice<i32>,
+    /// The counts.
+    pub count: CudaSlice<i32>,
+    /// The partial blocks' bits (one unused word when there are none).
+    pub bits: CudaSlice<u32>,
+}
+
+impl DecodeMaskDevice {
+    /// Uploads `mask` on `stream`.
+    pub fn upload(stream: &Arc<CudaStream>, mask: &DecodeMask) -> Result<Self, DecodeError> {
+        let bits = if mask.bits.is_empty() {
+            vec![0]
+        } else {
+            mask.bits.clone()
+        };
+        Ok(Self {
+            list: stream
+                .clone_htod(&mask.list)
+                .map_err(driver("uploading the mask lists"))?,
+            count: stream
+                .clone_htod(&mask.count)
+                .map_err(driver("uploading the mask counts"))?,
+            bits: stream
+                .clone_htod(&bits)
+                .map_err(driver("uploading the mask bits"))?,
+        })
+    }
+}
+
+/// Top-k sparse decode as a gather (module docs): for a contiguous `shape` and per-request
+/// key lists `indices [B, k]` (each in `0..seqlens_k[b]`, or `0..capacity`), the paged
+/// shape with pages of one key over the same K and V bytes, and its block table. Every
+/// token of a request uses the request's list; causal and window bounds are refused
+/// (the gathered keys have no positions).
+pub fn topk_gather(
+    shape: &DecodeShape,
+    k: usize,
+    indices: &[i32],
+    seqlens_k: Option<&[i32]>,
+) -> Result<(DecodeShape, Vec<i32>), DecodeError> {
+    let shape = shape.validate()?;
+    let CacheShape::Contiguous { capacity } = shape.cache else {
+        return Err(mask_err(
+            "top-k",
+            "top-k gathers from a contiguous cache [B, Sk, Hkv, D]".into(),
+        ));
+    };
+    if shape.window_left.is_some() || shape.window_right.is_some() {
+        return Err(mask_err(
+            "top-k",
+            "causal or window bounds do not apply to gathered keys".into(),
+        ));
+    }
+    if k == 0 || k > capacity {
+        return Err(DecodeError::Size {
+            what: "top-k keys per request",
+            value: k,
+            max: capacity,
+        });
+    }
+    let expected = shape
+        .batch
+        .checked_mul(k)
+        .ok_or(DecodeError::Overflow("top-k indices"))?;
+    if indices.len() != expected {
+        return Err(DecodeError::Shape {
+            tensor: "topk_indices",
+            got: indices.len(),
+            expected,
+        });
+    }
+    let num_pages = shape
+        .batch
+        .checked_mul(capacity)
+        .filter(|&n| n <= i32::MAX as usize)
+        .ok_or(DecodeError::Overflow("top-k pages"))?;
+    let mut table = Vec::with_capacity(expected);
+    for b in 0..shape.batch {
+        let len = seqlens_k.map_or(capacity, |l| l[b].clamp(0, capacity as i32) as usize);
+        for (slot, &idx) in indices[b * k..(b + 1) * k].iter().enumerate() {
+            if idx < 0 || idx as usize >= len {
+                return Err(DecodeError::TopKIndex {
+                    request: b,
+                    slot,
+                    index: i64::from(idx),
+                    seqlen_k: len,
+                });
+            }
+            table.push((b * capacity) as i32 + idx);
+        }
+    }
+    let gathered = DecodeShape {
+        cache: CacheShape::Paged {
+            page_size: 1,
+            num_pages,
+            max_pages: k,
+        },
+        ..shape
+    }
+    .validate()?;
+    Ok((gathered, table))
+}
+
+/// `k` distinct random key indices per request in `0..len_b` (ascending), from `seed`.
+pub fn random_topk(lens: &[usize], k: usize, seed: u64) -> Vec<i32> {
+    let mut state = seed;
+    let mut out = Vec::with_capacity(lens.len() * k);
+    for &len in lens {
+        let take = k.min(len);
+        // Floyd's algorithm: `take` distinct values of 0..len.
+        let mut chosen = std::collections::BTreeSet::new();
+        for j in len - take..len {
+            let r = (crate::apply_bench::splitmix64(&mut state) % (j as u64 + 1)) as usize;
+            if !chosen.insert(r) {
+                chosen.insert(j);
+            }
+        }
+        out.extend(chosen.into_iter().map(|x| x as i32));
+        out.extend(std::iter::repeat_n(0, k - take));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::check::random_inputs;
+    use crate::decode::merge::attend;
+    use crate::decode::problem::tests::shape as test_shape;
+    use crate::decode::reference::{decode_reference, decode_reference_masked};
+    use fragmask_gmma_frag::TiledAccumulator;
+    use fragmask_masks::{
+        pack, BlockSparseMask, BlockSparseOptions, DenseMask, Encoding, PackOptions,
+    };
+
+    fn packed_random(
+        sq: usize,
+        sk: usize,
+        heads: usize,
+        bm: u32,
+        bn: u32,
+        seed: u64,
+    ) -> PackedMask {
+        let mut state = seed;
+        let mut bytes = vec![0u8; heads * sq * sk];
+        // Blocks of 16 keys: empty, full, or random bits, so every tile class occurs.
+        for h in 0..heads {
+            for t in 0..sq {
+                for kb in 0..sk.div_ceil(16) {
+                    let kind = crate::apply_bench::splitmix64(&mut state) % 3;
+                    for key in kb * 16..((kb + 1) * 16).min(sk) {
+                        let on = match kind {
+                            0 => false,
+                            1 => true,
+                            _ => crate::apply_bench::splitmix64(&mut state) % 2 == 0,
+                        };
+                        bytes[(h * sq + t) * sk + key] = u8::from(on);
+                    }
+                }
+            }
+        }
+        let dims = [1usize, heads, sq, sk];
+        let dense = DenseMask::new(&bytes, &dims).unwrap();
+        let acc = TiledAccumulator::new(bm, bn, (bm / 64).max(1), false).unwrap();
+        pack(
+            &dense,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn decode_form_equals_the_packed_masks_own_accessors() {
+        for (bm, bn, heads) in [(64, 64, 1), (64, 128, 3), (128, 128, 2), (64, 176, 1)] {
+            let packed = packed_random(70, 300, heads, bm, bn, 7 + bn as u64);
+            let m = DecodeMask::from_packed(&packed).unwrap();
+            for h in 0..heads {
+                for t in 0..70 {
+                    for key in 0..310 {
+                        assert_eq!(
+                            m.get(0, h, t, key),
+                            packed.get(0, h, t, key),
+                            "{bm}x{bn} h{h} t{t} k{key}"
+                        );
+                    }
+                }
+            }
+            // Lists ascending, partial entries point at partial tiles.
+            for r in 0..m.count.len() {
+                let e = &m.list[r * m.n_blocks * 2..r * m.n_blocks * 2 + m.count[r] as usize * 2];
+                assert!(e
+                    .chunks(2)
+                    .zip(e.chunks(2).skip(1))
+                    .all(|(a, b)| a[0] < b[0]));
+            }
+        }
+    }
+
+    #[test]
+    fn block_lists_with_variable_block_sizes_convert() {
+        // Write-up 002's arrays: 2 query blocks of 64, 4 key blocks, sizes 64/50/64/10.
+        let index = [0i32, 2, 3, 1, 0, 0];
+        let num = [3i32, 1];
+        let sizes = [64i32, 50, 64, 10];
+        let src = BlockSparseMask::new(
+            &[2, 3],
+            &index,
+            &[2],
+            &num,
+            Some(&sizes[..]),
+            BlockSparseOptions {
+                block_size: 64,
+                seqlen_q: Some(128),
+                seqlen_k: Some(202),
+            },
+        )
+        .unwrap();
+        let acc = TiledAccumulator::new(64, 64, 1, false).unwrap();
+        let packed = pack(
+            &src,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .unwrap();
+        let m = DecodeMask::from_packed(&packed).unwrap();
+        for t in 0..128 {
+            for key in 0..256 {
+                let want =
+                    fragmask_masks::MaskSource::get(&src, 0, 0, t, key.min(201)) && key < 202;
+                assert_eq!(m.get(0, 0, t, key), want, "t{t} k{key}");
+            }
+        }
+        assert_eq!(m.max_listed_keys(), 3 * 64);
+    }
+
+    #[test]
+    fn masks_that_do_not_fit_are_typed_errors() {
+        let packed = packed_random(8, 64, 2, 64, 64, 3);
+        let m = DecodeMask::from_packed(&packed).unwrap();
+        let mut s = test_shape(1, 2, 2, 64);
+        s.seqlen_q = 8;
+        assert!(m.fit(&s).is_ok());
+        s.seqlen_q = 9;
+        assert!(matches!(
+            m.fit(&s),
+            Err(DecodeError::Mask { what: "rows", .. })
+        ));
+        let mut g = test_shape(1, 4, 2, 64);
+        g.seqlen_q = 8;
+        assert!(matches!(
+            m.fit(&g),
+            Err(DecodeError::Mask { what: "heads", .. })
+        ));
+        // Any G with a broadcast mask: a row block of block_m tokens ends at packed row
+        // block_m * G, a multiple of 16 when block_m is, so no CTA straddles two.
+        let wide = packed_random(100, 64, 1, 64, 64, 4);
+        let wm = DecodeMask::from_packed(&wide).unwrap();
+        for g in [1, 3, 5, 8, 24] {
+            let mut s = test_shape(1, g, 1, 64);
+            s.seqlen_q = 100;
+            assert!(wm.fit(&s).is_ok(), "G = {g}");
+        }
+    }
+
+    #[test]
+    fn masked_reference_equals_attention_over_the_listed_keys() {
+        let packed = packed_random(5, 100, 1, 64, 64, 11);
+        let m = DecodeMask::from_packed(&packed).unwrap();
+        let mut s = test_shape(2, 4, 2, 100);
+        s.seqlen_q = 5;
+        let inputs = random_inputs(&s, Some(vec![100, 77]), false, 5).unwrap();
+        let (o, lse) = decode_reference_masked(&s, &inputs.reference, Some(&m));
+        let (d, sq, h) = (s.head_dim, s.seqlen_q, s.heads);
+        for b in 0..2 {
+            let len = [100usize, 77][b];
+            for t in 0..sq {
+                for head in 0..h {
+                    let keys: Vec<usize> = (0..len).filter(|&k| packed.get(0, 0, t, k)).collect();
+                    let q0 = ((b * sq + t) * h + head) * d;
+                    let q = &inputs.reference.q[q0..q0 + d];
+                    let hkv = head / s.group();
+                    let mut scores = Vec::new();
+                    let mut values = Vec::new();
+                    for &k in &keys {
+                        let off = ((b * 100 + k) * s.kv_heads + hkv) * d;
+                        scores.push(
+                            s.scale()
+                                * q.iter()
+                                    .zip(&inputs.reference.k[off..off + d])
+                                    .map(|(x, y)| x * y)
+                                    .sum::<f64>(),
+                        );
+                        values.push(&inputs.reference.v[off..off + d]);
+                    }
+                    let (ro, rl) = attend(&scores, &values, d);
+                    let at = ((b * sq + t) * h + head) * d;
+                    assert!(o[at..at + d]
+                        .iter()
+                        .zip(&ro)
+                        .all(|(x, y)| (x - y).abs() < 1e-12));
+                    let l = lse[(b * h + head) * sq + t];
+                    assert!(l == rl || (l - rl).abs() < 1e-12);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn topk_gather_reads_exactly_the_listed_keys() {
+        let s = test_shape(3, 8, 2, 200);
+        let lens = [200usize, 150, 31];
+        let k = 40;
+        let idx = random_topk(&lens, k, 9);
+        let lens_i: Vec<i32> = lens.iter().map(|&x| x as i32).collect();
+        // Requests shorter than k repeat key 0 in their padding slots: give them k valid keys.
+        let (g, table) = topk_gather(
+            &s,
+            31,
+            &idx.chunks(k)
+                .flat_map(|c| c[..31].to_vec())
+                .collect::<Vec<_>>(),
+            Some(&lens_i),
+        )
+        .unwrap();
+        let dense = random_inputs(&s, Some(lens_i.clone()), false, 3).unwrap();
+        let mut gathered = dense.reference.clone();
+        gathered.block_table = table;
+        gathered.seqlens_k = Some(vec![31; 3]);
+        let (o, lse) = decode_reference(&g, &gathered);
+        let d = s.head_dim;
+        for b in 0..3 {
+            for head in 0..s.heads {
+                let keys = &idx[b * k..b * k + 31];
+                let q0 = (b * s.heads + head) * d;
+                let q = &dense.reference.q[q0..q0 + d];
+                let hkv = head / s.group();
+                let mut scores = Vec::new();
+                let mut values = Vec::new();
+                for &key in keys {
+                    let off = ((b * 200 + key as usize) * s.kv_heads + hkv) * d;
+                    scores.push(
+                        s.scale()
+                            * q.iter()
+                                .zip(&dense.reference.k[off..off + d])
+                                .map(|(x, y)| x * y)
+                                .sum::<f64>(),
+                    );
+                    values.push(&dense.reference.v[off..off + d]);
+                }
+                let (ro, rl) = attend(&scores, &values, d);
+                assert!(o[q0..q0 + d]
+                    .iter()
+                    .zip(&ro)
+                    .all(|(x, y)| (x - y).abs() < 1e-12));
+                assert!((lse[b * s.heads + head] - rl).abs() < 1e-12);
+            }
+        }
+        let bad = topk_gather(&s, k, &vec![150; 3 * k], Some(&lens_i));
+        assert!(matches!(
+            bad,
+            Err(DecodeError::TopKIndex {
+                request: 1,
+                slot: 0,
+                index: 150,
+                ..
+            })
+        ));
+        let mut causal = s;
+        causal.window_right = Some(0);
+        assert!(matches!(
+            topk_gather(&causal, k, &idx, None),
+            Err(DecodeError::Mask { .. })
+        ));
+    }
+
+    #[test]
+    fn random_topk_lists_are_distinct_ascending_and_in_range() {
+        let idx = random_topk(&[1000, 5], 8, 1);
+        let (a, b) = idx.split_at(8);
+        assert!(a.windows(2).all(|w| w[0] < w[1]) && a.iter().all(|&x| (0..1000).contains(&x)));
+        assert_eq!(&b[..5], &[0, 1, 2, 3, 4]);
+    }
+}
