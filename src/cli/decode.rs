@@ -12,8 +12,8 @@ use clap::Args;
 use fragmask::host::attention::inputs::MAX_FILE_BYTES;
 use fragmask::host::decode::bench::{bench, copy_roof, BenchExtra, MAX_BENCH_CACHE_BYTES};
 use fragmask::host::decode::check::{
-    check, check_masked, compare_masked, graph_check, random_inputs, random_lengths, sweep_cases,
-    Comparison,
+    check, check_masked, check_varlen, compare_masked, graph_check, random_inputs, random_lengths,
+    sweep_cases, Comparison,
 };
 use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
 use fragmask::host::decode::mask::{random_topk, topk_gather, DecodeMask, DecodeMaskDevice};
@@ -130,9 +130,37 @@ pub struct DecodeArgs {
     /// SK (every request full), read by a gather (contiguous cache, no causal / window).
     #[arg(long, value_name = "K", requires = "random", conflicts_with_all = ["page_size", "causal", "window_left", "window_right", "graph"])]
     topk: Option<usize>,
+    /// Variable query lengths with --random (a mixed batch): `random` or B
+    /// comma-separated token counts in 0..=SQ; q holds B x SQ rows [B*SQ, H, D] and
+    /// cu_seqlens_q gives each request's. Checked launched plainly, then from one CUDA
+    /// graph replayed with other lengths (all SQ, all 0, random), each against the CPU
+    /// f64 reference.
+    #[arg(long, value_name = "LIST", requires = "random", conflicts_with_all = ["topk", "graph"])]
+    seqlens_q: Option<String>,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+/// `cu_seqlens_q` of `lengths`.
+fn cu_of(lengths: &[usize]) -> Vec<i32> {
+    let mut cu = vec![0i32];
+    for &n in lengths {
+        cu.push(cu[cu.len() - 1] + n as i32);
+    }
+    cu
+}
+
+/// Random query lengths in 0..=sq (the first sq, the second 1 when there are two or more).
+fn random_query_lengths(batch: usize, sq: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed ^ 0x5eed;
+    (0..batch)
+        .map(|b| match b {
+            0 => sq,
+            1 => 1.min(sq),
+            _ => (fragmask::host::apply_bench::splitmix64(&mut state) % (sq as u64 + 1)) as usize,
+        })
+        .collect()
 }
 
 /// Reads a packed mask file and converts it to decode's form, checked against `shape`.
@@ -333,6 +361,19 @@ pub fn run(args: DecodeArgs) -> CmdResult {
     };
     let inputs = random_inputs(&shape, Some(lengths), args.shuffle_pages, args.seed)
         .map_err(|e| format!("--random {random}: {e}"))?;
+    let query_lengths = match args.seqlens_q.as_deref() {
+        None => None,
+        Some("random") => Some(random_query_lengths(b, sq, args.seed)),
+        Some(list) => {
+            let l: Vec<usize> = parse_list("--seqlens-q", list)?;
+            if l.len() != b || l.iter().any(|&x| x > sq) {
+                return Err(format!(
+                    "--seqlens-q {list}: expected {b} values in 0..={sq}"
+                ));
+            }
+            Some(l)
+        }
+    };
     let device = match device()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
@@ -356,6 +397,38 @@ pub fn run(args: DecodeArgs) -> CmdResult {
             (r, p)
         }
     };
+    if let Some(lens) = query_lengths {
+        let plan = plan.with_varlen(b * sq).map_err(|e| e.to_string())?;
+        let cu_list = vec![
+            cu_of(&lens),
+            cu_of(&vec![sq; b]),
+            cu_of(&vec![0; b]),
+            cu_of(&random_query_lengths(b, sq, args.seed ^ 0x77)),
+        ];
+        eprintln!("checking varlen on {} ...", device.name());
+        let results = check_varlen(&runner, &plan, &inputs, mask.as_ref(), &cu_list)
+            .map_err(|e| e.to_string())?;
+        let mut passed = true;
+        for (i, c) in results.iter().enumerate() {
+            let cu = &cu_list[i.saturating_sub(1)];
+            let shown: Vec<String> = cu.iter().take(6).map(|x| x.to_string()).collect();
+            let label = format!(
+                "varlen decode B={b} Sq<={sq} H={h} Hkv={hkv} Sk={sk} D={d}{}, {} splits, {}, cu_seqlens_q [{}{}]",
+                if mask.is_some() { " masked" } else { "" },
+                plan.num_splits,
+                if i == 0 { "launched".to_string() } else { format!("graph replay {i}") },
+                shown.join(","),
+                if cu.len() > 6 { ",..." } else { "" }
+            );
+            println!("{}", report(&label, c));
+            passed &= c.passed();
+        }
+        return Ok(if passed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     eprintln!("checking on {} ...", device.name());
     let result = match &mask {
         Some(m) => check_masked(&runner, &plan, &inputs, m),

@@ -224,6 +224,7 @@ pub fn bench(
             mask_list,
             mask_count,
             mask_bits,
+            cu_seqlens_q: 0,
         });
     }
     graph_stream

@@ -8,7 +8,7 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::family::dtype::ActDtype;
 
 use super::mask::{DecodeMask, DecodeMaskDevice};
-use super::reference::{decode_reference_masked, ReferenceInputs};
+use super::reference::{decode_reference_masked, decode_reference_varlen, ReferenceInputs};
 use super::{
     driver, CacheShape, DecodeError, DecodeOutput, DecodePlan, DecodePointers, DecodeRunner,
     DecodeShape, DecodeTensors, DecodeWorkspace,
@@ -168,15 +168,53 @@ pub fn compare_masked(
     lse: &[f32],
 ) -> Comparison {
     let (ref_o, ref_lse) = decode_reference_masked(shape, inputs, mask);
+    // lse is [B, H, Sq]; o is [B, Sq, H, D].
+    let (sq, h) = (shape.seqlen_q, shape.heads);
+    compare_states(shape, &ref_o, &ref_lse, o, lse, |row| {
+        let (b, rest) = (row / (h * sq), row % (h * sq));
+        let (head, t) = (rest / sq, rest % sq);
+        ((b * sq + t) * h + head) * shape.head_dim
+    })
+}
+
+/// [`compare_masked`] for a plan with variable query lengths: o `[total_q, H, D]`, lse
+/// `[H, total_q]`; rows no request covers are not compared.
+pub fn compare_varlen(
+    plan: &DecodePlan,
+    inputs: &ReferenceInputs,
+    mask: Option<&DecodeMask>,
+    cu_seqlens_q: &[i32],
+    o: &[u8],
+    lse: &[f32],
+) -> Comparison {
+    let shape = &plan.shape;
+    let total = plan.total_q.unwrap_or(shape.batch * shape.seqlen_q);
+    let (ref_o, ref_lse) = decode_reference_varlen(shape, inputs, mask, cu_seqlens_q, total);
+    let h = shape.heads;
+    compare_states(shape, &ref_o, &ref_lse, o, lse, |row| {
+        let (head, r) = (row / total, row % total);
+        (r * h + head) * shape.head_dim
+    })
+}
+
+/// The comparison of o and lse with the reference's; `o_at(lse index)` is the row's
+/// offset in o. A reference lse of NaN marks a row that is not compared.
+fn compare_states(
+    shape: &DecodeShape,
+    ref_o: &[f64],
+    ref_lse: &[f64],
+    o: &[u8],
+    lse: &[f32],
+    o_at: impl Fn(usize) -> usize,
+) -> Comparison {
     let got = decode_activations(shape.dtype, o);
     let d = shape.head_dim;
     let (mut diff, mut norm, mut non_finite, mut bad_empty) = (0.0f64, 0.0f64, 0usize, 0usize);
     for (row, (r_lse, g_lse)) in ref_lse.iter().zip(lse).enumerate() {
-        // lse is [B, H, Sq]; o is [B, Sq, H, D].
-        let (sq, h) = (shape.seqlen_q, shape.heads);
-        let (b, rest) = (row / (h * sq), row % (h * sq));
-        let (head, t) = (rest / sq, rest % sq);
-        let at = ((b * sq + t) * h + head) * d;
+        if r_lse.is_nan() {
+            continue;
+        }
+        let at = o_at(row);
         let (ro, go) = (&ref_o[at..at + d], &got[at..at + d]);
         if *r_lse == f64::NEG_INFINITY {
             if *g_lse != f32::NEG_INFINITY || go.iter().any(|&x| x != 0.0) {
@@ -287,6 +325,129 @@ pub fn check_masked(
         &o,
         &lse,
     ))
+}
+
+/// Runs a varlen `plan` (from [`DecodePlan::with_varlen`], masked or not) on q rows
+/// `q` (`[total_q, H, D]` bytes) with each of `cu_list`'s offsets: the first launched
+/// plainly, then captured once in a CUDA graph and replayed with every entry written into
+/// the same device `cu_seqlens_q` (outputs poisoned before each run), each compared with
+/// the reference at its offsets.
+pub fn check_varlen(
+    runner: &DecodeRunner,
+    plan: &DecodePlan,
+    inputs: &HostInputs,
+    mask: Option<&DecodeMask>,
+    cu_list: &[Vec<i32>],
+) -> Result<Vec<Comparison>, DecodeError> {
+    let shape = plan.shape;
+    let first = cu_list.first().ok_or(DecodeError::Shape {
+        tensor: "cu_seqlens_q",
+        got: 0,
+        expected: shape.batch + 1,
+    })?;
+    for cu in cu_list {
+        plan.check_cu_seqlens_q(cu)?;
+    }
+    let context = runner.stream().context().clone();
+    let stream = context
+        .new_stream()
+        .map_err(driver("creating the capture stream"))?;
+    let captured = runner.with_stream(stream.clone());
+    let mut tensors = DecodeTensors::upload_varlen(
+        &stream,
+        plan,
+        &inputs.q,
+        &inputs.k,
+        &inputs.v,
+        inputs.block_table(),
+        inputs.seqlens_k(),
+        first,
+    )?;
+    let device_mask = mask
+        .map(|m| DecodeMaskDevice::upload(&stream, m))
+        .transpose()?;
+    let mut out = DecodeOutput::for_plan(&stream, plan)?;
+    let mut ws = DecodeWorkspace::new(&stream, plan)?;
+    let mut results = Vec::with_capacity(cu_list.len() + 1);
+    let read_back = |out: &DecodeOutput, cu: &[i32]| -> Result<Comparison, DecodeError> {
+        let o = stream
+            .clone_dtoh(&out.o)
+            .map_err(driver("reading o back"))?;
+        let lse = stream
+            .clone_dtoh(&out.lse)
+            .map_err(driver("reading lse back"))?;
+        Ok(compare_varlen(plan, &inputs.reference, mask, cu, &o, &lse))
+    };
+    poison(&stream, &mut out)?;
+    captured.launch_masked(plan, &tensors, device_mask.as_ref(), &mut out, &mut ws)?;
+    results.push(read_back(&out, first)?);
+    let pointers = {
+        let (q, _a) = tensors.q.device_ptr(&stream);
+        let (k, _b) = tensors.k.device_ptr(&stream);
+        let (v, _c) = tensors.v.device_ptr(&stream);
+        let (block_table, _d) = tensors.block_table.device_ptr(&stream);
+        let seqlens = tensors.seqlens_k.as_ref().map(|l| l.device_ptr(&stream));
+        let cu = tensors.cu_seqlens_q.as_ref().map(|l| l.device_ptr(&stream));
+        let (o, _f) = out.o.device_ptr_mut(&stream);
+        let (lse, _g) = out.lse.device_ptr_mut(&stream);
+        let (ws_o, _h) = ws.o.device_ptr_mut(&stream);
+        let (ws_lse, _i) = ws.lse.device_ptr_mut(&stream);
+        let m = device_mask.as_ref().map(|m| {
+            (
+                m.list.device_ptr(&stream),
+                m.count.device_ptr(&stream),
+                m.bits.device_ptr(&stream),
+            )
+        });
+        DecodePointers {
+            q,
+            k,
+            v,
+            o,
+            lse,
+            ws_o,
+            ws_lse,
+            seqlens_k: seqlens.as_ref().map_or(0, |(p, _)| *p),
+            block_table,
+            cu_seqlens_q: cu.as_ref().map_or(0, |(p, _)| *p),
+            mask_list: m.as_ref().map_or(0, |x| x.0 .0),
+            mask_count: m.as_ref().map_or(0, |x| x.1 .0),
+            mask_bits: m.as_ref().map_or(0, |x| x.2 .0),
+        }
+    };
+    stream
+        .synchronize()
+        .map_err(driver("synchronising before capture"))?;
+    stream
+        .begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .map_err(driver("beginning a graph capture"))?;
+    // SAFETY: the pointers address `tensors`, `out`, `ws` and the mask, all sized for
+    // `plan` (upload_varlen, for_plan, DecodeWorkspace::new) and alive past every replay.
+    let launched = unsafe { captured.launch_raw(plan, &pointers) };
+    let graph = stream
+        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+        .map_err(driver("ending the graph capture"))?;
+    launched?;
+    let graph = graph.ok_or_else(|| {
+        DecodeError::Gpu(crate::Error::InvalidArgument(
+            "the graph capture recorded nothing".into(),
+        ))
+    })?;
+    for cu in cu_list {
+        if let Some(dev) = tensors.cu_seqlens_q.as_mut() {
+            stream
+                .memcpy_htod(cu.as_slice(), dev)
+                .map_err(driver("writing cu_seqlens_q"))?;
+        }
+        poison(&stream, &mut out)?;
+        graph
+            .launch()
+            .map_err(driver("replaying the decode graph"))?;
+        results.push(read_back(&out, cu)?);
+    }
+    Ok(results)
 }
 
 /// One decode step captured in a CUDA graph with the lengths of `inputs`, then replayed

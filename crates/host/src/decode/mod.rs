@@ -87,6 +87,8 @@ pub struct DecodeTensors {
     pub block_table: CudaSlice<i32>,
     /// `[B]`, or `None`: every request at capacity.
     pub seqlens_k: Option<CudaSlice<i32>>,
+    /// `[B + 1]` token offsets of variable query lengths (plans with `total_q`).
+    pub cu_seqlens_q: Option<CudaSlice<i32>>,
 }
 
 impl DecodeTensors {
@@ -138,7 +140,48 @@ impl DecodeTensors {
             seqlens_k: seqlens_k
                 .map(|l| stream.clone_htod(l).map_err(driver("uploading seqlens_k")))
                 .transpose()?,
+            cu_seqlens_q: None,
         })
+    }
+
+    /// [`Self::upload`] for a plan with variable query lengths: q is `[total_q, H, D]`
+    /// and `cu_seqlens_q` (`[B + 1]`, checked by [`DecodePlan::check_cu_seqlens_q`])
+    /// gives each request's rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn upload_varlen(
+        stream: &Arc<CudaStream>,
+        plan: &DecodePlan,
+        q: &[u8],
+        k: &[u8],
+        v: &[u8],
+        block_table: &[i32],
+        seqlens_k: Option<&[i32]>,
+        cu_seqlens_q: &[i32],
+    ) -> Result<Self, DecodeError> {
+        let shape = plan.shape;
+        let expected = plan.elements("q")? * shape.dtype.size();
+        if q.len() != expected {
+            return Err(DecodeError::Shape {
+                tensor: "q",
+                got: q.len(),
+                expected,
+            });
+        }
+        plan.check_cu_seqlens_q(cu_seqlens_q)?;
+        // k, v, lengths and block table as a fixed-length call; q is checked above.
+        let mut fixed = shape;
+        fixed.seqlen_q = 1;
+        let dummy_q = vec![0u8; fixed.elements("q")? * shape.dtype.size()];
+        let mut t = Self::upload(stream, &fixed, &dummy_q, k, v, block_table, seqlens_k)?;
+        t.q = stream
+            .clone_htod(q)
+            .map_err(driver("uploading decode inputs"))?;
+        t.cu_seqlens_q = Some(
+            stream
+                .clone_htod(cu_seqlens_q)
+                .map_err(driver("uploading cu_seqlens_q"))?,
+        );
+        Ok(t)
     }
 }
 
@@ -152,6 +195,17 @@ pub struct DecodeOutput {
 }
 
 impl DecodeOutput {
+    /// Zeroed outputs for `plan` (varlen plans: o `[total_q, H, D]`, lse `[H, total_q]`).
+    pub fn for_plan(stream: &Arc<CudaStream>, plan: &DecodePlan) -> Result<Self, DecodeError> {
+        let o = plan.elements("o")? * plan.shape.dtype.size();
+        Ok(Self {
+            o: stream.alloc_zeros(o).map_err(driver("allocating o"))?,
+            lse: stream
+                .alloc_zeros(plan.elements("lse")?)
+                .map_err(driver("allocating lse"))?,
+        })
+    }
+
     /// Zeroed outputs for `shape`.
     pub fn new(stream: &Arc<CudaStream>, shape: &DecodeShape) -> Result<Self, DecodeError> {
         let o = shape.elements("o")? * shape.dtype.size();
@@ -215,6 +269,8 @@ pub struct DecodePointers {
     pub mask_count: u64,
     /// The mask's partial-block bits.
     pub mask_bits: u64,
+    /// `[B + 1]` int32 query offsets (plans with `total_q`; 0 otherwise).
+    pub cu_seqlens_q: u64,
 }
 
 /// The compiled decode kernels of one geometry on one stream.
@@ -391,11 +447,20 @@ impl DecodeRunner {
         let e = s.dtype.size();
         let (ws_o, ws_lse) = plan.workspace_floats()?;
         for (tensor, got, expected) in [
-            ("q", tensors.q.len(), s.elements("q")? * e),
+            ("q", tensors.q.len(), plan.elements("q")? * e),
             ("k", tensors.k.len(), s.elements("k")? * e),
             ("v", tensors.v.len(), s.elements("v")? * e),
-            ("o", out.o.len(), s.elements("o")? * e),
-            ("lse", out.lse.len(), s.elements("lse")?),
+            ("o", out.o.len(), plan.elements("o")? * e),
+            ("lse", out.lse.len(), plan.elements("lse")?),
+            (
+                "cu_seqlens_q",
+                tensors.cu_seqlens_q.as_ref().map_or(0, |c| c.len()),
+                if plan.total_q.is_some() {
+                    s.batch + 1
+                } else {
+                    0
+                },
+            ),
             (
                 "block_table",
                 tensors.block_table.len(),
@@ -426,6 +491,7 @@ impl DecodeRunner {
         let (v, _g3) = tensors.v.device_ptr(st);
         let (block_table, _g4) = tensors.block_table.device_ptr(st);
         let seqlens = tensors.seqlens_k.as_ref().map(|l| l.device_ptr(st));
+        let cu_q = tensors.cu_seqlens_q.as_ref().map(|l| l.device_ptr(st));
         let (o, _g5) = out.o.device_ptr_mut(st);
         let (lse, _g6) = out.lse.device_ptr_mut(st);
         let (ws_o, _g7) = workspace.o.device_ptr_mut(st);
@@ -442,6 +508,7 @@ impl DecodeRunner {
             None => ((0, 0, 0), None),
         };
         let pointers = DecodePointers {
+            cu_seqlens_q: cu_q.as_ref().map_or(0, |(p, _)| *p),
             mask_list,
             mask_count,
             mask_bits,
@@ -477,6 +544,11 @@ impl DecodeRunner {
         if plan.config != self.config {
             return Err(DecodeError::Gpu(Error::InvalidArgument(
                 "the plan was made for another geometry".into(),
+            )));
+        }
+        if plan.total_q.is_some() != (ptrs.cu_seqlens_q != 0) {
+            return Err(DecodeError::Gpu(Error::InvalidArgument(
+                "a varlen plan (total_q) needs cu_seqlens_q, a fixed-length plan none".into(),
             )));
         }
         let masked = self.config.mask_block_n > 0;
@@ -536,15 +608,28 @@ impl DecodeRunner {
             ws_lse: ptrs.ws_lse,
             seqlens_k: ptrs.seqlens_k,
             block_table: ptrs.block_table,
+            cu_seqlens_q: ptrs.cu_seqlens_q,
             mask_list: ptrs.mask_list,
             mask_count: ptrs.mask_count,
             mask_bits: ptrs.mask_bits,
-            q_stride_batch: sq * h * d,
+            // [B, Sq, H, D], or varlen [total_q, H, D] (no batch stride: cu_seqlens_q
+            // gives the request's first row); lse [B, H, Sq] or [H, total_q].
+            q_stride_batch: if plan.total_q.is_some() {
+                0
+            } else {
+                sq * h * d
+            },
             q_stride_token: h * d,
             q_stride_head: d,
-            o_stride_batch: sq * h * d,
+            o_stride_batch: if plan.total_q.is_some() {
+                0
+            } else {
+                sq * h * d
+            },
             o_stride_token: h * d,
             o_stride_head: d,
+            lse_stride_batch: if plan.total_q.is_some() { 0 } else { h * sq },
+            lse_stride_head: plan.total_q.map_or(sq, |t| t as i64),
             kv_stride_batch,
             kv_stride_key: hk * d,
             kv_stride_head: d,

@@ -91,6 +91,14 @@ pub enum DecodeError {
         /// Why, with the values.
         detail: String,
     },
+    /// `cu_seqlens_q` is not `B + 1` non-decreasing offsets within q, each request at
+    /// most the planned `seqlen_q` tokens.
+    CuSeqlensQ {
+        /// The entry.
+        index: usize,
+        /// Why, with the values.
+        detail: String,
+    },
     /// A top-k key index lies outside its request's keys.
     TopKIndex {
         /// The request.
@@ -162,6 +170,9 @@ impl core::fmt::Display for DecodeError {
                 "the workspace holds {have} floats, the plan needs {need}"
             ),
             DecodeError::Mask { what, detail } => write!(f, "decode mask: {what}: {detail}"),
+            DecodeError::CuSeqlensQ { index, detail } => {
+                write!(f, "cu_seqlens_q[{index}]: {detail}")
+            }
             DecodeError::TopKIndex {
                 request,
                 slot,
@@ -461,6 +472,10 @@ pub struct DecodePlan {
     pub max_seqlen_k: usize,
     /// The block-sparse mask's geometry (masked runners only).
     pub mask: Option<super::mask::MaskGeometry>,
+    /// Variable query lengths: the rows of q and o (`[total_q, H, D]`, lse `[H, total_q]`)
+    /// that `cu_seqlens_q [B + 1]` indexes; `shape.seqlen_q` is then the most tokens a
+    /// request may have (the grid is sized for it). `None`: `[B, Sq, H, D]`.
+    pub total_q: Option<usize>,
 }
 
 impl DecodePlan {
@@ -500,6 +515,7 @@ impl DecodePlan {
             num_splits,
             max_seqlen_k,
             mask: None,
+            total_q: None,
         };
         plan.workspace_floats()?;
         let ctas = num_splits
@@ -534,6 +550,72 @@ impl DecodePlan {
         };
         let best = (1..=most).map(fill).fold(0.0, f64::max);
         (1..=most).find(|&s| fill(s) >= 0.95 * best).unwrap_or(1)
+    }
+
+    /// The same plan with variable query lengths over `total_q` rows of q and o
+    /// (`shape.seqlen_q` becomes the most tokens one request may have). CUDA-graph safe:
+    /// the grid depends only on the plan; each CTA reads its request's tokens from
+    /// `cu_seqlens_q` on the device.
+    pub fn with_varlen(mut self, total_q: usize) -> Result<Self, DecodeError> {
+        if total_q == 0 || total_q > i32::MAX as usize {
+            return Err(DecodeError::Size {
+                what: "total_q",
+                value: total_q,
+                max: i32::MAX as usize,
+            });
+        }
+        total_q
+            .checked_mul(self.shape.heads * self.shape.head_dim)
+            .filter(|&n| n <= i64::MAX as usize / 4)
+            .ok_or(DecodeError::Overflow("q"))?;
+        self.total_q = Some(total_q);
+        Ok(self)
+    }
+
+    /// Elements of `tensor` under this plan (q, o and lse follow `total_q` when varlen).
+    pub fn elements(&self, tensor: &'static str) -> Result<usize, DecodeError> {
+        let s = &self.shape;
+        match (self.total_q, tensor) {
+            (Some(t), "q" | "o") => Ok(t * s.heads * s.head_dim),
+            (Some(t), "lse") => Ok(t * s.heads),
+            _ => s.elements(tensor),
+        }
+    }
+
+    /// Checks `cu_seqlens_q` against the plan: `B + 1` non-decreasing offsets from 0,
+    /// each request at most `shape.seqlen_q` tokens, the last at most `total_q`.
+    pub fn check_cu_seqlens_q(&self, cu: &[i32]) -> Result<(), DecodeError> {
+        let s = &self.shape;
+        let total = self.total_q.unwrap_or(s.batch * s.seqlen_q);
+        if cu.len() != s.batch + 1 {
+            return Err(DecodeError::Shape {
+                tensor: "cu_seqlens_q",
+                got: cu.len(),
+                expected: s.batch + 1,
+            });
+        }
+        if cu[0] != 0 {
+            return Err(DecodeError::CuSeqlensQ {
+                index: 0,
+                detail: format!("is {}, the offsets start at 0", cu[0]),
+            });
+        }
+        for i in 1..cu.len() {
+            let n = i64::from(cu[i]) - i64::from(cu[i - 1]);
+            if n < 0 || n > s.seqlen_q as i64 || cu[i] as i64 > total as i64 {
+                return Err(DecodeError::CuSeqlensQ {
+                    index: i,
+                    detail: format!(
+                        "is {} after {}: request {} must hold 0..={} tokens within the {total} rows of q",
+                        cu[i],
+                        cu[i - 1],
+                        i - 1,
+                        s.seqlen_q
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Floats of the workspace: partial o `[splits, B, Hkv, m_pad, D]` and lse
@@ -680,6 +762,41 @@ pub(crate) mod tests {
             .check_lengths(Some(&[32, 16]), &[0, 1, 2, -1])
             .unwrap();
         assert!(paged.check_lengths(Some(&[32, 16]), &[0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn bad_cu_seqlens_q_are_typed_errors() {
+        let mut s = shape(3, 8, 2, 64);
+        s.seqlen_q = 4;
+        let plan = DecodePlan::new(s, 64, 132, None)
+            .unwrap()
+            .with_varlen(10)
+            .unwrap();
+        assert_eq!(plan.elements("q").unwrap(), 10 * 8 * 128);
+        assert_eq!(plan.elements("lse").unwrap(), 10 * 8);
+        assert!(plan.check_cu_seqlens_q(&[0, 4, 4, 7]).is_ok());
+        for (cu, index) in [
+            (vec![1, 4, 4, 7], 0),
+            (vec![0, 5, 5, 7], 1),
+            (vec![0, 4, 3, 7], 2),
+            (vec![0, 4, 8, 11], 3),
+        ] {
+            match plan.check_cu_seqlens_q(&cu) {
+                Err(DecodeError::CuSeqlensQ { index: i, .. }) => assert_eq!(i, index, "{cu:?}"),
+                other => panic!("{cu:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            plan.check_cu_seqlens_q(&[0, 1]),
+            Err(DecodeError::Shape {
+                tensor: "cu_seqlens_q",
+                ..
+            })
+        ));
+        assert!(DecodePlan::new(s, 64, 132, None)
+            .unwrap()
+            .with_varlen(0)
+            .is_err());
     }
 
     #[test]

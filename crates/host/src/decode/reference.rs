@@ -76,10 +76,22 @@ pub fn row_state(
     h: usize,
     keys: impl IntoIterator<Item = usize>,
 ) -> (Vec<f64>, f64) {
+    row_state_at(shape, inputs, b, b * shape.seqlen_q + t, h, keys)
+}
+
+/// [`row_state`] of the query in row `q_row` of q (as `[rows, H, D]`) for request b.
+pub fn row_state_at(
+    shape: &DecodeShape,
+    inputs: &ReferenceInputs,
+    b: usize,
+    q_row: usize,
+    h: usize,
+    keys: impl IntoIterator<Item = usize>,
+) -> (Vec<f64>, f64) {
     let d = shape.head_dim;
     let hkv = h / shape.group();
     let scale = shape.scale();
-    let q0 = ((b * shape.seqlen_q + t) * shape.heads + h) * d;
+    let q0 = (q_row * shape.heads + h) * d;
     let q = &inputs.q[q0..q0 + d];
     let mut scores = Vec::new();
     let mut values = Vec::new();
@@ -96,6 +108,41 @@ pub fn row_state(
 /// and lse = −∞.
 pub fn decode_reference(shape: &DecodeShape, inputs: &ReferenceInputs) -> (Vec<f64>, Vec<f64>) {
     decode_reference_masked(shape, inputs, None)
+}
+
+/// The reference of a call with variable query lengths: request b's tokens are rows
+/// `cu[b] .. cu[b + 1]` of q `[total_q, H, D]`; token t of it sits at key position
+/// `seqlen_k − (cu[b + 1] − cu[b]) + t`; the mask (if any) is indexed by t. Returns o
+/// `[total_q, H, D]` and lse `[H, total_q]`, NaN in lse for rows no request covers.
+pub fn decode_reference_varlen(
+    shape: &DecodeShape,
+    inputs: &ReferenceInputs,
+    mask: Option<&DecodeMask>,
+    cu: &[i32],
+    total_q: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let (h_n, d) = (shape.heads, shape.head_dim);
+    let mut o = vec![0.0; total_q * h_n * d];
+    let mut lse = vec![f64::NAN; h_n * total_q];
+    for b in 0..shape.batch {
+        let (start, end) = (cu[b].max(0) as usize, cu[b + 1].max(0) as usize);
+        let sub = DecodeShape {
+            seqlen_q: end.saturating_sub(start),
+            ..*shape
+        };
+        let seqlen_k = inputs.seqlen_k(shape, b);
+        for t in 0..sub.seqlen_q {
+            for h in 0..h_n {
+                let keys = visible_keys(&sub, seqlen_k, t)
+                    .filter(|&key| mask.is_none_or(|m| m.get(b, h, t, key)));
+                let (row_o, row_lse) = row_state_at(shape, inputs, b, start + t, h, keys);
+                let at = ((start + t) * h_n + h) * d;
+                o[at..at + d].copy_from_slice(&row_o);
+                lse[h * total_q + start + t] = row_lse;
+            }
+        }
+    }
+    (o, lse)
 }
 
 /// [`decode_reference`] with a block-sparse mask: token t of request b, head h sees key
@@ -195,6 +242,58 @@ mod tests {
     use crate::apply_bench::splitmix64;
     use fragmask_kernels::family::dtype::ActDtype;
     use proptest::prelude::*;
+
+    #[test]
+    fn varlen_reference_equals_each_request_run_alone() {
+        // 3 requests of 4, 0 and 2 tokens in q rows 0..6 (rows 6, 7 uncovered), causal.
+        let mut seed = 3u64;
+        let shape = DecodeShape {
+            batch: 3,
+            seqlen_q: 4,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 64,
+            dtype: ActDtype::Bf16,
+            cache: CacheShape::Contiguous { capacity: 40 },
+            window_left: Some(9),
+            window_right: Some(0),
+            softmax_scale: None,
+        };
+        let (h, d) = (4, 64);
+        let inputs = ReferenceInputs {
+            q: uniform(8 * h * d, &mut seed),
+            k: uniform(3 * 40 * 2 * d, &mut seed),
+            v: uniform(3 * 40 * 2 * d, &mut seed),
+            block_table: vec![],
+            seqlens_k: Some(vec![40, 17, 5]),
+        };
+        let cu = [0, 4, 4, 6];
+        let (o, lse) = decode_reference_varlen(&shape, &inputs, None, &cu, 8);
+        for (b, start, n) in [(0usize, 0usize, 4usize), (2, 4, 2)] {
+            let alone = DecodeShape {
+                batch: 1,
+                seqlen_q: n,
+                cache: CacheShape::Contiguous { capacity: 40 },
+                ..shape
+            };
+            let k0 = b * 40 * 2 * d;
+            let one = ReferenceInputs {
+                q: inputs.q[start * h * d..(start + n) * h * d].to_vec(),
+                k: inputs.k[k0..k0 + 40 * 2 * d].to_vec(),
+                v: inputs.v[k0..k0 + 40 * 2 * d].to_vec(),
+                block_table: vec![],
+                seqlens_k: Some(vec![inputs.seqlens_k.as_ref().unwrap()[b]]),
+            };
+            let (ro, rl) = decode_reference(&alone, &one);
+            assert_eq!(&o[start * h * d..(start + n) * h * d], &ro[..]);
+            for head in 0..h {
+                for t in 0..n {
+                    assert_eq!(lse[head * 8 + start + t], rl[head * n + t]);
+                }
+            }
+        }
+        assert!((0..h).all(|head| lse[head * 8 + 6].is_nan() && lse[head * 8 + 7].is_nan()));
+    }
 
     fn uniform(n: usize, seed: &mut u64) -> Vec<f64> {
         (0..n)

@@ -61,6 +61,8 @@ crate::abi_struct! {
         ws_lse: Ptr("float*"),
         /// Keys per request `[B]` int32, clamped to capacity_k; null: capacity_k each.
         seqlens_k: Ptr("const int*"),
+        /// Varlen queries `[B + 1]` int32 token offsets into q / o (null: seqlen_q each).
+        cu_seqlens_q: Ptr("const int*"),
         /// Pages of each request `[B, max_pages]` int32 (paged caches).
         block_table: Ptr("const int*"),
         /// Mask lists `[rows, n_blocks, 2]` int32: (key block, partial block or -1), ascending.
@@ -81,6 +83,10 @@ crate::abi_struct! {
         o_stride_token: I64("long long"),
         /// o stride between heads.
         o_stride_head: I64("long long"),
+        /// lse stride between requests (0 with cu_seqlens_q).
+        lse_stride_batch: I64("long long"),
+        /// lse stride between heads (tokens are contiguous).
+        lse_stride_head: I64("long long"),
         /// k/v stride between requests (contiguous) or pages (paged).
         kv_stride_batch: I64("long long"),
         /// k/v stride between keys.
@@ -91,7 +97,7 @@ crate::abi_struct! {
         block_table_stride: I64("long long"),
         /// B.
         batch: I32("int"),
-        /// Sq, new tokens per request.
+        /// Sq, new tokens per request (with cu_seqlens_q: the most, clamping each).
         seqlen_q: I32("int"),
         /// H, query heads.
         heads: I32("int"),
@@ -226,6 +232,7 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         store: "    const int b = (int)(row_id / ((long long)p.kv_heads * rows));\n\
                 \x20   const int hkv = (int)(row_id / rows % p.kv_heads);\n\
                 \x20   const int prow = (int)(row_id % rows);\n\
+                \x20   const int q_start = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0;\n\
                 \x20   $STORE_OUT",
     });
     v.push(("COMBINE_KERNEL", combine_kernel));
@@ -233,22 +240,28 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
 }
 
 /// Where the combine kernel's row lives among the partials.
-const COMBINE_LOCATE: &str = "    const int rows = p.seqlen_q * p.group;  // packed rows per (request, KV head)\n\
+const COMBINE_LOCATE: &str = "    const int rows = p.seqlen_q * p.group;  // packed rows per (request, KV head), planned\n\
     \x20   if (row_id >= (long long)p.batch * p.kv_heads * rows) return;\n\
+    \x20   if (p.cu_seqlens_q) {  // varlen: rows past this request's tokens have no partials\n\
+    \x20       const int rb = (int)(row_id / ((long long)p.kv_heads * rows));\n\
+    \x20       const int sq_b = min(max(p.cu_seqlens_q[rb + 1] - p.cu_seqlens_q[rb], 0), p.seqlen_q);\n\
+    \x20       if ((int)(row_id % rows) >= sq_b * p.group) return;\n\
+    \x20   }\n\
     \x20   const int num_splits = p.num_splits;\n\
     \x20   // partial rows [num_splits, B, Hkv, m_pad]: (b, hkv, prow) = row_id split by (B, Hkv, rows)\n\
     \x20   const long long ws_row0 = row_id / rows * p.m_pad + row_id % rows;\n\
     \x20   const long long split_stride = (long long)p.batch * p.kv_heads * p.m_pad;";
 
 /// Writes `out` (4 columns at `col`) and `lse` of packed row `prow` of `(b, hkv)` to o
-/// `[B, Sq, H, D]` and lse `[B, H, Sq]`: row `prow` is token `prow / G`, head
+/// `[B, Sq, H, D]` and lse `[B, H, Sq]` (varlen: o `[total_q, H, D]`, lse `[H, total_q]`,
+/// the request's tokens from `q_start`): row `prow` is token `prow / G`, head
 /// `hkv·G + prow % G` (packed GQA).
 const STORE_OUT: &str = "{\n\
-    \x20       const int token = prow / p.group;\n\
+    \x20       const int token = q_start + prow / p.group;\n\
     \x20       const int head = hkv * p.group + prow % p.group;\n\
-    \x20       fm_act* dst = p.o + b * p.o_stride_batch + token * p.o_stride_token + head * p.o_stride_head + col;\n\
+    \x20       fm_act* dst = p.o + b * p.o_stride_batch + (long long)token * p.o_stride_token + head * p.o_stride_head + col;\n\
     \x20       fm_store4(dst, out);\n\
-    \x20       if (col == 0 && p.lse) p.lse[((long long)b * p.heads + head) * p.seqlen_q + token] = lse;\n\
+    \x20       if (col == 0 && p.lse) p.lse[b * p.lse_stride_batch + head * p.lse_stride_head + token] = lse;\n\
     \x20   }";
 
 /// The offset of a tile's first key from the cache's base (k and v alike).
@@ -505,10 +518,15 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
 
     // ---- scheduler: this CTA's key tiles, from the device's lengths ----
     const int seqlen_k = min(max(p.seqlens_k ? p.seqlens_k[b] : p.capacity_k, 0), p.capacity_k);
+    // Varlen queries: this request's tokens are q_start .. q_start + seqlen_q of q and o
+    // (clamped to the planned seqlen_q, the grid's capacity); CTAs past them exit.
+    const int q_start = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0;
+    const int seqlen_q = p.cu_seqlens_q ? min(max(p.cu_seqlens_q[b + 1] - q_start, 0), p.seqlen_q) : p.seqlen_q;
     const int group = p.group;
-    const int rows = p.seqlen_q * group;  // packed rows (token, head in group), heads fastest
+    const int rows = seqlen_q * group;  // packed rows (token, head in group), heads fastest
     const int row0 = m_block * $TILE_ROWS;
-    const int offset_q = seqlen_k - p.seqlen_q;  // token t sits at key position offset_q + t (bottom-right)
+    if (row0 >= rows) return;  // uniform over the CTA (varlen only)
+    const int offset_q = seqlen_k - seqlen_q;  // token t sits at key position offset_q + t (bottom-right)
     const int t_first = row0 / group;
     const int t_last = min(row0 + $TILE_ROWS - 1, rows - 1) / group;
     int key_lo = 0, key_hi = seqlen_k;  // keys any row of the CTA sees: [key_lo, key_hi)
@@ -553,7 +571,7 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     // ---- producer: Q tile [16, D] (packed rows), then each warp's K/V stages ----
     fm_act* q_tile = reinterpret_cast<fm_act*>(fm_smem);
     const unsigned q_smem = fm_smem_addr(q_tile);
-    const fm_act* q_kv_head = p.q + b * p.q_stride_batch + (long long)hkv * group * p.q_stride_head;
+    const fm_act* q_kv_head = p.q + b * p.q_stride_batch + (long long)q_start * p.q_stride_token + (long long)hkv * group * p.q_stride_head;
     for (unsigned idx = tid; idx < $TILE_ROWS * $CHUNKSu; idx += $THREADSu) {
         const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;
         const int prow = row0 + (int)row;
