@@ -109,6 +109,7 @@ def main():
     if not args.no_flex:
         from torch.nn.attention.flex_attention import BlockMask, flex_attention
         flex = torch.compile(flex_attention, dynamic=False)
+    cases = []
     for frac, variable in [(0.5, False), (0.1, False), (0.5, True), (0.1, True)]:
         case = f"{int(frac * 100)}% blocks" + (", 48-64 tokens" if variable else "")
         index, num, sizes = make_lists(frac, variable, seed=int(frac * 1000) + variable)
@@ -148,32 +149,9 @@ def main():
              "roof_fraction": masked["roof_fraction"]})
         sm = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense))
         add({"case": case, "system": "sdpa_mask", "ms": sm})
-        if flex is not None:
-            try:
-                kv_num = num.to(dev)[None].contiguous()               # [1, H, 1]
-                kv_idx = torch.zeros(1, H, 1, NB, dtype=torch.int32, device=dev)
-                kv_idx[..., : index.shape[-1]] = index.to(dev)[None]
-                if sizes is not None:
-                    valid = (torch.arange(N, device=dev) % BS) < sizes.to(dev).repeat_interleave(BS)
-
-                    def mask_mod(b, h, q_idx, kv_idx):
-                        return valid[kv_idx]
-                    bm = BlockMask.from_kv_blocks(kv_num, kv_idx, BLOCK_SIZE=BS, mask_mod=mask_mod,
-                                                  seq_lengths=(SQ, N))
-                else:
-                    zero = torch.zeros_like(kv_num)
-                    bm = BlockMask.from_kv_blocks(zero, kv_idx, kv_num, kv_idx, BLOCK_SIZE=BS,
-                                                  seq_lengths=(SQ, N))
-                fo = flex(q, k, v, block_mask=bm)
-                ferr = ((fo.float() - ref).norm() / ref.norm()).item()
-                add({"case": case, "system": "flex", "ms": median_ms(lambda: flex(q, k, v, block_mask=bm)),
-                     "err_vs_torch": ferr})
-            except Exception as e:  # report, do not hide
-                add({"case": case, "system": "flex", "ms": None, "error": str(e)[-300:]})
-        del dense, ref
+        cases.append((case, index, num, sizes, ref))
+        del dense
         torch.cuda.empty_cache()
-    del q, k, v
-    torch.cuda.empty_cache()
 
     # ---- top-k sparse decode ----
     B, HQ, HKV, SK, K = 16, 32, 8, 65536, 2048
@@ -195,6 +173,32 @@ def main():
         i = idx[:, None, :, None].expand(B, HKV, K, D)
         return F.scaled_dot_product_attention(qd, kd.gather(2, i), vd.gather(2, i), enable_gqa=True)
     add({"case": case, "system": "torch_gather_sdpa", "ms": median_ms(gather_sdpa)})
+
+    del qd, kd, vd
+    torch.cuda.empty_cache()
+    # FlexAttention last (its compiles take the longest).
+    for case, index, num, sizes, ref in cases if flex is not None else []:
+        try:
+            kv_num = num.to(dev)[None].contiguous()               # [1, H, 1]
+            kv_idx = torch.zeros(1, H, 1, NB, dtype=torch.int32, device=dev)
+            kv_idx[..., : index.shape[-1]] = index.to(dev)[None]
+            if sizes is not None:
+                valid = (torch.arange(N, device=dev) % BS) < sizes.to(dev).repeat_interleave(BS)
+
+                def mask_mod(b, h, q_idx, kv_idx):
+                    return valid[kv_idx]
+                bm = BlockMask.from_kv_blocks(kv_num, kv_idx, BLOCK_SIZE=BS, mask_mod=mask_mod,
+                                              seq_lengths=(SQ, N))
+            else:
+                zero = torch.zeros_like(kv_num)
+                bm = BlockMask.from_kv_blocks(zero, kv_idx, kv_num, kv_idx, BLOCK_SIZE=BS,
+                                              seq_lengths=(SQ, N))
+            fo = flex(q, k, v, block_mask=bm)
+            ferr = ((fo.float() - ref).norm() / ref.norm()).item()
+            add({"case": case, "system": "flex", "ms": median_ms(lambda: flex(q, k, v, block_mask=bm)),
+                 "err_vs_torch": ferr})
+        except Exception as e:  # report, do not hide
+            add({"case": case, "system": "flex", "ms": None, "error": str(e)[-300:]})
 
     if args.json:
         with open(args.json, "w") as f:

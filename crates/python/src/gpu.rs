@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 
 /// A tensor as the Python wrapper hands it over: `(data_ptr, shape, strides in
 /// elements, dtype name)`.
-type Raw = (u64, Vec<usize>, Vec<usize>, String);
+pub(crate) type Raw = (u64, Vec<usize>, Vec<usize>, String);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -60,8 +60,8 @@ fn mask(id: u64) -> PyResult<Arc<PackedMask>> {
 }
 
 /// Per device: the device, the attention runner, the lightning kernels per (D, E, dtype).
-struct Gpu {
-    device: Device,
+pub(crate) struct Gpu {
+    pub(crate) device: Device,
     attention: AttentionRunner,
     lightning: Mutex<HashMap<(usize, usize, ActDtype), Arc<LightningDecode>>>,
     packers: Mutex<HashMap<TileKey, Arc<GpuPacker>>>,
@@ -73,7 +73,7 @@ struct Gpu {
 /// (block_m, block_n, warpgroups, swap_ab).
 type TileKey = (u32, u32, u32, bool);
 
-fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
+pub(crate) fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
     static GPUS: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
     let mut gpus = GPUS
         .get_or_init(|| Mutex::new(HashMap::new()))
@@ -118,7 +118,7 @@ fn four(what: &str, v: &[usize]) -> PyResult<[usize; 4]> {
         .map_err(|_| PyValueError::new_err(format!("{what}: expected rank 4, got {v:?}")))
 }
 
-fn contiguous(t: &Raw) -> bool {
+pub(crate) fn contiguous(t: &Raw) -> bool {
     let mut expect = 1;
     for (&d, &s) in t.1.iter().zip(&t.2).rev() {
         if d > 1 && s != expect {

@@ -12,6 +12,7 @@
 
 use std::path::PathBuf;
 
+mod decode;
 mod gpu;
 
 use fragmask::calc::{self, Value};
@@ -643,5 +644,7 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu::GpuPack>()?;
     m.add_function(wrap_pyfunction!(gpu::lightning_decode, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::warmup, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_launch, m)?)?;
     Ok(())
 }

@@ -452,5 +452,46 @@ class ErrorTests(unittest.TestCase):
                 m.save(42)
 
 
+class DecodePlanTests(unittest.TestCase):
+    """fragmask.decode's shape checks run in Rust before any GPU is looked for (the op
+    asks _fragmask.decode_plan for the split count, workspace and lse shape)."""
+
+    def plan(self, q=(2, 1, 8, 64), k=(2, 300, 2, 64), v=None, dtypes=None, table=None,
+             lens=None, cu=None, max_q=0, window=(-1, -1), scale=0.0, splits=0):
+        dtypes = dtypes or ("bfloat16",) * 3
+        return fragmask._fragmask.decode_plan(list(q), list(k), list(v or k), dtypes, table,
+                                              lens, cu, max_q, window[0], window[1], scale,
+                                              splits, 132)
+
+    def test_plans_split_the_keys_and_size_the_workspace(self):
+        splits, ws_o, ws_lse, lse = self.plan(k=(2, 65536, 2, 64))
+        self.assertGreater(splits, 1)
+        self.assertEqual(lse, [2, 8, 1])
+        self.assertEqual(ws_o, ws_lse * 64)
+        self.assertEqual(self.plan(splits=1)[:3], (1, 0, 0))
+        # Paged and varlen: lse [H, total_q].
+        self.assertEqual(self.plan(q=(10, 8, 64), k=(40, 16, 2, 64), table=[2, 20], cu=[3],
+                                   max_q=6)[3], [8, 10])
+
+    def test_bad_shapes_are_typed_errors(self):
+        bad = [
+            (dict(q=(2, 1, 6, 64), k=(2, 300, 4, 64)), "multiple"),
+            (dict(q=(2, 1, 8, 96), k=(2, 300, 2, 96)), "D = 96"),
+            (dict(k=(40, 24, 2, 64), table=[2, 20]), "page size 24"),
+            (dict(k=(3, 300, 2, 64)), "requests"),
+            (dict(v=(2, 299, 2, 64)), "must match"),
+            (dict(dtypes=("float32",) * 3), "float32"),
+            (dict(dtypes=("bfloat16", "float16", "float16")), "q is bfloat16"),
+            (dict(q=(10, 8, 64), cu=[3]), "max_seqlen_q"),
+            (dict(lens=[3]), "seqlens_k"),
+            (dict(window=(-2, 0)), "window left"),
+            (dict(splits=999), "splits"),
+        ]
+        for kwargs, needle in bad:
+            with self.assertRaises((ValueError, TypeError), msg=str(kwargs)) as e:
+                self.plan(**kwargs)
+            self.assertIn(needle, str(e.exception), str(kwargs))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -334,5 +334,122 @@ class LightningTests(unittest.TestCase):
             fragmask.lightning_decode(q, q, q, kv[..., :95], torch.rand(2, device="cuda"))
 
 
+def decode_reference(q, k, v, lens, sq_list, causal, q_rows):
+    """fp32 SDPA per request and token over its keys, bottom-right causal."""
+    H, Hk = q.shape[-2], k.shape[-2]
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    for b, (n, sq) in enumerate(zip(lens, sq_list)):
+        kb = k[b, :n].float().repeat_interleave(H // Hk, dim=1).transpose(0, 1)  # [H, n, D]
+        vb = v[b, :n].float().repeat_interleave(H // Hk, dim=1).transpose(0, 1)
+        for t in range(sq):
+            row = q_rows(b, t)
+            hi = n - sq + t + 1 if causal else n
+            if hi <= 0:
+                continue
+            qt = q[row].float()[:, None]  # [H, 1, D]
+            o = torch.nn.functional.scaled_dot_product_attention(qt, kb[:, :hi], vb[:, :hi])
+            out[row] = o[:, 0]
+    return out
+
+
+@needs_gpu
+class DecodeTests(unittest.TestCase):
+    def cache(self, B, Sk, Hk, D, seed, dtype=None):
+        dtype = dtype or torch.bfloat16
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        return [torch.randn(B, Sk, Hk, D, device="cuda", dtype=dtype, generator=g)
+                for _ in range(2)]
+
+    def test_matches_sdpa_contiguous_paged_gqa_causal(self):
+        B, Sq, H, Hk, Sk, D = 3, 4, 16, 4, 700, 128
+        k, v = self.cache(B, Sk, Hk, D, 1)
+        q = torch.randn(B, Sq, H, D, device="cuda", dtype=torch.bfloat16)
+        lens = [700, 5, 333]
+        sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        for causal in (False, True):
+            o = fragmask.decode(q, k, v, seqlens_k=sl, causal=causal)
+            ref = decode_reference(q, k, v, lens, [Sq] * B, causal, lambda b, t: (b, t))
+            self.assertLess(rel_err(o, ref), 1.6e-2, f"contiguous causal={causal}")
+        # The same cache as shuffled pages of 16 keys.
+        ps, mp = 16, (Sk + 15) // 16
+        pad = mp * ps - Sk
+        kp, vp = (torch.nn.functional.pad(t, (0, 0, 0, 0, 0, pad)).reshape(B * mp, ps, Hk, D)
+                  for t in (k, v))
+        perm = torch.randperm(B * mp, device="cuda")
+        pages_k, pages_v = torch.empty_like(kp), torch.empty_like(vp)
+        pages_k[perm], pages_v[perm] = kp, vp
+        table = perm.reshape(B, mp).to(torch.int32)
+        o, lse = fragmask.decode(q, pages_k, pages_v, block_table=table, seqlens_k=sl,
+                                 causal=True, return_lse=True)
+        ref = decode_reference(q, k, v, lens, [Sq] * B, True, lambda b, t: (b, t))
+        self.assertLess(rel_err(o, ref), 1.6e-2)
+        self.assertEqual(tuple(lse.shape), (B, H, Sq))
+        self.assertTrue(torch.isfinite(lse).all())
+
+    def test_variable_query_lengths_and_graph_replay(self):
+        B, H, Hk, Sk, D, maxq = 3, 8, 2, 500, 64, 6
+        k, v = self.cache(B, Sk, Hk, D, 2, torch.float16)
+        total = B * maxq
+        q = torch.randn(total, H, D, device="cuda", dtype=torch.float16)
+        sl = torch.tensor([500, 77, 6], dtype=torch.int32, device="cuda")
+        cu = torch.zeros(B + 1, dtype=torch.int32, device="cuda")
+
+        def run():
+            return fragmask.decode(q, k, v, seqlens_k=sl, cu_seqlens_q=cu, max_seqlen_q=maxq,
+                                   causal=True, return_lse=True)
+
+        def check(out, lens_q):
+            starts = np.concatenate([[0], np.cumsum(lens_q)])
+            ref = decode_reference(q, k, v, sl.tolist(), lens_q, True,
+                                   lambda b, t: int(starts[b]) + t)
+            rows = int(starts[-1])
+            self.assertLess(rel_err(out[:rows], ref[:rows]), 4e-3, f"{lens_q}")
+
+        cu.copy_(torch.tensor([0, 6, 7, 10], dtype=torch.int32))
+        o, lse = run()
+        check(o, [6, 1, 3])
+        self.assertEqual(tuple(lse.shape), (H, total))
+        # One graph captured at these lengths, replayed at others (the grid is planned
+        # from max_seqlen_q, the lengths are read on the device).
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            run()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out, _ = run()
+        for lens_q, lens_k in (([6, 6, 6], [500, 500, 500]), ([1, 0, 2], [3, 0, 500])):
+            cu.copy_(torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32))
+            sl.copy_(torch.tensor(lens_k, dtype=torch.int32))
+            graph.replay()
+            torch.cuda.synchronize()
+            check(out, lens_q)
+
+    def test_compile_fullgraph_and_opcheck(self):
+        k, v = self.cache(2, 300, 2, 64, 3)
+        q = torch.randn(2, 1, 8, 64, device="cuda", dtype=torch.bfloat16)
+        f = lambda q, k, v: fragmask.decode(q, k, v)  # noqa: E731
+        compiled = torch.compile(f, fullgraph=True)
+        self.assertEqual(rel_err(compiled(q, k, v), f(q, k, v)), 0.0)
+        from fragmask import _ops
+        torch.library.opcheck(_ops._register_decode(),
+                              (q, k, v, None, None, None, 0, [-1, -1], 0.0, 0))
+
+    def test_errors_before_launch(self):
+        k, v = self.cache(2, 64, 2, 64, 4)
+        k4, v4 = self.cache(2, 64, 4, 64, 5)
+        q4 = torch.randn(2, 1, 6, 64, device="cuda", dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, "multiple"):
+            fragmask.decode(q4, k4, v4)  # H = 6, Hkv = 4
+        with self.assertRaises(TypeError):
+            fragmask.decode(q4.float(), k, v)
+        with self.assertRaisesRegex(ValueError, "max_seqlen_q"):
+            fragmask.decode(q4[0], k, v, cu_seqlens_q=torch.zeros(3, dtype=torch.int32,
+                                                                   device="cuda"))
+        with self.assertRaisesRegex(ValueError, "cpu"):
+            fragmask.decode(q4.cpu(), k, v)
+
+
 if __name__ == "__main__":
     unittest.main()

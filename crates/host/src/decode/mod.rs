@@ -636,6 +636,10 @@ impl DecodeRunner {
             block_table_stride: table_stride,
             batch: b as i32,
             seqlen_q: sq as i32,
+            total_q: plan
+                .total_q
+                .map_or(b * sq, |t| t as i64)
+                .min(i32::MAX as i64) as i32,
             heads: h as i32,
             kv_heads: hk as i32,
             group: s.group() as i32,

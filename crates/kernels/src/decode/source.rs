@@ -99,6 +99,8 @@ crate::abi_struct! {
         batch: I32("int"),
         /// Sq, new tokens per request (with cu_seqlens_q: the most, clamping each).
         seqlen_q: I32("int"),
+        /// Rows of q and o with cu_seqlens_q (offsets are clamped to them).
+        total_q: I32("int"),
         /// H, query heads.
         heads: I32("int"),
         /// Hkv, KV heads.
@@ -232,7 +234,7 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         store: "    const int b = (int)(row_id / ((long long)p.kv_heads * rows));\n\
                 \x20   const int hkv = (int)(row_id / rows % p.kv_heads);\n\
                 \x20   const int prow = (int)(row_id % rows);\n\
-                \x20   const int q_start = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0;\n\
+                \x20   const int q_start = p.cu_seqlens_q ? min(max(p.cu_seqlens_q[b], 0), p.total_q) : 0;\n\
                 \x20   $STORE_OUT",
     });
     v.push(("COMBINE_KERNEL", combine_kernel));
@@ -244,7 +246,8 @@ const COMBINE_LOCATE: &str = "    const int rows = p.seqlen_q * p.group;  // pac
     \x20   if (row_id >= (long long)p.batch * p.kv_heads * rows) return;\n\
     \x20   if (p.cu_seqlens_q) {  // varlen: rows past this request's tokens have no partials\n\
     \x20       const int rb = (int)(row_id / ((long long)p.kv_heads * rows));\n\
-    \x20       const int sq_b = min(max(p.cu_seqlens_q[rb + 1] - p.cu_seqlens_q[rb], 0), p.seqlen_q);\n\
+    \x20       const int start_b = min(max(p.cu_seqlens_q[rb], 0), p.total_q);\n\
+    \x20       const int sq_b = min(min(max(p.cu_seqlens_q[rb + 1] - start_b, 0), p.seqlen_q), p.total_q - start_b);\n\
     \x20       if ((int)(row_id % rows) >= sq_b * p.group) return;\n\
     \x20   }\n\
     \x20   const int num_splits = p.num_splits;\n\
@@ -520,8 +523,9 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     const int seqlen_k = min(max(p.seqlens_k ? p.seqlens_k[b] : p.capacity_k, 0), p.capacity_k);
     // Varlen queries: this request's tokens are q_start .. q_start + seqlen_q of q and o
     // (clamped to the planned seqlen_q, the grid's capacity); CTAs past them exit.
-    const int q_start = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0;
-    const int seqlen_q = p.cu_seqlens_q ? min(max(p.cu_seqlens_q[b + 1] - q_start, 0), p.seqlen_q) : p.seqlen_q;
+    // (Offsets from the device are clamped to the rows of q, never read past them.)
+    const int q_start = p.cu_seqlens_q ? min(max(p.cu_seqlens_q[b], 0), p.total_q) : 0;
+    const int seqlen_q = p.cu_seqlens_q ? min(min(max(p.cu_seqlens_q[b + 1] - q_start, 0), p.seqlen_q), p.total_q - q_start) : p.seqlen_q;
     const int group = p.group;
     const int rows = seqlen_q * group;  // packed rows (token, head in group), heads fastest
     const int row0 = m_block * $TILE_ROWS;

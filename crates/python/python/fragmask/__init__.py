@@ -1,8 +1,9 @@
 """fragmask from Python: fragment-native packed attention masks, the layout
-calculator and (on an H100) fragmask's attention and lightning-decode kernels.
+calculator and (on an H100) fragmask's attention, split-KV decode and lightning-decode
+kernels.
 
 CPU parts need numpy only; torch is imported only by the functions that use it
-(``Mask.to_flex_block_mask``, ``attention``, ``lightning_decode``).
+(``Mask.to_flex_block_mask``, ``attention``, ``decode``, ``lightning_decode``).
 """
 
 import sys as _sys
@@ -10,7 +11,7 @@ import sys as _sys
 from . import _fragmask
 from ._layout import Layout, layout
 from ._mask import Mask
-from ._ops import attention, lightning_decode, warmup
+from ._ops import attention, decode, lightning_decode, warmup
 
 if "torch" in _sys.modules:
     # torch is loaded already: register the ops now, so that code traced by
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_SEQLEN",
     "Mask",
     "attention",
+    "decode",
     "layout",
     "lightning_decode",
     "warmup",

@@ -23,6 +23,7 @@ _DTYPES = ("bfloat16", "float16")
 _LISTS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
           "kv_tile_offsets", "words")
 _ops = None
+_decode_op = None
 _T = None  # torch, once imported
 _launch = _fragmask.attention_launch
 
@@ -39,6 +40,7 @@ def _torch():
         # Registered now, at first use, so that no later call registers them (the fast
         # path never reaches _register, and torch.compile cannot trace a registration).
         _register()
+        _register_decode()
     return _T
 
 
@@ -361,3 +363,101 @@ def warmup(device=None, *, head_dims=(64, 128, 256), lightning=((96, 96, "bf16")
     _fragmask.warmup(index if index is not None else torch.cuda.current_device(),
                      list(head_dims), [(int(d), int(e), str(t)) for d, e, t in lightning],
                      tiles)
+
+
+def _register_decode():
+    """Defines ``fragmask::decode`` once (on first use)."""
+    global _decode_op
+    if _decode_op is not None:
+        return _decode_op
+    torch = _torch()
+    from typing import List, Optional, Tuple
+
+    Tensor = torch.Tensor
+
+    def plan(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window, scale,
+             splits, multiprocessors):
+        shape = lambda t: None if t is None else list(t.shape)  # noqa: E731
+        return _fragmask.decode_plan(
+            list(q.shape), list(k.shape), list(v.shape),
+            tuple(str(t.dtype).replace("torch.", "") for t in (q, k, v)),
+            shape(block_table), shape(seqlens_k), shape(cu_seqlens_q), max_seqlen_q,
+            window[0], window[1], scale, splits, multiprocessors)
+
+    @torch.library.custom_op("fragmask::decode", mutates_args=())
+    def decode_op(q: Tensor, k: Tensor, v: Tensor, block_table: Optional[Tensor],
+                  seqlens_k: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
+                  max_seqlen_q: int, window: List[int], scale: float,
+                  splits: int) -> Tuple[Tensor, Tensor]:
+        device = q.device.index
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        n, ws_o, ws_lse, lse_shape = plan(q, k, v, block_table, seqlens_k, cu_seqlens_q,
+                                          max_seqlen_q, window, scale, splits, sms)
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+        wo = torch.empty(max(ws_o, 1), dtype=torch.float32, device=q.device)
+        wl = torch.empty(max(ws_lse, 1), dtype=torch.float32, device=q.device)
+        opt = lambda t: None if t is None else _raw(t)  # noqa: E731
+        _fragmask.decode_launch(_raw(q), _raw(k), _raw(v), _raw(out), _raw(lse),
+                                opt(block_table), opt(seqlens_k), opt(cu_seqlens_q),
+                                max_seqlen_q, window[0], window[1], scale, n,
+                                _raw(wo), _raw(wl), _stream(torch, q.device), device)
+        return out, lse
+
+    @decode_op.register_fake
+    def _(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window, scale, splits):
+        _, _, _, lse_shape = plan(q, k, v, block_table, seqlens_k, cu_seqlens_q,
+                                  max_seqlen_q, window, scale, splits, 132)
+        return (q.new_empty(q.shape), q.new_empty(lse_shape, dtype=torch.float32))
+
+    _decode_op = decode_op
+    return decode_op
+
+
+def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_q=None,
+           max_seqlen_q=None, causal=False, window=None, scale=None, splits=None,
+           return_lse=False):
+    """Split-KV decode over a KV cache (issue 11; docs/decode.md).
+
+    q: ``[B, Sq, H, D]``, or ``[total_q, H, D]`` with ``cu_seqlens_q`` (int32 ``[B + 1]``,
+    mixed batches) and ``max_seqlen_q`` (the most tokens a request may have: the grid is
+    sized for it, so a CUDA graph captured once replays at any lengths up to it).
+    k_cache, v_cache: contiguous ``[B, Sk, Hkv, D]``, or pages ``[num_pages, page_size,
+    Hkv, D]`` with ``block_table`` (int32 ``[B, max_pages]``). ``seqlens_k``: int32
+    ``[B]`` keys per request (default: all). bf16 or fp16, D = 64, 128 or 256, H a
+    multiple of Hkv. ``causal`` is bottom-right aligned; ``window = (left, right)`` a
+    sliding window (-1: unlimited). Returns o like q (and lse, float32 ``[B, H, Sq]`` or
+    ``[H, total_q]``, natural log, with ``return_lse``). A row with no visible key gives
+    o = 0 and lse = -inf. Device-resident tables and lengths are clamped by the kernel,
+    not read on the host (no synchronisation)."""
+    torch = _torch()
+    what = "fragmask.decode"
+    _check_tensors(torch, what, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)],
+                   _DTYPES)
+    ints = [(n, t) for n, t in (("block_table", block_table), ("seqlens_k", seqlens_k),
+                                ("cu_seqlens_q", cu_seqlens_q)) if t is not None]
+    if ints:
+        _check_tensors(torch, what, [("q", q)] + ints, _DTYPES + ("int32",))
+        for n, t in ints:
+            if t.dtype != torch.int32:
+                raise TypeError(f"{what}: {n} has dtype {t.dtype}; expected int32")
+    for n, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not t.is_contiguous():
+            raise ValueError(f"{what}: {n} must be contiguous (a cache is never copied)")
+    if cu_seqlens_q is None:
+        max_seqlen_q = 0
+    elif max_seqlen_q is None:
+        raise ValueError(f"{what}: max_seqlen_q is required with cu_seqlens_q")
+    left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    if causal:
+        right = 0
+    splits = 0 if splits is None else int(splits)
+    scale = 0.0 if scale is None else float(scale)
+    if scale < 0 or scale != scale:
+        raise ValueError(f"{what}: scale {scale} must be positive")
+    q = q.contiguous()
+    ints = [None if t is None else t.contiguous()
+            for t in (block_table, seqlens_k, cu_seqlens_q)]
+    op = _register_decode()
+    out, lse = op(q, k_cache, v_cache, *ints, int(max_seqlen_q), [left, right], scale, splits)
+    return (out, lse) if return_lse else out
