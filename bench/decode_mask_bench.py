@@ -147,6 +147,14 @@ def main():
         add({"case": case, "system": "fragmask 64x64", "ms": masked["ms"],
              "graph_ms": masked["graph_ms"], "splits": masked["splits"], "err_vs_torch": err,
              "roof_fraction": masked["roof_fraction"]})
+        if not variable:  # split scan: the planner's choice against fixed counts
+            for n in (4, 16, 33):
+                rr = bench_rows(fm, ["--batch", "1", "--seqlen-q", str(SQ), "--heads", str(H),
+                                     "--kv-heads", str(H), "--seqlen-k", str(N), "--dim", str(D),
+                                     "--mask", mask_p, "--iters", "30", "--splits", str(n)])
+                r = [x for x in rr if x.get("speedup_vs_plain") is not None][0]
+                add({"case": case, "system": f"fragmask 64x64 splits={n}", "ms": r["ms"],
+                     "graph_ms": r["graph_ms"], "splits": n})
         sm = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense))
         add({"case": case, "system": "sdpa_mask", "ms": sm})
         cases.append((case, index, num, sizes, ref))
