@@ -61,7 +61,7 @@ branch_b() {
 branch_c() {
   export FRAGMASK_CACHE_DIR=/tmp/fm-cache-c
   rm -rf /tmp/wheel && mkdir -p /tmp/wheel && python3 -m zipfile -e $REPO/$CARRY/fragmask-0.1.0-cp38-abi3-manylinux_2_34_x86_64.whl /tmp/wheel
-  cd $CARRY && PYTHONPATH=/tmp/wheel PYTHONUNBUFFERED=1 timeout 150 python3 -m unittest -v test_gpu.DecodeTests 2>&1 | tail -12
+  cd $CARRY && PYTHONPATH=/tmp/wheel PYTHONUNBUFFERED=1 timeout 150 python3 -m unittest -v test_gpu.DecodeTests 2>&1 | tail -60
 }
 
 branch_a > "$OUT/a_check.log" 2>&1 &

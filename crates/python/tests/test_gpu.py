@@ -354,6 +354,13 @@ def decode_reference(q, k, v, lens, sq_list, causal, q_rows):
 
 @needs_gpu
 class DecodeTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Registers the ops outside any trace (torch.compile cannot trace a
+        # registration; the H100 run of 2026-11-23 ran this class alone without it and
+        # the compile test errored there).
+        fragmask.warmup(head_dims=(), lightning=())
+
     def cache(self, B, Sk, Hk, D, seed, dtype=None):
         dtype = dtype or torch.bfloat16
         g = torch.Generator(device="cuda").manual_seed(seed)
