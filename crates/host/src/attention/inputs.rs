@@ -729,20 +729,14 @@ mod tests {
             geometry: g,
             ..AttentionOptions::default()
         };
-        assert_eq!(
-            call_geometry(128, Some(&m), &with(None)).unwrap(),
-            Geometry::TILE_64X64
-        );
+        assert_eq!(call_geometry(128, Some(&m), &with(None)).unwrap(), Geometry::TILE_64X64);
         assert_eq!(
             call_geometry(128, Some(&m), &with(Some(Geometry::TILE_64X64_SINGLE))).unwrap(),
             Geometry::TILE_64X64_SINGLE
         );
         let e = call_geometry(128, Some(&m), &with(Some(Geometry::TILE_128X128))).unwrap_err();
         assert!(e.to_string().contains("tile = 64x64"), "{e}");
-        assert_eq!(
-            call_geometry(64, None, &with(None)).unwrap(),
-            Geometry::TILE_128X128
-        );
+        assert_eq!(call_geometry(64, None, &with(None)).unwrap(), Geometry::TILE_128X128);
     }
     use fragmask_masks::io::write_npy;
 

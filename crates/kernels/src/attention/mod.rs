@@ -422,14 +422,7 @@ mod tests {
         let g = Geometry::TILE_64X64_SINGLE;
         assert_eq!((g.mask_threads(), g.values_per_thread()), (128, 32));
         let g = Geometry::TILE_64X64;
-        assert_eq!(
-            (
-                g.values_per_thread(),
-                g.block_values(),
-                g.mask_words_per_thread()
-            ),
-            (64, 32, 1)
-        );
+        assert_eq!((g.values_per_thread(), g.block_values(), g.mask_words_per_thread()), (64, 32, 1));
     }
 
     #[test]

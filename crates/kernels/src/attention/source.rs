@@ -61,12 +61,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         (
             "KV_SLOT_BYTES",
             // One block per step: slot 0 only, the offset is never multiplied in.
-            if g.step_blocks() > 1 {
-                ops.slot_bytes(&g, 1)?
-            } else {
-                0
-            }
-            .to_string(),
+            if g.step_blocks() > 1 { ops.slot_bytes(&g, 1)? } else { 0 }.to_string(),
         ),
         ("CONSUMER_WARPGROUPS", g.consumer_warpgroups().to_string()),
         ("CONSUMER_WARPS", g.consumer_warps().to_string()),
