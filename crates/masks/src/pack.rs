@@ -236,6 +236,64 @@ pub(crate) fn try_vec<T: Clone>(
     Ok(v)
 }
 
+/// `len` zero words for an output the packer then overwrites whole, or a typed error
+/// when the memory cannot be had.
+///
+/// Large buffers (at least [`FRESH_PAGES_BYTES`]) come from `alloc_zeroed` (fresh
+/// zero pages from the system, no memset) and, on Linux, are advised as transparent
+/// huge pages (`madvise(MADV_HUGEPAGE)`, a hint the kernel may ignore): writing 32 MiB
+/// of fresh 4 KiB pages costs ~20 ms of page faults on the VM docs/PERF.md measures on,
+/// more than re-encoding the tiles that fill them.
+#[cfg(feature = "std")]
+pub(crate) fn fresh_words(len: usize, what: &'static str) -> Result<Vec<u32>, MaskError> {
+    let bytes = len.saturating_mul(4);
+    if bytes < FRESH_PAGES_BYTES {
+        return try_vec(len, 0u32, what);
+    }
+    let out_of_memory = MaskError::OutOfMemory {
+        what,
+        bytes: bytes as u64,
+    };
+    let layout = core::alloc::Layout::array::<u32>(len).map_err(|_| out_of_memory.clone())?;
+    // SAFETY: `layout` has a non-zero size (len * 4 >= FRESH_PAGES_BYTES > 0).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut u32;
+    if ptr.is_null() {
+        return Err(out_of_memory);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => 4096,
+        };
+        let start = (ptr as usize).next_multiple_of(page);
+        let end = (ptr as usize + layout.size()) / page * page;
+        if end > start {
+            // SAFETY: [start, end) is page-aligned and inside the allocation just made,
+            // which nothing else references; MADV_HUGEPAGE only changes how its pages
+            // are backed, never their contents, and a failure leaves them as they are.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `len` u32s
+    // (size len * 4, align 4), the layout a Vec<u32> of capacity `len` deallocates
+    // with, and all `len` elements are initialized (zero bytes are the u32 0).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// Without `std`: [`try_vec`].
+#[cfg(not(feature = "std"))]
+pub(crate) fn fresh_words(len: usize, what: &'static str) -> Result<Vec<u32>, MaskError> {
+    try_vec(len, 0u32, what)
+}
+
+/// Smallest buffer [`fresh_words`] takes from fresh pages: 4 MiB.
+#[cfg(feature = "std")]
+const FRESH_PAGES_BYTES: usize = 4 << 20;
+
 /// The encoding table and its compiled plan; with `std`, cached per configuration
 /// (deriving walks `coord` over the whole tile: about a millisecond).
 #[cfg(feature = "std")]

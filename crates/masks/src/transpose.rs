@@ -25,7 +25,7 @@ use alloc::vec::Vec;
 use fragmask_gmma_frag::TiledAccumulator;
 
 use crate::encoding::EncodedLayout;
-use crate::pack::try_vec;
+use crate::pack::{fresh_words, try_vec};
 use crate::plan::Transcoder;
 use crate::shape::{broadcast_index, TileGrid};
 use crate::{bits, Encoding, MaskError, PackedMask, TileClass};
@@ -152,8 +152,8 @@ impl TransposedLists {
         backward: &TiledAccumulator,
         threads: usize,
     ) -> Result<TransposedLists, MaskError> {
-        let layout = EncodedLayout::derive(backward, TRANSPOSED_ENCODING)?;
-        let transcoder = Transcoder::new(&packed.layout, &layout)?;
+        let derived = derive(&packed.layout, backward)?;
+        let (layout, transcoder) = (&derived.0, &derived.1);
         let grid = packed.grid;
         let partial_tiles = packed.partial_tiles();
         let t = transpose_lists(&grid, packed.forward_lists(), partial_tiles)?;
@@ -173,10 +173,10 @@ impl TransposedLists {
                 value: u64::MAX,
                 limit: usize::MAX as u64,
             })?;
-        let mut q_words = try_vec(total, 0u32, "transposed words")?;
-        transcode_all(packed, &transcoder, &t.forward_tile, &mut q_words, threads);
+        let mut q_words = fresh_words(total, "transposed words")?;
+        transcode_all(packed, transcoder, &t.forward_tile, &mut q_words, threads);
         Ok(TransposedLists {
-            layout,
+            layout: layout.clone(),
             grid,
             q_num_blocks: t.q_num_blocks,
             q_indices: t.q_indices,
@@ -346,7 +346,8 @@ impl TransposedLists {
                 }
             }
         }
-        let transcoder = Transcoder::new(&packed.layout, &self.layout)?;
+        let derived = derive(&packed.layout, self.accumulator())?;
+        let transcoder = &derived.1;
         let mut scratch = vec![0u64; transcoder.scratch_words()];
         let mut expected_words = vec![0u32; transcoder.out_words()];
         let mut referenced = vec![false; partial_tiles];
@@ -378,6 +379,49 @@ impl TransposedLists {
         }
         Ok(())
     }
+}
+
+/// The backward layout and the transcoder from `forward` to it; with `std`, cached per
+/// configuration (deriving and compiling walk the whole tile: about a millisecond,
+/// noticeable against packing an 8192² mask).
+#[cfg(feature = "std")]
+fn derive(
+    forward: &EncodedLayout,
+    backward: &TiledAccumulator,
+) -> Result<std::sync::Arc<(EncodedLayout, Transcoder)>, MaskError> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Key = (TiledAccumulator, Encoding, TiledAccumulator);
+    type Cache = Mutex<Vec<(Key, Arc<(EncodedLayout, Transcoder)>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (*forward.accumulator(), forward.encoding(), *backward);
+    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+    let lock = || {
+        cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if let Some((_, found)) = lock().iter().find(|(k, _)| *k == key) {
+        return Ok(Arc::clone(found));
+    }
+    let layout = EncodedLayout::derive(backward, TRANSPOSED_ENCODING)?;
+    let transcoder = Transcoder::new(forward, &layout)?;
+    let derived = Arc::new((layout, transcoder));
+    let mut entries = lock();
+    if entries.len() >= 64 {
+        entries.remove(0);
+    }
+    entries.push((key, Arc::clone(&derived)));
+    Ok(derived)
+}
+
+#[cfg(not(feature = "std"))]
+fn derive(
+    forward: &EncodedLayout,
+    backward: &TiledAccumulator,
+) -> Result<alloc::boxed::Box<(EncodedLayout, Transcoder)>, MaskError> {
+    let layout = EncodedLayout::derive(backward, TRANSPOSED_ENCODING)?;
+    let transcoder = Transcoder::new(forward, &layout)?;
+    Ok(alloc::boxed::Box::new((layout, transcoder)))
 }
 
 /// Tiles per work item of [`transcode_all`].
