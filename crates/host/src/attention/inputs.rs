@@ -740,10 +740,14 @@ mod tests {
         );
         let e = call_geometry(128, Some(&m), &with(Some(Geometry::TILE_128X128))).unwrap_err();
         assert!(e.to_string().contains("tile = 64x64"), "{e}");
-        assert_eq!(
-            call_geometry(64, None, &with(None)).unwrap(),
-            Geometry::TILE_128X128
-        );
+        // Without a mask: the head dim's default tile.
+        for (d, g) in [
+            (64, Geometry::TILE_192X128),
+            (128, Geometry::TILE_128X128),
+            (256, Geometry::TILE_128X80),
+        ] {
+            assert_eq!(call_geometry(d, None, &with(None)).unwrap(), g);
+        }
     }
     use fragmask_masks::io::write_npy;
 
