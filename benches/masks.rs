@@ -14,6 +14,11 @@
 //! times the two packers in interleaved pairs (order flipped every pair) and prints
 //! the median of the per-pair speed ratios, which drift cannot bias.
 //!
+//! `transposed_pairs` prices the backward pass's transposed lists
+//! (`pack_transposed`: the forward packing plus the transposed lists and every partial
+//! tile re-encoded for the backward accumulator) against `pack` alone, on the same
+//! random 50% dense mask, again in interleaved pairs with the median ratio printed.
+//!
 //! `cargo bench --bench masks` (docs/PERF.md records a run). FRAGMASK_BENCH_SIZES
 //! (comma-separated S, default 8192,16384) and FRAGMASK_BENCH_TIME (seconds of
 //! measurement per point, default 5) shorten a run.
@@ -25,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fragmask_masks::{
-    pack, plain_bit_pack, DenseMask, Encoding, MaskShape, PackOptions, TiledAccumulator, TopKMask,
+    pack, pack_transposed, plain_bit_pack, DenseMask, Encoding, MaskShape, PackOptions,
+    TiledAccumulator, TopKMask,
 };
 
 fn sizes() -> Vec<usize> {
@@ -132,6 +138,19 @@ fn dense(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("fragment_native", s), &mask, |b, mask| {
             b.iter(|| black_box(pack(mask, &acc, Encoding::FragmentNative, &options).unwrap()))
         });
+        let backward = TiledAccumulator::new(128, 128, 2, true).unwrap();
+        group.bench_with_input(
+            BenchmarkId::new("fragment_native_transposed", s),
+            &mask,
+            |b, mask| {
+                b.iter(|| {
+                    black_box(
+                        pack_transposed(mask, &acc, Encoding::FragmentNative, &backward, &options)
+                            .unwrap(),
+                    )
+                })
+            },
+        );
     }
     group.finish();
 }
@@ -197,6 +216,72 @@ fn dense_pairs(c: &mut Criterion) {
     group.finish();
 }
 
+/// Forward-only and forward + transposed packing of the same dense mask, timed in
+/// interleaved pairs (order flipped every pair); prints the median, quartiles and count
+/// of the per-pair ratios (with transposed) / (forward only): the extra cost of the
+/// transposed lists as a factor.
+fn transposed_pairs(c: &mut Criterion) {
+    let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
+    let backward = TiledAccumulator::new(128, 128, 2, true).unwrap();
+    let options = PackOptions::default();
+    let mut group = c.benchmark_group("transposed_pairs");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(2 * measurement());
+    for s in sizes() {
+        let bools = random_bools(s);
+        let mask = DenseMask::new(&bools, &[s, s]).unwrap();
+        let forward = || {
+            let start = Instant::now();
+            black_box(pack(&mask, &acc, Encoding::FragmentNative, &options).unwrap());
+            start.elapsed()
+        };
+        let both = || {
+            let start = Instant::now();
+            black_box(
+                pack_transposed(&mask, &acc, Encoding::FragmentNative, &backward, &options)
+                    .unwrap(),
+            );
+            start.elapsed()
+        };
+        let ratios = RefCell::new(Vec::new());
+        group.throughput(Throughput::Bytes(2 * (s * s) as u64));
+        group.bench_function(BenchmarkId::new("forward_and_transposed", s), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    let (f, t) = if i % 2 == 0 {
+                        let f = forward();
+                        (f, both())
+                    } else {
+                        let t = both();
+                        (forward(), t)
+                    };
+                    total += f + t;
+                    ratios.borrow_mut().push(t.as_secs_f64() / f.as_secs_f64());
+                }
+                total
+            })
+        });
+        let mut ratios = ratios.into_inner();
+        if ratios.is_empty() {
+            continue; // filtered out by the command line
+        }
+        ratios.sort_by(f64::total_cmp);
+        let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "transposed_pairs/{s}: pack_transposed / pack time, {} interleaved pairs: \
+             median {:.3}x, quartiles [{:.3}x, {:.3}x]",
+            ratios.len(),
+            at(0.5),
+            at(0.25),
+            at(0.75)
+        );
+    }
+    group.finish();
+}
+
 fn topk(c: &mut Criterion) {
     let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
     let options = PackOptions::default();
@@ -215,5 +300,5 @@ fn topk(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dense, dense_pairs, topk);
+criterion_group!(benches, dense, dense_pairs, transposed_pairs, topk);
 criterion_main!(benches);

@@ -4,7 +4,7 @@
 //! overlaps the PV wgmma (no GPU needed; needs NVRTC and cuobjdump).
 
 use fragmask::host::attention::compile::compile_kernel;
-use fragmask::kernels::attention::{AttentionKernel, Geometry, MaskMode};
+use fragmask::kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
 
 fn nvrtc_or_skip() -> bool {
     match fragmask::host::toolchain::nvrtc_available() {
@@ -56,6 +56,19 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
             }
         }
     }
+    // fp16: the default tile of every head dim, both mask modes, and the 64-token tile.
+    for d in [64, 128, 256] {
+        for mode in [MaskMode::Window, MaskMode::Blocks] {
+            let k = AttentionKernel::default_for(d, mode).unwrap();
+            kernels.push(k.with_dtype(ActDtype::F16).unwrap());
+        }
+    }
+    kernels.push(
+        AttentionKernel::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)
+            .unwrap()
+            .with_dtype(ActDtype::F16)
+            .unwrap(),
+    );
     for k in kernels {
         {
             {

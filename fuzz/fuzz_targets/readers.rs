@@ -22,5 +22,10 @@ fuzz_target!(|data: &[u8]| {
         let s = packed.shape();
         let _ = packed.get(0, 0, s.seqlen_q - 1, s.seqlen_k - 1);
         let _ = packed.stats();
+        // And so must its transposed lists, when it has them.
+        if let Ok(t) = packed.transposed() {
+            let _ = t.get(0, 0, s.seqlen_q - 1, s.seqlen_k - 1);
+            let _ = t.get(0, 0, 0, 0);
+        }
     }
 });

@@ -197,6 +197,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         pingpong: args.pingpong,
         lookahead: args.lookahead,
         geometry: geometry_flag(args).ok().flatten(),
+        dtype: None,
     }
 }
 

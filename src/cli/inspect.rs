@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use fragmask::masks::io::{read_file, FORMAT_NAME, FORMAT_VERSION};
+use fragmask::masks::io::{read_file, SafetensorsFile, FORMAT_NAME};
 use fragmask::masks::{Encoding, PackedMask};
 
 use super::pack::human;
@@ -22,6 +22,11 @@ pub fn run(args: InspectArgs) -> CmdResult {
     let bytes = read_file(&args.file).map_err(|e| e.to_string())?;
     let packed = PackedMask::from_safetensors(&bytes)
         .map_err(|e| format!("{}: {e}", args.file.display()))?;
+    // The file's own version (the reader accepts older ones); validated above.
+    let version = SafetensorsFile::parse(&bytes)
+        .ok()
+        .and_then(|f| f.metadata().get("format_version").cloned())
+        .unwrap_or_default();
     let acc = packed.accumulator();
     let s = packed.shape();
     let stats = packed.stats();
@@ -34,7 +39,7 @@ pub fn run(args: InspectArgs) -> CmdResult {
         human(bytes.len() as u64)
     );
     println!(
-        "format: {FORMAT_NAME} v{FORMAT_VERSION}, encoding {}",
+        "format: {FORMAT_NAME} v{version}, encoding {}",
         packed.encoding().name()
     );
     println!(
@@ -76,6 +81,44 @@ pub fn run(args: InspectArgs) -> CmdResult {
         human(b.bit_packed),
         ratio(b.bit_packed)
     );
+    match packed.transposed() {
+        Ok(t) => {
+            let bwd = t.accumulator();
+            let cost = Encoding::FragmentNative.load_cost(bwd);
+            let (lists, words) = t.bytes();
+            let full: u64 = t.full_q_num_blocks().iter().map(|&n| n as u64).sum();
+            println!(
+                "transposed: yes, for the backward tile {}x{} ({}), {} warpgroup(s) = {} \
+                 threads x {} values, swap_ab {}",
+                bwd.block_m(),
+                bwd.block_n(),
+                if bwd.swap_ab() {
+                    "S^T = K Q^T, MMA rows = keys"
+                } else {
+                    "S = Q K^T, MMA rows = queries"
+                },
+                bwd.warpgroups(),
+                bwd.threads(),
+                bwd.values_per_thread(),
+                bwd.swap_ab()
+            );
+            println!(
+                "  per key block: q_num_blocks / q_indices ({} partial), full_q_num_blocks / \
+                 full_q_indices ({full} full); {} words + {} lists; {} bytes per thread per \
+                 tile in {} load(s), fragment-native",
+                t.partial_tiles(),
+                human(words),
+                human(lists),
+                cost.bytes_per_thread,
+                cost.loads_per_thread
+            );
+        }
+        Err(_) => println!(
+            "transposed: no (forward only; for the backward pass run `fragmask pack \
+             --packed {} --transposed -o OUT`)",
+            args.file.display()
+        ),
+    }
     println!("per partial tile, by encoding (* = this file):");
     println!(
         "  {:<17} {:>10} {:>12} {:>12}  {:<7} {:>12}",

@@ -1,5 +1,7 @@
 //! `fragmask pack`: any attention mask → tile lists + FragmentNative (or QuadLane /
-//! RowMajor) words in a safetensors file (docs/masks.md).
+//! RowMajor) words in a safetensors file (docs/masks.md); with `--transposed`, also the
+//! backward pass's transposed lists and words (and `--packed FILE` adds them to a file
+//! packed without them).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -12,14 +14,14 @@ use fragmask::masks::io::{check_output, read_array, read_file, ArrayView, Safete
 use fragmask::masks::{
     pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
     MaskError, MaskShape, MaskSource, PackOptions, PackProgress, PackedMask, PredicateMask,
-    TiledAccumulator, TopKMask, MAX_SEQLEN, MAX_THREADS,
+    TiledAccumulator, TopKMask, TransposedLists, MAX_SEQLEN, MAX_THREADS,
 };
 
 use super::CmdResult;
 
 /// Options of `fragmask pack`.
 #[derive(Args)]
-#[command(group(ArgGroup::new("input").required(true).args(["mask", "topk", "blocks", "predicate"])))]
+#[command(group(ArgGroup::new("input").required(true).args(["mask", "topk", "blocks", "predicate", "packed"])))]
 #[command(after_help = AFTER_HELP)]
 pub struct PackArgs {
     /// Dense mask, .npy (bool or uint8; nonzero = keep) or safetensors:
@@ -90,6 +92,23 @@ pub struct PackArgs {
     /// Worker threads (0 = all cores; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=MAX_THREADS as i64))]
     pub threads: u16,
+    /// Also store the backward pass's transposed tile lists (q_num_blocks, q_indices,
+    /// full_q_num_blocks, full_q_indices) and every partial tile again in the backward
+    /// accumulator's register order (docs/masks.md, "Transposed lists").
+    #[arg(long)]
+    pub transposed: bool,
+    /// Warpgroups of the backward accumulator (default: 2 when block_n is a multiple of
+    /// 128, else 1).
+    #[arg(long, value_name = "W", requires = "transposed")]
+    pub transposed_warpgroups: Option<u32>,
+    /// The backward accumulator computes S, not S transposed (no SwapAB; its MMA rows
+    /// are then the tile's queries).
+    #[arg(long, requires = "transposed")]
+    pub transposed_no_swap_ab: bool,
+    /// A file written by `fragmask pack`: add the transposed lists to it (needs
+    /// --transposed; the tile and encoding are the file's).
+    #[arg(long, value_name = "FILE", requires = "transposed", conflicts_with_all = ["block", "warpgroups", "swap_ab", "encoding", "tensor", "seqlen_q", "seqlen_k"])]
+    pub packed: Option<PathBuf>,
     /// Output safetensors file (written whole or not at all).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
@@ -102,13 +121,14 @@ const AFTER_HELP: &str = "Examples:\n  \
     fragmask pack --mask mask.npy --block 128x128 --warpgroups 2 -o mask.safetensors\n  \
     fragmask pack --topk idx.npy --seqlen-k 16384 -o topk.safetensors\n  \
     fragmask pack --predicate 'causal,window=1024:0' --seqlen-q 8192 --seqlen-k 8192 -o swa.safetensors\n  \
-    fragmask pack --blocks lists.safetensors -o video.safetensors\n\n\
+    fragmask pack --blocks lists.safetensors -o video.safetensors\n  \
+    fragmask pack --mask mask.npy --transposed -o train.safetensors\n  \
+    fragmask pack --packed mask.safetensors --transposed -o train.safetensors\n\n\
     Load in PyTorch: see docs/masks.md (BlockMask.from_kv_blocks and the FragmentNative layout).";
 
 /// Packs the chosen source and writes the file.
 pub fn run(args: PackArgs) -> CmdResult {
     check_size_flags(&args)?;
-    let acc = parse_tile(&args.block, args.warpgroups, args.swap_ab)?;
     // Before any work: the output must not be a device, FIFO, directory or an input
     // (doc=FILE inputs are checked as the predicate loads them).
     let inputs = [
@@ -118,12 +138,19 @@ pub fn run(args: PackArgs) -> CmdResult {
         &args.blocks,
         &args.blocks_num,
         &args.block_sizes,
+        &args.packed,
     ];
     check_output(
         &args.output,
         &inputs.into_iter().flatten().collect::<Vec<_>>(),
     )
     .map_err(|e| e.to_string())?;
+    if let Some(path) = &args.packed {
+        return add_transposed(path, &args);
+    }
+    let acc = parse_tile(&args.block, args.warpgroups, args.swap_ab)?;
+    // The backward tile is checked before anything is read.
+    let backward = backward_tile(&acc, &args)?;
     let encoding = Encoding::from_name(&args.encoding).ok_or("unknown encoding")?;
     let start = Instant::now();
     // File bytes must outlive the borrowed sources.
@@ -148,8 +175,13 @@ pub fn run(args: PackArgs) -> CmdResult {
         (Some(path), _, _) | (_, Some(path), _) | (_, _, Some(path)) => path.display().to_string(),
         _ => "--predicate".to_string(),
     };
-    let packed =
+    let mut packed =
         run_pack(source.as_ref(), &acc, encoding, &args).map_err(|e| format!("{input}: {e}"))?;
+    if let Some(backward) = &backward {
+        packed
+            .add_transposed(backward, &pack_options(&args))
+            .map_err(|e| format!("{input}: {e}"))?;
+    }
     packed
         .write_safetensors(&args.output)
         .map_err(|e| e.to_string())?;
@@ -157,6 +189,64 @@ pub fn run(args: PackArgs) -> CmdResult {
         summarize(&packed, &args.output, start.elapsed().as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `fragmask pack --packed FILE --transposed`: the file's mask with the transposed
+/// lists added, written to `--output`.
+fn add_transposed(path: &Path, args: &PackArgs) -> CmdResult {
+    let start = Instant::now();
+    let bytes = read(path)?;
+    let mut packed = PackedMask::from_safetensors(&bytes).map_err(at(path))?;
+    drop(bytes);
+    let backward = backward_tile(packed.accumulator(), args)?
+        .ok_or("--packed needs --transposed (a file is only rewritten to add the lists)")?;
+    packed
+        .add_transposed(&backward, &pack_options(args))
+        .map_err(at(path))?;
+    packed
+        .write_safetensors(&args.output)
+        .map_err(|e| e.to_string())?;
+    if !args.quiet {
+        summarize(&packed, &args.output, start.elapsed().as_secs_f64());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The backward accumulator of `--transposed` for the forward tile `acc`: SwapAB with
+/// `--transposed-warpgroups` (default [`TransposedLists::default_accumulator`]'s), or
+/// no SwapAB with `--transposed-no-swap-ab`; `None` without `--transposed`.
+fn backward_tile(
+    acc: &TiledAccumulator,
+    args: &PackArgs,
+) -> Result<Option<TiledAccumulator>, String> {
+    if !args.transposed {
+        return Ok(None);
+    }
+    let swap_ab = !args.transposed_no_swap_ab;
+    let warpgroups = match args.transposed_warpgroups {
+        Some(w) => w,
+        None if swap_ab => TransposedLists::default_accumulator(acc)
+            .map(|a| a.warpgroups())
+            .unwrap_or(1),
+        None => acc.warpgroups(),
+    };
+    TiledAccumulator::new(acc.block_m(), acc.block_n(), warpgroups, swap_ab)
+        .map(Some)
+        .map_err(|e| {
+            format!(
+                "--transposed: the backward tile {}x{} with {warpgroups} warpgroup(s){}: {}; \
+                 choose --transposed-warpgroups{}",
+                acc.block_m(),
+                acc.block_n(),
+                if swap_ab { ", SwapAB" } else { "" },
+                MaskError::from(e),
+                if swap_ab {
+                    " or --transposed-no-swap-ab"
+                } else {
+                    ""
+                }
+            )
+        })
 }
 
 /// `MxN` → a tiled accumulator.
@@ -401,14 +491,22 @@ fn run_pack(
         }
     };
     let options = PackOptions {
-        threads: usize::from(args.threads),
         progress: if show { Some(&progress) } else { None },
+        ..pack_options(args)
     };
     let result = pack(source, acc, encoding, &options).map_err(|e| e.to_string());
     if show {
         eprintln!();
     }
     result
+}
+
+/// `--threads`, no progress.
+fn pack_options(args: &PackArgs) -> PackOptions<'static> {
+    PackOptions {
+        threads: usize::from(args.threads),
+        progress: None,
+    }
 }
 
 fn summarize(packed: &PackedMask, output: &Path, seconds: f64) {
@@ -433,11 +531,25 @@ fn summarize(packed: &PackedMask, output: &Path, seconds: f64) {
         "tiles: {} partial, {} full, {} empty of {}",
         stats.partial, stats.full, stats.empty, stats.tiles
     );
+    let (t_lists, t_words) = match packed.transposed() {
+        Ok(t) => {
+            let bwd = t.accumulator();
+            println!(
+                "transposed: q_num_blocks / q_indices per key block, {} partial tiles again \
+                 for the backward tile ({} warpgroup(s){})",
+                t.partial_tiles(),
+                bwd.warpgroups(),
+                if bwd.swap_ab() { ", SwapAB" } else { "" }
+            );
+            t.bytes()
+        }
+        Err(_) => (0, 0),
+    };
     println!(
         "wrote {} ({} of words + {} of lists) in {seconds:.2} s",
         output.display(),
-        human(bytes.words),
-        human(bytes.lists)
+        human(bytes.words + t_words),
+        human(bytes.lists + t_lists)
     );
 }
 

@@ -167,6 +167,8 @@ pub enum MaskError {
         /// Its factors or its text, as given.
         detail: alloc::string::String,
     },
+    /// A packed mask has no transposed tile lists, which the backward pass needs.
+    NoTransposedLists,
     /// Memory for an output could not be allocated.
     OutOfMemory {
         /// The buffer.
@@ -287,6 +289,13 @@ impl fmt::Display for MaskError {
             MaskError::Overflow { what, detail } => {
                 write!(f, "too large: {what} ({detail}) does not fit in 64 bits")
             }
+            MaskError::NoTransposedLists => write!(
+                f,
+                "the packed mask has no transposed tile lists (q_num_blocks, q_indices, \
+                 full_q_num_blocks, full_q_indices), which the backward pass needs; run \
+                 `fragmask pack --transposed ...` on the mask's source, or `fragmask pack \
+                 --transposed --packed FILE -o OUT` on this file"
+            ),
             MaskError::OutOfMemory { what, bytes } => {
                 write!(f, "out of memory: {what} needs {bytes} bytes")
             }

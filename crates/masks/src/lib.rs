@@ -9,11 +9,15 @@
 //! 2. **Classification** ([`pack`]): per `(batch, head, m_block)` the partial and the
 //!    full `n_block`s, ascending, in FlexAttention's BlockMask form (`kv_num_blocks`,
 //!    `kv_indices`, `full_kv_num_blocks`, `full_kv_indices`). Empty tiles are in
-//!    neither; a ragged edge tile is never full.
+//!    neither; a ragged edge tile is never full. On request ([`pack_transposed`],
+//!    [`PackedMask::add_transposed`]) also the backward pass's transposed lists
+//!    (`q_num_blocks`, `q_indices`, `full_q_num_blocks`, `full_q_indices`, per
+//!    `(batch, head, n_block)`), [`TransposedLists`].
 //! 3. **Encodings** ([`Encoding`]) of the partial tiles, all derived from
 //!    [`TiledAccumulator::coord`](fragmask_gmma_frag::TiledAccumulator::coord):
 //!    FragmentNative (default: one coalesced load per thread per tile), QuadLane and
-//!    RowMajor, each with a decoder.
+//!    RowMajor, each with a decoder. The transposed tiles are FragmentNative over the
+//!    backward's own accumulator (normally SwapAB: `Sᵀ = K Qᵀ`).
 //! 4. **Files** ([`io`], `std`): `.npy` / safetensors in, a safetensors file PyTorch
 //!    loads out (docs/masks.md).
 //!
@@ -61,6 +65,8 @@ mod pack;
 mod plan;
 mod shape;
 mod source;
+#[cfg(feature = "alloc")]
+mod transpose;
 
 #[cfg(feature = "alloc")]
 pub use encoding::EncodedLayout;
@@ -70,11 +76,11 @@ pub use encoding::{
 pub use error::MaskError;
 #[cfg(feature = "alloc")]
 pub use pack::{
-    pack, plain_bit_pack, ByteStats, PackOptions, PackProgress, PackedMask, TileClass, TileStats,
-    MAX_SEQLEN, MAX_THREADS, MAX_TILE_COUNT,
+    pack, pack_transposed, plain_bit_pack, ByteStats, PackOptions, PackProgress, PackedMask,
+    TileClass, TileStats, MAX_SEQLEN, MAX_THREADS, MAX_TILE_COUNT,
 };
 #[cfg(feature = "alloc")]
-pub use plan::TilePlan;
+pub use plan::{TilePlan, Transcoder};
 pub use shape::{MaskShape, TileGrid};
 #[cfg(feature = "alloc")]
 pub use source::BlockSparseOptions;
@@ -84,5 +90,7 @@ pub use source::{
     MAX_PREDICATE_DEPTH, MAX_PREDICATE_NESTING,
 };
 pub use source::{DenseMask, DenseRows, IndexValue, MaskSource, Region};
+#[cfg(feature = "alloc")]
+pub use transpose::{TransposedLists, TRANSPOSED_ENCODING};
 
 pub use fragmask_gmma_frag::TiledAccumulator;

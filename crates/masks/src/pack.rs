@@ -10,6 +10,7 @@ use crate::fused::FusedLayout;
 use crate::plan::TilePlan;
 use crate::shape::{broadcast_index, TileGrid};
 use crate::source::{MaskSource, Region};
+use crate::transpose::TransposedLists;
 use crate::{bits, Encoding, MaskError, MaskShape};
 
 /// Largest count of list entries or partial tiles (the file stores i32 indices).
@@ -105,6 +106,9 @@ pub struct PackedMask {
     pub(crate) full_kv_indices: Vec<i32>,
     pub(crate) kv_tile_offsets: Vec<i32>,
     pub(crate) words: Vec<u32>,
+    /// The backward pass's lists and words, when asked for
+    /// ([`PackedMask::add_transposed`], [`pack_transposed`]).
+    pub(crate) transposed: Option<TransposedLists>,
 }
 
 /// Packs `source` into tile lists and encoded partial tiles.
@@ -184,9 +188,44 @@ pub fn pack<S: MaskSource + ?Sized>(
     }
 }
 
+/// [`pack`], then [`PackedMask::add_transposed`]: the forward lists and words plus the
+/// backward pass's transposed lists and words for the backward accumulator `backward`
+/// (same `block_m × block_n`; [`TransposedLists::default_accumulator`] gives the
+/// usual one).
+///
+/// ```
+/// use fragmask_gmma_frag::TiledAccumulator;
+/// use fragmask_masks::{pack_transposed, Encoding, PackOptions, Predicate, PredicateMask, TileClass};
+/// let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
+/// let bwd = TiledAccumulator::new(128, 128, 2, true).unwrap();
+/// let causal = PredicateMask::new(1024, 1024, Predicate::causal()).unwrap();
+/// let options = PackOptions::default();
+/// let packed = pack_transposed(&causal, &acc, Encoding::FragmentNative, &bwd, &options).unwrap();
+/// let t = packed.transposed().unwrap();
+/// // Key block 2 is partial for query block 2 and full for query blocks 3..8.
+/// assert_eq!((t.q_num_blocks()[2], t.full_q_num_blocks()[2]), (1, 5));
+/// assert_eq!(t.tile_class(0, 0, 2, 1), TileClass::Empty);
+/// assert!(t.get(0, 0, 1023, 0) && !t.get(0, 0, 3, 4));
+/// ```
+pub fn pack_transposed<S: MaskSource + ?Sized>(
+    source: &S,
+    acc: &TiledAccumulator,
+    encoding: Encoding,
+    backward: &TiledAccumulator,
+    options: &PackOptions<'_>,
+) -> Result<PackedMask, MaskError> {
+    let mut packed = pack(source, acc, encoding, options)?;
+    packed.add_transposed(backward, options)?;
+    Ok(packed)
+}
+
 /// `len` copies of `value`, or a typed error when the memory cannot be had (instead of
 /// aborting the process).
-fn try_vec<T: Clone>(len: usize, value: T, what: &'static str) -> Result<Vec<T>, MaskError> {
+pub(crate) fn try_vec<T: Clone>(
+    len: usize,
+    value: T,
+    what: &'static str,
+) -> Result<Vec<T>, MaskError> {
     let mut v = Vec::new();
     v.try_reserve_exact(len)
         .map_err(|_| MaskError::OutOfMemory {
@@ -196,6 +235,64 @@ fn try_vec<T: Clone>(len: usize, value: T, what: &'static str) -> Result<Vec<T>,
     v.resize(len, value);
     Ok(v)
 }
+
+/// `len` zero words for an output the packer then overwrites whole, or a typed error
+/// when the memory cannot be had.
+///
+/// Large buffers (at least [`FRESH_PAGES_BYTES`]) come from `alloc_zeroed` (fresh
+/// zero pages from the system, no memset) and, on Linux, are advised as transparent
+/// huge pages (`madvise(MADV_HUGEPAGE)`, a hint the kernel may ignore): writing 32 MiB
+/// of fresh 4 KiB pages costs ~20 ms of page faults on the VM docs/PERF.md measures on,
+/// more than re-encoding the tiles that fill them.
+#[cfg(feature = "std")]
+pub(crate) fn fresh_words(len: usize, what: &'static str) -> Result<Vec<u32>, MaskError> {
+    let bytes = len.saturating_mul(4);
+    if bytes < FRESH_PAGES_BYTES {
+        return try_vec(len, 0u32, what);
+    }
+    let out_of_memory = MaskError::OutOfMemory {
+        what,
+        bytes: bytes as u64,
+    };
+    let layout = core::alloc::Layout::array::<u32>(len).map_err(|_| out_of_memory.clone())?;
+    // SAFETY: `layout` has a non-zero size (len * 4 >= FRESH_PAGES_BYTES > 0).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut u32;
+    if ptr.is_null() {
+        return Err(out_of_memory);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => 4096,
+        };
+        let start = (ptr as usize).next_multiple_of(page);
+        let end = (ptr as usize + layout.size()) / page * page;
+        if end > start {
+            // SAFETY: [start, end) is page-aligned and inside the allocation just made,
+            // which nothing else references; MADV_HUGEPAGE only changes how its pages
+            // are backed, never their contents, and a failure leaves them as they are.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `len` u32s
+    // (size len * 4, align 4), the layout a Vec<u32> of capacity `len` deallocates
+    // with, and all `len` elements are initialized (zero bytes are the u32 0).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// Without `std`: [`try_vec`].
+#[cfg(not(feature = "std"))]
+pub(crate) fn fresh_words(len: usize, what: &'static str) -> Result<Vec<u32>, MaskError> {
+    try_vec(len, 0u32, what)
+}
+
+/// Smallest buffer [`fresh_words`] takes from fresh pages: 4 MiB.
+#[cfg(feature = "std")]
+const FRESH_PAGES_BYTES: usize = 4 << 20;
 
 /// The encoding table and its compiled plan; with `std`, cached per configuration
 /// (deriving walks `coord` over the whole tile: about a millisecond).
@@ -768,6 +865,7 @@ fn assemble(
         kv_tile_offsets: try_vec(count * n_blocks, -1, "tile lists")?,
         words,
         layout,
+        transposed: None,
     };
     let mut tile = 0usize;
     for (index, strip) in strips.into_iter().enumerate() {
@@ -787,6 +885,69 @@ fn assemble(
 }
 
 impl PackedMask {
+    /// Builds (or rebuilds) the backward pass's transposed lists and words for the
+    /// backward accumulator `backward`, which must have this mask's `block_m × block_n`
+    /// (module `transpose`; docs/masks.md). Works on any packed mask, a file read
+    /// without them included. `options.threads` workers re-encode the tiles;
+    /// `options.progress` is not called.
+    pub fn add_transposed(
+        &mut self,
+        backward: &TiledAccumulator,
+        options: &PackOptions<'_>,
+    ) -> Result<(), MaskError> {
+        let acc = self.accumulator();
+        for (what, expected, found) in [
+            (
+                "block_m of the backward accumulator (must equal the forward tile's)",
+                acc.block_m(),
+                backward.block_m(),
+            ),
+            (
+                "block_n of the backward accumulator (must equal the forward tile's)",
+                acc.block_n(),
+                backward.block_n(),
+            ),
+        ] {
+            if expected != found {
+                return Err(MaskError::ShapeMismatch {
+                    what,
+                    expected: expected as u64,
+                    found: found as u64,
+                });
+            }
+        }
+        self.transposed = Some(TransposedLists::build(self, backward, options.threads)?);
+        Ok(())
+    }
+
+    /// The backward pass's transposed lists, or [`MaskError::NoTransposedLists`] when
+    /// the mask was packed without them (they are added by `fragmask pack
+    /// --transposed`).
+    pub fn transposed(&self) -> Result<&TransposedLists, MaskError> {
+        self.transposed.as_ref().ok_or(MaskError::NoTransposedLists)
+    }
+
+    /// Whether the transposed lists are present.
+    pub fn has_transposed(&self) -> bool {
+        self.transposed.is_some()
+    }
+
+    /// Drops the transposed lists (a forward-only mask, as format version 1 stored).
+    pub fn drop_transposed(&mut self) {
+        self.transposed = None;
+    }
+
+    /// The forward lists, in [`crate::transpose::transpose_lists`]'s order.
+    pub(crate) fn forward_lists(&self) -> [&[i32]; 5] {
+        [
+            &self.kv_num_blocks,
+            &self.kv_indices,
+            &self.full_kv_num_blocks,
+            &self.full_kv_indices,
+            &self.kv_tile_offsets,
+        ]
+    }
+
     /// The tile configuration.
     pub fn accumulator(&self) -> &TiledAccumulator {
         self.layout.accumulator()

@@ -22,6 +22,7 @@ use alloc::vec::Vec;
 
 use crate::encoding::EncodedLayout;
 use crate::fused::FusedLayout;
+use crate::MaskError;
 
 /// Masks of the positions whose index bit `a` is 0.
 const LOW: [u64; 6] = [
@@ -72,8 +73,13 @@ impl TilePlan {
         let acc = layout.accumulator();
         let (block_m, block_n) = (acc.block_m() as usize, acc.block_n() as usize);
         let row_words = block_n.div_ceil(64);
-        let kind =
-            compile_bit_permutation(layout, block_m, block_n).unwrap_or_else(|| Kind::Scatter {
+        // Rows of whole u64 words: the input bit of (row, col) is row * block_n + col.
+        let rows_are_words =
+            block_m.is_power_of_two() && block_n.is_power_of_two() && block_n >= 64;
+        let kind = rows_are_words
+            .then(|| compile_bit_permutation(layout.positions(), layout.words_per_tile()))
+            .flatten()
+            .unwrap_or_else(|| Kind::Scatter {
                 positions: layout.positions().to_vec(),
             });
         TilePlan {
@@ -119,16 +125,7 @@ impl TilePlan {
         debug_assert_eq!(tile.len(), self.tile_words());
         debug_assert_eq!(out.len(), self.words_per_tile);
         match &self.kind {
-            Kind::Bits { ops, gather } => {
-                #[cfg(all(feature = "std", target_arch = "x86_64"))]
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: AVX2 was just detected on this CPU, which is the only
-                    // requirement of the target-feature function.
-                    unsafe { run_bits_avx2(ops, gather, tile, out) };
-                    return;
-                }
-                run_bits(ops, gather, tile, out);
-            }
+            Kind::Bits { ops, gather } => execute_bits(ops, gather, tile, out),
             Kind::Scatter { positions } => {
                 out.fill(0);
                 for row in 0..self.block_m {
@@ -149,6 +146,132 @@ impl TilePlan {
             }
         }
     }
+}
+
+/// Re-encodes a tile's words from one encoding of a `block_m × block_n` tile into
+/// another of the same tile (e.g. the forward's FragmentNative words into the
+/// backward's, `crate::TransposedLists`).
+///
+/// Source bit `p` (word `p / 32`, bit `p % 32`) holds element `(row, col)` where
+/// `from.position(row, col) == p`, and goes to `to.position(row, col)`: the composition
+/// of the two derived tables. When both tables fill their words exactly and the tile is
+/// a power of two, that map is again a permutation of index bits and runs as word-level
+/// delta swaps, like [`TilePlan`]; otherwise set bits are scattered through the table.
+#[derive(Clone, Debug)]
+pub struct Transcoder {
+    kind: Kind,
+    src_words: usize,
+    out_words: usize,
+}
+
+/// Marks a source bit no tile element maps to (always 0 in valid words).
+const NO_ELEMENT: u32 = u32::MAX;
+
+impl Transcoder {
+    /// The transcoder from `from`'s words to `to`'s. Errors when the two layouts are of
+    /// tiles of different sizes.
+    pub fn new(from: &EncodedLayout, to: &EncodedLayout) -> Result<Transcoder, MaskError> {
+        let (a, b) = (from.accumulator(), to.accumulator());
+        for (what, expected, found) in [
+            (
+                "block_m of the target encoding's tile",
+                a.block_m(),
+                b.block_m(),
+            ),
+            (
+                "block_n of the target encoding's tile",
+                a.block_n(),
+                b.block_n(),
+            ),
+        ] {
+            if expected != found {
+                return Err(MaskError::ShapeMismatch {
+                    what,
+                    expected: expected as u64,
+                    found: found as u64,
+                });
+            }
+        }
+        let src_words = from.words_per_tile();
+        let mut map = vec![NO_ELEMENT; src_words * 32];
+        for (&p, &q) in from.positions().iter().zip(to.positions()) {
+            map[p as usize] = q;
+        }
+        let exact = !map.contains(&NO_ELEMENT);
+        let kind = exact
+            .then(|| compile_bit_permutation(&map, to.words_per_tile()))
+            .flatten()
+            .unwrap_or(Kind::Scatter { positions: map });
+        Ok(Transcoder {
+            kind,
+            src_words,
+            out_words: to.words_per_tile(),
+        })
+    }
+
+    /// Words of one source tile.
+    pub fn src_words(&self) -> usize {
+        self.src_words
+    }
+
+    /// Words of one output tile.
+    pub fn out_words(&self) -> usize {
+        self.out_words
+    }
+
+    /// u64 scratch words [`Self::run`] needs.
+    pub fn scratch_words(&self) -> usize {
+        match self.kind {
+            Kind::Bits { .. } => self.src_words / 2,
+            Kind::Scatter { .. } => 0,
+        }
+    }
+
+    /// Whether the word-level bit-permutation path is used (else the scatter table).
+    pub fn is_bit_permutation(&self) -> bool {
+        matches!(self.kind, Kind::Bits { .. })
+    }
+
+    /// Re-encodes one tile: `src` ([`Self::src_words`] long) into `out`
+    /// ([`Self::out_words`] long, overwritten); `scratch` is [`Self::scratch_words`]
+    /// long. Bits of `src` no element maps to are ignored.
+    pub fn run(&self, src: &[u32], scratch: &mut [u64], out: &mut [u32]) {
+        debug_assert_eq!(src.len(), self.src_words);
+        debug_assert_eq!(out.len(), self.out_words);
+        match &self.kind {
+            Kind::Bits { ops, gather } => {
+                for (w, pair) in scratch.iter_mut().zip(src.chunks_exact(2)) {
+                    *w = pair[0] as u64 | (pair[1] as u64) << 32;
+                }
+                execute_bits(ops, gather, scratch, out);
+            }
+            Kind::Scatter { positions } => {
+                out.fill(0);
+                for (wi, &word) in src.iter().enumerate() {
+                    let mut x = word;
+                    while x != 0 {
+                        let p = positions[wi * 32 + x.trailing_zeros() as usize];
+                        if p != NO_ELEMENT {
+                            out[p as usize / 32] |= 1 << (p % 32);
+                        }
+                        x &= x - 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`run_bits`], with AVX2 when this CPU has it.
+fn execute_bits(ops: &[Op], gather: &[u32], tile: &mut [u64], out: &mut [u32]) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was just detected on this CPU, which is the only requirement of
+        // the target-feature function.
+        unsafe { run_bits_avx2(ops, gather, tile, out) };
+        return;
+    }
+    run_bits(ops, gather, tile, out);
 }
 
 /// The bit-permutation program: index-bit swaps in place, then the word gather.
@@ -203,18 +326,15 @@ fn within_swap(words: &mut [u64], a: u32, b: u32) {
     }
 }
 
-/// The index-bit program, if `layout` is a bit permutation of a power-of-two tile.
-fn compile_bit_permutation(layout: &EncodedLayout, block_m: usize, block_n: usize) -> Option<Kind> {
-    let total = block_m * block_n;
-    if !block_m.is_power_of_two()
-        || !block_n.is_power_of_two()
-        || block_n < 64
-        || layout.words_per_tile() * 32 != total
-    {
+/// The index-bit program of `positions` (source bit `s` goes to output bit
+/// `positions[s]`), if it is a permutation of index bits onto exactly `out_words` u32
+/// words: the source a power of two of at least 64 bits (whole u64 words).
+fn compile_bit_permutation(positions: &[u32], out_words: usize) -> Option<Kind> {
+    let total = positions.len();
+    if !total.is_power_of_two() || total < 64 || out_words * 32 != total {
         return None;
     }
     let n = total.trailing_zeros() as usize;
-    let positions = layout.positions();
     // sigma[k]: where source index bit k goes.
     let mut sigma = vec![0usize; n];
     let mut used = 0usize;

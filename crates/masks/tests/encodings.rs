@@ -8,8 +8,8 @@ mod common;
 use common::{acc, config, Rng, CONFIGS};
 use fragmask_gmma_frag::quad_lane;
 use fragmask_masks::{
-    pack, words_per_quad, DenseMask, EncodedLayout, Encoding, PackOptions, TilePlan,
-    TiledAccumulator,
+    pack, pack_transposed, words_per_quad, DenseMask, EncodedLayout, Encoding, PackOptions,
+    TilePlan, TiledAccumulator, Transcoder, TransposedLists,
 };
 use proptest::prelude::*;
 
@@ -76,6 +76,146 @@ fn central_theorem_fragment_native_bit_of_thread_value_is_mask_at_coord() {
             assert!(checked > 0, "config {i}: no partial tile was checked");
         }
     }
+}
+
+/// Every backward accumulator of the forward tile of config `i`: 1 to 3 warpgroups,
+/// with and without SwapAB, wherever the tiling is legal.
+fn backward_accs(i: usize) -> Vec<TiledAccumulator> {
+    let a = acc(i);
+    (1..=3)
+        .flat_map(|w| [true, false].map(|swap| (w, swap)))
+        .filter_map(|(w, swap)| TiledAccumulator::new(a.block_m(), a.block_n(), w, swap).ok())
+        .collect()
+}
+
+/// Checks THE CENTRAL THEOREM for the transposed words of a packed random mask: for
+/// every transposed partial tile (key block `n`, `j`-th query block `m =
+/// q_indices[n, j]`), every thread `t` of the backward accumulator and every value
+/// `v`: bit `v % 32` of word `v / 32` of thread `t` equals `mask[(m, n) tile origin +
+/// backward.coord(t, v)]` (0 outside the mask), and every bit past
+/// `values_per_thread` is 0. Read straight from the raw `q_words` with `coord`.
+/// Returns the number of bits checked.
+fn check_transposed_theorem(
+    i: usize,
+    backward: &TiledAccumulator,
+    encoding: Encoding,
+    seed: u64,
+    (sq, sk): (usize, usize),
+) -> usize {
+    let a = acc(i);
+    let (bm, bn) = (a.block_m() as usize, a.block_n() as usize);
+    let mask = common::random_mask(seed, 1, 2, sq, sk, bm, bn);
+    let dense = DenseMask::new(&mask.data, &mask.dims()).unwrap();
+    let packed = pack_transposed(&dense, &a, encoding, backward, &PackOptions::default()).unwrap();
+    let t = packed.transposed().unwrap();
+    assert_eq!(t.accumulator(), backward);
+    let (threads, vpt) = (
+        backward.threads() as usize,
+        backward.values_per_thread() as usize,
+    );
+    let wpt = vpt.div_ceil(32);
+    let grid = packed.grid();
+    let (mb, nb) = (grid.m_blocks, grid.n_blocks);
+    let mut checked = 0;
+    for h in 0..2 {
+        for n in 0..nb {
+            let row = h * nb + n;
+            for j in 0..t.q_num_blocks()[row] as usize {
+                let m = t.q_indices()[row * mb + j] as usize;
+                let tile = t.q_tile_offsets()[row * mb + j] as usize;
+                let words = t.tile_words(tile);
+                assert_eq!(words.len(), threads * wpt);
+                for th in 0..threads {
+                    for v in 0..wpt * 32 {
+                        let bit = (words[th * wpt + v / 32] >> (v % 32)) & 1 == 1;
+                        if v >= vpt {
+                            assert!(!bit, "padding bit {v} of thread {th} is set");
+                            continue;
+                        }
+                        let (r, c) = backward.coord(th as u32, v as u32).unwrap();
+                        let (q, k) = (m * bm + r as usize, n * bn + c as usize);
+                        let expected = q < sq && k < sk && mask.at(0, h, q, k);
+                        assert_eq!(
+                            bit, expected,
+                            "config {i} backward {backward:?} thread {th} value {v} -> ({q}, {k})"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    checked
+}
+
+/// THE CENTRAL THEOREM, transposed: the backward's words say, thread by thread and
+/// value by value, what `coord` of the backward accumulator says, for every forward
+/// configuration, every legal backward accumulator of its tile and every forward
+/// encoding the words are re-encoded from.
+#[test]
+fn central_theorem_transposed_bit_of_thread_value_is_mask_at_backward_coord() {
+    for (i, &(bm, bn, ..)) in CONFIGS.iter().enumerate() {
+        let (bm, bn) = (bm as usize, bn as usize);
+        let backs = backward_accs(i);
+        assert!(!backs.is_empty(), "config {i}: no backward accumulator");
+        for (b, backward) in backs.iter().enumerate() {
+            for (e, encoding) in Encoding::ALL.into_iter().enumerate() {
+                let seed = (i * 31 + b * 7 + e) as u64;
+                let shape = (bm * 2 + 1 + b * 7, bn * 2 - 3 + e);
+                let checked = check_transposed_theorem(i, backward, encoding, seed, shape);
+                assert!(
+                    checked > 0,
+                    "config {i}: no transposed partial tile was checked"
+                );
+            }
+        }
+    }
+}
+
+/// FlashAttention-3's backward tile for head dim 128 (hopper/flash_bwd_launch_template.h:
+/// kBlockM = 64, kBlockN = 128, 2 MMA warpgroups, SdP_swapAB): its S^T accumulator
+/// holds 32 values per thread, so a transposed tile is one 4-byte load per thread; at
+/// 128 x 128 (head dim 64) it is 64 values, one 8-byte load.
+#[test]
+fn fa3_backward_tiles_read_one_load_per_thread() {
+    for ((bm, bn), bytes) in [((64, 128), 4), ((128, 128), 8)] {
+        let bwd = TiledAccumulator::new(bm, bn, 2, true).unwrap();
+        let cost = Encoding::FragmentNative.load_cost(&bwd);
+        assert_eq!((cost.bytes_per_thread, cost.loads_per_thread), (bytes, 1));
+        let fwd = TiledAccumulator::new(bm, bn, 1, false).unwrap();
+        assert_eq!(TransposedLists::default_accumulator(&fwd).unwrap(), bwd);
+    }
+}
+
+/// A SwapAB accumulator of the `block_m × block_n` tile is the plain accumulator of the
+/// transposed `block_n × block_m` tile: same threads, same values, coordinates
+/// swapped. So "FragmentNative over the SwapAB accumulator" is the register order of
+/// a kernel that tiles `Sᵀ = K Qᵀ` directly.
+#[test]
+fn swap_ab_accumulator_is_the_transposed_tiles_accumulator() {
+    let mut compared = 0;
+    for bm in [16u32, 64, 80, 96, 128, 192, 256] {
+        for bn in [64u32, 128, 192, 256] {
+            for w in 1..=3 {
+                let (Ok(swap), Ok(plain)) = (
+                    TiledAccumulator::new(bm, bn, w, true),
+                    TiledAccumulator::new(bn, bm, w, false),
+                ) else {
+                    continue;
+                };
+                assert_eq!(swap.threads(), plain.threads());
+                assert_eq!(swap.values_per_thread(), plain.values_per_thread());
+                for t in 0..swap.threads() {
+                    for v in 0..swap.values_per_thread() {
+                        let (r, c) = plain.coord(t, v).unwrap();
+                        assert_eq!(swap.coord(t, v).unwrap(), (c, r), "{bm}x{bn} w{w}");
+                    }
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 10, "only {compared} tilings compared");
 }
 
 /// docs/masks.md's closed form of `coord` (used by its Python decoder).
@@ -267,5 +407,36 @@ proptest! {
         prop_assert_eq!(&out, &layout.encode_bools(&bools));
         prop_assert_eq!(layout.decode(&out).unwrap(), bools);
         prop_assert!(layout.padding_is_zero(&out));
+    }
+
+    #[test]
+    fn central_theorem_transposed_holds_on_random_shapes(i in config(), b in 0usize..6, e in 0usize..3, seed in any::<u64>(), rows in 1usize..=3, cols in 1usize..=3, cut in 0usize..64) {
+        let a = acc(i);
+        let backs = backward_accs(i);
+        let backward = &backs[b % backs.len()];
+        let (bm, bn) = (a.block_m() as usize, a.block_n() as usize);
+        let shape = ((rows * bm).saturating_sub(cut % bm).max(1), (cols * bn).saturating_sub(cut % bn).max(1));
+        check_transposed_theorem(i, backward, Encoding::ALL[e], seed, shape);
+    }
+
+    #[test]
+    fn transcoder_output_is_the_reference_encoding_of_the_same_tile(i in config(), b in 0usize..6, e in 0usize..3, seed in any::<u64>(), density in 0u64..=100) {
+        let a = acc(i);
+        let backs = backward_accs(i);
+        let from = EncodedLayout::derive(&a, Encoding::ALL[e]).unwrap();
+        let to = EncodedLayout::derive(&backs[b % backs.len()], Encoding::FragmentNative).unwrap();
+        let transcoder = Transcoder::new(&from, &to).unwrap();
+        let (bm, bn) = (a.block_m() as usize, a.block_n() as usize);
+        let mut rng = Rng(seed);
+        let bools: Vec<bool> = (0..bm * bn).map(|_| rng.below(100) < density).collect();
+        let mut scratch = vec![0u64; transcoder.scratch_words()];
+        let mut out = vec![0xdead_beef; transcoder.out_words()];
+        transcoder.run(&from.encode_bools(&bools), &mut scratch, &mut out);
+        prop_assert_eq!(&out, &to.encode_bools(&bools));
+        let exact = |l: &EncodedLayout| l.words_per_tile() * 32 == bm * bn;
+        prop_assert_eq!(
+            transcoder.is_bit_permutation(),
+            exact(&from) && exact(&to) && (bm * bn).is_power_of_two()
+        );
     }
 }

@@ -76,7 +76,8 @@ fn packed_file_has_the_documented_tensors_and_metadata() {
     let meta: &HashMap<String, String> = meta.metadata().as_ref().unwrap();
     for (k, v) in [
         ("format", "fragmask-masks"),
-        ("format_version", "1"),
+        ("format_version", "2"),
+        ("transposed", "false"),
         ("block_m", "128"),
         ("block_n", "128"),
         ("warpgroups", "2"),

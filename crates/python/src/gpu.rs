@@ -148,10 +148,11 @@ fn check_mask_layout(mask: &PackedMask) -> PyResult<()> {
 /// (contiguous f32 `[B, H, Sq]`); everything else is checked here or by the host before
 /// the launch. `mask_id` 0 means no mask; otherwise `lists` are the device addresses
 /// of its six lists. `window` bounds are -1 for unbounded; `scale` None is `D ** -0.5`.
+/// `fp16`: q, k, v and out are float16 (else bfloat16).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, out, lse, mask_id, lists, causal, window_left, window_right,
-                    scale, bshd, stream, device))]
+                    scale, bshd, stream, device, fp16=false))]
 pub(crate) fn attention_launch(
     q: View,
     k: View,
@@ -167,6 +168,7 @@ pub(crate) fn attention_launch(
     bshd: bool,
     stream: u64,
     device: usize,
+    fp16: bool,
 ) -> PyResult<()> {
     let raw = |(ptr, shape, strides): View| {
         if bshd {
@@ -239,6 +241,7 @@ pub(crate) fn attention_launch(
     let stream = unsafe { g.device.borrowed_stream(stream) };
     let opts = AttentionOptions {
         scale: Some(scale),
+        dtype: fp16.then_some(ActDtype::F16),
         ..AttentionOptions::default()
     };
     // SAFETY: the addresses are data_ptr() of live torch CUDA tensors of `device` whose

@@ -157,13 +157,35 @@ class AttentionTests(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "not supported|the attention kernel needs"):
                 fragmask.attention(q, k, v, m)
 
+    def test_fp16_matches_sdpa_for_every_mask_source_and_both_layouts(self):
+        B, H, Hk, Sq, Sk, D = 1, 4, 2, 200, 330, 128
+        q, k, v = (t.half() for t in self.qkv(B, H, Hk, Sq, Sk, D))
+        dense = torch.rand(Sq, Sk, device="cuda") < 0.4
+        dense[:, 0] = True
+        kr, vr = (t.repeat_interleave(H // Hk, 1) for t in (k, v))
+        for m in (None, Mask.from_dense(dense), Mask.from_dense(dense, block=(64, 64))):
+            out = fragmask.attention(q, k, v, m)
+            self.assertEqual(out.dtype, torch.float16)
+            ref = torch.nn.functional.scaled_dot_product_attention(
+                q.float(), kr.float(), vr.float(), attn_mask=None if m is None else dense)
+            self.assertLess(rel_err(out, ref), 1e-2)
+            bshd = fragmask.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), m,
+                                      layout="bshd")
+            self.assertLess(rel_err(bshd.transpose(1, 2), out), 1e-3)
+        causal = fragmask.attention(q, k, v, causal=True)
+        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), kr.float(), vr.float(),
+                                                               is_causal=True)
+        self.assertLess(rel_err(causal, ref), 1e-2)
+
     def test_lse_and_errors(self):
         q, k, v = self.qkv(1, 2, 2, 128, 128, 64)
         out, lse = fragmask.attention(q, k, v, return_lse=True)
         s = (q.float() @ k.float().transpose(-1, -2)) * 64 ** -0.5
         self.assertLess(rel_err(lse, torch.logsumexp(s, -1)), 1e-4)
         with self.assertRaises(TypeError):
-            fragmask.attention(q.half(), k.half(), v.half())
+            fragmask.attention(q.float(), k.float(), v.float())
+        with self.assertRaises(TypeError):
+            fragmask.attention(q.half(), k, v)   # mixed dtypes
         with self.assertRaises(ValueError):
             fragmask.attention(q, k, v, Mask.from_predicate("causal", 64, 64))
 

@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use fragmask_kernels::attention::{AttentionKernel, Geometry, MaskMode};
+use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
 use fragmask_masks::io::{read_array, ArrayView, DType, SafetensorsFile};
 use fragmask_masks::{DenseMask, MaskError, MaskShape, PackedMask, Region};
 
@@ -358,6 +358,7 @@ pub fn kernel_config(
         opts.overlap.unwrap_or(default.overlap()),
     )
     .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
+    .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
     .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
     .map_err(AttentionError::Config)
 }
@@ -729,14 +730,24 @@ mod tests {
             geometry: g,
             ..AttentionOptions::default()
         };
-        assert_eq!(call_geometry(128, Some(&m), &with(None)).unwrap(), Geometry::TILE_64X64);
+        assert_eq!(
+            call_geometry(128, Some(&m), &with(None)).unwrap(),
+            Geometry::TILE_64X64
+        );
         assert_eq!(
             call_geometry(128, Some(&m), &with(Some(Geometry::TILE_64X64_SINGLE))).unwrap(),
             Geometry::TILE_64X64_SINGLE
         );
         let e = call_geometry(128, Some(&m), &with(Some(Geometry::TILE_128X128))).unwrap_err();
         assert!(e.to_string().contains("tile = 64x64"), "{e}");
-        assert_eq!(call_geometry(64, None, &with(None)).unwrap(), Geometry::TILE_128X128);
+        // Without a mask: the head dim's default tile.
+        for (d, g) in [
+            (64, Geometry::TILE_192X128),
+            (128, Geometry::TILE_128X128),
+            (256, Geometry::TILE_128X80),
+        ] {
+            assert_eq!(call_geometry(d, None, &with(None)).unwrap(), g);
+        }
     }
     use fragmask_masks::io::write_npy;
 

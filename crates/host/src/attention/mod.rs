@@ -47,7 +47,8 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::{
-    AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, KERNEL_NAME, WINDOW_INFINITE,
+    ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, KERNEL_NAME,
+    WINDOW_INFINITE,
 };
 use fragmask_masks::MaskError;
 
@@ -271,6 +272,21 @@ pub struct DeviceBlockMask {
     words: CudaSlice<u32>,
 }
 
+impl DeviceBlockMask {
+    /// The device addresses of the lists, in [`RawMask::Blocks`]' order: `[kv_num_blocks,
+    /// kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
+    pub fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
+        [
+            self.kv_num_blocks.device_ptr(stream).0,
+            self.kv_indices.device_ptr(stream).0,
+            self.full_kv_num_blocks.device_ptr(stream).0,
+            self.full_kv_indices.device_ptr(stream).0,
+            self.kv_tile_offsets.device_ptr(stream).0,
+            self.words.device_ptr(stream).0,
+        ]
+    }
+}
+
 /// Which keys each query sees.
 #[derive(Debug, Clone, Copy)]
 pub enum Mask<'a> {
@@ -317,6 +333,9 @@ pub struct AttentionOptions {
     /// Tile geometry; `None` is the mask's tile with a block mask, else the default of the
     /// head dim. With a block mask, a geometry other than the mask's tile is an error.
     pub geometry: Option<Geometry>,
+    /// Element type of q, k, v and o: bf16 (`None`) or fp16. The tensors of
+    /// [`AttentionRunner::forward`] are bf16; [`AttentionRunner::launch_raw`] takes either.
+    pub dtype: Option<ActDtype>,
 }
 
 /// Output of one attention call.
@@ -354,10 +373,16 @@ fn encode_tensor_map(
     box_rows: u32,
 ) -> Result<TensorMapArg, AttentionError> {
     let [_, h, s, d] = shape;
-    encode_strided_map(ptr, shape, [h * s * d, s * d, d, 1], box_rows)
+    encode_strided_map(
+        ptr,
+        shape,
+        [h * s * d, s * d, d, 1],
+        box_rows,
+        ActDtype::Bf16,
+    )
 }
 
-/// A TMA map of a bf16 tensor of logical shape `[B, H, S, D]` whose elements are
+/// A TMA map of a bf16 or fp16 tensor of logical shape `[B, H, S, D]` whose elements are
 /// `strides` apart (`D` must be contiguous), loading boxes of 64 columns of D by
 /// `box_rows` rows of S (the geometry's `block_m` for Q, `block_n` for K and V). TMA needs
 /// a 16-byte-aligned base and strides that are multiples of 16 bytes (CUDA driver API,
@@ -367,7 +392,13 @@ fn encode_strided_map(
     shape: [usize; 4],
     strides: [usize; 4],
     box_rows: u32,
+    dtype: ActDtype,
 ) -> Result<TensorMapArg, AttentionError> {
+    let data_type = match dtype {
+        ActDtype::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        ActDtype::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        ActDtype::F32 => return Err(AttentionError::Config(ConfigError::Dtype(dtype))),
+    };
     let [b, h, s, d] = shape;
     let elem = 2u64;
     if strides[3] != 1 {
@@ -402,7 +433,7 @@ fn encode_strided_map(
     let rc = unsafe {
         sys::cuTensorMapEncodeTiled(
             map.as_mut_ptr(),
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            data_type,
             4,
             ptr as *mut std::ffi::c_void,
             dims.as_ptr(),
@@ -634,6 +665,11 @@ impl AttentionRunner {
             Mask::Blocks(m) => (MaskMode::Blocks, Some(&m.host)),
         };
         let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
+        if kernel.dtype() != ActDtype::Bf16 {
+            return Err(AttentionError::Shape(
+                "DeviceTensor inputs are bf16; launch fp16 tensors through launch_raw".into(),
+            ));
+        }
         let func = self.function(&kernel)?;
 
         let s = &self.stream;
@@ -654,17 +690,7 @@ impl AttentionRunner {
         let m_blocks = params.m_blocks as u32;
         match mask {
             Mask::Window(w) => window_params(&mut params, w),
-            Mask::Blocks(m) => {
-                let lists = [
-                    m.kv_num_blocks.device_ptr(s).0,
-                    m.kv_indices.device_ptr(s).0,
-                    m.full_kv_num_blocks.device_ptr(s).0,
-                    m.full_kv_indices.device_ptr(s).0,
-                    m.kv_tile_offsets.device_ptr(s).0,
-                    m.words.device_ptr(s).0,
-                ];
-                blocks_params(&mut params, &m.host, lists, &shape)?;
-            }
+            Mask::Blocks(m) => blocks_params(&mut params, &m.host, m.device_lists(s), &shape)?,
         }
         let config = LaunchConfig {
             grid_dim: (m_blocks, shape.heads as u32, shape.batch as u32),
@@ -796,11 +822,11 @@ impl AttentionRunner {
             RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
         };
         let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
-        let g = kernel.geometry();
+        let (g, dt) = (kernel.geometry(), kernel.dtype());
         let maps = [
-            encode_strided_map(q.ptr, q.shape, q.strides, g.block_m())?,
-            encode_strided_map(k.ptr, k.shape, k.strides, g.block_n())?,
-            encode_strided_map(v.ptr, v.shape, v.strides, g.block_n())?,
+            encode_strided_map(q.ptr, q.shape, q.strides, g.block_m(), dt)?,
+            encode_strided_map(k.ptr, k.shape, k.strides, g.block_n(), dt)?,
+            encode_strided_map(v.ptr, v.shape, v.strides, g.block_n(), dt)?,
         ];
         if o % 16 != 0 || lse % 4 != 0 {
             return Err(AttentionError::Shape(format!(
@@ -898,7 +924,7 @@ mod raw_tests {
             (0x1000, [12800, 64, 4, 1], "multiples of 16 bytes"),
             (0x1008, bsh, "16-byte-aligned"),
         ] {
-            let err = encode_strided_map(ptr, shape, strides, 128)
+            let err = encode_strided_map(ptr, shape, strides, 128, ActDtype::Bf16)
                 .err()
                 .map(|e| e.to_string());
             assert!(

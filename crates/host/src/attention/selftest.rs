@@ -15,16 +15,17 @@ use std::sync::Arc;
 
 use fragmask_masks::MaskShape;
 
-use fragmask_kernels::attention::{Geometry, MaskMode};
+use cudarc::driver::DevicePtr;
+use fragmask_kernels::attention::{ActDtype, Geometry, MaskMode};
 
 use super::blockmask::{pack_for_kernel, FnMask};
 pub use super::inputs::{block_sparse, random_tokens, Predicate};
 use super::inputs::{call_geometry, kernel_config};
-use super::numeric::{bf16_to_f32, f32_to_bf16};
+use super::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
 use super::reference::attention_reference;
 use super::{
     driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
-    Window,
+    RawMask, RawTensor, Window,
 };
 
 /// Tolerance on the relative L2 error of O.
@@ -271,6 +272,33 @@ pub fn default_cases() -> Vec<Case> {
             def,
         ),
         (
+            "fp16 dense d128 gqa 4/2 200x330",
+            shape(1, 4, 2, 200, 330, 128),
+            CaseMask::Window(Window::NONE),
+            AttentionOptions {
+                dtype: Some(ActDtype::F16),
+                ..def
+            },
+        ),
+        (
+            "fp16 causal d64 257x257",
+            shape(1, 2, 2, 257, 257, 64),
+            CaseMask::Window(Window::causal()),
+            AttentionOptions {
+                dtype: Some(ActDtype::F16),
+                ..def
+            },
+        ),
+        (
+            "fp16 blocks random 30% d128 300x400",
+            shape(1, 2, 2, 300, 400, 128),
+            blocks(1, 2, random_tokens(0.3, 18)),
+            AttentionOptions {
+                dtype: Some(ActDtype::F16),
+                ..def
+            },
+        ),
+        (
             "blocks top-k k=Sk/8 d128 256x512",
             shape(1, 2, 2, 256, 512, 128),
             blocks(1, 2, random_tokens(0.125, 15)),
@@ -315,9 +343,18 @@ pub fn run_case(
 ) -> Result<CaseResult, AttentionError> {
     let s = case.shape;
     let mut rng = Lcg(seed ^ 0x5DEECE66D);
+    let fp16 = case.opts.dtype == Some(ActDtype::F16);
+    let to_bits = |x: f32| {
+        if fp16 {
+            half::f16::from_f32(x).to_bits()
+        } else {
+            f32_to_bf16(x)
+        }
+    };
+    let from_bits = |b: u16| if fp16 { f16_to_f32(b) } else { bf16_to_f32(b) };
     let mut gen = |n: usize| -> (Vec<u16>, Vec<f32>) {
-        let bits: Vec<u16> = (0..n).map(|_| f32_to_bf16(rng.normal())).collect();
-        let vals = bits.iter().map(|&b| bf16_to_f32(b)).collect();
+        let bits: Vec<u16> = (0..n).map(|_| to_bits(rng.normal())).collect();
+        let vals = bits.iter().map(|&b| from_bits(b)).collect();
         (bits, vals)
     };
     let (qb, qf) = gen(s.q_shape().iter().product());
@@ -359,7 +396,42 @@ pub fn run_case(
     stream
         .memcpy_htod(&vec![f32::NAN; out.lse.len()], &mut out.lse)
         .map_err(d_err("poisoning lse"))?;
-    runner.forward_into(&q, &k, &v, &mask, &case.opts, &mut out)?;
+    if fp16 {
+        // fp16 goes through the raw-pointer launch (the typed DeviceTensor API is bf16).
+        let raw = |t: &super::DeviceTensor<u16>| {
+            let [_, h, sl, d] = t.shape;
+            RawTensor {
+                ptr: t.data.device_ptr(stream).0,
+                shape: t.shape,
+                strides: [h * sl * d, sl * d, d, 1],
+            }
+        };
+        let raw_mask = match (&mask, &device_mask) {
+            (Mask::Window(w), _) => RawMask::Window(*w),
+            (_, Some(m)) => RawMask::Blocks(&m.host, m.device_lists(stream)),
+            _ => unreachable!("blocks case always has a device mask"),
+        };
+        let (o_ptr, lse_ptr) = (
+            out.o.data.device_ptr(stream).0,
+            out.lse.device_ptr(stream).0,
+        );
+        // SAFETY: q, k, v, the mask lists and the outputs are live allocations of this
+        // runner's context sized for `s`, and they outlive the synchronize below.
+        unsafe {
+            runner.launch_raw(
+                stream,
+                &raw(&q),
+                &raw(&k),
+                &raw(&v),
+                &raw_mask,
+                &case.opts,
+                o_ptr,
+                lse_ptr,
+            )?;
+        }
+    } else {
+        runner.forward_into(&q, &k, &v, &mask, &case.opts, &mut out)?;
+    }
     stream
         .synchronize()
         .map_err(d_err("running the attention kernel"))?;
@@ -381,7 +453,7 @@ pub fn run_case(
 
     let (mut diff, mut norm, mut bad) = (0.0f64, 0.0f64, 0usize);
     for (&bits, &r) in o_bits.iter().zip(&reference.o) {
-        let x = f64::from(bf16_to_f32(bits));
+        let x = f64::from(from_bits(bits));
         if !x.is_finite() {
             bad += 1;
             continue;

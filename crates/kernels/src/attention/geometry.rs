@@ -368,7 +368,10 @@ mod tests {
                 "{g}: register file"
             );
             let preferred = Geometry::from_tile(g.block_m(), g.block_n(), g.consumer_warpgroups());
-            assert_eq!(preferred.map(|p| (p.block_m(), p.block_n())), Ok((g.block_m(), g.block_n())));
+            assert_eq!(
+                preferred.map(|p| (p.block_m(), p.block_n())),
+                Ok((g.block_m(), g.block_n()))
+            );
             assert_eq!(Geometry::parse(&g.spec()), Ok(g));
         }
     }
@@ -388,7 +391,10 @@ mod tests {
         ));
         assert_eq!(Geometry::parse("64x64"), Ok(Geometry::TILE_64X64));
         assert_eq!(Geometry::parse("64x64/1"), Ok(Geometry::TILE_64X64_SINGLE));
-        assert!(matches!(Geometry::parse("64x64/3"), Err(ConfigError::GeometryName(_))));
+        assert!(matches!(
+            Geometry::parse("64x64/3"),
+            Err(ConfigError::GeometryName(_))
+        ));
         assert!(matches!(
             Geometry::parse("96x64"),
             Err(ConfigError::Geometry { block_m: 96, .. })

@@ -36,6 +36,7 @@ mod geometry;
 mod smem;
 mod source;
 
+pub use crate::family::dtype::ActDtype;
 pub use fragment::{FragmentMap, NotSeparable, Term};
 pub use geometry::{Geometry, MAX_DYNAMIC_SMEM, PRODUCER_REGS};
 
@@ -99,6 +100,8 @@ pub enum ConfigError {
     },
     /// A tile name that is not `MxN`.
     GeometryName(String),
+    /// An element type the tensor cores of this kernel do not take (bf16 and fp16 only).
+    Dtype(ActDtype),
     /// Inter-warpgroup ping-pong needs exactly two consumer warpgroups.
     PingPong {
         /// The geometry's consumer warpgroups.
@@ -155,6 +158,11 @@ impl core::fmt::Display for ConfigError {
                 "tile '{t}' is not MxN; supported tiles: {}",
                 Geometry::supported_list()
             ),
+            ConfigError::Dtype(d) => write!(
+                f,
+                "element type {} is not supported by the attention kernel (bf16 or f16)",
+                d.name()
+            ),
             ConfigError::PingPong { warpgroups } => write!(
                 f,
                 "ping-pong needs 2 consumer warpgroups, this tile has {warpgroups}"
@@ -173,6 +181,7 @@ impl std::error::Error for ConfigError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AttentionKernel {
     geometry: Geometry,
+    dtype: ActDtype,
     head_dim: u32,
     mask: MaskMode,
     stages: u32,
@@ -207,6 +216,7 @@ impl AttentionKernel {
         }
         Ok(Self {
             geometry,
+            dtype: ActDtype::Bf16,
             head_dim,
             mask,
             stages,
@@ -214,6 +224,21 @@ impl AttentionKernel {
             pingpong: false,
             lookahead: true,
         })
+    }
+
+    /// The element type of q, k, v and o: bf16 (the default) or fp16; the softmax, the
+    /// accumulators and lse stay f32.
+    pub fn with_dtype(mut self, dtype: ActDtype) -> Result<Self, ConfigError> {
+        if dtype == ActDtype::F32 {
+            return Err(ConfigError::Dtype(dtype));
+        }
+        self.dtype = dtype;
+        Ok(self)
+    }
+
+    /// The element type of q, k, v and o.
+    pub fn dtype(&self) -> ActDtype {
+        self.dtype
     }
 
     /// Whether the producer reads the tile list one tile ahead (default on).
@@ -326,8 +351,9 @@ impl AttentionKernel {
     /// A short label: `128x128 d128 blocks s2 overlap pp`.
     pub fn label(&self) -> String {
         format!(
-            "{} d{} {} s{}{}{}{}",
+            "{} {} d{} {} s{}{}{}{}",
             self.geometry.name(),
+            self.dtype.name(),
             self.head_dim,
             self.mask.name(),
             self.stages,
@@ -348,8 +374,8 @@ crate::abi_struct! {
     /// struct (with offset checks) is emitted from this list and the host passes this
     /// `#[repr(C)]` mirror (docs/architecture.md, "ABI").
     pub struct AttentionParams as "fm_attn_params" {
-        /// [B, H, Sq, D] bf16 output.
-        o: Ptr("fm_bf16*"),
+        /// [B, H, Sq, D] output, bf16 or fp16 bits (the kernel's element type).
+        o: Ptr("unsigned short*"),
         /// [B, H, Sq] natural-log row log-sum-exp.
         lse: Ptr("float*"),
         /// [Bm, Hm, Mb] partial tiles per row block.
@@ -422,7 +448,14 @@ mod tests {
         let g = Geometry::TILE_64X64_SINGLE;
         assert_eq!((g.mask_threads(), g.values_per_thread()), (128, 32));
         let g = Geometry::TILE_64X64;
-        assert_eq!((g.values_per_thread(), g.block_values(), g.mask_words_per_thread()), (64, 32, 1));
+        assert_eq!(
+            (
+                g.values_per_thread(),
+                g.block_values(),
+                g.mask_words_per_thread()
+            ),
+            (64, 32, 1)
+        );
     }
 
     #[test]
@@ -463,6 +496,12 @@ mod tests {
             AttentionKernel::new(g, 256, MaskMode::Blocks, 1, true),
             Err(ConfigError::Overlap { head_dim: 256 })
         );
+        assert_eq!(
+            AttentionKernel::default_for(128, MaskMode::Window)
+                .unwrap()
+                .with_dtype(ActDtype::F32),
+            Err(ConfigError::Dtype(ActDtype::F32))
+        );
         let one_wg = AttentionKernel::new(Geometry::TILE_64X64, 128, MaskMode::Blocks, 1, true);
         assert_eq!(
             one_wg.unwrap().with_pingpong(true),
@@ -502,6 +541,9 @@ mod tests {
                             g.ctas_per_sm()
                         )));
                         assert!(!src.contains('$'), "unreplaced placeholder in {k:?}");
+                        let f16 = k.with_dtype(ActDtype::F16).unwrap().source().unwrap();
+                        assert!(f16.contains(".f32.f16.f16") && !f16.contains("bf16.bf16"));
+                        assert!(f16.contains("cvt.rn.f16x2.f32"));
                     }
                 }
             }

@@ -276,7 +276,11 @@ mod tests {
                 assert_eq!(q_chunk, g.block_m() * 128, "{g} d{d}");
                 assert_eq!(kv_chunk, g.step_n() * 128, "{g} d{d}");
                 if g.step_blocks() > 1 {
-                    assert_eq!(ops.slot_bytes(&g, 1).unwrap(), g.block_n() * 128, "{g} d{d}");
+                    assert_eq!(
+                        ops.slot_bytes(&g, 1).unwrap(),
+                        g.block_n() * 128,
+                        "{g} d{d}"
+                    );
                 }
                 assert_eq!(ops.q.tile_bytes(), g.q_tile_bytes(d));
                 assert_eq!(ops.v.tile_bytes(), g.kv_tile_bytes(d));

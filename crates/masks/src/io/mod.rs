@@ -21,7 +21,7 @@ pub use output::{
     check_output, remove_live_temporaries, remove_stale_temporaries, write_atomically,
     write_file_atomically, TEMP_PREFIX,
 };
-pub use packed::{FORMAT_NAME, FORMAT_VERSION};
+pub use packed::{FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSIONS_READ};
 
 /// Element type of an array read from a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The packed-mask safetensors file (format version 1; docs/masks.md).
+//! The packed-mask safetensors file (format version 2, reads 1; docs/masks.md).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -13,12 +13,28 @@ use fragmask_gmma_frag::TiledAccumulator;
 use super::{write_atomically, ArrayView, DType, SafetensorsFile};
 use crate::encoding::EncodedLayout;
 use crate::shape::TileGrid;
+use crate::transpose::{TransposedLists, TRANSPOSED_ENCODING};
 use crate::{Encoding, MaskError, MaskShape, PackedMask, MAX_SEQLEN};
 
 /// `format` metadata value.
 pub const FORMAT_NAME: &str = "fragmask-masks";
-/// `format_version` metadata value.
-pub const FORMAT_VERSION: u32 = 1;
+/// `format_version` metadata value written. Version 2 added the optional transposed
+/// lists (`transposed` metadata key, `q_*` tensors); version 1 files, which have none,
+/// still load.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Format versions read.
+pub const FORMAT_VERSIONS_READ: [u32; 2] = [1, 2];
+
+/// The transposed tensors, in file order.
+const TRANSPOSED_TENSORS: [&str; 6] = [
+    "q_num_blocks",
+    "q_indices",
+    "full_q_num_blocks",
+    "full_q_indices",
+    "q_tile_offsets",
+    "q_words",
+];
 
 struct Tensor<'a> {
     dtype: safetensors::Dtype,
@@ -156,7 +172,7 @@ impl PackedMask {
         }
         let mut word_shape = vec![self.partial_tiles()];
         word_shape.extend_from_slice(self.encoding().word_shape(self.accumulator()).dims());
-        vec![
+        let mut tensors = vec![
             ("kv_num_blocks", i32s(&self.kv_num_blocks, vec![b, h, m])),
             ("kv_indices", i32s(&self.kv_indices, vec![b, h, m, n])),
             (
@@ -179,7 +195,30 @@ impl PackedMask {
                     data: le_bytes(&self.words),
                 },
             ),
-        ]
+        ];
+        if let Some(t) = &self.transposed {
+            let mut q_word_shape = vec![t.partial_tiles()];
+            q_word_shape.extend_from_slice(TRANSPOSED_ENCODING.word_shape(t.accumulator()).dims());
+            tensors.extend([
+                ("q_num_blocks", i32s(&t.q_num_blocks, vec![b, h, n])),
+                ("q_indices", i32s(&t.q_indices, vec![b, h, n, m])),
+                (
+                    "full_q_num_blocks",
+                    i32s(&t.full_q_num_blocks, vec![b, h, n]),
+                ),
+                ("full_q_indices", i32s(&t.full_q_indices, vec![b, h, n, m])),
+                ("q_tile_offsets", i32s(&t.q_tile_offsets, vec![b, h, n, m])),
+                (
+                    "q_words",
+                    Tensor {
+                        dtype: safetensors::Dtype::U32,
+                        shape: q_word_shape,
+                        data: le_bytes(&t.q_words),
+                    },
+                ),
+            ]);
+        }
+        tensors
     }
 
     /// The file's `__metadata__`.
@@ -198,8 +237,20 @@ impl PackedMask {
             ("seqlen_k", s.seqlen_k.to_string()),
             ("batch", s.batch.to_string()),
             ("heads", s.heads.to_string()),
+            ("transposed", self.transposed.is_some().to_string()),
         ]
         .into_iter()
+        .chain(self.transposed.iter().flat_map(|t| {
+            let bwd = t.accumulator();
+            [
+                ("transposed_warpgroups", bwd.warpgroups().to_string()),
+                ("transposed_swap_ab", bwd.swap_ab().to_string()),
+                (
+                    "transposed_encoding",
+                    TRANSPOSED_ENCODING.name().to_string(),
+                ),
+            ]
+        }))
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }
@@ -256,7 +307,8 @@ impl PackedMask {
                 return Err(MaskError::Corrupt {
                     what: "packed mask metadata",
                     detail: "a numeric key (block_m, block_n, warpgroups, seqlen_q, seqlen_k, \
-                             batch, heads, format_version) is not a non-negative integer",
+                             batch, heads, format_version, transposed_warpgroups) is not a \
+                             non-negative integer",
                 });
             }
             text.parse::<usize>().map_err(|_| MaskError::Overflow {
@@ -270,10 +322,11 @@ impl PackedMask {
                 detail: "format is not fragmask-masks",
             });
         }
-        if number("format_version")? != FORMAT_VERSION as usize {
+        let version = number("format_version")?;
+        if !FORMAT_VERSIONS_READ.iter().any(|&v| v as usize == version) {
             return Err(MaskError::Unsupported {
                 what: "packed mask format_version",
-                detail: "this reader reads version 1",
+                detail: "this reader reads versions 1 and 2",
             });
         }
         let small = |key: &'static str| -> Result<u32, MaskError> {
@@ -284,16 +337,31 @@ impl PackedMask {
                 limit: u32::MAX as u64,
             })
         };
-        let swap_ab = match get("swap_ab")? {
-            "true" => true,
-            "false" => false,
-            _ => {
-                return Err(MaskError::Corrupt {
+        let flag = |key: &'static str, detail: &'static str| -> Result<bool, MaskError> {
+            match get(key)? {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(MaskError::Corrupt {
                     what: "packed mask metadata",
-                    detail: "swap_ab must be true or false",
-                })
+                    detail,
+                }),
             }
         };
+        let swap_ab = flag("swap_ab", "swap_ab must be true or false")?;
+        // Version 1 has no transposed lists; version 2 says whether it has them.
+        let transposed = version >= 2 && flag("transposed", "transposed must be true or false")?;
+        let names = file.names();
+        if !transposed
+            && names
+                .iter()
+                .any(|n| TRANSPOSED_TENSORS.contains(&n.as_str()))
+        {
+            return Err(MaskError::Corrupt {
+                what: "packed mask metadata",
+                detail: "the file holds transposed tensors (q_*) but its metadata does not \
+                         say transposed = true (format version 2)",
+            });
+        }
         let acc = TiledAccumulator::new(
             small("block_m")?,
             small("block_n")?,
@@ -367,14 +435,21 @@ impl PackedMask {
         let dims4 = [batch, heads, grid.m_blocks, grid.n_blocks];
         let read = |name: &'static str, dims: &[usize]| -> Result<Vec<i32>, MaskError> {
             let view = lists(name, dims.len())?;
+            let by_key = name.starts_with("q_") || name.starts_with("full_q_");
             for (i, (&found, &expected)) in view.shape.iter().zip(dims).enumerate() {
                 if found != expected {
                     return Err(MaskError::ShapeMismatch {
-                        what: match (dims.len(), i) {
+                        what: match (by_key, i) {
                             (_, 0) => "tile list batch dimension",
                             (_, 1) => "tile list heads dimension",
-                            (_, 2) => "tile list m_blocks dimension (ceil(seqlen_q / block_m))",
-                            _ => "tile list n_blocks dimension (ceil(seqlen_k / block_n))",
+                            (false, 2) => "tile list m_blocks dimension (ceil(seqlen_q / block_m))",
+                            (false, _) => "tile list n_blocks dimension (ceil(seqlen_k / block_n))",
+                            (true, 2) => {
+                                "transposed tile list n_blocks dimension (ceil(seqlen_k / block_n))"
+                            }
+                            (true, _) => {
+                                "transposed tile list m_blocks dimension (ceil(seqlen_q / block_m))"
+                            }
                         },
                         expected: expected as u64,
                         found: found as u64,
@@ -434,7 +509,7 @@ impl PackedMask {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        PackedMask::from_parts(
+        let mut packed = PackedMask::from_parts(
             &acc,
             encoding,
             shape,
@@ -446,7 +521,46 @@ impl PackedMask {
                 kv_tile_offsets,
             ],
             words,
-        )
+        )?;
+        if transposed {
+            let backward = TiledAccumulator::new(
+                acc.block_m(),
+                acc.block_n(),
+                small("transposed_warpgroups")?,
+                flag(
+                    "transposed_swap_ab",
+                    "transposed_swap_ab must be true or false",
+                )?,
+            )?;
+            if Encoding::from_name(get("transposed_encoding")?) != Some(TRANSPOSED_ENCODING) {
+                return Err(MaskError::Unsupported {
+                    what: "packed mask transposed_encoding",
+                    detail: "transposed words are fragment-native",
+                });
+            }
+            let dims3 = [batch, heads, grid.n_blocks];
+            let dims4 = [batch, heads, grid.n_blocks, grid.m_blocks];
+            let q_layout = EncodedLayout::derive(&backward, TRANSPOSED_ENCODING)?;
+            let q_words = read_words(
+                &file,
+                "q_words",
+                TRANSPOSED_ENCODING.word_shape(&backward).dims(),
+                packed.partial_tiles(),
+            )?;
+            let lists = TransposedLists {
+                layout: q_layout,
+                grid,
+                q_num_blocks: read("q_num_blocks", &dims3)?,
+                q_indices: read("q_indices", &dims4)?,
+                full_q_num_blocks: read("full_q_num_blocks", &dims3)?,
+                full_q_indices: read("full_q_indices", &dims4)?,
+                q_tile_offsets: read("q_tile_offsets", &dims4)?,
+                q_words,
+            };
+            lists.validate(&packed)?;
+            packed.transposed = Some(lists);
+        }
+        Ok(packed)
     }
 
     /// A packed mask from lists and words another packer produced (the GPU packer,
@@ -532,8 +646,53 @@ impl PackedMask {
             full_kv_indices,
             kv_tile_offsets,
             words,
+            transposed: None,
         })
     }
+}
+
+/// The transposed words tensor `name`: uint32 `[tiles, ...word_dims]`, with `tiles`
+/// the forward's partial tiles.
+fn read_words(
+    file: &SafetensorsFile<'_>,
+    name: &'static str,
+    word_dims: &[usize],
+    tiles: usize,
+) -> Result<Vec<u32>, MaskError> {
+    let view = file.tensor(name)?;
+    if view.dtype != DType::U32 {
+        return Err(MaskError::WrongDtype {
+            what: name,
+            found: view.dtype.name(),
+            expected: "uint32",
+        });
+    }
+    if view.shape.len() != 1 + word_dims.len() {
+        return Err(MaskError::BadRank {
+            what: name,
+            rank: view.shape.len(),
+            expected: "3 ([P, threads, words_per_thread] of the backward accumulator)",
+        });
+    }
+    let expected = core::iter::once(tiles).chain(word_dims.iter().copied());
+    for (i, (found, expected)) in view.shape.iter().copied().zip(expected).enumerate() {
+        if found != expected {
+            return Err(MaskError::ShapeMismatch {
+                what: match i {
+                    0 => "q_words dimension 0 (the partial tiles, as in words)",
+                    1 => "q_words dimension 1 (threads of the backward accumulator)",
+                    _ => "q_words dimension 2 (words per thread of the backward accumulator)",
+                },
+                expected: expected as u64,
+                found: found as u64,
+            });
+        }
+    }
+    Ok(view
+        .data
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 fn validate_lists(
@@ -697,56 +856,6 @@ mod tests {
             assert_eq!(header_len % 8, 0, "data starts 8-byte aligned");
         }
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn from_parts_rebuilds_a_packed_mask_and_refuses_inconsistent_parts() {
-        let acc = TiledAccumulator::new(64, 64, 1, false).unwrap();
-        let data: Vec<u8> = (0..2 * 100 * 130)
-            .map(|i: usize| u8::from(i % 5 < 2 || (i / 130) % 100 < 64))
-            .collect();
-        let dense = DenseMask::new(&data, &[2, 100, 130]).unwrap();
-        let packed = pack(
-            &dense,
-            &acc,
-            Encoding::FragmentNative,
-            &PackOptions::default(),
-        )
-        .unwrap();
-        let lists = || {
-            [
-                packed.kv_num_blocks().to_vec(),
-                packed.kv_indices().to_vec(),
-                packed.full_kv_num_blocks().to_vec(),
-                packed.full_kv_indices().to_vec(),
-                packed.kv_tile_offsets().to_vec(),
-            ]
-        };
-        let rebuilt = |lists, words| {
-            PackedMask::from_parts(&acc, Encoding::FragmentNative, packed.shape(), lists, words)
-        };
-        assert_eq!(rebuilt(lists(), packed.words().to_vec()).unwrap(), packed);
-        // One tile's words short, a list one entry short, a count past the row.
-        let short = packed.words()[..packed.words().len() - 1].to_vec();
-        assert!(matches!(
-            rebuilt(lists(), short),
-            Err(MaskError::Corrupt { .. })
-        ));
-        let mut l = lists();
-        l[1].pop();
-        assert!(matches!(
-            rebuilt(l, packed.words().to_vec()),
-            Err(MaskError::ShapeMismatch {
-                what: "kv_indices entries",
-                ..
-            })
-        ));
-        let mut l = lists();
-        l[0][0] = 100;
-        assert!(matches!(
-            rebuilt(l, packed.words().to_vec()),
-            Err(MaskError::Corrupt { .. })
-        ));
     }
 
     #[test]

@@ -62,15 +62,15 @@ def _raw_stream(torch):
     return lambda device: torch.cuda.current_stream(device).cuda_stream
 
 
-_Tensor = _bf16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
+_Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
 _is_compiling = _plain = None
 
 
 def _init_fast(torch):
     """Binds what the eager fast path reads on every call."""
-    global _Tensor, _bf16, _f32, _get_stream, _get_device, _raw_alloc, _raw_delete
+    global _Tensor, _bf16, _f16, _f32, _get_stream, _get_device, _raw_alloc, _raw_delete
     global _is_compiling, _plain
-    _Tensor, _bf16, _f32 = torch.Tensor, torch.bfloat16, torch.float32
+    _Tensor, _bf16, _f16, _f32 = torch.Tensor, torch.bfloat16, torch.float16, torch.float32
     _get_stream = _raw_stream(torch)
     _is_compiling = torch.compiler.is_compiling
     C = torch._C
@@ -126,10 +126,10 @@ def _register():
         out = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
         lse = torch.empty((B, H, Sq), dtype=torch.float32, device=q.device)
         for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.dtype != torch.bfloat16:
+            if t.dtype not in (torch.bfloat16, torch.float16) or t.dtype != q.dtype:
                 raise TypeError(f"fragmask.attention: {name} is "
                                 f"{str(t.dtype).replace('torch.', '')}; the attention "
-                                "kernel takes bfloat16")
+                                "kernel takes bfloat16 or float16, the same for q, k, v")
         lists, mask_id = None, 0
         if kv_num_blocks is not None:
             lists = tuple(t.data_ptr() for t in (kv_num_blocks, kv_indices,
@@ -140,7 +140,7 @@ def _register():
         _launch((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
                 (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse.data_ptr(),
                 mask_id, lists, causal, window[0], window[1], scale, False,
-                _get_stream(device), device)
+                _get_stream(device), device, q.dtype == torch.float16)
         return out, lse
 
     @attention_op.register_fake
@@ -233,13 +233,13 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     """
     if _T is None:
         _torch()
-    # Eager fast path: plain bf16 CUDA tensors of one device, nothing tracing or
+    # Eager fast path: plain bf16 or fp16 CUDA tensors of one device, nothing tracing or
     # transforming the call (see the module docs). Shapes, strides, the mask's fit,
     # the window and the scale are checked by the extension before it launches; what
     # this path cannot vouch for (other dtypes or devices, other masks, layouts or
     # ranks) takes the checked path below through the registered op.
     if (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
-            and q.dtype is _bf16 and k.dtype is _bf16 and v.dtype is _bf16
+            and (q.dtype is _bf16 or q.dtype is _f16) and k.dtype is q.dtype and v.dtype is q.dtype
             and _plain is not None and _plain(q, k, v)):
         device = q.get_device()
         qs, ks, vs = q.shape, k.shape, v.shape
@@ -268,7 +268,8 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
             try:
                 _launch((q.data_ptr(), qs, q.stride()), (k.data_ptr(), ks, k.stride()),
                         (v.data_ptr(), vs, v.stride()), out.data_ptr(), lse_ptr, mask_id,
-                        ptrs, bool(causal), left, right, scale, bshd, stream, device)
+                        ptrs, bool(causal), left, right, scale, bshd, stream, device,
+                        q.dtype is _f16)
             finally:
                 if lse is None:
                     _raw_delete(lse_ptr)
