@@ -329,4 +329,29 @@ fn masks_and_top_k_that_do_not_fit_are_exit_2_and_valid_ones_exit_3() {
     assert!(code == 3 || code == 0, "{text}");
     let (code, text) = run(&d.0, &["bench", "decode", "--topk", "0"]);
     assert_eq!(code, 2, "{text}");
+    // Mixed batches: B values in 0..=SEQLEN_Q.
+    let (code, text) = run(&d.0, &["bench", "decode", "--seqlens-q", "1,2"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--seqlens-q"), "{text}");
+    let (code, text) = run(
+        &d.0,
+        &[
+            "bench",
+            "decode",
+            "--batch",
+            "2",
+            "--seqlen-q",
+            "4",
+            "--seqlens-q",
+            "4,1",
+        ],
+    );
+    assert!(code == 3 || code == 0, "{text}");
+    for bad in ["5,1", "4"] {
+        let (code, text) = run(
+            &d.0,
+            &["decode", "--random", "2,4,8,2,300,64", "--seqlens-q", bad],
+        );
+        assert_eq!(code, 2, "{bad}: {text}");
+    }
 }

@@ -237,6 +237,11 @@ pub struct BenchDecodeArgs {
     /// decode of the same (contiguous) cache.
     #[arg(long, value_name = "K", conflicts_with_all = ["preset", "page_size", "causal"])]
     topk: Option<usize>,
+    /// A mixed batch: BATCH comma-separated token counts in 0..=SEQLEN_Q (cu_seqlens_q;
+    /// q holds BATCH x SEQLEN_Q rows): time it beside the call with every request at
+    /// SEQLEN_Q.
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["preset", "topk", "mask"])]
+    seqlens_q: Option<String>,
 }
 
 fn parse_dtype(text: &str) -> Result<ActDtype, String> {
@@ -734,6 +739,8 @@ enum RowKind {
     Masked(Box<DecodeMask>),
     /// The gathered (paged, one key a page) shape, its block table and K.
     TopK(DecodeShape, Vec<i32>, usize),
+    /// `cu_seqlens_q` of a mixed batch.
+    Varlen(Vec<i32>),
 }
 
 /// The shape of `[B, Sq, H, Hkv, Sk, D]`.
@@ -867,6 +874,18 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             let (g, table) =
                 topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
             Some((format!("{name} top-{k} gather"), RowKind::TopK(g, table, k)))
+        } else if let Some(list) = &args.seqlens_q {
+            let l: Vec<usize> = parse_list("--seqlens-q", list)?;
+            if l.len() != shape.batch || l.iter().any(|&x| x > shape.seqlen_q) {
+                return Err(format!(
+                    "--seqlens-q {list}: expected {} values in 0..={}",
+                    shape.batch, shape.seqlen_q
+                ));
+            }
+            Some((
+                format!("{name} varlen [{list}]"),
+                RowKind::Varlen(cu_of(&l)),
+            ))
         } else {
             None
         };
@@ -935,14 +954,23 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
                 runner.plan_masked(*shape, m, args.splits),
                 BenchExtra {
                     mask: Some(m),
-                    block_table: None,
+                    ..BenchExtra::default()
                 },
             ),
             RowKind::TopK(_, table, k) => (
                 runner.plan(*shape, *k, args.splits),
                 BenchExtra {
-                    mask: None,
                     block_table: Some(table),
+                    ..BenchExtra::default()
+                },
+            ),
+            RowKind::Varlen(cu) => (
+                runner
+                    .plan(*shape, shape.cache.capacity(), args.splits)
+                    .and_then(|p| p.with_varlen(shape.batch * shape.seqlen_q)),
+                BenchExtra {
+                    cu_seqlens_q: Some(cu),
+                    ..BenchExtra::default()
                 },
             ),
         };

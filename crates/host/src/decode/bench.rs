@@ -20,6 +20,8 @@ pub struct BenchExtra<'a> {
     /// A block table to use for every input set instead of a generated one (top-k
     /// gathers: [`super::mask::topk_gather`]).
     pub block_table: Option<&'a [i32]>,
+    /// `cu_seqlens_q` of a varlen plan ([`DecodePlan::with_varlen`]).
+    pub cu_seqlens_q: Option<&'a [i32]>,
 }
 
 /// Bytes a masked call must read at least: K and V of the union of the key blocks any
@@ -153,7 +155,7 @@ pub fn bench(
     let lens = vec![full as i32; shape.batch];
     let mut all = Vec::with_capacity(sets);
     for _ in 0..sets {
-        let q = random_bytes(plan, shape.elements("q")?, &mut seed)?;
+        let q = random_bytes(plan, plan.elements("q")?, &mut seed)?;
         let k = random_bytes(plan, shape.elements("k")?, &mut seed)?;
         let v = random_bytes(plan, shape.elements("v")?, &mut seed)?;
         let table = match extra.block_table {
@@ -161,8 +163,13 @@ pub fn bench(
             None => block_table(&shape, shuffle_pages, &mut seed)?,
         };
         let _ = splitmix64(&mut seed);
-        let tensors = DecodeTensors::upload(&s, &shape, &q, &k, &v, &table, Some(&lens))?;
-        let out = DecodeOutput::new(&s, &shape)?;
+        let tensors = match extra.cu_seqlens_q {
+            Some(cu) => {
+                DecodeTensors::upload_varlen(&s, plan, &q, &k, &v, &table, Some(&lens), cu)?
+            }
+            None => DecodeTensors::upload(&s, &shape, &q, &k, &v, &table, Some(&lens))?,
+        };
+        let out = DecodeOutput::for_plan(&s, plan)?;
         let ws = DecodeWorkspace::new(&s, plan)?;
         all.push((tensors, out, ws));
     }
@@ -207,6 +214,10 @@ pub fn bench(
             .seqlens_k
             .as_ref()
             .map(|l| l.device_ptr(&graph_stream));
+        let cu = tensors
+            .cu_seqlens_q
+            .as_ref()
+            .map(|l| l.device_ptr(&graph_stream));
         let (o, _f) = out.o.device_ptr_mut(&graph_stream);
         let (lse, _g) = out.lse.device_ptr_mut(&graph_stream);
         let (ws_o, _h) = ws.o.device_ptr_mut(&graph_stream);
@@ -224,7 +235,7 @@ pub fn bench(
             mask_list,
             mask_count,
             mask_bits,
-            cu_seqlens_q: 0,
+            cu_seqlens_q: cu.as_ref().map_or(0, |(p, _)| *p),
         });
     }
     graph_stream
@@ -257,9 +268,16 @@ pub fn bench(
             .launch()
             .map_err(crate::Error::driver("replaying the graph"))
     })?;
-    let bytes = match extra.mask {
-        Some(m) => masked_bytes(plan, m),
-        None => plan.bytes_moved(plan.max_seqlen_k * shape.batch),
+    let bytes = match (extra.mask, extra.cu_seqlens_q) {
+        (Some(m), _) => masked_bytes(plan, m),
+        // Varlen: K and V of every key once, q read and o written for the covered rows.
+        (None, Some(cu)) => {
+            let rows = cu.last().map_or(0, |&r| r.max(0) as usize);
+            let e = shape.dtype.size();
+            2 * plan.max_seqlen_k * shape.batch * shape.kv_heads * shape.head_dim * e
+                + 2 * rows * shape.heads * shape.head_dim * e
+        }
+        (None, None) => plan.bytes_moved(plan.max_seqlen_k * shape.batch),
     };
     Ok(BenchRow {
         plan: *plan,
