@@ -288,3 +288,50 @@ pub fn bench(
         graph_ms: g.median_ms / sets as f64,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::problem::tests::shape as test_shape;
+    use fragmask_gmma_frag::TiledAccumulator;
+    use fragmask_masks::{pack, DenseMask, Encoding, PackOptions};
+
+    #[test]
+    fn masked_bytes_count_each_listed_key_of_each_kv_head_once() {
+        // Sq = 80 (two row blocks of 64), Sk = 200 (4 blocks, the last of 8 keys): row block
+        // 0 lists key blocks {0, 3}, row block 1 lists {1, 3}; per-head masks, G = 1.
+        let (sq, sk, heads) = (80usize, 200usize, 2usize);
+        let mut bytes = vec![0u8; heads * sq * sk];
+        for h in 0..heads {
+            for t in 0..sq {
+                for key in 0..sk {
+                    let block = key / 64;
+                    let on = if t < 64 {
+                        block == 0 || block == 3
+                    } else {
+                        block == 1 || block == 3
+                    };
+                    bytes[(h * sq + t) * sk + key] = u8::from(on && (h == 0 || block != 1));
+                }
+            }
+        }
+        let dense = DenseMask::new(&bytes, &[1, heads, sq, sk]).unwrap();
+        let acc = TiledAccumulator::new(64, 64, 1, false).unwrap();
+        let packed = pack(
+            &dense,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .unwrap();
+        let mask = DecodeMask::from_packed(&packed).unwrap();
+        let mut s = test_shape(1, heads, heads, sk);
+        s.seqlen_q = sq;
+        let plan = DecodePlan::new(s, sk, 132, None).unwrap();
+        // Head 0 reads blocks 0, 1, 3 (64 + 64 + 8 keys), head 1 blocks 0, 3 (64 + 8).
+        let keys = (64 + 64 + 8) + (64 + 8);
+        let e = 2;
+        let expected = 2 * keys * 128 * e + 2 * sq * heads * 128 * e;
+        assert_eq!(masked_bytes(&plan, &mask), expected);
+    }
+}
