@@ -17,6 +17,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from bench_common import bench_ms
+
 TILES = {64: ["128x128", "192x128", "128x64", "64x64"],
          128: ["128x128", "128x80", "64x64"],
          256: ["128x128", "128x80", "128x64"]}
@@ -24,21 +26,6 @@ TILES = {64: ["128x128", "192x128", "128x64", "64x64"],
 QUICK = {64: ["128x128", "192x128"], 128: ["128x128"], 256: ["128x128", "128x80"]}
 
 
-def bench_ms(fn, warmup=5, iters=20):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def fragmask(binary, s, d, tile, mask, extra=()):

@@ -28,25 +28,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench_common import bench_ms
+
 H, N, D, BS = 12, 23296, 128, 64
 NB = N // BS
 
 
-def bench_ms(fn, warmup=5, iters=20):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def make_lists(frac, variable, seed):

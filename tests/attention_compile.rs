@@ -6,18 +6,9 @@
 use fragmask::host::attention::compile::compile_kernel;
 use fragmask::kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
 
-fn nvrtc_or_skip() -> bool {
-    match fragmask::host::toolchain::nvrtc_available() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("NVRTC is required under CI=true: {e}");
-            }
-            eprintln!("SKIPPED: no NVRTC ({e})");
-            false
-        }
-    }
-}
+#[path = "support/nvrtc.rs"]
+mod nvrtc;
+use nvrtc::nvrtc_or_skip;
 
 #[test]
 fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {

@@ -10,18 +10,9 @@ use fragmask::kernels::decode::{
 };
 use fragmask::kernels::family::dtype::ActDtype;
 
-fn nvrtc_or_skip() -> bool {
-    match fragmask::host::toolchain::nvrtc_available() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("NVRTC is required under CI=true: {e}");
-            }
-            eprintln!("SKIPPED: no NVRTC ({e})");
-            false
-        }
-    }
-}
+#[path = "support/nvrtc.rs"]
+mod nvrtc;
+use nvrtc::nvrtc_or_skip;
 
 #[test]
 fn every_decode_geometry_compiles_without_spills_with_16_byte_copies() {

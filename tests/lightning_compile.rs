@@ -8,18 +8,9 @@ use fragmask::host::sass;
 use fragmask::kernels::family::dtype::ActDtype;
 use fragmask::kernels::lightning::{source::source, LightningConfig, KERNEL_NAME};
 
-fn nvrtc_or_skip() -> bool {
-    match fragmask::host::toolchain::nvrtc_available() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("NVRTC is required under CI=true: {e}");
-            }
-            eprintln!("SKIPPED: no NVRTC ({e})");
-            false
-        }
-    }
-}
+#[path = "support/nvrtc.rs"]
+mod nvrtc;
+use nvrtc::nvrtc_or_skip;
 
 #[test]
 fn every_lightning_geometry_compiles_without_spills_with_vector_state_access() {

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    sys, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx as CudarcImage;
 
@@ -23,6 +23,63 @@ use fragmask_kernels::probe::{
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::nvrtc::{CompileOptions, Compiler, Cubin};
+
+/// Launches `func` on `stream` with one by-value parameter struct `params`, a 1-D block of
+/// `threads` and `smem` bytes of dynamic shared memory; with `dependent_launch`, under
+/// programmatic stream serialization (CUDA Programming Guide, "Programmatic Dependent
+/// Launch"): the kernel may start while the previous kernel of the stream drains, and must
+/// wait (`griddepcontrol.wait`) before its first dependent global read.
+///
+/// # Safety
+/// `func` must take exactly one parameter, of `T`'s layout (a `#[repr(C)]` mirror whose
+/// offsets the kernel's ABI test pins); every pointer inside `params` must be valid for
+/// what the kernel reads and writes until it completes on `stream`; `grid`, `threads` and
+/// `smem` must be within the function's limits.
+pub(crate) unsafe fn launch_struct<T>(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    grid: (u32, u32, u32),
+    threads: u32,
+    smem: u32,
+    params: T,
+    dependent_launch: bool,
+) -> std::result::Result<(), DriverError> {
+    let mut arg = params;
+    let mut kernel_params = [(&mut arg as *mut T).cast::<std::ffi::c_void>()];
+    // SAFETY: an all-zero launch attribute value (a C union of plain data) is valid.
+    let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    value.programmaticStreamSerializationAllowed = 1;
+    let mut attribute = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value,
+    };
+    let launch = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: &mut attribute,
+        numAttrs: u32::from(dependent_launch),
+    };
+    stream.context().bind_to_thread()?;
+    // SAFETY: `kernel_params` points at the one by-value argument for the duration of the
+    // call, `launch` and `attribute` outlive it; the argument's layout, its pointers and the
+    // launch dimensions are this function's contract with its caller.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &launch,
+            func.cu_function(),
+            kernel_params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+}
 
 /// Grid and block shape of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use fragmask_masks::io::read_file;
 use fragmask_masks::{
     pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
     MaskError, MaskShape, MaskSource, PackOptions, PackedMask, Predicate, PredicateMask,
-    TiledAccumulator, TopKMask, MAX_SEQLEN, MAX_THREADS,
+    TiledAccumulator, TopKMask, TransposedLists, MAX_SEQLEN, MAX_THREADS,
 };
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -501,6 +501,79 @@ impl Packed {
                 list_bytes(py, p.layout().positions(), dims)
             }
             _ => return Err(value_error(format!("no list named '{name}'"))),
+        })
+    }
+
+    /// This mask with the backward pass's transposed lists and words added (format v2,
+    /// as `fragmask pack --transposed`): the backward accumulator has the mask's tile,
+    /// SwapAB unless `swap_ab` is false, and `warpgroups` (None: the library's default,
+    /// `TransposedLists::default_accumulator`).
+    #[pyo3(signature = (warpgroups=None, swap_ab=true, threads=0))]
+    fn with_transposed(
+        &self,
+        py: Python<'_>,
+        warpgroups: Option<u32>,
+        swap_ab: bool,
+        threads: usize,
+    ) -> PyResult<Packed> {
+        if threads > MAX_THREADS {
+            return Err(value_error(format!(
+                "threads={threads} is too large: the limit is {MAX_THREADS}"
+            )));
+        }
+        let acc = *self.inner.accumulator();
+        let warpgroups = match warpgroups {
+            Some(w) => w,
+            None if swap_ab => TransposedLists::default_accumulator(&acc)
+                .map(|a| a.warpgroups())
+                .unwrap_or(1),
+            None => acc.warpgroups(),
+        };
+        let backward = TiledAccumulator::new(acc.block_m(), acc.block_n(), warpgroups, swap_ab)
+            .map_err(|e| raise("with_transposed", MaskError::from(e)))?;
+        let mut packed = (*self.inner).clone();
+        let options = PackOptions {
+            threads,
+            ..PackOptions::default()
+        };
+        py.detach(|| packed.add_transposed(&backward, &options))
+            .map_err(|e| raise("with_transposed", e))?;
+        Ok(Packed::new(packed))
+    }
+
+    /// Whether the transposed lists are present.
+    #[getter]
+    fn has_transposed(&self) -> bool {
+        self.inner.transposed().is_ok()
+    }
+
+    /// A transposed list by name: (bytes, dims); int32 lists, uint32 words. A mask
+    /// without them raises ValueError naming the commands that add them.
+    fn transposed_list<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Vec<usize>)> {
+        let t = self
+            .inner
+            .transposed()
+            .map_err(|e| raise("transposed lists", e))?;
+        let s = self.inner.shape();
+        let g = self.inner.grid();
+        let counts = vec![s.batch, s.heads, g.n_blocks];
+        let lists = vec![s.batch, s.heads, g.n_blocks, g.m_blocks];
+        Ok(match name {
+            "q_num_blocks" => list_bytes(py, t.q_num_blocks(), counts),
+            "q_indices" => list_bytes(py, t.q_indices(), lists),
+            "full_q_num_blocks" => list_bytes(py, t.full_q_num_blocks(), counts),
+            "full_q_indices" => list_bytes(py, t.full_q_indices(), lists),
+            "q_tile_offsets" => list_bytes(py, t.q_tile_offsets(), lists),
+            "q_words" => {
+                let words = t.q_words();
+                let per_tile = t.layout().words_per_tile().max(1);
+                list_bytes(py, words, vec![words.len() / per_tile, per_tile])
+            }
+            _ => return Err(value_error(format!("no transposed list named '{name}'"))),
         })
     }
 

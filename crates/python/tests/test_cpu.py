@@ -322,6 +322,46 @@ class FileTests(unittest.TestCase):
             self.assertEqual(Mask.from_bytes(out.read_bytes()), m)
 
 
+class TransposedTests(unittest.TestCase):
+    def test_transposed_lists_list_every_tile_of_each_key_block(self):
+        rng = np.random.default_rng(4)
+        dense = rng.random((2, 300, 420)) < 0.05
+        dense[:, :128, :128] = True          # one full tile per head
+        for block in ((128, 128), (64, 64)):
+            m = Mask.from_dense(dense, block=block)
+            self.assertFalse(m.has_transposed)
+            with self.assertRaisesRegex(ValueError, "--transposed"):
+                m.q_num_blocks
+            t = m.with_transposed()
+            self.assertTrue(t.has_transposed)
+            self.assertEqual(t, Mask.from_bytes(t.to_bytes()))
+            # Transposing the forward lists by hand gives the q lists, ascending.
+            B, H, Mb = m.kv_num_blocks.shape
+            Nb = m.kv_indices.shape[-1]
+            for h in range(H):
+                for n in range(Nb):
+                    partial = [i for i in range(Mb)
+                               if n in m.kv_indices[0, h, i, :m.kv_num_blocks[0, h, i]]]
+                    full = [i for i in range(Mb)
+                            if n in m.full_kv_indices[0, h, i, :m.full_kv_num_blocks[0, h, i]]]
+                    self.assertEqual(t.q_num_blocks[0, h, n], len(partial))
+                    self.assertEqual(list(t.q_indices[0, h, n, :len(partial)]), partial)
+                    self.assertEqual(t.full_q_num_blocks[0, h, n], len(full))
+                    self.assertEqual(list(t.full_q_indices[0, h, n, :len(full)]), full)
+            self.assertEqual(t.q_words.shape[0], len(m.words))
+            with TempDir() as d:
+                t.save(d / "t.safetensors")
+                self.assertEqual(Mask.load(d / "t.safetensors"), t)
+                self.assertEqual(Mask.load(d / "t.safetensors").metadata()["transposed"], "true")
+
+    def test_bad_backward_tiles_are_value_errors(self):
+        m = Mask.from_predicate("causal", 256, 256)
+        with self.assertRaises(ValueError):
+            m.with_transposed(warpgroups=7)
+        with self.assertRaises(ValueError):
+            m.with_transposed(threads=1 << 20)
+
+
 class FlexMaskModTests(unittest.TestCase):
     def test_mask_mod_over_packed_words_equals_the_mask(self):
         rng = np.random.default_rng(9)

@@ -2,7 +2,11 @@
 test is reported as skipped, never as passed."""
 
 import importlib.util
+import os
+import subprocess
+import tempfile
 import unittest
+from pathlib import Path
 
 import numpy as np
 
@@ -176,6 +180,31 @@ class AttentionTests(unittest.TestCase):
         ref = torch.nn.functional.scaled_dot_product_attention(q.float(), kr.float(), vr.float(),
                                                                is_causal=True)
         self.assertLess(rel_err(causal, ref), 1e-2)
+
+    def test_outputs_equal_the_clis_on_the_same_files(self):
+        # The same q, k, v (.npy float32 of bf16 values, exact) and the same mask file give
+        # the same O bits through the op and through `fragmask attention`.
+        repo = Path(__file__).resolve().parents[3]
+        binary = Path(os.environ.get("FRAGMASK_BIN", repo / "target" / "debug" / "fragmask"))
+        if not binary.is_file():
+            self.skipTest(f"{binary} not built (set FRAGMASK_BIN)")
+        B, H, Hk, Sq, Sk, D = 1, 2, 1, 190, 260, 64
+        q, k, v = self.qkv(B, H, Hk, Sq, Sk, D, seed=5)
+        dense = torch.rand(Sq, Sk, device="cuda") < 0.3
+        for block in ((128, 128), (64, 64)):
+            m = Mask.from_dense(dense.cpu(), block=block)
+            with tempfile.TemporaryDirectory() as d:
+                d = Path(d)
+                for name, t in (("q", q), ("k", k), ("v", v)):
+                    np.save(d / f"{name}.npy", t.float().cpu().numpy())
+                m.save(d / "m.safetensors")
+                subprocess.run([str(binary), "attention", "--q", str(d / "q.npy"),
+                                "--k", str(d / "k.npy"), "--v", str(d / "v.npy"),
+                                "--mask", str(d / "m.safetensors"), "--scale", "0.125",
+                                "--out", str(d / "o.npy")], check=True, capture_output=True)
+                cli = torch.from_numpy(np.load(d / "o.npy")).cuda()
+            out = fragmask.attention(q, k, v, m.to("cuda"), scale=0.125)
+            self.assertTrue(torch.equal(out.float(), cli), f"block {block}")
 
     def test_lse_and_errors(self):
         q, k, v = self.qkv(1, 2, 2, 128, 128, 64)

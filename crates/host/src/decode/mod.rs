@@ -690,46 +690,21 @@ impl DecodeRunner {
         smem: u32,
         params: ParamsArg,
     ) -> Result<(), DecodeError> {
-        let mut arg = params;
-        let mut kernel_params = [(&mut arg as *mut ParamsArg).cast::<std::ffi::c_void>()];
-        // SAFETY: an all-zero launch attribute value (a C union of plain data) is valid.
-        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-        value.programmaticStreamSerializationAllowed = 1;
-        let mut attribute = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value,
-        };
-        let launch = sys::CUlaunchConfig {
-            gridDimX: grid.0,
-            gridDimY: grid.1,
-            gridDimZ: grid.2,
-            blockDimX: threads,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: smem,
-            hStream: self.stream.cu_stream(),
-            attrs: &mut attribute,
-            numAttrs: u32::from(self.dependent_launch),
-        };
-        self.stream
-            .context()
-            .bind_to_thread()
-            .map_err(driver("binding the context"))?;
         // SAFETY: both decode kernels take one by-value FmDecodeParams (the ABI test pins
-        // the layout) and `kernel_params` points at it for the duration of the call; the
-        // grid is within the limits DecodeShape::validate checked; `launch` and
-        // `attribute` outlive the call; the pointers inside are the caller's contract
+        // the layout, `ParamsArg` is its transparent mirror); the grid is within the limits
+        // DecodeShape::validate checked; the pointers inside are the caller's contract
         // (launch_raw).
         unsafe {
-            sys::cuLaunchKernelEx(
-                &launch,
-                func.cu_function(),
-                kernel_params.as_mut_ptr(),
-                std::ptr::null_mut(),
+            crate::launch::launch_struct(
+                &self.stream,
+                func,
+                grid,
+                threads,
+                smem,
+                params,
+                self.dependent_launch,
             )
         }
-        .result()
         .map_err(driver("launching a decode kernel"))
     }
 }

@@ -24,7 +24,7 @@ pub mod reference;
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::{
     source, LightningConfig, LightningParams, LightningProblem, KERNEL_NAME,
@@ -291,49 +291,24 @@ impl LightningDecode {
             heads: problem.heads as i32,
             tokens: problem.tokens as i32,
         });
-        let mut arg = params;
-        let mut kernel_params = [(&mut arg as *mut ParamsArg).cast::<std::ffi::c_void>()];
         // Programmatic stream serialization (CUDA Programming Guide, "Programmatic
         // Dependent Launch"): the kernel may launch while the previous kernel of the
         // stream drains; it waits (griddepcontrol.wait) before its first global read.
-        // SAFETY: an all-zero launch attribute value (a C union of plain data) is valid.
-        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-        value.programmaticStreamSerializationAllowed = 1;
-        let mut attribute = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value,
-        };
-        let launch = sys::CUlaunchConfig {
-            gridDimX: config.splits(),
-            gridDimY: problem.heads as u32,
-            gridDimZ: problem.batch as u32,
-            blockDimX: config.threads,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: 0,
-            hStream: self.stream.cu_stream(),
-            attrs: &mut attribute,
-            numAttrs: u32::from(self.dependent_launch),
-        };
-        self.stream
-            .context()
-            .bind_to_thread()
-            .map_err(Error::driver("binding the context"))?;
         // SAFETY: the kernel takes one by-value FmLightningParams (the ABI test pins the
-        // layout) and `kernel_params` points at it for the duration of the call; the grid
-        // is (splits, H, B) within the limits `validate` checked; `launch` and
-        // `attribute` outlive the call; the caller guarantees the pointers inside the
+        // layout, `ParamsArg` is its transparent mirror); the grid is (splits, H, B) within
+        // the limits `validate` checked; the caller guarantees the pointers inside the
         // parameters (this function's contract).
         unsafe {
-            sys::cuLaunchKernelEx(
-                &launch,
-                func.cu_function(),
-                kernel_params.as_mut_ptr(),
-                std::ptr::null_mut(),
+            crate::launch::launch_struct(
+                &self.stream,
+                func,
+                (config.splits(), problem.heads as u32, problem.batch as u32),
+                config.threads,
+                0,
+                params,
+                self.dependent_launch,
             )
         }
-        .result()
         .map_err(Error::driver("launching the lightning decode kernel"))?;
         Ok(())
     }

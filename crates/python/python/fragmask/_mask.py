@@ -433,6 +433,59 @@ class Mask:
         docs/masks.md)."""
         return self._list("words", "=u4")
 
+    # The backward pass's transposed lists (format v2) ---------------------------------
+
+    def with_transposed(self, *, warpgroups=None, swap_ab=True, threads=0):
+        """This mask with the backward pass's transposed lists and words added (as
+        ``fragmask pack --transposed``; ``save`` then writes a version-2 file): for
+        each (batch, head, key block), the query blocks whose tile is partial
+        (``q_indices``) and full (``full_q_indices``), FlexAttention's ``q_*`` lists,
+        and the partial tiles' bits in the register order of the backward
+        accumulator (SwapAB by default; docs/masks.md)."""
+        return Mask(self._packed.with_transposed(warpgroups, bool(swap_ab), int(threads)))
+
+    @property
+    def has_transposed(self):
+        """Whether the transposed lists are present (``with_transposed`` adds them)."""
+        return self._packed.has_transposed
+
+    def _transposed(self, name, dtype):
+        np = _np()
+        data, dims = self._packed.transposed_list(name)
+        return np.frombuffer(data, dtype=dtype).reshape(dims)
+
+    @property
+    def q_num_blocks(self):
+        """int32 ``[B, H, Nb]``: partial tiles per key block (needs ``with_transposed``)."""
+        return self._transposed("q_num_blocks", "=i4")
+
+    @property
+    def q_indices(self):
+        """int32 ``[B, H, Nb, Mb]``: partial tiles' query blocks, ascending."""
+        return self._transposed("q_indices", "=i4")
+
+    @property
+    def full_q_num_blocks(self):
+        """int32 ``[B, H, Nb]``: full tiles per key block."""
+        return self._transposed("full_q_num_blocks", "=i4")
+
+    @property
+    def full_q_indices(self):
+        """int32 ``[B, H, Nb, Mb]``: full tiles' query blocks, ascending."""
+        return self._transposed("full_q_indices", "=i4")
+
+    @property
+    def q_tile_offsets(self):
+        """int32 ``[B, H, Nb, Mb]``: index into ``q_words`` of partial tile
+        ``q_indices[..., j]``; -1 past the count."""
+        return self._transposed("q_tile_offsets", "=i4")
+
+    @property
+    def q_words(self):
+        """uint32 ``[P, words per tile]``: the partial tiles' bits in the backward
+        accumulator's order."""
+        return self._transposed("q_words", "=u4")
+
     @property
     def bit_positions(self):
         """uint32 ``[block_m, block_n]``: bit of element (row, col) of a tile within
