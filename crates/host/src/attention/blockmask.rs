@@ -402,8 +402,7 @@ pub(crate) mod reference_packer {
 }
 
 #[cfg(test)]
-#[path = "../../../../tests/support/proptest_ci.rs"]
-mod proptest_ci;
+use super::proptest_ci;
 
 #[cfg(test)]
 mod tests {

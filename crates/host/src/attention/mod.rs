@@ -32,6 +32,10 @@ pub mod compile;
 pub mod inputs;
 pub mod numeric;
 mod reference;
+
+#[cfg(test)]
+#[path = "../../../../tests/support/proptest_ci.rs"]
+mod proptest_ci;
 // The GPU sweep; public only because the CLI carries it (`fragmask attention --selftest`
 // on GPU machines without a Rust toolchain) and tests/attention_gpu.rs runs it.
 #[doc(hidden)]
