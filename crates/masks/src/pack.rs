@@ -54,6 +54,23 @@ pub enum TileClass {
     Partial(usize),
 }
 
+impl TileClass {
+    /// The class of block `block` in one row of tile lists: `partial` and `full` are the
+    /// row's listed blocks (ascending, counts applied), `offsets` the words index of each
+    /// partial entry. Forward rows (`kv_*`) and transposed rows (`q_*`) alike.
+    pub(crate) fn in_lists(partial: &[i32], offsets: &[i32], full: &[i32], block: usize) -> Self {
+        let block = block as i32;
+        if let Ok(j) = partial.binary_search(&block) {
+            return TileClass::Partial(offsets[j] as usize);
+        }
+        if full.binary_search(&block).is_ok() {
+            TileClass::Full
+        } else {
+            TileClass::Empty
+        }
+    }
+}
+
 /// Tile counts and ones of a packed mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileStats {
@@ -1033,17 +1050,13 @@ impl PackedMask {
     ) -> TileClass {
         let index = self.row_block(batch, head, m_block);
         let row = index * self.grid.n_blocks;
-        let n = n_block as i32;
-        let partial = &self.kv_indices[row..row + self.kv_num_blocks[index] as usize];
-        if let Ok(j) = partial.binary_search(&n) {
-            return TileClass::Partial(self.kv_tile_offsets[row + j] as usize);
-        }
-        let full = &self.full_kv_indices[row..row + self.full_kv_num_blocks[index] as usize];
-        if full.binary_search(&n).is_ok() {
-            TileClass::Full
-        } else {
-            TileClass::Empty
-        }
+        let lists = row..row + self.grid.n_blocks;
+        TileClass::in_lists(
+            &self.kv_indices[lists.clone()][..self.kv_num_blocks[index] as usize],
+            &self.kv_tile_offsets[lists.clone()],
+            &self.full_kv_indices[lists][..self.full_kv_num_blocks[index] as usize],
+            n_block,
+        )
     }
 
     /// Element `(batch, head, q, k)` decoded from the lists and words (false outside

@@ -266,17 +266,13 @@ impl TransposedLists {
             * self.grid.n_blocks
             + n_block;
         let row = index * self.grid.m_blocks;
-        let m = m_block as i32;
-        let partial = &self.q_indices[row..row + self.q_num_blocks[index] as usize];
-        if let Ok(j) = partial.binary_search(&m) {
-            return TileClass::Partial(self.q_tile_offsets[row + j] as usize);
-        }
-        let full = &self.full_q_indices[row..row + self.full_q_num_blocks[index] as usize];
-        if full.binary_search(&m).is_ok() {
-            TileClass::Full
-        } else {
-            TileClass::Empty
-        }
+        let lists = row..row + self.grid.m_blocks;
+        TileClass::in_lists(
+            &self.q_indices[lists.clone()][..self.q_num_blocks[index] as usize],
+            &self.q_tile_offsets[lists.clone()],
+            &self.full_q_indices[lists][..self.full_q_num_blocks[index] as usize],
+            m_block,
+        )
     }
 
     /// Element `(batch, head, q, k)` decoded from the transposed lists and words alone
