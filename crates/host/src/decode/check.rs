@@ -272,24 +272,7 @@ pub fn check(
     plan: &DecodePlan,
     inputs: &HostInputs,
 ) -> Result<Comparison, DecodeError> {
-    let s = runner.stream().clone();
-    let shape = plan.shape;
-    let tensors = DecodeTensors::upload(
-        &s,
-        &shape,
-        &inputs.q,
-        &inputs.k,
-        &inputs.v,
-        inputs.block_table(),
-        inputs.seqlens_k(),
-    )?;
-    let mut out = DecodeOutput::new(&s, &shape)?;
-    let mut ws = DecodeWorkspace::new(&s, plan)?;
-    poison(&s, &mut out)?;
-    runner.launch(plan, &tensors, &mut out, &mut ws)?;
-    let o = s.clone_dtoh(&out.o).map_err(driver("reading o back"))?;
-    let lse = s.clone_dtoh(&out.lse).map_err(driver("reading lse back"))?;
-    Ok(compare(&shape, &inputs.reference, &o, &lse))
+    run_and_compare(runner, plan, inputs, None)
 }
 
 /// [`check`] with a block-sparse mask (the runner compiled for the mask's tile, the plan
@@ -299,6 +282,16 @@ pub fn check_masked(
     plan: &DecodePlan,
     inputs: &HostInputs,
     mask: &DecodeMask,
+) -> Result<Comparison, DecodeError> {
+    run_and_compare(runner, plan, inputs, Some(mask))
+}
+
+/// [`check`] and [`check_masked`]: upload, poison, launch once, compare.
+fn run_and_compare(
+    runner: &DecodeRunner,
+    plan: &DecodePlan,
+    inputs: &HostInputs,
+    mask: Option<&DecodeMask>,
 ) -> Result<Comparison, DecodeError> {
     let s = runner.stream().clone();
     let shape = plan.shape;
@@ -311,20 +304,14 @@ pub fn check_masked(
         inputs.block_table(),
         inputs.seqlens_k(),
     )?;
-    let device_mask = DecodeMaskDevice::upload(&s, mask)?;
+    let device_mask = mask.map(|m| DecodeMaskDevice::upload(&s, m)).transpose()?;
     let mut out = DecodeOutput::new(&s, &shape)?;
     let mut ws = DecodeWorkspace::new(&s, plan)?;
     poison(&s, &mut out)?;
-    runner.launch_masked(plan, &tensors, Some(&device_mask), &mut out, &mut ws)?;
+    runner.launch_masked(plan, &tensors, device_mask.as_ref(), &mut out, &mut ws)?;
     let o = s.clone_dtoh(&out.o).map_err(driver("reading o back"))?;
     let lse = s.clone_dtoh(&out.lse).map_err(driver("reading lse back"))?;
-    Ok(compare_masked(
-        &shape,
-        &inputs.reference,
-        Some(mask),
-        &o,
-        &lse,
-    ))
+    Ok(compare_masked(&shape, &inputs.reference, mask, &o, &lse))
 }
 
 /// Runs a varlen `plan` (from [`DecodePlan::with_varlen`], masked or not) on q rows
