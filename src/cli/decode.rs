@@ -18,7 +18,7 @@ use fragmask::host::decode::check::{
 use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
 use fragmask::host::decode::mask::{random_topk, topk_gather, DecodeMask, DecodeMaskDevice};
 use fragmask::host::decode::{
-    CacheShape, DecodeOutput, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
+    CacheShape, DecodeOutput, DecodePlan, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
 };
 use fragmask::host::timing::TimingConfig;
 use fragmask::host::{Compiler, Device};
@@ -279,6 +279,30 @@ fn cache(batch: usize, keys: usize, page_size: Option<usize>) -> Result<CacheSha
     })
 }
 
+/// The runner for `shape` (compiled for the mask's tile when there is one) and its plan
+/// over the whole cache capacity, or over the mask's listed blocks.
+fn runner_and_plan(
+    device: &Device,
+    compiler: &Compiler,
+    shape: &DecodeShape,
+    mask: Option<&DecodeMask>,
+    splits: Option<usize>,
+) -> Result<(DecodeRunner, DecodePlan), String> {
+    let e = |e: fragmask::host::decode::DecodeError| e.to_string();
+    match mask {
+        Some(m) => {
+            let r = DecodeRunner::for_shape_masked(device, compiler, shape, m).map_err(e)?;
+            let p = r.plan_masked(*shape, m, splits).map_err(e)?;
+            Ok((r, p))
+        }
+        None => {
+            let r = DecodeRunner::for_shape(device, compiler, shape).map_err(e)?;
+            let p = r.plan(*shape, shape.cache.capacity(), splits).map_err(e)?;
+            Ok((r, p))
+        }
+    }
+}
+
 fn device() -> Result<Result<Device, ExitCode>, String> {
     match Device::first() {
         Ok(d) => Ok(Ok(d)),
@@ -384,24 +408,7 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         Err(code) => return Ok(code),
     };
     let compiler = Compiler::new();
-    let (runner, plan) = match &mask {
-        Some(m) => {
-            let r = DecodeRunner::for_shape_masked(&device, &compiler, &shape, m)
-                .map_err(|e| e.to_string())?;
-            let p = r
-                .plan_masked(shape, m, args.splits)
-                .map_err(|e| e.to_string())?;
-            (r, p)
-        }
-        None => {
-            let r =
-                DecodeRunner::for_shape(&device, &compiler, &shape).map_err(|e| e.to_string())?;
-            let p = r
-                .plan(shape, shape.cache.capacity(), args.splits)
-                .map_err(|e| e.to_string())?;
-            (r, p)
-        }
-    };
+    let (runner, plan) = runner_and_plan(&device, &compiler, &shape, mask.as_ref(), args.splits)?;
     if let Some(lens) = query_lengths {
         let plan = plan.with_varlen(b * sq).map_err(|e| e.to_string())?;
         let cu_list = vec![
@@ -650,24 +657,7 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
         Err(code) => return Ok(code),
     };
     let compiler = Compiler::new();
-    let (runner, plan) = match &mask {
-        Some(m) => {
-            let r = DecodeRunner::for_shape_masked(&device, &compiler, &shape, m)
-                .map_err(|e| e.to_string())?;
-            let p = r
-                .plan_masked(shape, m, args.splits)
-                .map_err(|e| e.to_string())?;
-            (r, p)
-        }
-        None => {
-            let r =
-                DecodeRunner::for_shape(&device, &compiler, &shape).map_err(|e| e.to_string())?;
-            let p = r
-                .plan(shape, shape.cache.capacity(), args.splits)
-                .map_err(|e| e.to_string())?;
-            (r, p)
-        }
-    };
+    let (runner, plan) = runner_and_plan(&device, &compiler, &shape, mask.as_ref(), args.splits)?;
     let s = runner.stream().clone();
     let device_mask = mask
         .as_ref()
