@@ -382,6 +382,42 @@ fn mismatched_shapes_exit_2_naming_the_inputs() {
 }
 
 #[test]
+fn unsupported_tiles_and_tile_options_are_exit_2_naming_the_flag() {
+    let dir = Dir::new("tiles");
+    refused_by_both(
+        &dir,
+        &["--random", "1,1,1,128,128,128", "--block", "96x64"],
+        &["--block 96x64", "not supported", "64x64 (1 wg)"],
+    );
+    refused_by_both(
+        &dir,
+        &["--random", "1,1,1,128,128,128", "--block", "64-64"],
+        &["--block 64-64", "not MxN"],
+    );
+    refused_by_both(
+        &dir,
+        &[
+            "--random",
+            "1,1,1,128,128,128",
+            "--block",
+            "64x64",
+            "--pingpong",
+            "true",
+        ],
+        &[
+            "--pingpong true",
+            "--block 64x64",
+            "ping-pong needs 2 consumer warpgroups",
+        ],
+    );
+    refused_by_both(
+        &dir,
+        &["--random", "1,1,1,128,128,256", "--block", "64x64"],
+        &["head dim 256 does not fit", "64x64"],
+    );
+}
+
+#[test]
 fn packed_masks_are_checked_against_the_call() {
     let dir = Dir::new("packed");
     let mask = dir.path("causal256.safetensors").display().to_string();
