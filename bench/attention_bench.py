@@ -39,6 +39,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+import bench_common
+
 BLOCK = 128
 
 
@@ -109,21 +111,8 @@ def make_mask(kind, s, gen, device):
     raise ValueError(kind)
 
 
-def bench_ms(fn, warmup=10, iters=30):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+def bench_ms(fn):
+    return bench_common.bench_ms(fn, warmup=10, iters=30)
 
 
 def run_fragmask(args, inputs, extra):
