@@ -19,12 +19,12 @@ use clap::{Args, Subcommand};
 use fragmask::host::apply_bench::{
     measure_apply_costs, ApplyBench, ApplyBenchOptions, ApplyCost, BenchResult,
 };
-use fragmask::host::gpu_packer::{DensePattern, GpuPacker};
+use fragmask::host::gpu_packer::{DensePattern, GpuPacker, GpuTransposer};
 use fragmask::host::timing::{time_on_stream, TimingConfig};
 use fragmask::host::{Compiler, Device, Error as HostError};
 use fragmask::kernels::apply::kernels::BENCH_HEAD_DIM;
 use fragmask::kernels::apply::{accumulator, parse_block};
-use fragmask::masks::{pack, DenseMask, Encoding, PackOptions, TiledAccumulator};
+use fragmask::masks::{pack, DenseMask, Encoding, PackOptions, TiledAccumulator, TransposedLists};
 use serde_json::json;
 
 use super::attention::{self, ForwardArgs};
@@ -117,6 +117,14 @@ pub struct PackerArgs {
     /// Skip the CPU packer's timing and bit-for-bit comparison.
     #[arg(long)]
     no_cpu: bool,
+    /// Tile, <block_m>x<block_n> (MMA warpgroups: 2 for a block_m multiple of 128, else 1).
+    #[arg(long, default_value = "128x128", allow_hyphen_values = true)]
+    block: String,
+    /// Also build the backward pass's transposed lists on the GPU (after the pack, with
+    /// the default backward accumulator) and time pack + transposition beside the pack
+    /// alone; the CPU side adds them with `add_transposed` (docs/masks.md).
+    #[arg(long)]
+    transposed: bool,
     /// Also write the numbers as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -453,11 +461,21 @@ fn packer_inputs(args: &PackerArgs) -> Result<(PackerMask, usize, usize, usize),
 
 fn packer(args: PackerArgs) -> CmdResult {
     let (mask, planes, sq, sk) = packer_inputs(&args)?;
+    let (bm, bn) = parse_block(&args.block).map_err(|e| format!("--block: {e}"))?;
+    let acc = TiledAccumulator::new(bm, bn, if bm % 128 == 0 { 2 } else { 1 }, false)
+        .map_err(|e| format!("--block {}: {e}", args.block))?;
+    let backward = if args.transposed {
+        Some(
+            TransposedLists::default_accumulator(&acc)
+                .map_err(|e| format!("--transposed with --block {}: {e}", args.block))?,
+        )
+    } else {
+        None
+    };
     let device = match gpu()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    let acc = TiledAccumulator::new(128, 128, 2, false).map_err(|e| e.to_string())?;
     let (bytes, source) = match mask {
         PackerMask::File(bytes, name) => (bytes, name),
         PackerMask::Generated(pattern) => {
@@ -481,6 +499,28 @@ fn packer(args: PackerArgs) -> CmdResult {
     )
     .map_err(host_err)?;
     let packed = packer.download(&buffers).map_err(host_err)?;
+    // The transposed lists after the pack: timed alone and with the pack.
+    let mut transposed = None;
+    if let Some(backward) = &backward {
+        let transposer =
+            GpuTransposer::new(&device, &Compiler::new(), &acc, backward).map_err(host_err)?;
+        let mut t_buffers = transposer.buffers(shape, shape.tiles()).map_err(host_err)?;
+        let config = TimingConfig {
+            warmup: 3,
+            runs: args.runs,
+        };
+        let alone = time_on_stream(&stream, config, |_| {
+            transposer.enqueue_after_pack(&buffers, &mut t_buffers)
+        })
+        .map_err(host_err)?;
+        let both = time_on_stream(&stream, config, |_| {
+            packer.enqueue(&dense, &mut buffers)?;
+            transposer.enqueue_after_pack(&buffers, &mut t_buffers)
+        })
+        .map_err(host_err)?;
+        let lists = transposer.download(&t_buffers).map_err(host_err)?;
+        transposed = Some((alone, both, lists, transposer.words_per_tile()));
+    }
     // Device copy bandwidth, same run: 1 GiB device-to-device.
     let copy_bytes: usize = 1 << 30;
     let src = stream
@@ -510,7 +550,7 @@ fn packer(args: PackerArgs) -> CmdResult {
     let moved_gbs = (dense_bytes + words_bytes + list_bytes) as f64 / (ms * 1e6);
     let partial = packed.words.len() / Encoding::FragmentNative.words_per_tile(&acc);
     println!(
-        "{}: GPU packer, {planes} x {sq} x {sk} bytes ({source}), 128x128 tiles, FragmentNative words",
+        "{}: GPU packer, {planes} x {sq} x {sk} bytes ({source}), {bm}x{bn} tiles, FragmentNative words",
         device.name()
     );
     println!(
@@ -533,6 +573,26 @@ fn packer(args: PackerArgs) -> CmdResult {
         moved_gbs / copy_gbs * 100.0,
         copy.median_ms
     );
+    let mut transposed_json = serde_json::Value::Null;
+    if let Some((alone, both, lists, _)) = &transposed {
+        println!(
+            "  GPU pack + transposed lists: {:.4} ms median (p10 {:.4}, p90 {:.4}) = {:.2}x the pack alone; \
+             the transposition alone {:.4} ms ({} MB q_words)",
+            both.median_ms,
+            both.p10_ms,
+            both.p90_ms,
+            both.median_ms / ms,
+            alone.median_ms,
+            lists.q_words.len() * 4 / 1_000_000
+        );
+        transposed_json = json!({
+            "backward_warpgroups": backward.map(|b| b.warpgroups()),
+            "pack_and_transpose_median_ms": both.median_ms, "p10_ms": both.p10_ms, "p90_ms": both.p90_ms,
+            "transpose_alone_median_ms": alone.median_ms,
+            "ratio_to_pack": both.median_ms / ms,
+            "q_words_bytes": lists.q_words.len() * 4,
+        });
+    }
     let mut cpu_json = serde_json::Value::Null;
     if !args.no_cpu {
         let source = DenseMask::new(&bytes, &[planes, sq, sk]).map_err(|e| e.to_string())?;
@@ -552,6 +612,23 @@ fn packer(args: PackerArgs) -> CmdResult {
             same.as_deref().unwrap_or("yes, bit for bit")
         );
         cpu_json = json!({"ms": cpu_ms, "identical": same.is_none(), "difference": same});
+        if let (Some(backward), Some((_, _, lists, _))) = (&backward, &transposed) {
+            let mut with = cpu;
+            let start = Instant::now();
+            with.add_transposed(backward, &PackOptions::default())
+                .map_err(|e| e.to_string())?;
+            let add_ms = start.elapsed().as_secs_f64() * 1e3;
+            let t = with.transposed().map_err(|e| e.to_string())?;
+            let same_t = lists.difference(t);
+            println!(
+                "  CPU add_transposed: {add_ms:.1} ms, one run (pack + transposed {:.1} ms); GPU == CPU: {}",
+                cpu_ms + add_ms,
+                same_t.as_deref().unwrap_or("yes, bit for bit")
+            );
+            cpu_json["add_transposed_ms"] = json!(add_ms);
+            cpu_json["transposed_identical"] = json!(same_t.is_none());
+            cpu_json["transposed_difference"] = json!(same_t);
+        }
     }
     write_json(
         &args.json,
@@ -563,6 +640,7 @@ fn packer(args: PackerArgs) -> CmdResult {
             "median_ms": ms, "p10_ms": timing.p10_ms, "p90_ms": timing.p90_ms, "runs": args.runs,
             "input_gb_per_s": in_gbs, "moved_gb_per_s": moved_gbs,
             "copy_gb_per_s": copy_gbs, "percent_of_copy": moved_gbs / copy_gbs * 100.0,
+            "block": args.block, "transposed": transposed_json,
             "cpu": cpu_json,
         }),
     )?;

@@ -18,14 +18,14 @@ use fragmask::host::emulator::{mismatches_against_dense, Emulator};
 use fragmask::host::gpu_packer::DensePattern;
 use fragmask::host::verify::{
     check_mask_apply, check_mma_sync_a, check_mma_sync_b, check_mma_sync_c, check_packer,
-    random_tiles, CheckOutcome, PackerCase, ProbeReport, Verifier,
+    check_transposed_packer, random_tiles, CheckOutcome, PackerCase, ProbeReport, Verifier,
 };
 use fragmask::host::{sass, Arch, CompileOptions, Compiler, Device};
 use fragmask::kernels::apply::kernels::{bench_source, check_source, BenchVariant};
-use fragmask::kernels::packer::PackerKernels;
+use fragmask::kernels::packer::{PackerKernels, TransposeKernels};
 use fragmask::kernels::probe::{wgmma_accumulator_probe, MmaSyncProbe};
 use fragmask::layout::Layout;
-use fragmask::masks::{EncodedLayout, Encoding};
+use fragmask::masks::{EncodedLayout, Encoding, TransposedLists};
 
 use super::CmdResult;
 
@@ -47,6 +47,10 @@ pub struct VerifyArgs {
     /// Needs no GPU.
     #[arg(long)]
     pub compile_only: bool,
+    /// Run only the GPU packer checks (forward and transposed lists against the CPU
+    /// packer), skipping the CPU emulator and the fragment and apply checks.
+    #[arg(long)]
+    pub packer_only: bool,
 }
 
 /// The tile configurations checked: FA3's 128x128 with 2 warpgroups first.
@@ -197,6 +201,20 @@ pub fn gpu_checks(device: &Device, small: bool, seed: u64) -> Vec<CheckOutcome> 
             )),
         }
     }
+    out.extend(packer_checks(device, &compiler, small, seed));
+    out
+}
+
+/// The GPU packer against the CPU packer: forward lists and words for several tiles,
+/// then the transposed lists (the backward pass's) for 128x128, 64x64, 128x64 and
+/// 192x128 tiles with their default backward accumulators, odd lengths included.
+pub fn packer_checks(
+    device: &Device,
+    compiler: &Compiler,
+    small: bool,
+    seed: u64,
+) -> Vec<CheckOutcome> {
+    let mut out = Vec::new();
     let cases: Vec<PackerCase> = if small {
         vec![
             case(1, 300, 500, DensePattern::Random(0.5)),
@@ -229,7 +247,7 @@ pub fn gpu_checks(device: &Device, small: bool, seed: u64) -> Vec<CheckOutcome> 
         } else {
             &cases[..2.min(cases.len())]
         };
-        match check_packer(device, &compiler, acc, these, seed) {
+        match check_packer(device, compiler, acc, these, seed) {
             Ok(v) => out.extend(v.into_iter().map(|mut o| {
                 o.name = format!(
                     "{} [{}x{} w{}]",
@@ -249,6 +267,61 @@ pub fn gpu_checks(device: &Device, small: bool, seed: u64) -> Vec<CheckOutcome> 
                 ),
                 e,
             )),
+        }
+    }
+    let transposed_cases: Vec<PackerCase> = if small {
+        vec![
+            case(1, 300, 500, DensePattern::Random(0.5)),
+            case(2, 200, 384, DensePattern::Blocks),
+        ]
+    } else {
+        vec![
+            case(1, 1000, 1000, DensePattern::Random(0.5)),
+            case(1, 300, 500, DensePattern::Random(0.02)),
+            case(2, 512, 4096, DensePattern::Blocks),
+            case(3, 200, 384, DensePattern::Causal),
+            case(2, 777, 1301, DensePattern::Blocks),
+            case(1, 65, 63, DensePattern::Random(0.5)),
+            case(1, 1, 1, DensePattern::Random(1.0)),
+            case(1, 4096, 4096, DensePattern::Random(0.3)),
+            case(1, 2048, 2048, DensePattern::Random(1.0)),
+            case(1, 1000, 1024, DensePattern::Random(1.0)),
+            case(1, 1024, 1024, DensePattern::Random(0.0)),
+        ]
+    };
+    let transposed_configs: &[(u32, u32, u32)] = if small {
+        &[(128, 128, 2), (64, 64, 1)]
+    } else {
+        &[(128, 128, 2), (64, 64, 1), (128, 64, 2), (192, 128, 3)]
+    };
+    for (i, &(m, n, w)) in transposed_configs.iter().enumerate() {
+        let Ok(acc) = TiledAccumulator::new(m, n, w, false) else {
+            continue;
+        };
+        let name = format!("transposed packer {m}x{n} w{w}");
+        let backward = match TransposedLists::default_accumulator(&acc) {
+            Ok(b) => b,
+            Err(e) => {
+                out.push(failed(name, e));
+                continue;
+            }
+        };
+        // The first two tiles get every case, the others the first four.
+        let these = if i < 2 {
+            &transposed_cases[..]
+        } else {
+            &transposed_cases[..4.min(transposed_cases.len())]
+        };
+        match check_transposed_packer(device, compiler, &acc, &backward, these, seed) {
+            Ok(v) => out.extend(v.into_iter().map(|mut o| {
+                o.name = format!(
+                    "{} [{m}x{n} w{w}, backward w{} swap]",
+                    o.name,
+                    backward.warpgroups()
+                );
+                o
+            })),
+            Err(e) => out.push(failed(name, e)),
         }
     }
     out
@@ -310,6 +383,10 @@ fn all_sources() -> Result<Vec<(String, String)>, String> {
         if !acc.swap_ab() {
             let packer = PackerKernels::new(&acc).map_err(|e| e.to_string())?;
             out.push((format!("GPU packer {tag}"), packer.source()));
+            if let Ok(backward) = TransposedLists::default_accumulator(&acc) {
+                let t = TransposeKernels::new(&acc, &backward).map_err(|e| e.to_string())?;
+                out.push((format!("GPU packer transposed {tag}"), t.source()));
+            }
         }
     }
     let fa3 = TiledAccumulator::new(128, 128, 2, false).map_err(|e| e.to_string())?;
@@ -365,9 +442,14 @@ pub fn run(args: VerifyArgs) -> CmdResult {
     if args.compile_only {
         return compile_only();
     }
-    let cpu = emulator_checks(args.sanitizer_friendly, args.seed);
-    println!("== CPU: generated apply programs on the emulator ==");
-    print!("{}", table(&cpu));
+    let cpu = if args.packer_only {
+        Vec::new()
+    } else {
+        let cpu = emulator_checks(args.sanitizer_friendly, args.seed);
+        println!("== CPU: generated apply programs on the emulator ==");
+        print!("{}", table(&cpu));
+        cpu
+    };
     let device = match Device::first() {
         Ok(d) => d,
         Err(e) if e.is_no_gpu() => {
@@ -384,7 +466,16 @@ pub fn run(args: VerifyArgs) -> CmdResult {
         device.name(),
         device.compute_capability()
     );
-    let gpu = gpu_checks(&device, args.sanitizer_friendly, args.seed);
+    let gpu = if args.packer_only {
+        packer_checks(
+            &device,
+            &Compiler::new(),
+            args.sanitizer_friendly,
+            args.seed,
+        )
+    } else {
+        gpu_checks(&device, args.sanitizer_friendly, args.seed)
+    };
     print!("{}", table(&gpu));
     let failures = cpu.iter().chain(&gpu).filter(|o| !o.passed).count();
     Ok(if failures == 0 {

@@ -22,9 +22,11 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use fragmask_kernels::packer::{
-    PackerKernels, COMPACT_KERNEL, COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL,
+    PackerKernels, TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, COMPACT_KERNEL,
+    COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TRANSCODE_KERNEL,
+    TRANSPOSED_LISTS_KERNEL,
 };
-use fragmask_masks::{PackedMask, TiledAccumulator};
+use fragmask_masks::{Encoding, PackedMask, TiledAccumulator, TransposedLists};
 
 use crate::apply_bench::{codegen, multiprocessors};
 use crate::device::Device;
@@ -544,6 +546,541 @@ impl GpuPacker {
         let mut buffers = self.buffers(shape)?;
         self.enqueue(&d, &mut buffers)?;
         self.download(&buffers)
+    }
+}
+
+/// Device addresses of one transposition's buffers, for [`GpuTransposer::enqueue_raw`],
+/// for a [`PackShape`] with `tiles` tiles, `planes * n_blocks` transposed rows, and
+/// `capacity` partial tiles of room. Inputs (a packed mask's forward lists and words,
+/// as [`RawPackBuffers`] holds them after a pack, or any mask uploaded): i32
+/// `kv_num_blocks [planes * m_blocks]`, `kv_indices`, `full_kv_indices`,
+/// `kv_tile_offsets [tiles]`, `full_kv_num_blocks [planes * m_blocks]`, u32 `words
+/// [capacity * forward words per tile]`. Workspace: u8 `classes [tiles]`, i32
+/// `tile_word` and `partial_source [tiles]`. Results (every entry written, padding
+/// included): i32 `q_num_blocks`, `full_q_num_blocks [planes * n_blocks]`,
+/// `q_indices`, `full_q_indices`, `q_tile_offsets [tiles]`, `partial_count [1]`, u32
+/// `q_words [capacity * backward words per tile]` (its first `partial_count` tiles).
+/// `words` and `q_words` 16-byte aligned, the rest 4-byte aligned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawTransposeBuffers {
+    /// Input: partial tiles per forward row.
+    pub kv_num_blocks: u64,
+    /// Input: their column blocks.
+    pub kv_indices: u64,
+    /// Input: full tiles per forward row.
+    pub full_kv_num_blocks: u64,
+    /// Input: their column blocks.
+    pub full_kv_indices: u64,
+    /// Input: partial tiles' indices into `words`.
+    pub kv_tile_offsets: u64,
+    /// Input: the forward words.
+    pub words: u64,
+    /// Workspace: every tile's class byte.
+    pub classes: u64,
+    /// Workspace: every partial tile's index into `words`.
+    pub tile_word: u64,
+    /// Workspace: each transposed partial tile's forward tile.
+    pub partial_source: u64,
+    /// Result: partial tiles per key block.
+    pub q_num_blocks: u64,
+    /// Result: their query blocks.
+    pub q_indices: u64,
+    /// Result: full tiles per key block.
+    pub full_q_num_blocks: u64,
+    /// Result: their query blocks.
+    pub full_q_indices: u64,
+    /// Result: partial tiles' indices into `q_words`.
+    pub q_tile_offsets: u64,
+    /// Result: the number of partial tiles.
+    pub partial_count: u64,
+    /// Result: the transposed words.
+    pub q_words: u64,
+}
+
+/// Transposed lists read back from the device, in the CPU's layout
+/// (`fragmask_masks::TransposedLists`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuTransposed {
+    /// `[planes, n_blocks]`.
+    pub q_num_blocks: Vec<i32>,
+    /// `[planes, n_blocks, m_blocks]`, padded with 0.
+    pub q_indices: Vec<i32>,
+    /// `[planes, n_blocks]`.
+    pub full_q_num_blocks: Vec<i32>,
+    /// `[planes, n_blocks, m_blocks]`, padded with 0.
+    pub full_q_indices: Vec<i32>,
+    /// `[planes, n_blocks, m_blocks]`, padded with -1.
+    pub q_tile_offsets: Vec<i32>,
+    /// `[partial_tiles, threads, words_per_thread]` of the backward accumulator.
+    pub q_words: Vec<u32>,
+}
+
+impl GpuTransposed {
+    /// `None` if every list and word equals the CPU's `cpu`; otherwise where they first
+    /// differ.
+    pub fn difference(&self, cpu: &TransposedLists) -> Option<String> {
+        let lists: [(&str, &[i32], &[i32]); 5] = [
+            ("q_num_blocks", &self.q_num_blocks, cpu.q_num_blocks()),
+            ("q_indices", &self.q_indices, cpu.q_indices()),
+            (
+                "full_q_num_blocks",
+                &self.full_q_num_blocks,
+                cpu.full_q_num_blocks(),
+            ),
+            ("full_q_indices", &self.full_q_indices, cpu.full_q_indices()),
+            ("q_tile_offsets", &self.q_tile_offsets, cpu.q_tile_offsets()),
+        ];
+        for (name, gpu, cpu) in lists {
+            if let Some(d) = first_difference(name, gpu, cpu) {
+                return Some(d);
+            }
+        }
+        first_difference("q_words", &self.q_words, cpu.q_words())
+    }
+
+    /// The five lists in the order of `PackedMask::attach_transposed`.
+    pub fn into_parts(self) -> ([Vec<i32>; 5], Vec<u32>) {
+        (
+            [
+                self.q_num_blocks,
+                self.q_indices,
+                self.full_q_num_blocks,
+                self.full_q_indices,
+                self.q_tile_offsets,
+            ],
+            self.q_words,
+        )
+    }
+}
+
+fn first_difference<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    gpu: &[T],
+    cpu: &[T],
+) -> Option<String> {
+    if gpu.len() != cpu.len() {
+        return Some(format!(
+            "{name}: {} entries on the GPU, {} on the CPU",
+            gpu.len(),
+            cpu.len()
+        ));
+    }
+    let i = gpu.iter().zip(cpu).position(|(a, b)| a != b)?;
+    Some(format!("{name}[{i}]: GPU {:?} CPU {:?}", gpu[i], cpu[i]))
+}
+
+/// Device buffers of one transposition (workspace and results; the inputs are a
+/// [`PackBuffers`]' or the caller's).
+#[derive(Debug)]
+pub struct TransposeBuffers {
+    shape: PackShape,
+    capacity: usize,
+    classes: CudaSlice<u8>,
+    tile_word: CudaSlice<i32>,
+    partial_source: CudaSlice<i32>,
+    q_num_blocks: CudaSlice<i32>,
+    q_indices: CudaSlice<i32>,
+    full_q_num_blocks: CudaSlice<i32>,
+    full_q_indices: CudaSlice<i32>,
+    q_tile_offsets: CudaSlice<i32>,
+    partial_count: CudaSlice<i32>,
+    q_words: CudaSlice<u32>,
+}
+
+/// The compiled transposed-list kernels (`fragmask_kernels::packer::TransposeKernels`)
+/// on one device: a packed mask's forward lists and words on the device → the backward
+/// pass's transposed lists and words, bit for bit `PackedMask::add_transposed`'s.
+#[derive(Debug)]
+pub struct GpuTransposer {
+    kernels: TransposeKernels,
+    stream: Arc<CudaStream>,
+    classes: CudaFunction,
+    lists: CudaFunction,
+    transcode: CudaFunction,
+    transcode_blocks: u32,
+}
+
+impl GpuTransposer {
+    /// Compiles and loads the kernels for the forward tile `forward` and the backward
+    /// accumulator `backward` (same `block_m × block_n`; SwapAB by default, see
+    /// `fragmask_masks::TransposedLists::default_accumulator`).
+    pub fn new(
+        device: &Device,
+        compiler: &Compiler,
+        forward: &TiledAccumulator,
+        backward: &TiledAccumulator,
+    ) -> Result<Self> {
+        let kernels = TransposeKernels::new(forward, backward).map_err(codegen)?;
+        let cubin =
+            compiler.compile_cubin(&kernels.source(), &CompileOptions::new(device.arch()))?;
+        let module = load_module(device, &cubin)?;
+        let get = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(Error::driver("looking up a transposed-list kernel"))
+        };
+        let transcode = get(TRANSCODE_KERNEL)?;
+        let per_sm = transcode
+            .occupancy_max_active_blocks_per_multiprocessor(kernels.threads(), 0, None)
+            .map_err(Error::driver("reading the transcode kernel's occupancy"))?
+            .max(1) as usize;
+        Ok(Self {
+            transcode_blocks: (multiprocessors(device)? * per_sm) as u32,
+            classes: get(CLASSES_KERNEL)?,
+            lists: get(TRANSPOSED_LISTS_KERNEL)?,
+            transcode,
+            stream: device.default_stream(),
+            kernels,
+        })
+    }
+
+    /// The forward tile configuration.
+    pub fn forward(&self) -> &TiledAccumulator {
+        self.kernels.forward()
+    }
+
+    /// The backward accumulator.
+    pub fn backward(&self) -> &TiledAccumulator {
+        self.kernels.backward()
+    }
+
+    /// Words per transposed partial tile.
+    pub fn words_per_tile(&self) -> usize {
+        self.kernels.backward_words_per_tile()
+    }
+
+    /// Allocates the workspace and results for `shape` with room for `capacity` partial
+    /// tiles (`shape.tiles()` after a GPU pack, whose count is on the device).
+    pub fn buffers(&self, shape: PackShape, capacity: usize) -> Result<TransposeBuffers> {
+        let s = &self.stream;
+        let alloc_i32 = |n: usize| {
+            s.alloc_zeros::<i32>(n.max(1))
+                .map_err(Error::driver("allocating transposed lists"))
+        };
+        let q_rows = shape.planes * shape.n_blocks;
+        Ok(TransposeBuffers {
+            shape,
+            capacity,
+            classes: s
+                .alloc_zeros::<u8>(shape.tiles())
+                .map_err(Error::driver("allocating the tile classes"))?,
+            tile_word: alloc_i32(shape.tiles())?,
+            partial_source: alloc_i32(shape.tiles())?,
+            q_num_blocks: alloc_i32(q_rows)?,
+            q_indices: alloc_i32(shape.tiles())?,
+            full_q_num_blocks: alloc_i32(q_rows)?,
+            full_q_indices: alloc_i32(shape.tiles())?,
+            q_tile_offsets: alloc_i32(shape.tiles())?,
+            partial_count: alloc_i32(1)?,
+            q_words: s
+                .alloc_zeros::<u32>((capacity * self.words_per_tile()).max(4))
+                .map_err(Error::driver("allocating the transposed words"))?,
+        })
+    }
+
+    /// Enqueues the three kernels on the transposer's stream over the forward lists and
+    /// words of a GPU pack (`pack`, enqueued earlier on the same stream) into `out`.
+    pub fn enqueue_after_pack(&self, pack: &PackBuffers, out: &mut TransposeBuffers) -> Result<()> {
+        if pack.shape != out.shape || out.capacity != pack.shape.tiles() {
+            return Err(Error::InvalidArgument(format!(
+                "transpose buffers for {:?} (room for {} tiles) do not fit a pack of {:?}",
+                out.shape, out.capacity, pack.shape
+            )));
+        }
+        let s = &self.stream;
+        let (kv_num_blocks, _i0) = pack.kv_num_blocks.device_ptr(s);
+        let (kv_indices, _i1) = pack.kv_indices.device_ptr(s);
+        let (full_kv_num_blocks, _i2) = pack.full_kv_num_blocks.device_ptr(s);
+        let (full_kv_indices, _i3) = pack.full_kv_indices.device_ptr(s);
+        let (kv_tile_offsets, _i4) = pack.kv_tile_offsets.device_ptr(s);
+        let (words, _i5) = pack.words.device_ptr(s);
+        let (classes, _g0) = out.classes.device_ptr_mut(s);
+        let (tile_word, _g1) = out.tile_word.device_ptr_mut(s);
+        let (partial_source, _g2) = out.partial_source.device_ptr_mut(s);
+        let (q_num_blocks, _g3) = out.q_num_blocks.device_ptr_mut(s);
+        let (q_indices, _g4) = out.q_indices.device_ptr_mut(s);
+        let (full_q_num_blocks, _g5) = out.full_q_num_blocks.device_ptr_mut(s);
+        let (full_q_indices, _g6) = out.full_q_indices.device_ptr_mut(s);
+        let (q_tile_offsets, _g7) = out.q_tile_offsets.device_ptr_mut(s);
+        let (partial_count, _g8) = out.partial_count.device_ptr_mut(s);
+        let (q_words, _g9) = out.q_words.device_ptr_mut(s);
+        let raw = RawTransposeBuffers {
+            kv_num_blocks,
+            kv_indices,
+            full_kv_num_blocks,
+            full_kv_indices,
+            kv_tile_offsets,
+            words,
+            classes,
+            tile_word,
+            partial_source,
+            q_num_blocks,
+            q_indices,
+            full_q_num_blocks,
+            full_q_indices,
+            q_tile_offsets,
+            partial_count,
+            q_words,
+        };
+        // SAFETY: every address is a live buffer of this context sized for `shape` by
+        // `GpuPacker::buffers` (inputs, `tiles` tiles of words) and `Self::buffers`
+        // (capacity = tiles, checked above), borrowed for the call; the pack's writes
+        // are ordered before these kernels on the shared stream.
+        unsafe { self.enqueue_raw(s, out.shape, out.capacity, &raw) }
+    }
+
+    /// Enqueues the three kernels on `stream` over buffers owned elsewhere, sized and
+    /// aligned as [`RawTransposeBuffers`] says for `shape` and `capacity`. Nothing is
+    /// allocated or synchronised.
+    ///
+    /// # Safety
+    /// Every address of `b` must be a live allocation of this context of the size
+    /// [`RawTransposeBuffers`] gives (inputs readable, the rest writable and not
+    /// overlapping anything else), valid until `stream` has run the kernels, with the
+    /// inputs' writes ordered before this call on `stream` and the inputs a valid
+    /// packed mask's lists (as `PackedMask` validates them; the kernels skip entries
+    /// out of range but would then leave transposed entries unwritten).
+    pub unsafe fn enqueue_raw(
+        &self,
+        stream: &Arc<CudaStream>,
+        shape: PackShape,
+        capacity: usize,
+        b: &RawTransposeBuffers,
+    ) -> Result<()> {
+        let fwd = self.kernels.forward();
+        let expected = PackShape {
+            m_blocks: shape.seqlen_q.div_ceil(fwd.block_m() as usize),
+            n_blocks: shape.seqlen_k.div_ceil(fwd.block_n() as usize),
+            ..shape
+        };
+        let fits = |v: usize| i32::try_from(v).is_ok();
+        if expected != shape || shape.planes == 0 || !fits(shape.tiles()) || !fits(capacity) {
+            return Err(Error::InvalidArgument(format!(
+                "transpose shape {shape:?} (capacity {capacity}) is not a {}x{} tile grid \
+                 of i32-sized extents",
+                fwd.block_m(),
+                fwd.block_n()
+            )));
+        }
+        let aligned = [
+            (b.words, 16),
+            (b.q_words, 16),
+            (b.kv_num_blocks, 4),
+            (b.kv_indices, 4),
+            (b.full_kv_num_blocks, 4),
+            (b.full_kv_indices, 4),
+            (b.kv_tile_offsets, 4),
+            (b.classes, 1),
+            (b.tile_word, 4),
+            (b.partial_source, 4),
+            (b.q_num_blocks, 4),
+            (b.q_indices, 4),
+            (b.full_q_num_blocks, 4),
+            (b.full_q_indices, 4),
+            (b.q_tile_offsets, 4),
+            (b.partial_count, 4),
+        ];
+        if aligned.iter().any(|&(p, a)| p == 0 || p % a != 0) {
+            return Err(Error::InvalidArgument(
+                "transpose buffers must be non-null, words 16-byte aligned, lists 4-byte \
+                 aligned"
+                    .into(),
+            ));
+        }
+        let rows = shape.rows() as i32;
+        let q_rows = (shape.planes * shape.n_blocks) as i32;
+        let (mb, nb) = (shape.m_blocks as i32, shape.n_blocks as i32);
+        let capacity = capacity as i32;
+        let warps_per_cta = CLASSES_THREADS / 32;
+        let mut l = stream.launch_builder(&self.classes);
+        l.arg(&b.kv_num_blocks);
+        l.arg(&b.kv_indices);
+        l.arg(&b.full_kv_num_blocks);
+        l.arg(&b.full_kv_indices);
+        l.arg(&b.kv_tile_offsets);
+        l.arg(&rows);
+        l.arg(&nb);
+        l.arg(&b.classes);
+        l.arg(&b.tile_word);
+        // SAFETY: `fragmask_pack_classes(const int* x5, int rows, int nb, u8* classes,
+        // int* tile_word)`: a warp per row below `rows` reads that row's `nb` list
+        // entries (counts clamped to 0..nb) and writes classes and tile_word entries of
+        // the row only, at listed blocks in 0..nb: inside the `tiles` entries.
+        unsafe {
+            l.launch(LaunchConfig {
+                grid_dim: ((rows as u32).div_ceil(warps_per_cta), 1, 1),
+                block_dim: (CLASSES_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(Error::driver("launching the transposed class kernel"))?;
+        let mut l = stream.launch_builder(&self.lists);
+        l.arg(&b.classes);
+        l.arg(&q_rows);
+        l.arg(&mb);
+        l.arg(&nb);
+        l.arg(&b.q_num_blocks);
+        l.arg(&b.q_indices);
+        l.arg(&b.full_q_num_blocks);
+        l.arg(&b.full_q_indices);
+        l.arg(&b.q_tile_offsets);
+        l.arg(&b.partial_source);
+        l.arg(&b.partial_count);
+        // SAFETY: `fragmask_pack_lists_t(const u8* classes, int rows, int mb, int nb,
+        // int* ...)`: one CTA reads the `rows * mb = tiles` classes and writes `rows`
+        // counts, `rows * mb` list entries, at most `tiles` partial sources and one
+        // count: the buffers' sizes.
+        unsafe {
+            l.launch(LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (LIST_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(Error::driver("launching the transposed list kernel"))?;
+        let mut l = stream.launch_builder(&self.transcode);
+        l.arg(&b.words);
+        l.arg(&b.tile_word);
+        l.arg(&b.partial_source);
+        l.arg(&b.partial_count);
+        l.arg(&capacity);
+        l.arg(&b.q_words);
+        // SAFETY: `fragmask_pack_transcode(const u32* words, const int* tile_word,
+        // const int* source, const int* count, int capacity, u32* q_words)`: tiles
+        // p < min(count, capacity) read forward tile tile_word[source[p]] (skipped unless
+        // below `capacity`) and write q_words tile p; both hold `capacity` tiles.
+        // partial_source entries are tiles below `tiles` (the list kernel's), and
+        // tile_word is written for every partial tile.
+        unsafe {
+            l.launch(LaunchConfig {
+                grid_dim: (self.transcode_blocks.min(capacity.max(1) as u32), 1, 1),
+                block_dim: (self.kernels.threads(), 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(Error::driver("launching the transcode kernel"))?;
+        Ok(())
+    }
+
+    /// Waits for the stream and copies the transposed lists and words back.
+    pub fn download(&self, buffers: &TransposeBuffers) -> Result<GpuTransposed> {
+        let s = &self.stream;
+        let get = |d: &CudaSlice<i32>, n: usize| -> Result<Vec<i32>> {
+            let mut v = s
+                .clone_dtoh(d)
+                .map_err(Error::driver("reading transposed lists"))?;
+            v.truncate(n);
+            Ok(v)
+        };
+        let shape = buffers.shape;
+        let count = get(&buffers.partial_count, 1)?[0];
+        let count = usize::try_from(count)
+            .ok()
+            .filter(|&c| c <= buffers.capacity)
+            .ok_or_else(|| Error::InvalidArgument(format!("transposed partial count {count}")))?;
+        let mut q_words = s
+            .clone_dtoh(&buffers.q_words)
+            .map_err(Error::driver("reading transposed words"))?;
+        q_words.truncate(count * self.words_per_tile());
+        let q_rows = shape.planes * shape.n_blocks;
+        let out = GpuTransposed {
+            q_num_blocks: get(&buffers.q_num_blocks, q_rows)?,
+            q_indices: get(&buffers.q_indices, shape.tiles())?,
+            full_q_num_blocks: get(&buffers.full_q_num_blocks, q_rows)?,
+            full_q_indices: get(&buffers.full_q_indices, shape.tiles())?,
+            q_tile_offsets: get(&buffers.q_tile_offsets, shape.tiles())?,
+            q_words,
+        };
+        s.synchronize()
+            .map_err(Error::driver("running the transposed-list kernels"))?;
+        Ok(out)
+    }
+
+    /// Adds the transposed lists to a host mask on the GPU: uploads its forward lists
+    /// and words, runs the kernels, downloads and attaches the result (validated as a
+    /// file's). The mask's tile must be the transposer's forward tile and its words
+    /// FragmentNative.
+    pub fn add_transposed(&self, mask: &mut PackedMask) -> Result<()> {
+        if mask.accumulator() != self.forward() || mask.encoding() != Encoding::FragmentNative {
+            return Err(Error::InvalidArgument(format!(
+                "the transposer packs {:?} fragment-native tiles, the mask has {:?} {}",
+                self.forward(),
+                mask.accumulator(),
+                mask.encoding().name()
+            )));
+        }
+        let s = &self.stream;
+        let sh = mask.shape();
+        let shape = PackShape {
+            planes: sh.batch * sh.heads,
+            seqlen_q: sh.seqlen_q,
+            seqlen_k: sh.seqlen_k,
+            m_blocks: mask.grid().m_blocks,
+            n_blocks: mask.grid().n_blocks,
+        };
+        let up_i32 = |v: &[i32]| {
+            s.clone_htod(if v.is_empty() { &[0][..] } else { v })
+                .map_err(Error::driver("uploading mask lists"))
+        };
+        let lists = [
+            up_i32(mask.kv_num_blocks())?,
+            up_i32(mask.kv_indices())?,
+            up_i32(mask.full_kv_num_blocks())?,
+            up_i32(mask.full_kv_indices())?,
+            up_i32(mask.kv_tile_offsets())?,
+        ];
+        let words = if mask.words().is_empty() {
+            s.alloc_zeros::<u32>(4)
+        } else {
+            s.clone_htod(mask.words())
+        }
+        .map_err(Error::driver("uploading mask words"))?;
+        let capacity = mask.partial_tiles();
+        let mut out = self.buffers(shape, capacity)?;
+        {
+            let (l0, _a) = lists[0].device_ptr(s);
+            let (l1, _b) = lists[1].device_ptr(s);
+            let (l2, _c) = lists[2].device_ptr(s);
+            let (l3, _d) = lists[3].device_ptr(s);
+            let (l4, _e) = lists[4].device_ptr(s);
+            let (w, _f) = words.device_ptr(s);
+            let (classes, _g0) = out.classes.device_ptr_mut(s);
+            let (tile_word, _g1) = out.tile_word.device_ptr_mut(s);
+            let (partial_source, _g2) = out.partial_source.device_ptr_mut(s);
+            let (q_num_blocks, _g3) = out.q_num_blocks.device_ptr_mut(s);
+            let (q_indices, _g4) = out.q_indices.device_ptr_mut(s);
+            let (full_q_num_blocks, _g5) = out.full_q_num_blocks.device_ptr_mut(s);
+            let (full_q_indices, _g6) = out.full_q_indices.device_ptr_mut(s);
+            let (q_tile_offsets, _g7) = out.q_tile_offsets.device_ptr_mut(s);
+            let (partial_count, _g8) = out.partial_count.device_ptr_mut(s);
+            let (q_words, _g9) = out.q_words.device_ptr_mut(s);
+            let raw = RawTransposeBuffers {
+                kv_num_blocks: l0,
+                kv_indices: l1,
+                full_kv_num_blocks: l2,
+                full_kv_indices: l3,
+                kv_tile_offsets: l4,
+                words: w,
+                classes,
+                tile_word,
+                partial_source,
+                q_num_blocks,
+                q_indices,
+                full_q_num_blocks,
+                full_q_indices,
+                q_tile_offsets,
+                partial_count,
+                q_words,
+            };
+            // SAFETY: the inputs are copies of a validated PackedMask's lists and
+            // `capacity` tiles of words, the outputs sized for `shape` and `capacity`
+            // by `Self::buffers`; all borrowed until the launches are enqueued, and
+            // the stream orders the uploads before them.
+            unsafe { self.enqueue_raw(s, shape, capacity, &raw)? };
+        }
+        let (lists, q_words) = self.download(&out)?.into_parts();
+        mask.attach_transposed(self.backward(), lists, q_words)
+            .map_err(|e| Error::InvalidArgument(format!("the GPU's transposed lists: {e}")))
     }
 }
 

@@ -439,7 +439,7 @@ use fragmask_masks::{pack, DenseMask, EncodedLayout, Encoding, PackOptions, Tile
 
 use crate::apply_bench::{splitmix64, ApplyChecker};
 use crate::emulator::{mismatches_against_dense, Emulator};
-use crate::gpu_packer::{DensePattern, GpuPacker};
+use crate::gpu_packer::{DensePattern, GpuPacker, GpuTransposer};
 
 /// One named pass/fail line of a check table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -594,6 +594,85 @@ pub fn check_packer(
             detail: difference.unwrap_or_else(|| {
                 format!(
                     "{} partial, {} full, {} empty tiles",
+                    stats.partial, stats.full, stats.empty
+                )
+            }),
+        });
+    }
+    Ok(out)
+}
+
+/// Packs each case on the GPU with the transposed lists (the forward pack, then
+/// [`GpuTransposer`] on its output) and compares every forward and transposed list
+/// entry and word with the CPU's `pack` + `add_transposed` for the backward
+/// accumulator `backward`; then adds the transposed lists to the CPU's forward-only mask
+/// on the GPU ([`GpuTransposer::add_transposed`], the upload path) and compares again.
+pub fn check_transposed_packer(
+    device: &Device,
+    compiler: &Compiler,
+    acc: &TiledAccumulator,
+    backward: &TiledAccumulator,
+    cases: &[PackerCase],
+    seed: u64,
+) -> Result<Vec<CheckOutcome>> {
+    let packer = GpuPacker::new(device, compiler, acc)?;
+    let transposer = GpuTransposer::new(device, compiler, acc, backward)?;
+    let bad = |e: fragmask_masks::MaskError| Error::InvalidArgument(e.to_string());
+    let mut out = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let bytes =
+            case.pattern
+                .generate(case.planes, case.seqlen_q, case.seqlen_k, seed ^ i as u64);
+        let dims = [case.planes, case.seqlen_q, case.seqlen_k];
+        let source = DenseMask::new(&bytes, &dims).map_err(bad)?;
+        let forward_only = pack(
+            &source,
+            acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .map_err(bad)?;
+        let mut cpu = forward_only.clone();
+        cpu.add_transposed(backward, &PackOptions::default())
+            .map_err(bad)?;
+        let cpu_t = cpu.transposed().map_err(bad)?;
+        let shape = packer.shape(case.planes, case.seqlen_q, case.seqlen_k)?;
+        let dense = packer
+            .stream()
+            .clone_htod(&bytes)
+            .map_err(Error::driver("uploading the dense mask"))?;
+        let mut pack_buffers = packer.buffers(shape)?;
+        let mut t_buffers = transposer.buffers(shape, shape.tiles())?;
+        packer.enqueue(&dense, &mut pack_buffers)?;
+        transposer.enqueue_after_pack(&pack_buffers, &mut t_buffers)?;
+        let gpu = packer.download(&pack_buffers)?;
+        let gpu_t = transposer.download(&t_buffers)?;
+        let mut difference = gpu.difference(&cpu).or_else(|| {
+            gpu_t
+                .difference(cpu_t)
+                .map(|d| format!("after a GPU pack: {d}"))
+        });
+        if difference.is_none() {
+            let mut uploaded = forward_only;
+            difference = match transposer.add_transposed(&mut uploaded) {
+                Err(e) => Some(format!("uploaded mask: {e}")),
+                Ok(()) if uploaded != cpu => Some("uploaded mask: differs from the CPU's".into()),
+                Ok(()) => None,
+            };
+        }
+        let stats = cpu.stats();
+        out.push(CheckOutcome {
+            name: format!(
+                "transposed packer {}x{}x{} {}: GPU == CPU",
+                case.planes,
+                case.seqlen_q,
+                case.seqlen_k,
+                case.pattern.name()
+            ),
+            passed: difference.is_none(),
+            detail: difference.unwrap_or_else(|| {
+                format!(
+                    "{} partial, {} full, {} empty tiles; pack + transpose and upload paths",
                     stats.partial, stats.full, stats.empty
                 )
             }),

@@ -12,7 +12,11 @@ use fragmask_kernels::apply::kernels::{
     all_cost_variants, bench_source, check_source, cost_source, BenchVariant,
 };
 use fragmask_kernels::apply::{header, HeaderOptions};
-use fragmask_kernels::packer::{PackerKernels, COMPACT_KERNEL, LISTS_KERNEL, TILES_KERNEL};
+use fragmask_kernels::packer::{
+    PackerKernels, TransposeKernels, CLASSES_KERNEL, COMPACT_KERNEL, LISTS_KERNEL, TILES_KERNEL,
+    TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
+};
+use fragmask_masks::TransposedLists;
 use fragmask_masks::{Encoding, TiledAccumulator};
 
 fn compile(source: &str) -> sass::SassReport {
@@ -123,6 +127,32 @@ fn packer_kernels_compile_without_spills() {
             .iter()
             .any(|i| i.mnemonic() == "LDG" && i.opcode.contains(".128"));
         assert_eq!(wide, n % 16 == 0, "{m}x{n}: {:?}", tiles.opcode_counts());
+    }
+}
+
+#[test]
+fn transposed_packer_kernels_compile_without_spills() {
+    if !common::require_nvrtc_and_cuobjdump() {
+        return;
+    }
+    let pairs = CONFIGS
+        .iter()
+        .map(|&(m, n, w, _)| TiledAccumulator::new(m, n, w, false).unwrap())
+        // 128x176 has no backward accumulator (its 176 keys are not whole wgmma M rows).
+        .filter_map(|fwd| Some((fwd, TransposedLists::default_accumulator(&fwd).ok()?)))
+        .chain([(
+            TiledAccumulator::new(64, 64, 1, false).unwrap(),
+            TiledAccumulator::new(64, 64, 1, true).unwrap(),
+        )]);
+    for (fwd, bwd) in pairs {
+        let report = compile(&TransposeKernels::new(&fwd, &bwd).unwrap().source());
+        for name in [CLASSES_KERNEL, TRANSPOSED_LISTS_KERNEL, TRANSCODE_KERNEL] {
+            assert_no_spills(
+                report
+                    .kernel(name)
+                    .unwrap_or_else(|| panic!("{name} {fwd:?}")),
+            );
+        }
     }
 }
 

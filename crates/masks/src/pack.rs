@@ -912,6 +912,13 @@ impl PackedMask {
         backward: &TiledAccumulator,
         options: &PackOptions<'_>,
     ) -> Result<(), MaskError> {
+        self.check_backward_tile(backward)?;
+        self.transposed = Some(TransposedLists::build(self, backward, options.threads)?);
+        Ok(())
+    }
+
+    /// `backward` must have this mask's `block_m × block_n`.
+    fn check_backward_tile(&self, backward: &TiledAccumulator) -> Result<(), MaskError> {
         let acc = self.accumulator();
         for (what, expected, found) in [
             (
@@ -933,7 +940,64 @@ impl PackedMask {
                 });
             }
         }
-        self.transposed = Some(TransposedLists::build(self, backward, options.threads)?);
+        Ok(())
+    }
+
+    /// Attaches transposed lists and words another builder produced (the GPU packer,
+    /// say), validated as a file's are: `lists` in the file's order `[q_num_blocks,
+    /// q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets]`, `[B, H,
+    /// n_blocks]` and `[B, H, n_blocks, m_blocks]` row-major; `q_words` the partial
+    /// tiles' words in the order of the backward accumulator `backward` (same
+    /// `block_m × block_n`). Validation re-encodes every tile on the CPU, so it costs
+    /// about what [`Self::add_transposed`] does.
+    #[cfg(feature = "std")]
+    pub fn attach_transposed(
+        &mut self,
+        backward: &TiledAccumulator,
+        lists: [Vec<i32>; 5],
+        q_words: Vec<u32>,
+    ) -> Result<(), MaskError> {
+        self.check_backward_tile(backward)?;
+        let layout = EncodedLayout::derive(backward, crate::TRANSPOSED_ENCODING)?;
+        let rows = self.kv_num_blocks.len() / self.grid.m_blocks.max(1) * self.grid.n_blocks;
+        let entries = rows * self.grid.m_blocks;
+        let names = [
+            ("q_num_blocks entries", rows),
+            ("q_indices entries", entries),
+            ("full_q_num_blocks entries", rows),
+            ("full_q_indices entries", entries),
+            ("q_tile_offsets entries", entries),
+        ];
+        for (list, (what, expected)) in lists.iter().zip(names) {
+            if list.len() != expected {
+                return Err(MaskError::ShapeMismatch {
+                    what,
+                    expected: expected as u64,
+                    found: list.len() as u64,
+                });
+            }
+        }
+        let expected_words = self.partial_tiles() * layout.words_per_tile();
+        if q_words.len() != expected_words {
+            return Err(MaskError::ShapeMismatch {
+                what: "q_words (partial tiles x the backward words per tile)",
+                expected: expected_words as u64,
+                found: q_words.len() as u64,
+            });
+        }
+        let [q_num_blocks, q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets] = lists;
+        let transposed = TransposedLists {
+            layout,
+            grid: self.grid,
+            q_num_blocks,
+            q_indices,
+            full_q_num_blocks,
+            full_q_indices,
+            q_tile_offsets,
+            q_words,
+        };
+        transposed.validate(self)?;
+        self.transposed = Some(transposed);
         Ok(())
     }
 

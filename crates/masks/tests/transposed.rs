@@ -693,3 +693,68 @@ proptest! {
         let _ = PackedMask::from_safetensors(&bytes);
     }
 }
+
+// ---- Transposed lists another builder produced (the GPU packer): attach_transposed. ----
+
+/// Parts of a mask's transposed lists, as the GPU packer hands them over.
+fn parts(t: &TransposedLists) -> ([Vec<i32>; 5], Vec<u32>) {
+    (
+        [
+            t.q_num_blocks().to_vec(),
+            t.q_indices().to_vec(),
+            t.full_q_num_blocks().to_vec(),
+            t.full_q_indices().to_vec(),
+            t.q_tile_offsets().to_vec(),
+        ],
+        t.q_words().to_vec(),
+    )
+}
+
+#[test]
+fn attached_transposed_parts_equal_the_built_ones_for_every_config() {
+    for i in 0..common::CONFIGS.len() {
+        let built = sample(i);
+        let (lists, words) = parts(built.transposed().unwrap());
+        let mut bare = built.clone();
+        bare.drop_transposed();
+        bare.attach_transposed(&backward(i), lists, words).unwrap();
+        assert_eq!(bare, built, "config {i}");
+    }
+}
+
+#[test]
+fn attached_transposed_parts_that_are_wrong_are_typed_errors() {
+    let built = sample(0);
+    let mut bare = built.clone();
+    bare.drop_transposed();
+    let (lists, words) = parts(built.transposed().unwrap());
+    // A list one entry short: a shape mismatch naming it, not a panic.
+    let mut short = lists.clone();
+    short[1].pop();
+    let e = bare
+        .clone()
+        .attach_transposed(&backward(0), short, words.clone())
+        .unwrap_err();
+    assert!(
+        matches!(e, MaskError::ShapeMismatch { what, .. } if what.starts_with("q_indices")),
+        "{e}"
+    );
+    // One flipped bit of the words: the words' check against the forward tiles.
+    let mut flipped = words.clone();
+    if let Some(w) = flipped.iter_mut().find(|w| **w != 0) {
+        *w ^= *w & w.wrapping_neg();
+    }
+    let e = bare
+        .clone()
+        .attach_transposed(&backward(0), lists.clone(), flipped)
+        .unwrap_err();
+    assert!(matches!(e, MaskError::Corrupt { .. }), "{e}");
+    // Words one tile short.
+    let per_tile = built.transposed().unwrap().layout().words_per_tile();
+    let e = bare
+        .clone()
+        .attach_transposed(&backward(0), lists, words[per_tile..].to_vec())
+        .unwrap_err();
+    assert!(matches!(e, MaskError::ShapeMismatch { .. }), "{e}");
+    assert!(!bare.has_transposed());
+}

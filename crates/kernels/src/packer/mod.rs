@@ -40,12 +40,19 @@ use fragmask_masks::Encoding;
 use crate::apply::CodegenError;
 use crate::emit::FragmentTerms;
 
+mod transpose;
+pub use transpose::{
+    TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, TRANSCODE_KERNEL, TRANSCODE_THREADS_MAX,
+};
+
 /// Name of the tile kernel.
 pub const TILES_KERNEL: &str = "fragmask_pack_tiles";
 /// Name of the list kernel.
 pub const LISTS_KERNEL: &str = "fragmask_pack_lists";
 /// Name of the compaction kernel.
 pub const COMPACT_KERNEL: &str = "fragmask_pack_compact";
+/// Name of the transposed list kernel ([`ListAxis::Transposed`]).
+pub const TRANSPOSED_LISTS_KERNEL: &str = "fragmask_pack_lists_t";
 /// Threads of the list kernel's single CTA (32 warps: 32 rows of tiles at a time).
 pub const LIST_THREADS: u32 = 1024;
 /// Threads per CTA of the compaction kernel.
@@ -337,70 +344,10 @@ extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {tiles_ker
             partial = class::PARTIAL,
             area = bm * bn,
         );
+        s.push_str(&lists_kernel(ListAxis::Forward));
         let _ = writeln!(
             s,
-            r#"// One CTA: warp w handles row of tiles (32 * batch + w). Pass A counts each row's partial
-// tiles, a scan over the 32 counts (plus the running total) gives each row's first partial
-// index, pass B writes the lists.
-extern "C" __global__ void __launch_bounds__({list_threads}) {lists_kernel}(
-    const unsigned char* __restrict__ classes, int rows, int n_blocks,
-    int* __restrict__ kv_num_blocks, int* __restrict__ kv_indices,
-    int* __restrict__ full_kv_num_blocks, int* __restrict__ full_kv_indices,
-    int* __restrict__ kv_tile_offsets, int* __restrict__ partial_source, int* __restrict__ partial_count)
-{{
-    __shared__ int row_partial[32];
-    __shared__ int row_base[32];
-    __shared__ int carry;
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    const unsigned lanes_below = (1u << lane) - 1u;
-    if (threadIdx.x == 0) {{ carry = 0; }}
-    __syncthreads();
-    for (int batch = 0; batch < rows; batch += 32) {{
-        const int row = batch + (int)warp;
-        const unsigned char* cls = classes + (unsigned long long)row * n_blocks;
-        int partial = 0;
-        if (row < rows) {{
-            for (int n0 = 0; n0 < n_blocks; n0 += 32) {{
-                const int n = n0 + (int)lane;
-                partial += __popc(__ballot_sync(0xffffffffu, n < n_blocks && cls[n] == {partial_class}));
-            }}
-        }}
-        if (lane == 0) {{ row_partial[warp] = row < rows ? partial : 0; }}
-        __syncthreads();
-        if (threadIdx.x == 0) {{
-            int running = carry;
-            for (int i = 0; i < 32; ++i) {{ row_base[i] = running; running += row_partial[i]; }}
-            carry = running;
-        }}
-        __syncthreads();
-        if (row < rows) {{
-            const int base = row_base[warp];
-            const unsigned long long list = (unsigned long long)row * n_blocks;
-            int np = 0, nf = 0;
-            for (int n0 = 0; n0 < n_blocks; n0 += 32) {{
-                const int n = n0 + (int)lane;
-                const unsigned char c = n < n_blocks ? cls[n] : {empty_class};
-                const unsigned pm = __ballot_sync(0xffffffffu, c == {partial_class});
-                const unsigned fm = __ballot_sync(0xffffffffu, c == {full_class});
-                if (c == {partial_class}) {{
-                    const int j = np + __popc(pm & lanes_below);
-                    kv_indices[list + j] = n;
-                    kv_tile_offsets[list + j] = base + j;
-                    partial_source[base + j] = (int)(list + n);
-                }}
-                if (c == {full_class}) {{ full_kv_indices[list + nf + __popc(fm & lanes_below)] = n; }}
-                np += __popc(pm);
-                nf += __popc(fm);
-            }}
-            for (int j = np + (int)lane; j < n_blocks; j += 32) {{ kv_indices[list + j] = 0; kv_tile_offsets[list + j] = -1; }}
-            for (int j = nf + (int)lane; j < n_blocks; j += 32) {{ full_kv_indices[list + j] = 0; }}
-            if (lane == 0) {{ kv_num_blocks[row] = np; full_kv_num_blocks[row] = nf; }}
-        }}
-        __syncthreads();
-    }}
-    if (threadIdx.x == 0) {{ *partial_count = carry; }}
-}}
-
+            r#"
 // Copies partial tile p's {wpt} words from scratch slot partial_source[p], 16 bytes per thread.
 extern "C" __global__ void __launch_bounds__({compact_threads}) {compact_kernel}(
     const unsigned* __restrict__ scratch, const int* __restrict__ partial_source,
@@ -413,13 +360,8 @@ extern "C" __global__ void __launch_bounds__({compact_threads}) {compact_kernel}
 {copy}
     }}
 }}"#,
-            list_threads = LIST_THREADS,
-            lists_kernel = LISTS_KERNEL,
             compact_kernel = COMPACT_KERNEL,
             compact_threads = COMPACT_THREADS,
-            partial_class = class::PARTIAL,
-            full_class = class::FULL,
-            empty_class = class::EMPTY,
             copy = if wpt % 4 == 0 {
                 format!(
                     "        for (unsigned i = threadIdx.x; i < {}u; i += {COMPACT_THREADS}u) {{\n            \
@@ -434,4 +376,113 @@ extern "C" __global__ void __launch_bounds__({compact_threads}) {compact_kernel}
         );
         s
     }
+}
+
+/// Which lists a list kernel builds from the tile classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListAxis {
+    /// The forward lists: a row per `(plane, m_block)`, entries `n_block` ascending
+    /// (`kv_num_blocks`, `kv_indices`, ...).
+    Forward,
+    /// The transposed lists of the backward pass: a row per `(plane, n_block)`, entries
+    /// `m_block` ascending (`q_num_blocks`, `q_indices`, ...; docs/masks.md
+    /// "Transposed lists").
+    Transposed,
+}
+
+/// The list kernel of `axis`, one CTA of [`LIST_THREADS`]. The classes are always the
+/// tile kernel's, indexed by the forward tile `(plane * m_blocks + m) * n_blocks + n`;
+/// the axis picks which index a row walks.
+///
+/// Signatures: `fragmask_pack_lists(classes, rows, n_blocks, counts, indices,
+/// full_counts, full_indices, tile_offsets, partial_source, partial_count)` with
+/// `rows = planes * m_blocks` rows of `n_blocks`; `fragmask_pack_lists_t(classes, rows,
+/// m_blocks, n_blocks, ...)` (same outputs) with `rows = planes * n_blocks` rows of
+/// `m_blocks`. `partial_source[p]` is partial tile `p`'s forward tile index.
+pub fn lists_kernel(axis: ListAxis) -> String {
+    let (name, dims, len, tile_of, what) = match axis {
+        ListAxis::Forward => (
+            LISTS_KERNEL,
+            "int n_blocks",
+            "n_blocks",
+            // Row `row` = (plane, m_block) of the [planes, m_blocks, n_blocks] tile grid.
+            "(unsigned long long)row * n_blocks + n",
+            "row (plane, m_block), entry n_block: tile row * n_blocks + n",
+        ),
+        ListAxis::Transposed => (
+            TRANSPOSED_LISTS_KERNEL,
+            "int m_blocks, int n_blocks",
+            "m_blocks",
+            "((unsigned long long)(row / n_blocks) * m_blocks + n) * n_blocks + row % n_blocks",
+            "row (plane, n_block), entry m_block: tile (plane * m_blocks + m) * n_blocks + n_block",
+        ),
+    };
+    format!(
+        r#"// One CTA: warp w handles row of tiles (32 * batch + w). Pass A counts each row's partial
+// tiles, a scan over the 32 counts (plus the running total) gives each row's first partial
+// index, pass B writes the lists. Tile grid [planes, m_blocks, n_blocks]; {what}.
+extern "C" __global__ void __launch_bounds__({list_threads}) {name}(
+    const unsigned char* __restrict__ classes, int rows, {dims},
+    int* __restrict__ kv_num_blocks, int* __restrict__ kv_indices,
+    int* __restrict__ full_kv_num_blocks, int* __restrict__ full_kv_indices,
+    int* __restrict__ kv_tile_offsets, int* __restrict__ partial_source, int* __restrict__ partial_count)
+{{
+    __shared__ int row_partial[32];
+    __shared__ int row_base[32];
+    __shared__ int carry;
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const unsigned lanes_below = (1u << lane) - 1u;
+    if (threadIdx.x == 0) {{ carry = 0; }}
+    __syncthreads();
+    for (int batch = 0; batch < rows; batch += 32) {{
+        const int row = batch + (int)warp;
+        int partial = 0;
+        if (row < rows) {{
+            for (int n0 = 0; n0 < {len}; n0 += 32) {{
+                const int n = n0 + (int)lane;
+                partial += __popc(__ballot_sync(0xffffffffu, n < {len} && classes[{tile_of}] == {partial_class}));
+            }}
+        }}
+        if (lane == 0) {{ row_partial[warp] = row < rows ? partial : 0; }}
+        __syncthreads();
+        if (threadIdx.x == 0) {{
+            int running = carry;
+            for (int i = 0; i < 32; ++i) {{ row_base[i] = running; running += row_partial[i]; }}
+            carry = running;
+        }}
+        __syncthreads();
+        if (row < rows) {{
+            const int base = row_base[warp];
+            const unsigned long long list = (unsigned long long)row * {len};
+            int np = 0, nf = 0;
+            for (int n0 = 0; n0 < {len}; n0 += 32) {{
+                const int n = n0 + (int)lane;
+                const unsigned long long tile = {tile_of};
+                const unsigned char c = n < {len} ? classes[tile] : {empty_class};
+                const unsigned pm = __ballot_sync(0xffffffffu, c == {partial_class});
+                const unsigned fm = __ballot_sync(0xffffffffu, c == {full_class});
+                if (c == {partial_class}) {{
+                    const int j = np + __popc(pm & lanes_below);
+                    kv_indices[list + j] = n;
+                    kv_tile_offsets[list + j] = base + j;
+                    partial_source[base + j] = (int)tile;
+                }}
+                if (c == {full_class}) {{ full_kv_indices[list + nf + __popc(fm & lanes_below)] = n; }}
+                np += __popc(pm);
+                nf += __popc(fm);
+            }}
+            for (int j = np + (int)lane; j < {len}; j += 32) {{ kv_indices[list + j] = 0; kv_tile_offsets[list + j] = -1; }}
+            for (int j = nf + (int)lane; j < {len}; j += 32) {{ full_kv_indices[list + j] = 0; }}
+            if (lane == 0) {{ kv_num_blocks[row] = np; full_kv_num_blocks[row] = nf; }}
+        }}
+        __syncthreads();
+    }}
+    if (threadIdx.x == 0) {{ *partial_count = carry; }}
+}}
+"#,
+        list_threads = LIST_THREADS,
+        partial_class = class::PARTIAL,
+        full_class = class::FULL,
+        empty_class = class::EMPTY,
+    )
 }
