@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use fragmask_host::attention::blockmask::{self, KERNEL_ENCODING};
 use fragmask_host::attention::{AttentionOptions, AttentionRunner, RawMask, RawTensor, Window};
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
-use fragmask_host::gpu_packer::{GpuPacker, PackShape, RawPackBuffers};
+use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
 use fragmask_host::lightning::LightningDecode;
 use fragmask_host::{Compiler, Device};
 use fragmask_kernels::family::dtype::ActDtype;
@@ -65,13 +65,15 @@ pub(crate) struct Gpu {
     attention: AttentionRunner,
     lightning: Mutex<HashMap<(usize, usize, ActDtype), Arc<LightningDecode>>>,
     packers: Mutex<HashMap<TileKey, Arc<GpuPacker>>>,
+    /// The GPU packer's transposed-list kernels per (forward tile, backward accumulator).
+    pub(crate) transposers: Mutex<HashMap<(TileKey, TileKey), Arc<GpuTransposer>>>,
     /// Events of finished or dropped GPU packs, for the next ones (creating an event
     /// costs a driver call per pack).
-    events: Mutex<Vec<CudaEvent>>,
+    pub(crate) events: Mutex<Vec<CudaEvent>>,
 }
 
 /// (block_m, block_n, warpgroups, swap_ab).
-type TileKey = (u32, u32, u32, bool);
+pub(crate) type TileKey = (u32, u32, u32, bool);
 
 pub(crate) fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
     static GPUS: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
@@ -90,6 +92,7 @@ pub(crate) fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
         attention,
         lightning: Mutex::new(HashMap::new()),
         packers: Mutex::new(HashMap::new()),
+        transposers: Mutex::new(HashMap::new()),
         events: Mutex::new(Vec::new()),
     });
     gpus.insert(ordinal, g.clone());
@@ -447,7 +450,7 @@ fn geometry(shape: MaskShape, acc: &TiledAccumulator) -> PyResult<Arc<PackedMask
 }
 
 /// Rounds `n` up to a multiple of 16.
-fn align16(n: usize) -> Option<usize> {
+pub(crate) fn align16(n: usize) -> Option<usize> {
     n.checked_add(15).map(|x| x & !15)
 }
 
@@ -455,7 +458,7 @@ fn align16(n: usize) -> Option<usize> {
 /// `kv_num_blocks`, `full_kv_num_blocks` (`rows` each), `kv_indices`,
 /// `full_kv_indices`, `kv_tile_offsets` (`tiles` each), the partial-tile count (1),
 /// then the words from a 16-byte boundary.
-fn list_offsets(rows: usize, tiles: usize) -> [usize; 7] {
+pub(crate) fn list_offsets(rows: usize, tiles: usize) -> [usize; 7] {
     let count = 2 * rows + 3 * tiles;
     [
         0,
@@ -472,9 +475,30 @@ fn list_offsets(rows: usize, tiles: usize) -> [usize; 7] {
 type Sizes = (usize, usize, usize, usize, usize, usize, usize, usize);
 
 /// What a pack left on the device, until `finish`.
-struct Enqueued {
-    event: CudaEvent,
-    out: u64,
+pub(crate) struct Enqueued {
+    pub(crate) event: CudaEvent,
+    pub(crate) out: u64,
+}
+
+/// An event for a pack or transposition on `g` (from the pool, else a new one).
+pub(crate) fn take_event(g: &Gpu, what: &str) -> PyResult<CudaEvent> {
+    let pooled = g.events.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    match pooled {
+        Some(e) => Ok(e),
+        None => g
+            .device
+            .context()
+            .new_event(None)
+            .map_err(|e| PyRuntimeError::new_err(format!("{what}: creating an event: {e}"))),
+    }
+}
+
+/// Gives an event back to `g`'s pool (at most 32 kept).
+pub(crate) fn return_event(g: &Gpu, event: CudaEvent) {
+    let mut pool = g.events.lock().unwrap_or_else(|e| e.into_inner());
+    if pool.len() < 32 {
+        pool.push(event);
+    }
 }
 
 /// A dense mask packed on the GPU into buffers torch owns (`Mask.from_dense` on a CUDA
@@ -501,10 +525,7 @@ impl Drop for GpuPack {
         unregister(self.id);
         let enqueued = self.enqueued.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = enqueued.take() {
-            let mut pool = self.gpu.events.lock().unwrap_or_else(|e| e.into_inner());
-            if pool.len() < 32 {
-                pool.push(e.event);
-            }
+            return_event(&self.gpu, e.event);
         }
     }
 }
@@ -678,14 +699,7 @@ impl GpuPack {
                 .enqueue_raw(&stream, dense, dense_len, self.shape, &raw)
         }
         .map_err(|e| PyValueError::new_err(format!("mask: {e}")))?;
-        let pooled = g.events.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let event =
-            match pooled {
-                Some(e) => e,
-                None => g.device.context().new_event(None).map_err(|e| {
-                    PyRuntimeError::new_err(format!("mask: creating an event: {e}"))
-                })?,
-            };
+        let event = take_event(g, "mask")?;
         event
             .record(&stream)
             .map_err(|e| PyRuntimeError::new_err(format!("mask: recording an event: {e}")))?;

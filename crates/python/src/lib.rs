@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 mod decode;
 mod gpu;
+mod transpose;
 
 use fragmask::calc::{self, Value};
 use fragmask_layout::IntTuple;
@@ -715,6 +716,8 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu::attention_launch, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::gpu_pack_plan, m)?)?;
     m.add_class::<gpu::GpuPack>()?;
+    m.add_function(wrap_pyfunction!(transpose::gpu_transpose_plan, m)?)?;
+    m.add_class::<transpose::GpuTranspose>()?;
     m.add_function(wrap_pyfunction!(gpu::lightning_decode, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::warmup, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_plan, m)?)?;

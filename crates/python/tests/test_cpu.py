@@ -354,6 +354,17 @@ class TransposedTests(unittest.TestCase):
                 self.assertEqual(Mask.load(d / "t.safetensors"), t)
                 self.assertEqual(Mask.load(d / "t.safetensors").metadata()["transposed"], "true")
 
+    def test_from_dense_transposed_adds_the_default_lists(self):
+        dense = np.random.default_rng(9).random((3, 200, 333)) < 0.4
+        for block in ((128, 128), (64, 64)):
+            m = Mask.from_dense(dense, block=block, transposed=True)
+            self.assertTrue(m.has_transposed)
+            self.assertEqual(m, Mask.from_dense(dense, block=block).with_transposed())
+            np.testing.assert_array_equal(
+                m.q_words, Mask.from_dense(dense, block=block).with_transposed().q_words)
+        with self.assertRaises(TypeError):
+            Mask.from_dense(dense).with_transposed(warpgroups="2")
+
     def test_bad_backward_tiles_are_value_errors(self):
         m = Mask.from_predicate("causal", 256, 256)
         with self.assertRaises(ValueError):

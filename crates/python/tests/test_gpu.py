@@ -337,6 +337,46 @@ class GpuPackerTests(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertTrue(torch.equal(out, ref))
 
+    def assert_same_transposed(self, m, cpu, what):
+        self.assertTrue(cpu.has_transposed, what)
+        self.assertEqual(m, cpu, what)
+        for name in ("q_num_blocks", "q_indices", "full_q_num_blocks", "full_q_indices",
+                     "q_tile_offsets", "q_words"):
+            np.testing.assert_array_equal(getattr(m, name), getattr(cpu, name),
+                                          err_msg=f"{what}: {name}")
+
+    def test_transposed_lists_on_the_gpu_equal_the_cpus(self):
+        g = torch.Generator(device="cuda").manual_seed(13)
+        rand = lambda *s: torch.rand(*s, device="cuda", generator=g)
+        cases = {
+            "random 2-D ragged": rand(300, 260) < 0.5,
+            "4-D, odd lengths": rand(2, 3, 129, 257) < 0.3,
+            "causal": torch.ones(700, 700, dtype=torch.bool, device="cuda").tril(),
+            "all zeros": torch.zeros(200, 100, dtype=torch.bool, device="cuda"),
+            "large": rand(2048, 2048) < 0.5,
+        }
+        for name, dense in cases.items():
+            for tile in ((128, 128), (64, 64)):
+                with self.subTest(mask=name, block=tile):
+                    cpu = Mask.from_dense(dense.cpu(), block=tile).with_transposed()
+                    # Packed and transposed on the GPU, nothing read back until asked.
+                    m = Mask.from_dense(dense, block=tile, transposed=True)
+                    self.assertTrue(m.has_transposed)
+                    self.assertIsNone(m._host, "transposed without reading anything back")
+                    self.assert_same_transposed(m, cpu, f"{name} from_dense")
+                    # with_transposed on a GPU pack, after its host copy was read.
+                    m = Mask.from_dense(dense, block=tile)
+                    self.assertFalse(m.has_transposed)
+                    m.stats()
+                    self.assert_same_transposed(m.with_transposed(), cpu,
+                                                f"{name} with_transposed")
+        # A host mask of another source, transposed on the GPU it is copied to.
+        idx = torch.stack([torch.randperm(333)[:40] for _ in range(300)])
+        host = Mask.from_topk(idx, 333)
+        self.assert_same_transposed(host.with_transposed(device="cuda"),
+                                    host.with_transposed(), "topk on the GPU")
+        self.assertFalse(host.has_transposed)
+
     def test_errors(self):
         with self.assertRaisesRegex(TypeError, "mask: dtype float32"):
             Mask.from_dense(torch.zeros(64, 64, device="cuda"))

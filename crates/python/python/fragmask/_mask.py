@@ -131,7 +131,8 @@ class Mask:
     raises ValueError or TypeError with the library's message.
     """
 
-    __slots__ = ("_host", "_gpu", "_device_cache", "_device_ptrs", "_meta", "__weakref__")
+    __slots__ = ("_host", "_gpu", "_gpu_t", "_device_cache", "_device_ptrs", "_meta",
+                 "__weakref__")
 
     def __init__(self, packed):
         if not isinstance(packed, _fragmask.Packed):
@@ -142,6 +143,10 @@ class Mask:
         # lists and words, device index);
         # the host lists are read back from it only when something asks for them.
         self._gpu = None
+        # Transposed lists built on a GPU (with_transposed / from_dense(transposed=True)
+        # on a GPU mask): (GpuTranspose, its i32 output buffer, device index), read back
+        # into the host mask only when something asks for them.
+        self._gpu_t = None
         # Device copies of the lists for the GPU ops, built once per device (_ops.py),
         # and their addresses by device index (the eager fast path).
         self._device_cache = {}
@@ -158,6 +163,7 @@ class Mask:
         self = object.__new__(cls)
         self._host = None
         self._gpu = (plan, out, device)
+        self._gpu_t = None
         self._device_cache = {}
         self._device_ptrs = {}
         b, h, sq, sk = plan.shape
@@ -167,10 +173,17 @@ class Mask:
 
     @property
     def _packed(self):
-        """The host packed mask; a GPU pack is waited for and read back the first time."""
+        """The host packed mask; a GPU pack (and a GPU transposition) is waited for and
+        read back the first time."""
         packed = self._host
         if packed is None:
             packed = self._host = self._gpu[0].finish()
+        if self._gpu_t is not None and not packed.has_transposed:
+            packed = self._host = self._gpu_t[0].finish(packed)
+            if self._gpu is None:
+                # A host mask: the registry entry the ops find it by is the new one's
+                # (the old one lives on in the mask this one was made from).
+                self._meta = self._meta[:8] + (packed.registry_id,)
         return packed
 
     def to(self, device):
@@ -187,7 +200,7 @@ class Mask:
 
     @classmethod
     def from_dense(cls, mask, *, block=(128, 128), warpgroups=None, swap_ab=False,
-                   encoding="fragment-native", threads=0):
+                   encoding="fragment-native", threads=0, transposed=False):
         """From a dense mask of bool, uint8 or int8 (nonzero = keep), ``[Sq, Sk]``,
         ``[H, Sq, Sk]`` or ``[B, H, Sq, Sk]`` (a leading 1 broadcasts).
 
@@ -200,12 +213,18 @@ class Mask:
 
         A numpy array or CPU tensor is packed by the multithreaded CPU packer without
         copying a C-contiguous input. Both packers give the same mask, bit for bit.
+
+        ``transposed=True`` adds the backward pass's transposed lists (as
+        ``with_transposed()`` with its defaults): on the GPU, right after the GPU pack and
+        on the same stream, for a CUDA tensor; on the CPU otherwise.
         """
         tile = _tile(block, warpgroups, swap_ab, encoding, threads)
         if _cuda_tensor(mask) and tile[4] == "fragment-native":
-            return cls._from_dense_cuda(mask, tile)
-        keep, raw = _array(mask, "mask", "mask")
-        return cls(_fragmask.pack_dense(raw, *tile))
+            m = cls._from_dense_cuda(mask, tile)
+        else:
+            keep, raw = _array(mask, "mask", "mask")
+            m = cls(_fragmask.pack_dense(raw, *tile))
+        return m.with_transposed(threads=threads) if transposed else m
 
     @classmethod
     def _from_dense_cuda(cls, mask, tile):
@@ -435,18 +454,75 @@ class Mask:
 
     # The backward pass's transposed lists (format v2) ---------------------------------
 
-    def with_transposed(self, *, warpgroups=None, swap_ab=True, threads=0):
+    def with_transposed(self, *, warpgroups=None, swap_ab=True, threads=0, device=None):
         """This mask with the backward pass's transposed lists and words added (as
         ``fragmask pack --transposed``; ``save`` then writes a version-2 file): for
         each (batch, head, key block), the query blocks whose tile is partial
         (``q_indices``) and full (``full_q_indices``), FlexAttention's ``q_*`` lists,
         and the partial tiles' bits in the register order of the backward
-        accumulator (SwapAB by default; docs/masks.md)."""
+        accumulator (SwapAB by default; docs/masks.md).
+
+        A mask packed on a GPU (``from_dense`` of a CUDA tensor) gets them on that GPU
+        (the GPU packer's transposed lists, on torch's current stream, nothing copied to
+        the host or waited for); so does any fragment-native mask with ``device`` a CUDA
+        device (its lists are copied there first, as ``to(device)`` does). Otherwise
+        the CPU builds them (``threads`` workers). Both give the same bits."""
+        gpu = self._gpu
+        if device is not None and gpu is None and self.encoding == "fragment-native":
+            from . import _ops
+
+            torch = _ops._torch()
+            device = torch.device(device)
+            if device.type == "cuda":
+                return self._with_transposed_gpu(torch, device, warpgroups, swap_ab)
+        if gpu is not None and self._gpu_t is None:
+            from . import _ops
+
+            torch = _ops._torch()
+            return self._with_transposed_gpu(torch, torch.device("cuda", gpu[2]), warpgroups,
+                                             swap_ab)
+        if warpgroups is not None:
+            warpgroups = _int("warpgroups", warpgroups, 1, 2**32 - 1)
         return Mask(self._packed.with_transposed(warpgroups, bool(swap_ab), int(threads)))
+
+    def _with_transposed_gpu(self, torch, device, warpgroups, swap_ab):
+        """with_transposed on `device` (a CUDA device): the GPU packer's transposed lists
+        from the mask's device lists, into tensors torch allocates."""
+        from . import _ops
+
+        if warpgroups is not None:
+            warpgroups = _int("warpgroups", warpgroups, 1, 2**32 - 1)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        device = torch.device("cuda", index)
+        lists = _ops._device_lists(torch, self, device)
+        b, h, sq, sk, bm, bn, wg, swap = self._meta[:8]
+        if self._gpu is not None and self._gpu[2] == index:
+            capacity = self._gpu[0].sizes[1]          # a GPU pack: its count is on the device
+        else:
+            capacity = self._packed.stats()["partial"]
+        plan = _fragmask.gpu_transpose_plan((b, h, sq, sk), (bm, bn, wg, bool(swap)),
+                                            warpgroups, bool(swap_ab), capacity, index)
+        workspace_bytes, out_ints = plan.sizes[3:5]
+        workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=device)
+        out = torch.empty(out_ints, dtype=torch.int32, device=device)
+        plan.enqueue(tuple(t.data_ptr() for t in lists), workspace.data_ptr(), out.data_ptr(),
+                     _ops._get_stream(index))
+        m = object.__new__(Mask)
+        m._host = self._host    # the host copy, if any, gets them when first asked for
+        m._gpu = self._gpu
+        m._gpu_t = (plan, out, index)
+        m._device_cache = dict(self._device_cache)
+        m._device_ptrs = dict(self._device_ptrs)
+        m._meta = self._meta
+        return m
 
     @property
     def has_transposed(self):
         """Whether the transposed lists are present (``with_transposed`` adds them)."""
+        if self._gpu_t is not None:
+            return True
+        if self._host is None:
+            return False   # a GPU pack without them: no need to read it back
         return self._packed.has_transposed
 
     def _transposed(self, name, dtype):
