@@ -15,13 +15,15 @@
 //!    transposed lists, ascending, padding 0 (and -1 in `q_tile_offsets`), each
 //!    transposed partial tile's forward tile, and their count.
 //! 3. [`TRANSCODE_KERNEL`] `fragmask_pack_transcode`: per transposed partial tile, the
-//!    forward accumulator's threads scatter their words' bits into a byte per element
-//!    in shared memory (row and column of each value from the forward TV layout), then
-//!    the backward accumulator's threads gather their FragmentNative words from it (row
-//!    and column from the backward TV layout, SwapAB by default): the same
-//!    [`FragmentTerms`] the packer's tile kernel and the apply functions use, so the
-//!    bit of `(thread, value)` is the element `backward.coord(thread, value)`, as the
-//!    CPU transcoder's table says.
+//!    forward words are copied to shared memory unchanged, and each backward thread
+//!    gathers its FragmentNative words from them (SwapAB by default): value `v` of
+//!    thread `t` is the forward bit owning the element `backward.coord(t, v)`
+//!    (gmma-frag's `owner` of the forward accumulator), at word `wt(t) + W(v)` and bit
+//!    `bt(t) + B(v)`, with `wt`, `bt` linear over the bits of `t` and `W`, `B` per-value
+//!    constants: fitted from `owner ∘ coord` and checked on every `(thread, value)` when
+//!    the source is generated (a pair of layouts that does not split so is refused),
+//!    as the CPU transcoder's table is derived from the same two maps. One 32-bit
+//!    shared-memory load serves every value that shares a word.
 
 use std::fmt::Write as _;
 
@@ -31,6 +33,9 @@ use fragmask_masks::Encoding;
 use super::{class, lists_kernel, ListAxis};
 use crate::apply::CodegenError;
 use crate::emit::FragmentTerms;
+
+// The forward and backward `FragmentTerms` name the two TV layouts in the source's header
+// comment; the gather itself is `WordGather`.
 
 /// Name of the class kernel.
 pub const CLASSES_KERNEL: &str = "fragmask_pack_classes";
@@ -49,6 +54,7 @@ const SMEM_LIMIT: u32 = 48 * 1024;
 pub struct TransposeKernels {
     forward: FragmentTerms,
     backward: FragmentTerms,
+    gather: WordGather,
 }
 
 impl TransposeKernels {
@@ -87,6 +93,7 @@ impl TransposeKernels {
         let k = Self {
             forward: FragmentTerms::derive(forward)?,
             backward: FragmentTerms::derive(backward)?,
+            gather: WordGather::derive(forward, backward)?,
         };
         if k.smem_bytes() > SMEM_LIMIT || k.threads() > TRANSCODE_THREADS_MAX {
             return Err(CodegenError::Unsupported(format!(
@@ -124,15 +131,9 @@ impl TransposeKernels {
         self.forward().threads().max(self.backward().threads())
     }
 
-    /// Bytes of a shared-memory row: `block_n` plus 4, so that the 8 rows a warp's
-    /// accumulator rows (or, under SwapAB, its columns) touch fall on different banks.
-    fn row_stride(&self) -> u32 {
-        self.forward().block_n() + 4
-    }
-
-    /// Static shared memory of the transcode kernel.
+    /// Static shared memory of the transcode kernel: one forward tile's words.
     pub fn smem_bytes(&self) -> u32 {
-        self.forward().block_m() * self.row_stride()
+        4 * self.forward_words_per_tile() as u32
     }
 
     /// The CUDA source of the three kernels (header-free; compile for sm_90a, or any
@@ -156,7 +157,6 @@ impl TransposeKernels {
         let (fwd, bwd) = (self.forward(), self.backward());
         let (bm, bn) = (fwd.block_m(), fwd.block_n());
         let threads = self.threads();
-        let stride = self.row_stride();
         let (wf, wb) = (
             fwd.values_per_thread().div_ceil(32),
             bwd.values_per_thread().div_ceil(32),
@@ -220,95 +220,185 @@ extern "C" __global__ void __launch_bounds__({ct}) {classes_kernel}(
         );
         s.push_str(&lists_kernel(ListAxis::Transposed));
         // The transcode kernel.
+        let g = &self.gather;
         let _ = writeln!(
             s,
             r#"
 // Transposed partial tile p (in q_words order) re-encodes forward tile
-// tile_word[partial_source[p]]: scatter the forward words to a byte per element, gather the
-// backward words. Element (row, col) of the tile (query row, key column) is byte
-// row * {stride} + col (rows padded by 4 bytes against bank conflicts).
+// tile_word[partial_source[p]]: the forward words are copied to shared memory as they are
+// (FragmentNative ({tf},{wf}):({wf},1)), then backward thread t's value v is bit
+// bt(t) + B(v) of word wt(t) + W(v) there: the forward (thread, value) owning the element
+// backward.coord(t, v), gmma-frag's owner∘coord, fitted as a thread part linear over the
+// bits of t plus a per-value constant and checked on every (thread, value) when this
+// source was generated.
 extern "C" __global__ void __launch_bounds__({threads}) {transcode_kernel}(
     const unsigned* __restrict__ words, const int* __restrict__ tile_word,
     const int* __restrict__ partial_source, const int* __restrict__ partial_count, int capacity,
     unsigned* __restrict__ q_words)
 {{
-    __shared__ __align__(16) unsigned char elem[{smem}];
+    __shared__ __align__(16) unsigned fw[{wptf}];
+    const unsigned thread = threadIdx.x;
+    const unsigned wt = {wt}; // word of the thread's value 0 (owner∘coord, linear in the bits of thread)
+    const unsigned bt = {bt}; // bit of the thread's value 0 (owner∘coord, linear in the bits of thread)
     const int count = min(*partial_count, capacity);
     for (int p = blockIdx.x; p < count; p += gridDim.x) {{
         const int src = tile_word[partial_source[p]];
-        if (threadIdx.x < {tf}u) {{
-            // ---- scatter: forward thread t's FragmentNative words ({tf},{wf}):({wf},1).
-            const unsigned thread = threadIdx.x;
-            unsigned fw[{wf}];
-#pragma unroll
-            for (int i = 0; i < {wf}; ++i) {{ fw[i] = 0u; }}
-            if (src >= 0 && src < capacity) {{
-                const unsigned* from = words + (unsigned long long)src * {wptf}u + thread * {wf}u;
-{load}
-            }}"#,
-            threads = threads,
-            transcode_kernel = TRANSCODE_KERNEL,
-            smem = self.smem_bytes(),
-            tf = fwd.threads(),
-            load = vector_copy("fw", "from", wf, true),
-        );
-        let _ = writeln!(
-            s,
-            "            const unsigned row_t = {}; // tile row of value 0, forward {}\n            \
-             const unsigned col_t = {}; // tile column of value 0, forward {}",
-            self.forward.thread_row().cuda(&[]),
-            self.forward.thread_comment(),
-            self.forward.thread_col().cuda(&[]),
-            self.forward.thread_comment(),
-        );
-        for value in 0..fwd.values_per_thread() {
-            let (rv, cv) = self.forward.value_offset(value);
-            let _ = writeln!(
-                s,
-                "            elem[(row_t + {rv}u) * {stride}u + col_t + {cv}u] = (unsigned char)((fw[{w}] >> {b}u) & 1u); \
-                 // value {value} = (row_t+{rv}, col_t+{cv}), forward tv_layout value mode",
-                w = value / 32,
-                b = value % 32,
-            );
-        }
-        let _ = writeln!(
-            s,
-            r#"        }}
+        const bool ok = src >= 0 && src < capacity;
+        const uint4* from = reinterpret_cast<const uint4*>(words + (unsigned long long)(ok ? src : 0) * {wptf}u);
+        for (unsigned i = thread; i < {wptf4}u; i += {threads}u) {{
+            reinterpret_cast<uint4*>(fw)[i] = ok ? from[i] : make_uint4(0u, 0u, 0u, 0u);
+        }}
         __syncthreads();
-        if (threadIdx.x < {tb}u) {{
-            // ---- gather: backward thread t's FragmentNative words ({tb},{wb}):({wb},1).
-            const unsigned thread = threadIdx.x;
+        if (thread < {tb}u) {{
+            // Backward thread t's FragmentNative words ({tb},{wb}):({wb},1).
             unsigned bw[{wb}];
 #pragma unroll
-            for (int i = 0; i < {wb}; ++i) {{ bw[i] = 0u; }}
-            const unsigned row_t = {row}; // tile row of value 0, backward {tc}
-            const unsigned col_t = {col}; // tile column of value 0, backward {tc}"#,
+            for (int i = 0; i < {wb}; ++i) {{ bw[i] = 0u; }}"#,
+            threads = threads,
+            transcode_kernel = TRANSCODE_KERNEL,
+            tf = fwd.threads(),
             tb = bwd.threads(),
-            row = self.backward.thread_row().cuda(&[]),
-            col = self.backward.thread_col().cuda(&[]),
-            tc = self.backward.thread_comment(),
+            wptf4 = wptf / 4,
+            wt = g.word_thread.cuda(),
+            bt = g.bit_thread.cuda(),
         );
-        for value in 0..bwd.values_per_thread() {
-            let (rv, cv) = self.backward.value_offset(value);
-            let _ = writeln!(
-                s,
-                "            bw[{w}] |= (unsigned)elem[(row_t + {rv}u) * {stride}u + col_t + {cv}u] << {b}u; \
-                 // value {value} = (row_t+{rv}, col_t+{cv}), backward tv_layout value mode",
-                w = value / 32,
-                b = value % 32,
-            );
+        let mut values: Vec<u32> = (0..bwd.values_per_thread()).collect();
+        values.sort_by_key(|&v| (g.word_value[v as usize], v));
+        for chunk in values.chunk_by(|a, b| g.word_value[*a as usize] == g.word_value[*b as usize])
+        {
+            let w = g.word_value[chunk[0] as usize];
+            let _ = writeln!(s, "            {{ const unsigned x = fw[wt + {w}u] >> bt;");
+            for &v in chunk {
+                let _ = writeln!(
+                    s,
+                    "              bw[{word}] |= ((x >> {b}u) & 1u) << {bit}u; // value {v}",
+                    word = v / 32,
+                    b = g.bit_value[v as usize],
+                    bit = v % 32,
+                );
+            }
+            let _ = writeln!(s, "            }}");
         }
         let _ = writeln!(
             s,
             r#"            unsigned* to = q_words + (unsigned long long)p * {wptb}u + thread * {wb}u;
 {store}
         }}
-        __syncthreads();  // the next tile's scatter overwrites elem
+        __syncthreads();  // the next tile's copy overwrites fw
     }}
 }}"#,
             store = vector_copy("bw", "to", wb, false),
         );
         s
+    }
+}
+
+/// A function of the thread index that is linear over its bits: `Σ bit_b(thread) ·
+/// coef_b` (no carries between the terms: checked where it is fitted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct BitLinear {
+    /// `(b, coef_b)` with `coef_b != 0`.
+    terms: Vec<(u32, u32)>,
+}
+
+impl BitLinear {
+    /// Fits `f` (with `f(0) == 0`) on threads `0..threads` from its values at the powers
+    /// of two; `None` unless it reproduces `f` on every thread.
+    fn fit(threads: u32, f: impl Fn(u32) -> i64) -> Option<BitLinear> {
+        let mut terms = Vec::new();
+        let mut b = 0;
+        while b < 32 && (1u32 << b) < threads {
+            let c = f(1 << b);
+            if c != 0 {
+                terms.push((b, u32::try_from(c).ok()?));
+            }
+            b += 1;
+        }
+        let fit = BitLinear { terms };
+        (0..threads)
+            .all(|t| i64::from(fit.eval(t)) == f(t))
+            .then_some(fit)
+    }
+
+    fn eval(&self, thread: u32) -> u32 {
+        self.terms
+            .iter()
+            .map(|&(b, c)| ((thread >> b) & 1) * c)
+            .sum()
+    }
+
+    fn cuda(&self) -> String {
+        if self.terms.is_empty() {
+            return "0u".into();
+        }
+        self.terms
+            .iter()
+            .map(|&(b, c)| format!("((thread >> {b}u) & 1u) * {c}u"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+}
+
+/// Where backward thread `t`'s value `v` is among the forward words of its tile:
+/// word `word_thread(t) + word_value[v]`, bit `bit_thread(t) + bit_value[v]`.
+#[derive(Clone, Debug)]
+struct WordGather {
+    word_thread: BitLinear,
+    bit_thread: BitLinear,
+    word_value: Vec<u32>,
+    bit_value: Vec<u32>,
+}
+
+impl WordGather {
+    /// Walks every `(thread, value)` of `backward`: the element `backward.coord(t, v)`
+    /// is forward value `fv` of forward thread `ft` (`forward.owner`), bit `fv % 32` of
+    /// word `ft · words_per_thread + fv / 32`; splits that into a thread part linear over
+    /// the bits of `t` and a per-value part, and checks the split on every pair.
+    fn derive(
+        forward: &TiledAccumulator,
+        backward: &TiledAccumulator,
+    ) -> Result<Self, CodegenError> {
+        let wf = forward.values_per_thread().div_ceil(32);
+        let (tb, vb) = (backward.threads(), backward.values_per_thread());
+        let mut table = Vec::with_capacity((tb * vb) as usize);
+        for t in 0..tb {
+            for v in 0..vb {
+                let (q, k) = backward.coord(t, v)?;
+                let (ft, fv) = forward.owner(q, k)?;
+                table.push((i64::from(ft * wf + fv / 32), i64::from(fv % 32)));
+            }
+        }
+        let at = |t: u32, v: u32| table[(t * vb + v) as usize];
+        let not_linear = |what: &str| {
+            CodegenError::Unsupported(format!(
+                "the transposed GPU packer needs the forward {what} of each backward value to be a \
+                 per-thread part linear over the thread's bits plus a per-value part; \
+                 {forward:?} -> {backward:?} is not"
+            ))
+        };
+        let word_thread =
+            BitLinear::fit(tb, |t| at(t, 0).0 - at(0, 0).0).ok_or_else(|| not_linear("word"))?;
+        let bit_thread =
+            BitLinear::fit(tb, |t| at(t, 0).1 - at(0, 0).1).ok_or_else(|| not_linear("bit"))?;
+        let word_value: Vec<u32> = (0..vb).map(|v| at(0, v).0 as u32).collect();
+        let bit_value: Vec<u32> = (0..vb).map(|v| at(0, v).1 as u32).collect();
+        for t in 0..tb {
+            let (wt, bt) = (word_thread.eval(t), bit_thread.eval(t));
+            for v in 0..vb {
+                let (w, b) = at(t, v);
+                if i64::from(wt + word_value[v as usize]) != w
+                    || i64::from(bt + bit_value[v as usize]) != b
+                {
+                    return Err(not_linear("word and bit"));
+                }
+            }
+        }
+        Ok(WordGather {
+            word_thread,
+            bit_thread,
+            word_value,
+            bit_value,
+        })
     }
 }
 
@@ -347,65 +437,69 @@ mod tests {
         TiledAccumulator::new(bm, bn, w, swap).unwrap()
     }
 
-    /// Replays the emitted scatter and gather on the host (the same `FragmentTerms`
-    /// arithmetic the source prints) and checks that bit `v` of backward thread `t` is
-    /// the forward bit of element `backward.coord(t, v)`, for a tile whose forward
-    /// bits are a pseudo-random pattern.
+    /// Replays the emitted gather on the host (the fitted word and bit of every value)
+    /// over the forward words of random tiles, and compares with the masks crate's
+    /// FragmentNative encoding of the same tiles over the backward accumulator (its
+    /// bit positions derived from `coord` on its own, as the CPU packer uses them).
     #[test]
-    fn transcode_moves_every_element_to_its_backward_coordinate() {
+    fn word_gather_gives_the_backward_encoding_of_every_tile() {
+        use fragmask_masks::EncodedLayout;
         for (fwd, bwd) in [
             (acc(128, 128, 2, false), acc(128, 128, 2, true)),
             (acc(64, 64, 1, false), acc(64, 64, 1, true)),
             (acc(128, 64, 2, false), acc(128, 64, 1, true)),
             (acc(192, 128, 3, false), acc(192, 128, 2, true)),
             (acc(128, 128, 2, false), acc(128, 128, 2, false)),
+            (acc(128, 128, 1, false), acc(128, 128, 2, true)),
         ] {
             let k = TransposeKernels::new(&fwd, &bwd).unwrap();
-            let (f, b) = (&k.forward, &k.backward);
-            let stride = k.row_stride() as usize;
-            let wf = fwd.values_per_thread().div_ceil(32) as usize;
+            let g = &k.gather;
+            let f_layout = EncodedLayout::derive(&fwd, Encoding::FragmentNative).unwrap();
+            let b_layout = EncodedLayout::derive(&bwd, Encoding::FragmentNative).unwrap();
+            let (bm, bn) = (fwd.block_m() as usize, fwd.block_n() as usize);
             let mut state = 0x9e37_79b9_7f4a_7c15u64;
-            let fw: Vec<u32> = (0..k.forward_words_per_tile())
-                .map(|_| {
-                    state = state
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    (state >> 32) as u32
-                })
-                .collect();
-            let mut elem = vec![0u8; k.smem_bytes() as usize];
-            let mut written = vec![false; elem.len()];
-            for t in 0..fwd.threads() {
-                let (rt, ct) = f.thread_origin(t);
-                for v in 0..fwd.values_per_thread() {
-                    let (rv, cv) = f.value_offset(v);
-                    let at = (rt + rv) as usize * stride + (ct + cv) as usize;
-                    assert!(!written[at], "two forward values scatter to one byte");
-                    written[at] = true;
-                    elem[at] = ((fw[t as usize * wf + v as usize / 32] >> (v % 32)) & 1) as u8;
+            for density in [1u64, 50, 97] {
+                let tile: Vec<bool> = (0..bm * bn)
+                    .map(|_| {
+                        state = state
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        (state >> 33) % 100 < density
+                    })
+                    .collect();
+                let fw = f_layout.encode_bools(&tile);
+                let expected = b_layout.encode_bools(&tile);
+                let wb = bwd.values_per_thread().div_ceil(32) as usize;
+                let mut got = vec![0u32; expected.len()];
+                for t in 0..bwd.threads() {
+                    let (wt, bt) = (g.word_thread.eval(t), g.bit_thread.eval(t));
+                    for v in 0..bwd.values_per_thread() {
+                        let x = fw[(wt + g.word_value[v as usize]) as usize] >> bt;
+                        got[t as usize * wb + v as usize / 32] |=
+                            ((x >> g.bit_value[v as usize]) & 1) << (v % 32);
+                    }
                 }
+                assert_eq!(got, expected, "{fwd:?} -> {bwd:?}, {density}%");
             }
-            for t in 0..bwd.threads() {
-                let (rt, ct) = b.thread_origin(t);
-                for v in 0..bwd.values_per_thread() {
-                    let (rv, cv) = b.value_offset(v);
-                    let at = (rt + rv) as usize * stride + (ct + cv) as usize;
-                    assert!(
-                        written[at],
-                        "backward thread {t} value {v} reads an unwritten byte"
-                    );
-                    // The truth: the forward (thread, value) holding the same element
-                    // (gmma-frag's `owner`, the inverse of `coord`).
-                    let (q, kk) = bwd.coord(t, v).unwrap();
-                    let (ft, fv) = fwd.owner(q, kk).unwrap();
-                    let truth = (fw[ft as usize * wf + fv as usize / 32] >> (fv % 32)) & 1;
-                    assert_eq!(u32::from(elem[at]), truth, "backward ({t}, {v}) of {bwd:?}");
-                }
+            // One shared-memory load per distinct word: at most the values, and for the
+            // default 128x128 pair a quarter of them (a word serves four values).
+            let mut words = g.word_value.clone();
+            words.sort_unstable();
+            words.dedup();
+            assert!(words.len() <= g.word_value.len());
+            if (fwd, bwd) == (acc(128, 128, 2, false), acc(128, 128, 2, true)) {
+                assert_eq!(words.len(), 16, "{words:?}");
             }
-            // Every element of the tile is scattered (the padding bytes are not).
-            let covered = written.iter().filter(|&&w| w).count();
-            assert_eq!(covered, (fwd.block_m() * fwd.block_n()) as usize);
         }
+    }
+
+    #[test]
+    fn the_emitted_gather_loads_each_word_once() {
+        let k = TransposeKernels::new(&acc(128, 128, 2, false), &acc(128, 128, 2, true)).unwrap();
+        let src = k.source();
+        assert_eq!(src.matches("const unsigned x = fw[wt + ").count(), 16);
+        assert_eq!(src.matches("& 1u) << ").count(), 64);
+        assert!(src.contains("const unsigned wt = ((thread >> "), "{src}");
     }
 
     #[test]
