@@ -131,3 +131,49 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
         );
     }
 }
+
+#[test]
+fn every_backward_variant_compiles_without_spills_and_uses_hgmma() {
+    use fragmask::host::attention::backward::compile_backward;
+    use fragmask::kernels::attention::backward::{BackwardKernel, BackwardMask};
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for d in [64, 128, 256] {
+        for mask in [
+            BackwardMask::Window,
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128,
+            },
+            BackwardMask::Blocks {
+                block_m: 64,
+                block_n: 64,
+            },
+        ] {
+            for (det, dtype) in [
+                (false, ActDtype::Bf16),
+                (true, ActDtype::Bf16),
+                (false, ActDtype::F16),
+            ] {
+                let k = BackwardKernel::default_for(d, mask)
+                    .unwrap()
+                    .with_dtype(dtype)
+                    .unwrap()
+                    .with_deterministic(det);
+                let c = compile_backward(&k).unwrap_or_else(|e| panic!("{}: {e}", k.label()));
+                println!(
+                    "{}: {} registers, {} spill bytes",
+                    k.label(),
+                    c.registers,
+                    c.spill_bytes
+                );
+                if c.spill_bytes != 0 {
+                    failures.push(format!("{}: {} spill bytes", k.label(), c.spill_bytes));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -16,6 +16,9 @@ use fragmask::host::Device;
 use fragmask::kernels::attention::{AttentionKernel, Geometry, MaskMode};
 use fragmask::masks::io::{read_file_limited, write_npy_file, write_safetensors, DType};
 
+#[path = "attention_backward.rs"]
+pub mod backward;
+
 use super::verify::NO_GPU_EXIT;
 use super::CmdResult;
 
@@ -152,6 +155,13 @@ pub struct AttentionArgs {
     /// Head dim for --emit-source / --inspect.
     #[arg(long, default_value_t = 128)]
     head_dim: u32,
+    /// Run the backward (dQ, dK, dV) instead: the forward gives O and lse, dO is --d-o or
+    /// random; --out writes dq, dk, dv (safetensors); --bench times the backward; with
+    /// --selftest, the backward sweep.
+    #[arg(long)]
+    backward: bool,
+    #[command(flatten)]
+    backward_flags: backward::BackwardFlags,
 }
 
 /// The kernel-configuration flags given, as `--stages 9 --pingpong true: `, to name
@@ -259,6 +269,20 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     } else {
         Some(validate(&args.forward)?)
     };
+    if !args.backward && (args.backward_flags.deterministic || args.backward_flags.d_o.is_some()) {
+        return Err("--deterministic and --d-o need --backward".into());
+    }
+    if args.backward && args.lse_out.is_some() {
+        return Err("--lse-out: the backward writes dq, dk, dv to --out only".into());
+    }
+    // The backward's own checks (its configuration, a mask's transposed lists, dO).
+    let backward_d_o = match (&validated, args.backward) {
+        (Some(v), true) => {
+            backward::validate(&args.forward, &args.backward_flags, v)?;
+            Some(backward::read_d_o(&args.backward_flags, v)?)
+        }
+        _ => None,
+    };
     // Outputs: never a device node or directory, never one of the inputs.
     let fwd = &args.forward;
     let inputs: Vec<&PathBuf> = [
@@ -268,6 +292,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         &fwd.v,
         &fwd.mask,
         &fwd.dense_mask,
+        &args.backward_flags.d_o,
     ]
     .into_iter()
     .flatten()
@@ -289,8 +314,22 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     };
     let Some(validated) = validated else {
         let runner = AttentionRunner::new(&device).map_err(|e| e.to_string())?;
+        if args.backward {
+            return backward::run_selftest(&runner, args.forward.seed, device.name());
+        }
         return run_selftest(&runner, &args.forward, device.name());
     };
+    if let Some(d_o) = backward_d_o {
+        return backward::backward(
+            &device,
+            &args.forward,
+            &args.backward_flags,
+            validated,
+            d_o,
+            args.bench,
+            args.out.as_deref(),
+        );
+    }
     forward(
         &device,
         &args.forward,
@@ -302,7 +341,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
 }
 
 /// Where q, k and v come from, validated.
-enum Source {
+pub(crate) enum Source {
     /// `--random`: the shape is checked; the tensors are generated once a GPU is found.
     Random(AttentionShape, u64),
     /// Files, read, checked and converted to bf16.
@@ -312,8 +351,8 @@ enum Source {
 /// Everything one forward needs, parsed and validated without a GPU.
 pub struct Validated {
     source: Source,
-    shape: AttentionShape,
-    mask: Option<MaskInput>,
+    pub(crate) shape: AttentionShape,
+    pub(crate) mask: Option<MaskInput>,
     window: Window,
 }
 

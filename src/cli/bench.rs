@@ -52,6 +52,11 @@ enum BenchCommand {
     /// --iters launches after --warmup (same as `fragmask attention --bench`).
     #[command(after_help = attention::BENCH_AFTER_HELP)]
     Attention(Box<ForwardArgs>),
+    /// Time the attention backward (dQ, dK, dV; the preprocess, main and postprocess kernels
+    /// together) with CUDA events, after a forward for O and lse: median over --iters after
+    /// --warmup; TFLOP/s count 2.5x the forward's FLOPs.
+    #[command(after_help = attention::BENCH_AFTER_HELP)]
+    Backward(Box<attention::backward::BenchBackwardArgs>),
     /// Time lightning decode (write-up 003) beside a device-to-device copy (the roof).
     Lightning(super::lightning::BenchLightningArgs),
     /// Time split-KV decode beside a device-to-device copy (the roof).
@@ -144,6 +149,16 @@ pub fn run(args: BenchArgs) -> CmdResult {
                 Err(code) => return Ok(code),
             };
             attention::forward(&device, &a, inputs, true, None, None)
+        }
+        BenchCommand::Backward(a) => {
+            let inputs = attention::validate(&a.forward)?;
+            attention::backward::validate(&a.forward, &a.backward, &inputs)?;
+            let d_o = attention::backward::read_d_o(&a.backward, &inputs)?;
+            let device = match gpu()? {
+                Ok(d) => d,
+                Err(code) => return Ok(code),
+            };
+            attention::backward::backward(&device, &a.forward, &a.backward, inputs, d_o, true, None)
         }
         BenchCommand::Lightning(a) => super::lightning::bench_run(a),
         BenchCommand::Decode(a) => super::decode::bench_run(*a),

@@ -27,6 +27,7 @@
 //!   [`PackedMask`] from the masks crate (the file `fragmask pack` writes), packed for
 //!   the kernel's tile ([`blockmask`]).
 
+pub mod backward;
 pub mod blockmask;
 pub mod compile;
 pub mod inputs;
@@ -50,6 +51,7 @@ use cudarc::driver::{
     PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
+use fragmask_kernels::attention::backward::BackwardKernel;
 use fragmask_kernels::attention::{
     ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, KERNEL_NAME,
     WINDOW_INFINITE,
@@ -274,9 +276,19 @@ pub struct DeviceBlockMask {
     full_kv_indices: CudaSlice<i32>,
     kv_tile_offsets: CudaSlice<i32>,
     words: CudaSlice<u32>,
+    /// The transposed lists and words (backward), when the mask has them.
+    transposed: Option<backward::DeviceTransposed>,
 }
 
 impl DeviceBlockMask {
+    /// The device addresses of the transposed lists (backward), in
+    /// [`backward::RawBackwardMask::Blocks`]' order: `[q_num_blocks, q_indices,
+    /// full_q_num_blocks, full_q_indices, q_tile_offsets, q_words]`; `None` when the mask
+    /// was packed without them.
+    pub fn device_transposed_lists(&self, stream: &Arc<CudaStream>) -> Option<[u64; 6]> {
+        self.transposed.as_ref().map(|t| t.device_lists(stream))
+    }
+
     /// The device addresses of the lists, in [`RawMask::Blocks`]' order: `[kv_num_blocks,
     /// kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
     pub fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
@@ -491,6 +503,7 @@ pub struct AttentionRunner {
     stream: Arc<CudaStream>,
     compiler: Compiler,
     functions: Mutex<HashMap<AttentionKernel, CudaFunction>>,
+    backward_functions: Mutex<HashMap<BackwardKernel, backward::BackwardFunctions>>,
 }
 
 impl AttentionRunner {
@@ -512,6 +525,7 @@ impl AttentionRunner {
             stream,
             compiler: Compiler::new(),
             functions: Mutex::new(HashMap::new()),
+            backward_functions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -566,6 +580,7 @@ impl AttentionRunner {
                 .stream
                 .clone_htod(&words)
                 .map_err(driver("uploading mask words"))?,
+            transposed: backward::DeviceTransposed::upload(&self.stream, mask)?,
             host: mask.clone(),
         })
     }

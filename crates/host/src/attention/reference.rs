@@ -37,7 +37,6 @@ fn widen(x: &[f32]) -> Vec<f64> {
 
 /// The softmax row of query `i` of `(b, h)`: `p[j]` normalised over the visible keys
 /// (all 0 when none is visible) and the row's log-sum-exp (`-inf` then).
-#[allow(dead_code)]
 fn probabilities(
     shape: &AttentionShape,
     q: &[f64],
@@ -79,12 +78,9 @@ fn probabilities(
     max + sum.ln()
 }
 
-// The backward kernels' self-test (issue 13, docs/backward.md) is the user of the backward
-// reference; until they exist only the tests below call it.
 /// Gradients of the attention inputs: `dq` `[B, H, Sq, D]`, `dk` and `dv`
 /// `[B, Hkv, Sk, D]` (summed over the query heads of each K/V head).
 #[derive(Debug, Clone)]
-#[allow(dead_code)]
 pub struct ReferenceGrads {
     /// dL/dQ.
     pub dq: Vec<f64>,
@@ -97,7 +93,6 @@ pub struct ReferenceGrads {
 /// The backward of [`attention_reference`] in f64 for the output gradient `d_o`
 /// (`[B, H, Sq, D]`): rows with no visible key contribute nothing, so their dQ is 0 and
 /// keys no query sees get dK = dV = 0.
-#[allow(dead_code)]
 pub fn attention_backward_reference(
     shape: &AttentionShape,
     q: &[f32],
@@ -115,7 +110,6 @@ pub fn attention_backward_reference(
     )
 }
 
-#[allow(dead_code)]
 fn backward_f64(
     shape: &AttentionShape,
     [q, k, v, d_o]: [&[f64]; 4],

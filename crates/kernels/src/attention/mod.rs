@@ -31,6 +31,7 @@
 //!   `window_left = infinite`, `diag_offset = 0`; bottom-right alignment is
 //!   `diag_offset = seqlen_k - seqlen_q`. "Infinite" is any value `>= WINDOW_INFINITE`.
 
+pub mod backward;
 mod fragment;
 mod geometry;
 mod smem;

@@ -82,34 +82,89 @@ impl OperandTile {
         Ok(tile)
     }
 
+    /// A K-major `rows x cols` tile (K = `cols`, contiguous), one wgmma reading
+    /// `rows_per_mma x 16`: `SmemAtom<K, SW128, 16>` tiled over `(rows, cols)`.
+    pub fn k_major(
+        name: &'static str,
+        rows: u32,
+        cols: u32,
+        rows_per_mma: u32,
+    ) -> Result<Self, ConfigError> {
+        let atom =
+            SmemAtom::new(Major::K, SmemSwizzle::B128, 16).map_err(|e| layout_err(name, e))?;
+        let layout = atom.tile(rows, cols).map_err(|e| layout_err(name, e))?;
+        Self::new(name, Major::K, layout, (rows, cols), rows_per_mma)
+    }
+
+    /// An MN-major `(mn, k)` tile (MN contiguous), atoms along K first
+    /// (`SmemAtom<MN, SW128, 16>::tile_k_first`), one wgmma reading `mn_per_mma x 16`.
+    pub fn mn_major(
+        name: &'static str,
+        mn: u32,
+        k: u32,
+        mn_per_mma: u32,
+    ) -> Result<Self, ConfigError> {
+        let atom =
+            SmemAtom::new(Major::Mn, SmemSwizzle::B128, 16).map_err(|e| layout_err(name, e))?;
+        let layout = atom.tile_k_first(mn, k).map_err(|e| layout_err(name, e))?;
+        Self::new(name, Major::Mn, layout, (mn, k), mn_per_mma)
+    }
+
     /// Q: `block_m x head_dim`, K-major.
     pub fn q(g: &Geometry, head_dim: u32) -> Result<Self, ConfigError> {
-        let atom =
-            SmemAtom::new(Major::K, SmemSwizzle::B128, 16).map_err(|e| layout_err("Q", e))?;
-        let layout = atom
-            .tile(g.block_m(), head_dim)
-            .map_err(|e| layout_err("Q", e))?;
-        Self::new("Q", Major::K, layout, (g.block_m(), head_dim), 64)
+        Self::k_major("Q", g.block_m(), head_dim, 64)
     }
 
     /// K: `step_n x head_dim`, K-major (the B operand of `Q K^T`, N = the step's keys).
     pub fn k(g: &Geometry, head_dim: u32) -> Result<Self, ConfigError> {
-        let atom =
-            SmemAtom::new(Major::K, SmemSwizzle::B128, 16).map_err(|e| layout_err("K", e))?;
-        let layout = atom
-            .tile(g.step_n(), head_dim)
-            .map_err(|e| layout_err("K", e))?;
-        Self::new("K", Major::K, layout, (g.step_n(), head_dim), g.step_n())
+        Self::k_major("K", g.step_n(), head_dim, g.step_n())
     }
 
     /// V: `(head_dim, step_n)` MN-major (the B operand of `P V`, N = D, K = the step's keys).
     pub fn v(g: &Geometry, head_dim: u32) -> Result<Self, ConfigError> {
-        let atom =
-            SmemAtom::new(Major::Mn, SmemSwizzle::B128, 16).map_err(|e| layout_err("V", e))?;
-        let layout = atom
-            .tile_k_first(head_dim, g.step_n())
-            .map_err(|e| layout_err("V", e))?;
-        Self::new("V", Major::Mn, layout, (head_dim, g.step_n()), head_dim)
+        Self::mn_major("V", head_dim, g.step_n(), head_dim)
+    }
+
+    /// Checks that a slice starting at byte `start` (an operand at an offset inside the
+    /// tile, e.g. a later 64-column chunk) takes the same descriptor constant bits.
+    pub fn check_start(&self, start: u32) -> Result<(), ConfigError> {
+        let slice = composition_by_mode(
+            &self.layout.layout,
+            &[
+                Layout::leaf(i64::from(self.rows_per_mma), 1)
+                    .map_err(|e| layout_err(self.name, e))?,
+                Layout::leaf(i64::from(K_STEP), 1).map_err(|e| layout_err(self.name, e))?,
+            ],
+        )
+        .map_err(|e| layout_err(self.name, e))?;
+        let d = GmmaDescriptor::from_layout(self.major, SmemSwizzle::B128, 16, &slice, start)
+            .map_err(|e| layout_err(self.name, e))?;
+        let fields = |g: &GmmaDescriptor| {
+            (
+                g.leading_byte_offset,
+                g.stride_byte_offset,
+                g.base_offset,
+                g.swizzle,
+            )
+        };
+        if d.base_offset != 0 || fields(&d) != fields(&self.descriptor) {
+            return Err(ConfigError::Layout(format!(
+                "{}: a slice at byte {start} needs other descriptor bits",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The swizzled byte of `(mn, k)`: what the hardware reads (the layout's swizzle
+    /// applied to the element offset).
+    pub fn swizzled_bytes(&self, mn: u32, k: u32) -> Result<u32, ConfigError> {
+        let index = i64::from(mn) + i64::from(self.extent.0) * i64::from(k);
+        let e = self
+            .layout
+            .eval(index)
+            .map_err(|e| layout_err(self.name, e))?;
+        u32::try_from(e * i64::from(ELEMENT_BYTES)).map_err(|e| layout_err(self.name, e))
     }
 
     /// Element offset of `(mn, k)` before the swizzle (the layout's colexicographic index).

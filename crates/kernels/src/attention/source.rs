@@ -115,6 +115,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
         ("MAINLOOP", mainloop(k.overlap(), k.pingpong(), k.mask())?),
         ("KERNEL", KERNEL_NAME.to_string()),
+        ("PTX_HELPERS", PTX_HELPERS.to_string()),
     ];
     match k.mask() {
         // Only the window schedule and mask compare against "unbounded".
@@ -216,7 +217,7 @@ fn check_slots(s_map: &FragmentMap, g: &Geometry) -> Result<(), ConfigError> {
 
 /// The O epilogue stores value pairs `(i, i+1)` as one bf16x2: they must be
 /// adjacent columns of the same row. Checked on the layout.
-fn check_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
+pub(super) fn check_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
     for i in (0..map.values()).step_by(2) {
         if map.value_row(i) != map.value_row(i + 1) || map.value_col(i) + 1 != map.value_col(i + 1)
         {
@@ -230,7 +231,7 @@ fn check_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
 }
 
 /// Row distance between a thread's row slots (8 for wgmma).
-fn row_slot_stride(map: &FragmentMap) -> Result<u32, ConfigError> {
+pub(super) fn row_slot_stride(map: &FragmentMap) -> Result<u32, ConfigError> {
     match map.row_slots().as_slice() {
         [0, s] => Ok(*s),
         other => Err(ConfigError::Layout(format!(
@@ -270,13 +271,31 @@ fn ptx_type(k: &AttentionKernel) -> &'static str {
 
 /// `fm_wgmma_m64n{n}k16_ss`: D (+)= A(smem) * B(smem), both K-major.
 fn wgmma_ss(n: u32, ty: &str) -> String {
+    wgmma_ss_trans(n, ty, false, false)
+}
+
+/// The name of [`wgmma_ss_trans`]'s function: `fm_wgmma_m64n{n}k16_ss`, with `_ta`/`_tb`
+/// where A or B is MN-major.
+pub(super) fn wgmma_ss_name(n: u32, trans_a: bool, trans_b: bool) -> String {
+    format!(
+        "fm_wgmma_m64n{n}k16_ss{}{}",
+        if trans_a { "_ta" } else { "" },
+        if trans_b { "_tb" } else { "" }
+    )
+}
+
+/// D (+)= A(smem) * B(smem); `trans_a` / `trans_b` read that operand MN-major
+/// (imm-trans 1, 16-bit types only).
+pub(super) fn wgmma_ss_trans(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> String {
     let regs = n / 2;
+    let name = wgmma_ss_name(n, trans_a, trans_b);
+    let (ta, tb) = (u32::from(trans_a), u32::from(trans_b));
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "// D[64x{n}] (+)= A[64x16] * B[16x{n}], A and B from shared memory (K-major, imm-trans 0).\n\
+        "// D[64x{n}] (+)= A[64x16] * B[16x{n}], A and B from shared memory (imm-trans-a {ta}, imm-trans-b {tb}).\n\
          // scale_d = 0 overwrites D. PTX ISA 9.7.15.5 wgmma.mma_async.\n\
-         __device__ __forceinline__ void fm_wgmma_m64n{n}k16_ss(float (&d)[{regs}], unsigned long long desc_a,\n\
+         __device__ __forceinline__ void {name}(float (&d)[{regs}], unsigned long long desc_a,\n\
          \x20                                                    unsigned long long desc_b, int scale_d) {{\n\
          \x20   asm volatile(\n\
          \x20       \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n\"\n\
@@ -286,7 +305,7 @@ fn wgmma_ss(n: u32, ty: &str) -> String {
     push_reg_list(&mut s, regs);
     let _ = writeln!(
         s,
-        "        \" %{a}, %{b}, p, 1, 1, 0, 0;\\n}}\\n\"",
+        "        \" %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"",
         a = regs,
         b = regs + 1
     );
@@ -296,7 +315,7 @@ fn wgmma_ss(n: u32, ty: &str) -> String {
 }
 
 /// `fm_wgmma_m64n{n}k16_rs`: D += A(registers) * B(smem), B MN-major (imm-trans-b 1).
-fn wgmma_rs(n: u32, ty: &str) -> String {
+pub(super) fn wgmma_rs(n: u32, ty: &str) -> String {
     let regs = n / 2;
     let mut s = String::new();
     let _ = writeln!(
@@ -798,53 +817,7 @@ const TEMPLATE: &str = r#"
 struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
 
 $PARAMS_STRUCT
-// ---- PTX helpers: mbarrier, TMA, wgmma (PTX ISA 9.7.12.15 mbarrier, 9.7.9.25 cp.async.bulk.tensor, 9.7.15 wgmma) ----
-__device__ __forceinline__ void fm_mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void fm_mbar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void fm_mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-// Blocks until the phase with parity `parity` of the barrier has completed.
-__device__ __forceinline__ void fm_mbar_wait(unsigned bar, unsigned parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "FM_WAIT_LOOP:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra FM_WAIT_LOOP;\n"
-        "}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-// 4-D tiled TMA load (coordinates innermost first: d, row, head, batch) completing on `bar`.
-__device__ __forceinline__ void fm_tma_load_4d(unsigned dst, const fm_tensor_map* map, unsigned bar,
-                                               int c0, int c1, int c2, int c3) {
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%3, %4, %5, %6}], [%2];"
-        :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
-}
-__device__ __forceinline__ void fm_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void fm_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void fm_wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
-}
-template <int N> __device__ __forceinline__ void fm_fence_array(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
-}
-template <int N> __device__ __forceinline__ void fm_fence_array(unsigned (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
-}
-
-// wgmma shared-memory descriptor (PTX ISA 9.7.15.5.1 "Matrix Descriptor Format"): the constant
-// bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in bits 0-13.
-__device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned long long bits) {
-    return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4);
-}
+$PTX_HELPERS
 
 $WGMMA_SS
 $WGMMA_RS
@@ -1095,5 +1068,56 @@ $MAINLOOP
             }
         }
     }
+}
+"#;
+
+/// The PTX helpers of the family's TMA + wgmma kernels (mbarrier, TMA tile loads, wgmma
+/// fences and descriptors), shared by the forward and the backward templates.
+pub(super) const PTX_HELPERS: &str = r#"// ---- PTX helpers: mbarrier, TMA, wgmma (PTX ISA 9.7.12.15 mbarrier, 9.7.9.25 cp.async.bulk.tensor, 9.7.15 wgmma) ----
+__device__ __forceinline__ void fm_mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fm_mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void fm_mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+// Blocks until the phase with parity `parity` of the barrier has completed.
+__device__ __forceinline__ void fm_mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "FM_WAIT_LOOP:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra FM_WAIT_LOOP;\n"
+        "}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+// 4-D tiled TMA load (coordinates innermost first: d, row, head, batch) completing on `bar`.
+__device__ __forceinline__ void fm_tma_load_4d(unsigned dst, const fm_tensor_map* map, unsigned bar,
+                                               int c0, int c1, int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5, %6}], [%2];"
+        :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+__device__ __forceinline__ void fm_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fm_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void fm_wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void fm_fence_array(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void fm_fence_array(unsigned (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
+
+// wgmma shared-memory descriptor (PTX ISA 9.7.15.5.1 "Matrix Descriptor Format"): the constant
+// bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in bits 0-13.
+__device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned long long bits) {
+    return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4);
 }
 "#;

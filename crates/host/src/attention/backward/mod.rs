@@ -1,0 +1,891 @@
+//! The attention backward on SM90: dQ, dK, dV from Q, K, V, O, lse and dO (issue 13,
+//! docs/backward.md), host side.
+//!
+//! ```no_run
+//! use fragmask_host::attention::{AttentionOptions, AttentionRunner, Mask};
+//! use fragmask_host::attention::backward::BackwardOptions;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let device = fragmask_host::Device::first()?;
+//! let runner = AttentionRunner::new(&device)?;
+//! let shape = [1, 16, 4096, 128];
+//! let bits = vec![0x3F80u16; shape.iter().product()]; // bf16 1.0
+//! let (q, k, v, d_o) = (runner.upload_bf16(&bits, shape)?, runner.upload_bf16(&bits, shape)?,
+//!                       runner.upload_bf16(&bits, shape)?, runner.upload_bf16(&bits, shape)?);
+//! let fwd = runner.forward(&q, &k, &v, &Mask::causal(), &AttentionOptions::default())?;
+//! let grads = runner.backward(&q, &k, &v, &fwd.o, &fwd.lse, &d_o, &Mask::causal(),
+//!                             &BackwardOptions::default())?;
+//! # let _ = grads; Ok(()) }
+//! ```
+//!
+//! Conventions are the forward's: `[B, H, S, D]` tensors (K, V and dK, dV with `H_kv`
+//! heads; dK and dV are summed over the query heads of each group), `lse` the forward's
+//! natural-log `[B, H, Sq]` (rows with `-inf` get zero gradients), scale `1/sqrt(D)` unless
+//! given. The same [`Mask`] as the forward: a window computed in the kernel, or a
+//! [`PackedMask`] that carries the transposed lists (`fragmask pack --transposed`).
+//!
+//! Three launches on the runner's stream: the preprocess (`Dsum = rowsum(dO ∘ O)`, lse in
+//! log2, the f32 dQ accumulator zeroed), the main kernel, the postprocess (dQ cast). The
+//! scratch buffers live in a [`BackwardWorkspace`] the caller may keep and reuse: given one,
+//! nothing on the launch path allocates.
+
+#[doc(hidden)]
+pub mod selftest;
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use fragmask_kernels::attention::backward::{
+    BackwardKernel, BackwardMask, BackwardParams, KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME,
+    ROWS_PER_BLOCK, ROW_PAD, STEP_M,
+};
+use fragmask_kernels::attention::{ActDtype, WINDOW_INFINITE};
+use fragmask_masks::{PackedMask, TransposedLists};
+
+use super::{
+    driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask,
+    DeviceTensor, Mask, RawTensor, TensorMapArg, Window,
+};
+use crate::nvrtc::{Arch, CompileOptions, Compiler};
+use crate::sass;
+
+/// Options of one backward call.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BackwardOptions {
+    /// Softmax scale; `None` is `1 / sqrt(D)` (must be the forward's).
+    pub scale: Option<f32>,
+    /// Order the dQ reductions (bit-identical gradients run to run; see docs/backward.md
+    /// for the cost).
+    pub deterministic: bool,
+    /// Element type of every tensor: bf16 (`None`) or fp16.
+    pub dtype: Option<ActDtype>,
+    /// Q/dO pipeline stages; `None` is the default (2).
+    pub stages: Option<u32>,
+}
+
+/// dQ `[B, H, Sq, D]`, dK and dV `[B, H_kv, Sk, D]`, in the element type of the call.
+#[derive(Debug)]
+pub struct Gradients {
+    /// dL/dQ.
+    pub dq: DeviceTensor<u16>,
+    /// dL/dK.
+    pub dk: DeviceTensor<u16>,
+    /// dL/dV.
+    pub dv: DeviceTensor<u16>,
+}
+
+/// The backward's scratch: lse in log2 and `Dsum` (`[B, H, Sq_pad]` f32), the f32 dQ
+/// accumulator (`[B, H, Sq_pad, D]`), and the deterministic mode's semaphores, for every
+/// call whose shape [`Self::fits`]. `Sq_pad` is `Sq` rounded up to 128.
+#[derive(Debug)]
+pub struct BackwardWorkspace {
+    lse_log2: CudaSlice<f32>,
+    dsum: CudaSlice<f32>,
+    dq_accum: CudaSlice<f32>,
+    sem: CudaSlice<i32>,
+}
+
+/// Rows of the workspace for `seqlen_q`: rounded up to [`ROW_PAD`].
+fn padded_rows(seqlen_q: usize) -> Option<usize> {
+    seqlen_q.checked_next_multiple_of(ROW_PAD as usize)
+}
+
+/// Element counts of the workspace of `shape`: `(rows, accumulator, semaphores)`.
+fn workspace_len(shape: &AttentionShape) -> Result<(usize, usize, usize), AttentionError> {
+    let too_big = || AttentionError::Shape(format!("backward workspace of {shape:?} overflows"));
+    let rows = padded_rows(shape.seqlen_q)
+        .and_then(|r| r.checked_mul(shape.batch * shape.heads))
+        .ok_or_else(too_big)?;
+    let accum = rows.checked_mul(shape.head_dim).ok_or_else(too_big)?;
+    // One semaphore per (row step, column group); at most D / 64 groups.
+    let sem = (rows / STEP_M as usize)
+        .checked_mul(shape.head_dim / 64)
+        .ok_or_else(too_big)?;
+    Ok((rows, accum, sem))
+}
+
+impl BackwardWorkspace {
+    /// Allocates the workspace of `shape` on `stream`.
+    pub fn new(stream: &Arc<CudaStream>, shape: &AttentionShape) -> Result<Self, AttentionError> {
+        shape.validate()?;
+        let (rows, accum, sem) = workspace_len(shape)?;
+        let alloc = |n: usize| -> Result<CudaSlice<f32>, AttentionError> {
+            // SAFETY: the preprocess writes every element before the main kernel reads it.
+            unsafe { stream.alloc::<f32>(n) }.map_err(driver("allocating the backward workspace"))
+        };
+        Ok(Self {
+            lse_log2: alloc(rows)?,
+            dsum: alloc(rows)?,
+            dq_accum: alloc(accum)?,
+            // SAFETY: as above (the preprocess zeroes the semaphores).
+            sem: unsafe { stream.alloc::<i32>(sem.max(1)) }
+                .map_err(driver("allocating the backward workspace"))?,
+        })
+    }
+
+    /// Whether this workspace is large enough for `shape`.
+    pub fn fits(&self, shape: &AttentionShape) -> bool {
+        workspace_len(shape).is_ok_and(|(rows, accum, sem)| {
+            self.lse_log2.len() >= rows
+                && self.dsum.len() >= rows
+                && self.dq_accum.len() >= accum
+                && self.sem.len() >= sem
+        })
+    }
+
+    /// Device addresses `[lse_log2, dsum, dq_accum, sem]`.
+    fn device_ptrs(&self, stream: &Arc<CudaStream>) -> [u64; 4] {
+        [
+            self.lse_log2.device_ptr(stream).0,
+            self.dsum.device_ptr(stream).0,
+            self.dq_accum.device_ptr(stream).0,
+            self.sem.device_ptr(stream).0,
+        ]
+    }
+}
+
+/// The transposed lists of a [`DeviceBlockMask`].
+#[derive(Debug)]
+pub(crate) struct DeviceTransposed {
+    lists: [CudaSlice<i32>; 5],
+    words: CudaSlice<u32>,
+}
+
+impl DeviceTransposed {
+    /// Uploads `mask`'s transposed lists, if it has them.
+    pub(crate) fn upload(
+        stream: &Arc<CudaStream>,
+        mask: &PackedMask,
+    ) -> Result<Option<Self>, AttentionError> {
+        let Ok(t) = mask.transposed() else {
+            return Ok(None);
+        };
+        let up = |v: &[i32]| -> Result<CudaSlice<i32>, AttentionError> {
+            let v: Vec<i32> = if v.is_empty() { vec![0] } else { v.to_vec() };
+            stream
+                .clone_htod(&v)
+                .map_err(driver("uploading transposed lists"))
+        };
+        let words: Vec<u32> = if t.q_words().is_empty() {
+            vec![0; 4]
+        } else {
+            t.q_words().to_vec()
+        };
+        Ok(Some(Self {
+            lists: [
+                up(t.q_num_blocks())?,
+                up(t.q_indices())?,
+                up(t.full_q_num_blocks())?,
+                up(t.full_q_indices())?,
+                up(t.q_tile_offsets())?,
+            ],
+            words: stream
+                .clone_htod(&words)
+                .map_err(driver("uploading transposed words"))?,
+        }))
+    }
+
+    pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
+        let p = |x: &CudaSlice<i32>| x.device_ptr(stream).0;
+        [
+            p(&self.lists[0]),
+            p(&self.lists[1]),
+            p(&self.lists[2]),
+            p(&self.lists[3]),
+            p(&self.lists[4]),
+            self.words.device_ptr(stream).0,
+        ]
+    }
+}
+
+/// A backward mask whose lists live on the device already.
+#[derive(Debug, Clone, Copy)]
+pub enum RawBackwardMask<'a> {
+    /// Computed in the kernel (no mask, causal, sliding window).
+    Window(Window),
+    /// A packed mask with transposed lists, the device addresses of its forward lists
+    /// (`[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets,
+    /// words]`, as [`super::RawMask::Blocks`]) and of its transposed lists (`[q_num_blocks,
+    /// q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets, q_words]`).
+    Blocks(&'a PackedMask, [u64; 6], [u64; 6]),
+}
+
+/// Device addresses of the three gradients of a raw call: contiguous `dq [B, H, Sq, D]`,
+/// `dk`, `dv [B, H_kv, Sk, D]`, 16-byte aligned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawGradients {
+    /// dQ.
+    pub dq: u64,
+    /// dK.
+    pub dk: u64,
+    /// dV.
+    pub dv: u64,
+}
+
+/// The three loaded kernels of one configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct BackwardFunctions {
+    pre: CudaFunction,
+    main: CudaFunction,
+    post: CudaFunction,
+}
+
+/// The backward's compiled cubin and ptxas' report of the main kernel.
+#[derive(Debug, Clone)]
+pub struct CompiledBackward {
+    /// Configuration.
+    pub config: BackwardKernel,
+    /// Generated source.
+    pub source: String,
+    /// sm_90a cubin.
+    pub cubin: Vec<u8>,
+    /// NVRTC / ptxas log.
+    pub log: String,
+    /// Registers per thread of the main kernel at entry (0 if not reported).
+    pub registers: u32,
+    /// Spill bytes (stores + loads) of the main kernel.
+    pub spill_bytes: u32,
+}
+
+/// Generates and compiles `config` for sm_90a through `compiler`.
+pub fn compile_backward_with(
+    compiler: &Compiler,
+    config: &BackwardKernel,
+) -> Result<CompiledBackward, AttentionError> {
+    let source = config.source().map_err(AttentionError::Config)?;
+    let cubin = compiler
+        .compile_cubin(&source, &CompileOptions::new(Arch::sm90a()))
+        .map_err(AttentionError::Host)?;
+    let report = sass::parse_ptxas_log(&cubin.log)
+        .remove(KERNEL_NAME)
+        .unwrap_or_default();
+    Ok(CompiledBackward {
+        config: *config,
+        source,
+        cubin: cubin.bytes,
+        log: cubin.log,
+        registers: report.registers.unwrap_or(0),
+        spill_bytes: report.spill_store_bytes.unwrap_or(0) + report.spill_load_bytes.unwrap_or(0),
+    })
+}
+
+/// Generates and compiles `config` through the on-disk NVRTC cache.
+pub fn compile_backward(config: &BackwardKernel) -> Result<CompiledBackward, AttentionError> {
+    compile_backward_with(&Compiler::new(), config)
+}
+
+/// The transposed lists of `mask`, or the error naming the command that adds them.
+pub fn transposed_lists(mask: &PackedMask) -> Result<&TransposedLists, AttentionError> {
+    mask.transposed().map_err(|_| {
+        AttentionError::Mask(
+            "the mask has no transposed lists, which the backward pass needs; add them with \
+             `fragmask pack --transposed` (or `fragmask pack --packed FILE --transposed -o OUT`)"
+                .into(),
+        )
+    })
+}
+
+/// The backward configuration of a call: the mask's tile (with its transposed lists, in
+/// the default backward accumulator) or the window mode, at `head_dim`, with `opts`.
+pub fn backward_kernel(
+    head_dim: usize,
+    mask: Option<&PackedMask>,
+    opts: &BackwardOptions,
+) -> Result<BackwardKernel, AttentionError> {
+    let d = u32::try_from(head_dim).unwrap_or(0);
+    let mode = match mask {
+        None => BackwardMask::Window,
+        Some(m) => {
+            super::blockmask::mask_geometry(m)?;
+            let t = transposed_lists(m)?;
+            let acc = m.accumulator();
+            let want = TransposedLists::default_accumulator(acc).map_err(AttentionError::Masks)?;
+            if *t.accumulator() != want {
+                return Err(AttentionError::MaskLayout {
+                    field: "transposed accumulator",
+                    found: format!(
+                        "{} warpgroup(s), swap_ab {}",
+                        t.accumulator().warpgroups(),
+                        t.accumulator().swap_ab()
+                    ),
+                    expected: format!("{} warpgroup(s), swap_ab true", want.warpgroups()),
+                });
+            }
+            BackwardMask::Blocks {
+                block_m: acc.block_m(),
+                block_n: acc.block_n(),
+            }
+        }
+    };
+    let mut k = BackwardKernel::default_for(d, mode).map_err(AttentionError::Config)?;
+    if let Some(stages) = opts.stages {
+        k = BackwardKernel::new(k.warpgroups(), d, k.d_split(), stages, mode)
+            .map_err(AttentionError::Config)?;
+    }
+    Ok(k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16))
+        .map_err(AttentionError::Config)?
+        .with_deterministic(opts.deterministic))
+}
+
+/// The kernel's `fm_bwd_params`, passed by value (the struct generated from
+/// [`BackwardParams`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Params(BackwardParams);
+
+// SAFETY: BackwardParams is #[repr(C)] plain data (u64 pointers, i64, i32, f32) whose
+// offsets and size equal the CUDA struct's: the kernels crate's test compares them with
+// C's rules, and the generated source static_asserts the same numbers under NVRTC.
+unsafe impl DeviceRepr for Params {}
+
+/// Everything a backward launch needs, resolved: three launches in order.
+struct Resolved {
+    functions: BackwardFunctions,
+    maps: [TensorMapArg; 4],
+    params: Params,
+    kernel: BackwardKernel,
+    shape: AttentionShape,
+}
+
+impl Resolved {
+    /// Enqueues the preprocess, the main kernel and the postprocess on `stream`.
+    ///
+    /// # Safety
+    /// Every address in `params` and the maps must be live for the shape (checked by the
+    /// callers' validation), until the kernels complete on `stream`.
+    unsafe fn launch(&self, stream: &Arc<CudaStream>) -> Result<(), AttentionError> {
+        let s = &self.shape;
+        let rows = padded_rows(s.seqlen_q).unwrap_or(0) as u32;
+        let pre_cfg = LaunchConfig {
+            grid_dim: (
+                rows.div_ceil(ROWS_PER_BLOCK),
+                s.heads as u32,
+                s.batch as u32,
+            ),
+            block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let main_cfg = LaunchConfig {
+            grid_dim: (
+                self.kernel.n_ctas(s.seqlen_k as u32) * self.kernel.d_split(),
+                s.kv_heads as u32,
+                s.batch as u32,
+            ),
+            block_dim: (self.kernel.threads(), 1, 1),
+            shared_mem_bytes: self.kernel.smem_bytes(),
+        };
+        let post_cfg = LaunchConfig {
+            grid_dim: (
+                (s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK),
+                s.heads as u32,
+                s.batch as u32,
+            ),
+            block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut pre = stream.launch_builder(&self.functions.pre);
+        pre.arg(&self.params);
+        // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
+        unsafe { pre.launch(pre_cfg) }.map_err(driver("launching the backward preprocess"))?;
+        let mut main = stream.launch_builder(&self.functions.main);
+        main.arg(&self.maps[0])
+            .arg(&self.maps[1])
+            .arg(&self.maps[2])
+            .arg(&self.maps[3])
+            .arg(&self.params);
+        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
+        unsafe { main.launch(main_cfg) }.map_err(driver("launching the backward kernel"))?;
+        let mut post = stream.launch_builder(&self.functions.post);
+        post.arg(&self.params);
+        // SAFETY: as the preprocess.
+        unsafe { post.launch(post_cfg) }.map_err(driver("launching the backward postprocess"))?;
+        Ok(())
+    }
+}
+
+/// A validated backward call whose buffers stay borrowed: [`Self::launch`] enqueues its
+/// three kernels.
+pub struct PreparedBackward<'a> {
+    stream: &'a Arc<CudaStream>,
+    resolved: Resolved,
+    _borrows: std::marker::PhantomData<&'a mut BackwardWorkspace>,
+}
+
+impl PreparedBackward<'_> {
+    /// Enqueues the preprocess, main and postprocess kernels (asynchronous).
+    pub fn launch(&self) -> Result<(), AttentionError> {
+        // SAFETY: every buffer the launches address is borrowed for 'a and was checked
+        // against the shape when this call was prepared.
+        unsafe { self.resolved.launch(self.stream) }
+    }
+
+    /// The configuration it launches.
+    pub fn kernel(&self) -> BackwardKernel {
+        self.resolved.kernel
+    }
+}
+
+/// CUDA-event timing of a prepared backward (the three kernels together):
+/// `warmup` calls, then `iters` calls each between two events.
+pub fn time_backward(
+    launch: &PreparedBackward<'_>,
+    warmup: usize,
+    iters: usize,
+) -> Result<crate::timing::Timing, AttentionError> {
+    let config = crate::timing::TimingConfig {
+        warmup,
+        runs: iters,
+    };
+    crate::timing::time_on_stream(launch.stream, config, |_| {
+        launch.launch().map_err(|e| match e {
+            AttentionError::Host(e) => e,
+            other => crate::Error::InvalidArgument(other.to_string()),
+        })
+    })
+    .map_err(AttentionError::Host)
+}
+
+/// Checks a raw tensor's shape against the expected one.
+fn check_shape(name: &str, found: [usize; 4], want: [usize; 4]) -> Result<(), AttentionError> {
+    if found != want {
+        return Err(AttentionError::Shape(format!(
+            "{name} has shape {found:?}, the call needs {want:?}"
+        )));
+    }
+    Ok(())
+}
+
+impl AttentionRunner {
+    /// The loaded backward kernels of `config`, compiling them on first use.
+    pub(crate) fn backward_functions(
+        &self,
+        config: &BackwardKernel,
+    ) -> Result<BackwardFunctions, AttentionError> {
+        let mut cache = self
+            .backward_functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = cache.get(config) {
+            return Ok(f.clone());
+        }
+        let compiled = compile_backward_with(&self.compiler, config)?;
+        let module = self
+            .stream
+            .context()
+            .load_module(Ptx::from_binary(compiled.cubin))
+            .map_err(driver("loading the backward cubin"))?;
+        let load = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(driver("finding a backward kernel"))
+        };
+        let f = BackwardFunctions {
+            pre: load(PRE_KERNEL_NAME)?,
+            main: load(KERNEL_NAME)?,
+            post: load(POST_KERNEL_NAME)?,
+        };
+        f.main
+            .set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                config.smem_bytes() as i32,
+            )
+            .map_err(driver("raising the dynamic shared memory limit"))?;
+        cache.insert(*config, f.clone());
+        Ok(f)
+    }
+
+    /// Allocates dQ, dK, dV for `shape` (contents undefined until a backward writes them).
+    pub fn alloc_gradients(&self, shape: &AttentionShape) -> Result<Gradients, AttentionError> {
+        let alloc = |s: [usize; 4]| -> Result<DeviceTensor<u16>, AttentionError> {
+            // SAFETY: the backward writes every element before anyone reads it.
+            let data = unsafe { self.stream.alloc::<u16>(s.iter().product()) }
+                .map_err(driver("allocating gradients"))?;
+            Ok(DeviceTensor { data, shape: s })
+        };
+        Ok(Gradients {
+            dq: alloc(shape.q_shape())?,
+            dk: alloc(shape.kv_shape())?,
+            dv: alloc(shape.kv_shape())?,
+        })
+    }
+
+    /// Runs the backward into new gradients, with a new workspace.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward(
+        &self,
+        q: &DeviceTensor<u16>,
+        k: &DeviceTensor<u16>,
+        v: &DeviceTensor<u16>,
+        o: &DeviceTensor<u16>,
+        lse: &CudaSlice<f32>,
+        d_o: &DeviceTensor<u16>,
+        mask: &Mask<'_>,
+        opts: &BackwardOptions,
+    ) -> Result<Gradients, AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        let mut ws = BackwardWorkspace::new(&self.stream, &shape)?;
+        let mut grads = self.alloc_gradients(&shape)?;
+        self.backward_into(q, k, v, o, lse, d_o, mask, opts, &mut ws, &mut grads)?;
+        Ok(grads)
+    }
+
+    /// Runs the backward into `grads` with the caller's workspace (enqueued; synchronise the
+    /// stream to wait). Nothing is allocated. Every shape, the mask and the configuration are
+    /// checked before the first launch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward_into(
+        &self,
+        q: &DeviceTensor<u16>,
+        k: &DeviceTensor<u16>,
+        v: &DeviceTensor<u16>,
+        o: &DeviceTensor<u16>,
+        lse: &CudaSlice<f32>,
+        d_o: &DeviceTensor<u16>,
+        mask: &Mask<'_>,
+        opts: &BackwardOptions,
+        ws: &mut BackwardWorkspace,
+        grads: &mut Gradients,
+    ) -> Result<(), AttentionError> {
+        self.prepare_backward(q, k, v, o, lse, d_o, mask, opts, ws, grads)?
+            .launch()
+    }
+
+    /// Validates a call and resolves its three launches, for repeated timing
+    /// ([`time_backward`]); the buffers stay borrowed while the result lives.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare_backward<'a>(
+        &'a self,
+        q: &'a DeviceTensor<u16>,
+        k: &'a DeviceTensor<u16>,
+        v: &'a DeviceTensor<u16>,
+        o: &'a DeviceTensor<u16>,
+        lse: &'a CudaSlice<f32>,
+        d_o: &'a DeviceTensor<u16>,
+        mask: &Mask<'a>,
+        opts: &BackwardOptions,
+        ws: &'a mut BackwardWorkspace,
+        grads: &'a mut Gradients,
+    ) -> Result<PreparedBackward<'a>, AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        for (name, t) in [("q", q), ("k", k), ("v", v), ("o", o), ("d_o", d_o)] {
+            if t.data.len() != t.shape.iter().product::<usize>() {
+                return Err(AttentionError::Shape(format!(
+                    "{name} buffer length does not match {:?}",
+                    t.shape
+                )));
+            }
+        }
+        check_shape("o", o.shape, shape.q_shape())?;
+        check_shape("d_o", d_o.shape, shape.q_shape())?;
+        if lse.len() != shape.lse_len() {
+            return Err(AttentionError::Shape(format!(
+                "lse has {} elements, the call needs [B, H, Sq] = {}",
+                lse.len(),
+                shape.lse_len()
+            )));
+        }
+        for (name, t, want) in [
+            ("dq", &grads.dq, shape.q_shape()),
+            ("dk", &grads.dk, shape.kv_shape()),
+            ("dv", &grads.dv, shape.kv_shape()),
+        ] {
+            check_shape(name, t.shape, want)?;
+            if t.data.len() != want.iter().product::<usize>() {
+                return Err(AttentionError::Shape(format!(
+                    "{name} buffer length does not match {want:?}"
+                )));
+            }
+        }
+        let s = &self.stream;
+        let contiguous = |t: &DeviceTensor<u16>| {
+            let [_, h, n, d] = t.shape;
+            RawTensor {
+                ptr: t.data.device_ptr(s).0,
+                shape: t.shape,
+                strides: [h * n * d, n * d, d, 1],
+            }
+        };
+        let raw_mask = match mask {
+            Mask::Window(w) => RawBackwardMask::Window(*w),
+            Mask::Blocks(m) => device_mask(m, s)?,
+        };
+        let out = RawGradients {
+            dq: grads.dq.data.device_ptr(s).0,
+            dk: grads.dk.data.device_ptr(s).0,
+            dv: grads.dv.data.device_ptr(s).0,
+        };
+        let lse_ptr = lse.device_ptr(s).0;
+        let resolved = self.resolve(
+            &contiguous(q),
+            &contiguous(k),
+            &contiguous(v),
+            &contiguous(o),
+            lse_ptr,
+            &contiguous(d_o),
+            &raw_mask,
+            opts,
+            out,
+            ws,
+        )?;
+        Ok(PreparedBackward {
+            stream: s,
+            resolved,
+            _borrows: std::marker::PhantomData,
+        })
+    }
+
+    /// Launches the backward on `stream` over tensors owned by the caller (torch, say): q,
+    /// k, v, o and d_o strided as [`RawTensor`] (D contiguous, 16-byte strides), `lse` a
+    /// contiguous f32 `[B, H, Sq]`, the gradients contiguous ([`RawGradients`]), and the
+    /// workspace the caller keeps ([`BackwardWorkspace::fits`] the shape). Shapes, strides,
+    /// alignment, the mask and the configuration are checked before anything is launched;
+    /// compilation happens at the first call of each configuration
+    /// ([`Self::warm_up_backward`]). Nothing is allocated or synchronised.
+    ///
+    /// # Safety
+    /// Every address must point into a live device allocation of this context, large
+    /// enough for the shape and strides given, valid until the kernels complete on
+    /// `stream`; the gradients must not overlap the inputs or each other, and `ws` must not
+    /// be used by another launch in flight.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_backward_raw(
+        &self,
+        stream: &Arc<CudaStream>,
+        q: &RawTensor,
+        k: &RawTensor,
+        v: &RawTensor,
+        o: &RawTensor,
+        lse: u64,
+        d_o: &RawTensor,
+        mask: &RawBackwardMask<'_>,
+        opts: &BackwardOptions,
+        grads: RawGradients,
+        ws: &mut BackwardWorkspace,
+    ) -> Result<(), AttentionError> {
+        let resolved = self.resolve(q, k, v, o, lse, d_o, mask, opts, grads, ws)?;
+        // SAFETY: the caller guarantees the addresses (this function's contract); shapes
+        // and strides were checked by `resolve`.
+        unsafe { resolved.launch(stream) }
+    }
+
+    /// Compiles and loads the backward kernels of `head_dim` in window mode and for masks
+    /// of `block` (e.g. `(128, 128)`), so that no later call compiles.
+    pub fn warm_up_backward(
+        &self,
+        head_dim: usize,
+        block: Option<(u32, u32)>,
+        opts: &BackwardOptions,
+    ) -> Result<(), AttentionError> {
+        let d = u32::try_from(head_dim).unwrap_or(0);
+        let mut modes = vec![BackwardMask::Window];
+        if let Some((block_m, block_n)) = block {
+            modes.push(BackwardMask::Blocks { block_m, block_n });
+        }
+        for mode in modes {
+            let k = BackwardKernel::default_for(d, mode)
+                .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
+                .map_err(AttentionError::Config)?
+                .with_deterministic(opts.deterministic);
+            self.backward_functions(&k)?;
+        }
+        Ok(())
+    }
+
+    /// Validates a call and resolves its launches.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve(
+        &self,
+        q: &RawTensor,
+        k: &RawTensor,
+        v: &RawTensor,
+        o: &RawTensor,
+        lse: u64,
+        d_o: &RawTensor,
+        mask: &RawBackwardMask<'_>,
+        opts: &BackwardOptions,
+        grads: RawGradients,
+        ws: &BackwardWorkspace,
+    ) -> Result<Resolved, AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        check_shape("o", o.shape, shape.q_shape())?;
+        check_shape("d_o", d_o.shape, shape.q_shape())?;
+        for (name, t) in [("o", o), ("d_o", d_o)] {
+            if t.strides[3] != 1 || t.ptr % 4 != 0 {
+                return Err(AttentionError::Shape(format!(
+                    "{name} must have a contiguous head dim and a 4-byte-aligned address"
+                )));
+            }
+        }
+        if [grads.dq, grads.dk, grads.dv].iter().any(|p| p % 16 != 0) || lse % 4 != 0 {
+            return Err(AttentionError::Shape(
+                "dq, dk, dv must be 16-byte aligned and lse 4-byte aligned".into(),
+            ));
+        }
+        if !ws.fits(&shape) {
+            return Err(AttentionError::Shape(format!(
+                "the backward workspace is too small for {shape:?}"
+            )));
+        }
+        let host_mask = match mask {
+            RawBackwardMask::Window(_) => None,
+            RawBackwardMask::Blocks(m, _, _) => {
+                super::blockmask::check_fits(m, &shape)?;
+                Some(*m)
+            }
+        };
+        let kernel = backward_kernel(shape.head_dim, host_mask, opts)?;
+        let dt = kernel.dtype();
+        let n = kernel.cta_n();
+        let maps = [
+            encode_strided_map(q.ptr, q.shape, q.strides, STEP_M, dt)?,
+            encode_strided_map(k.ptr, k.shape, k.strides, n, dt)?,
+            encode_strided_map(v.ptr, v.shape, v.strides, n, dt)?,
+            encode_strided_map(d_o.ptr, d_o.shape, d_o.strides, STEP_M, dt)?,
+        ];
+        let functions = self.backward_functions(&kernel)?;
+        let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+        let [lse_log2, dsum, dq_accum, sem] = ws.device_ptrs(&self.stream);
+        let i64s = |x: usize| x as i64;
+        let mut params = BackwardParams {
+            o: o.ptr,
+            d_o: d_o.ptr,
+            lse,
+            lse_log2,
+            dsum,
+            dq_accum,
+            sem,
+            dq: grads.dq,
+            dk: grads.dk,
+            dv: grads.dv,
+            o_stride_b: i64s(o.strides[0]),
+            o_stride_h: i64s(o.strides[1]),
+            o_stride_s: i64s(o.strides[2]),
+            do_stride_b: i64s(d_o.strides[0]),
+            do_stride_h: i64s(d_o.strides[1]),
+            do_stride_s: i64s(d_o.strides[2]),
+            batch: shape.batch as i32,
+            heads: shape.heads as i32,
+            kv_heads: shape.kv_heads as i32,
+            seqlen_q: shape.seqlen_q as i32,
+            seqlen_k: shape.seqlen_k as i32,
+            seqlen_q_pad: padded_rows(shape.seqlen_q).unwrap_or(0) as i32,
+            n_ctas: kernel.n_ctas(shape.seqlen_k as u32) as i32,
+            window_left: WINDOW_INFINITE,
+            window_right: WINDOW_INFINITE,
+            scale_log2: scale * std::f32::consts::LOG2_E,
+            scale,
+            ..BackwardParams::default()
+        };
+        match mask {
+            RawBackwardMask::Window(w) => {
+                let clamp = |x: Option<u32>| {
+                    x.map_or(WINDOW_INFINITE, |v| v.min(WINDOW_INFINITE as u32) as i32)
+                };
+                params.window_left = clamp(w.left);
+                params.window_right = clamp(w.right);
+                params.diag_offset = w.diag_offset;
+            }
+            RawBackwardMask::Blocks(m, fwd, bwd) => {
+                let ms = m.shape();
+                let acc = m.accumulator();
+                params.mask_m_blocks = shape.seqlen_q.div_ceil(acc.block_m() as usize) as i32;
+                params.mask_n_blocks = shape.seqlen_k.div_ceil(acc.block_n() as usize) as i32;
+                params.mask_has_heads = i32::from(ms.heads > 1);
+                params.mask_batch_heads = if ms.batch > 1 { ms.heads as i32 } else { 0 };
+                [
+                    params.kv_num_blocks,
+                    params.kv_indices,
+                    params.full_kv_num_blocks,
+                    params.full_kv_indices,
+                    _,
+                    _,
+                ] = *fwd;
+                [
+                    params.q_num_blocks,
+                    params.q_indices,
+                    params.full_q_num_blocks,
+                    params.full_q_indices,
+                    params.q_tile_offsets,
+                    params.q_words,
+                ] = *bwd;
+            }
+        }
+        Ok(Resolved {
+            functions,
+            maps,
+            params: Params(params),
+            kernel,
+            shape,
+        })
+    }
+}
+
+/// A device block mask as a raw backward mask (its transposed lists must be there).
+fn device_mask<'a>(
+    m: &'a DeviceBlockMask,
+    stream: &Arc<CudaStream>,
+) -> Result<RawBackwardMask<'a>, AttentionError> {
+    transposed_lists(&m.host)?;
+    let t = m.device_transposed_lists(stream).ok_or_else(|| {
+        AttentionError::Mask("the uploaded mask has no transposed lists on the device".into())
+    })?;
+    Ok(RawBackwardMask::Blocks(&m.host, m.device_lists(stream), t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_rows_pad_to_the_largest_mask_tile() {
+        let shape = AttentionShape {
+            batch: 2,
+            heads: 3,
+            kv_heads: 1,
+            seqlen_q: 130,
+            seqlen_k: 70,
+            head_dim: 128,
+        };
+        let (rows, accum, sem) = workspace_len(&shape).unwrap();
+        assert_eq!(rows, 2 * 3 * 256);
+        assert_eq!(accum, rows * 128);
+        assert_eq!(sem, rows / 64 * 2);
+    }
+
+    #[test]
+    fn a_mask_without_transposed_lists_names_the_command_that_adds_them() {
+        let acc = fragmask_masks::TiledAccumulator::new(128, 128, 2, false).unwrap();
+        let dense = vec![1u8; 200 * 150];
+        let mask = fragmask_masks::DenseMask::new(&dense, &[200, 150]).unwrap();
+        let packed = fragmask_masks::pack(
+            &mask,
+            &acc,
+            fragmask_masks::Encoding::FragmentNative,
+            &fragmask_masks::PackOptions::default(),
+        )
+        .unwrap();
+        let e = backward_kernel(128, Some(&packed), &BackwardOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fragmask pack --transposed"), "{e}");
+        let backward = TransposedLists::default_accumulator(&acc).unwrap();
+        let with = fragmask_masks::pack_transposed(
+            &mask,
+            &acc,
+            fragmask_masks::Encoding::FragmentNative,
+            &backward,
+            &fragmask_masks::PackOptions::default(),
+        );
+        let k = backward_kernel(128, Some(&with.unwrap()), &BackwardOptions::default()).unwrap();
+        assert_eq!(
+            k.mask(),
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128
+            }
+        );
+    }
+}

@@ -1,0 +1,595 @@
+//! Correctness sweep of the GPU backward against the CPU f64 reference
+//! (`attention_backward_reference`), used by `tests/attention_gpu.rs` and
+//! `fragmask attention --selftest`.
+//!
+//! Every case draws random Q, K, V and dO, computes O and lse with the CPU f64 forward
+//! (rounded to the kernel's types, so the case checks the backward alone), poisons the
+//! gradients with NaN, runs the backward and passes only if no NaN is left, each of dQ, dK,
+//! dV is within `||x - ref|| / ||ref|| < 2e-2`, and the dQ rows of queries with no visible
+//! key are exactly 0. Block-mask cases pack their predicate with the masks crate's packer at
+//! the case's tile, with the transposed lists; the reference reads the packed mask.
+
+use std::sync::Arc;
+
+use cudarc::driver::DevicePtr;
+use fragmask_kernels::attention::{ActDtype, Geometry};
+use fragmask_masks::{MaskShape, PackOptions, TransposedLists};
+
+use super::super::blockmask::{pack_for_kernel, FnMask};
+use super::super::inputs::Predicate;
+use super::super::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
+use super::super::reference::{attention_backward_reference, attention_reference};
+use super::super::{
+    driver, AttentionError, AttentionRunner, AttentionShape, Mask, PackedMask, RawTensor, Window,
+};
+use super::{BackwardOptions, BackwardWorkspace, RawBackwardMask, RawGradients};
+
+/// Tolerance on the relative L2 error of each gradient.
+pub const GRAD_TOLERANCE: f64 = 2e-2;
+
+/// How a backward case masks.
+#[derive(Clone)]
+pub enum BackwardCaseMask {
+    /// Computed in the kernel.
+    Window(Window),
+    /// Packed at `tile` (with transposed lists) over `batch x heads` (1 broadcasts).
+    Blocks {
+        /// The mask's tile (128x128 or 64x64).
+        tile: Geometry,
+        /// Mask batch extent.
+        batch: usize,
+        /// Mask head extent.
+        heads: usize,
+        /// Visibility.
+        visible: Predicate,
+    },
+}
+
+/// One backward case.
+#[derive(Clone)]
+pub struct BackwardCase {
+    /// Short description.
+    pub name: String,
+    /// Extents.
+    pub shape: AttentionShape,
+    /// Mask.
+    pub mask: BackwardCaseMask,
+    /// Options.
+    pub opts: BackwardOptions,
+    /// Runs (> 1: the gradients must be bit-identical across runs, deterministic mode).
+    pub runs: usize,
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone)]
+pub struct BackwardCaseResult {
+    /// Case name.
+    pub name: String,
+    /// Relative L2 errors of dQ, dK, dV.
+    pub rel_err: [f64; 3],
+    /// NaN or infinite values in the gradients.
+    pub bad_values: usize,
+    /// Elements of dQ rows with no visible key that are not 0.
+    pub empty_row_errors: usize,
+    /// Runs whose gradients differ in some bit from the first run's.
+    pub nondeterministic_runs: usize,
+    /// Verdict.
+    pub passed: bool,
+}
+
+fn shape(b: usize, h: usize, hkv: usize, sq: usize, sk: usize, d: usize) -> AttentionShape {
+    AttentionShape {
+        batch: b,
+        heads: h,
+        kv_heads: hkv,
+        seqlen_q: sq,
+        seqlen_k: sk,
+        head_dim: d,
+    }
+}
+
+fn window(left: Option<u32>, right: Option<u32>, diag_offset: i32) -> BackwardCaseMask {
+    BackwardCaseMask::Window(Window {
+        left,
+        right,
+        diag_offset,
+    })
+}
+
+fn blocks(tile: Geometry, heads: usize, visible: Predicate) -> BackwardCaseMask {
+    BackwardCaseMask::Blocks {
+        tile,
+        batch: 1,
+        heads,
+        visible,
+    }
+}
+
+fn random(keep: f64, seed: u64) -> Predicate {
+    super::super::inputs::random_tokens(keep, seed)
+}
+
+/// The default sweep: odd lengths, GQA 1/2/4, causal and windows, 128x128 and 64x64 masks,
+/// fully masked rows, empty and full masks, head dims 64/128/256, fp16, and the
+/// deterministic mode over 10 runs.
+pub fn default_cases() -> Vec<BackwardCase> {
+    let t128 = Geometry::TILE_128X128;
+    let t64 = Geometry::TILE_64X64;
+    let det = BackwardOptions {
+        deterministic: true,
+        ..BackwardOptions::default()
+    };
+    let f16 = BackwardOptions {
+        dtype: Some(ActDtype::F16),
+        ..BackwardOptions::default()
+    };
+    let none = window(None, None, 0);
+    let mut cases = vec![
+        (
+            "none d128",
+            shape(1, 2, 2, 256, 256, 128),
+            none.clone(),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "none odd 200x317 d128",
+            shape(1, 2, 2, 200, 317, 128),
+            none.clone(),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "causal bottom-right 300x300 d128",
+            shape(2, 2, 2, 300, 300, 128),
+            window(None, Some(0), 0),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "causal bottom-right 150x260 d128",
+            shape(1, 2, 2, 150, 260, 128),
+            window(None, Some(0), 110),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "causal top-left 260x150 (empty rows) d128",
+            shape(1, 1, 1, 260, 150, 128),
+            window(None, Some(0), -130),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "window 64:32 333 d64",
+            shape(1, 2, 2, 333, 333, 64),
+            window(Some(64), Some(32), 0),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "gqa 2 causal 190 d128",
+            shape(1, 4, 2, 190, 190, 128),
+            window(None, Some(0), 0),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "mqa 4 none 130x70 d64",
+            shape(1, 4, 1, 130, 70, 64),
+            none.clone(),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "none d64",
+            shape(1, 2, 2, 256, 192, 64),
+            none.clone(),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "none d256 odd 200x150",
+            shape(1, 2, 2, 200, 150, 256),
+            none.clone(),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "causal d256 gqa 2",
+            shape(1, 2, 1, 256, 256, 256),
+            window(None, Some(0), 0),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "fp16 causal 300 d128",
+            shape(1, 2, 2, 300, 300, 128),
+            window(None, Some(0), 0),
+            f16,
+            1,
+        ),
+        (
+            "fp16 none d64",
+            shape(1, 1, 1, 190, 190, 64),
+            none.clone(),
+            f16,
+            1,
+        ),
+        (
+            "[128x128] random 50% 300x280 d128",
+            shape(1, 2, 2, 300, 280, 128),
+            blocks(t128, 2, random(0.5, 7)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[128x128] random 30% gqa 4 d64",
+            shape(1, 4, 1, 256, 256, 64),
+            blocks(t128, 4, random(0.3, 8)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[128x128] broadcast heads, rows q%7==0 masked d128",
+            shape(1, 2, 2, 257, 257, 128),
+            blocks(t128, 1, {
+                let r = random(0.6, 9);
+                Arc::new(move |b, h, i, j| i % 7 != 0 && r(b, h, i, j))
+            }),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[128x128] empty mask d128",
+            shape(1, 1, 1, 200, 200, 128),
+            blocks(t128, 1, Arc::new(|_, _, _, _| false)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[128x128] full mask d128",
+            shape(1, 1, 1, 200, 260, 128),
+            blocks(t128, 1, Arc::new(|_, _, _, _| true)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[128x128] documents causal d128",
+            shape(1, 2, 2, 384, 384, 128),
+            blocks(t128, 1, Arc::new(|_, _, i, j| j <= i && i / 100 == j / 100)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[128x128] random 50% d256",
+            shape(1, 1, 1, 200, 256, 256),
+            blocks(t128, 1, random(0.5, 10)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[128x128] fp16 random 50% d128",
+            shape(1, 2, 2, 256, 256, 128),
+            blocks(t128, 2, random(0.5, 11)),
+            f16,
+            1,
+        ),
+        (
+            "[64x64] random 50% d128",
+            shape(1, 2, 2, 256, 320, 128),
+            blocks(t64, 2, random(0.5, 12)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[64x64] block lists 30% odd 250x200 d128",
+            shape(1, 2, 2, 250, 200, 128),
+            blocks(t64, 2, {
+                let r = random(0.3, 13);
+                Arc::new(move |b, h, i, j| r(b, h, i / 64, j / 64))
+            }),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[64x64] random 50% d64",
+            shape(1, 1, 1, 192, 192, 64),
+            blocks(t64, 1, random(0.5, 14)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "[64x64] random 50% d256",
+            shape(1, 1, 1, 192, 192, 256),
+            blocks(t64, 1, random(0.5, 15)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "deterministic causal x10 d128",
+            shape(1, 2, 2, 512, 512, 128),
+            window(None, Some(0), 0),
+            det,
+            10,
+        ),
+        (
+            "deterministic [128x128] random 50% x10 d128",
+            shape(1, 2, 2, 384, 384, 128),
+            blocks(t128, 2, random(0.5, 16)),
+            det,
+            10,
+        ),
+        (
+            "deterministic [64x64] random 50% x10 d256",
+            shape(1, 1, 1, 256, 256, 256),
+            blocks(t64, 1, random(0.5, 17)),
+            det,
+            10,
+        ),
+    ];
+    cases
+        .drain(..)
+        .map(|(name, shape, mask, opts, runs)| BackwardCase {
+            name: name.to_string(),
+            shape,
+            mask,
+            opts,
+            runs,
+        })
+        .collect()
+}
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f32 {
+        ((self.next() + self.next() + self.next() + self.next() - 2.0) * 3f64.sqrt()) as f32
+    }
+}
+
+/// Packs a case's predicate at `tile` with the transposed lists (default backward
+/// accumulator), checking that it decodes to the predicate.
+fn pack_case(
+    case: &BackwardCase,
+    tile: &Geometry,
+    batch: usize,
+    heads: usize,
+    visible: &Predicate,
+) -> Result<PackedMask, AttentionError> {
+    let s = case.shape;
+    let shape =
+        MaskShape::new(batch, heads, s.seqlen_q, s.seqlen_k).map_err(AttentionError::Masks)?;
+    let vis = Arc::clone(visible);
+    let mut packed = pack_for_kernel(&FnMask::new(shape, move |b, h, i, j| vis(b, h, i, j)), tile)?;
+    let backward = TransposedLists::default_accumulator(packed.accumulator())
+        .map_err(AttentionError::Masks)?;
+    packed
+        .add_transposed(&backward, &PackOptions::default())
+        .map_err(AttentionError::Masks)?;
+    for b in 0..batch {
+        for h in 0..heads {
+            let plane = packed.decode_plane(b, h);
+            let sk = s.seqlen_k;
+            if let Some(at) =
+                (0..s.seqlen_q * sk).find(|&x| plane[x] != visible(b, h, x / sk, x % sk))
+            {
+                return Err(AttentionError::Mask(format!(
+                    "case {}: the packed mask differs from its predicate at (q {}, k {})",
+                    case.name,
+                    at / sk,
+                    at % sk
+                )));
+            }
+        }
+    }
+    Ok(packed)
+}
+
+/// Runs one case on the GPU and compares with the CPU reference.
+pub fn run_case(
+    runner: &AttentionRunner,
+    case: &BackwardCase,
+    seed: u64,
+) -> Result<BackwardCaseResult, AttentionError> {
+    let s = case.shape;
+    let fp16 = case.opts.dtype == Some(ActDtype::F16);
+    let to_bits = |x: f32| {
+        if fp16 {
+            half::f16::from_f32(x).to_bits()
+        } else {
+            f32_to_bf16(x)
+        }
+    };
+    let from_bits = |b: u16| if fp16 { f16_to_f32(b) } else { bf16_to_f32(b) };
+    let mut rng = Lcg(seed ^ 0xB4C4_3A2D);
+    let mut gen = |n: usize| -> (Vec<u16>, Vec<f32>) {
+        let bits: Vec<u16> = (0..n).map(|_| to_bits(rng.normal())).collect();
+        let vals = bits.iter().map(|&b| from_bits(b)).collect();
+        (bits, vals)
+    };
+    let (qb, qf) = gen(s.q_shape().iter().product());
+    let (kb, kf) = gen(s.kv_shape().iter().product());
+    let (vb, vf) = gen(s.kv_shape().iter().product());
+    let (dob, dof) = gen(s.q_shape().iter().product());
+
+    let host_mask = match &case.mask {
+        BackwardCaseMask::Window(_) => None,
+        BackwardCaseMask::Blocks {
+            tile,
+            batch,
+            heads,
+            visible,
+        } => Some(pack_case(case, tile, *batch, *heads, visible)?),
+    };
+    let visible = |b: usize, h: usize, i: usize, j: usize| match (&case.mask, &host_mask) {
+        (_, Some(m)) => m.get(b, h, i, j),
+        (BackwardCaseMask::Window(w), None) => j < s.seqlen_k && w.is_visible(i, j),
+        (BackwardCaseMask::Blocks { .. }, None) => false,
+    };
+    let scale = case
+        .opts
+        .scale
+        .map_or(1.0 / (s.head_dim as f64).sqrt(), f64::from);
+    let fwd = attention_reference(&s, &qf, &kf, &vf, scale, visible);
+    let ob: Vec<u16> = fwd.o.iter().map(|&x| to_bits(x as f32)).collect();
+    let lse: Vec<f32> = fwd.lse.iter().map(|&x| x as f32).collect();
+    let of: Vec<f32> = ob.iter().map(|&b| from_bits(b)).collect();
+    let _ = of;
+    let reference = attention_backward_reference(&s, &qf, &kf, &vf, &dof, scale, visible);
+
+    let q = runner.upload_bf16(&qb, s.q_shape())?;
+    let k = runner.upload_bf16(&kb, s.kv_shape())?;
+    let v = runner.upload_bf16(&vb, s.kv_shape())?;
+    let o = runner.upload_bf16(&ob, s.q_shape())?;
+    let d_o = runner.upload_bf16(&dob, s.q_shape())?;
+    let stream = runner.stream();
+    let lse_dev = stream.clone_htod(&lse).map_err(driver("uploading lse"))?;
+    let device_mask = host_mask
+        .as_ref()
+        .map(|m| runner.upload_block_mask(m))
+        .transpose()?;
+    let mask = match &device_mask {
+        Some(m) => Mask::Blocks(m),
+        None => match &case.mask {
+            BackwardCaseMask::Window(w) => Mask::Window(*w),
+            BackwardCaseMask::Blocks { .. } => Mask::none(),
+        },
+    };
+    let mut ws = BackwardWorkspace::new(stream, &s)?;
+    let mut grads = runner.alloc_gradients(&s)?;
+    let mut first: Option<[Vec<u16>; 3]> = None;
+    let mut nondeterministic_runs = 0;
+    for _ in 0..case.runs.max(1) {
+        for t in [&mut grads.dq, &mut grads.dk, &mut grads.dv] {
+            stream
+                .memcpy_htod(&vec![0xFFFFu16; t.data.len()], &mut t.data)
+                .map_err(driver("poisoning gradients"))?;
+        }
+        if fp16 {
+            // fp16 and the raw-pointer path: the same launch the Python op makes.
+            let raw = |t: &super::super::DeviceTensor<u16>| {
+                let [_, h, n, d] = t.shape;
+                RawTensor {
+                    ptr: t.data.device_ptr(stream).0,
+                    shape: t.shape,
+                    strides: [h * n * d, n * d, d, 1],
+                }
+            };
+            let raw_mask = match (&mask, &device_mask) {
+                (_, Some(m)) => RawBackwardMask::Blocks(
+                    &m.host,
+                    m.device_lists(stream),
+                    m.device_transposed_lists(stream).ok_or_else(|| {
+                        AttentionError::Mask("no transposed lists uploaded".into())
+                    })?,
+                ),
+                (Mask::Window(w), None) => RawBackwardMask::Window(*w),
+                (Mask::Blocks(_), None) => RawBackwardMask::Window(Window::NONE),
+            };
+            let out = RawGradients {
+                dq: grads.dq.data.device_ptr(stream).0,
+                dk: grads.dk.data.device_ptr(stream).0,
+                dv: grads.dv.data.device_ptr(stream).0,
+            };
+            let lse_ptr = lse_dev.device_ptr(stream).0;
+            // SAFETY: every buffer is a live allocation of this runner's context sized for
+            // `s`, alive until the synchronize below.
+            unsafe {
+                runner.launch_backward_raw(
+                    stream,
+                    &raw(&q),
+                    &raw(&k),
+                    &raw(&v),
+                    &raw(&o),
+                    lse_ptr,
+                    &raw(&d_o),
+                    &raw_mask,
+                    &case.opts,
+                    out,
+                    &mut ws,
+                )?;
+            }
+        } else {
+            runner.backward_into(
+                &q, &k, &v, &o, &lse_dev, &d_o, &mask, &case.opts, &mut ws, &mut grads,
+            )?;
+        }
+        stream
+            .synchronize()
+            .map_err(driver("running the backward kernels"))?;
+        let got = [
+            stream
+                .clone_dtoh(&grads.dq.data)
+                .map_err(driver("reading dQ"))?,
+            stream
+                .clone_dtoh(&grads.dk.data)
+                .map_err(driver("reading dK"))?,
+            stream
+                .clone_dtoh(&grads.dv.data)
+                .map_err(driver("reading dV"))?,
+        ];
+        match &first {
+            None => first = Some(got),
+            Some(f) => {
+                if *f != got {
+                    nondeterministic_runs += 1;
+                }
+            }
+        }
+    }
+    let got = first.ok_or_else(|| AttentionError::Shape("no run".into()))?;
+    let mut bad = 0usize;
+    let mut rel_err = [0.0f64; 3];
+    for (e, (bits, want)) in
+        rel_err.iter_mut().zip(
+            got.iter()
+                .zip([&reference.dq, &reference.dk, &reference.dv]),
+        )
+    {
+        let (mut diff, mut norm) = (0.0f64, 0.0f64);
+        for (&b, &r) in bits.iter().zip(want.iter()) {
+            let x = f64::from(from_bits(b));
+            if !x.is_finite() {
+                bad += 1;
+                continue;
+            }
+            diff += (x - r) * (x - r);
+            norm += r * r;
+        }
+        *e = if norm > 0.0 {
+            (diff / norm).sqrt()
+        } else {
+            diff.sqrt()
+        };
+    }
+    let d = s.head_dim;
+    let mut empty_row_errors = 0;
+    for (row, &l) in fwd.lse.iter().enumerate() {
+        if l == f64::NEG_INFINITY {
+            empty_row_errors += got[0][row * d..(row + 1) * d]
+                .iter()
+                .filter(|&&b| b != 0 && b != 0x8000)
+                .count();
+        }
+    }
+    let passed = bad == 0
+        && empty_row_errors == 0
+        && nondeterministic_runs == 0
+        && rel_err.iter().all(|&e| e < GRAD_TOLERANCE);
+    Ok(BackwardCaseResult {
+        name: case.name.clone(),
+        rel_err,
+        bad_values: bad,
+        empty_row_errors,
+        nondeterministic_runs,
+        passed,
+    })
+}

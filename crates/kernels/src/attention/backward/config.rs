@@ -1,0 +1,303 @@
+//! The backward's configuration value: every number of the generated source derives from
+//! it (keys per CTA, warpgroups, threads, register split, shared memory, stages, mask words).
+//! Its checks are `const fn`, pinned by `const_assert!`s on the defaults.
+
+use static_assertions::const_assert;
+
+use super::super::geometry::{MAX_DYNAMIC_SMEM, PRODUCER_REGS};
+use super::super::{ActDtype, ConfigError};
+use super::STEP_M;
+
+/// Registers of one SM's register file.
+const SM_REGISTERS: u32 = 65_536;
+/// What a consumer thread asks `setmaxnreg.inc` for (FlashAttention-3's 240).
+pub(super) const CONSUMER_REGS: u32 = 240;
+/// f32 registers a consumer thread needs besides dK and dV: `Sᵀ` and `dPᵀ` (32 each at
+/// m64n64), one dQ chunk (32), and the bf16 `Pᵀ`/`dSᵀ` A operands (16 each) while
+/// the dQ chunk is live, with addresses.
+const STEP_REGS: u32 = 96;
+
+/// How the backward decides which (query, key) pairs are visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackwardMask {
+    /// Causal / sliding window / none, computed in the kernel.
+    Window,
+    /// The transposed tile lists and FragmentNative words of a mask packed at
+    /// `block_m x block_n` (backward accumulator: SwapAB, `block_n / 64` warpgroups).
+    Blocks {
+        /// Query rows of the mask tile.
+        block_m: u32,
+        /// Keys of the mask tile.
+        block_n: u32,
+    },
+}
+
+/// A validated backward configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BackwardKernel {
+    warpgroups: u32,
+    head_dim: u32,
+    d_split: u32,
+    stages: u32,
+    mask: BackwardMask,
+    dtype: ActDtype,
+    deterministic: bool,
+}
+
+/// Bytes of the shared memory a configuration uses (const fn: K, V, the Q/dO stages with
+/// their lse/Dsum rows, two dS buffers, barriers, and the 1024-byte alignment slack).
+pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32) -> u32 {
+    let cta_n = 64 * warpgroups;
+    let kv = 2 * cta_n * head_dim * 2;
+    let per_stage = 2 * STEP_M * head_dim * 2 + 2 * STEP_M * 4;
+    let ds = 2 * STEP_M * cta_n * 2;
+    1024 + kv + stages * per_stage + ds + 256
+}
+
+/// Whether `warpgroups` consumer warpgroups holding dK and dV of `dkv` columns fit the
+/// register file with one producer warpgroup.
+pub const fn registers_fit(warpgroups: u32, dkv: u32) -> bool {
+    // dK and dV: 2 * 64 * dkv / 128 f32 per thread.
+    let needed = dkv + STEP_REGS;
+    needed <= CONSUMER_REGS
+        && (PRODUCER_REGS + warpgroups * CONSUMER_REGS) * 128 <= SM_REGISTERS
+        && warpgroups >= 1
+        && warpgroups <= 2
+}
+
+// The defaults fit: 128 keys over two warpgroups at head dim 128 with two stages, and
+// 64 keys over one at head dim 256 (dK/dV split in two column halves).
+const_assert!(smem_bytes(2, 128, 2) <= MAX_DYNAMIC_SMEM);
+const_assert!(smem_bytes(2, 64, 2) <= MAX_DYNAMIC_SMEM);
+const_assert!(smem_bytes(1, 256, 2) <= MAX_DYNAMIC_SMEM);
+const_assert!(registers_fit(2, 128));
+const_assert!(registers_fit(1, 128));
+const_assert!(!registers_fit(1, 256));
+
+impl BackwardKernel {
+    /// Validates a configuration: `warpgroups` consumer warpgroups of 64 keys each (1 or 2),
+    /// dK/dV split into `d_split` column groups (one CTA each), `stages` Q/dO buffers.
+    pub fn new(
+        warpgroups: u32,
+        head_dim: u32,
+        d_split: u32,
+        stages: u32,
+        mask: BackwardMask,
+    ) -> Result<Self, ConfigError> {
+        if ![64, 128, 256].contains(&head_dim) {
+            return Err(ConfigError::HeadDim(head_dim));
+        }
+        let cta_n = 64 * warpgroups;
+        let geometry_err = || ConfigError::Geometry {
+            block_m: STEP_M,
+            block_n: cta_n,
+            warpgroups,
+        };
+        if !(1..=2).contains(&warpgroups) || d_split == 0 || !head_dim.is_multiple_of(d_split) {
+            return Err(geometry_err());
+        }
+        let dkv = head_dim / d_split;
+        if !dkv.is_multiple_of(64) || !registers_fit(warpgroups, dkv) {
+            return Err(ConfigError::Layout(format!(
+                "dK and dV of {dkv} columns over {warpgroups} warpgroup(s) do not fit in \
+                 registers; split head dim {head_dim} into more column groups"
+            )));
+        }
+        let mut max = 0;
+        while max < 4 && smem_bytes(warpgroups, head_dim, max + 1) <= MAX_DYNAMIC_SMEM {
+            max += 1;
+        }
+        if !(1..=max).contains(&stages) {
+            return Err(ConfigError::Stages { stages, max });
+        }
+        if let BackwardMask::Blocks { block_m, block_n } = mask {
+            if !block_m.is_multiple_of(STEP_M)
+                || block_m == 0
+                || !block_n.is_multiple_of(cta_n)
+                || block_n > 128
+            {
+                return Err(ConfigError::Geometry {
+                    block_m,
+                    block_n,
+                    warpgroups,
+                });
+            }
+        }
+        Ok(Self {
+            warpgroups,
+            head_dim,
+            d_split,
+            stages,
+            mask,
+            dtype: ActDtype::Bf16,
+            deterministic: false,
+        })
+    }
+
+    /// The default configuration of a head dim and mask: 128 keys over two warpgroups at
+    /// head dims 64 and 128 (64 keys over one where the mask tile has 64 keys), 64 keys over
+    /// one warpgroup at 256 with dK/dV in two column halves; two Q/dO stages.
+    pub fn default_for(head_dim: u32, mask: BackwardMask) -> Result<Self, ConfigError> {
+        let narrow = matches!(mask, BackwardMask::Blocks { block_n, .. } if block_n < 128);
+        let (warpgroups, d_split) = match head_dim {
+            256 => (1, 2),
+            _ if narrow => (1, 1),
+            _ => (2, 1),
+        };
+        Self::new(warpgroups, head_dim, d_split, 2, mask)
+    }
+
+    /// The element type of q, k, v, o, dO and the gradients (bf16 or fp16).
+    pub fn with_dtype(mut self, dtype: ActDtype) -> Result<Self, ConfigError> {
+        if dtype == ActDtype::F32 {
+            return Err(ConfigError::Dtype(dtype));
+        }
+        self.dtype = dtype;
+        Ok(self)
+    }
+
+    /// Orders the dQ reductions by key tile (bit-identical results run to run).
+    pub fn with_deterministic(mut self, deterministic: bool) -> Self {
+        self.deterministic = deterministic;
+        self
+    }
+
+    /// Consumer warpgroups (64 keys each).
+    pub fn warpgroups(&self) -> u32 {
+        self.warpgroups
+    }
+
+    /// Keys per CTA.
+    pub fn cta_n(&self) -> u32 {
+        64 * self.warpgroups
+    }
+
+    /// Head dim.
+    pub fn head_dim(&self) -> u32 {
+        self.head_dim
+    }
+
+    /// dK/dV column groups (CTAs per key tile).
+    pub fn d_split(&self) -> u32 {
+        self.d_split
+    }
+
+    /// dK/dV columns per CTA.
+    pub fn dkv(&self) -> u32 {
+        self.head_dim / self.d_split
+    }
+
+    /// Q/dO stages.
+    pub fn stages(&self) -> u32 {
+        self.stages
+    }
+
+    /// The mask mode.
+    pub fn mask(&self) -> BackwardMask {
+        self.mask
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> ActDtype {
+        self.dtype
+    }
+
+    /// Whether dQ reductions are ordered.
+    pub fn deterministic(&self) -> bool {
+        self.deterministic
+    }
+
+    /// Threads per CTA of the main kernel: a producer warpgroup and the consumers.
+    pub fn threads(&self) -> u32 {
+        128 * (1 + self.warpgroups)
+    }
+
+    /// Dynamic shared memory of the main kernel.
+    pub fn smem_bytes(&self) -> u32 {
+        smem_bytes(self.warpgroups, self.head_dim, self.stages)
+    }
+
+    /// Key tiles (CTAs along x per column group) for `seqlen_k`.
+    pub fn n_ctas(&self, seqlen_k: u32) -> u32 {
+        seqlen_k.div_ceil(self.cta_n())
+    }
+
+    /// A short label: `bwd 128k/2wg bf16 d128 window s2`.
+    pub fn label(&self) -> String {
+        let mask = match self.mask {
+            BackwardMask::Window => "window".to_string(),
+            BackwardMask::Blocks { block_m, block_n } => format!("blocks {block_m}x{block_n}"),
+        };
+        format!(
+            "bwd {}k/{}wg {} d{}{} {} s{}{}",
+            self.cta_n(),
+            self.warpgroups,
+            self.dtype.name(),
+            self.head_dim,
+            if self.d_split > 1 {
+                format!("/{}", self.d_split)
+            } else {
+                String::new()
+            },
+            mask,
+            self.stages,
+            if self.deterministic { " det" } else { "" }
+        )
+    }
+
+    /// The CUDA source of the three kernels (header-free; sm_90a).
+    pub fn source(&self) -> Result<String, ConfigError> {
+        super::source::generate(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fit_and_bad_configurations_are_refused() {
+        for d in [64, 128, 256] {
+            for mask in [
+                BackwardMask::Window,
+                BackwardMask::Blocks {
+                    block_m: 128,
+                    block_n: 128,
+                },
+                BackwardMask::Blocks {
+                    block_m: 64,
+                    block_n: 64,
+                },
+            ] {
+                let k = BackwardKernel::default_for(d, mask).unwrap();
+                assert!(k.smem_bytes() <= MAX_DYNAMIC_SMEM, "{k:?}");
+            }
+        }
+        assert_eq!(
+            BackwardKernel::new(2, 96, 1, 2, BackwardMask::Window),
+            Err(ConfigError::HeadDim(96))
+        );
+        assert!(matches!(
+            BackwardKernel::new(1, 256, 1, 2, BackwardMask::Window),
+            Err(ConfigError::Layout(_))
+        ));
+        assert!(matches!(
+            BackwardKernel::new(2, 128, 1, 9, BackwardMask::Window),
+            Err(ConfigError::Stages { stages: 9, .. })
+        ));
+        // A 64-key mask tile cannot feed a 128-key CTA.
+        assert!(matches!(
+            BackwardKernel::new(
+                2,
+                128,
+                1,
+                2,
+                BackwardMask::Blocks {
+                    block_m: 64,
+                    block_n: 64
+                }
+            ),
+            Err(ConfigError::Geometry { .. })
+        ));
+    }
+}

@@ -1,0 +1,462 @@
+//! The CUDA text of the backward kernels; `$NAME` placeholders are filled by
+//! [`crate::family::template::fill`] with the values and the generated pieces of
+//! `source.rs` (GEMMs, fragment index expressions, schedule, mask).
+
+/// Window-mode schedule: the query steps a key tile sees, computed from the bounds.
+pub(super) const SCHEDULE_WINDOW: &str = r#"// ---- schedule: window mode (causal / sliding window / none) ----
+// Query i sees key j iff i + diag_offset - window_left <= j <= i + diag_offset + window_right and j < seqlen_k.
+// Keys n0..n_end of this CTA are seen by queries j - diag_offset - window_right ..= j - diag_offset + window_left
+// of each key j: one interval over the CTA, walked in FM_STEP_M-query steps from the lowest.
+struct fm_schedule {
+    int num_steps;   // steps visited
+    int m_first;     // first step (query rows FM_STEP_M * m_first ..)
+    int n0;          // first key of the CTA
+};
+
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
+    fm_schedule s;
+    s.n0 = n_cta * FM_CTA_N;
+    const long long n_end = min(s.n0 + FM_CTA_N, p.seqlen_k) - 1;
+    const long long lo = p.window_right >= $WINDOW_INFINITE ? 0 : max(0LL, (long long)s.n0 - p.diag_offset - p.window_right);
+    const long long hi = p.window_left >= $WINDOW_INFINITE ? (long long)p.seqlen_q - 1
+                                                          : min((long long)p.seqlen_q - 1, n_end - p.diag_offset + p.window_left);
+    if (lo > hi) { s.num_steps = 0; s.m_first = 0; return s; }
+    s.m_first = (int)(lo / FM_STEP_M);
+    s.num_steps = (int)(hi / FM_STEP_M) - s.m_first + 1;
+    return s;
+}
+
+struct fm_step {
+    int m;           // query step: rows FM_STEP_M * m ..
+    int mask_tile;   // -1: no mask words (window mode)
+    int word;        // unused in window mode
+    int partial;     // 1: some pair of the step is not visible (or a key is past seqlen_k)
+};
+
+__device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int batch, int head, int kk) {
+    fm_step t;
+    t.m = s.m_first + kk;
+    t.mask_tile = -1;
+    t.word = 0;
+    const long long i0 = (long long)t.m * FM_STEP_M, i1 = i0 + FM_STEP_M - 1;
+    const bool left_ok = p.window_left >= $WINDOW_INFINITE || i1 + p.diag_offset - p.window_left <= (long long)s.n0;
+    const bool right_ok = p.window_right >= $WINDOW_INFINITE || (long long)s.n0 + FM_CTA_N - 1 <= i0 + p.diag_offset + p.window_right;
+    const bool bound_ok = s.n0 + FM_CTA_N <= p.seqlen_k;
+    t.partial = (left_ok && right_ok && bound_ok) ? 0 : 1;
+    return t;
+}
+
+// Deterministic order: the CTAs (of one column group) that visit step m are the key tiles from the one holding
+// the first key its rows see, upwards; this CTA's rank among them.
+__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, int head, int n_cta, int m) {
+    const long long i0 = (long long)m * FM_STEP_M;
+    const long long first_key = p.window_left >= $WINDOW_INFINITE ? 0 : max(0LL, i0 + p.diag_offset - p.window_left);
+    return n_cta - (int)(first_key / FM_CTA_N);
+}
+
+// Values of S^T outside the window or past seqlen_k become -inf (partial steps only).
+__device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
+                                              const fm_step& t, unsigned word, int key_row, int q_col) {
+#pragma unroll
+    for (int i = 0; i < $ST_VALUES; ++i) {
+        // $LAYOUT_ST value mode: key row offset $VALUE_ROW_ST, query column offset $VALUE_COL_ST
+        const long long key = (long long)sched.n0 + key_row + $VALUE_ROW_ST;
+        const long long q = (long long)t.m * FM_STEP_M + q_col + $VALUE_COL_ST;
+        const bool left = p.window_left >= $WINDOW_INFINITE || key >= q + p.diag_offset - p.window_left;
+        const bool right = p.window_right >= $WINDOW_INFINITE || key <= q + p.diag_offset + p.window_right;
+        if (!(left && right) || key >= p.seqlen_k) s[i] = FM_NEG_INF;
+    }
+}
+"#;
+
+/// Block-mode schedule: the transposed lists (partial query tiles, then full ones), each
+/// tile taken in `block_m / 64` steps.
+pub(super) const SCHEDULE_BLOCKS: &str = r#"// ---- schedule: the mask's transposed lists (q_indices then full_q_indices), FM_HALVES steps per tile ----
+// Mask plane of (batch, head): batch * mask_batch_heads + head * mask_has_heads (0 where the mask broadcasts);
+// transposed rows are [plane, mask_n_blocks], forward rows [plane, mask_m_blocks].
+struct fm_schedule {
+    int num_steps;
+    int num_partial;   // partial tiles of this key tile
+    long long row;     // transposed list row (plane * mask_n_blocks + mask key tile)
+    int n0;            // first key of the CTA
+};
+
+__device__ __forceinline__ int fm_plane(const fm_bwd_params& p, int batch, int head) {
+    return batch * p.mask_batch_heads + head * p.mask_has_heads;
+}
+
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
+    fm_schedule s;
+    s.n0 = n_cta * FM_CTA_N;
+    s.row = (long long)fm_plane(p, batch, head) * p.mask_n_blocks + n_cta / FM_SUB;
+    s.num_partial = __ldg(p.q_num_blocks + s.row);
+    s.num_steps = (s.num_partial + __ldg(p.full_q_num_blocks + s.row)) * FM_HALVES;
+    return s;
+}
+
+struct fm_step {
+    int m;           // query step: rows FM_STEP_M * m ..
+    int mask_tile;   // index along dim 0 of q_words; -1: full tile
+    int word;        // the step's word of a thread: query half of the mask tile
+    int partial;     // 1: apply the words or the key bound
+};
+
+__device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int batch, int head, int kk) {
+    fm_step t;
+    const int e = kk / FM_HALVES;
+    t.word = kk % FM_HALVES;
+    const long long base = s.row * p.mask_m_blocks;
+    if (e < s.num_partial) {
+        t.m = __ldg(p.q_indices + base + e) * FM_HALVES + t.word;
+        t.mask_tile = __ldg(p.q_tile_offsets + base + e);
+    } else {
+        t.m = __ldg(p.full_q_indices + base + (e - s.num_partial)) * FM_HALVES + t.word;
+        t.mask_tile = -1;
+    }
+    t.partial = (t.mask_tile >= 0 || s.n0 + FM_CTA_N > p.seqlen_k) ? 1 : 0;
+    return t;
+}
+
+// Deterministic order: the key tiles visiting step m are the entries of its forward row (partial and full, each
+// ascending); this CTA's rank is the number of entries below its mask key tile, times FM_SUB, plus its sub-tile.
+__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, int head, int n_cta, int m) {
+    const long long row = (long long)fm_plane(p, batch, head) * p.mask_m_blocks + m / FM_HALVES;
+    const int nb = n_cta / FM_SUB;
+    int below = 0;
+    const int np = __ldg(p.kv_num_blocks + row), nf = __ldg(p.full_kv_num_blocks + row);
+    for (int j = 0; j < np; ++j) below += __ldg(p.kv_indices + row * p.mask_n_blocks + j) < nb ? 1 : 0;
+    for (int j = 0; j < nf; ++j) below += __ldg(p.full_kv_indices + row * p.mask_n_blocks + j) < nb ? 1 : 0;
+    return below * FM_SUB + n_cta % FM_SUB;
+}
+
+// Bit i of this thread's word of the step is value i of S^T (the generator checked the correspondence with the
+// mask's backward accumulator for every thread and value); keys past seqlen_k are masked too.
+__device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
+                                              const fm_step& t, unsigned word, int key_row, int q_col) {
+#pragma unroll
+    for (int i = 0; i < $ST_VALUES; ++i) {
+        // $LAYOUT_ST value mode: key row offset $VALUE_ROW_ST
+        const int key = sched.n0 + key_row + $VALUE_ROW_ST;
+        if (((word >> i) & 1u) == 0u || key >= p.seqlen_k) s[i] = FM_NEG_INF;
+    }
+}
+"#;
+
+/// The three kernels.
+pub(super) const TEMPLATE: &str = r#"
+#define FM_D $D                      // head dim
+#define FM_D_CHUNKS $D_CHUNKS             // 64-column chunks (TMA boxes, 128-byte swizzle rows) of D
+#define FM_WG $WARPGROUPS                  // consumer warpgroups, 64 keys each
+#define FM_CTA_N $CTA_N                // keys per CTA
+#define FM_STEP_M $STEP_M               // queries per step
+#define FM_DKV $DKV                  // dK/dV columns per CTA (D / FM_DSPLIT)
+#define FM_DSPLIT $DSPLIT                // dK/dV column groups (CTAs per key tile)
+#define FM_STAGES $STAGES                // Q/dO stages
+#define FM_SUB $SUB                   // CTAs per mask key tile
+#define FM_HALVES $HALVES                // steps per mask query tile (its block_m / FM_STEP_M)
+#define FM_MASK_THREADS $MASK_THREADS        // threads of the mask's backward accumulator
+#define FM_MASK_WORDS $MASK_WORDS            // words per thread per mask tile
+#define FM_DETERMINISTIC $DETERMINISTIC
+#define FM_Q_CHUNK_BYTES $Q_CHUNK_BYTES      // one 64-column chunk of a Q/dO tile: Q(0, 64) of its layout
+#define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES     // one 64-column chunk of K/V: K(0, 64)
+#define FM_Q_TILE_BYTES $Q_TILE_BYTES      // FM_STEP_M x D
+#define FM_KV_TILE_BYTES $KV_TILE_BYTES     // FM_CTA_N x D
+#define FM_DS_BYTES $DS_BYTES           // one dS buffer, FM_STEP_M x FM_CTA_N
+#define FM_NEG_INF (__int_as_float(0xff800000u))
+#define FM_POS_INF (__int_as_float(0x7f800000u))
+
+struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
+
+$PARAMS_STRUCT
+$PTX_HELPERS
+// 1-D bulk copy global -> shared completing on `bar` (PTX ISA 9.7.9.25 cp.async.bulk).
+__device__ __forceinline__ void fm_bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// f32x2 reduction into global memory (PTX ISA 9.7.13.6 red, vector form, sm_90).
+__device__ __forceinline__ void fm_red_add2(float* dst, float a, float b) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(a), "f"(b) : "memory");
+}
+__device__ __forceinline__ int fm_ld_acquire(const int* p) {
+    int v; asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
+}
+__device__ __forceinline__ float fm_lds(unsigned addr) {
+    float v; asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v;
+}
+__device__ __forceinline__ float fm_exp2(float x) {
+    float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
+// $ACTx2 of two floats, `lo` in bits 0-15 (cvt.rn.$ACTx2.f32 d, a, b puts a in the upper half; PTX ISA 9.7.9.21).
+__device__ __forceinline__ unsigned fm_act2(float lo, float hi) {
+    unsigned r; asm("cvt.rn.$ACTx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+__device__ __forceinline__ float fm_act_to_f32(unsigned short h) {
+$ACT_TO_F32
+}
+// 128-byte swizzle of a byte offset inside a 1024-byte-aligned tile (gmma-frag SmemSwizzle::B128, Sw<3,4,3>
+// on bytes; checked against the dS layout by the generator).
+__device__ __forceinline__ unsigned fm_sw128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
+__device__ __forceinline__ void fm_named_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory"); }
+__device__ __forceinline__ void fm_consumer_release(unsigned bar) {
+    __syncwarp();
+    if ((threadIdx.x & 31u) == 0u) fm_mbar_arrive(bar);   // one arrival per consumer warp
+}
+
+// ---------------- preprocess: Dsum, lse in log2, zeroing (one warp per padded query row) ----------------
+extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
+$PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
+{
+    const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
+    const int lane = (int)(threadIdx.x % 32u);
+    const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
+    if (row >= p.seqlen_q_pad) return;
+    const long long bh = (long long)batch * p.heads + head;
+    float acc = 0.f;
+    if (row < p.seqlen_q) {
+        const unsigned short* o = p.o + batch * p.o_stride_b + head * p.o_stride_h + row * p.o_stride_s;
+        const unsigned short* d_o = p.d_o + batch * p.do_stride_b + head * p.do_stride_h + row * p.do_stride_s;
+        for (int c = lane; c < FM_D; c += 32) acc += fm_act_to_f32(o[c]) * fm_act_to_f32(d_o[c]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    float* dq = p.dq_accum + (bh * p.seqlen_q_pad + row) * FM_D;
+    for (int c = lane; c < FM_D; c += 32) dq[c] = 0.f;
+    if (lane == 0) {
+        p.dsum[bh * p.seqlen_q_pad + row] = acc;
+        const float l = row < p.seqlen_q ? p.lse[bh * p.seqlen_q + row] : FM_NEG_INF;
+        // A row with no visible key (lse = -inf) and a padding row get +inf: P = exp2(s - inf) = 0.
+        p.lse_log2[bh * p.seqlen_q_pad + row] = l == FM_NEG_INF ? FM_POS_INF : l * 1.4426950408889634f;
+    }
+    if (lane < FM_DSPLIT && row % FM_STEP_M == 0)
+        p.sem[(bh * (p.seqlen_q_pad / FM_STEP_M) + row / FM_STEP_M) * FM_DSPLIT + lane] = 0;
+}
+
+// ---------------- postprocess: dQ = scale * accumulator, cast ----------------
+extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
+$POST_KERNEL(const __grid_constant__ fm_bwd_params p)
+{
+    const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
+    const int lane = (int)(threadIdx.x % 32u);
+    const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
+    if (row >= p.seqlen_q) return;
+    const long long bh = (long long)batch * p.heads + head;
+    const float* acc = p.dq_accum + (bh * p.seqlen_q_pad + row) * FM_D;
+    unsigned* dq = reinterpret_cast<unsigned*>(p.dq + (bh * p.seqlen_q + row) * FM_D);
+    for (int c = lane; c < FM_D / 2; c += 32) dq[c] = fm_act2(acc[2 * c] * p.scale, acc[2 * c + 1] * p.scale);
+}
+
+$SCHEDULE
+$GEMMS
+
+// Pairs (2m, 2m+1) of an m64n64 accumulator -> $ACTx2 register m: the RS A operand (docs/architecture.md fact 5).
+__device__ __forceinline__ void fm_convert_a(const float (&s)[$ST_VALUES], unsigned (&a)[$A_REGS]) {
+#pragma unroll
+    for (int m = 0; m < $A_REGS; ++m) a[m] = fm_act2(s[2 * m], s[2 * m + 1]);
+}
+
+// ---------------- main kernel ----------------
+extern "C" __global__ void __launch_bounds__($THREADS, 1)
+$KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_tensor_map tma_k,
+        const __grid_constant__ fm_tensor_map tma_v, const __grid_constant__ fm_tensor_map tma_do,
+        const __grid_constant__ fm_bwd_params p)
+{
+    extern __shared__ __align__(1024) unsigned char fm_smem_raw[];
+    // K | V | Q[stages] | dO[stages] | dS[2] | lse[stages] | Dsum[stages] | barriers; tiles 1024-byte aligned.
+    const unsigned smem_k = (fm_smem_u32(fm_smem_raw) + 1023u) & ~1023u;
+    const unsigned smem_v = smem_k + FM_KV_TILE_BYTES;
+    const unsigned smem_q = smem_v + FM_KV_TILE_BYTES;
+    const unsigned smem_do = smem_q + FM_STAGES * FM_Q_TILE_BYTES;
+    const unsigned smem_ds = smem_do + FM_STAGES * FM_Q_TILE_BYTES;
+    const unsigned smem_lse = smem_ds + 2 * FM_DS_BYTES;
+    const unsigned smem_dsum = smem_lse + FM_STAGES * FM_STEP_M * 4;
+    const unsigned bars = smem_dsum + FM_STAGES * FM_STEP_M * 4;
+#define FM_BAR_KV (bars)
+#define FM_BAR_Q_FULL(s) (bars + 8u * (1u + (unsigned)(s)))
+#define FM_BAR_DO_FULL(s) (bars + 8u * (1u + FM_STAGES + (unsigned)(s)))
+#define FM_BAR_EMPTY(s) (bars + 8u * (1u + 2u * FM_STAGES + (unsigned)(s)))
+
+    const int n_cta = (int)(blockIdx.x / FM_DSPLIT);
+    const int split = (int)(blockIdx.x % FM_DSPLIT);
+    const int kv_head = (int)blockIdx.y;
+    const int batch = (int)blockIdx.z;
+    const int group = p.heads / p.kv_heads;   // query heads per K/V head (GQA / MQA)
+    const unsigned warpgroup = threadIdx.x / 128u;
+
+    if (threadIdx.x == 0) {
+        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_q) : "memory");
+        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_k) : "memory");
+        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_v) : "memory");
+        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_do) : "memory");
+        fm_mbar_init(FM_BAR_KV, 1);
+#pragma unroll
+        for (int s = 0; s < FM_STAGES; ++s) {
+            fm_mbar_init(FM_BAR_Q_FULL(s), 1);
+            fm_mbar_init(FM_BAR_DO_FULL(s), 1);
+            fm_mbar_init(FM_BAR_EMPTY(s), 4 * FM_WG);   // one arrival per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warpgroup == 0u) {
+        // ---------------- producer: one thread issues every TMA load ----------------
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 $PRODUCER_REGS;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            int it = 0;
+            bool kv_loaded = false;
+            for (int gi = 0; gi < group; ++gi) {
+                const int head = kv_head * group + gi;
+                const long long bh = (long long)batch * p.heads + head;
+                const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta);
+                for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
+                    const fm_step t = fm_step_at(p, sched, batch, head, kk);
+                    if (!kv_loaded) {
+                        // K and V of the CTA, once (only when some step is visited, so no load outlives the CTA).
+                        fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
+#pragma unroll
+                        for (int c = 0; c < FM_D_CHUNKS; ++c) {
+                            fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
+                            fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
+                        }
+                        kv_loaded = true;
+                    }
+                    const int stage = it % FM_STAGES;
+                    const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
+                    fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
+                    const long long row0 = bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M;
+                    fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES + FM_STEP_M * 4);
+#pragma unroll
+                    for (int c = 0; c < FM_D_CHUNKS; ++c)
+                        fm_tma_load_4d(smem_q + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(stage),
+                                       64 * c, t.m * FM_STEP_M, head, batch);
+                    fm_bulk_load(smem_lse + stage * FM_STEP_M * 4, p.lse_log2 + row0, FM_STEP_M * 4, FM_BAR_Q_FULL(stage));
+                    fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES + FM_STEP_M * 4);
+#pragma unroll
+                    for (int c = 0; c < FM_D_CHUNKS; ++c)
+                        fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
+                                       64 * c, t.m * FM_STEP_M, head, batch);
+                    fm_bulk_load(smem_dsum + stage * FM_STEP_M * 4, p.dsum + row0, FM_STEP_M * 4, FM_BAR_DO_FULL(stage));
+                }
+            }
+        }
+    } else {
+        // ---------------- consumers: warpgroup wg owns keys 64*wg .. 64*wg+63 of the CTA ----------------
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 $CONSUMER_REGS;\n" ::: "memory");
+        const int wg = (int)warpgroup - 1;
+        const int lt = (int)(threadIdx.x % 128u);
+        const int ct = (int)threadIdx.x - 128;
+        // Thread of the mask's backward accumulator: key group (n_cta % FM_SUB) * FM_WG + wg of the mask tile.
+        const int mask_thread = 128 * ((n_cta % FM_SUB) * FM_WG + wg) + lt;
+        (void)mask_thread;
+        // $LAYOUT_ST thread mode: this thread's first key row (of the CTA's keys) and query column of S^T.
+        const int key_row = 64 * wg + $THREAD_ROW_ST;
+        const int q_col = $THREAD_COL_ST;
+        // $LAYOUT_DKV thread mode (dK, dV: keys x FM_DKV columns).
+        const int kv_row = $THREAD_ROW_DKV;
+        const int kv_col = $THREAD_COL_DKV;
+        // $LAYOUT_DQ thread mode (a dQ chunk: queries x 64 columns).
+        const int dq_row = $THREAD_ROW_DQ;
+        const int dq_col = $THREAD_COL_DQ;
+        const int d0 = split * FM_DKV;   // first dK/dV/dQ column of this CTA
+        float dv_acc[$DKV_VALUES], dk_acc[$DKV_VALUES];
+#pragma unroll
+        for (int i = 0; i < $DKV_VALUES; ++i) { dv_acc[i] = 0.f; dk_acc[i] = 0.f; }
+        // This warpgroup's 64 keys start at byte K(64 * wg, 0) of the K and V tiles.
+        const unsigned k_wg = smem_k + (unsigned)wg * $KV_WG_STRIDEu;
+        const unsigned v_wg = smem_v + (unsigned)wg * $KV_WG_STRIDEu;
+        int it = 0;
+        for (int gi = 0; gi < group; ++gi) {
+            const int head = kv_head * group + gi;
+            const long long bh = (long long)batch * p.heads + head;
+            const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta);
+            for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
+                const fm_step t = fm_step_at(p, sched, batch, head, kk);
+                $LOAD_WORD
+                const int stage = it % FM_STAGES;
+                const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
+                if (it == 0) fm_mbar_wait(FM_BAR_KV, 0u);
+                const unsigned q_s = smem_q + stage * FM_Q_TILE_BYTES;
+                const unsigned do_s = smem_do + stage * FM_Q_TILE_BYTES;
+                const unsigned ds_s = smem_ds + (unsigned)(it & 1) * FM_DS_BYTES;
+                float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
+                fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
+                fm_st(s_acc, k_wg, q_s);            // S^T = K Q^T
+                fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
+                fm_dpt(dp_acc, v_wg, do_s);         // dP^T = V dO^T
+                fm_wgmma_wait<1>();
+                fm_fence_array(s_acc);
+                if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
+                const unsigned lse_s = smem_lse + stage * FM_STEP_M * 4, dsum_s = smem_dsum + stage * FM_STEP_M * 4;
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
+                    s_acc[i] = fm_exp2(fmaf(s_acc[i], p.scale_log2, -fm_lds(lse_s + 4u * (unsigned)(q_col + $VALUE_COL_ST))));   // P^T
+                }
+                fm_wgmma_wait<0>();
+                fm_fence_array(dp_acc);
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - fm_lds(dsum_s + 4u * (unsigned)(q_col + $VALUE_COL_ST)));   // dS^T
+                unsigned p_a[$A_REGS], ds_a[$A_REGS];
+                fm_convert_a(s_acc, p_a);
+                fm_convert_a(dp_acc, ds_a);
+                // dS^T -> shared memory as the MN-major A operand of dQ = dS K: $DS_LAYOUT_DOC
+#pragma unroll
+                for (int m = 0; m < $A_REGS; ++m) {
+                    // values 2m, 2m+1: key row key_row + $VALUE_ROW_ST_2M, query columns q_col + $VALUE_COL_ST_2M (+1)
+                    const unsigned b = (unsigned)(q_col + $VALUE_COL_ST_2M) * $DS_Q_BYTES + (unsigned)(key_row + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES;
+                    asm volatile("st.shared.b32 [%0], %1;" :: "r"(ds_s + fm_sw128(b)), "r"(ds_a[m]) : "memory");
+                }
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
+                fm_dv(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
+                fm_dk(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
+#if FM_DETERMINISTIC
+                const int sem_index = (int)((bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split);
+                if (ct == 0) {
+                    const int rank = fm_step_rank(p, batch, head, n_cta, t.m);
+                    while (fm_ld_acquire(p.sem + sem_index) != rank) { }
+                }
+#endif
+                fm_named_sync(1, 128 * FM_WG);   // every warpgroup's dS is in shared memory
+                float* dq_rows = p.dq_accum + (bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M) * FM_D;
+                for (int c = wg; c < FM_DKV / 64; c += FM_WG) {
+                    const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
+                    float dq_acc[$ST_VALUES];
+                    fm_dq(dq_acc, ds_s, smem_k + (unsigned)(col0 / 64) * FM_KV_CHUNK_BYTES);   // dQ chunk = dS K(:, col0..)
+                    fm_wgmma_wait<0>();
+                    fm_fence_array(dq_acc);
+#pragma unroll
+                    for (int i = 0; i < $ST_VALUES; i += 2) {
+                        // $LAYOUT_DQ value mode: row dq_row + $VALUE_ROW_DQ, columns dq_col + $VALUE_COL_DQ (+1, checked adjacent)
+                        fm_red_add2(dq_rows + (long long)(dq_row + $VALUE_ROW_DQ) * FM_D + col0 + dq_col + $VALUE_COL_DQ, dq_acc[i], dq_acc[i + 1]);
+                    }
+                }
+                fm_wgmma_wait<0>();
+                fm_fence_array(dv_acc);
+                fm_fence_array(dk_acc);
+                fm_fence_array(p_a);
+                fm_fence_array(ds_a);
+                fm_consumer_release(FM_BAR_EMPTY(stage));
+#if FM_DETERMINISTIC
+                __threadfence();
+                fm_named_sync(2, 128 * FM_WG);   // every reduction of this CTA is issued and fenced
+                if (ct == 0) atomicAdd(p.sem + sem_index, 1);
+#endif
+            }
+        }
+        // ---- epilogue: dK * scale and dV, $ACT, keys < seqlen_k ----
+        const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
+#pragma unroll
+        for (int i = 0; i < $DKV_VALUES; i += 2) {
+            // $LAYOUT_DKV value mode: values i, i+1 are adjacent columns of one row (checked by the generator)
+            const int key = n_cta * FM_CTA_N + 64 * wg + kv_row + $VALUE_ROW_DKV;
+            const int col = d0 + kv_col + $VALUE_COL_DKV;
+            if (key < p.seqlen_k) {
+                const long long off = (kv_row0 + key) * FM_D + col;
+                *reinterpret_cast<unsigned*>(p.dk + off) = fm_act2(dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
+                *reinterpret_cast<unsigned*>(p.dv + off) = fm_act2(dv_acc[i], dv_acc[i + 1]);
+            }
+        }
+    }
+}
+"#;

@@ -1,0 +1,304 @@
+//! `fragmask attention --backward` and `fragmask bench backward`: the attention backward
+//! (dQ, dK, dV) on an H100 from the same inputs and masks as the forward, and its GPU
+//! correctness sweep (`fragmask attention --selftest --backward`).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Args;
+use fragmask::host::attention::backward::{
+    self as bwd, selftest as bwd_selftest, BackwardOptions, BackwardWorkspace,
+};
+use fragmask::host::attention::inputs::{self, MaskInput};
+use fragmask::host::attention::{AttentionRunner, Mask, PackedMask};
+use fragmask::host::Device;
+use fragmask::kernels::attention::Geometry;
+use fragmask::masks::io::{read_file_limited, write_safetensors, DType};
+use fragmask::masks::{PackOptions, TransposedLists};
+
+use super::{block_tiles, geometry_flag, opts, ForwardArgs, Source, Validated};
+use crate::cli::CmdResult;
+
+/// The backward's own flags, beside the forward's inputs and masks.
+#[derive(Args, Debug, Default, Clone)]
+pub struct BackwardFlags {
+    /// Order the dQ reductions (bit-identical gradients run to run).
+    #[arg(long)]
+    pub deterministic: bool,
+    /// The output gradient dO: .npy or .safetensors ([B,H,Sq,D]; a safetensors file's tensor
+    /// `do`, or its only tensor). Default: random (seeded by --seed).
+    #[arg(long = "d-o")]
+    pub d_o: Option<std::path::PathBuf>,
+}
+
+/// Arguments of `fragmask bench backward`.
+#[derive(Args, Debug)]
+pub struct BenchBackwardArgs {
+    #[command(flatten)]
+    pub forward: ForwardArgs,
+    #[command(flatten)]
+    pub backward: BackwardFlags,
+}
+
+/// The tile a mask built here is packed at for the backward: `--block`, else 128x128 (the
+/// backward reads the mask's transposed lists at that tile).
+fn backward_tile(args: &ForwardArgs) -> Result<Geometry, String> {
+    Ok(geometry_flag(args)?.unwrap_or(Geometry::TILE_128X128))
+}
+
+/// dO as bf16 bits, read and checked before any GPU is looked for.
+pub fn read_d_o(flags: &BackwardFlags, v: &Validated) -> Result<Option<Vec<u16>>, String> {
+    let Some(path) = &flags.d_o else {
+        return Ok(None);
+    };
+    let bytes =
+        read_file_limited(path, inputs::MAX_FILE_BYTES).map_err(|e| format!("--d-o: {e}"))?;
+    let what = format!("{} (--d-o)", path.display());
+    let view = inputs::tensor_from_bytes(&bytes, "do", &what).map_err(|e| e.to_string())?;
+    if view.shape != v.shape.q_shape() {
+        return Err(format!(
+            "--d-o: {what} has shape {:?}, q is {:?}",
+            view.shape,
+            v.shape.q_shape()
+        ));
+    }
+    Ok(Some(
+        inputs::to_bf16(&view, &what).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// Checks the backward configuration of validated inputs (a mask file must carry the
+/// transposed lists) before any GPU is looked for.
+pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Result<(), String> {
+    let packed = match &v.mask {
+        Some(MaskInput::Packed(m)) => Some(m.as_ref()),
+        _ => None,
+    };
+    if packed.is_none() && v.mask.is_some() {
+        // Built here at the backward's tile: check that tile's configuration.
+        let g = backward_tile(args)?;
+        if !matches!((g.block_m(), g.block_n()), (128, 128) | (64, 64)) {
+            return Err(format!(
+                "--block {}: the backward reads masks packed at 128x128 or 64x64",
+                g.name()
+            ));
+        }
+    }
+    bwd::backward_kernel(v.shape.head_dim, packed, &backward_opts(args, flags)).map_err(|e| {
+        match &args.mask {
+            Some(p) => format!("--mask {}: {e}", p.display()),
+            None => e.to_string(),
+        }
+    })?;
+    Ok(())
+}
+
+fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
+    BackwardOptions {
+        scale: args.scale,
+        deterministic: flags.deterministic,
+        ..BackwardOptions::default()
+    }
+}
+
+/// One backward on `device`: the forward (for O and lse) then the backward, timed with CUDA
+/// events when `timed` (the three backward kernels together), gradients written to
+/// `out_path` (safetensors dq, dk, dv) when given.
+pub fn backward(
+    device: &Device,
+    args: &ForwardArgs,
+    flags: &BackwardFlags,
+    inputs_v: Validated,
+    d_o: Option<Vec<u16>>,
+    timed: bool,
+    out_path: Option<&Path>,
+) -> CmdResult {
+    let e = |x: fragmask::host::attention::AttentionError| x.to_string();
+    let runner = AttentionRunner::new(device).map_err(e)?;
+    let shape = inputs_v.shape;
+    let qkv = match inputs_v.source {
+        Source::Files(qkv) => qkv,
+        Source::Random(s, seed) => inputs::random_qkv(s, seed).map_err(|x| x.to_string())?,
+    };
+    let d_o = match d_o {
+        Some(d) => d,
+        None => {
+            inputs::random_qkv(shape, args.seed.wrapping_add(0x6D6F))
+                .map_err(|x| x.to_string())?
+                .q
+        }
+    };
+    let q = runner.upload_bf16(&qkv.q, shape.q_shape()).map_err(e)?;
+    let k = runner.upload_bf16(&qkv.k, shape.kv_shape()).map_err(e)?;
+    let v = runner.upload_bf16(&qkv.v, shape.kv_shape()).map_err(e)?;
+    let d_o = runner.upload_bf16(&d_o, shape.q_shape()).map_err(e)?;
+    drop(qkv);
+
+    // ---- mask: packed at the backward's tile, with the transposed lists ----
+    let packed_in = match &inputs_v.mask {
+        Some(MaskInput::Packed(m)) => Some(m.as_ref()),
+        _ => None,
+    };
+    let geometry = match packed_in {
+        Some(m) => fragmask::host::attention::blockmask::mask_geometry(m).map_err(e)?,
+        None => backward_tile(args)?,
+    };
+    let block_mask: Option<PackedMask> = match inputs_v.mask {
+        Some(m) => {
+            let mut packed = m.build(&shape, &geometry).map_err(e)?;
+            if packed.transposed().is_err() {
+                let acc = TransposedLists::default_accumulator(packed.accumulator())
+                    .map_err(|x| x.to_string())?;
+                packed
+                    .add_transposed(&acc, &PackOptions::default())
+                    .map_err(|x| x.to_string())?;
+            }
+            Some(packed)
+        }
+        None => None,
+    };
+    let device_mask = match &block_mask {
+        Some(m) => Some(runner.upload_block_mask(m).map_err(e)?),
+        None => None,
+    };
+    let mask = match &device_mask {
+        Some(m) => Mask::Blocks(m),
+        None => Mask::Window(inputs_v.window),
+    };
+    let (visited, _) = match &block_mask {
+        Some(m) => block_tiles(m, &shape),
+        None => inputs::window_tiles(&inputs_v.window, &shape, &geometry),
+    };
+
+    // ---- forward for O and lse, then the backward ----
+    let mut fwd_opts = opts(args);
+    if block_mask.is_some() {
+        fwd_opts.geometry = Some(geometry);
+    }
+    let fwd = runner.forward(&q, &k, &v, &mask, &fwd_opts).map_err(e)?;
+    let bopts = backward_opts(args, flags);
+    let mut ws = BackwardWorkspace::new(runner.stream(), &shape).map_err(e)?;
+    let mut grads = runner.alloc_gradients(&shape).map_err(e)?;
+    let launch = runner
+        .prepare_backward(
+            &q, &k, &v, &fwd.o, &fwd.lse, &d_o, &mask, &bopts, &mut ws, &mut grads,
+        )
+        .map_err(e)?;
+    let kernel = launch.kernel();
+    launch.launch().map_err(e)?;
+    runner
+        .stream()
+        .synchronize()
+        .map_err(|x| format!("backward kernels failed: {x}"))?;
+    let mut timing = None;
+    if timed && args.iters > 0 {
+        timing = Some(bwd::time_backward(&launch, args.warmup, args.iters).map_err(e)?);
+    }
+    drop(launch);
+
+    if let Some(path) = out_path {
+        let s = runner.stream();
+        let read = |t: &fragmask::host::attention::DeviceTensor<u16>| {
+            s.clone_dtoh(&t.data).map_err(|x| x.to_string())
+        };
+        let (dq, dk, dv) = (read(&grads.dq)?, read(&grads.dk)?, read(&grads.dv)?);
+        let b = fragmask::host::attention::numeric::u16_le_bytes;
+        write_safetensors(
+            path,
+            &[
+                ("dq", DType::BF16, &shape.q_shape(), &b(&dq)),
+                ("dk", DType::BF16, &shape.kv_shape(), &b(&dk)),
+                ("dv", DType::BF16, &shape.kv_shape(), &b(&dv)),
+            ],
+        )
+        .map_err(|x| format!("--out: {x}"))?;
+    }
+
+    // 2.5x the forward's FLOPs (the five GEMMs of the backward against the forward's two).
+    let tile_flops =
+        4.0 * f64::from(geometry.block_m() * geometry.block_n()) * shape.head_dim as f64;
+    let (median, min, iters) = timing.as_ref().map_or((f64::NAN, f64::NAN, 0), |t| {
+        (t.median_ms, t.min_ms, t.samples_ms.len())
+    });
+    let dense_tf = 2.5 * shape.dense_flops() / (median * 1e-3) / 1e12;
+    let kept_tf = 2.5 * visited as f64 * tile_flops / (median * 1e-3) / 1e12;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "device": device.name(),
+                "shape": [shape.batch, shape.heads, shape.kv_heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim],
+                "kernel": kernel.label(),
+                "iters": iters,
+                "ms_median": timing.as_ref().map(|_| median),
+                "ms_min": timing.as_ref().map(|_| min),
+                "tflops_dense_equiv": timing.as_ref().map(|_| dense_tf),
+                "tflops_visible_tiles": timing.as_ref().map(|_| kept_tf),
+                "visited_tiles": visited,
+                "deterministic": flags.deterministic,
+            })
+        );
+    } else {
+        println!("device: {}", device.name());
+        println!(
+            "shape B={} H={} Hkv={} Sq={} Sk={} D={}",
+            shape.batch,
+            shape.heads,
+            shape.kv_heads,
+            shape.seqlen_q,
+            shape.seqlen_k,
+            shape.head_dim
+        );
+        println!("kernel: {}", kernel.label());
+        println!(
+            "tiles visited {visited} ({}x{})",
+            geometry.block_m(),
+            geometry.block_n()
+        );
+        if timing.is_some() {
+            println!(
+                "backward median {median:.4} ms (min {min:.4}, {iters} iters): {dense_tf:.1} TFLOP/s dense-equivalent (2.5x forward FLOPs), {kept_tf:.1} on visited tiles"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `fragmask attention --selftest --backward`: the backward sweep.
+pub fn run_selftest(runner: &AttentionRunner, seed: u64, device: &str) -> CmdResult {
+    println!(
+        "attention backward selftest on {device}: GPU vs CPU f64 reference (tolerance {})",
+        bwd_selftest::GRAD_TOLERANCE
+    );
+    let mut failures = 0;
+    for (i, case) in bwd_selftest::default_cases().iter().enumerate() {
+        match bwd_selftest::run_case(runner, case, seed.wrapping_add(i as u64)) {
+            Ok(r) => {
+                if !r.passed {
+                    failures += 1;
+                }
+                println!(
+                    "{} {:<52} dq {:.2e} dk {:.2e} dv {:.2e}  bad {}  empty-row errors {}  nondeterministic runs {}",
+                    if r.passed { "PASS" } else { "FAIL" },
+                    r.name,
+                    r.rel_err[0],
+                    r.rel_err[1],
+                    r.rel_err[2],
+                    r.bad_values,
+                    r.empty_row_errors,
+                    r.nondeterministic_runs
+                );
+            }
+            Err(x) => {
+                failures += 1;
+                println!("FAIL {:<52} error: {x}", case.name);
+            }
+        }
+    }
+    println!("backward selftest: {failures} failure(s)");
+    Ok(if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
