@@ -29,9 +29,9 @@ The masks are the ones our CLI builds from the same inputs:
   * video10: bench/video_bench.py's `make_lists(0.1, False, seed=100)`.
 Each is packed with `fragmask pack ... --transposed` into --workdir (the backward's file, with the
 transposed lists) and its inputs (q, k, v, dout) saved as safetensors; if `--bin` has
-`bench backward`, it is timed as `fragmask bench backward --inputs IN --mask FILE --json
---warmup W --iters N` (last stdout line JSON with `ms_median`); otherwise the files stay
-for that command and the row says "not run".
+`bench backward`, it is timed as `fragmask bench backward --inputs IN --d-o IN --mask FILE
+--json --warmup 10 --iters N` (last stdout line JSON with `ms_median`; IN holds q, k, v and
+the same dout as torch's run); otherwise the files stay for that command.
 
 Correctness mode (no timing): given the gradients `fragmask attention --backward` wrote,
 
@@ -127,8 +127,8 @@ def has_bench_backward(binary):
 
 
 def fragmask_backward(args, inputs, mask_file, extra):
-    cmd = [args.bin, "bench", "backward", "--inputs", inputs, "--json", "--warmup", "10",
-           "--iters", str(args.iters)] + (["--mask", mask_file] if mask_file else []) + extra
+    cmd = [args.bin, "bench", "backward", "--inputs", inputs, "--d-o", inputs, "--json",
+           "--warmup", "10", "--iters", str(args.iters)] + (["--mask", mask_file] if mask_file else []) + extra
     out = run(cmd)
     return json.loads(out.strip().splitlines()[-1])
 

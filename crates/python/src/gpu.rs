@@ -48,7 +48,7 @@ pub(crate) fn unregister(id: u64) {
         .remove(&id);
 }
 
-fn mask(id: u64) -> PyResult<Arc<PackedMask>> {
+pub(crate) fn mask(id: u64) -> PyResult<Arc<PackedMask>> {
     registry()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -62,7 +62,7 @@ fn mask(id: u64) -> PyResult<Arc<PackedMask>> {
 /// Per device: the device, the attention runner, the lightning kernels per (D, E, dtype).
 pub(crate) struct Gpu {
     pub(crate) device: Device,
-    attention: AttentionRunner,
+    pub(crate) attention: AttentionRunner,
     lightning: Mutex<HashMap<(usize, usize, ActDtype), Arc<LightningDecode>>>,
     packers: Mutex<HashMap<TileKey, Arc<GpuPacker>>>,
     /// The GPU packer's transposed-list kernels per (forward tile, backward accumulator).
@@ -134,7 +134,7 @@ pub(crate) fn contiguous(t: &Raw) -> bool {
 
 /// A bf16 tensor as the attention wrappers pass it: `(data_ptr, shape, strides in
 /// elements)`, rank 4.
-type View = (u64, [usize; 4], [usize; 4]);
+pub(crate) type View = (u64, [usize; 4], [usize; 4]);
 
 /// Refuses a mask packed for a tile or encoding the kernel does not read, before anything
 /// is launched, with the host's message (it lists the supported tiles).
@@ -407,7 +407,7 @@ fn packer(g: &Gpu, key: TileKey) -> PyResult<Arc<GpuPacker>> {
 
 /// The empty mask of `shape` and `acc` (no partial or full tile), shared by every GPU
 /// pack of that geometry as its registry entry (see [`GpuPack`]).
-fn geometry(shape: MaskShape, acc: &TiledAccumulator) -> PyResult<Arc<PackedMask>> {
+pub(crate) fn geometry(shape: MaskShape, acc: &TiledAccumulator) -> PyResult<Arc<PackedMask>> {
     type Key = (usize, usize, usize, usize, TileKey);
     static CACHE: OnceLock<Mutex<HashMap<Key, Arc<PackedMask>>>> = OnceLock::new();
     let key = (
@@ -472,7 +472,7 @@ pub(crate) fn list_offsets(rows: usize, tiles: usize) -> [usize; 7] {
 }
 
 /// `GpuPack.sizes`.
-type Sizes = (usize, usize, usize, usize, usize, usize, usize, usize);
+pub(crate) type Sizes = (usize, usize, usize, usize, usize, usize, usize, usize);
 
 /// What a pack left on the device, until `finish`.
 pub(crate) struct Enqueued {

@@ -12,6 +12,7 @@
 
 use std::path::PathBuf;
 
+mod backward;
 mod decode;
 mod gpu;
 mod transpose;
@@ -714,6 +715,7 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(layout, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::attention_launch, m)?)?;
+    m.add_function(wrap_pyfunction!(backward::attention_backward_launch, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::gpu_pack_plan, m)?)?;
     m.add_class::<gpu::GpuPack>()?;
     m.add_function(wrap_pyfunction!(transpose::gpu_transpose_plan, m)?)?;

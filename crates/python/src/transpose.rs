@@ -44,6 +44,9 @@ fn transposer(
 /// device lists, `finish` waits and attaches the result to a host mask.
 #[pyclass(frozen, module = "fragmask._fragmask", name = "GpuTranspose")]
 pub(crate) struct GpuTranspose {
+    /// Registry id of an empty mask of the same geometry with (empty) transposed lists of
+    /// the backward accumulator: what the backward op reads on the host.
+    id: u64,
     shape: PackShape,
     capacity: usize,
     gpu: Arc<Gpu>,
@@ -53,6 +56,7 @@ pub(crate) struct GpuTranspose {
 
 impl Drop for GpuTranspose {
     fn drop(&mut self) {
+        gpu::unregister(self.id);
         let enqueued = self.enqueued.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = enqueued.take() {
             gpu::return_event(&self.gpu, e.event);
@@ -103,7 +107,12 @@ pub(crate) fn gpu_transpose_plan(
     }
     let g = gpu::gpu(device)?;
     let transposer = transposer(&g, &fwd, &bwd)?;
+    let mut geometry = (*gpu::geometry(mask_shape, &fwd)?).clone();
+    geometry
+        .add_transposed(&bwd, &fragmask_masks::PackOptions::default())
+        .map_err(|e| crate::raise("with_transposed", e))?;
     let t = GpuTranspose {
+        id: gpu::register(&Arc::new(geometry)),
         shape: pack_shape,
         capacity,
         gpu: g,
@@ -168,7 +177,7 @@ impl GpuTranspose {
     /// `full_q_indices`, `q_tile_offsets` (tiles each), the count, then the words from
     /// entry `words_at`.
     #[getter]
-    fn sizes(&self) -> PyResult<(usize, usize, usize, usize, usize, usize, usize, usize)> {
+    fn sizes(&self) -> PyResult<gpu::Sizes> {
         let l = self.layout()?;
         Ok((
             self.q_rows(),
@@ -180,6 +189,12 @@ impl GpuTranspose {
             self.shape.m_blocks,
             self.shape.n_blocks,
         ))
+    }
+
+    /// The key the backward op finds this mask's geometry (with transposed lists) by.
+    #[getter]
+    fn registry_id(&self) -> u64 {
+        self.id
     }
 
     /// The backward accumulator (block_m, block_n, warpgroups, swap_ab).

@@ -122,9 +122,10 @@ class AttentionTests(unittest.TestCase):
         try:
             fragmask.attention(q, k, v)
             self.assertEqual(calls, [])
-            with self.assertRaises(RuntimeError):  # the op has no autograd formula
-                fragmask.attention(q.clone().requires_grad_(), k, v).sum().backward()
+            qg = q.clone().requires_grad_()
+            fragmask.attention(qg, k, v).sum().backward()   # autograd: the registered op
             self.assertEqual(len(calls), 1)
+            self.assertIsNotNone(qg.grad)
             with torch.no_grad():
                 fragmask.attention(q.clone().requires_grad_(), k, v)
             self.assertEqual(len(calls), 1)
@@ -226,9 +227,11 @@ class AttentionTests(unittest.TestCase):
         attention_op, lightning_op = _register()
         lists = _device_lists(torch, m, q.device)
         meta = list(m._meta)
-        torch.library.opcheck(attention_op, (q, k, v, *lists, meta, False, [-1, -1], 0.125))
-        torch.library.opcheck(attention_op, (q, k, v, None, None, None, None, None, None, [],
-                                             True, [-1, -1], 0.125))
+        none6 = (None,) * 6
+        torch.library.opcheck(attention_op, (q, k, v, *lists, *none6, meta, False, [-1, -1],
+                                             0.125))
+        torch.library.opcheck(attention_op, (q, k, v, *none6, *none6, [], True, [-1, -1],
+                                             0.125))
         B, H, D = 2, 4, 96
         args = [torch.randn(B, H, 1, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
         kv = torch.randn(B, H, D, D, device="cuda")
@@ -265,6 +268,167 @@ class AttentionTests(unittest.TestCase):
             graph.replay()
             torch.cuda.synchronize()
             self.assertEqual(rel_err(out, fragmask.attention(*new, m)), 0.0)
+
+
+def math_attention(q, k, v, mask=None, causal=False, scale=None):
+    """fp32 math attention, [B, H, S, D] (k, v repeated over GQA groups); a row with no
+    visible key has O = 0 and zero gradients (the kernels' convention)."""
+    q, k, v = q.float(), k.float(), v.float()
+    rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    s = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        sq, sk = s.shape[-2:]
+        mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril(sk - sq)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    mx = s.amax(-1, keepdim=True).detach()
+    mx = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
+    e = torch.exp(s - mx)
+    den = e.sum(-1, keepdim=True)
+    return (e / torch.where(den > 0, den, torch.ones_like(den))) @ v
+
+
+@needs_gpu
+class AutogradTests(unittest.TestCase):
+    """loss.backward() through fragmask.attention against torch autograd through fp32
+    math attention with the same bool mask (issue 13's small-shape check: relative error
+    below 2e-2 for bf16)."""
+
+    @classmethod
+    def setUpClass(cls):
+        fragmask.warmup(head_dims=(64, 128))
+
+    def grads(self, fn, q, k, v, do):
+        q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        out = fn(q, k, v)
+        out.backward(do)
+        return out.detach(), q.grad, k.grad, v.grad
+
+    def check(self, what, q, k, v, fm, ref, layout="bhsd", tol=2e-2):
+        g = torch.Generator(device="cuda").manual_seed(3)
+        do = torch.randn(q.shape, device="cuda", dtype=q.dtype, generator=g)
+        got = self.grads(fm, q, k, v, do)
+        want = self.grads(ref, q.float(), k.float(), v.float(), do.float())
+        for name, a, b in zip(("o", "dq", "dk", "dv"), got, want):
+            self.assertIsNotNone(a, f"{what}: {name}")
+            self.assertEqual(a.shape, b.shape, f"{what}: {name}")
+            self.assertTrue(torch.isfinite(a).all(), f"{what}: {name} not finite")
+            self.assertLess(rel_err(a, b), tol, f"{what}: {name}")
+
+    def test_gradients_match_fp32_math_attention_for_every_mask_source(self):
+        B, H, Hk, Sq, Sk, D = 2, 4, 2, 300, 260, 128
+        g = torch.Generator(device="cuda").manual_seed(21)
+        dense = torch.rand(B, H, Sq, Sk, device="cuda", generator=g) < 0.5
+        dense[:, :, 7] = False            # fully masked rows: zero gradients
+        idx = torch.stack([torch.randperm(Sk, device="cuda")[:32] for _ in range(Sq)])
+        topk = torch.zeros(Sq, Sk, dtype=torch.bool, device="cuda")
+        topk.scatter_(1, idx, True)
+        causal = torch.ones(Sq, Sk, dtype=torch.bool, device="cuda").tril()
+        masks = {
+            "dense, CPU-packed, no transposed lists": (Mask.from_dense(dense.cpu()), dense),
+            "dense, GPU-packed with transposed lists": (
+                Mask.from_dense(dense, transposed=True), dense),
+            "dense, GPU-packed, lists added at backward": (Mask.from_dense(dense), dense),
+            "topk": (Mask.from_topk(idx.cpu(), Sk).with_transposed(), topk),
+            "predicate": (Mask.from_predicate("causal@top-left", Sq, Sk), causal),
+            "64x64 tile": (Mask.from_dense(dense, block=(64, 64), transposed=True), dense),
+        }
+        for layout in ("bhsd", "bshd"):
+            q, k, v = (torch.randn(s, device="cuda", dtype=torch.bfloat16, generator=g)
+                       for s in ((B, H, Sq, D), (B, Hk, Sk, D), (B, Hk, Sk, D)))
+            tr = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
+            un = (lambda t: t.transpose(1, 2)) if layout == "bshd" else (lambda t: t)
+            for name, (m, bool_mask) in masks.items():
+                self.check(f"{name} {layout}", tr(q), tr(k), tr(v),
+                           lambda q, k, v: fragmask.attention(q, k, v, m, layout=layout),
+                           lambda q, k, v: tr(math_attention(un(q), un(k), un(v), bool_mask)))
+            self.check(f"causal {layout}", tr(q), tr(k), tr(v),
+                       lambda q, k, v: fragmask.attention(q, k, v, causal=True, layout=layout),
+                       lambda q, k, v: tr(math_attention(un(q), un(k), un(v), causal=True)))
+            self.check(f"no mask {layout}", tr(q), tr(k), tr(v),
+                       lambda q, k, v: fragmask.attention(q, k, v, layout=layout),
+                       lambda q, k, v: tr(math_attention(un(q), un(k), un(v))))
+
+    def test_fp16_head_dim_64_and_mqa(self):
+        B, H, Sq, Sk, D = 1, 4, 200, 333, 64
+        g = torch.Generator(device="cuda").manual_seed(5)
+        dense = torch.rand(Sq, Sk, device="cuda", generator=g) < 0.3
+        m = Mask.from_dense(dense)
+        for dtype in (torch.float16, torch.bfloat16):
+            q = torch.randn(B, H, Sq, D, device="cuda", dtype=dtype, generator=g)
+            k, v = (torch.randn(B, 1, Sk, D, device="cuda", dtype=dtype, generator=g)
+                    for _ in range(2))
+            self.check(f"{dtype} MQA", q, k, v,
+                       lambda q, k, v: fragmask.attention(q, k, v, m),
+                       lambda q, k, v: math_attention(q, k, v, dense))
+
+    def test_the_transposed_lists_are_added_once_and_cached(self):
+        S, D = 256, 128
+        dense = torch.rand(S, S, device="cuda") < 0.5
+        m = Mask.from_dense(dense)
+        self.assertFalse(m.has_transposed)
+        q, k, v = (torch.randn(1, 2, S, D, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=True) for _ in range(3))
+        fragmask.attention(q, k, v, m).sum().backward()
+        cached = [key for key in m._device_cache if key.endswith(":transposed")]
+        self.assertEqual(len(cached), 1)
+        lists = m._device_cache[cached[0]][0]
+        fragmask.attention(q, k, v, m).sum().backward()
+        self.assertIs(m._device_cache[cached[0]][0], lists)
+        # Without grad, no transposed lists are built.
+        m2 = Mask.from_dense(dense)
+        with torch.no_grad():
+            fragmask.attention(q, k, v, m2)
+        self.assertFalse(any(key.endswith(":transposed") for key in m2._device_cache))
+
+    def test_opcheck_of_the_backward_op(self):
+        from fragmask import _ops
+
+        S, D = 130, 64
+        q, k, v = (torch.randn(1, 2, S, D, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        m = Mask.from_predicate("window=64:0", S, S).with_transposed().to("cuda")
+        attention_op, _ = _ops._register()
+        lists = _ops._device_lists(torch, m, q.device)
+        tlists, bwd_id = _ops._device_transposed(torch, m, q.device)
+        meta = list(m._meta) + [bwd_id]
+        args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), *lists, *tlists,
+                meta, False, [-1, -1], 0.125)
+        torch.library.opcheck(attention_op, args)     # includes the autograd registration
+        out, lse = attention_op(*args)
+        do = torch.randn_like(out)
+        torch.library.opcheck(_ops._backward_op,
+                              (q.detach(), k.detach(), v.detach(), out.detach(), lse, do,
+                               *lists, *tlists, meta, False, [-1, -1], 0.125))
+        none6 = (None,) * 6
+        torch.library.opcheck(_ops._backward_op,
+                              (q.detach(), k.detach(), v.detach(), out.detach(), lse, do,
+                               *none6, *none6, [], True, [-1, -1], 0.125))
+
+    def test_torch_compile_fullgraph_of_forward_and_backward(self):
+        S, D = 256, 128
+        g = torch.Generator(device="cuda").manual_seed(8)
+        dense = torch.rand(S, S, device="cuda", generator=g) < 0.4
+        m = Mask.from_dense(dense, transposed=True).to("cuda")
+
+        def loss(q, k, v):
+            return (fragmask.attention(q * 1.0, k, v, m).float() ** 2).sum()
+
+        compiled = torch.compile(loss, fullgraph=True)
+        q, k, v = (torch.randn(1, 4, S, D, device="cuda", dtype=torch.bfloat16,
+                               generator=g).requires_grad_() for _ in range(3))
+        eager = torch.autograd.grad(loss(q, k, v), (q, k, v))
+        traced = torch.autograd.grad(compiled(q, k, v), (q, k, v))
+        for a, b in zip(traced, eager):
+            self.assertTrue(torch.equal(a, b))
+        # A mask without transposed lists is a clear error under compile, not a crash.
+        plain = Mask.from_dense(dense).to("cuda")
+        f = torch.compile(lambda q, k, v: fragmask.attention(q, k, v, plain).sum(),
+                          fullgraph=True)
+        with self.assertRaisesRegex(Exception, "transposed"):
+            f(q, k, v).backward()
 
 
 @needs_gpu

@@ -189,11 +189,15 @@ class Mask:
     def to(self, device):
         """Copies the lists to ``device`` now (once; later calls reuse them) and returns
         the mask. Call it before ``torch.compile`` or CUDA-graph capture of code that
-        uses the mask, so the traced code finds the lists already there. A mask packed
-        on a GPU already has its lists there."""
+        uses the mask, so the traced code finds the lists already there (the transposed
+        lists of the backward pass too, when the mask has them). A mask packed on a GPU
+        already has its lists there."""
         from . import _ops
 
-        _ops._device_lists(_ops._torch(), self, device)
+        torch = _ops._torch()
+        _ops._device_lists(torch, self, device)
+        if torch.device(device).type == "cuda" and self.has_transposed:
+            _ops._device_transposed(torch, self, device)   # the backward's lists too
         return self
 
     # Constructors ---------------------------------------------------------------

@@ -22,10 +22,14 @@ from ._mask import Mask
 _DTYPES = ("bfloat16", "float16")
 _LISTS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
           "kv_tile_offsets", "words")
+_TLISTS = ("q_num_blocks", "q_indices", "full_q_num_blocks", "full_q_indices",
+           "q_tile_offsets", "q_words")
 _ops = None
+_backward_op = None
 _decode_op = None
 _T = None  # torch, once imported
 _launch = _fragmask.attention_launch
+_backward_launch = _fragmask.attention_backward_launch
 
 
 def _torch():
@@ -118,10 +122,15 @@ def _register():
         kv_num_blocks: Optional[Tensor], kv_indices: Optional[Tensor],
         full_kv_num_blocks: Optional[Tensor], full_kv_indices: Optional[Tensor],
         kv_tile_offsets: Optional[Tensor], words: Optional[Tensor],
+        q_num_blocks: Optional[Tensor], q_indices: Optional[Tensor],
+        full_q_num_blocks: Optional[Tensor], full_q_indices: Optional[Tensor],
+        q_tile_offsets: Optional[Tensor], q_words: Optional[Tensor],
         mask_meta: List[int], causal: bool, window: List[int], scale: float,
     ) -> Tuple[Tensor, Tensor]:
         # q, k, v are [B, H, S, D] views (strides carry the caller's layout); the
         # kernel writes a contiguous [B, H, Sq, D] O (the wrapper views it as q's layout).
+        # The q_* lists (the mask's transposed lists) are not read here: they are inputs
+        # so that autograd saves them for fragmask::attention_backward.
         B, H, Sq, D = q.shape
         out = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
         lse = torch.empty((B, H, Sq), dtype=torch.float32, device=q.device)
@@ -135,7 +144,7 @@ def _register():
             lists = tuple(t.data_ptr() for t in (kv_num_blocks, kv_indices,
                                                  full_kv_num_blocks, full_kv_indices,
                                                  kv_tile_offsets, words))
-            mask_id = mask_meta[-1]   # the Mask's registry id (see attention())
+            mask_id = mask_meta[8]    # the Mask's registry id (see attention())
         device = q.device.index
         _launch((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
                 (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse.data_ptr(),
@@ -166,8 +175,81 @@ def _register():
         B, H, n, _ = q.shape
         return q.new_empty((B, H, n, v.shape[-1]))
 
+    _register_backward(torch, attention_op)
     _ops = (attention_op, lightning_op)
     return _ops
+
+
+def _view(t):
+    return (t.data_ptr(), t.shape, t.stride())
+
+
+def _register_backward(torch, attention_op):
+    """``fragmask::attention_backward`` and the autograd formula of ``fragmask::attention``
+    (once, from _register)."""
+    global _backward_op
+    from typing import List, Optional, Tuple
+
+    Tensor = torch.Tensor
+
+    @torch.library.custom_op("fragmask::attention_backward", mutates_args=())
+    def attention_backward_op(
+        q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor,
+        kv_num_blocks: Optional[Tensor], kv_indices: Optional[Tensor],
+        full_kv_num_blocks: Optional[Tensor], full_kv_indices: Optional[Tensor],
+        kv_tile_offsets: Optional[Tensor], words: Optional[Tensor],
+        q_num_blocks: Optional[Tensor], q_indices: Optional[Tensor],
+        full_q_num_blocks: Optional[Tensor], full_q_indices: Optional[Tensor],
+        q_tile_offsets: Optional[Tensor], q_words: Optional[Tensor],
+        mask_meta: List[int], causal: bool, window: List[int], scale: float,
+    ) -> Tuple[Tensor, Tensor, Tensor]:
+        # dQ, dK, dV contiguous in the shapes of the op's q, k, v ([B, H(kv), S, D]).
+        dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+        lists = tlists = None
+        mask_id = 0
+        if kv_num_blocks is not None:
+            if q_num_blocks is None or len(mask_meta) < 10:
+                raise RuntimeError(
+                    "fragmask.attention backward: the mask has no transposed lists; build it "
+                    "with transposed=True or call mask.with_transposed()")
+            lists = tuple(t.data_ptr() for t in (kv_num_blocks, kv_indices, full_kv_num_blocks,
+                                                 full_kv_indices, kv_tile_offsets, words))
+            tlists = tuple(t.data_ptr() for t in (q_num_blocks, q_indices, full_q_num_blocks,
+                                                  full_q_indices, q_tile_offsets, q_words))
+            mask_id = mask_meta[9]    # a registry entry of the mask's geometry with q_* lists
+        device = q.device.index
+        _backward_launch(_view(q), _view(k), _view(v), _view(out), lse.data_ptr(),
+                         _view(dout), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), mask_id,
+                         lists, tlists, causal, window[0], window[1], scale,
+                         _get_stream(device), device, q.dtype == torch.float16)
+        return dq, dk, dv
+
+    @attention_backward_op.register_fake
+    def _(q, k, v, *args):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def setup_context(ctx, inputs, output):
+        q, k, v = inputs[:3]
+        mask_lists = inputs[3:15]
+        ctx.meta, ctx.causal, ctx.window, ctx.scale = inputs[15:19]
+        out, lse = output
+        ctx.mark_non_differentiable(lse)
+        ctx.save_for_backward(q, k, v, out, lse, *mask_lists)
+
+    def backward(ctx, grad_out, grad_lse):
+        q, k, v, out, lse, *mask_lists = ctx.saved_tensors
+        if grad_out is None:      # only lse was used: it is not differentiable
+            grad_out = torch.zeros_like(out)
+        dq, dk, dv = attention_backward_op(q, k, v, out, lse, grad_out.contiguous(),
+                                           *mask_lists, ctx.meta, ctx.causal, ctx.window,
+                                           ctx.scale)
+        return (dq, dk, dv) + (None,) * 16
+
+    torch.library.register_autograd("fragmask::attention", backward,
+                                    setup_context=setup_context)
+    _backward_op = attention_backward_op
 
 
 def _check_tensors(torch, what, tensors, dtypes):
@@ -220,6 +302,47 @@ def _device_lists(torch, mask, device):
     return lists
 
 
+def _device_transposed(torch, mask, device):
+    """(the mask's transposed lists on `device`, the registry id of its geometry with
+    them) for the backward, built once and cached on the Mask: views of a GPU
+    transposition's buffer, copies of host lists, or, for a mask without them, the GPU
+    packer's transposed lists of its device lists (``with_transposed(device=...)``)."""
+    device = torch.device(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = f"cuda:{index}:transposed"
+    hit = mask._device_cache.get(key)
+    if hit is not None:
+        return hit[:2]
+    src = mask
+    if mask._gpu_t is None and not mask.has_transposed:
+        if torch.compiler.is_compiling():
+            raise RuntimeError(
+                "fragmask.attention: the mask has no transposed lists, which the backward "
+                "pass needs: build it with transposed=True, or call mask = "
+                "mask.with_transposed() and mask.to(device) before torch.compile traces it")
+        src = mask.with_transposed(device=torch.device("cuda", index))
+    gpu_t = src._gpu_t
+    if gpu_t is not None and gpu_t[2] == index:
+        plan, buf, _ = gpu_t
+        q_rows, tiles, _, _, _, words_at, mb, nb = plan.sizes
+        B, H = src._meta[:2]
+        counts = lambda i: buf[i * q_rows:(i + 1) * q_rows].view(B, H, nb)  # noqa: E731
+        tiles_at = lambda i: buf[2 * q_rows + i * tiles:  # noqa: E731
+                                 2 * q_rows + (i + 1) * tiles].view(B, H, nb, mb)
+        lists = (counts(0), tiles_at(0), counts(1), tiles_at(1), tiles_at(2), buf[words_at:])
+        bwd_id = plan.registry_id
+    elif torch.compiler.is_compiling():
+        raise RuntimeError("fragmask.attention: call mask.to(device) before torch.compile "
+                           "traces a backward through the mask")
+    else:
+        arrays = [getattr(src, n) for n in _TLISTS]
+        arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
+        lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
+        bwd_id = src._packed.registry_id
+    mask._device_cache[key] = (lists, bwd_id, src)   # src keeps the registry entry alive
+    return lists, bwd_id
+
+
 def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
               return_lse=False, layout="bhsd"):
     """Masked attention forward, ``softmax(q kᵀ · scale + mask) v`` (bf16 / fp16, GQA
@@ -229,7 +352,14 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     FlashAttention's); any strides with a unit-stride head dim. ``mask``: a
     ``fragmask.Mask`` built for (B or 1, H or 1, Sq, Sk) with the kernel's tile.
     ``window``: (left, right) keys, -1 = unbounded. Returns the output in q's layout,
-    and with ``return_lse`` also the fp32 log-sum-exp ``[B, H, Sq]``.
+    and with ``return_lse`` also the fp32 log-sum-exp ``[B, H, Sq]`` (not
+    differentiable).
+
+    Differentiable in q, k and v (``fragmask::attention_backward``, issue 13's backward
+    kernels): the backward of a masked call reads the mask's transposed lists; a mask
+    without them gets them on the GPU at the first call that needs them (build it with
+    ``transposed=True``, or ``with_transposed()`` and ``to(device)``, before
+    ``torch.compile`` or CUDA-graph capture).
     """
     if _T is None:
         _torch()
@@ -307,6 +437,7 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout)
         window = [-1, -1]
     scale = D ** -0.5 if scale is None else float(scale)
     lists = (None,) * 6
+    tlists = (None,) * 6
     meta = []
     if mask is not None:
         if not isinstance(mask, Mask):
@@ -317,8 +448,12 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout)
                              f"the inputs are B={B}, H={H}, Sq={Sq}, Sk={Sk}")
         lists = _device_lists(torch, mask, q.device)
         meta = list(mask._meta)
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            # The backward reads the transposed lists: added on the GPU when missing.
+            tlists, bwd_id = _device_transposed(torch, mask, q.device)
+            meta.append(bwd_id)
     attention_op, _ = _register()
-    out, lse = attention_op(q, k, v, *lists, meta, bool(causal), window, scale)
+    out, lse = attention_op(q, k, v, *lists, *tlists, meta, bool(causal), window, scale)
     if layout == "bshd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out

@@ -1,0 +1,156 @@
+//! `fragmask::attention_backward`'s launch: the host's raw backward API
+//! (`AttentionRunner::launch_backward_raw`) on tensors torch owns, on torch's current
+//! stream. The backward's scratch (lse in log2, the row sums of dO∘O, the f32 dQ
+//! accumulator) is a `BackwardWorkspace` kept per (device, stream) and grown when a
+//! larger shape comes: launches on one stream are ordered, so they share it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use fragmask_host::attention::backward::{
+    BackwardOptions, BackwardWorkspace, RawBackwardMask, RawGradients,
+};
+use fragmask_host::attention::{AttentionShape, RawTensor, Window};
+use fragmask_kernels::family::dtype::ActDtype;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::gpu::{self, View};
+
+type Workspaces = Mutex<HashMap<(usize, u64), Arc<Mutex<BackwardWorkspace>>>>;
+
+/// The workspace of (device, stream), at least as large as `shape` needs.
+fn workspace(
+    device: usize,
+    stream: u64,
+    cuda_stream: &Arc<fragmask_host::cudarc::driver::CudaStream>,
+    shape: &AttentionShape,
+) -> PyResult<Arc<Mutex<BackwardWorkspace>>> {
+    static CACHE: OnceLock<Workspaces> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(ws) = cache.get(&(device, stream)) {
+        if ws.lock().unwrap_or_else(|e| e.into_inner()).fits(shape) {
+            return Ok(ws.clone());
+        }
+    }
+    let ws = BackwardWorkspace::new(cuda_stream, shape)
+        .map(|w| Arc::new(Mutex::new(w)))
+        .map_err(|e| {
+            PyRuntimeError::new_err(format!("fragmask.attention backward: workspace: {e}"))
+        })?;
+    if cache.len() >= 16 {
+        cache.clear();
+    }
+    cache.insert((device, stream), ws.clone());
+    Ok(ws)
+}
+
+/// The backward of `fragmask::attention`: q, k, v, o, d_o as `[B, H, S, D]` views (D
+/// contiguous, 16-byte strides), lse f32 `[B, H, Sq]` contiguous, dq / dk / dv fresh
+/// contiguous outputs of q's / k's / v's shapes. `mask_id` 0 means no mask (causal and
+/// window as the forward's); otherwise `lists` and `tlists` are the device addresses of
+/// the mask's six forward lists and six transposed lists, and `mask_id` the registry
+/// entry of a mask of the same geometry with transposed lists.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, mask_id, lists, tlists, causal,
+                    window_left, window_right, scale, stream, device, fp16=false))]
+pub(crate) fn attention_backward_launch(
+    q: View,
+    k: View,
+    v: View,
+    o: View,
+    lse: u64,
+    d_o: View,
+    dq: u64,
+    dk: u64,
+    dv: u64,
+    mask_id: u64,
+    lists: Option<[u64; 6]>,
+    tlists: Option<[u64; 6]>,
+    causal: bool,
+    window_left: i64,
+    window_right: i64,
+    scale: f64,
+    stream: u64,
+    device: usize,
+    fp16: bool,
+) -> PyResult<()> {
+    let what = "fragmask.attention backward";
+    let raw = |(ptr, shape, strides): View| RawTensor {
+        ptr,
+        shape,
+        strides,
+    };
+    let scale = scale as f32;
+    if !scale.is_finite() || scale <= 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "{what}: scale {scale} must be positive and finite"
+        )));
+    }
+    let bound = |x: i64| -> PyResult<Option<u32>> {
+        match x {
+            -1 => Ok(None),
+            x if x >= 0 => Ok(Some(u32::try_from(x).unwrap_or(u32::MAX))),
+            x => Err(PyValueError::new_err(format!(
+                "{what}: window bound {x}: expected -1 (unbounded) or >= 0"
+            ))),
+        }
+    };
+    let mut w = Window {
+        left: bound(window_left)?,
+        right: bound(window_right)?,
+        diag_offset: 0,
+    };
+    if causal {
+        w.right = Some(0);
+    }
+    let packed;
+    let mask = match (mask_id, lists, tlists) {
+        (0, _, _) => RawBackwardMask::Window(w),
+        (id, Some(fwd), Some(bwd)) => {
+            packed = gpu::mask(id)?;
+            RawBackwardMask::Blocks(&packed, fwd, bwd)
+        }
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "{what}: a mask needs its forward and transposed lists"
+            )))
+        }
+    };
+    let shape = AttentionShape::from_tensors(q.1, k.1, v.1)
+        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+    let g = gpu::gpu(device)?;
+    // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads it).
+    let cuda_stream = unsafe { g.device.borrowed_stream(stream) };
+    let ws = workspace(device, stream, &cuda_stream, &shape)?;
+    let mut ws = ws.lock().unwrap_or_else(|e| e.into_inner());
+    let opts = BackwardOptions {
+        scale: Some(scale),
+        dtype: fp16.then_some(ActDtype::F16),
+        ..BackwardOptions::default()
+    };
+    // SAFETY: data_ptr()s of live torch CUDA tensors of `device` with the shapes and
+    // strides given (the wrapper holds them until this returns; torch's caching allocator
+    // orders reuse on this stream); dq, dk, dv are fresh outputs that overlap nothing; the
+    // workspace is this stream's, so no launch in flight elsewhere uses it.
+    unsafe {
+        g.attention.launch_backward_raw(
+            &cuda_stream,
+            &raw(q),
+            &raw(k),
+            &raw(v),
+            &raw(o),
+            lse,
+            &raw(d_o),
+            &mask,
+            &opts,
+            RawGradients { dq, dk, dv },
+            &mut ws,
+        )
+    }
+    .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
