@@ -109,6 +109,13 @@ fn verify_without_a_gpu_runs_the_emulator_says_so_and_exits_3() {
         t.contains("emulator fragment-native 128x128 w2: == dense") && t.contains("PASS"),
         "{t}"
     );
+    let o = run(&["verify", "--packer-only"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("GPU packer checks did not run") && !t.contains("== CPU"),
+        "{t}"
+    );
     for bench in ["apply", "packer"] {
         let o = run(&["bench", bench]);
         assert_eq!(o.status.code(), Some(3), "bench {bench}: {}", text(&o));

@@ -211,6 +211,15 @@ fn benchmarks_validate_every_flag_before_looking_for_a_gpu() {
         ),
         (&["bench", "packer", "--planes", "0"][..], &["--planes"][..]),
         (
+            &["bench", "packer", "--block", "100x64"][..],
+            &["--block", "100x64"][..],
+        ),
+        (
+            // A tile with no backward accumulator (176 keys are not whole wgmma rows).
+            &["bench", "packer", "--transposed", "--block", "128x176"][..],
+            &["--transposed", "128x176"][..],
+        ),
+        (
             &["bench", "packer", "--npy", "rank5.npy"][..],
             &["rank5.npy"][..],
         ),

@@ -452,6 +452,10 @@ pub fn run(args: VerifyArgs) -> CmdResult {
     };
     let device = match Device::first() {
         Ok(d) => d,
+        Err(e) if e.is_no_gpu() && args.packer_only => {
+            println!("no GPU: {e}\nThe GPU packer checks did not run.");
+            return Ok(ExitCode::from(NO_GPU_EXIT));
+        }
         Err(e) if e.is_no_gpu() => {
             println!(
                 "\nno GPU: {e}\nThe GPU checks (wgmma and mma.sync fragments, mask apply on the GPU, \
