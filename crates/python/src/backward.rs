@@ -11,6 +11,7 @@ use fragmask_host::attention::backward::{
     BackwardOptions, BackwardWorkspace, RawBackwardMask, RawGradients,
 };
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
+use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
 use fragmask_kernels::family::dtype::ActDtype;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -35,6 +36,18 @@ fn workspace(
         if ws.lock().unwrap_or_else(|e| e.into_inner()).fits(shape) {
             return Ok(ws.clone());
         }
+    }
+    // A workspace allocated inside CUDA-graph capture would be the graph's memory: refuse,
+    // so that the first backward of a shape runs eagerly (as the kernels' compilation must).
+    let capturing = cuda_stream
+        .capture_status()
+        .map_err(|e| PyRuntimeError::new_err(format!("fragmask.attention backward: {e}")))?;
+    if capturing != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+        return Err(PyRuntimeError::new_err(
+            "fragmask.attention backward: the first backward of this size cannot be captured \
+             in a CUDA graph (it allocates the backward's workspace); run one backward of the \
+             same (or a larger) shape on this stream before capturing",
+        ));
     }
     let ws = BackwardWorkspace::new(cuda_stream, shape)
         .map(|w| Arc::new(Mutex::new(w)))

@@ -407,6 +407,37 @@ class AutogradTests(unittest.TestCase):
                               (q.detach(), k.detach(), v.detach(), out.detach(), lse, do,
                                *none6, *none6, [], True, [-1, -1], 0.125))
 
+    def test_cuda_graph_captures_forward_and_backward(self):
+        S, D = 256, 128
+        g = torch.Generator(device="cuda").manual_seed(9)
+        m = Mask.from_dense(torch.rand(S, S, device="cuda", generator=g) < 0.4, transposed=True)
+        q, k, v = (torch.randn(1, 2, S, D, device="cuda", dtype=torch.bfloat16,
+                               generator=g).requires_grad_() for _ in range(3))
+        do = torch.randn(1, 2, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
+
+        def step():
+            return torch.autograd.grad(fragmask.attention(q, k, v, m), (q, k, v), do)
+
+        eager = step()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):   # the backward's workspace is per stream: warm it up
+            step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=s):
+            captured = step()
+        graph.replay()
+        torch.cuda.synchronize()
+        # dQ is reduced with atomics (its order may differ run to run): close, not equal.
+        for a, b in zip(captured, eager):
+            self.assertLess(rel_err(a, b), 1e-3)
+        # A stream with no workspace yet: a clear error, not a capture of an allocation.
+        other = torch.cuda.Stream()
+        with self.assertRaisesRegex(RuntimeError, "before capturing"):
+            with torch.cuda.graph(torch.cuda.CUDAGraph(), stream=other):
+                step()
+
     def test_torch_compile_fullgraph_of_forward_and_backward(self):
         S, D = 256, 128
         g = torch.Generator(device="cuda").manual_seed(8)
@@ -421,8 +452,8 @@ class AutogradTests(unittest.TestCase):
                                generator=g).requires_grad_() for _ in range(3))
         eager = torch.autograd.grad(loss(q, k, v), (q, k, v))
         traced = torch.autograd.grad(compiled(q, k, v), (q, k, v))
-        for a, b in zip(traced, eager):
-            self.assertTrue(torch.equal(a, b))
+        for a, b in zip(traced, eager):   # dQ's atomics: close, not necessarily equal
+            self.assertLess(rel_err(a, b), 1e-3)
         # A mask without transposed lists is a clear error under compile, not a crash.
         plain = Mask.from_dense(dense).to("cuda")
         f = torch.compile(lambda q, k, v: fragmask.attention(q, k, v, plain).sum(),

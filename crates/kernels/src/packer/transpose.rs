@@ -69,7 +69,7 @@ impl TransposeKernels {
     /// let k = TransposeKernels::new(&fwd, &bwd).unwrap();
     /// assert_eq!(k.backward_words_per_tile(), 512);
     /// assert!(k.source().contains("fragmask_pack_transcode"));
-    /// assert!(TransposeKernels::new(&fwd, &TiledAccumulator::new(128, 64, 2, true).unwrap()).is_err());
+    /// assert!(TransposeKernels::new(&fwd, &TiledAccumulator::new(64, 128, 1, true).unwrap()).is_err());
     /// ```
     pub fn new(
         forward: &TiledAccumulator,
