@@ -29,6 +29,25 @@ for block in 128x128 64x64; do
         --json "$L/packer_$block.json" > "$L/packer_$block.txt" 2>&1
     grep -E "GPU packer:|transposed|add_transposed" "$L/packer_$block.txt"
 done
+echo "== per-kernel durations (ncu), 128x128, random 50% 16384^2: 4 packs, then 4 transpositions"
+timeout 90 ncu --metrics gpu__time_duration.sum -k regex:fragmask_pack --launch-count 24 \
+    "$BIN" bench packer --transposed --runs 1 --no-cpu > "$L/ncu_packer.txt" 2>&1
+echo "ncu rc $?"
+python3 - "$L/ncu_packer.txt" <<'PY'
+import re, sys, collections
+durs, kernel = collections.defaultdict(list), None
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"\s+(fragmask_pack_\w+)\s*\(.*Context", line)
+    if m:
+        kernel = m.group(1)
+    m = re.search(r"gpu__time_duration.sum\s+(\w+)\s+([\d.,]+)", line)
+    if m and kernel:
+        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(m.group(1), float("nan"))
+        durs[kernel].append(float(m.group(2).replace(",", "")) * scale)
+        kernel = None
+for k, v in durs.items():
+    print(f"{k:<28} n={len(v):<3} median {sorted(v)[len(v) // 2]:9.1f} us")
+PY
 echo "== Python GPU tests (autograd, GPU packer, attention)"
 (cd "$C/pytests" && timeout 110 python3 -m unittest -v test_gpu.AutogradTests \
     test_gpu.GpuPackerTests test_gpu.AttentionTests > "$L/python_gpu_tests.txt" 2>&1
