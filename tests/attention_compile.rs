@@ -135,7 +135,7 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
 #[test]
 fn every_backward_variant_compiles_without_spills_and_uses_hgmma() {
     use fragmask::host::attention::backward::compile_backward;
-    use fragmask::kernels::attention::backward::{BackwardKernel, BackwardMask};
+    use fragmask::kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
     if !nvrtc_or_skip() {
         return;
     }
@@ -152,16 +152,19 @@ fn every_backward_variant_compiles_without_spills_and_uses_hgmma() {
                 block_n: 64,
             },
         ] {
-            for (det, dtype) in [
-                (false, ActDtype::Bf16),
-                (true, ActDtype::Bf16),
-                (false, ActDtype::F16),
+            for (det, dtype, reduce) in [
+                (false, ActDtype::Bf16, DqReduce::Bulk),
+                (true, ActDtype::Bf16, DqReduce::Bulk),
+                (false, ActDtype::F16, DqReduce::Bulk),
+                (false, ActDtype::Bf16, DqReduce::Atomics),
+                (true, ActDtype::Bf16, DqReduce::Atomics),
             ] {
                 let k = BackwardKernel::default_for(d, mask)
                     .unwrap()
                     .with_dtype(dtype)
                     .unwrap()
-                    .with_deterministic(det);
+                    .with_deterministic(det)
+                    .with_dq_reduce(reduce);
                 let c = compile_backward(&k).unwrap_or_else(|e| panic!("{}: {e}", k.label()));
                 println!(
                     "{}: {} registers, {} spill bytes",

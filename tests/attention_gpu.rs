@@ -46,3 +46,42 @@ fn gpu_attention_matches_the_f64_reference_on_every_sweep_case() {
     }
     assert!(failed.is_empty(), "failed cases: {failed:#?}");
 }
+
+#[test]
+#[ignore = "needs an SM90 GPU: run with --include-ignored on the GPU machine"]
+fn gpu_attention_backward_matches_the_f64_reference_on_every_sweep_case() {
+    use fragmask::host::attention::backward::selftest;
+    let device = match Device::first() {
+        Ok(d) if d.compute_capability().major == 9 => d,
+        Ok(d) => {
+            eprintln!(
+                "SKIPPED: no SM90 GPU ({} is {})",
+                d.name(),
+                d.compute_capability()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no GPU ({e})");
+            return;
+        }
+    };
+    let runner = AttentionRunner::new(&device).expect("runner");
+    let mut failed = Vec::new();
+    for (i, case) in selftest::default_cases().iter().enumerate() {
+        let r = selftest::run_case(&runner, case, 2000 + i as u64).expect("case ran");
+        eprintln!(
+            "{} {} dq {:.2e} dk {:.2e} dv {:.2e} nondeterministic runs {}",
+            if r.passed { "PASS" } else { "FAIL" },
+            r.name,
+            r.rel_err[0],
+            r.rel_err[1],
+            r.rel_err[2],
+            r.nondeterministic_runs
+        );
+        if !r.passed {
+            failed.push(r);
+        }
+    }
+    assert!(failed.is_empty(), "failed cases: {failed:#?}");
+}

@@ -269,8 +269,13 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     } else {
         Some(validate(&args.forward)?)
     };
-    if !args.backward && (args.backward_flags.deterministic || args.backward_flags.d_o.is_some()) {
-        return Err("--deterministic and --d-o need --backward".into());
+    if !args.backward
+        && (args.backward_flags.deterministic
+            || args.backward_flags.d_o.is_some()
+            || args.backward_flags.dq_atomics
+            || args.backward_flags.bwd_stages.is_some())
+    {
+        return Err("--deterministic, --d-o, --dq-atomics and --bwd-stages need --backward".into());
     }
     if args.backward && args.lse_out.is_some() {
         return Err("--lse-out: the backward writes dq, dk, dv to --out only".into());
@@ -279,7 +284,10 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     let backward_d_o = match (&validated, args.backward) {
         (Some(v), true) => {
             backward::validate(&args.forward, &args.backward_flags, v)?;
-            Some(backward::read_d_o(&args.backward_flags, v)?)
+            Some(match backward::read_d_o(&args.backward_flags, v)? {
+                Some(d) => Some(d),
+                None => backward::d_o_from_inputs(&args.forward, v)?,
+            })
         }
         _ => None,
     };

@@ -29,6 +29,13 @@ pub struct BackwardFlags {
     /// `do`, or its only tensor). Default: random (seeded by --seed).
     #[arg(long = "d-o")]
     pub d_o: Option<std::path::PathBuf>,
+    /// Reduce dQ with red.global.add from registers instead of TMA bulk reductions (for A/B
+    /// measurements).
+    #[arg(long)]
+    pub dq_atomics: bool,
+    /// Q/dO pipeline stages of the backward (default 2).
+    #[arg(long)]
+    pub bwd_stages: Option<u32>,
 }
 
 /// Arguments of `fragmask bench backward`.
@@ -51,6 +58,24 @@ pub fn read_d_o(flags: &BackwardFlags, v: &Validated) -> Result<Option<Vec<u16>>
     let Some(path) = &flags.d_o else {
         return Ok(None);
     };
+    read_do_file(path, v)
+}
+
+/// dO from `--inputs` when that file holds a tensor `do` (bench/backward_bench.py writes q,
+/// k, v and do together), else `None` (random).
+pub fn d_o_from_inputs(args: &ForwardArgs, v: &Validated) -> Result<Option<Vec<u16>>, String> {
+    let Some(path) = &args.inputs else {
+        return Ok(None);
+    };
+    let bytes =
+        read_file_limited(path, inputs::MAX_FILE_BYTES).map_err(|e| format!("--inputs: {e}"))?;
+    match fragmask::masks::io::SafetensorsFile::parse(&bytes) {
+        Ok(f) if f.names().iter().any(|n| n == "do") => read_do_file(path, v),
+        _ => Ok(None),
+    }
+}
+
+fn read_do_file(path: &std::path::Path, v: &Validated) -> Result<Option<Vec<u16>>, String> {
     let bytes =
         read_file_limited(path, inputs::MAX_FILE_BYTES).map_err(|e| format!("--d-o: {e}"))?;
     let what = format!("{} (--d-o)", path.display());
@@ -97,6 +122,8 @@ fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
     BackwardOptions {
         scale: args.scale,
         deterministic: flags.deterministic,
+        dq_reduce: flags.dq_atomics.then_some(bwd::DqReduce::Atomics),
+        stages: flags.bwd_stages,
         ..BackwardOptions::default()
     }
 }

@@ -153,7 +153,10 @@ pub fn run(args: BenchArgs) -> CmdResult {
         BenchCommand::Backward(a) => {
             let inputs = attention::validate(&a.forward)?;
             attention::backward::validate(&a.forward, &a.backward, &inputs)?;
-            let d_o = attention::backward::read_d_o(&a.backward, &inputs)?;
+            let d_o = match attention::backward::read_d_o(&a.backward, &inputs)? {
+                Some(d) => Some(d),
+                None => attention::backward::d_o_from_inputs(&a.forward, &inputs)?,
+            };
             let device = match gpu()? {
                 Ok(d) => d,
                 Err(code) => return Ok(code),

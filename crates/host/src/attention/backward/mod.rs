@@ -31,6 +31,8 @@
 #[doc(hidden)]
 pub mod selftest;
 
+pub use fragmask_kernels::attention::backward::DqReduce;
+
 use std::sync::Arc;
 
 use cudarc::driver::sys;
@@ -64,6 +66,8 @@ pub struct BackwardOptions {
     pub dtype: Option<ActDtype>,
     /// Q/dO pipeline stages; `None` is the default (2).
     pub stages: Option<u32>,
+    /// How dQ is reduced; `None` is the default ([`DqReduce::Bulk`]).
+    pub dq_reduce: Option<DqReduce>,
 }
 
 /// dQ `[B, H, Sq, D]`, dK and dV `[B, H_kv, Sk, D]`, in the element type of the call.
@@ -327,7 +331,8 @@ pub fn backward_kernel(
     }
     Ok(k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16))
         .map_err(AttentionError::Config)?
-        .with_deterministic(opts.deterministic))
+        .with_deterministic(opts.deterministic)
+        .with_dq_reduce(opts.dq_reduce.unwrap_or(DqReduce::Bulk)))
 }
 
 /// The kernel's `fm_bwd_params`, passed by value (the struct generated from
@@ -377,14 +382,27 @@ impl Resolved {
             block_dim: (self.kernel.threads(), 1, 1),
             shared_mem_bytes: self.kernel.smem_bytes(),
         };
-        let post_cfg = LaunchConfig {
-            grid_dim: (
-                (s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK),
-                s.heads as u32,
-                s.batch as u32,
-            ),
-            block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
+        let post_cfg = match self.kernel.dq_reduce() {
+            // One warp per query row of the row-major accumulator.
+            DqReduce::Atomics => LaunchConfig {
+                grid_dim: (
+                    (s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK),
+                    s.heads as u32,
+                    s.batch as u32,
+                ),
+                block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            // One block of 128 threads per (64-query step, 64-column chunk).
+            DqReduce::Bulk => LaunchConfig {
+                grid_dim: (
+                    rows / STEP_M * (s.head_dim as u32 / 64),
+                    s.heads as u32,
+                    s.batch as u32,
+                ),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            },
         };
         let mut pre = stream.launch_builder(&self.functions.pre);
         pre.arg(&self.params);
@@ -688,7 +706,8 @@ impl AttentionRunner {
             let k = BackwardKernel::default_for(d, mode)
                 .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
                 .map_err(AttentionError::Config)?
-                .with_deterministic(opts.deterministic);
+                .with_deterministic(opts.deterministic)
+                .with_dq_reduce(opts.dq_reduce.unwrap_or(DqReduce::Bulk));
             self.backward_functions(&k)?;
         }
         Ok(())
@@ -713,9 +732,10 @@ impl AttentionRunner {
         check_shape("o", o.shape, shape.q_shape())?;
         check_shape("d_o", d_o.shape, shape.q_shape())?;
         for (name, t) in [("o", o), ("d_o", d_o)] {
-            if t.strides[3] != 1 || t.ptr % 4 != 0 {
+            if t.strides[3] != 1 || t.ptr % 4 != 0 || t.strides[..3].iter().any(|s| s % 2 != 0) {
                 return Err(AttentionError::Shape(format!(
-                    "{name} must have a contiguous head dim and a 4-byte-aligned address"
+                    "{name} must have a contiguous head dim, even strides and a 4-byte-aligned \
+                     address (the preprocess reads element pairs)"
                 )));
             }
         }

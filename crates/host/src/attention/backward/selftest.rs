@@ -124,6 +124,14 @@ pub fn default_cases() -> Vec<BackwardCase> {
         ..BackwardOptions::default()
     };
     let none = window(None, None, 0);
+    let red = BackwardOptions {
+        dq_reduce: Some(super::DqReduce::Atomics),
+        ..BackwardOptions::default()
+    };
+    let red_det = BackwardOptions {
+        deterministic: true,
+        ..red
+    };
     let mut cases = vec![
         (
             "none d128",
@@ -305,6 +313,34 @@ pub fn default_cases() -> Vec<BackwardCase> {
             blocks(t64, 1, random(0.5, 15)),
             BackwardOptions::default(),
             1,
+        ),
+        (
+            "dQ atomics: causal bottom-right 150x260 d128",
+            shape(1, 2, 2, 150, 260, 128),
+            window(None, Some(0), 110),
+            red,
+            1,
+        ),
+        (
+            "dQ atomics: [128x128] random 50% gqa 2 d128",
+            shape(1, 4, 2, 300, 280, 128),
+            blocks(t128, 4, random(0.5, 18)),
+            red,
+            1,
+        ),
+        (
+            "dQ atomics: [64x64] random 50% d256",
+            shape(1, 1, 1, 192, 192, 256),
+            blocks(t64, 1, random(0.5, 19)),
+            red,
+            1,
+        ),
+        (
+            "dQ atomics: deterministic causal x10 d128",
+            shape(1, 2, 2, 384, 384, 128),
+            window(None, Some(0), 0),
+            red_det,
+            10,
         ),
         (
             "deterministic causal x10 d128",

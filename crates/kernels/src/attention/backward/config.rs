@@ -32,6 +32,23 @@ pub enum BackwardMask {
     },
 }
 
+/// How the main kernel adds its dQ chunks into the f32 accumulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DqReduce {
+    /// `red.global.add.v2.f32` from the registers; the accumulator is row-major
+    /// `[B, H, Sq_pad, D]`.
+    Atomics,
+    /// Each warpgroup stages its 64 x 64 chunk in shared memory in register order and one
+    /// thread adds it with one TMA bulk reduction (`cp.reduce.async.bulk .add.f32`,
+    /// FlashAttention-3's dQ path); the accumulator holds each chunk in that order
+    /// (`[B, H, Sq_pad/64, D/64, 16 pairs, 128 threads, 2]`), which the postprocess maps
+    /// back through the same fragment layout.
+    Bulk,
+}
+
+/// Bytes of one staged dQ chunk (64 x 64 f32).
+pub const DQ_CHUNK_BYTES: u32 = STEP_M * 64 * 4;
+
 /// A validated backward configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BackwardKernel {
@@ -42,14 +59,32 @@ pub struct BackwardKernel {
     mask: BackwardMask,
     dtype: ActDtype,
     deterministic: bool,
+    dq_reduce: DqReduce,
 }
 
-/// Bytes of the shared memory a configuration uses (const fn: K, V, the Q/dO stages with
-/// their lse/Dsum rows, two dS buffers, barriers, and the 1024-byte alignment slack).
+/// dQ chunks (64 columns) one warpgroup computes per step: `dkv / 64` over the warpgroups.
+pub const fn dq_chunks_per_warpgroup(warpgroups: u32, dkv: u32) -> u32 {
+    (dkv / 64).div_ceil(warpgroups)
+}
+
+/// Staging buffers per warpgroup of the bulk dQ path: one per chunk where shared memory
+/// has room, else one (reused, waiting for its previous bulk read).
+pub const fn dq_buffers(warpgroups: u32, head_dim: u32, dkv: u32, stages: u32) -> u32 {
+    let chunks = dq_chunks_per_warpgroup(warpgroups, dkv);
+    let all = smem_bytes(warpgroups, head_dim, stages) + warpgroups * chunks * DQ_CHUNK_BYTES;
+    if all <= MAX_DYNAMIC_SMEM {
+        chunks
+    } else {
+        1
+    }
+}
+
+/// Bytes of the shared memory a configuration uses (const fn: K, V, the Q/dO stages, two dS
+/// buffers, barriers, and the 1024-byte alignment slack; the dQ staging comes on top).
 pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32) -> u32 {
     let cta_n = 64 * warpgroups;
     let kv = 2 * cta_n * head_dim * 2;
-    let per_stage = 2 * STEP_M * head_dim * 2 + 2 * STEP_M * 4;
+    let per_stage = 2 * STEP_M * head_dim * 2;
     let ds = 2 * STEP_M * cta_n * 2;
     1024 + kv + stages * per_stage + ds + 256
 }
@@ -123,6 +158,13 @@ impl BackwardKernel {
                 });
             }
         }
+        if smem_bytes(warpgroups, head_dim, stages) + warpgroups * DQ_CHUNK_BYTES > MAX_DYNAMIC_SMEM
+        {
+            return Err(ConfigError::Stages {
+                stages,
+                max: stages - 1,
+            });
+        }
         Ok(Self {
             warpgroups,
             head_dim,
@@ -131,6 +173,7 @@ impl BackwardKernel {
             mask,
             dtype: ActDtype::Bf16,
             deterministic: false,
+            dq_reduce: DqReduce::Bulk,
         })
     }
 
@@ -160,6 +203,25 @@ impl BackwardKernel {
     pub fn with_deterministic(mut self, deterministic: bool) -> Self {
         self.deterministic = deterministic;
         self
+    }
+
+    /// The dQ reduction (default [`DqReduce::Bulk`]).
+    pub fn with_dq_reduce(mut self, dq_reduce: DqReduce) -> Self {
+        self.dq_reduce = dq_reduce;
+        self
+    }
+
+    /// The dQ reduction.
+    pub fn dq_reduce(&self) -> DqReduce {
+        self.dq_reduce
+    }
+
+    /// Staging buffers per warpgroup for the bulk dQ path (0 with atomics).
+    pub fn dq_buffers(&self) -> u32 {
+        match self.dq_reduce {
+            DqReduce::Atomics => 0,
+            DqReduce::Bulk => dq_buffers(self.warpgroups, self.head_dim, self.dkv(), self.stages),
+        }
     }
 
     /// Consumer warpgroups (64 keys each).
@@ -212,9 +274,10 @@ impl BackwardKernel {
         128 * (1 + self.warpgroups)
     }
 
-    /// Dynamic shared memory of the main kernel.
+    /// Dynamic shared memory of the main kernel (with the dQ staging buffers).
     pub fn smem_bytes(&self) -> u32 {
         smem_bytes(self.warpgroups, self.head_dim, self.stages)
+            + self.warpgroups * self.dq_buffers() * DQ_CHUNK_BYTES
     }
 
     /// Key tiles (CTAs along x per column group) for `seqlen_k`.
@@ -242,7 +305,10 @@ impl BackwardKernel {
             mask,
             self.stages,
             if self.deterministic { " det" } else { "" }
-        )
+        ) + match self.dq_reduce {
+            DqReduce::Atomics => " red",
+            DqReduce::Bulk => "",
+        }
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).

@@ -24,7 +24,7 @@ mod config;
 mod source;
 mod template;
 
-pub use config::{BackwardKernel, BackwardMask};
+pub use config::{BackwardKernel, BackwardMask, DqReduce, DQ_CHUNK_BYTES};
 
 /// Name of the generated main (dK, dV, dQ-accumulate) kernel.
 pub const KERNEL_NAME: &str = "fragmask_attention_bwd";

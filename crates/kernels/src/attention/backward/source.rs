@@ -8,13 +8,15 @@ use fragmask_gmma_frag::TiledAccumulator;
 
 use super::super::fragment::FragmentMap;
 use super::super::smem::OperandTile;
-use super::super::source::{check_pairs, wgmma_rs, wgmma_ss_name, wgmma_ss_trans, PTX_HELPERS};
+use super::super::source::{
+    check_pairs, row_slot_stride, wgmma_rs, wgmma_ss_name, wgmma_ss_trans, PTX_HELPERS,
+};
 use super::super::{ActDtype, ConfigError, PRODUCER_REGS, WINDOW_INFINITE};
 use super::config::CONSUMER_REGS;
-use super::template::{SCHEDULE_BLOCKS, SCHEDULE_WINDOW, TEMPLATE};
+use super::template::{POST_FRAGMENT, POST_ROWS, SCHEDULE_BLOCKS, SCHEDULE_WINDOW, TEMPLATE};
 use super::{
-    BackwardKernel, BackwardMask, BackwardParams, KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME,
-    ROWS_PER_BLOCK, STEP_M,
+    BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, KERNEL_NAME,
+    POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, STEP_M,
 };
 use crate::cuda::PRELUDE;
 use crate::family::template::fill;
@@ -171,12 +173,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("THREAD_COL_DQ", st.thread_col_expr("lt")),
         ("VALUE_ROW_ST_2M", st.value_row_expr("(2 * m)")),
         ("VALUE_COL_ST_2M", st.value_col_expr("(2 * m)")),
-        ("VALUE_ROW_ST", st.value_row_expr("i")),
         ("VALUE_COL_ST", st.value_col_expr("i")),
         ("VALUE_ROW_DKV", dkv_map.value_row_expr("i")),
         ("VALUE_COL_DKV", dkv_map.value_col_expr("i")),
-        ("VALUE_ROW_DQ", st.value_row_expr("i")),
-        ("VALUE_COL_DQ", st.value_col_expr("i")),
         ("KV_WG_STRIDE", tiles.kv.bytes(64, 0)?.to_string()),
         (
             "DKV_OFFSET_EXPR",
@@ -193,8 +192,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("DS_Q_BYTES", ds.q_bytes.to_string()),
         ("DS_KEY_BYTES", ds.key_bytes.to_string()),
     ];
+    values.extend(dq_pieces(k, &st));
     match k.mask() {
         BackwardMask::Window => {
+            values.push(("VALUE_ROW_SLOT_ST", st.value_row_slot_expr("i")));
+            values.push(("ROW_SLOT_STRIDE", row_slot_stride(&st)?.to_string()));
             values.push(("SCHEDULE", SCHEDULE_WINDOW.to_string()));
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push((
@@ -203,6 +205,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             ));
         }
         BackwardMask::Blocks { .. } => {
+            values.push(("VALUE_ROW_ST", st.value_row_expr("i")));
             values.push(("SCHEDULE", SCHEDULE_BLOCKS.to_string()));
             values.push((
                 "LOAD_WORD",
@@ -218,6 +221,73 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let body = fill(TEMPLATE, &values).map_err(layout_err)?;
     src.push_str(&body);
     Ok(src)
+}
+
+/// The dQ epilogue of each reduction mode: the store of a chunk, what runs before the dS
+/// barrier, the drain of bulk reductions, and the postprocess that reads the accumulator.
+fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)> {
+    let mut v = vec![
+        ("DQ_BUFS", k.dq_buffers().to_string()),
+        ("DQ_CHUNK_BYTES", DQ_CHUNK_BYTES.to_string()),
+    ];
+    match k.dq_reduce() {
+        DqReduce::Atomics => {
+            v.push(("VALUE_ROW_DQ", dq.value_row_expr("i")));
+            v.push(("VALUE_COL_DQ", dq.value_col_expr("i")));
+            v.push((
+                "DQ_ROWS",
+                "float* dq_rows = p.dq_accum + (bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M) * FM_D;   // [B, H, Sq_pad, D]".to_string(),
+            ));
+            v.push((
+                "DQ_STORE",
+                "#pragma unroll
+                                     for (int i = 0; i < $ST_VALUES; i += 2) {
+                                         // $LAYOUT_DQ value mode: row dq_row + $VALUE_ROW_DQ, columns dq_col + $VALUE_COL_DQ (+1, checked adjacent)
+                                         fm_red_add2(dq_rows + (long long)(dq_row + $VALUE_ROW_DQ) * FM_D + col0 + dq_col + $VALUE_COL_DQ, dq_acc[i], dq_acc[i + 1]);
+                                     }"
+                    .to_string(),
+            ));
+            v.push(("DQ_BEFORE_SYNC", String::new()));
+            v.push(("DQ_DRAIN", String::new()));
+            v.push(("POSTPROCESS", POST_ROWS.to_string()));
+        }
+        DqReduce::Bulk => {
+            v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
+            v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
+            v.push((
+                "DQ_ROWS",
+                "// [B, H, Sq_pad/64, D/64] chunks of FM_STEP_M x 64 f32 in register order
+                                 float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * (long long)(FM_D / 64) * (FM_STEP_M * 64);"
+                    .to_string(),
+            ));
+            v.push((
+                "DQ_STORE",
+                r#"                    const int use = c / FM_WG;   // this warpgroup's chunk index in the step
+                    const unsigned buf = smem_dqs + (unsigned)(wg * FM_DQ_BUFS + use % FM_DQ_BUFS) * $DQ_CHUNK_BYTESu;
+                    if (use >= FM_DQ_BUFS) {   // buffer reused within the step: wait for its previous bulk read
+                        if (lt == 0) fm_bulk_wait_read0();
+                        fm_named_sync(3 + wg, 128);
+                    }
+#pragma unroll
+                    for (int j = 0; j < $ST_VALUES / 2; ++j) {
+                        // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(buf + (unsigned)(j * 128 + lt) * 8u),
+                                     "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
+                    }
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> bulk copy reads
+                    fm_named_sync(3 + wg, 128);
+                    if (lt == 0) fm_bulk_reduce_add(dq_step + (long long)(col0 / 64) * (FM_STEP_M * 64), buf, $DQ_CHUNK_BYTESu);"#
+                    .to_string(),
+            ));
+            v.push((
+                "DQ_BEFORE_SYNC",
+                "if (lt == 0) fm_bulk_wait_read0();   // the staging buffers' previous bulk reads are done before they are rewritten".to_string(),
+            ));
+            v.push(("DQ_DRAIN", "if (lt == 0) fm_bulk_wait0();".to_string()));
+            v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
+        }
+    }
+    v
 }
 
 /// The dS tile's byte of `(query, key)`, checked affine before the swizzle
@@ -414,6 +484,8 @@ mod tests {
                     let src = k.source().unwrap();
                     assert!(!src.contains('$'), "{k:?}");
                     assert!(src.contains(KERNEL_NAME) && src.contains(PRE_KERNEL_NAME));
+                    let red = k.with_dq_reduce(DqReduce::Atomics).source().unwrap();
+                    assert!(red.contains("red.global.add.v2.f32 [%0]") && !red.contains('$'));
                     let f16 = k.with_dtype(ActDtype::F16).unwrap().source().unwrap();
                     assert!(f16.contains(".f32.f16.f16") && !f16.contains("bf16.bf16"));
                 }

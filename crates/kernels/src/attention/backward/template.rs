@@ -54,17 +54,28 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
     return n_cta - (int)(first_key / FM_CTA_N);
 }
 
-// Values of S^T outside the window or past seqlen_k become -inf (partial steps only).
+// Values of S^T outside the window or past seqlen_k become -inf (partial steps only). Per row slot r (key
+// key_row + $ROW_SLOT_STRIDE * r) the visible queries are one interval, taken relative to this thread's first
+// query column and clamped to int, so each value costs two integer compares.
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
                                               const fm_step& t, unsigned word, int key_row, int q_col) {
+    int lo[2], hi[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const long long key = (long long)sched.n0 + key_row + $ROW_SLOT_STRIDE * r;
+        const long long base = (long long)t.m * FM_STEP_M + q_col;   // query of column offset 0
+        long long l = p.window_right >= $WINDOW_INFINITE ? -1 : key - p.diag_offset - p.window_right - base;
+        long long h = p.window_left >= $WINDOW_INFINITE ? (1LL << 20) : key - p.diag_offset + p.window_left - base;
+        if (key >= p.seqlen_k) h = -(1LL << 20);   // key past the end: nothing visible
+        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
+        hi[r] = (int)max(min(h, 1LL << 20), -(1LL << 20));
+    }
 #pragma unroll
     for (int i = 0; i < $ST_VALUES; ++i) {
-        // $LAYOUT_ST value mode: key row offset $VALUE_ROW_ST, query column offset $VALUE_COL_ST
-        const long long key = (long long)sched.n0 + key_row + $VALUE_ROW_ST;
-        const long long q = (long long)t.m * FM_STEP_M + q_col + $VALUE_COL_ST;
-        const bool left = p.window_left >= $WINDOW_INFINITE || key >= q + p.diag_offset - p.window_left;
-        const bool right = p.window_right >= $WINDOW_INFINITE || key <= q + p.diag_offset + p.window_right;
-        if (!(left && right) || key >= p.seqlen_k) s[i] = FM_NEG_INF;
+        // $LAYOUT_ST value mode: row slot $VALUE_ROW_SLOT_ST, query column offset $VALUE_COL_ST
+        const int c = $VALUE_COL_ST;
+        const int r = $VALUE_ROW_SLOT_ST;
+        if (c < lo[r] || c > hi[r]) s[i] = FM_NEG_INF;
     }
 }
 "#;
@@ -119,13 +130,21 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
 
 // Deterministic order: the key tiles visiting step m are the entries of its forward row (partial and full, each
 // ascending); this CTA's rank is the number of entries below its mask key tile, times FM_SUB, plus its sub-tile.
+// Called by a whole warp: lanes read the row 32 entries at a time (coalesced) and count with a ballot.
 __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, int head, int n_cta, int m) {
     const long long row = (long long)fm_plane(p, batch, head) * p.mask_m_blocks + m / FM_HALVES;
     const int nb = n_cta / FM_SUB;
+    const int lane = (int)(threadIdx.x % 32u);
     int below = 0;
     const int np = __ldg(p.kv_num_blocks + row), nf = __ldg(p.full_kv_num_blocks + row);
-    for (int j = 0; j < np; ++j) below += __ldg(p.kv_indices + row * p.mask_n_blocks + j) < nb ? 1 : 0;
-    for (int j = 0; j < nf; ++j) below += __ldg(p.full_kv_indices + row * p.mask_n_blocks + j) < nb ? 1 : 0;
+    for (int j = 0; j < np; j += 32) {
+        const bool lt = j + lane < np && __ldg(p.kv_indices + row * p.mask_n_blocks + j + lane) < nb;
+        below += __popc(__ballot_sync(0xffffffffu, lt));
+    }
+    for (int j = 0; j < nf; j += 32) {
+        const bool lt = j + lane < nf && __ldg(p.full_kv_indices + row * p.mask_n_blocks + j + lane) < nb;
+        below += __popc(__ballot_sync(0xffffffffu, lt));
+    }
     return below * FM_SUB + n_cta % FM_SUB;
 }
 
@@ -162,6 +181,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_Q_TILE_BYTES $Q_TILE_BYTES      // FM_STEP_M x D
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES     // FM_CTA_N x D
 #define FM_DS_BYTES $DS_BYTES           // one dS buffer, FM_STEP_M x FM_CTA_N
+#define FM_DQ_BUFS $DQ_BUFS                // dQ staging buffers per warpgroup (bulk reduction; 0: atomics)
 #define FM_NEG_INF (__int_as_float(0xff800000u))
 #define FM_POS_INF (__int_as_float(0x7f800000u))
 
@@ -169,20 +189,20 @@ struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
 
 $PARAMS_STRUCT
 $PTX_HELPERS
-// 1-D bulk copy global -> shared completing on `bar` (PTX ISA 9.7.9.25 cp.async.bulk).
-__device__ __forceinline__ void fm_bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
 // f32x2 reduction into global memory (PTX ISA 9.7.13.6 red, vector form, sm_90).
 __device__ __forceinline__ void fm_red_add2(float* dst, float a, float b) {
     asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(a), "f"(b) : "memory");
 }
+// TMA bulk reduction shared -> global (PTX ISA 9.7.9.25.4 cp.reduce.async.bulk), its group commit and waits.
+__device__ __forceinline__ void fm_bulk_reduce_add(float* dst, unsigned src, unsigned bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void fm_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void fm_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 __device__ __forceinline__ int fm_ld_acquire(const int* p) {
     int v; asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
-}
-__device__ __forceinline__ float fm_lds(unsigned addr) {
-    float v; asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v;
 }
 __device__ __forceinline__ float fm_exp2(float x) {
     float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
@@ -214,14 +234,19 @@ $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
     const long long bh = (long long)batch * p.heads + head;
     float acc = 0.f;
     if (row < p.seqlen_q) {
-        const unsigned short* o = p.o + batch * p.o_stride_b + head * p.o_stride_h + row * p.o_stride_s;
-        const unsigned short* d_o = p.d_o + batch * p.do_stride_b + head * p.do_stride_h + row * p.do_stride_s;
-        for (int c = lane; c < FM_D; c += 32) acc += fm_act_to_f32(o[c]) * fm_act_to_f32(d_o[c]);
+        // Pairs of elements (one 32-bit load each; D contiguous and even, rows 4-byte aligned: checked by the host).
+        const unsigned* o = reinterpret_cast<const unsigned*>(p.o + batch * p.o_stride_b + head * p.o_stride_h + row * p.o_stride_s);
+        const unsigned* d_o = reinterpret_cast<const unsigned*>(p.d_o + batch * p.do_stride_b + head * p.do_stride_h + row * p.do_stride_s);
+        for (int c = lane; c < FM_D / 2; c += 32) {
+            const unsigned a = o[c], b = d_o[c];
+            acc += fm_act_to_f32((unsigned short)(a & 0xffffu)) * fm_act_to_f32((unsigned short)(b & 0xffffu))
+                 + fm_act_to_f32((unsigned short)(a >> 16)) * fm_act_to_f32((unsigned short)(b >> 16));
+        }
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    float* dq = p.dq_accum + (bh * p.seqlen_q_pad + row) * FM_D;
-    for (int c = lane; c < FM_D; c += 32) dq[c] = 0.f;
+    float2* dq = reinterpret_cast<float2*>(p.dq_accum + (bh * p.seqlen_q_pad + row) * FM_D);
+    for (int c = lane; c < FM_D / 2; c += 32) dq[c] = make_float2(0.f, 0.f);
     if (lane == 0) {
         p.dsum[bh * p.seqlen_q_pad + row] = acc;
         const float l = row < p.seqlen_q ? p.lse[bh * p.seqlen_q + row] : FM_NEG_INF;
@@ -232,20 +257,7 @@ $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
         p.sem[(bh * (p.seqlen_q_pad / FM_STEP_M) + row / FM_STEP_M) * FM_DSPLIT + lane] = 0;
 }
 
-// ---------------- postprocess: dQ = scale * accumulator, cast ----------------
-extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
-$POST_KERNEL(const __grid_constant__ fm_bwd_params p)
-{
-    const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
-    const int lane = (int)(threadIdx.x % 32u);
-    const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
-    if (row >= p.seqlen_q) return;
-    const long long bh = (long long)batch * p.heads + head;
-    const float* acc = p.dq_accum + (bh * p.seqlen_q_pad + row) * FM_D;
-    unsigned* dq = reinterpret_cast<unsigned*>(p.dq + (bh * p.seqlen_q + row) * FM_D);
-    for (int c = lane; c < FM_D / 2; c += 32) dq[c] = fm_act2(acc[2 * c] * p.scale, acc[2 * c + 1] * p.scale);
-}
-
+$POSTPROCESS
 $SCHEDULE
 $GEMMS
 
@@ -262,15 +274,15 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         const __grid_constant__ fm_bwd_params p)
 {
     extern __shared__ __align__(1024) unsigned char fm_smem_raw[];
-    // K | V | Q[stages] | dO[stages] | dS[2] | lse[stages] | Dsum[stages] | barriers; tiles 1024-byte aligned.
-    const unsigned smem_k = (fm_smem_u32(fm_smem_raw) + 1023u) & ~1023u;
+    // K | V | Q[stages] | dO[stages] | dS[2] | dQ staging | barriers; tiles 1024-byte aligned.
+    const unsigned smem_raw_u32 = fm_smem_u32(fm_smem_raw);
+    const unsigned smem_k = (smem_raw_u32 + 1023u) & ~1023u;
     const unsigned smem_v = smem_k + FM_KV_TILE_BYTES;
     const unsigned smem_q = smem_v + FM_KV_TILE_BYTES;
     const unsigned smem_do = smem_q + FM_STAGES * FM_Q_TILE_BYTES;
     const unsigned smem_ds = smem_do + FM_STAGES * FM_Q_TILE_BYTES;
-    const unsigned smem_lse = smem_ds + 2 * FM_DS_BYTES;
-    const unsigned smem_dsum = smem_lse + FM_STAGES * FM_STEP_M * 4;
-    const unsigned bars = smem_dsum + FM_STAGES * FM_STEP_M * 4;
+    const unsigned smem_dqs = smem_ds + 2 * FM_DS_BYTES;   // dQ staging: [FM_WG][FM_DQ_BUFS] chunks
+    const unsigned bars = smem_dqs + FM_WG * FM_DQ_BUFS * $DQ_CHUNK_BYTES;
 #define FM_BAR_KV (bars)
 #define FM_BAR_Q_FULL(s) (bars + 8u * (1u + (unsigned)(s)))
 #define FM_BAR_DO_FULL(s) (bars + 8u * (1u + FM_STAGES + (unsigned)(s)))
@@ -324,19 +336,16 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     const int stage = it % FM_STAGES;
                     const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
                     fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
-                    const long long row0 = bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M;
-                    fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES + FM_STEP_M * 4);
+                    fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES);
 #pragma unroll
                     for (int c = 0; c < FM_D_CHUNKS; ++c)
                         fm_tma_load_4d(smem_q + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(stage),
                                        64 * c, t.m * FM_STEP_M, head, batch);
-                    fm_bulk_load(smem_lse + stage * FM_STEP_M * 4, p.lse_log2 + row0, FM_STEP_M * 4, FM_BAR_Q_FULL(stage));
-                    fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES + FM_STEP_M * 4);
+                    fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES);
 #pragma unroll
                     for (int c = 0; c < FM_D_CHUNKS; ++c)
                         fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
                                        64 * c, t.m * FM_STEP_M, head, batch);
-                    fm_bulk_load(smem_dsum + stage * FM_STEP_M * 4, p.dsum + row0, FM_STEP_M * 4, FM_BAR_DO_FULL(stage));
                 }
             }
         }
@@ -384,19 +393,27 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_st(s_acc, k_wg, q_s);            // S^T = K Q^T
                 fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
                 fm_dpt(dp_acc, v_wg, do_s);         // dP^T = V dO^T
+                // lse (log2) and Dsum of the step's queries, from the preprocess's padded rows in global memory (L2),
+                // issued while the GEMMs run; equal columns of the two row slots share a load.
+                const float* lse_g = p.lse_log2 + bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M + q_col;
+                const float* dsum_g = p.dsum + bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M + q_col;
+                float lse_v[$ST_VALUES];
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) lse_v[i] = __ldg(lse_g + $VALUE_COL_ST);   // $LAYOUT_ST value column
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
-                const unsigned lse_s = smem_lse + stage * FM_STEP_M * 4, dsum_s = smem_dsum + stage * FM_STEP_M * 4;
+                float dsum_v[$ST_VALUES];
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) dsum_v[i] = __ldg(dsum_g + $VALUE_COL_ST);
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) {
-                    // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
-                    s_acc[i] = fm_exp2(fmaf(s_acc[i], p.scale_log2, -fm_lds(lse_s + 4u * (unsigned)(q_col + $VALUE_COL_ST))));   // P^T
+                    s_acc[i] = fm_exp2(fmaf(s_acc[i], p.scale_log2, -lse_v[i]));   // P^T
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - fm_lds(dsum_s + 4u * (unsigned)(q_col + $VALUE_COL_ST)));   // dS^T
+                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_v[i]);   // dS^T
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
@@ -412,24 +429,22 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_dk(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
 #if FM_DETERMINISTIC
                 const int sem_index = (int)((bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split);
-                if (ct == 0) {
+                if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
                     const int rank = fm_step_rank(p, batch, head, n_cta, t.m);
-                    while (fm_ld_acquire(p.sem + sem_index) != rank) { }
+                    if (ct == 0) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
+                    __syncwarp();
                 }
 #endif
+                $DQ_BEFORE_SYNC
                 fm_named_sync(1, 128 * FM_WG);   // every warpgroup's dS is in shared memory
-                float* dq_rows = p.dq_accum + (bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M) * FM_D;
+                $DQ_ROWS
                 for (int c = wg; c < FM_DKV / 64; c += FM_WG) {
                     const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
                     float dq_acc[$ST_VALUES];
                     fm_dq(dq_acc, ds_s, smem_k + (unsigned)(col0 / 64) * FM_KV_CHUNK_BYTES);   // dQ chunk = dS K(:, col0..)
                     fm_wgmma_wait<0>();
                     fm_fence_array(dq_acc);
-#pragma unroll
-                    for (int i = 0; i < $ST_VALUES; i += 2) {
-                        // $LAYOUT_DQ value mode: row dq_row + $VALUE_ROW_DQ, columns dq_col + $VALUE_COL_DQ (+1, checked adjacent)
-                        fm_red_add2(dq_rows + (long long)(dq_row + $VALUE_ROW_DQ) * FM_D + col0 + dq_col + $VALUE_COL_DQ, dq_acc[i], dq_acc[i + 1]);
-                    }
+$DQ_STORE
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dv_acc);
@@ -438,12 +453,14 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_fence_array(ds_a);
                 fm_consumer_release(FM_BAR_EMPTY(stage));
 #if FM_DETERMINISTIC
+                $DQ_DRAIN
                 __threadfence();
                 fm_named_sync(2, 128 * FM_WG);   // every reduction of this CTA is issued and fenced
                 if (ct == 0) atomicAdd(p.sem + sem_index, 1);
 #endif
             }
         }
+        $DQ_DRAIN   // no bulk read of the staging buffers outlives the CTA
         // ---- epilogue: dK * scale and dV, $ACT, keys < seqlen_k ----
         const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
 #pragma unroll
@@ -456,6 +473,52 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 *reinterpret_cast<unsigned*>(p.dk + off) = fm_act2(dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
                 *reinterpret_cast<unsigned*>(p.dv + off) = fm_act2(dv_acc[i], dv_acc[i + 1]);
             }
+        }
+    }
+}
+"#;
+
+/// The row-major postprocess (atomics mode): one warp per query row.
+pub(super) const POST_ROWS: &str = r#"// ---------------- postprocess: dQ = scale * accumulator ([B, H, Sq_pad, D] row-major), cast ----------------
+extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
+$POST_KERNEL(const __grid_constant__ fm_bwd_params p)
+{
+    const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
+    const int lane = (int)(threadIdx.x % 32u);
+    const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
+    if (row >= p.seqlen_q) return;
+    const long long bh = (long long)batch * p.heads + head;
+    const float* acc = p.dq_accum + (bh * p.seqlen_q_pad + row) * FM_D;
+    unsigned* dq = reinterpret_cast<unsigned*>(p.dq + (bh * p.seqlen_q + row) * FM_D);
+    for (int c = lane; c < FM_D / 2; c += 32) dq[c] = fm_act2(acc[2 * c] * p.scale, acc[2 * c + 1] * p.scale);
+}
+"#;
+
+/// The fragment-order postprocess (bulk mode): one block per (64-query step, 64-column
+/// chunk), thread `lt` reads the pairs it staged and writes them where the accumulator layout
+/// puts them.
+pub(super) const POST_FRAGMENT: &str = r#"// ---------------- postprocess: dQ = scale * accumulator (chunks in $LAYOUT_DQ register order), cast ----------------
+// Chunk (step m, columns 64*chunk..) of (batch, head) is [16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt.
+extern "C" __global__ void __launch_bounds__(128)
+$POST_KERNEL(const __grid_constant__ fm_bwd_params p)
+{
+    const int m = (int)(blockIdx.x / FM_D_CHUNKS), chunk = (int)(blockIdx.x % FM_D_CHUNKS);
+    const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
+    const int lt = (int)threadIdx.x;
+    const long long bh = (long long)batch * p.heads + head;
+    const float2* src = reinterpret_cast<const float2*>(
+        p.dq_accum + ((bh * (p.seqlen_q_pad / FM_STEP_M) + m) * FM_D_CHUNKS + chunk) * (FM_STEP_M * 64));
+    // $LAYOUT_DQ thread mode: base row and column of thread lt.
+    const int row0 = m * FM_STEP_M + $THREAD_ROW_DQ;
+    const int col0 = chunk * 64 + $THREAD_COL_DQ;
+#pragma unroll
+    for (int j = 0; j < $ST_VALUES / 2; ++j) {
+        const float2 v = src[j * 128 + lt];
+        // $LAYOUT_DQ value mode: values 2j, 2j+1 at row offset $VALUE_ROW_DQ_2J, columns $VALUE_COL_DQ_2J (+1, checked adjacent)
+        const int row = row0 + $VALUE_ROW_DQ_2J;
+        if (row < p.seqlen_q) {
+            unsigned* dst = reinterpret_cast<unsigned*>(p.dq + (bh * p.seqlen_q + row) * FM_D + col0 + $VALUE_COL_DQ_2J);
+            *dst = fm_act2(v.x * p.scale, v.y * p.scale);
         }
     }
 }
