@@ -7,6 +7,7 @@
 set -u
 C=${1:-.carry-bwdaux}
 BIN=$C/fragmask
+ABS_BIN=$(pwd)/$BIN
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 L=/tmp/bwdaux-logs
@@ -49,7 +50,7 @@ for k, v in durs.items():
     print(f"{k:<28} n={len(v):<3} median {sorted(v)[len(v) // 2]:9.1f} us")
 PY
 echo "== Python GPU tests (autograd, GPU packer, attention)"
-(cd "$C/pytests" && timeout 110 python3 -m unittest -v test_gpu.AutogradTests \
+(cd "$C/pytests" && FRAGMASK_BIN="$ABS_BIN" timeout 110 python3 -m unittest -v test_gpu.AutogradTests \
     test_gpu.GpuPackerTests test_gpu.AttentionTests > "$L/python_gpu_tests.txt" 2>&1
  echo "python tests rc $?")
 grep -E "^(FAIL|ERROR):|^Ran |^OK|^FAILED" "$L/python_gpu_tests.txt"
@@ -73,7 +74,7 @@ PY
        --inputs $W/in.safetensors --mask-npy $W/dense.npy ) >> "$L/cli_check.txt" 2>&1
 echo "cli check rc $?"; tail -6 "$L/cli_check.txt"
 echo "== backward_bench.py"
-timeout 120 python3 "$C/bench/backward_bench.py" --bin "$BIN" --out "$L" --workdir /tmp/bwd \
+timeout 100 python3 "$C/bench/backward_bench.py" --bin "$BIN" --out "$L" --workdir /tmp/bwd \
     --iters 10 > "$L/backward_bench.txt" 2>&1
 echo "backward_bench rc $?"
 tail -22 "$L/backward_bench.txt"
