@@ -43,7 +43,8 @@ for line in open(sys.argv[1], errors="replace"):
         kernel = m.group(1)
     m = re.search(r"gpu__time_duration.sum\s+(\w+)\s+([\d.,]+)", line)
     if m and kernel:
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(m.group(1), float("nan"))
+        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3,
+                 "ms": 1e3}.get(m.group(1), float("nan"))
         durs[kernel].append(float(m.group(2).replace(",", "")) * scale)
         kernel = None
 for k, v in durs.items():

@@ -278,9 +278,9 @@ def math_attention(q, k, v, mask=None, causal=False, scale=None):
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     s = (q @ k.transpose(-1, -2)) * scale
-    if causal:
+    if causal:   # top-left aligned, as fragmask.attention(causal=True) and SDPA's is_causal
         sq, sk = s.shape[-2:]
-        mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril(sk - sq)
+        mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril()
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
     mx = s.amax(-1, keepdim=True).detach()
