@@ -24,8 +24,9 @@ The masks are the ones our CLI builds from the same inputs:
   * random50 / topk: bench/attention_bench.py's `make_mask` with its generator convention
     (torch.Generator("cuda").manual_seed(S), q, k, v drawn first; the mask is drawn as the
     first masked kind of that script, so random50 is bit for bit attention_bench's);
-  * docs12: document lengths from torch.Generator().manual_seed(12) (12 contiguous documents,
-    boundaries sorted random), ids saved as .npy for `--predicate "causal@top-left,doc=FILE"`;
+  * docs12: 12 contiguous documents of equal length (document d starts at d*S//12; or
+    `--doc-lengths random`: boundaries from torch.Generator().manual_seed(12)), ids saved as
+    .npy for `--predicate "causal@top-left,doc=FILE"`;
   * video10: bench/video_bench.py's `make_lists(0.1, False, seed=100)`.
 Each is packed with `fragmask pack ... --transposed` into --workdir (the backward's file, with the
 transposed lists) and its inputs (q, k, v, dout) saved as safetensors; if `--bin` has
@@ -91,12 +92,17 @@ def attention_bench_mask(kind, s, gen):
     return attention_bench.make_mask(kind, s, gen, torch.device("cuda"))
 
 
-def doc_ids(s, docs=12, seed=12):
-    g = torch.Generator().manual_seed(seed)
-    cuts = torch.randperm(s - 1, generator=g)[: docs - 1].add(1).sort().values
+def doc_ids(s, lengths="equal", docs=12, seed=12):
+    """[S] int32 document ids 0..docs-1, contiguous documents: equal lengths (document d
+    starts at d*S//docs), or random lengths (boundaries from torch.Generator seed 12)."""
+    if lengths == "equal":
+        cuts = torch.tensor([d * s // docs for d in range(1, docs)])
+    else:
+        g = torch.Generator().manual_seed(seed)
+        cuts = torch.randperm(s - 1, generator=g)[: docs - 1].add(1).sort().values
     ids = torch.zeros(s, dtype=torch.int32)
     ids[cuts] = 1
-    return ids.cumsum(0).to(torch.int32)  # [S], 0..docs-1, contiguous documents
+    return ids.cumsum(0).to(torch.int32)
 
 
 def dense_from_docs(ids):
@@ -209,7 +215,7 @@ def bench(args):
                 out = flex(q, k, v, block_mask=bm)
                 mask_file = pack_dense(args, mask, tag)
             elif kind == "docs12":
-                ids = doc_ids(s)
+                ids = doc_ids(s, args.doc_lengths)
                 mask = dense_from_docs(ids)
                 density = mask.float().mean().item()
                 ids_dev = ids.cuda()
@@ -428,6 +434,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated workloads (none, random50, "
                     "docs12, topk, video10)")
     ap.add_argument("--block", default="128x128", help="tile of the packed masks")
+    ap.add_argument("--doc-lengths", choices=("equal", "random"), default="equal",
+                    help="docs12: equal documents, or random lengths (the 2026-11-23 run 2)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--keep-dense", action="store_true", help="keep the dense .npy masks")
     ap.add_argument("--check", help="gradients (dq, dk, dv) written by fragmask attention --backward")

@@ -340,16 +340,16 @@ class AutogradTests(unittest.TestCase):
                        for s in ((B, H, Sq, D), (B, Hk, Sk, D), (B, Hk, Sk, D)))
             tr = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
             un = (lambda t: t.transpose(1, 2)) if layout == "bshd" else (lambda t: t)
-            for name, (m, bool_mask) in masks.items():
-                self.check(f"{name} {layout}", tr(q), tr(k), tr(v),
-                           lambda q, k, v: fragmask.attention(q, k, v, m, layout=layout),
-                           lambda q, k, v: tr(math_attention(un(q), un(k), un(v), bool_mask)))
-            self.check(f"causal {layout}", tr(q), tr(k), tr(v),
-                       lambda q, k, v: fragmask.attention(q, k, v, causal=True, layout=layout),
-                       lambda q, k, v: tr(math_attention(un(q), un(k), un(v), causal=True)))
-            self.check(f"no mask {layout}", tr(q), tr(k), tr(v),
-                       lambda q, k, v: fragmask.attention(q, k, v, layout=layout),
-                       lambda q, k, v: tr(math_attention(un(q), un(k), un(v))))
+            cases = {name: ({"mask": m}, {"mask": bool_mask})
+                     for name, (m, bool_mask) in masks.items()}
+            cases["causal"] = ({"causal": True}, {"causal": True})
+            cases["no mask"] = ({}, {})
+            for name, (ours, ref) in cases.items():
+                with self.subTest(case=name, layout=layout):
+                    self.check(f"{name} {layout}", tr(q), tr(k), tr(v),
+                               lambda q, k, v: fragmask.attention(q, k, v, layout=layout,
+                                                                  **ours),
+                               lambda q, k, v: tr(math_attention(un(q), un(k), un(v), **ref)))
 
     def test_fp16_head_dim_64_and_mqa(self):
         B, H, Sq, Sk, D = 1, 4, 200, 333, 64
