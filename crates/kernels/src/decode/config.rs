@@ -207,6 +207,12 @@ impl DecodeConfig {
         }
     }
 
+    /// Whether the shared-K/V consumer takes its stage's tiles two at a time under one
+    /// softmax update (an even [`Self::step_tiles`]: D = 64 and 128).
+    pub const fn pairs_tiles(self) -> bool {
+        self.shared_kv && self.step_tiles() % 2 == 0
+    }
+
     /// Bytes of one shared-K/V CTA stage: `step_tiles` K/V tile pairs, then (masked) one
     /// mask word per tile and CTA row.
     pub const fn cta_stage_bytes(self) -> u32 {

@@ -221,6 +221,22 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("LN2", "0.69314718055994531f".into()),
         ("STORE_OUT", STORE_OUT.to_string()),
         ("TILE_BODY", TILE_BODY.to_string()),
+        ("TILE_PAIR_BODY", TILE_PAIR_BODY.to_string()),
+        ("PAIR", u32::from(config.pairs_tiles()).to_string()),
+        (
+            "QK_PRODUCT_PAIR",
+            qk_product_for(config, &[("s", "k_tile"), ("s1", "k_tile1")]),
+        ),
+        (
+            "PV_PRODUCT_1",
+            pv_product(config)
+                .replace("s[", "s1[")
+                .replace("v_tile", "v_tile1")
+                .replace("pa0", "pb0")
+                .replace("pa1", "pb1")
+                .replace("pa2", "pb2")
+                .replace("pa3", "pb3"),
+        ),
         ("SHARED", u32::from(config.shared_kv).to_string()),
         ("CTA_ROWS", config.cta_rows().to_string()),
         ("STEP_TILES", config.step_tiles().to_string()),
@@ -328,6 +344,12 @@ fn row_offset(config: DecodeConfig) -> String {
 /// and r + 8 and of K rows r and 8 + r per lane (QK operand tiling), two MMAs per key
 /// n-tile (qk_contraction order).
 fn qk_product(config: DecodeConfig) -> String {
+    qk_product_for(config, &[("s", "k_tile")])
+}
+
+/// [`qk_product`] for several 16-key tiles at once, `(scores, K tile)` each: the Q
+/// chunks of each step pair are loaded once for all of them.
+fn qk_product_for(config: DecodeConfig, targets: &[(&str, &str)]) -> String {
     let c = config.chunks_per_row();
     let mut s = String::from(
         "        // S = Q K^T, contraction order qk_contraction (operands.rs): chunk qk_lane + 4j of\n\
@@ -344,11 +366,11 @@ fn qk_product(config: DecodeConfig) -> String {
             o0 = 4 * j,
             o1 = 4 * j + 8 * c
         );
-        for nt in 0..2 {
+        for (nt, &(scores, k_tile)) in (0..2).flat_map(|nt| targets.iter().map(move |t| (nt, t))) {
             let _ = writeln!(
                 s,
                 "            {{\n\
-                 \x20               const uint4 kk = fm_lds128(k_tile + fm_swizzle_qk(qk_lane + {off}u) * 16u);  // key {nt8} + r",
+                 \x20               const uint4 kk = fm_lds128({k_tile} + fm_swizzle_qk(qk_lane + {off}u) * 16u);  // key {nt8} + r",
                 off = 4 * j + 8 * c * nt,
                 nt8 = 8 * nt
             );
@@ -362,7 +384,7 @@ fn qk_product(config: DecodeConfig) -> String {
                     .collect();
                 let _ = writeln!(
                     s,
-                    "                fm_mma_16816(s[{nt}], {}, {}, {}, {}, kk.{}, kk.{});  // step {step}",
+                    "                fm_mma_16816({scores}[{nt}], {}, {}, {}, {}, kk.{}, kk.{});  // step {step}",
                     a[0],
                     a[1],
                     a[2],
@@ -512,6 +534,64 @@ $QK_PRODUCT
             o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
         }
 $PV_PRODUCT"#;
+
+/// Two 16-key tiles of the shared-K/V consumer under one softmax update: `S₀ = Q·K₀ᵀ`
+/// (`s`, `k_tile`, `key0`, `row_bits`) and `S₁ = Q·K₁ᵀ` (`s1`, `k_tile1`, `key0_1`,
+/// `row_bits1`), one row max, rescale and sum over their 32 keys, then `O += P₀·V₀ +
+/// P₁·V₁`.
+const TILE_PAIR_BODY: &str = r#"            float s[2][4], s1[2][4];
+            #pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+                s1[nt][0] = s1[nt][1] = s1[nt][2] = s1[nt][3] = 0.f;
+            }
+$QK_PRODUCT_PAIR
+            // Mask and scale both tiles (c-value c of key n-tile nt: row frag_row + 8 (c / 2),
+            // key key0 (key0_1) + 8 nt + frag_col + c % 2).
+            float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
+            #pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                #pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int col = 8 * nt + (int)frag_col + (c % 2);
+                    const int key = key0 + col, key1 = key0_1 + col;
+                    const bool visible = key >= lo_key[c / 2] && key < hi_key[c / 2] && ((row_bits[c / 2] >> col) & 1u);
+                    const bool visible1 = key1 >= lo_key[c / 2] && key1 < hi_key[c / 2] && ((row_bits1[c / 2] >> col) & 1u);
+                    s[nt][c] = visible ? s[nt][c] * p.scale_log2 : FM_NEG_INF;
+                    s1[nt][c] = visible1 ? s1[nt][c] * p.scale_log2 : FM_NEG_INF;
+                    row_max[c / 2] = fmaxf(row_max[c / 2], fmaxf(s[nt][c], s1[nt][c]));
+                }
+            }
+            float alpha[2], m_use[2];
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                // The four lanes of a quad hold one row (SM80_C_LAYOUT): reduce over them.
+                row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
+                row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+                const float m_new = fmaxf(m_run[h], row_max[h]);
+                // A row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives 0, not NaN.
+                m_use[h] = m_new == FM_NEG_INF ? 0.f : m_new;
+                alpha[h] = fm_exp2(m_run[h] - m_use[h]);
+                m_run[h] = m_new;
+            }
+            float row_sum[2] = {0.f, 0.f};
+            #pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                #pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    s[nt][c] = fm_exp2(s[nt][c] - m_use[c / 2]);
+                    s1[nt][c] = fm_exp2(s1[nt][c] - m_use[c / 2]);
+                    row_sum[c / 2] += s[nt][c] + s1[nt][c];
+                }
+            }
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + row_sum[h];
+            #pragma unroll
+            for (int n = 0; n < $N_TILES; ++n) {
+                o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
+            }
+$PV_PRODUCT
+$PV_PRODUCT_1"#;
 
 const TEMPLATE: &str = r#"$HEADER
 $DTYPE_HELPERS
@@ -745,24 +825,52 @@ $ROW_OFFSET
         if (j + $STAGES - 1 < nsteps) load_step(j + $STAGES - 1, (j + $STAGES - 1) % $STAGES);
         fm_cp_async_commit();
         const unsigned st_base = kv_smem + (j % $STAGES) * $CTA_STAGE_BYTESu;
-        #pragma unroll 1
-        for (int st = 0; st < $STEP_TILES; ++st) {
-            const int tile = split_first + j * $STEP_TILES + st;
-            if (tile >= split_end) break;  // uniform over the CTA
-            const int key0 = step_key0(tile);
-            unsigned row_bits[2] = {0xffffu, 0xffffu};
+        // The mask bits of tile `tile` (stage slot st) for the lane's two rows (all set:
+        // a full block, or unmasked).
+        auto stage_bits = [&](int tile, int st, unsigned (&bits)[2]) {
+            bits[0] = bits[1] = 0xffffu;
 #if $MASKED
             if (entry(tile).y >= 0) {
                 const unsigned* words = reinterpret_cast<const unsigned*>(fm_smem + (st_base - q_smem) + $STEP_TILES * $STAGE_BYTESu) + st * $CTA_ROWS;
                 const int col = (tile % $MASK_SUB) * $TILE_KEYS;
                 #pragma unroll
-                for (int h = 0; h < 2; ++h) row_bits[h] = (words[row0 - cta_row0 + (int)frag_row + 8 * h] >> (col % 32)) & 0xffffu;
+                for (int h = 0; h < 2; ++h) bits[h] = (words[row0 - cta_row0 + (int)frag_row + 8 * h] >> (col % 32)) & 0xffffu;
             }
 #endif
+        };
+#if $PAIR
+        // Two 16-key tiles per softmax update: one max / sum / rescale per 32 keys and
+        // two independent QK chains. A second tile past the split holds zeros (load_step)
+        // and is hidden by key0_1 = seqlen_k.
+        #pragma unroll 1
+        for (int st = 0; st < $STEP_TILES; st += 2) {
+            const int tile = split_first + j * $STEP_TILES + st;
+            if (tile >= split_end) break;  // uniform over the CTA
+            const bool has1 = tile + 1 < split_end;
+            const int key0 = step_key0(tile);
+            const int key0_1 = has1 ? step_key0(tile + 1) : seqlen_k;
+            unsigned row_bits[2], row_bits1[2];
+            stage_bits(tile, st, row_bits);
+            if (has1) stage_bits(tile + 1, st + 1, row_bits1); else row_bits1[0] = row_bits1[1] = 0u;
+            const unsigned k_tile = st_base + st * $STAGE_BYTESu;
+            const unsigned v_tile = k_tile + $TILE_BYTESu;
+            const unsigned k_tile1 = k_tile + $STAGE_BYTESu;
+            const unsigned v_tile1 = v_tile + $STAGE_BYTESu;
+$TILE_PAIR_BODY
+        }
+#else
+        #pragma unroll 1
+        for (int st = 0; st < $STEP_TILES; ++st) {
+            const int tile = split_first + j * $STEP_TILES + st;
+            if (tile >= split_end) break;  // uniform over the CTA
+            const int key0 = step_key0(tile);
+            unsigned row_bits[2];
+            stage_bits(tile, st, row_bits);
             const unsigned k_tile = st_base + st * $STAGE_BYTESu;
             const unsigned v_tile = k_tile + $TILE_BYTESu;
 $TILE_BODY
         }
+#endif
     }
     fm_cp_async_wait<0>();
 #else
