@@ -72,7 +72,8 @@ pub struct DecodeArgs {
           conflicts_with_all = ["inputs", "out", "sweep"], required_unless_present_any = ["inputs", "sweep"])]
     random: Option<String>,
     /// Run the built-in correctness sweep (every page size, head size, GQA ratio, split
-    /// counts 1 to 64, odd lengths, empty requests, causal Sq up to 33, windows, f16),
+    /// counts 1 to 64, odd lengths, empty requests, causal Sq up to 64 on 16- and 64-row
+    /// CTAs, windows, f16, and block-sparse masks: per-head with GQA, D = 256),
     /// each case against the CPU f64 reference; with --graph, each case is also
     /// replayed from a CUDA graph at other lengths.
     #[arg(long, conflicts_with_all = ["inputs", "out"])]

@@ -6,10 +6,10 @@
 //! emitted from a layout, and its comment names the layout.
 //!
 //! Kernel `fm_decode_split`, grid `(num_splits · m_blocks, Hkv, B)`: CTA
-//! `(split · m_blocks + m_block, hkv, b)` owns the 16 packed query rows
-//! `16·m_block ..` of KV head `hkv` of request `b` (row `t·G + g` is token `t`, query head
-//! `hkv·G + g`: packed GQA) and the key tiles `split` of `num_splits` of the tiles those
-//! rows can see.
+//! `(split · m_blocks + m_block, hkv, b)` owns the `cta_rows` (16, or 64 with shared
+//! K/V) packed query rows `cta_rows·m_block ..` of KV head `hkv` of request `b` (row
+//! `t·G + g` is token `t`, query head `hkv·G + g`: packed GQA) and the key tiles `split`
+//! of `num_splits` of the tiles those rows can see.
 //! - scheduler: the visible key range comes from `seqlens_k[b]` (clamped to the planned
 //!   capacity) and the causal / sliding-window bounds (bottom-right aligned: token `t`
 //!   sits at key position `seqlen_k − Sq + t`), all on the device, so the split count is
