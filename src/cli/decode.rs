@@ -72,11 +72,16 @@ pub struct DecodeArgs {
           conflicts_with_all = ["inputs", "out", "sweep"], required_unless_present_any = ["inputs", "sweep"])]
     random: Option<String>,
     /// Run the built-in correctness sweep (every page size, head size, GQA ratio, split
-    /// counts 1 to 64, odd lengths, empty requests, causal Sq up to 33, windows, f16),
+    /// counts 1 to 64, odd lengths, empty requests, causal Sq up to 64 on 16- and 64-row
+    /// CTAs, windows, f16, and block-sparse masks: per-head with GQA, D = 256),
     /// each case against the CPU f64 reference; with --graph, each case is also
     /// replayed from a CUDA graph at other lengths.
     #[arg(long, conflicts_with_all = ["inputs", "out"])]
     sweep: bool,
+    /// With --sweep: run only the cases whose label contains TEXT (e.g. `mask`,
+    /// `shared`), as compute-sanitizer runs do.
+    #[arg(long, value_name = "TEXT", requires = "sweep")]
+    sweep_only: Option<String>,
     /// A safetensors file holding q [B,Sq,H,D] (bfloat16 or float16), k_cache and v_cache
     /// ([B,Sk,Hkv,D], or pages [P,page_size,Hkv,D] with block_table int32 [B,max_pages]),
     /// and optionally seqlens_k int32 [B].
@@ -178,7 +183,9 @@ fn load_mask(path: &std::path::Path, shape: &DecodeShape) -> Result<DecodeMask, 
 pub struct BenchDecodeArgs {
     /// The workloads of issue 11 (`issue11`: B=16 q=1 H=32 Hkv=8 Sk=8192; B=1 Sk=65536;
     /// B=64 Sk=4096; B=8 H=64 Hkv=8 Sk=16384; the first paged with pages of 1, 16, 64
-    /// and 256 keys, shuffled), instead of one shape from the flags below.
+    /// and 256 keys, shuffled), or write-up 002's decode (`writeup002`: 64 tokens, H=12,
+    /// D=128, Sk=23296, unmasked, then each head keeping a random 50% and 10% of its
+    /// 64-token key blocks), instead of one shape from the flags below.
     #[arg(long)]
     preset: Option<String>,
     /// Requests.
@@ -543,9 +550,30 @@ fn run_topk(args: &DecodeArgs, shape: DecodeShape, k: usize) -> CmdResult {
 
 /// `fragmask decode --sweep`: every case of the built-in sweep in one process.
 fn run_sweep(args: &DecodeArgs) -> CmdResult {
-    let cases = sweep_cases();
+    let cases: Vec<_> = sweep_cases()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            args.sweep_only
+                .as_ref()
+                .is_none_or(|t| c.label.contains(t.as_str()))
+        })
+        .collect();
+    if cases.is_empty() {
+        return Err(format!(
+            "--sweep-only {}: no sweep case's label contains it",
+            args.sweep_only.as_deref().unwrap_or("")
+        ));
+    }
+    let cases: Vec<_> = cases
+        .into_iter()
+        .map(|(i, mut c)| {
+            c.label = format!("#{i} {}", c.label);
+            (i, c)
+        })
+        .collect();
     let mut prepared = Vec::with_capacity(cases.len());
-    for (i, c) in cases.iter().enumerate() {
+    for (i, c) in cases.iter().map(|(i, c)| (*i, c)) {
         let lengths = c
             .lengths
             .clone()
@@ -557,7 +585,10 @@ fn run_sweep(args: &DecodeArgs) -> CmdResult {
             args.seed + i as u64,
         )
         .map_err(|e| format!("sweep case {}: {e}", c.label))?;
-        prepared.push(inputs);
+        let mask = c
+            .packed_mask(args.seed + i as u64)
+            .map_err(|e| format!("sweep case {}: {e}", c.label))?;
+        prepared.push((inputs, mask));
     }
     let device = match device()? {
         Ok(d) => d,
@@ -565,15 +596,15 @@ fn run_sweep(args: &DecodeArgs) -> CmdResult {
     };
     let compiler = Compiler::new();
     let (mut passed, mut failed) = (0, 0);
-    for (c, inputs) in cases.iter().zip(&prepared) {
-        let runner =
-            DecodeRunner::for_shape(&device, &compiler, &c.shape).map_err(|e| e.to_string())?;
-        let plan = runner
-            .plan(c.shape, c.shape.cache.capacity(), c.splits)
+    for ((_, c), (inputs, mask)) in cases.iter().zip(&prepared) {
+        let (runner, plan) = runner_and_plan(&device, &compiler, &c.shape, mask.as_ref(), c.splits)
             .map_err(|e| format!("{}: {e}", c.label))?;
-        let mut results =
-            vec![check(&runner, &plan, inputs).map_err(|e| format!("{}: {e}", c.label))?];
-        if args.graph {
+        let mut results = vec![match mask {
+            Some(m) => check_masked(&runner, &plan, inputs, m),
+            None => check(&runner, &plan, inputs),
+        }
+        .map_err(|e| format!("{}: {e}", c.label))?];
+        if args.graph && mask.is_none() {
             let cap = c.shape.cache.capacity() as i32;
             let others = vec![
                 vec![1.min(cap); c.shape.batch],
@@ -587,9 +618,15 @@ fn run_sweep(args: &DecodeArgs) -> CmdResult {
         }
         for (i, r) in results.iter().enumerate() {
             let label = format!(
-                "{} ({} splits){}",
+                "{} ({} splits, {} rows per CTA{}){}",
                 c.label,
                 plan.num_splits,
+                plan.config.cta_rows(),
+                if plan.pack_heads {
+                    ""
+                } else {
+                    ", heads not packed"
+                },
                 if i == 0 {
                     String::new()
                 } else {
@@ -827,7 +864,12 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
                 )?,
             ])
         }
-        Some(other) => Err(format!("--preset {other}: expected issue11")),
+        Some("writeup002") => Ok(vec![(
+            "002 Sq=64 H=12 Sk=23296".into(),
+            bench_shape([1, 64, 12, 12, 23296, 128], dtype, None, false)?,
+            false,
+        )]),
+        Some(other) => Err(format!("--preset {other}: expected issue11 or writeup002")),
     }
 }
 
@@ -852,6 +894,23 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
     // before the GPU is looked for).
     let mut jobs: Vec<(String, DecodeShape, bool, RowKind)> = Vec::new();
     for (name, shape, shuffle) in list {
+        if args.preset.as_deref() == Some("writeup002") {
+            // Write-up 002's lists: each head keeps a random 50% / 10% of the 364 blocks.
+            jobs.push((name.clone(), shape, shuffle, RowKind::Plain));
+            for (pct, kept) in [(50, 182), (10, 36)] {
+                let packed = fragmask::host::decode::mask::writeup002_mask(12, 23296, kept, pct)
+                    .map_err(|e| e.to_string())?;
+                let m = DecodeMask::from_packed(&packed).map_err(|e| e.to_string())?;
+                m.fit(&shape).map_err(|e| e.to_string())?;
+                jobs.push((
+                    format!("{name} {pct}% of 64-token blocks"),
+                    shape,
+                    shuffle,
+                    RowKind::Masked(Box::new(m)),
+                ));
+            }
+            continue;
+        }
         let extra = if let Some(path) = &args.mask {
             let m = load_mask(path, &shape)?;
             Some((

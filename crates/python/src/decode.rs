@@ -14,10 +14,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use fragmask_host::decode::{CacheShape, DecodePlan, DecodePointers, DecodeRunner, DecodeShape};
+use fragmask_host::decode::{
+    CacheShape, DecodeMask, DecodePlan, DecodePointers, DecodeRunner, DecodeShape,
+};
 use fragmask_host::Compiler;
 use fragmask_kernels::decode::DecodeConfig;
 use fragmask_kernels::family::dtype::ActDtype;
+use fragmask_masks::PackedMask;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -55,6 +58,71 @@ struct Call<'a> {
     max_seqlen_q: usize,
     window: (i64, i64),
     scale: f64,
+    /// The mask's key in [`masks`] (0: none).
+    mask_id: u64,
+}
+
+/// Block-sparse masks in decode's form ([`DecodeMask`]), by the Python Mask's registry
+/// id: converted once ([`decode_mask_prepare`]), dropped with the Mask
+/// ([`decode_mask_release`], a weakref finalizer).
+fn masks() -> &'static Mutex<HashMap<u64, Arc<DecodeMask>>> {
+    static MASKS: OnceLock<Mutex<HashMap<u64, Arc<DecodeMask>>>> = OnceLock::new();
+    MASKS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn mask_of(id: u64) -> PyResult<Arc<DecodeMask>> {
+    masks()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| err(format!("mask {id} was not prepared for decode (internal)")))
+}
+
+fn i32_bytes(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Converts a packed mask (its safetensors bytes, `Mask.to_bytes()`) to decode's form
+/// once, keeps it under `id` (the Mask's registry id) for the planner, and returns its
+/// device arrays as little-endian int32 bytes: the `(key block, partial or -1)` list
+/// pairs, the counts, and the partial blocks' row-major bits (one word when none).
+#[pyfunction]
+pub(crate) fn decode_mask_prepare(
+    py: Python<'_>,
+    id: u64,
+    data: &[u8],
+) -> PyResult<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let mask = py
+        .detach(|| {
+            let packed = PackedMask::from_safetensors(data).map_err(|e| e.to_string())?;
+            DecodeMask::from_packed(&packed).map_err(|e| e.to_string())
+        })
+        .map_err(err)?;
+    let bits: Vec<i32> = if mask.bits.is_empty() {
+        vec![0]
+    } else {
+        mask.bits.iter().map(|&w| w as i32).collect()
+    };
+    let out = (
+        i32_bytes(&mask.list),
+        i32_bytes(&mask.count),
+        i32_bytes(&bits),
+    );
+    masks()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, Arc::new(mask));
+    Ok(out)
+}
+
+/// Forgets the decode form of mask `id` (its Mask was collected).
+#[pyfunction]
+pub(crate) fn decode_mask_release(id: u64) {
+    masks()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
 }
 
 /// The host's shape and plan of a call (typed checks, no GPU).
@@ -160,12 +228,12 @@ fn plan_of(c: &Call<'_>, multiprocessors: usize, splits: usize) -> PyResult<Deco
         return Err(err(format!("scale {} is not finite", c.scale)));
     }
     let capacity = shape.cache.capacity();
-    let plan = DecodePlan::new(
-        shape,
-        capacity,
-        multiprocessors,
-        (splits > 0).then_some(splits),
-    )
+    let splits = (splits > 0).then_some(splits);
+    let plan = if c.mask_id != 0 {
+        DecodePlan::for_mask(shape, &*mask_of(c.mask_id)?, multiprocessors, splits)
+    } else {
+        DecodePlan::new(shape, capacity, multiprocessors, splits)
+    }
     .map_err(err)?;
     match total_q {
         Some(t) => plan.with_varlen(t).map_err(err),
@@ -176,7 +244,7 @@ fn plan_of(c: &Call<'_>, multiprocessors: usize, splits: usize) -> PyResult<Deco
 /// `(num_splits, workspace o floats, workspace lse floats, lse shape)` of a call, from
 /// shapes only (CPU; the Python op allocates the outputs and workspace from it).
 #[pyfunction]
-#[pyo3(signature = (q, k, v, dtypes, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, multiprocessors))]
+#[pyo3(signature = (q, k, v, dtypes, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, multiprocessors, mask_id=0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_plan(
     q: Vec<usize>,
@@ -192,6 +260,7 @@ pub(crate) fn decode_plan(
     scale: f64,
     splits: usize,
     multiprocessors: usize,
+    mask_id: u64,
 ) -> PyResult<(usize, usize, usize, Vec<usize>)> {
     let call = Call {
         q: &q,
@@ -204,6 +273,7 @@ pub(crate) fn decode_plan(
         max_seqlen_q,
         window: (window_left, window_right),
         scale,
+        mask_id,
     };
     let plan = plan_of(&call, multiprocessors.max(1), splits)?;
     let (o, lse) = plan.workspace_floats().map_err(err)?;
@@ -237,7 +307,7 @@ fn runner(device: usize, config: DecodeConfig) -> PyResult<Arc<DecodeRunner>> {
 /// workspace are torch tensors (contiguous; checked against the plan); `splits` is the
 /// count [`decode_plan`] returned.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, out, lse, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, ws_o, ws_lse, stream, device))]
+#[pyo3(signature = (q, k, v, out, lse, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, ws_o, ws_lse, stream, device, mask_id=0, mask=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_launch(
     q: Raw,
@@ -257,6 +327,8 @@ pub(crate) fn decode_launch(
     ws_lse: Raw,
     stream: u64,
     device: usize,
+    mask_id: u64,
+    mask: Option<(Raw, Raw, Raw)>,
 ) -> PyResult<()> {
     let call = Call {
         q: &q.1,
@@ -269,9 +341,31 @@ pub(crate) fn decode_launch(
         max_seqlen_q,
         window: (window_left, window_right),
         scale,
+        mask_id,
     };
     let g = gpu(device)?;
     let plan = plan_of(&call, 1, splits.max(1))?;
+    // The mask's device arrays: int32, contiguous, at least the decode form's lengths.
+    let mask_ptrs = match (mask_id, &mask) {
+        (0, None) => (0, 0, 0),
+        (id, Some((list, count, bits))) if id != 0 => {
+            let m = mask_of(id)?;
+            for (what, t, n) in [
+                ("mask list", list, m.list.len()),
+                ("mask counts", count, m.count.len()),
+                ("mask bits", bits, m.bits.len().max(1)),
+            ] {
+                if t.3 != "int32" || !contiguous(t) || t.1.iter().product::<usize>() < n {
+                    return Err(err(format!(
+                        "{what} is {:?} {}; expected contiguous int32 of {n} elements",
+                        t.1, t.3
+                    )));
+                }
+            }
+            (list.0, count.0, bits.0)
+        }
+        _ => return Err(err("mask_id and the mask's arrays go together")),
+    };
     let s = plan.shape;
     for (what, t) in [("out", &out)] {
         if t.1 != q.1 || t.3 != q.3 {
@@ -316,7 +410,8 @@ pub(crate) fn decode_launch(
         }
     }
     let _ = &g;
-    let runner = runner(device, s.config().map_err(err)?)?;
+    let _ = s;
+    let runner = runner(device, plan.config)?;
     // SAFETY: torch's current stream of `device`, live for the launch (as in
     // attention_forward).
     let stream = unsafe { g.device.borrowed_stream(stream) };
@@ -334,10 +429,13 @@ pub(crate) fn decode_launch(
         // An unpaged call never reads the table; a valid address all the same.
         block_table: block_table.as_ref().map_or(q.0, |t| t.0),
         cu_seqlens_q: ptr(&cu_seqlens_q),
-        ..Default::default()
+        mask_list: mask_ptrs.0,
+        mask_count: mask_ptrs.1,
+        mask_bits: mask_ptrs.2,
     };
     // SAFETY: every pointer is data_ptr() of a live contiguous torch CUDA tensor whose
     // shape and dtype were checked against `plan` above (the workspace and lse at least
-    // the plan's floats); o, lse and the workspace are fresh tensors of the op.
+    // the plan's floats, the mask's arrays at least its decode form's lengths); o, lse
+    // and the workspace are fresh tensors of the op.
     unsafe { runner.launch_raw(&plan, &pointers) }.map_err(err)
 }

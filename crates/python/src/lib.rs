@@ -724,5 +724,7 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu::warmup, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_plan, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_launch, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_mask_prepare, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_mask_release, m)?)?;
     Ok(())
 }

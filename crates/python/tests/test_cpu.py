@@ -524,6 +524,43 @@ class DecodePlanTests(unittest.TestCase):
         self.assertEqual(self.plan(q=(10, 8, 64), k=(40, 16, 2, 64), table=[2, 20], cu=[3],
                                    max_q=6)[3], [8, 10])
 
+    def test_masked_plans_balance_listed_blocks_and_take_per_head_gqa(self):
+        # Write-up 002's decode: 64 tokens, 12 heads, 64-key blocks, 10% kept per head.
+        rng = np.random.default_rng(3)
+        nb = 23296 // 64
+        index = np.stack([np.sort(rng.choice(nb, 36, replace=False)) for _ in range(12)])
+        mask = fragmask.Mask.from_blocks(index[:, None, :].astype(np.int32),
+                                         np.full((12, 1), 36, np.int32), block_size=64,
+                                         seqlen_q=64, seqlen_k=23296, block=(64, 64))
+        mid = mask._meta[8]
+        fragmask._fragmask.decode_mask_prepare(mid, mask.to_bytes())
+        q, k = [1, 64, 12, 128], [1, 23296, 12, 128]
+        plan = lambda **kw: fragmask._fragmask.decode_plan(  # noqa: E731
+            q, k, k, ("bfloat16",) * 3, None, None, None, 0, -1, -1, 0.0, 0, 132, mid, **kw)
+        splits, ws_o, ws_lse, lse = plan()
+        # Listed blocks, not the 364 of the capacity, size the splits: 2 or 3 per split.
+        self.assertTrue(12 <= splits <= 18, splits)
+        self.assertEqual(ws_lse, splits * 12 * 64)
+        self.assertEqual(lse, [1, 12, 64])
+        # The same mask for 24 query heads over 12 KV heads is refused (12 heads stored).
+        with self.assertRaisesRegex(ValueError, "heads"):
+            fragmask._fragmask.decode_plan([1, 64, 24, 128], k, k, ("bfloat16",) * 3, None,
+                                           None, None, 0, -1, -1, 0.0, 0, 132, mid)
+        # Per-head lists with GQA (12 query heads over 4 KV heads): each query head its
+        # own CTAs, so the workspace counts 12 heads.
+        g = fragmask._fragmask.decode_plan(q, [1, 23296, 4, 128], [1, 23296, 4, 128],
+                                           ("bfloat16",) * 3, None, None, None, 0, -1, -1,
+                                           0.0, 0, 132, mid)
+        self.assertEqual(g[2], g[0] * 12 * 64)
+        # At D = 256 too (refused before this change).
+        d256 = [1, 23296, 12, 256]
+        self.assertGreaterEqual(fragmask._fragmask.decode_plan(
+            [1, 64, 12, 256], d256, d256, ("bfloat16",) * 3, None, None, None, 0, -1, -1,
+            0.0, 0, 132, mid)[0], 1)
+        fragmask._fragmask.decode_mask_release(mid)
+        with self.assertRaisesRegex(ValueError, "not prepared"):
+            plan()
+
     def test_bad_shapes_are_typed_errors(self):
         bad = [
             (dict(q=(2, 1, 6, 64), k=(2, 300, 4, 64)), "multiple"),

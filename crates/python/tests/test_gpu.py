@@ -727,7 +727,101 @@ class DecodeTests(unittest.TestCase):
         self.assertEqual(rel_err(compiled(q, k, v), f(q, k, v)), 0.0)
         from fragmask import _ops
         torch.library.opcheck(_ops._register_decode(),
-                              (q, k, v, None, None, None, 0, [-1, -1], 0.0, 0))
+                              (q, k, v, None, None, None, 0, [-1, -1], 0.0, 0,
+                               None, None, None, 0))
+        # A masked call compiles too (the mask's arrays prepared by a first eager call).
+        mask = fragmask.Mask.from_dense(torch.rand(1, 1, 1, 300) < 0.5, block=(64, 64))
+        fm = lambda q, k, v: fragmask.decode(q, k, v, mask=mask)  # noqa: E731
+        eager = fm(q, k, v)
+        self.assertEqual(rel_err(torch.compile(fm, fullgraph=True)(q, k, v), eager), 0.0)
+
+    def masked_reference(self, q, k, v, dense, causal=False):
+        """fp32 SDPA with the boolean mask dense [1 or B, 1 or H, Sq, Sk] (and causal,
+        bottom-right), GQA by repetition; rows with no visible key give 0."""
+        B, Sq, H, D = q.shape
+        Hk, Sk = k.shape[2], k.shape[1]
+        kk = k.float().repeat_interleave(H // Hk, dim=2).transpose(1, 2)
+        vv = v.float().repeat_interleave(H // Hk, dim=2).transpose(1, 2)
+        m = dense.to("cuda").expand(B, H, Sq, Sk).clone()
+        if causal:
+            t = torch.arange(Sq, device="cuda")[:, None] + (Sk - Sq)
+            m &= torch.arange(Sk, device="cuda")[None, :] <= t
+        s = (q.float().transpose(1, 2) @ kk.transpose(-1, -2)) * D ** -0.5
+        s = s.masked_fill(~m, float("-inf"))
+        p = torch.softmax(s, -1).nan_to_num(0.0)
+        return (p @ vv).transpose(1, 2)
+
+    def test_masks_from_python_match_the_dense_reference(self):
+        torch.manual_seed(7)
+        cases = [
+            # (B, Sq, H, Hk, Sk, D, mask heads, block, causal): write-up 002's shape in
+            # small (64-row shared-K/V CTAs), per-head masks with GQA (heads not packed),
+            # masked D = 256 (one shared-K/V warp), q = 1 with 8 packed heads.
+            (1, 64, 4, 4, 1500, 128, 1, (64, 64), False),
+            (2, 64, 4, 2, 900, 64, 4, (64, 64), True),
+            (2, 3, 8, 2, 700, 256, 8, (64, 128), False),
+            (3, 1, 32, 4, 1000, 128, 1, (128, 128), False),
+        ]
+        for B, Sq, H, Hk, Sk, D, mh, block, causal in cases:
+            k, v = self.cache(B, Sk, Hk, D, Sk)
+            q = torch.randn(B, Sq, H, D, device="cuda", dtype=torch.bfloat16)
+            dense = torch.rand(1, mh, Sq, Sk) < 0.3
+            dense[..., :16] = True  # every row sees a key
+            mask = fragmask.Mask.from_dense(dense, block=block)
+            o = fragmask.decode(q, k, v, mask=mask, causal=causal)
+            ref = self.masked_reference(q, k, v, dense, causal)
+            self.assertLess(rel_err(o, ref), 1.6e-2, f"{B, Sq, H, Hk, Sk, D, mh, block}")
+        with self.assertRaisesRegex(ValueError, "rows"):
+            fragmask.decode(q[:, :1].expand(B, 2, H, D).contiguous(), k, v, mask=mask)
+
+    def test_topk_from_python_reads_only_the_listed_keys(self):
+        B, H, Hk, Sk, D, K = 3, 16, 4, 4096, 128, 300
+        k, v = self.cache(B, Sk, Hk, D, 11)
+        q = torch.randn(B, 2, H, D, device="cuda", dtype=torch.bfloat16)
+        idx = torch.rand(B, Sk, device="cuda").topk(K, -1).indices.sort(-1).values
+        o = fragmask.decode(q, k, v, topk_indices=idx.to(torch.int32))
+        g = idx[:, :, None, None].expand(B, K, Hk, D)
+        ref = self.masked_reference(q, k.gather(1, g), v.gather(1, g),
+                                    torch.ones(1, 1, 2, K, dtype=torch.bool))
+        self.assertLess(rel_err(o, ref), 1.6e-2)
+        with self.assertRaisesRegex(ValueError, "causal"):
+            fragmask.decode(q, k, v, topk_indices=idx.to(torch.int32), causal=True)
+        with self.assertRaises(TypeError):
+            fragmask.decode(q, k, v, topk_indices=idx)  # int64
+
+    def test_eager_calls_skip_the_op_dispatch_and_equal_the_op(self):
+        from fragmask import _ops
+        k, v = self.cache(2, 800, 2, 128, 12)
+        q = torch.randn(2, 1, 16, 128, device="cuda", dtype=torch.bfloat16)
+        mask = fragmask.Mask.from_dense(torch.rand(1, 1, 1, 800) < 0.5, block=(64, 64))
+        for m in (None, mask):
+            args = (q, k, v, None, None, None, 0, [-1, -1], 0.0, 0,
+                    *(_ops._decode_mask_arrays(torch, m, q.device) if m else (None,) * 3),
+                    m._meta[8] if m else 0)
+            via_op, _ = _ops._register_decode()(*args)
+            saved = _ops._register_decode
+            _ops._register_decode = None  # the fast path must not reach the op
+            try:
+                fast = fragmask.decode(q, k, v, mask=m)
+            finally:
+                _ops._register_decode = saved
+            self.assertTrue(torch.equal(fast, via_op))
+        # Under a dispatch mode the call goes through the registered op, same result.
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Record(TorchDispatchMode):
+            def __init__(self):
+                super().__init__()
+                self.ops = []
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                self.ops.append(str(func))
+                return func(*args, **(kwargs or {}))
+
+        with Record() as rec:
+            traced = fragmask.decode(q, k, v, mask=mask)
+        self.assertIn("fragmask.decode.default", rec.ops)
+        self.assertTrue(torch.equal(traced, fast))
 
     def test_errors_before_launch(self):
         k, v = self.cache(2, 64, 2, 64, 4)

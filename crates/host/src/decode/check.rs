@@ -553,6 +553,40 @@ pub struct SweepCase {
     pub lengths: Option<Vec<i32>>,
     /// Split count (`None`: planned).
     pub splits: Option<usize>,
+    /// A random block-sparse mask ([`super::mask::random_packed_mask`]).
+    pub mask: Option<SweepMask>,
+}
+
+/// The random mask of a masked [`SweepCase`].
+#[derive(Clone, Copy, Debug)]
+pub struct SweepMask {
+    /// Tokens per row block.
+    pub block_m: u32,
+    /// Keys per block.
+    pub block_n: u32,
+    /// Heads stored: 1 (broadcast) or H (per head).
+    pub heads: usize,
+}
+
+impl SweepCase {
+    /// The case's packed mask, from `seed` (`None` when unmasked).
+    pub fn packed_mask(&self, seed: u64) -> Result<Option<DecodeMask>, DecodeError> {
+        self.mask
+            .map(|m| {
+                let packed = super::mask::random_packed_mask(
+                    self.shape.seqlen_q,
+                    self.shape.cache.capacity(),
+                    m.heads,
+                    m.block_m,
+                    m.block_n,
+                    seed,
+                )?;
+                let mask = DecodeMask::from_packed(&packed)?;
+                mask.fit(&self.shape)?;
+                Ok(mask)
+            })
+            .transpose()
+    }
 }
 
 /// The correctness sweep of issue 11: every page size, head size and GQA ratio (1, 4,
@@ -588,6 +622,7 @@ pub fn sweep_cases() -> Vec<SweepCase> {
         shuffle_pages: true,
         lengths: None,
         splits: None,
+        mask: None,
     };
     let mut cases = Vec::new();
     for page in [None, Some(1), Some(16), Some(64), Some(256)] {
@@ -686,5 +721,147 @@ pub fn sweep_cases() -> Vec<SweepCase> {
         shuffle_pages: false,
         ..case("full lengths, pages in order".into(), paged(base, 16))
     });
+    // Shared-K/V CTAs (64 packed rows) without a mask: D = 256 and 64, G = 1.
+    for (d, sq, window) in [(256, 64, (None, Some(0))), (64, 50, (Some(300), Some(2)))] {
+        cases.push(SweepCase {
+            splits: Some(5),
+            ..case(
+                format!("shared K/V D={d} Sq={sq} window {window:?}"),
+                DecodeShape {
+                    seqlen_q: sq,
+                    heads: 4,
+                    kv_heads: 4,
+                    head_dim: d,
+                    window_left: window.0,
+                    window_right: window.1,
+                    ..base
+                },
+            )
+        });
+    }
+    // Block-sparse masks: 64-row shared-K/V CTAs (write-up 002's shape in small), one
+    // shared-K/V warp at D = 256, 16-row CTAs, per-head masks with GQA (heads not
+    // packed), lists past the staged LIST_CAP entries, causal on top, 1 and many splits.
+    let masked = |label: &str,
+                  shape: DecodeShape,
+                  (block_m, block_n, heads): (u32, u32, usize),
+                  splits: Option<usize>| SweepCase {
+        splits,
+        mask: Some(SweepMask {
+            block_m,
+            block_n,
+            heads,
+        }),
+        ..case(
+            format!("mask {block_m}x{block_n} x{heads} heads: {label}"),
+            shape,
+        )
+    };
+    let g1 = DecodeShape {
+        seqlen_q: 64,
+        heads: 4,
+        kv_heads: 4,
+        ..base
+    };
+    cases.push(masked("Sq=64 G=1, shared K/V", g1, (64, 64, 1), None));
+    cases.push(masked(
+        "Sq=64 G=1 per head, paged 16, causal, 3 splits",
+        paged(
+            DecodeShape {
+                window_right: Some(0),
+                ..g1
+            },
+            16,
+        ),
+        (64, 64, 4),
+        Some(3),
+    ));
+    cases.push(masked(
+        "Sq=64 G=1 D=256 fp16, 1 split",
+        DecodeShape {
+            head_dim: 256,
+            dtype: ActDtype::F16,
+            ..g1
+        },
+        (64, 128, 1),
+        Some(1),
+    ));
+    cases.push(masked(
+        "Sq=40 G=2 D=64, 64 splits",
+        DecodeShape {
+            seqlen_q: 40,
+            heads: 8,
+            kv_heads: 4,
+            head_dim: 64,
+            ..base
+        },
+        (128, 128, 1),
+        Some(64),
+    ));
+    cases.push(masked(
+        "q=1 G=4 D=256 (one shared-K/V warp), paged 1",
+        paged(
+            DecodeShape {
+                heads: 16,
+                kv_heads: 4,
+                head_dim: 256,
+                ..base
+            },
+            1,
+        ),
+        (64, 64, 1),
+        None,
+    ));
+    cases.push(masked(
+        "Sq=5 G=4 per head (not packed), 16-row CTAs",
+        DecodeShape {
+            seqlen_q: 5,
+            heads: 16,
+            kv_heads: 4,
+            ..base
+        },
+        (64, 64, 16),
+        None,
+    ));
+    cases.push(masked(
+        "Sq=64 G=2 per head (not packed), shared K/V, paged 64",
+        paged(
+            DecodeShape {
+                seqlen_q: 64,
+                heads: 4,
+                kv_heads: 2,
+                ..base
+            },
+            64,
+        ),
+        (64, 64, 4),
+        Some(2),
+    ));
+    cases.push(masked(
+        "Sq=3 G=2 D=256 per head, causal",
+        DecodeShape {
+            seqlen_q: 3,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 256,
+            window_right: Some(0),
+            ..base
+        },
+        (64, 64, 4),
+        Some(2),
+    ));
+    cases.push(masked(
+        "Sq=64 G=1, 16-key blocks past the staged list, 1 split",
+        DecodeShape {
+            batch: 1,
+            seqlen_q: 64,
+            heads: 2,
+            kv_heads: 2,
+            cache: CacheShape::Contiguous { capacity: 8192 },
+            ..base
+        },
+        (64, 16, 1),
+        Some(1),
+    ));
     cases
 }

@@ -28,7 +28,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use fragmask_kernels::decode::{MAX_MASK_BLOCK_N, TILE_KEYS, TILE_ROWS};
+use fragmask_kernels::decode::{MAX_MASK_BLOCK_N, SHARED_WARPS, TILE_KEYS, TILE_ROWS};
 use fragmask_masks::PackedMask;
 
 use super::driver;
@@ -202,10 +202,15 @@ impl DecodeMask {
     /// Checks that the mask fits `shape` and returns its geometry for the kernel.
     ///
     /// - rows: the mask's Sq equals the call's; batch 1 or B; heads 1 or H;
-    /// - per-head masks need one query head per KV head (G = 1): a CTA's 16 packed rows
-    ///   interleave the G heads of a KV head and walk one list;
-    /// - every CTA's tokens (`16·m / G ..= (16·m + 15) / G`) lie in one mask row block;
-    /// - a masked kernel exists for the head size (D = 64 or 128).
+    /// - per-head masks with G > 1 do not pack the G heads of a KV head into one CTA's
+    ///   rows (each head has its own list; a packed CTA walks one): each query head gets
+    ///   its own CTAs, which read their KV head's K and V (the G heads' CTAs run
+    ///   together, so the repeats mostly hit L2). Packing them would make a CTA walk the
+    ///   union of G lists and mask each row by its own, for a gain only when Sq · G < 16;
+    /// - shared-K/V CTAs (64 rows) when there are more than 48 rows and every CTA's
+    ///   tokens lie in one mask row block; 16-row CTAs otherwise, whose tokens
+    ///   (`16·m / G ..= (16·m + 15) / G`) must lie in one row block;
+    /// - a masked kernel exists for the head size and tile width.
     pub fn fit(&self, shape: &DecodeShape) -> Result<MaskGeometry, DecodeError> {
         if self.seqlen_q != shape.seqlen_q {
             return Err(mask_err(
@@ -234,23 +239,40 @@ impl DecodeMask {
                 ),
             ));
         }
-        let g = shape.group();
-        if self.heads != 1 && g != 1 {
-            return Err(mask_err(
-                "heads",
-                format!(
-                    "a per-head mask needs one query head per KV head; this call packs {g} \
-                     (H = {}, Hkv = {}): broadcast the mask over heads",
-                    shape.heads, shape.kv_heads
-                ),
-            ));
-        }
-        let rows = shape.rows();
-        let tr = TILE_ROWS as usize;
-        for m in 0..shape.m_blocks() {
-            let first = m * tr / g;
-            let last = (m * tr + tr - 1).min(rows - 1) / g;
-            if first / self.block_m != last / self.block_m {
+        let pack_heads = self.heads == 1 || shape.group() == 1;
+        let g = if pack_heads { shape.group() } else { 1 };
+        let rows = shape.rows() / shape.group() * g;
+        // The CTA of `cta` rows whose tokens straddle two mask row blocks, if any.
+        let straddles = |cta: usize| {
+            (0..rows.div_ceil(cta)).find_map(|m| {
+                let first = m * cta / g;
+                let last = (m * cta + cta - 1).min(rows - 1) / g;
+                (first / self.block_m != last / self.block_m).then_some((m, first, last))
+            })
+        };
+        // The kernel variant exists (head size, tile width).
+        let base = shape
+            .base_config()?
+            .with_mask_block_n(self.block_n as u32)
+            .map_err(DecodeError::Config)?;
+        let row_block_ctas = crate::decode::problem::shared_kv_pays(rows)
+            && straddles(
+                base.with_shared_kv()
+                    .map_or(usize::MAX, |c| c.cta_rows() as usize),
+            )
+            .is_none()
+            && base.with_shared_kv().is_ok();
+        // 64-row shared-K/V CTAs; else 16-row ones: one shared-K/V warp at D = 256 (the
+        // per-warp key shares spill there with a mask), per-warp key shares below.
+        let shared_warps = if row_block_ctas {
+            SHARED_WARPS
+        } else if base.head_dim > 128 {
+            1
+        } else {
+            0
+        };
+        if !row_block_ctas {
+            if let Some((m, first, last)) = straddles(TILE_ROWS as usize) {
                 return Err(mask_err(
                     "tile rows",
                     format!(
@@ -261,11 +283,6 @@ impl DecodeMask {
                 ));
             }
         }
-        // The kernel variant exists (head size, tile width).
-        shape
-            .config()?
-            .with_mask_block_n(self.block_n as u32)
-            .map_err(DecodeError::Config)?;
         let i32_of = |x: usize, what| i32::try_from(x).map_err(|_| DecodeError::Overflow(what));
         Ok(MaskGeometry {
             block_m: i32_of(self.block_m, "mask rows")?,
@@ -281,7 +298,35 @@ impl DecodeMask {
             } else {
                 i32_of(self.m_blocks, "mask rows")?
             },
+            pack_heads,
+            shared_warps,
         })
+    }
+
+    /// Listed key blocks of the mask row block each CTA row of the grid walks: one
+    /// entry per (request, grid head, m-block), for `rows_per_cta` packed rows of
+    /// `row_group` heads per CTA and `grid_heads` heads (what the split planner balances).
+    pub fn listed_per_cta(
+        &self,
+        batch: usize,
+        grid_heads: usize,
+        seqlen_q: usize,
+        row_group: usize,
+        rows_per_cta: usize,
+    ) -> Vec<usize> {
+        let rows = seqlen_q * row_group;
+        let m_blocks = rows.div_ceil(rows_per_cta.max(1));
+        let mut out = Vec::with_capacity(batch * grid_heads * m_blocks);
+        for b in 0..batch {
+            for h in 0..grid_heads {
+                for m in 0..m_blocks {
+                    let t = m * rows_per_cta / row_group.max(1);
+                    let r = self.row(b, h, t / self.block_m);
+                    out.push(self.count[r].max(0) as usize);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -296,8 +341,26 @@ pub struct MaskGeometry {
     pub n_blocks: i32,
     /// Row blocks between requests (0: broadcast).
     pub batch_stride: i32,
-    /// Row blocks between KV heads (0: broadcast; G = 1 otherwise).
+    /// Row blocks between grid heads (0: broadcast; the grid's heads are then the query heads).
     pub head_stride: i32,
+    /// Whether a CTA packs the G query heads of a KV head (false: per-head mask, G > 1).
+    pub pack_heads: bool,
+    /// Warps of a shared-K/V CTA (4: 64 rows; 1: 16 rows), or 0: 16-row CTAs whose
+    /// warps walk their own shares of the key tiles.
+    pub shared_warps: u32,
+}
+
+impl MaskGeometry {
+    /// The parameters of an unmasked call (no list is read).
+    pub const NONE: MaskGeometry = MaskGeometry {
+        block_m: 1,
+        block_n: 0,
+        n_blocks: 0,
+        batch_stride: 0,
+        head_stride: 0,
+        pack_heads: true,
+        shared_warps: 0,
+    };
 }
 
 /// A [`DecodeMask`] on the device.
@@ -407,6 +470,102 @@ pub fn topk_gather(
     Ok((gathered, table))
 }
 
+/// Most mask elements [`random_packed_mask`] builds (heads × Sq × Sk).
+pub const MAX_RANDOM_MASK_ELEMENTS: usize = 1 << 28;
+
+/// A random packed mask of `heads` heads over `sq` tokens and `sk` keys on `bm × bn`
+/// tiles (FragmentNative), from `seed`: each run of 16 keys of a row is empty, full or
+/// random bits (one third each), so empty, full and partial tiles all occur (the
+/// sweep's and the tests' masks).
+pub fn random_packed_mask(
+    sq: usize,
+    sk: usize,
+    heads: usize,
+    bm: u32,
+    bn: u32,
+    seed: u64,
+) -> Result<PackedMask, DecodeError> {
+    use crate::apply_bench::splitmix64;
+    let n = [heads, sq, sk]
+        .iter()
+        .try_fold(1usize, |a, &x| a.checked_mul(x))
+        .filter(|&n| n <= MAX_RANDOM_MASK_ELEMENTS)
+        .ok_or(DecodeError::Overflow("random mask"))?;
+    let mut state = seed;
+    let mut bytes = vec![0u8; n];
+    for h in 0..heads {
+        for t in 0..sq {
+            for kb in 0..sk.div_ceil(16) {
+                let kind = splitmix64(&mut state) % 3;
+                for key in kb * 16..((kb + 1) * 16).min(sk) {
+                    let on = match kind {
+                        0 => false,
+                        1 => true,
+                        _ => splitmix64(&mut state) % 2 == 0,
+                    };
+                    bytes[(h * sq + t) * sk + key] = u8::from(on);
+                }
+            }
+        }
+    }
+    let dims = [1usize, heads, sq, sk];
+    let dense = fragmask_masks::DenseMask::new(&bytes, &dims)
+        .map_err(|e| mask_err("random mask", e.to_string()))?;
+    let acc = fragmask_gmma_frag::TiledAccumulator::new(bm, bn, (bm / 64).max(1), false)
+        .map_err(|e| mask_err("random mask", format!("{e:?}")))?;
+    fragmask_masks::pack(
+        &dense,
+        &acc,
+        fragmask_masks::Encoding::FragmentNative,
+        &fragmask_masks::PackOptions::default(),
+    )
+    .map_err(|e| mask_err("random mask", e.to_string()))
+}
+
+/// Write-up 002's decode mask: `heads` heads of one 64-token query block over `seqlen_k`
+/// keys in 64-token blocks, each head keeping `kept` random distinct key blocks (its own
+/// list, from `seed`), packed on 64×64 tiles (`fragmask pack --blocks ... --block 64x64
+/// --warpgroups 1`, the lists of bench/decode_mask_bench.py in form).
+pub fn writeup002_mask(
+    heads: usize,
+    seqlen_k: usize,
+    kept: usize,
+    seed: u64,
+) -> Result<PackedMask, DecodeError> {
+    const BLOCK: usize = 64;
+    let blocks = seqlen_k.div_ceil(BLOCK);
+    if kept == 0 || kept > blocks || heads == 0 || heads > 4096 {
+        return Err(mask_err(
+            "write-up 002 lists",
+            format!("{kept} of {blocks} blocks for {heads} heads"),
+        ));
+    }
+    let index = random_topk(&vec![blocks; heads], kept, seed);
+    let num = vec![kept as i32; heads];
+    let src = fragmask_masks::BlockSparseMask::new(
+        &[heads, 1, kept],
+        &index,
+        &[heads, 1],
+        &num,
+        None::<&[i32]>,
+        fragmask_masks::BlockSparseOptions {
+            block_size: BLOCK,
+            seqlen_q: Some(BLOCK),
+            seqlen_k: Some(seqlen_k),
+        },
+    )
+    .map_err(|e| mask_err("write-up 002 lists", e.to_string()))?;
+    let acc = fragmask_gmma_frag::TiledAccumulator::new(64, 64, 1, false)
+        .map_err(|e| mask_err("write-up 002 lists", format!("{e:?}")))?;
+    fragmask_masks::pack(
+        &src,
+        &acc,
+        fragmask_masks::Encoding::FragmentNative,
+        &fragmask_masks::PackOptions::default(),
+    )
+    .map_err(|e| mask_err("write-up 002 lists", e.to_string()))
+}
+
 /// `k` distinct random key indices per request in `0..len_b` (ascending), from `seed`.
 pub fn random_topk(lens: &[usize], k: usize, seed: u64) -> Vec<i32> {
     let mut state = seed;
@@ -435,9 +594,7 @@ mod tests {
     use crate::decode::problem::tests::shape as test_shape;
     use crate::decode::reference::{decode_reference, decode_reference_masked};
     use fragmask_gmma_frag::TiledAccumulator;
-    use fragmask_masks::{
-        pack, BlockSparseMask, BlockSparseOptions, DenseMask, Encoding, PackOptions,
-    };
+    use fragmask_masks::{pack, BlockSparseMask, BlockSparseOptions, Encoding, PackOptions};
 
     fn packed_random(
         sq: usize,
@@ -447,34 +604,7 @@ mod tests {
         bn: u32,
         seed: u64,
     ) -> PackedMask {
-        let mut state = seed;
-        let mut bytes = vec![0u8; heads * sq * sk];
-        // Blocks of 16 keys: empty, full, or random bits, so every tile class occurs.
-        for h in 0..heads {
-            for t in 0..sq {
-                for kb in 0..sk.div_ceil(16) {
-                    let kind = crate::apply_bench::splitmix64(&mut state) % 3;
-                    for key in kb * 16..((kb + 1) * 16).min(sk) {
-                        let on = match kind {
-                            0 => false,
-                            1 => true,
-                            _ => crate::apply_bench::splitmix64(&mut state) % 2 == 0,
-                        };
-                        bytes[(h * sq + t) * sk + key] = u8::from(on);
-                    }
-                }
-            }
-        }
-        let dims = [1usize, heads, sq, sk];
-        let dense = DenseMask::new(&bytes, &dims).unwrap();
-        let acc = TiledAccumulator::new(bm, bn, (bm / 64).max(1), false).unwrap();
-        pack(
-            &dense,
-            &acc,
-            Encoding::FragmentNative,
-            &PackOptions::default(),
-        )
-        .unwrap()
+        random_packed_mask(sq, sk, heads, bm, bn, seed).unwrap()
     }
 
     #[test]
@@ -554,12 +684,30 @@ mod tests {
             m.fit(&s),
             Err(DecodeError::Mask { what: "rows", .. })
         ));
+        // A per-head mask with G = 2: each query head its own CTAs (not packed).
         let mut g = test_shape(1, 4, 2, 64);
         g.seqlen_q = 8;
+        let packed4 = packed_random(8, 64, 4, 64, 64, 3);
+        let m4 = DecodeMask::from_packed(&packed4).unwrap();
+        let geo = m4.fit(&g).unwrap();
+        assert!(!geo.pack_heads && geo.shared_warps == 0);
+        assert_eq!(geo.head_stride, 1);
+        // 2 heads stored, 4 in the call: refused.
         assert!(matches!(
             m.fit(&g),
             Err(DecodeError::Mask { what: "heads", .. })
         ));
+        // 64 tokens in one 64-row block: shared-K/V CTAs.
+        let wide64 = packed_random(64, 128, 1, 64, 64, 5);
+        let mut s64 = test_shape(1, 2, 2, 128);
+        s64.seqlen_q = 64;
+        let geo64 = DecodeMask::from_packed(&wide64).unwrap().fit(&s64).unwrap();
+        assert_eq!(geo64.shared_warps, SHARED_WARPS);
+        // D = 256 with few rows: one shared-K/V warp.
+        let mut s256 = test_shape(1, 2, 2, 64);
+        s256.seqlen_q = 8;
+        s256.head_dim = 256;
+        assert_eq!(m.fit(&s256).unwrap().shared_warps, 1);
         // Any G with a broadcast mask: a row block of block_m tokens ends at packed row
         // block_m * G, a multiple of 16 when block_m is, so no CTA straddles two.
         let wide = packed_random(100, 64, 1, 64, 64, 4);

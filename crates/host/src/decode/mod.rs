@@ -50,7 +50,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::decode::{
-    source, DecodeConfig, DecodeParams, COMBINE_KERNEL, COMBINE_THREADS, SPLIT_KERNEL, TILE_ROWS,
+    source, DecodeConfig, DecodeParams, COMBINE_KERNEL, COMBINE_THREADS, SPLIT_KERNEL,
 };
 use fragmask_kernels::family::combine::rows_per_cta;
 
@@ -62,6 +62,116 @@ use crate::device::Device;
 use crate::error::Error;
 use crate::launch::load_module;
 use crate::nvrtc::{CompileOptions, Compiler};
+
+/// The geometry of a masked call: the shape's D, dtype and cache, the mask's tile width,
+/// and shared-K/V CTAs when [`DecodeMask::fit`] chose them.
+pub fn masked_config(
+    shape: &DecodeShape,
+    geometry: &MaskGeometry,
+) -> Result<DecodeConfig, DecodeError> {
+    let c = shape
+        .base_config()?
+        .with_mask_block_n(geometry.block_n)
+        .map_err(DecodeError::Config)?;
+    if geometry.shared_warps > 0 {
+        c.with_shared_kv_warps(geometry.shared_warps)
+            .map_err(DecodeError::Config)
+    } else {
+        Ok(c)
+    }
+}
+
+/// The kernels' parameters of one call of `plan` on `ptrs` (mask geometry `mask`; a
+/// dummy one when unmasked): strides of `[B, Sq, H, D]` (varlen `[total_q, H, D]`) q and
+/// o, the cache's strides, the grid's heads and packed rows.
+fn decode_params(plan: &DecodePlan, ptrs: &DecodePointers, mask: &MaskGeometry) -> DecodeParams {
+    let s = &plan.shape;
+    let (b, sq, h, hk, d) = (
+        s.batch as i64,
+        s.seqlen_q as i64,
+        s.heads as i64,
+        s.kv_heads as i64,
+        s.head_dim as i64,
+    );
+    let (kv_stride_batch, num_pages, table_stride) = match s.cache {
+        CacheShape::Contiguous { capacity } => (capacity as i64 * hk * d, 0, 0),
+        CacheShape::Paged {
+            page_size,
+            num_pages,
+            max_pages,
+        } => (
+            page_size as i64 * hk * d,
+            num_pages as i32,
+            max_pages as i64,
+        ),
+    };
+    // A window of at least the capacity sees every key (and keeps the kernel's
+    // position sums within int): it is passed as unlimited.
+    let capacity = s.cache.capacity();
+    let window = |w: Option<usize>| w.filter(|&w| w < capacity).map_or(-1, |w| w as i32);
+    DecodeParams {
+        q: ptrs.q,
+        k: ptrs.k,
+        v: ptrs.v,
+        o: ptrs.o,
+        lse: ptrs.lse,
+        ws_o: ptrs.ws_o,
+        ws_lse: ptrs.ws_lse,
+        seqlens_k: ptrs.seqlens_k,
+        block_table: ptrs.block_table,
+        cu_seqlens_q: ptrs.cu_seqlens_q,
+        mask_list: ptrs.mask_list,
+        mask_count: ptrs.mask_count,
+        mask_bits: ptrs.mask_bits,
+        // [B, Sq, H, D], or varlen [total_q, H, D] (no batch stride: cu_seqlens_q
+        // gives the request's first row); lse [B, H, Sq] or [H, total_q].
+        q_stride_batch: if plan.total_q.is_some() {
+            0
+        } else {
+            sq * h * d
+        },
+        q_stride_token: h * d,
+        q_stride_head: d,
+        o_stride_batch: if plan.total_q.is_some() {
+            0
+        } else {
+            sq * h * d
+        },
+        o_stride_token: h * d,
+        o_stride_head: d,
+        lse_stride_batch: if plan.total_q.is_some() { 0 } else { h * sq },
+        lse_stride_head: plan.total_q.map_or(sq, |t| t as i64),
+        kv_stride_batch,
+        kv_stride_key: hk * d,
+        kv_stride_head: d,
+        block_table_stride: table_stride,
+        batch: b as i32,
+        seqlen_q: sq as i32,
+        total_q: plan
+            .total_q
+            .map_or(b * sq, |t| t as i64)
+            .min(i32::MAX as i64) as i32,
+        heads: h as i32,
+        // Packed: (Hkv, G); per-head masks with G > 1: H grid heads of one row each.
+        kv_heads: plan.grid_heads() as i32,
+        group: plan.row_group() as i32,
+        capacity_k: capacity as i32,
+        num_pages,
+        window_left: window(s.window_left),
+        window_right: window(s.window_right),
+        num_splits: plan.num_splits as i32,
+        m_blocks: plan.m_blocks() as i32,
+        m_pad: plan.m_pad() as i32,
+        scale_log2: (s.scale() * std::f64::consts::LOG2_E) as f32,
+        mask_batch_stride: mask.batch_stride,
+        mask_head_stride: mask.head_stride,
+        mask_block_m: mask.block_m,
+        mask_n_blocks: mask.n_blocks,
+        // K and V's head is the grid head / kv_head_div: 1 when the G query heads
+        // of a KV head are packed rows, G when each query head has its own CTAs.
+        kv_head_div: (plan.grid_heads() / s.kv_heads) as i32,
+    }
+}
 
 /// The parameter struct passed by value (`const __grid_constant__ FmDecodeParams`):
 /// `#[repr(C)]` plain data whose offsets and size equal the CUDA struct's (the kernels
@@ -327,11 +437,7 @@ impl DecodeRunner {
     ) -> Result<Self, DecodeError> {
         let shape = shape.validate()?;
         let geometry = mask.fit(&shape)?;
-        let config = shape
-            .config()?
-            .with_mask_block_n(geometry.block_n)
-            .map_err(DecodeError::Config)?;
-        Self::new(device, compiler, config)
+        Self::new(device, compiler, masked_config(&shape, &geometry)?)
     }
 
     /// The runner of `shape`'s geometry.
@@ -385,8 +491,7 @@ impl DecodeRunner {
         max_seqlen_k: usize,
         splits: Option<usize>,
     ) -> Result<DecodePlan, DecodeError> {
-        let mut plan = DecodePlan::new(shape, max_seqlen_k, self.multiprocessors, splits)?;
-        plan.config.mask_block_n = self.config.mask_block_n;
+        let plan = DecodePlan::new(shape, max_seqlen_k, self.multiprocessors, splits)?;
         if plan.config != self.config {
             return Err(DecodeError::Gpu(Error::InvalidArgument(format!(
                 "the shape needs geometry {:?}, this runner holds {:?}",
@@ -416,9 +521,14 @@ impl DecodeRunner {
                 ),
             });
         }
-        let keys = mask.max_listed_keys().clamp(1, shape.cache.capacity());
-        let mut plan = self.plan(shape, keys, splits)?;
-        plan.mask = Some(geometry);
+        let plan = DecodePlan::for_mask(shape, mask, self.multiprocessors, splits)?;
+        if plan.config != self.config {
+            return Err(DecodeError::Gpu(Error::InvalidArgument(format!(
+                "the shape and mask need geometry {:?}, this runner holds {:?}",
+                plan.config, self.config
+            ))));
+        }
+        let _ = geometry;
         Ok(plan)
     }
 
@@ -553,13 +663,7 @@ impl DecodeRunner {
         }
         let masked = self.config.mask_block_n > 0;
         let mask = match (masked, plan.mask) {
-            (false, None) => MaskGeometry {
-                block_m: 1,
-                block_n: 0,
-                n_blocks: 0,
-                batch_stride: 0,
-                head_stride: 0,
-            },
+            (false, None) => MaskGeometry::NONE,
             (true, Some(g))
                 if ptrs.mask_list != 0 && ptrs.mask_count != 0 && ptrs.mask_bits != 0 =>
             {
@@ -574,91 +678,12 @@ impl DecodeRunner {
                 })
             }
         };
-        let (b, sq, h, hk, d) = (
-            s.batch as i64,
-            s.seqlen_q as i64,
-            s.heads as i64,
-            s.kv_heads as i64,
-            s.head_dim as i64,
-        );
-        let (kv_stride_batch, num_pages, table_stride) = match s.cache {
-            CacheShape::Contiguous { capacity } => (capacity as i64 * hk * d, 0, 0),
-            CacheShape::Paged {
-                page_size,
-                num_pages,
-                max_pages,
-            } => (
-                page_size as i64 * hk * d,
-                num_pages as i32,
-                max_pages as i64,
-            ),
-        };
-        let m_blocks = s.m_blocks();
-        // A window of at least the capacity sees every key (and keeps the kernel's
-        // position sums within int): it is passed as unlimited.
-        let capacity = s.cache.capacity();
-        let window = |w: Option<usize>| w.filter(|&w| w < capacity).map_or(-1, |w| w as i32);
-        let params = ParamsArg(DecodeParams {
-            q: ptrs.q,
-            k: ptrs.k,
-            v: ptrs.v,
-            o: ptrs.o,
-            lse: ptrs.lse,
-            ws_o: ptrs.ws_o,
-            ws_lse: ptrs.ws_lse,
-            seqlens_k: ptrs.seqlens_k,
-            block_table: ptrs.block_table,
-            cu_seqlens_q: ptrs.cu_seqlens_q,
-            mask_list: ptrs.mask_list,
-            mask_count: ptrs.mask_count,
-            mask_bits: ptrs.mask_bits,
-            // [B, Sq, H, D], or varlen [total_q, H, D] (no batch stride: cu_seqlens_q
-            // gives the request's first row); lse [B, H, Sq] or [H, total_q].
-            q_stride_batch: if plan.total_q.is_some() {
-                0
-            } else {
-                sq * h * d
-            },
-            q_stride_token: h * d,
-            q_stride_head: d,
-            o_stride_batch: if plan.total_q.is_some() {
-                0
-            } else {
-                sq * h * d
-            },
-            o_stride_token: h * d,
-            o_stride_head: d,
-            lse_stride_batch: if plan.total_q.is_some() { 0 } else { h * sq },
-            lse_stride_head: plan.total_q.map_or(sq, |t| t as i64),
-            kv_stride_batch,
-            kv_stride_key: hk * d,
-            kv_stride_head: d,
-            block_table_stride: table_stride,
-            batch: b as i32,
-            seqlen_q: sq as i32,
-            total_q: plan
-                .total_q
-                .map_or(b * sq, |t| t as i64)
-                .min(i32::MAX as i64) as i32,
-            heads: h as i32,
-            kv_heads: hk as i32,
-            group: s.group() as i32,
-            capacity_k: capacity as i32,
-            num_pages,
-            window_left: window(s.window_left),
-            window_right: window(s.window_right),
-            num_splits: plan.num_splits as i32,
-            m_blocks: m_blocks as i32,
-            m_pad: (m_blocks * TILE_ROWS as usize) as i32,
-            scale_log2: (s.scale() * std::f64::consts::LOG2_E) as f32,
-            mask_batch_stride: mask.batch_stride,
-            mask_head_stride: mask.head_stride,
-            mask_block_m: mask.block_m,
-            mask_n_blocks: mask.n_blocks,
-        });
+        let m_blocks = plan.m_blocks();
+        let params = ParamsArg(decode_params(plan, ptrs, &mask));
+        let b = s.batch;
         let grid = (
             u32::try_from(plan.num_splits * m_blocks).map_err(|_| DecodeError::Overflow("grid"))?,
-            hk as u32,
+            plan.grid_heads() as u32,
             b as u32,
         );
         self.enqueue(
@@ -669,8 +694,8 @@ impl DecodeRunner {
             params,
         )?;
         if plan.num_splits > 1 {
-            let rows = (s.batch * s.kv_heads)
-                .checked_mul(s.rows())
+            let rows = (s.batch * plan.grid_heads())
+                .checked_mul(plan.rows())
                 .ok_or(DecodeError::Overflow("combine grid"))?;
             let per_cta = rows_per_cta(COMBINE_THREADS, self.config.head_dim) as usize;
             let ctas = u32::try_from(rows.div_ceil(per_cta))
@@ -706,5 +731,48 @@ impl DecodeRunner {
             )
         }
         .map_err(driver("launching a decode kernel"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::mask::random_packed_mask;
+    use crate::decode::problem::tests::shape;
+
+    /// For every grid head and packed row: the query head the kernel writes
+    /// (`hkv · group + row % group`) reads the K/V head `hkv / kv_head_div`, which must
+    /// be that query head's KV head `h / G` (GQA), packed or not.
+    fn assert_rows_read_their_kv_head(plan: &DecodePlan, p: &DecodeParams) {
+        let g = plan.shape.group();
+        for hkv in 0..p.kv_heads {
+            for row in 0..p.group {
+                let head = hkv * p.group + row % p.group;
+                assert_eq!(hkv / p.kv_head_div, head / g as i32, "{p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn params_give_every_query_head_its_own_kv_head_packed_or_not() {
+        let s = shape(2, 16, 4, 300);
+        let plan = DecodePlan::new(s, 300, 132, Some(1)).unwrap();
+        let p = decode_params(&plan, &DecodePointers::default(), &MaskGeometry::NONE);
+        assert_eq!((p.kv_heads, p.group, p.kv_head_div), (4, 4, 1));
+        assert_rows_read_their_kv_head(&plan, &p);
+        // A per-head mask with G = 4: each of the 16 query heads is a grid head.
+        let mask =
+            DecodeMask::from_packed(&random_packed_mask(1, 300, 16, 64, 64, 1).unwrap()).unwrap();
+        let plan = DecodePlan::for_mask(s, &mask, 132, Some(2)).unwrap();
+        assert!(!plan.pack_heads);
+        let p = decode_params(&plan, &DecodePointers::default(), &plan.mask.unwrap());
+        assert_eq!((p.kv_heads, p.group, p.kv_head_div), (16, 1, 4));
+        assert_rows_read_their_kv_head(&plan, &p);
+        // A broadcast mask packs the heads again.
+        let bcast =
+            DecodeMask::from_packed(&random_packed_mask(1, 300, 1, 64, 64, 1).unwrap()).unwrap();
+        let plan = DecodePlan::for_mask(s, &bcast, 132, None).unwrap();
+        let p = decode_params(&plan, &DecodePointers::default(), &plan.mask.unwrap());
+        assert_eq!((p.kv_heads, p.group, p.kv_head_div), (4, 4, 1));
     }
 }

@@ -18,6 +18,13 @@ pub const MAX_SEQLEN_Q: usize = 1 << 16;
 /// Most splits of a request's keys.
 pub const MAX_SPLITS: usize = 256;
 
+/// Whether `rows` packed rows per (request, head group) take shared-K/V CTAs: with
+/// four or more m16 tiles, one 64-row CTA reads each K/V tile once where four 16-row
+/// CTAs read it four times (docs/decode.md, "Row-block CTAs").
+pub fn shared_kv_pays(rows: usize) -> bool {
+    rows > 3 * TILE_ROWS as usize
+}
+
 /// Why a decode call is refused, or failed.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -360,8 +367,20 @@ impl DecodeShape {
         Ok(self)
     }
 
-    /// The kernel geometry for this shape.
+    /// The kernel geometry for this shape without a mask: shared-K/V CTAs of 64 rows
+    /// when a (request, KV head) has more than 48 packed rows ([`shared_kv_pays`]), 16-row
+    /// CTAs otherwise.
     pub fn config(&self) -> Result<DecodeConfig, DecodeError> {
+        let base = self.base_config()?;
+        if shared_kv_pays(self.rows()) {
+            base.with_shared_kv().map_err(DecodeError::Config)
+        } else {
+            Ok(base)
+        }
+    }
+
+    /// The 16-row geometry of D, dtype and cache layout (no mask).
+    pub fn base_config(&self) -> Result<DecodeConfig, DecodeError> {
         DecodeConfig::new(self.head_dim as u32, self.dtype, self.kv_layout())
             .map_err(DecodeError::Config)
     }
@@ -476,6 +495,22 @@ pub struct DecodePlan {
     /// that `cu_seqlens_q [B + 1]` indexes; `shape.seqlen_q` is then the most tokens a
     /// request may have (the grid is sized for it). `None`: `[B, Sq, H, D]`.
     pub total_q: Option<usize>,
+    /// Whether the G query heads of a KV head are packed into one CTA's rows (`true`),
+    /// or each query head has its own CTAs (per-head masks with G > 1: each head walks
+    /// its own list; K and V are read once per query head, mostly from L2).
+    pub pack_heads: bool,
+}
+
+fn check_splits(s: usize) -> Result<usize, DecodeError> {
+    if s == 0 || s > MAX_SPLITS {
+        Err(DecodeError::Size {
+            what: "splits",
+            value: s,
+            max: MAX_SPLITS,
+        })
+    } else {
+        Ok(s)
+    }
 }
 
 impl DecodePlan {
@@ -498,32 +533,191 @@ impl DecodePlan {
                 capacity,
             });
         }
-        let num_splits = match splits {
-            Some(s) if s == 0 || s > MAX_SPLITS => {
-                return Err(DecodeError::Size {
-                    what: "splits",
-                    value: s,
-                    max: MAX_SPLITS,
-                })
-            }
-            Some(s) => s,
-            None => Self::choose_splits(&shape, config, max_seqlen_k, multiprocessors),
-        };
-        let plan = DecodePlan {
+        let mut plan = DecodePlan {
             shape,
             config,
-            num_splits,
+            num_splits: 1,
             max_seqlen_k,
             mask: None,
             total_q: None,
+            pack_heads: true,
         };
-        plan.workspace_floats()?;
-        let ctas = num_splits
-            .checked_mul(shape.m_blocks())
+        plan.num_splits = match splits {
+            Some(s) => check_splits(s)?,
+            None if config.shared_kv => {
+                let steps = plan.steps_of(max_seqlen_k);
+                plan.choose_splits_balanced(&[steps], plan.grid_rows(), multiprocessors)
+            }
+            None => Self::choose_splits(&shape, config, max_seqlen_k, multiprocessors),
+        };
+        plan.check_grid()?;
+        Ok(plan)
+    }
+
+    /// A plan for a block-sparse mask (from [`DecodeRunner::plan_masked`](super::DecodeRunner::plan_masked)):
+    /// `config` is the masked runner's, `listed` the listed key blocks of every mask row
+    /// block the grid visits (one entry per (request, head, row block) of the grid),
+    /// and the splits balance those blocks over the SMs ([`Self::choose_splits_balanced`];
+    /// 16-row CTAs size them for the longest list, [`Self::choose_splits`]).
+    pub fn new_masked(
+        shape: DecodeShape,
+        config: DecodeConfig,
+        geometry: super::mask::MaskGeometry,
+        listed: &[usize],
+        multiprocessors: usize,
+        splits: Option<usize>,
+    ) -> Result<Self, DecodeError> {
+        let shape = shape.validate()?;
+        let block_keys = geometry.block_n as usize;
+        let most = listed.iter().copied().max().unwrap_or(0);
+        let max_seqlen_k = most
+            .saturating_mul(block_keys)
+            .clamp(1, shape.cache.capacity());
+        let mut plan = DecodePlan {
+            shape,
+            config,
+            num_splits: 1,
+            max_seqlen_k,
+            mask: Some(geometry),
+            total_q: None,
+            pack_heads: geometry.pack_heads,
+        };
+        plan.num_splits = match splits {
+            Some(s) => check_splits(s)?,
+            None if config.shared_kv => {
+                let steps: Vec<usize> = listed
+                    .iter()
+                    .map(|&n| plan.steps_of(n.saturating_mul(block_keys)))
+                    .collect();
+                plan.choose_splits_balanced(&steps, 1, multiprocessors)
+            }
+            None => Self::choose_splits(&shape, config, max_seqlen_k, multiprocessors),
+        };
+        plan.check_grid()?;
+        Ok(plan)
+    }
+
+    /// The plan of `shape` under `mask` on `multiprocessors` SMs (no GPU): the mask is
+    /// fitted ([`DecodeMask::fit`](super::DecodeMask::fit)), the geometry is the masked
+    /// one ([`super::masked_config`]), and the splits balance the listed blocks of the
+    /// grid's CTAs ([`Self::new_masked`]).
+    pub fn for_mask(
+        shape: DecodeShape,
+        mask: &super::DecodeMask,
+        multiprocessors: usize,
+        splits: Option<usize>,
+    ) -> Result<Self, DecodeError> {
+        let shape = shape.validate()?;
+        let geometry = mask.fit(&shape)?;
+        let config = super::masked_config(&shape, &geometry)?;
+        let (row_group, grid_heads) = if geometry.pack_heads {
+            (shape.group(), shape.kv_heads)
+        } else {
+            (1, shape.heads)
+        };
+        let listed = mask.listed_per_cta(
+            shape.batch,
+            grid_heads,
+            shape.seqlen_q,
+            row_group,
+            config.cta_rows() as usize,
+        );
+        Self::new_masked(shape, config, geometry, &listed, multiprocessors, splits)
+    }
+
+    /// Shared-K/V stages (of `config.step_tiles()` 16-key tiles) covering `keys` keys.
+    fn steps_of(&self, keys: usize) -> usize {
+        keys.div_ceil(TILE_KEYS as usize * self.config.step_tiles() as usize)
+    }
+
+    /// CTA rows of the grid per split: requests × grid heads × m-blocks.
+    fn grid_rows(&self) -> usize {
+        self.shape.batch * self.grid_heads() * self.m_blocks()
+    }
+
+    fn check_grid(&self) -> Result<(), DecodeError> {
+        self.workspace_floats()?;
+        self.num_splits
+            .checked_mul(self.m_blocks())
             .filter(|&x| x <= i32::MAX as usize)
             .ok_or(DecodeError::Overflow("grid"))?;
-        let _ = ctas;
-        Ok(plan)
+        Ok(())
+    }
+
+    /// The split count that balances shared-K/V stages over the SMs: `steps` holds the
+    /// stages of each CTA row of the grid (each repeated `repeat` times), and a split
+    /// count `s` costs, in stages, the longer of the longest CTA (`⌈steps / s⌉` plus one
+    /// stage of overhead: prologue, partial write, combine read) and the total work
+    /// spread over every CTA slot (`ctas_per_sm` per SM), plus one longest CTA more when
+    /// the CTAs do not fit the slots at once; the cheapest `s` with at least two stages
+    /// per split wins (ties: the fewer splits).
+    ///
+    /// Counting listed blocks rather than capacity keys is what sizes a masked call:
+    /// write-up 002's 50% lists (182 blocks of 64 keys per head, 12 heads) give 22 splits
+    /// of 8 to 9 blocks, its 10% lists (36 blocks) 18 splits of 2 (one wave of two CTAs
+    /// per SM either way).
+    pub fn choose_splits_balanced(
+        &self,
+        steps: &[usize],
+        repeat: usize,
+        multiprocessors: usize,
+    ) -> usize {
+        let slots = (multiprocessors.max(1) * self.config.ctas_per_sm() as usize) as f64;
+        let most = steps.iter().copied().max().unwrap_or(0);
+        let limit = (most / 2).clamp(1, MAX_SPLITS);
+        let rows = (steps.len() * repeat.max(1)) as f64;
+        let cost = |s: usize| {
+            let longest = (most.div_ceil(s) + 1) as f64;
+            let total: usize = steps.iter().map(|&n| s * (n.div_ceil(s) + 1)).sum();
+            let spread = (total * repeat.max(1)) as f64 / slots;
+            if rows * s as f64 <= slots {
+                longest.max(spread)
+            } else {
+                // More CTAs than slots: some wait for a slot, a longest CTA late.
+                longest.max(spread) + longest
+            }
+        };
+        let mut best = (f64::INFINITY, 1);
+        for s in 1..=limit {
+            let c = cost(s);
+            if c < best.0 - 1e-9 {
+                best = (c, s);
+            }
+        }
+        best.1
+    }
+
+    /// Query heads packed per grid head: G, or 1 when heads are not packed.
+    pub fn row_group(&self) -> usize {
+        if self.pack_heads {
+            self.shape.group()
+        } else {
+            1
+        }
+    }
+
+    /// The grid's y extent: KV heads (packed) or query heads.
+    pub fn grid_heads(&self) -> usize {
+        if self.pack_heads {
+            self.shape.kv_heads
+        } else {
+            self.shape.heads
+        }
+    }
+
+    /// Packed rows per (request, grid head): `Sq · row_group`.
+    pub fn rows(&self) -> usize {
+        self.shape.seqlen_q * self.row_group()
+    }
+
+    /// CTAs of `config.cta_rows()` packed rows per (request, grid head).
+    pub fn m_blocks(&self) -> usize {
+        self.rows().div_ceil(self.config.cta_rows() as usize)
+    }
+
+    /// Rows of a partial (request, grid head) block: `m_blocks · cta_rows`.
+    pub fn m_pad(&self) -> usize {
+        self.m_blocks() * self.config.cta_rows() as usize
     }
 
     /// The fewest splits whose CTAs fill the SMs, one CTA each, to at least 95% of the
@@ -619,22 +813,19 @@ impl DecodePlan {
     }
 
     /// Floats of the workspace: partial o `[splits, B, Hkv, m_pad, D]` and lse
-    /// `[splits, B, Hkv, m_pad]` (both empty with one split).
+    /// `[splits, B, Hkv, m_pad]` (both empty with one split; H in place of Hkv when heads
+    /// are not packed).
     pub fn workspace_floats(&self) -> Result<(usize, usize), DecodeError> {
         if self.num_splits == 1 {
             return Ok((0, 0));
         }
         let s = &self.shape;
-        let lse = [
-            self.num_splits,
-            s.batch,
-            s.kv_heads,
-            s.m_blocks() * TILE_ROWS as usize,
-        ]
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|&n| i64::try_from(n).is_ok())
-        .ok_or(DecodeError::Overflow("workspace"))?;
+        let _ = s;
+        let lse = [self.num_splits, s.batch, self.grid_heads(), self.m_pad()]
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| i64::try_from(n).is_ok())
+            .ok_or(DecodeError::Overflow("workspace"))?;
         let o = lse
             .checked_mul(s.head_dim)
             .filter(|&n| i64::try_from(n).is_ok() && n.checked_mul(4).is_some())
@@ -797,6 +988,31 @@ pub(crate) mod tests {
             .unwrap()
             .with_varlen(0)
             .is_err());
+    }
+
+    #[test]
+    fn balanced_splits_give_every_cta_slot_a_near_equal_share_of_listed_blocks() {
+        // Write-up 002's decode: 64 tokens, 12 heads, 64-key blocks; shared-K/V CTAs.
+        let mut s = shape(1, 12, 12, 23296);
+        s.seqlen_q = 64;
+        let plan = DecodePlan::new(s, 23296, 132, Some(1)).unwrap();
+        assert!(plan.config.shared_kv && plan.m_blocks() == 1);
+        let slots = 132 * plan.config.ctas_per_sm() as usize;
+        for blocks in [182usize, 36] {
+            let n = plan.choose_splits_balanced(&[blocks; 12], 1, 132);
+            // One wave: every CTA has a slot, and no CTA holds more than one block above
+            // an even share of the 12 lists over the slots.
+            assert!(12 * n <= slots, "{blocks}: {n} splits");
+            let even = (12 * blocks).div_ceil(slots);
+            assert!(
+                blocks.div_ceil(n) <= even + 1 + blocks / n / 8,
+                "{blocks}: {n}"
+            );
+        }
+        // Uneven lists: the longest list is cut finer than a capacity planner would.
+        let uneven: Vec<usize> = (0..12).map(|h| if h == 0 { 300 } else { 20 }).collect();
+        let n = plan.choose_splits_balanced(&uneven, 1, 132);
+        assert!(300usize.div_ceil(n) <= 20, "{n}");
     }
 
     #[test]

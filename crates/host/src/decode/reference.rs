@@ -172,17 +172,21 @@ pub fn decode_reference_masked(
 }
 
 /// The key ranges the kernel's splits of m-block `m_block` read (in whole 16-key tiles,
-/// before the per-element mask), as `fm_decode_split`'s scheduler computes them.
+/// before the per-element mask), as `fm_decode_split`'s scheduler computes them for CTAs
+/// of `cta_rows` packed rows whose splits cut the tiles in steps of `step_tiles`
+/// (`DecodeConfig::cta_rows`, `DecodeConfig::step_tiles`: 16 and 1, or 64 and 4 / 2 with
+/// shared K/V).
 pub fn split_key_ranges(
     shape: &DecodeShape,
     seqlen_k: usize,
     m_block: usize,
     num_splits: usize,
+    (cta_rows, step_tiles): (usize, usize),
 ) -> Vec<Range<usize>> {
     let (g, rows) = (shape.group(), shape.rows());
-    let row0 = m_block * TILE_ROWS as usize;
+    let row0 = m_block * cta_rows;
     let t_first = row0 / g;
-    let t_last = (row0 + TILE_ROWS as usize - 1).min(rows - 1) / g;
+    let t_last = (row0 + cta_rows - 1).min(rows - 1) / g;
     let lo = visible_keys(shape, seqlen_k, t_first).start;
     let hi = visible_keys(shape, seqlen_k, t_last).end;
     let tk = TILE_KEYS as usize;
@@ -192,10 +196,11 @@ pub fn split_key_ranges(
     } else {
         0
     };
+    let steps = tiles.div_ceil(step_tiles);
     (0..num_splits)
         .map(|s| {
-            let first = tile_lo + tiles * s / num_splits;
-            let end = tile_lo + tiles * (s + 1) / num_splits;
+            let first = (tile_lo + steps * s / num_splits * step_tiles).min(tile_lo + tiles);
+            let end = (tile_lo + steps * (s + 1) / num_splits * step_tiles).min(tile_lo + tiles);
             (first * tk)..(end * tk)
         })
         .collect()
@@ -213,14 +218,17 @@ pub fn decode_reference_split(
     let g = shape.group();
     let mut o = vec![0.0; b_n * sq * h_n * d];
     let mut lse = vec![0.0; b_n * h_n * sq];
+    let cta = shape.config().map_or((TILE_ROWS as usize, 1), |c| {
+        (c.cta_rows() as usize, c.step_tiles() as usize)
+    });
     for b in 0..b_n {
         let seqlen_k = inputs.seqlen_k(shape, b);
         for t in 0..sq {
             for h in 0..h_n {
-                let m_block = (t * g + h % g) / TILE_ROWS as usize;
+                let m_block = (t * g + h % g) / cta.0;
                 let visible = visible_keys(shape, seqlen_k, t);
                 let mut acc = (vec![0.0; d], vec![f64::NEG_INFINITY]);
-                for range in split_key_ranges(shape, seqlen_k, m_block, num_splits) {
+                for range in split_key_ranges(shape, seqlen_k, m_block, num_splits, cta) {
                     let keys = range.start.max(visible.start)..range.end.min(visible.end);
                     let keys = keys.start..keys.end.max(keys.start);
                     let (po, pl) = row_state(shape, inputs, b, t, h, keys);
@@ -382,16 +390,21 @@ mod tests {
             sq in 1usize..40, group in prop::sample::select(vec![1usize, 2, 4, 8]),
             seqlen in 0usize..500, splits in 1usize..17,
             left in prop::option::of(0usize..300), right in prop::option::of(0usize..3),
+            cta in prop::sample::select(vec![(16usize, 1usize), (64, 4), (64, 2)]),
         ) {
             let (shape, _) = problem(1, sq, group, 1, None, 512, (left, right), 1);
-            for m_block in 0..shape.m_blocks() {
-                let ranges = split_key_ranges(&shape, seqlen, m_block, splits);
+            for m_block in 0..shape.rows().div_ceil(cta.0) {
+                let ranges = split_key_ranges(&shape, seqlen, m_block, splits, cta);
                 for w in ranges.windows(2) {
                     prop_assert_eq!(w[0].end, w[1].start);
                 }
+                // Each range is well formed (a split may be empty).
+                for r in &ranges {
+                    prop_assert!(r.start <= r.end);
+                }
                 let (first, last) = (ranges[0].start, ranges[splits - 1].end);
-                let row0 = m_block * 16;
-                for row in row0..(row0 + 16).min(shape.rows()) {
+                let row0 = m_block * cta.0;
+                for row in row0..(row0 + cta.0).min(shape.rows()) {
                     let vis = visible_keys(&shape, seqlen, row / group);
                     if !vis.is_empty() {
                         prop_assert!(first <= vis.start && vis.end <= last);

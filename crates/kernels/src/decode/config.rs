@@ -59,7 +59,20 @@ pub struct DecodeConfig {
     /// block), and applies the partial blocks' row bits per element (docs/decode.md,
     /// "Masks").
     pub mask_block_n: u32,
+    /// Shared K/V (docs/decode.md, "Row-block CTAs"): the CTA holds `16 · warps` packed
+    /// rows, warp w the m16 tile `w`, and every warp consumes every key tile from
+    /// CTA-wide cp.async stages of [`Self::step_tiles`] tiles, so each K/V byte is read
+    /// once per `16 · warps` rows. `false`: 16 rows per CTA, each warp walks its own
+    /// share of the key tiles through its own stages (no CTA barrier in the key loop).
+    pub shared_kv: bool,
 }
+
+/// Warps (m16 row tiles) of a shared-K/V CTA: 64 packed rows, one 64-token mask row block
+/// of write-up 002 at G = 1.
+pub const SHARED_WARPS: u32 = 4;
+/// List entries of a split a shared-K/V masked CTA stages in shared memory at its start
+/// (entries past it are read from global memory).
+pub const LIST_CAP: u32 = 256;
 
 /// Largest mask tile width the kernel takes (the widest wgmma N).
 pub const MAX_MASK_BLOCK_N: u32 = 256;
@@ -73,7 +86,7 @@ impl core::fmt::Display for ConfigError {
         write!(
             f,
             "unsupported decode geometry: {}. Supported: D in {{64, 128, 256}}, dtype bf16 or f16, \
-             page size a power of two in 1..={MAX_PAGE_SIZE}, mask tiles of a multiple of 16 key columns up to {MAX_MASK_BLOCK_N} (D <= 128), warps in {{1, 2, 4, 8}}, stages in 2..=8, \
+             page size a power of two in 1..={MAX_PAGE_SIZE}, mask tiles of a multiple of 16 key columns up to {MAX_MASK_BLOCK_N}, warps in {{1, 2, 4, 8}}, stages in 2..=8, \
              at most {} KB of shared memory",
             self.0,
             MAX_SMEM_BYTES / 1024
@@ -104,12 +117,13 @@ impl DecodeConfig {
         if !(2..=8).contains(&self.stages) {
             return err(format!("stages = {}", self.stages));
         }
-        if self.mask_block_n > 0 && self.head_dim > 128 {
-            // D = 256 already holds 254 of 255 registers (o alone is 128); the mask's
-            // list pointer and row offsets make it spill (tests/decode_compile.rs).
+        if self.shared_kv
+            && (!(self.warps == 1 || self.warps == SHARED_WARPS)
+                || (TILE_KEYS * self.step_tiles() * self.chunks_per_row()) % self.threads() != 0)
+        {
             return err(format!(
-                "a block-sparse mask at D = {} (masked decode takes D = 64 or 128)",
-                self.head_dim
+                "shared K/V with {} warps (it takes 1 or {SHARED_WARPS})",
+                self.warps
             ));
         }
         if self.mask_block_n % TILE_KEYS != 0 || self.mask_block_n > MAX_MASK_BLOCK_N {
@@ -146,8 +160,91 @@ impl DecodeConfig {
             warps,
             stages,
             mask_block_n: 0,
+            shared_kv: false,
         }
         .validate()
+    }
+
+    /// The shared-K/V geometry for the same D, dtype and cache ([`Self::shared_kv`]):
+    /// [`SHARED_WARPS`] warps and 4 stages of [`Self::step_tiles`] key tiles (16 KB of K
+    /// and V each): 48 KB in flight per CTA while it computes a stage, two CTAs per SM.
+    /// (Two 32 KB stages, one in flight, reached 0.41 of the copy roof on write-up
+    /// 002's decode: the barrier between stages left the loads idle.)
+    pub fn with_shared_kv(self) -> Result<Self, ConfigError> {
+        self.with_shared_kv_warps(SHARED_WARPS)
+    }
+
+    /// Shared K/V with `warps` m16 row tiles per CTA (1 or [`SHARED_WARPS`]). One warp
+    /// (16 rows) serves masked D = 256 with few rows: the mask's list entries and words
+    /// staged in shared memory keep it within the registers where the 16-row kernel
+    /// with per-warp key shares spills (tests/decode_compile.rs).
+    pub fn with_shared_kv_warps(self, warps: u32) -> Result<Self, ConfigError> {
+        DecodeConfig {
+            warps,
+            stages: 4,
+            shared_kv: true,
+            ..self
+        }
+        .validate()
+    }
+
+    /// Packed query rows per CTA: 16, or `16 · warps` with shared K/V.
+    pub const fn cta_rows(self) -> u32 {
+        if self.shared_kv {
+            TILE_ROWS * self.warps
+        } else {
+            TILE_ROWS
+        }
+    }
+
+    /// 16-key tiles per CTA stage with shared K/V: 16 KB of K and V (4 tiles at D = 64,
+    /// 2 at 128, 1 at 256); 1 otherwise (each warp's stage is one tile).
+    pub const fn step_tiles(self) -> u32 {
+        if !self.shared_kv {
+            1
+        } else {
+            256 / self.head_dim
+        }
+    }
+
+    /// Whether the shared-K/V consumer takes its stage's tiles two at a time under one
+    /// softmax update (an even [`Self::step_tiles`]: D = 64 and 128).
+    pub const fn pairs_tiles(self) -> bool {
+        self.shared_kv && self.step_tiles() % 2 == 0
+    }
+
+    /// Bytes of one shared-K/V CTA stage: `step_tiles` K/V tile pairs, then (masked) one
+    /// mask word per tile and CTA row.
+    pub const fn cta_stage_bytes(self) -> u32 {
+        self.step_tiles() * self.stage_bytes() + self.mask_words_bytes()
+    }
+
+    /// Mask words of a shared-K/V stage: one 32-bit word per tile and row (0 otherwise).
+    pub const fn mask_words_bytes(self) -> u32 {
+        if self.shared_kv && self.mask_block_n > 0 {
+            self.step_tiles() * self.cta_rows() * 4
+        } else {
+            0
+        }
+    }
+
+    /// Bytes of the Q tiles (`cta_rows × D`).
+    pub const fn q_bytes(self) -> u32 {
+        self.cta_rows() / TILE_ROWS * self.tile_bytes()
+    }
+
+    /// Bytes of the staged list entries (shared K/V, masked): `LIST_CAP` int2.
+    pub const fn list_bytes(self) -> u32 {
+        if self.shared_kv && self.mask_block_n > 0 {
+            LIST_CAP * 8
+        } else {
+            0
+        }
+    }
+
+    /// Offset of the staged list entries: after the Q tiles and the stages (or merge area).
+    pub const fn list_offset(self) -> u32 {
+        self.smem_bytes() - self.list_bytes()
     }
 
     /// The same geometry walking a block-sparse mask of `block_n`-key tiles (0: none).
@@ -193,9 +290,14 @@ impl DecodeConfig {
     /// Dynamic shared memory of a CTA: the Q tile, then the warps' stages (or the
     /// merge area, whichever is larger).
     pub const fn smem_bytes(self) -> u32 {
-        let stages = self.warps * self.stages * self.stage_bytes();
+        let stages = if self.shared_kv {
+            self.stages * self.cta_stage_bytes()
+        } else {
+            self.warps * self.stages * self.stage_bytes()
+        };
         let merge = self.merge_bytes();
-        self.tile_bytes() + if stages > merge { stages } else { merge }
+        let body = if stages > merge { stages } else { merge };
+        self.q_bytes() + body + self.list_bytes()
     }
 
     /// CTAs that fit on one SM by shared memory (the launch bounds' minimum, at most 4).
@@ -243,6 +345,30 @@ mod tests {
     }
 
     #[test]
+    fn shared_kv_geometries_fit_two_ctas_per_sm_masked_or_not() {
+        for d in [64, 128, 256] {
+            for mask in [0, 64, 128] {
+                for warps in [1, SHARED_WARPS] {
+                    let c = DecodeConfig::new(d, ActDtype::Bf16, KvLayout::Paged { page_size: 1 })
+                        .unwrap()
+                        .with_mask_block_n(mask)
+                        .unwrap()
+                        .with_shared_kv_warps(warps)
+                        .unwrap();
+                    assert_eq!(c.cta_rows(), 16 * warps);
+                    assert!(c.ctas_per_sm() >= 2, "{c:?}: {} bytes", c.smem_bytes());
+                    // A stage's copies divide evenly over the CTA's threads.
+                    assert_eq!(
+                        (TILE_KEYS * c.step_tiles() * c.chunks_per_row()) % c.threads(),
+                        0
+                    );
+                    assert!(c.list_offset() >= c.q_bytes() + c.stages * c.cta_stage_bytes());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn unsupported_geometries_are_config_errors_that_list_the_rules() {
         let bad = [
             DecodeConfig::new(96, ActDtype::Bf16, KvLayout::Contiguous),
@@ -256,6 +382,7 @@ mod tests {
                 warps: 8,
                 stages: 8,
                 mask_block_n: 0,
+                shared_kv: false,
             }
             .validate(),
             DecodeConfig::new(128, ActDtype::Bf16, KvLayout::Contiguous)

@@ -6,7 +6,8 @@
 //! q, o: [B, Sq, H, D]    K, V: [B, Sk, Hkv, D] or pages [P, page_size, Hkv, D]    G = H / Hkv
 //! ```
 //!
-//! Memory-bound: each key of the cache is read once per CTA of 16 packed query rows.
+//! Memory-bound: each key of the cache is read once per CTA of 16 packed query rows, or
+//! of 64 with shared K/V stages ([`DecodeConfig::shared_kv`], docs/decode.md).
 //! Assembled from the family's components:
 //! - [`DecodeConfig`] is the geometry: every number in the source comes from it;
 //! - [`operands`] holds the operand tilings, the contraction order and the shared-memory
@@ -21,7 +22,7 @@ pub mod operands;
 pub mod source;
 
 pub use config::{
-    ConfigError, DecodeConfig, KvLayout, CHUNK_BYTES, MAX_MASK_BLOCK_N, MAX_PAGE_SIZE, TILE_KEYS,
-    TILE_ROWS,
+    ConfigError, DecodeConfig, KvLayout, CHUNK_BYTES, LIST_CAP, MAX_MASK_BLOCK_N, MAX_PAGE_SIZE,
+    SHARED_WARPS, TILE_KEYS, TILE_ROWS,
 };
 pub use source::{DecodeParams, COMBINE_KERNEL, COMBINE_THREADS, SPLIT_KERNEL};

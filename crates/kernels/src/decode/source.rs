@@ -6,10 +6,10 @@
 //! emitted from a layout, and its comment names the layout.
 //!
 //! Kernel `fm_decode_split`, grid `(num_splits · m_blocks, Hkv, B)`: CTA
-//! `(split · m_blocks + m_block, hkv, b)` owns the 16 packed query rows
-//! `16·m_block ..` of KV head `hkv` of request `b` (row `t·G + g` is token `t`, query head
-//! `hkv·G + g`: packed GQA) and the key tiles `split` of `num_splits` of the tiles those
-//! rows can see.
+//! `(split · m_blocks + m_block, hkv, b)` owns the `cta_rows` (16, or 64 with shared
+//! K/V) packed query rows `cta_rows·m_block ..` of KV head `hkv` of request `b` (row
+//! `t·G + g` is token `t`, query head `hkv·G + g`: packed GQA) and the key tiles `split`
+//! of `num_splits` of the tiles those rows can see.
 //! - scheduler: the visible key range comes from `seqlens_k[b]` (clamped to the planned
 //!   capacity) and the causal / sliding-window bounds (bottom-right aligned: token `t`
 //!   sits at key position `seqlen_k − Sq + t`), all on the device, so the split count is
@@ -25,7 +25,7 @@
 
 use std::fmt::Write as _;
 
-use super::config::{ConfigError, DecodeConfig, KvLayout, TILE_KEYS, TILE_ROWS};
+use super::config::{ConfigError, DecodeConfig, KvLayout, LIST_CAP, TILE_KEYS, TILE_ROWS};
 use super::operands::{
     c_thread_row_col, lane_expr, o_thread_floats, p_source, qk_a_source, qk_b_source, qk_swizzle,
     qk_thread_chunks, v_row, v_swizzle, v_thread_chunks,
@@ -131,6 +131,8 @@ crate::abi_struct! {
         mask_block_m: I32("int"),
         /// Entries per mask row block's list (the mask's key blocks).
         mask_n_blocks: I32("int"),
+        /// Grid heads per KV head: 1 (packed GQA rows), or G (per-head masks: grid y is the query head, kv_heads = H, group = 1).
+        kv_head_div: I32("int"),
     }
 }
 
@@ -218,6 +220,40 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("MERGE_VECS", (d / 4).to_string()),
         ("LN2", "0.69314718055994531f".into()),
         ("STORE_OUT", STORE_OUT.to_string()),
+        ("TILE_BODY", TILE_BODY.to_string()),
+        ("TILE_PAIR_BODY", TILE_PAIR_BODY.to_string()),
+        ("PAIR", u32::from(config.pairs_tiles()).to_string()),
+        (
+            "QK_PRODUCT_PAIR",
+            qk_product_for(config, &[("s", "k_tile"), ("s1", "k_tile1")]),
+        ),
+        (
+            "PV_PRODUCT_1",
+            pv_product(config)
+                .replace("s[", "s1[")
+                .replace("v_tile", "v_tile1")
+                .replace("pa0", "pb0")
+                .replace("pa1", "pb1")
+                .replace("pa2", "pb2")
+                .replace("pa3", "pb3"),
+        ),
+        ("SHARED", u32::from(config.shared_kv).to_string()),
+        ("CTA_ROWS", config.cta_rows().to_string()),
+        ("STEP_TILES", config.step_tiles().to_string()),
+        ("Q_BYTES", config.q_bytes().to_string()),
+        ("CTA_STAGE_BYTES", config.cta_stage_bytes().to_string()),
+        ("LIST_OFFSET", config.list_offset().to_string()),
+        ("LIST_CAP", LIST_CAP.to_string()),
+        (
+            "STEP_COPIES",
+            (TILE_KEYS * config.step_tiles() * c / config.threads()).to_string(),
+        ),
+        (
+            "WORD_COPIES",
+            (config.step_tiles() * config.cta_rows())
+                .div_ceil(config.threads())
+                .to_string(),
+        ),
         ("MASKED", u32::from(config.mask_block_n > 0).to_string()),
         ("MASK_BLOCK_N", config.mask_block_n.max(TILE_KEYS).to_string()),
         ("MASK_SUB", (config.mask_block_n.max(TILE_KEYS) / TILE_KEYS).to_string()),
@@ -271,20 +307,20 @@ const STORE_OUT: &str = "{\n\
 fn tile_base(config: DecodeConfig) -> String {
     match config.kv {
         KvLayout::Contiguous => "        // contiguous [B, capacity, Hkv, D]: (b, key, hkv) with the kv strides\n\
-             \x20       const long long tile_off = b * p.kv_stride_batch + (long long)key0 * p.kv_stride_key + hkv * p.kv_stride_head;"
+             \x20       const long long tile_off = b * p.kv_stride_batch + (long long)key0 * p.kv_stride_key + kv_head * p.kv_stride_head;"
             .into(),
         KvLayout::Paged { page_size } if page_size >= TILE_KEYS => format!(
             "        // paged [num_pages, {ps}, Hkv, D]: a {tk}-key tile lies in one page (key0 is a multiple of {tk})\n\
              \x20       // (a tile past the request's keys, listed by a mask, reads no table entry)\n\
              \x20       const unsigned page = key0 < seqlen_k ? min((unsigned)p.block_table[b * p.block_table_stride + (key0 >> {log})], (unsigned)p.num_pages - 1u) : 0u;\n\
-             \x20       const long long tile_off = page * p.kv_stride_batch + (long long)(key0 & {mask}) * p.kv_stride_key + hkv * p.kv_stride_head;",
+             \x20       const long long tile_off = page * p.kv_stride_batch + (long long)(key0 & {mask}) * p.kv_stride_key + kv_head * p.kv_stride_head;",
             ps = page_size,
             tk = TILE_KEYS,
             log = page_size.trailing_zeros(),
             mask = page_size - 1
         ),
         KvLayout::Paged { .. } => "        // paged, pages smaller than a tile: each key finds its page (below)\n\
-             \x20       const long long tile_off = hkv * p.kv_stride_head;"
+             \x20       const long long tile_off = kv_head * p.kv_stride_head;"
             .into(),
     }
 }
@@ -308,6 +344,12 @@ fn row_offset(config: DecodeConfig) -> String {
 /// and r + 8 and of K rows r and 8 + r per lane (QK operand tiling), two MMAs per key
 /// n-tile (qk_contraction order).
 fn qk_product(config: DecodeConfig) -> String {
+    qk_product_for(config, &[("s", "k_tile")])
+}
+
+/// [`qk_product`] for several 16-key tiles at once, `(scores, K tile)` each: the Q
+/// chunks of each step pair are loaded once for all of them.
+fn qk_product_for(config: DecodeConfig, targets: &[(&str, &str)]) -> String {
     let c = config.chunks_per_row();
     let mut s = String::from(
         "        // S = Q K^T, contraction order qk_contraction (operands.rs): chunk qk_lane + 4j of\n\
@@ -317,18 +359,18 @@ fn qk_product(config: DecodeConfig) -> String {
         let _ = writeln!(
             s,
             "        {{  // step pair {j}: d {lo}..{hi}\n\
-             \x20           const uint4 qa = fm_lds128(q_smem + fm_swizzle_qk(qk_lane + {o0}u) * 16u);  // row r\n\
-             \x20           const uint4 qb = fm_lds128(q_smem + fm_swizzle_qk(qk_lane + {o1}u) * 16u);  // row r + 8",
+             \x20           const uint4 qa = fm_lds128(q_warp + fm_swizzle_qk(qk_lane + {o0}u) * 16u);  // row r\n\
+             \x20           const uint4 qb = fm_lds128(q_warp + fm_swizzle_qk(qk_lane + {o1}u) * 16u);  // row r + 8",
             lo = 32 * j,
             hi = 32 * j + 31,
             o0 = 4 * j,
             o1 = 4 * j + 8 * c
         );
-        for nt in 0..2 {
+        for (nt, &(scores, k_tile)) in (0..2).flat_map(|nt| targets.iter().map(move |t| (nt, t))) {
             let _ = writeln!(
                 s,
                 "            {{\n\
-                 \x20               const uint4 kk = fm_lds128(k_tile + fm_swizzle_qk(qk_lane + {off}u) * 16u);  // key {nt8} + r",
+                 \x20               const uint4 kk = fm_lds128({k_tile} + fm_swizzle_qk(qk_lane + {off}u) * 16u);  // key {nt8} + r",
                 off = 4 * j + 8 * c * nt,
                 nt8 = 8 * nt
             );
@@ -342,7 +384,7 @@ fn qk_product(config: DecodeConfig) -> String {
                     .collect();
                 let _ = writeln!(
                     s,
-                    "                fm_mma_16816(s[{nt}], {}, {}, {}, {}, kk.{}, kk.{});  // step {step}",
+                    "                fm_mma_16816({scores}[{nt}], {}, {}, {}, {}, kk.{}, kk.{});  // step {step}",
                     a[0],
                     a[1],
                     a[2],
@@ -443,209 +485,10 @@ fn o_to_smem(config: DecodeConfig) -> String {
     s
 }
 
-const TEMPLATE: &str = r#"$HEADER
-$DTYPE_HELPERS
-$ABI
-$COMBINE_HELPERS
-#define FM_NEG_INF (-__int_as_float(0x7f800000))
-
-// mma.sync.m16n8k16 (PTX ISA 9.7.14.5.8), fp32 accumulate in place: A 16x16 row-major,
-// B 16x8 column-major, fragments of docs/architecture.md fact 4.
-__device__ __forceinline__ void fm_mma_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.$MMA_TYPE.$MMA_TYPE.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-// Two floats as one register of two 16-bit values, `lo` in bits 0..15 (cvt packs its
-// first source into the upper half, PTX ISA 9.7.9.21).
-__device__ __forceinline__ unsigned fm_pack2(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.$MMA_TYPEx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-// Four floats to four activations at dst (8 bytes).
-__device__ __forceinline__ void fm_store4(fm_act* dst, float4 v) {
-    *reinterpret_cast<uint2*>(dst) = make_uint2(fm_pack2(v.x, v.y), fm_pack2(v.z, v.w));
-}
-__device__ __forceinline__ float fm_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-__device__ __forceinline__ unsigned fm_smem_addr(const void* ptr) {
-    unsigned addr;
-    asm("{ .reg .u64 a64; cvta.to.shared.u64 a64, %1; cvt.u32.u64 %0, a64; }" : "=r"(addr) : "l"(ptr));
-    return addr;
-}
-// cp.async (PTX ISA 9.7.9.25): 16 bytes global -> shared, zero-filled past `bytes`, L1 bypassed.
-__device__ __forceinline__ void fm_cp_async16(unsigned dst, const void* src, unsigned bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void fm_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void fm_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
-__device__ __forceinline__ uint4 fm_lds128(unsigned addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-    return v;
-}
-// Shared tiles are addressed in 16-byte chunks, offset row * $CHUNKS + chunk, swizzled
-// (fragmask_layout::Swizzle, CuTe's Swizzle<B,M,S>: x ^ ((x & mask) >> S)).
-// Q and K tiles: $QK_SWIZZLE.
-__device__ __forceinline__ unsigned fm_swizzle_qk(unsigned x) { return x ^ ((x & $QK_SRC_MASKu) >> $QK_SHIFTu); }
-// V tiles: $V_SWIZZLE.
-__device__ __forceinline__ unsigned fm_swizzle_v(unsigned x) { return x ^ ((x & $V_SRC_MASKu) >> $V_SHIFTu); }
-
-extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_split(const __grid_constant__ FmDecodeParams p) {
-    extern __shared__ __align__(128) unsigned char fm_smem[];
-    const unsigned tid = threadIdx.x;
-    const unsigned warp = tid / 32u;
-    // The lane: the thread index of the m16n8k16 fragment layouts.
-    const unsigned thread = tid % 32u;
-    // C fragment (SM80_C_LAYOUT): the lane's rows are frag_row and frag_row + 8, its
-    // columns of an n-tile frag_col and frag_col + 1.
-    const unsigned frag_row = $C_ROW;  // row layout $C_ROW_LAYOUT
-    const unsigned frag_col = $C_COL;  // column layout $C_COL_LAYOUT
-    // Chunk offsets of the lane's operands and o (operands.rs):
-    const unsigned qk_lane = $QK_LANE;  // QK operand tiling $QK_LANE_LAYOUT
-    const unsigned v_lane = $V_LANE;  // V operand tiling $V_LANE_LAYOUT
-    const unsigned o_lane = $O_LANE;  // o tiling $O_LANE_LAYOUT (floats of [16, $HEAD_DIM])
-    const int b = blockIdx.z;
-    const int hkv = blockIdx.y;
-    const int m_block = blockIdx.x % p.m_blocks;
-    const int split = blockIdx.x / p.m_blocks;
-
-    // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): let the combine
-    // launch now; wait for the previous kernel's writes before the first global read.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-
-    // ---- scheduler: this CTA's key tiles, from the device's lengths ----
-    const int seqlen_k = min(max(p.seqlens_k ? p.seqlens_k[b] : p.capacity_k, 0), p.capacity_k);
-    // Varlen queries: this request's tokens are q_start .. q_start + seqlen_q of q and o
-    // (clamped to the planned seqlen_q, the grid's capacity); CTAs past them exit.
-    // (Offsets from the device are clamped to the rows of q, never read past them.)
-    const int q_start = p.cu_seqlens_q ? min(max(p.cu_seqlens_q[b], 0), p.total_q) : 0;
-    const int seqlen_q = p.cu_seqlens_q ? min(min(max(p.cu_seqlens_q[b + 1] - q_start, 0), p.seqlen_q), p.total_q - q_start) : p.seqlen_q;
-    const int group = p.group;
-    const int rows = seqlen_q * group;  // packed rows (token, head in group), heads fastest
-    const int row0 = m_block * $TILE_ROWS;
-    if (row0 >= rows) return;  // uniform over the CTA (varlen only)
-    const int offset_q = seqlen_k - seqlen_q;  // token t sits at key position offset_q + t (bottom-right)
-    const int t_first = row0 / group;
-    const int t_last = min(row0 + $TILE_ROWS - 1, rows - 1) / group;
-    int key_lo = 0, key_hi = seqlen_k;  // keys any row of the CTA sees: [key_lo, key_hi)
-    if (p.window_left >= 0) key_lo = max(0, offset_q + t_first - p.window_left);
-    if (p.window_right >= 0) key_hi = min(key_hi, offset_q + t_last + p.window_right + 1);
-#if $MASKED
-    // Block-sparse mask: the CTA walks the 16-key tiles of the key blocks listed for its
-    // mask row block ($MASK_SUB tiles per $MASK_BLOCK_N-key block). The host checked that
-    // the CTA's tokens lie in one row block (docs/decode.md, "Masks"); causal, window and
-    // length still apply per element below.
-    (void)key_lo; (void)key_hi;
-    const int mask_row_block = t_first / p.mask_block_m;
-    const long long mask_row = (long long)b * p.mask_batch_stride + (long long)hkv * p.mask_head_stride + mask_row_block;
-    const int2* mask_list = reinterpret_cast<const int2*>(p.mask_list) + mask_row * p.mask_n_blocks;
-    const int tile_lo = 0;
-    const int tiles = p.mask_count[mask_row] * $MASK_SUB;
-    // Tile i of the list: key block mask_list[i / SUB].x, its 16 keys (i % SUB).
-    auto tile_key0 = [&](int tile) { return __ldg(&mask_list[tile / $MASK_SUB].x) * $MASK_BLOCK_N + (tile % $MASK_SUB) * $TILE_KEYS; };
-#else
-    const int tile_lo = key_lo / $TILE_KEYS;
-    const int tiles = key_hi > key_lo ? (key_hi + $TILE_KEYS - 1) / $TILE_KEYS - tile_lo : 0;
-    auto tile_key0 = [&](int tile) { return tile * $TILE_KEYS; };
-#endif
-    const int split_first = tile_lo + (int)((long long)tiles * split / p.num_splits);
-    const int split_end = tile_lo + (int)((long long)tiles * (split + 1) / p.num_splits);
-    // The keys each of the lane's two rows sees: [lo_key, hi_key).
-    int lo_key[2], hi_key[2];
-    #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int token = min(row0 + (int)frag_row + 8 * i, rows - 1) / group;
-        const int pos = offset_q + token;
-        lo_key[i] = p.window_left >= 0 ? pos - p.window_left : 0;
-        hi_key[i] = p.window_right >= 0 ? min(seqlen_k, pos + p.window_right + 1) : seqlen_k;
-    }
-#if $MASKED
-    // The lane's two rows inside the mask block (row-major bits, $MASK_ROW_WORDS words a row).
-    int mask_brow[2];
-    #pragma unroll
-    for (int i = 0; i < 2; ++i) mask_brow[i] = min(row0 + (int)frag_row + 8 * i, rows - 1) / group - mask_row_block * p.mask_block_m;
-#endif
-
-    // ---- producer: Q tile [16, D] (packed rows), then each warp's K/V stages ----
-    fm_act* q_tile = reinterpret_cast<fm_act*>(fm_smem);
-    const unsigned q_smem = fm_smem_addr(q_tile);
-    const fm_act* q_kv_head = p.q + b * p.q_stride_batch + (long long)q_start * p.q_stride_token + (long long)hkv * group * p.q_stride_head;
-    for (unsigned idx = tid; idx < $TILE_ROWS * $CHUNKSu; idx += $THREADSu) {
-        const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;
-        const int prow = row0 + (int)row;
-        const bool valid = prow < rows;
-        // q [B, Sq, H, D]: packed row prow is token prow / G, head hkv G + prow % G
-        const fm_act* src = valid ? q_kv_head + (long long)(prow / group) * p.q_stride_token + (long long)(prow % group) * p.q_stride_head + chunk * 8u : p.q;
-        fm_cp_async16(q_smem + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, src, valid ? 16u : 0u);
-    }
-    fm_cp_async_commit();
-
-    // This warp's stages: [stage][K tile, V tile][16 keys][D], after the Q tile.
-    const unsigned kv_smem = q_smem + $TILE_BYTESu + warp * $WARP_STAGES_BYTESu;
-    auto load_tile = [&](int tile, int stage) {
-        const unsigned k_dst = kv_smem + stage * $STAGE_BYTESu;
-        const unsigned v_dst = k_dst + $TILE_BYTESu;
-        const int key0 = tile_key0(tile);
-$TILE_BASE
-        #pragma unroll
-        for (int i = 0; i < $KV_CHUNKS_PER_LANE; ++i) {
-            const unsigned idx = thread + 32u * i;
-            const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;  // a warp copies whole rows
-            const int key = key0 + (int)row;
-            const bool valid = key < seqlen_k;  // zero-filled past the request's keys
-$ROW_OFFSET
-            const unsigned bytes = valid ? 16u : 0u;
-            fm_cp_async16(k_dst + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, valid ? p.k + off : p.k, bytes);
-            fm_cp_async16(v_dst + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
-        }
-    };
-    // Warp w takes tiles split_first + w, + $WARPS, ...
-    const int my_first = split_first + (int)warp;
-    const int count = split_end > my_first ? (split_end - my_first + $WARPS - 1) / $WARPS : 0;
-    #pragma unroll
-    for (int s = 0; s < $STAGES - 1; ++s) {
-        if (s < count) load_tile(my_first + s * $WARPS, s);
-        fm_cp_async_commit();
-    }
-    fm_cp_async_wait<$STAGES - 1>();  // the Q group, committed first, has landed
-    __syncthreads();
-
-    // ---- consumer: online softmax over the warp's tiles ----
-    float o[$N_TILES][4];
-    #pragma unroll
-    for (int n = 0; n < $N_TILES; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float m_run[2] = {FM_NEG_INF, FM_NEG_INF};  // running max of rows r, r + 8 (scaled, base 2)
-    float l_run[2] = {0.f, 0.f};                // the lane's part of the running sums
-    for (int i = 0; i < count; ++i) {
-        const int ahead = i + $STAGES - 1;
-        if (ahead < count) load_tile(my_first + ahead * $WARPS, ahead % $STAGES);
-        fm_cp_async_commit();
-        fm_cp_async_wait<$STAGES - 1>();  // tile i has landed (this lane's copies)
-        __syncwarp();                    // ... and the other lanes'
-        const int tile = my_first + i * $WARPS;
-        const int key0 = tile_key0(tile);
-        // The 16 mask bits of each of the lane's rows for this tile (all set: unmasked or a full block).
-        unsigned row_bits[2] = {0xffffu, 0xffffu};
-#if $MASKED
-        {
-            const int partial = __ldg(&mask_list[tile / $MASK_SUB].y);
-            if (partial >= 0) {
-                const int col = (tile % $MASK_SUB) * $TILE_KEYS;  // a 16-bit run never straddles a word
-                #pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    row_bits[h] = (__ldg(&p.mask_bits[((long long)partial * p.mask_block_m + mask_brow[h]) * $MASK_ROW_WORDS + col / 32]) >> (col % 32)) & 0xffffu;
-            }
-        }
-#endif
-        const unsigned k_tile = kv_smem + (i % $STAGES) * $STAGE_BYTESu;
-        const unsigned v_tile = k_tile + $TILE_BYTESu;
-        float s[2][4];
+/// One 16-key tile of the consumer (both CTA kinds): `S = Q·Kᵀ` from the warp's Q tile
+/// `q_warp` and `k_tile`, the per-element mask (`row_bits`, `lo_key`, `hi_key`), the
+/// online softmax, and `O += P·V` from `v_tile`.
+const TILE_BODY: &str = r#"        float s[2][4];
         #pragma unroll
         for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 $QK_PRODUCT
@@ -690,10 +533,406 @@ $QK_PRODUCT
         for (int n = 0; n < $N_TILES; ++n) {
             o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
         }
+$PV_PRODUCT"#;
+
+/// Two 16-key tiles of the shared-K/V consumer under one softmax update: `S₀ = Q·K₀ᵀ`
+/// (`s`, `k_tile`, `key0`, `row_bits`) and `S₁ = Q·K₁ᵀ` (`s1`, `k_tile1`, `key0_1`,
+/// `row_bits1`), one row max, rescale and sum over their 32 keys, then `O += P₀·V₀ +
+/// P₁·V₁`.
+const TILE_PAIR_BODY: &str = r#"            float s[2][4], s1[2][4];
+            #pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+                s1[nt][0] = s1[nt][1] = s1[nt][2] = s1[nt][3] = 0.f;
+            }
+$QK_PRODUCT_PAIR
+            // Mask and scale both tiles (c-value c of key n-tile nt: row frag_row + 8 (c / 2),
+            // key key0 (key0_1) + 8 nt + frag_col + c % 2).
+            float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
+            #pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                #pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int col = 8 * nt + (int)frag_col + (c % 2);
+                    const int key = key0 + col, key1 = key0_1 + col;
+                    const bool visible = key >= lo_key[c / 2] && key < hi_key[c / 2] && ((row_bits[c / 2] >> col) & 1u);
+                    const bool visible1 = key1 >= lo_key[c / 2] && key1 < hi_key[c / 2] && ((row_bits1[c / 2] >> col) & 1u);
+                    s[nt][c] = visible ? s[nt][c] * p.scale_log2 : FM_NEG_INF;
+                    s1[nt][c] = visible1 ? s1[nt][c] * p.scale_log2 : FM_NEG_INF;
+                    row_max[c / 2] = fmaxf(row_max[c / 2], fmaxf(s[nt][c], s1[nt][c]));
+                }
+            }
+            float alpha[2], m_use[2];
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                // The four lanes of a quad hold one row (SM80_C_LAYOUT): reduce over them.
+                row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
+                row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+                const float m_new = fmaxf(m_run[h], row_max[h]);
+                // A row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives 0, not NaN.
+                m_use[h] = m_new == FM_NEG_INF ? 0.f : m_new;
+                alpha[h] = fm_exp2(m_run[h] - m_use[h]);
+                m_run[h] = m_new;
+            }
+            float row_sum[2] = {0.f, 0.f};
+            #pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                #pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    s[nt][c] = fm_exp2(s[nt][c] - m_use[c / 2]);
+                    s1[nt][c] = fm_exp2(s1[nt][c] - m_use[c / 2]);
+                    row_sum[c / 2] += s[nt][c] + s1[nt][c];
+                }
+            }
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + row_sum[h];
+            #pragma unroll
+            for (int n = 0; n < $N_TILES; ++n) {
+                o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
+            }
 $PV_PRODUCT
+$PV_PRODUCT_1"#;
+
+const TEMPLATE: &str = r#"$HEADER
+$DTYPE_HELPERS
+$ABI
+$COMBINE_HELPERS
+#define FM_NEG_INF (-__int_as_float(0x7f800000))
+
+// mma.sync.m16n8k16 (PTX ISA 9.7.14.5.8), fp32 accumulate in place: A 16x16 row-major,
+// B 16x8 column-major, fragments of docs/architecture.md fact 4.
+__device__ __forceinline__ void fm_mma_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.$MMA_TYPE.$MMA_TYPE.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// Two floats as one register of two 16-bit values, `lo` in bits 0..15 (cvt packs its
+// first source into the upper half, PTX ISA 9.7.9.21).
+__device__ __forceinline__ unsigned fm_pack2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.$MMA_TYPEx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// Four floats to four activations at dst (8 bytes).
+__device__ __forceinline__ void fm_store4(fm_act* dst, float4 v) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(fm_pack2(v.x, v.y), fm_pack2(v.z, v.w));
+}
+__device__ __forceinline__ float fm_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ unsigned fm_smem_addr(const void* ptr) {
+    unsigned addr;
+    asm("{ .reg .u64 a64; cvta.to.shared.u64 a64, %1; cvt.u32.u64 %0, a64; }" : "=r"(addr) : "l"(ptr));
+    return addr;
+}
+// cp.async (PTX ISA 9.7.9.25): 16 bytes global -> shared, zero-filled past `bytes`, L1 bypassed.
+__device__ __forceinline__ void fm_cp_async16(unsigned dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+// cp.async of one 4-byte mask word (cp.async.ca: .cg takes only 16 bytes).
+__device__ __forceinline__ void fm_cp_async4(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void fm_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void fm_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+__device__ __forceinline__ uint4 fm_lds128(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+// Shared tiles are addressed in 16-byte chunks, offset row * $CHUNKS + chunk, swizzled
+// (fragmask_layout::Swizzle, CuTe's Swizzle<B,M,S>: x ^ ((x & mask) >> S)).
+// Q and K tiles: $QK_SWIZZLE.
+__device__ __forceinline__ unsigned fm_swizzle_qk(unsigned x) { return x ^ ((x & $QK_SRC_MASKu) >> $QK_SHIFTu); }
+// V tiles: $V_SWIZZLE.
+__device__ __forceinline__ unsigned fm_swizzle_v(unsigned x) { return x ^ ((x & $V_SRC_MASKu) >> $V_SHIFTu); }
+
+extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_split(const __grid_constant__ FmDecodeParams p) {
+    extern __shared__ __align__(128) unsigned char fm_smem[];
+    const unsigned tid = threadIdx.x;
+    const unsigned warp = tid / 32u;
+    // The lane: the thread index of the m16n8k16 fragment layouts.
+    const unsigned thread = tid % 32u;
+    // C fragment (SM80_C_LAYOUT): the lane's rows are frag_row and frag_row + 8, its
+    // columns of an n-tile frag_col and frag_col + 1.
+    const unsigned frag_row = $C_ROW;  // row layout $C_ROW_LAYOUT
+    const unsigned frag_col = $C_COL;  // column layout $C_COL_LAYOUT
+    // Chunk offsets of the lane's operands and o (operands.rs):
+    const unsigned qk_lane = $QK_LANE;  // QK operand tiling $QK_LANE_LAYOUT
+    const unsigned v_lane = $V_LANE;  // V operand tiling $V_LANE_LAYOUT
+    const unsigned o_lane = $O_LANE;  // o tiling $O_LANE_LAYOUT (floats of [16, $HEAD_DIM])
+    const int b = blockIdx.z;
+    const int hkv = blockIdx.y;  // the KV head (packed), or the query head (kv_head_div = G)
+    const int kv_head = hkv / p.kv_head_div;  // K and V's head
+    const int m_block = blockIdx.x % p.m_blocks;
+    const int split = blockIdx.x / p.m_blocks;
+
+    // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): let the combine
+    // launch now; wait for the previous kernel's writes before the first global read.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+
+    // ---- scheduler: this CTA's key tiles, from the device's lengths ----
+    const int seqlen_k = min(max(p.seqlens_k ? p.seqlens_k[b] : p.capacity_k, 0), p.capacity_k);
+    // Varlen queries: this request's tokens are q_start .. q_start + seqlen_q of q and o
+    // (clamped to the planned seqlen_q, the grid's capacity); CTAs past them exit.
+    // (Offsets from the device are clamped to the rows of q, never read past them.)
+    const int q_start = p.cu_seqlens_q ? min(max(p.cu_seqlens_q[b], 0), p.total_q) : 0;
+    const int seqlen_q = p.cu_seqlens_q ? min(min(max(p.cu_seqlens_q[b + 1] - q_start, 0), p.seqlen_q), p.total_q - q_start) : p.seqlen_q;
+    const int group = p.group;
+    const int rows = seqlen_q * group;  // packed rows (token, head in group), heads fastest
+    // The CTA's $CTA_ROWS packed rows; this warp's 16 (shared K/V: warp w holds m16 tile w).
+    const int cta_row0 = m_block * $CTA_ROWS;
+    if (cta_row0 >= rows) return;  // uniform over the CTA (varlen only)
+    const int row0 = cta_row0 + ($SHARED ? (int)warp * $TILE_ROWS : 0);
+    const int offset_q = seqlen_k - seqlen_q;  // token t sits at key position offset_q + t (bottom-right)
+    const int t_first = cta_row0 / group;
+    const int t_last = min(cta_row0 + $CTA_ROWS - 1, rows - 1) / group;
+    int key_lo = 0, key_hi = seqlen_k;  // keys any row of the CTA sees: [key_lo, key_hi)
+    if (p.window_left >= 0) key_lo = max(0, offset_q + t_first - p.window_left);
+    if (p.window_right >= 0) key_hi = min(key_hi, offset_q + t_last + p.window_right + 1);
+#if $MASKED
+    // Block-sparse mask: the CTA walks the 16-key tiles of the key blocks listed for its
+    // mask row block ($MASK_SUB tiles per $MASK_BLOCK_N-key block). The host checked that
+    // the CTA's tokens lie in one row block (docs/decode.md, "Masks"); causal, window and
+    // length still apply per element below.
+    (void)key_lo; (void)key_hi;
+    const int mask_row_block = t_first / p.mask_block_m;
+    const long long mask_row = (long long)b * p.mask_batch_stride + (long long)hkv * p.mask_head_stride + mask_row_block;
+    const int2* mask_list = reinterpret_cast<const int2*>(p.mask_list) + mask_row * p.mask_n_blocks;
+    const int tile_lo = 0;
+    const int tiles = p.mask_count[mask_row] * $MASK_SUB;
+    // Tile i of the list: key block mask_list[i / SUB].x, its 16 keys (i % SUB).
+    auto tile_key0 = [&](int tile) { return __ldg(&mask_list[tile / $MASK_SUB].x) * $MASK_BLOCK_N + (tile % $MASK_SUB) * $TILE_KEYS; };
+#else
+    const int tile_lo = key_lo / $TILE_KEYS;
+    const int tiles = key_hi > key_lo ? (key_hi + $TILE_KEYS - 1) / $TILE_KEYS - tile_lo : 0;
+    auto tile_key0 = [&](int tile) { return tile * $TILE_KEYS; };
+#endif
+    // Splits cut the tiles in steps of $STEP_TILES (a shared-K/V stage; 1 otherwise):
+    // split s takes steps [steps s / n, steps (s + 1) / n) (reference::split_key_ranges).
+    const int steps = (tiles + $STEP_TILES - 1) / $STEP_TILES;
+    const int split_first = tile_lo + (int)((long long)steps * split / p.num_splits) * $STEP_TILES;
+    const int split_end = min(tile_lo + tiles, tile_lo + (int)((long long)steps * (split + 1) / p.num_splits) * $STEP_TILES);
+    // The keys each of the lane's two rows sees: [lo_key, hi_key).
+    int lo_key[2], hi_key[2];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int token = min(row0 + (int)frag_row + 8 * i, rows - 1) / group;
+        const int pos = offset_q + token;
+        lo_key[i] = p.window_left >= 0 ? pos - p.window_left : 0;
+        hi_key[i] = p.window_right >= 0 ? min(seqlen_k, pos + p.window_right + 1) : seqlen_k;
+    }
+#if $MASKED && !$SHARED
+    // The lane's two rows inside the mask block (row-major bits, $MASK_ROW_WORDS words a row).
+    int mask_brow[2];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) mask_brow[i] = min(row0 + (int)frag_row + 8 * i, rows - 1) / group - mask_row_block * p.mask_block_m;
+#endif
+#if $MASKED && $SHARED
+    // The split's list entries, staged once in shared memory (at most $LIST_CAP; later
+    // ones are read from global memory): no list load waits in the key loop.
+    const int2* list_smem = reinterpret_cast<const int2*>(fm_smem + $LIST_OFFSETu);
+    const int entry_first = split_first / $MASK_SUB;
+    {
+        const int entries = split_end > split_first ? (split_end - 1) / $MASK_SUB + 1 - entry_first : 0;
+        int2* dst = reinterpret_cast<int2*>(fm_smem + $LIST_OFFSETu);
+        for (int e = (int)tid; e < min(entries, $LIST_CAP); e += $THREADS) dst[e] = __ldg(&mask_list[entry_first + e]);
+    }
+    __syncthreads();
+    auto entry = [&](int tile) -> int2 {
+        const int e = tile / $MASK_SUB - entry_first;
+        return e < $LIST_CAP ? list_smem[e] : __ldg(&mask_list[tile / $MASK_SUB]);
+    };
+    auto step_key0 = [&](int tile) { return entry(tile).x * $MASK_BLOCK_N + (tile % $MASK_SUB) * $TILE_KEYS; };
+#else
+    auto step_key0 = tile_key0;
+#endif
+
+    // ---- producer: Q tiles [$CTA_ROWS, D] (packed rows, 16 per tile), then the K/V stages ----
+    fm_act* q_tile = reinterpret_cast<fm_act*>(fm_smem);
+    const unsigned q_smem = fm_smem_addr(q_tile);
+    const fm_act* q_kv_head = p.q + b * p.q_stride_batch + (long long)q_start * p.q_stride_token + (long long)hkv * group * p.q_stride_head;
+    for (unsigned idx = tid; idx < $CTA_ROWS * $CHUNKSu; idx += $THREADSu) {
+        const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;
+        const int prow = cta_row0 + (int)row;
+        const bool valid = prow < rows;
+        // q [B, Sq, H, D]: packed row prow is token prow / G, head hkv G + prow % G
+        const fm_act* src = valid ? q_kv_head + (long long)(prow / group) * p.q_stride_token + (long long)(prow % group) * p.q_stride_head + chunk * 8u : p.q;
+        // Q tile row / 16, its row row % 16 (the QK swizzle is per 16-row tile)
+        fm_cp_async16(q_smem + (row / $TILE_ROWSu) * $TILE_BYTESu + fm_swizzle_qk((row % $TILE_ROWSu) * $CHUNKSu + chunk) * 16u, src, valid ? 16u : 0u);
+    }
+    fm_cp_async_commit();
+    // This warp's Q tile (its m16 rows).
+    const unsigned q_warp = q_smem + ($SHARED ? warp * $TILE_BYTESu : 0u);
+    const unsigned kv_smem = q_smem + $Q_BYTESu;
+
+    float o[$N_TILES][4];
+    #pragma unroll
+    for (int n = 0; n < $N_TILES; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m_run[2] = {FM_NEG_INF, FM_NEG_INF};  // running max of rows r, r + 8 (scaled, base 2)
+    float l_run[2] = {0.f, 0.f};                // the lane's part of the running sums
+#if $SHARED
+    // CTA stages: [stage][$STEP_TILES x (K tile, V tile)][mask words [$STEP_TILES][$CTA_ROWS]];
+    // every warp consumes every tile of a stage (its own 16 rows).
+    const int nsteps = split_end > split_first ? (split_end - split_first + $STEP_TILES - 1) / $STEP_TILES : 0;
+    auto load_step = [&](int step, int stage) {
+        const unsigned st_base = kv_smem + stage * $CTA_STAGE_BYTESu;
+        #pragma unroll
+        for (int i = 0; i < $STEP_COPIES; ++i) {
+            const unsigned idx = tid + $THREADSu * i;
+            const unsigned st = idx / ($TILE_KEYS * $CHUNKSu), rest = idx % ($TILE_KEYS * $CHUNKSu);
+            const unsigned row = rest / $CHUNKSu, chunk = rest % $CHUNKSu;
+            const int tile = split_first + step * $STEP_TILES + (int)st;
+            const int key0 = tile < split_end ? step_key0(tile) : seqlen_k;  // past the split: nothing read
+$TILE_BASE
+            const int key = key0 + (int)row;
+            const bool valid = key < seqlen_k;  // zero-filled past the request's keys
+$ROW_OFFSET
+            const unsigned k_dst = st_base + st * $STAGE_BYTESu;
+            const unsigned bytes = valid ? 16u : 0u;
+            fm_cp_async16(k_dst + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, valid ? p.k + off : p.k, bytes);
+            fm_cp_async16(k_dst + $TILE_BYTESu + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
+        }
+#if $MASKED
+        // Each partial tile's word of each CTA row, copied with the tile (full tiles: none).
+        #pragma unroll
+        for (int i = 0; i < $WORD_COPIES; ++i) {
+            const unsigned idx = tid + $THREADSu * i;
+            const unsigned st = idx / $CTA_ROWSu, r = idx % $CTA_ROWSu;
+            const int tile = split_first + step * $STEP_TILES + (int)st;
+            if (idx < $STEP_TILES * $CTA_ROWSu && tile < split_end) {
+                const int partial = entry(tile).y;
+                if (partial >= 0) {
+                    const int brow = min(cta_row0 + (int)r, rows - 1) / group - mask_row_block * p.mask_block_m;
+                    const int col = (tile % $MASK_SUB) * $TILE_KEYS;  // a 16-bit run never straddles a word
+                    fm_cp_async4(st_base + $STEP_TILES * $STAGE_BYTESu + idx * 4u, p.mask_bits + ((long long)partial * p.mask_block_m + brow) * $MASK_ROW_WORDS + col / 32);
+                }
+            }
+        }
+#endif
+    };
+    #pragma unroll
+    for (int s = 0; s < $STAGES - 1; ++s) {
+        if (s < nsteps) load_step(s, s);
+        fm_cp_async_commit();
+    }
+    for (int j = 0; j < nsteps; ++j) {
+        fm_cp_async_wait<$STAGES - 2>();  // step j (and the Q group) landed: this thread's copies
+        __syncthreads();                  // ... everyone's; and everyone is done with step j - 1
+        if (j + $STAGES - 1 < nsteps) load_step(j + $STAGES - 1, (j + $STAGES - 1) % $STAGES);
+        fm_cp_async_commit();
+        const unsigned st_base = kv_smem + (j % $STAGES) * $CTA_STAGE_BYTESu;
+        // The mask bits of tile `tile` (stage slot st) for the lane's two rows (all set:
+        // a full block, or unmasked).
+        auto stage_bits = [&](int tile, int st, unsigned (&bits)[2]) {
+            bits[0] = bits[1] = 0xffffu;
+#if $MASKED
+            if (entry(tile).y >= 0) {
+                const unsigned* words = reinterpret_cast<const unsigned*>(fm_smem + (st_base - q_smem) + $STEP_TILES * $STAGE_BYTESu) + st * $CTA_ROWS;
+                const int col = (tile % $MASK_SUB) * $TILE_KEYS;
+                #pragma unroll
+                for (int h = 0; h < 2; ++h) bits[h] = (words[row0 - cta_row0 + (int)frag_row + 8 * h] >> (col % 32)) & 0xffffu;
+            }
+#endif
+        };
+#if $PAIR
+        // Two 16-key tiles per softmax update: one max / sum / rescale per 32 keys and
+        // two independent QK chains. A second tile past the split holds zeros (load_step)
+        // and is hidden by key0_1 = seqlen_k.
+        #pragma unroll 1
+        for (int st = 0; st < $STEP_TILES; st += 2) {
+            const int tile = split_first + j * $STEP_TILES + st;
+            if (tile >= split_end) break;  // uniform over the CTA
+            const bool has1 = tile + 1 < split_end;
+            const int key0 = step_key0(tile);
+            const int key0_1 = has1 ? step_key0(tile + 1) : seqlen_k;
+            unsigned row_bits[2], row_bits1[2];
+            stage_bits(tile, st, row_bits);
+            if (has1) stage_bits(tile + 1, st + 1, row_bits1); else row_bits1[0] = row_bits1[1] = 0u;
+            const unsigned k_tile = st_base + st * $STAGE_BYTESu;
+            const unsigned v_tile = k_tile + $TILE_BYTESu;
+            const unsigned k_tile1 = k_tile + $STAGE_BYTESu;
+            const unsigned v_tile1 = v_tile + $STAGE_BYTESu;
+$TILE_PAIR_BODY
+        }
+#else
+        #pragma unroll 1
+        for (int st = 0; st < $STEP_TILES; ++st) {
+            const int tile = split_first + j * $STEP_TILES + st;
+            if (tile >= split_end) break;  // uniform over the CTA
+            const int key0 = step_key0(tile);
+            unsigned row_bits[2];
+            stage_bits(tile, st, row_bits);
+            const unsigned k_tile = st_base + st * $STAGE_BYTESu;
+            const unsigned v_tile = k_tile + $TILE_BYTESu;
+$TILE_BODY
+        }
+#endif
+    }
+    fm_cp_async_wait<0>();
+#else
+    // This warp's stages: [stage][K tile, V tile][16 keys][D], after the Q tile.
+    const unsigned warp_smem = kv_smem + warp * $WARP_STAGES_BYTESu;
+    auto load_tile = [&](int tile, int stage) {
+        const unsigned k_dst = warp_smem + stage * $STAGE_BYTESu;
+        const unsigned v_dst = k_dst + $TILE_BYTESu;
+        const int key0 = tile_key0(tile);
+$TILE_BASE
+        #pragma unroll
+        for (int i = 0; i < $KV_CHUNKS_PER_LANE; ++i) {
+            const unsigned idx = thread + 32u * i;
+            const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;  // a warp copies whole rows
+            const int key = key0 + (int)row;
+            const bool valid = key < seqlen_k;  // zero-filled past the request's keys
+$ROW_OFFSET
+            const unsigned bytes = valid ? 16u : 0u;
+            fm_cp_async16(k_dst + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, valid ? p.k + off : p.k, bytes);
+            fm_cp_async16(v_dst + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
+        }
+    };
+    // Warp w takes tiles split_first + w, + $WARPS, ...
+    const int my_first = split_first + (int)warp;
+    const int count = split_end > my_first ? (split_end - my_first + $WARPS - 1) / $WARPS : 0;
+    #pragma unroll
+    for (int s = 0; s < $STAGES - 1; ++s) {
+        if (s < count) load_tile(my_first + s * $WARPS, s);
+        fm_cp_async_commit();
+    }
+    fm_cp_async_wait<$STAGES - 1>();  // the Q group, committed first, has landed
+    __syncthreads();
+
+    // ---- consumer: online softmax over the warp's tiles ----
+    for (int i = 0; i < count; ++i) {
+        const int ahead = i + $STAGES - 1;
+        if (ahead < count) load_tile(my_first + ahead * $WARPS, ahead % $STAGES);
+        fm_cp_async_commit();
+        fm_cp_async_wait<$STAGES - 1>();  // tile i has landed (this lane's copies)
+        __syncwarp();                    // ... and the other lanes'
+        const int tile = my_first + i * $WARPS;
+        const int key0 = tile_key0(tile);
+        // The 16 mask bits of each of the lane's rows for this tile (all set: unmasked or a full block).
+        unsigned row_bits[2] = {0xffffu, 0xffffu};
+#if $MASKED
+        {
+            const int partial = __ldg(&mask_list[tile / $MASK_SUB].y);
+            if (partial >= 0) {
+                const int col = (tile % $MASK_SUB) * $TILE_KEYS;  // a 16-bit run never straddles a word
+                #pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    row_bits[h] = (__ldg(&p.mask_bits[((long long)partial * p.mask_block_m + mask_brow[h]) * $MASK_ROW_WORDS + col / 32]) >> (col % 32)) & 0xffffu;
+            }
+        }
+#endif
+        const unsigned k_tile = warp_smem + (i % $STAGES) * $STAGE_BYTESu;
+        const unsigned v_tile = k_tile + $TILE_BYTESu;
+$TILE_BODY
         __syncwarp();  // every lane has read the stage before it is refilled
     }
     fm_cp_async_wait<0>();
+#endif
 
     // ---- epilogue: merge the warps' (o, lse) (family combine), write o or partials ----
     float inv_l[2], lse_warp[2];
@@ -706,20 +945,26 @@ $PV_PRODUCT
         lse_warp[h] = empty ? FM_NEG_INF : (m_run[h] + log2f(l_run[h])) * $LN2;
     }
     __syncthreads();  // every warp is done with its stages: they become the merge area
-    float* merge_o = reinterpret_cast<float*>(fm_smem + $TILE_BYTESu) + warp * $TILE_ROWS * $HEAD_DIM;  // [warps][16][D]
-    float* merge_lse = reinterpret_cast<float*>(fm_smem + $TILE_BYTESu) + $WARPS * $TILE_ROWS * $HEAD_DIM;  // [warps][16]
+    // [warps][16][D] o and [warps][16] lse: with shared K/V, warp w's rows are CTA rows 16 w ..
+    float* merge_o = reinterpret_cast<float*>(fm_smem + $Q_BYTESu) + warp * $TILE_ROWS * $HEAD_DIM;
+    float* merge_lse = reinterpret_cast<float*>(fm_smem + $Q_BYTESu) + $WARPS * $TILE_ROWS * $HEAD_DIM;
 $O_TO_SMEM
     if (frag_col == 0u) {
         merge_lse[warp * $TILE_ROWS + frag_row] = lse_warp[0];
         merge_lse[warp * $TILE_ROWS + frag_row + 8u] = lse_warp[1];
     }
     __syncthreads();
-    const float* all_o = reinterpret_cast<const float*>(fm_smem + $TILE_BYTESu);
-    for (unsigned idx = tid; idx < $TILE_ROWS * $MERGE_VECSu; idx += $THREADSu) {
+    const float* all_o = reinterpret_cast<const float*>(fm_smem + $Q_BYTESu);
+    for (unsigned idx = tid; idx < $CTA_ROWS * $MERGE_VECSu; idx += $THREADSu) {
         const int row = (int)(idx / $MERGE_VECSu);
         const int col = (int)(idx % $MERGE_VECSu) * 4;
-        const int prow = row0 + row;
+        const int prow = cta_row0 + row;
         if (prow >= rows) continue;
+#if $SHARED
+        // One warp holds the row: its (o, lse) as they are.
+        float4 out = *reinterpret_cast<const float4*>(all_o + row * $HEAD_DIM + col);
+        const float lse = merge_lse[row];
+#else
         float max_lse = FM_NEG_INF;
         #pragma unroll
         for (int w = 0; w < $WARPS; ++w) max_lse = fmaxf(max_lse, merge_lse[w * $TILE_ROWS + row]);
@@ -730,6 +975,7 @@ $O_TO_SMEM
             fm_lse_merge_add(merge, merge_lse[w * $TILE_ROWS + row], *reinterpret_cast<const float4*>(all_o + (w * $TILE_ROWS + row) * $HEAD_DIM + col));
         float4 out;
         const float lse = fm_lse_merge_finish(merge, out);
+#endif
         if (p.num_splits == 1) $STORE_OUT
         else {
             // partials [num_splits, B, Hkv, m_pad, D] and [num_splits, B, Hkv, m_pad]
@@ -739,7 +985,6 @@ $O_TO_SMEM
         }
     }
 }
-
 $COMBINE_KERNEL
 "#;
 

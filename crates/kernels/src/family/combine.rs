@@ -83,14 +83,31 @@ pub fn kernel(spec: &CombineSpec<'_>) -> String {
          {locate}\n\
          \x20   const float* partial_o = {partial_o};\n\
          \x20   const float* partial_lse = {partial_lse};\n\
+         \x20   // {batch} splits' loads are issued before any is used (independent loads in\n\
+         \x20   // flight: one serial latency per {batch} splits, not per split).\n\
          \x20   float max_lse = -__int_as_float(0x7f800000);\n\
-         \x20   for (int s = 0; s < num_splits; ++s) max_lse = fmaxf(max_lse, partial_lse[s * split_stride + ws_row0]);\n\
+         \x20   for (int s0 = 0; s0 < num_splits; s0 += {batch}) {{\n\
+         \x20       float l[{batch}];\n\
+         \x20       #pragma unroll\n\
+         \x20       for (int i = 0; i < {batch}; ++i) l[i] = s0 + i < num_splits ? partial_lse[(s0 + i) * split_stride + ws_row0] : -__int_as_float(0x7f800000);\n\
+         \x20       #pragma unroll\n\
+         \x20       for (int i = 0; i < {batch}; ++i) max_lse = fmaxf(max_lse, l[i]);\n\
+         \x20   }}\n\
          \x20   FmLseMerge merge;\n\
          \x20   fm_lse_merge_init(merge, max_lse);\n\
-         \x20   for (int s = 0; s < num_splits; ++s) {{\n\
-         \x20       const long long r = s * split_stride + ws_row0;\n\
-         \x20       fm_lse_merge_add(merge, partial_lse[r], *reinterpret_cast<const float4*>(partial_o + r * {columns} + col));\n\
-         \x20   }}\n\
+         \x20   for (int s0 = 0; s0 < num_splits; s0 += {batch}) {{\n\
+         \x20       float l[{batch}];\n\
+         \x20       float4 v[{batch}];\n\
+         \x20       #pragma unroll\n\
+         \x20       for (int i = 0; i < {batch}; ++i) {{\n\
+         \x20           const bool in = s0 + i < num_splits;\n\
+         \x20           const long long r = (long long)(in ? s0 + i : 0) * split_stride + ws_row0;\n\
+         \x20           l[i] = in ? partial_lse[r] : -__int_as_float(0x7f800000);\n\
+         \x20           v[i] = *reinterpret_cast<const float4*>(partial_o + r * {columns} + col);\n\
+         \x20       }}\n\
+         \x20       #pragma unroll\n\
+         \x20       for (int i = 0; i < {batch}; ++i) fm_lse_merge_add(merge, l[i], v[i]);\n\
+         \x20   }}\n\\
          \x20   float4 out;\n\
          \x20   const float lse = fm_lse_merge_finish(merge, out);\n\
          {store}\n\
@@ -103,8 +120,12 @@ pub fn kernel(spec: &CombineSpec<'_>) -> String {
         partial_o = spec.partial_o,
         partial_lse = spec.partial_lse,
         store = spec.store,
+        batch = LOAD_BATCH,
     )
 }
+
+/// Partials whose loads [`kernel`] issues together.
+pub const LOAD_BATCH: u32 = 8;
 
 /// Rows one CTA of [`kernel`] merges.
 pub const fn rows_per_cta(threads: u32, columns: u32) -> u32 {

@@ -6,7 +6,7 @@ Each op takes tensors and plain values only: a ``Mask`` travels as its list tens
 ``(data_ptr, shape, strides)`` with torch's current stream and the device index;
 torch allocates every output.
 
-Eager calls of ``attention`` on plain CUDA tensors skip the custom-op dispatch (about
+Eager calls of ``attention`` and ``decode`` on plain CUDA tensors skip the custom-op dispatch (about
 30 µs of Python per call): when nothing traces or transforms the call (no
 torch.compile / export, no dispatch or function mode such as FakeTensorMode, no functorch
 transform, no JIT trace, no autograd through the inputs) the wrapper launches directly,
@@ -15,6 +15,8 @@ give the same results and errors. Everything else goes through the registered op
 
 torch is imported here only, and only when an op is first called.
 """
+
+import weakref
 
 from . import _fragmask
 from ._mask import Mask
@@ -511,48 +513,95 @@ def _register_decode():
 
     Tensor = torch.Tensor
 
-    def plan(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window, scale,
-             splits, multiprocessors):
-        shape = lambda t: None if t is None else list(t.shape)  # noqa: E731
-        return _fragmask.decode_plan(
-            list(q.shape), list(k.shape), list(v.shape),
-            tuple(str(t.dtype).replace("torch.", "") for t in (q, k, v)),
-            shape(block_table), shape(seqlens_k), shape(cu_seqlens_q), max_seqlen_q,
-            window[0], window[1], scale, splits, multiprocessors)
-
     @torch.library.custom_op("fragmask::decode", mutates_args=())
     def decode_op(q: Tensor, k: Tensor, v: Tensor, block_table: Optional[Tensor],
                   seqlens_k: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
                   max_seqlen_q: int, window: List[int], scale: float,
-                  splits: int) -> Tuple[Tensor, Tensor]:
-        device = q.device.index
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        n, ws_o, ws_lse, lse_shape = plan(q, k, v, block_table, seqlens_k, cu_seqlens_q,
-                                          max_seqlen_q, window, scale, splits, sms)
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
-        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-        wo = torch.empty(max(ws_o, 1), dtype=torch.float32, device=q.device)
-        wl = torch.empty(max(ws_lse, 1), dtype=torch.float32, device=q.device)
-        opt = lambda t: None if t is None else _raw(t)  # noqa: E731
-        _fragmask.decode_launch(_raw(q), _raw(k), _raw(v), _raw(out), _raw(lse),
-                                opt(block_table), opt(seqlens_k), opt(cu_seqlens_q),
-                                max_seqlen_q, window[0], window[1], scale, n,
-                                _raw(wo), _raw(wl), _stream(torch, q.device), device)
-        return out, lse
+                  splits: int, mask_list: Optional[Tensor], mask_count: Optional[Tensor],
+                  mask_bits: Optional[Tensor], mask_id: int) -> Tuple[Tensor, Tensor]:
+        mask = None if mask_list is None else (mask_list, mask_count, mask_bits)
+        return _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q,
+                           max_seqlen_q, window[0], window[1], scale, splits, mask, mask_id)
 
     @decode_op.register_fake
-    def _(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window, scale, splits):
-        _, _, _, lse_shape = plan(q, k, v, block_table, seqlens_k, cu_seqlens_q,
-                                  max_seqlen_q, window, scale, splits, 132)
+    def _(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window, scale, splits,
+          mask_list, mask_count, mask_bits, mask_id):
+        _, _, _, lse_shape = _decode_plan(q, k, v, block_table, seqlens_k, cu_seqlens_q,
+                                          max_seqlen_q, window[0], window[1], scale, splits,
+                                          132, mask_id)
         return (q.new_empty(q.shape), q.new_empty(lse_shape, dtype=torch.float32))
 
     _decode_op = decode_op
     return decode_op
 
 
+def _decode_plan(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left, right,
+                 scale, splits, multiprocessors, mask_id):
+    """(splits, workspace o floats, workspace lse floats, lse shape): the host's checks and
+    plan, from shapes only (no GPU)."""
+    shape = lambda t: None if t is None else list(t.shape)  # noqa: E731
+    return _fragmask.decode_plan(
+        list(q.shape), list(k.shape), list(v.shape),
+        tuple(str(t.dtype).replace("torch.", "") for t in (q, k, v)),
+        shape(block_table), shape(seqlens_k), shape(cu_seqlens_q), max_seqlen_q,
+        left, right, scale, splits, multiprocessors, mask_id)
+
+
+_decode_sms = {}
+
+
+def _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
+                right, scale, splits, mask, mask_id):
+    """One decode call: plan, outputs and workspace from torch's allocator, launch on
+    torch's current stream. The op's body, and the eager fast path's (no dispatch)."""
+    device = q.get_device()
+    sms = _decode_sms.get(device)
+    if sms is None:
+        sms = _decode_sms[device] = torch.cuda.get_device_properties(
+            q.device).multi_processor_count
+    n, ws_o, ws_lse, lse_shape = _decode_plan(q, k, v, block_table, seqlens_k, cu_seqlens_q,
+                                              max_seqlen_q, left, right, scale, splits, sms,
+                                              mask_id)
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    wo = torch.empty(max(ws_o, 1), dtype=torch.float32, device=q.device)
+    wl = torch.empty(max(ws_lse, 1), dtype=torch.float32, device=q.device)
+    opt = lambda t: None if t is None else _raw(t)  # noqa: E731
+    _fragmask.decode_launch(_raw(q), _raw(k), _raw(v), _raw(out), _raw(lse),
+                            opt(block_table), opt(seqlens_k), opt(cu_seqlens_q),
+                            max_seqlen_q, left, right, scale, n, _raw(wo), _raw(wl),
+                            _get_stream(device), device, mask_id,
+                            None if mask is None else tuple(_raw(t) for t in mask))
+    return out, lse
+
+
+def _decode_mask_arrays(torch, mask, device):
+    """The Mask in decode's form on `device`: int32 tensors of the (key block, partial)
+    list pairs, the counts and the partial blocks' row-major bits (docs/decode.md,
+    "Masks"), converted once per Mask and copied once per device (cached on the Mask)."""
+    device = torch.device(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = ("decode", index)
+    arrays = mask._device_cache.get(key)
+    if arrays is None:
+        if torch.compiler.is_compiling():
+            raise RuntimeError("fragmask.decode: call fragmask.decode with this mask once "
+                               "eagerly before torch.compile traces code that uses it")
+        mask_id = mask._meta[8]
+        host = mask._device_cache.get(("decode", "host"))
+        if host is None:
+            host = _fragmask.decode_mask_prepare(mask_id, mask.to_bytes())
+            mask._device_cache[("decode", "host")] = host
+            weakref.finalize(mask, _fragmask.decode_mask_release, mask_id)
+        arrays = tuple(torch.frombuffer(bytearray(b), dtype=torch.int32).to(device)
+                       for b in host)
+        mask._device_cache[key] = arrays
+    return arrays
+
+
 def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_q=None,
            max_seqlen_q=None, causal=False, window=None, scale=None, splits=None,
-           return_lse=False):
+           return_lse=False, mask=None, topk_indices=None):
     """Split-KV decode over a KV cache (issue 11; docs/decode.md).
 
     q: ``[B, Sq, H, D]``, or ``[total_q, H, D]`` with ``cu_seqlens_q`` (int32 ``[B + 1]``,
@@ -565,9 +614,48 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
     sliding window (-1: unlimited). Returns o like q (and lse, float32 ``[B, H, Sq]`` or
     ``[H, total_q]``, natural log, with ``return_lse``). A row with no visible key gives
     o = 0 and lse = -inf. Device-resident tables and lengths are clamped by the kernel,
-    not read on the host (no synchronisation)."""
-    torch = _torch()
+    not read on the host (no synchronisation).
+
+    ``mask``: a ``fragmask.Mask`` of (1 or B, 1 or H, Sq, Sk) whose rows are the Sq new
+    tokens and columns the keys (``fragmask decode --mask``): only its listed key blocks
+    are read; causal and window apply on top. Converted once per Mask (cached on it).
+    ``topk_indices``: int32 ``[B, k]`` key indices per request (``fragmask decode
+    --topk``): only those keys of a contiguous cache are read, by every token of the
+    request; each index must lie in ``0..Sk`` (device-resident: not checked on the host;
+    an index out of range reads a clamped key, never out of bounds); no causal, window,
+    ``seqlens_k``, ``block_table`` or mask with it."""
+    torch = _T if _T is not None else _torch()
     what = "fragmask.decode"
+    if topk_indices is not None:
+        q, k_cache, v_cache, block_table, seqlens_k = _topk_gather(
+            torch, what, q, k_cache, v_cache, topk_indices, block_table, seqlens_k, mask,
+            causal, window)
+    left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    if causal:
+        right = 0
+    # Eager fast path: plain CUDA tensors of one device, nothing tracing or transforming
+    # the call: run the op's body without the dispatcher (the extension checks shapes,
+    # dtypes, contiguity and the plan before it launches).
+    if (_plain is not None and type(q) is _Tensor and type(k_cache) is _Tensor
+            and type(v_cache) is _Tensor and (mask is None or type(mask) is Mask)
+            and _plain(q, k_cache, v_cache)):
+        device = q.get_device()
+        ints = (block_table, seqlens_k, cu_seqlens_q)
+        if (device >= 0 and k_cache.get_device() == device and v_cache.get_device() == device
+                and all(t is None or (type(t) is _Tensor and t.get_device() == device)
+                        for t in ints)
+                and (cu_seqlens_q is None) == (max_seqlen_q is None)
+                and q.is_contiguous() and k_cache.is_contiguous()
+                and v_cache.is_contiguous()
+                and all(t is None or t.is_contiguous() for t in ints)):
+            arrays, mask_id = None, 0
+            if mask is not None:
+                arrays, mask_id = _decode_mask_arrays(torch, mask, q.device), mask._meta[8]
+            out, lse = _decode_run(torch, q, k_cache, v_cache, block_table, seqlens_k,
+                                   cu_seqlens_q, int(max_seqlen_q or 0), left, right,
+                                   0.0 if scale is None else float(scale),
+                                   0 if splits is None else int(splits), arrays, mask_id)
+            return (out, lse) if return_lse else out
     _check_tensors(torch, what, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)],
                    _DTYPES)
     ints = [(n, t) for n, t in (("block_table", block_table), ("seqlens_k", seqlens_k),
@@ -584,16 +672,48 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
         max_seqlen_q = 0
     elif max_seqlen_q is None:
         raise ValueError(f"{what}: max_seqlen_q is required with cu_seqlens_q")
-    left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
-    if causal:
-        right = 0
     splits = 0 if splits is None else int(splits)
     scale = 0.0 if scale is None else float(scale)
     if scale < 0 or scale != scale:
         raise ValueError(f"{what}: scale {scale} must be positive")
+    mask_arrays, mask_id = (None, None, None), 0
+    if mask is not None:
+        if not isinstance(mask, Mask):
+            raise TypeError(f"{what}: mask must be a fragmask.Mask, not {type(mask).__name__}")
+        mask_arrays, mask_id = _decode_mask_arrays(torch, mask, q.device), mask._meta[8]
     q = q.contiguous()
     ints = [None if t is None else t.contiguous()
             for t in (block_table, seqlens_k, cu_seqlens_q)]
     op = _register_decode()
-    out, lse = op(q, k_cache, v_cache, *ints, int(max_seqlen_q), [left, right], scale, splits)
+    out, lse = op(q, k_cache, v_cache, *ints, int(max_seqlen_q), [left, right], scale, splits,
+                  *mask_arrays, int(mask_id))
     return (out, lse) if return_lse else out
+
+
+def _topk_gather(torch, what, q, k_cache, v_cache, idx, block_table, seqlens_k, mask, causal,
+                 window):
+    """Top-k decode as the paged kernel with pages of one key (docs/decode.md, "Top-k"):
+    the contiguous cache ``[B, Sk, Hkv, D]`` viewed as ``B·Sk`` pages, request b's block
+    table row ``b·Sk + idx[b]`` (int32, built on the device)."""
+    if block_table is not None or seqlens_k is not None or mask is not None:
+        raise ValueError(f"{what}: topk_indices gathers from a contiguous cache: no "
+                         "block_table, seqlens_k or mask with it")
+    if causal or window is not None:
+        raise ValueError(f"{what}: causal or window bounds do not apply to gathered keys")
+    _check_tensors(torch, what, [("k_cache", k_cache), ("topk_indices", idx)],
+                   _DTYPES + ("int32",))
+    if idx.dtype != torch.int32 or idx.dim() != 2:
+        raise TypeError(f"{what}: topk_indices must be int32 [B, k], not {idx.dtype} "
+                        f"{tuple(idx.shape)}")
+    if k_cache.dim() != 4 or not k_cache.is_contiguous() or not v_cache.is_contiguous():
+        raise ValueError(f"{what}: topk_indices needs contiguous caches [B, Sk, Hkv, D]")
+    B, Sk, Hkv, D = k_cache.shape
+    if idx.shape[0] != B or not 1 <= idx.shape[1] <= Sk:
+        raise ValueError(f"{what}: topk_indices is {tuple(idx.shape)}; expected [{B}, k] "
+                         f"with 1 <= k <= {Sk}")
+    if B * Sk > 2**31 - 1:
+        raise ValueError(f"{what}: B x Sk = {B * Sk} keys exceed the int32 block table")
+    base = torch.arange(B, dtype=torch.int32, device=idx.device) * Sk
+    table = (base[:, None] + idx).contiguous()
+    pages = (B * Sk, 1, Hkv, D)
+    return q, k_cache.view(pages), v_cache.view(pages), table, None
