@@ -218,10 +218,11 @@ $ACT_TO_F32
 // on bytes; checked against the dS layout by the generator).
 __device__ __forceinline__ unsigned fm_sw128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
 __device__ __forceinline__ void fm_named_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory"); }
-__device__ __forceinline__ void fm_consumer_release(unsigned bar) {
-    __syncwarp();
-    if ((threadIdx.x & 31u) == 0u) fm_mbar_arrive(bar);   // one arrival per consumer warp
-}
+// Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
+// through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
+// (acquire) refills the stage. One arrival per warp after __syncwarp would leave lanes 1-31's reads unreleased
+// under the PTX memory model (compute-sanitizer racecheck reports exactly those).
+__device__ __forceinline__ void fm_consumer_release(unsigned bar) { fm_mbar_arrive(bar); }
 
 // ---------------- preprocess: Dsum, lse in log2, zeroing (one warp per padded query row) ----------------
 extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
@@ -307,7 +308,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         for (int s = 0; s < FM_STAGES; ++s) {
             fm_mbar_init(FM_BAR_Q_FULL(s), 1 + 32);    // lane 0's transaction arrival + the 32 lse/Dsum copies
             fm_mbar_init(FM_BAR_DO_FULL(s), 1 + 32);
-            fm_mbar_init(FM_BAR_EMPTY(s), 4 * FM_WG);   // one arrival per consumer warp
+            fm_mbar_init(FM_BAR_EMPTY(s), 128 * FM_WG);   // one arrival per consumer thread
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
