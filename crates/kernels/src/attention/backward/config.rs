@@ -131,11 +131,11 @@ impl BackwardKernel {
             block_n: cta_n,
             warpgroups,
         };
-        if !(1..=2).contains(&warpgroups) || d_split == 0 || !head_dim.is_multiple_of(d_split) {
+        if !(1..=2).contains(&warpgroups) || d_split == 0 || head_dim % d_split != 0 {
             return Err(geometry_err());
         }
         let dkv = head_dim / d_split;
-        if !dkv.is_multiple_of(64) || !registers_fit(warpgroups, dkv) {
+        if dkv % 64 != 0 || !registers_fit(warpgroups, dkv) {
             return Err(ConfigError::Layout(format!(
                 "dK and dV of {dkv} columns over {warpgroups} warpgroup(s) do not fit in \
                  registers; split head dim {head_dim} into more column groups"
@@ -149,11 +149,7 @@ impl BackwardKernel {
             return Err(ConfigError::Stages { stages, max });
         }
         if let BackwardMask::Blocks { block_m, block_n } = mask {
-            if !block_m.is_multiple_of(STEP_M)
-                || block_m == 0
-                || !block_n.is_multiple_of(cta_n)
-                || block_n > 128
-            {
+            if block_m % STEP_M != 0 || block_m == 0 || block_n % cta_n != 0 || block_n > 128 {
                 return Err(ConfigError::Geometry {
                     block_m,
                     block_n,
