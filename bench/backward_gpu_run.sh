@@ -40,3 +40,15 @@ cat "$OUT/bench.txt"
 timeout 360 python3 bench/backward_bench.py --bin "$BIN" --out "$OUT" --workdir /tmp/fm_bwd --iters 20 \
     > "$OUT/torch_side.txt" 2>&1; echo "backward_bench rc=$?"
 tail -20 "$OUT/torch_side.txt"
+# Large shapes against torch autograd through fp32 math attention with the same mask (the
+# inputs and masks the step above wrote; the check mode of bench/backward_bench.py).
+W=/tmp/fm_bwd
+for c in "none_8192::" "docs12_8192:--mask $W/mask_docs12_8192.safetensors:--doc-ids $W/doc_ids_docs12_8192.npy"; do
+  tag=${c%%:*}; rest=${c#*:}; mflag=${rest%%:*}; cflag=${rest#*:}
+  [ -f "$W/inputs_$tag.safetensors" ] || { echo "check $tag: no inputs"; continue; }
+  timeout 120 "$BIN" attention --backward --inputs "$W/inputs_$tag.safetensors" $mflag --out "$W/grads_$tag.safetensors" \
+      > "$OUT/check_$tag.txt" 2>&1
+  timeout 180 python3 bench/backward_bench.py --check "$W/grads_$tag.safetensors" --inputs "$W/inputs_$tag.safetensors" $cflag \
+      >> "$OUT/check_$tag.txt" 2>&1; echo "check $tag rc=$?"
+  tail -4 "$OUT/check_$tag.txt"
+done
