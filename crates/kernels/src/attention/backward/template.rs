@@ -441,7 +441,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_dv(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
                 fm_dk(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
 #if FM_DETERMINISTIC
-                const int sem_index = (int)((bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split);
+                const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
                     const int rank = fm_step_rank(p, batch, head, n_cta, t.m);
                     if (ct == 0) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
