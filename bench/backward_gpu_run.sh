@@ -8,6 +8,7 @@
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FRAGMASK_CACHE_DIR=${FRAGMASK_CACHE_DIR:-$PWD/.carry/cache}
 export PYTHONUNBUFFERED=1
+BENCH_DIR=${BENCH_DIR:-bench}   
 OUT=${OUT:-/tmp/fragmask_out}; mkdir -p "$OUT"
 BIN=$(realpath "${BIN:-.carry/fragmask}")
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -37,7 +38,7 @@ for spec in "--random 1,16,16,8192,8192,128" "--random 1,16,16,8192,8192,128 --s
 done
 } > "$OUT/bench.txt" 2>&1
 cat "$OUT/bench.txt"
-timeout 360 python3 bench/backward_bench.py --bin "$BIN" --out "$OUT" --workdir /tmp/fm_bwd --iters 20 \
+timeout 360 python3 "$BENCH_DIR/backward_bench.py" --bin "$BIN" --out "$OUT" --workdir /tmp/fm_bwd --iters 20 \
     > "$OUT/torch_side.txt" 2>&1; echo "backward_bench rc=$?"
 tail -20 "$OUT/torch_side.txt"
 # Large shapes against torch autograd through fp32 math attention with the same mask (the
@@ -48,7 +49,7 @@ for c in "none_8192::" "docs12_8192:--mask $W/mask_docs12_8192.safetensors:--doc
   [ -f "$W/inputs_$tag.safetensors" ] || { echo "check $tag: no inputs"; continue; }
   timeout 120 "$BIN" attention --backward --inputs "$W/inputs_$tag.safetensors" $mflag --out "$W/grads_$tag.safetensors" \
       > "$OUT/check_$tag.txt" 2>&1
-  timeout 180 python3 bench/backward_bench.py --check "$W/grads_$tag.safetensors" --inputs "$W/inputs_$tag.safetensors" $cflag \
+  timeout 180 python3 "$BENCH_DIR/backward_bench.py" --check "$W/grads_$tag.safetensors" --inputs "$W/inputs_$tag.safetensors" $cflag \
       >> "$OUT/check_$tag.txt" 2>&1; echo "check $tag rc=$?"
   tail -4 "$OUT/check_$tag.txt"
 done
