@@ -8,7 +8,7 @@
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FRAGMASK_CACHE_DIR=${FRAGMASK_CACHE_DIR:-$PWD/.carry/cache}
 export PYTHONUNBUFFERED=1
-BENCH_DIR=${BENCH_DIR:-bench}   
+BENCH_DIR=${BENCH_DIR:-bench}   # backward_bench.py and the scripts it imports (bench_common, attention_bench, video_bench)
 OUT=${OUT:-/tmp/fragmask_out}; mkdir -p "$OUT"
 BIN=$(realpath "${BIN:-.carry/fragmask}")
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
