@@ -79,12 +79,13 @@ pub const fn dq_buffers(warpgroups: u32, head_dim: u32, dkv: u32, stages: u32) -
     }
 }
 
-/// Bytes of the shared memory a configuration uses (const fn: K, V, the Q/dO stages, two dS
-/// buffers, barriers, and the 1024-byte alignment slack; the dQ staging comes on top).
+/// Bytes of the shared memory a configuration uses (const fn: K, V, the Q/dO stages with
+/// their lse/Dsum rows, two dS buffers, barriers, and the 1024-byte alignment slack; the dQ
+/// staging comes on top).
 pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32) -> u32 {
     let cta_n = 64 * warpgroups;
     let kv = 2 * cta_n * head_dim * 2;
-    let per_stage = 2 * STEP_M * head_dim * 2;
+    let per_stage = 2 * STEP_M * head_dim * 2 + 2 * STEP_M * 4;
     let ds = 2 * STEP_M * cta_n * 2;
     1024 + kv + stages * per_stage + ds + 256
 }
@@ -102,6 +103,8 @@ pub const fn registers_fit(warpgroups: u32, dkv: u32) -> bool {
 
 // The defaults fit: 128 keys over two warpgroups at head dim 128 with two stages, and
 // 64 keys over one at head dim 256 (dK/dV split in two column halves).
+// The producer warp copies lse and Dsum two queries per lane: a step is 2 x 32 queries.
+const_assert!(STEP_M == 64);
 const_assert!(smem_bytes(2, 128, 2) <= MAX_DYNAMIC_SMEM);
 const_assert!(smem_bytes(2, 64, 2) <= MAX_DYNAMIC_SMEM);
 const_assert!(smem_bytes(1, 256, 2) <= MAX_DYNAMIC_SMEM);
@@ -128,11 +131,11 @@ impl BackwardKernel {
             block_n: cta_n,
             warpgroups,
         };
-        if !(1..=2).contains(&warpgroups) || d_split == 0 || !head_dim.is_multiple_of(d_split) {
+        if !(1..=2).contains(&warpgroups) || d_split == 0 || head_dim % d_split != 0 {
             return Err(geometry_err());
         }
         let dkv = head_dim / d_split;
-        if !dkv.is_multiple_of(64) || !registers_fit(warpgroups, dkv) {
+        if dkv % 64 != 0 || !registers_fit(warpgroups, dkv) {
             return Err(ConfigError::Layout(format!(
                 "dK and dV of {dkv} columns over {warpgroups} warpgroup(s) do not fit in \
                  registers; split head dim {head_dim} into more column groups"
@@ -146,11 +149,7 @@ impl BackwardKernel {
             return Err(ConfigError::Stages { stages, max });
         }
         if let BackwardMask::Blocks { block_m, block_n } = mask {
-            if !block_m.is_multiple_of(STEP_M)
-                || block_m == 0
-                || !block_n.is_multiple_of(cta_n)
-                || block_n > 128
-            {
+            if block_m % STEP_M != 0 || block_m == 0 || block_n % cta_n != 0 || block_n > 128 {
                 return Err(ConfigError::Geometry {
                     block_m,
                     block_n,

@@ -333,7 +333,7 @@ fn check_mask_words(
     block_m: u32,
     block_n: u32,
 ) -> Result<(u32, u32), ConfigError> {
-    let warpgroups = if block_n.is_multiple_of(128) { 2 } else { 1 };
+    let warpgroups = if block_n % 128 == 0 { 2 } else { 1 };
     let acc = TiledAccumulator::new(block_m, block_n, warpgroups, true)
         .map_err(|e| ConfigError::Layout(format!("backward accumulator: {e:?}")))?;
     let (groups, halves) = (block_n / 64, block_m / STEP_M);

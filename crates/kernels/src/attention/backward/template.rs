@@ -218,10 +218,11 @@ $ACT_TO_F32
 // on bytes; checked against the dS layout by the generator).
 __device__ __forceinline__ unsigned fm_sw128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
 __device__ __forceinline__ void fm_named_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory"); }
-__device__ __forceinline__ void fm_consumer_release(unsigned bar) {
-    __syncwarp();
-    if ((threadIdx.x & 31u) == 0u) fm_mbar_arrive(bar);   // one arrival per consumer warp
-}
+// Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
+// through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
+// (acquire) refills the stage. One arrival per warp after __syncwarp would leave lanes 1-31's reads unreleased
+// under the PTX memory model (compute-sanitizer racecheck reports exactly those).
+__device__ __forceinline__ void fm_consumer_release(unsigned bar) { fm_mbar_arrive(bar); }
 
 // ---------------- preprocess: Dsum, lse in log2, zeroing (one warp per padded query row) ----------------
 extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
@@ -274,14 +275,16 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         const __grid_constant__ fm_bwd_params p)
 {
     extern __shared__ __align__(1024) unsigned char fm_smem_raw[];
-    // K | V | Q[stages] | dO[stages] | dS[2] | dQ staging | barriers; tiles 1024-byte aligned.
+    // K | V | Q[stages] | dO[stages] | dS[2] | lse[stages] | Dsum[stages] | dQ staging | barriers; tiles 1024-byte aligned.
     const unsigned smem_raw_u32 = fm_smem_u32(fm_smem_raw);
     const unsigned smem_k = (smem_raw_u32 + 1023u) & ~1023u;
     const unsigned smem_v = smem_k + FM_KV_TILE_BYTES;
     const unsigned smem_q = smem_v + FM_KV_TILE_BYTES;
     const unsigned smem_do = smem_q + FM_STAGES * FM_Q_TILE_BYTES;
     const unsigned smem_ds = smem_do + FM_STAGES * FM_Q_TILE_BYTES;
-    const unsigned smem_dqs = smem_ds + 2 * FM_DS_BYTES;   // dQ staging: [FM_WG][FM_DQ_BUFS] chunks
+    const unsigned smem_lse = smem_ds + 2 * FM_DS_BYTES;                 // lse (log2) of each stage's queries
+    const unsigned smem_dsum = smem_lse + FM_STAGES * FM_STEP_M * 4;     // Dsum of each stage's queries
+    const unsigned smem_dqs = smem_dsum + FM_STAGES * FM_STEP_M * 4;     // dQ staging: [FM_WG][FM_DQ_BUFS] chunks
     const unsigned bars = smem_dqs + FM_WG * FM_DQ_BUFS * $DQ_CHUNK_BYTES;
 #define FM_BAR_KV (bars)
 #define FM_BAR_Q_FULL(s) (bars + 8u * (1u + (unsigned)(s)))
@@ -303,18 +306,19 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         fm_mbar_init(FM_BAR_KV, 1);
 #pragma unroll
         for (int s = 0; s < FM_STAGES; ++s) {
-            fm_mbar_init(FM_BAR_Q_FULL(s), 1);
-            fm_mbar_init(FM_BAR_DO_FULL(s), 1);
-            fm_mbar_init(FM_BAR_EMPTY(s), 4 * FM_WG);   // one arrival per consumer warp
+            fm_mbar_init(FM_BAR_Q_FULL(s), 1 + 32);    // lane 0's transaction arrival + the 32 lse/Dsum copies
+            fm_mbar_init(FM_BAR_DO_FULL(s), 1 + 32);
+            fm_mbar_init(FM_BAR_EMPTY(s), 128 * FM_WG);   // one arrival per consumer thread
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
 
     if (warpgroup == 0u) {
-        // ---------------- producer: one thread issues every TMA load ----------------
+        // ---------------- producer: warp 0; lane 0 issues every TMA load, the 32 lanes copy lse and Dsum ----------------
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $PRODUCER_REGS;\n" ::: "memory");
-        if (threadIdx.x == 0) {
+        if (threadIdx.x < 32u) {
+            const int lane = (int)threadIdx.x;
             int it = 0;
             bool kv_loaded = false;
             for (int gi = 0; gi < group; ++gi) {
@@ -325,27 +329,41 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     const fm_step t = fm_step_at(p, sched, batch, head, kk);
                     if (!kv_loaded) {
                         // K and V of the CTA, once (only when some step is visited, so no load outlives the CTA).
-                        fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
+                        if (lane == 0) {
+                            fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
 #pragma unroll
-                        for (int c = 0; c < FM_D_CHUNKS; ++c) {
-                            fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
-                            fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
+                            for (int c = 0; c < FM_D_CHUNKS; ++c) {
+                                fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
+                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
+                            }
                         }
                         kv_loaded = true;
                     }
                     const int stage = it % FM_STAGES;
                     const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
                     fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
-                    fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES);
+                    if (lane == 0) {
+                        fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES);
 #pragma unroll
-                    for (int c = 0; c < FM_D_CHUNKS; ++c)
-                        fm_tma_load_4d(smem_q + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(stage),
-                                       64 * c, t.m * FM_STEP_M, head, batch);
-                    fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES);
+                        for (int c = 0; c < FM_D_CHUNKS; ++c)
+                            fm_tma_load_4d(smem_q + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(stage),
+                                           64 * c, t.m * FM_STEP_M, head, batch);
+                        fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES);
 #pragma unroll
-                    for (int c = 0; c < FM_D_CHUNKS; ++c)
-                        fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
-                                       64 * c, t.m * FM_STEP_M, head, batch);
+                        for (int c = 0; c < FM_D_CHUNKS; ++c)
+                            fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
+                                           64 * c, t.m * FM_STEP_M, head, batch);
+                    }
+                    // lse (log2) and Dsum of the step's FM_STEP_M = 2 * 32 queries: lane l copies queries 2l, 2l+1 from the
+                    // preprocess's padded rows with plain loads and stores, then arrives (release) on the full barriers,
+                    // which count the TMA transaction arrival and these 32.
+                    const long long row0 = bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M;
+                    const float2 l = __ldg(reinterpret_cast<const float2*>(p.lse_log2 + row0) + lane);
+                    const float2 d = __ldg(reinterpret_cast<const float2*>(p.dsum + row0) + lane);
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_lse + stage * FM_STEP_M * 4 + 8 * lane), "f"(l.x), "f"(l.y) : "memory");
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_dsum + stage * FM_STEP_M * 4 + 8 * lane), "f"(d.x), "f"(d.y) : "memory");
+                    fm_mbar_arrive(FM_BAR_Q_FULL(stage));
+                    fm_mbar_arrive(FM_BAR_DO_FULL(stage));
                 }
             }
         }
@@ -393,27 +411,22 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_st(s_acc, k_wg, q_s);            // S^T = K Q^T
                 fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
                 fm_dpt(dp_acc, v_wg, do_s);         // dP^T = V dO^T
-                // lse (log2) and Dsum of the step's queries, from the preprocess's padded rows in global memory (L2),
-                // issued while the GEMMs run; equal columns of the two row slots share a load.
-                const float* lse_g = p.lse_log2 + bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M + q_col;
-                const float* dsum_g = p.dsum + bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M + q_col;
-                float lse_v[$ST_VALUES];
-#pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) lse_v[i] = __ldg(lse_g + $VALUE_COL_ST);   // $LAYOUT_ST value column
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
-                float dsum_v[$ST_VALUES];
-#pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) dsum_v[i] = __ldg(dsum_g + $VALUE_COL_ST);
+                // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
+                // arrivals), read through generic pointers after the waits above; equal columns share a load.
+                const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
+                const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) {
-                    s_acc[i] = fm_exp2(fmaf(s_acc[i], p.scale_log2, -lse_v[i]));   // P^T
+                    // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
+                    s_acc[i] = fm_exp2(fmaf(s_acc[i], p.scale_log2, -lse_s[q_col + $VALUE_COL_ST]));   // P^T
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_v[i]);   // dS^T
+                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
@@ -428,7 +441,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_dv(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
                 fm_dk(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
 #if FM_DETERMINISTIC
-                const int sem_index = (int)((bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split);
+                const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
                     const int rank = fm_step_rank(p, batch, head, n_cta, t.m);
                     if (ct == 0) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
