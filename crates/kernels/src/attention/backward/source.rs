@@ -78,6 +78,22 @@ impl Tiles {
     }
 }
 
+/// The dQ postprocess stages value pairs `(2j, 2j + 1)` of a dQ chunk as one bf16x2 word at
+/// word column `col / 2`: every pair must start on an even column, for every thread.
+fn check_even_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
+    for thread in 0..128 {
+        for value in (0..map.values()).step_by(2) {
+            let (row, col) = map.coord(thread, value);
+            if col % 2 != 0 {
+                return Err(ConfigError::Layout(format!(
+                    "dQ chunk: thread {thread} value {value} at ({row}, {col}) starts a pair on an odd column"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let dkv = k.dkv();
@@ -86,6 +102,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let dkv_map = FragmentMap::new(dkv).map_err(|e| ConfigError::Layout(e.0))?;
     check_pairs(&st)?;
     check_pairs(&dkv_map)?;
+    check_even_pairs(&st)?;
     let tiles = Tiles::new(k)?;
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
     let (mask_threads, mask_words, halves, sub) = match k.mask() {

@@ -521,17 +521,28 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
     const long long bh = (long long)batch * p.heads + head;
     const float2* src = reinterpret_cast<const float2*>(
         p.dq_accum + ((bh * (p.seqlen_q_pad / FM_STEP_M) + m) * FM_D_CHUNKS + chunk) * (FM_STEP_M * 64));
-    // $LAYOUT_DQ thread mode: base row and column of thread lt.
-    const int row0 = m * FM_STEP_M + $THREAD_ROW_DQ;
-    const int col0 = chunk * 64 + $THREAD_COL_DQ;
+    // The chunk's 64 x 64 values as bf16/fp16 pairs, staged so that the stores below fill whole
+    // 32-byte sectors (a thread's pairs sit four lanes to a row in the accumulator layout).
+    // One word of padding per row keeps the register-order writes off a single bank.
+    __shared__ unsigned fm_dq_tile[FM_STEP_M][33];
+    // $LAYOUT_DQ thread mode: base row and column of thread lt within the chunk.
+    const int trow = $THREAD_ROW_DQ;
+    const int tcol = $THREAD_COL_DQ;
 #pragma unroll
     for (int j = 0; j < $ST_VALUES / 2; ++j) {
         const float2 v = src[j * 128 + lt];
-        // $LAYOUT_DQ value mode: values 2j, 2j+1 at row offset $VALUE_ROW_DQ_2J, columns $VALUE_COL_DQ_2J (+1, checked adjacent)
-        const int row = row0 + $VALUE_ROW_DQ_2J;
+        // $LAYOUT_DQ value mode: values 2j, 2j+1 at row offset $VALUE_ROW_DQ_2J, columns $VALUE_COL_DQ_2J (+1, checked adjacent; even)
+        fm_dq_tile[trow + $VALUE_ROW_DQ_2J][(tcol + $VALUE_COL_DQ_2J) / 2] = fm_act2(v.x * p.scale, v.y * p.scale);
+    }
+    __syncthreads();
+    // Row-major write-out: warp w stores rows w, w + 4, ...; lane c the pair at columns 2c, 2c + 1,
+    // so each warp store is one row's 128 contiguous bytes.
+    const int warp = lt / 32, lane = lt % 32;
+    for (int r = warp; r < FM_STEP_M; r += 4) {
+        const int row = m * FM_STEP_M + r;
         if (row < p.seqlen_q) {
-            unsigned* dst = reinterpret_cast<unsigned*>(p.dq + (bh * p.seqlen_q + row) * FM_D + col0 + $VALUE_COL_DQ_2J);
-            *dst = fm_act2(v.x * p.scale, v.y * p.scale);
+            unsigned* dst = reinterpret_cast<unsigned*>(p.dq + (bh * p.seqlen_q + row) * FM_D + chunk * 64);
+            dst[lane] = fm_dq_tile[r][lane];
         }
     }
 }
