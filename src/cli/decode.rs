@@ -100,6 +100,10 @@ pub struct DecodeArgs {
     /// Hand out the pages in random order (with --page-size).
     #[arg(long, requires = "page_size")]
     shuffle_pages: bool,
+    /// A head-major cache `[B, Hkv, SK, D]` (the `[B, H, S, D]` order of SDPA) instead
+    /// of `[B, SK, Hkv, D]`, with --random.
+    #[arg(long, conflicts_with_all = ["page_size", "topk"])]
+    head_major: bool,
     /// Keys per request with --random: `full` (SK each), `random` (the first SK, the
     /// second 0, the rest uniform in 0..=SK) or a comma-separated list of B values.
     #[arg(long, default_value = "random")]
@@ -215,6 +219,10 @@ pub struct BenchDecodeArgs {
     /// Hand out the pages in random order.
     #[arg(long, requires = "page_size")]
     shuffle_pages: bool,
+    /// A head-major cache `[B, Hkv, SK, D]` (the `[B, H, S, D]` order of SDPA) instead
+    /// of `[B, SK, Hkv, D]` (the writeup002 preset times both).
+    #[arg(long, conflicts_with_all = ["page_size", "topk"])]
+    head_major: bool,
     /// Causal (bottom-right aligned).
     #[arg(long)]
     causal: bool,
@@ -269,8 +277,14 @@ fn parse_list<T: std::str::FromStr>(flag: &str, text: &str) -> Result<Vec<T>, St
 }
 
 /// The cache of `batch` requests of `keys` keys, paged or not.
-fn cache(batch: usize, keys: usize, page_size: Option<usize>) -> Result<CacheShape, String> {
+fn cache(
+    batch: usize,
+    keys: usize,
+    page_size: Option<usize>,
+    head_major: bool,
+) -> Result<CacheShape, String> {
     Ok(match page_size {
+        None if head_major => CacheShape::HeadMajor { capacity: keys },
         None => CacheShape::Contiguous { capacity: keys },
         Some(0) => return Err("--page-size 0: it must be a power of two in 1..=1024".into()),
         Some(ps) => {
@@ -364,7 +378,8 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         kv_heads: hkv,
         head_dim: d,
         dtype,
-        cache: cache(b, sk, args.page_size).map_err(|m| format!("--random {random}: {m}"))?,
+        cache: cache(b, sk, args.page_size, args.head_major)
+            .map_err(|m| format!("--random {random}: {m}"))?,
         window_left: left,
         window_right: right,
         softmax_scale: args.scale,
@@ -456,6 +471,7 @@ pub fn run(args: DecodeArgs) -> CmdResult {
     .map_err(|e| e.to_string())?;
     let cache_text = match shape.cache {
         CacheShape::Contiguous { .. } => "contiguous".to_string(),
+        CacheShape::HeadMajor { .. } => "head-major".to_string(),
         CacheShape::Paged { page_size, .. } => format!(
             "paged {page_size}{}",
             if args.shuffle_pages { " shuffled" } else { "" }
@@ -775,6 +791,7 @@ fn bench_shape(
     [batch, seqlen_q, heads, kv_heads, seqlen_k, dim]: [usize; 6],
     dtype: ActDtype,
     page_size: Option<usize>,
+    head_major: bool,
     causal: bool,
 ) -> Result<DecodeShape, String> {
     DecodeShape {
@@ -784,7 +801,7 @@ fn bench_shape(
         kv_heads,
         head_dim: dim,
         dtype,
-        cache: cache(batch, seqlen_k, page_size)?,
+        cache: cache(batch, seqlen_k, page_size, head_major)?,
         window_left: None,
         window_right: causal.then_some(0),
         softmax_scale: None,
@@ -807,6 +824,7 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
                 ],
                 dtype,
                 args.page_size,
+                args.head_major,
                 args.causal,
             )
             .map_err(|m| {
@@ -821,7 +839,7 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
             let w = |name: &str, b, h, hkv, sk, page: Option<usize>| -> Result<Workload, String> {
                 Ok((
                     name.to_string(),
-                    bench_shape([b, 1, h, hkv, sk, 128], dtype, page, false)?,
+                    bench_shape([b, 1, h, hkv, sk, 128], dtype, page, false, false)?,
                     page.is_some(),
                 ))
             };
@@ -864,11 +882,21 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
                 )?,
             ])
         }
-        Some("writeup002") => Ok(vec![(
-            "002 Sq=64 H=12 Sk=23296".into(),
-            bench_shape([1, 64, 12, 12, 23296, 128], dtype, None, false)?,
-            false,
-        )]),
+        // Both cache orders: `[B, Sk, Hkv, D]`, then head-major `[B, Hkv, Sk, D]` (the
+        // write-up's own kernels take `[B, H, N, D]`).
+        Some("writeup002") => [false, true]
+            .into_iter()
+            .map(|head_major| {
+                Ok((
+                    format!(
+                        "002 Sq=64 H=12 Sk=23296{}",
+                        if head_major { " head-major" } else { "" }
+                    ),
+                    bench_shape([1, 64, 12, 12, 23296, 128], dtype, None, head_major, false)?,
+                    false,
+                ))
+            })
+            .collect(),
         Some(other) => Err(format!("--preset {other}: expected issue11 or writeup002")),
     }
 }
@@ -1029,6 +1057,7 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
         let cache_text = match shape.cache {
             _ if matches!(kind, RowKind::TopK(..)) => "contiguous, gathered".to_string(),
             CacheShape::Contiguous { .. } => "contiguous".to_string(),
+            CacheShape::HeadMajor { .. } => "head-major".to_string(),
             CacheShape::Paged { page_size, .. } => {
                 format!(
                     "paged {page_size}{}",

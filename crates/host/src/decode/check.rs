@@ -863,5 +863,35 @@ pub fn sweep_cases() -> Vec<SweepCase> {
         (64, 16, 1),
         Some(1),
     ));
+    // Head-major caches [B, Hkv, Sk, D]: 16-row CTAs with GQA and splits, shared K/V
+    // with a mask (write-up 002's order), per-head masks with GQA.
+    let head_major = |shape: DecodeShape| DecodeShape {
+        cache: CacheShape::HeadMajor {
+            capacity: shape.cache.capacity(),
+        },
+        ..shape
+    };
+    cases.push(SweepCase {
+        splits: Some(3),
+        ..case("head-major GQA 32/8, 3 splits".into(), head_major(base))
+    });
+    cases.push(masked(
+        "Sq=64 G=1 head-major, shared K/V",
+        head_major(g1),
+        (64, 64, 1),
+        None,
+    ));
+    cases.push(masked(
+        "Sq=5 G=4 per head, head-major, causal",
+        head_major(DecodeShape {
+            seqlen_q: 5,
+            heads: 16,
+            kv_heads: 4,
+            window_right: Some(0),
+            ..base
+        }),
+        (64, 64, 16),
+        Some(2),
+    ));
     cases
 }

@@ -93,14 +93,20 @@ fn decode_params(plan: &DecodePlan, ptrs: &DecodePointers, mask: &MaskGeometry) 
         s.kv_heads as i64,
         s.head_dim as i64,
     );
-    let (kv_stride_batch, num_pages, table_stride) = match s.cache {
-        CacheShape::Contiguous { capacity } => (capacity as i64 * hk * d, 0, 0),
+    // (batch or page, key, KV head) strides of k and v.
+    let (kv_stride_batch, kv_stride_key, kv_stride_head, num_pages, table_stride) = match s.cache {
+        CacheShape::Contiguous { capacity } => (capacity as i64 * hk * d, hk * d, d, 0, 0),
+        CacheShape::HeadMajor { capacity } => {
+            (capacity as i64 * hk * d, d, capacity as i64 * d, 0, 0)
+        }
         CacheShape::Paged {
             page_size,
             num_pages,
             max_pages,
         } => (
             page_size as i64 * hk * d,
+            hk * d,
+            d,
             num_pages as i32,
             max_pages as i64,
         ),
@@ -142,8 +148,8 @@ fn decode_params(plan: &DecodePlan, ptrs: &DecodePointers, mask: &MaskGeometry) 
         lse_stride_batch: if plan.total_q.is_some() { 0 } else { h * sq },
         lse_stride_head: plan.total_q.map_or(sq, |t| t as i64),
         kv_stride_batch,
-        kv_stride_key: hk * d,
-        kv_stride_head: d,
+        kv_stride_key,
+        kv_stride_head,
         block_table_stride: table_stride,
         batch: b as i32,
         seqlen_q: sq as i32,

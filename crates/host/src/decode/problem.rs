@@ -211,6 +211,14 @@ pub enum CacheShape {
         /// Keys per request the cache holds.
         capacity: usize,
     },
+    /// `[B, Hkv, capacity, D]` (head-major, the `[B, H, S, D]` order of SDPA and
+    /// FlexAttention): each KV head's keys are one contiguous run, so a block-sparse
+    /// call reads every listed 64-key block as one 16 KB span (D = 128) instead of 64
+    /// rows `Hkv · D` elements apart (docs/decode.md, "Head-major caches").
+    HeadMajor {
+        /// Keys per request the cache holds.
+        capacity: usize,
+    },
     /// `[num_pages, page_size, Hkv, D]` with `block_table [B, max_pages]`.
     Paged {
         /// Keys per page.
@@ -226,7 +234,7 @@ impl CacheShape {
     /// Keys a request can hold.
     pub fn capacity(&self) -> usize {
         match *self {
-            CacheShape::Contiguous { capacity } => capacity,
+            CacheShape::Contiguous { capacity } | CacheShape::HeadMajor { capacity } => capacity,
             CacheShape::Paged {
                 page_size,
                 max_pages,
@@ -286,7 +294,8 @@ impl DecodeShape {
     /// The cache layout the kernel is compiled for.
     pub fn kv_layout(&self) -> KvLayout {
         match self.cache {
-            CacheShape::Contiguous { .. } => KvLayout::Contiguous,
+            // The kernel reads both contiguous orders through the cache's strides.
+            CacheShape::Contiguous { .. } | CacheShape::HeadMajor { .. } => KvLayout::Contiguous,
             CacheShape::Paged { page_size, .. } => KvLayout::Paged {
                 page_size: u32::try_from(page_size).unwrap_or(u32::MAX),
             },
@@ -319,7 +328,9 @@ impl DecodeShape {
             return Err(DecodeError::Dtype(self.dtype));
         }
         match self.cache {
-            CacheShape::Contiguous { capacity } => limit("capacity", capacity, MAX_CAPACITY)?,
+            CacheShape::Contiguous { capacity } | CacheShape::HeadMajor { capacity } => {
+                limit("capacity", capacity, MAX_CAPACITY)?
+            }
             CacheShape::Paged {
                 page_size,
                 num_pages,
@@ -386,7 +397,8 @@ impl DecodeShape {
     }
 
     /// The shape of `tensor`: `q`, `o` `[B, Sq, H, D]`; `lse` `[B, H, Sq]`; `k`, `v`
-    /// `[B, capacity, Hkv, D]` or `[num_pages, page_size, Hkv, D]`; `block_table`
+    /// `[B, capacity, Hkv, D]`, `[B, Hkv, capacity, D]` (head-major) or
+    /// `[num_pages, page_size, Hkv, D]`; `block_table`
     /// `[B, max_pages]` (`[B, 0]` when contiguous); `seqlens_k` `[B]`.
     pub fn dims(&self, tensor: &str) -> Vec<usize> {
         let (b, sq, h, d) = (self.batch, self.seqlen_q, self.heads, self.head_dim);
@@ -395,6 +407,7 @@ impl DecodeShape {
             "lse" => vec![b, h, sq],
             "k" | "v" => match self.cache {
                 CacheShape::Contiguous { capacity } => vec![b, capacity, self.kv_heads, d],
+                CacheShape::HeadMajor { capacity } => vec![b, self.kv_heads, capacity, d],
                 CacheShape::Paged {
                     page_size,
                     num_pages,
@@ -402,7 +415,7 @@ impl DecodeShape {
                 } => vec![num_pages, page_size, self.kv_heads, d],
             },
             "block_table" => match self.cache {
-                CacheShape::Contiguous { .. } => vec![b, 0],
+                CacheShape::Contiguous { .. } | CacheShape::HeadMajor { .. } => vec![b, 0],
                 CacheShape::Paged { max_pages, .. } => vec![b, max_pages],
             },
             _ => vec![b],

@@ -43,6 +43,7 @@ pub fn key_offset(
     let (hk, d) = (shape.kv_heads, shape.head_dim);
     match shape.cache {
         CacheShape::Contiguous { capacity } => ((b * capacity + key) * hk + hkv) * d,
+        CacheShape::HeadMajor { capacity } => ((b * hk + hkv) * capacity + key) * d,
         CacheShape::Paged {
             page_size,
             max_pages,

@@ -306,7 +306,7 @@ const STORE_OUT: &str = "{\n\
 /// The offset of a tile's first key from the cache's base (k and v alike).
 fn tile_base(config: DecodeConfig) -> String {
     match config.kv {
-        KvLayout::Contiguous => "        // contiguous [B, capacity, Hkv, D]: (b, key, hkv) with the kv strides\n\
+        KvLayout::Contiguous => "        // contiguous [B, capacity, Hkv, D] or head-major [B, Hkv, capacity, D]: (b, key, hkv) with the kv strides\n\
              \x20       const long long tile_off = b * p.kv_stride_batch + (long long)key0 * p.kv_stride_key + kv_head * p.kv_stride_head;"
             .into(),
         KvLayout::Paged { page_size } if page_size >= TILE_KEYS => format!(
