@@ -24,37 +24,73 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::nvrtc::{CompileOptions, Compiler, Cubin};
 
-/// Launches `func` on `stream` with one by-value parameter struct `params`, a 1-D block of
-/// `threads` and `smem` bytes of dynamic shared memory; with `dependent_launch`, under
-/// programmatic stream serialization (CUDA Programming Guide, "Programmatic Dependent
-/// Launch"): the kernel may start while the previous kernel of the stream drains, and must
-/// wait (`griddepcontrol.wait`) before its first dependent global read.
+/// The shape of one [`launch_struct`] launch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StructLaunch {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads of a 1-D block.
+    pub threads: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub smem: u32,
+    /// Under programmatic stream serialization (CUDA Programming Guide, "Programmatic
+    /// Dependent Launch"): the kernel may start while the previous kernel of the stream
+    /// drains, and must wait (`griddepcontrol.wait`) before its first dependent global read.
+    pub dependent_launch: bool,
+    /// Thread-block clusters of this many CTAs along x (1: none; `grid.0` must be a
+    /// multiple of it).
+    pub cluster: u32,
+}
+
+/// Launches `func` on `stream` with one by-value parameter struct `params` in the shape
+/// `launch`.
 ///
 /// # Safety
 /// `func` must take exactly one parameter, of `T`'s layout (a `#[repr(C)]` mirror whose
 /// offsets the kernel's ABI test pins); every pointer inside `params` must be valid for
-/// what the kernel reads and writes until it completes on `stream`; `grid`, `threads` and
-/// `smem` must be within the function's limits.
+/// what the kernel reads and writes until it completes on `stream`; the grid, threads,
+/// shared memory and cluster must be within the function's limits.
 pub(crate) unsafe fn launch_struct<T>(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
-    grid: (u32, u32, u32),
-    threads: u32,
-    smem: u32,
+    launch: StructLaunch,
     params: T,
-    dependent_launch: bool,
 ) -> std::result::Result<(), DriverError> {
+    let StructLaunch {
+        grid,
+        threads,
+        smem,
+        dependent_launch,
+        cluster,
+    } = launch;
     let mut arg = params;
     let mut kernel_params = [(&mut arg as *mut T).cast::<std::ffi::c_void>()];
     // SAFETY: an all-zero launch attribute value (a C union of plain data) is valid.
     let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
     value.programmaticStreamSerializationAllowed = 1;
-    let mut attribute = sys::CUlaunchAttribute {
+    // SAFETY: as above.
+    let mut cluster_value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    cluster_value.clusterDim.x = cluster;
+    cluster_value.clusterDim.y = 1;
+    cluster_value.clusterDim.z = 1;
+    // The attributes in use come first (no allocation on the launch path).
+    let serialization = sys::CUlaunchAttribute {
         id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
         pad: [0; 4],
         value,
     };
-    let launch = sys::CUlaunchConfig {
+    let clusters = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+        pad: [0; 4],
+        value: cluster_value,
+    };
+    let (mut attributes, used) = match (dependent_launch, cluster > 1) {
+        (true, true) => ([serialization, clusters], 2),
+        (true, false) => ([serialization, clusters], 1),
+        (false, true) => ([clusters, serialization], 1),
+        (false, false) => ([serialization, clusters], 0),
+    };
+    let config = sys::CUlaunchConfig {
         gridDimX: grid.0,
         gridDimY: grid.1,
         gridDimZ: grid.2,
@@ -63,16 +99,16 @@ pub(crate) unsafe fn launch_struct<T>(
         blockDimZ: 1,
         sharedMemBytes: smem,
         hStream: stream.cu_stream(),
-        attrs: &mut attribute,
-        numAttrs: u32::from(dependent_launch),
+        attrs: attributes.as_mut_ptr(),
+        numAttrs: used,
     };
     stream.context().bind_to_thread()?;
     // SAFETY: `kernel_params` points at the one by-value argument for the duration of the
-    // call, `launch` and `attribute` outlive it; the argument's layout, its pointers and the
+    // call, `config` and `attributes` outlive it; the argument's layout, its pointers and the
     // launch dimensions are this function's contract with its caller.
     unsafe {
         sys::cuLaunchKernelEx(
-            &launch,
+            &config,
             func.cu_function(),
             kernel_params.as_mut_ptr(),
             std::ptr::null_mut(),

@@ -764,6 +764,19 @@ pub fn sweep_cases() -> Vec<SweepCase> {
         ..base
     };
     cases.push(masked("Sq=64 G=1, shared K/V", g1, (64, 64, 1), None));
+    // Both sides of the cluster merge's limit (docs/decode.md, "Cluster merge"): 16
+    // splits merge in one cluster, 17 through the workspace and the combine kernel.
+    for splits in [16, 17] {
+        cases.push(masked(
+            &format!("Sq=64 G=1, shared K/V, {splits} splits, Sk=3000"),
+            DecodeShape {
+                cache: CacheShape::Contiguous { capacity: 3000 },
+                ..g1
+            },
+            (64, 64, 1),
+            Some(splits),
+        ));
+    }
     cases.push(masked(
         "Sq=64 G=1 per head, paged 16, causal, 3 splits",
         paged(

@@ -176,6 +176,7 @@ fn decode_params(plan: &DecodePlan, ptrs: &DecodePointers, mask: &MaskGeometry) 
         // K and V's head is the grid head / kv_head_div: 1 when the G query heads
         // of a KV head are packed rows, G when each query head has its own CTAs.
         kv_head_div: (plan.grid_heads() / s.kv_heads) as i32,
+        cluster_merge: i32::from(plan.cluster_merge()),
     }
 }
 
@@ -420,6 +421,15 @@ impl DecodeRunner {
                 config.smem_bytes() as i32,
             )
             .map_err(driver("raising the decode kernel's shared memory limit"))?;
+        if config.shared_kv && fragmask_kernels::decode::CLUSTER_MERGE {
+            // Clusters of up to 16 split CTAs (above the portable 8).
+            split
+                .set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1,
+                )
+                .map_err(driver("allowing the decode kernel clusters of 16"))?;
+        }
         let combine = module
             .load_function(COMBINE_KERNEL)
             .map_err(driver("looking up the decode combine kernel"))?;
@@ -692,27 +702,36 @@ impl DecodeRunner {
             plan.grid_heads() as u32,
             b as u32,
         );
+        // Cluster merge: clusters of the num_splits CTAs of one m-block (grid x is
+        // m-block-major then), merged in the split kernel; no combine launch.
+        let cluster = if plan.cluster_merge() {
+            plan.num_splits as u32
+        } else {
+            1
+        };
         self.enqueue(
             &self.split,
             grid,
             self.config.threads(),
             self.config.smem_bytes(),
             params,
+            cluster,
         )?;
-        if plan.num_splits > 1 {
+        if plan.num_splits > 1 && !plan.cluster_merge() {
             let rows = (s.batch * plan.grid_heads())
                 .checked_mul(plan.rows())
                 .ok_or(DecodeError::Overflow("combine grid"))?;
             let per_cta = rows_per_cta(COMBINE_THREADS, self.config.head_dim) as usize;
             let ctas = u32::try_from(rows.div_ceil(per_cta))
                 .map_err(|_| DecodeError::Overflow("combine grid"))?;
-            self.enqueue(&self.combine, (ctas, 1, 1), COMBINE_THREADS, 0, params)?;
+            self.enqueue(&self.combine, (ctas, 1, 1), COMBINE_THREADS, 0, params, 1)?;
         }
         Ok(())
     }
 
     /// One launch of `func` with the parameter struct, with programmatic stream
-    /// serialization when enabled (the kernels wait with griddepcontrol.wait).
+    /// serialization when enabled (the kernels wait with griddepcontrol.wait), in
+    /// clusters of `cluster` CTAs along x (1: no cluster).
     fn enqueue(
         &self,
         func: &CudaFunction,
@@ -720,6 +739,7 @@ impl DecodeRunner {
         threads: u32,
         smem: u32,
         params: ParamsArg,
+        cluster: u32,
     ) -> Result<(), DecodeError> {
         // SAFETY: both decode kernels take one by-value FmDecodeParams (the ABI test pins
         // the layout, `ParamsArg` is its transparent mirror); the grid is within the limits
@@ -729,11 +749,14 @@ impl DecodeRunner {
             crate::launch::launch_struct(
                 &self.stream,
                 func,
-                grid,
-                threads,
-                smem,
+                crate::launch::StructLaunch {
+                    grid,
+                    threads,
+                    smem,
+                    dependent_launch: self.dependent_launch,
+                    cluster,
+                },
                 params,
-                self.dependent_launch,
             )
         }
         .map_err(driver("launching a decode kernel"))

@@ -3,10 +3,14 @@
 //! allocated or launched, and none of it needs a GPU.
 
 use fragmask_kernels::decode::{
-    ConfigError, DecodeConfig, KvLayout, MAX_PAGE_SIZE, TILE_KEYS, TILE_ROWS,
+    ConfigError, DecodeConfig, KvLayout, CLUSTER_MERGE, MAX_CLUSTER_SPLITS, MAX_PAGE_SIZE,
+    TILE_KEYS, TILE_ROWS,
 };
 use fragmask_kernels::family::dtype::ActDtype;
 
+/// What the split planner charges, in shared-K/V stages, for merging splits through
+/// workspace partials and the combine kernel instead of a cluster.
+const COMBINE_STAGES: f64 = 2.0;
 /// Largest batch: the grid's z extent (CUDA Programming Guide, Table 21).
 pub const MAX_BATCH: usize = 65_535;
 /// Largest KV head count: the grid's y extent.
@@ -690,14 +694,32 @@ impl DecodePlan {
                 longest.max(spread) + longest
             }
         };
+        // Split counts a cluster cannot merge pay the partials' round trip and the
+        // combine launch, about two stages (docs/PERF.md, write-up 002's decode).
+        let merge_cost = |s: usize| {
+            if CLUSTER_MERGE && self.config.shared_kv && s > MAX_CLUSTER_SPLITS as usize {
+                COMBINE_STAGES
+            } else {
+                0.0
+            }
+        };
         let mut best = (f64::INFINITY, 1);
         for s in 1..=limit {
-            let c = cost(s);
+            let c = cost(s) + merge_cost(s);
             if c < best.0 - 1e-9 {
                 best = (c, s);
             }
         }
         best.1
+    }
+
+    /// Whether the splits merge inside one thread-block cluster through distributed
+    /// shared memory (shared-K/V CTAs, 2 to [`MAX_CLUSTER_SPLITS`] splits): no partials
+    /// in the workspace and no combine kernel (docs/decode.md, "Cluster merge").
+    pub fn cluster_merge(&self) -> bool {
+        CLUSTER_MERGE
+            && self.config.shared_kv
+            && (2..=MAX_CLUSTER_SPLITS as usize).contains(&self.num_splits)
     }
 
     /// Query heads packed per grid head: G, or 1 when heads are not packed.
@@ -826,10 +848,10 @@ impl DecodePlan {
     }
 
     /// Floats of the workspace: partial o `[splits, B, Hkv, m_pad, D]` and lse
-    /// `[splits, B, Hkv, m_pad]` (both empty with one split; H in place of Hkv when heads
+    /// `[splits, B, Hkv, m_pad]` (both empty with one split or a cluster merge; H in place of Hkv when heads
     /// are not packed).
     pub fn workspace_floats(&self) -> Result<(usize, usize), DecodeError> {
-        if self.num_splits == 1 {
+        if self.num_splits == 1 || self.cluster_merge() {
             return Ok((0, 0));
         }
         let s = &self.shape;
@@ -1001,6 +1023,23 @@ pub(crate) mod tests {
             .unwrap()
             .with_varlen(0)
             .is_err());
+    }
+
+    #[test]
+    fn cluster_merge_takes_shared_kv_plans_of_2_to_16_splits_and_drops_their_workspace() {
+        let mut s = shape(1, 12, 12, 4096);
+        s.seqlen_q = 64;
+        for splits in [1, 2, 16, 17] {
+            let plan = DecodePlan::new(s, 4096, 132, Some(splits)).unwrap();
+            assert!(plan.config.shared_kv);
+            let merged = CLUSTER_MERGE && (2..=16).contains(&splits);
+            assert_eq!(plan.cluster_merge(), merged, "{splits}");
+            let (o, lse) = plan.workspace_floats().unwrap();
+            assert_eq!(o == 0 && lse == 0, splits == 1 || merged, "{splits}");
+        }
+        // 16-row CTAs never merge in a cluster.
+        let plan = DecodePlan::new(shape(2, 16, 4, 4096), 4096, 132, Some(4)).unwrap();
+        assert!(!plan.config.shared_kv && !plan.cluster_merge());
     }
 
     #[test]

@@ -302,11 +302,14 @@ impl LightningDecode {
             crate::launch::launch_struct(
                 &self.stream,
                 func,
-                (config.splits(), problem.heads as u32, problem.batch as u32),
-                config.threads,
-                0,
+                crate::launch::StructLaunch {
+                    grid: (config.splits(), problem.heads as u32, problem.batch as u32),
+                    threads: config.threads,
+                    smem: 0,
+                    dependent_launch: self.dependent_launch,
+                    cluster: 1,
+                },
                 params,
-                self.dependent_launch,
             )
         }
         .map_err(Error::driver("launching the lightning decode kernel"))?;

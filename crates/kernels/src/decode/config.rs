@@ -70,6 +70,13 @@ pub struct DecodeConfig {
 /// Warps (m16 row tiles) of a shared-K/V CTA: 64 packed rows, one 64-token mask row block
 /// of write-up 002 at G = 1.
 pub const SHARED_WARPS: u32 = 4;
+/// Whether shared-K/V plans of 2 to [`MAX_CLUSTER_SPLITS`] splits merge their splits
+/// through distributed shared memory inside one thread-block cluster (no partials in
+/// global memory, no combine kernel; docs/decode.md, "Cluster merge").
+pub const CLUSTER_MERGE: bool = true;
+/// Most splits one cluster merges: the largest (non-portable) cluster of sm_90 (CUDA
+/// Programming Guide, "Thread Block Clusters").
+pub const MAX_CLUSTER_SPLITS: u32 = 16;
 /// List entries of a split a shared-K/V masked CTA stages in shared memory at its start
 /// (entries past it are read from global memory).
 pub const LIST_CAP: u32 = 256;

@@ -25,7 +25,9 @@
 
 use std::fmt::Write as _;
 
-use super::config::{ConfigError, DecodeConfig, KvLayout, LIST_CAP, TILE_KEYS, TILE_ROWS};
+use super::config::{
+    ConfigError, DecodeConfig, KvLayout, LIST_CAP, MAX_CLUSTER_SPLITS, TILE_KEYS, TILE_ROWS,
+};
 use super::operands::{
     c_thread_row_col, lane_expr, o_thread_floats, p_source, qk_a_source, qk_b_source, qk_swizzle,
     qk_thread_chunks, v_row, v_swizzle, v_thread_chunks,
@@ -133,6 +135,8 @@ crate::abi_struct! {
         mask_n_blocks: I32("int"),
         /// Grid heads per KV head: 1 (packed GQA rows), or G (per-head masks: grid y is the query head, kv_heads = H, group = 1).
         kv_head_div: I32("int"),
+        /// 1: the launch's clusters are the num_splits splits of one (m-block, grid head, request), grid x = m_block x num_splits + split, merged through distributed shared memory (shared K/V only); 0: grid x = split x m_blocks + m_block, partials to the workspace.
+        cluster_merge: I32("int"),
     }
 }
 
@@ -238,6 +242,8 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
                 .replace("pa3", "pb3"),
         ),
         ("SHARED", u32::from(config.shared_kv).to_string()),
+        ("CLUSTER_MERGE_BODY", CLUSTER_MERGE_BODY.to_string()),
+        ("MAX_CLUSTER", MAX_CLUSTER_SPLITS.to_string()),
         ("CTA_ROWS", config.cta_rows().to_string()),
         ("STEP_TILES", config.step_tiles().to_string()),
         ("Q_BYTES", config.q_bytes().to_string()),
@@ -485,6 +491,45 @@ fn o_to_smem(config: DecodeConfig) -> String {
     s
 }
 
+/// The shared-K/V epilogue under `cluster_merge`: the cluster is the `num_splits` CTAs of
+/// the same rows, each holding its split's normalised o (`all_o`, `[CTA_ROWS, D]` fp32)
+/// and lse (`merge_lse`) in its merge area; rank r merges rows r, r + n, ... of all n
+/// merge areas (the family combine's math, `combine::HELPERS`) and writes o and lse. A
+/// second cluster barrier keeps every CTA's shared memory alive until all reads are done.
+const CLUSTER_MERGE_BODY: &str = r#"        fm_cluster_sync();
+        const int n = p.num_splits;  // the cluster's size; this CTA's rank is `split`
+        const unsigned o_base = fm_smem_addr(all_o), lse_base = fm_smem_addr(merge_lse);
+        const int mine = ($CTA_ROWS - split + n - 1) / n;  // rows split, split + n, ...
+        for (int idx = (int)tid; idx < mine * $MERGE_VECS; idx += $THREADS) {
+            const int row = split + n * (idx / $MERGE_VECS);
+            const int col = (idx % $MERGE_VECS) * 4;
+            const int prow = cta_row0 + row;
+            if (prow >= rows) continue;
+            // Every rank's lse and o of the row: loads issued together, then merged.
+            float l[$MAX_CLUSTER];
+            float4 v[$MAX_CLUSTER];
+            #pragma unroll
+            for (int s = 0; s < $MAX_CLUSTER; ++s) {
+                if (s < n) {
+                    l[s] = fm_ld_cluster_f32(fm_mapa(lse_base + (unsigned)row * 4u, s));
+                    // merge area [CTA_ROWS][D] floats: row, columns col .. col + 3
+                    v[s] = fm_ld_cluster_f32x4(fm_mapa(o_base + (unsigned)(row * $HEAD_DIM + col) * 4u, s));
+                }
+            }
+            float max_lse = FM_NEG_INF;
+            #pragma unroll
+            for (int s = 0; s < $MAX_CLUSTER; ++s) if (s < n) max_lse = fmaxf(max_lse, l[s]);
+            FmLseMerge merge;
+            fm_lse_merge_init(merge, max_lse);
+            #pragma unroll
+            for (int s = 0; s < $MAX_CLUSTER; ++s) if (s < n) fm_lse_merge_add(merge, l[s], v[s]);
+            float4 out;
+            const float lse = fm_lse_merge_finish(merge, out);
+            $STORE_OUT
+        }
+        fm_cluster_sync();
+        return;"#;
+
 /// One 16-key tile of the consumer (both CTA kinds): `S = Q·Kᵀ` from the warp's Q tile
 /// `q_warp` and `k_tile`, the per-element mask (`row_bits`, `lo_key`, `hi_key`), the
 /// online softmax, and `O += P·V` from `v_tile`.
@@ -637,6 +682,29 @@ __device__ __forceinline__ void fm_cp_async4(unsigned dst, const void* src) {
 }
 __device__ __forceinline__ void fm_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void fm_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+// Distributed shared memory (PTX ISA 9.7.9.13 mapa, 9.7.9.8 ld.shared::cluster): the
+// address of a shared variable in CTA `rank` of the cluster, and loads from it.
+__device__ __forceinline__ unsigned fm_mapa(unsigned addr, int rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float fm_ld_cluster_f32(unsigned addr) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ float4 fm_ld_cluster_f32x4(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+    return v;
+}
+// Every thread of every CTA of the cluster (PTX ISA 9.7.13.4 barrier.cluster): writes to
+// shared memory before it are visible to the cluster's reads after it.
+__device__ __forceinline__ void fm_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ uint4 fm_lds128(unsigned addr) {
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
@@ -666,8 +734,9 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     const int b = blockIdx.z;
     const int hkv = blockIdx.y;  // the KV head (packed), or the query head (kv_head_div = G)
     const int kv_head = hkv / p.kv_head_div;  // K and V's head
-    const int m_block = blockIdx.x % p.m_blocks;
-    const int split = blockIdx.x / p.m_blocks;
+    // With cluster_merge, a cluster is the splits of one m-block and its rank the split.
+    const int m_block = p.cluster_merge ? (int)blockIdx.x / p.num_splits : (int)blockIdx.x % p.m_blocks;
+    const int split = p.cluster_merge ? (int)blockIdx.x % p.num_splits : (int)blockIdx.x / p.m_blocks;
 
     // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): let the combine
     // launch now; wait for the previous kernel's writes before the first global read.
@@ -955,6 +1024,11 @@ $O_TO_SMEM
     }
     __syncthreads();
     const float* all_o = reinterpret_cast<const float*>(fm_smem + $Q_BYTESu);
+#if $SHARED
+    if (p.cluster_merge) {
+$CLUSTER_MERGE_BODY
+    }
+#endif
     for (unsigned idx = tid; idx < $CTA_ROWS * $MERGE_VECSu; idx += $THREADSu) {
         const int row = (int)(idx / $MERGE_VECSu);
         const int col = (int)(idx % $MERGE_VECSu) * 4;
