@@ -37,7 +37,11 @@ san() {
 B=$!
 { san synccheck "shared K/V"; san racecheck "head-major, shared K/V"; } > "$OUT/c_sanitizers.log" 2>&1 &
 S=$!
-wait $A $B $S
+{ echo "== s4: --sweep-only head-major"; timeout 100 "$S4" decode --sweep --graph --sweep-only "head-major" 2>&1 | grep -E "sweep:|FAIL|rror"
+  echo "== c3: --sweep-only 'shared K/V'"; timeout 100 "$C3" decode --sweep --graph --sweep-only "shared K/V" 2>&1 | grep -E "sweep:|FAIL|rror"
+} > "$OUT/d_other.log" 2>&1 &
+D=$!
+wait $A $B $S $D
 echo "correctness done t=${SECONDS}s"
 
 b() { echo "== $* (t=${SECONDS}s)"; "$@" 2>&1; }
@@ -58,6 +62,7 @@ echo "side done t=${SECONDS}s rc=$?"
 # Short table last.
 grep -E "sweep:|FAIL|rror|panicked" "$OUT/a_sweep.log" | tail -6
 grep -hE "SUMMARY|sweep:|rc=" "$OUT/b_sanitizers.log" "$OUT/c_sanitizers.log"
+cat "$OUT/d_other.log"
 grep -E "^== |002 " "$OUT/bench.txt" | sed -E 's/ \| 1 \| 64 \| 12 \| 12 \| 23296 \| 128//' | cut -c1-150
 grep -E "B=16 H=32/8 Sk=8192 \||B=1 H|B=64|B=8 H|paged 16" "$OUT/bench.txt" | cut -c1-160
 sed -n '/^masked \/ top-k decode/,$p' "$OUT/side.log" | cut -c1-130
