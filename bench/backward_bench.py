@@ -13,7 +13,9 @@ Workloads (B=1, D=128, bf16; H=16 unless noted):
   docs12         S=8192          12 documents, causal within each (FlexAttention mask_mod)
   topk           S=16384         k = S/8 random keys per query (FlexAttention, bool tensor)
   video10        N=23296, H=12   write-up 002 block lists, 10% of 64-token blocks kept
-                                 (FlexAttention BlockMask.from_kv_blocks, 64-token blocks)
+                                 (FlexAttention BlockMask.from_kv_blocks, 64-token blocks;
+                                 where Inductor compiles no backward for those, a 128-token
+                                 BlockMask with the 64-token lists in a mask_mod)
 
 Timing: the backward alone. The forward runs once outside the timed region; the timed call is
 `torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)`: median of CUDA-event timings
@@ -172,6 +174,44 @@ VIDEO_FLEX_OPTIONS = [
 ]
 
 
+def video_listed(index, num, heads, nb, device="cuda"):
+    """[heads, nb, nb] bool: (head, 64-token query block, 64-token key block) listed."""
+    index, num = index.to(device).long(), num.to(device).long()
+    keep = torch.arange(index.shape[-1], device=device)[None, None, :] < num[..., None]
+    listed = torch.zeros(heads, nb, nb + 1, dtype=torch.bool, device=device)
+    # entries past num go to the spare column nb, dropped below
+    listed.scatter_(2, torch.where(keep, index, torch.full_like(index, nb)), True)
+    return listed[..., :nb].contiguous()
+
+
+def video_block_mask_128(index, num, heads, s, device="cuda"):
+    """FlexAttention BlockMask of write-up 002's 64-token lists at 128-token blocks: a 128
+    block is full when its four 64-token pairs are listed, partial when some are (the
+    mask_mod applies the 64-token lists inside it), skipped otherwise."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    nb = s // VIDEO_BS
+    listed = video_listed(index, num, heads, nb, device)
+    quads = listed.view(heads, nb // 2, 2, nb // 2, 2)
+    any_, all_ = quads.any(dim=4).any(dim=2), quads.all(dim=4).all(dim=2)
+    partial = any_ & ~all_
+
+    def lists(sel):
+        n = sel.sum(-1, dtype=torch.int32)[None].contiguous()
+        # listed block indices first (a stable sort of "not selected")
+        idx = torch.argsort((~sel).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+        return n, idx[None].contiguous()
+
+    kv_num, kv_idx = lists(partial)
+    full_num, full_idx = lists(all_)
+
+    def mask_mod(b, hh, q_idx, kv_idx):
+        return listed[hh, q_idx // VIDEO_BS, kv_idx // VIDEO_BS]
+
+    return BlockMask.from_kv_blocks(kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=2 * VIDEO_BS,
+                                    mask_mod=mask_mod)
+
+
 def short_error(e):
     text = repr(e)
     return text if len(text) <= 900 else text[:450] + " ... " + text[-450:]
@@ -262,6 +302,19 @@ def bench(args):
                         break
                     except Exception as e:
                         errors.append(f"{opts}: {short_error(e)[:300]}")
+                        out = None
+                if out is None:
+                    # The anchors' FlexAttention form of these lists (DESIGN.md, write-up 002
+                    # prefill): a 128-token BlockMask whose blocks hold any listed 64-token
+                    # pair, the 64-token lists applied by a mask_mod.
+                    try:
+                        bm = video_block_mask_128(index, num, h, s)
+                        out = flex(q, k, v, block_mask=bm)
+                        fn, dout = grad_fn(out, q, k, v)
+                        fn()   # compiles the backward
+                        rec["flex_options"] = "128-token BlockMask + mask_mod (64-token lists)"
+                    except Exception as e:
+                        errors.append(f"128-token BlockMask + mask_mod: {short_error(e)[:300]}")
                         out = None
                 if out is None:
                     rec["flex_error"] = " | ".join(errors)
