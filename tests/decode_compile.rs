@@ -176,7 +176,7 @@ fn every_decode_geometry_compiles_without_spills_with_16_byte_copies() {
 
 /// Every geometry the correctness sweep (`fragmask decode --sweep`, masked cases
 /// included) launches compiles to sm_90a without spills: the geometry each case's plan
-/// picks (16-row or shared-K/V CTAs, masked or not).
+/// picks (16-row or shared-K/V CTAs, masked or not), with and without the lean key loop.
 #[test]
 fn every_sweep_geometry_compiles_without_spills() {
     use fragmask::host::decode::check::sweep_cases;
@@ -197,15 +197,25 @@ fn every_sweep_geometry_compiles_without_spills() {
             continue;
         }
         shared += usize::from(plan.config.shared_kv);
-        let cubin = compiler
-            .compile_cubin(
-                &source(plan.config).unwrap(),
-                &CompileOptions::new(Arch::sm90a()),
-            )
-            .unwrap_or_else(|e| panic!("{}: {e}", case.label));
-        if let Ok(report) = sass::inspect(&cubin) {
-            let k = report.kernel(SPLIT_KERNEL).expect("split kernel in SASS");
-            assert!(!k.spills(), "{}: {:?} spills", case.label, plan.config);
+        // The geometry as planned, and with the lean key loop (LEAN_LOOP, not yet the
+        // default): both must compile without spills.
+        for config in [
+            plan.config,
+            plan.config.with_lean_loop(!plan.config.lean_loop),
+        ] {
+            let config = config
+                .validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", case.label));
+            let cubin = compiler
+                .compile_cubin(
+                    &source(config).unwrap(),
+                    &CompileOptions::new(Arch::sm90a()),
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", case.label));
+            if let Ok(report) = sass::inspect(&cubin) {
+                let k = report.kernel(SPLIT_KERNEL).expect("split kernel in SASS");
+                assert!(!k.spills(), "{}: {config:?} spills", case.label);
+            }
         }
     }
     // The sweep reaches the shared-K/V CTAs (64 rows and one warp).

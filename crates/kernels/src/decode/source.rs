@@ -242,6 +242,11 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
                 .replace("pa3", "pb3"),
         ),
         ("SHARED", u32::from(config.shared_kv).to_string()),
+        ("LEAN", u32::from(config.lean_loop).to_string()),
+        (
+            "TILE_COPIES",
+            (TILE_KEYS * c / config.threads()).max(1).to_string(),
+        ),
         ("CLUSTER_MERGE_BODY", CLUSTER_MERGE_BODY.to_string()),
         ("MAX_CLUSTER", MAX_CLUSTER_SPLITS.to_string()),
         ("CTA_ROWS", config.cta_rows().to_string()),
@@ -540,6 +545,18 @@ $QK_PRODUCT
         // Mask (causal / window / length / mask bits, per element) and scale: c-value c of
         // key n-tile nt is row frag_row + 8 (c / 2), key key0 + 8 nt + frag_col + c % 2.
         float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
+        // Lean loop: when every score of the warp's tile is visible, scale only.
+        const bool all_visible = $LEAN && __all_sync(0xffffffffu, (row_bits[0] & row_bits[1]) == 0xffffu && key0 >= lo_all && key0 + $TILE_KEYS <= hi_all);
+        if (all_visible) {
+            #pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                #pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    s[nt][c] *= p.scale_log2;
+                    row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
+                }
+            }
+        } else {
         #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
             #pragma unroll
@@ -550,6 +567,7 @@ $QK_PRODUCT
                 s[nt][c] = visible ? s[nt][c] * p.scale_log2 : FM_NEG_INF;
                 row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
             }
+        }
         }
         float alpha[2], m_use[2];
         #pragma unroll
@@ -594,6 +612,21 @@ $QK_PRODUCT_PAIR
             // Mask and scale both tiles (c-value c of key n-tile nt: row frag_row + 8 (c / 2),
             // key key0 (key0_1) + 8 nt + frag_col + c % 2).
             float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
+            // Lean loop: when every score of both tiles is visible to the warp, scale only.
+            const bool all_visible = $LEAN && __all_sync(0xffffffffu,
+                (row_bits[0] & row_bits[1] & row_bits1[0] & row_bits1[1]) == 0xffffu
+                && min(key0, key0_1) >= lo_all && max(key0, key0_1) + $TILE_KEYS <= hi_all);
+            if (all_visible) {
+                #pragma unroll
+                for (int nt = 0; nt < 2; ++nt) {
+                    #pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        s[nt][c] *= p.scale_log2;
+                        s1[nt][c] *= p.scale_log2;
+                        row_max[c / 2] = fmaxf(row_max[c / 2], fmaxf(s[nt][c], s1[nt][c]));
+                    }
+                }
+            } else {
             #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 #pragma unroll
@@ -606,6 +639,7 @@ $QK_PRODUCT_PAIR
                     s1[nt][c] = visible1 ? s1[nt][c] * p.scale_log2 : FM_NEG_INF;
                     row_max[c / 2] = fmaxf(row_max[c / 2], fmaxf(s[nt][c], s1[nt][c]));
                 }
+            }
             }
             float alpha[2], m_use[2];
             #pragma unroll
@@ -794,6 +828,9 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
         lo_key[i] = p.window_left >= 0 ? pos - p.window_left : 0;
         hi_key[i] = p.window_right >= 0 ? min(seqlen_k, pos + p.window_right + 1) : seqlen_k;
     }
+    // Keys both of the lane's rows see: a tile inside [lo_all, hi_all) needs no bound test.
+    const int lo_all = max(lo_key[0], lo_key[1]), hi_all = min(hi_key[0], hi_key[1]);
+    (void)lo_all; (void)hi_all;
 #if $MASKED && !$SHARED
     // The lane's two rows inside the mask block (row-major bits, $MASK_ROW_WORDS words a row).
     int mask_brow[2];
@@ -849,6 +886,28 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     const int nsteps = split_end > split_first ? (split_end - split_first + $STEP_TILES - 1) / $STEP_TILES : 0;
     auto load_step = [&](int step, int stage) {
         const unsigned st_base = kv_smem + stage * $CTA_STAGE_BYTESu;
+#if $LEAN
+        // Tile by tile: each thread finds a tile's first key (list entry, page) once, then
+        // copies its $TILE_COPIES chunks of K and V of it.
+        #pragma unroll
+        for (int st = 0; st < $STEP_TILES; ++st) {
+            const int tile = split_first + step * $STEP_TILES + st;
+            const int key0 = tile < split_end ? step_key0(tile) : seqlen_k;  // past the split: nothing read
+$TILE_BASE
+            const unsigned k_dst = st_base + (unsigned)st * $STAGE_BYTESu;
+            #pragma unroll
+            for (int i = 0; i < $TILE_COPIES; ++i) {
+                const unsigned rest = tid + $THREADSu * i;
+                const unsigned row = rest / $CHUNKSu, chunk = rest % $CHUNKSu;
+                const int key = key0 + (int)row;
+                const bool valid = key < seqlen_k;  // zero-filled past the request's keys
+$ROW_OFFSET
+                const unsigned bytes = valid ? 16u : 0u;
+                fm_cp_async16(k_dst + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, valid ? p.k + off : p.k, bytes);
+                fm_cp_async16(k_dst + $TILE_BYTESu + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
+            }
+        }
+#else
         #pragma unroll
         for (int i = 0; i < $STEP_COPIES; ++i) {
             const unsigned idx = tid + $THREADSu * i;
@@ -865,6 +924,7 @@ $ROW_OFFSET
             fm_cp_async16(k_dst + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, valid ? p.k + off : p.k, bytes);
             fm_cp_async16(k_dst + $TILE_BYTESu + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
         }
+#endif
 #if $MASKED
         // Each partial tile's word of each CTA row, copied with the tile (full tiles: none).
         #pragma unroll
