@@ -535,12 +535,15 @@ class DecodePlanTests(unittest.TestCase):
         mid = mask._meta[8]
         fragmask._fragmask.decode_mask_prepare(mid, mask.to_bytes())
         q, k = [1, 64, 12, 128], [1, 23296, 12, 128]
-        plan = lambda **kw: fragmask._fragmask.decode_plan(  # noqa: E731
-            q, k, k, ("bfloat16",) * 3, None, None, None, 0, -1, -1, 0.0, 0, 132, mid, **kw)
+        plan = lambda splits=0: fragmask._fragmask.decode_plan(  # noqa: E731
+            q, k, k, ("bfloat16",) * 3, None, None, None, 0, -1, -1, 0.0, splits, 132, mid)
         splits, ws_o, ws_lse, lse = plan()
         # Listed blocks, not the 364 of the capacity, size the splits: 2 or 3 per split.
         self.assertTrue(12 <= splits <= 18, splits)
-        self.assertEqual(ws_lse, splits * 12 * 64)
+        # 2 to 16 splits of 64-row CTAs merge inside a thread-block cluster: no workspace.
+        self.assertEqual(ws_lse, 0 if splits <= 16 else splits * 12 * 64)
+        self.assertEqual(ws_o, ws_lse * 128)
+        self.assertEqual(plan(splits=20)[2], 20 * 12 * 64)  # past a cluster: partials
         self.assertEqual(lse, [1, 12, 64])
         # The same mask for 24 query heads over 12 KV heads is refused (12 heads stored).
         with self.assertRaisesRegex(ValueError, "heads"):
@@ -551,7 +554,7 @@ class DecodePlanTests(unittest.TestCase):
         g = fragmask._fragmask.decode_plan(q, [1, 23296, 4, 128], [1, 23296, 4, 128],
                                            ("bfloat16",) * 3, None, None, None, 0, -1, -1,
                                            0.0, 0, 132, mid)
-        self.assertEqual(g[2], g[0] * 12 * 64)
+        self.assertEqual(g[2], 0 if 2 <= g[0] <= 16 else g[0] * 12 * 64)
         # At D = 256 too (refused before this change).
         d256 = [1, 23296, 12, 256]
         self.assertGreaterEqual(fragmask._fragmask.decode_plan(
