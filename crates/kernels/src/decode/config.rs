@@ -76,8 +76,12 @@ pub struct DecodeConfig {
 /// 2026-11-25 with no device time left: it compiles without spills and removes integer
 /// instructions from the key loop (tests/decode_compile.rs), but it has not run on a
 /// GPU, so it stays off until the sweep, the sanitizers and an A/B against the default
-/// have.
-pub const LEAN_LOOP: bool = false;
+/// have. A build with `FRAGMASK_DECODE_LEAN_LOOP=1` in its environment turns it on (the
+/// A/B binary of bench/decode5_prepare.sh).
+pub const LEAN_LOOP: bool = match option_env!("FRAGMASK_DECODE_LEAN_LOOP") {
+    Some(v) => matches!(v.as_bytes(), b"1"),
+    None => false,
+};
 
 /// Warps (m16 row tiles) of a shared-K/V CTA: 64 packed rows, one 64-token mask row block
 /// of write-up 002 at G = 1.
