@@ -132,6 +132,54 @@ fn valid_random_inputs_without_a_gpu_are_exit_3() {
 }
 
 #[test]
+fn head_major_caches_take_random_contiguous_inputs_only() {
+    let d = TempDir::new("decode-head-major");
+    // A head-major cache is contiguous: no pages, no top-k gather, no input file.
+    for args in [
+        vec![
+            "decode",
+            "--random",
+            "2,1,8,2,200,64",
+            "--head-major",
+            "--page-size",
+            "16",
+        ],
+        vec![
+            "decode",
+            "--random",
+            "2,1,8,2,200,64",
+            "--head-major",
+            "--topk",
+            "5",
+        ],
+        vec!["decode", "--inputs", "missing.safetensors", "--head-major"],
+        vec!["bench", "decode", "--head-major", "--page-size", "16"],
+        vec!["bench", "decode", "--head-major", "--topk", "5"],
+    ] {
+        let (code, text) = run(&d.0, &args);
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(text.contains("--head-major"), "{args:?}: {text}");
+    }
+    let (code, text) = run(
+        &d.0,
+        &[
+            "decode",
+            "--random",
+            "2,3,8,2,200,64",
+            "--head-major",
+            "--causal",
+        ],
+    );
+    if code == 0 {
+        eprintln!("a GPU is visible: the check ran and passed ({text})");
+    } else {
+        assert_eq!(code, 3, "{text}");
+        assert!(text.contains("the inputs are valid"), "{text}");
+    }
+    assert!(d.entries().is_empty());
+}
+
+#[test]
 fn block_tables_past_the_pool_and_lengths_above_capacity_are_refused_naming_the_file() {
     let d = TempDir::new("decode-files");
     // seqlens_k = 20 reads slots 0 and 1; slot 1 holds page 5 of a pool of 2.

@@ -102,7 +102,7 @@ pub struct DecodeArgs {
     shuffle_pages: bool,
     /// A head-major cache `[B, Hkv, SK, D]` (the `[B, H, S, D]` order of SDPA) instead
     /// of `[B, SK, Hkv, D]`, with --random.
-    #[arg(long, conflicts_with_all = ["page_size", "topk"])]
+    #[arg(long, requires = "random", conflicts_with_all = ["page_size", "topk"])]
     head_major: bool,
     /// Keys per request with --random: `full` (SK each), `random` (the first SK, the
     /// second 0, the rest uniform in 0..=SK) or a comma-separated list of B values.
