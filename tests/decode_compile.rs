@@ -197,25 +197,16 @@ fn every_sweep_geometry_compiles_without_spills() {
             continue;
         }
         shared += usize::from(plan.config.shared_kv);
-        // The geometry as planned, and with the lean key loop (LEAN_LOOP, not yet the
-        // default): both must compile without spills.
-        for config in [
-            plan.config,
-            plan.config.with_lean_loop(!plan.config.lean_loop),
-        ] {
-            let config = config
-                .validate()
-                .unwrap_or_else(|e| panic!("{}: {e}", case.label));
-            let cubin = compiler
-                .compile_cubin(
-                    &source(config).unwrap(),
-                    &CompileOptions::new(Arch::sm90a()),
-                )
-                .unwrap_or_else(|e| panic!("{}: {e}", case.label));
-            if let Ok(report) = sass::inspect(&cubin) {
-                let k = report.kernel(SPLIT_KERNEL).expect("split kernel in SASS");
-                assert!(!k.spills(), "{}: {config:?} spills", case.label);
-            }
+        let config = plan.config;
+        let cubin = compiler
+            .compile_cubin(
+                &source(config).unwrap(),
+                &CompileOptions::new(Arch::sm90a()),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", case.label));
+        if let Ok(report) = sass::inspect(&cubin) {
+            let k = report.kernel(SPLIT_KERNEL).expect("split kernel in SASS");
+            assert!(!k.spills(), "{}: {config:?} spills", case.label);
         }
     }
     // The sweep reaches the shared-K/V CTAs (64 rows and one warp).

@@ -65,23 +65,7 @@ pub struct DecodeConfig {
     /// once per `16 · warps` rows. `false`: 16 rows per CTA, each warp walks its own
     /// share of the key tiles through its own stages (no CTA barrier in the key loop).
     pub shared_kv: bool,
-    /// The lean key loop (docs/decode.md, "Not done"): each shared-K/V thread finds a
-    /// tile's first key once per tile rather than once per 16-byte copy, and a warp whose
-    /// 16 x 16 scores are all visible (full block, interior keys) skips the per-element
-    /// mask. Off by default ([`LEAN_LOOP`]) until it is checked and timed on a GPU.
-    pub lean_loop: bool,
 }
-
-/// Whether new geometries take the lean key loop ([`DecodeConfig::lean_loop`]). Written
-/// 2026-11-25 with no device time left: it compiles without spills and removes integer
-/// instructions from the key loop (tests/decode_compile.rs), but it has not run on a
-/// GPU, so it stays off until the sweep, the sanitizers and an A/B against the default
-/// have. A build with `FRAGMASK_DECODE_LEAN_LOOP=1` in its environment turns it on (the
-/// A/B binary of bench/decode5_prepare.sh).
-pub const LEAN_LOOP: bool = match option_env!("FRAGMASK_DECODE_LEAN_LOOP") {
-    Some(v) => matches!(v.as_bytes(), b"1"),
-    None => false,
-};
 
 /// Warps (m16 row tiles) of a shared-K/V CTA: 64 packed rows, one 64-token mask row block
 /// of write-up 002 at G = 1.
@@ -149,12 +133,11 @@ impl DecodeConfig {
                 self.warps
             ));
         }
-        if self.lean_loop
-            && self.shared_kv
+        if self.shared_kv
             && (TILE_KEYS * self.chunks_per_row()) % self.threads() != 0
         {
             return err(format!(
-                "lean loop with {} threads: a tile's copies must divide evenly",
+                "shared K/V with {} threads: a tile's copies must divide evenly",
                 self.threads()
             ));
         }
@@ -193,17 +176,8 @@ impl DecodeConfig {
             stages,
             mask_block_n: 0,
             shared_kv: false,
-            lean_loop: LEAN_LOOP,
         }
         .validate()
-    }
-
-    /// The same geometry with or without the lean key loop.
-    pub fn with_lean_loop(self, on: bool) -> Self {
-        DecodeConfig {
-            lean_loop: on,
-            ..self
-        }
     }
 
     /// The shared-K/V geometry for the same D, dtype and cache ([`Self::shared_kv`]):
@@ -424,7 +398,6 @@ mod tests {
                 stages: 8,
                 mask_block_n: 0,
                 shared_kv: false,
-                lean_loop: false,
             }
             .validate(),
             DecodeConfig::new(128, ActDtype::Bf16, KvLayout::Contiguous)

@@ -242,7 +242,6 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
                 .replace("pa3", "pb3"),
         ),
         ("SHARED", u32::from(config.shared_kv).to_string()),
-        ("LEAN", u32::from(config.lean_loop).to_string()),
         (
             "TILE_COPIES",
             (TILE_KEYS * c / config.threads()).max(1).to_string(),
@@ -255,10 +254,6 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("CTA_STAGE_BYTES", config.cta_stage_bytes().to_string()),
         ("LIST_OFFSET", config.list_offset().to_string()),
         ("LIST_CAP", LIST_CAP.to_string()),
-        (
-            "STEP_COPIES",
-            (TILE_KEYS * config.step_tiles() * c / config.threads()).to_string(),
-        ),
         (
             "WORD_COPIES",
             (config.step_tiles() * config.cta_rows())
@@ -545,8 +540,8 @@ $QK_PRODUCT
         // Mask (causal / window / length / mask bits, per element) and scale: c-value c of
         // key n-tile nt is row frag_row + 8 (c / 2), key key0 + 8 nt + frag_col + c % 2.
         float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
-        // Lean loop: when every score of the warp's tile is visible, scale only.
-        const bool all_visible = $LEAN && __all_sync(0xffffffffu, (row_bits[0] & row_bits[1]) == 0xffffu && key0 >= lo_all && key0 + $TILE_KEYS <= hi_all);
+        // When every score of the warp's tile is visible, scale only.
+        const bool all_visible = __all_sync(0xffffffffu, (row_bits[0] & row_bits[1]) == 0xffffu && key0 >= lo_all && key0 + $TILE_KEYS <= hi_all);
         if (all_visible) {
             #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
@@ -612,8 +607,8 @@ $QK_PRODUCT_PAIR
             // Mask and scale both tiles (c-value c of key n-tile nt: row frag_row + 8 (c / 2),
             // key key0 (key0_1) + 8 nt + frag_col + c % 2).
             float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
-            // Lean loop: when every score of both tiles is visible to the warp, scale only.
-            const bool all_visible = $LEAN && __all_sync(0xffffffffu,
+            // When every score of both tiles is visible to the warp, scale only.
+            const bool all_visible = __all_sync(0xffffffffu,
                 (row_bits[0] & row_bits[1] & row_bits1[0] & row_bits1[1]) == 0xffffu
                 && min(key0, key0_1) >= lo_all && max(key0, key0_1) + $TILE_KEYS <= hi_all);
             if (all_visible) {
@@ -886,7 +881,6 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     const int nsteps = split_end > split_first ? (split_end - split_first + $STEP_TILES - 1) / $STEP_TILES : 0;
     auto load_step = [&](int step, int stage) {
         const unsigned st_base = kv_smem + stage * $CTA_STAGE_BYTESu;
-#if $LEAN
         // Tile by tile: each thread finds a tile's first key (list entry, page) once, then
         // copies its $TILE_COPIES chunks of K and V of it.
         #pragma unroll
@@ -907,24 +901,6 @@ $ROW_OFFSET
                 fm_cp_async16(k_dst + $TILE_BYTESu + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
             }
         }
-#else
-        #pragma unroll
-        for (int i = 0; i < $STEP_COPIES; ++i) {
-            const unsigned idx = tid + $THREADSu * i;
-            const unsigned st = idx / ($TILE_KEYS * $CHUNKSu), rest = idx % ($TILE_KEYS * $CHUNKSu);
-            const unsigned row = rest / $CHUNKSu, chunk = rest % $CHUNKSu;
-            const int tile = split_first + step * $STEP_TILES + (int)st;
-            const int key0 = tile < split_end ? step_key0(tile) : seqlen_k;  // past the split: nothing read
-$TILE_BASE
-            const int key = key0 + (int)row;
-            const bool valid = key < seqlen_k;  // zero-filled past the request's keys
-$ROW_OFFSET
-            const unsigned k_dst = st_base + st * $STAGE_BYTESu;
-            const unsigned bytes = valid ? 16u : 0u;
-            fm_cp_async16(k_dst + fm_swizzle_qk(row * $CHUNKSu + chunk) * 16u, valid ? p.k + off : p.k, bytes);
-            fm_cp_async16(k_dst + $TILE_BYTESu + fm_swizzle_v(row * $CHUNKSu + chunk) * 16u, valid ? p.v + off : p.v, bytes);
-        }
-#endif
 #if $MASKED
         // Each partial tile's word of each CTA row, copied with the tile (full tiles: none).
         #pragma unroll
