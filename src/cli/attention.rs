@@ -125,6 +125,11 @@ pub struct ForwardArgs {
     /// sweeps every geometry.
     #[arg(long)]
     block: Option<String>,
+    /// Split-KV: cut each row block's key steps into this many splits (1..=128), merged
+    /// by a combine kernel. For calls with few row blocks and many keys (write-up 002's
+    /// decode: 64 queries against 23296 keys).
+    #[arg(long)]
+    splits: Option<u32>,
 }
 
 /// Arguments of `fragmask attention`.
@@ -208,6 +213,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         lookahead: args.lookahead,
         geometry: geometry_flag(args).ok().flatten(),
         dtype: None,
+        splits: args.splits,
     }
 }
 
@@ -381,6 +387,14 @@ fn named(path: &Path, flag: &str) -> String {
 pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
     let e = |x: InputError| x.to_string();
     geometry_flag(args)?;
+    if let Some(n) = args.splits {
+        if !(1..=fragmask_kernels::attention::MAX_SPLITS).contains(&n) {
+            return Err(format!(
+                "--splits {n}: expected 1..={}",
+                fragmask_kernels::attention::MAX_SPLITS
+            ));
+        }
+    }
     if let Some(s) = args.scale {
         if !s.is_finite() {
             return Err(format!("--scale {s}: expected a finite number"));

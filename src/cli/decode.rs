@@ -1103,6 +1103,9 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             "graph_roof_fraction": graph_gbps / roof_gbps,
         }));
     }
+    if args.preset.as_deref() == Some("writeup002") && dtype == ActDtype::Bf16 {
+        writeup002_forward_rows(&device, &args, timing, rotate_bytes, &mut rows)?;
+    }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&json!({
             "device": device.name(), "roof_gbps": roof, "rows": rows
@@ -1112,4 +1115,55 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             .map_err(|e| format!("--json: {e}"))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write-up 002's masked decode on the wgmma forward with split-KV (the 64x64 tile, q, K
+/// and V `[B, H, S, D]`), timed as the decode rows are (caches rotated out of L2), at
+/// `--splits` or over a range of split counts (docs/architecture.md, "Split-KV forward").
+fn writeup002_forward_rows(
+    device: &Device,
+    args: &BenchDecodeArgs,
+    timing: TimingConfig,
+    rotate_bytes: usize,
+    rows: &mut Vec<serde_json::Value>,
+) -> Result<(), String> {
+    use fragmask::host::attention::split_bench::time_forward_rotated;
+    use fragmask::host::attention::{AttentionOptions, AttentionRunner, AttentionShape};
+    let runner = AttentionRunner::new(device).map_err(|e| e.to_string())?;
+    let shape = AttentionShape {
+        batch: 1,
+        heads: 12,
+        kv_heads: 12,
+        seqlen_q: 64,
+        seqlen_k: 23296,
+        head_dim: 128,
+    };
+    let counts: Vec<u32> = match args.splits {
+        Some(n) => vec![u32::try_from(n)
+            .unwrap_or(u32::MAX)
+            .min(fragmask::kernels::attention::MAX_SPLITS)],
+        None => vec![1, 8, 12, 16, 18, 22, 24, 32],
+    };
+    println!("| workload (wgmma forward, split-KV, [B, H, S, D]) | splits | sets | ms |");
+    println!("|---|---|---|---|");
+    for (pct, kept) in [(50, 182), (10, 36)] {
+        let packed = fragmask::host::decode::mask::writeup002_mask(12, 23296, kept, pct)
+            .map_err(|e| e.to_string())?;
+        for &splits in &counts {
+            let opts = AttentionOptions {
+                splits: Some(splits),
+                ..AttentionOptions::default()
+            };
+            let (ms, sets) =
+                time_forward_rotated(&runner, &shape, &packed, &opts, timing, rotate_bytes)
+                    .map_err(|e| e.to_string())?;
+            let name = format!("002 Sq=64 H=12 Sk=23296 {pct}% of 64-token blocks, wgmma forward");
+            println!("| {name} | {splits} | {sets} | {ms:.4} |");
+            rows.push(json!({
+                "workload": name, "kernel": "attention forward 64x64, split-KV",
+                "splits": splits, "sets": sets, "ms": ms,
+            }));
+        }
+    }
+    Ok(())
 }

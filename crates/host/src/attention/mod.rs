@@ -41,6 +41,7 @@ mod proptest_ci;
 // on GPU machines without a Rust toolchain) and tests/attention_gpu.rs runs it.
 #[doc(hidden)]
 pub mod selftest;
+pub mod split_bench;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -53,8 +54,8 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::backward::BackwardKernel;
 use fragmask_kernels::attention::{
-    ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, KERNEL_NAME,
-    WINDOW_INFINITE,
+    ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode,
+    COMBINE_KERNEL_NAME, COMBINE_THREADS, KERNEL_NAME, MAX_SPLITS, WINDOW_INFINITE,
 };
 use fragmask_masks::MaskError;
 
@@ -352,6 +353,11 @@ pub struct AttentionOptions {
     /// Element type of q, k, v and o: bf16 (`None`) or fp16. The tensors of
     /// [`AttentionRunner::forward`] are bf16; [`AttentionRunner::launch_raw`] takes either.
     pub dtype: Option<ActDtype>,
+    /// Split-KV (docs/architecture.md, "Split-KV forward"): each row block's key steps
+    /// are cut into this many splits, run by separate CTAs whose partial (o, lse) a
+    /// combine kernel merges. `None` or 1: no split. For calls with few row blocks and
+    /// many keys (write-up 002's decode: one 64-row block per head against 23296 keys).
+    pub splits: Option<u32>,
 }
 
 /// Output of one attention call.
@@ -472,6 +478,11 @@ fn encode_strided_map(
 pub struct PreparedLaunch<'a> {
     stream: &'a Arc<CudaStream>,
     func: CudaFunction,
+    /// Split-KV: the combine kernel and its grid.
+    combine: Option<(CudaFunction, u32)>,
+    /// Split-KV: the partial o and lse, owned by the launch (allocated once in prepare).
+    #[allow(dead_code)]
+    workspace: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
     maps: [TensorMapArg; 3],
     params: Params,
     config: LaunchConfig,
@@ -494,7 +505,97 @@ impl PreparedLaunch<'_> {
         // fm_attn_params); every pointer inside them refers to buffers borrowed for 'a, whose
         // extents were validated against the shape when this launch was prepared.
         unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
+        if let Some((combine, grid)) = &self.combine {
+            // SAFETY: the combine takes fm_attn_params by value (the same struct); it reads
+            // the workspace this launch owns and writes o and lse, borrowed for 'a.
+            unsafe {
+                crate::launch::launch_struct(
+                    self.stream,
+                    combine,
+                    crate::launch::StructLaunch {
+                        grid: (*grid, 1, 1),
+                        threads: COMBINE_THREADS,
+                        smem: 0,
+                        dependent_launch: true,
+                        cluster: 1,
+                    },
+                    self.params,
+                )
+            }
+            .map_err(driver("launching the split-KV combine"))?;
+        }
         Ok(())
+    }
+}
+
+/// The grid of a split-KV forward: `splits` CTAs per row block along x and, with more
+/// than one split, the combine's grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SplitLaunch {
+    splits: u32,
+    grid_x: u32,
+    combine_grid: Option<u32>,
+}
+
+/// Most floats of a split-KV workspace (16 GiB).
+const MAX_WORKSPACE_FLOATS: usize = 1 << 32;
+
+impl SplitLaunch {
+    fn new(shape: &AttentionShape, splits: u32, m_blocks: u32) -> Result<Self, AttentionError> {
+        if !(1..=MAX_SPLITS).contains(&splits) {
+            return Err(AttentionError::Shape(format!(
+                "splits must be 1..={MAX_SPLITS}, got {splits}"
+            )));
+        }
+        let grid_x = m_blocks
+            .checked_mul(splits)
+            .filter(|&x| x < 1 << 31)
+            .ok_or_else(|| {
+                AttentionError::Shape(format!(
+                    "{m_blocks} row blocks x {splits} splits: grid too large"
+                ))
+            })?;
+        let combine_grid = if splits > 1 {
+            let rows = shape
+                .batch
+                .checked_mul(shape.heads)
+                .and_then(|x| x.checked_mul(shape.seqlen_q))
+                .ok_or_else(|| AttentionError::Shape("B x H x Sq overflows".into()))?;
+            let per_cta = fragmask_kernels::family::combine::rows_per_cta(
+                COMBINE_THREADS,
+                shape.head_dim as u32,
+            ) as usize;
+            let grid = u32::try_from(rows.div_ceil(per_cta))
+                .ok()
+                .filter(|&g| g < 1 << 31)
+                .ok_or_else(|| AttentionError::Shape("combine grid too large".into()))?;
+            Some(grid)
+        } else {
+            None
+        };
+        Ok(SplitLaunch {
+            splits,
+            grid_x,
+            combine_grid,
+        })
+    }
+
+    /// Floats of the workspace's partial o `[splits, B, H, Sq, D]` and lse
+    /// `[splits, B, H, Sq]`, checked against [`MAX_WORKSPACE_FLOATS`].
+    fn workspace_len(&self, shape: &AttentionShape) -> Result<(usize, usize), AttentionError> {
+        let lse = (self.splits as usize)
+            .checked_mul(shape.batch)
+            .and_then(|x| x.checked_mul(shape.heads))
+            .and_then(|x| x.checked_mul(shape.seqlen_q));
+        let o = lse.and_then(|x| x.checked_mul(shape.head_dim));
+        match (o, lse) {
+            (Some(o), Some(lse)) if o <= MAX_WORKSPACE_FLOATS => Ok((o, lse)),
+            _ => Err(AttentionError::Shape(format!(
+                "a split-KV workspace of {} splits x {:?} exceeds {MAX_WORKSPACE_FLOATS} floats",
+                self.splits,
+                shape.q_shape()
+            ))),
+        }
     }
 }
 
@@ -502,7 +603,8 @@ impl PreparedLaunch<'_> {
 pub struct AttentionRunner {
     stream: Arc<CudaStream>,
     compiler: Compiler,
-    functions: Mutex<HashMap<AttentionKernel, CudaFunction>>,
+    /// The forward and its split-KV combine, per configuration.
+    functions: Mutex<HashMap<AttentionKernel, (CudaFunction, CudaFunction)>>,
     backward_functions: Mutex<HashMap<BackwardKernel, backward::BackwardFunctions>>,
 }
 
@@ -602,6 +704,15 @@ impl AttentionRunner {
 
     /// The loaded kernel for `config`, compiling it on first use.
     pub fn function(&self, config: &AttentionKernel) -> Result<CudaFunction, AttentionError> {
+        Ok(self.functions(config)?.0)
+    }
+
+    /// The loaded forward and split-KV combine kernels of `config` (one module), compiling
+    /// them on first use.
+    fn functions(
+        &self,
+        config: &AttentionKernel,
+    ) -> Result<(CudaFunction, CudaFunction), AttentionError> {
         let mut cache = self.functions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = cache.get(config) {
             return Ok(f.clone());
@@ -620,8 +731,11 @@ impl AttentionRunner {
             config.smem_bytes() as i32,
         )
         .map_err(driver("raising the dynamic shared memory limit"))?;
-        cache.insert(*config, func.clone());
-        Ok(func)
+        let combine = module
+            .load_function(COMBINE_KERNEL_NAME)
+            .map_err(driver("finding the split-KV combine kernel"))?;
+        cache.insert(*config, (func.clone(), combine.clone()));
+        Ok((func, combine))
     }
 
     /// Runs the forward into a new output.
@@ -689,7 +803,8 @@ impl AttentionRunner {
                 "DeviceTensor inputs are bf16; launch fp16 tensors through launch_raw".into(),
             ));
         }
-        let func = self.function(&kernel)?;
+        let splits = opts.splits.unwrap_or(1);
+        let (func, combine_func) = self.functions(&kernel)?;
 
         let s = &self.stream;
         let ptr = |x: &CudaSlice<u16>| x.device_ptr(s).0;
@@ -711,14 +826,33 @@ impl AttentionRunner {
             Mask::Window(w) => window_params(&mut params, w),
             Mask::Blocks(m) => blocks_params(&mut params, &m.host, m.device_lists(s), &shape)?,
         }
+        let split = SplitLaunch::new(&shape, splits, m_blocks)?;
+        let workspace = match split.combine_grid {
+            Some(_) => {
+                let (o_len, lse_len) = split.workspace_len(&shape)?;
+                // SAFETY: every element of the workspace a combine reads is written by the
+                // forward launch before it (each split writes all of its rows).
+                let ws_o = unsafe { s.alloc::<f32>(o_len) }
+                    .map_err(driver("allocating the split-KV workspace"))?;
+                let ws_lse = unsafe { s.alloc::<f32>(lse_len) }
+                    .map_err(driver("allocating the split-KV workspace"))?;
+                params.ws_o = ws_o.device_ptr(s).0;
+                params.ws_lse = ws_lse.device_ptr(s).0;
+                Some((ws_o, ws_lse))
+            }
+            None => None,
+        };
+        params.num_splits = splits as i32;
         let config = LaunchConfig {
-            grid_dim: (m_blocks, shape.heads as u32, shape.batch as u32),
+            grid_dim: (split.grid_x, shape.heads as u32, shape.batch as u32),
             block_dim: (kernel.threads(), 1, 1),
             shared_mem_bytes: kernel.smem_bytes(),
         };
         Ok(PreparedLaunch {
             stream: &self.stream,
             func,
+            combine: split.combine_grid.map(|grid| (combine_func, grid)),
+            workspace,
             maps,
             params: Params(params),
             config,
@@ -751,6 +885,7 @@ fn base_params(
         window_right: WINDOW_INFINITE,
         scale_log2: scale * std::f32::consts::LOG2_E,
         scale,
+        num_splits: 1,
         ..AttentionParams::default()
     }
 }
@@ -836,6 +971,11 @@ impl AttentionRunner {
         lse: u64,
     ) -> Result<(), AttentionError> {
         let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        if opts.splits.unwrap_or(1) != 1 {
+            return Err(AttentionError::Shape(
+                "split-KV needs a workspace: use AttentionRunner::prepare, not launch_raw".into(),
+            ));
+        }
         let (mode, host_mask) = match mask {
             RawMask::Window(_) => (MaskMode::Window, None),
             RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),

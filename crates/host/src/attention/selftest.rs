@@ -112,6 +112,10 @@ pub fn default_cases() -> Vec<Case> {
         overlap: Some(false),
         ..def
     };
+    let split = |n| AttentionOptions {
+        splits: Some(n),
+        ..def
+    };
     let blocks = |batch, heads, visible: Predicate| CaseMask::Blocks {
         batch,
         heads,
@@ -303,6 +307,41 @@ pub fn default_cases() -> Vec<Case> {
             shape(1, 2, 2, 256, 512, 128),
             blocks(1, 2, random_tokens(0.125, 15)),
             def,
+        ),
+        // Split-KV: a few row blocks against many keys, the partials merged by the combine.
+        (
+            "split 5 blocks random 10% d128 64x3000",
+            shape(1, 3, 3, 64, 3000, 128),
+            blocks(1, 3, random_tokens(0.1, 19)),
+            split(5),
+        ),
+        (
+            "split 7 causal bottom-right d128 100x2000",
+            shape(1, 2, 1, 100, 2000, 128),
+            win(None, Some(0), 1900),
+            split(7),
+        ),
+        (
+            "split 16 (empty splits) dense d64 gqa 4/2 130x1500",
+            shape(1, 4, 2, 130, 1500, 64),
+            CaseMask::Window(Window::NONE),
+            split(16),
+        ),
+        (
+            "split 3 blocks rows fully masked d128 300x700",
+            shape(2, 2, 2, 300, 700, 128),
+            blocks(
+                1,
+                1,
+                Arc::new(|_, _, i, j| i % 7 != 3 && (i + 2 * j) % 5 != 0),
+            ),
+            split(3),
+        ),
+        (
+            "split 4 block-sparse per-head d256 64x1200",
+            shape(1, 2, 2, 64, 1200, 256),
+            blocks(1, 2, block_sparse(0.3, 0.5, 20)),
+            split(4),
         ),
     ];
     cases

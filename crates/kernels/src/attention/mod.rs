@@ -43,6 +43,13 @@ pub use geometry::{Geometry, MAX_DYNAMIC_SMEM, PRODUCER_REGS};
 
 /// Name of the generated `extern "C"` kernel.
 pub const KERNEL_NAME: &str = "fragmask_attention_fwd";
+/// The split-KV combine kernel of the same module (docs/architecture.md, "Split-KV
+/// forward"): merges the `num_splits` partials of each row of o by LSE.
+pub const COMBINE_KERNEL_NAME: &str = "fragmask_attention_combine";
+/// Threads per CTA of [`COMBINE_KERNEL_NAME`].
+pub const COMBINE_THREADS: u32 = 128;
+/// Most splits of one forward call (the workspace holds `splits · B · H · Sq · D` floats).
+pub const MAX_SPLITS: u32 = 128;
 /// Window bounds at or above this are treated as unbounded.
 pub const WINDOW_INFINITE: i32 = 1 << 30;
 
@@ -391,6 +398,10 @@ crate::abi_struct! {
         kv_tile_offsets: Ptr("const int*"),
         /// [tiles, consumer threads, words per thread] FragmentNative words.
         words: Ptr("const unsigned*"),
+        /// Split-KV workspace: [splits, B, H, Sq, D] fp32 partial o (each normalised by its own sum).
+        ws_o: Ptr("float*"),
+        /// Split-KV workspace: [splits, B, H, Sq] natural-log lse of the partials.
+        ws_lse: Ptr("float*"),
         /// B.
         batch: I32("int"),
         /// H (query heads).
@@ -419,6 +430,8 @@ crate::abi_struct! {
         scale_log2: F32("float"),
         /// softmax scale.
         scale: F32("float"),
+        /// Splits of each row block's steps (1: o and lse directly; more: workspace + combine).
+        num_splits: I32("int"),
     }
 }
 

@@ -11,10 +11,11 @@ use std::fmt::Write as _;
 use super::fragment::FragmentMap;
 use super::smem::Operands;
 use super::{
-    ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, KERNEL_NAME,
-    PRODUCER_REGS, WINDOW_INFINITE,
+    ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode,
+    COMBINE_KERNEL_NAME, COMBINE_THREADS, KERNEL_NAME, PRODUCER_REGS, WINDOW_INFINITE,
 };
 use crate::cuda::PRELUDE;
+use crate::family::combine::{self, CombineSpec};
 use crate::family::template::fill;
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
@@ -124,8 +125,35 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     }
     let body = fill(TEMPLATE, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;
     src.push_str(&body);
+    // Split-KV: the family's combine merges the splits' partials of each row of o.
+    src.push_str(combine::HELPERS);
+    src.push_str(&combine::kernel(&CombineSpec {
+        kernel_name: COMBINE_KERNEL_NAME,
+        params_type: "fm_attn_params",
+        threads: COMBINE_THREADS,
+        columns: d,
+        locate: COMBINE_LOCATE,
+        partial_o: "p.ws_o",
+        partial_lse: "p.ws_lse",
+        store: COMBINE_STORE,
+    }));
     Ok(src)
 }
+
+/// Row `row_id` of the combine is row `(b H + h) Sq + t` of o `[B, H, Sq, D]`; split s's
+/// partial of it is row `s B H Sq + row_id` of the workspace.
+const COMBINE_LOCATE: &str =
+    "    const long long rows = (long long)p.batch * p.heads * p.seqlen_q;\n\
+    if (row_id >= rows) return;\n\
+    const long long ws_row0 = row_id, split_stride = rows;\n\
+    const int num_splits = p.num_splits;";
+
+/// o (the kernel's element type) and lse of the merged row.
+const COMBINE_STORE: &str =
+    "    unsigned* dst = reinterpret_cast<unsigned*>(p.o + row_id * FM_D + col);\n\
+    dst[0] = fm_act2(out.x, out.y);\n\
+    dst[1] = fm_act2(out.z, out.w);\n\
+    if (col == 0) p.lse[row_id] = lse;";
 
 /// The consumer's two GEMMs, one wgmma per k-step written out, every shared-memory
 /// offset and descriptor read off the operand layouts ([`Operands`]).
@@ -525,6 +553,7 @@ const SCHEDULE_WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sl
 // (partial) blocks come first, as in FlashAttention-3.
 struct fm_schedule {
     int num_tiles;   // steps this block visits
+    int kk0;         // the block's first step (split-KV: its split's share starts there)
     int n_last;      // highest visited key block; step kk holds blocks n_last - FM_STEP_BLOCKS*kk - h
     int n_first;     // lowest visited key block
     int m0;          // first query row of the block
@@ -533,6 +562,7 @@ struct fm_schedule {
 
 __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
     fm_schedule s;
+    s.kk0 = 0;
     s.m0 = m_block * FM_BLOCK_M;
     s.m_end = min(s.m0 + FM_BLOCK_M, p.seqlen_q) - 1;
     const long long lo = (long long)s.m0 + p.diag_offset - (long long)p.window_left;   // lowest visible key
@@ -561,7 +591,7 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
     t.partial = 0;
 #pragma unroll
     for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const int n = s.n_last - FM_STEP_BLOCKS * kk - h;
+        const int n = s.n_last - FM_STEP_BLOCKS * (s.kk0 + kk) - h;
         t.n_block[h] = n >= s.n_first ? n : -1;
         t.mask_tile[h] = -1;
         const long long n0 = (long long)n * FM_BLOCK_N;
@@ -581,6 +611,7 @@ const SCHEDULE_BLOCKS: &str = r#"// ---- tile schedule: FlexAttention-style bloc
 // step kk takes list entries FM_STEP_BLOCKS*kk .. FM_STEP_BLOCKS*kk + FM_STEP_BLOCKS-1 of that sequence.
 struct fm_schedule {
     int num_tiles;    // steps
+    int kk0;          // the block's first step (split-KV: its split's share starts there)
     int num_blocks;   // partial + full blocks
     int num_partial;  // kv_num_blocks of this row
     int list_row;     // index of this (batch, head, m_block) in [Bm, Hm, Mb]
@@ -589,6 +620,7 @@ struct fm_schedule {
 
 __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
     fm_schedule s;
+    s.kk0 = 0;
     s.m0 = m_block * FM_BLOCK_M;
     s.list_row = batch * p.mask_batch_stride + head * p.mask_head_stride + m_block;
     s.num_partial = __ldg(p.kv_num_blocks + s.list_row);
@@ -610,7 +642,7 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
     const long long row = (long long)s.list_row * p.n_blocks;   // [Bm, Hm, Mb, Nb] row of the index lists
 #pragma unroll
     for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const int e = FM_STEP_BLOCKS * kk + h;   // entry of the partial-then-full sequence
+        const int e = FM_STEP_BLOCKS * (s.kk0 + kk) + h;   // entry of the partial-then-full sequence
         if (e < s.num_partial) {
             t.n_block[h] = __ldg(p.kv_indices + row + e);
             t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);
@@ -936,11 +968,24 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 // 4 bytes per consumer thread that nobody reads (fm_pin_before_wait); after the barriers (<= 256 bytes).
 #define FM_SCRATCH (bars + 256u + 4u * ((unsigned)threadIdx.x - 128u))
 
-    const int m_block = (int)(gridDim.x - 1u - blockIdx.x);   // longest (causal) blocks first
+    // Grid x: the row blocks' num_splits splits, longest (causal) blocks first. Split-KV
+    // (docs/architecture.md, "Split-KV forward"): split s of a row block visits steps
+    // [total s / n, total (s + 1) / n) of its schedule and leaves a partial (o, lse).
+    const unsigned num_splits = (unsigned)p.num_splits;
+    const int split = (int)(blockIdx.x % num_splits);
+    const int m_block = (int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits);
     const int head = (int)blockIdx.y;
     const int batch = (int)blockIdx.z;
     const int kv_head = head / (p.heads / p.kv_heads);          // GQA / MQA
-    const fm_schedule sched = fm_make_schedule(p, batch, head, m_block);
+    fm_schedule sched = fm_make_schedule(p, batch, head, m_block);
+    {
+        const int total = sched.num_tiles;
+        sched.kk0 = (int)((long long)total * split / p.num_splits);
+        sched.num_tiles = (int)((long long)total * (split + 1) / p.num_splits) - sched.kk0;
+    }
+    // Programmatic dependent launch (PTX ISA 9.7.13.11): the split-KV combine may start;
+    // it waits (griddepcontrol.wait) for this grid's partials before reading them.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     const unsigned warpgroup = threadIdx.x / 128u;
 
     if (threadIdx.x == 0) {
@@ -1046,6 +1091,10 @@ $MAINLOOP
             lse[r] = any ? row_max[r] * p.scale + fm_log2(row_sum[r]) * 0.69314718055994531f : FM_NEG_INF;
         }
         const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
+        // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
+        // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
+        const bool to_workspace = p.num_splits > 1;
+        const long long ws_row0 = (long long)split * p.batch * p.heads * p.seqlen_q + head_row0;
         // $LAYOUT_O thread mode: base row $O_THREAD_ROW (== frag_row - 64*wg), base column $O_THREAD_COL.
         const int o_row = 64 * wg + $O_THREAD_ROW;
         const int o_col = $O_THREAD_COL;
@@ -1055,7 +1104,9 @@ $MAINLOOP
             const int row = sched.m0 + o_row + $VALUE_ROW_O;
             const int col = o_col + $VALUE_COL_O;
             const int r = $VALUE_ROW_O / $ROW_SLOT_STRIDE;
-            if (row < p.seqlen_q) {
+            if (row < p.seqlen_q && to_workspace) {
+                *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
+            } else if (row < p.seqlen_q) {
                 unsigned* dst = reinterpret_cast<unsigned*>(p.o + (head_row0 + row) * FM_D + col);
                 *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
             }
@@ -1064,7 +1115,7 @@ $MAINLOOP
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int row = sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
-                if (row < p.seqlen_q) p.lse[head_row0 + row] = lse[r];
+                if (row < p.seqlen_q) (to_workspace ? p.ws_lse[ws_row0 + row] : p.lse[head_row0 + row]) = lse[r];
             }
         }
     }

@@ -133,9 +133,7 @@ impl DecodeConfig {
                 self.warps
             ));
         }
-        if self.shared_kv
-            && (TILE_KEYS * self.chunks_per_row()) % self.threads() != 0
-        {
+        if self.shared_kv && (TILE_KEYS * self.chunks_per_row()) % self.threads() != 0 {
             return err(format!(
                 "shared K/V with {} threads: a tile's copies must divide evenly",
                 self.threads()

@@ -22,7 +22,7 @@ pub mod operands;
 pub mod source;
 
 pub use config::{
-    ConfigError, DecodeConfig, KvLayout, CHUNK_BYTES, CLUSTER_MERGE, LIST_CAP,
-    MAX_CLUSTER_SPLITS, MAX_MASK_BLOCK_N, MAX_PAGE_SIZE, SHARED_WARPS, TILE_KEYS, TILE_ROWS,
+    ConfigError, DecodeConfig, KvLayout, CHUNK_BYTES, CLUSTER_MERGE, LIST_CAP, MAX_CLUSTER_SPLITS,
+    MAX_MASK_BLOCK_N, MAX_PAGE_SIZE, SHARED_WARPS, TILE_KEYS, TILE_ROWS,
 };
 pub use source::{DecodeParams, COMBINE_KERNEL, COMBINE_THREADS, SPLIT_KERNEL};
