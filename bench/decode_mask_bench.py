@@ -8,6 +8,8 @@ key blocks (and a variant whose blocks hold 48..64 valid tokens, variable_block_
                  median after warm-up, KV caches rotated out of L2, and a CUDA-graph
                  replay); checked first with `fragmask decode --mask` against the CPU f64
                  reference, and here against fp32 torch on the same lists
+                 (beside it, the same call on the wgmma forward with split-KV: q, K, V
+                 [B, H, S, D], the forward's split planner)
   * flex       - FlexAttention (compiled) with BlockMask.from_kv_blocks on the same lists
   * sdpa_mask  - torch SDPA with the dense boolean mask
   * sdpa_dense - torch SDPA without a mask (the dense work)
@@ -151,6 +153,10 @@ def main():
                                  "--kv-heads", str(H), "--seqlen-k", str(N), "--dim", str(D),
                                  "--mask", mask_p, "--iters", "50", *flag])
             masked = [r for r in fr if r.get("speedup_vs_plain") is not None][0]
+            if not order:  # the same call on the wgmma forward with split-KV (planner)
+                for r in (r for r in fr if r.get("kernel")):
+                    add({"case": case, "system": f"fragmask wgmma forward split-KV ({r['splits']} splits)",
+                         "ms": r["ms"], "graph_ms": 0.0, "splits": r["splits"]})
             add({"case": case,
                  "system": f"fragmask 64x64{order} (planner: {masked['splits']} splits)",
                  "ms": masked["ms"], "graph_ms": masked["graph_ms"], "splits": masked["splits"],

@@ -175,11 +175,17 @@ fn random_query_lengths(batch: usize, sq: usize, seed: u64) -> Vec<usize> {
 /// Reads a packed mask file and converts it to decode's form, checked against `shape`.
 fn load_mask(path: &std::path::Path, shape: &DecodeShape) -> Result<DecodeMask, String> {
     let what = format!("--mask {}", path.display());
-    let bytes = read_file_limited(path, MAX_FILE_BYTES).map_err(|e| format!("{what}: {e}"))?;
-    let packed = PackedMask::from_safetensors(&bytes).map_err(|e| format!("{what}: {e}"))?;
+    let packed = load_packed(path)?;
     let mask = DecodeMask::from_packed(&packed).map_err(|e| format!("{what}: {e}"))?;
     mask.fit(shape).map_err(|e| format!("{what}: {e}"))?;
     Ok(mask)
+}
+
+/// The packed mask of `--mask FILE`.
+fn load_packed(path: &std::path::Path) -> Result<PackedMask, String> {
+    let what = format!("--mask {}", path.display());
+    let bytes = read_file_limited(path, MAX_FILE_BYTES).map_err(|e| format!("{what}: {e}"))?;
+    PackedMask::from_safetensors(&bytes).map_err(|e| format!("{what}: {e}"))
 }
 
 /// Options of `fragmask bench decode`.
@@ -921,6 +927,17 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
     // Masked and top-k rows follow the plain row of the same cache (validated here,
     // before the GPU is looked for).
     let mut jobs: Vec<(String, DecodeShape, bool, RowKind)> = Vec::new();
+    // The same masked calls on the wgmma forward with split-KV (q, K, V `[B, H, S, D]`),
+    // where the mask's tile is one of the forward's (docs/architecture.md, "Split-KV
+    // forward"): planner's split count, and a scan on the preset.
+    let mut forward_jobs: Vec<ForwardJob> = Vec::new();
+    let forward_counts = |scan: bool| -> Vec<Option<u32>> {
+        match args.splits {
+            Some(n) => vec![Some(u32::try_from(n).unwrap_or(u32::MAX))],
+            None if scan => vec![None, Some(8), Some(12), Some(16)],
+            None => vec![None],
+        }
+    };
     for (name, shape, shuffle) in list {
         if args.preset.as_deref() == Some("writeup002") {
             // Write-up 002's lists: each head keeps a random 50% / 10% of the 364 blocks.
@@ -930,6 +947,14 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
                     .map_err(|e| e.to_string())?;
                 let m = DecodeMask::from_packed(&packed).map_err(|e| e.to_string())?;
                 m.fit(&shape).map_err(|e| e.to_string())?;
+                if !matches!(shape.cache, CacheShape::HeadMajor { .. }) && dtype == ActDtype::Bf16 {
+                    forward_jobs.push(ForwardJob::new(
+                        format!("{name} {pct}% of 64-token blocks, wgmma forward"),
+                        &shape,
+                        packed.clone(),
+                        forward_counts(true),
+                    )?);
+                }
                 jobs.push((
                     format!("{name} {pct}% of 64-token blocks"),
                     shape,
@@ -941,6 +966,18 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
         }
         let extra = if let Some(path) = &args.mask {
             let m = load_mask(path, &shape)?;
+            let packed = load_packed(path)?;
+            if !matches!(shape.cache, CacheShape::Paged { .. }) && dtype == ActDtype::Bf16 {
+                match ForwardJob::new(
+                    format!("{name} mask, wgmma forward"),
+                    &shape,
+                    packed,
+                    forward_counts(false),
+                ) {
+                    Ok(job) => forward_jobs.push(job),
+                    Err(e) => println!("(no wgmma forward row: {e})"),
+                }
+            }
             Some((
                 format!("{name} mask {}x{}", m.block_m, m.block_n),
                 RowKind::Masked(Box::new(m)),
@@ -1103,8 +1140,8 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             "graph_roof_fraction": graph_gbps / roof_gbps,
         }));
     }
-    if args.preset.as_deref() == Some("writeup002") && dtype == ActDtype::Bf16 {
-        writeup002_forward_rows(&device, &args, timing, rotate_bytes, &mut rows)?;
+    if !forward_jobs.is_empty() {
+        forward_rows(&device, &forward_jobs, timing, rotate_bytes, &mut rows)?;
     }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&json!({
@@ -1117,51 +1154,84 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Write-up 002's masked decode on the wgmma forward with split-KV (the 64x64 tile, q, K
-/// and V `[B, H, S, D]`), timed as the decode rows are (caches rotated out of L2), at
-/// `--splits` or over a range of split counts (docs/architecture.md, "Split-KV forward").
-fn writeup002_forward_rows(
+/// A masked decode call timed on the wgmma forward with split-KV: q `[B, H, Sq, D]`, K
+/// and V `[B, Hkv, Sk, D]` (every request at capacity), the decode call's packed mask.
+struct ForwardJob {
+    name: String,
+    shape: fragmask::host::attention::AttentionShape,
+    mask: PackedMask,
+    /// `None`: the forward's planner.
+    splits: Vec<Option<u32>>,
+}
+
+impl ForwardJob {
+    /// Checked before any GPU is looked for: the mask's tile is a forward geometry and
+    /// it fits the call.
+    fn new(
+        name: String,
+        shape: &DecodeShape,
+        mask: PackedMask,
+        splits: Vec<Option<u32>>,
+    ) -> Result<Self, String> {
+        use fragmask::host::attention::{blockmask, AttentionShape};
+        let shape = AttentionShape {
+            batch: shape.batch,
+            heads: shape.heads,
+            kv_heads: shape.kv_heads,
+            seqlen_q: shape.seqlen_q,
+            seqlen_k: shape.cache.capacity(),
+            head_dim: shape.head_dim,
+        };
+        shape.validate().map_err(|e| e.to_string())?;
+        blockmask::mask_geometry(&mask).map_err(|e| e.to_string())?;
+        blockmask::check_fits(&mask, &shape).map_err(|e| e.to_string())?;
+        for n in splits.iter().flatten() {
+            if !(1..=fragmask::kernels::attention::MAX_SPLITS).contains(n) {
+                return Err(format!(
+                    "--splits {n}: the forward takes 1..={}",
+                    fragmask::kernels::attention::MAX_SPLITS
+                ));
+            }
+        }
+        Ok(ForwardJob {
+            name,
+            shape,
+            mask,
+            splits,
+        })
+    }
+}
+
+/// Times each forward job as the decode rows are timed (caches rotated out of L2).
+fn forward_rows(
     device: &Device,
-    args: &BenchDecodeArgs,
+    jobs: &[ForwardJob],
     timing: TimingConfig,
     rotate_bytes: usize,
     rows: &mut Vec<serde_json::Value>,
 ) -> Result<(), String> {
     use fragmask::host::attention::split_bench::time_forward_rotated;
-    use fragmask::host::attention::{AttentionOptions, AttentionRunner, AttentionShape};
+    use fragmask::host::attention::{AttentionOptions, AttentionRunner};
     let runner = AttentionRunner::new(device).map_err(|e| e.to_string())?;
-    let shape = AttentionShape {
-        batch: 1,
-        heads: 12,
-        kv_heads: 12,
-        seqlen_q: 64,
-        seqlen_k: 23296,
-        head_dim: 128,
-    };
-    let counts: Vec<u32> = match args.splits {
-        Some(n) => vec![u32::try_from(n)
-            .unwrap_or(u32::MAX)
-            .min(fragmask::kernels::attention::MAX_SPLITS)],
-        None => vec![1, 8, 12, 16, 18, 22, 24, 32],
-    };
     println!("| workload (wgmma forward, split-KV, [B, H, S, D]) | splits | sets | ms |");
     println!("|---|---|---|---|");
-    for (pct, kept) in [(50, 182), (10, 36)] {
-        let packed = fragmask::host::decode::mask::writeup002_mask(12, 23296, kept, pct)
-            .map_err(|e| e.to_string())?;
-        for &splits in &counts {
+    for job in jobs {
+        for &splits in &job.splits {
             let opts = AttentionOptions {
-                splits: Some(splits),
+                splits,
                 ..AttentionOptions::default()
             };
-            let (ms, sets) =
-                time_forward_rotated(&runner, &shape, &packed, &opts, timing, rotate_bytes)
+            let (ms, sets, planned) =
+                time_forward_rotated(&runner, &job.shape, &job.mask, &opts, timing, rotate_bytes)
                     .map_err(|e| e.to_string())?;
-            let name = format!("002 Sq=64 H=12 Sk=23296 {pct}% of 64-token blocks, wgmma forward");
-            println!("| {name} | {splits} | {sets} | {ms:.4} |");
+            let label = match splits {
+                Some(n) => n.to_string(),
+                None => format!("{planned} (planner)"),
+            };
+            println!("| {} | {label} | {sets} | {ms:.4} |", job.name);
             rows.push(json!({
-                "workload": name, "kernel": "attention forward 64x64, split-KV",
-                "splits": splits, "sets": sets, "ms": ms,
+                "workload": job.name, "kernel": "attention forward, split-KV",
+                "planner": splits.is_none(), "splits": planned, "sets": sets, "ms": ms,
             }));
         }
     }

@@ -42,6 +42,7 @@ mod proptest_ci;
 #[doc(hidden)]
 pub mod selftest;
 pub mod split_bench;
+pub mod splits;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,7 +56,7 @@ use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::backward::BackwardKernel;
 use fragmask_kernels::attention::{
     ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode,
-    COMBINE_KERNEL_NAME, COMBINE_THREADS, KERNEL_NAME, MAX_SPLITS, WINDOW_INFINITE,
+    COMBINE_KERNEL_NAME, COMBINE_THREADS, KERNEL_NAME, WINDOW_INFINITE,
 };
 use fragmask_masks::MaskError;
 
@@ -490,6 +491,8 @@ pub struct PreparedLaunch<'a> {
     pub kernel: AttentionKernel,
     /// Shapes of the call.
     pub shape: AttentionShape,
+    /// Split-KV splits of each row block (1: none).
+    pub splits: u32,
 }
 
 impl PreparedLaunch<'_> {
@@ -528,77 +531,6 @@ impl PreparedLaunch<'_> {
     }
 }
 
-/// The grid of a split-KV forward: `splits` CTAs per row block along x and, with more
-/// than one split, the combine's grid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SplitLaunch {
-    splits: u32,
-    grid_x: u32,
-    combine_grid: Option<u32>,
-}
-
-/// Most floats of a split-KV workspace (16 GiB).
-const MAX_WORKSPACE_FLOATS: usize = 1 << 32;
-
-impl SplitLaunch {
-    fn new(shape: &AttentionShape, splits: u32, m_blocks: u32) -> Result<Self, AttentionError> {
-        if !(1..=MAX_SPLITS).contains(&splits) {
-            return Err(AttentionError::Shape(format!(
-                "splits must be 1..={MAX_SPLITS}, got {splits}"
-            )));
-        }
-        let grid_x = m_blocks
-            .checked_mul(splits)
-            .filter(|&x| x < 1 << 31)
-            .ok_or_else(|| {
-                AttentionError::Shape(format!(
-                    "{m_blocks} row blocks x {splits} splits: grid too large"
-                ))
-            })?;
-        let combine_grid = if splits > 1 {
-            let rows = shape
-                .batch
-                .checked_mul(shape.heads)
-                .and_then(|x| x.checked_mul(shape.seqlen_q))
-                .ok_or_else(|| AttentionError::Shape("B x H x Sq overflows".into()))?;
-            let per_cta = fragmask_kernels::family::combine::rows_per_cta(
-                COMBINE_THREADS,
-                shape.head_dim as u32,
-            ) as usize;
-            let grid = u32::try_from(rows.div_ceil(per_cta))
-                .ok()
-                .filter(|&g| g < 1 << 31)
-                .ok_or_else(|| AttentionError::Shape("combine grid too large".into()))?;
-            Some(grid)
-        } else {
-            None
-        };
-        Ok(SplitLaunch {
-            splits,
-            grid_x,
-            combine_grid,
-        })
-    }
-
-    /// Floats of the workspace's partial o `[splits, B, H, Sq, D]` and lse
-    /// `[splits, B, H, Sq]`, checked against [`MAX_WORKSPACE_FLOATS`].
-    fn workspace_len(&self, shape: &AttentionShape) -> Result<(usize, usize), AttentionError> {
-        let lse = (self.splits as usize)
-            .checked_mul(shape.batch)
-            .and_then(|x| x.checked_mul(shape.heads))
-            .and_then(|x| x.checked_mul(shape.seqlen_q));
-        let o = lse.and_then(|x| x.checked_mul(shape.head_dim));
-        match (o, lse) {
-            (Some(o), Some(lse)) if o <= MAX_WORKSPACE_FLOATS => Ok((o, lse)),
-            _ => Err(AttentionError::Shape(format!(
-                "a split-KV workspace of {} splits x {:?} exceeds {MAX_WORKSPACE_FLOATS} floats",
-                self.splits,
-                shape.q_shape()
-            ))),
-        }
-    }
-}
-
 /// Compiles (once per configuration), loads and launches the attention kernels on one stream.
 pub struct AttentionRunner {
     stream: Arc<CudaStream>,
@@ -634,6 +566,16 @@ impl AttentionRunner {
     /// The stream every launch goes to.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// The multiprocessor count of the stream's device (the split-KV planner's).
+    fn sm_count(&self) -> Result<usize, AttentionError> {
+        let n = self
+            .stream
+            .context()
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver("reading the multiprocessor count"))?;
+        Ok(n.max(1) as usize)
     }
 
     /// Copies bf16 bits to a new device tensor.
@@ -803,7 +745,21 @@ impl AttentionRunner {
                 "DeviceTensor inputs are bf16; launch fp16 tensors through launch_raw".into(),
             ));
         }
-        let splits = opts.splits.unwrap_or(1);
+        let splits = match opts.splits {
+            Some(n) => n,
+            None => {
+                let g = kernel.geometry();
+                let steps = match mask {
+                    Mask::Blocks(m) => splits::max_steps_of_mask(&m.host, &g),
+                    Mask::Window(_) => (kernel.n_blocks(shape.seqlen_k as u32) as usize)
+                        .div_ceil(g.step_blocks() as usize),
+                };
+                let rows = (kernel.m_blocks(shape.seqlen_q as u32) as usize)
+                    .saturating_mul(shape.heads)
+                    .saturating_mul(shape.batch);
+                splits::plan_splits(rows, steps, self.sm_count()?)
+            }
+        };
         let (func, combine_func) = self.functions(&kernel)?;
 
         let s = &self.stream;
@@ -826,7 +782,7 @@ impl AttentionRunner {
             Mask::Window(w) => window_params(&mut params, w),
             Mask::Blocks(m) => blocks_params(&mut params, &m.host, m.device_lists(s), &shape)?,
         }
-        let split = SplitLaunch::new(&shape, splits, m_blocks)?;
+        let split = splits::SplitLaunch::new(&shape, splits, m_blocks)?;
         let workspace = match split.combine_grid {
             Some(_) => {
                 let (o_len, lse_len) = split.workspace_len(&shape)?;
@@ -858,6 +814,7 @@ impl AttentionRunner {
             config,
             kernel,
             shape,
+            splits,
         })
     }
 }

@@ -14,7 +14,7 @@ pub const MAX_SETS: usize = 64;
 
 /// Median time of one forward call of `shape` under `mask` with `opts`, ms, rotating
 /// among input sets whose K and V add up to at least `rotate_bytes` (at most
-/// [`MAX_SETS`]); with the number of sets.
+/// [`MAX_SETS`]); with the number of sets and the split count the call ran with.
 pub fn time_forward_rotated(
     runner: &AttentionRunner,
     shape: &AttentionShape,
@@ -22,7 +22,7 @@ pub fn time_forward_rotated(
     opts: &AttentionOptions,
     timing: TimingConfig,
     rotate_bytes: usize,
-) -> Result<(f64, usize), AttentionError> {
+) -> Result<(f64, usize, u32), AttentionError> {
     shape.validate()?;
     let elems = |s: [usize; 4]| {
         s.iter()
@@ -69,5 +69,6 @@ pub fn time_forward_rotated(
         Ok(())
     })
     .map_err(AttentionError::Host)?;
-    Ok((t.median_ms / sets as f64, sets))
+    let splits = launches.first().map_or(1, |l| l.splits);
+    Ok((t.median_ms / sets as f64, sets, splits))
 }
