@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use fragmask_host::attention::blockmask::{self, KERNEL_ENCODING};
-use fragmask_host::attention::{AttentionOptions, AttentionRunner, RawMask, RawTensor, Window};
+use fragmask_host::attention::{
+    AttentionError, AttentionOptions, AttentionRunner, RawMask, RawSplit, RawTensor, Window,
+};
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
 use fragmask_host::lightning::LightningDecode;
@@ -155,7 +157,7 @@ fn check_mask_layout(mask: &PackedMask) -> PyResult<()> {
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, out, lse, mask_id, lists, causal, window_left, window_right,
-                    scale, bshd, stream, device, fp16=false))]
+                    scale, bshd, stream, device, fp16=false, splits=0, ws_o=0, ws_lse=0))]
 pub(crate) fn attention_launch(
     q: View,
     k: View,
@@ -172,7 +174,10 @@ pub(crate) fn attention_launch(
     stream: u64,
     device: usize,
     fp16: bool,
-) -> PyResult<()> {
+    splits: u32,
+    ws_o: u64,
+    ws_lse: u64,
+) -> PyResult<Option<(u32, usize, usize)>> {
     let raw = |(ptr, shape, strides): View| {
         if bshd {
             RawTensor {
@@ -242,20 +247,42 @@ pub(crate) fn attention_launch(
     // SAFETY: `stream` is torch's current stream of `device` (the wrappers read it with
     // torch), alive while torch runs this call.
     let stream = unsafe { g.device.borrowed_stream(stream) };
-    let opts = AttentionOptions {
+    let e = |e: AttentionError| PyValueError::new_err(format!("fragmask.attention: {e}"));
+    let mut opts = AttentionOptions {
         scale: Some(scale),
         dtype: fp16.then_some(ActDtype::F16),
+        splits: (splits > 0).then_some(splits),
         ..AttentionOptions::default()
     };
+    // Split-KV (few row blocks, many keys): the planner's count; without a workspace,
+    // report its size and launch nothing (the wrapper allocates it with torch and calls
+    // again with the same count).
+    let (n, o_len, lse_len) = g.attention.raw_splits(&qr, &kr, &vr, &raw_mask, &opts).map_err(e)?;
+    if n > 1 && (ws_o == 0 || ws_lse == 0) {
+        return Ok(Some((n, o_len, lse_len)));
+    }
+    opts.splits = Some(n);
     // SAFETY: the addresses are data_ptr() of live torch CUDA tensors of `device` whose
     // shapes and strides came with them (the caller holds them until this returns and
     // torch's caching allocator orders reuse on this stream); out and lse are fresh
-    // outputs of the sizes above (this function's contract with its wrappers).
+    // outputs of the sizes above, and ws_o / ws_lse fresh f32 tensors of the sizes
+    // raw_splits gave for `n` (this function's contract with its wrappers).
     unsafe {
-        g.attention
-            .launch_raw(&stream, &qr, &kr, &vr, &raw_mask, &opts, out, lse)
+        if n > 1 {
+            let split = RawSplit {
+                splits: n,
+                o: ws_o,
+                lse: ws_lse,
+            };
+            g.attention
+                .launch_raw_split(&stream, &qr, &kr, &vr, &raw_mask, &opts, out, lse, split)
+        } else {
+            g.attention
+                .launch_raw(&stream, &qr, &kr, &vr, &raw_mask, &opts, out, lse)
+        }
     }
-    .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
+    .map_err(e)?;
+    Ok(None)
 }
 
 fn act(what: &str, t: &Raw) -> PyResult<ActDtype> {

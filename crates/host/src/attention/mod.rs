@@ -568,6 +568,31 @@ impl AttentionRunner {
         &self.stream
     }
 
+    /// The split count of a call: `opts.splits`, or the planner's
+    /// ([`splits::plan_splits`]) from the row blocks and the longest row's steps.
+    fn planned_splits(
+        &self,
+        kernel: &AttentionKernel,
+        shape: &AttentionShape,
+        mask: Option<&PackedMask>,
+        opts: &AttentionOptions,
+    ) -> Result<u32, AttentionError> {
+        if let Some(n) = opts.splits {
+            return Ok(n);
+        }
+        let g = kernel.geometry();
+        let steps = match mask {
+            Some(m) => splits::max_steps_of_mask(m, &g),
+            None => {
+                (kernel.n_blocks(shape.seqlen_k as u32) as usize).div_ceil(g.step_blocks() as usize)
+            }
+        };
+        let rows = (kernel.m_blocks(shape.seqlen_q as u32) as usize)
+            .saturating_mul(shape.heads)
+            .saturating_mul(shape.batch);
+        Ok(splits::plan_splits(rows, steps, self.sm_count()?))
+    }
+
     /// The multiprocessor count of the stream's device (the split-KV planner's).
     fn sm_count(&self) -> Result<usize, AttentionError> {
         let n = self
@@ -745,21 +770,11 @@ impl AttentionRunner {
                 "DeviceTensor inputs are bf16; launch fp16 tensors through launch_raw".into(),
             ));
         }
-        let splits = match opts.splits {
-            Some(n) => n,
-            None => {
-                let g = kernel.geometry();
-                let steps = match mask {
-                    Mask::Blocks(m) => splits::max_steps_of_mask(&m.host, &g),
-                    Mask::Window(_) => (kernel.n_blocks(shape.seqlen_k as u32) as usize)
-                        .div_ceil(g.step_blocks() as usize),
-                };
-                let rows = (kernel.m_blocks(shape.seqlen_q as u32) as usize)
-                    .saturating_mul(shape.heads)
-                    .saturating_mul(shape.batch);
-                splits::plan_splits(rows, steps, self.sm_count()?)
-            }
+        let host_mask = match mask {
+            Mask::Blocks(m) => Some(&m.host),
+            Mask::Window(_) => None,
         };
+        let splits = self.planned_splits(&kernel, &shape, host_mask, opts)?;
         let (func, combine_func) = self.functions(&kernel)?;
 
         let s = &self.stream;
@@ -894,6 +909,17 @@ pub struct RawTensor {
     pub strides: [usize; 4],
 }
 
+/// A caller-owned split-KV workspace ([`AttentionRunner::launch_raw_split`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawSplit {
+    /// Splits of each row block (as [`AttentionRunner::raw_splits`] planned them).
+    pub splits: u32,
+    /// Device address of the partial o, `splits · B · H · Sq · D` f32.
+    pub o: u64,
+    /// Device address of the partial lse, `splits · B · H · Sq` f32.
+    pub lse: u64,
+}
+
 /// A mask whose lists live on the device already (uploaded by the caller).
 #[derive(Debug, Clone, Copy)]
 pub enum RawMask<'a> {
@@ -927,12 +953,81 @@ impl AttentionRunner {
         o: u64,
         lse: u64,
     ) -> Result<(), AttentionError> {
-        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
         if opts.splits.unwrap_or(1) != 1 {
             return Err(AttentionError::Shape(
-                "split-KV needs a workspace: use AttentionRunner::prepare, not launch_raw".into(),
+                "split-KV needs a workspace: use launch_raw_split (or prepare)".into(),
             ));
         }
+        // SAFETY: this function's contract.
+        unsafe { self.launch_raw_inner(stream, q, k, v, mask, opts, o, lse, None) }
+    }
+
+    /// The split count of a raw call (`opts.splits`, or the planner's) and the floats of
+    /// the partial o and lse workspace [`Self::launch_raw_split`] needs for it (0 with one
+    /// split). Checks the shapes and the mask like a launch, launches nothing.
+    pub fn raw_splits(
+        &self,
+        q: &RawTensor,
+        k: &RawTensor,
+        v: &RawTensor,
+        mask: &RawMask<'_>,
+        opts: &AttentionOptions,
+    ) -> Result<(u32, usize, usize), AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        let (mode, host_mask) = match mask {
+            RawMask::Window(_) => (MaskMode::Window, None),
+            RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
+        };
+        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
+        let n = self.planned_splits(&kernel, &shape, host_mask, opts)?;
+        let split = splits::SplitLaunch::new(&shape, n, kernel.m_blocks(shape.seqlen_q as u32))?;
+        if n == 1 {
+            return Ok((1, 0, 0));
+        }
+        let (o_len, lse_len) = split.workspace_len(&shape)?;
+        Ok((n, o_len, lse_len))
+    }
+
+    /// [`Self::launch_raw`] with split-KV: `split.splits` splits whose partials go to the
+    /// caller's workspace, then the combine into `o` and `lse` (both on `stream`).
+    ///
+    /// # Safety
+    /// As [`Self::launch_raw`]; moreover `split.o` and `split.lse` must point to at least
+    /// the floats [`Self::raw_splits`] gives for this call and `split.splits`, not
+    /// overlapping anything else of the call, valid until the combine completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_raw_split(
+        &self,
+        stream: &Arc<CudaStream>,
+        q: &RawTensor,
+        k: &RawTensor,
+        v: &RawTensor,
+        mask: &RawMask<'_>,
+        opts: &AttentionOptions,
+        o: u64,
+        lse: u64,
+        split: RawSplit,
+    ) -> Result<(), AttentionError> {
+        // SAFETY: this function's contract.
+        unsafe { self.launch_raw_inner(stream, q, k, v, mask, opts, o, lse, Some(split)) }
+    }
+
+    /// # Safety
+    /// As [`Self::launch_raw_split`] (`split` None: one split, no workspace).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch_raw_inner(
+        &self,
+        stream: &Arc<CudaStream>,
+        q: &RawTensor,
+        k: &RawTensor,
+        v: &RawTensor,
+        mask: &RawMask<'_>,
+        opts: &AttentionOptions,
+        o: u64,
+        lse: u64,
+        split: Option<RawSplit>,
+    ) -> Result<(), AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
         let (mode, host_mask) = match mask {
             RawMask::Window(_) => (MaskMode::Window, None),
             RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
@@ -954,7 +1049,21 @@ impl AttentionRunner {
             RawMask::Window(w) => window_params(&mut params, w),
             RawMask::Blocks(host, lists) => blocks_params(&mut params, host, *lists, &shape)?,
         }
-        let func = self.function(&kernel)?;
+        let n = split.map_or(1, |s| s.splits);
+        let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
+        if let Some(s) = split {
+            if s.o % 16 != 0 || s.lse % 4 != 0 || s.o == 0 || s.lse == 0 {
+                return Err(AttentionError::Shape(format!(
+                    "the split-KV workspace must be non-null, o 16-byte and lse 4-byte \
+                     aligned, got {:#x} and {:#x}",
+                    s.o, s.lse
+                )));
+            }
+            params.ws_o = s.o;
+            params.ws_lse = s.lse;
+        }
+        params.num_splits = n as i32;
+        let (func, combine) = self.functions(&kernel)?;
         let params = Params(params);
         let mut builder = stream.launch_builder(&func);
         builder
@@ -967,16 +1076,31 @@ impl AttentionRunner {
         // shape above, and the caller guarantees the addresses (this function's contract).
         unsafe {
             builder.launch(LaunchConfig {
-                grid_dim: (
-                    params.0.m_blocks as u32,
-                    shape.heads as u32,
-                    shape.batch as u32,
-                ),
+                grid_dim: (launch.grid_x, shape.heads as u32, shape.batch as u32),
                 block_dim: (kernel.threads(), 1, 1),
                 shared_mem_bytes: kernel.smem_bytes(),
             })
         }
         .map_err(driver("launching the attention kernel"))?;
+        if let Some(grid) = launch.combine_grid {
+            // SAFETY: the combine takes fm_attn_params by value (the same struct); it
+            // reads the caller's workspace and writes o and lse (this function's contract).
+            unsafe {
+                crate::launch::launch_struct(
+                    stream,
+                    &combine,
+                    crate::launch::StructLaunch {
+                        grid: (grid, 1, 1),
+                        threads: COMBINE_THREADS,
+                        smem: 0,
+                        dependent_launch: true,
+                        cluster: 1,
+                    },
+                    params,
+                )
+            }
+            .map_err(driver("launching the split-KV combine"))?;
+        }
         Ok(())
     }
 

@@ -148,10 +148,16 @@ def _register():
                                                  kv_tile_offsets, words))
             mask_id = mask_meta[8]    # the Mask's registry id (see attention())
         device = q.device.index
-        _launch((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
+        args = ((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
                 (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse.data_ptr(),
                 mask_id, lists, causal, window[0], window[1], scale, False,
                 _get_stream(device), device, q.dtype == torch.float16)
+        need = _launch(*args)
+        if need is not None:  # split-KV: the workspace it asked for, then the launch
+            splits, n_o, n_lse = need
+            ws_o = torch.empty((n_o,), dtype=torch.float32, device=q.device)
+            ws_lse = torch.empty((n_lse,), dtype=torch.float32, device=q.device)
+            _launch(*args, splits, ws_o.data_ptr(), ws_lse.data_ptr())
         return out, lse
 
     @attention_op.register_fake
@@ -398,10 +404,16 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
             else:
                 lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
             try:
-                _launch((q.data_ptr(), qs, q.stride()), (k.data_ptr(), ks, k.stride()),
+                args = ((q.data_ptr(), qs, q.stride()), (k.data_ptr(), ks, k.stride()),
                         (v.data_ptr(), vs, v.stride()), out.data_ptr(), lse_ptr, mask_id,
                         ptrs, bool(causal), left, right, scale, bshd, stream, device,
                         q.dtype is _f16)
+                need = _launch(*args)
+                if need is not None:  # split-KV (few row blocks, many keys): its workspace
+                    splits, n_o, n_lse = need
+                    ws_o = q.new_empty((n_o,), dtype=_f32)
+                    ws_lse = q.new_empty((n_lse,), dtype=_f32)
+                    _launch(*args, splits, ws_o.data_ptr(), ws_lse.data_ptr())
             finally:
                 if lse is None:
                     _raw_delete(lse_ptr)
@@ -445,7 +457,9 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout)
         if not isinstance(mask, Mask):
             raise TypeError(f"{what}: mask must be a fragmask.Mask, not {type(mask).__name__}")
         mB, mH, mSq, mSk = mask._meta[:4]
-        if (mSq, mSk) != (Sq, Sk) or mB not in (1, B) or mH not in (1, H):
+        # Element by element: under torch.compile with dynamic shapes B, H, Sq and Sk are
+        # SymInts, which tuple comparison and `in` do not trace.
+        if mSq != Sq or mSk != Sk or (mB != 1 and mB != B) or (mH != 1 and mH != H):
             raise ValueError(f"{what}: the mask was built for {mask._meta[:4]} (B, H, Sq, Sk), "
                              f"the inputs are B={B}, H={H}, Sq={Sq}, Sk={Sk}")
         lists = _device_lists(torch, mask, q.device)
