@@ -134,8 +134,8 @@ def has_bench_backward(binary):
     return res.returncode == 0
 
 
-def fragmask_backward(args, inputs, mask_file, extra):
-    cmd = [args.bin, "bench", "backward", "--inputs", inputs, "--d-o", inputs, "--json",
+def fragmask_backward(args, inputs, mask_file, extra, binary=None):
+    cmd = [binary or args.bin, "bench", "backward", "--inputs", inputs, "--d-o", inputs, "--json",
            "--warmup", "10", "--iters", str(args.iters)] + (["--mask", mask_file] if mask_file else []) + extra
     out = run(cmd)
     return json.loads(out.strip().splitlines()[-1])
@@ -338,6 +338,13 @@ def bench(args):
                     rec["fragmask_json"] = r
                 except Exception as e:  # report, keep going
                     rec["fragmask_error"] = str(e)[-400:]
+                if args.ab:  # A/B: --bin and --ab alternately on the same files
+                    rec["ab_bin"], rec["ab_rounds_ms"], rec["bin_rounds_ms"] = args.ab, [], []
+                    for _ in range(args.ab_rounds):
+                        rec["ab_rounds_ms"].append(
+                            fragmask_backward(args, inputs, mask_file, extra, args.ab)["ms_median"])
+                        rec["bin_rounds_ms"].append(
+                            fragmask_backward(args, inputs, mask_file, extra)["ms_median"])
             for sysname in ("sdpa", "flex", "fragmask"):
                 ms = rec.get(f"{sysname}_ms")
                 if ms:
@@ -364,6 +371,10 @@ def bench(args):
             print(f"{r['workload']:<10} {r['S']:>6} {r['H']:>3} {r.get('density', 1.0):>8.3f} "
                   f"{sysname:<9} {ms:>9.3f} {r[f'{sysname}_tf']:>7.1f} "
                   f"{'-' if ratio is None else f'{ratio:.2f}':>7}")
+        if "ab_rounds_ms" in r:
+            fmt = lambda xs: " ".join(f"{x:.4f}" for x in xs)
+            print(f"{r['workload']:<10} {r['S']:>6} A/B rounds, --bin: {fmt(r['bin_rounds_ms'])}; "
+                  f"--ab {r['ab_bin']}: {fmt(r['ab_rounds_ms'])}")
         if "error" in r:
             print(f"{r['workload']:<10} {r['S']:>6} ERROR {r['error'][:200]}")
         if "flex_error" in r:
@@ -512,6 +523,8 @@ def main():
     ap.add_argument("--doc-lengths", choices=("equal", "random"), default="equal",
                     help="docs12: equal documents, or random lengths (the 2026-11-23 run 2)")
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--ab", help="a second fragmask binary, timed alternately with --bin")
+    ap.add_argument("--ab-rounds", type=int, default=3)
     ap.add_argument("--keep-dense", action="store_true", help="keep the dense .npy masks")
     ap.add_argument("--check", help="gradients (dq, dk, dv) written by fragmask attention --backward")
     ap.add_argument("--inputs", help="with --check: q, k, v and dO (do) safetensors")

@@ -56,6 +56,27 @@ pub(crate) unsafe fn launch_struct<T>(
     launch: StructLaunch,
     params: T,
 ) -> std::result::Result<(), DriverError> {
+    let mut arg = params;
+    let mut kernel_params = [(&mut arg as *mut T).cast::<std::ffi::c_void>()];
+    // SAFETY: one pointer to the one by-value argument, alive for the call; the rest is
+    // this function's contract.
+    unsafe { launch_args(stream, func, launch, &mut kernel_params) }
+}
+
+/// Launches `func` on `stream` in the shape `launch` with the by-value arguments that
+/// `kernel_params` points to, in order (cuLaunchKernelEx's `kernelParams`).
+///
+/// # Safety
+/// `kernel_params` must point to one live value per kernel parameter, each of the
+/// parameter's layout; every device pointer inside them must be valid for what the kernel
+/// reads and writes until it completes on `stream`; the launch shape must be within the
+/// function's limits.
+pub(crate) unsafe fn launch_args(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    launch: StructLaunch,
+    kernel_params: &mut [*mut std::ffi::c_void],
+) -> std::result::Result<(), DriverError> {
     let StructLaunch {
         grid,
         threads,
@@ -63,8 +84,6 @@ pub(crate) unsafe fn launch_struct<T>(
         dependent_launch,
         cluster,
     } = launch;
-    let mut arg = params;
-    let mut kernel_params = [(&mut arg as *mut T).cast::<std::ffi::c_void>()];
     // SAFETY: an all-zero launch attribute value (a C union of plain data) is valid.
     let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
     value.programmaticStreamSerializationAllowed = 1;
@@ -103,7 +122,7 @@ pub(crate) unsafe fn launch_struct<T>(
         numAttrs: used,
     };
     stream.context().bind_to_thread()?;
-    // SAFETY: `kernel_params` points at the one by-value argument for the duration of the
+    // SAFETY: `kernel_params` points at the by-value arguments for the duration of the
     // call, `config` and `attributes` outlive it; the argument's layout, its pointers and the
     // launch dimensions are this function's contract with its caller.
     unsafe {

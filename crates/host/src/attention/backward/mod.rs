@@ -408,18 +408,46 @@ impl Resolved {
         pre.arg(&self.params);
         // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
         unsafe { pre.launch(pre_cfg) }.map_err(driver("launching the backward preprocess"))?;
-        let mut main = stream.launch_builder(&self.functions.main);
-        main.arg(&self.maps[0])
-            .arg(&self.maps[1])
-            .arg(&self.maps[2])
-            .arg(&self.maps[3])
-            .arg(&self.params);
-        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
-        unsafe { main.launch(main_cfg) }.map_err(driver("launching the backward kernel"))?;
-        let mut post = stream.launch_builder(&self.functions.post);
-        post.arg(&self.params);
-        // SAFETY: as the preprocess.
-        unsafe { post.launch(post_cfg) }.map_err(driver("launching the backward postprocess"))?;
+        // The main kernel and the postprocess launch under programmatic dependent launch
+        // (each waits, griddepcontrol.wait, for the previous kernel's writes before its
+        // first read of them): their launch and prologue overlap the previous kernel's tail.
+        let dependent = |cfg: LaunchConfig| crate::launch::StructLaunch {
+            grid: cfg.grid_dim,
+            threads: cfg.block_dim.0,
+            smem: cfg.shared_mem_bytes,
+            dependent_launch: true,
+            cluster: 1,
+        };
+        let mut maps = self.maps;
+        let mut params = self.params;
+        let mut main_args = [
+            (&mut maps[0] as *mut TensorMapArg).cast::<std::ffi::c_void>(),
+            (&mut maps[1] as *mut TensorMapArg).cast(),
+            (&mut maps[2] as *mut TensorMapArg).cast(),
+            (&mut maps[3] as *mut TensorMapArg).cast(),
+            (&mut params as *mut Params).cast(),
+        ];
+        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature; the
+        // values live until the call returns (the driver copies them).
+        unsafe {
+            crate::launch::launch_args(
+                stream,
+                &self.functions.main,
+                dependent(main_cfg),
+                &mut main_args,
+            )
+        }
+        .map_err(driver("launching the backward kernel"))?;
+        // SAFETY: as the preprocess (fm_bwd_params by value).
+        unsafe {
+            crate::launch::launch_struct(
+                stream,
+                &self.functions.post,
+                dependent(post_cfg),
+                self.params,
+            )
+        }
+        .map_err(driver("launching the backward postprocess"))?;
         Ok(())
     }
 }

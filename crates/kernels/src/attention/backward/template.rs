@@ -228,6 +228,9 @@ __device__ __forceinline__ void fm_consumer_release(unsigned bar) { fm_mbar_arri
 extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
 $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
+    // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): the main kernel may
+    // launch now; it waits for this grid's writes before reading them.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
     const int lane = (int)(threadIdx.x % 32u);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
@@ -313,6 +316,11 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+    // Programmatic dependent launch: the postprocess may launch; the preprocess's writes
+    // (lse in log2, Dsum, the zeroed dQ accumulator and semaphores) are complete and
+    // visible after the wait, before any thread reads or reduces into them.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
 
     if (warpgroup == 0u) {
         // ---------------- producer: warp 0; lane 0 issues every TMA load, the 32 lanes copy lse and Dsum ----------------
@@ -496,6 +504,7 @@ pub(super) const POST_ROWS: &str = r#"// ---------------- postprocess: dQ = scal
 extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
+    asm volatile("griddepcontrol.wait;" ::: "memory");   // the main kernel's dQ reductions
     const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
     const int lane = (int)(threadIdx.x % 32u);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
@@ -515,6 +524,7 @@ pub(super) const POST_FRAGMENT: &str = r#"// ---------------- postprocess: dQ = 
 extern "C" __global__ void __launch_bounds__(128)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
+    asm volatile("griddepcontrol.wait;" ::: "memory");   // the main kernel's dQ reductions
     const int m = (int)(blockIdx.x / FM_D_CHUNKS), chunk = (int)(blockIdx.x % FM_D_CHUNKS);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
     const int lt = (int)threadIdx.x;
