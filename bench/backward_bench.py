@@ -287,6 +287,7 @@ def bench(args):
                 zero = torch.zeros_like(kv_num)
                 bm = BlockMask.from_kv_blocks(zero, kv_idx, kv_num, kv_idx, BLOCK_SIZE=VIDEO_BS)
                 mask_file = pack_blocks(args, index, num, s, tag)
+                rec["mask_tile"] = args.video_block
                 # Kernel blocks must divide the mask's 64-token blocks. Inductor in torch 2.11
                 # finds no backward config for all-64 blocks at this shape (NoValidChoicesError,
                 # bench/results/final3-2026-11-23), so smaller backward blocks are tried in turn;
@@ -387,12 +388,16 @@ def bench(args):
     return 0
 
 
-def pack(args, cmd_tail, tag):
-    """`fragmask pack ... --transposed` into the workdir; None when no binary is given."""
+def pack(args, cmd_tail, tag, block=None):
+    """`fragmask pack ... --transposed` into the workdir (on `block`, default --block); None
+    when no binary is given."""
     if not args.bin or not os.path.exists(args.bin):
         return None
+    block = block or args.block
     path = os.path.join(args.workdir, f"mask_{tag}.safetensors")
-    run([args.bin, "pack", *cmd_tail, "--block", args.block, "--transposed", "-q", "-o", path])
+    # A 64-row tile is one warpgroup's accumulator (write-up 002's 64-token blocks).
+    wg = ["--warpgroups", "1"] if block.split("x")[0] == "64" else []
+    run([args.bin, "pack", *cmd_tail, "--block", block, *wg, "--transposed", "-q", "-o", path])
     return path
 
 
@@ -425,7 +430,7 @@ def pack_blocks(args, index, num, s, tag):
     np.save(idx_p, index.numpy())
     np.save(num_p, num.numpy())
     return pack(args, ["--blocks", idx_p, "--blocks-num", num_p, "--seqlen-q", str(s),
-                       "--seqlen-k", str(s)], tag)
+                       "--seqlen-k", str(s)], tag, args.video_block)
 
 
 # ---- Correctness mode -------------------------------------------------------------------
@@ -520,6 +525,9 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated workloads (none, random50, "
                     "docs12, topk, video10)")
     ap.add_argument("--block", default="128x128", help="tile of the packed masks")
+    ap.add_argument("--video-block", default="64x64",
+                    help="video10: tile of its packed lists (default: the write-up's 64-token "
+                         "blocks; 128x128 holds them as partial tiles)")
     ap.add_argument("--doc-lengths", choices=("equal", "random"), default="equal",
                     help="docs12: equal documents, or random lengths (the 2026-11-23 run 2)")
     ap.add_argument("--iters", type=int, default=20)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One device call: write-up 002's backward (issue 13) with its lists packed on 64x64 tiles
+# (the write-up's 64-token blocks: 64-key CTAs, every listed tile full) against the same
+# lists on 128x128 tiles (every tile partial), each beside FlexAttention, in one run.
+# Needs .carry/pdl/fragmask (ac45e59) and .carry/cache. Logs under $OUT.
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda-13.0/bin:$PATH
+C=${CARRY:-.carry}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" /tmp/fm-cache
+cp -r "$C/cache/." /tmp/fm-cache/
+export FRAGMASK_CACHE_DIR=/tmp/fm-cache
+FM=$C/pdl/fragmask
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/device.txt"
+SECONDS=0
+for tile in 64x64 128x128; do
+  PYTHONUNBUFFERED=1 timeout 250 python3 bench/backward_bench.py --bin "$FM" --out "$OUT/$tile" \
+    --workdir /tmp/fm_bwd_$tile --iters 20 --only video10 --video-block $tile > "$OUT/video_$tile.log" 2>&1
+  echo "$tile done t=${SECONDS}s"
+done
+for tile in 64x64 128x128; do echo "== $tile"; sed -n '/^backward alone/,$p' "$OUT/video_$tile.log" | cut -c1-200; done
