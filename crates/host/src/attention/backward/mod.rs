@@ -156,6 +156,22 @@ impl BackwardWorkspace {
 pub(crate) struct DeviceTransposed {
     lists: [CudaSlice<i32>; 5],
     words: CudaSlice<u32>,
+    /// [`tile_order`] of the lists: the main kernel's dispatch order.
+    order: CudaSlice<i32>,
+}
+
+/// Per mask plane (`[B_m, H_m]`), the mask's key tiles ordered by the query tiles their
+/// transposed lists visit (partial and full), most first, ties by index: the dispatch order
+/// of the backward's CTAs, so that the longest start first and the shortest fill the tail
+/// (longest-processing-time-first). `counts` is `[planes, n_blocks]`.
+pub fn tile_order(counts: &[i32], n_blocks: usize) -> Vec<i32> {
+    let mut order = Vec::with_capacity(counts.len());
+    for plane in counts.chunks(n_blocks.max(1)) {
+        let mut idx: Vec<i32> = (0..plane.len() as i32).collect();
+        idx.sort_by_key(|&i| std::cmp::Reverse(plane[i as usize]));
+        order.extend(idx);
+    }
+    order
 }
 
 impl DeviceTransposed {
@@ -178,7 +194,16 @@ impl DeviceTransposed {
         } else {
             t.q_words().to_vec()
         };
+        let counts: Vec<i32> = t
+            .q_num_blocks()
+            .iter()
+            .zip(t.full_q_num_blocks())
+            .map(|(&a, &b)| a.saturating_add(b))
+            .collect();
+        let n_blocks = mask.shape().seqlen_k.div_ceil(mask.accumulator().block_n() as usize);
+        let order = tile_order(&counts, n_blocks);
         Ok(Some(Self {
+            order: up(&order)?,
             lists: [
                 up(t.q_num_blocks())?,
                 up(t.q_indices())?,
@@ -190,6 +215,11 @@ impl DeviceTransposed {
                 .clone_htod(&words)
                 .map_err(driver("uploading transposed words"))?,
         }))
+    }
+
+    /// The device address of the dispatch order ([`tile_order`]).
+    pub(crate) fn device_order(&self, stream: &Arc<CudaStream>) -> u64 {
+        self.order.device_ptr(stream).0
     }
 
     pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
@@ -353,6 +383,9 @@ struct Resolved {
     params: Params,
     kernel: BackwardKernel,
     shape: AttentionShape,
+    /// CTAs of the main kernel along x per column group: the key tiles, or with a dispatch
+    /// order every sub-tile of every mask key tile (those past the keys exit).
+    ctas: u32,
 }
 
 impl Resolved {
@@ -375,7 +408,7 @@ impl Resolved {
         };
         let main_cfg = LaunchConfig {
             grid_dim: (
-                self.kernel.n_ctas(s.seqlen_k as u32) * self.kernel.d_split(),
+                self.ctas * self.kernel.d_split(),
                 s.kv_heads as u32,
                 s.batch as u32,
             ),
@@ -658,13 +691,22 @@ impl AttentionRunner {
             Mask::Window(w) => RawBackwardMask::Window(*w),
             Mask::Blocks(m) => device_mask(m, s)?,
         };
+        // Largest-first dispatch of the key tiles (not in the deterministic mode, whose
+        // semaphores need the index order to make progress).
+        let order = match mask {
+            Mask::Blocks(m) if !opts.deterministic => m
+                .transposed
+                .as_ref()
+                .map(|t| (t.device_order(s), m.host.accumulator().block_n())),
+            _ => None,
+        };
         let out = RawGradients {
             dq: grads.dq.data.device_ptr(s).0,
             dk: grads.dk.data.device_ptr(s).0,
             dv: grads.dv.data.device_ptr(s).0,
         };
         let lse_ptr = lse.device_ptr(s).0;
-        let resolved = self.resolve(
+        let mut resolved = self.resolve(
             &contiguous(q),
             &contiguous(k),
             &contiguous(v),
@@ -676,6 +718,11 @@ impl AttentionRunner {
             out,
             ws,
         )?;
+        if let Some((ptr, block_n)) = order {
+            let sub = (block_n / resolved.kernel.cta_n()).max(1);
+            resolved.params.0.tile_order = ptr;
+            resolved.ctas = (resolved.params.0.mask_n_blocks as u32).saturating_mul(sub);
+        }
         Ok(PreparedBackward {
             stream: s,
             resolved,
@@ -861,12 +908,14 @@ impl AttentionRunner {
                 ] = *bwd;
             }
         }
+        let ctas = kernel.n_ctas(shape.seqlen_k as u32);
         Ok(Resolved {
             functions,
             maps,
             params: Params(params),
             kernel,
             shape,
+            ctas,
         })
     }
 }
@@ -886,6 +935,35 @@ fn device_mask<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(super::super::proptest_ci::config(64))]
+
+        #[test]
+        fn tile_order_is_a_permutation_of_each_plane_by_non_increasing_count(
+            planes in 1usize..4, n in 1usize..40, seed in any::<u64>(),
+        ) {
+            let mut x = seed;
+            let counts: Vec<i32> = (0..planes * n)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    ((x >> 33) % 7) as i32
+                })
+                .collect();
+            let order = tile_order(&counts, n);
+            prop_assert_eq!(order.len(), counts.len());
+            for (plane, (o, c)) in order.chunks(n).zip(counts.chunks(n)).enumerate() {
+                let mut seen = o.to_vec();
+                seen.sort_unstable();
+                prop_assert_eq!(seen, (0..n as i32).collect::<Vec<_>>(), "plane {}", plane);
+                for w in o.windows(2) {
+                    let (a, b) = (c[w[0] as usize], c[w[1] as usize]);
+                    prop_assert!(a > b || (a == b && w[0] < w[1]));
+                }
+            }
+        }
+    }
 
     #[test]
     fn workspace_rows_pad_to_the_largest_mask_tile() {

@@ -85,6 +85,8 @@ crate::abi_struct! {
         full_kv_num_blocks: Ptr("const int*"),
         /// [Bm, Hm, Mb, Nb] forward full key tiles, ascending.
         full_kv_indices: Ptr("const int*"),
+        /// [plane, mask key tiles] the mask's key tiles, most visited query tiles first (CTA dispatch order; null: index order).
+        tile_order: Ptr("const int*"),
         /// Element stride of O between batches.
         o_stride_b: I64("long long"),
         /// Element stride of O between heads.

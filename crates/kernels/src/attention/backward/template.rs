@@ -13,6 +13,9 @@ struct fm_schedule {
     int n0;          // first key of the CTA
 };
 
+// The key tile of the x-th CTA: index order (no lists to order by).
+__device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params&, int, int, int x) { return x; }
+
 __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
     fm_schedule s;
     s.n0 = n_cta * FM_CTA_N;
@@ -94,6 +97,16 @@ struct fm_schedule {
 
 __device__ __forceinline__ int fm_plane(const fm_bwd_params& p, int batch, int head) {
     return batch * p.mask_batch_heads + head * p.mask_has_heads;
+}
+
+// The key tile of the x-th CTA: in the host's order of the mask's key tiles by their query-tile count, largest
+// first (tile_order: the long CTAs start first and the short ones fill the tail), sub-tile x % FM_SUB of the
+// (x / FM_SUB)-th; -1 past the keys. Index order without tile_order.
+__device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params& p, int batch, int head, int x) {
+    if (!p.tile_order) return x;
+    const long long at = (long long)fm_plane(p, batch, head) * p.mask_n_blocks + x / FM_SUB;
+    const int n = __ldg(p.tile_order + at) * FM_SUB + x % FM_SUB;
+    return n < p.n_ctas ? n : -1;
 }
 
 __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
@@ -294,11 +307,13 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_DO_FULL(s) (bars + 8u * (1u + FM_STAGES + (unsigned)(s)))
 #define FM_BAR_EMPTY(s) (bars + 8u * (1u + 2u * FM_STAGES + (unsigned)(s)))
 
-    const int n_cta = (int)(blockIdx.x / FM_DSPLIT);
     const int split = (int)(blockIdx.x % FM_DSPLIT);
     const int kv_head = (int)blockIdx.y;
     const int batch = (int)blockIdx.z;
     const int group = p.heads / p.kv_heads;   // query heads per K/V head (GQA / MQA)
+    // The key tile (the dispatch order of the group's first head; uniform over the CTA).
+    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, (int)(blockIdx.x / FM_DSPLIT));
+    if (n_cta < 0) return;
     const unsigned warpgroup = threadIdx.x / 128u;
 
     if (threadIdx.x == 0) {
