@@ -4,15 +4,9 @@
 # lists on 128x128 tiles (every tile partial), each beside FlexAttention, in one run.
 # Needs .carry/pdl/fragmask (ac45e59) and .carry/cache. Logs under $OUT.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda-13.0/bin:$PATH
-C=${CARRY:-.carry}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/fm-cache
-cp -r "$C/cache/." /tmp/fm-cache/
-export FRAGMASK_CACHE_DIR=/tmp/fm-cache
+# shellcheck source=bench/device_env.sh
+source bench/device_env.sh
 FM=$C/pdl/fragmask
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/device.txt"
 SECONDS=0
 for tile in 64x64 128x128; do
   PYTHONUNBUFFERED=1 timeout 250 python3 bench/backward_bench.py --bin "$FM" --out "$OUT/$tile" \

@@ -6,24 +6,16 @@
 # bench/backward_bench.py with both binaries alternately on the same files (docs12 and
 # random50 at S=8192, video10 on 64x64 tiles), beside FlexAttention. Logs under $OUT.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda-13.0/bin:$PATH
-C=${CARRY:-.carry}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/fm-cache
-cp -r "$C/cache/." /tmp/fm-cache/
-export FRAGMASK_CACHE_DIR=/tmp/fm-cache
+# shellcheck source=bench/device_env.sh
+source bench/device_env.sh
 NEW=$C/lpt/fragmask
 OLD=$C/pdl/fragmask
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/device.txt"
 SECONDS=0
 timeout 300 "$NEW" attention --selftest --backward > "$OUT/a_selftest_bwd.log" 2>&1 &
 A=$!
-san() {
-  echo "== compute-sanitizer --tool $1: $2"
+san() {  # TOOL "ARGS" (split into words)
   # shellcheck disable=SC2086
-  timeout 150 compute-sanitizer --tool "$1" --error-exitcode 9 "$NEW" attention --backward $2 2>&1 | grep -E "SUMMARY|rror" | head -8
-  echo "rc=${PIPESTATUS[0]}"
+  fm_sanitize "$1" "$NEW" attention --backward $2
 }
 {
   for tool in memcheck racecheck synccheck; do

@@ -5,26 +5,15 @@
 # then alone on the GPU: both binaries on the writeup002 preset, interleaved, and the
 # density x split-count scan of bench/decode_split_scan.py. Logs under $OUT.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda-13.0/bin:$PATH
-C=${CARRY:-.carry}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/fm-cache
-cp -r "$C/cache/." /tmp/fm-cache/
-export FRAGMASK_CACHE_DIR=/tmp/fm-cache
+# shellcheck source=bench/device_env.sh
+source bench/device_env.sh
 BASE=$C/base/fragmask
 CH2=$C/ch2/fragmask
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/device.txt"
 SECONDS=0
 
 timeout 150 "$CH2" decode --sweep --graph > "$OUT/a_sweep.log" 2>&1 &
 A=$!
-san() {
-  echo "== compute-sanitizer --tool $1: --sweep-only '$2'"
-  timeout 120 compute-sanitizer --tool "$1" --error-exitcode 9 "$CH2" decode --sweep --sweep-only "$2" 2>&1 \
-    | grep -E "SUMMARY|sweep:|FAIL|rror" | head -12
-  echo "rc=${PIPESTATUS[0]}"
-}
+san() { fm_sanitize "$1" "$CH2" decode --sweep --sweep-only "$2"; }
 { san memcheck "shared K/V"; san racecheck "shared K/V, 16 splits"; } > "$OUT/b_sanitizers.log" 2>&1 &
 B=$!
 { san synccheck "shared K/V"; san memcheck "causal"; } > "$OUT/c_sanitizers.log" 2>&1 &

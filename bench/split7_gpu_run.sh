@@ -5,23 +5,15 @@
 # 002's shape against fp32 torch), then alone on the GPU: `bench decode --preset
 # writeup002` (the mma.sync decode rows, then the forward at a range of split counts).
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda-13.0/bin:$PATH
-C=${CARRY:-.carry}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/fm-cache
-cp -r "$C/cache/." /tmp/fm-cache/
-export FRAGMASK_CACHE_DIR=/tmp/fm-cache
+# shellcheck source=bench/device_env.sh
+source bench/device_env.sh
 FM=$C/main/fragmask
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/device.txt"
 SECONDS=0
 timeout 300 "$FM" attention --selftest > "$OUT/a_selftest.log" 2>&1 &
 A=$!
-san() {
-  echo "== compute-sanitizer --tool $1: $2"
+san() {  # TOOL "ARGS" (split into words)
   # shellcheck disable=SC2086
-  timeout 120 compute-sanitizer --tool "$1" --error-exitcode 9 "$FM" attention $2 2>&1 | grep -E "SUMMARY|rror" | head -8
-  echo "rc=${PIPESTATUS[0]}"
+  fm_sanitize "$1" "$FM" attention $2
 }
 {
   for tool in memcheck racecheck synccheck; do

@@ -5,15 +5,9 @@
 # bench/decode_mask_bench.py --quick: FlexAttention, SDPA, the decode and the split forward
 # on the same lists in one run. Needs .carry/ from bench/split7_prepare.sh. Logs under $OUT.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda-13.0/bin:$PATH
-C=${CARRY:-.carry}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/fm-cache
-cp -r "$C/cache/." /tmp/fm-cache/
-export FRAGMASK_CACHE_DIR=/tmp/fm-cache
+# shellcheck source=bench/device_env.sh
+source bench/device_env.sh
 FM=$C/main/fragmask
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/device.txt"
 SECONDS=0
 timeout 300 "$FM" attention --selftest > "$OUT/a_selftest.log" 2>&1
 echo "selftest done t=${SECONDS}s rc=$?"

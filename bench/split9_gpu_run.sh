@@ -5,15 +5,9 @@
 # shape through the Python op against fp32 torch and timed beside the CLI's numbers.
 # CARRY holds main/fragmask, cache/, the wheel and test_gpu.py. Logs under $OUT.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda-13.0/bin:$PATH
-C=${CARRY:-.carry}
-OUT=${OUT:-/tmp/out}
+# shellcheck source=bench/device_env.sh
+source bench/device_env.sh
 REPO=$PWD
-mkdir -p "$OUT" /tmp/fm-cache
-cp -r "$C/cache/." /tmp/fm-cache/
-export FRAGMASK_CACHE_DIR=/tmp/fm-cache
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/device.txt"
 SECONDS=0
 timeout 300 "$C/main/fragmask" attention --selftest > "$OUT/a_selftest.log" 2>&1
 echo "selftest done t=${SECONDS}s"

@@ -10,25 +10,11 @@ import torch
 import torch.nn.functional as F
 
 import fragmask
+from bench_common import bench_ms
 from fragmask import Mask
 
 H, N, D, BS, SQ = 12, 23296, 128, 64, 64
 NB = N // BS
-
-
-def median_ms(fn, warmup=10, iters=50):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
 
 
 def main():
@@ -49,7 +35,7 @@ def main():
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=dense)
         out = fragmask.attention(q, k, v, m)
         err = ((out.float() - ref).norm() / ref.norm()).item()
-        ms = median_ms(lambda: fragmask.attention(q, k, v, m))
+        ms = bench_ms(lambda: fragmask.attention(q, k, v, m), warmup=10, iters=50)
         print(f"{int(frac * 100)}% of blocks: o rel. error {err:.3e} "
               f"({'PASS' if err < 2e-2 else 'FAIL'}), {ms:.4f} ms per call")
 

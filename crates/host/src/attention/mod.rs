@@ -509,26 +509,43 @@ impl PreparedLaunch<'_> {
         // extents were validated against the shape when this launch was prepared.
         unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
         if let Some((combine, grid)) = &self.combine {
-            // SAFETY: the combine takes fm_attn_params by value (the same struct); it reads
-            // the workspace this launch owns and writes o and lse, borrowed for 'a.
-            unsafe {
-                crate::launch::launch_struct(
-                    self.stream,
-                    combine,
-                    crate::launch::StructLaunch {
-                        grid: (*grid, 1, 1),
-                        threads: COMBINE_THREADS,
-                        smem: 0,
-                        dependent_launch: true,
-                        cluster: 1,
-                    },
-                    self.params,
-                )
-            }
-            .map_err(driver("launching the split-KV combine"))?;
+            // SAFETY: it reads the workspace this launch owns and writes o and lse,
+            // borrowed for 'a.
+            unsafe { launch_combine(self.stream, combine, *grid, self.params) }?;
         }
         Ok(())
     }
+}
+
+/// Launches the split-KV combine (`grid` CTAs of [`COMBINE_THREADS`]) under programmatic
+/// dependent launch after the forward that wrote its partials.
+///
+/// # Safety
+/// `params` must be the forward launch's, its workspace and outputs valid until the
+/// combine completes on `stream`.
+unsafe fn launch_combine(
+    stream: &Arc<CudaStream>,
+    combine: &CudaFunction,
+    grid: u32,
+    params: Params,
+) -> Result<(), AttentionError> {
+    // SAFETY: the combine takes fm_attn_params by value (the same struct); the pointers
+    // are this function's contract.
+    unsafe {
+        crate::launch::launch_struct(
+            stream,
+            combine,
+            crate::launch::StructLaunch {
+                grid: (grid, 1, 1),
+                threads: COMBINE_THREADS,
+                smem: 0,
+                dependent_launch: true,
+                cluster: 1,
+            },
+            params,
+        )
+    }
+    .map_err(driver("launching the split-KV combine"))
 }
 
 /// Compiles (once per configuration), loads and launches the attention kernels on one stream.
@@ -1083,23 +1100,9 @@ impl AttentionRunner {
         }
         .map_err(driver("launching the attention kernel"))?;
         if let Some(grid) = launch.combine_grid {
-            // SAFETY: the combine takes fm_attn_params by value (the same struct); it
-            // reads the caller's workspace and writes o and lse (this function's contract).
-            unsafe {
-                crate::launch::launch_struct(
-                    stream,
-                    &combine,
-                    crate::launch::StructLaunch {
-                        grid: (grid, 1, 1),
-                        threads: COMBINE_THREADS,
-                        smem: 0,
-                        dependent_launch: true,
-                        cluster: 1,
-                    },
-                    params,
-                )
-            }
-            .map_err(driver("launching the split-KV combine"))?;
+            // SAFETY: it reads the caller's workspace and writes o and lse (this
+            // function's contract).
+            unsafe { launch_combine(stream, &combine, grid, params) }?;
         }
         Ok(())
     }

@@ -200,7 +200,10 @@ impl DeviceTransposed {
             .zip(t.full_q_num_blocks())
             .map(|(&a, &b)| a.saturating_add(b))
             .collect();
-        let n_blocks = mask.shape().seqlen_k.div_ceil(mask.accumulator().block_n() as usize);
+        let n_blocks = mask
+            .shape()
+            .seqlen_k
+            .div_ceil(mask.accumulator().block_n() as usize);
         let order = tile_order(&counts, n_blocks);
         Ok(Some(Self {
             order: up(&order)?,
