@@ -401,3 +401,39 @@ fn masks_and_top_k_that_do_not_fit_are_exit_2_and_valid_ones_exit_3() {
         assert_eq!(code, 2, "{bad}: {text}");
     }
 }
+
+#[test]
+fn split_counts_the_forward_cannot_take_drop_its_rows_and_keep_the_decode_rows() {
+    // Decode takes up to 256 splits, the split-KV forward 128: the preset's forward rows
+    // are left out with a note, checked before any GPU is looked for.
+    let d = TempDir::new("decode-forward-rows");
+    let (code, text) = run(
+        &d.0,
+        &[
+            "bench",
+            "decode",
+            "--preset",
+            "writeup002",
+            "--splits",
+            "200",
+        ],
+    );
+    assert!(code == 3 || code == 0, "{text}");
+    assert!(
+        text.contains("no wgmma forward row: --splits 200"),
+        "{text}"
+    );
+    let (code, text) = run(
+        &d.0,
+        &[
+            "bench",
+            "decode",
+            "--preset",
+            "writeup002",
+            "--splits",
+            "12",
+        ],
+    );
+    assert!(code == 3 || code == 0, "{text}");
+    assert!(!text.contains("no wgmma forward row"), "{text}");
+}

@@ -309,6 +309,10 @@ fn bad_random_window_and_synthetic_mask_flags_exit_2_naming_the_flag() {
     refused_by_both(&dir, &[r[0], r[1], "--iters", "100000000"], &["--iters"]);
     refused_by_both(&dir, &[r[0], r[1], "--scale", "inf"], &["--scale"]);
     refused_by_both(&dir, &[r[0], r[1], "--stages", "9"], &["stages"]);
+    for splits in ["0", "129", "-1", "x"] {
+        let s = format!("--splits={splits}");
+        refused_by_both(&dir, &[r[0], r[1], &s], &["--splits"]);
+    }
     // Conflicting flags are refused, not silently ignored.
     refused_by_both(
         &dir,
