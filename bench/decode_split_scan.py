@@ -11,21 +11,15 @@ usage: python3 decode_split_scan.py --fragmask A [--fragmask B ...] [--fractions
 import argparse
 import json
 import os
-import subprocess
 import tempfile
 
 import numpy as np
 import torch
 
+from bench_common import run_checked as run
+
 H, N, D, BS, SQ = 12, 23296, 128, 64, 64
 NB = N // BS
-
-
-def run(cmd):
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if res.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stdout[-800:]}{res.stderr[-800:]}")
-    return res.stdout
 
 
 def main():

@@ -10,7 +10,6 @@ usage: python3 split_forward_check.py --fragmask PATH [--splits 1,16,22]
 """
 import argparse
 import os
-import subprocess
 import tempfile
 
 import numpy as np
@@ -18,15 +17,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from bench_common import run_checked as run
+
 H, N, D, BS, SQ = 12, 23296, 128, 64, 64
 NB = N // BS
-
-
-def run(cmd):
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if res.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stdout[-800:]}{res.stderr[-800:]}")
-    return res.stdout
 
 
 def main():

@@ -1219,14 +1219,19 @@ fn forward_rows(
     println!("| workload (wgmma forward, split-KV, [B, H, S, D]) | splits | sets | ms |");
     println!("|---|---|---|---|");
     for job in jobs {
-        for &splits in &job.splits {
-            let opts = AttentionOptions {
+        let opts: Vec<AttentionOptions> = job
+            .splits
+            .iter()
+            .map(|&splits| AttentionOptions {
                 splits,
                 ..AttentionOptions::default()
-            };
-            let (ms, sets, planned) =
-                time_forward_rotated(&runner, &job.shape, &job.mask, &opts, timing, rotate_bytes)
-                    .map_err(|e| e.to_string())?;
+            })
+            .collect();
+        let (timings, sets) =
+            time_forward_rotated(&runner, &job.shape, &job.mask, &opts, timing, rotate_bytes)
+                .map_err(|e| e.to_string())?;
+        for (&splits, t) in job.splits.iter().zip(timings) {
+            let (ms, planned) = (t.ms, t.splits);
             let label = match splits {
                 Some(n) => n.to_string(),
                 None => format!("{planned} (planner)"),

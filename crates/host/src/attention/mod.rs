@@ -481,9 +481,9 @@ pub struct PreparedLaunch<'a> {
     func: CudaFunction,
     /// Split-KV: the combine kernel and its grid.
     combine: Option<(CudaFunction, u32)>,
-    /// Split-KV: the partial o and lse, owned by the launch (allocated once in prepare).
-    #[allow(dead_code)]
-    workspace: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
+    /// Split-KV: the partial o and lse, owned by the launch (allocated once in prepare;
+    /// the kernels read them through `params`).
+    _workspace: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
     maps: [TensorMapArg; 3],
     params: Params,
     config: LaunchConfig,
@@ -598,7 +598,7 @@ impl AttentionRunner {
             return Ok(n);
         }
         let g = kernel.geometry();
-        let steps = match mask {
+        let steps = || match mask {
             Some(m) => splits::max_steps_of_mask(m, &g),
             None => {
                 (kernel.n_blocks(shape.seqlen_k as u32) as usize).div_ceil(g.step_blocks() as usize)
@@ -840,7 +840,7 @@ impl AttentionRunner {
             stream: &self.stream,
             func,
             combine: split.combine_grid.map(|grid| (combine_func, grid)),
-            workspace,
+            _workspace: workspace,
             maps,
             params: Params(params),
             config,

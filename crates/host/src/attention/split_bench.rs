@@ -12,17 +12,27 @@ use crate::timing::{time_on_stream, TimingConfig};
 /// Most input sets one timing rotates through.
 pub const MAX_SETS: usize = 64;
 
-/// Median time of one forward call of `shape` under `mask` with `opts`, ms, rotating
+/// One timed configuration of [`time_forward_rotated`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ForwardTiming {
+    /// Median time of one call, ms.
+    pub ms: f64,
+    /// The split count the call ran with (the planner's where the options left it open).
+    pub splits: u32,
+}
+
+/// Median time of one forward call of `shape` under `mask` for each of `opts`, rotating
 /// among input sets whose K and V add up to at least `rotate_bytes` (at most
-/// [`MAX_SETS`]); with the number of sets and the split count the call ran with.
+/// [`MAX_SETS`]; the inputs and the mask are uploaded once for every option); with the
+/// number of sets.
 pub fn time_forward_rotated(
     runner: &AttentionRunner,
     shape: &AttentionShape,
     mask: &PackedMask,
-    opts: &AttentionOptions,
+    opts: &[AttentionOptions],
     timing: TimingConfig,
     rotate_bytes: usize,
-) -> Result<(f64, usize, u32), AttentionError> {
+) -> Result<(Vec<ForwardTiming>, usize), AttentionError> {
     shape.validate()?;
     let elems = |s: [usize; 4]| {
         s.iter()
@@ -57,18 +67,24 @@ pub fn time_forward_rotated(
         inputs.push((q, k, v, runner.alloc_output(shape)?));
     }
     let m = Mask::Blocks(&device_mask);
-    let mut launches = Vec::with_capacity(sets);
-    for (q, k, v, out) in inputs.iter_mut() {
-        launches.push(runner.prepare(q, k, v, &m, opts, out)?);
-    }
-    let t = time_on_stream(s, timing, |_| {
-        for l in &launches {
-            l.launch()
-                .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+    let mut timings = Vec::with_capacity(opts.len());
+    for o in opts {
+        let mut launches = Vec::with_capacity(sets);
+        for (q, k, v, out) in inputs.iter_mut() {
+            launches.push(runner.prepare(q, k, v, &m, o, out)?);
         }
-        Ok(())
-    })
-    .map_err(AttentionError::Host)?;
-    let splits = launches.first().map_or(1, |l| l.splits);
-    Ok((t.median_ms / sets as f64, sets, splits))
+        let t = time_on_stream(s, timing, |_| {
+            for l in &launches {
+                l.launch()
+                    .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+            }
+            Ok(())
+        })
+        .map_err(AttentionError::Host)?;
+        timings.push(ForwardTiming {
+            ms: t.median_ms / sets as f64,
+            splits: launches.first().map_or(1, |l| l.splits),
+        });
+    }
+    Ok((timings, sets))
 }

@@ -11,12 +11,15 @@ use super::{AttentionError, AttentionShape};
 /// fill half the SMs (prefill), otherwise about one CTA per SM, and at least two steps
 /// per split. Measured on write-up 002's decode (12 row blocks; docs/PERF.md, "Split-KV
 /// forward"): 8 to 12 splits are within 2% of the best at 50% and 10% of the blocks.
-pub fn plan_splits(row_blocks: usize, max_steps: usize, sm_count: usize) -> u32 {
+///
+/// `max_steps` is asked for only when the row blocks leave room to split (a block mask's
+/// count reads every row of its lists).
+pub fn plan_splits(row_blocks: usize, max_steps: impl FnOnce() -> usize, sm_count: usize) -> u32 {
     if row_blocks == 0 || row_blocks.saturating_mul(2) > sm_count {
         return 1;
     }
     let by_sms = sm_count / row_blocks;
-    let by_steps = max_steps / 2;
+    let by_steps = max_steps() / 2;
     by_sms.min(by_steps).clamp(1, MAX_SPLITS as usize) as u32
 }
 
@@ -118,11 +121,11 @@ mod tests {
     #[test]
     fn write_up_002_decode_gets_about_one_cta_per_sm_and_prefill_none() {
         // 12 heads x one 64-row block; 91 steps (50% of 364 blocks, two per step) or 18.
-        assert_eq!(plan_splits(12, 91, 132), 11);
-        assert_eq!(plan_splits(12, 18, 132), 9);
+        assert_eq!(plan_splits(12, || 91, 132), 11);
+        assert_eq!(plan_splits(12, || 18, 132), 9);
         // Prefill: 16 heads x 128 row blocks.
-        assert_eq!(plan_splits(16 * 128, 64, 132), 1);
-        assert_eq!(plan_splits(0, 10, 132), 1);
+        assert_eq!(plan_splits(16 * 128, || 64, 132), 1);
+        assert_eq!(plan_splits(0, || 10, 132), 1);
     }
 
     proptest! {
@@ -132,7 +135,7 @@ mod tests {
         fn planned_splits_are_in_range_and_leave_two_steps_each(
             rows in 0usize..4096, steps in 0usize..100_000, sms in 1usize..1024,
         ) {
-            let n = plan_splits(rows, steps, sms) as usize;
+            let n = plan_splits(rows, || steps, sms) as usize;
             prop_assert!((1..=MAX_SPLITS as usize).contains(&n));
             if n > 1 {
                 prop_assert!(n * 2 <= steps);

@@ -543,14 +543,7 @@ $QK_PRODUCT
         // When every score of the warp's tile is visible, scale only.
         const bool all_visible = __all_sync(0xffffffffu, (row_bits[0] & row_bits[1]) == 0xffffu && key0 >= lo_all && key0 + $TILE_KEYS <= hi_all);
         if (all_visible) {
-            #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    s[nt][c] *= p.scale_log2;
-                    row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
-                }
-            }
+            fm_scale_max(s, p.scale_log2, row_max);
         } else {
         #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
@@ -612,15 +605,8 @@ $QK_PRODUCT_PAIR
                 (row_bits[0] & row_bits[1] & row_bits1[0] & row_bits1[1]) == 0xffffu
                 && min(key0, key0_1) >= lo_all && max(key0, key0_1) + $TILE_KEYS <= hi_all);
             if (all_visible) {
-                #pragma unroll
-                for (int nt = 0; nt < 2; ++nt) {
-                    #pragma unroll
-                    for (int c = 0; c < 4; ++c) {
-                        s[nt][c] *= p.scale_log2;
-                        s1[nt][c] *= p.scale_log2;
-                        row_max[c / 2] = fmaxf(row_max[c / 2], fmaxf(s[nt][c], s1[nt][c]));
-                    }
-                }
+                fm_scale_max(s, p.scale_log2, row_max);
+                fm_scale_max(s1, p.scale_log2, row_max);
             } else {
             #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
@@ -682,6 +668,18 @@ __device__ __forceinline__ void fm_mma_16816(float (&c)[4], unsigned a0, unsigne
 }
 // Two floats as one register of two 16-bit values, `lo` in bits 0..15 (cvt packs its
 // first source into the upper half, PTX ISA 9.7.9.21).
+// A warp tile whose scores are all visible: scale them (base 2) and fold them into the
+// row maxima of the lane's two rows (c-value c of n-tile nt is row c / 2, SM80_C_LAYOUT).
+__device__ __forceinline__ void fm_scale_max(float (&s)[2][4], float scale, float (&row_max)[2]) {
+    #pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            s[nt][c] *= scale;
+            row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
+        }
+    }
+}
 __device__ __forceinline__ unsigned fm_pack2(float lo, float hi) {
     unsigned r;
     asm("cvt.rn.$MMA_TYPEx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
