@@ -1,0 +1,165 @@
+//! Writes the generated CUDA source and the SASS of every kernel variant the test
+//! sweeps compile (forward, backward, decode, lightning) into a folder, one
+//! `<label>.sass` each, so that a refactor of the generators can be checked to leave
+//! the machine code unchanged: `diff -r before/ after/` (docs/codegen.md).
+//! Needs NVRTC and cuobjdump (scripts/install-cuda-toolchain.sh), no GPU.
+//!
+//! `cargo run --release --example kernel_fingerprints -- OUT_DIR`
+
+use std::path::Path;
+use std::process::Command;
+
+use fragmask::host::attention::backward::compile_backward;
+use fragmask::host::attention::compile::compile_kernel;
+use fragmask::host::nvrtc::{Arch, CompileOptions, Compiler};
+use fragmask::host::toolchain::find_tool;
+use fragmask::kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
+use fragmask::kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
+
+fn sass_of(cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
+    let label = label.replace(['/', ' ', '{', '}', ',', ':'], "_");
+    let cubin_path = dir.join(format!("{label}.cubin"));
+    std::fs::write(&cubin_path, cubin).map_err(|e| e.to_string())?;
+    let tool = find_tool("cuobjdump").map_err(|e| e.to_string())?;
+    let out = Command::new(tool)
+        .arg("-sass")
+        .arg(&cubin_path)
+        .output()
+        .map_err(|e| e.to_string())?;
+    std::fs::remove_file(&cubin_path).map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    // The file name cuobjdump prints is the only line that varies between runs.
+    let text: String = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains(".cubin"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.join(format!("{label}.sass")), text).map_err(|e| e.to_string())
+}
+
+fn forward_kernels() -> Vec<AttentionKernel> {
+    let mut kernels = Vec::new();
+    for g in Geometry::SUPPORTED {
+        for d in [64, 128, 256] {
+            if !g.supports_head_dim(d) {
+                continue;
+            }
+            for mode in [MaskMode::Window, MaskMode::Blocks] {
+                let default = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
+                if g != Geometry::TILE_128X128 {
+                    kernels.push(default);
+                    continue;
+                }
+                for (overlap, pingpong) in
+                    [(false, false), (false, true), (true, false), (true, true)]
+                {
+                    if overlap && !g.overlap_fits(d) {
+                        continue;
+                    }
+                    kernels.push(
+                        AttentionKernel::new(g, d, mode, default.stages(), overlap)
+                            .unwrap()
+                            .with_pingpong(pingpong)
+                            .unwrap(),
+                    );
+                }
+            }
+        }
+    }
+    for d in [64, 128, 256] {
+        for mode in [MaskMode::Window, MaskMode::Blocks] {
+            let k = AttentionKernel::default_for(d, mode).unwrap();
+            kernels.push(k.with_dtype(ActDtype::F16).unwrap());
+        }
+    }
+    kernels
+}
+
+fn main() -> Result<(), String> {
+    let dir = std::env::args()
+        .nth(1)
+        .ok_or("usage: kernel_fingerprints OUT_DIR")?;
+    let dir = Path::new(&dir);
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let mut n = 0;
+    for k in forward_kernels() {
+        let label = format!("fwd-{k:?}").replace([' ', '{', '}', ',', ':'], "_");
+        let c = compile_kernel(&k).map_err(|e| format!("{label}: {e}"))?;
+        sass_of(&c.cubin, dir, &label)?;
+        n += 1;
+    }
+    for d in [64, 128, 256] {
+        for mask in [
+            BackwardMask::Window,
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128,
+            },
+            BackwardMask::Blocks {
+                block_m: 64,
+                block_n: 64,
+            },
+        ] {
+            for (det, dtype, reduce) in [
+                (false, ActDtype::Bf16, DqReduce::Bulk),
+                (true, ActDtype::Bf16, DqReduce::Bulk),
+                (false, ActDtype::F16, DqReduce::Bulk),
+                (false, ActDtype::Bf16, DqReduce::Atomics),
+            ] {
+                let Ok(k) = BackwardKernel::default_for(d, mask) else {
+                    continue;
+                };
+                let k = k
+                    .with_dtype(dtype)
+                    .map_err(|e| e.to_string())?
+                    .with_deterministic(det)
+                    .with_dq_reduce(reduce);
+                let c = compile_backward(&k).map_err(|e| format!("{}: {e}", k.label()))?;
+                sass_of(&c.cubin, dir, &format!("bwd-{}", k.label()))?;
+                n += 1;
+            }
+        }
+    }
+    let compiler = Compiler::uncached();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, case) in fragmask::host::decode::check::sweep_cases()
+        .iter()
+        .enumerate()
+    {
+        use fragmask::host::decode::DecodePlan;
+        let plan = match case.packed_mask(i as u64).map_err(|e| e.to_string())? {
+            Some(mask) => DecodePlan::for_mask(case.shape, &mask, 132, case.splits),
+            None => DecodePlan::new(case.shape, case.shape.cache.capacity(), 132, case.splits),
+        }
+        .map_err(|e| format!("{}: {e}", case.label))?;
+        let label = format!("dec-{:?}", plan.config).replace([' ', '{', '}', ',', ':'], "_");
+        if !seen.insert(label.clone()) {
+            continue;
+        }
+        let src =
+            fragmask::kernels::decode::source::source(plan.config).map_err(|e| e.to_string())?;
+        let cubin = compiler
+            .compile_cubin(&src, &CompileOptions::new(Arch::sm90a()))
+            .map_err(|e| format!("{label}: {e}"))?;
+        sass_of(&cubin.bytes, dir, &label)?;
+        n += 1;
+    }
+    for (dk, dv) in [(96, 96), (64, 64), (128, 128), (256, 256)] {
+        for dtype in [ActDtype::Bf16, ActDtype::F16] {
+            for c in fragmask::kernels::lightning::LightningConfig::candidates(dk, dv, dtype) {
+                let label = format!("lin-{c:?}").replace([' ', '{', '}', ',', ':'], "_");
+                let src =
+                    fragmask::kernels::lightning::source::source(c).map_err(|e| e.to_string())?;
+                let cubin = compiler
+                    .compile_cubin(&src, &CompileOptions::new(Arch::sm90a()))
+                    .map_err(|e| format!("{label}: {e}"))?;
+                sass_of(&cubin.bytes, dir, &label)?;
+                n += 1;
+            }
+        }
+    }
+    println!("{n} kernels written to {}", dir.display());
+    Ok(())
+}
