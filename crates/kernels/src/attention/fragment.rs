@@ -19,6 +19,8 @@ use std::fmt::Write as _;
 use fragmask_gmma_frag::WgmmaAccumulator;
 use fragmask_layout::Layout;
 
+use super::ConfigError;
+
 /// Rows of the wgmma accumulator atom (the `M` of m64nNk16).
 pub const ATOM_ROWS: u32 = 64;
 /// Threads of one warpgroup.
@@ -279,6 +281,35 @@ fn expr(terms: &[Term], var: &str, cols: bool) -> String {
         "0".to_string()
     } else {
         format!("({})", parts.join(" + "))
+    }
+}
+
+/// Checks of the layout that the epilogues rely on, as kernel configuration errors.
+impl FragmentMap {
+    /// The epilogues store value pairs `(i, i+1)` as one 16-bit x2 register: they must be
+    /// adjacent columns of the same row. Checked on the layout.
+    pub fn check_adjacent_pairs(&self) -> Result<(), ConfigError> {
+        for i in (0..self.values()).step_by(2) {
+            if self.value_row(i) != self.value_row(i + 1)
+                || self.value_col(i) + 1 != self.value_col(i + 1)
+            {
+                return Err(ConfigError::Layout(format!(
+                    "values {i} and {} are not adjacent columns of one row",
+                    i + 1
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Row distance between a thread's two row slots (8 for wgmma).
+    pub fn row_slot_stride(&self) -> Result<u32, ConfigError> {
+        match self.row_slots().as_slice() {
+            [0, s] => Ok(*s),
+            other => Err(ConfigError::Layout(format!(
+                "expected two row slots, got {other:?}"
+            ))),
+        }
     }
 }
 

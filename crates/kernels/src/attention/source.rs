@@ -16,6 +16,7 @@ use super::{
 };
 use crate::cuda::PRELUDE;
 use crate::family::combine::{self, CombineSpec};
+use crate::family::ptx;
 use crate::family::template::fill;
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
@@ -25,7 +26,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     let s_map = FragmentMap::new(g.step_n()).map_err(|e| ConfigError::Layout(e.0))?;
     check_slots(&s_map, &g)?;
     let o_map = FragmentMap::new(d).map_err(|e| ConfigError::Layout(e.0))?;
-    check_pairs(&o_map)?;
+    o_map.check_adjacent_pairs()?;
     let quad = quad_shuffle_masks(&s_map)?;
 
     let mut src = String::with_capacity(48 * 1024);
@@ -98,7 +99,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("VALUE_COL_S", s_map.value_col_expr("i")),
         ("VALUE_ROW_O", o_map.value_row_expr("i")),
         ("VALUE_COL_O", o_map.value_col_expr("i")),
-        ("ROW_SLOT_STRIDE", row_slot_stride(&s_map)?.to_string()),
+        ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
         ("QUAD_XOR_0", quad[0].to_string()),
         ("QUAD_XOR_1", quad[1].to_string()),
         ("QUAD_LEADER", quad_leader_expr(&s_map)),
@@ -108,15 +109,18 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("KV_TILE_BYTES", ops.k.tile_bytes().to_string()),
         ("Q_WG_STRIDE", ops.q_warpgroup_stride(&g)?.to_string()),
         ("GEMMS", gemms(&ops, &g, d)?),
-        ("WGMMA_SS", wgmma_ss(g.step_n(), ptx_type(k))),
-        ("WGMMA_RS", wgmma_rs(d, ptx_type(k))),
+        ("WGMMA_SS", ptx::wgmma_ss(g.step_n(), ptx_type(k))),
+        ("WGMMA_RS", ptx::wgmma_rs(d, ptx_type(k))),
+        ("MATH", ptx::MATH.to_string()),
+        ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
+        ("ACT2", ptx::act2(ptx_type(k))),
         ("ACT", ptx_type(k).to_string()),
         ("SCHEDULE", schedule(k.mask()).to_string()),
         ("MASK_BITS", mask_bits(k.mask(), &g)),
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
         ("MAINLOOP", mainloop(k.overlap(), k.pingpong(), k.mask())?),
         ("KERNEL", KERNEL_NAME.to_string()),
-        ("PTX_HELPERS", PTX_HELPERS.to_string()),
+        ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
     ];
     match k.mask() {
         // Only the window schedule and mask compare against "unbounded".
@@ -243,31 +247,6 @@ fn check_slots(s_map: &FragmentMap, g: &Geometry) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The O epilogue stores value pairs `(i, i+1)` as one bf16x2: they must be
-/// adjacent columns of the same row. Checked on the layout.
-pub(super) fn check_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
-    for i in (0..map.values()).step_by(2) {
-        if map.value_row(i) != map.value_row(i + 1) || map.value_col(i) + 1 != map.value_col(i + 1)
-        {
-            return Err(ConfigError::Layout(format!(
-                "values {i} and {} are not adjacent columns of one row",
-                i + 1
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Row distance between a thread's row slots (8 for wgmma).
-pub(super) fn row_slot_stride(map: &FragmentMap) -> Result<u32, ConfigError> {
-    match map.row_slots().as_slice() {
-        [0, s] => Ok(*s),
-        other => Err(ConfigError::Layout(format!(
-            "expected two row slots, got {other:?}"
-        ))),
-    }
-}
-
 /// Lanes that share a row differ only in the column leaf of the thread mode with
 /// prefix 1 (`4:128`, the quad lane): the shuffle partners are its bits.
 fn quad_shuffle_masks(map: &FragmentMap) -> Result<[u32; 2], ConfigError> {
@@ -294,107 +273,6 @@ fn ptx_type(k: &AttentionKernel) -> &'static str {
     match k.dtype() {
         ActDtype::F16 => "f16",
         _ => "bf16",
-    }
-}
-
-/// `fm_wgmma_m64n{n}k16_ss`: D (+)= A(smem) * B(smem), both K-major.
-fn wgmma_ss(n: u32, ty: &str) -> String {
-    wgmma_ss_trans(n, ty, false, false)
-}
-
-/// The name of [`wgmma_ss_trans`]'s function: `fm_wgmma_m64n{n}k16_ss`, with `_ta`/`_tb`
-/// where A or B is MN-major.
-pub(super) fn wgmma_ss_name(n: u32, trans_a: bool, trans_b: bool) -> String {
-    format!(
-        "fm_wgmma_m64n{n}k16_ss{}{}",
-        if trans_a { "_ta" } else { "" },
-        if trans_b { "_tb" } else { "" }
-    )
-}
-
-/// D (+)= A(smem) * B(smem); `trans_a` / `trans_b` read that operand MN-major
-/// (imm-trans 1, 16-bit types only).
-pub(super) fn wgmma_ss_trans(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> String {
-    let regs = n / 2;
-    let name = wgmma_ss_name(n, trans_a, trans_b);
-    let (ta, tb) = (u32::from(trans_a), u32::from(trans_b));
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "// D[64x{n}] (+)= A[64x16] * B[16x{n}], A and B from shared memory (imm-trans-a {ta}, imm-trans-b {tb}).\n\
-         // scale_d = 0 overwrites D. PTX ISA 9.7.15.5 wgmma.mma_async.\n\
-         __device__ __forceinline__ void {name}(float (&d)[{regs}], unsigned long long desc_a,\n\
-         \x20                                                    unsigned long long desc_b, int scale_d) {{\n\
-         \x20   asm volatile(\n\
-         \x20       \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n\"\n\
-         \x20       \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \"",
-        sd = regs + 2
-    );
-    push_reg_list(&mut s, regs);
-    let _ = writeln!(
-        s,
-        "        \" %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"",
-        a = regs,
-        b = regs + 1
-    );
-    push_operands(&mut s, regs);
-    s.push_str("\n        : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));\n}\n");
-    s
-}
-
-/// `fm_wgmma_m64n{n}k16_rs`: D += A(registers) * B(smem), B MN-major (imm-trans-b 1).
-pub(super) fn wgmma_rs(n: u32, ty: &str) -> String {
-    let regs = n / 2;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "// D[64x{n}] += A[64x16] * B[16x{n}], A from registers (four {ty}x2 per thread),\n\
-         // B from shared memory MN-major (imm-trans-b = 1). PTX ISA 9.7.15.5 wgmma.mma_async.\n\
-         __device__ __forceinline__ void fm_wgmma_m64n{n}k16_rs(float (&d)[{regs}], unsigned a0, unsigned a1,\n\
-         \x20                                                    unsigned a2, unsigned a3, unsigned long long desc_b) {{\n\
-         \x20   asm volatile(\n\
-         \x20       \"{{\\n\"\n\
-         \x20       \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \""
-    );
-    push_reg_list(&mut s, regs);
-    let _ = writeln!(
-        s,
-        "        \" {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{b}, 1, 1, 1, 1;\\n}}\\n\"",
-        a0 = regs,
-        a1 = regs + 1,
-        a2 = regs + 2,
-        a3 = regs + 3,
-        b = regs + 4
-    );
-    push_operands(&mut s, regs);
-    s.push_str("\n        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc_b));\n}\n");
-    s
-}
-
-fn push_reg_list(s: &mut String, regs: u32) {
-    s.push_str("\n        \"{");
-    for i in 0..regs {
-        if i > 0 {
-            s.push_str(", ");
-            if i % 16 == 0 {
-                s.push_str("\"\n        \"");
-            }
-        }
-        let _ = write!(s, "%{i}");
-    }
-    s.push_str("},\"\n");
-}
-
-fn push_operands(s: &mut String, regs: u32) {
-    s.push_str("        : ");
-    for i in 0..regs {
-        if i > 0 {
-            s.push_str(", ");
-            if i % 8 == 0 {
-                s.push_str("\n          ");
-            }
-        }
-        let _ = write!(s, "\"+f\"(d[{i}])");
     }
 }
 
@@ -520,11 +398,11 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, Con
     // nobody waits for (warpgroup 0's 2N syncs take its initial arrival and 2N - 1 others).
     let (init, sync, arrive, arrive_last, arrive_pv) = if pingpong {
         (
-            "if (wg == 1) fm_named_arrive(1);   // ping-pong: consumer warpgroup 0 issues first",
-            "fm_named_sync(1 + wg);             // ping-pong: my turn to issue GEMMs",
-            "fm_named_arrive(2 - wg);           // ping-pong: the other warpgroup's turn",
-            "if (wg == 0) fm_named_arrive(2);   // ping-pong: balance warpgroup 1's initial arrival",
-            "if (wg == 0 || kk + 1 < sched.num_tiles) fm_named_arrive(2 - wg);   // ping-pong: the other's turn",
+            "if (wg == 1) fm_named_arrive<FM_PINGPONG_THREADS>(1);   // ping-pong: consumer warpgroup 0 issues first",
+            "fm_named_sync<FM_PINGPONG_THREADS>(1 + wg);             // ping-pong: my turn to issue GEMMs",
+            "fm_named_arrive<FM_PINGPONG_THREADS>(2 - wg);           // ping-pong: the other warpgroup's turn",
+            "if (wg == 0) fm_named_arrive<FM_PINGPONG_THREADS>(2);   // ping-pong: balance warpgroup 1's initial arrival",
+            "if (wg == 0 || kk + 1 < sched.num_tiles) fm_named_arrive<FM_PINGPONG_THREADS>(2 - wg);   // ping-pong: the other's turn",
         )
     } else {
         ("", "", "", "", "")
@@ -853,18 +731,9 @@ $PTX_HELPERS
 
 $WGMMA_SS
 $WGMMA_RS
-__device__ __forceinline__ float fm_exp2(float x) {
-    float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
-}
-__device__ __forceinline__ float fm_log2(float x) {
-    float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
-}
-// $ACTx2 of two floats, `lo` in bits 0-15 (cvt.rn.$ACTx2.f32 d, a, b puts a in the upper half;
-// PTX ISA 9.7.9.21).
-__device__ __forceinline__ unsigned fm_act2(float lo, float hi) {
-    unsigned r; asm("cvt.rn.$ACTx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
-}
-
+$MATH
+$NAMED_BARRIERS
+$ACT2
 $SCHEDULE
 $MASK_BITS
 $MASK_APPLY
@@ -942,8 +811,7 @@ __device__ __forceinline__ void fm_pin_before_wait(unsigned scratch, float value
 }
 
 // Named barriers 1 and 2 ($MASK_THREADS threads, the consumer warpgroups: one syncs, the other arrives).
-__device__ __forceinline__ void fm_named_sync(int id) { asm volatile("bar.sync %0, $MASK_THREADS;" :: "r"(id) : "memory"); }
-__device__ __forceinline__ void fm_named_arrive(int id) { asm volatile("bar.arrive %0, $MASK_THREADS;" :: "r"(id) : "memory"); }
+#define FM_PINGPONG_THREADS $MASK_THREADS
 
 __device__ __forceinline__ void fm_consumer_release(unsigned bar) {
     __syncwarp();
@@ -1119,56 +987,5 @@ $MAINLOOP
             }
         }
     }
-}
-"#;
-
-/// The PTX helpers of the family's TMA + wgmma kernels (mbarrier, TMA tile loads, wgmma
-/// fences and descriptors), shared by the forward and the backward templates.
-pub(super) const PTX_HELPERS: &str = r#"// ---- PTX helpers: mbarrier, TMA, wgmma (PTX ISA 9.7.12.15 mbarrier, 9.7.9.25 cp.async.bulk.tensor, 9.7.15 wgmma) ----
-__device__ __forceinline__ void fm_mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void fm_mbar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void fm_mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-// Blocks until the phase with parity `parity` of the barrier has completed.
-__device__ __forceinline__ void fm_mbar_wait(unsigned bar, unsigned parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "FM_WAIT_LOOP:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra FM_WAIT_LOOP;\n"
-        "}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-// 4-D tiled TMA load (coordinates innermost first: d, row, head, batch) completing on `bar`.
-__device__ __forceinline__ void fm_tma_load_4d(unsigned dst, const fm_tensor_map* map, unsigned bar,
-                                               int c0, int c1, int c2, int c3) {
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%3, %4, %5, %6}], [%2];"
-        :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
-}
-__device__ __forceinline__ void fm_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void fm_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void fm_wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
-}
-template <int N> __device__ __forceinline__ void fm_fence_array(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
-}
-template <int N> __device__ __forceinline__ void fm_fence_array(unsigned (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
-}
-
-// wgmma shared-memory descriptor (PTX ISA 9.7.15.5.1 "Matrix Descriptor Format"): the constant
-// bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in bits 0-13.
-__device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned long long bits) {
-    return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4);
 }
 "#;

@@ -34,6 +34,7 @@ use super::operands::{
 };
 use crate::family::combine::{self, CombineSpec};
 use crate::family::dtype::ActDtype;
+use crate::family::ptx;
 use crate::family::template::fill;
 
 /// The split kernel's entry point.
@@ -187,6 +188,8 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("ABI", DecodeParams::ABI.cuda()),
         ("COMBINE_HELPERS", combine::HELPERS.to_string()),
         ("MMA_TYPE", mma_type(config.dtype).to_string()),
+        ("ACT2", ptx::act2(mma_type(config.dtype))),
+        ("MATH", ptx::MATH.to_string()),
         ("THREADS", config.threads().to_string()),
         ("WARPS", config.warps.to_string()),
         ("MIN_CTAS", config.ctas_per_sm().to_string()),
@@ -233,13 +236,7 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ),
         (
             "PV_PRODUCT_1",
-            pv_product(config)
-                .replace("s[", "s1[")
-                .replace("v_tile", "v_tile1")
-                .replace("pa0", "pb0")
-                .replace("pa1", "pb1")
-                .replace("pa2", "pb2")
-                .replace("pa3", "pb3"),
+            pv_product_for(config, "s1", "v_tile1", "pb"),
         ),
         ("SHARED", u32::from(config.shared_kv).to_string()),
         (
@@ -411,6 +408,12 @@ fn qk_product_for(config: DecodeConfig, targets: &[(&str, &str)]) -> String {
 /// from one 16-byte chunk of each of the rows 2q, 2q+1, 2q+8, 2q+9 (v_row) per 64
 /// columns; element t of the chunks feeds n-tile 8g + t (o_columns).
 fn pv_product(config: DecodeConfig) -> String {
+    pv_product_for(config, "s", "v_tile", "pa")
+}
+
+/// [`pv_product`] with named operands: the scores `scores`, the V tile `v_tile`, and the
+/// A registers `{p_regs}0..3` it declares (the paired tile body runs it twice).
+fn pv_product_for(config: DecodeConfig, scores: &str, v_tile: &str, p_regs: &str) -> String {
     let c = config.chunks_per_row();
     let mut s = String::from(
         "        // P as the A operand: register i packs S's (tile i/2: c 2(i%2), 2(i%2)+1) (p_source)\n",
@@ -419,7 +422,7 @@ fn pv_product(config: DecodeConfig) -> String {
         let (tile, c0) = p_source(reg);
         let _ = writeln!(
             s,
-            "        const unsigned pa{reg} = fm_pack2(s[{tile}][{c0}], s[{tile}][{c1}]);",
+            "        const unsigned {p_regs}{reg} = fm_act2({scores}[{tile}][{c0}], {scores}[{tile}][{c1}]);",
             c1 = c0 + 1
         );
     }
@@ -435,7 +438,7 @@ fn pv_product(config: DecodeConfig) -> String {
                 let name = format!("v{row}");
                 let _ = writeln!(
                     s,
-                    "            const uint4 {name} = fm_lds128(v_tile + fm_swizzle_v(v_lane + {off}u) * 16u);  // row 2q + {row}",
+                    "            const uint4 {name} = fm_lds128({v_tile} + fm_swizzle_v(v_lane + {off}u) * 16u);  // row 2q + {row}",
                     off = row * c + 8 * g
                 );
                 names.push(name);
@@ -446,7 +449,7 @@ fn pv_product(config: DecodeConfig) -> String {
             let sel = if t % 2 == 0 { "0x5410u" } else { "0x7632u" };
             let _ = writeln!(
                 s,
-                "            fm_mma_16816(o[{nt}], pa0, pa1, pa2, pa3, __byte_perm({a}.{word}, {b}.{word}, {sel}), __byte_perm({c2}.{word}, {d2}.{word}, {sel}));",
+                "            fm_mma_16816(o[{nt}], {p_regs}0, {p_regs}1, {p_regs}2, {p_regs}3, __byte_perm({a}.{word}, {b}.{word}, {sel}), __byte_perm({c2}.{word}, {d2}.{word}, {sel}));",
                 nt = 8 * g + t,
                 a = names[0],
                 b = names[1],
@@ -666,8 +669,6 @@ __device__ __forceinline__ void fm_mma_16816(float (&c)[4], unsigned a0, unsigne
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-// Two floats as one register of two 16-bit values, `lo` in bits 0..15 (cvt packs its
-// first source into the upper half, PTX ISA 9.7.9.21).
 // A warp tile whose scores are all visible: scale them (base 2) and fold them into the
 // row maxima of the lane's two rows (c-value c of n-tile nt is row c / 2, SM80_C_LAYOUT).
 __device__ __forceinline__ void fm_scale_max(float (&s)[2][4], float scale, float (&row_max)[2]) {
@@ -680,20 +681,12 @@ __device__ __forceinline__ void fm_scale_max(float (&s)[2][4], float scale, floa
         }
     }
 }
-__device__ __forceinline__ unsigned fm_pack2(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.$MMA_TYPEx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
+$ACT2
 // Four floats to four activations at dst (8 bytes).
 __device__ __forceinline__ void fm_store4(fm_act* dst, float4 v) {
-    *reinterpret_cast<uint2*>(dst) = make_uint2(fm_pack2(v.x, v.y), fm_pack2(v.z, v.w));
+    *reinterpret_cast<uint2*>(dst) = make_uint2(fm_act2(v.x, v.y), fm_act2(v.z, v.w));
 }
-__device__ __forceinline__ float fm_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
+$MATH
 __device__ __forceinline__ unsigned fm_smem_addr(const void* ptr) {
     unsigned addr;
     asm("{ .reg .u64 a64; cvta.to.shared.u64 a64, %1; cvt.u32.u64 %0, a64; }" : "=r"(addr) : "l"(ptr));

@@ -6,9 +6,11 @@
 //!   with the offsets checked on both sides.
 //! - [`combine`]: the LSE merge of partial results (split-KV decode's combine).
 //! - [`dtype`]: the element types of activations, and their load/store helpers.
+//! - [`ptx`]: PTX helpers (mbarrier, TMA, wgmma, named barriers, exp2/log2), defined once.
 //! - [`template`]: the checked `$NAME` placeholder pass of text templates.
 
 pub mod abi;
 pub mod combine;
 pub mod dtype;
+pub mod ptx;
 pub mod template;

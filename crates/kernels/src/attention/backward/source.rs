@@ -8,9 +8,6 @@ use fragmask_gmma_frag::TiledAccumulator;
 
 use super::super::fragment::FragmentMap;
 use super::super::smem::OperandTile;
-use super::super::source::{
-    check_pairs, row_slot_stride, wgmma_rs, wgmma_ss_name, wgmma_ss_trans, PTX_HELPERS,
-};
 use super::super::{ActDtype, ConfigError, PRODUCER_REGS, WINDOW_INFINITE};
 use super::config::CONSUMER_REGS;
 use super::template::{POST_FRAGMENT, POST_ROWS, SCHEDULE_BLOCKS, SCHEDULE_WINDOW, TEMPLATE};
@@ -19,6 +16,7 @@ use super::{
     POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, STEP_M,
 };
 use crate::cuda::PRELUDE;
+use crate::family::ptx::{self, wgmma_rs, wgmma_ss_name, wgmma_ss_trans};
 use crate::family::template::fill;
 
 fn layout_err(e: impl core::fmt::Display) -> ConfigError {
@@ -100,8 +98,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     // Sᵀ, dPᵀ and a dQ chunk: m64n64 accumulators; dK and dV: m64n{dkv}.
     let st = FragmentMap::new(STEP_M).map_err(|e| ConfigError::Layout(e.0))?;
     let dkv_map = FragmentMap::new(dkv).map_err(|e| ConfigError::Layout(e.0))?;
-    check_pairs(&st)?;
-    check_pairs(&dkv_map)?;
+    st.check_adjacent_pairs()?;
+    dkv_map.check_adjacent_pairs()?;
     check_even_pairs(&st)?;
     let tiles = Tiles::new(k)?;
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
@@ -156,7 +154,10 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("KV_TILE_BYTES", tiles.kv.tile_bytes().to_string()),
         ("DS_BYTES", tiles.ds.tile_bytes().to_string()),
         ("PARAMS_STRUCT", BackwardParams::ABI.cuda()),
-        ("PTX_HELPERS", PTX_HELPERS.to_string()),
+        ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
+        ("MATH", ptx::MATH.to_string()),
+        ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
+        ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
         ("ACT_TO_F32", act_to_f32.to_string()),
         ("ROWS_PER_BLOCK", ROWS_PER_BLOCK.to_string()),
@@ -213,7 +214,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     match k.mask() {
         BackwardMask::Window => {
             values.push(("VALUE_ROW_SLOT_ST", st.value_row_slot_expr("i")));
-            values.push(("ROW_SLOT_STRIDE", row_slot_stride(&st)?.to_string()));
+            values.push(("ROW_SLOT_STRIDE", st.row_slot_stride()?.to_string()));
             values.push(("SCHEDULE", SCHEDULE_WINDOW.to_string()));
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push((
@@ -283,7 +284,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                     const unsigned buf = smem_dqs + (unsigned)(wg * FM_DQ_BUFS + use % FM_DQ_BUFS) * $DQ_CHUNK_BYTESu;
                     if (use >= FM_DQ_BUFS) {   // buffer reused within the step: wait for its previous bulk read
                         if (lt == 0) fm_bulk_wait_read0();
-                        fm_named_sync(3 + wg, 128);
+                        fm_named_sync<128>(3 + wg);
                     }
 #pragma unroll
                     for (int j = 0; j < $ST_VALUES / 2; ++j) {
@@ -292,7 +293,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                                      "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
                     }
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> bulk copy reads
-                    fm_named_sync(3 + wg, 128);
+                    fm_named_sync<128>(3 + wg);
                     if (lt == 0) fm_bulk_reduce_add(dq_step + (long long)(col0 / 64) * (FM_STEP_M * 64), buf, $DQ_CHUNK_BYTESu);"#
                     .to_string(),
             ));

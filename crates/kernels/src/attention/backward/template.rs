@@ -217,20 +217,15 @@ __device__ __forceinline__ void fm_bulk_wait0() { asm volatile("cp.async.bulk.wa
 __device__ __forceinline__ int fm_ld_acquire(const int* p) {
     int v; asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
 }
-__device__ __forceinline__ float fm_exp2(float x) {
-    float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
-}
-// $ACTx2 of two floats, `lo` in bits 0-15 (cvt.rn.$ACTx2.f32 d, a, b puts a in the upper half; PTX ISA 9.7.9.21).
-__device__ __forceinline__ unsigned fm_act2(float lo, float hi) {
-    unsigned r; asm("cvt.rn.$ACTx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
-}
+$MATH
+$ACT2
 __device__ __forceinline__ float fm_act_to_f32(unsigned short h) {
 $ACT_TO_F32
 }
 // 128-byte swizzle of a byte offset inside a 1024-byte-aligned tile (gmma-frag SmemSwizzle::B128, Sw<3,4,3>
 // on bytes; checked against the dS layout by the generator).
 __device__ __forceinline__ unsigned fm_sw128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
-__device__ __forceinline__ void fm_named_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory"); }
+$NAMED_BARRIERS
 // Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
 // through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
 // (acquire) refills the stage. One arrival per warp after __syncwarp would leave lanes 1-31's reads unreleased
@@ -472,7 +467,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 }
 #endif
                 $DQ_BEFORE_SYNC
-                fm_named_sync(1, 128 * FM_WG);   // every warpgroup's dS is in shared memory
+                fm_named_sync<128 * FM_WG>(1);   // every warpgroup's dS is in shared memory
                 $DQ_ROWS
                 for (int c = wg; c < FM_DKV / 64; c += FM_WG) {
                     const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
@@ -491,7 +486,7 @@ $DQ_STORE
 #if FM_DETERMINISTIC
                 $DQ_DRAIN
                 __threadfence();
-                fm_named_sync(2, 128 * FM_WG);   // every reduction of this CTA is issued and fenced
+                fm_named_sync<128 * FM_WG>(2);   // every reduction of this CTA is issued and fenced
                 if (ct == 0) atomicAdd(p.sem + sem_index, 1);
 #endif
             }

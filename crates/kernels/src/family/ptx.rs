@@ -1,0 +1,197 @@
+//! PTX helpers of the family, defined once and used by every kernel that needs them
+//! (docs/architecture.md §3, "PTX helpers"): mbarriers, TMA tile loads, wgmma fences,
+//! descriptors and calls, named barriers, and the fast exp2/log2. Each constant or
+//! emitter is pasted into a kernel's source at most once; unused `__forceinline__`
+//! functions cost nothing in the compiled kernel.
+
+use std::fmt::Write as _;
+
+/// mbarrier (PTX ISA 9.7.12.15), TMA tile loads (9.7.9.25 cp.async.bulk.tensor), wgmma
+/// fences and the shared-memory descriptor (9.7.15): the helpers of the TMA + wgmma
+/// kernels (the forward and the backward). Needs `fm_tensor_map` declared first.
+pub const TMA_WGMMA: &str = r#"// ---- PTX helpers: mbarrier, TMA, wgmma (PTX ISA 9.7.12.15 mbarrier, 9.7.9.25 cp.async.bulk.tensor, 9.7.15 wgmma) ----
+__device__ __forceinline__ void fm_mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fm_mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void fm_mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+// Blocks until the phase with parity `parity` of the barrier has completed.
+__device__ __forceinline__ void fm_mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "FM_WAIT_LOOP:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra FM_WAIT_LOOP;\n"
+        "}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+// 4-D tiled TMA load (coordinates innermost first: d, row, head, batch) completing on `bar`.
+__device__ __forceinline__ void fm_tma_load_4d(unsigned dst, const fm_tensor_map* map, unsigned bar,
+                                               int c0, int c1, int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5, %6}], [%2];"
+        :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+__device__ __forceinline__ void fm_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fm_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void fm_wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void fm_fence_array(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void fm_fence_array(unsigned (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
+
+// wgmma shared-memory descriptor (PTX ISA 9.7.15.5.1 "Matrix Descriptor Format"): the constant
+// bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in bits 0-13.
+__device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned long long bits) {
+    return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4);
+}
+"#;
+
+/// `fm_exp2` / `fm_log2`: base-2 exponential and logarithm on the SFU
+/// (PTX ISA 9.7.4.x `ex2.approx.ftz.f32`, `lg2.approx.ftz.f32`), what every online
+/// softmax of the family uses.
+pub const MATH: &str = r#"// ---- fast base-2 exp and log (PTX ISA ex2.approx.ftz.f32, lg2.approx.ftz.f32) ----
+__device__ __forceinline__ float fm_exp2(float x) {
+    float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
+__device__ __forceinline__ float fm_log2(float x) {
+    float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
+}
+"#;
+
+/// Named barriers (PTX ISA 9.7.13.1 `bar.sync` / `bar.arrive`) over a compile-time
+/// thread count: `fm_named_sync<THREADS>(id)`, `fm_named_arrive<THREADS>(id)`. The count
+/// is an immediate, as the instruction wants it.
+pub const NAMED_BARRIERS: &str = r#"// ---- named barriers (PTX ISA 9.7.13.1 bar.sync / bar.arrive), THREADS an immediate ----
+template <int THREADS> __device__ __forceinline__ void fm_named_sync(int id) {
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "n"(THREADS) : "memory");
+}
+template <int THREADS> __device__ __forceinline__ void fm_named_arrive(int id) {
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(THREADS) : "memory");
+}
+"#;
+
+/// `fm_act2(lo, hi)`: two floats rounded to one register of two 16-bit values of PTX
+/// type `ty` (`bf16` or `f16`), `lo` in bits 0-15 (`cvt.rn.{ty}x2.f32 d, a, b` puts `a`
+/// in the upper half; PTX ISA 9.7.9.21).
+pub fn act2(ty: &str) -> String {
+    format!(
+        "// {ty}x2 of two floats, `lo` in bits 0-15 (cvt.rn.{ty}x2.f32 d, a, b puts a in the upper half;\n\
+         // PTX ISA 9.7.9.21).\n\
+         __device__ __forceinline__ unsigned fm_act2(float lo, float hi) {{\n\
+         \x20   unsigned r; asm(\"cvt.rn.{ty}x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r;\n\
+         }}\n"
+    )
+}
+
+/// `fm_wgmma_m64n{n}k16_ss`: D (+)= A(smem) * B(smem), both K-major.
+pub fn wgmma_ss(n: u32, ty: &str) -> String {
+    wgmma_ss_trans(n, ty, false, false)
+}
+
+/// The name of [`wgmma_ss_trans`]'s function: `fm_wgmma_m64n{n}k16_ss`, with `_ta`/`_tb`
+/// where A or B is MN-major.
+pub fn wgmma_ss_name(n: u32, trans_a: bool, trans_b: bool) -> String {
+    format!(
+        "fm_wgmma_m64n{n}k16_ss{}{}",
+        if trans_a { "_ta" } else { "" },
+        if trans_b { "_tb" } else { "" }
+    )
+}
+
+/// D (+)= A(smem) * B(smem); `trans_a` / `trans_b` read that operand MN-major
+/// (imm-trans 1, 16-bit types only).
+pub fn wgmma_ss_trans(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> String {
+    let regs = n / 2;
+    let name = wgmma_ss_name(n, trans_a, trans_b);
+    let (ta, tb) = (u32::from(trans_a), u32::from(trans_b));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// D[64x{n}] (+)= A[64x16] * B[16x{n}], A and B from shared memory (imm-trans-a {ta}, imm-trans-b {tb}).\n\
+         // scale_d = 0 overwrites D. PTX ISA 9.7.15.5 wgmma.mma_async.\n\
+         __device__ __forceinline__ void {name}(float (&d)[{regs}], unsigned long long desc_a,\n\
+         \x20                                                    unsigned long long desc_b, int scale_d) {{\n\
+         \x20   asm volatile(\n\
+         \x20       \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n\"\n\
+         \x20       \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \"",
+        sd = regs + 2
+    );
+    push_reg_list(&mut s, regs);
+    let _ = writeln!(
+        s,
+        "        \" %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"",
+        a = regs,
+        b = regs + 1
+    );
+    push_operands(&mut s, regs);
+    s.push_str("\n        : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));\n}\n");
+    s
+}
+
+/// `fm_wgmma_m64n{n}k16_rs`: D += A(registers) * B(smem), B MN-major (imm-trans-b 1).
+pub fn wgmma_rs(n: u32, ty: &str) -> String {
+    let regs = n / 2;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// D[64x{n}] += A[64x16] * B[16x{n}], A from registers (four {ty}x2 per thread),\n\
+         // B from shared memory MN-major (imm-trans-b = 1). PTX ISA 9.7.15.5 wgmma.mma_async.\n\
+         __device__ __forceinline__ void fm_wgmma_m64n{n}k16_rs(float (&d)[{regs}], unsigned a0, unsigned a1,\n\
+         \x20                                                    unsigned a2, unsigned a3, unsigned long long desc_b) {{\n\
+         \x20   asm volatile(\n\
+         \x20       \"{{\\n\"\n\
+         \x20       \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \""
+    );
+    push_reg_list(&mut s, regs);
+    let _ = writeln!(
+        s,
+        "        \" {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{b}, 1, 1, 1, 1;\\n}}\\n\"",
+        a0 = regs,
+        a1 = regs + 1,
+        a2 = regs + 2,
+        a3 = regs + 3,
+        b = regs + 4
+    );
+    push_operands(&mut s, regs);
+    s.push_str("\n        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc_b));\n}\n");
+    s
+}
+
+fn push_reg_list(s: &mut String, regs: u32) {
+    s.push_str("\n        \"{");
+    for i in 0..regs {
+        if i > 0 {
+            s.push_str(", ");
+            if i % 16 == 0 {
+                s.push_str("\"\n        \"");
+            }
+        }
+        let _ = write!(s, "%{i}");
+    }
+    s.push_str("},\"\n");
+}
+
+fn push_operands(s: &mut String, regs: u32) {
+    s.push_str("        : ");
+    for i in 0..regs {
+        if i > 0 {
+            s.push_str(", ");
+            if i % 8 == 0 {
+                s.push_str("\n          ");
+            }
+        }
+        let _ = write!(s, "\"+f\"(d[{i}])");
+    }
+}
