@@ -48,6 +48,8 @@ fn forward_kernels() -> Vec<AttentionKernel> {
             }
             for mode in [MaskMode::Window, MaskMode::Blocks] {
                 let default = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
+                // The split-KV variant of every default (AttentionKernel::with_split_kv).
+                kernels.push(default.with_split_kv(true));
                 if g != Geometry::TILE_128X128 {
                     kernels.push(default);
                     continue;

@@ -25,6 +25,8 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
             }
             for mode in [MaskMode::Window, MaskMode::Blocks] {
                 let default = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
+                // Split-KV support compiled in (only split calls run it).
+                kernels.push(default.with_split_kv(true));
                 if g != Geometry::TILE_128X128 {
                     kernels.push(default);
                     continue;

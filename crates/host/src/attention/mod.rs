@@ -792,6 +792,8 @@ impl AttentionRunner {
             Mask::Window(_) => None,
         };
         let splits = self.planned_splits(&kernel, &shape, host_mask, opts)?;
+        // Split-KV support is compiled in only where the call has several splits.
+        let kernel = kernel.with_split_kv(splits > 1);
         let (func, combine_func) = self.functions(&kernel)?;
 
         let s = &self.stream;
@@ -1080,6 +1082,7 @@ impl AttentionRunner {
             params.ws_lse = s.lse;
         }
         params.num_splits = n as i32;
+        let kernel = kernel.with_split_kv(n > 1);
         let (func, combine) = self.functions(&kernel)?;
         let params = Params(params);
         let mut builder = stream.launch_builder(&func);
@@ -1108,12 +1111,14 @@ impl AttentionRunner {
     }
 
     /// Compiles and loads the kernel of `head_dim` for both mask modes (on `opts.geometry`,
-    /// or the head dim's default), so that no later call compiles (CUDA-graph capture,
-    /// latency-sensitive first calls).
+    /// or the head dim's default), with and without split-KV, so that no later call
+    /// compiles (CUDA-graph capture, latency-sensitive first calls).
     pub fn warm_up(&self, head_dim: usize, opts: &AttentionOptions) -> Result<(), AttentionError> {
         for mode in [MaskMode::Window, MaskMode::Blocks] {
             let kernel = inputs::call_kernel(head_dim, mode, None, opts)?;
-            self.function(&kernel)?;
+            for split_kv in [false, true] {
+                self.function(&kernel.with_split_kv(split_kv))?;
+            }
         }
         Ok(())
     }

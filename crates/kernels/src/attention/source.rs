@@ -119,6 +119,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("MASK_BITS", mask_bits(k.mask(), &g)),
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
         ("MAINLOOP", mainloop(k.overlap(), k.pingpong(), k.mask())?),
+        ("SPLIT_KV", u32::from(k.split_kv()).to_string()),
         ("KERNEL", KERNEL_NAME.to_string()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
     ];
@@ -716,6 +717,7 @@ const TEMPLATE: &str = r#"
 #define FM_KV_SLOT_BYTES $KV_SLOT_BYTES          // byte of slot 1 in a K/V chunk: K(FM_BLOCK_N, 0) of the operand layout
 #define FM_STAGES $STAGES                // K/V shared-memory stages
 #define FM_LOOKAHEAD $LOOKAHEAD             // producer reads the tile list one tile ahead
+#define FM_SPLIT_KV $SPLIT_KV              // split-KV support compiled in (AttentionKernel::with_split_kv)
 #define FM_D_CHUNKS $D_CHUNKS            // 128-byte swizzle atoms along D (64 bf16 each)
 #define FM_Q_CHUNK_BYTES $Q_CHUNK_BYTES           // one 64-column chunk (TMA box) of Q: SmemAtom tile bytes(0, 64)
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES          // one 64-column chunk (TMA box) of K or V
@@ -839,21 +841,23 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     // Grid x: the row blocks' num_splits splits, longest (causal) blocks first. Split-KV
     // (docs/architecture.md, "Split-KV forward"): split s of a row block visits steps
     // [total s / n, total (s + 1) / n) of its schedule and leaves a partial (o, lse).
-    const unsigned num_splits = (unsigned)p.num_splits;
+    // FM_SPLIT_KV 0 (one split, the kernel configuration's default): every split term below
+    // is a compile-time constant and folds away.
+    const unsigned num_splits = FM_SPLIT_KV ? (unsigned)p.num_splits : 1u;
     const int split = (int)(blockIdx.x % num_splits);
     const int m_block = (int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits);
     const int head = (int)blockIdx.y;
     const int batch = (int)blockIdx.z;
     const int kv_head = head / (p.heads / p.kv_heads);          // GQA / MQA
     fm_schedule sched = fm_make_schedule(p, batch, head, m_block);
-    {
+    if (FM_SPLIT_KV) {
         const int total = sched.num_tiles;
         sched.kk0 = (int)((long long)total * split / p.num_splits);
         sched.num_tiles = (int)((long long)total * (split + 1) / p.num_splits) - sched.kk0;
+        // Programmatic dependent launch (PTX ISA 9.7.13.11): the split-KV combine may start;
+        // it waits (griddepcontrol.wait) for this grid's partials before reading them.
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     }
-    // Programmatic dependent launch (PTX ISA 9.7.13.11): the split-KV combine may start;
-    // it waits (griddepcontrol.wait) for this grid's partials before reading them.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     const unsigned warpgroup = threadIdx.x / 128u;
 
     if (threadIdx.x == 0) {
@@ -961,7 +965,7 @@ $MAINLOOP
         const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
         // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
         // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
-        const bool to_workspace = p.num_splits > 1;
+        const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
         const long long ws_row0 = (long long)split * p.batch * p.heads * p.seqlen_q + head_row0;
         // $LAYOUT_O thread mode: base row $O_THREAD_ROW (== frag_row - 64*wg), base column $O_THREAD_COL.
         const int o_row = 64 * wg + $O_THREAD_ROW;
