@@ -169,6 +169,71 @@ pub struct AttentionArgs {
     backward_flags: backward::BackwardFlags,
 }
 
+/// The forward's inputs, masks and kernel configuration (every run mode reads them).
+macro_rules! forward_ids {
+    ($($extra:literal),*) => {
+        &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask",
+          "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
+          "lookahead", "block", "splits", $($extra),*]
+    };
+}
+
+/// The mode of a `fragmask attention` command line and the flags it reads.
+pub fn mode(args: &AttentionArgs) -> super::Mode {
+    use super::Mode;
+    let kernel_only: &'static [&'static str] = &[
+        "emit_source",
+        "inspect",
+        "head_dim",
+        "block",
+        "stages",
+        "no_overlap",
+        "pingpong",
+        "lookahead",
+        "mask",
+        "synthetic_mask",
+    ];
+    match (args.emit_source || args.inspect, args.selftest, args.backward, args.bench) {
+        (true, ..) => Mode {
+            name: if args.emit_source {
+                "--emit-source (it shows the forward kernel of --head-dim, --block and a mask kind)"
+            } else {
+                "--inspect (it compiles the forward kernel of --head-dim, --block and a mask kind)"
+            },
+            uses: Some(kernel_only),
+        },
+        (false, true, false, _) => Mode {
+            name: "--selftest",
+            uses: Some(&["selftest", "block", "no_overlap", "pingpong", "lookahead", "seed"]),
+        },
+        (false, true, true, _) => Mode {
+            name: "--selftest --backward",
+            uses: Some(&["selftest", "backward", "seed"]),
+        },
+        (false, false, true, true) => Mode {
+            name: "--backward --bench",
+            uses: Some(forward_ids!(
+                "warmup", "iters", "out", "bench", "backward", "deterministic", "d_o",
+                "dq_atomics", "bwd_stages"
+            )),
+        },
+        (false, false, true, false) => Mode {
+            name: "--backward (without --bench: nothing is timed)",
+            uses: Some(forward_ids!(
+                "out", "backward", "deterministic", "d_o", "dq_atomics", "bwd_stages"
+            )),
+        },
+        (false, false, false, true) => Mode {
+            name: "--bench",
+            uses: Some(forward_ids!("warmup", "iters", "out", "lse_out", "bench")),
+        },
+        (false, false, false, false) => Mode {
+            name: "a forward run (without --bench: nothing is timed; without --backward: no gradients)",
+            uses: Some(forward_ids!("out", "lse_out")),
+        },
+    }
+}
+
 /// The kernel-configuration flags given, as `--stages 9 --pingpong true: `, to name
 /// them in a configuration error (empty when none was given: the error is then about
 /// the inputs' head size, which it names).
@@ -229,8 +294,26 @@ fn mode_of(args: &ForwardArgs) -> MaskMode {
 pub fn run(args: AttentionArgs) -> CmdResult {
     if args.emit_source || args.inspect {
         let fwd = &args.forward;
-        let geometry =
-            geometry_flag(fwd)?.unwrap_or_else(|| AttentionKernel::default_geometry(args.head_dim));
+        if let Some(spec) = &fwd.synthetic_mask {
+            inputs::parse_synthetic(spec).map_err(|e| e.to_string())?;
+        }
+        // A --mask file is read and checked; its tile is the kernel's (as for a run).
+        let mask = match &fwd.mask {
+            Some(path) => {
+                let bytes = read_input(path, "--mask")?;
+                let m = PackedMask::from_safetensors(&bytes)
+                    .map_err(|e| format!("--mask {}: {e}", path.display()))?;
+                let g = inputs::call_geometry(args.head_dim as usize, Some(&m), &opts(fwd))
+                    .map_err(|e| format!("--mask {}: {e}", path.display()))?;
+                Some(g)
+            }
+            None => None,
+        };
+        let geometry = match mask {
+            Some(g) => g,
+            None => geometry_flag(fwd)?
+                .unwrap_or_else(|| AttentionKernel::default_geometry(args.head_dim)),
+        };
         let k = inputs::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
             .map_err(|e| format!("--head-dim {}: {}{e}", args.head_dim, config_flags(fwd)))?;
         if args.emit_source {
@@ -319,7 +402,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     let device = match Device::first() {
         Ok(d) => d,
         Err(e) if e.is_no_gpu() => {
-            println!(
+            eprintln!(
                 "no GPU: {e}; the inputs are valid, but the attention kernel needs an SM90 GPU: nothing ran."
             );
             return Ok(ExitCode::from(NO_GPU_EXIT));
@@ -396,8 +479,10 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         }
     }
     if let Some(s) = args.scale {
-        if !s.is_finite() {
-            return Err(format!("--scale {s}: expected a finite number"));
+        // As decode: the scale multiplies QK^T before the softmax; 0 or a negative scale
+        // is not attention.
+        if !s.is_finite() || s <= 0.0 {
+            return Err(format!("--scale {s}: expected a finite number above 0"));
         }
     }
     for (flag, n) in [("--warmup", args.warmup), ("--iters", args.iters)] {

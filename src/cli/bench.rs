@@ -135,6 +135,27 @@ pub struct PackerArgs {
     json: Option<PathBuf>,
 }
 
+/// The benchmark's subcommand name.
+pub fn name(args: &BenchArgs) -> &'static str {
+    match args.command {
+        BenchCommand::Sass(_) => "sass",
+        BenchCommand::Apply(_) => "apply",
+        BenchCommand::Packer(_) => "packer",
+        BenchCommand::Attention(_) => "attention",
+        BenchCommand::Backward(_) => "backward",
+        BenchCommand::Lightning(_) => "lightning",
+        BenchCommand::Decode(_) => "decode",
+    }
+}
+
+/// The mode of a `fragmask bench ...` command line and the flags it reads.
+pub fn mode(args: &BenchArgs) -> super::Mode {
+    match &args.command {
+        BenchCommand::Decode(a) => super::decode::bench_mode(a),
+        _ => super::Mode::ALL,
+    }
+}
+
 /// Runs the chosen benchmark.
 pub fn run(args: BenchArgs) -> CmdResult {
     match args.command {
@@ -210,7 +231,7 @@ fn gpu() -> Result<Result<Device, ExitCode>, String> {
     match Device::first() {
         Ok(d) => Ok(Ok(d)),
         Err(e) if e.is_no_gpu() => {
-            println!("no GPU: {e}; nothing was timed.");
+            eprintln!("no GPU: {e}; nothing was timed.");
             Ok(Err(ExitCode::from(NO_GPU_EXIT)))
         }
         Err(e) => Err(format!("GPU discovery failed: {e}")),

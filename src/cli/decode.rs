@@ -12,11 +12,13 @@ use clap::Args;
 use fragmask::host::attention::inputs::MAX_FILE_BYTES;
 use fragmask::host::decode::bench::{bench, copy_roof, BenchExtra, MAX_BENCH_CACHE_BYTES};
 use fragmask::host::decode::check::{
-    check, check_masked, check_varlen, compare_masked, graph_check, random_inputs, random_lengths,
+    check, check_host_budget, check_masked, check_varlen, compare_masked, graph_check, random_inputs, random_lengths,
     sweep_cases, Comparison,
 };
 use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
-use fragmask::host::decode::mask::{random_topk, topk_gather, DecodeMask, DecodeMaskDevice};
+use fragmask::host::decode::mask::{
+    random_topk, topk_gather, topk_shape, DecodeMask, DecodeMaskDevice,
+};
 use fragmask::host::decode::{
     CacheShape, DecodeOutput, DecodePlan, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
 };
@@ -151,6 +153,54 @@ pub struct DecodeArgs {
     seed: u64,
 }
 
+/// The mode of a `fragmask decode` command line and the flags it reads.
+pub fn mode(args: &DecodeArgs) -> super::Mode {
+    use super::Mode;
+    if args.sweep {
+        Mode {
+            name: "--sweep",
+            uses: Some(&["sweep", "sweep_only", "graph", "seed"]),
+        }
+    } else if args.inputs.is_some() {
+        Mode {
+            name: "--inputs (the file gives the shapes, cache and lengths)",
+            uses: Some(&[
+                "inputs",
+                "out",
+                "check",
+                "causal",
+                "window_left",
+                "window_right",
+                "scale",
+                "splits",
+                "mask",
+            ]),
+        }
+    } else {
+        Mode {
+            name: "--random",
+            uses: Some(&[
+                "random",
+                "page_size",
+                "shuffle_pages",
+                "head_major",
+                "lengths",
+                "causal",
+                "window_left",
+                "window_right",
+                "scale",
+                "dtype",
+                "splits",
+                "graph",
+                "mask",
+                "topk",
+                "seqlens_q",
+                "seed",
+            ]),
+        }
+    }
+}
+
 /// `cu_seqlens_q` of `lengths`.
 fn cu_of(lengths: &[usize]) -> Vec<i32> {
     let mut cu = vec![0i32];
@@ -265,6 +315,38 @@ pub struct BenchDecodeArgs {
     seqlens_q: Option<String>,
 }
 
+/// The mode of a `fragmask bench decode` command line and the flags it reads: a
+/// preset fixes the shapes.
+pub fn bench_mode(args: &BenchDecodeArgs) -> super::Mode {
+    if args.preset.is_some() {
+        super::Mode {
+            name: "--preset (it fixes the shapes, cache and masks)",
+            uses: Some(&[
+                "preset",
+                "dtype",
+                "splits",
+                "warmup",
+                "iters",
+                "no_dependent_launch",
+                "rotate_mb",
+                "json",
+            ]),
+        }
+    } else {
+        super::Mode::ALL
+    }
+}
+
+/// `--scale`: finite and above 0 (as the attention forward's).
+fn check_scale(scale: Option<f64>) -> Result<(), String> {
+    match scale {
+        Some(s) if !s.is_finite() || s <= 0.0 => {
+            Err(format!("--scale {s}: expected a finite number above 0"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn parse_dtype(text: &str) -> Result<ActDtype, String> {
     match ActDtype::parse(text) {
         Some(t @ (ActDtype::Bf16 | ActDtype::F16)) => Ok(t),
@@ -334,7 +416,7 @@ fn device() -> Result<Result<Device, ExitCode>, String> {
     match Device::first() {
         Ok(d) => Ok(Ok(d)),
         Err(e) if e.is_no_gpu() => {
-            println!("no GPU: {e}; the inputs are valid, nothing ran.");
+            eprintln!("no GPU: {e}; the inputs are valid, nothing ran.");
             Ok(Err(ExitCode::from(NO_GPU_EXIT)))
         }
         Err(e) => Err(format!("GPU discovery failed: {e}")),
@@ -372,6 +454,7 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         return run_files(&args);
     };
     let dtype = parse_dtype(&args.dtype)?;
+    check_scale(args.scale)?;
     let dims: Vec<usize> = parse_list("--random", &random)?;
     let [b, sq, h, hkv, sk, d] = dims[..] else {
         return Err(format!("--random {random}: expected B,SQ,H,HKV,SK,D"));
@@ -398,13 +481,26 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         }
     }
     let mask = match &args.mask {
-        Some(path) => Some(load_mask(path, &shape)?),
+        Some(path) => {
+            let m = load_mask(path, &shape)?;
+            if m.seqlen_k != sk {
+                return Err(format!(
+                    "--mask {}: the mask has {} key columns, --random gives SK = {sk}",
+                    path.display(),
+                    m.seqlen_k
+                ));
+            }
+            Some(m)
+        }
         None => None,
     };
     if let Some(k) = args.topk {
         return run_topk(&args, shape, k);
     }
+    // Every size is checked before anything is drawn: the reference's work, then the
+    // host memory of the inputs and the reference.
     check_reference_cost(&shape, &format!("--random {random}"))?;
+    check_host_budget(&shape).map_err(|e| format!("--random {random}: {e}"))?;
     let lengths = match args.lengths.as_str() {
         "full" => vec![sk as i32; b],
         "random" => random_lengths(&shape, args.seed),
@@ -416,8 +512,9 @@ pub fn run(args: DecodeArgs) -> CmdResult {
             l.into_iter().map(|x| x as i32).collect()
         }
     };
-    let inputs = random_inputs(&shape, Some(lengths), args.shuffle_pages, args.seed)
-        .map_err(|e| format!("--random {random}: {e}"))?;
+    shape
+        .check_lengths_only(&lengths)
+        .map_err(|e| format!("--lengths {}: {e}", args.lengths))?;
     let query_lengths = match args.seqlens_q.as_deref() {
         None => None,
         Some("random") => Some(random_query_lengths(b, sq, args.seed)),
@@ -431,10 +528,24 @@ pub fn run(args: DecodeArgs) -> CmdResult {
             Some(l)
         }
     };
+    // The random block table hands out every request's pages: the pool must hold them.
+    if let CacheShape::Paged {
+        num_pages,
+        max_pages,
+        ..
+    } = shape.cache
+    {
+        if b.checked_mul(max_pages).is_none_or(|n| n > num_pages) {
+            return Err(format!("--random {random}: the page pool is too small"));
+        }
+    }
     let device = match device()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
+    // Drawn once a GPU is found (validated above, so this does not fail on the inputs).
+    let inputs = random_inputs(&shape, Some(lengths), args.shuffle_pages, args.seed)
+        .map_err(|e| format!("--random {random}: {e}"))?;
     let compiler = Compiler::new();
     let (runner, plan) = runner_and_plan(&device, &compiler, &shape, mask.as_ref(), args.splits)?;
     if let Some(lens) = query_lengths {
@@ -533,18 +644,24 @@ pub fn run(args: DecodeArgs) -> CmdResult {
 /// contiguous cache, checked against the CPU f64 reference over those keys.
 fn run_topk(args: &DecodeArgs, shape: DecodeShape, k: usize) -> CmdResult {
     let sk = shape.cache.capacity();
-    let indices = random_topk(&vec![sk; shape.batch], k.min(sk), args.seed);
-    let (gathered, table) =
-        topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
+    // The gathered shape, the reference's work and the host memory are checked before
+    // any key is drawn.
+    let gathered = topk_shape(&shape, k).map_err(|e| format!("--topk {k}: {e}"))?;
     check_reference_cost(&gathered, &format!("--topk {k}"))?;
-    let mut inputs = random_inputs(&shape, Some(vec![sk as i32; shape.batch]), false, args.seed)
-        .map_err(|e| format!("--topk {k}: {e}"))?;
-    inputs.reference.block_table = table;
-    inputs.reference.seqlens_k = Some(vec![k as i32; shape.batch]);
+    check_host_budget(&shape).map_err(|e| format!("--topk {k}: {e}"))?;
     let device = match device()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
+    let indices = random_topk(&vec![sk; shape.batch], k, args.seed)
+        .map_err(|e| format!("--topk {k}: {e}"))?;
+    let (gathered, table) =
+        topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
+    drop(indices);
+    let mut inputs = random_inputs(&shape, Some(vec![sk as i32; shape.batch]), false, args.seed)
+        .map_err(|e| format!("--topk {k}: {e}"))?;
+    inputs.reference.block_table = table;
+    inputs.reference.seqlens_k = Some(vec![k as i32; shape.batch]);
     let runner =
         DecodeRunner::for_shape(&device, &Compiler::new(), &gathered).map_err(|e| e.to_string())?;
     let plan = runner
@@ -688,6 +805,7 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
             ));
         }
     }
+    check_scale(args.scale)?;
     let what = format!("--inputs {}", path.display());
     let bytes = read_file_limited(path, MAX_FILE_BYTES).map_err(|e| format!("{what}: {e}"))?;
     let (left, right) = windows(args.causal, args.window_left, args.window_right);
@@ -987,7 +1105,9 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             ))
         } else if let Some(k) = args.topk {
             let sk = shape.cache.capacity();
-            let indices = random_topk(&vec![sk; shape.batch], k.min(sk), 0x70f);
+            topk_shape(&shape, k).map_err(|e| format!("--topk {k}: {e}"))?;
+            let indices = random_topk(&vec![sk; shape.batch], k, 0x70f)
+                .map_err(|e| format!("--topk {k}: {e}"))?;
             let (g, table) =
                 topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
             Some((format!("{name} top-{k} gather"), RowKind::TopK(g, table, k)))

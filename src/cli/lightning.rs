@@ -113,6 +113,30 @@ pub struct BenchLightningArgs {
     json: Option<PathBuf>,
 }
 
+/// The mode of a `fragmask lightning` command line and the flags it reads.
+pub fn mode(args: &LightningArgs) -> super::Mode {
+    if args.random.is_some() {
+        super::Mode {
+            name: "--random",
+            uses: Some(&["random", "steps", "dtype", "col_vectors", "seed"]),
+        }
+    } else {
+        super::Mode {
+            name: "input files (they give the shapes, element type and state; one step)",
+            uses: Some(&[
+                "inputs",
+                "q",
+                "k",
+                "v",
+                "state",
+                "slope",
+                "out",
+                "col_vectors",
+            ]),
+        }
+    }
+}
+
 fn parse_dtype(text: &str) -> Result<ActDtype, String> {
     ActDtype::parse(text).ok_or_else(|| format!("--dtype {text}: expected bf16, f16 or f32"))
 }
@@ -161,7 +185,7 @@ fn device() -> Result<Result<Device, ExitCode>, String> {
     match Device::first() {
         Ok(d) => Ok(Ok(d)),
         Err(e) if e.is_no_gpu() => {
-            println!("no GPU: {e}; the inputs are valid, nothing ran.");
+            eprintln!("no GPU: {e}; the inputs are valid, nothing ran.");
             Ok(Err(ExitCode::from(NO_GPU_EXIT)))
         }
         Err(e) => Err(format!("GPU discovery failed: {e}")),
@@ -246,6 +270,8 @@ pub fn run(args: LightningArgs) -> CmdResult {
             args.steps
         ));
     }
+    fragmask::host::lightning::check::check_host_budget(&problem)
+        .map_err(|e| format!("--random {random}: {e}"))?;
     let config = args
         .col_vectors
         .map(|cv| geometry(d, e, dtype, cv))
