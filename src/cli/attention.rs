@@ -126,7 +126,7 @@ pub struct ForwardArgs {
     #[arg(long)]
     block: Option<String>,
     /// Split-KV: cut each row block's key steps into this many splits (1..=128), merged
-    /// by a combine kernel. For calls with few row blocks and many keys (write-up 002's
+    /// by a combine kernel. For calls with few row blocks and many keys (video block-sparse
     /// decode: 64 queries against 23296 keys).
     #[arg(long)]
     splits: Option<u32>,

@@ -7,7 +7,9 @@
 //! - `bench packer`: the GPU packer on a dense bool mask, against the device's copy
 //!   bandwidth (and the CPU packer).
 //! - `bench attention`: the masked attention forward kernel (the same code path as
-//!   `fragmask attention --bench`).
+//!   `fragmask attention --bench`); `bench backward`: the attention backward.
+//! - `bench lightning`, `bench decode`: lightning attention decode and split-KV decode
+//!   beside a device-to-device copy.
 //!
 //! GPU timings: CUDA events after warm-up, medians over many launches.
 
@@ -57,7 +59,8 @@ enum BenchCommand {
     /// --warmup; TFLOP/s count 2.5x the forward's FLOPs.
     #[command(after_help = attention::BENCH_AFTER_HELP)]
     Backward(Box<attention::backward::BenchBackwardArgs>),
-    /// Time lightning decode (write-up 003) beside a device-to-device copy (the roof).
+    /// Time lightning attention decode (MiniMax-01) beside a device-to-device copy (the
+    /// roof).
     Lightning(super::lightning::BenchLightningArgs),
     /// Time split-KV decode beside a device-to-device copy (the roof).
     Decode(Box<super::decode::BenchDecodeArgs>),
@@ -261,7 +264,7 @@ pub fn sass_table(costs: &[ApplyCost]) -> String {
     let get = |e: Encoding| costs.iter().find(|c| c.encoding == e);
     if let (Some(q), Some(r)) = (get(Encoding::QuadLane), get(Encoding::RowMajor)) {
         s.push_str(&format!(
-            "RowMajor / QuadLane apply instructions: {:.2}x (the reference write-up claims ~4.5x)\n",
+            "RowMajor / QuadLane apply instructions: {:.2}x (an earlier analysis claims ~4.5x)\n",
             r.apply.instructions as f64 / q.apply.instructions.max(1) as f64
         ));
     }

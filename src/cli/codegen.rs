@@ -45,7 +45,9 @@ pub fn run(args: CodegenArgs) -> CmdResult {
             if args.swap_ab { " --swap-ab" } else { "" }
         )
     };
-    let given = args.warpgroups.map_or("(default)".to_string(), |w| w.to_string());
+    let given = args
+        .warpgroups
+        .map_or("(default)".to_string(), |w| w.to_string());
     let (block_m, block_n) =
         parse_block(&args.block).map_err(|e| tile_flags(given.clone(), e.to_string()))?;
     let warpgroups =

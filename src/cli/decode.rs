@@ -12,8 +12,8 @@ use clap::Args;
 use fragmask::host::attention::inputs::MAX_FILE_BYTES;
 use fragmask::host::decode::bench::{bench, copy_roof, BenchExtra, MAX_BENCH_CACHE_BYTES};
 use fragmask::host::decode::check::{
-    check, check_host_budget, check_masked, check_varlen, compare_masked, graph_check, random_inputs, random_lengths,
-    sweep_cases, Comparison,
+    check, check_host_budget, check_masked, check_varlen, compare_masked, graph_check,
+    random_inputs, random_lengths, sweep_cases, Comparison,
 };
 use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
 use fragmask::host::decode::mask::{
@@ -241,11 +241,12 @@ fn load_packed(path: &std::path::Path) -> Result<PackedMask, String> {
 /// Options of `fragmask bench decode`.
 #[derive(Args)]
 pub struct BenchDecodeArgs {
-    /// The workloads of issue 11 (`issue11`: B=16 q=1 H=32 Hkv=8 Sk=8192; B=1 Sk=65536;
-    /// B=64 Sk=4096; B=8 H=64 Hkv=8 Sk=16384; the first paged with pages of 1, 16, 64
-    /// and 256 keys, shuffled), or write-up 002's decode (`writeup002`: 64 tokens, H=12,
+    /// Preset workloads instead of one shape from the flags below. `serving`: serving
+    /// decode (B=16 q=1 H=32 Hkv=8 Sk=8192; B=1 Sk=65536; B=64 Sk=4096; B=8 H=64 Hkv=8
+    /// Sk=16384; the first paged with pages of 1, 16, 64 and 256 keys, shuffled). `vsa`:
+    /// video block-sparse attention's decode (VSA, 64-token blocks: 64 tokens, H=12,
     /// D=128, Sk=23296, unmasked, then each head keeping a random 50% and 10% of its
-    /// 64-token key blocks), instead of one shape from the flags below.
+    /// 64-token key blocks; both cache orders).
     #[arg(long)]
     preset: Option<String>,
     /// Requests.
@@ -276,7 +277,7 @@ pub struct BenchDecodeArgs {
     #[arg(long, requires = "page_size")]
     shuffle_pages: bool,
     /// A head-major cache `[B, Hkv, SK, D]` (the `[B, H, S, D]` order of SDPA) instead
-    /// of `[B, SK, Hkv, D]` (the writeup002 preset times both).
+    /// of `[B, SK, Hkv, D]` (the vsa preset times both).
     #[arg(long, conflicts_with_all = ["page_size", "topk"])]
     head_major: bool,
     /// Causal (bottom-right aligned).
@@ -959,7 +960,8 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
             })?;
             Ok(vec![("custom".into(), s, args.shuffle_pages)])
         }
-        Some("issue11") => {
+        // `issue11` and `writeup002`: the presets' former names, still accepted.
+        Some("serving" | "issue11") => {
             let w = |name: &str, b, h, hkv, sk, page: Option<usize>| -> Result<Workload, String> {
                 Ok((
                     name.to_string(),
@@ -1006,14 +1008,14 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
                 )?,
             ])
         }
-        // Both cache orders: `[B, Sk, Hkv, D]`, then head-major `[B, Hkv, Sk, D]` (the
-        // write-up's own kernels take `[B, H, N, D]`).
-        Some("writeup002") => [false, true]
+        // Both cache orders: `[B, Sk, Hkv, D]`, then head-major `[B, Hkv, Sk, D]` (VSA's
+        // own kernels take `[B, H, N, D]`).
+        Some("vsa" | "writeup002") => [false, true]
             .into_iter()
             .map(|head_major| {
                 Ok((
                     format!(
-                        "002 Sq=64 H=12 Sk=23296{}",
+                        "VSA Sq=64 H=12 Sk=23296{}",
                         if head_major { " head-major" } else { "" }
                     ),
                     bench_shape([1, 64, 12, 12, 23296, 128], dtype, None, head_major, false)?,
@@ -1021,7 +1023,7 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
                 ))
             })
             .collect(),
-        Some(other) => Err(format!("--preset {other}: expected issue11 or writeup002")),
+        Some(other) => Err(format!("--preset {other}: expected serving or vsa")),
     }
 }
 
@@ -1057,8 +1059,8 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
         }
     };
     for (name, shape, shuffle) in list {
-        if args.preset.as_deref() == Some("writeup002") {
-            // Write-up 002's lists: each head keeps a random 50% / 10% of the 364 blocks.
+        if matches!(args.preset.as_deref(), Some("vsa" | "writeup002")) {
+            // VSA's lists: each head keeps a random 50% / 10% of the 364 blocks.
             jobs.push((name.clone(), shape, shuffle, RowKind::Plain));
             for (pct, kept) in [(50, 182), (10, 36)] {
                 let packed = fragmask::host::decode::mask::writeup002_mask(12, 23296, kept, pct)

@@ -33,8 +33,8 @@ pub enum Command {
     /// Masked attention forward on an H100 (wgmma + TMA, FragmentNative masks): run,
     /// benchmark (--bench) or self-test (--selftest).
     Attention(Box<attention::AttentionArgs>),
-    /// Lightning attention decode (write-up 003) on the GPU, checked step by step
-    /// against the f64 reference.
+    /// Lightning attention decode (MiniMax-01's linear attention) on the GPU, checked
+    /// step by step against the f64 reference.
     Lightning(lightning::LightningArgs),
     /// Split-KV decode over a contiguous or paged KV cache (packed GQA, causal / sliding
     /// window), checked against the CPU f64 reference, or on files.
@@ -52,8 +52,9 @@ pub enum Command {
     Codegen(codegen::CodegenArgs),
     /// Check fragments, mask apply and the GPU packer on this machine's GPU (exit 3: no GPU).
     Verify(verify::VerifyArgs),
-    /// Measure: apply cost from SASS (`sass`), on the GPU (`apply`), the GPU packer (`packer`),
-    /// the attention forward (`attention`).
+    /// Measure: apply cost from SASS (`sass`), on the GPU (`apply`), the GPU packer
+    /// (`packer`), the attention forward (`attention`) and backward (`backward`),
+    /// lightning decode (`lightning`) and split-KV decode (`decode`).
     Bench(bench::BenchArgs),
 }
 
@@ -95,15 +96,17 @@ pub fn command() -> clap::Command {
 
 /// Parses `argv` (without the program name) and checks every flag against the mode it
 /// selects, as `fragmask` does before running anything: the error message of exit 2.
+/// Returns the mode selected.
 #[allow(dead_code)] // the argument walk of tests/cli_arguments.rs
-pub fn check_args(argv: &[&str]) -> Result<(), String> {
+pub fn check_args(argv: &[&str]) -> Result<Mode, String> {
     let command = command();
     let matches = command
         .clone()
         .try_get_matches_from(std::iter::once("fragmask").chain(argv.iter().copied()))
         .map_err(|e| e.render().to_string())?;
     let cli = Cli::from_arg_matches(&matches).map_err(|e| e.render().to_string())?;
-    check_modes(&cli, &command, &matches)
+    check_modes(&cli, &command, &matches)?;
+    Ok(mode_of(&cli).1)
 }
 
 /// One way a subcommand runs (`--random`, `--inputs`, `--emit-source`, ...) and the

@@ -233,7 +233,9 @@ fn run_tool(name: &'static str, tool: &Path, args: &[&str], file: &Path) -> Resu
         .output()
         .map_err(|e| Error::io(tool, e))?;
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The temporary copy is gone once this returns: name the cubin instead.
+        let stderr = String::from_utf8_lossy(&out.stderr)
+            .replace(&file.display().to_string(), "<the kernel's cubin>");
         let tail: String = stderr
             .chars()
             .rev()

@@ -615,7 +615,11 @@ pub fn random_topk(lens: &[usize], k: usize, seed: u64) -> Result<Vec<i32>, Deco
         let start = out.len();
         for j in len - take..len {
             let r = (crate::apply_bench::splitmix64(&mut state) % (j as u64 + 1)) as usize;
-            let pick = if taken[r / 64] & (1 << (r % 64)) == 0 { r } else { j };
+            let pick = if taken[r / 64] & (1 << (r % 64)) == 0 {
+                r
+            } else {
+                j
+            };
             taken[pick / 64] |= 1 << (pick % 64);
             out.push(pick as i32);
         }
