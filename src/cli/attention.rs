@@ -27,7 +27,8 @@ macro_rules! inputs_help {
     () => {
         "\
 Inputs: --inputs FILE.safetensors holding q, k, v ([B,H,S,D], BF16/F16/F32), or --q/--k/--v \
-(.npy float32/float16, or .safetensors with one tensor), or --random B,H,HKV,SQ,SK,D.
+(.npy float32/float16, or .safetensors with one tensor), or --random B,H,HKV,SQ,SK,D \
+(or named: b=1,h=16,hkv=16,sq=4096,sk=4096,d=128; decode's --random orders its sizes B,SQ,H,HKV,SK,D).
 Masks: --mask PACK.safetensors (FragmentNative, from `fragmask pack`: kv_num_blocks, kv_indices, \
 full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words), --dense-mask MASK.npy (bool \
 [B|1,H|1,Sq,Sk], packed here as `fragmask pack` does), --synthetic-mask random:P | blocksparse:T:P | topk:F, --causal, \
@@ -72,9 +73,12 @@ pub struct ForwardArgs {
     /// Value tensor file.
     #[arg(long, requires_all = ["q", "k"], conflicts_with = "random")]
     v: Option<PathBuf>,
-    /// Random bf16 inputs: B,H,HKV,SQ,SK,D.
-    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
-    random: Option<Vec<usize>>,
+    /// Random bf16 inputs of sizes B,H,HKV,SQ,SK,D: batch, query heads, KV heads, query
+    /// length, key length, head dim (the `[B, H, S, D]` order of q; `fragmask decode
+    /// --random` orders its sizes B,SQ,H,HKV,SK,D). Or named, in any order:
+    /// b=1,h=16,hkv=16,sq=4096,sk=4096,d=128.
+    #[arg(long, value_name = "B,H,HKV,SQ,SK,D", allow_hyphen_values = true)]
+    random: Option<String>,
     /// Seed of --random and synthetic masks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -218,17 +222,17 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
             )),
         },
         (false, false, true, false) => Mode {
-            name: "--backward (without --bench: nothing is timed)",
+            name: "--backward (--warmup and --iters need --bench)",
             uses: Some(forward_ids!(
                 "out", "backward", "deterministic", "d_o", "dq_atomics", "bwd_stages"
             )),
         },
         (false, false, false, true) => Mode {
-            name: "--bench",
+            name: "--bench (the gradient flags need --backward)",
             uses: Some(forward_ids!("warmup", "iters", "out", "lse_out", "bench")),
         },
         (false, false, false, false) => Mode {
-            name: "a forward run (without --bench: nothing is timed; without --backward: no gradients)",
+            name: "a forward run (the gradient flags need --backward, --warmup and --iters need --bench)",
             uses: Some(forward_ids!("out", "lse_out")),
         },
     }
@@ -505,7 +509,11 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
 
     // ---- inputs ----
     let source = if let Some(r) = &args.random {
-        Source::Random(inputs::random_shape(r).map_err(e)?, args.seed)
+        let sizes: Vec<usize> = super::parse_sizes(r, &["B", "H", "HKV", "SQ", "SK", "D"], 0)?
+            .into_iter()
+            .flatten()
+            .collect();
+        Source::Random(inputs::random_shape(&sizes).map_err(e)?, args.seed)
     } else if let Some(path) = &args.inputs {
         let bytes = read_input(path, "--inputs")?;
         Source::Files(inputs::qkv_from_safetensors(&bytes, &named(path, "--inputs")).map_err(e)?)

@@ -67,9 +67,12 @@ fn check_reference_cost(shape: &DecodeShape, what: &str) -> Result<(), String> {
 /// Options of `fragmask decode`.
 #[derive(Args)]
 pub struct DecodeArgs {
-    /// Random inputs of shape B,SQ,H,HKV,SK,D: requests, new tokens per request, query
-    /// heads, KV heads, keys per request (the cache's capacity) and head size; checked
-    /// against the CPU f64 reference. q, k, v are uniform in [-1, 1).
+    /// Random inputs of sizes B,SQ,H,HKV,SK,D: requests, new tokens per request, query
+    /// heads, KV heads, keys per request (the cache's capacity) and head size (the
+    /// `[B, SQ, H, D]` order of q; `fragmask attention --random` orders its sizes
+    /// B,H,HKV,SQ,SK,D). Or named, in any order: b=16,sq=1,h=32,hkv=8,sk=8192,d=128.
+    /// Checked against the CPU f64 reference (inputs and reference at most 4 GiB of host
+    /// memory). q, k, v are uniform in [-1, 1).
     #[arg(long, value_name = "B,SQ,H,HKV,SK,D", allow_hyphen_values = true,
           conflicts_with_all = ["inputs", "out", "sweep"], required_unless_present_any = ["inputs", "sweep"])]
     random: Option<String>,
@@ -456,7 +459,10 @@ pub fn run(args: DecodeArgs) -> CmdResult {
     };
     let dtype = parse_dtype(&args.dtype)?;
     check_scale(args.scale)?;
-    let dims: Vec<usize> = parse_list("--random", &random)?;
+    let dims: Vec<usize> = super::parse_sizes(&random, &["B", "SQ", "H", "HKV", "SK", "D"], 0)?
+        .into_iter()
+        .flatten()
+        .collect();
     let [b, sq, h, hkv, sk, d] = dims[..] else {
         return Err(format!("--random {random}: expected B,SQ,H,HKV,SK,D"));
     };

@@ -206,5 +206,63 @@ fn values_may_start_with_a_hyphen(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(values_may_start_with_a_hyphen)
 }
 
+/// The sizes of a `--random` flag in the subcommand's `order` (e.g. `["B", "H", "N",
+/// "D", "E"]`, where the last `optional` names may be left out): either positional
+/// (`16,32,1,128`) or named in any order (`b=16,h=32,n=1,d=128`, case-insensitive). A
+/// name given twice, an unknown name, a missing size or a value that is not a
+/// non-negative integer is an error naming `--random`.
+pub fn parse_sizes(
+    text: &str,
+    order: &[&str],
+    optional: usize,
+) -> Result<Vec<Option<usize>>, String> {
+    let expected = order.join(",");
+    let err = |why: String| {
+        format!(
+            "--random {text}: {why} (expected {expected}, or named: {})",
+            order
+                .iter()
+                .map(|n| format!("{}=..", n.to_lowercase()))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let number = |p: &str| {
+        p.parse::<usize>()
+            .map_err(|_| err(format!("`{p}` is not a non-negative integer")))
+    };
+    let mut sizes = vec![None; order.len()];
+    if parts.iter().any(|p| p.contains('=')) {
+        for p in &parts {
+            let (name, value) = p
+                .split_once('=')
+                .ok_or_else(|| err(format!("`{p}` is not NAME=SIZE")))?;
+            let i = order
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(name.trim()))
+                .ok_or_else(|| err(format!("unknown size `{name}`")))?;
+            if sizes[i].is_some() {
+                return Err(err(format!("`{name}` is given twice")));
+            }
+            sizes[i] = Some(number(value.trim())?);
+        }
+    } else {
+        if parts.len() > order.len() || parts.len() + optional < order.len() {
+            return Err(err(format!("{} sizes", parts.len())));
+        }
+        for (i, p) in parts.iter().enumerate() {
+            sizes[i] = Some(number(p)?);
+        }
+    }
+    if let Some(i) = sizes[..order.len() - optional]
+        .iter()
+        .position(Option::is_none)
+    {
+        return Err(err(format!("{} is missing", order[i])));
+    }
+    Ok(sizes)
+}
+
 /// What a subcommand returns: an exit code, or an error message for standard error.
 pub type CmdResult = Result<ExitCode, String>;
