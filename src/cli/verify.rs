@@ -545,7 +545,7 @@ pub fn demo_gpu_section() -> Result<String, String> {
                 ));
             }
             s.push_str(
-                "  (On a machine with an H100, fragmask verify checks the same on the GPU.)\n",
+                "  (On a machine with an H100, `fragmask verify` checks the same on the GPU.)\n",
             );
         }
         Err(e) => return Err(format!("GPU discovery failed: {e}")),
