@@ -591,6 +591,7 @@ fn the_no_gpu_line_goes_to_standard_error() {
     ]);
     valid_without_gpu(&["lightning", "--random", "1,1,1,64", "--steps", "1"]);
     valid_without_gpu(&["bench", "lightning"]);
+    valid_without_gpu(&["verify", "--packer-only"]);
 }
 
 #[test]
