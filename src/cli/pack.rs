@@ -127,48 +127,38 @@ const AFTER_HELP: &str = "Examples:\n  \
     fragmask pack --packed mask.safetensors --transposed -o train.safetensors\n\n\
     Load in PyTorch: see docs/masks.md (BlockMask.from_kv_blocks and the FragmentNative layout).";
 
-/// The mode of a `fragmask pack` command line (its input) and the flags it reads.
+/// The mode of a `fragmask pack` command line (its input) and the flags it reads: each
+/// source's own flags, the tile and encoding, the transposed lists and the output.
 pub fn mode(args: &PackArgs) -> super::Mode {
-    const OUTPUT: [&str; 10] = [
-        "block",
-        "warpgroups",
-        "swap_ab",
-        "encoding",
-        "threads",
-        "transposed",
-        "transposed_warpgroups",
-        "transposed_no_swap_ab",
-        "output",
-        "quiet",
-    ];
-    macro_rules! uses {
-        ($($id:literal),*) => {{
-            const IDS: &[&str] = &[$($id,)* OUTPUT[0], OUTPUT[1], OUTPUT[2], OUTPUT[3], OUTPUT[4],
-                OUTPUT[5], OUTPUT[6], OUTPUT[7], OUTPUT[8], OUTPUT[9]];
-            Some(IDS)
-        }};
+    macro_rules! with_tile_and_output {
+        ($($id:literal),*) => {
+            Some(&[$($id,)* "block", "warpgroups", "swap_ab", "encoding", "threads",
+                "transposed", "transposed_warpgroups", "transposed_no_swap_ab", "output",
+                "quiet"])
+        };
     }
-    let (name, uses) = if args.packed.is_some() {
+    let (name, uses): (&'static str, Option<&'static [&'static str]>) = if args.packed.is_some() {
         (
             "--packed (the file gives the mask, tile and encoding)",
-            Some(
-                &[
-                    "packed",
-                    "transposed",
-                    "transposed_warpgroups",
-                    "transposed_no_swap_ab",
-                    "threads",
-                    "output",
-                    "quiet",
-                ][..],
-            ),
+            Some(&[
+                "packed",
+                "transposed",
+                "transposed_warpgroups",
+                "transposed_no_swap_ab",
+                "threads",
+                "output",
+                "quiet",
+            ]),
         )
     } else if args.mask.is_some() {
-        ("--mask", uses!("mask", "tensor", "seqlen_q", "seqlen_k"))
+        (
+            "--mask",
+            with_tile_and_output!("mask", "tensor", "seqlen_q", "seqlen_k"),
+        )
     } else if args.topk.is_some() {
         (
             "--topk",
-            uses!(
+            with_tile_and_output!(
                 "topk",
                 "topk_offsets",
                 "batch",
@@ -181,7 +171,7 @@ pub fn mode(args: &PackArgs) -> super::Mode {
     } else if args.blocks.is_some() {
         (
             "--blocks",
-            uses!(
+            with_tile_and_output!(
                 "blocks",
                 "blocks_num",
                 "block_sizes",
@@ -191,7 +181,10 @@ pub fn mode(args: &PackArgs) -> super::Mode {
             ),
         )
     } else {
-        ("--predicate", uses!("predicate", "seqlen_q", "seqlen_k"))
+        (
+            "--predicate",
+            with_tile_and_output!("predicate", "seqlen_q", "seqlen_k"),
+        )
     };
     super::Mode { name, uses }
 }
