@@ -642,6 +642,41 @@ mod tests {
     use fragmask_gmma_frag::TiledAccumulator;
     use fragmask_masks::{pack, BlockSparseMask, BlockSparseOptions, Encoding, PackOptions};
 
+    #[test]
+    fn random_topk_lists_are_distinct_sorted_and_within_the_budget() {
+        let lens = [1000usize, 5, 64, 0];
+        let idx = random_topk(&lens, 8, 3).unwrap();
+        for (r, &len) in lens.iter().enumerate() {
+            let row = &idx[r * 8..(r + 1) * 8];
+            let take = 8.min(len);
+            assert!(row[..take].windows(2).all(|w| w[0] < w[1]), "{row:?}");
+            assert!(row[..take].iter().all(|&x| (x as usize) < len), "{row:?}");
+            assert!(row[take..].iter().all(|&x| x == 0), "{row:?}");
+        }
+        assert!(matches!(
+            random_topk(&vec![1 << 30; 65_535], 1 << 30, 1),
+            Err(DecodeError::HostMemory { .. })
+        ));
+    }
+
+    #[test]
+    fn the_top_k_shape_is_checked_without_indices() {
+        let mut s = test_shape(1, 4, 1, 64);
+        s.cache = CacheShape::Contiguous { capacity: 1 << 30 };
+        s.batch = 65_535;
+        assert!(matches!(
+            topk_shape(&s, 1 << 30),
+            Err(DecodeError::Overflow("top-k pages"))
+        ));
+        s.batch = 1;
+        assert!(matches!(
+            topk_shape(&s, (1 << 30) + 1),
+            Err(DecodeError::Size { .. })
+        ));
+        let g = topk_shape(&s, 100).unwrap();
+        assert_eq!(g.cache.capacity(), 100);
+    }
+
     fn packed_random(
         sq: usize,
         sk: usize,

@@ -358,6 +358,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_zero_or_huge_head_dim_has_no_stages_and_no_kernel() {
+        for g in Geometry::SUPPORTED {
+            assert_eq!(g.max_stages(0), 0, "{g}");
+            assert_eq!(g.max_stages(u32::MAX), 0, "{g}");
+            assert!(matches!(
+                crate::attention::AttentionKernel::default_for_geometry(
+                    g,
+                    0,
+                    crate::attention::MaskMode::Window
+                ),
+                Err(crate::attention::ConfigError::HeadDim(0))
+            ));
+        }
+    }
+
+    #[test]
     fn every_supported_geometry_is_consistent() {
         for g in Geometry::SUPPORTED {
             assert_eq!(g.block_m(), 64 * g.consumer_warpgroups(), "{g}");

@@ -226,6 +226,26 @@ mod tests {
     }
 
     #[test]
+    fn calls_beyond_the_device_limit_and_negative_slopes_are_refused() {
+        let huge = LightningProblem {
+            dim_v: 256,
+            ..problem(65_535, 65_535, 1, 256)
+        };
+        assert!(matches!(
+            huge.validate(),
+            Err(ProblemError::Size { value, max: MAX_DEVICE_BYTES, .. }) if value > MAX_DEVICE_BYTES
+        ));
+        assert!(problem(4768, 64, 1, 256).validate().is_err());
+        let p = problem(1, 2, 1, 64).validate().unwrap();
+        assert!(p.device_bytes().unwrap() < 1 << 20);
+        assert!(p.check_slopes(&[0.0, 0.5]).is_ok());
+        assert!(matches!(
+            p.check_slopes(&[0.5, -0.25]),
+            Err(ProblemError::Slope { head: 1, .. })
+        ));
+    }
+
+    #[test]
     fn sizes_out_of_range_are_refused_with_their_limit() {
         let e = problem(0, 64, 1, 96).validate().unwrap_err();
         assert_eq!(
