@@ -659,7 +659,7 @@ def build_cases(root_tmp: str) -> list[Case]:
         "q": ("BF16", [1, 1, 1, 64], bf16(64)), "k_cache": ("BF16", [1, 16, 1, 64], bf16(1024)),
         "v_cache": ("BF16", [1, 16, 1, 64], bf16(1024))})}, gpu=True))
     dmask = Path(root_tmp) / "decode_mask.safetensors"
-    r = subprocess.run([FRAGMASK, "pack", "--predicate", "all", "--seqlen-q", "1", "--seqlen-k", "256", "--block", "64x64", "-q", "-o", str(dmask)],
+    r = subprocess.run([FRAGMASK, "pack", "--predicate", "all", "--seqlen-q", "1", "--seqlen-k", "256", "--block", "64x64", "--warpgroups", "1", "-q", "-o", str(dmask)],
                        capture_output=True)
     if r.returncode != 0:
         sys.exit(f"cannot make a decode mask: {r.stderr.decode()}")
