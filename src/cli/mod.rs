@@ -195,13 +195,22 @@ pub fn flag_name(arg: &clap::Arg) -> String {
 /// before the next flag (`--out --json`) still reads as a missing value.
 fn values_may_start_with_a_hyphen(cmd: clap::Command) -> clap::Command {
     cmd.mut_args(|a| {
-        let takes_values = a.get_action().takes_values() && !a.is_positional();
+        let takes_values = a.get_action().takes_values();
         let path = matches!(
             a.get_value_hint(),
             clap::ValueHint::AnyPath | clap::ValueHint::FilePath | clap::ValueHint::DirPath
         );
-        a.allow_negative_numbers(takes_values)
-            .allow_hyphen_values(takes_values && !path)
+        // Only ever switched on: an argument's own setting stays.
+        let a = if takes_values {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        };
+        if takes_values && !a.is_positional() && !path {
+            a.allow_hyphen_values(true)
+        } else {
+            a
+        }
     })
     .mut_subcommands(values_may_start_with_a_hyphen)
 }
