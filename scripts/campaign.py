@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reliability campaign (issue 10): several hundred bad or edge-case inputs across every
+"""Reliability campaign: several hundred bad or edge-case inputs across every
 subcommand of the release binary, kills during writes, and a full disk.
 
 Each case runs in a fresh temporary directory with a timeout and a memory cap, and is
@@ -18,6 +18,8 @@ classified:
   exit3-bad   exit 3 ("no GPU") on an invalid input (3 is only for valid inputs)
   unclear     exit 2, but stderr names neither the case's flag nor its file
   unexpected  any other exit code (e.g. 2 on a valid input)
+  gpu-stdout  exit 3 with the "no GPU" line on standard output (it belongs on standard
+              error, so that --json output stays parseable)
 
 Usage: scripts/campaign.py [--fragmask target/release/fragmask] [--json report.json]
        [--timeout 60] [--mem-gib 4] [--only SUBCOMMAND] [--jobs 2] [-v]
@@ -619,6 +621,92 @@ def build_cases(root_tmp: str) -> list[Case]:
     for label, data in npy_corruptions(mask_ok, stride=17) + [("float", npy("<f4", (16, 16))), ("rank 5", npy("|b1", (1, 1, 1, 16, 16)))]:
         C.append(Case(BP, f"--npy {label}", ["bench", "packer", "--npy", "{d}/m.npy"], "bad", ["m.npy"], {"m.npy": data}, gpu=True))
     C += json_output_cases(BP, ["bench", "packer"], gpu=True)
+    # ---- decode / bench decode (no GPU here: valid inputs exit 3)
+    D = "decode"
+    dbase = ["decode", "--random", "1,1,2,1,128,64"]
+    C.append(Case(D, "valid random", dbase, "valid", gpu=True))
+    C.append(Case(D, "valid named sizes", ["decode", "--random", "b=1,sq=1,h=2,hkv=1,sk=128,d=64"], "valid", gpu=True))
+    C.append(Case(D, "valid paged", dbase + ["--page-size", "16", "--shuffle-pages"], "valid", gpu=True))
+    C.append(Case(D, "valid topk", dbase + ["--topk", "16"], "valid", gpu=True))
+    for v in ["1,65536,1024,4,1,64", "1,65536,256,1,1,64", "", "1,1,1", "0,1,1,1,128,64", "1,1,3,2,128,64", "1,1,1,1,128,7",
+              "-1,1,1,1,128,64", "b=1,sq=1", "b=1,b=1,sq=1,h=1,hkv=1,sk=1,d=64", "x=1,sq=1,h=1,hkv=1,sk=1,d=64",
+              "18446744073709551616,1,1,1,128,64", "65535,65536,65535,65535,1073741824,256"]:
+        C.append(Case(D, f"--random {v!r}", ["decode", "--random", v], "bad", ["--random"], gpu=True))
+    for label, args in [
+        ("topk 2^30 keys x 65535 requests", ["decode", "--random", "65535,1,1,1,1073741824,128", "--topk", "1073741824"]),
+        ("topk 1e8 of 2^30 keys", ["decode", "--random", "1,1,8,8,1073741824,128", "--topk", "100000000"]),
+        ("topk 0", dbase + ["--topk", "0"]),
+        ("topk above SK", dbase + ["--topk", "129"]),
+    ]:
+        C.append(Case(D, label, args, "bad", ["--topk"], gpu=True))
+    C += numeric_cases(D, dbase, "--splits", ["0", "257"], gpu=True)
+    C += numeric_cases(D, dbase, "--page-size", ["0", "3", "2048"], names=["--page-size", "page size"], gpu=True)
+    for v in ["0", "-1", "-inf", "nan", "inf", "abc"]:
+        C.append(Case(D, f"--scale {v!r}", dbase + ["--scale", v], "bad", ["--scale"], gpu=True))
+    for v in ["-1,5", "-1", "1,2,3", "200", "a"]:
+        C.append(Case(D, f"--lengths {v!r}", ["decode", "--random", "2,1,2,1,128,64", "--lengths", v], "bad", ["--lengths"], gpu=True))
+    dec_in = ["decode", "--inputs", "{d}/in.safetensors", "--out", "{d}/out.safetensors"]
+    for extra in [["--head-major"], ["--seqlens-q", "random"], ["--topk", "4"], ["--sweep-only", "mask"], ["--lengths", "full"],
+                  ["--dtype", "f16"], ["--seed", "3"], ["--page-size", "16"], ["--graph"]]:
+        C.append(Case(D, f"--inputs + {extra[0]} (ignored)", dec_in + extra, "bad", [extra[0]], gpu=True))
+    C.append(Case(D, "--random + --check (ignored)", dbase + ["--check"], "bad", ["--check"], gpu=True))
+    C.append(Case(D, "--sweep + --splits (ignored)", ["decode", "--sweep", "--splits", "4"], "bad", ["--splits"], gpu=True))
+    bf16 = lambda n: bytes(2 * n)
+    C.append(Case(D, "block_table [1, 0]", dec_in, "bad", ["block_table"], {"in.safetensors": safetensors({
+        "q": ("BF16", [1, 1, 1, 64], bf16(64)), "k_cache": ("BF16", [1, 16, 1, 64], bf16(1024)),
+        "v_cache": ("BF16", [1, 16, 1, 64], bf16(1024)), "block_table": ("I32", [1, 0], b"")})}, gpu=True))
+    C.append(Case(D, "valid inputs", dec_in, "valid", files={"in.safetensors": safetensors({
+        "q": ("BF16", [1, 1, 1, 64], bf16(64)), "k_cache": ("BF16", [1, 16, 1, 64], bf16(1024)),
+        "v_cache": ("BF16", [1, 16, 1, 64], bf16(1024))})}, gpu=True))
+    dmask = Path(root_tmp) / "decode_mask.safetensors"
+    r = subprocess.run([FRAGMASK, "pack", "--predicate", "all", "--seqlen-q", "1", "--seqlen-k", "256", "--block", "64x64", "--warpgroups", "1", "-q", "-o", str(dmask)],
+                       capture_output=True)
+    if r.returncode != 0:
+        sys.exit(f"cannot make a decode mask: {r.stderr.decode()}")
+    for sk, expect in [("128", "bad"), ("300", "bad"), ("256", "valid")]:
+        C.append(Case(D, f"--mask of 256 keys, SK={sk}", ["decode", "--random", f"1,1,2,1,{sk},64", "--mask", "{d}/m.safetensors"], expect,
+                      ["--mask"], {"m.safetensors": dmask.read_bytes()}, gpu=True))
+    BD = "bench decode"
+    for preset in ["serving", "vsa", "issue11", "writeup002"]:
+        C.append(Case(BD, f"valid --preset {preset}", ["bench", "decode", "--preset", preset], "valid", gpu=True))
+    C.append(Case(BD, "--preset bogus", ["bench", "decode", "--preset", "bogus"], "bad", ["--preset"], gpu=True))
+    for extra in [["--batch", "3"], ["--page-size", "16"], ["--causal"], ["--head-major"]]:
+        C.append(Case(BD, f"--preset + {extra[0]} (ignored)", ["bench", "decode", "--preset", "vsa"] + extra, "bad", [extra[0]], gpu=True))
+    C.append(Case(BD, "topk above SK", ["bench", "decode", "--seqlen-k", "128", "--topk", "129"], "bad", ["--topk"], gpu=True))
+
+    # ---- flags a mode ignores, sizes before allocation, messages naming the flag
+    for mode in ["--emit-source", "--inspect"]:
+        for extra, nm in [(["--backward"], "--backward"), (["--splits", "0"], "--splits"), (["--bwd-stages", "0"], "--bwd-stages"),
+                          (["--mask", "{d}/missing.st"], "missing.st"), (["--random", "1,1,1,128,128,64"], "--random"),
+                          (["--head-dim", "0"], "--head-dim")]:
+            C.append(Case(A, f"{mode} + {' '.join(extra)}", ["attention", mode] + extra, "bad", [nm]))
+    for v in ["0", "-1"]:
+        C.append(Case(A, f"--scale {v}", ["attention", "--random", "1,1,1,128,128,64", "--scale", v], "bad", ["--scale"], gpu=True))
+    C.append(Case(A, "--bwd-stages 0", ["attention", "--random", "1,1,1,128,128,128", "--backward", "--bwd-stages", "0"], "bad", ["--bwd-stages"], gpu=True))
+    C.append(Case(A, "--head-dim in a run (ignored)", ["attention", "--random", "1,1,1,128,128,64", "--head-dim", "64"], "bad", ["--head-dim"], gpu=True))
+    C.append(Case(A, "--iters without --bench (ignored)", ["attention", "--random", "1,1,1,128,128,64", "--iters", "5"], "bad", ["--iters"], gpu=True))
+    C.append(Case(A, "valid named --random", ["attention", "--random", "sk=128,d=64,b=1,h=1,hkv=1,sq=128"], "valid", gpu=True))
+    lin = ["lightning", "--inputs", "{d}/in.safetensors", "--out", "{d}/out.safetensors"]
+    for extra in [["--steps", "0"], ["--dtype", "f64"], ["--seed", "2"]]:
+        C.append(Case(L, f"--inputs + {extra[0]} (ignored)", lin + extra, "bad", [extra[0]], gpu=True))
+    lfiles = {"q.npy": npy("<f4", (1, 1, 1, 64)), "k.npy": npy("<f4", (1, 1, 1, 64)), "v.npy": npy("<f4", (1, 1, 1, 64)),
+              "state.npy": npy("<f4", (1, 1, 64, 64))}
+    largs = ["lightning", "--q", "{d}/q.npy", "--k", "{d}/k.npy", "--v", "{d}/v.npy", "--state", "{d}/state.npy", "--slope", "{d}/slope.npy",
+             "--out", "{d}/out.safetensors"]
+    C.append(Case(L, "negative slope", largs, "bad", ["--slope"], {**lfiles, "slope.npy": npy("<f4", (1,), f32([-0.5]))}, gpu=True))
+    C.append(Case(L, "valid slope files", largs, "valid", files={**lfiles, "slope.npy": npy("<f4", (1,), f32([0.5]))}, gpu=True))
+    for v in ["4768,64,1,256,256", "512,64,1,256,256"]:
+        C.append(Case(L, f"--random {v} --steps 1 (memory)", ["lightning", "--random", v, "--steps", "1"], "bad", ["--random"], gpu=True))
+    C.append(Case(BL, "state of 2.8e14 elements", bl + ["--batch", "65535", "--heads", "65535", "--dim", "256", "--dim-v", "256"], "bad",
+                  ["--batch"], gpu=True))
+    packed_base = ["pack", "--packed", "{d}/p.safetensors", "--transposed", "-q", "-o", "{d}/out.safetensors"]
+    for extra in [["--topk-offsets", "{d}/p.safetensors"], ["--blocks-num", "{d}/p.safetensors"], ["--sparse-block", "64"],
+                  ["--batch", "1"], ["--block-sizes", "{d}/p.safetensors"]]:
+        C.append(Case(P, f"--packed + {extra[0]} (ignored)", packed_base + extra, "bad", [extra[0]], {"p.safetensors": packed_ok}))
+    C.append(Case(P, "64x64 infers 1 warpgroup", ["pack", "--predicate", "causal", "--seqlen-q", "128", "--seqlen-k", "128", "--block", "64x64",
+                                                    "-q", "-o", "{d}/out.safetensors"], "valid", outputs=out))
+    C.append(Case(G, "64x64 infers 1 warpgroup", ["codegen", "--block", "64x64", "-o", "{d}/a.cuh"], "valid", outputs=["a.cuh"]))
+
     C.append(Case("bench", "no subcommand", ["bench"], "bad", ["subcommand", "Usage"]))
     C.append(Case("bench", "unknown subcommand", ["bench", "frob"], "bad", ["frob"]))
     C.append(Case("(top)", "unknown subcommand", ["frob"], "bad", ["frob"]))
@@ -785,6 +873,8 @@ def run_case(case: Case, base_tmp: str, opts) -> dict:
     stderr = se.decode("utf-8", "replace")
     after = snapshot(d)
     outcome = classify(case, rc, stderr.replace(str(d), "{d}"), before, after)
+    if outcome == "ok" and rc == 3 and b"no GPU" in so:
+        outcome = "gpu-stdout"
     if secs > 5 or outcome != "ok":
         print(f"  {outcome:<10} {secs:6.1f} s  {case.group}: {case.name} (exit {rc})", file=sys.stderr, flush=True)
     shutil.rmtree(d, ignore_errors=True)
@@ -940,7 +1030,8 @@ def main():
     finally:
         shutil.rmtree(base_tmp, ignore_errors=True)
 
-    classes = ["ok", "panic", "abort", "hang", "leftover", "clobbered", "exit0-bad", "exit3-bad", "unclear", "unexpected", "not-reached"]
+    classes = ["ok", "panic", "abort", "hang", "leftover", "clobbered", "exit0-bad", "exit3-bad", "unclear", "unexpected", "gpu-stdout",
+               "not-reached"]
     groups = sorted({r["group"] for r in results}, key=lambda g: [r["group"] for r in results].index(g))
     table = {g: {c: 0 for c in classes} for g in groups}
     codes = {g: {} for g in groups}

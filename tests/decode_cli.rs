@@ -409,14 +409,7 @@ fn split_counts_the_forward_cannot_take_drop_its_rows_and_keep_the_decode_rows()
     let d = TempDir::new("decode-forward-rows");
     let (code, text) = run(
         &d.0,
-        &[
-            "bench",
-            "decode",
-            "--preset",
-            "writeup002",
-            "--splits",
-            "200",
-        ],
+        &["bench", "decode", "--preset", "vsa", "--splits", "200"],
     );
     assert!(code == 3 || code == 0, "{text}");
     assert!(
@@ -425,14 +418,7 @@ fn split_counts_the_forward_cannot_take_drop_its_rows_and_keep_the_decode_rows()
     );
     let (code, text) = run(
         &d.0,
-        &[
-            "bench",
-            "decode",
-            "--preset",
-            "writeup002",
-            "--splits",
-            "12",
-        ],
+        &["bench", "decode", "--preset", "vsa", "--splits", "12"],
     );
     assert!(code == 3 || code == 0, "{text}");
     assert!(!text.contains("no wgmma forward row"), "{text}");

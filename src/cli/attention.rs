@@ -27,7 +27,8 @@ macro_rules! inputs_help {
     () => {
         "\
 Inputs: --inputs FILE.safetensors holding q, k, v ([B,H,S,D], BF16/F16/F32), or --q/--k/--v \
-(.npy float32/float16, or .safetensors with one tensor), or --random B,H,HKV,SQ,SK,D.
+(.npy float32/float16, or .safetensors with one tensor), or --random B,H,HKV,SQ,SK,D \
+(or named: b=1,h=16,hkv=16,sq=4096,sk=4096,d=128; decode's --random orders its sizes B,SQ,H,HKV,SK,D).
 Masks: --mask PACK.safetensors (FragmentNative, from `fragmask pack`: kv_num_blocks, kv_indices, \
 full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words), --dense-mask MASK.npy (bool \
 [B|1,H|1,Sq,Sk], packed here as `fragmask pack` does), --synthetic-mask random:P | blocksparse:T:P | topk:F, --causal, \
@@ -72,9 +73,12 @@ pub struct ForwardArgs {
     /// Value tensor file.
     #[arg(long, requires_all = ["q", "k"], conflicts_with = "random")]
     v: Option<PathBuf>,
-    /// Random bf16 inputs: B,H,HKV,SQ,SK,D.
-    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
-    random: Option<Vec<usize>>,
+    /// Random bf16 inputs of sizes B,H,HKV,SQ,SK,D: batch, query heads, KV heads, query
+    /// length, key length, head dim (the `[B, H, S, D]` order of q; `fragmask decode
+    /// --random` orders its sizes B,SQ,H,HKV,SK,D). Or named, in any order:
+    /// b=1,h=16,hkv=16,sq=4096,sk=4096,d=128.
+    #[arg(long, value_name = "B,H,HKV,SQ,SK,D", allow_hyphen_values = true)]
+    random: Option<String>,
     /// Seed of --random and synthetic masks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -126,7 +130,7 @@ pub struct ForwardArgs {
     #[arg(long)]
     block: Option<String>,
     /// Split-KV: cut each row block's key steps into this many splits (1..=128), merged
-    /// by a combine kernel. For calls with few row blocks and many keys (write-up 002's
+    /// by a combine kernel. For calls with few row blocks and many keys (video block-sparse
     /// decode: 64 queries against 23296 keys).
     #[arg(long)]
     splits: Option<u32>,
@@ -167,6 +171,71 @@ pub struct AttentionArgs {
     backward: bool,
     #[command(flatten)]
     backward_flags: backward::BackwardFlags,
+}
+
+/// The forward's inputs, masks and kernel configuration (every run mode reads them).
+macro_rules! forward_ids {
+    ($($extra:literal),*) => {
+        &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask",
+          "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
+          "lookahead", "block", "splits", $($extra),*]
+    };
+}
+
+/// The mode of a `fragmask attention` command line and the flags it reads.
+pub fn mode(args: &AttentionArgs) -> super::Mode {
+    use super::Mode;
+    let kernel_only: &'static [&'static str] = &[
+        "emit_source",
+        "inspect",
+        "head_dim",
+        "block",
+        "stages",
+        "no_overlap",
+        "pingpong",
+        "lookahead",
+        "mask",
+        "synthetic_mask",
+    ];
+    match (args.emit_source || args.inspect, args.selftest, args.backward, args.bench) {
+        (true, ..) => Mode {
+            name: if args.emit_source {
+                "--emit-source (it shows the forward kernel of --head-dim, --block and a mask kind)"
+            } else {
+                "--inspect (it compiles the forward kernel of --head-dim, --block and a mask kind)"
+            },
+            uses: Some(kernel_only),
+        },
+        (false, true, false, _) => Mode {
+            name: "--selftest",
+            uses: Some(&["selftest", "block", "no_overlap", "pingpong", "lookahead", "seed"]),
+        },
+        (false, true, true, _) => Mode {
+            name: "--selftest --backward",
+            uses: Some(&["selftest", "backward", "seed"]),
+        },
+        (false, false, true, true) => Mode {
+            name: "--backward --bench",
+            uses: Some(forward_ids!(
+                "warmup", "iters", "out", "bench", "backward", "deterministic", "d_o",
+                "dq_atomics", "bwd_stages"
+            )),
+        },
+        (false, false, true, false) => Mode {
+            name: "--backward (--warmup and --iters need --bench)",
+            uses: Some(forward_ids!(
+                "out", "backward", "deterministic", "d_o", "dq_atomics", "bwd_stages"
+            )),
+        },
+        (false, false, false, true) => Mode {
+            name: "--bench (the gradient flags need --backward)",
+            uses: Some(forward_ids!("warmup", "iters", "out", "lse_out", "bench")),
+        },
+        (false, false, false, false) => Mode {
+            name: "a forward run (the gradient flags need --backward, --warmup and --iters need --bench)",
+            uses: Some(forward_ids!("out", "lse_out")),
+        },
+    }
 }
 
 /// The kernel-configuration flags given, as `--stages 9 --pingpong true: `, to name
@@ -229,8 +298,26 @@ fn mode_of(args: &ForwardArgs) -> MaskMode {
 pub fn run(args: AttentionArgs) -> CmdResult {
     if args.emit_source || args.inspect {
         let fwd = &args.forward;
-        let geometry =
-            geometry_flag(fwd)?.unwrap_or_else(|| AttentionKernel::default_geometry(args.head_dim));
+        if let Some(spec) = &fwd.synthetic_mask {
+            inputs::parse_synthetic(spec).map_err(|e| e.to_string())?;
+        }
+        // A --mask file is read and checked; its tile is the kernel's (as for a run).
+        let mask = match &fwd.mask {
+            Some(path) => {
+                let bytes = read_input(path, "--mask")?;
+                let m = PackedMask::from_safetensors(&bytes)
+                    .map_err(|e| format!("--mask {}: {e}", path.display()))?;
+                let g = inputs::call_geometry(args.head_dim as usize, Some(&m), &opts(fwd))
+                    .map_err(|e| format!("--mask {}: {e}", path.display()))?;
+                Some(g)
+            }
+            None => None,
+        };
+        let geometry = match mask {
+            Some(g) => g,
+            None => geometry_flag(fwd)?
+                .unwrap_or_else(|| AttentionKernel::default_geometry(args.head_dim)),
+        };
         let k = inputs::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
             .map_err(|e| format!("--head-dim {}: {}{e}", args.head_dim, config_flags(fwd)))?;
         if args.emit_source {
@@ -319,7 +406,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     let device = match Device::first() {
         Ok(d) => d,
         Err(e) if e.is_no_gpu() => {
-            println!(
+            eprintln!(
                 "no GPU: {e}; the inputs are valid, but the attention kernel needs an SM90 GPU: nothing ran."
             );
             return Ok(ExitCode::from(NO_GPU_EXIT));
@@ -396,8 +483,10 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         }
     }
     if let Some(s) = args.scale {
-        if !s.is_finite() {
-            return Err(format!("--scale {s}: expected a finite number"));
+        // As decode: the scale multiplies QK^T before the softmax; 0 or a negative scale
+        // is not attention.
+        if !s.is_finite() || s <= 0.0 {
+            return Err(format!("--scale {s}: expected a finite number above 0"));
         }
     }
     for (flag, n) in [("--warmup", args.warmup), ("--iters", args.iters)] {
@@ -420,7 +509,11 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
 
     // ---- inputs ----
     let source = if let Some(r) = &args.random {
-        Source::Random(inputs::random_shape(r).map_err(e)?, args.seed)
+        let sizes: Vec<usize> = super::parse_sizes(r, &["B", "H", "HKV", "SQ", "SK", "D"], 0)?
+            .into_iter()
+            .flatten()
+            .collect();
+        Source::Random(inputs::random_shape(&sizes).map_err(e)?, args.seed)
     } else if let Some(path) = &args.inputs {
         let bytes = read_input(path, "--inputs")?;
         Source::Files(inputs::qkv_from_safetensors(&bytes, &named(path, "--inputs")).map_err(e)?)

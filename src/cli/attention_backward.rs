@@ -109,10 +109,16 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
             ));
         }
     }
+    if flags.bwd_stages == Some(0) {
+        return Err("--bwd-stages 0: the backward needs at least 1 Q/dO stage".into());
+    }
     bwd::backward_kernel(v.shape.head_dim, packed, &backward_opts(args, flags)).map_err(|e| {
+        let stages = flags
+            .bwd_stages
+            .map_or(String::new(), |n| format!("--bwd-stages {n}: "));
         match &args.mask {
-            Some(p) => format!("--mask {}: {e}", p.display()),
-            None => e.to_string(),
+            Some(p) => format!("{stages}--mask {}: {e}", p.display()),
+            None => format!("{stages}{e}"),
         }
     })?;
     Ok(())

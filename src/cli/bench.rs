@@ -7,7 +7,9 @@
 //! - `bench packer`: the GPU packer on a dense bool mask, against the device's copy
 //!   bandwidth (and the CPU packer).
 //! - `bench attention`: the masked attention forward kernel (the same code path as
-//!   `fragmask attention --bench`).
+//!   `fragmask attention --bench`); `bench backward`: the attention backward.
+//! - `bench lightning`, `bench decode`: lightning attention decode and split-KV decode
+//!   beside a device-to-device copy.
 //!
 //! GPU timings: CUDA events after warm-up, medians over many launches.
 
@@ -57,7 +59,8 @@ enum BenchCommand {
     /// --warmup; TFLOP/s count 2.5x the forward's FLOPs.
     #[command(after_help = attention::BENCH_AFTER_HELP)]
     Backward(Box<attention::backward::BenchBackwardArgs>),
-    /// Time lightning decode (write-up 003) beside a device-to-device copy (the roof).
+    /// Time lightning attention decode (MiniMax-01) beside a device-to-device copy (the
+    /// roof).
     Lightning(super::lightning::BenchLightningArgs),
     /// Time split-KV decode beside a device-to-device copy (the roof).
     Decode(Box<super::decode::BenchDecodeArgs>),
@@ -135,6 +138,27 @@ pub struct PackerArgs {
     json: Option<PathBuf>,
 }
 
+/// The benchmark's subcommand name.
+pub fn name(args: &BenchArgs) -> &'static str {
+    match args.command {
+        BenchCommand::Sass(_) => "sass",
+        BenchCommand::Apply(_) => "apply",
+        BenchCommand::Packer(_) => "packer",
+        BenchCommand::Attention(_) => "attention",
+        BenchCommand::Backward(_) => "backward",
+        BenchCommand::Lightning(_) => "lightning",
+        BenchCommand::Decode(_) => "decode",
+    }
+}
+
+/// The mode of a `fragmask bench ...` command line and the flags it reads.
+pub fn mode(args: &BenchArgs) -> super::Mode {
+    match &args.command {
+        BenchCommand::Decode(a) => super::decode::bench_mode(a),
+        _ => super::Mode::ALL,
+    }
+}
+
 /// Runs the chosen benchmark.
 pub fn run(args: BenchArgs) -> CmdResult {
     match args.command {
@@ -210,7 +234,7 @@ fn gpu() -> Result<Result<Device, ExitCode>, String> {
     match Device::first() {
         Ok(d) => Ok(Ok(d)),
         Err(e) if e.is_no_gpu() => {
-            println!("no GPU: {e}; nothing was timed.");
+            eprintln!("no GPU: {e}; nothing was timed.");
             Ok(Err(ExitCode::from(NO_GPU_EXIT)))
         }
         Err(e) => Err(format!("GPU discovery failed: {e}")),
@@ -240,7 +264,7 @@ pub fn sass_table(costs: &[ApplyCost]) -> String {
     let get = |e: Encoding| costs.iter().find(|c| c.encoding == e);
     if let (Some(q), Some(r)) = (get(Encoding::QuadLane), get(Encoding::RowMajor)) {
         s.push_str(&format!(
-            "RowMajor / QuadLane apply instructions: {:.2}x (the reference write-up claims ~4.5x)\n",
+            "RowMajor / QuadLane apply instructions: {:.2}x (an earlier analysis claims ~4.5x)\n",
             r.apply.instructions as f64 / q.apply.instructions.max(1) as f64
         ));
     }

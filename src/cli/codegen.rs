@@ -20,9 +20,10 @@ pub struct CodegenArgs {
     /// Tile, <block_m>x<block_n> (query rows x keys).
     #[arg(long, default_value = "128x128", allow_hyphen_values = true)]
     pub block: String,
-    /// MMA (consumer) warpgroups; each owns 64 rows per atom.
-    #[arg(long, default_value_t = 2)]
-    pub warpgroups: u32,
+    /// MMA (consumer) warpgroups; each owns 64 rows per atom. Default: 2 when the MMA's
+    /// M side (block_m, or block_n with --swap-ab) is a multiple of 128, else 1.
+    #[arg(long)]
+    pub warpgroups: Option<u32>,
     /// fragment-native, quad-lane or row-major.
     #[arg(long, default_value = "fragment-native")]
     pub encoding: String,
@@ -37,22 +38,34 @@ pub struct CodegenArgs {
 /// Generates the header and writes it (to a temporary file, then renamed:
 /// `fragmask::masks::io::write_atomically`).
 pub fn run(args: CodegenArgs) -> CmdResult {
-    let tile_flags = |e: String| {
+    let tile_flags = |warpgroups: String, e: String| {
         format!(
-            "--block {} --warpgroups {}{}: {e}",
+            "--block {} --warpgroups {warpgroups}{}: {e}",
             args.block,
-            args.warpgroups,
             if args.swap_ab { " --swap-ab" } else { "" }
         )
     };
-    let (block_m, block_n) = parse_block(&args.block).map_err(|e| tile_flags(e.to_string()))?;
+    let given = args
+        .warpgroups
+        .map_or("(default)".to_string(), |w| w.to_string());
+    let (block_m, block_n) =
+        parse_block(&args.block).map_err(|e| tile_flags(given.clone(), e.to_string()))?;
+    let warpgroups =
+        super::pack::default_warpgroups(args.warpgroups, block_m, block_n, args.swap_ab);
     let encoding =
         parse_encoding(&args.encoding).map_err(|e| format!("--encoding {}: {e}", args.encoding))?;
-    let acc = accumulator(block_m, block_n, args.warpgroups, args.swap_ab)
-        .map_err(|e| tile_flags(e.to_string()))?;
+    let acc = accumulator(block_m, block_n, warpgroups, args.swap_ab).map_err(|e| {
+        tile_flags(
+            warpgroups.to_string(),
+            format!(
+                "{e}{}",
+                super::pack::warpgroups_hint(block_m, block_n, warpgroups, args.swap_ab)
+            ),
+        )
+    })?;
     let command = format!(
         "fragmask codegen --block {block_m}x{block_n} --warpgroups {} --encoding {}{}",
-        args.warpgroups,
+        warpgroups,
         encoding.name(),
         if args.swap_ab { " --swap-ab" } else { "" }
     );
@@ -73,7 +86,7 @@ pub fn run(args: CodegenArgs) -> CmdResult {
         "wrote {} ({} encoding, {block_m}x{block_n} tile, {} warpgroup(s), {} bytes)",
         args.output.display(),
         encoding.name(),
-        args.warpgroups,
+        warpgroups,
         text.len()
     );
     Ok(ExitCode::SUCCESS)

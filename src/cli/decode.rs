@@ -12,11 +12,13 @@ use clap::Args;
 use fragmask::host::attention::inputs::MAX_FILE_BYTES;
 use fragmask::host::decode::bench::{bench, copy_roof, BenchExtra, MAX_BENCH_CACHE_BYTES};
 use fragmask::host::decode::check::{
-    check, check_masked, check_varlen, compare_masked, graph_check, random_inputs, random_lengths,
-    sweep_cases, Comparison,
+    check, check_host_budget, check_masked, check_varlen, compare_masked, graph_check,
+    random_inputs, random_lengths, sweep_cases, Comparison,
 };
 use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
-use fragmask::host::decode::mask::{random_topk, topk_gather, DecodeMask, DecodeMaskDevice};
+use fragmask::host::decode::mask::{
+    random_topk, topk_gather, topk_shape, DecodeMask, DecodeMaskDevice,
+};
 use fragmask::host::decode::{
     CacheShape, DecodeOutput, DecodePlan, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
 };
@@ -65,9 +67,12 @@ fn check_reference_cost(shape: &DecodeShape, what: &str) -> Result<(), String> {
 /// Options of `fragmask decode`.
 #[derive(Args)]
 pub struct DecodeArgs {
-    /// Random inputs of shape B,SQ,H,HKV,SK,D: requests, new tokens per request, query
-    /// heads, KV heads, keys per request (the cache's capacity) and head size; checked
-    /// against the CPU f64 reference. q, k, v are uniform in [-1, 1).
+    /// Random inputs of sizes B,SQ,H,HKV,SK,D: requests, new tokens per request, query
+    /// heads, KV heads, keys per request (the cache's capacity) and head size (the
+    /// `[B, SQ, H, D]` order of q; `fragmask attention --random` orders its sizes
+    /// B,H,HKV,SQ,SK,D). Or named, in any order: b=16,sq=1,h=32,hkv=8,sk=8192,d=128.
+    /// Checked against the CPU f64 reference (inputs and reference at most 4 GiB of host
+    /// memory). q, k, v are uniform in [-1, 1).
     #[arg(long, value_name = "B,SQ,H,HKV,SK,D", allow_hyphen_values = true,
           conflicts_with_all = ["inputs", "out", "sweep"], required_unless_present_any = ["inputs", "sweep"])]
     random: Option<String>,
@@ -151,6 +156,54 @@ pub struct DecodeArgs {
     seed: u64,
 }
 
+/// The mode of a `fragmask decode` command line and the flags it reads.
+pub fn mode(args: &DecodeArgs) -> super::Mode {
+    use super::Mode;
+    if args.sweep {
+        Mode {
+            name: "--sweep",
+            uses: Some(&["sweep", "sweep_only", "graph", "seed"]),
+        }
+    } else if args.inputs.is_some() {
+        Mode {
+            name: "--inputs (the file gives the shapes, cache and lengths)",
+            uses: Some(&[
+                "inputs",
+                "out",
+                "check",
+                "causal",
+                "window_left",
+                "window_right",
+                "scale",
+                "splits",
+                "mask",
+            ]),
+        }
+    } else {
+        Mode {
+            name: "--random",
+            uses: Some(&[
+                "random",
+                "page_size",
+                "shuffle_pages",
+                "head_major",
+                "lengths",
+                "causal",
+                "window_left",
+                "window_right",
+                "scale",
+                "dtype",
+                "splits",
+                "graph",
+                "mask",
+                "topk",
+                "seqlens_q",
+                "seed",
+            ]),
+        }
+    }
+}
+
 /// `cu_seqlens_q` of `lengths`.
 fn cu_of(lengths: &[usize]) -> Vec<i32> {
     let mut cu = vec![0i32];
@@ -191,11 +244,12 @@ fn load_packed(path: &std::path::Path) -> Result<PackedMask, String> {
 /// Options of `fragmask bench decode`.
 #[derive(Args)]
 pub struct BenchDecodeArgs {
-    /// The workloads of issue 11 (`issue11`: B=16 q=1 H=32 Hkv=8 Sk=8192; B=1 Sk=65536;
-    /// B=64 Sk=4096; B=8 H=64 Hkv=8 Sk=16384; the first paged with pages of 1, 16, 64
-    /// and 256 keys, shuffled), or write-up 002's decode (`writeup002`: 64 tokens, H=12,
+    /// Preset workloads instead of one shape from the flags below. `serving`: serving
+    /// decode (B=16 q=1 H=32 Hkv=8 Sk=8192; B=1 Sk=65536; B=64 Sk=4096; B=8 H=64 Hkv=8
+    /// Sk=16384; the first paged with pages of 1, 16, 64 and 256 keys, shuffled). `vsa`:
+    /// video block-sparse attention's decode (VSA, 64-token blocks: 64 tokens, H=12,
     /// D=128, Sk=23296, unmasked, then each head keeping a random 50% and 10% of its
-    /// 64-token key blocks), instead of one shape from the flags below.
+    /// 64-token key blocks; both cache orders).
     #[arg(long)]
     preset: Option<String>,
     /// Requests.
@@ -226,7 +280,7 @@ pub struct BenchDecodeArgs {
     #[arg(long, requires = "page_size")]
     shuffle_pages: bool,
     /// A head-major cache `[B, Hkv, SK, D]` (the `[B, H, S, D]` order of SDPA) instead
-    /// of `[B, SK, Hkv, D]` (the writeup002 preset times both).
+    /// of `[B, SK, Hkv, D]` (the vsa preset times both).
     #[arg(long, conflicts_with_all = ["page_size", "topk"])]
     head_major: bool,
     /// Causal (bottom-right aligned).
@@ -263,6 +317,38 @@ pub struct BenchDecodeArgs {
     /// SEQLEN_Q.
     #[arg(long, value_name = "LIST", conflicts_with_all = ["preset", "topk", "mask"])]
     seqlens_q: Option<String>,
+}
+
+/// The mode of a `fragmask bench decode` command line and the flags it reads: a
+/// preset fixes the shapes.
+pub fn bench_mode(args: &BenchDecodeArgs) -> super::Mode {
+    if args.preset.is_some() {
+        super::Mode {
+            name: "--preset (it fixes the shapes, cache and masks)",
+            uses: Some(&[
+                "preset",
+                "dtype",
+                "splits",
+                "warmup",
+                "iters",
+                "no_dependent_launch",
+                "rotate_mb",
+                "json",
+            ]),
+        }
+    } else {
+        super::Mode::ALL
+    }
+}
+
+/// `--scale`: finite and above 0 (as the attention forward's).
+fn check_scale(scale: Option<f64>) -> Result<(), String> {
+    match scale {
+        Some(s) if !s.is_finite() || s <= 0.0 => {
+            Err(format!("--scale {s}: expected a finite number above 0"))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn parse_dtype(text: &str) -> Result<ActDtype, String> {
@@ -334,7 +420,7 @@ fn device() -> Result<Result<Device, ExitCode>, String> {
     match Device::first() {
         Ok(d) => Ok(Ok(d)),
         Err(e) if e.is_no_gpu() => {
-            println!("no GPU: {e}; the inputs are valid, nothing ran.");
+            eprintln!("no GPU: {e}; the inputs are valid, nothing ran.");
             Ok(Err(ExitCode::from(NO_GPU_EXIT)))
         }
         Err(e) => Err(format!("GPU discovery failed: {e}")),
@@ -372,7 +458,11 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         return run_files(&args);
     };
     let dtype = parse_dtype(&args.dtype)?;
-    let dims: Vec<usize> = parse_list("--random", &random)?;
+    check_scale(args.scale)?;
+    let dims: Vec<usize> = super::parse_sizes(&random, &["B", "SQ", "H", "HKV", "SK", "D"], 0)?
+        .into_iter()
+        .flatten()
+        .collect();
     let [b, sq, h, hkv, sk, d] = dims[..] else {
         return Err(format!("--random {random}: expected B,SQ,H,HKV,SK,D"));
     };
@@ -398,13 +488,26 @@ pub fn run(args: DecodeArgs) -> CmdResult {
         }
     }
     let mask = match &args.mask {
-        Some(path) => Some(load_mask(path, &shape)?),
+        Some(path) => {
+            let m = load_mask(path, &shape)?;
+            if m.seqlen_k != sk {
+                return Err(format!(
+                    "--mask {}: the mask has {} key columns, --random gives SK = {sk}",
+                    path.display(),
+                    m.seqlen_k
+                ));
+            }
+            Some(m)
+        }
         None => None,
     };
     if let Some(k) = args.topk {
         return run_topk(&args, shape, k);
     }
+    // Every size is checked before anything is drawn: the reference's work, then the
+    // host memory of the inputs and the reference.
     check_reference_cost(&shape, &format!("--random {random}"))?;
+    check_host_budget(&shape).map_err(|e| format!("--random {random}: {e}"))?;
     let lengths = match args.lengths.as_str() {
         "full" => vec![sk as i32; b],
         "random" => random_lengths(&shape, args.seed),
@@ -416,8 +519,9 @@ pub fn run(args: DecodeArgs) -> CmdResult {
             l.into_iter().map(|x| x as i32).collect()
         }
     };
-    let inputs = random_inputs(&shape, Some(lengths), args.shuffle_pages, args.seed)
-        .map_err(|e| format!("--random {random}: {e}"))?;
+    shape
+        .check_lengths_only(&lengths)
+        .map_err(|e| format!("--lengths {}: {e}", args.lengths))?;
     let query_lengths = match args.seqlens_q.as_deref() {
         None => None,
         Some("random") => Some(random_query_lengths(b, sq, args.seed)),
@@ -431,10 +535,24 @@ pub fn run(args: DecodeArgs) -> CmdResult {
             Some(l)
         }
     };
+    // The random block table hands out every request's pages: the pool must hold them.
+    if let CacheShape::Paged {
+        num_pages,
+        max_pages,
+        ..
+    } = shape.cache
+    {
+        if b.checked_mul(max_pages).is_none_or(|n| n > num_pages) {
+            return Err(format!("--random {random}: the page pool is too small"));
+        }
+    }
     let device = match device()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
+    // Drawn once a GPU is found (validated above, so this does not fail on the inputs).
+    let inputs = random_inputs(&shape, Some(lengths), args.shuffle_pages, args.seed)
+        .map_err(|e| format!("--random {random}: {e}"))?;
     let compiler = Compiler::new();
     let (runner, plan) = runner_and_plan(&device, &compiler, &shape, mask.as_ref(), args.splits)?;
     if let Some(lens) = query_lengths {
@@ -533,18 +651,24 @@ pub fn run(args: DecodeArgs) -> CmdResult {
 /// contiguous cache, checked against the CPU f64 reference over those keys.
 fn run_topk(args: &DecodeArgs, shape: DecodeShape, k: usize) -> CmdResult {
     let sk = shape.cache.capacity();
-    let indices = random_topk(&vec![sk; shape.batch], k.min(sk), args.seed);
-    let (gathered, table) =
-        topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
+    // The gathered shape, the reference's work and the host memory are checked before
+    // any key is drawn.
+    let gathered = topk_shape(&shape, k).map_err(|e| format!("--topk {k}: {e}"))?;
     check_reference_cost(&gathered, &format!("--topk {k}"))?;
-    let mut inputs = random_inputs(&shape, Some(vec![sk as i32; shape.batch]), false, args.seed)
-        .map_err(|e| format!("--topk {k}: {e}"))?;
-    inputs.reference.block_table = table;
-    inputs.reference.seqlens_k = Some(vec![k as i32; shape.batch]);
+    check_host_budget(&shape).map_err(|e| format!("--topk {k}: {e}"))?;
     let device = match device()? {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
+    let indices = random_topk(&vec![sk; shape.batch], k, args.seed)
+        .map_err(|e| format!("--topk {k}: {e}"))?;
+    let (gathered, table) =
+        topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
+    drop(indices);
+    let mut inputs = random_inputs(&shape, Some(vec![sk as i32; shape.batch]), false, args.seed)
+        .map_err(|e| format!("--topk {k}: {e}"))?;
+    inputs.reference.block_table = table;
+    inputs.reference.seqlens_k = Some(vec![k as i32; shape.batch]);
     let runner =
         DecodeRunner::for_shape(&device, &Compiler::new(), &gathered).map_err(|e| e.to_string())?;
     let plan = runner
@@ -688,6 +812,7 @@ fn run_files(args: &DecodeArgs) -> CmdResult {
             ));
         }
     }
+    check_scale(args.scale)?;
     let what = format!("--inputs {}", path.display());
     let bytes = read_file_limited(path, MAX_FILE_BYTES).map_err(|e| format!("{what}: {e}"))?;
     let (left, right) = windows(args.causal, args.window_left, args.window_right);
@@ -841,7 +966,8 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
             })?;
             Ok(vec![("custom".into(), s, args.shuffle_pages)])
         }
-        Some("issue11") => {
+        // `issue11` and `writeup002`: the presets' former names, still accepted.
+        Some("serving" | "issue11") => {
             let w = |name: &str, b, h, hkv, sk, page: Option<usize>| -> Result<Workload, String> {
                 Ok((
                     name.to_string(),
@@ -888,14 +1014,14 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
                 )?,
             ])
         }
-        // Both cache orders: `[B, Sk, Hkv, D]`, then head-major `[B, Hkv, Sk, D]` (the
-        // write-up's own kernels take `[B, H, N, D]`).
-        Some("writeup002") => [false, true]
+        // Both cache orders: `[B, Sk, Hkv, D]`, then head-major `[B, Hkv, Sk, D]` (VSA's
+        // own kernels take `[B, H, N, D]`).
+        Some("vsa" | "writeup002") => [false, true]
             .into_iter()
             .map(|head_major| {
                 Ok((
                     format!(
-                        "002 Sq=64 H=12 Sk=23296{}",
+                        "VSA Sq=64 H=12 Sk=23296{}",
                         if head_major { " head-major" } else { "" }
                     ),
                     bench_shape([1, 64, 12, 12, 23296, 128], dtype, None, head_major, false)?,
@@ -903,7 +1029,7 @@ fn workloads(args: &BenchDecodeArgs, dtype: ActDtype) -> Result<Vec<Workload>, S
                 ))
             })
             .collect(),
-        Some(other) => Err(format!("--preset {other}: expected issue11 or writeup002")),
+        Some(other) => Err(format!("--preset {other}: expected serving or vsa")),
     }
 }
 
@@ -939,8 +1065,8 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
         }
     };
     for (name, shape, shuffle) in list {
-        if args.preset.as_deref() == Some("writeup002") {
-            // Write-up 002's lists: each head keeps a random 50% / 10% of the 364 blocks.
+        if matches!(args.preset.as_deref(), Some("vsa" | "writeup002")) {
+            // VSA's lists: each head keeps a random 50% / 10% of the 364 blocks.
             jobs.push((name.clone(), shape, shuffle, RowKind::Plain));
             for (pct, kept) in [(50, 182), (10, 36)] {
                 let packed = fragmask::host::decode::mask::writeup002_mask(12, 23296, kept, pct)
@@ -987,7 +1113,9 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             ))
         } else if let Some(k) = args.topk {
             let sk = shape.cache.capacity();
-            let indices = random_topk(&vec![sk; shape.batch], k.min(sk), 0x70f);
+            topk_shape(&shape, k).map_err(|e| format!("--topk {k}: {e}"))?;
+            let indices = random_topk(&vec![sk; shape.batch], k, 0x70f)
+                .map_err(|e| format!("--topk {k}: {e}"))?;
             let (g, table) =
                 topk_gather(&shape, k, &indices, None).map_err(|e| format!("--topk {k}: {e}"))?;
             Some((format!("{name} top-{k} gather"), RowKind::TopK(g, table, k)))

@@ -210,6 +210,8 @@ fn masks_section() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "FragmentNative: one 8-byte load per thread per partial tile, straight into registers."
     );
-    println!("Pack your own: fragmask pack --topk idx.npy --block 128x128 --warpgroups 2 -o mask.safetensors");
+    println!(
+        "Pack your own: fragmask pack --topk idx.npy --seqlen-k 4096 --block 128x128 --warpgroups 2 -o mask.safetensors"
+    );
     Ok(())
 }

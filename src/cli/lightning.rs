@@ -25,8 +25,10 @@ use super::CmdResult;
 /// Options of `fragmask lightning`.
 #[derive(Args)]
 pub struct LightningArgs {
-    /// Random inputs of shape B,H,N,D[,E]: batch, heads, tokens per step, head sizes
-    /// (E = D when omitted), checked against the f64 reference over --steps steps. q, k,
+    /// Random inputs of sizes B,H,N,D[,E]: batch, heads, tokens per step, head sizes
+    /// (E = D when omitted), or named in any order (b=2,h=64,n=1,d=96), checked against
+    /// the f64 reference over --steps steps (state, inputs and reference at most 4 GiB of
+    /// host memory). q, k,
     /// v are uniform in [-1, 1); the state starts uniform too; slopes are MiniMax-01's
     /// 2^(-8(h+1)/H).
     #[arg(long, value_name = "B,H,N,D[,E]", allow_hyphen_values = true, conflicts_with_all = ["inputs", "q", "out"],
@@ -113,6 +115,30 @@ pub struct BenchLightningArgs {
     json: Option<PathBuf>,
 }
 
+/// The mode of a `fragmask lightning` command line and the flags it reads.
+pub fn mode(args: &LightningArgs) -> super::Mode {
+    if args.random.is_some() {
+        super::Mode {
+            name: "--random",
+            uses: Some(&["random", "steps", "dtype", "col_vectors", "seed"]),
+        }
+    } else {
+        super::Mode {
+            name: "input files (they give the shapes, element type and state; one step)",
+            uses: Some(&[
+                "inputs",
+                "q",
+                "k",
+                "v",
+                "state",
+                "slope",
+                "out",
+                "col_vectors",
+            ]),
+        }
+    }
+}
+
 fn parse_dtype(text: &str) -> Result<ActDtype, String> {
     ActDtype::parse(text).ok_or_else(|| format!("--dtype {text}: expected bf16, f16 or f32"))
 }
@@ -161,7 +187,7 @@ fn device() -> Result<Result<Device, ExitCode>, String> {
     match Device::first() {
         Ok(d) => Ok(Ok(d)),
         Err(e) if e.is_no_gpu() => {
-            println!("no GPU: {e}; the inputs are valid, nothing ran.");
+            eprintln!("no GPU: {e}; the inputs are valid, nothing ran.");
             Ok(Err(ExitCode::from(NO_GPU_EXIT)))
         }
         Err(e) => Err(format!("GPU discovery failed: {e}")),
@@ -226,10 +252,9 @@ pub fn run(args: LightningArgs) -> CmdResult {
         return run_files(&args);
     };
     let dtype = parse_dtype(&args.dtype)?;
-    let dims = parse_list("--random", &random)?;
+    let dims = super::parse_sizes(&random, &["B", "H", "N", "D", "E"], 1)?;
     let (b, h, n, d, e) = match dims[..] {
-        [b, h, n, d] => (b, h, n, d, d),
-        [b, h, n, d, e] => (b, h, n, d, e),
+        [Some(b), Some(h), Some(n), Some(d), e] => (b, h, n, d, e.unwrap_or(d)),
         _ => return Err(format!("--random {random}: expected B,H,N,D or B,H,N,D,E")),
     };
     let problem = problem(b, h, n, d, e, dtype).map_err(|m| format!("--random {random}: {m}"))?;
@@ -246,6 +271,8 @@ pub fn run(args: LightningArgs) -> CmdResult {
             args.steps
         ));
     }
+    fragmask::host::lightning::check::check_host_budget(&problem)
+        .map_err(|e| format!("--random {random}: {e}"))?;
     let config = args
         .col_vectors
         .map(|cv| geometry(d, e, dtype, cv))

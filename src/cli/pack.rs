@@ -80,9 +80,10 @@ pub struct PackArgs {
         allow_hyphen_values = true
     )]
     pub block: String,
-    /// MMA warpgroups (1-3).
-    #[arg(long, default_value_t = 2)]
-    pub warpgroups: u32,
+    /// MMA warpgroups (1-3); default: 2 when the MMA's M side (block_m, or block_n with
+    /// --swap-ab) is a multiple of 128, else 1 (as the Python package picks them).
+    #[arg(long)]
+    pub warpgroups: Option<u32>,
     /// The kernel computes S transposed (SwapAB).
     #[arg(long)]
     pub swap_ab: bool,
@@ -125,6 +126,68 @@ const AFTER_HELP: &str = "Examples:\n  \
     fragmask pack --mask mask.npy --transposed -o train.safetensors\n  \
     fragmask pack --packed mask.safetensors --transposed -o train.safetensors\n\n\
     Load in PyTorch: see docs/masks.md (BlockMask.from_kv_blocks and the FragmentNative layout).";
+
+/// The mode of a `fragmask pack` command line (its input) and the flags it reads: each
+/// source's own flags, the tile and encoding, the transposed lists and the output.
+pub fn mode(args: &PackArgs) -> super::Mode {
+    macro_rules! with_tile_and_output {
+        ($($id:literal),*) => {
+            Some(&[$($id,)* "block", "warpgroups", "swap_ab", "encoding", "threads",
+                "transposed", "transposed_warpgroups", "transposed_no_swap_ab", "output",
+                "quiet"])
+        };
+    }
+    let (name, uses): (&'static str, Option<&'static [&'static str]>) = if args.packed.is_some() {
+        (
+            "--packed (the file gives the mask, tile and encoding)",
+            Some(&[
+                "packed",
+                "transposed",
+                "transposed_warpgroups",
+                "transposed_no_swap_ab",
+                "threads",
+                "output",
+                "quiet",
+            ]),
+        )
+    } else if args.mask.is_some() {
+        (
+            "--mask",
+            with_tile_and_output!("mask", "tensor", "seqlen_q", "seqlen_k"),
+        )
+    } else if args.topk.is_some() {
+        (
+            "--topk",
+            with_tile_and_output!(
+                "topk",
+                "topk_offsets",
+                "batch",
+                "heads",
+                "tensor",
+                "seqlen_q",
+                "seqlen_k"
+            ),
+        )
+    } else if args.blocks.is_some() {
+        (
+            "--blocks",
+            with_tile_and_output!(
+                "blocks",
+                "blocks_num",
+                "block_sizes",
+                "sparse_block",
+                "seqlen_q",
+                "seqlen_k"
+            ),
+        )
+    } else {
+        (
+            "--predicate",
+            with_tile_and_output!("predicate", "seqlen_q", "seqlen_k"),
+        )
+    };
+    super::Mode { name, uses }
+}
 
 /// Packs the chosen source and writes the file.
 pub fn run(args: PackArgs) -> CmdResult {
@@ -249,19 +312,43 @@ fn backward_tile(
         })
 }
 
+/// The warpgroups of a tile: `given`, else 2 when the MMA's M side (block_m, or block_n
+/// under SwapAB) is a multiple of 128, else 1 (the Python package's default).
+pub fn default_warpgroups(given: Option<u32>, block_m: u32, block_n: u32, swap_ab: bool) -> u32 {
+    given.unwrap_or(if (if swap_ab { block_n } else { block_m }) % 128 == 0 {
+        2
+    } else {
+        1
+    })
+}
+
 /// `MxN` → a tiled accumulator.
-pub fn parse_tile(block: &str, warpgroups: u32, swap_ab: bool) -> Result<TiledAccumulator, String> {
+pub fn parse_tile(
+    block: &str,
+    warpgroups: Option<u32>,
+    swap_ab: bool,
+) -> Result<TiledAccumulator, String> {
     let (m, n) = block
         .split_once(['x', 'X'])
         .and_then(|(m, n)| Some((m.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)))
         .ok_or_else(|| format!("--block must be MxN, e.g. 128x128, not '{block}'"))?;
-    TiledAccumulator::new(m, n, warpgroups, swap_ab).map_err(|e| {
+    let w = default_warpgroups(warpgroups, m, n, swap_ab);
+    TiledAccumulator::new(m, n, w, swap_ab).map_err(|e| {
         format!(
-            "--block {block} --warpgroups {warpgroups}{}: {}",
+            "--block {block} --warpgroups {w}{}: {}{}",
             if swap_ab { " --swap-ab" } else { "" },
-            MaskError::from(e)
+            MaskError::from(e),
+            warpgroups_hint(m, n, w, swap_ab)
         )
     })
+}
+
+/// A hint naming the warpgroup count that fits the tile, when another does.
+pub fn warpgroups_hint(block_m: u32, block_n: u32, warpgroups: u32, swap_ab: bool) -> String {
+    (1..=3)
+        .filter(|&w| w != warpgroups)
+        .find(|&w| TiledAccumulator::new(block_m, block_n, w, swap_ab).is_ok())
+        .map_or(String::new(), |w| format!(" (try --warpgroups {w})"))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {

@@ -453,11 +453,11 @@ pub fn run(args: VerifyArgs) -> CmdResult {
     let device = match Device::first() {
         Ok(d) => d,
         Err(e) if e.is_no_gpu() && args.packer_only => {
-            println!("no GPU: {e}\nThe GPU packer checks did not run.");
+            eprintln!("no GPU: {e}\nThe GPU packer checks did not run.");
             return Ok(ExitCode::from(NO_GPU_EXIT));
         }
         Err(e) if e.is_no_gpu() => {
-            println!(
+            eprintln!(
                 "\nno GPU: {e}\nThe GPU checks (wgmma and mma.sync fragments, mask apply on the GPU, \
                  GPU packer) did not run; only the CPU emulator checks above did."
             );
@@ -545,7 +545,7 @@ pub fn demo_gpu_section() -> Result<String, String> {
                 ));
             }
             s.push_str(
-                "  (On a machine with an H100, fragmask verify checks the same on the GPU.)\n",
+                "  (On a machine with an H100, `fragmask verify` checks the same on the GPU.)\n",
             );
         }
         Err(e) => return Err(format!("GPU discovery failed: {e}")),

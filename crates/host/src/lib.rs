@@ -23,6 +23,7 @@ mod error;
 pub mod gpu_packer;
 pub mod launch;
 pub mod lightning;
+pub mod limits;
 pub mod nvrtc;
 pub mod sass;
 pub mod timing;

@@ -233,7 +233,9 @@ fn run_tool(name: &'static str, tool: &Path, args: &[&str], file: &Path) -> Resu
         .output()
         .map_err(|e| Error::io(tool, e))?;
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The temporary copy is gone once this returns: name the cubin instead.
+        let stderr = String::from_utf8_lossy(&out.stderr)
+            .replace(&file.display().to_string(), "<the kernel's cubin>");
         let tail: String = stderr
             .chars()
             .rev()
@@ -437,6 +439,23 @@ fn number_before(line: &str, marker: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_tool_names_the_cubin_not_its_deleted_temporary() {
+        let file = TempFile::write(b"not a cubin").unwrap();
+        let shell = Path::new("/bin/sh");
+        // A stand-in for cuobjdump that fails naming its input, as cuobjdump does.
+        let e = run_tool(
+            "cuobjdump",
+            shell,
+            &["-c", "echo \"cannot read $0\" >&2; exit 1"],
+            file.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cannot read <the kernel's cubin>"), "{e}");
+        assert!(!e.contains(&file.path().display().to_string()), "{e}");
+    }
 
     const SASS: &str = r#"
 	code for sm_90a

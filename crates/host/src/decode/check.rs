@@ -64,7 +64,10 @@ pub fn block_table(
     else {
         return Ok(Vec::new());
     };
-    let slots = shape.batch * max_pages;
+    let slots = shape
+        .batch
+        .checked_mul(max_pages)
+        .ok_or(DecodeError::Overflow("block_table"))?;
     if slots > num_pages {
         return Err(DecodeError::Size {
             what: "batch x max_pages (pages the random block table hands out)",
@@ -83,8 +86,42 @@ pub fn block_table(
     Ok(pages)
 }
 
+/// Host bytes of a check of `shape` against the CPU reference: q, k and v in their
+/// element type and as f64, the block table, the reference's f64 o and lse, and the
+/// GPU's o and lse read back.
+pub fn check_host_bytes(shape: &DecodeShape) -> Result<usize, DecodeError> {
+    let size = shape.dtype.size();
+    let q = shape.elements("q")?;
+    let kv = shape.elements("k")?;
+    let lse = shape.elements("lse")?;
+    let table = shape.elements("block_table")?;
+    crate::limits::sum_of_products(&[
+        (q, 2 * size + 16),
+        (kv, 2 * (size + 8)),
+        (lse, 12),
+        (table, 4),
+    ])
+    .ok_or(DecodeError::Overflow("host bytes"))
+}
+
+/// Refuses a check of `shape` whose host copies exceed [`crate::limits::MAX_HOST_BYTES`]
+/// ([`check_host_bytes`]), before anything is allocated.
+pub fn check_host_budget(shape: &DecodeShape) -> Result<(), DecodeError> {
+    let max = crate::limits::MAX_HOST_BYTES;
+    let need = check_host_bytes(shape).unwrap_or(usize::MAX);
+    if need > max {
+        return Err(DecodeError::HostMemory {
+            what: "the inputs and the CPU f64 reference (q, k, v as the element type and f64, o and lse)",
+            need,
+            max,
+        });
+    }
+    Ok(())
+}
+
 /// Random q, k, v uniform in `[-1, 1)` rounded to the dtype, a block table
-/// ([`block_table`]) and the given lengths.
+/// ([`block_table`]) and the given lengths. The host budget is checked first
+/// ([`check_host_budget`]).
 pub fn random_inputs(
     shape: &DecodeShape,
     seqlens_k: Option<Vec<i32>>,
@@ -92,6 +129,10 @@ pub fn random_inputs(
     seed: u64,
 ) -> Result<HostInputs, DecodeError> {
     let shape = shape.validate()?;
+    check_host_budget(&shape)?;
+    if let Some(lens) = &seqlens_k {
+        shape.check_lengths_only(lens)?;
+    }
     let mut seed = seed;
     let (q, qv) = random_activations(shape.dtype, shape.elements("q")?, &mut seed);
     let (k, kv) = random_activations(shape.dtype, shape.elements("k")?, &mut seed);

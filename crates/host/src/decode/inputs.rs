@@ -11,7 +11,7 @@ use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_masks::io::{ArrayView, DType, SafetensorsFile};
 
 use super::check::HostInputs;
-use super::problem::{CacheShape, DecodeShape};
+use super::problem::{CacheShape, DecodeError, DecodeShape};
 use super::reference::ReferenceInputs;
 use crate::attention::inputs::InputError;
 
@@ -69,6 +69,25 @@ fn ints(view: &ArrayView<'_>, what: &str) -> Result<Vec<i32>, InputError> {
         .into_iter()
         .map(|x| i32::try_from(x).map_err(|_| invalid(what, format!("value {x} is outside int32"))))
         .collect()
+}
+
+/// The tensor of the file whose size a shape error is about.
+fn tensor_of(e: &DecodeError) -> &'static str {
+    match e {
+        DecodeError::Size { what, .. } => match *what {
+            "max_pages" => "block_table",
+            "num_pages" | "capacity" | "kv_heads" => "k_cache",
+            _ => "q",
+        },
+        DecodeError::PageSize(_) => "k_cache",
+        DecodeError::HeadsNotDivisible { .. } => "k_cache",
+        DecodeError::Overflow(t) => match *t {
+            "k" | "v" => "k_cache",
+            "block_table" => "block_table",
+            _ => "q",
+        },
+        _ => "q",
+    }
 }
 
 /// Reads and checks the inputs of one call from safetensors `bytes`; `what` names the
@@ -171,7 +190,7 @@ pub fn decode_inputs(
         softmax_scale: options.softmax_scale,
     }
     .validate()
-    .map_err(|e| invalid(&name("q"), e.to_string()))?;
+    .map_err(|e| invalid(&name(tensor_of(&e)), e.to_string()))?;
     shape
         .check_lengths(seqlens_k.as_deref(), &block_table)
         .map_err(|e| invalid(what, e.to_string()))?;

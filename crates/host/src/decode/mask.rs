@@ -221,6 +221,16 @@ impl DecodeMask {
                 ),
             ));
         }
+        if self.seqlen_k > shape.cache.capacity() {
+            return Err(mask_err(
+                "keys",
+                format!(
+                    "the mask has {} key columns, the cache holds {} keys per request",
+                    self.seqlen_k,
+                    shape.cache.capacity()
+                ),
+            ));
+        }
         if self.batch != 1 && self.batch != shape.batch {
             return Err(mask_err(
                 "batch",
@@ -407,6 +417,42 @@ pub fn topk_gather(
     indices: &[i32],
     seqlens_k: Option<&[i32]>,
 ) -> Result<(DecodeShape, Vec<i32>), DecodeError> {
+    let gathered = topk_shape(shape, k)?;
+    let shape = shape.validate()?;
+    let capacity = shape.cache.capacity();
+    let expected = shape
+        .batch
+        .checked_mul(k)
+        .ok_or(DecodeError::Overflow("top-k indices"))?;
+    if indices.len() != expected {
+        return Err(DecodeError::Shape {
+            tensor: "topk_indices",
+            got: indices.len(),
+            expected,
+        });
+    }
+    let mut table = Vec::with_capacity(expected);
+    for b in 0..shape.batch {
+        let len = seqlens_k.map_or(capacity, |l| l[b].clamp(0, capacity as i32) as usize);
+        for (slot, &idx) in indices[b * k..(b + 1) * k].iter().enumerate() {
+            if idx < 0 || idx as usize >= len {
+                return Err(DecodeError::TopKIndex {
+                    request: b,
+                    slot,
+                    index: i64::from(idx),
+                    seqlen_k: len,
+                });
+            }
+            table.push((b * capacity) as i32 + idx);
+        }
+    }
+    Ok((gathered, table))
+}
+
+/// The gathered shape of top-k decode over a contiguous `shape` with `k` keys per
+/// request ([`topk_gather`]), checked without any index list: draw or read the indices
+/// only once this holds.
+pub fn topk_shape(shape: &DecodeShape, k: usize) -> Result<DecodeShape, DecodeError> {
     let shape = shape.validate()?;
     let CacheShape::Contiguous { capacity } = shape.cache else {
         return Err(mask_err(
@@ -427,38 +473,16 @@ pub fn topk_gather(
             max: capacity,
         });
     }
-    let expected = shape
+    shape
         .batch
         .checked_mul(k)
         .ok_or(DecodeError::Overflow("top-k indices"))?;
-    if indices.len() != expected {
-        return Err(DecodeError::Shape {
-            tensor: "topk_indices",
-            got: indices.len(),
-            expected,
-        });
-    }
     let num_pages = shape
         .batch
         .checked_mul(capacity)
         .filter(|&n| n <= i32::MAX as usize)
         .ok_or(DecodeError::Overflow("top-k pages"))?;
-    let mut table = Vec::with_capacity(expected);
-    for b in 0..shape.batch {
-        let len = seqlens_k.map_or(capacity, |l| l[b].clamp(0, capacity as i32) as usize);
-        for (slot, &idx) in indices[b * k..(b + 1) * k].iter().enumerate() {
-            if idx < 0 || idx as usize >= len {
-                return Err(DecodeError::TopKIndex {
-                    request: b,
-                    slot,
-                    index: i64::from(idx),
-                    seqlen_k: len,
-                });
-            }
-            table.push((b * capacity) as i32 + idx);
-        }
-    }
-    let gathered = DecodeShape {
+    DecodeShape {
         cache: CacheShape::Paged {
             page_size: 1,
             num_pages,
@@ -466,8 +490,7 @@ pub fn topk_gather(
         },
         ..shape
     }
-    .validate()?;
-    Ok((gathered, table))
+    .validate()
 }
 
 /// Most mask elements [`random_packed_mask`] builds (heads × Sq × Sk).
@@ -536,11 +559,11 @@ pub fn writeup002_mask(
     let blocks = seqlen_k.div_ceil(BLOCK);
     if kept == 0 || kept > blocks || heads == 0 || heads > 4096 {
         return Err(mask_err(
-            "write-up 002 lists",
+            "random 64-token block lists",
             format!("{kept} of {blocks} blocks for {heads} heads"),
         ));
     }
-    let index = random_topk(&vec![blocks; heads], kept, seed);
+    let index = random_topk(&vec![blocks; heads], kept, seed)?;
     let num = vec![kept as i32; heads];
     let src = fragmask_masks::BlockSparseMask::new(
         &[heads, 1, kept],
@@ -554,36 +577,59 @@ pub fn writeup002_mask(
             seqlen_k: Some(seqlen_k),
         },
     )
-    .map_err(|e| mask_err("write-up 002 lists", e.to_string()))?;
+    .map_err(|e| mask_err("random 64-token block lists", e.to_string()))?;
     let acc = fragmask_gmma_frag::TiledAccumulator::new(64, 64, 1, false)
-        .map_err(|e| mask_err("write-up 002 lists", format!("{e:?}")))?;
+        .map_err(|e| mask_err("random 64-token block lists", format!("{e:?}")))?;
     fragmask_masks::pack(
         &src,
         &acc,
         fragmask_masks::Encoding::FragmentNative,
         &fragmask_masks::PackOptions::default(),
     )
-    .map_err(|e| mask_err("write-up 002 lists", e.to_string()))
+    .map_err(|e| mask_err("random 64-token block lists", e.to_string()))
 }
 
 /// `k` distinct random key indices per request in `0..len_b` (ascending), from `seed`.
-pub fn random_topk(lens: &[usize], k: usize, seed: u64) -> Vec<i32> {
+pub fn random_topk(lens: &[usize], k: usize, seed: u64) -> Result<Vec<i32>, DecodeError> {
+    // The list, and a bitset over the longest request's keys (Floyd's draws).
+    let longest = lens.iter().copied().max().unwrap_or(0);
+    let need = lens
+        .len()
+        .checked_mul(k)
+        .and_then(|n| n.checked_mul(4))
+        .and_then(|n| n.checked_add(longest.div_ceil(8)))
+        .unwrap_or(usize::MAX);
+    if need > crate::limits::MAX_HOST_BYTES || longest > i32::MAX as usize {
+        return Err(DecodeError::HostMemory {
+            what: "the random top-k lists (B x k indices)",
+            need,
+            max: crate::limits::MAX_HOST_BYTES,
+        });
+    }
     let mut state = seed;
     let mut out = Vec::with_capacity(lens.len() * k);
+    let mut taken = vec![0u64; longest.div_ceil(64)];
     for &len in lens {
         let take = k.min(len);
         // Floyd's algorithm: `take` distinct values of 0..len.
-        let mut chosen = std::collections::BTreeSet::new();
+        let start = out.len();
         for j in len - take..len {
             let r = (crate::apply_bench::splitmix64(&mut state) % (j as u64 + 1)) as usize;
-            if !chosen.insert(r) {
-                chosen.insert(j);
-            }
+            let pick = if taken[r / 64] & (1 << (r % 64)) == 0 {
+                r
+            } else {
+                j
+            };
+            taken[pick / 64] |= 1 << (pick % 64);
+            out.push(pick as i32);
         }
-        out.extend(chosen.into_iter().map(|x| x as i32));
+        out[start..].sort_unstable();
+        for &x in &out[start..] {
+            taken[x as usize / 64] = 0;
+        }
         out.extend(std::iter::repeat_n(0, k - take));
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -595,6 +641,41 @@ mod tests {
     use crate::decode::reference::{decode_reference, decode_reference_masked};
     use fragmask_gmma_frag::TiledAccumulator;
     use fragmask_masks::{pack, BlockSparseMask, BlockSparseOptions, Encoding, PackOptions};
+
+    #[test]
+    fn random_topk_lists_are_distinct_sorted_and_within_the_budget() {
+        let lens = [1000usize, 5, 64, 0];
+        let idx = random_topk(&lens, 8, 3).unwrap();
+        for (r, &len) in lens.iter().enumerate() {
+            let row = &idx[r * 8..(r + 1) * 8];
+            let take = 8.min(len);
+            assert!(row[..take].windows(2).all(|w| w[0] < w[1]), "{row:?}");
+            assert!(row[..take].iter().all(|&x| (x as usize) < len), "{row:?}");
+            assert!(row[take..].iter().all(|&x| x == 0), "{row:?}");
+        }
+        assert!(matches!(
+            random_topk(&vec![1 << 30; 65_535], 1 << 30, 1),
+            Err(DecodeError::HostMemory { .. })
+        ));
+    }
+
+    #[test]
+    fn the_top_k_shape_is_checked_without_indices() {
+        let mut s = test_shape(1, 4, 1, 64);
+        s.cache = CacheShape::Contiguous { capacity: 1 << 30 };
+        s.batch = 65_535;
+        assert!(matches!(
+            topk_shape(&s, 1 << 30),
+            Err(DecodeError::Overflow("top-k pages"))
+        ));
+        s.batch = 1;
+        assert!(matches!(
+            topk_shape(&s, (1 << 30) + 1),
+            Err(DecodeError::Size { .. })
+        ));
+        let g = topk_shape(&s, 100).unwrap();
+        assert_eq!(g.cache.capacity(), 100);
+    }
 
     fn packed_random(
         sq: usize,
@@ -767,7 +848,7 @@ mod tests {
         let s = test_shape(3, 8, 2, 200);
         let lens = [200usize, 150, 31];
         let k = 40;
-        let idx = random_topk(&lens, k, 9);
+        let idx = random_topk(&lens, k, 9).unwrap();
         let lens_i: Vec<i32> = lens.iter().map(|&x| x as i32).collect();
         // Requests shorter than k repeat key 0 in their padding slots: give them k valid keys.
         let (g, table) = topk_gather(
@@ -832,7 +913,7 @@ mod tests {
 
     #[test]
     fn random_topk_lists_are_distinct_ascending_and_in_range() {
-        let idx = random_topk(&[1000, 5], 8, 1);
+        let idx = random_topk(&[1000, 5], 8, 1).unwrap();
         let (a, b) = idx.split_at(8);
         assert!(a.windows(2).all(|w| w[0] < w[1]) && a.iter().all(|&x| (0..1000).contains(&x)));
         assert_eq!(&b[..5], &[0, 1, 2, 3, 4]);

@@ -121,6 +121,16 @@ pub enum DecodeError {
         /// The request's key count.
         seqlen_k: usize,
     },
+    /// The host copies of a check's inputs and CPU reference exceed
+    /// [`crate::limits::MAX_HOST_BYTES`].
+    HostMemory {
+        /// What needs the memory.
+        what: &'static str,
+        /// Bytes needed (`usize::MAX`: overflows).
+        need: usize,
+        /// The budget.
+        max: usize,
+    },
     /// The geometry is not supported.
     Config(ConfigError),
     /// The runtime (driver, compiler) failed.
@@ -192,6 +202,10 @@ impl core::fmt::Display for DecodeError {
             } => write!(
                 f,
                 "top-k index [{request}][{slot}] = {index} is outside the request's {seqlen_k} keys"
+            ),
+            DecodeError::HostMemory { what, need, max } => write!(
+                f,
+                "{what} would take {need} bytes of host memory; at most {max} (4 GiB)"
             ),
             DecodeError::Config(e) => e.fmt(f),
             DecodeError::Gpu(e) => e.fmt(f),
@@ -435,6 +449,28 @@ impl DecodeShape {
             .ok_or(DecodeError::Overflow(tensor))
     }
 
+    /// Checks that `seqlens_k` holds `B` lengths, each in `0..=capacity`.
+    pub fn check_lengths_only(&self, seqlens_k: &[i32]) -> Result<(), DecodeError> {
+        let capacity = self.cache.capacity();
+        if seqlens_k.len() != self.batch {
+            return Err(DecodeError::Shape {
+                tensor: "seqlens_k",
+                got: seqlens_k.len(),
+                expected: self.batch,
+            });
+        }
+        for (request, &len) in seqlens_k.iter().enumerate() {
+            if len < 0 || len as usize > capacity {
+                return Err(DecodeError::LengthAboveCapacity {
+                    request,
+                    length: i64::from(len),
+                    capacity,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Checks host-side lengths (`None`: every request at capacity) and the block
     /// table entries each request reads.
     pub fn check_lengths(
@@ -444,22 +480,7 @@ impl DecodeShape {
     ) -> Result<(), DecodeError> {
         let capacity = self.cache.capacity();
         if let Some(lens) = seqlens_k {
-            if lens.len() != self.batch {
-                return Err(DecodeError::Shape {
-                    tensor: "seqlens_k",
-                    got: lens.len(),
-                    expected: self.batch,
-                });
-            }
-            for (request, &len) in lens.iter().enumerate() {
-                if len < 0 || len as usize > capacity {
-                    return Err(DecodeError::LengthAboveCapacity {
-                        request,
-                        length: i64::from(len),
-                        capacity,
-                    });
-                }
-            }
+            self.check_lengths_only(lens)?;
         }
         let expected = self.elements("block_table")?;
         if block_table.len() != expected {

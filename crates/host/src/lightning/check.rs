@@ -110,6 +110,34 @@ pub fn state_tolerance(slopes: &[f32]) -> f64 {
     4.0 * u * (1.0 + window)
 }
 
+/// Host bytes of [`check`] on `problem`: the state as f32 bytes, f32 and f64 (the
+/// reference's, and the GPU's read back), and each step's q, k, v and o in the element
+/// type and as f64.
+pub fn check_host_bytes(problem: &LightningProblem) -> Option<usize> {
+    let size = problem.dtype.size();
+    let n = |t| problem.elements(t).ok();
+    crate::limits::sum_of_products(&[
+        (n("state")?, 28),
+        (n("q")?, 2 * (size + 8)),
+        (n("v")?, 2 * (size + 8)),
+        (n("o")?, 2 * (size + 8)),
+    ])
+}
+
+/// Refuses a check whose host copies exceed [`crate::limits::MAX_HOST_BYTES`]
+/// ([`check_host_bytes`]), before anything is allocated.
+pub fn check_host_budget(problem: &LightningProblem) -> Result<()> {
+    let max = crate::limits::MAX_HOST_BYTES;
+    match check_host_bytes(problem) {
+        Some(need) if need <= max => Ok(()),
+        need => Err(Error::InvalidArgument(format!(
+            "the state, inputs and f64 reference of the check would take {} bytes of host \
+             memory; at most {max} (4 GiB)",
+            need.map_or("more than 2^64".to_string(), |n| n.to_string())
+        ))),
+    }
+}
+
 /// Runs `steps` consecutive calls of `problem` on one state (fresh random q, k, v each
 /// step, o poisoned with NaN before each launch) and compares every o and the final
 /// state with the f64 reference run alongside.
@@ -123,6 +151,7 @@ pub fn check(
     let problem = problem
         .validate()
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    check_host_budget(&problem)?;
     let config = geometry.unwrap_or_else(|| decode.choose(&problem));
     let stream = decode.stream().clone();
     let mut tensors = LightningTensors::zeros(&stream, &problem)?;

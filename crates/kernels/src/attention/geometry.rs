@@ -254,8 +254,18 @@ impl Geometry {
             + self.smem_overhead()
     }
 
-    /// Most K/V stages that fit (at most 4).
+    /// Most K/V stages that fit (at most 4; 0 for a head dim of 0 or one whose tiles
+    /// overflow or leave no room).
     pub const fn max_stages(&self, head_dim: u32) -> u32 {
+        let (Some(q_tile), Some(kv_tile)) = (
+            self.block_m.checked_mul(head_dim),
+            self.step_n().checked_mul(head_dim),
+        ) else {
+            return 0;
+        };
+        if kv_tile == 0 || q_tile > u32::MAX / 4 || kv_tile > u32::MAX / 8 {
+            return 0;
+        }
         let fixed = self.q_tile_bytes(head_dim) + self.smem_overhead();
         let budget = self.smem_budget();
         if fixed >= budget {
@@ -346,6 +356,22 @@ static_assertions::const_assert!(!Geometry::TILE_128X128.overlap_fits(256));
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_or_huge_head_dim_has_no_stages_and_no_kernel() {
+        for g in Geometry::SUPPORTED {
+            assert_eq!(g.max_stages(0), 0, "{g}");
+            assert_eq!(g.max_stages(u32::MAX), 0, "{g}");
+            assert!(matches!(
+                crate::attention::AttentionKernel::default_for_geometry(
+                    g,
+                    0,
+                    crate::attention::MaskMode::Window
+                ),
+                Err(crate::attention::ConfigError::HeadDim(0))
+            ));
+        }
+    }
 
     #[test]
     fn every_supported_geometry_is_consistent() {

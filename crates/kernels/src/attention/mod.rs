@@ -321,6 +321,11 @@ impl AttentionKernel {
         head_dim: u32,
         mask: MaskMode,
     ) -> Result<Self, ConfigError> {
+        // The head dim is checked before any size is derived from it (a zero head dim
+        // makes the K/V tile empty and the stage count a division by zero).
+        if head_dim != 64 && head_dim != 128 && head_dim != 256 {
+            return Err(ConfigError::HeadDim(head_dim));
+        }
         let wanted = if head_dim == 64 { 3 } else { 2 };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);

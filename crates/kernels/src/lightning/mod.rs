@@ -22,6 +22,8 @@ pub mod source;
 mod tiling;
 
 pub use config::{ConfigError, LightningConfig};
-pub use problem::{LightningProblem, ProblemError, MAX_BATCH, MAX_HEADS, MAX_TOKENS};
+pub use problem::{
+    LightningProblem, ProblemError, MAX_BATCH, MAX_DEVICE_BYTES, MAX_HEADS, MAX_TOKENS,
+};
 pub use source::{LightningParams, KERNEL_NAME};
 pub use tiling::StateTiling;

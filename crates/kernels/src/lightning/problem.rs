@@ -10,6 +10,9 @@ pub const MAX_BATCH: usize = 65_535;
 pub const MAX_HEADS: usize = 65_535;
 /// Largest number of tokens per call.
 pub const MAX_TOKENS: usize = 1 << 20;
+/// Most bytes one call's tensors take on the device (64 GiB: fits an 80 GB H100 with
+/// room for the runtime; the attention forward's limit too).
+pub const MAX_DEVICE_BYTES: usize = 64 << 30;
 
 /// Why a lightning decode problem is refused.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,7 +66,11 @@ impl core::fmt::Display for ProblemError {
                 write!(f, "{tensor} has shape {got:?}, expected {expected:?}")
             }
             ProblemError::Slope { head, value } => {
-                write!(f, "slope of head {head} is {value}: slopes must be finite")
+                write!(
+                    f,
+                    "slope of head {head} is {value}: slopes must be finite and non-negative \
+                     (a negative slope makes the decay exp(-slope) grow the state)"
+                )
             }
             ProblemError::Config(e) => e.fmt(f),
         }
@@ -107,6 +114,14 @@ impl LightningProblem {
         limit("E (head size of v)", self.dim_v, 256)?;
         for what in ["state", "q", "v"] {
             self.elements(what)?;
+        }
+        let bytes = self.device_bytes()?;
+        if bytes > MAX_DEVICE_BYTES {
+            return Err(ProblemError::Size {
+                what: "bytes of the state, q, k, v and o on the device",
+                value: bytes,
+                max: MAX_DEVICE_BYTES,
+            });
         }
         if LightningConfig::candidates(self.dim_k as u32, self.dim_v as u32, self.dtype).is_empty()
         {
@@ -152,16 +167,39 @@ impl LightningProblem {
         }
     }
 
-    /// Checks the slopes: one per head, each finite.
+    /// Checks the slopes: one per head, each finite and non-negative (the decay
+    /// `exp(-slope)` is then at most 1, so the state stays bounded).
     pub fn check_slopes(&self, slopes: &[f32]) -> Result<(), ProblemError> {
         self.check_shape("slope", &[slopes.len()])?;
-        match slopes.iter().position(|s| !s.is_finite()) {
+        match slopes.iter().position(|s| !s.is_finite() || *s < 0.0) {
             Some(head) => Err(ProblemError::Slope {
                 head,
                 value: slopes[head],
             }),
             None => Ok(()),
         }
+    }
+
+    /// Bytes of one call's tensors on the device: the f32 state, q, k, v and o in the
+    /// element type, and the f32 slopes.
+    pub fn device_bytes(&self) -> Result<usize, ProblemError> {
+        let size = self.dtype.size();
+        let term = |t: &'static str, bytes: usize| {
+            self.elements(t)?
+                .checked_mul(bytes)
+                .ok_or(ProblemError::Overflow(t))
+        };
+        [
+            term("state", 4)?,
+            term("q", size)?,
+            term("k", size)?,
+            term("v", size)?,
+            term("o", size)?,
+            term("slope", 4)?,
+        ]
+        .iter()
+        .try_fold(0usize, |acc, &b| acc.checked_add(b))
+        .ok_or(ProblemError::Overflow("device bytes"))
     }
 
     /// Bytes of one read and one write of the state: the kernel's memory floor.
@@ -185,6 +223,26 @@ mod tests {
             dim_v: d,
             dtype: ActDtype::Bf16,
         }
+    }
+
+    #[test]
+    fn calls_beyond_the_device_limit_and_negative_slopes_are_refused() {
+        let huge = LightningProblem {
+            dim_v: 256,
+            ..problem(65_535, 65_535, 1, 256)
+        };
+        assert!(matches!(
+            huge.validate(),
+            Err(ProblemError::Size { value, max: MAX_DEVICE_BYTES, .. }) if value > MAX_DEVICE_BYTES
+        ));
+        assert!(problem(4768, 64, 1, 256).validate().is_err());
+        let p = problem(1, 2, 1, 64).validate().unwrap();
+        assert!(p.device_bytes().unwrap() < 1 << 20);
+        assert!(p.check_slopes(&[0.0, 0.5]).is_ok());
+        assert!(matches!(
+            p.check_slopes(&[0.5, -0.25]),
+            Err(ProblemError::Slope { head: 1, .. })
+        ));
     }
 
     #[test]
