@@ -974,6 +974,14 @@ class FastPathAndPlanTests(unittest.TestCase):
             fragmask.AttentionPlan(q, k, v, splits=0)
         with self.assertRaisesRegex(ValueError, "splits"):
             fragmask.attention(q, k, v, splits=-1)
+        with self.assertRaisesRegex(TypeError, "splits"):
+            fragmask.attention(q, k, v, splits="4")
+        qd0 = torch.randn(1, 1, 2, 64, device="cuda", dtype=torch.bfloat16)
+        kd0 = torch.randn(1, 128, 2, 64, device="cuda", dtype=torch.bfloat16)
+        for bad, error in ((-1, ValueError), (2**64, ValueError), ("4", TypeError),
+                           (2.0, TypeError)):
+            with self.assertRaisesRegex(error, "splits"):
+                fragmask.decode(qd0, kd0, kd0, splits=bad)
         qd = torch.randn(2, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
         kc = torch.randn(2, 512, 8, 128, device="cuda", dtype=torch.bfloat16)
         dplan = fragmask.DecodePlan(qd, kc, kc)

@@ -281,6 +281,15 @@ def _register_backward(torch, attention_op):
     _backward_op = attention_backward_op
 
 
+def _count_arg(what, name, value, lo, hi=2**31 - 1):
+    """An int argument in lo..=hi (not a bool, str or float); errors name it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what}: {name} must be an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{what}: {name}={value} must be in {lo}..={hi}")
+    return value
+
+
 def _check_tensors(torch, what, tensors, dtypes):
     for name, t in tensors:
         if not isinstance(t, torch.Tensor):
@@ -612,10 +621,7 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
             # The backward reads the transposed lists: added on the GPU when missing.
             tlists, bwd_id = _device_transposed(torch, mask, q.device)
             meta.append(bwd_id)
-    if splits is None:
-        splits = 0
-    elif isinstance(splits, bool) or not isinstance(splits, int) or not 1 <= splits <= 128:
-        raise ValueError(f"{what}: splits={splits!r} must be an int in 1..=128")
+    splits = 0 if splits is None else _count_arg(what, "splits", splits, 1, 128)
     attention_op, _ = _register()
     out, lse = attention_op(q, k, v, *lists, *tlists, meta, bool(causal), window, scale,
                             splits)
@@ -837,6 +843,10 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
     ``seqlens_k``, ``block_table`` or mask with it."""
     torch = _T if _T is not None else _torch()
     what = "fragmask.decode"
+    if splits is not None:
+        splits = _count_arg(what, "splits", splits, 1)
+    if max_seqlen_q is not None:
+        max_seqlen_q = _count_arg(what, "max_seqlen_q", max_seqlen_q, 1)
     if topk_indices is not None:
         q, k_cache, v_cache, block_table, seqlens_k = _topk_gather(
             torch, what, q, k_cache, v_cache, topk_indices, block_table, seqlens_k, mask,
@@ -972,9 +982,8 @@ class AttentionPlan:
                 raise ValueError(f"{what}: {name} has rank {len(spec[0])}; expected 4")
         if layout not in ("bhsd", "bshd"):
             raise ValueError(f"{what}: layout must be 'bhsd' or 'bshd', not {layout!r}")
-        if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int)
-                                   or not 1 <= splits <= 128):
-            raise ValueError(f"{what}: splits={splits!r} must be an int in 1..=128")
+        if splits is not None:
+            _count_arg(what, "splits", splits, 1, 128)
         if mask is not None and not isinstance(mask, Mask):
             raise TypeError(f"{what}: mask must be a fragmask.Mask, not {type(mask).__name__}")
         left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
@@ -1080,9 +1089,10 @@ class DecodePlan:
             _check_tensors(torch, what, [(n, t)], ("int32",))
         if (cu_seqlens_q is None) != (max_seqlen_q is None):
             raise ValueError(f"{what}: max_seqlen_q goes with cu_seqlens_q")
-        if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int)
-                                   or splits < 1):
-            raise ValueError(f"{what}: splits={splits!r} must be a positive int")
+        if splits is not None:
+            _count_arg(what, "splits", splits, 1)
+        if max_seqlen_q is not None:
+            _count_arg(what, "max_seqlen_q", max_seqlen_q, 1)
         left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
         if causal:
             right = 0
