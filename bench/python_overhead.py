@@ -61,7 +61,8 @@ def graph_ms(fn, n=50):
             fn()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    # Captured on the warmed stream (a backward's workspace is per stream).
+    with torch.cuda.graph(g, stream=s):
         for _ in range(n):
             fn()
     g.replay()
@@ -192,7 +193,7 @@ def document_step():
     ids = torch.zeros(S, dtype=torch.int64)
     for i in range(12):
         ids[cuts[i]:cuts[i + 1]] = i
-    mask = Mask.from_predicate("causal", S, doc_ids=ids.numpy(), transposed=True).to("cuda")
+    mask = Mask.from_predicate("causal", S, doc_ids=ids.numpy()).with_transposed().to("cuda")
     grad = torch.randn(1, H, S, D, device="cuda", dtype=torch.bfloat16)
     flex_attention, create_block_mask = flex()
     dev_ids = ids.cuda()

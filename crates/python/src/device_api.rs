@@ -62,5 +62,9 @@ pub(crate) fn claim_device_api(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         "decode_plan",
         wrap_pyfunction!(crate::plan::decode_plan, py)?,
     )?;
+    api.set_item(
+        "lightning_plan",
+        wrap_pyfunction!(crate::gpu::lightning_plan, py)?,
+    )?;
     Ok(api)
 }

@@ -379,24 +379,18 @@ fn act(what: &str, t: &Raw) -> PyResult<ActDtype> {
     }
 }
 
-/// `fragmask::lightning_decode`: contiguous q, k `[B, H, n, D]`, v and out
-/// `[B, H, n, E]`, kv float32 `[B, H, D, E]` (updated in place), slope float32 `[H]`.
-/// The slopes stay on the device, so they are not checked for finiteness here (that
-/// would synchronise); a non-finite slope gives non-finite outputs.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn lightning_decode(
-    q: Raw,
-    k: Raw,
-    v: Raw,
-    kv: Raw,
-    slope: Raw,
-    out: Raw,
-    stream: u64,
-    device: usize,
-) -> PyResult<()> {
-    let dtype = act("q", &q)?;
-    for (what, t) in [("k", &k), ("v", &v), ("out", &out)] {
+/// The checked problem of a lightning decode call: contiguous q, k `[B, H, n, D]`, v and
+/// out `[B, H, n, E]`, kv float32 `[B, H, D, E]`, slope float32 `[H]`.
+fn lightning_problem(
+    q: &Raw,
+    k: &Raw,
+    v: &Raw,
+    kv: &Raw,
+    slope: &Raw,
+    out: &Raw,
+) -> PyResult<LightningProblem> {
+    let dtype = act("q", q)?;
+    for (what, t) in [("k", k), ("v", v), ("out", out)] {
         if act(what, t)? != dtype {
             return Err(PyTypeError::new_err(format!(
                 "fragmask.lightning_decode: {what} is {}, q is {}",
@@ -404,7 +398,7 @@ pub(crate) fn lightning_decode(
             )));
         }
     }
-    for (what, t) in [("kv", &kv), ("slope", &slope)] {
+    for (what, t) in [("kv", kv), ("slope", slope)] {
         if t.3 != "float32" {
             return Err(PyTypeError::new_err(format!(
                 "fragmask.lightning_decode: {what} is {}; expected float32",
@@ -425,10 +419,10 @@ pub(crate) fn lightning_decode(
     .validate()
     .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: q: {err}")))?;
     for (what, tensor, t) in [
-        ("k", "k", &k),
-        ("v", "v", &v),
-        ("out", "o", &out),
-        ("kv", "state", &kv),
+        ("k", "k", k),
+        ("v", "v", v),
+        ("out", "o", out),
+        ("kv", "state", kv),
     ] {
         problem.check_shape(tensor, &t.1).map_err(|err| {
             PyValueError::new_err(format!("fragmask.lightning_decode: {what}: {err}"))
@@ -441,12 +435,12 @@ pub(crate) fn lightning_decode(
         )));
     }
     for (what, t) in [
-        ("q", &q),
-        ("k", &k),
-        ("v", &v),
-        ("out", &out),
-        ("kv", &kv),
-        ("slope", &slope),
+        ("q", q),
+        ("k", k),
+        ("v", v),
+        ("out", out),
+        ("kv", kv),
+        ("slope", slope),
     ] {
         if !contiguous(t) {
             return Err(PyValueError::new_err(format!(
@@ -454,15 +448,99 @@ pub(crate) fn lightning_decode(
             )));
         }
     }
-    let g = gpu(device)?;
-    let kernels = lightning_kernels(&g, d, e, dtype)?;
-    // SAFETY: as in attention_forward: torch's current stream of `device`.
-    let stream = unsafe { g.device.borrowed_stream(stream) };
-    let decode = kernels.with_stream(stream);
-    // SAFETY: data_ptr() of live contiguous torch CUDA tensors whose shapes were checked
-    // against `problem` above; kv is read and written in place (allowed); out is fresh.
-    unsafe { decode.launch_raw(&problem, [q.0, k.0, v.0, out.0, kv.0, kv.0, slope.0], None) }
-        .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))
+    Ok(problem)
+}
+
+/// `fragmask::lightning_decode`: contiguous q, k `[B, H, n, D]`, v and out
+/// `[B, H, n, E]`, kv float32 `[B, H, D, E]` (updated in place), slope float32 `[H]`.
+/// The slopes stay on the device, so they are not checked for finiteness here (that
+/// would synchronise); a non-finite slope gives non-finite outputs.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lightning_decode(
+    q: Raw,
+    k: Raw,
+    v: Raw,
+    kv: Raw,
+    slope: Raw,
+    out: Raw,
+    stream: u64,
+    device: usize,
+) -> PyResult<()> {
+    let plan = LightningPlanHandle::new(&q, &k, &v, &kv, &slope, &out, device)?;
+    plan.run(q.0, k.0, v.0, out.0, kv.0, slope.0, stream)
+}
+
+/// A checked lightning decode call whose runs pass addresses only (the eager fast
+/// path's, cached per shapes and dtypes by the wrapper).
+#[pyclass(frozen, module = "fragmask._fragmask", name = "LightningPlanHandle")]
+pub(crate) struct LightningPlanHandle {
+    gpu: Arc<Gpu>,
+    kernels: Arc<LightningDecode>,
+    problem: LightningProblem,
+}
+
+impl LightningPlanHandle {
+    fn new(
+        q: &Raw,
+        k: &Raw,
+        v: &Raw,
+        kv: &Raw,
+        slope: &Raw,
+        out: &Raw,
+        device: usize,
+    ) -> PyResult<Self> {
+        let problem = lightning_problem(q, k, v, kv, slope, out)?;
+        let g = gpu(device)?;
+        let kernels = lightning_kernels(&g, problem.dim_k, problem.dim_v, problem.dtype)?;
+        Ok(Self {
+            gpu: g,
+            kernels,
+            problem,
+        })
+    }
+}
+
+/// Plans a lightning decode call from tensors described as `lightning_decode`'s (their
+/// addresses are not read).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lightning_plan(
+    q: Raw,
+    k: Raw,
+    v: Raw,
+    kv: Raw,
+    slope: Raw,
+    out: Raw,
+    device: usize,
+) -> PyResult<LightningPlanHandle> {
+    LightningPlanHandle::new(&q, &k, &v, &kv, &slope, &out, device)
+}
+
+#[pymethods]
+impl LightningPlanHandle {
+    /// Launches on `stream` at the addresses of tensors with the plan's shapes, dtypes
+    /// and contiguity (the wrapper checks them).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        q: u64,
+        k: u64,
+        v: u64,
+        out: u64,
+        kv: u64,
+        slope: u64,
+        stream: u64,
+    ) -> PyResult<()> {
+        // SAFETY: torch's current stream of the plan's device, read by the wrapper.
+        let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
+        let decode = self.kernels.with_stream(stream);
+        // SAFETY: data_ptr() of live contiguous torch CUDA tensors with the shapes the
+        // plan checked (the wrapper's contract, kept private by the device API); kv is
+        // read and written in place (allowed); out is fresh.
+        unsafe { decode.launch_raw(&self.problem, [q, k, v, out, kv, kv, slope], None) }
+            .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))
+    }
 }
 
 /// Compiles and loads the kernels of `device` for attention at `head_dims`, lightning

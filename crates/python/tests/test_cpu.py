@@ -543,7 +543,7 @@ class ExtensionArgumentTests(unittest.TestCase):
         ext = fragmask._fragmask
         for name in ("attention_launch", "attention_backward_launch", "decode_launch",
                      "lightning_decode", "gpu_pack_plan", "gpu_transpose_plan",
-                     "attention_plan"):
+                     "attention_plan", "lightning_plan", "decode_plan_handle"):
             self.assertFalse(hasattr(ext, name), name)
         with self.assertRaisesRegex(RuntimeError, "claimed"):
             ext.claim_device_api()

@@ -630,6 +630,9 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
     return (out, lse) if return_lse else out
 
 
+_lightning_plans = {}
+
+
 def lightning_decode(q, k, v, kv, slope):
     """Lightning-attention decode step (write-up 003): ``kv ← exp(−slope)·kv + kᵀv;
     o = q·kv`` for n tokens in order. q, k: [B, H, n, D], v: [B, H, n, E] (bf16, fp16
@@ -650,8 +653,18 @@ def lightning_decode(q, k, v, kv, slope):
                 and slope.is_contiguous()):
             qs = q.shape
             out = q.new_empty((qs[0], qs[1], qs[2], v.shape[3]))
-            _lightning_launch(_raw(q), _raw(k), _raw(v), _raw(kv), _raw(slope), _raw(out),
-                              _get_stream(device), device)
+            key = (device, qs, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
+                   v.dtype, kv.dtype, slope.dtype)
+            plan = _lightning_plans.get(key)
+            if plan is None:     # checked once per shapes and dtypes, then addresses only
+                plan = _API["lightning_plan"](_raw(q), _raw(k), _raw(v), _raw(kv), _raw(slope),
+                                              _raw(out), device)
+                if len(_lightning_plans) >= 256:
+                    _lightning_plans.clear()
+                _lightning_plans[key] = plan
+            kv_ptr = kv.data_ptr()
+            plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv_ptr,
+                     slope.data_ptr(), _get_stream(device))
             return out
     what = "fragmask.lightning_decode"
     _check_tensors(torch, what, [("q", q), ("k", k), ("v", v)],
@@ -764,17 +777,20 @@ def _decode_launch_planned(torch, hit, q, k, v, block_table, seqlens_k, cu_seqle
                            device, workspace=None):
     """Allocates out and lse (and the workspace unless given) and runs a planned decode."""
     handle, lse_shape, (ws_o, ws_lse) = hit
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = torch.empty(lse_shape, dtype=_f32, device=q.device)
-    if workspace is None:
-        wo = torch.empty(max(ws_o, 1), dtype=_f32, device=q.device)
-        wl = torch.empty(max(ws_lse, 1), dtype=_f32, device=q.device)
+    out = q.new_empty(q.shape)
+    lse = q.new_empty(lse_shape, dtype=_f32)
+    out_ptr = out.data_ptr()
+    if not ws_o:
+        # One split, or splits merged in a cluster: the kernel never touches the
+        # workspace (docs/decode.md); out's address stands in for it.
+        wo_ptr = wl_ptr = out_ptr
     else:
-        wo, wl = workspace
+        if workspace is None:
+            workspace = (q.new_empty((ws_o,), dtype=_f32), q.new_empty((ws_lse,), dtype=_f32))
+        wo_ptr, wl_ptr = workspace[0].data_ptr(), workspace[1].data_ptr()
     ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
-    handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
-               wo.data_ptr(), wl.data_ptr(), ptr(block_table), ptr(seqlens_k),
-               ptr(cu_seqlens_q),
+    handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse.data_ptr(), wo_ptr,
+               wl_ptr, ptr(block_table), ptr(seqlens_k), ptr(cu_seqlens_q),
                (0, 0, 0) if mask is None else tuple(t.data_ptr() for t in mask),
                _get_stream(device))
     return out, lse
@@ -1114,8 +1130,10 @@ class DecodePlan:
                                    0 if splits is None else splits, mask_id, device)
         handle, _, (ws_o, ws_lse) = self._hit
         self.splits = handle.splits
-        self._workspace = (torch.empty(max(ws_o, 1), dtype=_f32, device=q.device),
-                           torch.empty(max(ws_lse, 1), dtype=_f32, device=q.device))
+        self._workspace = None
+        if ws_o:
+            self._workspace = (torch.empty(ws_o, dtype=_f32, device=q.device),
+                               torch.empty(ws_lse, dtype=_f32, device=q.device))
         spec = lambda t: None if t is None else (t.shape, t.dtype)  # noqa: E731
         self._specs = tuple(spec(t) for t in (q, k_cache, v_cache, block_table, seqlens_k,
                                               cu_seqlens_q))
