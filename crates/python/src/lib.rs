@@ -151,6 +151,36 @@ fn threads_arg(threads: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(int_arg(threads, "threads", 0, MAX_THREADS as u64)? as usize)
 }
 
+fn seqlen_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    Ok(int_arg(value, what, 1, MAX_SEQLEN as u64)? as usize)
+}
+
+fn optional_count(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<usize>> {
+    value
+        .map(|v| int_arg(v, what, 1, i64::MAX as u64).map(|n| n as usize))
+        .transpose()
+}
+
+/// [`tile`] of Python arguments, each checked and named in errors.
+fn tile_args(
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
+    swap_ab: bool,
+    encoding: &str,
+    threads: &Bound<'_, PyAny>,
+) -> PyResult<Tile> {
+    let u32_arg = |v, what| int_arg(v, what, 1, u32::MAX as u64).map(|n| n as u32);
+    tile(
+        u32_arg(block_m, "block_m")?,
+        u32_arg(block_n, "block_n")?,
+        u32_arg(warpgroups, "warpgroups")?,
+        swap_ab,
+        encoding,
+        threads_arg(threads)?,
+    )
+}
+
 /// Tile configuration of every constructor.
 #[derive(Clone, Copy)]
 struct Tile {
@@ -237,21 +267,14 @@ impl Drop for Packed {
 fn pack_dense(
     py: Python<'_>,
     mask: RawArray<'_>,
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
     threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(
-        block_m,
-        block_n,
-        warpgroups,
-        swap_ab,
-        encoding,
-        threads_arg(threads)?,
-    )?;
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
     let (data, dims) = host_array::<u8>(py, &mask, "mask")?;
     let dense = DenseMask::new(&data, &dims).map_err(|e| raise("mask", e))?;
     pack_source(py, &dense, tile, "mask")
@@ -264,24 +287,27 @@ fn pack_dense(
 fn pack_topk(
     py: Python<'_>,
     indices: RawArray<'_>,
-    seqlen_k: usize,
+    seqlen_k: &Bound<'_, PyAny>,
     offsets: Option<RawArray<'_>>,
-    csr_shape: (Option<usize>, Option<usize>, Option<usize>),
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    csr_shape: (
+        Option<Bound<'_, PyAny>>,
+        Option<Bound<'_, PyAny>>,
+        Option<Bound<'_, PyAny>>,
+    ),
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
     threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(
-        block_m,
-        block_n,
-        warpgroups,
-        swap_ab,
-        encoding,
-        threads_arg(threads)?,
-    )?;
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let seqlen_k = seqlen_arg(seqlen_k, "seqlen_k")?;
+    let csr_shape = (
+        optional_count(csr_shape.0.as_ref(), "batch")?,
+        optional_count(csr_shape.1.as_ref(), "heads")?,
+        optional_count(csr_shape.2.as_ref(), "seqlen_q")?,
+    );
     let (values, index_dims) = host_array::<i64>(py, &indices, "indices")?;
     let topk = match offsets {
         None => TopKMask::from_fixed_k_dims(&index_dims, seqlen_k, &values)
@@ -355,24 +381,26 @@ fn pack_blocks(
     index: RawArray<'_>,
     num: RawArray<'_>,
     sizes: Option<RawArray<'_>>,
-    block_size: usize,
-    seqlen_q: Option<usize>,
-    seqlen_k: Option<usize>,
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    block_size: &Bound<'_, PyAny>,
+    seqlen_q: Option<Bound<'_, PyAny>>,
+    seqlen_k: Option<Bound<'_, PyAny>>,
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
     threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(
-        block_m,
-        block_n,
-        warpgroups,
-        swap_ab,
-        encoding,
-        threads_arg(threads)?,
-    )?;
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let block_size = int_arg(block_size, "block_size", 1, MAX_SEQLEN as u64)? as usize;
+    let seqlen_q = match &seqlen_q {
+        Some(v) => Some(seqlen_arg(v, "seqlen_q")?),
+        None => None,
+    };
+    let seqlen_k = match &seqlen_k {
+        Some(v) => Some(seqlen_arg(v, "seqlen_k")?),
+        None => None,
+    };
     let (index_values, index_dims) = host_array::<i64>(py, &index, "index")?;
     let (num_values, num_dims) = host_array::<i64>(py, &num, "num")?;
     let size_values = match &sizes {
@@ -424,25 +452,20 @@ fn document_ids(
 fn pack_predicate(
     py: Python<'_>,
     text: &str,
-    seqlen_q: usize,
-    seqlen_k: usize,
+    seqlen_q: &Bound<'_, PyAny>,
+    seqlen_k: &Bound<'_, PyAny>,
     named: Vec<(String, RawArray<'_>)>,
     default: Option<RawArray<'_>>,
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
     threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(
-        block_m,
-        block_n,
-        warpgroups,
-        swap_ab,
-        encoding,
-        threads_arg(threads)?,
-    )?;
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let seqlen_q = seqlen_arg(seqlen_q, "seqlen_q")?;
+    let seqlen_k = seqlen_arg(seqlen_k, "seqlen_k")?;
     let named = named
         .iter()
         .map(|(n, b)| {
@@ -590,10 +613,13 @@ impl Packed {
     fn with_transposed(
         &self,
         py: Python<'_>,
-        warpgroups: Option<u32>,
+        warpgroups: Option<&Bound<'_, PyAny>>,
         swap_ab: bool,
         threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Packed> {
+        let warpgroups = warpgroups
+            .map(|w| int_arg(w, "warpgroups", 1, u32::MAX as u64).map(|n| n as u32))
+            .transpose()?;
         let threads = match threads {
             Some(t) => threads_arg(t)?,
             None => 0,

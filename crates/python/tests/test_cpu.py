@@ -566,6 +566,32 @@ class ExtensionArgumentTests(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "mask.*contiguous"):
             ext.pack_dense(dense[:, ::2], 128, 128, 2, False, "fragment-native", 0)
 
+    def test_integer_errors_of_the_extension_name_their_argument(self):
+        ext = fragmask._fragmask
+        dense = np.ones((128, 128), dtype=np.uint8)
+        index = np.zeros((4, 1), dtype=np.int64)
+        tile = (128, 128, 2, False, "fragment-native", 0)
+        cases = [
+            (lambda: ext.pack_dense(dense, -1, *tile[1:]), ValueError, "block_m"),
+            (lambda: ext.pack_dense(dense, 128, 2**40, *tile[2:]), ValueError, "block_n"),
+            (lambda: ext.pack_dense(dense, 128, 128, "2", *tile[3:]), TypeError, "warpgroups"),
+            (lambda: ext.pack_topk(index, -5, None, (None, None, None), *tile), ValueError,
+             "seqlen_k"),
+            (lambda: ext.pack_topk(index[:, 0], 64, np.arange(5), (None, -2, None), *tile),
+             ValueError, "heads"),
+            (lambda: ext.pack_blocks(index, index[:, 0], None, 0, None, None, *tile),
+             ValueError, "block_size"),
+            (lambda: ext.pack_blocks(index, index[:, 0], None, 64, 2.5, None, *tile),
+             TypeError, "seqlen_q"),
+            (lambda: ext.pack_predicate("causal", 0, 4, [], None, *tile), ValueError,
+             "seqlen_q"),
+            (lambda: Mask.from_dense(dense)._packed.with_transposed(-1, True, 0), ValueError,
+             "warpgroups"),
+        ]
+        for call, error, name in cases:
+            with self.assertRaisesRegex(error, name):
+                call()
+
     def test_threads_errors_name_threads(self):
         dense = np.ones((128, 128), dtype=bool)
         ext = fragmask._fragmask
