@@ -19,6 +19,8 @@ use crate::gpu::{gpu, plan_attention, Gpu, PlanKey, View};
 pub(crate) struct AttentionPlanHandle {
     gpu: Arc<Gpu>,
     plan: AttentionPlan,
+    /// (shape, strides) of q, k and v as the caller passes them (its layout).
+    views: [([usize; 4], [usize; 4]); 3],
 }
 
 /// Plans a forward for tensors with the shapes and strides of the views `q`, `k`, `v`
@@ -58,7 +60,11 @@ pub(crate) fn attention_plan(
     };
     let g = gpu(device)?;
     let plan = plan_attention(&g, &key)?;
-    Ok(AttentionPlanHandle { gpu: g, plan })
+    Ok(AttentionPlanHandle {
+        gpu: g,
+        plan,
+        views: [key.q, key.k, key.v],
+    })
 }
 
 #[pymethods]
@@ -75,35 +81,46 @@ impl AttentionPlanHandle {
         self.plan.workspace_floats
     }
 
-    /// Launches on `stream`: q, k, v with the plan's shapes and strides, out and lse
-    /// contiguous outputs, the workspace of `workspace_floats` (0 without splits).
+    /// Launches on `stream`: q, k, v as `(address, shape, strides)` views, which must
+    /// have the plan's shapes and strides (else `ValueError` naming the tensor); out and
+    /// lse contiguous outputs, the workspace of `workspace_floats` (0 without splits).
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
-        q: u64,
-        k: u64,
-        v: u64,
+        q: View,
+        k: View,
+        v: View,
         out: u64,
         lse: u64,
         ws_o: u64,
         ws_lse: u64,
         stream: u64,
     ) -> PyResult<()> {
+        for ((name, view), planned) in [("q", &q), ("k", &k), ("v", &v)].iter().zip(&self.views) {
+            if (view.1, view.2) != *planned {
+                return Err(PyValueError::new_err(format!(
+                    "fragmask.AttentionPlan.run: {name} is not the plan's: expected shape {:?} \
+                     and strides {:?}, got {:?} and {:?}",
+                    planned.0, planned.1, view.1, view.2
+                )));
+            }
+        }
         // SAFETY: torch's current stream of the plan's device, read by the wrapper.
         let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
         let ptrs = PlanPointers {
-            q,
-            k,
-            v,
+            q: q.0,
+            k: k.0,
+            v: v.0,
             o: out,
             lse,
             ws_o,
             ws_lse,
         };
-        // SAFETY: `fragmask.AttentionPlan.run` checks that q, k, v are CUDA tensors of
-        // the plan's device, dtype, shapes and strides, allocates out and lse of the
-        // plan's sizes and holds the workspace and the mask's lists (the device API's
-        // contract: only the package reaches this method's constructor).
+        // SAFETY: q, k, v have the plan's shapes and strides (checked above);
+        // `fragmask.AttentionPlan.run` checks that they are CUDA tensors of the plan's
+        // device and dtype, allocates out and lse of the plan's sizes and holds the
+        // workspace and the mask's lists (the device API's contract: only the package
+        // reaches this method's constructor).
         unsafe { self.plan.run(&stream, &ptrs) }
             .map_err(|e| PyValueError::new_err(format!("fragmask.AttentionPlan: {e}")))
     }

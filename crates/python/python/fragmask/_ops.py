@@ -508,9 +508,11 @@ def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, 
         need = _launch(*args)
         if need is not None:  # split-KV (few row blocks, many keys): its workspace
             _, n_o, n_lse = need
-            ws_o = q.new_empty((n_o,), dtype=_f32)
-            ws_lse = q.new_empty((n_lse,), dtype=_f32)
-            _launch(*args, ws_o.data_ptr(), ws_lse.data_ptr())
+            # One block for both: o's n_o floats are a multiple of D, so the lse part
+            # stays 16-byte aligned.
+            ws = q.new_empty((n_o + n_lse,), dtype=_f32)
+            ws_ptr = ws.data_ptr()
+            _launch(*args, ws_ptr, ws_ptr + 4 * n_o)
     finally:
         if lse is None:
             _raw_delete(lse_ptr)
@@ -1042,40 +1044,43 @@ class AttentionPlan:
             self._ws_ptrs = (0, 0)
         self._out_shape = (qs[0], qs[2], qs[1], qs[3]) if self._bshd else qs
         self._lse_shape = self._out_shape[:3]
+        self._lse_bytes = 4 * self._lse_shape[0] * self._lse_shape[1] * self._lse_shape[2]
 
     def run(self, q, k, v, *, return_lse=False):
         """The forward of q, k, v (the plan's shapes, strides, dtype and device): the
         output in q's layout (and the fp32 lse ``[B, H, Sq]`` with ``return_lse``).
         Runs that share a plan share its split-KV workspace: run them on one stream."""
-        what = "fragmask.AttentionPlan.run"
-        for name, t, spec in (("q", q, self._specs[0]), ("k", k, self._specs[1]),
-                              ("v", v, self._specs[2])):
-            if (type(t) is not _Tensor or t.dtype is not self._dtype
-                    or t.get_device() != self._device or t.shape != spec[0]
-                    or t.stride() != spec[1]):
+        dtype, device = self._dtype, self._device
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if type(t) is not _Tensor or t.dtype is not dtype or t.get_device() != device:
                 raise ValueError(
-                    f"{what}: {name} is not the plan's: expected {self._dtype} on "
-                    f"cuda:{self._device} with shape {spec[0]} and strides {spec[1]}, got "
-                    f"{getattr(t, 'dtype', type(t).__name__)} "
-                    f"{tuple(getattr(t, 'shape', ()))}")
+                    f"fragmask.AttentionPlan.run: {name} is not the plan's: expected a "
+                    f"{dtype} tensor on cuda:{device}, got "
+                    f"{getattr(t, 'dtype', type(t).__name__)} on "
+                    f"{getattr(t, 'device', '?')}")
         if self._decode is not None:
+            for name, t, spec in (("q", q, self._specs[0]), ("k", k, self._specs[1]),
+                                  ("v", v, self._specs[2])):
+                if t.shape != spec[0] or t.stride() != spec[1]:
+                    raise ValueError(f"fragmask.AttentionPlan.run: {name} is not the plan's: "
+                                     f"expected shape {spec[0]} and strides {spec[1]}")
             qd, kd, vd, _ = _decode_views(q, k, v, self._bshd)
             out, lse = self._decode.run(qd, kd, vd, return_lse=True)
             out = out.view(q.shape)
             return (out, lse.view(self._decode_lse)) if return_lse else out
         out = q.new_empty(self._out_shape)
-        device = self._device
         stream = _get_stream(device)
         lse = None
         if return_lse or _get_device() != device:
             lse = q.new_empty(self._lse_shape, dtype=_f32)
             lse_ptr = lse.data_ptr()
         else:
-            lse_ptr = _raw_alloc(4 * self._lse_shape[0] * self._lse_shape[1]
-                                 * self._lse_shape[2], stream)
+            lse_ptr = _raw_alloc(self._lse_bytes, stream)
         try:
-            self._handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                             lse_ptr, self._ws_ptrs[0], self._ws_ptrs[1], stream)
+            self._handle.run((q.data_ptr(), q.shape, q.stride()),
+                             (k.data_ptr(), k.shape, k.stride()),
+                             (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr,
+                             self._ws_ptrs[0], self._ws_ptrs[1], stream)
         finally:
             if lse is None:
                 _raw_delete(lse_ptr)
