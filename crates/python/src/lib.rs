@@ -118,6 +118,13 @@ fn host_array<T: pyo3::buffer::Element + Copy>(
     Ok((values, buffer.shape().to_vec()))
 }
 
+/// `(batch, heads, seqlen_q)` of CSR top-k lists, each optional.
+type CsrShapeArgs<'py> = (
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+);
+
 /// A host array argument (any object with the buffer protocol; see [`host_array`]).
 type RawArray<'py> = Bound<'py, PyAny>;
 
@@ -152,7 +159,7 @@ fn threads_arg(threads: &Bound<'_, PyAny>) -> PyResult<usize> {
 }
 
 fn seqlen_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
-    Ok(int_arg(value, what, 1, MAX_SEQLEN as u64)? as usize)
+    Ok(int_arg(value, what, 1, MAX_SEQLEN)? as usize)
 }
 
 fn optional_count(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<usize>> {
@@ -289,11 +296,7 @@ fn pack_topk(
     indices: RawArray<'_>,
     seqlen_k: &Bound<'_, PyAny>,
     offsets: Option<RawArray<'_>>,
-    csr_shape: (
-        Option<Bound<'_, PyAny>>,
-        Option<Bound<'_, PyAny>>,
-        Option<Bound<'_, PyAny>>,
-    ),
+    csr_shape: CsrShapeArgs<'_>,
     block_m: &Bound<'_, PyAny>,
     block_n: &Bound<'_, PyAny>,
     warpgroups: &Bound<'_, PyAny>,
@@ -392,7 +395,7 @@ fn pack_blocks(
     threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
     let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
-    let block_size = int_arg(block_size, "block_size", 1, MAX_SEQLEN as u64)? as usize;
+    let block_size = int_arg(block_size, "block_size", 1, MAX_SEQLEN)? as usize;
     let seqlen_q = match &seqlen_q {
         Some(v) => Some(seqlen_arg(v, "seqlen_q")?),
         None => None,
