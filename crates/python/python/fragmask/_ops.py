@@ -1,17 +1,24 @@
-"""GPU ops as torch custom ops (``torch.library``), so ``torch.compile(fullgraph=True)``
-traces through them and CUDA graphs capture them.
+"""GPU ops: eager calls straight into the extension, torch custom ops (``torch.library``)
+for what traces, and plan objects for loops of calls.
 
 Each op takes tensors and plain values only: a ``Mask`` travels as its list tensors
 (on the device once, cached on the Mask) plus ints. Tensors reach the extension as
-``(data_ptr, shape, strides)`` with torch's current stream and the device index;
-torch allocates every output.
+``(data_ptr, shape, strides)`` (or addresses alone, against a plan checked once) with
+torch's raw current stream and the device index; dtypes travel as codes; torch
+allocates every output.
 
-Eager calls of ``attention`` and ``decode`` on plain CUDA tensors skip the custom-op dispatch (about
-30 µs of Python per call): when nothing traces or transforms the call (no
-torch.compile / export, no dispatch or function mode such as FakeTensorMode, no functorch
-transform, no JIT trace, no autograd through the inputs) the wrapper launches directly,
-through the same extension function the registered op's implementation calls, so both
-give the same results and errors. Everything else goes through the registered op.
+Eager calls of ``attention``, ``decode`` and ``lightning_decode`` on plain CUDA tensors
+skip the custom-op dispatch: when nothing traces or transforms the call (no
+torch.compile / export, no dispatch or function mode such as FakeTensorMode, no
+functorch transform, no JIT trace) the wrapper launches directly, through the same
+extension functions the registered ops' implementations call, so both give the same
+results and errors. With autograd through the inputs, ``attention`` runs a
+``torch.autograd.Function`` whose forward and backward call the extension directly.
+Everything else goes through the registered ops (``register_autograd`` included), which
+opcheck, ``torch.compile(fullgraph=True)`` and CUDA graphs use.
+
+The extension's device API (functions taking device addresses) is claimed once by
+``_device`` at import; nothing a user reaches by importing the extension takes one.
 
 torch is imported here only, and only when an op is first called.
 """
@@ -70,10 +77,6 @@ def _dtype_name(dtype):
 def _raw(t):
     """(data_ptr, shape, strides in elements, dtype code) of a tensor."""
     return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), _dtype_name(t.dtype))
-
-
-def _stream(torch, device):
-    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _raw_stream(torch):
