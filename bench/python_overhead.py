@@ -1,28 +1,29 @@
-"""Overhead of one fragmask.attention call from Python (issue 12's target), beside the
-bare kernel timed by `fragmask bench attention` on the same shape, in one run.
+"""Host overhead of fragmask's Python calls beside torch's SDPA and FlexAttention, and
+the step-level targets of the Python op layer, in one run on one GPU.
 
-GPU side (CUDA events): many back-to-back calls in eager mode, through the eager fast
-path and through the registered torch.library op, and the replay of a CUDA graph of
-captured calls. Host side (perf_counter, the GPU kept ahead of nothing): where an eager
-call's CPU time goes: the whole call, the registered op's path, the extension's launch
-alone (arguments prebuilt: PyO3 conversions, checks, three TMA descriptor encodings,
-cuLaunchKernel), the two output allocations and torch's current-stream getter.
+Host overhead = time per call in a loop of back-to-back calls on a tiny shape (CUDA
+events around the loop) minus the kernel time (the same calls captured in a CUDA graph
+and replayed: no host work between kernels). ``host_us`` is the CPU time per call
+(perf_counter over a loop short enough never to wait for the GPU). Each measurement is
+an importable function (``overhead``, ``step_ms``, ``copy_roof_ms``, ...); ``main``
+writes a table and a JSON file.
 
-usage: python3 bench/python_overhead.py --fragmask .carry/fragmask [--json out.json]
+usage: python3 bench/python_overhead.py [--json out.json] [--quick]
 """
 import argparse
 import json
-import re
-import subprocess
 import time
+import traceback
 
 import torch
+import torch.nn.functional as F
 
 import fragmask
-from fragmask import _ops
+from fragmask import Mask, _ops
 
 
-def per_call_ms(fn, n=500, reps=7):
+def events_ms(fn, n=200, reps=5):
+    """Median over reps of the GPU time per call of n back-to-back calls."""
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -36,9 +37,9 @@ def per_call_ms(fn, n=500, reps=7):
     return times[len(times) // 2]
 
 
-def host_us(fn, n=200, reps=9):
-    """Median over reps of the host time per call of n calls (200 launches stay well
-    below the launch queue's depth, so the host never waits for the GPU)."""
+def host_us(fn, n=100, reps=7):
+    """Median over reps of the CPU time per call of n calls (the GPU kept busy with
+    nothing else)."""
     times = []
     for _ in range(reps):
         torch.cuda.synchronize()
@@ -51,80 +52,269 @@ def host_us(fn, n=200, reps=9):
     return times[len(times) // 2]
 
 
-def graph_ms(call, n=100):
+def graph_ms(fn, n=50):
+    """GPU time per call of n calls captured in one CUDA graph and replayed."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        call()
+        for _ in range(3):
+            fn()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    # Captured on the warmed stream (a backward's workspace is per stream).
+    with torch.cuda.graph(g, stream=s):
         for _ in range(n):
-            call()
-    return per_call_ms(g.replay, n=5) / n
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    return events_ms(g.replay, n=3, reps=5) / n
+
+
+def overhead(fn, graph=True):
+    """{eager_us, host_us, graph_us, overhead_us}: per-call times of `fn` and its host
+    overhead (eager minus graph replay)."""
+    fn()
+    torch.cuda.synchronize()
+    r = {"eager_us": events_ms(fn) * 1e3, "host_us": host_us(fn)}
+    if graph:
+        try:
+            r["graph_us"] = graph_ms(fn) * 1e3
+            r["overhead_us"] = r["eager_us"] - r["graph_us"]
+        except Exception as e:  # noqa: BLE001  (reported, not fatal)
+            r["graph_error"] = f"{type(e).__name__}: {e}"[:300]
+    return r
+
+
+_COPY_GBPS = []
+
+
+def copy_gbps():
+    """Device-copy bandwidth (GB/s, read + write) of a 1 GiB copy, measured once: the
+    memory roof a bandwidth-bound call is compared with (a small copy would measure
+    its launch, not the memory)."""
+    if not _COPY_GBPS:
+        src = torch.empty(1 << 29, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        ms = events_ms(lambda: dst.copy_(src), n=10, reps=5)
+        _COPY_GBPS.append(2 * src.numel() / (ms * 1e6))
+    return _COPY_GBPS[0]
+
+
+def copy_roof_ms(nbytes):
+    """Time a bandwidth-bound call moving `nbytes` (read + write) takes at the copy roof."""
+    return nbytes / (copy_gbps() * 1e6)
+
+
+def flex():
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    return torch.compile(flex_attention, dynamic=False), create_block_mask
+
+
+def tiny_inputs(requires_grad=False, B=1, H=2, S=256, D=128):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    return [torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
+            .requires_grad_(requires_grad) for _ in range(3)]
+
+
+def tiny_rows():
+    """Host overhead per call of every op on a tiny shape, beside SDPA and Flex."""
+    rows = {}
+    q, k, v = tiny_inputs()
+    D = q.shape[-1]
+    rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
+    rows["attention no-grad (registered op)"] = overhead(
+        lambda: _ops._attention_op_path(q, k, v, None, True, None, None, False, "bhsd"))
+    rows["SDPA no-grad"] = overhead(
+        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    flex_attention, create_block_mask = flex()
+    causal = create_block_mask(lambda b, h, i, j: i >= j, None, None, q.shape[2], q.shape[2])
+    rows["Flex no-grad"] = overhead(lambda: flex_attention(q, k, v, block_mask=causal))
+    plan = fragmask.AttentionPlan(q, k, v, causal=True)
+    rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
+
+    qg, kg, vg = tiny_inputs(True)
+    rows["attention autograd forward"] = overhead(
+        lambda: fragmask.attention(qg, kg, vg, causal=True), graph=False)
+    rows["attention autograd forward (registered op)"] = overhead(
+        lambda: _ops._attention_op_path(qg, kg, vg, None, True, None, None, False, "bhsd"),
+        graph=False)
+    rows["SDPA autograd forward"] = overhead(
+        lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), graph=False)
+    rows["Flex autograd forward"] = overhead(
+        lambda: flex_attention(qg, kg, vg, block_mask=causal), graph=False)
+    grad = torch.randn_like(q)
+
+    def step(fwd):
+        def run():
+            fwd().backward(grad)
+        return run
+
+    steps = {
+        "attention": step(lambda: fragmask.attention(qg, kg, vg, causal=True)),
+        "attention (registered op)": step(lambda: _ops._attention_op_path(
+            qg, kg, vg, None, True, None, None, False, "bhsd")),
+        "SDPA": step(lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)),
+        "Flex": step(lambda: flex_attention(qg, kg, vg, block_mask=causal)),
+    }
+    for name, fn in steps.items():
+        r = overhead(fn)
+        fwd = rows.get(f"{name.split(' (')[0]} autograd forward"
+                       + (" (registered op)" if "registered" in name else ""))
+        if fwd is not None:
+            r["backward_host_us"] = r["host_us"] - fwd["host_us"]
+        rows[f"{name} autograd forward+backward"] = r
+    for t in (qg, kg, vg):
+        t.grad = None
+
+    # decode: one token, 8 heads, a 256-key cache.
+    dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 256, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    rows["decode"] = overhead(lambda: fragmask.decode(dq, kc, vc))
+    dplan = fragmask.DecodePlan(dq, kc, vc)
+    rows["DecodePlan.run"] = overhead(lambda: dplan.run(dq, kc, vc))
+    sq, sk, sv = dq.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+    rows["SDPA decode"] = overhead(lambda: F.scaled_dot_product_attention(sq, sk, sv))
+
+    # lightning decode, H=64, D=E=96, B=1 (one token).
+    lq, lk, lv = (torch.randn(1, 64, 1, 96, device="cuda", dtype=torch.bfloat16)
+                  for _ in range(3))
+    state = torch.zeros(1, 64, 96, 96, device="cuda", dtype=torch.float32)
+    slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
+    rows["lightning_decode B=1"] = overhead(lambda: fragmask.lightning_decode(
+        lq, lk, lv, state, slope))
+    return rows
+
+
+def step_ms(fn, iters=20):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    return events_ms(fn, n=iters, reps=5)
+
+
+def document_step():
+    """S=8192, H=16, D=128, 12 causal documents: forward + backward through autograd,
+    fragmask against FlexAttention (compiled)."""
+    S, H, D = 8192, 16, 128
+    g = torch.Generator(device="cuda").manual_seed(1)
+    q, k, v = (torch.randn(1, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
+               .requires_grad_() for _ in range(3))
+    cuts = torch.linspace(0, S, 13).round().long()
+    ids = torch.zeros(S, dtype=torch.int64)
+    for i in range(12):
+        ids[cuts[i]:cuts[i + 1]] = i
+    mask = Mask.from_predicate("causal", S, doc_ids=ids.numpy()).with_transposed().to("cuda")
+    grad = torch.randn(1, H, S, D, device="cuda", dtype=torch.bfloat16)
+    flex_attention, create_block_mask = flex()
+    dev_ids = ids.cuda()
+    bm = create_block_mask(lambda b, h, i, j: (dev_ids[i] == dev_ids[j]) & (i >= j),
+                           None, None, S, S)
+    r = {}
+    r["fragmask_fwd_bwd_ms"] = step_ms(lambda: fragmask.attention(q, k, v, mask).backward(grad))
+    r["flex_fwd_bwd_ms"] = step_ms(lambda: flex_attention(q, k, v, block_mask=bm)
+                                   .backward(grad))
+    with torch.no_grad():
+        r["fragmask_fwd_ms"] = step_ms(lambda: fragmask.attention(q, k, v, mask))
+        r["flex_fwd_ms"] = step_ms(lambda: flex_attention(q, k, v, block_mask=bm))
+    r["flex_over_fragmask"] = r["flex_fwd_bwd_ms"] / r["fragmask_fwd_bwd_ms"]
+    out = fragmask.attention(q.detach(), k.detach(), v.detach(), mask)
+    ref = flex_attention(q.detach(), k.detach(), v.detach(), block_mask=bm)
+    r["max_abs_diff_vs_flex"] = (out.float() - ref.float()).abs().max().item()
+    return r
+
+
+def lightning_rows():
+    """Lightning decode eager, H=64, D=E=96: µs per step at B=1, fraction of the copy
+    roof at B=16 (the state is read and written once per step; at B=16 its 38 MB fit
+    in the H100's 50 MB L2, so a loop of steps can beat the DRAM roof)."""
+    r = {}
+    for B in (1, 16):
+        q, k, v = (torch.randn(B, 64, 1, 96, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        state = torch.zeros(B, 64, 96, 96, device="cuda", dtype=torch.float32)
+        slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
+        ms = step_ms(lambda: fragmask.lightning_decode(q, k, v, state, slope), iters=200)
+        nbytes = 2 * state.numel() * 4 + 4 * B * 64 * 96 * 2
+        roof = copy_roof_ms(nbytes)
+        r[f"B={B}"] = {"us_per_step": ms * 1e3, "copy_roof_us": roof * 1e3,
+                       "fraction_of_roof": roof / ms}
+    return r
+
+
+def vsa_decode_rows():
+    """Write-up 002's decode (64 queries, H=12, Sk=23296, D=128, 64-token blocks) eager
+    through fragmask.attention at 10% and 50% of the key blocks."""
+    H, N, D, BS, SQ = 12, 23296, 128, 64, 64
+    NB = N // BS
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(1, H, s, D, device="cuda", dtype=torch.bfloat16, generator=g)
+               for s in (SQ, N, N))
+    r = {}
+    for frac in (0.1, 0.5):
+        cg = torch.Generator().manual_seed(int(frac * 1000))
+        kept = round(frac * NB)
+        idx = torch.rand(H, 1, NB, generator=cg).topk(kept, dim=-1).indices.sort(dim=-1).values
+        m = Mask.from_blocks(idx.int(), torch.full((H, 1), kept, dtype=torch.int32),
+                             seqlen_q=SQ, seqlen_k=N, block=(64, 64), warpgroups=1).to("cuda")
+        eager = step_ms(lambda: fragmask.attention(q, k, v, m), iters=50)
+        plan = fragmask.AttentionPlan(q, k, v, m)
+        r[f"{int(frac * 100)}%"] = {"eager_ms": eager,
+                                     "plan_run_ms": step_ms(lambda: plan.run(q, k, v), 50),
+                                     "graph_ms": graph_ms(lambda: fragmask.attention(q, k, v, m),
+                                                          n=20),
+                                     "splits": plan.splits}
+    return r
+
+
+def decode_entry_rows():
+    """Decode shapes through fragmask.attention (B=16, H=32, Hkv=8, Sk=8192, D=128, one
+    query row): fraction of the copy roof of reading K and V, beside fragmask.decode."""
+    B, H, HKV, SK, D = 16, 32, 8, 8192, 128
+    q = torch.randn(B, H, 1, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(B, HKV, SK, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    roof = copy_roof_ms(2 * k.numel() * 2)
+    att = step_ms(lambda: fragmask.attention(q, k, v), iters=50)
+    qd = q.transpose(1, 2).contiguous()
+    kd, vd = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+    dec = step_ms(lambda: fragmask.decode(qd, kd, vd), iters=50)
+    plan = fragmask.AttentionPlan(q, k, v)
+    return {"attention_ms": att, "decode_ms": dec, "copy_roof_ms": roof,
+            "attention_fraction_of_roof": roof / att, "decode_fraction_of_roof": roof / dec,
+            "attention_splits": plan.splits}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--fragmask", required=True)
     ap.add_argument("--json")
     args = ap.parse_args()
-    fragmask.warmup(head_dims=(128,))
-    rows, host = [], {}
-    for (B, H, S) in [(1, 16, 4096), (1, 2, 256)]:
-        D = 128
-        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        fast = lambda: fragmask.attention(q, k, v, causal=True)
-        op = lambda: _ops._attention_op_path(q, k, v, None, True, None, None, False, "bhsd")
-        assert torch.equal(fast(), op())
-        fast()
-        op()
-        eager = per_call_ms(fast)
-        eager_op = per_call_ms(op)
-        graph = graph_ms(fast)
-        cli = subprocess.run([args.fragmask, "bench", "attention", "--random",
-                              f"{B},{H},{H},{S},{S},{D}", "--causal"],
-                             capture_output=True, text=True).stdout
-        kernel = float(re.search(r"median ([0-9.]+) ms", cli).group(1))
-        rows.append(dict(B=B, H=H, S=S, D=D, kernel_ms=kernel, eager_ms=eager,
-                         eager_op_ms=eager_op, graph_ms=graph))
-        if S == 256:
-            out, lse = q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
-            dev = q.get_device()
-            stream = torch._C._cuda_getCurrentRawStream(dev)
-            launch_args = ((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
-                           (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse.data_ptr(),
-                           0, None, True, -1, -1, D ** -0.5, False, stream, dev)
-            launch = _ops._launch
-            host = {
-                "eager call (fast path)": host_us(fast),
-                "eager call (registered op)": host_us(op),
-                "extension launch alone (args prebuilt)": host_us(lambda: launch(*launch_args)),
-                "two tensor allocations (new_empty x2)": host_us(
-                    lambda: (q.new_empty((B, H, S, D)), q.new_empty((B, H, S), dtype=torch.float32))),
-                "current raw stream": host_us(lambda: torch._C._cuda_getCurrentRawStream(dev)),
-                "lse block (caching allocator raw alloc + delete)": host_us(
-                    lambda: torch._C._cuda_cudaCachingAllocator_raw_delete(
-                        torch._C._cuda_cudaCachingAllocator_raw_alloc(B * H * S * 4, stream))),
-                "fast-path gate (_plain)": host_us(lambda: _ops._plain(q, k, v)),
-            }
-    print("fragmask.attention(causal=True), bf16; ms per call; the same kernel as the CLI row")
-    print("| B | H | S | D | bare kernel (fragmask bench attention --causal) | Python eager (fast path) | "
-          "Python eager (registered op) | Python in a CUDA graph | eager - graph | graph / kernel |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['B']} | {r['H']} | {r['S']} | {r['D']} | {r['kernel_ms']:.4f} | {r['eager_ms']:.4f} | "
-              f"{r['eager_op_ms']:.4f} | {r['graph_ms']:.4f} | "
-              f"{(r['eager_ms'] - r['graph_ms']) * 1000:.1f} us | {r['graph_ms'] / r['kernel_ms']:.3f} |")
-    print()
-    print("Host time per call at 1x2x256x128 (perf_counter, median of 9 x 200 calls)")
-    print("| part | us |")
-    print("|---|---|")
-    for name, us in host.items():
-        print(f"| {name} | {us:.2f} |")
+    fragmask.warmup(head_dims=(128,), lightning=((96, 96, "bf16"),))
+    results = {"device": torch.cuda.get_device_name()}
+    for name, fn in (("tiny", tiny_rows), ("document_step", document_step),
+                     ("lightning", lightning_rows), ("vsa_decode", vsa_decode_rows),
+                     ("decode_entry", decode_entry_rows)):
+        try:
+            results[name] = fn()
+        except Exception as e:  # noqa: BLE001  (one failing section does not hide the rest)
+            results[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
+            traceback.print_exc()
+        print(f"== {name}: {json.dumps(results[name], indent=1)}", flush=True)
+        if args.json:   # after every section: a run cut short keeps what it measured
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=1)
+    print("\nHost overhead on a tiny shape (B=1 H=2 S=256 D=128 causal; decode 1x8 over 256 "
+          "keys; lightning B=1 H=64 D=E=96), us per call")
+    print("| call | eager | CPU (host) | CUDA graph | overhead (eager - graph) |")
+    print("|---|---|---|---|---|")
+    for name, r in results.get("tiny", {}).items():
+        if isinstance(r, dict):
+            f = lambda key: f"{r[key]:.1f}" if key in r else "-"  # noqa: E731
+            print(f"| {name} | {f('eager_us')} | {f('host_us')} | {f('graph_us')} | "
+                  f"{f('overhead_us')} |")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "host_us": host}, f, indent=1)
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ use fragmask::masks::io::{read_file_limited, write_npy_file, write_safetensors, 
 pub mod backward;
 
 use super::verify::NO_GPU_EXIT;
+
+#[path = "attention_decode.rs"]
+mod decode_shape;
 use super::CmdResult;
 
 /// The inputs and masks paragraph shared by both commands' help.
@@ -585,6 +588,14 @@ pub fn forward(
     out_path: Option<&Path>,
     lse_path: Option<&Path>,
 ) -> CmdResult {
+    if decode_shape::serves(
+        args,
+        &inputs,
+        timed,
+        out_path.is_some() || lse_path.is_some(),
+    ) {
+        return decode_shape::bench_decode(device, args, &inputs.shape);
+    }
     let runner = AttentionRunner::new(device).map_err(|e| e.to_string())?;
     let shape = inputs.shape;
 

@@ -28,7 +28,7 @@ use crate::gpu::{contiguous, gpu, Raw};
 
 const WHAT: &str = "fragmask.decode";
 
-fn err(message: impl std::fmt::Display) -> PyErr {
+pub(crate) fn err(message: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{WHAT}: {message}"))
 }
 
@@ -285,10 +285,44 @@ pub(crate) fn decode_plan(
     Ok((plan.num_splits, o, lse, lse_shape))
 }
 
+/// The host's plan of a call described by shapes and dtype names (`decode_plan`'s
+/// checks), for the plan objects.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan_from_shapes(
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    dtypes: [&str; 3],
+    block_table: Option<&[usize]>,
+    seqlens_k: Option<&[usize]>,
+    cu_seqlens_q: Option<&[usize]>,
+    max_seqlen_q: usize,
+    window: (i64, i64),
+    scale: f64,
+    mask_id: u64,
+    multiprocessors: usize,
+    splits: usize,
+) -> PyResult<DecodePlan> {
+    let call = Call {
+        q,
+        k,
+        v,
+        dtypes,
+        block_table,
+        seqlens_k,
+        cu_seqlens_q,
+        max_seqlen_q,
+        window,
+        scale,
+        mask_id,
+    };
+    plan_of(&call, multiprocessors.max(1), splits)
+}
+
 /// Compiled runners per (device ordinal, geometry).
 type Runners = Mutex<HashMap<(usize, DecodeConfig), Arc<DecodeRunner>>>;
 
-fn runner(device: usize, config: DecodeConfig) -> PyResult<Arc<DecodeRunner>> {
+pub(crate) fn runner(device: usize, config: DecodeConfig) -> PyResult<Arc<DecodeRunner>> {
     static RUNNERS: OnceLock<Runners> = OnceLock::new();
     let mut map = RUNNERS
         .get_or_init(|| Mutex::new(HashMap::new()))

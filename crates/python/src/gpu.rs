@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use fragmask_host::attention::blockmask::{self, KERNEL_ENCODING};
 use fragmask_host::attention::{
-    AttentionError, AttentionOptions, AttentionRunner, RawMask, RawSplit, RawTensor, Window,
+    AttentionOptions, AttentionPlan, AttentionRunner, PlanPointers, RawMask, RawTensor, Window,
 };
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
@@ -72,6 +72,25 @@ pub(crate) struct Gpu {
     /// Events of finished or dropped GPU packs, for the next ones (creating an event
     /// costs a driver call per pack).
     pub(crate) events: Mutex<Vec<CudaEvent>>,
+    /// The multiprocessor count, read once.
+    sm_count: OnceLock<usize>,
+}
+
+impl Gpu {
+    /// The device's multiprocessor count (read once; the split planners').
+    pub(crate) fn sm_count(&self) -> PyResult<usize> {
+        if let Some(&n) = self.sm_count.get() {
+            return Ok(n);
+        }
+        let n = self
+            .device
+            .context()
+            .attribute(
+                fragmask_host::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(|e| PyRuntimeError::new_err(format!("reading the multiprocessor count: {e}")))?;
+        Ok(*self.sm_count.get_or_init(|| n.max(1) as usize))
+    }
 }
 
 /// (block_m, block_n, warpgroups, swap_ab).
@@ -96,6 +115,7 @@ pub(crate) fn gpu(ordinal: usize) -> PyResult<Arc<Gpu>> {
         packers: Mutex::new(HashMap::new()),
         transposers: Mutex::new(HashMap::new()),
         events: Mutex::new(Vec::new()),
+        sm_count: OnceLock::new(),
     });
     gpus.insert(ordinal, g.clone());
     Ok(g)
@@ -146,14 +166,126 @@ fn check_mask_layout(mask: &PackedMask) -> PyResult<()> {
         .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
 }
 
+/// Everything that decides an attention forward's plan (the key of [`plans`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PlanKey {
+    pub(crate) device: usize,
+    pub(crate) q: ([usize; 4], [usize; 4]),
+    pub(crate) k: ([usize; 4], [usize; 4]),
+    pub(crate) v: ([usize; 4], [usize; 4]),
+    pub(crate) mask_id: u64,
+    pub(crate) lists: Option<[u64; 6]>,
+    pub(crate) causal: bool,
+    pub(crate) window: (i64, i64),
+    /// The scale's f64 bits (`None`: `D ** -0.5`).
+    pub(crate) scale: Option<u64>,
+    pub(crate) bshd: bool,
+    pub(crate) fp16: bool,
+    /// 0: planned.
+    pub(crate) splits: u32,
+}
+
+/// Most plans the eager path keeps (a model has a few shapes; a key that recurs after
+/// the cache was cleared is planned again).
+const MAX_CACHED_PLANS: usize = 256;
+
+/// The eager path's plans by call, made once per distinct call (a mask's id is never
+/// reused, so a plan of a collected mask is never hit again).
+fn plans() -> &'static Mutex<HashMap<PlanKey, Arc<AttentionPlan>>> {
+    static PLANS: OnceLock<Mutex<HashMap<PlanKey, Arc<AttentionPlan>>>> = OnceLock::new();
+    PLANS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The host's plan of a forward (every check, kernel choice, splits, tensor maps).
+pub(crate) fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
+    let raw = |(shape, strides): ([usize; 4], [usize; 4])| {
+        if key.bshd {
+            RawTensor {
+                ptr: 0,
+                shape: [shape[0], shape[2], shape[1], shape[3]],
+                strides: [strides[0], strides[2], strides[1], strides[3]],
+            }
+        } else {
+            RawTensor {
+                ptr: 0,
+                shape,
+                strides,
+            }
+        }
+    };
+    let (qr, kr, vr) = (raw(key.q), raw(key.k), raw(key.v));
+    // The default as the registered op's wrapper computes it (`D ** -0.5` in double),
+    // so both paths launch with the same bits.
+    let scale = key
+        .scale
+        .map_or_else(|| (qr.shape[3] as f64).powf(-0.5), f64::from_bits) as f32;
+    if !scale.is_finite() || scale <= 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "fragmask.attention: scale {scale} must be positive and finite"
+        )));
+    }
+    let bound = |x: i64, what: &str| -> PyResult<Option<u32>> {
+        match x {
+            -1 => Ok(None),
+            x if x >= 0 => u32::try_from(x).map(Some).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "fragmask.attention: window {what} {x} is too large"
+                ))
+            }),
+            x => Err(PyValueError::new_err(format!(
+                "fragmask.attention: window {what} {x}: expected -1 (unbounded) or >= 0"
+            ))),
+        }
+    };
+    let mut w = Window {
+        left: bound(key.window.0, "left")?,
+        right: bound(key.window.1, "right")?,
+        diag_offset: 0,
+    };
+    if key.causal {
+        w.right = Some(0);
+    }
+    let packed;
+    let raw_mask = match (key.mask_id, key.lists) {
+        (0, _) => RawMask::Window(w),
+        (id, Some(ptrs)) => {
+            if key.causal || w.left.is_some() || w.right.is_some() {
+                return Err(PyValueError::new_err(
+                    "fragmask.attention: causal / window cannot be combined with a Mask \
+                     (build the mask with Mask.from_predicate instead)",
+                ));
+            }
+            packed = mask(id)?;
+            check_mask_layout(&packed)?;
+            RawMask::Blocks(&packed, ptrs)
+        }
+        (_, None) => {
+            return Err(PyValueError::new_err(
+                "fragmask.attention: a mask id without the mask's lists",
+            ))
+        }
+    };
+    let opts = AttentionOptions {
+        scale: Some(scale),
+        dtype: key.fp16.then_some(ActDtype::F16),
+        splits: (key.splits > 0).then_some(key.splits),
+        ..AttentionOptions::default()
+    };
+    g.attention
+        .plan(&qr, &kr, &vr, &raw_mask, &opts)
+        .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
+}
+
 /// `fragmask::attention`'s launch, shared by the eager fast path and the torch.library
 /// op. `q`, `k`, `v`: `[B, H, S, D]` views (`[B, S, H, D]` when `bshd`; any strides
-/// with a unit-stride head dim). The wrappers check that all three are bfloat16 CUDA
-/// tensors of `device` and allocate `out` (contiguous bf16 `[B, H, Sq, D]`) and `lse`
-/// (contiguous f32 `[B, H, Sq]`); everything else is checked here or by the host before
-/// the launch. `mask_id` 0 means no mask; otherwise `lists` are the device addresses
-/// of its six lists. `window` bounds are -1 for unbounded; `scale` None is `D ** -0.5`.
-/// `fp16`: q, k, v and out are float16 (else bfloat16).
+/// with a unit-stride head dim). The wrappers check that all three are bfloat16 or
+/// float16 CUDA tensors of `device` and allocate `out` (contiguous `[B, H, Sq, D]`)
+/// and `lse` (contiguous f32 `[B, H, Sq]`); everything else is checked by the plan,
+/// made once per distinct call and cached ([`plans`]). `mask_id` 0 means no mask;
+/// otherwise `lists` are the device addresses of its six lists. `window` bounds are -1
+/// for unbounded; `scale` None is `D ** -0.5`. `fp16`: q, k, v and out are float16.
+/// A split-KV plan without a workspace reports `(splits, o floats, lse floats)` and
+/// launches nothing (the wrapper allocates it with torch and calls again).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, out, lse, mask_id, lists, causal, window_left, window_right,
@@ -178,110 +310,61 @@ pub(crate) fn attention_launch(
     ws_o: u64,
     ws_lse: u64,
 ) -> PyResult<Option<(u32, usize, usize)>> {
-    let raw = |(ptr, shape, strides): View| {
-        if bshd {
-            RawTensor {
-                ptr,
-                shape: [shape[0], shape[2], shape[1], shape[3]],
-                strides: [strides[0], strides[2], strides[1], strides[3]],
-            }
-        } else {
-            RawTensor {
-                ptr,
-                shape,
-                strides,
-            }
-        }
-    };
-    let (qr, kr, vr) = (raw(q), raw(k), raw(v));
-    // The default as the registered op's wrapper computes it (`D ** -0.5` in double),
-    // so both paths launch with the same bits.
-    let scale = scale.unwrap_or_else(|| (qr.shape[3] as f64).powf(-0.5)) as f32;
-    if !scale.is_finite() || scale <= 0.0 {
-        return Err(PyValueError::new_err(format!(
-            "fragmask.attention: scale {scale} must be positive and finite"
-        )));
-    }
-    let bound = |x: i64, what: &str| -> PyResult<Option<u32>> {
-        match x {
-            -1 => Ok(None),
-            x if x >= 0 => u32::try_from(x).map(Some).map_err(|_| {
-                PyValueError::new_err(format!(
-                    "fragmask.attention: window {what} {x} is too large"
-                ))
-            }),
-            x => Err(PyValueError::new_err(format!(
-                "fragmask.attention: window {what} {x}: expected -1 (unbounded) or >= 0"
-            ))),
-        }
-    };
-    let mut w = Window {
-        left: bound(window_left, "left")?,
-        right: bound(window_right, "right")?,
-        diag_offset: 0,
-    };
-    if causal {
-        w.right = Some(0);
-    }
-    let packed;
-    let raw_mask = match (mask_id, lists) {
-        (0, _) => RawMask::Window(w),
-        (id, Some(ptrs)) => {
-            if causal || w.left.is_some() || w.right.is_some() {
-                return Err(PyValueError::new_err(
-                    "fragmask.attention: causal / window cannot be combined with a Mask \
-                     (build the mask with Mask.from_predicate instead)",
-                ));
-            }
-            packed = mask(id)?;
-            check_mask_layout(&packed)?;
-            RawMask::Blocks(&packed, ptrs)
-        }
-        (_, None) => {
-            return Err(PyValueError::new_err(
-                "fragmask.attention: a mask id without the mask's lists",
-            ))
-        }
+    let key = PlanKey {
+        device,
+        q: (q.1, q.2),
+        k: (k.1, k.2),
+        v: (v.1, v.2),
+        mask_id,
+        lists,
+        causal,
+        window: (window_left, window_right),
+        scale: scale.map(f64::to_bits),
+        bshd,
+        fp16,
+        splits,
     };
     let g = gpu(device)?;
+    let cached = plans()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    let plan = match cached {
+        Some(p) => p,
+        None => {
+            let p = Arc::new(plan_attention(&g, &key)?);
+            let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= MAX_CACHED_PLANS {
+                cache.clear();
+            }
+            cache.insert(key, p.clone());
+            p
+        }
+    };
+    if plan.splits > 1 && (ws_o == 0 || ws_lse == 0) {
+        let (o, l) = plan.workspace_floats;
+        return Ok(Some((plan.splits, o, l)));
+    }
     // SAFETY: `stream` is torch's current stream of `device` (the wrappers read it with
     // torch), alive while torch runs this call.
     let stream = unsafe { g.device.borrowed_stream(stream) };
-    let e = |e: AttentionError| PyValueError::new_err(format!("fragmask.attention: {e}"));
-    let mut opts = AttentionOptions {
-        scale: Some(scale),
-        dtype: fp16.then_some(ActDtype::F16),
-        splits: (splits > 0).then_some(splits),
-        ..AttentionOptions::default()
+    let ptrs = PlanPointers {
+        q: q.0,
+        k: k.0,
+        v: v.0,
+        o: out,
+        lse,
+        ws_o,
+        ws_lse,
     };
-    // Split-KV (few row blocks, many keys): the planner's count; without a workspace,
-    // report its size and launch nothing (the wrapper allocates it with torch and calls
-    // again with the same count).
-    let (n, o_len, lse_len) = g.attention.raw_splits(&qr, &kr, &vr, &raw_mask, &opts).map_err(e)?;
-    if n > 1 && (ws_o == 0 || ws_lse == 0) {
-        return Ok(Some((n, o_len, lse_len)));
-    }
-    opts.splits = Some(n);
-    // SAFETY: the addresses are data_ptr() of live torch CUDA tensors of `device` whose
-    // shapes and strides came with them (the caller holds them until this returns and
-    // torch's caching allocator orders reuse on this stream); out and lse are fresh
-    // outputs of the sizes above, and ws_o / ws_lse fresh f32 tensors of the sizes
-    // raw_splits gave for `n` (this function's contract with its wrappers).
-    unsafe {
-        if n > 1 {
-            let split = RawSplit {
-                splits: n,
-                o: ws_o,
-                lse: ws_lse,
-            };
-            g.attention
-                .launch_raw_split(&stream, &qr, &kr, &vr, &raw_mask, &opts, out, lse, split)
-        } else {
-            g.attention
-                .launch_raw(&stream, &qr, &kr, &vr, &raw_mask, &opts, out, lse)
-        }
-    }
-    .map_err(e)?;
+    // SAFETY: the addresses are data_ptr() of live torch CUDA tensors of `device` with
+    // the shapes and strides the plan was made for (the key); out and lse are fresh
+    // outputs of the plan's sizes, ws_o / ws_lse fresh f32 tensors of the sizes the plan
+    // reported (this function's contract with its wrappers, which the device API keeps
+    // private to them).
+    unsafe { plan.run(&stream, &ptrs) }
+        .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))?;
     Ok(None)
 }
 
@@ -296,24 +379,18 @@ fn act(what: &str, t: &Raw) -> PyResult<ActDtype> {
     }
 }
 
-/// `fragmask::lightning_decode`: contiguous q, k `[B, H, n, D]`, v and out
-/// `[B, H, n, E]`, kv float32 `[B, H, D, E]` (updated in place), slope float32 `[H]`.
-/// The slopes stay on the device, so they are not checked for finiteness here (that
-/// would synchronise); a non-finite slope gives non-finite outputs.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn lightning_decode(
-    q: Raw,
-    k: Raw,
-    v: Raw,
-    kv: Raw,
-    slope: Raw,
-    out: Raw,
-    stream: u64,
-    device: usize,
-) -> PyResult<()> {
-    let dtype = act("q", &q)?;
-    for (what, t) in [("k", &k), ("v", &v), ("out", &out)] {
+/// The checked problem of a lightning decode call: contiguous q, k `[B, H, n, D]`, v and
+/// out `[B, H, n, E]`, kv float32 `[B, H, D, E]`, slope float32 `[H]`.
+fn lightning_problem(
+    q: &Raw,
+    k: &Raw,
+    v: &Raw,
+    kv: &Raw,
+    slope: &Raw,
+    out: &Raw,
+) -> PyResult<LightningProblem> {
+    let dtype = act("q", q)?;
+    for (what, t) in [("k", k), ("v", v), ("out", out)] {
         if act(what, t)? != dtype {
             return Err(PyTypeError::new_err(format!(
                 "fragmask.lightning_decode: {what} is {}, q is {}",
@@ -321,7 +398,7 @@ pub(crate) fn lightning_decode(
             )));
         }
     }
-    for (what, t) in [("kv", &kv), ("slope", &slope)] {
+    for (what, t) in [("kv", kv), ("slope", slope)] {
         if t.3 != "float32" {
             return Err(PyTypeError::new_err(format!(
                 "fragmask.lightning_decode: {what} is {}; expected float32",
@@ -342,10 +419,10 @@ pub(crate) fn lightning_decode(
     .validate()
     .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: q: {err}")))?;
     for (what, tensor, t) in [
-        ("k", "k", &k),
-        ("v", "v", &v),
-        ("out", "o", &out),
-        ("kv", "state", &kv),
+        ("k", "k", k),
+        ("v", "v", v),
+        ("out", "o", out),
+        ("kv", "state", kv),
     ] {
         problem.check_shape(tensor, &t.1).map_err(|err| {
             PyValueError::new_err(format!("fragmask.lightning_decode: {what}: {err}"))
@@ -358,12 +435,12 @@ pub(crate) fn lightning_decode(
         )));
     }
     for (what, t) in [
-        ("q", &q),
-        ("k", &k),
-        ("v", &v),
-        ("out", &out),
-        ("kv", &kv),
-        ("slope", &slope),
+        ("q", q),
+        ("k", k),
+        ("v", v),
+        ("out", out),
+        ("kv", kv),
+        ("slope", slope),
     ] {
         if !contiguous(t) {
             return Err(PyValueError::new_err(format!(
@@ -371,15 +448,99 @@ pub(crate) fn lightning_decode(
             )));
         }
     }
-    let g = gpu(device)?;
-    let kernels = lightning_kernels(&g, d, e, dtype)?;
-    // SAFETY: as in attention_forward: torch's current stream of `device`.
-    let stream = unsafe { g.device.borrowed_stream(stream) };
-    let decode = kernels.with_stream(stream);
-    // SAFETY: data_ptr() of live contiguous torch CUDA tensors whose shapes were checked
-    // against `problem` above; kv is read and written in place (allowed); out is fresh.
-    unsafe { decode.launch_raw(&problem, [q.0, k.0, v.0, out.0, kv.0, kv.0, slope.0], None) }
-        .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))
+    Ok(problem)
+}
+
+/// `fragmask::lightning_decode`: contiguous q, k `[B, H, n, D]`, v and out
+/// `[B, H, n, E]`, kv float32 `[B, H, D, E]` (updated in place), slope float32 `[H]`.
+/// The slopes stay on the device, so they are not checked for finiteness here (that
+/// would synchronise); a non-finite slope gives non-finite outputs.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lightning_decode(
+    q: Raw,
+    k: Raw,
+    v: Raw,
+    kv: Raw,
+    slope: Raw,
+    out: Raw,
+    stream: u64,
+    device: usize,
+) -> PyResult<()> {
+    let plan = LightningPlanHandle::new(&q, &k, &v, &kv, &slope, &out, device)?;
+    plan.run(q.0, k.0, v.0, out.0, kv.0, slope.0, stream)
+}
+
+/// A checked lightning decode call whose runs pass addresses only (the eager fast
+/// path's, cached per shapes and dtypes by the wrapper).
+#[pyclass(frozen, module = "fragmask._fragmask", name = "LightningPlanHandle")]
+pub(crate) struct LightningPlanHandle {
+    gpu: Arc<Gpu>,
+    kernels: Arc<LightningDecode>,
+    problem: LightningProblem,
+}
+
+impl LightningPlanHandle {
+    fn new(
+        q: &Raw,
+        k: &Raw,
+        v: &Raw,
+        kv: &Raw,
+        slope: &Raw,
+        out: &Raw,
+        device: usize,
+    ) -> PyResult<Self> {
+        let problem = lightning_problem(q, k, v, kv, slope, out)?;
+        let g = gpu(device)?;
+        let kernels = lightning_kernels(&g, problem.dim_k, problem.dim_v, problem.dtype)?;
+        Ok(Self {
+            gpu: g,
+            kernels,
+            problem,
+        })
+    }
+}
+
+/// Plans a lightning decode call from tensors described as `lightning_decode`'s (their
+/// addresses are not read).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lightning_plan(
+    q: Raw,
+    k: Raw,
+    v: Raw,
+    kv: Raw,
+    slope: Raw,
+    out: Raw,
+    device: usize,
+) -> PyResult<LightningPlanHandle> {
+    LightningPlanHandle::new(&q, &k, &v, &kv, &slope, &out, device)
+}
+
+#[pymethods]
+impl LightningPlanHandle {
+    /// Launches on `stream` at the addresses of tensors with the plan's shapes, dtypes
+    /// and contiguity (the wrapper checks them).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        q: u64,
+        k: u64,
+        v: u64,
+        out: u64,
+        kv: u64,
+        slope: u64,
+        stream: u64,
+    ) -> PyResult<()> {
+        // SAFETY: torch's current stream of the plan's device, read by the wrapper.
+        let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
+        let decode = self.kernels.with_stream(stream);
+        // SAFETY: data_ptr() of live contiguous torch CUDA tensors with the shapes the
+        // plan checked (the wrapper's contract, kept private by the device API); kv is
+        // read and written in place (allowed); out is fresh.
+        unsafe { decode.launch_raw(&self.problem, [q, k, v, out, kv, kv, slope], None) }
+            .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))
+    }
 }
 
 /// Compiles and loads the kernels of `device` for attention at `head_dims`, lightning

@@ -6,15 +6,20 @@
 //! (`fragmask.FileError`, an `OSError` and a `ValueError`, for files; `MemoryError`
 //! when memory for the output cannot be had). Nothing here prints.
 //!
-//! Arrays arrive as `(address, length)` of a C-contiguous, aligned numpy array that the
-//! calling Python wrapper holds for the whole call (`_array` in
-//! `python/fragmask/_mask.py`); [`borrow`] is the one place that turns them into slices.
+//! Host arrays arrive as Python buffers (the buffer protocol: numpy arrays,
+//! `bytes`, `memoryview`), never as addresses: [`host_array`] copies a C-contiguous
+//! buffer of the expected element type, so no Python integer is ever dereferenced.
+//! The functions that take device addresses (the GPU launches) are not attributes of
+//! this module: [`claim_device_api`] hands them to the `fragmask` package once, at its
+//! import (docs in `device_api`).
 
 use std::path::PathBuf;
 
 mod backward;
 mod decode;
+mod device_api;
 mod gpu;
+mod plan;
 mod transpose;
 
 use fragmask::calc::{self, Value};
@@ -25,6 +30,7 @@ use fragmask_masks::{
     MaskError, MaskShape, MaskSource, PackOptions, PackedMask, Predicate, PredicateMask,
     TiledAccumulator, TopKMask, TransposedLists, MAX_SEQLEN, MAX_THREADS,
 };
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -80,33 +86,107 @@ fn value_error(message: String) -> PyErr {
     PyValueError::new_err(message)
 }
 
-/// The slice of `len` values of type `T` at `address`.
-///
-/// # Safety
-/// `address` must be the data of a live, C-contiguous array of at least `len` values of
-/// type `T` that stays alive and unmoved while the slice is used. The Python wrappers
-/// pass `arr.ctypes.data, arr.size` of an array they created with `numpy.require(...,
-/// requirements="CA")` and hold until the call returns.
-unsafe fn borrow<'a, T>(address: usize, len: usize) -> PyResult<&'a [T]> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    let bytes = len.checked_mul(std::mem::size_of::<T>());
-    if address == 0
-        || address % std::mem::align_of::<T>() != 0
-        || bytes.is_none_or(|b| b > isize::MAX as usize)
-    {
+/// The values and dimensions of a host array passed as a buffer (a C- or
+/// Fortran-contiguous buffer whose element format is `T`'s; copied, so the caller may
+/// not change it under a packer running with the GIL released). `what` names the
+/// argument in errors.
+fn host_array<T: pyo3::buffer::Element + Copy>(
+    py: Python<'_>,
+    object: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<(Vec<T>, Vec<usize>)> {
+    let buffer = PyBuffer::<T>::get(object).map_err(|e| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what}: expected a buffer of {} (a numpy array), got {}: {}",
+            std::any::type_name::<T>(),
+            object
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into()),
+            e.value(py)
+        ))
+    })?;
+    if !buffer.is_c_contiguous() {
         return Err(value_error(format!(
-            "internal: array at {address:#x} with {len} elements is not an aligned buffer"
+            "{what}: the buffer must be C-contiguous (numpy.ascontiguousarray)"
         )));
     }
-    // SAFETY: non-null, aligned and at most isize::MAX bytes (checked above); valid and
-    // unaliased by writers for the borrow by the caller's contract.
-    Ok(unsafe { std::slice::from_raw_parts(address as *const T, len) })
+    let values = buffer
+        .to_vec(py)
+        .map_err(|e| value_error(format!("{what}: {e}")))?;
+    Ok((values, buffer.shape().to_vec()))
 }
 
-/// An array passed from Python: address, element count, dimensions.
-type RawArray = (usize, usize, Vec<usize>);
+/// `(batch, heads, seqlen_q)` of CSR top-k lists, each optional.
+type CsrShapeArgs<'py> = (
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+);
+
+/// A host array argument (any object with the buffer protocol; see [`host_array`]).
+type RawArray<'py> = Bound<'py, PyAny>;
+
+/// A count argument: a Python int (not a bool, str or float) in `lo..=hi`; errors name
+/// `what`.
+pub(crate) fn int_arg(value: &Bound<'_, PyAny>, what: &str, lo: u64, hi: u64) -> PyResult<u64> {
+    use pyo3::types::{PyBool, PyInt};
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be an int, not {}",
+            value
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into())
+        )));
+    }
+    match value.extract::<i128>() {
+        Ok(v) if v < lo as i128 => Err(value_error(format!("{what}={v} must be at least {lo}"))),
+        Ok(v) if v > hi as i128 => Err(value_error(format!(
+            "{what}={v} is too large: the limit is {hi}"
+        ))),
+        Ok(v) => Ok(v as u64),
+        Err(_) => Err(value_error(format!(
+            "{what}={value} is out of range {lo}..={hi}"
+        ))),
+    }
+}
+
+fn threads_arg(threads: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(int_arg(threads, "threads", 0, MAX_THREADS as u64)? as usize)
+}
+
+fn seqlen_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    Ok(int_arg(value, what, 1, MAX_SEQLEN)? as usize)
+}
+
+fn optional_count(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<usize>> {
+    value
+        .map(|v| int_arg(v, what, 1, i64::MAX as u64).map(|n| n as usize))
+        .transpose()
+}
+
+/// [`tile`] of Python arguments, each checked and named in errors.
+fn tile_args(
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
+    swap_ab: bool,
+    encoding: &str,
+    threads: &Bound<'_, PyAny>,
+) -> PyResult<Tile> {
+    let u32_arg = |v, what| int_arg(v, what, 1, u32::MAX as u64).map(|n| n as u32);
+    tile(
+        u32_arg(block_m, "block_m")?,
+        u32_arg(block_n, "block_n")?,
+        u32_arg(warpgroups, "warpgroups")?,
+        swap_ab,
+        encoding,
+        threads_arg(threads)?,
+    )
+}
 
 /// Tile configuration of every constructor.
 #[derive(Clone, Copy)]
@@ -193,18 +273,17 @@ impl Drop for Packed {
 #[allow(clippy::too_many_arguments)]
 fn pack_dense(
     py: Python<'_>,
-    mask: RawArray,
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    mask: RawArray<'_>,
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
-    threads: usize,
+    threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
-    // SAFETY: `mask` comes from `_array` (module docs), alive for this call.
-    let data: &[u8] = unsafe { borrow(mask.0, mask.1)? };
-    let dense = DenseMask::new(data, &mask.2).map_err(|e| raise("mask", e))?;
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let (data, dims) = host_array::<u8>(py, &mask, "mask")?;
+    let dense = DenseMask::new(&data, &dims).map_err(|e| raise("mask", e))?;
     pack_source(py, &dense, tile, "mask")
 }
 
@@ -214,35 +293,39 @@ fn pack_dense(
 #[allow(clippy::too_many_arguments)]
 fn pack_topk(
     py: Python<'_>,
-    indices: RawArray,
-    seqlen_k: usize,
-    offsets: Option<RawArray>,
-    csr_shape: (Option<usize>, Option<usize>, Option<usize>),
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    indices: RawArray<'_>,
+    seqlen_k: &Bound<'_, PyAny>,
+    offsets: Option<RawArray<'_>>,
+    csr_shape: CsrShapeArgs<'_>,
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
-    threads: usize,
+    threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
-    // SAFETY: from `_array`, alive for this call.
-    let values: &[i64] = unsafe { borrow(indices.0, indices.1)? };
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let seqlen_k = seqlen_arg(seqlen_k, "seqlen_k")?;
+    let csr_shape = (
+        optional_count(csr_shape.0.as_ref(), "batch")?,
+        optional_count(csr_shape.1.as_ref(), "heads")?,
+        optional_count(csr_shape.2.as_ref(), "seqlen_q")?,
+    );
+    let (values, index_dims) = host_array::<i64>(py, &indices, "indices")?;
     let topk = match offsets {
-        None => TopKMask::from_fixed_k_dims(&indices.2, seqlen_k, values)
+        None => TopKMask::from_fixed_k_dims(&index_dims, seqlen_k, &values)
             .map_err(|e| raise("indices", e))?,
         Some(offsets) => {
-            for (what, array) in [("indices", &indices), ("offsets", &offsets)] {
-                rank1(&array.2, what).map_err(|e| raise(what, e))?;
+            let (offsets, offset_dims) = host_array::<i64>(py, &offsets, "offsets")?;
+            for (what, dims) in [("indices", &index_dims), ("offsets", &offset_dims)] {
+                rank1(dims, what).map_err(|e| raise(what, e))?;
             }
-            // SAFETY: from `_array`, alive for this call.
-            let offsets: &[i64] = unsafe { borrow(offsets.0, offsets.1)? };
             let rows = offsets
                 .len()
                 .checked_sub(1)
                 .ok_or_else(|| value_error("offsets: CSR offsets are empty".into()))?;
             let shape = csr_shape_of(rows, seqlen_k, csr_shape)?;
-            TopKMask::from_csr(shape, offsets, values).map_err(|e| raise("indices", e))?
+            TopKMask::from_csr(shape, &offsets, &values).map_err(|e| raise("indices", e))?
         }
     };
     pack_source(py, &topk, tile, "indices")
@@ -298,27 +381,36 @@ fn rank1(dims: &[usize], what: &'static str) -> Result<(), MaskError> {
 #[allow(clippy::too_many_arguments)]
 fn pack_blocks(
     py: Python<'_>,
-    index: RawArray,
-    num: RawArray,
-    sizes: Option<RawArray>,
-    block_size: usize,
-    seqlen_q: Option<usize>,
-    seqlen_k: Option<usize>,
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    index: RawArray<'_>,
+    num: RawArray<'_>,
+    sizes: Option<RawArray<'_>>,
+    block_size: &Bound<'_, PyAny>,
+    seqlen_q: Option<Bound<'_, PyAny>>,
+    seqlen_k: Option<Bound<'_, PyAny>>,
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
-    threads: usize,
+    threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
-    // SAFETY (all three): from `_array`, alive for this call.
-    let index_values: &[i64] = unsafe { borrow(index.0, index.1)? };
-    let num_values: &[i64] = unsafe { borrow(num.0, num.1)? };
-    let size_values: Option<&[i64]> = match &sizes {
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let block_size = int_arg(block_size, "block_size", 1, MAX_SEQLEN)? as usize;
+    let seqlen_q = match &seqlen_q {
+        Some(v) => Some(seqlen_arg(v, "seqlen_q")?),
+        None => None,
+    };
+    let seqlen_k = match &seqlen_k {
+        Some(v) => Some(seqlen_arg(v, "seqlen_k")?),
+        None => None,
+    };
+    let (index_values, index_dims) = host_array::<i64>(py, &index, "index")?;
+    let (num_values, num_dims) = host_array::<i64>(py, &num, "num")?;
+    let size_values = match &sizes {
         Some(s) => {
-            rank1(&s.2, "variable_block_sizes").map_err(|e| raise("sizes", e))?;
-            Some(unsafe { borrow(s.0, s.1)? })
+            let (values, dims) = host_array::<i64>(py, s, "sizes")?;
+            rank1(&dims, "variable_block_sizes").map_err(|e| raise("sizes", e))?;
+            Some(values)
         }
         None => None,
     };
@@ -328,11 +420,11 @@ fn pack_blocks(
         seqlen_k,
     };
     let blocks = BlockSparseMask::new(
-        &index.2,
-        index_values,
-        &num.2,
-        num_values,
-        size_values,
+        &index_dims,
+        &index_values,
+        &num_dims,
+        &num_values,
+        size_values.as_deref(),
         options,
     )
     .map_err(|e| raise("blocks", e))?;
@@ -341,18 +433,13 @@ fn pack_blocks(
 
 /// Document ids `[S]` or `[B, S]` (one list for queries and keys).
 fn document_ids(
-    ids: &RawArray,
+    ids: &(Vec<i64>, Vec<usize>),
     seqlen_q: usize,
     seqlen_k: usize,
 ) -> Result<DocumentIds, MaskError> {
-    // SAFETY: from `_array`, alive for this call.
-    let values: &[i64] = unsafe { borrow(ids.0, ids.1) }.map_err(|_| MaskError::Corrupt {
-        what: "document ids",
-        detail: "not an aligned buffer",
-    })?;
     DocumentIds::from_array(
-        &ids.2,
-        values,
+        &ids.1,
+        &ids.0,
         [
             ("document ids length (must equal seqlen_q)", seqlen_q),
             ("document ids length (must equal seqlen_k)", seqlen_k),
@@ -368,18 +455,33 @@ fn document_ids(
 fn pack_predicate(
     py: Python<'_>,
     text: &str,
-    seqlen_q: usize,
-    seqlen_k: usize,
-    named: Vec<(String, RawArray)>,
-    default: Option<RawArray>,
-    block_m: u32,
-    block_n: u32,
-    warpgroups: u32,
+    seqlen_q: &Bound<'_, PyAny>,
+    seqlen_k: &Bound<'_, PyAny>,
+    named: Vec<(String, RawArray<'_>)>,
+    default: Option<RawArray<'_>>,
+    block_m: &Bound<'_, PyAny>,
+    block_n: &Bound<'_, PyAny>,
+    warpgroups: &Bound<'_, PyAny>,
     swap_ab: bool,
     encoding: &str,
-    threads: usize,
+    threads: &Bound<'_, PyAny>,
 ) -> PyResult<Packed> {
-    let tile = tile(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let tile = tile_args(block_m, block_n, warpgroups, swap_ab, encoding, threads)?;
+    let seqlen_q = seqlen_arg(seqlen_q, "seqlen_q")?;
+    let seqlen_k = seqlen_arg(seqlen_k, "seqlen_k")?;
+    let named = named
+        .iter()
+        .map(|(n, b)| {
+            Ok((
+                n.clone(),
+                host_array::<i64>(py, b, &format!("doc_ids[{n:?}]"))?,
+            ))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let default = match &default {
+        Some(b) => Some(host_array::<i64>(py, b, "doc_ids")?),
+        None => None,
+    };
     let mut used_default = false;
     let mut resolve = |name: &str| -> Result<DocumentIds, MaskError> {
         if let Some((_, ids)) = named.iter().find(|(n, _)| n == name) {
@@ -510,19 +612,21 @@ impl Packed {
     /// as `fragmask pack --transposed`): the backward accumulator has the mask's tile,
     /// SwapAB unless `swap_ab` is false, and `warpgroups` (None: the library's default,
     /// `TransposedLists::default_accumulator`).
-    #[pyo3(signature = (warpgroups=None, swap_ab=true, threads=0))]
+    #[pyo3(signature = (warpgroups=None, swap_ab=true, threads=None))]
     fn with_transposed(
         &self,
         py: Python<'_>,
-        warpgroups: Option<u32>,
+        warpgroups: Option<&Bound<'_, PyAny>>,
         swap_ab: bool,
-        threads: usize,
+        threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Packed> {
-        if threads > MAX_THREADS {
-            return Err(value_error(format!(
-                "threads={threads} is too large: the limit is {MAX_THREADS}"
-            )));
-        }
+        let warpgroups = warpgroups
+            .map(|w| int_arg(w, "warpgroups", 1, u32::MAX as u64).map(|n| n as u32))
+            .transpose()?;
+        let threads = match threads {
+            Some(t) => threads_arg(t)?,
+            None => 0,
+        };
         let acc = *self.inner.accumulator();
         let warpgroups = match warpgroups {
             Some(w) => w,
@@ -714,16 +818,14 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(layout, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu::attention_launch, m)?)?;
-    m.add_function(wrap_pyfunction!(backward::attention_backward_launch, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu::gpu_pack_plan, m)?)?;
     m.add_class::<gpu::GpuPack>()?;
-    m.add_function(wrap_pyfunction!(transpose::gpu_transpose_plan, m)?)?;
     m.add_class::<transpose::GpuTranspose>()?;
-    m.add_function(wrap_pyfunction!(gpu::lightning_decode, m)?)?;
+    m.add_class::<plan::AttentionPlanHandle>()?;
+    m.add_class::<plan::DecodePlanHandle>()?;
+    m.add_class::<gpu::LightningPlanHandle>()?;
+    m.add_function(wrap_pyfunction!(device_api::claim_device_api, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::warmup, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_plan, m)?)?;
-    m.add_function(wrap_pyfunction!(decode::decode_launch, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_mask_prepare, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_mask_release, m)?)?;
     Ok(())

@@ -503,6 +503,113 @@ class ErrorTests(unittest.TestCase):
                 m.save(42)
 
 
+class ExtensionArgumentTests(unittest.TestCase):
+    """Every function reachable by importing the extension takes buffers, never
+    addresses, and every argument error names its argument."""
+
+    def run_isolated(self, code):
+        """Runs `code` in a fresh interpreter (a segfault there fails the test instead
+        of killing the run) and returns its stdout."""
+        done = subprocess.run([os.sys.executable, "-c", code], capture_output=True,
+                              text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def test_integers_as_addresses_are_refused_with_a_typed_error(self):
+        out = self.run_isolated(
+            "import fragmask._fragmask as ext\n"
+            "calls = [lambda: ext.pack_dense((8, 16, [4, 4]), 128, 128, 2, False, "
+            "'fragment-native', 0),\n"
+            "         lambda: ext.pack_dense(0xdeadbeef, 128, 128, 2, False, "
+            "'fragment-native', 0),\n"
+            "         lambda: ext.pack_topk((8, 16, [4, 4]), 64, None, (None, None, None), "
+            "128, 128, 2, False, 'fragment-native', 0),\n"
+            "         lambda: ext.pack_blocks((8, 1, [1]), (8, 1, [1]), None, 64, None, None, "
+            "128, 128, 2, False, 'fragment-native', 0),\n"
+            "         lambda: ext.pack_predicate('doc=a', 4, 4, [('a', (8, 4, [4]))], None, "
+            "128, 128, 2, False, 'fragment-native', 0)]\n"
+            "for call in calls:\n"
+            "    try:\n"
+            "        call()\n"
+            "    except TypeError as e:\n"
+            "        print('TypeError', e)\n")
+        lines = out.strip().splitlines()
+        self.assertEqual(len(lines), 5, out)
+        for line, arg in zip(lines, ("mask", "mask", "indices", "index", "doc_ids")):
+            self.assertTrue(line.startswith("TypeError"), line)
+            self.assertIn(arg, line)
+
+    def test_device_functions_are_not_attributes_of_the_extension(self):
+        ext = fragmask._fragmask
+        for name in ("attention_launch", "attention_backward_launch", "decode_launch",
+                     "lightning_decode", "gpu_pack_plan", "gpu_transpose_plan",
+                     "attention_plan", "lightning_plan", "decode_plan_handle"):
+            self.assertFalse(hasattr(ext, name), name)
+        with self.assertRaisesRegex(RuntimeError, "claimed"):
+            ext.claim_device_api()
+        # A fresh interpreter importing the extension directly: the package claimed it.
+        out = self.run_isolated(
+            "import fragmask._fragmask as ext\n"
+            "try:\n"
+            "    ext.claim_device_api()\n"
+            "except RuntimeError:\n"
+            "    print('refused')\n")
+        self.assertEqual(out.strip(), "refused")
+
+    def test_buffers_are_read_as_arrays(self):
+        dense = np.tril(np.ones((256, 256), dtype=np.uint8))
+        ext = fragmask._fragmask
+        packed = ext.pack_dense(dense, 128, 128, 2, False, "fragment-native", 0)
+        self.assertEqual(Mask(packed), Mask.from_dense(dense))
+        with self.assertRaisesRegex(TypeError, "mask"):
+            ext.pack_dense(dense.astype(np.int64), 128, 128, 2, False, "fragment-native", 0)
+        with self.assertRaisesRegex(ValueError, "mask.*contiguous"):
+            ext.pack_dense(dense[:, ::2], 128, 128, 2, False, "fragment-native", 0)
+
+    def test_integer_errors_of_the_extension_name_their_argument(self):
+        ext = fragmask._fragmask
+        dense = np.ones((128, 128), dtype=np.uint8)
+        index = np.zeros((4, 1), dtype=np.int64)
+        tile = (128, 128, 2, False, "fragment-native", 0)
+        cases = [
+            (lambda: ext.pack_dense(dense, -1, *tile[1:]), ValueError, "block_m"),
+            (lambda: ext.pack_dense(dense, 128, 2**40, *tile[2:]), ValueError, "block_n"),
+            (lambda: ext.pack_dense(dense, 128, 128, "2", *tile[3:]), TypeError, "warpgroups"),
+            (lambda: ext.pack_topk(index, -5, None, (None, None, None), *tile), ValueError,
+             "seqlen_k"),
+            (lambda: ext.pack_topk(index[:, 0], 64, np.arange(5), (None, -2, None), *tile),
+             ValueError, "heads"),
+            (lambda: ext.pack_blocks(index, index[:, 0], None, 0, None, None, *tile),
+             ValueError, "block_size"),
+            (lambda: ext.pack_blocks(index, index[:, 0], None, 64, 2.5, None, *tile),
+             TypeError, "seqlen_q"),
+            (lambda: ext.pack_predicate("causal", 0, 4, [], None, *tile), ValueError,
+             "seqlen_q"),
+            (lambda: Mask.from_dense(dense)._packed.with_transposed(-1, True, 0), ValueError,
+             "warpgroups"),
+        ]
+        for call, error, name in cases:
+            with self.assertRaisesRegex(error, name):
+                call()
+
+    def test_threads_errors_name_threads(self):
+        dense = np.ones((128, 128), dtype=bool)
+        ext = fragmask._fragmask
+        m = Mask.from_dense(dense)
+        for bad, error in ((-1, ValueError), (2**64, ValueError), ("4", TypeError),
+                           (4.0, TypeError), (True, TypeError)):
+            with self.assertRaisesRegex(error, "threads"):
+                Mask.from_dense(dense, threads=bad)
+            with self.assertRaisesRegex(error, "threads"):
+                m.with_transposed(threads=bad)
+            with self.assertRaisesRegex(error, "threads"):
+                ext.pack_dense(dense.view(np.uint8), 128, 128, 2, False, "fragment-native",
+                               bad)
+            with self.assertRaisesRegex(error, "threads"):
+                m._packed.with_transposed(None, True, bad)
+        self.assertEqual(Mask.from_dense(dense, threads=2), m)
+
+
 class DecodePlanTests(unittest.TestCase):
     """fragmask.decode's shape checks run in Rust before any GPU is looked for (the op
     asks _fragmask.decode_plan for the split count, workspace and lse shape)."""

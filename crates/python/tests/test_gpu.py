@@ -123,11 +123,18 @@ class AttentionTests(unittest.TestCase):
             fragmask.attention(q, k, v)
             self.assertEqual(calls, [])
             qg = q.clone().requires_grad_()
-            fragmask.attention(qg, k, v).sum().backward()   # autograd: the registered op
-            self.assertEqual(len(calls), 1)
+            # autograd: the eager autograd.Function, not the registered op
+            fragmask.attention(qg, k, v).sum().backward()
+            self.assertEqual(calls, [])
             self.assertIsNotNone(qg.grad)
             with torch.no_grad():
                 fragmask.attention(q.clone().requires_grad_(), k, v)
+            self.assertEqual(calls, [])
+            _ops._FAST = False      # the switch the tests use to compare both paths
+            try:
+                fragmask.attention(qg, k, v).sum().backward()
+            finally:
+                _ops._FAST = True
             self.assertEqual(len(calls), 1)
             from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -138,6 +145,9 @@ class AttentionTests(unittest.TestCase):
             with Passthrough():
                 fragmask.attention(q, k, v)
             self.assertEqual(len(calls), 2)
+            with Passthrough():     # a dispatch mode with autograd: the registered op
+                fragmask.attention(qg, k, v)
+            self.assertEqual(len(calls), 3)
         finally:
             _ops._ops = saved
 
@@ -229,9 +239,9 @@ class AttentionTests(unittest.TestCase):
         meta = list(m._meta)
         none6 = (None,) * 6
         torch.library.opcheck(attention_op, (q, k, v, *lists, *none6, meta, False, [-1, -1],
-                                             0.125))
+                                             0.125, 0))
         torch.library.opcheck(attention_op, (q, k, v, *none6, *none6, [], True, [-1, -1],
-                                             0.125))
+                                             0.125, 0))
         B, H, D = 2, 4, 96
         args = [torch.randn(B, H, 1, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
         kv = torch.randn(B, H, D, D, device="cuda")
@@ -422,7 +432,7 @@ class AutogradTests(unittest.TestCase):
         tlists, bwd_id = _ops._device_transposed(torch, m, q.device)
         meta = list(m._meta) + [bwd_id]
         args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), *lists, *tlists,
-                meta, False, [-1, -1], 0.125)
+                meta, False, [-1, -1], 0.125, 0)
         torch.library.opcheck(attention_op, args)     # includes the autograd registration
         out, lse = attention_op(*args)
         do = torch.randn_like(out)
@@ -867,3 +877,194 @@ class DecodeTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@needs_gpu
+class FastPathAndPlanTests(unittest.TestCase):
+    """The eager autograd.Function path against the registered ops, the plan objects
+    against the one-shot calls, and both inside CUDA graphs."""
+
+    @classmethod
+    def setUpClass(cls):
+        fragmask.warmup(head_dims=(64, 128), lightning=((96, 96, "bf16"),))
+
+    def inputs(self, shapes, seed=0, dtype=None, requires_grad=False):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        return [torch.randn(s, device="cuda", dtype=dtype or torch.bfloat16, generator=g)
+                .requires_grad_(requires_grad) for s in shapes]
+
+    def grads(self, q, k, v, do, fast, **kw):
+        from fragmask import _ops
+
+        q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        _ops._FAST = fast
+        try:
+            out = fragmask.attention(q, k, v, **kw)
+            out.backward(do)
+        finally:
+            _ops._FAST = True
+        return out.detach(), q.grad, k.grad, v.grad
+
+    def test_autograd_function_gradients_equal_the_registered_ops(self):
+        S, D = 300, 128
+        g = torch.Generator(device="cuda").manual_seed(5)
+        m = Mask.from_dense(torch.rand(S, S, device="cuda", generator=g) < 0.4,
+                            transposed=True)
+        plain = Mask.from_predicate("causal", S, S)    # transposed lists added on the GPU
+        for layout in ("bhsd", "bshd"):
+            shapes = [(2, 4, S, D), (2, 2, S, D), (2, 2, S, D)]
+            if layout == "bshd":
+                shapes = [(b, s_, h, d) for b, h, s_, d in shapes]
+            q, k, v = self.inputs(shapes, seed=1)
+            do = self.inputs([q.shape], seed=2)[0]
+            for kw in (dict(mask=m), dict(mask=plain), dict(causal=True),
+                       dict(window=(50, 7), scale=0.09)):
+                kw = dict(kw, layout=layout)
+                fast = self.grads(q, k, v, do, True, **kw)
+                slow = self.grads(q, k, v, do, False, **kw)
+                self.assertTrue(torch.equal(fast[0], slow[0]), f"o {kw}")
+                for name, a, b in zip(("dq", "dk", "dv"), fast[1:], slow[1:]):
+                    self.assertEqual(a.shape, b.shape, f"{name} {kw}")
+                    # dQ is reduced with atomics: close, not necessarily equal.
+                    self.assertLess(rel_err(a, b), 1e-3, f"{name} {kw}")
+
+    def test_attention_plan_run_equals_attention_and_replays_in_a_cuda_graph(self):
+        S, D = 256, 128
+        m = Mask.from_predicate("window=64:0", S, S)
+        for kw, shapes in (
+                (dict(mask=m), [(1, 4, S, D), (1, 4, S, D), (1, 4, S, D)]),
+                (dict(causal=True, layout="bshd"), [(2, S, 4, D), (2, S, 2, D), (2, S, 2, D)]),
+                (dict(), [(2, 8, 1, D), (2, 2, 8192, D), (2, 2, 8192, D)]),   # decode kernel
+                (dict(splits=3), [(1, 2, 64, D), (1, 2, 4096, D), (1, 2, 4096, D)])):
+            q, k, v = self.inputs(shapes)
+            plan = fragmask.AttentionPlan(q, k, v, **kw)
+            want = fragmask.attention(q, k, v, return_lse=True, **kw)
+            got = plan.run(q, k, v, return_lse=True)
+            for a, b in zip(got, want):
+                self.assertEqual(a.shape, b.shape, f"{kw}")
+                self.assertTrue(torch.equal(a, b), f"{kw}")
+            if kw.get("splits"):
+                self.assertEqual(plan.splits, 3)
+            if shapes[0][2] == 1:
+                self.assertGreater(plan.splits, 1, "a decode shape plans split-KV by itself")
+            static = [t.clone() for t in (q, k, v)]
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                plan.run(*static)
+            torch.cuda.current_stream().wait_stream(s)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = plan.run(*static)
+            new = self.inputs(shapes, seed=4)
+            for dst, src in zip(static, new):
+                dst.copy_(src)
+            graph.replay()
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(out, fragmask.attention(*new, **kw)), f"{kw}")
+
+    def test_plans_refuse_tensors_that_are_not_theirs(self):
+        q, k, v = self.inputs([(1, 2, 128, 64)] * 3)
+        plan = fragmask.AttentionPlan(q, k, v, causal=True)
+        with self.assertRaisesRegex(ValueError, "q is not the plan's"):
+            plan.run(q[:, :, :64], k, v)
+        with self.assertRaisesRegex(ValueError, "k is not the plan's"):
+            plan.run(q, k.half(), v)
+        with self.assertRaisesRegex(ValueError, "splits"):
+            fragmask.AttentionPlan(q, k, v, splits=0)
+        with self.assertRaisesRegex(ValueError, "splits"):
+            fragmask.attention(q, k, v, splits=-1)
+        with self.assertRaisesRegex(TypeError, "splits"):
+            fragmask.attention(q, k, v, splits="4")
+        qd0 = torch.randn(1, 1, 2, 64, device="cuda", dtype=torch.bfloat16)
+        kd0 = torch.randn(1, 128, 2, 64, device="cuda", dtype=torch.bfloat16)
+        for bad, error in ((-1, ValueError), (2**64, ValueError), ("4", TypeError),
+                           (2.0, TypeError)):
+            with self.assertRaisesRegex(error, "splits"):
+                fragmask.decode(qd0, kd0, kd0, splits=bad)
+        qd = torch.randn(2, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
+        kc = torch.randn(2, 512, 8, 128, device="cuda", dtype=torch.bfloat16)
+        dplan = fragmask.DecodePlan(qd, kc, kc)
+        with self.assertRaisesRegex(ValueError, "k_cache is not the plan's"):
+            dplan.run(qd, kc[:1], kc)
+
+    def test_decode_plan_run_equals_decode_and_replays_in_a_cuda_graph(self):
+        B, Sk, H, Hkv, D = 3, 1000, 8, 2, 128
+        q, k, v = self.inputs([(B, 2, H, D), (B, Sk, Hkv, D), (B, Sk, Hkv, D)])
+        lens = torch.tensor([1000, 17, 640], dtype=torch.int32, device="cuda")
+        plan = fragmask.DecodePlan(q, k, v, seqlens_k=lens, causal=True)
+        want = fragmask.decode(q, k, v, seqlens_k=lens, causal=True, return_lse=True)
+        got = plan.run(q, k, v, seqlens_k=lens, return_lse=True)
+        for a, b in zip(got, want):
+            self.assertTrue(torch.equal(a, b))
+        static = [t.clone() for t in (q, k, v)]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            plan.run(*static, seqlens_k=lens)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = plan.run(*static, seqlens_k=lens)
+        new = self.inputs([(B, 2, H, D), (B, Sk, Hkv, D), (B, Sk, Hkv, D)], seed=6)
+        for dst, src in zip(static, new):
+            dst.copy_(src)
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(out, fragmask.decode(*new, seqlens_k=lens, causal=True)))
+
+    def test_lightning_fast_path_equals_the_registered_op(self):
+        from fragmask import _ops
+
+        B, H, D = 2, 4, 96
+        q, k, v = self.inputs([(B, H, 3, D)] * 3)
+        kv0 = torch.randn(B, H, D, D, device="cuda")
+        slope = torch.rand(H, device="cuda")
+        kv_fast, kv_op = kv0.clone(), kv0.clone()
+        fast = fragmask.lightning_decode(q, k, v, kv_fast, slope)
+        _ops._FAST = False
+        try:
+            op = fragmask.lightning_decode(q, k, v, kv_op, slope)
+        finally:
+            _ops._FAST = True
+        self.assertTrue(torch.equal(fast, op))
+        self.assertTrue(torch.equal(kv_fast, kv_op))
+
+    def test_the_device_api_is_not_reachable_from_the_extension(self):
+        ext = fragmask._fragmask
+        for name in ("attention_launch", "attention_backward_launch", "decode_launch",
+                     "lightning_decode", "gpu_pack_plan", "gpu_transpose_plan"):
+            self.assertFalse(hasattr(ext, name), name)
+        with self.assertRaisesRegex(RuntimeError, "claimed"):
+            ext.claim_device_api()
+
+    def test_decode_shapes_through_attention_use_the_decode_kernel_and_match_sdpa(self):
+        from fragmask import _ops
+
+        B, H, Hkv, Sk, D = 3, 8, 2, 3000, 128
+        for layout in ("bhsd", "bshd"):
+            shapes = [(B, H, 1, D), (B, Hkv, Sk, D), (B, Hkv, Sk, D)]
+            if layout == "bshd":
+                shapes = [(b, s_, h, d) for b, h, s_, d in shapes]
+            q, k, v = self.inputs(shapes, seed=11)
+            out, lse = fragmask.attention(q, k, v, layout=layout, return_lse=True)
+            self.assertEqual(out.shape, q.shape)
+            self.assertEqual(lse.shape, (B, H, 1))
+            qb, kb, vb = ((t.transpose(1, 2) if layout == "bshd" else t) for t in (q, k, v))
+            kb, vb = (t.repeat_interleave(H // Hkv, dim=1) for t in (kb, vb))
+            ref = torch.nn.functional.scaled_dot_product_attention(
+                qb.float(), kb.float(), vb.float())
+            got = out.transpose(1, 2) if layout == "bshd" else out
+            self.assertLess(rel_err(got, ref), 1e-2, layout)
+            # The same numbers as the decode kernel called directly, and close to the
+            # split-KV forward (splits= forces it).
+            dq = q if layout == "bshd" else q.transpose(1, 2).contiguous()
+            dk, dv = ((t if layout == "bshd" else t.transpose(1, 2).contiguous())
+                      for t in (k, v))
+            direct = fragmask.decode(dq, dk, dv)
+            direct = direct if layout == "bshd" else direct.transpose(1, 2)
+            # (bhsd runs as B·Hkv requests of one kv head: another split plan, so close.)
+            self.assertLess(rel_err(out, direct.reshape(out.shape)), 2e-3, layout)
+            forced = fragmask.attention(q, k, v, layout=layout, splits=8)
+            self.assertLess(rel_err(forced, out), 1e-2, layout)
+            self.assertIsNotNone(_ops._decode_plans)

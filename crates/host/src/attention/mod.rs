@@ -32,6 +32,7 @@ pub mod blockmask;
 pub mod compile;
 pub mod inputs;
 pub mod numeric;
+pub mod plan;
 mod reference;
 
 #[cfg(test)]
@@ -62,6 +63,7 @@ use fragmask_masks::MaskError;
 
 pub use compile::{compile_kernel, CompiledKernel};
 pub use fragmask_masks::PackedMask;
+pub use plan::{AttentionPlan, PlanPointers};
 
 use crate::nvrtc::Compiler;
 use crate::timing::{time_on_stream, Timing, TimingConfig};
@@ -555,6 +557,8 @@ pub struct AttentionRunner {
     /// The forward and its split-KV combine, per configuration.
     functions: Mutex<HashMap<AttentionKernel, (CudaFunction, CudaFunction)>>,
     backward_functions: Mutex<HashMap<BackwardKernel, backward::BackwardFunctions>>,
+    /// The device's multiprocessor count, read once (the split planner's).
+    sm_count: std::sync::OnceLock<usize>,
 }
 
 impl AttentionRunner {
@@ -577,6 +581,7 @@ impl AttentionRunner {
             compiler: Compiler::new(),
             functions: Mutex::new(HashMap::new()),
             backward_functions: Mutex::new(HashMap::new()),
+            sm_count: std::sync::OnceLock::new(),
         }
     }
 
@@ -612,12 +617,15 @@ impl AttentionRunner {
 
     /// The multiprocessor count of the stream's device (the split-KV planner's).
     fn sm_count(&self) -> Result<usize, AttentionError> {
+        if let Some(&n) = self.sm_count.get() {
+            return Ok(n);
+        }
         let n = self
             .stream
             .context()
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver("reading the multiprocessor count"))?;
-        Ok(n.max(1) as usize)
+        Ok(*self.sm_count.get_or_init(|| n.max(1) as usize))
     }
 
     /// Copies bf16 bits to a new device tensor.
@@ -992,19 +1000,12 @@ impl AttentionRunner {
         mask: &RawMask<'_>,
         opts: &AttentionOptions,
     ) -> Result<(u32, usize, usize), AttentionError> {
-        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
-        let (mode, host_mask) = match mask {
-            RawMask::Window(_) => (MaskMode::Window, None),
-            RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
-        };
-        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
-        let n = self.planned_splits(&kernel, &shape, host_mask, opts)?;
-        let split = splits::SplitLaunch::new(&shape, n, kernel.m_blocks(shape.seqlen_q as u32))?;
-        if n == 1 {
-            return Ok((1, 0, 0));
-        }
-        let (o_len, lse_len) = split.workspace_len(&shape)?;
-        Ok((n, o_len, lse_len))
+        let plan = self.plan(q, k, v, mask, opts)?;
+        Ok((
+            plan.splits,
+            plan.workspace_floats.0,
+            plan.workspace_floats.1,
+        ))
     }
 
     /// [`Self::launch_raw`] with split-KV: `split.splits` splits whose partials go to the
@@ -1046,68 +1047,22 @@ impl AttentionRunner {
         lse: u64,
         split: Option<RawSplit>,
     ) -> Result<(), AttentionError> {
-        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
-        let (mode, host_mask) = match mask {
-            RawMask::Window(_) => (MaskMode::Window, None),
-            RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
+        let opts = AttentionOptions {
+            splits: Some(split.map_or(1, |s| s.splits)),
+            ..*opts
         };
-        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
-        let (g, dt) = (kernel.geometry(), kernel.dtype());
-        let maps = [
-            encode_strided_map(q.ptr, q.shape, q.strides, g.block_m(), dt)?,
-            encode_strided_map(k.ptr, k.shape, k.strides, g.block_n(), dt)?,
-            encode_strided_map(v.ptr, v.shape, v.strides, g.block_n(), dt)?,
-        ];
-        if o % 16 != 0 || lse % 4 != 0 {
-            return Err(AttentionError::Shape(format!(
-                "o must be 16-byte aligned and lse 4-byte aligned, got {o:#x} and {lse:#x}"
-            )));
-        }
-        let mut params = base_params(&shape, &kernel, opts, o, lse);
-        match mask {
-            RawMask::Window(w) => window_params(&mut params, w),
-            RawMask::Blocks(host, lists) => blocks_params(&mut params, host, *lists, &shape)?,
-        }
-        let n = split.map_or(1, |s| s.splits);
-        let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
-        if let Some(s) = split {
-            if s.o % 16 != 0 || s.lse % 4 != 0 || s.o == 0 || s.lse == 0 {
-                return Err(AttentionError::Shape(format!(
-                    "the split-KV workspace must be non-null, o 16-byte and lse 4-byte \
-                     aligned, got {:#x} and {:#x}",
-                    s.o, s.lse
-                )));
-            }
-            params.ws_o = s.o;
-            params.ws_lse = s.lse;
-        }
-        params.num_splits = n as i32;
-        let kernel = kernel.with_split_kv(n > 1);
-        let (func, combine) = self.functions(&kernel)?;
-        let params = Params(params);
-        let mut builder = stream.launch_builder(&func);
-        builder
-            .arg(&maps[0])
-            .arg(&maps[1])
-            .arg(&maps[2])
-            .arg(&params);
-        // SAFETY: the argument list matches the kernel's signature (three by-value tensor
-        // maps and fm_attn_params); the maps and the parameters were checked against the
-        // shape above, and the caller guarantees the addresses (this function's contract).
-        unsafe {
-            builder.launch(LaunchConfig {
-                grid_dim: (launch.grid_x, shape.heads as u32, shape.batch as u32),
-                block_dim: (kernel.threads(), 1, 1),
-                shared_mem_bytes: kernel.smem_bytes(),
-            })
-        }
-        .map_err(driver("launching the attention kernel"))?;
-        if let Some(grid) = launch.combine_grid {
-            // SAFETY: it reads the caller's workspace and writes o and lse (this
-            // function's contract).
-            unsafe { launch_combine(stream, &combine, grid, params) }?;
-        }
-        Ok(())
+        let plan = self.plan(q, k, v, mask, &opts)?;
+        let ptrs = plan::PlanPointers {
+            q: q.ptr,
+            k: k.ptr,
+            v: v.ptr,
+            o,
+            lse,
+            ws_o: split.map_or(0, |s| s.o),
+            ws_lse: split.map_or(0, |s| s.lse),
+        };
+        // SAFETY: this function's contract (the plan has the shapes and strides of q, k, v).
+        unsafe { plan.run(stream, &ptrs) }
     }
 
     /// Compiles and loads the kernel of `head_dim` for both mask modes (on `opts.geometry`,

@@ -140,7 +140,8 @@ impl LightningTensors {
 #[derive(Debug)]
 pub struct LightningDecode {
     stream: Arc<CudaStream>,
-    kernels: Vec<(LightningConfig, CudaFunction)>,
+    /// Shared by the copies [`Self::with_stream`] makes (one per Python call).
+    kernels: Arc<[(LightningConfig, CudaFunction)]>,
     multiprocessors: usize,
     dependent_launch: bool,
 }
@@ -174,7 +175,7 @@ impl LightningDecode {
         }
         Ok(Self {
             stream: device.default_stream(),
-            kernels,
+            kernels: kernels.into(),
             multiprocessors: multiprocessors(device)?,
             dependent_launch: true,
         })

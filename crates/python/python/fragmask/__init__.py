@@ -9,9 +9,10 @@ CPU parts need numpy only; torch is imported only by the functions that use it
 import sys as _sys
 
 from . import _fragmask
+from . import _device  # noqa: F401  (claims the extension's device API first)
 from ._layout import Layout, layout
 from ._mask import Mask
-from ._ops import attention, decode, lightning_decode, warmup
+from ._ops import AttentionPlan, DecodePlan, attention, decode, lightning_decode, warmup
 
 if "torch" in _sys.modules:
     # torch is loaded already: register the ops now, so that code traced by
@@ -25,6 +26,8 @@ FileError = _fragmask.FileError
 MAX_SEQLEN = _fragmask.MAX_SEQLEN
 
 __all__ = [
+    "AttentionPlan",
+    "DecodePlan",
     "FileError",
     "Layout",
     "MAX_SEQLEN",

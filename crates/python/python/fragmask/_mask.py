@@ -6,6 +6,7 @@ import sys
 from collections.abc import Mapping
 
 from . import _fragmask
+from ._device import API as _API
 
 _LISTS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
           "kv_tile_offsets")
@@ -33,10 +34,10 @@ def _to_numpy(x):
 
 
 def _array(x, name, kind):
-    """(array, raw) where raw = (address, elements, dims) of a C-contiguous aligned
-    array that the caller must keep alive while the extension uses raw.
+    """(array, buffer): a C-contiguous aligned array, passed to the extension as a
+    buffer (the buffer protocol; never an address).
 
-    kind "mask": bool, uint8 or int8 (nonzero = keep), passed as bytes.
+    kind "mask": bool, uint8 or int8 (nonzero = keep), passed as uint8.
     kind "index": any integer dtype, passed as int64 (uint64 values above the int64
     range become the int64 maximum, which the library reports as out of range).
     """
@@ -48,14 +49,14 @@ def _array(x, name, kind):
     if kind == "mask":
         if a.dtype not in (np.bool_, np.uint8, np.int8):
             raise TypeError(f"{name}: dtype {a.dtype} is not bool, uint8 or int8")
-        a = np.require(a, requirements="CA")
+        a = np.require(a, requirements="CA").view(np.uint8)
     else:
         if a.dtype.kind not in "iu":
             raise TypeError(f"{name}: dtype {a.dtype} is not an integer type")
         if a.dtype == np.uint64 and a.size and a.max() > _I64_MAX:
             a = np.minimum(a, _I64_MAX)
         a = np.require(a, dtype=np.int64, requirements="CA")
-    return a, (a.ctypes.data, a.size, list(a.shape))
+    return a, a
 
 
 def _int(name, value, lo, hi):
@@ -240,8 +241,8 @@ class Mask:
         if not mask.is_contiguous():
             mask = mask.contiguous()  # on the device
         device = mask.get_device()
-        plan = _fragmask.gpu_pack_plan(list(mask.shape), tile[0], tile[1], tile[2], tile[3],
-                                       device)
+        plan = _API["gpu_pack_plan"](list(mask.shape), tile[0], tile[1], tile[2], tile[3],
+                                      device)
         workspace_bytes, out_ints = plan.sizes[3:5]
         workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=mask.device)
         out = torch.empty(out_ints, dtype=torch.int32, device=mask.device)
@@ -487,7 +488,10 @@ class Mask:
                                              swap_ab)
         if warpgroups is not None:
             warpgroups = _int("warpgroups", warpgroups, 1, 2**32 - 1)
-        return Mask(self._packed.with_transposed(warpgroups, bool(swap_ab), int(threads)))
+        threads = _int("threads", threads, 0, _fragmask.MAX_THREADS)
+        if not isinstance(swap_ab, bool):
+            raise TypeError(f"swap_ab must be a bool, not {type(swap_ab).__name__}")
+        return Mask(self._packed.with_transposed(warpgroups, swap_ab, threads))
 
     def _with_transposed_gpu(self, torch, device, warpgroups, swap_ab):
         """with_transposed on `device` (a CUDA device): the GPU packer's transposed lists
@@ -504,8 +508,8 @@ class Mask:
             capacity = self._gpu[0].sizes[1]          # a GPU pack: its count is on the device
         else:
             capacity = self._packed.stats()["partial"]
-        plan = _fragmask.gpu_transpose_plan((b, h, sq, sk), (bm, bn, wg, bool(swap)),
-                                            warpgroups, bool(swap_ab), capacity, index)
+        plan = _API["gpu_transpose_plan"]((b, h, sq, sk), (bm, bn, wg, bool(swap)),
+                                           warpgroups, bool(swap_ab), capacity, index)
         workspace_bytes, out_ints = plan.sizes[3:5]
         workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=device)
         out = torch.empty(out_ints, dtype=torch.int32, device=device)

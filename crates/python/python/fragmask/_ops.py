@@ -1,17 +1,24 @@
-"""GPU ops as torch custom ops (``torch.library``), so ``torch.compile(fullgraph=True)``
-traces through them and CUDA graphs capture them.
+"""GPU ops: eager calls straight into the extension, torch custom ops (``torch.library``)
+for what traces, and plan objects for loops of calls.
 
 Each op takes tensors and plain values only: a ``Mask`` travels as its list tensors
 (on the device once, cached on the Mask) plus ints. Tensors reach the extension as
-``(data_ptr, shape, strides)`` with torch's current stream and the device index;
-torch allocates every output.
+``(data_ptr, shape, strides)`` (or addresses alone, against a plan checked once) with
+torch's raw current stream and the device index; dtypes travel as codes; torch
+allocates every output.
 
-Eager calls of ``attention`` and ``decode`` on plain CUDA tensors skip the custom-op dispatch (about
-30 µs of Python per call): when nothing traces or transforms the call (no
-torch.compile / export, no dispatch or function mode such as FakeTensorMode, no functorch
-transform, no JIT trace, no autograd through the inputs) the wrapper launches directly,
-through the same extension function the registered op's implementation calls, so both
-give the same results and errors. Everything else goes through the registered op.
+Eager calls of ``attention``, ``decode`` and ``lightning_decode`` on plain CUDA tensors
+skip the custom-op dispatch: when nothing traces or transforms the call (no
+torch.compile / export, no dispatch or function mode such as FakeTensorMode, no
+functorch transform, no JIT trace) the wrapper launches directly, through the same
+extension functions the registered ops' implementations call, so both give the same
+results and errors. With autograd through the inputs, ``attention`` runs a
+``torch.autograd.Function`` whose forward and backward call the extension directly.
+Everything else goes through the registered ops (``register_autograd`` included), which
+opcheck, ``torch.compile(fullgraph=True)`` and CUDA graphs use.
+
+The extension's device API (functions taking device addresses) is claimed once by
+``_device`` at import; nothing a user reaches by importing the extension takes one.
 
 torch is imported here only, and only when an op is first called.
 """
@@ -19,6 +26,7 @@ torch is imported here only, and only when an op is first called.
 import weakref
 
 from . import _fragmask
+from ._device import API as _API
 from ._mask import Mask
 
 _DTYPES = ("bfloat16", "float16")
@@ -30,8 +38,12 @@ _ops = None
 _backward_op = None
 _decode_op = None
 _T = None  # torch, once imported
-_launch = _fragmask.attention_launch
-_backward_launch = _fragmask.attention_backward_launch
+_launch = _API["attention_launch"]
+_backward_launch = _API["attention_backward_launch"]
+_decode_launch = _API["decode_launch"]
+_lightning_launch = _API["lightning_decode"]
+# False: every call takes the registered ops (the tests compare both paths).
+_FAST = True
 
 
 def _torch():
@@ -43,6 +55,7 @@ def _torch():
             raise ImportError("fragmask's GPU ops need torch") from e
         _T = torch
         _init_fast(torch)
+        _init_autograd(torch)
         # Registered now, at first use, so that no later call registers them (the fast
         # path never reaches _register, and torch.compile cannot trace a registration).
         _register()
@@ -50,13 +63,20 @@ def _torch():
     return _T
 
 
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(dtype):
+    """The extension's code of a torch dtype (its name, looked up once per dtype)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
 def _raw(t):
-    """(data_ptr, shape, strides in elements, dtype name) of a tensor."""
-    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype).replace("torch.", ""))
-
-
-def _stream(torch, device):
-    return torch.cuda.current_stream(device).cuda_stream
+    """(data_ptr, shape, strides in elements, dtype code) of a tensor."""
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), _dtype_name(t.dtype))
 
 
 def _raw_stream(torch):
@@ -68,15 +88,17 @@ def _raw_stream(torch):
     return lambda device: torch.cuda.current_stream(device).cuda_stream
 
 
+_i32 = None
 _Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
-_is_compiling = _plain = None
+_is_compiling = _plain = _untraced = None
 
 
 def _init_fast(torch):
     """Binds what the eager fast path reads on every call."""
-    global _Tensor, _bf16, _f16, _f32, _get_stream, _get_device, _raw_alloc, _raw_delete
-    global _is_compiling, _plain
+    global _Tensor, _bf16, _f16, _f32, _i32, _get_stream, _get_device, _raw_alloc, _raw_delete
+    global _is_compiling, _plain, _untraced
     _Tensor, _bf16, _f16, _f32 = torch.Tensor, torch.bfloat16, torch.float16, torch.float32
+    _i32 = torch.int32
     _get_stream = _raw_stream(torch)
     _is_compiling = torch.compiler.is_compiling
     C = torch._C
@@ -93,7 +115,7 @@ def _init_fast(torch):
                                             "_are_functorch_transforms_active",
                                             "_get_tracing_state")]
     if any(p is None for p in probes):
-        _plain = None  # an unknown torch: always take the registered op
+        _plain = _untraced = None  # an unknown torch: always take the registered ops
         return
     dispatch_modes, function_modes, functorch, tracing = probes
     grad = C.is_grad_enabled
@@ -105,7 +127,13 @@ def _init_fast(torch):
                     or (grad() and (q.requires_grad or k.requires_grad
                                     or v.requires_grad)))
 
+    def untraced():
+        """Nothing traces or transforms the call (autograd may record it)."""
+        return not (_is_compiling() or dispatch_modes() or function_modes() or functorch()
+                    or tracing() is not None)
+
     _plain = plain
+    _untraced = untraced
 
 
 def _register():
@@ -127,7 +155,7 @@ def _register():
         q_num_blocks: Optional[Tensor], q_indices: Optional[Tensor],
         full_q_num_blocks: Optional[Tensor], full_q_indices: Optional[Tensor],
         q_tile_offsets: Optional[Tensor], q_words: Optional[Tensor],
-        mask_meta: List[int], causal: bool, window: List[int], scale: float,
+        mask_meta: List[int], causal: bool, window: List[int], scale: float, splits: int,
     ) -> Tuple[Tensor, Tensor]:
         # q, k, v are [B, H, S, D] views (strides carry the caller's layout); the
         # kernel writes a contiguous [B, H, Sq, D] O (the wrapper views it as q's layout).
@@ -151,13 +179,13 @@ def _register():
         args = ((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
                 (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse.data_ptr(),
                 mask_id, lists, causal, window[0], window[1], scale, False,
-                _get_stream(device), device, q.dtype == torch.float16)
+                _get_stream(device), device, q.dtype == torch.float16, splits)
         need = _launch(*args)
         if need is not None:  # split-KV: the workspace it asked for, then the launch
-            splits, n_o, n_lse = need
+            _, n_o, n_lse = need
             ws_o = torch.empty((n_o,), dtype=torch.float32, device=q.device)
             ws_lse = torch.empty((n_lse,), dtype=torch.float32, device=q.device)
-            _launch(*args, splits, ws_o.data_ptr(), ws_lse.data_ptr())
+            _launch(*args, ws_o.data_ptr(), ws_lse.data_ptr())
         return out, lse
 
     @attention_op.register_fake
@@ -169,13 +197,9 @@ def _register():
     def lightning_op(q: Tensor, k: Tensor, v: Tensor, kv: Tensor, slope: Tensor) -> Tensor:
         B, H, n, _ = q.shape
         out = torch.empty((B, H, n, v.shape[-1]), dtype=q.dtype, device=q.device)
-        decode = getattr(_fragmask, "lightning_decode", None)
-        if decode is None:
-            raise NotImplementedError(
-                "fragmask.lightning_decode: this build of the extension has no GPU launch "
-                "(the host's raw-pointer API is not wired yet)")
-        decode(_raw(q), _raw(k), _raw(v), _raw(kv), _raw(slope), _raw(out),
-               _stream(torch, q.device), q.device.index)
+        device = q.device.index
+        _lightning_launch(_raw(q), _raw(k), _raw(v), _raw(kv), _raw(slope), _raw(out),
+                          _get_stream(device), device)
         return out
 
     @lightning_op.register_fake
@@ -253,11 +277,20 @@ def _register_backward(torch, attention_op):
         dq, dk, dv = attention_backward_op(q, k, v, out, lse, grad_out.contiguous(),
                                            *mask_lists, ctx.meta, ctx.causal, ctx.window,
                                            ctx.scale)
-        return (dq, dk, dv) + (None,) * 16
+        return (dq, dk, dv) + (None,) * 17
 
     torch.library.register_autograd("fragmask::attention", backward,
                                     setup_context=setup_context)
     _backward_op = attention_backward_op
+
+
+def _count_arg(what, name, value, lo, hi=2**31 - 1):
+    """An int argument in lo..=hi (not a bool, str or float); errors name it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what}: {name} must be an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{what}: {name}={value} must be in {lo}..={hi}")
+    return value
 
 
 def _check_tensors(torch, what, tensors, dtypes):
@@ -352,7 +385,7 @@ def _device_transposed(torch, mask, device):
 
 
 def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
-              return_lse=False, layout="bhsd"):
+              return_lse=False, layout="bhsd", splits=None):
     """Masked attention forward, ``softmax(q kᵀ · scale + mask) v`` (bf16 / fp16, GQA
     and MQA: k and v may have fewer heads, dividing q's).
 
@@ -363,67 +396,192 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     and with ``return_lse`` also the fp32 log-sum-exp ``[B, H, Sq]`` (not
     differentiable).
 
+    Decode shapes (few query rows, many keys) run the split-KV forward: the split count
+    is planned from the row blocks, the longest row's key steps and the SM count;
+    ``splits`` (1 to 128) overrides it.
+
     Differentiable in q, k and v (``fragmask::attention_backward``, issue 13's backward
     kernels): the backward of a masked call reads the mask's transposed lists; a mask
     without them gets them on the GPU at the first call that needs them (build it with
     ``transposed=True``, or ``with_transposed()`` and ``to(device)``, before
-    ``torch.compile`` or CUDA-graph capture).
+    ``torch.compile`` or CUDA-graph capture). Eager calls (with or without autograd)
+    launch straight from a ``torch.autograd.Function``; traced ones go through the
+    registered ops.
     """
     if _T is None:
         _torch()
     # Eager fast path: plain bf16 or fp16 CUDA tensors of one device, nothing tracing or
     # transforming the call (see the module docs). Shapes, strides, the mask's fit,
-    # the window and the scale are checked by the extension before it launches; what
-    # this path cannot vouch for (other dtypes or devices, other masks, layouts or
+    # the window and the scale are checked by the extension's plan before it launches;
+    # what this path cannot vouch for (other dtypes or devices, other masks, layouts or
     # ranks) takes the checked path below through the registered op.
-    if (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+    if (_FAST and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
             and (q.dtype is _bf16 or q.dtype is _f16) and k.dtype is q.dtype and v.dtype is q.dtype
-            and _plain is not None and _plain(q, k, v)):
+            and _untraced is not None and _untraced()):
         device = q.get_device()
-        qs, ks, vs = q.shape, k.shape, v.shape
         if (device >= 0 and k.get_device() == device and v.get_device() == device
-                and len(qs) == 4 and len(ks) == 4 and len(vs) == 4
+                and q.dim() == 4 and k.dim() == 4 and v.dim() == 4
                 and (mask is None or type(mask) is Mask)
-                and (layout == "bhsd" or layout == "bshd")):
-            bshd = layout == "bshd"
-            mask_id, ptrs = 0, None
-            if mask is not None:
-                ptrs = mask._device_ptrs.get(device)
-                if ptrs is None:
-                    _device_lists(_T, mask, q.device)
-                    ptrs = mask._device_ptrs[device]
-                mask_id = mask._meta[8]
-            left, right = (-1, -1) if window is None else window
-            B, H, Sq = (qs[0], qs[2], qs[1]) if bshd else (qs[0], qs[1], qs[2])
-            out = q.new_empty((B, H, Sq, qs[3]))
-            stream = _get_stream(device)
-            lse_bytes = 4 * B * H * Sq
-            if return_lse or not lse_bytes or _get_device() != device:
-                lse = q.new_empty((B, H, Sq), dtype=_f32)
-                lse_ptr = lse.data_ptr()
-            else:
-                lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
-            try:
-                args = ((q.data_ptr(), qs, q.stride()), (k.data_ptr(), ks, k.stride()),
-                        (v.data_ptr(), vs, v.stride()), out.data_ptr(), lse_ptr, mask_id,
-                        ptrs, bool(causal), left, right, scale, bshd, stream, device,
-                        q.dtype is _f16)
-                need = _launch(*args)
-                if need is not None:  # split-KV (few row blocks, many keys): its workspace
-                    splits, n_o, n_lse = need
-                    ws_o = q.new_empty((n_o,), dtype=_f32)
-                    ws_lse = q.new_empty((n_lse,), dtype=_f32)
-                    _launch(*args, splits, ws_o.data_ptr(), ws_lse.data_ptr())
-            finally:
-                if lse is None:
-                    _raw_delete(lse_ptr)
-            if bshd:
+                and (layout == "bhsd" or layout == "bshd")
+                and (splits is None or (type(splits) is int and 1 <= splits <= 128))):
+            n = 0 if splits is None else splits
+            if _grad() and (q.requires_grad or k.requires_grad or v.requires_grad):
+                out, lse = _AttentionFunction.apply(q, k, v, mask, causal, window, scale,
+                                                    layout == "bshd", n)
+                return (out, lse) if return_lse else out
+            if (n == 0 and mask is None and not causal and window is None
+                    and q.shape[2 if layout == "bhsd" else 1] == 1):
+                routed = _decode_route(q, k, v, layout == "bshd", scale, device)
+                if routed is not None:
+                    out, lse = routed
+                    return (out, lse) if return_lse else out
+            out, lse = _forward_fast(q, k, v, mask, causal, window, scale, layout == "bshd",
+                                     return_lse, device, n)
+            if layout == "bshd":
                 out = out.transpose(1, 2)
             return (out, lse) if return_lse else out
-    return _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout)
+    return _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
+                              splits)
 
 
-def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout):
+def _decode_views(q, k, v, bshd):
+    """A one-row attention call as a decode call without copies: (q, k_cache, v_cache as
+    decode's [B, Sq, H, D] / [B, Sk, Hkv, D], the lse shape of the attention call), or
+    None when the strides do not allow it. [B, S, H, D] contiguous tensors are decode's
+    layout already; [B, H, 1, D] and [B, Hkv, Sk, D] contiguous are B·Hkv requests of
+    one kv head whose H/Hkv query heads are the group's (the same memory)."""
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        return None
+    if bshd:
+        B, _, H, D = q.shape
+        return q, k, v, (B, H, 1)
+    B, H, _, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    if Hkv == 0 or H % Hkv or k.shape[0] != B or v.shape != k.shape or k.shape[3] != D:
+        return None
+    return (q.view(B * Hkv, 1, H // Hkv, D), k.view(B * Hkv, Sk, 1, D),
+            v.view(B * Hkv, Sk, 1, D), (B, H, 1))
+
+
+def _decode_route(q, k, v, bshd, scale, device):
+    """Decode shapes (one query row, no mask, window or causal bound) sent to the decode
+    kernel by the attention entry point: (out in q's layout, lse [B, H, 1]), or None
+    when the call is not one decode takes as it is."""
+    views = _decode_views(q, k, v, bshd)
+    if views is None:
+        return None
+    qd, kd, vd, lse_shape = views
+    try:
+        out, lse = _decode_run(_T, qd, kd, vd, None, None, None, 0, -1, -1,
+                               0.0 if scale is None else float(scale), 0, None, 0)
+    except ValueError:
+        return None   # a shape decode does not take: the split-KV forward checks it
+    return out.view(q.shape), lse.view(lse_shape)
+
+
+def _mask_ptrs(mask, q, device):
+    """(registry id, device addresses of the six lists) of a Mask on `device`."""
+    ptrs = mask._device_ptrs.get(device)
+    if ptrs is None:
+        _device_lists(_T, mask, q.device)
+        ptrs = mask._device_ptrs[device]
+    return mask._meta[8], ptrs
+
+
+def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, splits):
+    """One forward launch on the eager path: (out as contiguous [B, H, Sq, D], lse or
+    None). An lse nobody asked for lives in a block of torch's caching allocator."""
+    qs = q.shape
+    mask_id, ptrs = (0, None) if mask is None else _mask_ptrs(mask, q, device)
+    left, right = (-1, -1) if window is None else window
+    B, H, Sq = (qs[0], qs[2], qs[1]) if bshd else (qs[0], qs[1], qs[2])
+    out = q.new_empty((B, H, Sq, qs[3]))
+    stream = _get_stream(device)
+    lse_bytes = 4 * B * H * Sq
+    if need_lse or not lse_bytes or _get_device() != device:
+        lse = q.new_empty((B, H, Sq), dtype=_f32)
+        lse_ptr = lse.data_ptr()
+    else:
+        lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
+    try:
+        args = ((q.data_ptr(), qs, q.stride()), (k.data_ptr(), k.shape, k.stride()),
+                (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr, mask_id,
+                ptrs, bool(causal), left, right, scale, bshd, stream, device,
+                q.dtype is _f16, splits)
+        need = _launch(*args)
+        if need is not None:  # split-KV (few row blocks, many keys): its workspace
+            _, n_o, n_lse = need
+            # One block for both: o's n_o floats are a multiple of D, so the lse part
+            # stays 16-byte aligned.
+            ws = q.new_empty((n_o + n_lse,), dtype=_f32)
+            ws_ptr = ws.data_ptr()
+            _launch(*args, ws_ptr, ws_ptr + 4 * n_o)
+    finally:
+        if lse is None:
+            _raw_delete(lse_ptr)
+    return out, lse
+
+
+_grad = None
+_AttentionFunction = None
+
+
+def _init_autograd(torch):
+    """The eager autograd path: a ``torch.autograd.Function`` whose forward and backward
+    call the extension directly (no custom-op dispatch)."""
+    global _grad, _AttentionFunction
+    _grad = torch._C.is_grad_enabled
+
+    class AttentionFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, mask, causal, window, scale, bshd, splits):
+            device = q.get_device()
+            out, lse = _forward_fast(q, k, v, mask, causal, window, scale, bshd, True,
+                                     device, splits)
+            ctx.mark_non_differentiable(lse)
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.args = (mask, bool(causal), window, scale, bshd, device)
+            return (out.transpose(1, 2) if bshd else out), lse
+
+        @staticmethod
+        def backward(ctx, grad_out, grad_lse):
+            q, k, v, out, lse = ctx.saved_tensors
+            mask, causal, window, scale, bshd, device = ctx.args
+            if bshd:
+                q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            if grad_out is None:      # only lse was used: it is not differentiable
+                grad_out = torch.zeros_like(out)
+            elif bshd:
+                grad_out = grad_out.transpose(1, 2)
+            grad_out = grad_out.contiguous()
+            lists = tlists = None
+            bwd_id = 0
+            if mask is not None:
+                _, lists = _mask_ptrs(mask, q, device)
+                tlists = mask._device_ptrs.get((device, "t"))
+                if tlists is None:
+                    tl, bwd = _device_transposed(torch, mask, q.device)
+                    tlists = mask._device_ptrs[(device, "t")] = (
+                        tuple(t.data_ptr() for t in tl), bwd)
+                tlists, bwd_id = tlists
+            left, right = (-1, -1) if window is None else window
+            dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+            dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+            dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+            _backward_launch(_view(q), _view(k), _view(v), _view(out), lse.data_ptr(),
+                             _view(grad_out), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                             bwd_id, lists, tlists, causal, int(left), int(right),
+                             q.shape[3] ** -0.5 if scale is None else float(scale),
+                             _get_stream(device), device, q.dtype is _f16)
+            if bshd:
+                dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
+            return dq, dk, dv, None, None, None, None, None, None
+
+    _AttentionFunction = AttentionFunction
+
+
+def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
+                       splits=None):
     """``attention`` through the registered op, with every argument checked here."""
     torch = _torch()
     what = "fragmask.attention"
@@ -468,11 +626,16 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout)
             # The backward reads the transposed lists: added on the GPU when missing.
             tlists, bwd_id = _device_transposed(torch, mask, q.device)
             meta.append(bwd_id)
+    splits = 0 if splits is None else _count_arg(what, "splits", splits, 1, 128)
     attention_op, _ = _register()
-    out, lse = attention_op(q, k, v, *lists, *tlists, meta, bool(causal), window, scale)
+    out, lse = attention_op(q, k, v, *lists, *tlists, meta, bool(causal), window, scale,
+                            splits)
     if layout == "bshd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out
+
+
+_lightning_plans = {}
 
 
 def lightning_decode(q, k, v, kv, slope):
@@ -480,7 +643,34 @@ def lightning_decode(q, k, v, kv, slope):
     o = q·kv`` for n tokens in order. q, k: [B, H, n, D], v: [B, H, n, E] (bf16, fp16
     or fp32); kv: fp32 [B, H, D, E], updated in place; slope: fp32 [H]. Returns o
     [B, H, n, E]."""
-    torch = _torch()
+    torch = _T if _T is not None else _torch()
+    # Eager fast path: plain contiguous CUDA tensors of one device, nothing tracing the
+    # call: the op's body without the dispatcher (the extension checks dtypes, shapes
+    # and contiguity before it launches).
+    if (_FAST and _plain is not None and type(q) is _Tensor and type(k) is _Tensor
+            and type(v) is _Tensor and type(kv) is _Tensor and type(slope) is _Tensor
+            and _plain(q, k, v) and not kv.requires_grad):
+        device = q.get_device()
+        if (device >= 0 and k.get_device() == device and v.get_device() == device
+                and kv.get_device() == device and slope.get_device() == device
+                and q.dim() == 4 and v.dim() == 4 and q.is_contiguous()
+                and k.is_contiguous() and v.is_contiguous() and kv.is_contiguous()
+                and slope.is_contiguous()):
+            qs = q.shape
+            out = q.new_empty((qs[0], qs[1], qs[2], v.shape[3]))
+            key = (device, qs, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
+                   v.dtype, kv.dtype, slope.dtype)
+            plan = _lightning_plans.get(key)
+            if plan is None:     # checked once per shapes and dtypes, then addresses only
+                plan = _API["lightning_plan"](_raw(q), _raw(k), _raw(v), _raw(kv), _raw(slope),
+                                              _raw(out), device)
+                if len(_lightning_plans) >= 256:
+                    _lightning_plans.clear()
+                _lightning_plans[key] = plan
+            kv_ptr = kv.data_ptr()
+            plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv_ptr,
+                     slope.data_ptr(), _get_stream(device))
+            return out
     what = "fragmask.lightning_decode"
     _check_tensors(torch, what, [("q", q), ("k", k), ("v", v)],
                    ("bfloat16", "float16", "float32"))
@@ -561,32 +751,66 @@ def _decode_plan(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, le
         left, right, scale, splits, multiprocessors, mask_id)
 
 
-_decode_sms = {}
+_decode_plans = {}
+
+
+def _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left, right,
+                   scale, splits, mask_id, device):
+    """(the extension's plan of a decode call, lse shape, workspace floats), made once per
+    distinct call (every check, the split count from the SM count, the kernel) and
+    cached."""
+    shape = lambda t: None if t is None else t.shape  # noqa: E731
+    key = (device, q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, shape(block_table),
+           shape(seqlens_k), shape(cu_seqlens_q), max_seqlen_q, left, right, scale, splits,
+           mask_id)
+    hit = _decode_plans.get(key)
+    if hit is None:
+        dims = lambda t: None if t is None else list(t.shape)  # noqa: E731
+        handle = _API["decode_plan"](
+            list(q.shape), list(k.shape), list(v.shape),
+            (_dtype_name(q.dtype), _dtype_name(k.dtype), _dtype_name(v.dtype)),
+            dims(block_table), dims(seqlens_k), dims(cu_seqlens_q), max_seqlen_q, left, right,
+            scale, splits, device, mask_id)
+        hit = (handle, tuple(handle.lse_shape), handle.workspace_floats)
+        if len(_decode_plans) >= 256:
+            _decode_plans.clear()
+        _decode_plans[key] = hit
+    return hit
+
+
+def _decode_launch_planned(torch, hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, mask,
+                           device, workspace=None):
+    """Allocates out and lse (and the workspace unless given) and runs a planned decode."""
+    handle, lse_shape, (ws_o, ws_lse) = hit
+    out = q.new_empty(q.shape)
+    lse = q.new_empty(lse_shape, dtype=_f32)
+    out_ptr = out.data_ptr()
+    if not ws_o:
+        # One split, or splits merged in a cluster: the kernel never touches the
+        # workspace (docs/decode.md); out's address stands in for it.
+        wo_ptr = wl_ptr = out_ptr
+    else:
+        if workspace is None:
+            workspace = (q.new_empty((ws_o,), dtype=_f32), q.new_empty((ws_lse,), dtype=_f32))
+        wo_ptr, wl_ptr = workspace[0].data_ptr(), workspace[1].data_ptr()
+    ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
+    handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse.data_ptr(), wo_ptr,
+               wl_ptr, ptr(block_table), ptr(seqlens_k), ptr(cu_seqlens_q),
+               (0, 0, 0) if mask is None else tuple(t.data_ptr() for t in mask),
+               _get_stream(device))
+    return out, lse
 
 
 def _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
                 right, scale, splits, mask, mask_id):
-    """One decode call: plan, outputs and workspace from torch's allocator, launch on
-    torch's current stream. The op's body, and the eager fast path's (no dispatch)."""
+    """One decode call: the cached plan, outputs and workspace from torch's allocator,
+    the launch on torch's current stream. The op's body, and the eager fast path's (no
+    dispatch)."""
     device = q.get_device()
-    sms = _decode_sms.get(device)
-    if sms is None:
-        sms = _decode_sms[device] = torch.cuda.get_device_properties(
-            q.device).multi_processor_count
-    n, ws_o, ws_lse, lse_shape = _decode_plan(q, k, v, block_table, seqlens_k, cu_seqlens_q,
-                                              max_seqlen_q, left, right, scale, splits, sms,
-                                              mask_id)
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    wo = torch.empty(max(ws_o, 1), dtype=torch.float32, device=q.device)
-    wl = torch.empty(max(ws_lse, 1), dtype=torch.float32, device=q.device)
-    opt = lambda t: None if t is None else _raw(t)  # noqa: E731
-    _fragmask.decode_launch(_raw(q), _raw(k), _raw(v), _raw(out), _raw(lse),
-                            opt(block_table), opt(seqlens_k), opt(cu_seqlens_q),
-                            max_seqlen_q, left, right, scale, n, _raw(wo), _raw(wl),
-                            _get_stream(device), device, mask_id,
-                            None if mask is None else tuple(_raw(t) for t in mask))
-    return out, lse
+    hit = _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
+                         right, scale, splits, mask_id, device)
+    return _decode_launch_planned(torch, hit, q, k, v, block_table, seqlens_k, cu_seqlens_q,
+                                  mask, device)
 
 
 def _decode_mask_arrays(torch, mask, device):
@@ -640,6 +864,10 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
     ``seqlens_k``, ``block_table`` or mask with it."""
     torch = _T if _T is not None else _torch()
     what = "fragmask.decode"
+    if splits is not None:
+        splits = _count_arg(what, "splits", splits, 1)
+    if max_seqlen_q is not None:
+        max_seqlen_q = _count_arg(what, "max_seqlen_q", max_seqlen_q, 1)
     if topk_indices is not None:
         q, k_cache, v_cache, block_table, seqlens_k = _topk_gather(
             torch, what, q, k_cache, v_cache, topk_indices, block_table, seqlens_k, mask,
@@ -650,13 +878,14 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
     # Eager fast path: plain CUDA tensors of one device, nothing tracing or transforming
     # the call: run the op's body without the dispatcher (the extension checks shapes,
     # dtypes, contiguity and the plan before it launches).
-    if (_plain is not None and type(q) is _Tensor and type(k_cache) is _Tensor
+    if (_FAST and _plain is not None and type(q) is _Tensor and type(k_cache) is _Tensor
             and type(v_cache) is _Tensor and (mask is None or type(mask) is Mask)
             and _plain(q, k_cache, v_cache)):
         device = q.get_device()
         ints = (block_table, seqlens_k, cu_seqlens_q)
         if (device >= 0 and k_cache.get_device() == device and v_cache.get_device() == device
-                and all(t is None or (type(t) is _Tensor and t.get_device() == device)
+                and all(t is None or (type(t) is _Tensor and t.get_device() == device
+                                      and t.dtype is _i32)
                         for t in ints)
                 and (cu_seqlens_q is None) == (max_seqlen_q is None)
                 and q.is_contiguous() and k_cache.is_contiguous()
@@ -731,3 +960,209 @@ def _topk_gather(torch, what, q, k_cache, v_cache, idx, block_table, seqlens_k, 
     table = (base[:, None] + idx).contiguous()
     pages = (B * Sk, 1, Hkv, D)
     return q, k_cache.view(pages), v_cache.view(pages), table, None
+
+
+def _spec(t, name, what):
+    """(shape, strides, dtype, device index) of a template tensor."""
+    torch = _torch()
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{what}: {name} must be a torch.Tensor, not {type(t).__name__}")
+    if t.device.type != "cuda":
+        raise ValueError(f"{what}: {name} is on {t.device}; fragmask's kernels need CUDA "
+                         "tensors")
+    return tuple(t.shape), tuple(t.stride()), t.dtype, t.get_device()
+
+
+class AttentionPlan:
+    """An attention forward planned once and run many times (FlashInfer's wrappers'
+    style): every check, the kernel, the split-KV count, the workspace, the TMA
+    descriptors and the parameter block are made here; ``run`` only checks that its
+    tensors are the plan's (shapes, strides, dtype, device), allocates the output,
+    patches the addresses and launches. Layers with the same shapes and mask share one
+    plan; a run is CUDA-graph capturable (no host synchronisation, no allocation but
+    the output's from torch's allocator).
+
+    ``q``, ``k``, ``v``: tensors with the shapes, strides, dtype and device of the runs
+    (only their metadata is read). The other arguments are ``attention``'s. Forward
+    only (no autograd through ``run``)."""
+
+    def __init__(self, q, k, v, mask=None, *, causal=False, window=None, scale=None,
+                 layout="bhsd", splits=None):
+        torch = _torch()
+        what = "fragmask.AttentionPlan"
+        specs = [_spec(t, n, what) for n, t in (("q", q), ("k", k), ("v", v))]
+        dtype, device = specs[0][2], specs[0][3]
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise TypeError(f"{what}: q has dtype {dtype}; expected bfloat16 or float16")
+        for name, spec in zip(("k", "v"), specs[1:]):
+            if spec[2] != dtype or spec[3] != device:
+                raise ValueError(f"{what}: {name} is {spec[2]} on cuda:{spec[3]}, q {dtype} "
+                                 f"on cuda:{device}")
+        for name, spec in zip(("q", "k", "v"), specs):
+            if len(spec[0]) != 4:
+                raise ValueError(f"{what}: {name} has rank {len(spec[0])}; expected 4")
+        if layout not in ("bhsd", "bshd"):
+            raise ValueError(f"{what}: layout must be 'bhsd' or 'bshd', not {layout!r}")
+        if splits is not None:
+            _count_arg(what, "splits", splits, 1, 128)
+        if mask is not None and not isinstance(mask, Mask):
+            raise TypeError(f"{what}: mask must be a fragmask.Mask, not {type(mask).__name__}")
+        left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+        if scale is not None:
+            scale = float(scale)
+        self._decode = None
+        qs = specs[0][0]
+        if (splits is None and mask is None and not causal and window is None
+                and qs[1 if layout == "bshd" else 2] == 1):
+            views = _decode_views(q, k, v, layout == "bshd")
+            if views is not None:      # a decode shape: the decode kernel's plan
+                try:
+                    self._decode = DecodePlan(*views[:3], scale=scale)
+                    self._decode_lse = views[3]
+                except ValueError:
+                    self._decode = None
+        if self._decode is not None:
+            self._specs = tuple(s[:2] for s in specs)
+            self._dtype, self._device, self._bshd = dtype, device, layout == "bshd"
+            self.splits = self._decode.splits
+            return
+        mask_id, lists = (0, None) if mask is None else _mask_ptrs(mask, q, device)
+        self._mask = mask          # keeps its device lists alive
+        self._specs = tuple(s[:2] for s in specs)
+        self._dtype, self._device = dtype, device
+        self._bshd = layout == "bshd"
+        self._handle = _API["attention_plan"](
+            (0,) + specs[0][:2], (0,) + specs[1][:2], (0,) + specs[2][:2], mask_id, lists,
+            bool(causal), left, right, scale, self._bshd, device, dtype is torch.float16,
+            0 if splits is None else splits)
+        n_o, n_lse = self._handle.workspace_floats
+        self.splits = self._handle.splits
+        self._workspace = None
+        self._decode = None
+        if n_o:
+            self._workspace = (torch.empty(n_o, dtype=_f32, device=q.device),
+                               torch.empty(n_lse, dtype=_f32, device=q.device))
+            self._ws_ptrs = (self._workspace[0].data_ptr(), self._workspace[1].data_ptr())
+        else:
+            self._ws_ptrs = (0, 0)
+        self._out_shape = (qs[0], qs[2], qs[1], qs[3]) if self._bshd else qs
+        self._lse_shape = self._out_shape[:3]
+        self._lse_bytes = 4 * self._lse_shape[0] * self._lse_shape[1] * self._lse_shape[2]
+
+    def run(self, q, k, v, *, return_lse=False):
+        """The forward of q, k, v (the plan's shapes, strides, dtype and device): the
+        output in q's layout (and the fp32 lse ``[B, H, Sq]`` with ``return_lse``).
+        Runs that share a plan share its split-KV workspace: run them on one stream."""
+        dtype, device = self._dtype, self._device
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if type(t) is not _Tensor or t.dtype is not dtype or t.get_device() != device:
+                raise ValueError(
+                    f"fragmask.AttentionPlan.run: {name} is not the plan's: expected a "
+                    f"{dtype} tensor on cuda:{device}, got "
+                    f"{getattr(t, 'dtype', type(t).__name__)} on "
+                    f"{getattr(t, 'device', '?')}")
+        if self._decode is not None:
+            for name, t, spec in (("q", q, self._specs[0]), ("k", k, self._specs[1]),
+                                  ("v", v, self._specs[2])):
+                if t.shape != spec[0] or t.stride() != spec[1]:
+                    raise ValueError(f"fragmask.AttentionPlan.run: {name} is not the plan's: "
+                                     f"expected shape {spec[0]} and strides {spec[1]}")
+            qd, kd, vd, _ = _decode_views(q, k, v, self._bshd)
+            out, lse = self._decode.run(qd, kd, vd, return_lse=True)
+            out = out.view(q.shape)
+            return (out, lse.view(self._decode_lse)) if return_lse else out
+        out = q.new_empty(self._out_shape)
+        stream = _get_stream(device)
+        lse = None
+        if return_lse or _get_device() != device:
+            lse = q.new_empty(self._lse_shape, dtype=_f32)
+            lse_ptr = lse.data_ptr()
+        else:
+            lse_ptr = _raw_alloc(self._lse_bytes, stream)
+        try:
+            self._handle.run((q.data_ptr(), q.shape, q.stride()),
+                             (k.data_ptr(), k.shape, k.stride()),
+                             (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr,
+                             self._ws_ptrs[0], self._ws_ptrs[1], stream)
+        finally:
+            if lse is None:
+                _raw_delete(lse_ptr)
+        if self._bshd:
+            out = out.transpose(1, 2)
+        return (out, lse) if return_lse else out
+
+
+class DecodePlan:
+    """A decode call planned once and run many times (``decode``'s arguments; the
+    tensors given are templates: only their shapes, dtypes and device are read). The
+    plan (checks, split count, kernel) and the split workspace are made here; ``run``
+    checks that its tensors are the plan's, allocates o and lse and launches:
+    CUDA-graph capturable, no host synchronisation. Runs that share a plan share its
+    workspace: run them on one stream."""
+
+    def __init__(self, q, k_cache, v_cache, *, block_table=None, seqlens_k=None,
+                 cu_seqlens_q=None, max_seqlen_q=None, causal=False, window=None,
+                 scale=None, splits=None, mask=None):
+        torch = _torch()
+        what = "fragmask.DecodePlan"
+        _check_tensors(torch, what, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)],
+                       _DTYPES)
+        ints = [(n, t) for n, t in (("block_table", block_table), ("seqlens_k", seqlens_k),
+                                    ("cu_seqlens_q", cu_seqlens_q)) if t is not None]
+        for n, t in ints:
+            _check_tensors(torch, what, [(n, t)], ("int32",))
+        if (cu_seqlens_q is None) != (max_seqlen_q is None):
+            raise ValueError(f"{what}: max_seqlen_q goes with cu_seqlens_q")
+        if splits is not None:
+            _count_arg(what, "splits", splits, 1)
+        if max_seqlen_q is not None:
+            _count_arg(what, "max_seqlen_q", max_seqlen_q, 1)
+        left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+        if causal:
+            right = 0
+        scale = 0.0 if scale is None else float(scale)
+        if scale < 0 or scale != scale:
+            raise ValueError(f"{what}: scale {scale} must be positive")
+        self._mask_arrays, mask_id = None, 0
+        if mask is not None:
+            if not isinstance(mask, Mask):
+                raise TypeError(f"{what}: mask must be a fragmask.Mask, not "
+                                f"{type(mask).__name__}")
+            self._mask_arrays = _decode_mask_arrays(torch, mask, q.device)
+            mask_id = mask._meta[8]
+        self._mask = mask
+        device = q.get_device()
+        self._device = device
+        self._hit = _decode_handle(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q,
+                                   int(max_seqlen_q or 0), left, right, scale,
+                                   0 if splits is None else splits, mask_id, device)
+        handle, _, (ws_o, ws_lse) = self._hit
+        self.splits = handle.splits
+        self._workspace = None
+        if ws_o:
+            self._workspace = (torch.empty(ws_o, dtype=_f32, device=q.device),
+                               torch.empty(ws_lse, dtype=_f32, device=q.device))
+        spec = lambda t: None if t is None else (t.shape, t.dtype)  # noqa: E731
+        self._specs = tuple(spec(t) for t in (q, k_cache, v_cache, block_table, seqlens_k,
+                                              cu_seqlens_q))
+
+    def run(self, q, k_cache, v_cache, *, block_table=None, seqlens_k=None,
+            cu_seqlens_q=None, return_lse=False):
+        """The decode of q over the caches (the plan's shapes and dtypes, contiguous, on
+        its device): o like q (and lse with ``return_lse``)."""
+        what = "fragmask.DecodePlan.run"
+        names = ("q", "k_cache", "v_cache", "block_table", "seqlens_k", "cu_seqlens_q")
+        tensors = (q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q)
+        for name, t, spec in zip(names, tensors, self._specs):
+            if spec is None:
+                if t is not None:
+                    raise ValueError(f"{what}: {name} was not planned for")
+                continue
+            if (type(t) is not _Tensor or t.shape != spec[0] or t.dtype is not spec[1]
+                    or t.get_device() != self._device or not t.is_contiguous()):
+                raise ValueError(f"{what}: {name} is not the plan's: expected a contiguous "
+                                 f"{spec[1]} {tuple(spec[0])} on cuda:{self._device}")
+        out, lse = _decode_launch_planned(_T, self._hit, q, k_cache, v_cache, block_table,
+                                          seqlens_k, cu_seqlens_q, self._mask_arrays,
+                                          self._device, self._workspace)
+        return (out, lse) if return_lse else out

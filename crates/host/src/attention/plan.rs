@@ -1,0 +1,212 @@
+//! A forward planned once and run many times ([`AttentionPlan`]).
+//!
+//! Planning does every check (shapes, strides, the mask's tile and fit, the window and
+//! scale), the kernel choice, the split plan, the workspace sizes, the three TMA
+//! descriptors and the parameter block. Running a plan copies them, patches the
+//! addresses of the call (`cuTensorMapReplaceAddress`, CUDA driver API, "Tensor Map
+//! Object Management"; the parameter block's pointer fields) and launches: no
+//! allocation, no synchronisation, no mask scan, so a run can be captured in a CUDA
+//! graph and shared by every layer whose shapes and mask are the plan's.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use fragmask_kernels::attention::{AttentionKernel, MaskMode};
+
+use super::{
+    base_params, blocks_params, driver, encode_strided_map, inputs, launch_combine, splits,
+    window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Params,
+    RawMask, RawTensor, TensorMapArg,
+};
+
+/// The address a plan's tensor maps are encoded with before a run patches in the call's
+/// (16-byte aligned, never dereferenced: the driver only records it).
+const PLACEHOLDER_ADDRESS: u64 = 1 << 20;
+
+/// A forward launch resolved once: kernel, split count, grid, tensor maps and
+/// parameters. [`AttentionPlan::run`] patches the tensors' addresses and launches.
+#[derive(Clone)]
+pub struct AttentionPlan {
+    func: CudaFunction,
+    combine: Option<(CudaFunction, u32)>,
+    maps: [TensorMapArg; 3],
+    params: Params,
+    config: LaunchConfig,
+    /// The kernel configuration it launches.
+    pub kernel: AttentionKernel,
+    /// Shapes of the call.
+    pub shape: AttentionShape,
+    /// Split-KV splits of each row block (1: none).
+    pub splits: u32,
+    /// Floats of the partial o and lse a split run needs (0, 0 without splits).
+    pub workspace_floats: (usize, usize),
+}
+
+impl std::fmt::Debug for AttentionPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttentionPlan")
+            .field("kernel", &self.kernel)
+            .field("shape", &self.shape)
+            .field("splits", &self.splits)
+            .field("workspace_floats", &self.workspace_floats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The addresses of one run of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanPointers {
+    /// q, k, v: element `[0, 0, 0, 0]` of tensors with the plan's shapes and strides.
+    pub q: u64,
+    /// See `q`.
+    pub k: u64,
+    /// See `q`.
+    pub v: u64,
+    /// Contiguous `[B, H, Sq, D]` output (16-byte aligned).
+    pub o: u64,
+    /// Contiguous f32 `[B, H, Sq]` (4-byte aligned).
+    pub lse: u64,
+    /// Split-KV workspace: partial o and lse of at least
+    /// [`AttentionPlan::workspace_floats`] floats (0 without splits).
+    pub ws_o: u64,
+    /// See `ws_o`.
+    pub ws_lse: u64,
+}
+
+impl AttentionRunner {
+    /// Plans a forward over tensors with the shapes and strides of `q`, `k`, `v` (their
+    /// `ptr` fields are not read: each run brings its own). `opts.splits` None asks the
+    /// planner ([`splits::plan_splits`]); the kernel is compiled here if it was not yet.
+    pub fn plan(
+        &self,
+        q: &RawTensor,
+        k: &RawTensor,
+        v: &RawTensor,
+        mask: &RawMask<'_>,
+        opts: &AttentionOptions,
+    ) -> Result<AttentionPlan, AttentionError> {
+        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
+        let (mode, host_mask) = match mask {
+            RawMask::Window(_) => (MaskMode::Window, None),
+            RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
+        };
+        if let Some(scale) = opts.scale {
+            if !scale.is_finite() || scale <= 0.0 {
+                return Err(AttentionError::Shape(format!(
+                    "scale {scale} must be positive and finite"
+                )));
+            }
+        }
+        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
+        let (g, dt) = (kernel.geometry(), kernel.dtype());
+        let maps = [
+            encode_strided_map(PLACEHOLDER_ADDRESS, q.shape, q.strides, g.block_m(), dt)?,
+            encode_strided_map(PLACEHOLDER_ADDRESS, k.shape, k.strides, g.block_n(), dt)?,
+            encode_strided_map(PLACEHOLDER_ADDRESS, v.shape, v.strides, g.block_n(), dt)?,
+        ];
+        let mut params = base_params(&shape, &kernel, opts, 0, 0);
+        match mask {
+            RawMask::Window(w) => window_params(&mut params, w),
+            RawMask::Blocks(host, lists) => blocks_params(&mut params, host, *lists, &shape)?,
+        }
+        let n = self.planned_splits(&kernel, &shape, host_mask, opts)?;
+        let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
+        let workspace_floats = match launch.combine_grid {
+            Some(_) => launch.workspace_len(&shape)?,
+            None => (0, 0),
+        };
+        params.num_splits = n as i32;
+        // Split-KV support is compiled in only where the call has several splits.
+        let kernel = kernel.with_split_kv(n > 1);
+        let (func, combine) = self.functions(&kernel)?;
+        Ok(AttentionPlan {
+            func,
+            combine: launch.combine_grid.map(|grid| (combine, grid)),
+            maps,
+            params: Params(params),
+            config: LaunchConfig {
+                grid_dim: (launch.grid_x, shape.heads as u32, shape.batch as u32),
+                block_dim: (kernel.threads(), 1, 1),
+                shared_mem_bytes: kernel.smem_bytes(),
+            },
+            kernel,
+            shape,
+            splits: n,
+            workspace_floats,
+        })
+    }
+}
+
+/// Replaces the global address of a copy of a plan's tensor map.
+fn patch(map: &mut TensorMapArg, address: u64) -> Result<(), AttentionError> {
+    // SAFETY: `map` is a valid, initialised 64-byte-aligned CUtensorMap (encoded by
+    // `plan`); the driver rewrites its address field in host memory only.
+    unsafe { sys::cuTensorMapReplaceAddress(&mut map.0, address as *mut std::ffi::c_void) }
+        .result()
+        .map_err(driver("patching a tensor map (cuTensorMapReplaceAddress)"))
+}
+
+impl AttentionPlan {
+    /// Launches the planned forward on `stream` at `ptrs` (and the split-KV combine after
+    /// it). Checks the alignments TMA and the kernel need; nothing else is re-planned.
+    ///
+    /// # Safety
+    /// q, k and v must be live device tensors of this context with the plan's shapes and
+    /// strides, o and lse contiguous outputs of the plan's shapes that overlap nothing
+    /// else, the workspace at least [`Self::workspace_floats`] floats when
+    /// [`Self::splits`] > 1, and a mask's lists (fixed at planning) still alive, all
+    /// valid until the launches complete on `stream`.
+    pub unsafe fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptrs: &PlanPointers,
+    ) -> Result<(), AttentionError> {
+        if [ptrs.q, ptrs.k, ptrs.v, ptrs.o]
+            .iter()
+            .any(|p| p % 16 != 0 || *p == 0)
+            || ptrs.lse % 4 != 0
+            || ptrs.lse == 0
+        {
+            return Err(AttentionError::Shape(format!(
+                "q, k, v and o must be non-null and 16-byte aligned, lse 4-byte aligned; got \
+                 {:#x}, {:#x}, {:#x}, {:#x}, {:#x}",
+                ptrs.q, ptrs.k, ptrs.v, ptrs.o, ptrs.lse
+            )));
+        }
+        let mut maps = self.maps;
+        patch(&mut maps[0], ptrs.q)?;
+        patch(&mut maps[1], ptrs.k)?;
+        patch(&mut maps[2], ptrs.v)?;
+        let mut params = self.params;
+        params.0.o = ptrs.o;
+        params.0.lse = ptrs.lse;
+        if self.combine.is_some() {
+            if ptrs.ws_o % 16 != 0 || ptrs.ws_lse % 4 != 0 || ptrs.ws_o == 0 || ptrs.ws_lse == 0 {
+                return Err(AttentionError::Shape(format!(
+                    "the split-KV workspace must be non-null, o 16-byte and lse 4-byte \
+                     aligned, got {:#x} and {:#x}",
+                    ptrs.ws_o, ptrs.ws_lse
+                )));
+            }
+            params.0.ws_o = ptrs.ws_o;
+            params.0.ws_lse = ptrs.ws_lse;
+        }
+        let mut builder = stream.launch_builder(&self.func);
+        builder
+            .arg(&maps[0])
+            .arg(&maps[1])
+            .arg(&maps[2])
+            .arg(&params);
+        // SAFETY: the argument list matches the kernel's signature (three by-value tensor
+        // maps and fm_attn_params), checked against the shapes at planning; the
+        // addresses are this function's contract.
+        unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
+        if let Some((combine, grid)) = &self.combine {
+            // SAFETY: it reads the caller's workspace and writes o and lse (this
+            // function's contract).
+            unsafe { launch_combine(stream, combine, *grid, params) }?;
+        }
+        Ok(())
+    }
+}
