@@ -322,6 +322,8 @@ impl TempFile {
                 keep: true,
                 _locked: None,
             };
+            // The signal handler removes the new name too, until the rename.
+            let new_slot = NewSlot(register(&new));
             match fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -338,6 +340,7 @@ impl TempFile {
                     }
                     file.keep = false;
                     file._locked = Some(opened);
+                    drop(new_slot);
                     return Ok(file);
                 }
                 Err(e) => {
@@ -362,6 +365,17 @@ impl Drop for TempFile {
             let _ = fs::remove_file(&self.path);
         }
         if let Some(slot) = self.slot {
+            unregister(slot);
+        }
+    }
+}
+
+/// A registration of a temporary's first name, dropped once it is renamed.
+struct NewSlot(Option<usize>);
+
+impl Drop for NewSlot {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0 {
             unregister(slot);
         }
     }
