@@ -278,7 +278,20 @@ pub fn read_packed_file(path: &Path) -> Result<PackedFile, MaskError> {
     }
     file.read_exact(&mut prefix)
         .map_err(|e| io(e.to_string()))?;
+    let mut first = [0u8; 1];
+    file.read_exact(&mut first).map_err(|e| io(e.to_string()))?;
+    // Told by its first bytes, as SafetensorsFile::parse does (with its messages).
+    let mut start = prefix.to_vec();
+    start.push(first[0]);
+    if start.starts_with(npy::MAGIC) || first[0] != b'{' {
+        return Err(SafetensorsFile::parse(&start)
+            .err()
+            .unwrap_or(corrupt("not a safetensors file")));
+    }
     let header_len = u64::from_le_bytes(prefix);
+    if header_len == 0 {
+        return Err(corrupt("its header is empty"));
+    }
     if header_len > MAX_PACKED_HEADER_BYTES {
         return Err(MaskError::TooLarge {
             what: "packed mask file header length (bytes)",
@@ -290,7 +303,8 @@ pub fn read_packed_file(path: &Path) -> Result<PackedFile, MaskError> {
         return Err(corrupt("its header length runs past the end of the file"));
     }
     let mut header = std::vec![0u8; header_len as usize];
-    file.read_exact(&mut header)
+    header[0] = first[0];
+    file.read_exact(&mut header[1..])
         .map_err(|e| io(e.to_string()))?;
     let described: safetensors::tensor::Metadata = serde_json::from_slice(&header)
         .map_err(|e| MaskError::Safetensors(std::format!("header: {e}")))?;
