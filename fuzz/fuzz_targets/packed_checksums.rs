@@ -16,9 +16,15 @@ fn sample() -> &'static (PackedMask, Vec<u8>) {
             .map(|i: usize| u8::from(i % 150 <= i / 150 && i % 7 != 3))
             .collect();
         let dense = DenseMask::new(&data, &[200, 150]).expect("a valid dense mask");
-        let acc = fragmask::gmma_frag::TiledAccumulator::new(64, 64, 1, false).expect("a legal tile");
-        let packed = pack(&dense, &acc, Encoding::FragmentNative, &PackOptions::default())
-            .expect("packs");
+        let acc =
+            fragmask::gmma_frag::TiledAccumulator::new(64, 64, 1, false).expect("a legal tile");
+        let packed = pack(
+            &dense,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .expect("packs");
         let bytes = packed.to_safetensors().expect("serialises");
         (packed, bytes)
     })
