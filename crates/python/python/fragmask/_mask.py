@@ -127,14 +127,19 @@ def _check_packed_header(path):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return
+
+    def corrupt(detail):
+        return ValueError(f"{path}: corrupt file: packed mask file: {detail}")
+
     with os.fdopen(fd, "rb", buffering=0) as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            return
-
-        def corrupt(detail):
-            return ValueError(f"{path}: corrupt file: packed mask file: {detail}")
-
         prefix = f.read(8)
         if len(prefix) < 8 or info.st_size < 9:
             raise corrupt("shorter than a safetensors header")
