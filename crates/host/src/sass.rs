@@ -275,7 +275,10 @@ impl TempFile {
                     .unwrap_or(0);
                 t ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(48)
             });
-            let path = dir.join(format!("fragmask-{}-{nonce:016x}.cubin", std::process::id()));
+            let path = dir.join(format!(
+                "fragmask-{}-{nonce:016x}.cubin",
+                std::process::id()
+            ));
             let mut out = match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
