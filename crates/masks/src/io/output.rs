@@ -21,7 +21,8 @@
 //! - a temporary whose writer is gone (SIGKILL, power loss, a Python process ended by a
 //!   signal) holds no lock any more, and is removed by the next write into the same
 //!   directory ([`remove_stale_temporaries`]); PIDs are never compared, since they mean
-//!   nothing across PID namespaces.
+//!   nothing across PID namespaces; a writer whose `new` file is taken for abandoned in
+//!   the instant before its lock starts over under another name.
 
 use std::ffi::{CString, OsStr};
 use std::fs;
@@ -39,10 +40,6 @@ pub const TEMP_PREFIX: &str = ".fragmask-tmp-";
 /// Where locks are not supported (some network file systems), an unlocked temporary
 /// counts as abandoned only once unmodified this long.
 const STALE_AGE: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// A `.fragmask-tmp-new-*` name exists only between a writer's `open` and its `flock`
-/// (microseconds); one older than this was left by a writer that died in between.
-const NEW_TEMP_GRACE: Duration = Duration::from_secs(60);
 
 /// Longest file name most file systems take (Linux `NAME_MAX`).
 const NAME_MAX: usize = 255;
@@ -161,10 +158,11 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<(), MaskError>
 }
 
 /// Removes, from `dir`, temporaries of [`write_atomically`] that no writer will
-/// finish: a `.fragmask-tmp-<pid>-<hex>` that no process holds a lock on (its writer
-/// is gone, whatever its PID says), and a `.fragmask-tmp-new-<hex>` unlocked and older
-/// than a minute. Where the file system refuses locks, an unlocked temporary is removed
-/// only once unmodified for a day. Only regular files whose whole name matches the
+/// finish: a `.fragmask-tmp-<pid>-<hex>` or `.fragmask-tmp-new-<hex>` that no process
+/// holds a lock on (its writer is gone, whatever its PID says). A writer whose `new`
+/// file is removed in the instant between its creation and its lock notices at the
+/// rename and starts over under another name. Where the file system refuses locks, an
+/// unlocked temporary is removed only once unmodified for a day. Only regular files whose whole name matches the
 /// pattern are touched; errors are ignored (it is housekeeping, and a file another
 /// process removes first is fine).
 pub fn remove_stale_temporaries(dir: &Path) {
@@ -173,9 +171,9 @@ pub fn remove_stale_temporaries(dir: &Path) {
     };
     let now = SystemTime::now();
     for entry in entries.flatten() {
-        let Some(kind) = parse_temp_name(&entry.file_name()) else {
+        if parse_temp_name(&entry.file_name()).is_none() {
             continue;
-        };
+        }
         let path = entry.path();
         // Not following links, not blocking on a FIFO: only a regular file is a candidate.
         let Ok(file) = open_no_follow(&path) else {
@@ -192,10 +190,10 @@ pub fn remove_stale_temporaries(dir: &Path) {
             .ok()
             .and_then(|m| now.duration_since(m).ok())
             .unwrap_or(Duration::ZERO);
+        // Either kind of name: a `new` one whose writer has not locked it yet is taken
+        // too, and that writer, finding its file gone at the rename, takes another name.
         let stale = match lock(&file, false) {
-            // Nobody writes it: a locked-then-renamed temporary whose writer is gone,
-            // or a new one whose writer died before locking it.
-            Ok(()) => kind == TempName::Locked || age > NEW_TEMP_GRACE,
+            Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
             Err(_) => age > STALE_AGE,
         };
@@ -336,6 +334,12 @@ impl TempFile {
                     let _ = lock(&opened, true);
                     if let Err(e) = fs::rename(&new, &file.path) {
                         let _ = fs::remove_file(&new);
+                        // Another writer's clean-up took it for abandoned between our
+                        // open and our lock (it was unlocked then): try another name.
+                        if e.kind() == std::io::ErrorKind::NotFound {
+                            last = Some(e);
+                            continue;
+                        }
                         return Err(e);
                     }
                     file.keep = false;
@@ -628,7 +632,7 @@ mod tests {
         // Abandoned (nobody holds a lock): removed, whatever PID they name.
         let dead_same_pid = format!("{TEMP_PREFIX}{own}-fedcba9876543210");
         let dead_pid_1 = format!("{TEMP_PREFIX}1-fedcba9876543210");
-        // Not yet locked: young ones stay, old ones go.
+        // Not yet locked: abandoned too (a live writer would start over).
         let new_young = format!("{TEMP_PREFIX}new-0123456789abcdef");
         let new_old = format!("{TEMP_PREFIX}new-fedcba9876543210");
         let other = format!("{TEMP_PREFIX}{own}-0123");
@@ -657,12 +661,35 @@ mod tests {
         let link = format!("{TEMP_PREFIX}1-2222222222222222");
         std::os::unix::fs::symlink(dir.join(&dead_pid_1), dir.join(&link)).unwrap();
         remove_stale_temporaries(&dir);
-        let mut expected = [live_same_pid, live_pid_1, new_young, other, dir_like, link]
+        let mut expected = [live_same_pid, live_pid_1, other, dir_like, link]
             .map(OsString::from)
             .to_vec();
         expected.sort();
         assert_eq!(names(&dir), expected);
         drop(held);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_writers_in_one_directory_all_finish() {
+        // Every write first cleans up the directory, taking every unlocked temporary:
+        // no writer may lose its own on the way.
+        let _serial = serial();
+        let dir = temp_dir("concurrent");
+        std::thread::scope(|scope| {
+            for t in 0..6 {
+                let dir = &dir;
+                scope.spawn(move || {
+                    for i in 0..40 {
+                        let path = dir.join(format!("out-{t}-{i}"));
+                        let content = format!("{t} {i}").repeat(100);
+                        write_file_atomically(&path, content.as_bytes()).unwrap();
+                        assert_eq!(fs::read_to_string(&path).unwrap(), content);
+                    }
+                });
+            }
+        });
+        assert_eq!(names(&dir).len(), 240);
         fs::remove_dir_all(dir).unwrap();
     }
 
