@@ -11,6 +11,9 @@ scripts/install-cuda-toolchain.sh
 source "${FRAGMASK_CUDA_HOME:-$repo/.cache/cuda-toolchain}/env.sh"
 scripts/install-pycute.sh
 export FRAGMASK_PYCUTE_PATH="${FRAGMASK_PYCUTE_PATH:-$repo/.cache/py}"
+# Compiled kernels too stay in ./.cache during tests (the library's default is
+# ~/.cache/fragmask/nvrtc; docs/reliability.md, "The NVRTC compile cache").
+export FRAGMASK_CACHE_DIR="${FRAGMASK_CACHE_DIR:-$repo/.cache/nvrtc}"
 
 # Property tests: under CI=true every run uses the same seed (the value of CI_SEED in
 # tests/support/proptest_ci.rs, which applies it by itself too); locally the seed is

@@ -10,11 +10,16 @@ fn main() -> std::process::ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     remove_temporaries_on_signals();
-    cli::run()
+    let code = cli::run();
+    // The library reports compile-cache repairs as values; the program shows them.
+    for repair in fragmask::host::cache::take_repairs() {
+        eprintln!("warning: {repair}");
+    }
+    code
 }
 
-/// SIGINT, SIGTERM and SIGHUP remove the output temporaries being written
-/// (`fragmask::masks::io::remove_live_temporaries`), then end the process by the same
+/// SIGINT, SIGTERM and SIGHUP remove the temporaries being written, outputs and
+/// compile-cache entries alike (`fragmask::masks::io::remove_live_temporaries`), then end the process by the same
 /// signal, so the parent sees the usual status (shells print 130 / 143 / 129).
 fn remove_temporaries_on_signals() {
     extern "C" fn on_signal(signal: libc::c_int) {

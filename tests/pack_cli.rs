@@ -592,3 +592,47 @@ fn documented_python_decoder_decodes_packed_files() {
         );
     }
 }
+
+#[test]
+fn inspect_reports_the_checksum_status_and_refuses_a_changed_file() {
+    let dir = Dir::new("inspect-checksum");
+    let out = dir.path("c.safetensors");
+    ok(&[
+        "pack",
+        "--predicate",
+        "causal",
+        "--seqlen-q",
+        "300",
+        "-o",
+        s(&out),
+    ]);
+    let text = ok(&["inspect", s(&out)]);
+    assert!(
+        text.contains("checksum: SHA-256 of every tensor and of the header, verified"),
+        "{text}"
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    // Written before checksums existed: the same file without its sha256.* keys.
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let meta: std::collections::HashMap<String, String> = meta
+        .metadata()
+        .clone()
+        .unwrap()
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with(fragmask::masks::io::CHECKSUM_PREFIX))
+        .collect();
+    let views: Vec<_> = st.iter().map(|(n, t)| (n.to_string(), t)).collect();
+    let old = dir.path("old.safetensors");
+    std::fs::write(&old, safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
+    let text = ok(&["inspect", s(&old)]);
+    assert!(text.contains("checksum: no checksum"), "{text}");
+    // One bit of the words flipped: refused, naming the tensor.
+    let mut flipped = bytes.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    std::fs::write(&out, flipped).unwrap();
+    let o = run(&["inspect", s(&out)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("tensor 'words'"), "{err}");
+}

@@ -350,17 +350,21 @@ fn the_temporary_of_a_killed_run_is_removed_by_the_next_run_and_nothing_else() {
     let inputs = TempDir::new("kill-in");
     let out_dir = TempDir::new("kill-out");
     let (_, pid) = interrupt_a_write(&inputs, &out_dir, libc::SIGKILL);
-    // SIGKILL cannot be caught: the temporary stays, named after the dead PID.
+    // SIGKILL cannot be caught: the temporary stays, named after the dead PID (or, if
+    // the kill came in the microseconds between its creation and its lock, under its
+    // first name).
     let left = out_dir.entries();
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(
-        left[0].starts_with(&format!("{TEMP_PREFIX}{pid}-")),
+        left[0].starts_with(&format!("{TEMP_PREFIX}{pid}-"))
+            || left[0].starts_with(&format!("{TEMP_PREFIX}new-")),
         "{left:?}"
     );
-    // Not ours to remove: a live process's temporary (PID 1 always exists), and names
-    // outside the exact pattern.
+    // Not ours to remove: a live writer's temporary (it holds its lock; its PID, 1 here,
+    // means nothing across PID namespaces), and names outside the exact pattern.
+    let live = format!("{TEMP_PREFIX}1-0123456789abcdef");
     let keep = [
-        format!("{TEMP_PREFIX}1-0123456789abcdef"),
+        live.clone(),
         format!("{TEMP_PREFIX}{pid}-0123"),
         format!("{TEMP_PREFIX}{pid}-0123456789abcdef.svg"),
         "other.safetensors".to_string(),
@@ -368,6 +372,10 @@ fn the_temporary_of_a_killed_run_is_removed_by_the_next_run_and_nothing_else() {
     for k in &keep {
         std::fs::write(out_dir.join(k), b"keep").unwrap();
     }
+    let held = std::fs::File::open(out_dir.join(&live)).unwrap();
+    // SAFETY: flock on a descriptor `held` owns; no memory is passed.
+    let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) };
+    assert_eq!(locked, 0);
     let [pack, ..] = writers(&out_dir.join("next"));
     let o = run(pack);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -375,4 +383,5 @@ fn the_temporary_of_a_killed_run_is_removed_by_the_next_run_and_nothing_else() {
     expected.push("next".into());
     expected.sort();
     assert_eq!(out_dir.entries(), expected);
+    drop(held);
 }

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use fragmask::masks::io::{read_file, SafetensorsFile, FORMAT_NAME};
-use fragmask::masks::{Encoding, PackedMask};
+use fragmask::masks::io::{read_packed_file, Checksums, FORMAT_NAME};
+use fragmask::masks::{Encoding, MaskError};
 
 use super::pack::human;
 use super::CmdResult;
@@ -19,24 +19,27 @@ pub struct InspectArgs {
 
 /// Reads, validates and describes the file.
 pub fn run(args: InspectArgs) -> CmdResult {
-    let bytes = read_file(&args.file).map_err(|e| e.to_string())?;
-    let packed = PackedMask::from_safetensors(&bytes)
-        .map_err(|e| format!("{}: {e}", args.file.display()))?;
+    // Header first: a huge or foreign file is refused before its body is read.
+    let file = read_packed_file(&args.file).map_err(|e| match e {
+        MaskError::Io { .. } => e.to_string(),
+        e => format!("{}: {e}", args.file.display()),
+    })?;
+    let packed = file.mask;
     // The file's own version (the reader accepts older ones); validated above.
-    let version = SafetensorsFile::parse(&bytes)
-        .ok()
-        .and_then(|f| f.metadata().get("format_version").cloned())
-        .unwrap_or_default();
+    let version = file.format_version;
     let acc = packed.accumulator();
     let s = packed.shape();
     let stats = packed.stats();
     let b = packed.bytes();
     let pct = |x: u64| 100.0 * x as f64 / stats.tiles.max(1) as f64;
     let ratio = |x: u64| x as f64 / (b.lists + b.words).max(1) as f64;
+    println!("file: {} ({})", args.file.display(), human(file.file_bytes));
     println!(
-        "file: {} ({})",
-        args.file.display(),
-        human(bytes.len() as u64)
+        "checksum: {}",
+        match file.checksums {
+            Checksums::Verified => "SHA-256 of every tensor and of the header, verified",
+            Checksums::Absent => "no checksum (a file written before checksums; not verified)",
+        }
     );
     println!(
         "format: {FORMAT_NAME} v{version}, encoding {}",

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use clap::{ArgGroup, Args};
-use fragmask::masks::io::{check_output, read_array, read_file, ArrayView, SafetensorsFile};
+use fragmask::masks::io::{
+    check_output, read_array, read_file, read_packed_file, ArrayView, SafetensorsFile,
+};
 use fragmask::masks::{
     pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
     MaskError, MaskShape, MaskSource, PackOptions, PackProgress, PackedMask, PredicateMask,
@@ -258,9 +260,12 @@ pub fn run(args: PackArgs) -> CmdResult {
 /// lists added, written to `--output`.
 fn add_transposed(path: &Path, args: &PackArgs) -> CmdResult {
     let start = Instant::now();
-    let bytes = read(path)?;
-    let mut packed = PackedMask::from_safetensors(&bytes).map_err(at(path))?;
-    drop(bytes);
+    let mut packed = read_packed_file(path)
+        .map(|file| file.mask)
+        .map_err(|e| match e {
+            MaskError::Io { .. } => e.to_string(),
+            e => at(path)(e),
+        })?;
     let backward = backward_tile(packed.accumulator(), args)?
         .ok_or("--packed needs --transposed (a file is only rewritten to add the lists)")?;
     packed

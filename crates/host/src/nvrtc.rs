@@ -1,7 +1,9 @@
 //! Compiling CUDA C++ with NVRTC: to a cubin (SASS for one architecture) or to PTX.
 //!
 //! Results are cached on disk (see [`crate::cache`]) under a key made of the
-//! source, the options, the output kind and the NVRTC version. NVRTC is
+//! source, the options, the output kind and the NVRTC version; an entry is checked
+//! (key, kind, SHA-256) before it is used, and a defective one is compiled again and
+//! replaced (`CacheStatus::Repaired`). NVRTC is
 //! driven through `cudarc::nvrtc::result` / `sys` because the safe cudarc API
 //! only returns PTX; a cubin comes from `nvrtcGetCUBIN` after compiling with
 //! `--gpu-architecture=sm_XY[a]` (docs/architecture.md, fact 8).
@@ -112,18 +114,7 @@ impl CompileOptions {
     }
 }
 
-/// What happened with the on-disk cache for one compilation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CacheStatus {
-    /// The result came from the cache.
-    Hit,
-    /// Compiled and stored.
-    Stored,
-    /// Compiled; storing failed (the result is still valid).
-    StoreFailed(String),
-    /// No cache configured.
-    Disabled,
-}
+pub use crate::cache::CacheStatus;
 
 /// A compiled cubin (an ELF with SASS for one architecture).
 #[derive(Debug, Clone)]
@@ -231,31 +222,12 @@ impl Compiler {
         let version = toolchain::nvrtc_version()?;
         let args = options.to_args(matches!(output, Output::Cubin));
         let key = cache::cache_key(output.kind(), (version.major, version.minor), &args, source);
-        let data_name = format!("{key}.{}", output.kind());
-        let log_name = format!("{key}.log");
-
-        if let Some(dir) = &self.cache_dir {
-            if let Some(bytes) = cache::read_entry(dir, &data_name) {
-                let log = cache::read_entry(dir, &log_name)
-                    .map(|l| String::from_utf8_lossy(&l).into_owned())
-                    .unwrap_or_default();
-                return Ok((bytes, log, CacheStatus::Hit));
-            }
-        }
-
-        let (bytes, log) = compile_uncached(source, &args, output)?;
-
-        let status = match &self.cache_dir {
-            None => CacheStatus::Disabled,
-            // The log goes first: a present data file means a complete entry.
-            Some(dir) => match cache::write_entry(dir, &log_name, log.as_bytes())
-                .and_then(|()| cache::write_entry(dir, &data_name, &bytes))
-            {
-                Ok(()) => CacheStatus::Stored,
-                Err(e) => CacheStatus::StoreFailed(e.to_string()),
-            },
-        };
-        Ok((bytes, log, status))
+        let (entry, status) =
+            cache::get_or_compile(self.cache_dir.as_deref(), &key, output.kind(), || {
+                compile_uncached(source, &args, output)
+                    .map(|(payload, log)| cache::Entry { payload, log })
+            })?;
+        Ok((entry.payload, entry.log, status))
     }
 }
 

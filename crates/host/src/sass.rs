@@ -257,19 +257,50 @@ fn run_tool(name: &'static str, tool: &Path, args: &[&str], file: &Path) -> Resu
 struct TempFile(PathBuf);
 
 impl TempFile {
-    /// Writes `bytes` to a new file in the temporary directory. The guard exists
-    /// before the write, so a failed write (a full disk) removes the partial file too;
-    /// errors name the directory, not the internal file name.
+    /// Writes `bytes` to a new file in the temporary directory, created exclusively
+    /// under a name with 64 random bits, so processes that share the directory never
+    /// read or remove each other's file, even with the same PID in different PID
+    /// namespaces. The guard exists before the write, so a failed write (a full disk)
+    /// removes the partial file too; errors name the directory, not the internal file
+    /// name.
     fn write(bytes: &[u8]) -> Result<Self> {
+        use std::io::Write as _;
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir();
-        let file = Self(dir.join(format!(
-            "fragmask-{}-{}.cubin",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        )));
-        std::fs::write(&file.0, bytes).map_err(|e| Error::io(&dir, e))?;
-        Ok(file)
+        let mut last = None;
+        for _ in 0..16 {
+            let nonce = getrandom::u64().unwrap_or_else(|_| {
+                // No OS randomness: the clock and a counter still differ per call.
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0);
+                t ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(48)
+            });
+            let path = dir.join(format!(
+                "fragmask-{}-{nonce:016x}.cubin",
+                std::process::id()
+            ));
+            let mut out = match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    last = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(Error::io(&dir, e)),
+            };
+            let file = Self(path);
+            out.write_all(bytes).map_err(|e| Error::io(&dir, e))?;
+            return Ok(file);
+        }
+        Err(Error::io(
+            &dir,
+            last.unwrap_or_else(|| std::io::Error::other("no free temporary name")),
+        ))
     }
 
     fn path(&self) -> &Path {

@@ -137,6 +137,15 @@ pub enum MaskError {
     /// A safetensors file the `safetensors` crate rejected.
     #[cfg(feature = "alloc")]
     Safetensors(alloc::string::String),
+    /// A packed-mask file's SHA-256 of a tensor (or of its header, `__metadata__`)
+    /// does not match what it holds, or is missing while others are present.
+    #[cfg(feature = "alloc")]
+    Checksum {
+        /// The tensor, or `__metadata__` for the header's description.
+        tensor: alloc::string::String,
+        /// What is wrong: "does not match", "is missing", ...
+        detail: &'static str,
+    },
     /// A named tensor or metadata key is missing.
     #[cfg(feature = "alloc")]
     Missing {
@@ -279,6 +288,12 @@ impl fmt::Display for MaskError {
             }
             #[cfg(feature = "alloc")]
             MaskError::Safetensors(message) => write!(f, "corrupt safetensors file: {message}"),
+            #[cfg(feature = "alloc")]
+            MaskError::Checksum { tensor, detail } => write!(
+                f,
+                "corrupt file: the SHA-256 of tensor '{tensor}' {detail} (the file was \
+                 changed after it was written)"
+            ),
             #[cfg(feature = "alloc")]
             MaskError::Missing { what, name } => write!(f, "missing {what} '{name}'"),
             #[cfg(feature = "alloc")]

@@ -115,8 +115,30 @@ fn failed_write_leaves_no_file() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Rewrites one tensor of a packed file.
+/// A packed file's metadata without its checksums: an older file, where the list
+/// validation is all that stands between a tampered file and a wrong mask.
+fn without_checksums(
+    meta: Option<std::collections::HashMap<String, String>>,
+) -> Option<std::collections::HashMap<String, String>> {
+    meta.map(|m| {
+        m.into_iter()
+            .filter(|(k, _)| !k.starts_with(fragmask_masks::io::CHECKSUM_PREFIX))
+            .collect()
+    })
+}
+
+/// Rewrites one tensor of a packed file, dropping the checksums (an older file).
 fn tamper(packed: &PackedMask, name: &str, f: impl Fn(&mut Vec<i32>)) -> Vec<u8> {
+    tamper_keeping_checksums(packed, name, f, false)
+}
+
+/// Rewrites one tensor of a packed file; `keep` keeps the (now stale) checksums.
+fn tamper_keeping_checksums(
+    packed: &PackedMask,
+    name: &str,
+    f: impl Fn(&mut Vec<i32>),
+    keep: bool,
+) -> Vec<u8> {
     let bytes = packed.to_safetensors().unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
@@ -142,7 +164,9 @@ fn tamper(packed: &PackedMask, name: &str, f: impl Fn(&mut Vec<i32>)) -> Vec<u8>
             )
         })
         .collect();
-    safetensors::serialize(views, meta.metadata().clone()).unwrap()
+    let meta = meta.metadata().clone();
+    let meta = if keep { meta } else { without_checksums(meta) };
+    safetensors::serialize(views, meta).unwrap()
 }
 
 #[test]
@@ -167,6 +191,16 @@ fn packed_reader_rejects_inconsistent_lists() {
         ("full_kv_num_blocks", |v| v[0] = 100),
     ];
     for (name, f) in cases {
+        // With its checksums, the file names the changed tensor.
+        let err = PackedMask::from_safetensors(&tamper_keeping_checksums(&packed, name, f, true))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            MaskError::Checksum {
+                tensor: name.to_string(),
+                detail: "does not match its data"
+            }
+        );
         let err = PackedMask::from_safetensors(&tamper(&packed, name, f)).unwrap_err();
         assert!(
             matches!(
@@ -409,7 +443,7 @@ proptest! {
 fn with_metadata(packed: &PackedMask, key: &str, value: &str) -> Vec<u8> {
     let bytes = packed.to_safetensors().unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let mut meta = packed.metadata();
+    let mut meta = without_checksums(Some(packed.metadata())).unwrap();
     meta.insert(key.to_string(), value.to_string());
     let views: Vec<(String, safetensors::tensor::TensorView)> =
         st.iter().map(|(n, t)| (n.to_string(), t)).collect();

@@ -489,6 +489,29 @@ class ErrorTests(unittest.TestCase):
             self.assertRaisesMessage(FileError, "not a regular file", Mask.load, d)
             self.assertRaisesMessage(ValueError, "bytes:", Mask.from_bytes, b"garbage")
 
+    def test_load_reads_the_header_first_and_checks_checksums(self):
+        m = Mask.from_predicate("causal", 300, 200, block=(64, 64))
+        with TempDir() as d:
+            good = d / "m.safetensors"
+            m.save(good)
+            self.assertIn("sha256.words", m.metadata())
+            data = good.read_bytes()
+            # A 5 GiB sparse file and a valid file extended: refused from the header.
+            huge = d / "huge.safetensors"
+            with open(huge, "wb") as f:
+                f.truncate(5 << 30)
+            self.assertRaisesMessage(ValueError, "header", Mask.load, huge)
+            with open(good, "r+b") as f:
+                f.truncate(5 << 30)
+            self.assertRaisesMessage(ValueError, "truncated or extended", Mask.load, good)
+            # A flipped bit in the words: the checksum names the tensor.
+            flipped = bytearray(data)
+            flipped[-1] ^= 1
+            good.write_bytes(bytes(flipped))
+            self.assertRaisesMessage(ValueError, "'words'", Mask.load, good)
+            good.write_bytes(data)
+            self.assertEqual(Mask.load(good), m)
+
     def test_saving_over_a_directory_or_into_a_missing_one_is_refused(self):
         m = Mask.from_predicate("causal", 64, 64)
         with TempDir() as d:

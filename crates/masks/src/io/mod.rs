@@ -12,9 +12,12 @@ use std::vec::Vec;
 
 use crate::MaskError;
 
+mod checksum;
 mod npy;
 mod output;
 mod packed;
+
+pub use checksum::{verify_checksums, Checksums, CHECKSUM_PREFIX, HEADER_CHECKSUM};
 
 pub use npy::{read_npy, write_npy};
 pub use output::{
@@ -226,6 +229,128 @@ pub fn read_file_limited(path: &Path, limit: u64) -> Result<Vec<u8>, MaskError> 
         return Err(too_large(bytes.len() as u64));
     }
     Ok(bytes)
+}
+
+/// The longest safetensors header a packed-mask file may have. Ours are a few KiB
+/// (metadata and at most 12 tensor entries); the `safetensors` crate allows 100 MB.
+pub const MAX_PACKED_HEADER_BYTES: u64 = 1 << 20;
+
+/// A packed-mask file read by [`read_packed_file`].
+#[derive(Debug)]
+pub struct PackedFile {
+    /// The validated mask.
+    pub mask: crate::PackedMask,
+    /// The file's length in bytes.
+    pub file_bytes: u64,
+    /// Its `format_version` metadata value.
+    pub format_version: String,
+    /// Whether its checksums were checked, or it has none (an older file).
+    pub checksums: Checksums,
+}
+
+/// Reads a packed-mask file header first: a regular file only (never blocking on a
+/// FIFO or reading a device), the 8-byte header length and the JSON header (at most
+/// [`MAX_PACKED_HEADER_BYTES`]), its `format` and `format_version`, and the file's
+/// length against the data the header describes, all before the body is read; then
+/// the body, bounded by that length, and the full validation of
+/// [`PackedMask::from_safetensors`](crate::PackedMask::from_safetensors) (checksums
+/// included). A 5 GiB file of garbage is refused after reading 8 bytes.
+pub fn read_packed_file(path: &Path) -> Result<PackedFile, MaskError> {
+    use std::io::Read;
+    let io = |message: String| MaskError::Io {
+        action: "reading",
+        path: path.display().to_string(),
+        message,
+    };
+    let mut file = open_for_reading(path).map_err(|e| io(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| io(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(io("not a regular file".to_string()));
+    }
+    let file_bytes = meta.len();
+    let corrupt = |detail: &'static str| MaskError::Corrupt {
+        what: "packed mask file",
+        detail,
+    };
+    let mut prefix = [0u8; 8];
+    if file_bytes < 9 {
+        return Err(corrupt("shorter than a safetensors header"));
+    }
+    file.read_exact(&mut prefix)
+        .map_err(|e| io(e.to_string()))?;
+    let mut first = [0u8; 1];
+    file.read_exact(&mut first).map_err(|e| io(e.to_string()))?;
+    // Told by its first bytes, as SafetensorsFile::parse does (with its messages).
+    let mut start = prefix.to_vec();
+    start.push(first[0]);
+    if start.starts_with(npy::MAGIC) || first[0] != b'{' {
+        return Err(SafetensorsFile::parse(&start)
+            .err()
+            .unwrap_or(corrupt("not a safetensors file")));
+    }
+    let header_len = u64::from_le_bytes(prefix);
+    if header_len == 0 {
+        return Err(corrupt("its header is empty"));
+    }
+    if header_len > MAX_PACKED_HEADER_BYTES {
+        return Err(MaskError::TooLarge {
+            what: "packed mask file header length (bytes)",
+            value: header_len,
+            limit: MAX_PACKED_HEADER_BYTES,
+        });
+    }
+    if 8 + header_len > file_bytes {
+        return Err(corrupt("its header length runs past the end of the file"));
+    }
+    let mut header = std::vec![0u8; header_len as usize];
+    header[0] = first[0];
+    file.read_exact(&mut header[1..])
+        .map_err(|e| io(e.to_string()))?;
+    let described: safetensors::tensor::Metadata = serde_json::from_slice(&header)
+        .map_err(|e| MaskError::Safetensors(std::format!("header: {e}")))?;
+    let fields = described.metadata().clone().unwrap_or_default();
+    if fields.get("format").map(String::as_str) != Some(packed::FORMAT_NAME) {
+        return Err(MaskError::Corrupt {
+            what: "packed mask metadata",
+            detail: "format is not fragmask-masks",
+        });
+    }
+    let format_version = fields.get("format_version").cloned().unwrap_or_default();
+    if !packed::FORMAT_VERSIONS_READ
+        .iter()
+        .any(|v| v.to_string() == format_version)
+    {
+        return Err(MaskError::Unsupported {
+            what: "packed mask format_version",
+            detail: "this reader reads versions 1 and 2",
+        });
+    }
+    let expected = (8 + header_len).checked_add(described.data_len() as u64);
+    if expected != Some(file_bytes) {
+        return Err(corrupt(
+            "its length differs from what its header describes (truncated or extended)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(file_bytes).unwrap_or(usize::MAX))
+        .map_err(|_| io(std::format!("out of memory for its {file_bytes} bytes")))?;
+    bytes.extend_from_slice(&prefix);
+    bytes.extend_from_slice(&header);
+    // Never more than the length checked above, even if the file grows meanwhile.
+    file.take(file_bytes - 8 - header_len)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 != file_bytes {
+        return Err(corrupt("it changed while it was read"));
+    }
+    let (mask, checksums) = crate::PackedMask::from_safetensors_checked(&bytes)?;
+    Ok(PackedFile {
+        mask,
+        file_bytes,
+        format_version,
+        checksums,
+    })
 }
 
 /// Reads an array from `.npy` or safetensors bytes, choosing by the file's magic:

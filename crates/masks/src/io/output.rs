@@ -9,19 +9,26 @@
 //! - the temporary is created like any new file, mode `0666` less the umask, and
 //!   is synced before the rename;
 //! - its name, `.fragmask-tmp-<pid>-<16 hex digits>`, is at most 41 bytes whatever
-//!   the destination's name, so any legal name (up to `NAME_MAX`) can be written;
+//!   the destination's name, so any legal name (up to `NAME_MAX`) can be written; the
+//!   16 hex digits are 64 random bits (`getrandom`), so two writers that have the same
+//!   PID in different PID namespaces (two containers sharing a volume) never collide;
+//! - the writer holds an exclusive `flock` on its temporary from before the temporary
+//!   gets that name (it is created as `.fragmask-tmp-new-<16 hex digits>`, locked,
+//!   then renamed) until after the rename onto the destination;
 //! - it is removed on every error path (a drop guard, so a panic too) and, through
 //!   [`remove_live_temporaries`] called from the program's signal handler, on
 //!   SIGINT and SIGTERM; it is never named in an error (errors name the destination);
-//! - a temporary left by a process that no longer exists (SIGKILL, power loss) is
-//!   removed by the next write into the same directory ([`remove_stale_temporaries`]).
+//! - a temporary whose writer is gone (SIGKILL, power loss, a Python process ended by a
+//!   signal) holds no lock any more, and is removed by the next write into the same
+//!   directory ([`remove_stale_temporaries`]); PIDs are never compared, since they mean
+//!   nothing across PID namespaces; a writer whose `new` file is taken for abandoned in
+//!   the instant before its lock starts over under another name.
 
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::string::{String, ToString};
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use std::{format, ptr};
 
@@ -30,8 +37,8 @@ use crate::MaskError;
 /// Prefix of every temporary file name.
 pub const TEMP_PREFIX: &str = ".fragmask-tmp-";
 
-/// A temporary of a live process is still removed once unmodified this long (a PID
-/// reused by an unrelated process would otherwise keep it forever).
+/// Where locks are not supported (some network file systems), an unlocked temporary
+/// counts as abandoned only once unmodified this long.
 const STALE_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Longest file name most file systems take (Linux `NAME_MAX`).
@@ -92,8 +99,9 @@ pub fn check_output<P: AsRef<Path>>(path: &Path, inputs: &[P]) -> Result<(), Mas
 
 /// Writes `path` through a temporary file in the same directory and a rename: either
 /// the whole file appears or nothing changes. `write` fills the temporary, which
-/// exists (empty, mode `0666` less the umask) when it is called; it may also
-/// recreate it. Errors name `path`, never the temporary.
+/// exists (empty, mode `0666` less the umask, locked by this writer) when it is
+/// called; `write` opens it by name and writes it in place (it must not remove and
+/// recreate it: the lock is on that file). Errors name `path`, never the temporary.
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&Path) -> Result<(), MaskError>,
@@ -150,38 +158,81 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<(), MaskError>
 }
 
 /// Removes, from `dir`, temporaries of [`write_atomically`] that no writer will
-/// finish: those of a process that no longer exists, those of an earlier process
-/// that had this process's ID, and those unmodified for a day. Only regular files
-/// whose whole name matches the pattern are touched; errors are ignored (it is
-/// housekeeping, and a file another process removes first is fine).
+/// finish: a `.fragmask-tmp-<pid>-<hex>` or `.fragmask-tmp-new-<hex>` that no process
+/// holds a lock on (its writer is gone, whatever its PID says). A writer whose `new`
+/// file is removed in the instant between its creation and its lock notices at the
+/// rename and starts over under another name. Where the file system refuses locks, an
+/// unlocked temporary is removed only once unmodified for a day. Only regular files whose whole name matches the
+/// pattern are touched; errors are ignored (it is housekeeping, and a file another
+/// process removes first is fine).
 pub fn remove_stale_temporaries(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     let now = SystemTime::now();
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some((pid, nonce)) = parse_temp_name(&name) else {
+        if parse_temp_name(&entry.file_name()).is_none() {
+            continue;
+        }
+        let path = entry.path();
+        // Not following links, not blocking on a FIFO: only a regular file is a candidate.
+        let Ok(file) = open_no_follow(&path) else {
             continue;
         };
-        let Ok(meta) = entry.metadata() else {
+        let Ok(meta) = file.metadata() else {
             continue;
         };
         if !meta.file_type().is_file() {
             continue;
         }
-        let stale = if pid == std::process::id() {
-            nonce != process_nonce()
-        } else {
-            !process_exists(pid)
-                || meta
-                    .modified()
-                    .ok()
-                    .and_then(|m| now.duration_since(m).ok())
-                    .is_some_and(|age| age > STALE_AGE)
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or(Duration::ZERO);
+        // Either kind of name: a `new` one whose writer has not locked it yet is taken
+        // too, and that writer, finding its file gone at the rename, takes another name.
+        let stale = match lock(&file, false) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+            Err(_) => age > STALE_AGE,
         };
-        if stale {
-            let _ = fs::remove_file(entry.path());
+        // Still the file that was examined (and locked): not renamed away meanwhile.
+        if stale && fs::symlink_metadata(&path).is_ok_and(|m| same_file(&m, &meta)) {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+/// Opens `path` read-only without following a final symbolic link and without
+/// blocking on a FIFO.
+fn open_no_follow(path: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// An exclusive `flock` on `file`: waits for it (`wait`) or fails at once with
+/// `WouldBlock` when another open file holds it. Released when the file is closed
+/// (flock(2); the lock belongs to the open file, so it holds across PID namespaces).
+fn lock(file: &fs::File, wait: bool) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let operation = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    loop {
+        // SAFETY: flock takes a descriptor that `file` owns and keeps open for the call;
+        // no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }
@@ -241,41 +292,62 @@ fn unregister(slot: usize) {
     }
 }
 
-/// A temporary file: removed on drop unless renamed.
+/// A temporary file: locked while it lives, removed on drop unless renamed.
 struct TempFile {
     path: PathBuf,
     slot: Option<usize>,
     keep: bool,
+    /// The open file holding the `flock` (dropped, so unlocked, last).
+    _locked: Option<fs::File>,
 }
 
 impl TempFile {
-    /// Creates a new empty file `dir/.fragmask-tmp-<pid>-<nonce><random>` (mode 0666
-    /// less the umask, exclusively), registered for the signal handler first.
+    /// Creates a new empty file `dir/.fragmask-tmp-<pid>-<16 random hex digits>` (mode
+    /// 0666 less the umask), registered for the signal handler first: created
+    /// exclusively as `.fragmask-tmp-new-<same digits>`, locked, then renamed, so a
+    /// temporary under its final name is always locked while its writer lives.
     fn create(dir: &Path) -> std::io::Result<TempFile> {
         use std::os::unix::fs::OpenOptionsExt;
         let mut last = None;
         for _ in 0..16 {
-            let path = dir.join(format!(
-                "{TEMP_PREFIX}{}-{:08x}{:08x}",
-                std::process::id(),
-                process_nonce(),
-                random_u32()
-            ));
+            let nonce = random_u64();
+            let new = dir.join(format!("{TEMP_PREFIX}new-{nonce:016x}"));
+            let path = dir.join(format!("{TEMP_PREFIX}{}-{nonce:016x}", std::process::id()));
             let mut file = TempFile {
                 slot: register(&path),
                 path,
-                keep: false,
+                // Nothing of ours exists yet: the drop must not remove anything.
+                keep: true,
+                _locked: None,
             };
+            // The signal handler removes the new name too, until the rename.
+            let new_slot = NewSlot(register(&new));
             match fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o666)
-                .open(&file.path)
+                .open(&new)
             {
-                Ok(_) => return Ok(file),
+                Ok(opened) => {
+                    // A file system without locks still gets its temporaries, only
+                    // cleaned up by age (remove_stale_temporaries).
+                    let _ = lock(&opened, true);
+                    if let Err(e) = fs::rename(&new, &file.path) {
+                        let _ = fs::remove_file(&new);
+                        // Another writer's clean-up took it for abandoned between our
+                        // open and our lock (it was unlocked then): try another name.
+                        if e.kind() == std::io::ErrorKind::NotFound {
+                            last = Some(e);
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                    file.keep = false;
+                    file._locked = Some(opened);
+                    drop(new_slot);
+                    return Ok(file);
+                }
                 Err(e) => {
-                    // Not ours: must not be removed by the drop.
-                    file.keep = true;
                     if e.kind() != std::io::ErrorKind::AlreadyExists {
                         return Err(e);
                     }
@@ -302,54 +374,56 @@ impl Drop for TempFile {
     }
 }
 
-/// `(pid, nonce)` of a name that is exactly `.fragmask-tmp-<decimal pid>-<16
-/// lowercase hex digits>`.
-fn parse_temp_name(name: &OsStr) -> Option<(u32, u32)> {
+/// A registration of a temporary's first name, dropped once it is renamed.
+struct NewSlot(Option<usize>);
+
+impl Drop for NewSlot {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0 {
+            unregister(slot);
+        }
+    }
+}
+
+/// Which temporary a name is: exactly `.fragmask-tmp-<decimal pid>-<16 lowercase hex
+/// digits>` (locked by its writer while it lives) or `.fragmask-tmp-new-<16 lowercase
+/// hex digits>` (not yet locked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TempName {
+    Locked,
+    New,
+}
+
+fn parse_temp_name(name: &OsStr) -> Option<TempName> {
     let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
-    let (pid, hex) = rest.split_once('-')?;
-    let decimal = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (head, hex) = rest.split_once('-')?;
+    let decimal = |s: &str| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit());
     let lower_hex = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    if !decimal(pid) || hex.len() != 16 || !lower_hex(hex) {
+    if hex.len() != 16 || !lower_hex(hex) {
         return None;
     }
-    let pid: u32 = pid.parse().ok()?;
-    // 0 and values above i32::MAX are no process (kill(0) would mean the group).
-    if pid == 0 || i32::try_from(pid).is_err() {
-        return None;
+    match head {
+        "new" => Some(TempName::New),
+        pid if decimal(pid) => Some(TempName::Locked),
+        _ => None,
     }
-    Some((pid, u32::from_str_radix(&hex[..8], 16).ok()?))
 }
 
-fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let r = unsafe { libc::kill(pid, 0) };
-    // EPERM: it exists, owned by someone else.
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// A random number fixed for this process: tells our temporaries from those of an
-/// earlier process with the same PID.
-fn process_nonce() -> u32 {
-    static NONCE: OnceLock<u32> = OnceLock::new();
-    *NONCE.get_or_init(random_u32)
-}
-
-/// 32 random bits from the standard library's randomly keyed SipHash (no extra
-/// dependency), mixed with a counter and the clock.
-fn random_u32() -> u32 {
+/// 64 random bits from the operating system (`getrandom`); should that fail, from the
+/// standard library's randomly keyed SipHash over a counter, the clock and the PID.
+pub(crate) fn random_u64() -> u64 {
+    if let Ok(x) = getrandom::u64() {
+        return x;
+    }
     use std::hash::{BuildHasher, Hasher};
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
         h.write_u128(t.as_nanos());
     }
     h.write_u32(std::process::id());
-    let x = h.finish();
-    (x ^ (x >> 32)) as u32
+    h.finish()
 }
 
 fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
@@ -391,9 +465,9 @@ mod tests {
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
-            "fragmask-output-{name}-{}-{:08x}",
+            "fragmask-output-{name}-{}-{:016x}",
             std::process::id(),
-            random_u32()
+            random_u64()
         ));
         fs::create_dir_all(&dir).unwrap();
         dir
@@ -425,16 +499,20 @@ mod tests {
         assert!(max.len() <= 41, "{max}");
         assert_eq!(
             parse_temp_name(OsStr::new(".fragmask-tmp-42-0123456789abcdef")),
-            Some((42, 0x0123_4567))
+            Some(TempName::Locked)
+        );
+        assert_eq!(
+            parse_temp_name(OsStr::new(".fragmask-tmp-new-0123456789abcdef")),
+            Some(TempName::New)
         );
         for bad in [
             ".fragmask-tmp-42-0123456789abcde",
             ".fragmask-tmp-42-0123456789abcdef0",
             ".fragmask-tmp-42-0123456789ABCDEF",
             ".fragmask-tmp--0123456789abcdef",
-            ".fragmask-tmp-0-0123456789abcdef",
-            ".fragmask-tmp-4294967295-0123456789abcdef",
+            ".fragmask-tmp-12345678901-0123456789abcdef",
             ".fragmask-tmp-4x-0123456789abcdef",
+            ".fragmask-tmp-newer-0123456789abcdef",
             "fragmask-tmp-42-0123456789abcdef",
             ".out.svg.tmp-42",
         ] {
@@ -536,31 +614,103 @@ mod tests {
         fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Sets a file's modification time `age` into the past.
+    fn age(path: &Path, age: Duration) {
+        let file = fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.set_modified(SystemTime::now() - age).unwrap();
+    }
+
     #[test]
-    fn stale_temporaries_of_dead_processes_are_removed_and_nothing_else() {
+    fn only_unlocked_temporaries_are_removed_whatever_their_pid() {
         let _serial = serial();
         let dir = temp_dir("stale");
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let stale = format!("{TEMP_PREFIX}{dead}-0123456789abcdef");
-        let earlier_self = format!(
-            "{TEMP_PREFIX}{}-{:08x}00000000",
-            std::process::id(),
-            process_nonce().wrapping_add(1)
-        );
-        // PID 1 exists; the name pattern must match exactly.
-        let alive = format!("{TEMP_PREFIX}1-0123456789abcdef");
-        let other = format!("{TEMP_PREFIX}{dead}-0123");
-        for n in [&stale, &earlier_self, &alive, &other] {
+        let own = std::process::id();
+        // A live writer with our own PID (as in another PID namespace) and a live
+        // writer with PID 1: both hold their lock, so both stay.
+        let live_same_pid = format!("{TEMP_PREFIX}{own}-0123456789abcdef");
+        let live_pid_1 = format!("{TEMP_PREFIX}1-0123456789abcdef");
+        // Abandoned (nobody holds a lock): removed, whatever PID they name.
+        let dead_same_pid = format!("{TEMP_PREFIX}{own}-fedcba9876543210");
+        let dead_pid_1 = format!("{TEMP_PREFIX}1-fedcba9876543210");
+        // Not yet locked: abandoned too (a live writer would start over).
+        let new_young = format!("{TEMP_PREFIX}new-0123456789abcdef");
+        let new_old = format!("{TEMP_PREFIX}new-fedcba9876543210");
+        let other = format!("{TEMP_PREFIX}{own}-0123");
+        let mut held = Vec::new();
+        for n in [
+            &live_same_pid,
+            &live_pid_1,
+            &dead_same_pid,
+            &dead_pid_1,
+            &new_young,
+            &new_old,
+            &other,
+        ] {
             fs::write(dir.join(n), b"x").unwrap();
         }
-        let dir_like = format!("{TEMP_PREFIX}{dead}-fedcba9876543210");
+        for n in [&live_same_pid, &live_pid_1] {
+            let f = fs::File::open(dir.join(n)).unwrap();
+            lock(&f, true).unwrap();
+            held.push(f);
+        }
+        age(&dir.join(&new_old), Duration::from_secs(120));
+        // A locked temporary is kept even when old.
+        age(&dir.join(&live_pid_1), Duration::from_secs(3 * 24 * 3600));
+        let dir_like = format!("{TEMP_PREFIX}1-1111111111111111");
         fs::create_dir(dir.join(&dir_like)).unwrap();
+        let link = format!("{TEMP_PREFIX}1-2222222222222222");
+        std::os::unix::fs::symlink(dir.join(&dead_pid_1), dir.join(&link)).unwrap();
         remove_stale_temporaries(&dir);
-        let mut expected = [alive, other, dir_like].map(OsString::from).to_vec();
+        let mut expected = [live_same_pid, live_pid_1, other, dir_like, link]
+            .map(OsString::from)
+            .to_vec();
         expected.sort();
         assert_eq!(names(&dir), expected);
+        drop(held);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_writers_in_one_directory_all_finish() {
+        // Every write first cleans up the directory, taking every unlocked temporary:
+        // no writer may lose its own on the way.
+        let _serial = serial();
+        let dir = temp_dir("concurrent");
+        std::thread::scope(|scope| {
+            for t in 0..6 {
+                let dir = &dir;
+                scope.spawn(move || {
+                    for i in 0..40 {
+                        let path = dir.join(format!("out-{t}-{i}"));
+                        let content = format!("{t} {i}").repeat(100);
+                        write_file_atomically(&path, content.as_bytes()).unwrap();
+                        assert_eq!(fs::read_to_string(&path).unwrap(), content);
+                    }
+                });
+            }
+        });
+        assert_eq!(names(&dir).len(), 240);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_temporary_is_locked_while_its_writer_runs() {
+        let _serial = serial();
+        let dir = temp_dir("locked");
+        let path = dir.join("out");
+        write_atomically(&path, |tmp| {
+            fs::write(tmp, b"data").unwrap();
+            let other = fs::File::open(tmp).unwrap();
+            let e = lock(&other, false).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+            // Another writer's clean-up leaves it alone.
+            remove_stale_temporaries(&dir);
+            assert!(tmp.exists());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"data");
+        assert_eq!(names(&dir), [OsString::from("out")]);
         fs::remove_dir_all(dir).unwrap();
     }
 

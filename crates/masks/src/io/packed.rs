@@ -10,7 +10,10 @@ use std::{format, vec};
 
 use fragmask_gmma_frag::TiledAccumulator;
 
-use super::{write_atomically, ArrayView, DType, SafetensorsFile};
+use super::checksum::{header_sum, tensor_sum, verify_checksums, TensorInfo};
+use super::{
+    write_atomically, ArrayView, DType, SafetensorsFile, CHECKSUM_PREFIX, HEADER_CHECKSUM,
+};
 use crate::encoding::EncodedLayout;
 use crate::shape::TileGrid;
 use crate::transpose::{TransposedLists, TRANSPOSED_ENCODING};
@@ -221,8 +224,29 @@ impl PackedMask {
         tensors
     }
 
-    /// The file's `__metadata__`.
+    /// The file's `__metadata__`: the description of the mask and the SHA-256 of every
+    /// tensor and of the header (`sha256.*` keys; module `checksum`).
     pub fn metadata(&self) -> HashMap<String, String> {
+        let mut metadata = self.description();
+        let tensors = self.tensors();
+        let mut infos: Vec<TensorInfo<'_>> = tensors
+            .iter()
+            .map(|(name, t)| TensorInfo {
+                name,
+                dtype: t.dtype,
+                shape: &t.shape,
+            })
+            .collect();
+        let header = header_sum(&metadata, &mut infos);
+        for (name, t) in &tensors {
+            metadata.insert(format!("{CHECKSUM_PREFIX}{name}"), tensor_sum(&t.data));
+        }
+        metadata.insert(format!("{CHECKSUM_PREFIX}{HEADER_CHECKSUM}"), header);
+        metadata
+    }
+
+    /// The metadata that describes the mask (without checksums).
+    fn description(&self) -> HashMap<String, String> {
         let acc = self.accumulator();
         let s = self.grid.shape;
         [
@@ -287,11 +311,21 @@ impl PackedMask {
         })
     }
 
-    /// Reads and fully validates a packed-mask file: metadata, tensor dtypes and shapes,
+    /// Reads and fully validates a packed-mask file: its checksums where it has them
+    /// ([`verify_checksums`](super::verify_checksums)), metadata, tensor dtypes and shapes,
     /// and the lists (counts in range, indices ascending and in range, partial and full
     /// disjoint, every partial tile referenced exactly once).
     pub fn from_safetensors(bytes: &[u8]) -> Result<PackedMask, MaskError> {
+        Self::from_safetensors_checked(bytes).map(|(mask, _)| mask)
+    }
+
+    /// [`Self::from_safetensors`], also saying whether the file had checksums.
+    pub(crate) fn from_safetensors_checked(
+        bytes: &[u8],
+    ) -> Result<(PackedMask, super::Checksums), MaskError> {
         let file = SafetensorsFile::parse(bytes)?;
+        // Before anything is read from the tensors: a mismatch names the tensor.
+        let checksums = verify_checksums(&file)?;
         let meta = file.metadata();
         let get = |key: &'static str| -> Result<&str, MaskError> {
             meta.get(key)
@@ -560,7 +594,7 @@ impl PackedMask {
             lists.validate(&packed)?;
             packed.transposed = Some(lists);
         }
-        Ok(packed)
+        Ok((packed, checksums))
     }
 
     /// A packed mask from lists and words another packer produced (the GPU packer,

@@ -113,6 +113,66 @@ def _tile(block, warpgroups, swap_ab, encoding, threads):
     return tile
 
 
+_MAX_PACKED_HEADER = 1 << 20   # as fragmask_masks::io::MAX_PACKED_HEADER_BYTES
+
+
+def _check_packed_header(path):
+    """Refuses a regular file whose safetensors header is not a packed mask's, or whose
+    length differs from the data its header describes, reading at most the header
+    (1 MiB). Anything it cannot open or that is no regular file is left to the
+    extension's reader, which refuses it with the library's message."""
+    import json
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return
+
+    def corrupt(detail):
+        return ValueError(f"{path}: corrupt file: packed mask file: {detail}")
+
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        prefix = f.read(8)
+        if len(prefix) < 8 or info.st_size < 9:
+            raise corrupt("shorter than a safetensors header")
+        n = int.from_bytes(prefix, "little")
+        if n > _MAX_PACKED_HEADER:
+            raise corrupt(f"its header length {n} exceeds {_MAX_PACKED_HEADER} bytes")
+        if 8 + n > info.st_size:
+            raise corrupt("its header length runs past the end of the file")
+        header = f.read(n)
+    try:
+        described = json.loads(header)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise corrupt(f"its header is not JSON ({e})") from None
+    if not isinstance(described, dict):
+        raise corrupt("its header is not a JSON object")
+    meta = described.get("__metadata__")
+    if not isinstance(meta, dict) or meta.get("format") != "fragmask-masks":
+        raise corrupt("its metadata does not say format = fragmask-masks")
+    end = 0
+    for name, t in described.items():
+        if name == "__metadata__":
+            continue
+        offsets = t.get("data_offsets") if isinstance(t, dict) else None
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(type(o) is int for o in offsets)):
+            raise corrupt(f"tensor {name!r} has no valid data_offsets")
+        end = max(end, offsets[1])
+    if 8 + n + end != info.st_size:
+        raise corrupt("its length differs from what its header describes "
+                      "(truncated or extended)")
+
+
 def _cuda_tensor(x):
     """Whether x is a torch CUDA tensor (torch imported by the caller already)."""
     torch = sys.modules.get("torch")
@@ -342,8 +402,14 @@ class Mask:
 
     @classmethod
     def load(cls, path):
-        """Reads and validates a file written by ``save`` or ``fragmask pack``."""
-        return cls(_fragmask.load(os.fspath(path)))
+        """Reads and validates a file written by ``save`` or ``fragmask pack``: its
+        header first (a file that is not a packed mask, or whose length differs from
+        what its header describes, is refused before its body is read), then the
+        whole file, with the SHA-256 of every tensor checked where the file has them
+        (files written before checksums existed load unchecked)."""
+        path = os.fspath(path)
+        _check_packed_header(path)
+        return cls(_fragmask.load(path))
 
     @classmethod
     def from_bytes(cls, data):
