@@ -257,7 +257,10 @@ pub(crate) fn attention_launch(
     // Split-KV (few row blocks, many keys): the planner's count; without a workspace,
     // report its size and launch nothing (the wrapper allocates it with torch and calls
     // again with the same count).
-    let (n, o_len, lse_len) = g.attention.raw_splits(&qr, &kr, &vr, &raw_mask, &opts).map_err(e)?;
+    let (n, o_len, lse_len) = g
+        .attention
+        .raw_splits(&qr, &kr, &vr, &raw_mask, &opts)
+        .map_err(e)?;
     if n > 1 && (ws_o == 0 || ws_lse == 0) {
         return Ok(Some((n, o_len, lse_len)));
     }
