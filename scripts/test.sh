@@ -12,19 +12,20 @@ scripts/install-cuda-toolchain.sh
 source "${FRAGMASK_CUDA_HOME:-$repo/.cache/cuda-toolchain}/env.sh"
 scripts/install-pycute.sh
 export FRAGMASK_PYCUTE_PATH="${FRAGMASK_PYCUTE_PATH:-$repo/.cache/py}"
-# The interpreter of the tests that run Python with numpy and safetensors (the numpy
-# decoders of docs/masks.md). Without python3 they print SKIPPED, except under CI=true,
-# where they fail.
-if command -v "${PYTHON:-python3}" >/dev/null 2>&1; then
-    FRAGMASK_TEST_PYTHON="$(scripts/install-pyenv.sh | tail -n 1)"
-    export FRAGMASK_TEST_PYTHON
-fi
 
 # Property tests: under CI=true every run uses the same seed (the value of CI_SEED in
 # tests/support/proptest_ci.rs, which applies it by itself too); locally the seed is
 # random. docs/CONVENTIONS.md, "Property tests".
 if [ "${CI:-}" = true ]; then
     export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-2316557904454746113}"
+fi
+
+# The interpreter of the tests that run Python with numpy and safetensors (the numpy
+# decoders of docs/masks.md). Without python3 they print SKIPPED, except under CI=true,
+# where they fail.
+if command -v "${PYTHON:-python3}" >/dev/null 2>&1; then
+    FRAGMASK_TEST_PYTHON="$(scripts/install-pyenv.sh | tail -n 1)"
+    export FRAGMASK_TEST_PYTHON
 fi
 
 cargo test --workspace --locked "$@"
