@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
 # Builds the fragmask Python package (crates/python, PyO3 + maturin) and runs its CPU
 # tests (crates/python/tests), in a virtual environment under ./.cache/pyenv that it
-# creates on a fresh machine with pinned maturin and numpy. torch is not installed:
-# tests that need it are reported as skipped. Called by scripts/test.sh; under CI=true a
+# creates on a fresh machine (scripts/install-pyenv.sh: pinned maturin, numpy and
+# safetensors). torch is not installed: tests that need it are reported as skipped. Called by scripts/test.sh; under CI=true a
 # missing Python, venv or build is a failure, elsewhere a missing Python is a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 venv="${FRAGMASK_PYENV:-$repo/.cache/pyenv}"
 python="${PYTHON:-python3}"
-maturin_version="1.9.4"
-numpy_version="2.2.6"
 
 if ! command -v "$python" >/dev/null 2>&1; then
     if [ "${CI:-}" = true ]; then
@@ -20,20 +18,8 @@ if ! command -v "$python" >/dev/null 2>&1; then
     echo "SKIPPED: Python package tests ($python not found)" >&2
     exit 0
 fi
-if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
-    echo "creating $venv" >&2
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-fi
+scripts/install-pyenv.sh >/dev/null
 pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
-if ! "$venv/bin/python" - "$maturin_version" "$numpy_version" <<'PY' 2>/dev/null; then
-import sys
-from importlib.metadata import version
-assert version("maturin") == sys.argv[1] and version("numpy") == sys.argv[2]
-PY
-    echo "installing maturin==$maturin_version numpy==$numpy_version into $venv" >&2
-    "${pip[@]}" install "maturin==$maturin_version" "numpy==$numpy_version" >&2
-fi
 
 # The wheel users get from `pip install ./crates/python`, built with the checked-in lock.
 wheels="$repo/crates/python/target/wheels-test"

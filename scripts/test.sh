@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run). Installs what the tests need into
 # ./.cache on a fresh machine (pip CUDA compile toolchain: NVRTC, ptxas, cuobjdump,
-# nvdisasm; pycute for the layout cross-check), then runs every test of the workspace.
+# nvdisasm; pycute for the layout cross-check; a Python venv with maturin, numpy and
+# safetensors), then runs every test of the workspace and of the Python package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -20,6 +21,14 @@ export FRAGMASK_CACHE_DIR="${FRAGMASK_CACHE_DIR:-$repo/.cache/nvrtc}"
 # random. docs/CONVENTIONS.md, "Property tests".
 if [ "${CI:-}" = true ]; then
     export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-2316557904454746113}"
+fi
+
+# The interpreter of the tests that run Python with numpy and safetensors (the numpy
+# decoders of docs/masks.md). Without python3 they print SKIPPED, except under CI=true,
+# where they fail.
+if command -v "${PYTHON:-python3}" >/dev/null 2>&1; then
+    FRAGMASK_TEST_PYTHON="$(scripts/install-pyenv.sh | tail -n 1)"
+    export FRAGMASK_TEST_PYTHON
 fi
 
 cargo test --workspace --locked "$@"

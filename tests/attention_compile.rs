@@ -109,8 +109,7 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
     ] {
         let k = AttentionKernel::default_for_geometry(g, 128, mode).unwrap();
         let compiled = compile_kernel(&k).unwrap();
-        let Ok(sass) = compiled.sass_text() else {
-            eprintln!("SKIPPED: no cuobjdump");
+        let Some(sass) = nvrtc::sass_or_skip(compiled.sass_text()) else {
             return;
         };
         let lines: Vec<&str> = sass.lines().collect();

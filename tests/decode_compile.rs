@@ -119,12 +119,8 @@ fn every_decode_geometry_compiles_without_spills_with_16_byte_copies() {
         let cubin = compiler
             .compile_cubin(&src, &CompileOptions::new(Arch::sm90a()))
             .unwrap_or_else(|e| panic!("{config:?}: {e}"));
-        let report = match sass::inspect(&cubin) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("SKIPPED SASS checks: {e}");
-                continue;
-            }
+        let Some(report) = nvrtc::sass_or_skip(sass::inspect(&cubin)) else {
+            continue;
         };
         let k = report.kernel(SPLIT_KERNEL).expect("split kernel in SASS");
         assert!(!k.spills(), "{config:?} spills");

@@ -1,5 +1,8 @@
 //! `fragmask pack` and `fragmask inspect` end to end: files in, files out, exit codes.
 
+#[path = "support/python.rs"]
+mod python;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -534,17 +537,13 @@ fn dense_source_reads_npy_shapes_with_heads() {
     }
 }
 
-/// The numpy decoder printed in docs/masks.md decodes the packer's files (run when
-/// python3 with numpy and safetensors is installed).
+/// The numpy decoder printed in docs/masks.md decodes the packer's files (with the
+/// interpreter of `support/python.rs`; fails under CI=true without numpy and safetensors).
 #[test]
 fn documented_python_decoder_decodes_packed_files() {
-    let probe = Command::new("python3")
-        .args(["-c", "import numpy, safetensors.numpy"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        println!("SKIPPED: python3 with numpy and safetensors not found");
+    let Some(python) = python::numpy_safetensors_python() else {
         return;
-    }
+    };
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/masks.md")).unwrap();
     let section = &doc[doc.find("### Decoder (numpy)").unwrap()..];
@@ -581,7 +580,7 @@ fn documented_python_decoder_decodes_packed_files() {
              want = np.load(sys.argv[3]).astype(bool)\n\
              assert got.shape == want.shape, (got.shape, want.shape)\n\
              assert (got == want).all(), int((got != want).sum())\nprint('ok')\n";
-        let run = Command::new("python3")
+        let run = Command::new(&python)
             .args(["-c", script, s(&decoder), s(&out), s(&input)])
             .output()
             .unwrap();

@@ -280,6 +280,28 @@ fn spread_topk(dir: &TempDir, rows: usize) -> PathBuf {
     path
 }
 
+/// Gives the child the default SIGINT and SIGTERM dispositions. A test run started as a
+/// background job of a non-interactive shell (`nohup .ci/run &`) inherits SIGINT
+/// ignored, and fragmask rightly keeps an inherited SIG_IGN (src/main.rs), so without
+/// this the signal tests would find no run they could interrupt.
+trait WithDefaultSignals {
+    fn with_default_signals(&mut self) -> &mut Self;
+}
+
+impl WithDefaultSignals for Command {
+    fn with_default_signals(&mut self) -> &mut Self {
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // signal(2), which is async-signal-safe; it touches no memory of the parent.
+        unsafe {
+            self.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                Ok(())
+            })
+        }
+    }
+}
+
 /// Starts a large pack into `out_dir`, sends `signal` as soon as its temporary file
 /// appears, and returns the exit status and the pid. Retries with a 4x larger job
 /// while the run finished before the signal landed inside the write (the assertions
@@ -305,6 +327,7 @@ fn interrupt_a_write(
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .with_default_signals()
         .spawn()
         .unwrap();
         let pid = child.id();

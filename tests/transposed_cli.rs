@@ -2,6 +2,8 @@
 //! `fragmask inspect` on the backward pass's transposed lists (issue 13), run as a user
 //! would: exit codes, messages, files left behind.
 
+#[path = "support/python.rs"]
+mod python;
 #[path = "support/temp_dir.rs"]
 mod temp_dir;
 
@@ -382,17 +384,13 @@ fn inspect_rejects_a_corrupt_transposed_file_naming_it() {
 }
 
 /// `decode_dense_transposed` in docs/masks.md decodes the transposed lists and words of
-/// `fragmask pack --transposed` files to the mask (run when python3 with numpy and
-/// safetensors is installed, as `tests/pack_cli.rs` runs `decode_dense`).
+/// `fragmask pack --transposed` files to the mask (with the interpreter of
+/// `support/python.rs`, as `tests/pack_cli.rs` runs `decode_dense`).
 #[test]
 fn documented_python_transposed_decoder_decodes_packed_files() {
-    let probe = Command::new("python3")
-        .args(["-c", "import numpy, safetensors.numpy"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        println!("SKIPPED: python3 with numpy and safetensors not found");
+    let Some(python) = python::numpy_safetensors_python() else {
         return;
-    }
+    };
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/masks.md")).unwrap();
     let section = &doc[doc.find("### Decoder (numpy)").unwrap()..];
@@ -429,7 +427,7 @@ fn documented_python_transposed_decoder_decodes_packed_files() {
              want = np.load(sys.argv[3]).astype(bool)\n\
              assert got.shape == want.shape, (got.shape, want.shape)\n\
              assert (got == want).all(), int((got != want).sum())\nprint('ok')\n";
-        let run = Command::new("python3")
+        let run = Command::new(&python)
             .args(["-c", script, s(&decoder), s(&out), s(&input)])
             .output()
             .unwrap();

@@ -4,11 +4,13 @@
 //! allocate beyond the input's size or the documented limits.
 //!
 //! Layout of a fuzz input: byte 0 picks the path; bytes 1..7 give a small call shape
-//! (for the mask paths) and the split points; the rest is the file bytes.
+//! (for the mask paths) and the split points; byte 7 picks the tile geometry; the rest is
+//! the file bytes.
 #![no_main]
 
 use fragmask_host::attention::inputs::{self, MaskInput};
 use fragmask_host::attention::AttentionShape;
+use fragmask_kernels::attention::Geometry;
 use libfuzzer_sys::fuzz_target;
 
 fn shape(h: &[u8]) -> AttentionShape {
@@ -24,9 +26,9 @@ fn shape(h: &[u8]) -> AttentionShape {
 }
 
 /// Packs an accepted mask only when it is small (fast runs; the packer has its own limit).
-fn build(m: MaskInput, s: &AttentionShape) {
+fn build(m: MaskInput, s: &AttentionShape, g: &Geometry) {
     if s.batch * s.heads * s.seqlen_q * s.seqlen_k <= 1 << 16 {
-        let _ = m.build(s);
+        let _ = m.build(s, g);
     }
 }
 
@@ -36,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let (head, body) = data.split_at(8);
     let s = shape(&head[1..]);
+    let g = Geometry::SUPPORTED[usize::from(head[7]) % Geometry::SUPPORTED.len()];
     match head[0] % 6 {
         0 => {
             let _ = inputs::qkv_from_safetensors(body, "fuzz");
@@ -56,12 +59,12 @@ fuzz_target!(|data: &[u8]| {
         }
         2 => {
             if let Ok(m) = inputs::packed_mask(body, &s, "fuzz") {
-                build(m, &s);
+                build(m, &s, &g);
             }
         }
         3 => {
             if let Ok(m) = inputs::dense_mask(body, &s, "fuzz") {
-                build(m, &s);
+                build(m, &s, &g);
             }
         }
         4 => {
@@ -71,11 +74,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = inputs::random_shape(&nums);
             let ints: Vec<i64> = text.split(',').filter_map(|t| t.parse().ok()).collect();
             if let Ok(w) = inputs::parse_window(&ints, i32::from(head[3] as i8) * 100) {
-                let _ = inputs::window_tiles(&w, &s);
+                let _ = inputs::window_tiles(&w, &s, &g);
             }
             if let Ok(spec) = inputs::parse_synthetic(&text) {
                 if let Ok(m) = inputs::synthetic_mask(spec, 1, &s) {
-                    build(m, &s);
+                    build(m, &s, &g);
                 }
             }
         }

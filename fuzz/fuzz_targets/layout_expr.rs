@@ -17,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
                     let _ = calc::table(&layout);
                 }
                 let printed = layout.to_string();
-                assert_eq!(calc::evaluate(&printed), Ok(value), "{expr:?} printed {printed}");
+                assert_eq!(
+                    calc::evaluate(&printed),
+                    Ok(value),
+                    "{expr:?} printed {printed}"
+                );
             }
         }
         Err(error) => {

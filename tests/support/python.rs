@@ -1,0 +1,28 @@
+//! The Python interpreter of the tests that run numpy and safetensors (the decoders of
+//! docs/masks.md): `$FRAGMASK_TEST_PYTHON` (scripts/test.sh points it at the venv that
+//! scripts/install-pyenv.sh creates) or `python3`. Without numpy and safetensors a test
+//! prints a plain "SKIPPED" line; under `CI=true` it fails (docs/CONVENTIONS.md).
+
+use std::process::Command;
+
+/// The interpreter to run, when it imports numpy and safetensors; `None` (after printing
+/// why) when it does not and CI is not set. Panics under `CI=true` without them.
+pub fn numpy_safetensors_python() -> Option<String> {
+    let python = std::env::var("FRAGMASK_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = Command::new(&python)
+        .args(["-c", "import numpy, safetensors.numpy"])
+        .output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        return Some(python);
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "{python} cannot import numpy and safetensors, required under CI=true \
+             (scripts/test.sh installs them with scripts/install-pyenv.sh)"
+        );
+    }
+    println!(
+        "SKIPPED: {python} with numpy and safetensors not found (run scripts/install-pyenv.sh)"
+    );
+    None
+}
