@@ -1,0 +1,342 @@
+"""Attention forward and backward (and the split-KV forward: a short Sq over long Sk).
+
+params: batch (1), heads (16), heads_kv (= heads), seqlen or seqlen_q/seqlen_k, dim (128),
+dtype ("bf16"), backward (false), block ("128x128": the fragmask tile of a packed mask),
+mask, one of:
+  none | causal | window:L (causal, L keys back) | random:P (tokens kept with prob. P)
+  | blocksparse:P (P of 128x128 tiles kept, half the tokens inside) | topk:F (k = S/F keys
+  per query) | docs:N (N causal documents, random boundaries)
+  | blocks64:P[:variable] (write-up 002: each 64-token query block of each head keeps a
+    random P of the 64-token key blocks; with "variable", key blocks hold 48-64 tokens)
+
+Systems: fragmask (``fragmask.attention``, masks packed by the GPU packer, or by the CPU
+packers for documents and block lists), sdpa, flex, flex_fa4, fa4, fa4_varlen (peers.py).
+Backward rows time ``torch.autograd.grad`` of a retained forward (dQ, dK, dV only).
+"""
+import math
+
+from .. import common, peers as peer_mod
+from ..common import OK, UNSUPPORTED, MISSING, row, attempt
+
+STRUCTURED = ("none", "causal", "window", "docs")
+
+
+def _spec(mask):
+    kind, _, arg = mask.partition(":")
+    return kind, arg
+
+
+def _doc_ids(torch, s, n, gen):
+    cuts = sorted(torch.randperm(s - 1, generator=gen)[: n - 1].add(1).tolist())
+    bounds = [0] + cuts + [s]
+    ids = torch.empty(s, dtype=torch.int32)
+    for i in range(n):
+        ids[bounds[i]:bounds[i + 1]] = i
+    return ids, bounds
+
+
+def _blocks64(torch, heads, sq, sk, frac, variable, gen):
+    qb, kb = math.ceil(sq / 64), math.ceil(sk / 64)
+    k = max(1, round(frac * kb))
+    scores = torch.rand(heads, qb, kb, generator=gen)
+    index = scores.topk(k, dim=-1).indices.sort(dim=-1).values.to(torch.int32)
+    num = torch.full((heads, qb), k, dtype=torch.int32)
+    sizes = torch.randint(48, 65, (kb,), generator=gen, dtype=torch.int32) if variable else None
+    return index, num, sizes
+
+
+def _dense(torch, kind, arg, heads, sq, sk, dev, gen, extra):
+    """The mask as a dense bool tensor [Hm, Sq, Sk] on the device (Hm = 1 or heads)."""
+    qi = torch.arange(sq, device=dev)[:, None] + (sk - sq)  # bottom-right aligned
+    ki = torch.arange(sk, device=dev)[None, :]
+    if kind == "causal":
+        return (qi >= ki)[None]
+    if kind == "window":
+        return ((qi >= ki) & (qi - ki <= int(arg)))[None]
+    if kind == "docs":
+        ids = extra["doc_ids"].to(dev)
+        return ((ids[:, None] == ids[None, :]) & (qi >= ki))[None]
+    if kind == "random":
+        return (torch.rand(sq, sk, device=dev, generator=gen) < float(arg))[None]
+    if kind == "blocksparse":
+        nq, nk = math.ceil(sq / 128), math.ceil(sk / 128)
+        keep = torch.rand(nq, nk, device=dev, generator=gen) < float(arg)
+        inside = torch.rand(sq, sk, device=dev, generator=gen) < 0.5
+        return (keep.repeat_interleave(128, 0)[:sq].repeat_interleave(128, 1)[:, :sk] & inside)[None]
+    if kind == "topk":
+        k = max(1, sk // int(arg))
+        idx = torch.rand(sq, sk, device=dev, generator=gen).topk(k, dim=1).indices
+        m = torch.zeros(sq, sk, dtype=torch.bool, device=dev)
+        m.scatter_(1, idx, True)
+        return m[None]
+    if kind == "blocks64":
+        index, num, sizes = extra["blocks"]
+        qb, kb = index.shape[1], math.ceil(sk / 64)
+        keep = torch.zeros(heads, qb, kb, dtype=torch.bool)
+        keep.scatter_(2, index.long(), True)
+        tok = torch.ones(kb, 64, dtype=torch.bool)
+        if sizes is not None:
+            tok = torch.arange(64)[None, :] < sizes[:, None]
+        keep = keep.to(dev)
+        m = keep.repeat_interleave(64, 1)[:, :sq]
+        m = m[:, :, :, None] & tok.to(dev)[None, None]
+        return m.reshape(heads, sq, kb * 64)[:, :, :sk]
+    raise ValueError(f"unknown mask kind {kind!r}")
+
+
+def run(ctx, p, systems):
+    torch, F = ctx.torch, ctx.torch.nn.functional
+    import fragmask
+    dev = torch.device("cuda")
+    b, h = int(p.get("batch", 1)), int(p.get("heads", 16))
+    hkv = int(p.get("heads_kv", h))
+    sq = int(p.get("seqlen_q", p.get("seqlen", 4096)))
+    sk = int(p.get("seqlen_k", p.get("seqlen", 4096)))
+    d = int(p.get("dim", 128))
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.get("dtype", "bf16")]
+    backward = bool(p.get("backward", False))
+    block = tuple(int(x) for x in p.get("block", "128x128").split("x"))
+    kind, arg = _spec(p.get("mask", "none"))
+    gen = torch.Generator(device=dev).manual_seed(int(p.get("seed", 0)))
+    cgen = torch.Generator().manual_seed(int(p.get("seed", 0)))
+    warm, iters = ctx.warmup, ctx.iters
+
+    q = torch.randn(b, h, sq, d, device=dev, dtype=dtype, generator=gen)
+    k = torch.randn(b, hkv, sk, d, device=dev, dtype=dtype, generator=gen)
+    v = torch.randn(b, hkv, sk, d, device=dev, dtype=dtype, generator=gen)
+    do = torch.randn_like(q) if backward else None
+    flops = common.attention_flops(b, h, sq, sk, d, backward)
+    extra = {}
+    if kind == "docs":
+        extra["doc_ids"], extra["bounds"] = _doc_ids(torch, sk, int(arg), cgen)
+    if kind == "blocks64":
+        parts = arg.split(":")
+        extra["blocks"] = _blocks64(torch, h, sq, sk, float(parts[0]), "variable" in parts[1:], cgen)
+    lazy = {}
+
+    def get_dense():
+        """The dense bool mask, built on first use (not at all for block lists at full N)."""
+        if "d" not in lazy:
+            lazy["d"] = None if kind == "none" else _dense(torch, kind, arg, h, sq, sk, dev, gen, extra)
+        return lazy["d"]
+    if kind not in ("none", "blocks64"):
+        get_dense()
+    dense_bytes = 0 if kind == "none" else b * (h if kind == "blocks64" else 1) * sq * sk
+    left = int(arg) if kind == "window" else -1
+    window = (left, 0) if kind == "window" else None
+    causal = kind in ("causal", "window")
+
+    def timed(system, fn, note="", **more):
+        """Times ``fn`` (a forward) or the backward of its output."""
+        if backward:
+            qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
+            out = fn(qq, kk, vv)
+            out = out[0] if isinstance(out, tuple) else out
+
+            def step():
+                torch.autograd.grad(out, (qq, kk, vv), do, retain_graph=True)
+        else:
+            def step():
+                fn(q, k, v)
+        ms, p10, p90 = common.cuda_ms(torch, step, warm, iters)
+        return row(system, OK, ms, note, p10=p10, p90=p90, tflops=common.tflops(flops, ms), **more)
+
+    out_rows = []
+    ref = {}
+
+    # fragmask ------------------------------------------------------------------------
+    def fm():
+        build_ms = None
+        mask = None
+        if kind in ("random", "blocksparse", "topk"):
+            dm = get_dense()[0].contiguous()
+            build_ms = common.cuda_ms(
+                torch, lambda: fragmask.Mask.from_dense(dm, block=block, transposed=backward),
+                2, 10)[0]
+            mask = fragmask.Mask.from_dense(dm, block=block, transposed=backward)
+        elif kind == "docs":
+            mask = fragmask.Mask.from_predicate("causal", sk, doc_ids=extra["doc_ids"].numpy(),
+                                                block=block)
+        elif kind == "blocks64":
+            index, num, sizes = extra["blocks"]
+            mask = fragmask.Mask.from_blocks(index.numpy(), num.numpy(),
+                                             None if sizes is None else sizes.numpy(),
+                                             block_size=64, seqlen_q=sq, seqlen_k=sk,
+                                             block=(64, 64), warpgroups=1)
+        if mask is not None and backward and not mask.has_transposed:
+            mask = mask.with_transposed()
+        if mask is not None:
+            mask = mask.to(dev)
+
+        def f(qq, kk, vv):
+            return fragmask.attention(qq, kk, vv, mask, causal=causal, window=window)
+        if not backward:
+            ref["fragmask"] = f(q, k, v)
+        r = timed("fragmask", f, build_ms=build_ms)
+        return r
+    if "fragmask" in systems:
+        out_rows.append(attempt("fragmask", fm))
+
+    # SDPA ------------------------------------------------------------------------------
+    def sdpa():
+        gqa = hkv != h
+        if kind == "none":
+            def f(qq, kk, vv):
+                return F.scaled_dot_product_attention(qq, kk, vv, enable_gqa=gqa)
+            note = "no mask"
+        elif kind == "causal" and sq == sk:
+            def f(qq, kk, vv):
+                return F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, enable_gqa=gqa)
+            note = "is_causal"
+        else:
+            if dense_bytes > (1 << 31):
+                return row("sdpa", UNSUPPORTED, note="its dense bool mask would exceed 2 GiB")
+            am = get_dense()[None]
+
+            def f(qq, kk, vv):
+                return F.scaled_dot_product_attention(qq, kk, vv, attn_mask=am, enable_gqa=gqa)
+            note = "dense bool mask"
+        if not backward:
+            ref["sdpa"] = f(q, k, v)
+        return timed("sdpa", f, note)
+    if "sdpa" in systems:
+        out_rows.append(attempt("sdpa", sdpa))
+
+    # FlexAttention (Triton and FA4 backends) ----------------------------------------------
+    bm_cache = {}
+
+    def block_mask():
+        if "bm" in bm_cache:
+            return bm_cache["bm"]
+        from torch.nn.attention.flex_attention import create_block_mask
+        off = sk - sq
+        if kind == "none":
+            bm_cache["bm"], bm_cache["build"] = None, None
+            return None
+        if kind == "causal":
+            def mod(bb, hh, qi, ki):
+                return qi + off >= ki
+        elif kind == "window":
+            def mod(bb, hh, qi, ki):
+                return (qi + off >= ki) & (qi + off - ki <= left)
+        elif kind == "docs":
+            ids = extra["doc_ids"].to(dev)
+
+            def mod(bb, hh, qi, ki):
+                return (ids[qi] == ids[ki]) & (qi >= ki)
+        elif kind == "blocks64":
+            index, num, sizes = extra["blocks"]
+            keep = torch.zeros(h, index.shape[1], math.ceil(sk / 64), dtype=torch.bool)
+            keep.scatter_(2, index.long(), True)
+            keep = keep.to(dev)
+            tok = (sizes if sizes is not None else torch.full((keep.shape[2],), 64)).to(dev)
+
+            def mod(bb, hh, qi, ki):
+                return keep[hh, qi // 64, ki // 64] & (ki % 64 < tok[ki // 64])
+        else:
+            buf = get_dense()
+
+            def mod(bb, hh, qi, ki):
+                return buf[0, qi, ki]
+        hm = h if kind == "blocks64" else None
+        blk = 64 if kind == "blocks64" and not backward else 128
+        create_block_mask(mod, None, hm, sq, sk, device=dev, BLOCK_SIZE=blk)
+        torch.cuda.synchronize()
+        import time
+        t0 = time.perf_counter()
+        bm = create_block_mask(mod, None, hm, sq, sk, device=dev, BLOCK_SIZE=blk)
+        torch.cuda.synchronize()
+        bm_cache["bm"], bm_cache["build"] = bm, (time.perf_counter() - t0) * 1e3
+        return bm
+
+    def flex(system, backend):
+        def go():
+            call, why = peer_mod.flex(backend)
+            if call is None:
+                return row(system, MISSING, note=why)
+            bm = block_mask()
+
+            def f(qq, kk, vv):
+                return call(qq, kk, vv, block_mask=bm, enable_gqa=hkv != h)
+            if not backward:
+                ref[system] = f(q, k, v)
+            note = f"create_block_mask, {bm.BLOCK_SIZE[0]}-token blocks" if bm is not None else ""
+            return timed(system, f, note,
+                         build_ms=bm_cache.get("build"))
+        return attempt(system, go)
+    if "flex" in systems:
+        out_rows.append(flex("flex", "triton"))
+    if "flex_fa4" in systems:
+        out_rows.append(flex("flex_fa4", "fa4"))
+
+    # FlashAttention-4 direct and varlen -----------------------------------------------------
+    def fa4_direct():
+        mod, why = peer_mod.fa4()
+        if mod is None:
+            return row("fa4", MISSING, note=why)
+        if kind not in ("none", "causal", "window"):
+            return row("fa4", UNSUPPORTED, note=f"flash_attn_func has no {kind} mask (use fa4_varlen or mask_mod)")
+        from flash_attn.cute import flash_attn_func
+        kw = {"causal": causal}
+        if window is not None:
+            kw["window_size"] = (left, 0)
+
+        def f(qq, kk, vv):
+            o = flash_attn_func(qq.transpose(1, 2), kk.transpose(1, 2), vv.transpose(1, 2), **kw)
+            o = o[0] if isinstance(o, tuple) else o
+            return o.transpose(1, 2)
+        # Pre-transposed inputs for the timing: FA4's own [B, S, H, D] layout, no copies.
+        qb, kb, vb = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+        if not backward:
+            ref["fa4"] = f(q, k, v)
+
+            def g(_q, _k, _v):
+                return flash_attn_func(qb, kb, vb, **kw)
+            return timed("fa4", g, "[B, S, H, D]")
+        return timed("fa4", f, "[B, S, H, D] views of the [B, H, S, D] leaves")
+    if "fa4" in systems:
+        out_rows.append(attempt("fa4", fa4_direct))
+
+    def fa4_varlen():
+        mod, why = peer_mod.fa4()
+        if mod is None:
+            return row("fa4_varlen", MISSING, note=why)
+        if kind != "docs" or b != 1 or sq != sk:
+            return row("fa4_varlen", UNSUPPORTED, note="varlen runs causal documents only")
+        from flash_attn.cute import flash_attn_varlen_func
+        bounds = extra["bounds"]
+        cu = torch.tensor(bounds, dtype=torch.int32, device=dev)
+        mx = max(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
+
+        def f(qq, kk, vv):
+            o = flash_attn_varlen_func(qq[0].transpose(0, 1), kk[0].transpose(0, 1),
+                                       vv[0].transpose(0, 1), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                       max_seqlen_q=mx, max_seqlen_k=mx, causal=True)
+            o = o[0] if isinstance(o, tuple) else o
+            return o.transpose(0, 1)[None]
+        if not backward:
+            ref["fa4_varlen"] = f(q, k, v)
+        return timed("fa4_varlen", f, "cu_seqlens (includes the [S, H, D] transposes)")
+    if "fa4_varlen" in systems:
+        out_rows.append(attempt("fa4_varlen", fa4_varlen))
+
+    # Agreement of each output with SDPA's (rows with a visible key) ---------------------------
+    base = ref.get("sdpa")
+    if base is not None:
+        good = torch.isfinite(base.float()).all(dim=-1)
+        if lazy.get("d") is not None:
+            good &= lazy["d"].any(dim=-1)[None].expand_as(good)
+        for r in out_rows:
+            o = ref.get(r["system"])
+            if o is not None and r["system"] != "sdpa" and o.shape == base.shape:
+                diff = (o.float() - base.float())[good]
+                r["rel_err_vs_sdpa"] = float(diff.norm() / base.float()[good].norm().clamp_min(1e-30))
+    density = None
+    if lazy.get("d") is not None:
+        density = float(lazy["d"].float().mean())
+    elif kind == "blocks64":
+        index, num, sizes = extra["blocks"]
+        density = float(num.float().mean()) / math.ceil(sk / 64)
+    for r in out_rows:
+        r["density"] = density
+    return out_rows
