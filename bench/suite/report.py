@@ -72,15 +72,15 @@ def read_runs(paths):
 
 
 def latest_rows(runs):
-    """{workload: (meta, rows)} from the newest run (date, time, file name) that has it."""
+    """{workload: (meta, rows)} from the newest run (date, time, file name) that has it,
+    whatever its rows' status (a peer or fragmask failing in the newest run shows)."""
     best = {}
     for meta, rows in sorted(runs, key=lambda mr: (mr[0].get("date", ""), mr[0].get("time", ""), mr[0]["file"])):
         by = {}
         for r in rows:
             by.setdefault(r["workload"], []).append(r)
         for w, rs in by.items():
-            if any(r["status"] == "ok" for r in rs) or w not in best:
-                best[w] = (meta, rs)
+            best[w] = (meta, rs)
     return best
 
 
