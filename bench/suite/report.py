@@ -80,6 +80,8 @@ def latest_rows(runs):
         for r in rows:
             by.setdefault(r["workload"], []).append(r)
         for w, rs in by.items():
+            if all(r["status"] == "skipped" for r in rs):
+                continue  # a shard that ran out of time did not measure it
             best[w] = (meta, rs)
     return best
 
