@@ -49,19 +49,32 @@ def host_us(fn, calls=200, reps=9):
     return median(out)
 
 
-_ROOF_CACHE = {}
+_COPY = {}
+COPY_BYTES = 1 << 29
 
 
-def copy_ms(torch, nbytes, warmup=5, iters=20):
-    """A device-to-device copy of ``nbytes`` (read + write), median ms: the roof of a
-    workload that must read those bytes once. Cached per size for the run."""
-    nbytes = max(int(nbytes), 1 << 20)
-    if nbytes not in _ROOF_CACHE:
-        a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+def copy_bandwidth(torch, warmup=5, iters=20):
+    """Bytes per ms of traffic (read + write) of a 512 MiB device-to-device copy, measured
+    once per run (far larger than L2, so it is the DRAM rate)."""
+    if "bw" not in _COPY:
+        a = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
         b = torch.empty_like(a)
-        _ROOF_CACHE[nbytes] = cuda_ms(torch, lambda: b.copy_(a), warmup, iters)[0]
+        ms = cuda_ms(torch, lambda: b.copy_(a), warmup, iters)[0]
+        _COPY["bw"] = 2 * COPY_BYTES / ms
         del a, b
-    return _ROOF_CACHE[nbytes]
+    return _COPY["bw"]
+
+
+def roof_ms(torch, traffic_bytes):
+    """The time a device copy takes to move ``traffic_bytes`` (read + write) at the run's
+    copy rate: the floor of a workload that must read (or read and write) those bytes."""
+    return traffic_bytes / copy_bandwidth(torch)
+
+
+def rotation(total_bytes, rotate_mb=256, most=64):
+    """How many copies of a workload's inputs to cycle through so that each call reads
+    them from DRAM, not L2 (at least ``rotate_mb`` MiB in all)."""
+    return max(1, min(most, -(-rotate_mb * (1 << 20) // max(1, int(total_bytes)))))
 
 
 def row(system, status=OK, ms=None, note="", **extra):

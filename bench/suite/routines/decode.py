@@ -73,43 +73,73 @@ def run(ctx, p, systems):
         idx = torch.rand(b, sk, device=dev, generator=gen).topk(kk, dim=-1).indices.sort(-1).values.to(torch.int32)
         kw = dict(topk_indices=idx)
         read_keys = kk
-    roof_bytes = 2 * b * read_keys * hkv * d * elem
-    roof_ms = common.copy_ms(torch, roof_bytes // 2)  # a copy reads and writes: same traffic
+    roof = common.roof_ms(torch, 2 * b * read_keys * hkv * d * elem)  # K and V read once
+    # Copies of the cache cycled through, so every call reads it from DRAM (as a decode step
+    # of a large batch does), not from L2 where the previous call left it.
+    sets = common.rotation(fk.numel() * elem * 2, int(p.get("rotate_mb", 256)))
+    caches = [(fk, fv)] + [(fk.clone(), fv.clone()) for _ in range(sets - 1)]
     rows = []
 
     def timed(system, fn, note=""):
-        ms, p10, p90 = common.cuda_ms(torch, fn, warm, iters)
-        return row(system, OK, ms, note, p10=p10, p90=p90, of_roof=roof_ms / ms, roof_ms=roof_ms)
+        """``fn(k_cache, v_cache)`` timed over the rotating caches."""
+        it = [0]
+
+        def step():
+            kc, vc = caches[it[0] % sets]
+            it[0] += 1
+            fn(kc, vc)
+        ms, p10, p90 = common.cuda_ms(torch, step, max(warm, sets), iters, inner=sets)
+        return row(system, OK, ms, note, p10=p10, p90=p90, of_roof=roof / ms, roof_ms=roof,
+                   cache_sets=sets)
 
     if "fragmask" in systems:
         rows.append(attempt("fragmask", lambda: timed(
-            "fragmask", lambda: fragmask.decode(q, fk, fv, **kw), f"{cache} cache")))
+            "fragmask", lambda kc, vc: fragmask.decode(q, kc, vc, **kw), f"{cache} cache")))
 
     qh = q.transpose(1, 2).contiguous()
+    lazy = {}
     need_heads = cache in ("contiguous", "mask", "topk")
 
     def headmajor():
-        return k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+        """Head-major [B, Hkv, Sk, D] copies of every rotated cache, built once."""
+        if "hm" not in lazy:
+            if cache == "paged":
+                raise ValueError("no head-major view of a paged cache")
+            lazy["hm"] = [(kc.transpose(1, 2).contiguous(), vc.transpose(1, 2).contiguous())
+                          for kc, vc in caches]
+        return lazy["hm"]
+
+    def timed_hm(system, fn, note=""):
+        """``fn(k_head_major, v_head_major)`` timed over the rotating caches."""
+        hm = headmajor()
+        it = [0]
+
+        def step():
+            kc, vc = hm[it[0] % sets]
+            it[0] += 1
+            fn(kc, vc)
+        ms, p10, p90 = common.cuda_ms(torch, step, max(warm, sets), iters, inner=sets)
+        return row(system, OK, ms, note, p10=p10, p90=p90, of_roof=roof / ms, roof_ms=roof,
+                   cache_sets=sets)
 
     def sdpa():
         if not need_heads:
             return row("sdpa", UNSUPPORTED, note="no paged KV cache in SDPA")
-        kh, vh = headmajor()
         gqa = hkv != h
         if cache == "topk":
             ix = kw["topk_indices"].long()[:, None, :, None].expand(b, hkv, int(p["topk"]), d)
 
-            def f():
+            def f(kh, vh):
                 kg = kh.gather(2, ix)
                 vg = vh.gather(2, ix)
                 return F.scaled_dot_product_attention(qh, kg, vg, enable_gqa=gqa)
-            return timed("sdpa", f, "gather of the k keys, then SDPA")
+            return timed_hm("sdpa", f, "gather of the k keys, then SDPA")
         if cache == "mask":
             am = dense[None]
-            return timed("sdpa", lambda: F.scaled_dot_product_attention(
+            return timed_hm("sdpa", lambda kh, vh: F.scaled_dot_product_attention(
                 qh, kh, vh, attn_mask=am, enable_gqa=gqa), "dense bool mask")
-        return timed("sdpa", lambda: F.scaled_dot_product_attention(qh, kh, vh, enable_gqa=gqa),
-                     "head-major copy of the cache")
+        return timed_hm("sdpa", lambda kh, vh: F.scaled_dot_product_attention(
+            qh, kh, vh, enable_gqa=gqa), "head-major copy of the cache")
 
     if "sdpa" in systems:
         rows.append(attempt("sdpa", sdpa))
@@ -121,7 +151,6 @@ def run(ctx, p, systems):
                 return row(system, MISSING, note=why)
             if cache not in ("contiguous", "mask"):
                 return row(system, UNSUPPORTED, note=f"{cache} cache not wired for FlexAttention")
-            kh, vh = headmajor()
             bm = None
             if cache == "mask":
                 from torch.nn.attention.flex_attention import create_block_mask
@@ -130,7 +159,7 @@ def run(ctx, p, systems):
                 def mod(bb, hh, qi, ki):
                     return buf[hh, qi, ki]
                 bm = create_block_mask(mod, None, h, sq, sk, device=dev)
-            return timed(system, lambda: call(qh, kh, vh, block_mask=bm, enable_gqa=hkv != h))
+            return timed_hm(system, lambda kh, vh: call(qh, kh, vh, block_mask=bm, enable_gqa=hkv != h))
         return attempt(system, go)
     if "flex" in systems:
         rows.append(flex("flex", "triton"))
@@ -145,13 +174,13 @@ def run(ctx, p, systems):
         if cache == "paged":
             cuq = torch.arange(0, (b + 1) * sq, sq, dtype=torch.int32, device=dev)
             qt = q.reshape(b * sq, h, d)
-            return timed("fa4", lambda: flash_attn_varlen_func(
-                qt, fk, fv, cu_seqlens_q=cuq, max_seqlen_q=sq, seqused_k=kw["seqlens_k"],
+            return timed("fa4", lambda kc, vc: flash_attn_varlen_func(
+                qt, kc, vc, cu_seqlens_q=cuq, max_seqlen_q=sq, seqused_k=kw["seqlens_k"],
                 page_table=kw["block_table"], num_splits=0),
                 "flash_attn_varlen_func with page_table, split heuristic")
         if cache != "contiguous":
             return row("fa4", UNSUPPORTED, note=f"{cache} cache not wired for flash_attn_func")
-        return timed("fa4", lambda: flash_attn_func(q, k, v, num_splits=0),
+        return timed("fa4", lambda kc, vc: flash_attn_func(q, kc, vc, num_splits=0),
                      "[B, Sk, Hkv, D] cache, split heuristic (num_splits=0)")
     if "fa4" in systems:
         rows.append(attempt("fa4", fa4))

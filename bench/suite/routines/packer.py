@@ -43,7 +43,7 @@ def run(ctx, p, systems):
         if "fragmask" in systems:
             rows.append(attempt("fragmask", cpu))
         return rows
-    roof_ms = common.copy_ms(torch, s * s // 2)
+    roof_ms = common.roof_ms(torch, s * s)  # the dense mask read once
 
     def gpu():
         fragmask.Mask.from_dense(dense, block=block)
