@@ -66,11 +66,11 @@ def run_workloads(args, selected):
         from suite import peers
         peers.add_fa4_path(args.fa4)
     import torch
-    try:  # one compiled Flex per shape and mask: keep them all, never fall back to eager
-        torch._dynamo.config.cache_size_limit = 256
-        torch._dynamo.config.recompile_limit = 256
-    except AttributeError:
-        pass
+    for knob in ("cache_size_limit", "recompile_limit"):  # one compiled Flex per shape and
+        try:                                             # mask: keep them all, never eager
+            setattr(torch._dynamo.config, knob, 256)
+        except (AttributeError, KeyError):
+            pass
     import fragmask
     from suite import routines
     from suite.common import row, FAILED
