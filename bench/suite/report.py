@@ -224,7 +224,8 @@ def readme_block(runs, workloads):
 
 
 def fill_readme(path, block):
-    text = open(path).read()
+    with open(path) as f:
+        text = f.read()
     begin, end = text.find("<!-- perf:begin"), text.find("<!-- perf:end -->")
     if begin < 0 or end < 0:
         raise SystemExit(f"{path}: no <!-- perf:begin --> ... <!-- perf:end --> markers")
@@ -261,7 +262,10 @@ def main(argv=None):
         images = plots.names(latest_rows(runs), workloads)
     text = perf_md(runs, workloads, images)
     if args.check:
-        same = os.path.exists(args.perf) and open(args.perf).read() == text
+        same = False
+        if os.path.exists(args.perf):
+            with open(args.perf) as f:
+                same = f.read() == text
         print("docs/PERF.md is current" if same else "docs/PERF.md is stale: run bench/suite/report.py")
         return 0 if same else 1
     with open(args.perf, "w") as f:

@@ -44,7 +44,8 @@ def commit_of(args):
     if os.environ.get("FRAGMASK_COMMIT"):
         return os.environ["FRAGMASK_COMMIT"]
     if args.site and os.path.exists(os.path.join(args.site, "COMMIT")):
-        return open(os.path.join(args.site, "COMMIT")).read().strip()
+        with open(os.path.join(args.site, "COMMIT")) as f:
+            return f.read().strip()
     try:
         return subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True,
                               text=True, cwd=HERE, timeout=10).stdout.strip() or "unknown"

@@ -80,7 +80,8 @@ class Report(unittest.TestCase):
             f.write("head\n<!-- perf:begin -->\nold\n<!-- perf:end -->\ntail\n")
         try:
             report.fill_readme(f.name, block)
-            text = open(f.name).read()
+            with open(f.name) as g:
+                text = g.read()
             self.assertTrue(text.startswith("head\n<!-- perf:begin"))
             self.assertTrue(text.endswith("<!-- perf:end -->\ntail\n"))
             self.assertNotIn("old", text)
