@@ -1,7 +1,10 @@
 """A/B mode: two fragmask builds timed alternately on one machine.
 
 A build folder holds a fragmask wheel (``fragmask-*.whl``) or an installed package folder
-(``site/``), optionally the ``fragmask`` binary (for cli rows) and a ``COMMIT`` file.
+(``site/``), and/or the ``fragmask`` binary (the ``fragmask_cli`` rows: kernel times from
+``fragmask bench``), and a ``COMMIT`` file. A build without the Python package (a commit
+before crates/python) still compares on its ``fragmask_cli`` rows; its ``fragmask`` rows fail
+and the table says "not in both builds".
 Each round runs the selected workloads once per build, each build in its own subprocess
 (a fresh CUDA context and compile cache state), A then B in even rounds and B then A in odd
 ones. The report is, per row, the ratio B ms / A ms: its median over rounds and its
@@ -25,15 +28,18 @@ def prepare(build, scratch):
     commit = open(os.path.join(build, "COMMIT")).read().strip() if os.path.exists(
         os.path.join(build, "COMMIT")) else os.path.basename(build)
     site = os.path.join(build, "site")
+    binary = os.path.join(build, "fragmask")
+    binary = binary if os.path.exists(binary) else None
     if not os.path.isdir(site):
         wheels = sorted(glob.glob(os.path.join(build, "fragmask-*.whl")))
         if not wheels:
-            raise SystemExit(f"--ab: {build} has neither site/ nor a fragmask-*.whl")
+            if binary is None:
+                raise SystemExit(f"--ab: {build} has no site/, no fragmask-*.whl and no fragmask binary")
+            return None, binary, commit
         site = os.path.join(scratch, f"site-{len(os.listdir(scratch))}")
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                         "--target", site, wheels[-1]], check=True)
-    binary = os.path.join(build, "fragmask")
-    return site, (binary if os.path.exists(binary) else None), commit
+    return site, binary, commit
 
 
 def read_rows(path):
@@ -81,14 +87,18 @@ def run(args, selected):
             site, binary, commit = (site_a, bin_a, commit_a) if side == "A" else (site_b, bin_b, commit_b)
             out = os.path.join(scratch, f"round{r}-{side}.jsonl")
             cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
-                   "--systems", systems, "--site", site, "--commit", commit, "--output", out,
+                   "--systems", systems, "--commit", commit, "--output", out,
                    "--warmup", str(args.warmup), "--iters", str(args.iters)]
+            if site:
+                cmd += ["--site", site]
             if binary:
                 cmd += ["--bin", binary]
             if args.fa4:
                 cmd += ["--fa4", args.fa4]
             print(f"# round {r + 1}/{args.rounds}, {side} ({commit})", flush=True)
-            subprocess.run(cmd, stdout=subprocess.DEVNULL if not os.environ.get("AB_VERBOSE") else None)
+            # Only the build's own package: nothing from the caller's PYTHONPATH.
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            subprocess.run(cmd, env=env, stdout=None if os.environ.get("AB_VERBOSE") else subprocess.DEVNULL)
             rounds[side].append(read_rows(out))
     table = ratio_table(rounds["A"], rounds["B"])
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")

@@ -17,16 +17,24 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def cuda_ms(torch, fn, warmup=5, iters=20, inner=1):
+def cuda_ms(torch, fn, warmup=5, iters=20, inner=1, head_start=True):
     """Median over ``iters`` of the CUDA-event time of ``inner`` back-to-back calls of
-    ``fn``, divided by ``inner``, after ``warmup`` untimed calls; also the p10/p90."""
+    ``fn``, divided by ``inner``, after ``warmup`` untimed calls; also the p10/p90.
+    ``head_start=False`` times what the GPU sees when the host issues calls as they come
+    (host overhead included where it exceeds the GPU time)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
+    # A GPU-side sleep ahead of each sample lets the host enqueue the start event, the calls
+    # and the end event before the GPU reaches them, so the time is the GPU's (a call's host
+    # overhead is the "overhead" family's business), about 1 ms of head start per 20 calls.
+    sleep_cycles = int(2e6 * max(1.0, inner / 20))
     for _ in range(iters):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
+        if head_start:
+            torch.cuda._sleep(sleep_cycles)
         a.record()
         for _ in range(inner):
             fn()

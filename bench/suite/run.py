@@ -72,7 +72,11 @@ def run_workloads(args, selected):
             setattr(torch._dynamo.config, knob, 256)
         except (AttributeError, KeyError):
             pass
-    import fragmask
+    try:
+        import fragmask
+        fm_version = fragmask.__version__
+    except ImportError as e:  # a binary-only build (A/B): its Python rows fail with the reason
+        fm_version = f"not importable ({e})"
     from suite import routines
     from suite.common import row, FAILED
     device = torch.cuda.get_device_name()
@@ -80,7 +84,7 @@ def run_workloads(args, selected):
         "kind": "meta", "commit": commit_of(args), "device": device,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "time": datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%SZ"),
-        "torch": torch.__version__, "fragmask": fragmask.__version__,
+        "torch": torch.__version__, "fragmask": fm_version,
         "python": platform.python_version(), "quick": args.quick, "shard": args.shard,
         "warmup": args.warmup, "iters": args.iters, "host": platform.node(),
     }

@@ -16,7 +16,7 @@ Backward rows time ``torch.autograd.grad`` of a retained forward (dQ, dK, dV onl
 import math
 
 from .. import common, peers as peer_mod
-from ..common import OK, UNSUPPORTED, MISSING, row, attempt
+from ..common import OK, UNSUPPORTED, MISSING, FAILED, row, attempt
 
 STRUCTURED = ("none", "causal", "window", "docs")
 
@@ -86,7 +86,6 @@ def _dense(torch, kind, arg, heads, sq, sk, dev, gen, extra):
 
 def run(ctx, p, systems):
     torch, F = ctx.torch, ctx.torch.nn.functional
-    import fragmask
     dev = torch.device("cuda")
     b, h = int(p.get("batch", 1)), int(p.get("heads", 16))
     hkv = int(p.get("heads_kv", h))
@@ -157,6 +156,7 @@ def run(ctx, p, systems):
 
     # fragmask ------------------------------------------------------------------------
     def fm():
+        import fragmask
         build_ms = None
         mask = None
         if kind in ("random", "blocksparse", "topk"):
@@ -187,6 +187,11 @@ def run(ctx, p, systems):
         return r
     if "fragmask" in systems:
         out_rows.append(attempt("fragmask", fm))
+
+    # fragmask's binary: kernel time from `fragmask bench attention|backward --json` ---------
+    if "fragmask_cli" in systems:
+        out_rows.append(attempt("fragmask_cli", lambda: cli(ctx, p, kind, arg, extra, (b, h, hkv, sq, sk, d),
+                                                            backward, flops)))
 
     # SDPA ------------------------------------------------------------------------------
     def sdpa():
@@ -351,3 +356,71 @@ def run(ctx, p, systems):
     for r in out_rows:
         r["density"] = density
     return out_rows
+
+
+def cli(ctx, p, kind, arg, extra, shape, backward, flops):
+    """The same workload through ``fragmask bench attention`` (or ``bench backward``) of
+    ``--bin``: the kernel time alone (CUDA events around launches, as the CLI times them),
+    on the binary's own random inputs and synthetic masks (same kinds, other draws). This is
+    what an A/B against a build without the Python package compares."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    import numpy as np
+    if not ctx.bin or not os.path.exists(ctx.bin):
+        return row("fragmask_cli", MISSING, note=f"no fragmask binary (--bin {ctx.bin!r})")
+    if p.get("dtype", "bf16") != "bf16":
+        return row("fragmask_cli", UNSUPPORTED, note="the CLI's --random inputs are bf16")
+    b, h, hkv, sq, sk, d = shape
+    offset = ["--diag-offset", str(sk - sq)] if sk != sq and kind in ("causal", "window") else []
+    with tempfile.TemporaryDirectory() as tmp:
+        def pack(args):
+            f = os.path.join(tmp, "mask.safetensors")
+            cmd = [ctx.bin, "pack"] + args + (["--transposed"] if backward else []) + ["-o", f, "-q"]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if res.returncode != 0:
+                raise RuntimeError(f"fragmask pack: {(res.stderr or res.stdout).strip()[-300:]}")
+            return ["--mask", f]
+        if kind == "none":
+            flags = []
+        elif kind == "causal":
+            flags = ["--causal"] + offset
+        elif kind == "window":
+            flags = ["--window", f"{int(arg)},0"] + offset
+        elif kind == "random":
+            flags = ["--synthetic-mask", f"random:{arg}"]
+        elif kind == "blocksparse":
+            flags = ["--synthetic-mask", f"blocksparse:{arg}:0.5"]
+        elif kind == "topk":
+            flags = ["--synthetic-mask", f"topk:{arg}"]
+        elif kind == "docs":
+            ids = os.path.join(tmp, "ids.npy")
+            np.save(ids, extra["doc_ids"].numpy().astype(np.int32))
+            flags = pack(["--predicate", f"causal,doc={ids}", "--seqlen-q", str(sq), "--seqlen-k", str(sk)])
+        elif kind == "blocks64":
+            index, num, sizes = extra["blocks"]
+            fi, fn = os.path.join(tmp, "idx.npy"), os.path.join(tmp, "num.npy")
+            np.save(fi, index.numpy())
+            np.save(fn, num.numpy())
+            more = []
+            if sizes is not None:
+                fs = os.path.join(tmp, "sizes.npy")
+                np.save(fs, sizes.numpy())
+                more = ["--block-sizes", fs]
+            flags = pack(["--blocks", fi, "--blocks-num", fn, "--seqlen-q", str(sq), "--seqlen-k", str(sk),
+                          "--block", "64x64", "--warpgroups", "1"] + more)
+        else:
+            return row("fragmask_cli", UNSUPPORTED, note=f"no CLI flag for {kind}")
+        cmd = [ctx.bin, "bench", "backward" if backward else "attention", "--random",
+               f"{b},{h},{hkv},{sq},{sk},{d}", "--json", "--warmup", str(max(ctx.warmup, 5)),
+               "--iters", str(max(ctx.iters, 20))] + flags
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        msg = (res.stderr or res.stdout).strip().replace("\n", " ")[-300:]
+        return row("fragmask_cli", FAILED, note=f"rc {res.returncode}: {msg}")
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    ms = out.get("ms_median")
+    return row("fragmask_cli", OK if ms else FAILED, ms, "kernel time, `fragmask bench`, synthetic draws",
+               tflops=common.tflops(flops, ms), kernel=out.get("kernel"))
