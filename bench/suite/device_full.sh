@@ -2,7 +2,7 @@
 # The whole workload list on the GPU machine, one shard per device call (each under 9
 # minutes: --budget-s stops a shard after 480 s and reports the rest as skipped).
 #
-#   bash bench/suite/device_full.sh 1/5 [BUILD]     # then 2/5 ... 5/5, one device call each
+#   bash bench/suite/device_full.sh 1/4 [BUILD]     # then 2/4 ... 4/4, one device call each
 #
 # BUILD (default .carry/suite/build) holds fragmask-*.whl, the `fragmask` binary and COMMIT.
 # FlashAttention-4 is used when /tmp/fa4site holds it (shared/peers/fa4/install-on-device.sh);
