@@ -78,6 +78,11 @@ def ratio_table(rounds_a, rounds_b):
 def run(args, selected):
     scratch = tempfile.mkdtemp(prefix="fm_ab_")
     (site_a, bin_a, commit_a), (site_b, bin_b, commit_b) = (prepare(b, scratch) for b in args.ab)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"ab-{stamp}-{commit_a}-vs-{commit_b}.json")
+    rounds_dir = os.path.join(args.out, f"ab-{stamp}-rounds")  # every run's rows come back too
+    os.makedirs(rounds_dir, exist_ok=True)
     names = "|".join(w["name"].replace(".", r"\.") for w in selected)
     systems = args.systems or "fragmask,fragmask_cli"
     rounds = {"A": [], "B": []}
@@ -85,7 +90,7 @@ def run(args, selected):
         order = ("A", "B") if r % 2 == 0 else ("B", "A")
         for side in order:
             site, binary, commit = (site_a, bin_a, commit_a) if side == "A" else (site_b, bin_b, commit_b)
-            out = os.path.join(scratch, f"round{r}-{side}.jsonl")
+            out = os.path.join(rounds_dir, f"round{r}-{side}-{commit}.jsonl")
             cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
                    "--systems", systems, "--commit", commit, "--output", out,
                    "--warmup", str(args.warmup), "--iters", str(args.iters)]
@@ -100,14 +105,12 @@ def run(args, selected):
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             subprocess.run(cmd, env=env, stdout=None if os.environ.get("AB_VERBOSE") else subprocess.DEVNULL)
             rounds[side].append(read_rows(out))
-    table = ratio_table(rounds["A"], rounds["B"])
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"ab-{stamp}-{commit_a}-vs-{commit_b}.json")
-    with open(path, "w") as f:
-        json.dump({"a": commit_a, "b": commit_b, "rounds": args.rounds, "rows": table}, f, indent=1)
-    print(format_table(table, commit_a, commit_b))
-    print(f"# wrote {path}")
+        # The table so far after every round: a run cut short still leaves its ratios.
+        table = ratio_table(rounds["A"][:r + 1], rounds["B"][:r + 1])
+        with open(path, "w") as f:
+            json.dump({"a": commit_a, "b": commit_b, "rounds": r + 1, "rows": table}, f, indent=1)
+        print(format_table(table, commit_a, commit_b), flush=True)
+    print(f"# wrote {path} and the rows of every run under {rounds_dir}")
     return 0
 
 

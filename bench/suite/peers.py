@@ -55,9 +55,10 @@ def flex(backend):
                 opts = None
             compiled = torch.compile(flex_attention, dynamic=False)
 
-            def call(q, k, v, block_mask=None, enable_gqa=False):
+            def call(q, k, v, block_mask=None, enable_gqa=False, kernel_options=None):
+                merged = dict(opts or {}, **(kernel_options or {})) or None
                 return compiled(q, k, v, block_mask=block_mask, enable_gqa=enable_gqa,
-                                kernel_options=opts)
+                                kernel_options=merged)
             _FLEX[backend] = (call, None)
         except Exception as e:
             _FLEX[backend] = (None, f"{type(e).__name__}: {str(e)[:200]}")

@@ -187,7 +187,8 @@ def perf_md(runs, workloads, images):
     for meta, rows in sorted(runs, key=lambda mr: mr[0]["file"]):
         if meta["file"] in used:
             out.append(f"- `{meta['file']}`: {short_device(meta.get('device', ''))}, {meta.get('date', '')}, "
-                       f"commit {meta.get('commit', '')}, torch {meta.get('torch', '?')}, FA4 {meta.get('fa4', '?')}")
+                       f"commit {meta.get('commit', '')}, torch {meta.get('torch', '?')}, FA4 {meta.get('fa4', '?')}"
+                       + (", the --quick list" if meta.get("quick") else ""))
     out.append("")
     for family, title in FAMILY_TITLES:
         names = [w["name"] for w in workloads if w["family"] == family]

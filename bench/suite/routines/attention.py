@@ -45,6 +45,47 @@ def _blocks64(torch, heads, sq, sk, frac, variable, gen):
     return index, num, sizes
 
 
+def _flex_blocks64(torch, blocks, heads, sq, sk, dev, backward):
+    """FlexAttention's BlockMask of write-up 002's lists, straight from them (evaluating a
+    mask_mod over H×N×N would not fit): the forward on 64-token blocks (listed blocks full,
+    or partial with a mask_mod when blocks hold 48-64 tokens); the backward on 128-token
+    blocks with a mask_mod (Flex's 64-token backward does not compile). Returns (mask,
+    build ms)."""
+    import time
+
+    from torch.nn.attention.flex_attention import BlockMask
+    index, num, sizes = blocks
+    qb, kb = index.shape[1], math.ceil(sk / 64)
+    t0 = time.perf_counter()
+    keep = torch.zeros(heads, qb, kb, dtype=torch.bool)
+    keep.scatter_(2, index.long(), True)
+    keep = keep.to(dev)
+    tok = (sizes if sizes is not None else torch.full((kb,), 64, dtype=torch.int32)).to(dev)
+
+    def mod(bb, hh, qi, ki):
+        return keep[hh, qi // 64, ki // 64] & (ki % 64 < tok[ki // 64])
+    if not backward:
+        lists = torch.zeros(1, heads, qb, kb, dtype=torch.int32, device=dev)
+        lists[..., :index.shape[-1]] = index.to(dev)[None]
+        counts = num.to(dev)[None].contiguous()
+        if sizes is None:
+            zeros = torch.zeros_like(counts)
+            bm = BlockMask.from_kv_blocks(zeros, lists, counts, lists, BLOCK_SIZE=64, seq_lengths=(sq, sk))
+        else:
+            bm = BlockMask.from_kv_blocks(counts, lists, BLOCK_SIZE=64, mask_mod=mod, seq_lengths=(sq, sk))
+    else:
+        q2, k2 = math.ceil(qb / 2), math.ceil(kb / 2)
+        pad = torch.zeros(heads, q2 * 2, k2 * 2, dtype=torch.bool, device=dev)
+        pad[:, :qb, :kb] = keep
+        keep128 = pad.reshape(heads, q2, 2, k2, 2).any(dim=4).any(dim=2)
+        counts = keep128.sum(-1).to(torch.int32)[None]
+        lists = torch.argsort((~keep128).to(torch.int8), dim=-1, stable=True).to(torch.int32)[None]
+        bm = BlockMask.from_kv_blocks(counts.contiguous(), lists.contiguous(), BLOCK_SIZE=128, mask_mod=mod,
+                                      seq_lengths=(sq, sk))
+    torch.cuda.synchronize()
+    return bm, (time.perf_counter() - t0) * 1e3
+
+
 def _dense(torch, kind, arg, heads, sq, sk, dev, gen, extra):
     """The mask as a dense bool tensor [Hm, Sq, Sk] on the device (Hm = 1 or heads)."""
     qi = torch.arange(sq, device=dev)[:, None] + (sk - sq)  # bottom-right aligned
@@ -241,26 +282,18 @@ def run(ctx, p, systems):
             def mod(bb, hh, qi, ki):
                 return (ids[qi] == ids[ki]) & (qi >= ki)
         elif kind == "blocks64":
-            index, num, sizes = extra["blocks"]
-            keep = torch.zeros(h, index.shape[1], math.ceil(sk / 64), dtype=torch.bool)
-            keep.scatter_(2, index.long(), True)
-            keep = keep.to(dev)
-            tok = (sizes if sizes is not None else torch.full((keep.shape[2],), 64)).to(dev)
-
-            def mod(bb, hh, qi, ki):
-                return keep[hh, qi // 64, ki // 64] & (ki % 64 < tok[ki // 64])
+            bm_cache["bm"], bm_cache["build"] = _flex_blocks64(torch, extra["blocks"], h, sq, sk, dev, backward)
+            return bm_cache["bm"]
         else:
             buf = get_dense()
 
             def mod(bb, hh, qi, ki):
                 return buf[0, qi, ki]
-        hm = h if kind == "blocks64" else None
-        blk = 64 if kind == "blocks64" and not backward else 128
-        create_block_mask(mod, None, hm, sq, sk, device=dev, BLOCK_SIZE=blk)
+        create_block_mask(mod, None, None, sq, sk, device=dev)
         torch.cuda.synchronize()
         import time
         t0 = time.perf_counter()
-        bm = create_block_mask(mod, None, hm, sq, sk, device=dev, BLOCK_SIZE=blk)
+        bm = create_block_mask(mod, None, None, sq, sk, device=dev)
         torch.cuda.synchronize()
         bm_cache["bm"], bm_cache["build"] = bm, (time.perf_counter() - t0) * 1e3
         return bm
@@ -272,8 +305,11 @@ def run(ctx, p, systems):
                 return row(system, MISSING, note=why)
             bm = block_mask()
 
+            # 64-token block lists need 64-row, 64-column kernel blocks (Triton backend).
+            opts = {"BLOCK_M": 64, "BLOCK_N": 64} if bm is not None and bm.BLOCK_SIZE[0] == 64 and backend == "triton" else None
+
             def f(qq, kk, vv):
-                return call(qq, kk, vv, block_mask=bm, enable_gqa=hkv != h)
+                return call(qq, kk, vv, block_mask=bm, enable_gqa=hkv != h, kernel_options=opts)
             if not backward:
                 ref[system] = f(q, k, v)
             note = f"create_block_mask, {bm.BLOCK_SIZE[0]}-token blocks" if bm is not None else ""
