@@ -75,7 +75,8 @@ def draw(best, workloads, folder):
                 ax.legend(fontsize=6)
             for j in range(len(series), rows_n * cols):
                 axes[j // cols][j % cols].axis("off")
-            fig.suptitle(f"{family} (B=1, H=16, D=128, bf16)", fontsize=10)
+            fig.suptitle(f"{family} (B=1, H=16, D=128, bf16; each point from its workload's newest run, "
+                         "dated in docs/PERF.md)", fontsize=9)
         else:
             systems = []
             for w in ws:
