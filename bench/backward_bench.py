@@ -23,13 +23,13 @@ after warm-up (bench_common.bench_ms). TF = dense-equivalent TFLOP/s, 2.5x the f
 4*B*H*S^2*D (the five GEMMs of the backward, as FA2/FA3 count them).
 
 The masks are the ones our CLI builds from the same inputs:
-  * random50 / topk: bench/attention_bench.py's `make_mask` with its generator convention
+  * random50 / topk: the former bench/attention_bench.py's `make_mask` and generator convention
     (torch.Generator("cuda").manual_seed(S), q, k, v drawn first; the mask is drawn as the
     first masked kind of that script, so random50 is bit for bit attention_bench's);
   * docs12: 12 contiguous documents of equal length (document d starts at d*S//12; or
     `--doc-lengths random`: boundaries from torch.Generator().manual_seed(12)), ids saved as
     .npy for `--predicate "causal@top-left,doc=FILE"`;
-  * video10: bench/video_bench.py's `make_lists(0.1, False, seed=100)`.
+  * video10: the former bench/video_bench.py's `make_lists(0.1, False, seed=100)`.
 Each is packed with `fragmask pack ... --transposed` into --workdir (the backward's file, with the
 transposed lists) and its inputs (q, k, v, dout) saved as safetensors; if `--bin` has
 `bench backward`, it is timed as `fragmask bench backward --inputs IN --d-o IN --mask FILE
@@ -88,10 +88,13 @@ def qkv(shape, gen):
 
 
 def attention_bench_mask(kind, s, gen):
-    """attention_bench.py's make_mask (the same generator draws)."""
-    import attention_bench
-
-    return attention_bench.make_mask(kind, s, gen, torch.device("cuda"))
+    """The former attention_bench.py's make_mask (the same generator draws)."""
+    if kind == "random50":
+        return torch.rand(s, s, device="cuda", generator=gen) < 0.5
+    idx = torch.rand(s, s, device="cuda", generator=gen).topk(s // 8, dim=1).indices
+    m = torch.zeros(s, s, dtype=torch.bool, device="cuda")
+    m.scatter_(1, idx, True)
+    return m
 
 
 def doc_ids(s, lengths="equal", docs=12, seed=12):
@@ -114,10 +117,16 @@ def dense_from_docs(ids):
     return (ids[:, None] == ids[None, :]) & (q[:, None] >= q[None, :])
 
 
-def video_lists():
-    import video_bench
-
-    return video_bench.make_lists(0.1, False, seed=100)
+def video_lists(frac=0.1, seed=100):
+    """The former video_bench.py's make_lists(0.1, False, seed=100): write-up 002's lists,
+    H=12 heads of 364 query blocks keeping a random 10% of the key blocks."""
+    heads, nb = 12, 23296 // 64
+    g = torch.Generator().manual_seed(seed)
+    k = max(1, round(frac * nb))
+    scores = torch.rand(heads, nb, nb, generator=g)
+    index = scores.topk(k, dim=-1).indices.sort(dim=-1).values.to(torch.int32)
+    num = torch.full((heads, nb), k, dtype=torch.int32)
+    return index, num, None
 
 
 def run(cmd, timeout=900):
@@ -235,7 +244,7 @@ def bench(args):
         rec = {"workload": kind, "S": s, "H": h}
         try:
             if kind == "video10":
-                torch.manual_seed(0)   # video_bench.py's q, k, v
+                torch.manual_seed(0)   # the former video_bench.py's q, k, v
                 q, k, v = (torch.randn(1, h, s, D, device="cuda", dtype=torch.bfloat16)
                            for _ in range(3))
             else:

@@ -28,6 +28,7 @@ rm -rf "$wheels"
     -i "$venv/bin/python" >&2
 "${pip[@]}" install --no-deps --force-reinstall "$wheels"/fragmask-*.whl >&2
 
+"$venv/bin/python" -m unittest discover -s "$repo/bench/suite/tests" >&2  # the benchmark suite (no GPU)
 # From another directory, so the tests import the installed package.
 cd "$repo/crates/python/tests"
 "$venv/bin/python" -m unittest discover -s . -v

@@ -1,0 +1,129 @@
+"""A/B mode: two fragmask builds timed alternately on one machine.
+
+A build folder holds a fragmask wheel (``fragmask-*.whl``) or an installed package folder
+(``site/``), and/or the ``fragmask`` binary (the ``fragmask_cli`` rows: kernel times from
+``fragmask bench``), and a ``COMMIT`` file. A build without the Python package (a commit
+before crates/python) still compares on its ``fragmask_cli`` rows; its ``fragmask`` rows fail
+and the table says "not in both builds".
+Each round runs the selected workloads once per build, each build in its own subprocess
+(a fresh CUDA context and compile cache state), A then B in even rounds and B then A in odd
+ones. The report is, per row, the ratio B ms / A ms: its median over rounds and its
+spread (min–max), beside each build's median time. Above 1: B is slower.
+"""
+import datetime
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def prepare(build, scratch):
+    """(site folder, binary or None, commit) of one build folder; installs its wheel."""
+    build = os.path.abspath(build)
+    commit = open(os.path.join(build, "COMMIT")).read().strip() if os.path.exists(
+        os.path.join(build, "COMMIT")) else os.path.basename(build)
+    site = os.path.join(build, "site")
+    binary = os.path.join(build, "fragmask")
+    binary = binary if os.path.exists(binary) else None
+    if not os.path.isdir(site):
+        wheels = sorted(glob.glob(os.path.join(build, "fragmask-*.whl")))
+        if not wheels:
+            if binary is None:
+                raise SystemExit(f"--ab: {build} has no site/, no fragmask-*.whl and no fragmask binary")
+            return None, binary, commit
+        site = os.path.join(scratch, f"site-{len(os.listdir(scratch))}")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                        "--target", site, wheels[-1]], check=True)
+    return site, binary, commit
+
+
+def read_rows(path):
+    rows = {}
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "row" and r.get("status") == "ok" and r.get("ms"):
+                rows[(r["workload"], r["system"], r.get("variant", ""))] = r["ms"]
+    return rows
+
+
+def ratio_table(rounds_a, rounds_b):
+    """Per row key present in A and B of a round: median of B/A over rounds, min, max,
+    the number of rounds, and each side's median ms. ``rounds_a[i]``: {key: ms}."""
+    keys = sorted(set().union(*rounds_a, *rounds_b)) if rounds_a else []
+    out = []
+    for key in keys:
+        ratios, a_ms, b_ms = [], [], []
+        for ra, rb in zip(rounds_a, rounds_b):
+            if key in ra and key in rb:
+                ratios.append(rb[key] / ra[key])
+                a_ms.append(ra[key])
+                b_ms.append(rb[key])
+        if ratios:
+            out.append({"key": list(key), "ratio": statistics.median(ratios), "min": min(ratios),
+                        "max": max(ratios), "rounds": len(ratios),
+                        "a_ms": statistics.median(a_ms), "b_ms": statistics.median(b_ms)})
+        else:
+            out.append({"key": list(key), "ratio": None, "rounds": 0})
+    return out
+
+
+def run(args, selected):
+    scratch = tempfile.mkdtemp(prefix="fm_ab_")
+    (site_a, bin_a, commit_a), (site_b, bin_b, commit_b) = (prepare(b, scratch) for b in args.ab)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"ab-{stamp}-{commit_a}-vs-{commit_b}.json")
+    rounds_dir = os.path.join(args.out, f"ab-{stamp}-rounds")  # every run's rows come back too
+    os.makedirs(rounds_dir, exist_ok=True)
+    names = "|".join(w["name"].replace(".", r"\.") for w in selected)
+    systems = args.systems or "fragmask,fragmask_cli"
+    rounds = {"A": [], "B": []}
+    for r in range(args.rounds):
+        order = ("A", "B") if r % 2 == 0 else ("B", "A")
+        for side in order:
+            site, binary, commit = (site_a, bin_a, commit_a) if side == "A" else (site_b, bin_b, commit_b)
+            out = os.path.join(rounds_dir, f"round{r}-{side}-{commit}.jsonl")
+            cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
+                   "--systems", systems, "--commit", commit, "--output", out,
+                   "--warmup", str(args.warmup), "--iters", str(args.iters)]
+            if site:
+                cmd += ["--site", site]
+            if binary:
+                cmd += ["--bin", binary]
+            if args.fa4:
+                cmd += ["--fa4", args.fa4]
+            print(f"# round {r + 1}/{args.rounds}, {side} ({commit})", flush=True)
+            # Only the build's own package: nothing from the caller's PYTHONPATH.
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            subprocess.run(cmd, env=env, stdout=None if os.environ.get("AB_VERBOSE") else subprocess.DEVNULL)
+            rounds[side].append(read_rows(out))
+        # The table so far after every round: a run cut short still leaves its ratios.
+        table = ratio_table(rounds["A"][:r + 1], rounds["B"][:r + 1])
+        with open(path, "w") as f:
+            json.dump({"a": commit_a, "b": commit_b, "rounds": r + 1, "rows": table}, f, indent=1)
+        print(format_table(table, commit_a, commit_b), flush=True)
+    print(f"# wrote {path} and the rows of every run under {rounds_dir}")
+    return 0
+
+
+def format_table(table, a, b):
+    lines = [f"| workload | system | {a} ms | {b} ms | {b} / {a} (median) | spread over rounds |",
+             "|---|---|---|---|---|---|"]
+    for t in table:
+        w, s, v = t["key"]
+        name = w + (f"[{v}]" if v else "")
+        if t["ratio"] is None:
+            lines.append(f"| {name} | {s} | | | not in both builds | |")
+            continue
+        flag = " **slower**" if t["min"] > 1.02 else (" faster" if t["max"] < 0.98 else "")
+        lines.append(f"| {name} | {s} | {t['a_ms']:.4f} | {t['b_ms']:.4f} | {t['ratio']:.3f}{flag} | "
+                     f"{t['min']:.3f}–{t['max']:.3f} ({t['rounds']}) |")
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""Shared pieces of the benchmark suite: timing, the copy roof, rows and peer status.
+
+Every GPU time is the median of CUDA-event-timed calls after untimed warm-up calls, on
+torch's current stream of one device. A routine returns one row per system; a system that
+cannot run a workload (missing package, unsupported mask, error) still gets a row, with
+``status`` saying why, so no peer is ever silently dropped.
+"""
+import math
+import statistics
+import time
+
+# Row statuses: "ok" has a time; the others carry a reason in "note".
+OK, MISSING, UNSUPPORTED, FAILED = "ok", "missing", "unsupported", "failed"
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def cuda_ms(torch, fn, warmup=5, iters=20, inner=1, head_start=True):
+    """Median over ``iters`` of the CUDA-event time of ``inner`` back-to-back calls of
+    ``fn``, divided by ``inner``, after ``warmup`` untimed calls; also the p10/p90.
+    ``head_start=False`` times what the GPU sees when the host issues calls as they come
+    (host overhead included where it exceeds the GPU time)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    # A GPU-side sleep ahead of each sample lets the host enqueue the start event, the calls
+    # and the end event before the GPU reaches them, so the time is the GPU's (a call's host
+    # overhead is the "overhead" family's business), about 1 ms of head start per 20 calls.
+    sleep_cycles = int(2e6 * max(1.0, inner / 20))
+    for _ in range(iters):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        if head_start:
+            torch.cuda._sleep(sleep_cycles)
+        a.record()
+        for _ in range(inner):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / inner)
+    times.sort()
+    return times[len(times) // 2], times[len(times) // 10], times[(len(times) * 9) // 10]
+
+
+def host_us(fn, calls=200, reps=9):
+    """Median over ``reps`` of the host (perf_counter) time per call of ``calls`` calls, µs."""
+    fn()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+    return median(out)
+
+
+_COPY = {}
+COPY_BYTES = 1 << 29
+
+
+def copy_bandwidth(torch, warmup=5, iters=20):
+    """Bytes per ms of traffic (read + write) of a 512 MiB device-to-device copy, measured
+    once per run (far larger than L2, so it is the DRAM rate)."""
+    if "bw" not in _COPY:
+        a = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
+        b = torch.empty_like(a)
+        ms = cuda_ms(torch, lambda: b.copy_(a), warmup, iters)[0]
+        _COPY["bw"] = 2 * COPY_BYTES / ms
+        del a, b
+    return _COPY["bw"]
+
+
+def roof_ms(torch, traffic_bytes):
+    """The time a device copy takes to move ``traffic_bytes`` (read + write) at the run's
+    copy rate: the floor of a workload that must read (or read and write) those bytes."""
+    return traffic_bytes / copy_bandwidth(torch)
+
+
+def rotation(total_bytes, rotate_mb=256, most=64):
+    """How many copies of a workload's inputs to cycle through so that each call reads
+    them from DRAM, not L2 (at least ``rotate_mb`` MiB in all)."""
+    return max(1, min(most, -(-rotate_mb * (1 << 20) // max(1, int(total_bytes)))))
+
+
+def row(system, status=OK, ms=None, note="", **extra):
+    """One measured system of one workload."""
+    r = {"system": system, "status": status, "ms": ms, "note": note}
+    r.update(extra)
+    return r
+
+
+def attempt(system, fn):
+    """Runs ``fn() -> row`` and turns an exception into a ``failed`` row (reason kept)."""
+    try:
+        return fn()
+    except Exception as e:  # one peer's failure must not hide the others
+        msg = f"{type(e).__name__}: {e}".replace("\n", " ")
+        return row(system, FAILED, note=msg[:300])
+
+
+def attention_flops(b, h, sq, sk, d, backward=False):
+    """Dense-equivalent FLOPs of attention: 4·B·H·Sq·Sk·D for the forward (QKᵀ and PV),
+    2.5× that for the backward, whatever the mask keeps (a masked row's TFLOP/s is the
+    dense work divided by its time)."""
+    f = 4.0 * b * h * sq * sk * d
+    return f * 2.5 if backward else f
+
+
+def tflops(flops, ms):
+    return None if not ms or ms <= 0 or math.isnan(ms) else flops / (ms * 1e-3) / 1e12

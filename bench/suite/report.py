@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""docs/PERF.md, README's performance block and the pictures in docs/img, generated from
+the suite's result files (bench/results/*.jsonl).
+
+    python3 bench/suite/report.py                       # writes docs/PERF.md and docs/img/*.png
+    python3 bench/suite/report.py --readme README.md    # also fills README's perf block
+    python3 bench/suite/report.py --check               # exit 1 if docs/PERF.md is stale
+
+For each workload the newest result file that has it supplies all its rows (so a table row's
+numbers come from one run: one device, one date, shown on the row). Older runs stay in
+bench/results and in bench/results/history.md. The output depends only on the result files
+and the workload list (no clock), so regenerating is deterministic.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+from suite import workloads as wl  # noqa: E402
+
+SYSTEM_ORDER = ["fragmask", "fragmask_cli", "sdpa", "flex", "flex_fa4", "fa4", "fa4_varlen",
+                "torch_compile", "torch"]
+SYSTEM_NAMES = {"fragmask": "fragmask", "fragmask_cli": "fragmask (CLI)", "sdpa": "SDPA",
+                "flex": "Flex (Triton)", "flex_fa4": "Flex (FA4 backend)", "fa4": "FA4",
+                "fa4_varlen": "FA4 varlen", "torch_compile": "torch.compile", "torch": "torch eager"}
+FAMILY_TITLES = [
+    ("forward", "Attention forward"),
+    ("backward", "Attention backward (dQ, dK, dV)"),
+    ("split", "Split-KV forward (short Sq over long Sk)"),
+    ("decode", "Decode"),
+    ("lightning", "Lightning decode (write-up 003)"),
+    ("packer", "Mask packers"),
+    ("overhead", "Python per-call overhead"),
+]
+README_ROWS = {  # the workloads of README's block, by family
+    "forward": ["fwd.s16384.none", "fwd.s16384.causal", "fwd.s16384.window1024", "fwd.s16384.docs12",
+                "fwd.s16384.random50", "fwd.s16384.blocksparse10", "fwd.s16384.topk8",
+                "fwd.s4096.random50", "fwd.wu002.blocks10", "fwd.wu002.blocks50"],
+    "backward": ["bwd.s16384.none", "bwd.s16384.random50", "bwd.s8192.docs12", "bwd.wu002.blocks10"],
+    "split": ["split.wu002.blocks50", "split.wu002.blocks10"],
+    "decode": ["dec.b16.h32kv8.s8192", "dec.b1.h32kv8.s65536", "dec.b64.h32kv8.s4096",
+               "dec.b8.h64kv8.s16384", "dec.paged16.b16.h32kv8.s8192", "dec.topk2048.b16.s65536"],
+    "lightning": ["light.b1", "light.b16", "light.b64", "light.b128"],
+}
+
+
+def read_runs(paths):
+    """[(meta, rows)] of each result file (JSONL: one meta line, then rows)."""
+    runs = []
+    for path in paths:
+        meta, rows = None, []
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                r = json.loads(line)
+                if r.get("kind") == "meta":
+                    meta = r
+                elif r.get("kind") == "row":
+                    rows.append(r)
+        if meta is None:
+            raise SystemExit(f"{path}: no meta line")
+        meta = dict(meta, file=os.path.relpath(path, REPO))
+        runs.append((meta, rows))
+    return runs
+
+
+def latest_rows(runs):
+    """{workload: (meta, rows)} from the newest run (date, time, file name) that has it,
+    whatever its rows' status (a peer or fragmask failing in the newest run shows)."""
+    best = {}
+    for meta, rows in sorted(runs, key=lambda mr: (mr[0].get("date", ""), mr[0].get("time", ""), mr[0]["file"])):
+        by = {}
+        for r in rows:
+            by.setdefault(r["workload"], []).append(r)
+        for w, rs in by.items():
+            if all(r["status"] == "skipped" for r in rs):
+                continue  # a shard that ran out of time did not measure it
+            best[w] = (meta, rs)
+    return best
+
+
+def short_device(name):
+    return name.replace("NVIDIA ", "")
+
+
+def fmt_ms(ms):
+    if ms is None:
+        return ""
+    if ms >= 100:
+        return f"{ms:.0f}"
+    if ms >= 1:
+        return f"{ms:.2f}"
+    if ms >= 0.01:
+        return f"{ms:.3f}"
+    return f"{ms:.4f}"
+
+
+def cell(r, family):
+    """One system's cell: time, its throughput or roof fraction, and the ratio to fragmask."""
+    if r is None:
+        return ""
+    if r["status"] != "ok":
+        return r["status"]
+    parts = [f"{fmt_ms(r['ms'])} ms" if family != "overhead" else f"{r.get('host_us', r['ms'] * 1e3):.1f} µs"]
+    if r["system"] in ("fragmask", "fragmask_cli"):
+        if r.get("tflops"):
+            parts.append(f"{r['tflops']:.0f} TF/s")
+        if r.get("of_roof") is not None:
+            parts.append(f"{r['of_roof']:.2f} of roof")
+        if r.get("graph_ms") is not None:
+            parts.append(f"graph {fmt_ms(r['graph_ms'])} ms")
+        if r.get("gib_per_s") is not None:
+            parts.append(f"{r['gib_per_s']:.1f} GiB/s")
+    elif r.get("vs_fragmask") is not None:
+        parts.append(f"{r['vs_fragmask']:.2f}×")
+    return " · ".join(parts)
+
+
+def family_table(family, names, best, titles):
+    """Markdown lines of one family's table and the notes on missing/failed peers."""
+    present = [n for n in names if n in best]
+    if not present:
+        return []
+    systems = []
+    for n in present:
+        for r in best[n][1]:
+            if r["system"] not in systems:
+                systems.append(r["system"])
+    systems.sort(key=lambda s: SYSTEM_ORDER.index(s) if s in SYSTEM_ORDER else len(SYSTEM_ORDER))
+    head = ["workload"] + [SYSTEM_NAMES.get(s, s) for s in systems] + ["device, date, commit"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes = {}
+    for n in present:
+        meta, rows = best[n]
+        variants = []
+        for r in rows:
+            if r.get("variant", "") not in variants:
+                variants.append(r.get("variant", ""))
+        for var in variants:
+            by = {r["system"]: r for r in rows if r.get("variant", "") == var}
+            label = titles.get(n, n) + (f" [{var}]" if var else "")
+            cells = [label] + [cell(by.get(s), family) for s in systems]
+            date = rows[0].get("date", meta.get("date", ""))
+            cells.append(f"{short_device(rows[0].get('device', meta.get('device', '')))}, {date}, "
+                         f"{rows[0].get('commit', meta.get('commit', ''))}")
+            lines.append("| " + " | ".join(cells) + " |")
+            for r in by.values():
+                if r["status"] != "ok":
+                    key = (r["system"], r["status"], r.get("note", ""))
+                    notes.setdefault(key, []).append(n)
+    if notes:
+        lines.append("")
+        for (system, status, note), ws in sorted(notes.items()):
+            where = ", ".join(sorted(set(ws)))
+            lines.append(f"- {SYSTEM_NAMES.get(system, system)} {status} ({where}): {note}")
+    return lines
+
+
+CONVENTIONS = """Times are medians of CUDA-event-timed calls after warm-up, on one GPU, every
+system of a row in the same process and run (bench/suite/run.py). **TF/s** is
+dense-equivalent: 4·B·H·Sq·Sk·D FLOPs for a forward and 2.5× that for a backward, whatever
+the mask keeps, so a mask that skips work shows more than the dense peak. **of roof** is a
+device-to-device copy with the same memory traffic (the bytes a decode step or packer must
+read), timed in the same run, over the row's time. A peer's **×** is its time over
+fragmask's (above 1: fragmask is faster). A peer that is missing, cannot express the mask
+or fails shows that word; the reason is listed under the table. Rows marked `legacy` come
+from the hand-kept tables before the suite existed (their dates say when they were measured);
+bench/results/history.md keeps the older measurements."""
+
+
+def perf_md(runs, workloads, images):
+    best = latest_rows(runs)
+    titles = {w["name"]: w["title"] for w in workloads}
+    order = [w["name"] for w in workloads]
+    out = ["# Performance", "",
+           "<!-- Generated by bench/suite/report.py from bench/results/*.jsonl; do not edit by hand. -->", "",
+           CONVENTIONS, ""]
+    used = sorted({best[n][0]["file"] for n in best})
+    out += ["Result files behind this page:", ""]
+    for meta, rows in sorted(runs, key=lambda mr: mr[0]["file"]):
+        if meta["file"] in used:
+            out.append(f"- `{meta['file']}`: {short_device(meta.get('device', ''))}, {meta.get('date', '')}, "
+                       f"commit {meta.get('commit', '')}, torch {meta.get('torch', '?')}, FA4 {meta.get('fa4', '?')}"
+                       + (", the --quick list" if meta.get("quick") else ""))
+    out.append("")
+    for family, title in FAMILY_TITLES:
+        names = [w["name"] for w in workloads if w["family"] == family]
+        lines = family_table(family, names, best, titles)
+        if not lines:
+            continue
+        out += [f"## {title}", ""]
+        if family in images:
+            out += [f"![{title}](img/{images[family]})", ""]
+        out += lines + [""]
+    missing = [n for n in order if n not in best]
+    if missing:
+        out += ["## Not measured yet", "", "Workloads of bench/suite/workloads.toml without a result:", "",
+                ", ".join(f"`{n}`" for n in missing), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def readme_block(runs, workloads):
+    best = latest_rows(runs)
+    titles = {w["name"]: w["title"] for w in workloads}
+    out = ["<!-- perf:begin (generated by bench/suite/report.py; edit the workloads, not this block) -->", ""]
+    for family, title in FAMILY_TITLES:
+        if family not in README_ROWS:
+            continue
+        lines = family_table(family, README_ROWS[family], best, titles)
+        lines = [x for x in lines if not x.startswith("- ")]  # reasons live in docs/PERF.md
+        while lines and not lines[-1]:
+            lines.pop()
+        if lines:
+            out += [f"**{title}**", ""] + lines + [""]
+    out += ["Conventions, every other row and the reasons for missing peers: [docs/PERF.md](docs/PERF.md).",
+            "", "<!-- perf:end -->"]
+    return "\n".join(out)
+
+
+def fill_readme(path, block):
+    with open(path) as f:
+        text = f.read()
+    begin, end = text.find("<!-- perf:begin"), text.find("<!-- perf:end -->")
+    if begin < 0 or end < 0:
+        raise SystemExit(f"{path}: no <!-- perf:begin --> ... <!-- perf:end --> markers")
+    new = text[:begin] + block + text[end + len("<!-- perf:end -->"):]
+    if new != text:
+        with open(path, "w") as f:
+            f.write(new)
+
+
+def result_files(folder):
+    return sorted(glob.glob(os.path.join(folder, "*.jsonl")))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=os.path.join(REPO, "bench", "results"), help="folder of *.jsonl")
+    ap.add_argument("--files", nargs="*", help="result files (default: every *.jsonl in --results)")
+    ap.add_argument("--list", default=wl.DEFAULT_LIST)
+    ap.add_argument("--perf", default=os.path.join(REPO, "docs", "PERF.md"))
+    ap.add_argument("--img", default=os.path.join(REPO, "docs", "img"), help="folder of the PNGs ('' = none)")
+    ap.add_argument("--readme", help="fill this file's <!-- perf:begin/end --> block")
+    ap.add_argument("--readme-block", help="write README's block to this file")
+    ap.add_argument("--check", action="store_true", help="only compare docs/PERF.md with what would be written")
+    args = ap.parse_args(argv)
+    _, workloads = wl.load(args.list)
+    files = args.files if args.files else result_files(args.results)
+    runs = read_runs(files)
+    images = {}
+    if args.img and not args.check:
+        from suite import plots
+        images = plots.draw(latest_rows(runs), workloads, args.img)
+    elif args.img:
+        from suite import plots
+        images = plots.names(latest_rows(runs), workloads)
+    text = perf_md(runs, workloads, images)
+    if args.check:
+        same = False
+        if os.path.exists(args.perf):
+            with open(args.perf) as f:
+                same = f.read() == text
+        print("docs/PERF.md is current" if same else "docs/PERF.md is stale: run bench/suite/report.py")
+        return 0 if same else 1
+    with open(args.perf, "w") as f:
+        f.write(text)
+    print(f"wrote {args.perf} ({text.count(chr(10))} lines)")
+    block = readme_block(runs, workloads)
+    if args.readme_block:
+        with open(args.readme_block, "w") as f:
+            f.write(block + "\n")
+    if args.readme:
+        fill_readme(args.readme, block)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,462 @@
+"""Attention forward and backward (and the split-KV forward: a short Sq over long Sk).
+
+params: batch (1), heads (16), heads_kv (= heads), seqlen or seqlen_q/seqlen_k, dim (128),
+dtype ("bf16"), backward (false), block ("128x128": the fragmask tile of a packed mask),
+mask, one of:
+  none | causal | window:L (causal, L keys back) | random:P (tokens kept with prob. P)
+  | blocksparse:P (P of 128x128 tiles kept, half the tokens inside) | topk:F (k = S/F keys
+  per query) | docs:N (N causal documents, random boundaries)
+  | blocks64:P[:variable] (write-up 002: each 64-token query block of each head keeps a
+    random P of the 64-token key blocks; with "variable", key blocks hold 48-64 tokens)
+
+Systems: fragmask (``fragmask.attention``, masks packed by the GPU packer, or by the CPU
+packers for documents and block lists), sdpa, flex, flex_fa4, fa4, fa4_varlen (peers.py).
+Backward rows time ``torch.autograd.grad`` of a retained forward (dQ, dK, dV only).
+"""
+import math
+
+from .. import common, peers as peer_mod
+from ..common import OK, UNSUPPORTED, MISSING, FAILED, row, attempt
+
+STRUCTURED = ("none", "causal", "window", "docs")
+
+
+def _spec(mask):
+    kind, _, arg = mask.partition(":")
+    return kind, arg
+
+
+def _doc_ids(torch, s, n, gen):
+    cuts = sorted(torch.randperm(s - 1, generator=gen)[: n - 1].add(1).tolist())
+    bounds = [0] + cuts + [s]
+    ids = torch.empty(s, dtype=torch.int32)
+    for i in range(n):
+        ids[bounds[i]:bounds[i + 1]] = i
+    return ids, bounds
+
+
+def _blocks64(torch, heads, sq, sk, frac, variable, gen):
+    qb, kb = math.ceil(sq / 64), math.ceil(sk / 64)
+    k = max(1, round(frac * kb))
+    scores = torch.rand(heads, qb, kb, generator=gen)
+    index = scores.topk(k, dim=-1).indices.sort(dim=-1).values.to(torch.int32)
+    num = torch.full((heads, qb), k, dtype=torch.int32)
+    sizes = torch.randint(48, 65, (kb,), generator=gen, dtype=torch.int32) if variable else None
+    return index, num, sizes
+
+
+def _flex_blocks64(torch, blocks, heads, sq, sk, dev, backward):
+    """FlexAttention's BlockMask of write-up 002's lists, straight from them (evaluating a
+    mask_mod over H×N×N would not fit): the forward on 64-token blocks (listed blocks full,
+    or partial with a mask_mod when blocks hold 48-64 tokens); the backward on 128-token
+    blocks with a mask_mod (Flex's 64-token backward does not compile). Returns (mask,
+    build ms)."""
+    import time
+
+    from torch.nn.attention.flex_attention import BlockMask
+    index, num, sizes = blocks
+    qb, kb = index.shape[1], math.ceil(sk / 64)
+    t0 = time.perf_counter()
+    keep = torch.zeros(heads, qb, kb, dtype=torch.bool)
+    keep.scatter_(2, index.long(), True)
+    keep = keep.to(dev)
+    tok = (sizes if sizes is not None else torch.full((kb,), 64, dtype=torch.int32)).to(dev)
+
+    def mod(bb, hh, qi, ki):
+        return keep[hh, qi // 64, ki // 64] & (ki % 64 < tok[ki // 64])
+    if not backward:
+        lists = torch.zeros(1, heads, qb, kb, dtype=torch.int32, device=dev)
+        lists[..., :index.shape[-1]] = index.to(dev)[None]
+        counts = num.to(dev)[None].contiguous()
+        if sizes is None:
+            zeros = torch.zeros_like(counts)
+            bm = BlockMask.from_kv_blocks(zeros, lists, counts, lists, BLOCK_SIZE=64, seq_lengths=(sq, sk))
+        else:
+            bm = BlockMask.from_kv_blocks(counts, lists, BLOCK_SIZE=64, mask_mod=mod, seq_lengths=(sq, sk))
+    else:
+        q2, k2 = math.ceil(qb / 2), math.ceil(kb / 2)
+        pad = torch.zeros(heads, q2 * 2, k2 * 2, dtype=torch.bool, device=dev)
+        pad[:, :qb, :kb] = keep
+        keep128 = pad.reshape(heads, q2, 2, k2, 2).any(dim=4).any(dim=2)
+        counts = keep128.sum(-1).to(torch.int32)[None]
+        lists = torch.argsort((~keep128).to(torch.int8), dim=-1, stable=True).to(torch.int32)[None]
+        bm = BlockMask.from_kv_blocks(counts.contiguous(), lists.contiguous(), BLOCK_SIZE=128, mask_mod=mod,
+                                      seq_lengths=(sq, sk))
+    torch.cuda.synchronize()
+    return bm, (time.perf_counter() - t0) * 1e3
+
+
+def _dense(torch, kind, arg, heads, sq, sk, dev, gen, extra):
+    """The mask as a dense bool tensor [Hm, Sq, Sk] on the device (Hm = 1 or heads)."""
+    qi = torch.arange(sq, device=dev)[:, None] + (sk - sq)  # bottom-right aligned
+    ki = torch.arange(sk, device=dev)[None, :]
+    if kind == "causal":
+        return (qi >= ki)[None]
+    if kind == "window":
+        return ((qi >= ki) & (qi - ki <= int(arg)))[None]
+    if kind == "docs":
+        ids = extra["doc_ids"].to(dev)
+        return ((ids[:, None] == ids[None, :]) & (qi >= ki))[None]
+    if kind == "random":
+        return (torch.rand(sq, sk, device=dev, generator=gen) < float(arg))[None]
+    if kind == "blocksparse":
+        nq, nk = math.ceil(sq / 128), math.ceil(sk / 128)
+        keep = torch.rand(nq, nk, device=dev, generator=gen) < float(arg)
+        inside = torch.rand(sq, sk, device=dev, generator=gen) < 0.5
+        return (keep.repeat_interleave(128, 0)[:sq].repeat_interleave(128, 1)[:, :sk] & inside)[None]
+    if kind == "topk":
+        k = max(1, sk // int(arg))
+        idx = torch.rand(sq, sk, device=dev, generator=gen).topk(k, dim=1).indices
+        m = torch.zeros(sq, sk, dtype=torch.bool, device=dev)
+        m.scatter_(1, idx, True)
+        return m[None]
+    if kind == "blocks64":
+        index, num, sizes = extra["blocks"]
+        qb, kb = index.shape[1], math.ceil(sk / 64)
+        keep = torch.zeros(heads, qb, kb, dtype=torch.bool)
+        keep.scatter_(2, index.long(), True)
+        tok = torch.ones(kb, 64, dtype=torch.bool)
+        if sizes is not None:
+            tok = torch.arange(64)[None, :] < sizes[:, None]
+        keep = keep.to(dev)
+        m = keep.repeat_interleave(64, 1)[:, :sq]
+        m = m[:, :, :, None] & tok.to(dev)[None, None]
+        return m.reshape(heads, sq, kb * 64)[:, :, :sk]
+    raise ValueError(f"unknown mask kind {kind!r}")
+
+
+def run(ctx, p, systems):
+    torch, F = ctx.torch, ctx.torch.nn.functional
+    dev = torch.device("cuda")
+    b, h = int(p.get("batch", 1)), int(p.get("heads", 16))
+    hkv = int(p.get("heads_kv", h))
+    sq = int(p.get("seqlen_q", p.get("seqlen", 4096)))
+    sk = int(p.get("seqlen_k", p.get("seqlen", 4096)))
+    d = int(p.get("dim", 128))
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.get("dtype", "bf16")]
+    backward = bool(p.get("backward", False))
+    block = tuple(int(x) for x in p.get("block", "128x128").split("x"))
+    kind, arg = _spec(p.get("mask", "none"))
+    gen = torch.Generator(device=dev).manual_seed(int(p.get("seed", 0)))
+    cgen = torch.Generator().manual_seed(int(p.get("seed", 0)))
+    warm, iters = ctx.warmup, ctx.iters
+
+    q = torch.randn(b, h, sq, d, device=dev, dtype=dtype, generator=gen)
+    k = torch.randn(b, hkv, sk, d, device=dev, dtype=dtype, generator=gen)
+    v = torch.randn(b, hkv, sk, d, device=dev, dtype=dtype, generator=gen)
+    do = torch.randn_like(q) if backward else None
+    flops = common.attention_flops(b, h, sq, sk, d, backward)
+    extra = {}
+    if kind == "docs":
+        extra["doc_ids"], extra["bounds"] = _doc_ids(torch, sk, int(arg), cgen)
+    if kind == "blocks64":
+        parts = arg.split(":")
+        extra["blocks"] = _blocks64(torch, h, sq, sk, float(parts[0]), "variable" in parts[1:], cgen)
+    lazy = {}
+
+    def get_dense():
+        """The dense bool mask, built on first use (not at all for block lists at full N)."""
+        if "d" not in lazy:
+            lazy["d"] = None if kind == "none" else _dense(torch, kind, arg, h, sq, sk, dev, gen, extra)
+        return lazy["d"]
+    if kind not in ("none", "blocks64"):
+        get_dense()
+    dense_bytes = 0 if kind == "none" else b * (h if kind == "blocks64" else 1) * sq * sk
+    left = int(arg) if kind == "window" else -1
+    window = (left, 0) if kind == "window" else None
+    causal = kind in ("causal", "window")
+
+    # Copies of q, k, v cycled through (params.rotate_mb), so a short call reads its K/V
+    # from DRAM rather than from L2 where the previous call left it.
+    sets = common.rotation(2 * k.numel() * k.element_size(), int(p["rotate_mb"])) if p.get("rotate_mb") else 1
+    inputs = [(q, k, v)] + [tuple(t.clone() for t in (q, k, v)) for _ in range(sets - 1)]
+
+    def timed(system, fn, note="", **more):
+        """Times ``fn`` (a forward, over the rotating inputs) or the backward of its output."""
+        if backward:
+            qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
+            out = fn(qq, kk, vv)
+            out = out[0] if isinstance(out, tuple) else out
+
+            def step():
+                torch.autograd.grad(out, (qq, kk, vv), do, retain_graph=True)
+        else:
+            it = [0]
+
+            def step():
+                fn(*inputs[it[0] % sets])
+                it[0] += 1
+        inner = 1 if backward else sets
+        ms, p10, p90 = common.cuda_ms(torch, step, max(warm, inner), iters, inner=inner)
+        if sets > 1:
+            more["input_sets"] = sets
+        return row(system, OK, ms, note, p10=p10, p90=p90, tflops=common.tflops(flops, ms), **more)
+
+    out_rows = []
+    ref = {}
+
+    # fragmask ------------------------------------------------------------------------
+    def fm():
+        import fragmask
+        build_ms = None
+        mask = None
+        if kind in ("random", "blocksparse", "topk"):
+            dm = get_dense()[0].contiguous()
+            build_ms = common.cuda_ms(
+                torch, lambda: fragmask.Mask.from_dense(dm, block=block, transposed=backward),
+                2, 10)[0]
+            mask = fragmask.Mask.from_dense(dm, block=block, transposed=backward)
+        elif kind == "docs":
+            mask = fragmask.Mask.from_predicate("causal", sk, doc_ids=extra["doc_ids"].numpy(),
+                                                block=block)
+        elif kind == "blocks64":
+            index, num, sizes = extra["blocks"]
+            mask = fragmask.Mask.from_blocks(index.numpy(), num.numpy(),
+                                             None if sizes is None else sizes.numpy(),
+                                             block_size=64, seqlen_q=sq, seqlen_k=sk,
+                                             block=(64, 64), warpgroups=1)
+        if mask is not None and backward and not mask.has_transposed:
+            mask = mask.with_transposed()
+        if mask is not None:
+            mask = mask.to(dev)
+
+        def f(qq, kk, vv):
+            return fragmask.attention(qq, kk, vv, mask, causal=causal, window=window)
+        if not backward:
+            ref["fragmask"] = f(q, k, v)
+        r = timed("fragmask", f, build_ms=build_ms)
+        return r
+    if "fragmask" in systems:
+        out_rows.append(attempt("fragmask", fm))
+
+    # fragmask's binary: kernel time from `fragmask bench attention|backward --json` ---------
+    if "fragmask_cli" in systems:
+        out_rows.append(attempt("fragmask_cli", lambda: cli(ctx, p, kind, arg, extra, (b, h, hkv, sq, sk, d),
+                                                            backward, flops)))
+
+    # SDPA ------------------------------------------------------------------------------
+    def sdpa():
+        gqa = hkv != h
+        if kind == "none":
+            def f(qq, kk, vv):
+                return F.scaled_dot_product_attention(qq, kk, vv, enable_gqa=gqa)
+            note = "no mask"
+        elif kind == "causal" and sq == sk:
+            def f(qq, kk, vv):
+                return F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, enable_gqa=gqa)
+            note = "is_causal"
+        else:
+            if dense_bytes > (1 << 31):
+                return row("sdpa", UNSUPPORTED, note="its dense bool mask would exceed 2 GiB")
+            am = get_dense()[None]
+
+            def f(qq, kk, vv):
+                return F.scaled_dot_product_attention(qq, kk, vv, attn_mask=am, enable_gqa=gqa)
+            note = "dense bool mask"
+        if not backward:
+            ref["sdpa"] = f(q, k, v)
+        return timed("sdpa", f, note)
+    if "sdpa" in systems:
+        out_rows.append(attempt("sdpa", sdpa))
+
+    # FlexAttention (Triton and FA4 backends) ----------------------------------------------
+    bm_cache = {}
+
+    def block_mask():
+        if "bm" in bm_cache:
+            return bm_cache["bm"]
+        from torch.nn.attention.flex_attention import create_block_mask
+        off = sk - sq
+        if kind == "none":
+            bm_cache["bm"], bm_cache["build"] = None, None
+            return None
+        if kind == "causal":
+            def mod(bb, hh, qi, ki):
+                return qi + off >= ki
+        elif kind == "window":
+            def mod(bb, hh, qi, ki):
+                return (qi + off >= ki) & (qi + off - ki <= left)
+        elif kind == "docs":
+            ids = extra["doc_ids"].to(dev)
+
+            def mod(bb, hh, qi, ki):
+                return (ids[qi] == ids[ki]) & (qi >= ki)
+        elif kind == "blocks64":
+            bm_cache["bm"], bm_cache["build"] = _flex_blocks64(torch, extra["blocks"], h, sq, sk, dev, backward)
+            return bm_cache["bm"]
+        else:
+            buf = get_dense()
+
+            def mod(bb, hh, qi, ki):
+                return buf[0, qi, ki]
+        create_block_mask(mod, None, None, sq, sk, device=dev)
+        torch.cuda.synchronize()
+        import time
+        t0 = time.perf_counter()
+        bm = create_block_mask(mod, None, None, sq, sk, device=dev)
+        torch.cuda.synchronize()
+        bm_cache["bm"], bm_cache["build"] = bm, (time.perf_counter() - t0) * 1e3
+        return bm
+
+    def flex(system, backend):
+        def go():
+            call, why = peer_mod.flex(backend)
+            if call is None:
+                return row(system, MISSING, note=why)
+            bm = block_mask()
+
+            # 64-token block lists need 64-row, 64-column kernel blocks (Triton backend).
+            opts = {"BLOCK_M": 64, "BLOCK_N": 64} if bm is not None and bm.BLOCK_SIZE[0] == 64 and backend == "triton" else None
+
+            def f(qq, kk, vv):
+                return call(qq, kk, vv, block_mask=bm, enable_gqa=hkv != h, kernel_options=opts)
+            if not backward:
+                ref[system] = f(q, k, v)
+            note = f"create_block_mask, {bm.BLOCK_SIZE[0]}-token blocks" if bm is not None else ""
+            return timed(system, f, note,
+                         build_ms=bm_cache.get("build"))
+        return attempt(system, go)
+    if "flex" in systems:
+        out_rows.append(flex("flex", "triton"))
+    if "flex_fa4" in systems:
+        out_rows.append(flex("flex_fa4", "fa4"))
+
+    # FlashAttention-4 direct and varlen -----------------------------------------------------
+    def fa4_direct():
+        mod, why = peer_mod.fa4()
+        if mod is None:
+            return row("fa4", MISSING, note=why)
+        if kind not in ("none", "causal", "window"):
+            return row("fa4", UNSUPPORTED, note=f"flash_attn_func has no {kind} mask (use fa4_varlen or mask_mod)")
+        from flash_attn.cute import flash_attn_func
+        kw = {"causal": causal}
+        if window is not None:
+            kw["window_size"] = (left, 0)
+
+        def f(qq, kk, vv):
+            o = flash_attn_func(qq.transpose(1, 2), kk.transpose(1, 2), vv.transpose(1, 2), **kw)
+            o = o[0] if isinstance(o, tuple) else o
+            return o.transpose(1, 2)
+        # Pre-transposed inputs for the timing: FA4's own [B, S, H, D] layout, no copies.
+        bshd = {s_[0].data_ptr(): tuple(t.transpose(1, 2).contiguous() for t in s_) for s_ in inputs}
+        if not backward:
+            ref["fa4"] = f(q, k, v)
+
+            def g(qq, _k, _v):
+                return flash_attn_func(*bshd[qq.data_ptr()], **kw)
+            return timed("fa4", g, "[B, S, H, D]")
+        return timed("fa4", f, "[B, S, H, D] views of the [B, H, S, D] leaves")
+    if "fa4" in systems:
+        out_rows.append(attempt("fa4", fa4_direct))
+
+    def fa4_varlen():
+        mod, why = peer_mod.fa4()
+        if mod is None:
+            return row("fa4_varlen", MISSING, note=why)
+        if kind != "docs" or b != 1 or sq != sk:
+            return row("fa4_varlen", UNSUPPORTED, note="varlen runs causal documents only")
+        from flash_attn.cute import flash_attn_varlen_func
+        bounds = extra["bounds"]
+        cu = torch.tensor(bounds, dtype=torch.int32, device=dev)
+        mx = max(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
+
+        def f(qq, kk, vv):
+            o = flash_attn_varlen_func(qq[0].transpose(0, 1), kk[0].transpose(0, 1),
+                                       vv[0].transpose(0, 1), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                       max_seqlen_q=mx, max_seqlen_k=mx, causal=True)
+            o = o[0] if isinstance(o, tuple) else o
+            return o.transpose(0, 1)[None]
+        if not backward:
+            ref["fa4_varlen"] = f(q, k, v)
+        return timed("fa4_varlen", f, "cu_seqlens (includes the [S, H, D] transposes)")
+    if "fa4_varlen" in systems:
+        out_rows.append(attempt("fa4_varlen", fa4_varlen))
+
+    # Agreement of each output with SDPA's (rows with a visible key) ---------------------------
+    base = ref.get("sdpa")
+    if base is not None:
+        good = torch.isfinite(base.float()).all(dim=-1)
+        if lazy.get("d") is not None:
+            good &= lazy["d"].any(dim=-1)[None].expand_as(good)
+        for r in out_rows:
+            o = ref.get(r["system"])
+            if o is not None and r["system"] != "sdpa" and o.shape == base.shape:
+                diff = (o.float() - base.float())[good]
+                r["rel_err_vs_sdpa"] = float(diff.norm() / base.float()[good].norm().clamp_min(1e-30))
+    density = None
+    if lazy.get("d") is not None:
+        density = float(lazy["d"].float().mean())
+    elif kind == "blocks64":
+        index, num, sizes = extra["blocks"]
+        density = float(num.float().mean()) / math.ceil(sk / 64)
+    for r in out_rows:
+        r["density"] = density
+    return out_rows
+
+
+def cli(ctx, p, kind, arg, extra, shape, backward, flops):
+    """The same workload through ``fragmask bench attention`` (or ``bench backward``) of
+    ``--bin``: the kernel time alone (CUDA events around launches, as the CLI times them),
+    on the binary's own random inputs and synthetic masks (same kinds, other draws). This is
+    what an A/B against a build without the Python package compares."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    import numpy as np
+    if not ctx.bin or not os.path.exists(ctx.bin):
+        return row("fragmask_cli", MISSING, note=f"no fragmask binary (--bin {ctx.bin!r})")
+    if p.get("dtype", "bf16") != "bf16":
+        return row("fragmask_cli", UNSUPPORTED, note="the CLI's --random inputs are bf16")
+    b, h, hkv, sq, sk, d = shape
+    offset = ["--diag-offset", str(sk - sq)] if sk != sq and kind in ("causal", "window") else []
+    with tempfile.TemporaryDirectory() as tmp:
+        def pack(args):
+            f = os.path.join(tmp, "mask.safetensors")
+            cmd = [ctx.bin, "pack"] + args + (["--transposed"] if backward else []) + ["-o", f, "-q"]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if res.returncode != 0:
+                raise RuntimeError(f"fragmask pack: {(res.stderr or res.stdout).strip()[-300:]}")
+            return ["--mask", f]
+        if kind == "none":
+            flags = []
+        elif kind == "causal":
+            flags = ["--causal"] + offset
+        elif kind == "window":
+            flags = ["--window", f"{int(arg)},0"] + offset
+        elif kind == "random":
+            flags = ["--synthetic-mask", f"random:{arg}"]
+        elif kind == "blocksparse":
+            flags = ["--synthetic-mask", f"blocksparse:{arg}:0.5"]
+        elif kind == "topk":
+            flags = ["--synthetic-mask", f"topk:{arg}"]
+        elif kind == "docs":
+            ids = os.path.join(tmp, "ids.npy")
+            np.save(ids, extra["doc_ids"].numpy().astype(np.int32))
+            flags = pack(["--predicate", f"causal,doc={ids}", "--seqlen-q", str(sq), "--seqlen-k", str(sk)])
+        elif kind == "blocks64":
+            index, num, sizes = extra["blocks"]
+            fi, fn = os.path.join(tmp, "idx.npy"), os.path.join(tmp, "num.npy")
+            np.save(fi, index.numpy())
+            np.save(fn, num.numpy())
+            more = []
+            if sizes is not None:
+                fs = os.path.join(tmp, "sizes.npy")
+                np.save(fs, sizes.numpy())
+                more = ["--block-sizes", fs]
+            flags = pack(["--blocks", fi, "--blocks-num", fn, "--seqlen-q", str(sq), "--seqlen-k", str(sk),
+                          "--block", "64x64", "--warpgroups", "1"] + more)
+        else:
+            return row("fragmask_cli", UNSUPPORTED, note=f"no CLI flag for {kind}")
+        cmd = [ctx.bin, "bench", "backward" if backward else "attention", "--random",
+               f"{b},{h},{hkv},{sq},{sk},{d}", "--json", "--warmup", str(max(ctx.warmup, 5)),
+               "--iters", str(max(ctx.iters, 20))] + flags
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        msg = (res.stderr or res.stdout).strip().replace("\n", " ")[-300:]
+        return row("fragmask_cli", FAILED, note=f"rc {res.returncode}: {msg}")
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    ms = out.get("ms_median")
+    return row("fragmask_cli", OK if ms else FAILED, ms, "kernel time, `fragmask bench`, synthetic draws",
+               tflops=common.tflops(flops, ms), kernel=out.get("kernel"))

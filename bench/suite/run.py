@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The benchmark suite's driver: runs named workloads (bench/suite/workloads.toml) beside
+their peers in one process on one GPU and writes one JSONL file of rows.
+
+    python3 bench/suite/run.py --quick --bin .carry/suite/fragmask --out bench/results
+    python3 bench/suite/run.py --shard 2/4 --fa4 /tmp/fa4site
+    python3 bench/suite/run.py --list-workloads
+    python3 bench/suite/run.py --ab BUILD_A BUILD_B --rounds 3 --quick   # A/B of two builds
+
+A row is keyed by (workload, system, variant, commit, device, date). Times are medians of
+CUDA-event-timed calls after warm-up; ``tflops`` is dense-equivalent (4·B·H·Sq·Sk·D for a
+forward, 2.5× that for a backward, whatever the mask keeps); ``of_roof`` is the time of a
+device-to-device copy with the same traffic, measured in the same run, over the row's
+time. ``vs_fragmask`` on a peer row is peer ms / fragmask ms (above 1: fragmask faster).
+A peer that is missing, unsupported for the workload or fails is a row with that status
+and the reason in ``note``.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from suite import workloads as wl  # noqa: E402
+from suite import ab as ab_mode  # noqa: E402
+
+
+class Context:
+    """What routines share: torch, timing settings, the fragmask binary."""
+
+    def __init__(self, torch, warmup, iters, binary):
+        self.torch, self.warmup, self.iters, self.bin = torch, warmup, iters, binary
+
+
+def commit_of(args):
+    if args.commit:
+        return args.commit
+    if os.environ.get("FRAGMASK_COMMIT"):
+        return os.environ["FRAGMASK_COMMIT"]
+    if args.site and os.path.exists(os.path.join(args.site, "COMMIT")):
+        with open(os.path.join(args.site, "COMMIT")) as f:
+            return f.read().strip()
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True,
+                              text=True, cwd=HERE, timeout=10).stdout.strip() or "unknown"
+    except Exception:
+        return "unknown"
+
+
+def add_ratios(rows):
+    """``vs_fragmask`` (peer ms / fragmask ms) on every ok peer row of a workload."""
+    fm = {r.get("variant", ""): r["ms"] for r in rows if r["system"] == "fragmask" and r["status"] == "ok"}
+    for r in rows:
+        base = fm.get(r.get("variant", ""))
+        if r["system"] != "fragmask" and r["status"] == "ok" and base and r["ms"]:
+            r["vs_fragmask"] = r["ms"] / base
+
+
+def run_workloads(args, selected):
+    if args.fa4:
+        from suite import peers
+        peers.add_fa4_path(args.fa4)
+    import torch
+    for knob in ("cache_size_limit", "recompile_limit"):  # one compiled Flex per shape and
+        try:                                             # mask: keep them all, never eager
+            setattr(torch._dynamo.config, knob, 256)
+        except (AttributeError, KeyError):
+            pass
+    try:
+        import fragmask
+        fm_version = fragmask.__version__
+    except ImportError as e:  # a binary-only build (A/B): its Python rows fail with the reason
+        fm_version = f"not importable ({e})"
+    from suite import routines
+    from suite.common import row, FAILED
+    device = torch.cuda.get_device_name()
+    meta = {
+        "kind": "meta", "commit": commit_of(args), "device": device,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "time": datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%SZ"),
+        "torch": torch.__version__, "fragmask": fm_version,
+        "python": platform.python_version(), "quick": args.quick, "shard": args.shard,
+        "warmup": args.warmup, "iters": args.iters, "host": platform.node(),
+    }
+    from suite import peers
+    fa4_mod, fa4_why = peers.fa4()
+    meta["fa4"] = "importable" if fa4_mod else fa4_why
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    ctx = Context(torch, args.warmup, args.iters, args.bin)
+    start = time.time()
+    systems_filter = set(args.systems.split(",")) if args.systems else None
+    with open(args.output, "w") as out:
+        out.write(json.dumps(meta) + "\n")
+        out.flush()
+        print(f"# {device}, commit {meta['commit']}, torch {meta['torch']}, FA4: {meta['fa4']}", flush=True)
+        for w in selected:
+            systems = [s for s in w["systems"] if systems_filter is None or s in systems_filter]
+            t0 = time.time()
+            if args.budget_s and t0 - start > args.budget_s:
+                rows = [row(s, "skipped", note=f"time budget of {args.budget_s} s spent") for s in systems]
+            else:
+                try:
+                    rows = routines.get(w["routine"])(ctx, w["params"], systems)
+                except Exception as e:
+                    msg = f"{type(e).__name__}: {e}".replace("\n", " ")[:300]
+                    rows = [row(s, FAILED, note=f"workload setup: {msg}") for s in systems]
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            add_ratios(rows)
+            for r in rows:
+                full = {"kind": "row", "workload": w["name"], "family": w["family"],
+                        "variant": r.pop("variant", ""), **r, "commit": meta["commit"],
+                        "device": device, "date": meta["date"]}
+                out.write(json.dumps(full) + "\n")
+                print(fmt(full), flush=True)
+            out.flush()
+            print(f"#   {w['name']}: {time.time() - t0:.1f} s", flush=True)
+    print(f"# wrote {args.output} ({time.time() - start:.0f} s)")
+
+
+def fmt(r):
+    ms = f"{r['ms']:.4f}" if r.get("ms") is not None else "-"
+    extra = []
+    for key, f in (("tflops", "{:.1f} TF/s"), ("of_roof", "{:.2f} of roof"), ("vs_fragmask", "x{:.2f}")):
+        if r.get(key) is not None:
+            extra.append(f.format(r[key]))
+    name = r["workload"] + (f"[{r['variant']}]" if r.get("variant") else "")
+    note = "" if r["status"] == "ok" else f"{r['status'].upper()}: {r['note']}"
+    return f"{name:<34} {r['system']:<13} {ms:>9} ms  {' '.join(extra):<28} {note}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", default=wl.DEFAULT_LIST, help="workload list (TOML)")
+    ap.add_argument("--quick", action="store_true", help="the quick subset (one device call)")
+    ap.add_argument("--only", help="regex on workload names")
+    ap.add_argument("--shard", help="i/n: every n-th workload starting at the i-th")
+    ap.add_argument("--systems", help="comma list: run only these systems (e.g. fragmask)")
+    ap.add_argument("--fa4", default=os.environ.get("FA4_SITE"),
+                    help="unpacked FlashAttention-4 (e.g. /tmp/fa4site); missing = reported missing")
+    ap.add_argument("--bin", default=os.environ.get("FRAGMASK_BIN"), help="fragmask binary (cli rows)")
+    ap.add_argument("--site", help="a folder with an installed fragmask package (put first on sys.path)")
+    ap.add_argument("--commit", help="commit of the fragmask build (default: $FRAGMASK_COMMIT, SITE/COMMIT, git)")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "results"),
+                    help="folder of the results file")
+    ap.add_argument("--output", help="results file (default OUT/suite-DATE-TIME-COMMIT.jsonl)")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--budget-s", type=float, default=0, help="skip (and report) workloads after this many seconds")
+    ap.add_argument("--list-workloads", action="store_true")
+    ap.add_argument("--ab", nargs=2, metavar=("BUILD_A", "BUILD_B"),
+                    help="A/B: two build folders (a fragmask wheel or site folder, optional fragmask binary)")
+    ap.add_argument("--rounds", type=int, default=3, help="A/B rounds (A and B alternate, order flips each round)")
+    args = ap.parse_args(argv)
+    _, workloads = wl.load(args.list)
+    selected = wl.select(workloads, args.quick, args.only, args.shard)
+    if args.list_workloads:
+        for w in selected:
+            print(f"{w['name']:<34} {w['family']:<10} {w['routine']:<10} {','.join(w['systems'])}")
+        return 0
+    if args.ab:
+        return ab_mode.run(args, selected)
+    if args.site:
+        sys.path.insert(0, os.path.abspath(args.site))
+    if not args.output:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
+        args.output = os.path.join(args.out, f"suite-{stamp}-{commit_of(args)}.jsonl")
+    run_workloads(args, selected)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""CPU tests of the benchmark suite (no GPU, no torch): the workload list, the routines it
+names, the report generator on fixture results, the A/B ratio math and the driver's ratios."""
+import io
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stdout
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+from suite import ab, report, routines, workloads as wl  # noqa: E402
+from suite.run import add_ratios  # noqa: E402
+
+FIXTURES = [os.path.join(HERE, "fixture.jsonl"), os.path.join(HERE, "fixture_newer.jsonl")]
+
+
+class WorkloadList(unittest.TestCase):
+    def setUp(self):
+        self.defaults, self.workloads = wl.load()
+
+    def test_every_workload_names_an_existing_routine_with_a_run_function(self):
+        for w in self.workloads:
+            self.assertTrue(callable(routines.get(w["routine"])), w["name"])
+
+    def test_every_family_of_the_report_has_workloads_and_a_quick_subset_exists(self):
+        families = {w["family"] for w in self.workloads}
+        self.assertEqual(families, set(wl.FAMILIES))
+        quick = wl.select(self.workloads, quick=True)
+        self.assertTrue(0 < len(quick) < len(self.workloads))
+        self.assertEqual({w["family"] for w in quick}, set(wl.FAMILIES))
+
+    def test_readme_rows_are_workloads_of_the_list(self):
+        names = {w["name"] for w in self.workloads}
+        for family, rows in report.README_ROWS.items():
+            for n in rows:
+                self.assertIn(n, names, family)
+
+    def test_shards_partition_the_list(self):
+        seen = []
+        for i in range(1, 5):
+            seen += [w["name"] for w in wl.select(self.workloads, shard=f"{i}/4")]
+        self.assertEqual(sorted(seen), sorted(w["name"] for w in self.workloads))
+        with self.assertRaises(wl.ListError):
+            wl.select(self.workloads, shard="5/4")
+
+    def test_a_routine_that_does_not_exist_is_rejected_by_name(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write('[[workload]]\nname = "x.y"\nroutine = "nope"\nfamily = "forward"\nsystems = ["fragmask"]\n')
+        try:
+            with self.assertRaisesRegex(wl.ListError, "x.y: routine 'nope' does not exist"):
+                wl.load(f.name)
+        finally:
+            os.remove(f.name)
+
+
+class Report(unittest.TestCase):
+    def test_perf_md_from_fixtures_is_deterministic_and_takes_the_newest_run_per_workload(self):
+        _, workloads = wl.load()
+        runs = report.read_runs(FIXTURES)
+        a = report.perf_md(runs, workloads, {})
+        b = report.perf_md(list(reversed(report.read_runs(FIXTURES))), workloads, {})
+        self.assertEqual(a, b)
+        self.assertLessEqual(a.count("\n"), 400)
+        # forward S=16384 comes from the newer run (H200), decode from the older one.
+        self.assertIn("| forward S=16384 H=16 D=128, no mask | 3.50 ms · 628 TF/s | 3.15 ms · 0.90× | "
+                      "H200, 2026-01-02, bbbbbbb |", a)
+        self.assertNotIn("| 4.00 ms", a)
+        self.assertIn("0.200 ms · 0.90 of roof", a)
+        self.assertIn("H100 80GB HBM3, 2026-01-01, aaaaaaa", a)
+        # A failed peer keeps its row and its reason.
+        self.assertIn("| failed |", a)
+        self.assertIn("- torch.compile failed (light.b64): RuntimeError: boom", a)
+
+    def test_readme_block_fills_the_markers_only(self):
+        _, workloads = wl.load()
+        block = report.readme_block(report.read_runs(FIXTURES), workloads)
+        with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as f:
+            f.write("head\n<!-- perf:begin -->\nold\n<!-- perf:end -->\ntail\n")
+        try:
+            report.fill_readme(f.name, block)
+            with open(f.name) as g:
+                text = g.read()
+            self.assertTrue(text.startswith("head\n<!-- perf:begin"))
+            self.assertTrue(text.endswith("<!-- perf:end -->\ntail\n"))
+            self.assertNotIn("old", text)
+            self.assertIn("3.50 ms", text)
+        finally:
+            os.remove(f.name)
+
+    def test_committed_perf_md_is_current(self):
+        with redirect_stdout(io.StringIO()):
+            self.assertEqual(report.main(["--check"]), 0, "run bench/suite/report.py")
+
+
+class Ratios(unittest.TestCase):
+    def test_ab_ratio_is_the_median_of_b_over_a_with_its_spread(self):
+        key = ("w", "fragmask", "")
+        rounds_a = [{key: 1.0}, {key: 1.0}, {key: 2.0}]
+        rounds_b = [{key: 1.1}, {key: 1.2}, {key: 2.0}]
+        (t,) = ab.ratio_table(rounds_a, rounds_b)
+        self.assertAlmostEqual(t["ratio"], 1.1)
+        self.assertAlmostEqual(t["min"], 1.0)
+        self.assertAlmostEqual(t["max"], 1.2)
+        self.assertEqual(t["rounds"], 3)
+
+    def test_ab_row_missing_from_one_build_is_reported_not_dropped(self):
+        key = ("w", "fragmask", "")
+        table = ab.ratio_table([{key: 1.0}], [{}])
+        self.assertEqual(table, [{"key": list(key), "ratio": None, "rounds": 0}])
+        self.assertIn("not in both builds", ab.format_table(table, "a", "b"))
+
+    def test_peer_ratio_is_peer_time_over_fragmask_time_per_variant(self):
+        rows = [{"system": "fragmask", "status": "ok", "ms": 2.0},
+                {"system": "sdpa", "status": "ok", "ms": 3.0},
+                {"system": "fa4", "status": "missing", "ms": None}]
+        add_ratios(rows)
+        self.assertAlmostEqual(rows[1]["vs_fragmask"], 1.5)
+        self.assertNotIn("vs_fragmask", rows[2])
+        self.assertNotIn("vs_fragmask", rows[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
