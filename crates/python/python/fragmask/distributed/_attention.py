@@ -46,6 +46,9 @@ class Prepared:
         self.own_src, self.own_dst = idx(ex.own_src), idx(ex.own_dst)
         self.send_splits, self.recv_splits = list(ex.send_splits), list(ex.recv_splits)
         self.kv_len = ex.kv_len
+        # Whether any rank sends anything: the same on every rank, so all of them enter
+        # the collective or none does.
+        self.exchange = plan.traffic() > 0
         self.rows = plan.positions(rank)
         self.keys = plan.kv_positions(rank)
         self.mask = mask.local_mask(self.rows, self.keys, device, block=block)
@@ -134,7 +137,7 @@ def _exchange_fn():
             F = buf.shape[1]
             out = buf.new_empty((prep.kv_len, F))
             out.index_copy_(0, prep.own_dst, buf.index_select(0, prep.own_src))
-            if sum(prep.recv_splits) or sum(prep.send_splits):
+            if prep.exchange:
                 recv = buf.new_empty((sum(prep.recv_splits), F))
                 _dist().all_to_all_single(recv, buf.index_select(0, prep.send_idx),
                                           prep.recv_splits, prep.send_splits, group=group)
@@ -158,7 +161,7 @@ def _exchange_fn():
             F = grad.shape[1]
             acc = torch.zeros((S, F), dtype=torch.float32, device=grad.device)
             acc.index_add_(0, prep.own_src, grad.index_select(0, prep.own_dst).float())
-            if sum(prep.recv_splits) or sum(prep.send_splits):
+            if prep.exchange:
                 back = grad.new_empty((sum(prep.send_splits), F))
                 _dist().all_to_all_single(back, grad.index_select(0, prep.recv_dst),
                                           prep.send_splits, prep.recv_splits, group=group)
@@ -231,7 +234,7 @@ def _forward_overlapped(q, k, v, prep, group, scale):
     Dv = v.shape[3]
     plan, C = prep.plan, prep.plan.chunk
     work = recv = None
-    if sum(prep.recv_splits) or sum(prep.send_splits):
+    if prep.exchange:
         buf = torch.cat([_tokens_major(k), _tokens_major(v)], dim=1)
         recv = buf.new_empty((sum(prep.recv_splits), buf.shape[1]))
         work = _dist().all_to_all_single(recv, buf.index_select(0, prep.send_idx),
