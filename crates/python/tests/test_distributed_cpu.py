@@ -27,22 +27,14 @@ def random_docs(rng, S, max_docs=16):
     return np.repeat(np.arange(lengths.size), lengths)
 
 
-def hashed_bits(rows, cols, seed, keep):
-    """Deterministic pseudo-random bits of (row, col): a rank computes its rows alone."""
-    salt = np.array([(seed * 2654435761 + 1) % (1 << 64)], dtype=np.uint64)
-    x = (np.asarray(rows, np.uint64)[:, None] * np.uint64(0x9E3779B97F4A7C15)
-         ^ np.asarray(cols, np.uint64)[None, :] * np.uint64(0xC2B2AE3D27D4EB4F)) ^ salt
-    x ^= x >> np.uint64(29)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(32)
-    return (x % np.uint64(1 << 20)) < np.uint64(int(keep * (1 << 20)))
+def random_dense(S, seed, heads=1):
+    """A random 50% mask given row by row: the rows are unpacked from random bytes, so
+    a rank reads its rows alone."""
+    packed = np.random.default_rng(seed).integers(0, 256, size=(heads, S, S // 8),
+                                                 dtype=np.uint8)
 
-
-def random_dense(S, seed, keep=0.5, heads=1):
     def rows(pos):
-        bits = np.stack([hashed_bits(pos, np.arange(S), seed * 7 + h, keep)
-                         for h in range(heads)])
-        return bits
+        return np.unpackbits(packed[:, np.asarray(pos)], axis=2).astype(bool)
     return fd.DenseRows(S, rows=rows, heads=heads)
 
 
@@ -57,8 +49,11 @@ def random_blocks(rng, S, heads=2, keep=0.1, block_size=64):
 
 
 def random_topk(rng, S, k=32, heads=1):
-    idx = np.stack([np.stack([rng.permutation(S)[:k] for _ in range(S)])
-                    for _ in range(heads)])
+    """k distinct keys per row: a + b*j mod S with b odd (S a power of two)."""
+    assert S & (S - 1) == 0
+    a = rng.integers(S, size=(heads, S, 1))
+    b = 2 * rng.integers(S // 2, size=(heads, S, 1)) + 1
+    idx = (a + b * np.arange(k)) % S
     idx[..., -3:] = -1                      # padding
     return fd.TopK(idx)
 
