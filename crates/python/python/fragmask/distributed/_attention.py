@@ -29,9 +29,10 @@ def _rank_of(group):
 
 
 class Prepared:
-    """One rank's share of a plan on one device: its mask rows packed against the keys
-    it reads, and the index tensors of the exchange. Built once per (plan, mask, rank,
-    device, block) and cached on the plan."""
+    """One rank's share of a plan on one device: its mask rows packed against its keys
+    (its own tokens, then the ones it receives: ``plan.kv_positions(rank)``), and the
+    index tensors of the exchange. Built once per (plan, mask, rank, device, block)
+    and cached on the plan."""
 
     def __init__(self, plan, mask, rank, device, block=(128, 128)):
         import torch
@@ -42,10 +43,10 @@ class Prepared:
         def idx(a):
             return torch.as_tensor(np.asarray(a, dtype=np.int64), device=device)
 
-        self.send_idx, self.recv_dst = idx(ex.send_idx), idx(ex.recv_dst)
-        self.own_src, self.own_dst = idx(ex.own_src), idx(ex.own_dst)
+        self.send_idx, self.send_rows = idx(ex.send_idx), idx(ex.send_rows)
+        self.send_inverse = idx(ex.send_inverse)
         self.send_splits, self.recv_splits = list(ex.send_splits), list(ex.recv_splits)
-        self.kv_len = ex.kv_len
+        self.local_len, self.kv_len = ex.local_len, ex.kv_len
         # Whether any rank sends anything: the same on every rank, so all of them enter
         # the collective or none does.
         self.exchange = plan.traffic() > 0
@@ -58,25 +59,14 @@ class Prepared:
         self._desc = mask
 
     def parts(self):
-        """(own-keys mask, received-keys mask, the received keys' order) for the
-        overlapped forward: keys this rank owns, then the received ones."""
+        """(own-keys mask, received-keys mask) for the overlapped forward (None where a
+        part has no key)."""
         if self._parts is None:
-            import torch
-
-            C = self.plan.chunk
-            kv = self.plan.kv_chunks[self.rank]
-            own = kv[self.plan.owner[kv] == self.rank]
-            recv = np.concatenate([self.plan.recv_chunks[self.rank][s]
-                                   for s in range(self.plan.world_size)])
-            order = np.argsort(recv, kind="stable")
-            pos = lambda c: (c[:, None] * C + np.arange(C)[None, :]).reshape(-1)  # noqa: E731
-            m_own = (self._desc.local_mask(self.rows, pos(own), self.device, self._block)
-                     if own.size else None)
-            m_recv = (self._desc.local_mask(self.rows, pos(recv[order]), self.device,
-                                            self._block) if recv.size else None)
-            tok_order = (order[:, None] * C + np.arange(C)[None, :]).reshape(-1)
-            self._parts = (m_own, m_recv,
-                           torch.as_tensor(tok_order, dtype=torch.int64, device=self.device))
+            own, recv = self.keys[:self.local_len], self.keys[self.local_len:]
+            self._parts = (
+                self._desc.local_mask(self.rows, own, self.device, self._block),
+                self._desc.local_mask(self.rows, recv, self.device, self._block)
+                if recv.size else None)
         return self._parts
 
 
@@ -121,55 +111,72 @@ def _tokens_major(t):
     return t.permute(2, 0, 1, 3).reshape(S, B * H * D)
 
 
+def _head_major(buf, B, H, D):
+    """[S, B*H*D] -> a [B, H, S, D] view."""
+    return buf.view(buf.shape[0], B, H, D).permute(1, 2, 0, 3)
+
+
+def _send_receive(k, v, prep, group, async_op=False):
+    """The all-to-all of the listed K/V chunks (K and V in one token-major buffer):
+    (receive buffer [T, B*Hk*(Dk+Dv)], work handle when async)."""
+    import torch
+
+    sel = prep.send_idx
+    send = torch.cat([_tokens_major(k.index_select(2, sel)),
+                      _tokens_major(v.index_select(2, sel))], dim=1)
+    B, Hk = k.shape[:2]
+    F = B * Hk * (k.shape[3] + v.shape[3])
+    recv = k.new_empty((sum(prep.recv_splits), F))
+    work = _dist().all_to_all_single(recv, send, prep.recv_splits, prep.send_splits,
+                                     group=group, async_op=async_op)
+    return recv, work
+
+
+def _split_kv(buf, B, Hk, Dk, Dv):
+    return (_head_major(buf[:, :B * Hk * Dk], B, Hk, Dk),
+            _head_major(buf[:, B * Hk * Dk:], B, Hk, Dv))
+
+
 def _exchange_fn():
     import torch
 
     class Exchange(torch.autograd.Function):
-        """Gathers the K/V tokens this rank reads (own and received) in key order;
-        the backward sends each received token's gradient back to its owner and adds
-        it there (fp32)."""
+        """The rank's keys: its own K/V, then the received chunks (one concatenation).
+        The backward returns each received key's gradient to its owner, which adds the
+        returns to its own in fp32 (only the rows it sent are touched)."""
 
         @staticmethod
         def forward(ctx, k, v, prep, group):
             B, Hk, S, Dk = k.shape
             Dv = v.shape[3]
-            buf = torch.cat([_tokens_major(k), _tokens_major(v)], dim=1)
-            F = buf.shape[1]
-            out = buf.new_empty((prep.kv_len, F))
-            out.index_copy_(0, prep.own_dst, buf.index_select(0, prep.own_src))
-            if prep.exchange:
-                recv = buf.new_empty((sum(prep.recv_splits), F))
-                _dist().all_to_all_single(recv, buf.index_select(0, prep.send_idx),
-                                          prep.recv_splits, prep.send_splits, group=group)
-                out.index_copy_(0, prep.recv_dst, recv)
+            recv, _ = _send_receive(k, v, prep, group)
+            kr, vr = _split_kv(recv, B, Hk, Dk, Dv)
             ctx.prep, ctx.group, ctx.shape = prep, group, (B, Hk, S, Dk, Dv)
-            kg = out[:, :B * Hk * Dk].view(prep.kv_len, B, Hk, Dk).permute(1, 2, 0, 3)
-            vg = out[:, B * Hk * Dk:].view(prep.kv_len, B, Hk, Dv).permute(1, 2, 0, 3)
-            return kg, vg
+            return torch.cat([k, kr], dim=2), torch.cat([v, vr], dim=2)
 
         @staticmethod
         def backward(ctx, dkg, dvg):
             prep, group = ctx.prep, ctx.group
             B, Hk, S, Dk, Dv = ctx.shape
-            dtype = dkg.dtype if dkg is not None else dvg.dtype
-            parts = []
-            for g, D in ((dkg, Dk), (dvg, Dv)):
-                if g is None:
-                    g = torch.zeros((B, Hk, prep.kv_len, D), dtype=dtype, device=prep.device)
-                parts.append(_tokens_major(g))
-            grad = torch.cat(parts, dim=1)
-            F = grad.shape[1]
-            acc = torch.zeros((S, F), dtype=torch.float32, device=grad.device)
-            acc.index_add_(0, prep.own_src, grad.index_select(0, prep.own_dst).float())
-            if prep.exchange:
-                back = grad.new_empty((sum(prep.send_splits), F))
-                _dist().all_to_all_single(back, grad.index_select(0, prep.recv_dst),
-                                          prep.send_splits, prep.recv_splits, group=group)
-                acc.index_add_(0, prep.send_idx, back.float())
-            acc = acc.to(dtype)
-            dk = acc[:, :B * Hk * Dk].view(S, B, Hk, Dk).permute(1, 2, 0, 3)
-            dv = acc[:, B * Hk * Dk:].view(S, B, Hk, Dv).permute(1, 2, 0, 3)
-            return dk, dv, None, None
+            like = dkg if dkg is not None else dvg
+            if dkg is None:
+                dkg = like.new_zeros((B, Hk, prep.kv_len, Dk))
+            if dvg is None:
+                dvg = like.new_zeros((B, Hk, prep.kv_len, Dv))
+            grad = torch.cat([_tokens_major(dkg[:, :, S:]), _tokens_major(dvg[:, :, S:])],
+                             dim=1)
+            back = grad.new_empty((sum(prep.send_splits), grad.shape[1]))
+            _dist().all_to_all_single(back, grad, prep.send_splits, prep.recv_splits,
+                                      group=group)
+            bk, bv = _split_kv(back, B, Hk, Dk, Dv)
+            out = []
+            for d, b in ((dkg, bk), (dvg, bv)):
+                d = d[:, :, :S].contiguous()
+                rows = d.index_select(2, prep.send_rows).float()
+                rows.index_add_(2, prep.send_inverse, b.float())
+                d.index_copy_(2, prep.send_rows, rows.to(d.dtype))
+                out.append(d)
+            return out[0], out[1], None, None
 
     return Exchange
 
@@ -178,9 +185,12 @@ _Exchange = None
 
 
 def gather_kv(k, v, prep, group=None):
-    """This rank's K/V ``[B, Hk, S_local, D]`` -> the keys it reads ``[B, Hk, S_kv, D]``
-    in ``prep.keys`` order (differentiable: the backward returns dK/dV to the owners)."""
+    """This rank's K/V ``[B, Hk, S_local, D]`` -> its keys ``[B, Hk, S_kv, D]`` in
+    ``prep.keys`` order: its own tokens, then the received ones (differentiable: the
+    backward returns dK/dV to the owners). Without traffic, k and v themselves."""
     global _Exchange
+    if not prep.exchange:
+        return k, v
     if _Exchange is None:
         _Exchange = _exchange_fn()
     return _Exchange.apply(k, v, prep, group)
@@ -227,43 +237,16 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
 def _forward_overlapped(q, k, v, prep, group, scale):
     """Own keys while the all-to-all runs (NCCL's stream), then the received keys, then
     the fp32 merge."""
-    import torch
-
-    m_own, m_recv, recv_order = prep.parts()
-    B, Hk, S, Dk = k.shape
-    Dv = v.shape[3]
-    plan, C = prep.plan, prep.plan.chunk
+    m_own, m_recv = prep.parts()
     work = recv = None
     if prep.exchange:
-        buf = torch.cat([_tokens_major(k), _tokens_major(v)], dim=1)
-        recv = buf.new_empty((sum(prep.recv_splits), buf.shape[1]))
-        work = _dist().all_to_all_single(recv, buf.index_select(0, prep.send_idx),
-                                         prep.recv_splits, prep.send_splits, group=group,
-                                         async_op=True)
-    outs, lses = [], []
-    if m_own is not None:
-        kv = plan.kv_chunks[prep.rank]
-        own = kv[plan.owner[kv] == prep.rank]
-        sel = torch.as_tensor((np.searchsorted(plan.chunks[prep.rank], own)[:, None] * C
-                               + np.arange(C)[None, :]).reshape(-1), device=q.device)
-        o, lse = _fm_attention(q, k.index_select(2, sel), v.index_select(2, sel), m_own,
-                                scale=scale, return_lse=True)
-        outs.append(o)
-        lses.append(lse)
-    if work is not None:
-        work.wait()
-        recv = recv.index_select(0, recv_order)
-        T = recv.shape[0]
-        kr = recv[:, :B * Hk * Dk].view(T, B, Hk, Dk).permute(1, 2, 0, 3)
-        vr = recv[:, B * Hk * Dk:].view(T, B, Hk, Dv).permute(1, 2, 0, 3)
-        if m_recv is not None:
-            o, lse = _fm_attention(q, kr, vr, m_recv, scale=scale, return_lse=True)
-            outs.append(o)
-            lses.append(lse)
-    if not outs:
-        B, H, S, D = q.shape[0], q.shape[1], q.shape[2], v.shape[3]
-        return (q.new_zeros((B, H, S, D)),
-                torch.full((B, H, S), float("-inf"), device=q.device))
-    if len(outs) == 1:
-        return outs[0], lses[0]
-    return merge_states(outs, lses)
+        recv, work = _send_receive(k, v, prep, group, async_op=True)
+    o, lse = _fm_attention(q, k, v, m_own, scale=scale, return_lse=True)
+    if work is None:
+        return o, lse
+    work.wait()
+    if m_recv is None:
+        return o, lse
+    kr, vr = _split_kv(recv, k.shape[0], k.shape[1], k.shape[3], v.shape[3])
+    o2, lse2 = _fm_attention(q, kr, vr, m_recv, scale=scale, return_lse=True)
+    return merge_states([o, o2], [lse, lse2])

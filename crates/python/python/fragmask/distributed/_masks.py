@@ -6,7 +6,7 @@ A description answers three questions without ever forming the global ``S x S`` 
   over the mask's heads), what the planner balances;
 * ``chunk_needs(C)``: which key chunks each query chunk reads, what the exchange sends;
 * ``local_mask(rows, keys, ...)``: the ``fragmask.Mask`` of some query rows against
-  some key positions (both ascending global token positions), packed from the rank's
+  some key positions (rows ascending; keys in any order, whole chunks), packed from the rank's
   rows only.
 
 numpy only, except ``local_mask`` (torch, the rank's GPU).
@@ -115,34 +115,27 @@ class Intervals:
         last = np.where(any_, hi // chunk, -1)
         return ("ranges", first, last)
 
-    def local_bounds(self, rows, keys):
-        """(first, end): row ``rows[i]`` sees ``keys[first[i]:end[i]]`` (``keys``
-        ascending and holding every key the rows see)."""
-        keys = np.asarray(keys)
-        return (np.searchsorted(keys, self.lo[rows]),
-                np.searchsorted(keys, self.hi[rows], side="right"))
-
     def local_mask_cpu(self, rows, keys, block=(128, 128)):
         """The same Mask packed on the CPU (tests and small shapes)."""
-        first, end = self.local_bounds(rows, keys)
-        cols = np.arange(len(keys))
-        dense = (cols[None, :] >= first[:, None]) & (cols[None, :] < end[:, None])
+        keys = np.asarray(keys)
+        dense = ((keys[None, :] >= self.lo[rows][:, None])
+                 & (keys[None, :] <= self.hi[rows][:, None]))
         return Mask.from_dense(dense, block=block).with_transposed()
 
     def local_mask(self, rows, keys, device, block=(128, 128)):
         """Mask [1, 1, len(rows), len(keys)] packed on ``device`` from the rows'
-        intervals: each row's interval is contiguous in any ascending key subset that
-        holds it, so the rank builds only its rows (len(rows) x len(keys) bytes, in
-        slabs, then the GPU packer)."""
+        intervals (keys in any order): the rank forms only its rows against the keys it
+        holds (len(rows) x len(keys) bytes, in slabs), then the GPU packer."""
         import torch
 
-        first, end = (torch.as_tensor(a, device=device) for a in self.local_bounds(rows, keys))
-        cols = torch.arange(len(keys), device=device)
+        keys_t = torch.as_tensor(np.asarray(keys), device=device)
+        lo = torch.as_tensor(self.lo[rows], device=device)
+        hi = torch.as_tensor(self.hi[rows], device=device)
         dense = torch.empty((len(rows), len(keys)), dtype=torch.bool, device=device)
         step = max(1, (1 << 28) // max(1, len(keys)))  # row slabs of at most 256 MiB
         for a in range(0, len(rows), step):
             b = min(a + step, len(rows))
-            torch.logical_and(cols[None, :] >= first[a:b, None], cols[None, :] < end[a:b, None],
+            torch.logical_and(keys_t[None, :] >= lo[a:b, None], keys_t[None, :] <= hi[a:b, None],
                               out=dense[a:b])
         return Mask.from_dense(dense, block=block, transposed=True)
 
@@ -203,7 +196,7 @@ class BlockLists:
 
     def local_lists(self, rows, keys):
         """(index, num, sizes) of the rows' query blocks against the key blocks of
-        ``keys`` (ascending, whole blocks, holding every listed key block)."""
+        ``keys`` (whole blocks in any order, holding every listed key block)."""
         bs = self.block_size
         qblocks = np.asarray(rows)[::bs] // bs
         kblocks = np.asarray(keys)[::bs] // bs
@@ -261,7 +254,7 @@ class TopK:
         return Mask.from_topk(self.indices, self.seqlen).to_dense()[0]
 
     def local_indices(self, rows, keys):
-        """The rows' indices as positions in ``keys`` (ascending, holding every listed
+        """The rows' indices as positions in ``keys`` (any order, holding every listed
         key), -1 kept."""
         where = np.full(self.seqlen, -1, dtype=np.int64)
         where[np.asarray(keys)] = np.arange(len(keys))

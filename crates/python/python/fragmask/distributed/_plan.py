@@ -25,7 +25,7 @@ class Plan:
     ``permutation`` (int64 ``[S]``): rank r holds the global tokens
     ``permutation[r*S//P:(r+1)*S//P]`` (its chunks, ascending). ``chunks[r]``: rank r's
     chunk ids (ascending); ``kv_chunks[r]``: the key chunks its queries read
-    (ascending); ``recv_chunks[r][s]`` / ``send_chunks[r][d]``: key chunks rank r
+    (ascending, own ones included); ``recv_chunks[r][s]`` / ``send_chunks[r][d]``: key chunks rank r
     receives from rank s / sends to rank d. ``work[r]``: visible pairs of rank r's
     queries; ``imbalance``: max(work) / mean(work) - 1."""
 
@@ -58,10 +58,12 @@ class Plan:
         return self.permutation[rank * S:(rank + 1) * S]
 
     def kv_positions(self, rank):
-        """Global positions of the keys rank ``rank`` reads, ascending (the key order of
-        its local attention)."""
-        c = self.kv_chunks[rank]
-        return (c[:, None] * self.chunk + np.arange(self.chunk)[None, :]).reshape(-1)
+        """Global positions of the keys of rank ``rank``'s local attention, in its key
+        order: all its own tokens (plan order), then the chunks it receives, source rank
+        by source rank, each source's ascending."""
+        recv = np.concatenate([self.recv_chunks[rank][s] for s in range(self.world_size)])
+        got = (recv[:, None] * self.chunk + np.arange(self.chunk)[None, :]).reshape(-1)
+        return np.concatenate([self.positions(rank), got])
 
     def sent_tokens(self):
         """K/V tokens each rank sends (``[P]``)."""
