@@ -38,13 +38,13 @@ def random_dense(S, seed, heads=1):
     return fd.DenseRows(S, rows=rows, heads=heads)
 
 
-def random_blocks(rng, S, heads=2, keep=0.1, block_size=64):
+def random_blocks(rng, S, heads=2, keep=0.1, block_size=64, whole=False):
     Qb = S // block_size
     k = max(1, int(Qb * keep))
     index = np.stack([np.stack([rng.permutation(Qb)[:k] for _ in range(Qb)])
                       for _ in range(heads)])
     num = rng.integers(0, k + 1, size=(heads, Qb))
-    sizes = rng.integers(block_size // 2, block_size + 1, size=Qb)
+    sizes = None if whole else rng.integers(block_size // 2, block_size + 1, size=Qb)
     return fd.BlockLists(index, num, sizes, block_size=block_size)
 
 
@@ -112,6 +112,27 @@ class PlannerProperties(unittest.TestCase):
                     dense = mask.dense()
                     rows = dense.sum(axis=(0, 2)).reshape(-1, 128).sum(1)
                     np.testing.assert_array_equal(mask.chunk_work(128), rows)
+
+    def test_tiles_count_the_global_masks_nonempty_chunk_tiles(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 1024).items():
+                if name == "documents, bidirectional":
+                    continue     # union of two ranges: counted as their hull
+                with self.subTest(seed=seed, mask=name):
+                    dense = mask.dense()
+                    H = dense.shape[0]
+                    tiles = dense.reshape(H, 8, 128, 8, 128).any(axis=(2, 4))
+                    want = tiles.sum(axis=(0, 2)) * (mask.heads // H)
+                    np.testing.assert_array_equal(mask.chunk_tiles(128), want)
+
+    def test_balancing_tiles_holds_the_bound_on_tiles(self):
+        for seed, name, mask, P in self.cases(16384, worlds=(2, 8)):
+            with self.subTest(seed=seed, mask=name, P=P):
+                p = fd.plan(mask, P, balance="tiles")
+                tiles = np.bincount(p.owner, weights=mask.chunk_tiles(p.chunk), minlength=P)
+                self.assertLessEqual(tiles.max(), 1.1 * tiles.mean())
+                self.assertAlmostEqual(p.balanced_imbalance, tiles.max() / tiles.mean() - 1)
 
     def test_the_kv_chunks_of_a_rank_hold_every_key_its_rows_see(self):
         for seed in SEEDS:
@@ -250,16 +271,26 @@ class ExchangeAndLocalMasks(unittest.TestCase):
                                 want, local.shape[1:]))
                             # no visible key is left out by the key columns
                             self.assertEqual(want.sum(), dense[:, rows].sum())
+                            # the overlapped forward's parts: own keys, received keys
+                            S = p.local_seqlen
+                            parts = [mask.local_mask_cpu(rows, ks, partial=True).to_dense()[0]
+                                     for ks in (keys[:S], keys[S:]) if ks.size]
+                            np.testing.assert_array_equal(np.concatenate(parts, axis=-1),
+                                                          local[0])
 
     def test_64_token_tiles_and_chunks(self):
         rng = np.random.default_rng(4)
-        mask = random_blocks(rng, 2048)
+        mask = random_blocks(rng, 2048, whole=True)
         dense = mask.dense()
         p = fd.plan(mask, 2, chunk=64)
         for r in range(2):
             rows, keys = p.positions(r), p.kv_positions(r)
             local = mask.local_mask_cpu(rows, keys, block=(64, 64))
             self.assertEqual(local.block, (64, 64))
+            # whole 64-token blocks on 64-token tiles: no partial tile; the backward's
+            # lists are still built (on the CPU, device=None)
+            self.assertEqual(local.stats()["partial"], 0)
+            self.assertTrue(mask.local_mask(rows, keys, None, block=(64, 64)).has_transposed)
             np.testing.assert_array_equal(local.to_dense()[0], dense[:, rows][:, :, keys])
 
 

@@ -64,9 +64,10 @@ class Prepared:
         if self._parts is None:
             own, recv = self.keys[:self.local_len], self.keys[self.local_len:]
             self._parts = (
-                self._desc.local_mask(self.rows, own, self.device, self._block),
-                self._desc.local_mask(self.rows, recv, self.device, self._block)
-                if recv.size else None)
+                self._desc.local_mask(self.rows, own, self.device, self._block,
+                                      partial=True),
+                self._desc.local_mask(self.rows, recv, self.device, self._block,
+                                      partial=True) if recv.size else None)
         return self._parts
 
 

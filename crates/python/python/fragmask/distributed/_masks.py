@@ -33,6 +33,14 @@ def _check_chunk(seqlen, chunk):
     return seqlen // chunk
 
 
+def _transposed_on(mask, device):
+    """The backward's transposed lists of a host-packed mask: on ``device``'s GPU, or
+    on the CPU for a mask without partial tiles (nothing for the GPU pass to move)."""
+    if mask.stats()["partial"] == 0:
+        return mask.with_transposed()
+    return mask.with_transposed(device=device)
+
+
 class Intervals:
     """Each query row ``i`` sees the keys ``lo[i] ..= hi[i]`` (global positions, one
     interval per row; ``hi < lo``: no key). Causal, sliding-window, document (causal or
@@ -115,17 +123,24 @@ class Intervals:
         last = np.where(any_, hi // chunk, -1)
         return ("ranges", first, last)
 
-    def local_mask_cpu(self, rows, keys, block=(128, 128)):
+    def chunk_tiles(self, chunk):
+        """Nonempty (query chunk, key chunk) tiles of each query chunk: what the kernels
+        spend their time on (a partial tile costs a full one)."""
+        _, first, last = self.chunk_needs(chunk)
+        return np.maximum(last - first + 1, 0).astype(np.float64)
+
+    def local_mask_cpu(self, rows, keys, block=(128, 128), partial=False):
         """The same Mask packed on the CPU (tests and small shapes)."""
         keys = np.asarray(keys)
         dense = ((keys[None, :] >= self.lo[rows][:, None])
                  & (keys[None, :] <= self.hi[rows][:, None]))
         return Mask.from_dense(dense, block=block).with_transposed()
 
-    def local_mask(self, rows, keys, device, block=(128, 128)):
+    def local_mask(self, rows, keys, device, block=(128, 128), partial=False):
         """Mask [1, 1, len(rows), len(keys)] packed on ``device`` from the rows'
-        intervals (keys in any order): the rank forms only its rows against the keys it
-        holds (len(rows) x len(keys) bytes, in slabs), then the GPU packer."""
+        intervals (keys in any order, any subset): the rank forms only its rows against
+        the keys it holds (len(rows) x len(keys) bytes, in slabs), then the GPU
+        packer."""
         import torch
 
         keys_t = torch.as_tensor(np.asarray(keys), device=device)
@@ -180,6 +195,21 @@ class BlockLists:
         per_block = keys.sum(axis=(0, 2)).astype(np.float64) * self.block_size
         return per_block.reshape(-1, r).sum(1)
 
+    def _tile_triples(self, chunk):
+        r = self._block_ratio(chunk)
+        H, Qb, maxk = self.index.shape
+        h = np.broadcast_to(np.arange(H)[:, None, None], self.index.shape)[self._valid]
+        qc = np.broadcast_to((np.arange(Qb) // r)[None, :, None], self.index.shape)[self._valid]
+        kc = self.index[self._valid] // r
+        n = self.seqlen // chunk
+        return np.unique((h * n + qc) * n + kc), n
+
+    def chunk_tiles(self, chunk):
+        """Nonempty (query chunk, key chunk) tiles of each query chunk, summed over
+        heads."""
+        keys, n = self._tile_triples(chunk)
+        return np.bincount((keys // n) % n, minlength=n).astype(np.float64)
+
     def chunk_needs(self, chunk):
         r = self._block_ratio(chunk)
         n = self.seqlen // chunk
@@ -194,9 +224,10 @@ class BlockLists:
         m = Mask.from_blocks(self.index, self.num, self.sizes, block_size=self.block_size)
         return m.to_dense()[0]
 
-    def local_lists(self, rows, keys):
+    def local_lists(self, rows, keys, partial=False):
         """(index, num, sizes) of the rows' query blocks against the key blocks of
-        ``keys`` (whole blocks in any order, holding every listed key block)."""
+        ``keys`` (whole blocks in any order). A listed key block missing from ``keys``
+        is an error, or with ``partial=True`` left out (a part of the rank's keys)."""
         bs = self.block_size
         qblocks = np.asarray(rows)[::bs] // bs
         kblocks = np.asarray(keys)[::bs] // bs
@@ -204,20 +235,25 @@ class BlockLists:
         where[kblocks] = np.arange(kblocks.size)
         index = self.index[:, qblocks]
         valid = self._valid[:, qblocks]
-        local = np.where(valid, where[np.where(valid, index, 0)], 0)
-        if (local[valid] < 0).any():
+        local = np.where(valid, where[np.where(valid, index, 0)], -1)
+        if partial:
+            valid = valid & (local >= 0)
+            order = np.argsort(~valid, axis=-1, kind="stable")     # kept entries first
+            local = np.take_along_axis(local, order, axis=-1)
+            valid = np.take_along_axis(valid, order, axis=-1)
+        elif (local[valid] < 0).any():
             raise ValueError("the key positions do not hold every listed key block")
-        return local, self.num[:, qblocks], self.sizes[kblocks]
+        return np.where(valid, local, 0), valid.sum(-1), self.sizes[kblocks]
 
-    def local_mask_cpu(self, rows, keys, block=(128, 128)):
-        index, num, sizes = self.local_lists(rows, keys)
+    def local_mask_cpu(self, rows, keys, block=(128, 128), partial=False):
+        index, num, sizes = self.local_lists(rows, keys, partial)
         return Mask.from_blocks(index, num, sizes, block_size=self.block_size,
                                 seqlen_q=len(rows), seqlen_k=len(keys), block=block)
 
-    def local_mask(self, rows, keys, device, block=(128, 128)):
+    def local_mask(self, rows, keys, device, block=(128, 128), partial=False):
         """Packed from the rows' lists by the CPU packer (compact: no dense rows), the
         backward's transposed lists built on ``device``."""
-        return self.local_mask_cpu(rows, keys, block).with_transposed(device=device)
+        return _transposed_on(self.local_mask_cpu(rows, keys, block, partial), device)
 
 
 class TopK:
@@ -240,6 +276,18 @@ class TopK:
         n = _check_chunk(self.seqlen, chunk)
         return (self.indices >= 0).sum(axis=(0, 2)).reshape(n, chunk).sum(1).astype(np.float64)
 
+    def chunk_tiles(self, chunk):
+        """Nonempty (query chunk, key chunk) tiles of each query chunk, summed over
+        heads."""
+        n = _check_chunk(self.seqlen, chunk)
+        valid = self.indices >= 0
+        H = self.heads
+        h = np.broadcast_to(np.arange(H)[:, None, None], self.indices.shape)[valid]
+        qc = np.broadcast_to((np.arange(self.seqlen) // chunk)[None, :, None],
+                             self.indices.shape)[valid]
+        keys = np.unique((h * n + qc) * n + self.indices[valid] // chunk)
+        return np.bincount((keys // n) % n, minlength=n).astype(np.float64)
+
     def chunk_needs(self, chunk):
         n = _check_chunk(self.seqlen, chunk)
         need = np.zeros((n, n), dtype=bool)
@@ -253,24 +301,24 @@ class TopK:
         """The global bool mask ``[H, S, S]`` (for checks on small sequences)."""
         return Mask.from_topk(self.indices, self.seqlen).to_dense()[0]
 
-    def local_indices(self, rows, keys):
-        """The rows' indices as positions in ``keys`` (any order, holding every listed
-        key), -1 kept."""
+    def local_indices(self, rows, keys, partial=False):
+        """The rows' indices as positions in ``keys`` (any order), -1 kept. A listed
+        key missing from ``keys`` is an error, or with ``partial=True`` padding."""
         where = np.full(self.seqlen, -1, dtype=np.int64)
         where[np.asarray(keys)] = np.arange(len(keys))
         idx = self.indices[:, rows]
         local = np.where(idx >= 0, where[np.maximum(idx, 0)], -1)
-        if ((idx >= 0) & (local < 0)).any():
+        if not partial and ((idx >= 0) & (local < 0)).any():
             raise ValueError("the key positions do not hold every listed key")
         return local
 
-    def local_mask_cpu(self, rows, keys, block=(128, 128)):
-        return Mask.from_topk(self.local_indices(rows, keys), len(keys), block=block)
+    def local_mask_cpu(self, rows, keys, block=(128, 128), partial=False):
+        return Mask.from_topk(self.local_indices(rows, keys, partial), len(keys), block=block)
 
-    def local_mask(self, rows, keys, device, block=(128, 128)):
+    def local_mask(self, rows, keys, device, block=(128, 128), partial=False):
         """Packed from the rows' indices by the CPU packer, the transposed lists built
         on ``device``."""
-        return self.local_mask_cpu(rows, keys, block).with_transposed(device=device)
+        return _transposed_on(self.local_mask_cpu(rows, keys, block, partial), device)
 
 
 class DenseRows:
@@ -347,6 +395,11 @@ class DenseRows:
             return self._row_work.reshape(n, chunk).sum(1)
         return self._scan(chunk)[0]
 
+    def chunk_tiles(self, chunk):
+        """Nonempty (query chunk, key chunk) tiles of each query chunk (heads alike)."""
+        _, need = self.chunk_needs(chunk)
+        return need.sum(1).astype(np.float64) * self.heads
+
     def chunk_needs(self, chunk):
         if self._all_keys:
             n = _check_chunk(self.seqlen, chunk)
@@ -361,7 +414,7 @@ class DenseRows:
         r = np.asarray(r, dtype=bool)
         return r[None] if r.ndim == 2 else r
 
-    def local_mask_cpu(self, rows, keys, block=(128, 128)):
+    def local_mask_cpu(self, rows, keys, block=(128, 128), partial=False):
         r = self._rows(np.asarray(rows))
         if hasattr(r, "detach"):
             r = r.detach().cpu().numpy()
@@ -370,8 +423,9 @@ class DenseRows:
             r = r[None]
         return Mask.from_dense(np.ascontiguousarray(r[:, :, np.asarray(keys)]), block=block)
 
-    def local_mask(self, rows, keys, device, block=(128, 128)):
-        """The rows sliced to ``keys`` and packed by the GPU packer on ``device``."""
+    def local_mask(self, rows, keys, device, block=(128, 128), partial=False):
+        """The rows sliced to ``keys`` (any subset) and packed by the GPU packer on
+        ``device``."""
         import torch
 
         r = self._rows(rows)

@@ -216,7 +216,8 @@ def _refine(owner, work, P, target, max_swaps):
     return owner
 
 
-def plan(mask, world_size, chunk=128, *, tolerance=0.1, strategies=None, max_swaps=None):
+def plan(mask, world_size, chunk=128, *, tolerance=0.1, balance="pairs", strategies=None,
+         max_swaps=None):
     """Plans context parallelism of ``mask`` (a description from
     ``fragmask.distributed``: ``Intervals``, ``BlockLists``, ``TopK``, ``DenseRows``)
     over ``world_size`` ranks in chunks of ``chunk`` tokens (a multiple of the
@@ -227,7 +228,10 @@ def plan(mask, world_size, chunk=128, *, tolerance=0.1, strategies=None, max_swa
     ``tolerance`` of the mean (``plan.imbalance`` says what it reached: one chunk
     heavier than the bound allows, or too few chunks per rank, can make it
     unreachable) and, among the candidates that reach it, moves the fewest K/V chunks.
-    Deterministic: every rank computes the same plan from the same description."""
+    ``balance="tiles"`` balances nonempty (query chunk, key chunk) tiles instead, what
+    the kernels spend their time on (a partial tile costs a full one); ``plan.work``
+    stays the visible pairs. Deterministic: every rank computes the same plan from the
+    same description."""
     P = int(world_size)
     chunk = int(chunk)
     if P < 1:
@@ -240,7 +244,10 @@ def plan(mask, world_size, chunk=128, *, tolerance=0.1, strategies=None, max_swa
                          f"world_size = {chunk * P}: pad it")
     n = S // chunk
     m = n // P
-    work = np.asarray(mask.chunk_work(chunk), dtype=np.float64)
+    if balance not in ("pairs", "tiles"):
+        raise ValueError(f"balance must be 'pairs' or 'tiles', not {balance!r}")
+    pairs = np.asarray(mask.chunk_work(chunk), dtype=np.float64)
+    work = pairs if balance == "pairs" else np.asarray(mask.chunk_tiles(chunk), np.float64)
     mean = work.sum() / P
     target = mean * (1 + tolerance / 4)      # aim below the bound: slack for timing
     if max_swaps is None:
@@ -263,4 +270,8 @@ def plan(mask, world_size, chunk=128, *, tolerance=0.1, strategies=None, max_swa
         key = (not ok, traffic if ok else imb, names.index(name))
         if best is None or key < best[0]:
             best = (key, owner, name)
-    return Plan(mask, P, chunk, best[1], best[2], work, needs)
+    p = Plan(mask, P, chunk, best[1], best[2], pairs, needs)
+    p.balance = balance
+    loads = np.bincount(best[1], weights=work, minlength=P)
+    p.balanced_imbalance = float(loads.max() / mean - 1) if mean > 0 else 0.0
+    return p
