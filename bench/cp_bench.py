@@ -77,7 +77,7 @@ def case_list(quick):
     lengths[-1] += S_doc - lengths.sum()
     ids = np.repeat(np.arange(12), lengths)
     S_rand = 8192 if quick else 32768
-    N = 2 * (1456 if quick else 23296)       # write-up 002's 23296 tokens, twice
+    N = 2 * (1536 if quick else 23296)       # write-up 002's 23296 tokens, twice
     Qb = N // 64
     keep = max(1, int(round(Qb * 0.10)))
     H = 16
@@ -100,7 +100,9 @@ def case_list(quick):
         "VSA block lists (10% kept)": dict(
             desc=fd.BlockLists(idx, num), S=N,
             whole=lambda: fragmask.Mask.from_blocks(idx, num).with_transposed()),
-        "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal, whole=None,
+        "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal,
+                       whole=lambda: fragmask.Mask.from_predicate(
+                           "causal", S_causal).with_transposed(),
                        sdpa_cp=True),
     }
 
@@ -181,7 +183,12 @@ def run_case(name, spec, H, D, rank, P, dev, report):
     sent = plan.sent_tokens() * per_token
     allgather = (P - 1) * S_loc * per_token
     row["bytes_sent_per_rank"] = sent.tolist()
-    row["bytes_vs_allgather"] = float(sent.max() / allgather)
+    row["bytes_vs_allgather"] = float(sent.sum() / (P * allgather))
+    row["busiest_rank_bytes_vs_allgather"] = float(sent.max() / allgather)
+    st = prep.mask.stats()
+    row["tiles_full_per_rank"] = all_values(st["full"])
+    row["tiles_partial_per_rank"] = all_values(st["partial"])
+    row["keys_per_rank"] = all_values(prep.kv_len)
     one = torch.tensor([row.get("one_gpu_ms", 0.0)], device="cuda")
     dist.broadcast(one, 0)
     if one.item() > 0:
@@ -233,7 +240,7 @@ def main():
     dev = torch.device("cuda", torch.cuda.current_device())
     dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=4), device_id=dev)
     P = dist.get_world_size()
-    fragmask.warmup(head_dims=(128,), lightning=())
+    fragmask.warmup(head_dims=(128,), lightning=(), packer_tiles=((128, 128),))
     report = {}
     H, D = 16, 128
     for name, spec in case_list(args.quick).items():
