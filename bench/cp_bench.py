@@ -88,8 +88,7 @@ def case_list(quick):
     return {
         "document-causal (12 docs)": dict(
             desc=fd.Intervals.documents(ids), S=S_doc,
-            whole=lambda: fragmask.Mask.from_predicate("causal", S_doc,
-                                                       doc_ids=ids).with_transposed(),
+            whole=lambda: fragmask.Mask.from_predicate("causal", S_doc, doc_ids=ids),
             doc_lengths=lengths.tolist()),
         "random 50%": dict(
             desc=fd.DenseRows(S_rand, rows=hashed_rows(S_rand, 0.5, 7),
@@ -99,12 +98,37 @@ def case_list(quick):
                 np.arange(S_rand)), transposed=True)),
         "VSA block lists (10% kept)": dict(
             desc=fd.BlockLists(idx, num), S=N,
-            whole=lambda: fragmask.Mask.from_blocks(idx, num).with_transposed()),
+            whole=lambda: fragmask.Mask.from_blocks(idx, num, seqlen_k=N)),
         "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal,
-                       whole=lambda: fragmask.Mask.from_predicate(
-                           "causal", S_causal).with_transposed(),
+                       whole=lambda: fragmask.Mask.from_predicate("causal", S_causal),
                        sdpa_cp=True),
     }
+
+
+def one_gpu_step(whole, S, H, D, dev, g, dt):
+    """ms of one forward + backward over the whole sequence with the global mask."""
+    mask = whole()
+    if not mask.has_transposed:
+        mask = mask.with_transposed(device=dev)    # the backward's lists, on the GPU
+    mask.to(dev)
+    q, k, v, do = (torch.randn(1, H, S, D, device=dev, dtype=dt, generator=g)
+                   for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_()
+
+    def one():
+        o = fragmask.attention(q, k, v, mask)
+        o.backward(do)
+    for _ in range(2):
+        one()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(10):
+        one()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / 10
 
 
 def run_case(name, spec, H, D, rank, P, dev, report):
@@ -117,31 +141,19 @@ def run_case(name, spec, H, D, rank, P, dev, report):
     dt = torch.bfloat16
     row = {"S": S, "H": H, "D": D, "P": P, "plan_ms_cpu": plan_ms,
            "strategy": plan.strategy, "work_imbalance": plan.imbalance}
-    # The whole step on one GPU (rank 0 alone; the others wait).
+    # The whole step on one GPU (rank 0 alone; the others wait for its verdict, so a
+    # failure there fails every rank at the same point).
+    failed = ""
     if spec.get("whole") is not None and rank == 0:
-        mask = spec["whole"]()
-        mask.to(dev)
-        q, k, v, do = (torch.randn(1, H, S, D, device=dev, dtype=dt, generator=g)
-                       for _ in range(4))
-        for t in (q, k, v):
-            t.requires_grad_()
-
-        def one():
-            o = fragmask.attention(q, k, v, mask)
-            o.backward(do)
-        for _ in range(2):
-            one()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(10):
-            one()
-        b.record()
-        torch.cuda.synchronize()
-        row["one_gpu_ms"] = a.elapsed_time(b) / 10
-        del q, k, v, do, mask
+        try:
+            row["one_gpu_ms"] = one_gpu_step(spec["whole"], S, H, D, dev, g, dt)
+        except Exception as e:  # reported below, on every rank
+            failed = f"{type(e).__name__}: {e}"
         torch.cuda.empty_cache()
-    dist.barrier()
+    flag = torch.tensor([1.0 if failed else 0.0], device="cuda")
+    dist.broadcast(flag, 0)
+    if flag.item():
+        raise RuntimeError(f"the one-GPU baseline failed on rank 0: {failed}")
     # The sharded step.
     S_loc = plan.local_seqlen
     ql, kl, vl, dol = (torch.randn(1, H, S_loc, D, device=dev, dtype=dt, generator=g)
@@ -160,6 +172,15 @@ def run_case(name, spec, H, D, rank, P, dev, report):
     mine, slowest = step_ms(sharded)
     row["two_gpu_ms"] = slowest
     row["per_rank_step_ms"] = all_values(mine)
+    # The exchange alone: gather the keys, return their gradients.
+    gk = torch.randn(1, H, prep.kv_len, D, device=dev, dtype=dt, generator=g)
+
+    def exchange():
+        kg, vg = fd.gather_kv(kl, vl, prep)
+        if kg.requires_grad:
+            torch.autograd.backward([kg, vg], [gk, gk])
+    mine, slowest = step_ms(exchange)
+    row["exchange_fwd_bwd_ms"] = all_values(mine)
     # Each rank's attention alone (keys already gathered): the load balance.
     kg, vg = (t.detach() for t in fd.gather_kv(kl.detach(), vl.detach(), prep))
     kg, vg = kg.contiguous().requires_grad_(), vg.contiguous().requires_grad_()
