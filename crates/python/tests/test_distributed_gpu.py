@@ -130,9 +130,8 @@ class ContextParallel(unittest.TestCase):
         got_lse = self.gather(plan, lse, dim=2)
         # forward only: the overlapped path (own keys while the rest arrives, fp32 merge)
         with torch.no_grad():
-            ov = fd.attention(*[t.detach() for t in shard], plan, block=block)
-            plain = fd.attention(*[t.detach() for t in shard], plan, block=block,
-                                 overlap=False)
+            ov = fd.attention(*[t.detach() for t in shard], plan, block=block, overlap=True)
+            plain = fd.attention(*[t.detach() for t in shard], plan, block=block)
         ov_all = self.gather(plan, ov)
         # every collective is behind us: a failed check below cannot strand another rank
         for what, a, b, c in zip(("o", "dq", "dk", "dv"), got, want, single):

@@ -198,7 +198,7 @@ def gather_kv(k, v, prep, group=None):
 
 
 def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=False,
-              layout="bhsd", block=(128, 128), overlap=True):
+              layout="bhsd", block=(128, 128), overlap=False):
     """Masked attention of this rank's shard: ``q``, ``k``, ``v`` hold the rank's
     tokens in plan order (``plan.shard`` / ``plan.to_plan_order``), ``[B, H, S/P, D]``
     (``layout="bhsd"``) or ``[B, S/P, H, D]`` (``"bshd"``); k and v may have fewer
@@ -208,7 +208,9 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
     whole sequence. Differentiable in q, k and v.
 
     Without autograd (inference) and with ``overlap=True``, the rank attends to its own
-    keys while the others' arrive and merges the two partial states in fp32."""
+    keys while the others' arrive and merges the two partial states in fp32 (two
+    attention calls and a merge: slower than one call in our measurements on two
+    H100s, hence off by default)."""
     import torch
 
     if layout == "bshd":
