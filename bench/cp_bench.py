@@ -1,0 +1,285 @@
+"""Context-parallel attention (fragmask.distributed) on the GPUs of one host, run by
+``torchrun --nproc-per-node 2 bench/cp_bench.py [--quick] [--only NAME,...]``.
+
+Per case (bf16, D=128): one training step of attention (forward + backward) over the
+whole sequence on one GPU (rank 0 alone, fragmask.attention with the global mask) and
+the same step sharded over every rank (fragmask.distributed.attention: exchange, local
+attention, reverse exchange of dK/dV); the step time of the sharded call is the
+slowest rank's. Also: each rank's attention alone (its gathered keys, no exchange:
+the load balance), the K/V bytes each rank sends against a full K/V all-gather, the
+one-off per-step costs (planner on the CPU, the rank's mask pack), and, for the causal
+mask, PyTorch's context_parallel with SDPA on the same GPUs. Prints one line per
+measurement and a JSON summary on rank 0."""
+
+import argparse
+import datetime
+import json
+import os
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import fragmask
+import fragmask.distributed as fd
+
+
+def step_ms(fn, warmup=3, iters=10):
+    """Mean ms of fn() over iters, every rank started together; (this rank's, max)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    mine = a.elapsed_time(b) / iters
+    t = torch.tensor([mine], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return mine, t.item()
+
+
+def all_values(x):
+    t = torch.tensor([float(x)], device="cuda")
+    out = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t)
+    return [o.item() for o in out]
+
+
+def hashed_rows(S, keep, seed):
+    """rows(pos) -> bool [len(pos), S] pseudo-random bits of (row, col), on the GPU."""
+    cols = torch.arange(S, device="cuda", dtype=torch.int64)
+    limit = int(keep * (1 << 20))
+
+    def rows(pos):
+        r = torch.as_tensor(np.asarray(pos), device="cuda", dtype=torch.int64)
+        out = torch.empty((r.numel(), S), dtype=torch.bool, device="cuda")
+        for a in range(0, r.numel(), 2048):
+            x = r[a:a + 2048, None] * 0x9E3779B1 + cols[None, :] * 0x85EBCA77 + seed
+            x = x ^ (x >> 15)
+            x = x * 0x2C1B3C6D
+            x = x ^ (x >> 12)
+            out[a:a + 2048] = (x & ((1 << 20) - 1)) < limit
+        return out
+    return rows
+
+
+def case_list(quick):
+    rng = np.random.default_rng(2026)
+    S_doc = 16384 if quick else 65536
+    lengths = rng.integers(1, 100, size=12).astype(np.float64)
+    lengths = np.maximum((lengths / lengths.sum() * S_doc).astype(np.int64), 1)
+    lengths[-1] += S_doc - lengths.sum()
+    ids = np.repeat(np.arange(12), lengths)
+    S_rand = 8192 if quick else 32768
+    N = 2 * (1536 if quick else 23296)       # write-up 002's 23296 tokens, twice
+    Qb = N // 64
+    keep = max(1, int(round(Qb * 0.10)))
+    H = 16
+    idx = np.stack([np.stack([rng.permutation(Qb)[:keep] for _ in range(Qb)])
+                    for _ in range(H)])
+    num = np.full((H, Qb), keep)
+    S_causal = 16384 if quick else 65536
+    return {
+        "document-causal (12 docs)": dict(
+            desc=fd.Intervals.documents(ids), S=S_doc,
+            whole=lambda: fragmask.Mask.from_predicate("causal", S_doc, doc_ids=ids),
+            doc_lengths=lengths.tolist()),
+        "random 50%": dict(
+            desc=fd.DenseRows(S_rand, rows=hashed_rows(S_rand, 0.5, 7),
+                              row_work=np.full(S_rand, 0.5 * S_rand), all_keys=True),
+            S=S_rand,
+            whole=lambda: fragmask.Mask.from_dense(hashed_rows(S_rand, 0.5, 7)(
+                np.arange(S_rand)), transposed=True)),
+        "VSA block lists (10% kept)": dict(
+            desc=fd.BlockLists(idx, num), S=N,
+            whole=lambda: fragmask.Mask.from_blocks(idx, num, seqlen_k=N)),
+        "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal,
+                       whole=lambda: fragmask.Mask.from_predicate("causal", S_causal),
+                       sdpa_cp=True),
+    }
+
+
+def one_gpu_step(whole, S, H, D, dev, g, dt):
+    """ms of one forward + backward over the whole sequence with the global mask."""
+    mask = whole()
+    if not mask.has_transposed:
+        mask = mask.with_transposed(device=dev)    # the backward's lists, on the GPU
+    mask.to(dev)
+    q, k, v, do = (torch.randn(1, H, S, D, device=dev, dtype=dt, generator=g)
+                   for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_()
+
+    def one():
+        o = fragmask.attention(q, k, v, mask)
+        o.backward(do)
+    for _ in range(2):
+        one()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(10):
+        one()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / 10
+
+
+def run_case(name, spec, H, D, rank, P, dev, report):
+    S = spec["S"]
+    desc = spec["desc"]
+    t0 = time.perf_counter()
+    plan = fd.plan(desc, P)
+    plan_ms = (time.perf_counter() - t0) * 1e3
+    g = torch.Generator(device=dev).manual_seed(5)
+    dt = torch.bfloat16
+    row = {"S": S, "H": H, "D": D, "P": P, "plan_ms_cpu": plan_ms,
+           "strategy": plan.strategy, "work_imbalance": plan.imbalance}
+    # The whole step on one GPU (rank 0 alone; the others wait for its verdict, so a
+    # failure there fails every rank at the same point).
+    failed = ""
+    if spec.get("whole") is not None and rank == 0:
+        try:
+            row["one_gpu_ms"] = one_gpu_step(spec["whole"], S, H, D, dev, g, dt)
+        except Exception as e:  # reported below, on every rank
+            failed = f"{type(e).__name__}: {e}"
+        torch.cuda.empty_cache()
+    flag = torch.tensor([1.0 if failed else 0.0], device="cuda")
+    dist.broadcast(flag, 0)
+    if flag.item():
+        raise RuntimeError(f"the one-GPU baseline failed on rank 0: {failed}")
+    # The sharded step.
+    S_loc = plan.local_seqlen
+    ql, kl, vl, dol = (torch.randn(1, H, S_loc, D, device=dev, dtype=dt, generator=g)
+                       for _ in range(4))
+    for t in (ql, kl, vl):
+        t.requires_grad_()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    prep = fd.prepare(plan, desc, device=dev)
+    torch.cuda.synchronize()
+    row["prepare_ms"] = all_values((time.perf_counter() - t0) * 1e3)
+
+    def sharded():
+        o = fd.attention(ql, kl, vl, plan, desc)
+        o.backward(dol)
+    mine, slowest = step_ms(sharded)
+    row["two_gpu_ms"] = slowest
+    row["per_rank_step_ms"] = all_values(mine)
+    # The exchange alone: gather the keys, return their gradients.
+    gk = torch.randn(1, H, prep.kv_len, D, device=dev, dtype=dt, generator=g)
+
+    def exchange():
+        kg, vg = fd.gather_kv(kl, vl, prep)
+        if kg.requires_grad:
+            torch.autograd.backward([kg, vg], [gk, gk])
+    mine, slowest = step_ms(exchange)
+    row["exchange_fwd_bwd_ms"] = all_values(mine)
+    # Each rank's attention alone (keys already gathered): the load balance.
+    kg, vg = (t.detach() for t in fd.gather_kv(kl.detach(), vl.detach(), prep))
+    kg, vg = kg.contiguous().requires_grad_(), vg.contiguous().requires_grad_()
+    qd = ql.detach().requires_grad_()
+
+    def local():
+        o = fragmask.attention(qd, kg, vg, prep.mask)
+        o.backward(dol)
+    mine, _ = step_ms(local)
+    times = all_values(mine)
+    row["per_rank_attention_ms"] = times
+    row["attention_slowest_over_mean"] = max(times) / (sum(times) / len(times))
+    # Forward only (inference): the overlapped path against one call.
+    with torch.no_grad():
+        fo, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=True))
+        fp, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=False))
+    row["forward_overlapped_ms"] = max(all_values(fo))
+    row["forward_one_call_ms"] = max(all_values(fp))
+    # Traffic: K and V bf16 of the chunks each rank sends vs an all-gather of K/V.
+    per_token = 2 * H * D * 2
+    sent = plan.sent_tokens() * per_token
+    allgather = (P - 1) * S_loc * per_token
+    row["bytes_sent_per_rank"] = sent.tolist()
+    row["bytes_vs_allgather"] = float(sent.sum() / (P * allgather))
+    row["busiest_rank_bytes_vs_allgather"] = float(sent.max() / allgather)
+    st = prep.mask.stats()
+    row["tiles_full_per_rank"] = all_values(st["full"])
+    row["tiles_partial_per_rank"] = all_values(st["partial"])
+    row["keys_per_rank"] = all_values(prep.kv_len)
+    one = torch.tensor([row.get("one_gpu_ms", 0.0)], device="cuda")
+    dist.broadcast(one, 0)
+    if one.item() > 0:
+        row["one_gpu_ms"] = one.item()
+        row["two_over_one"] = row["two_gpu_ms"] / row["one_gpu_ms"]
+        row["speedup"] = row["one_gpu_ms"] / row["two_gpu_ms"]
+    if spec.get("sdpa_cp"):
+        row.update(sdpa_context_parallel(S, H, D, P, dev, g, row["two_gpu_ms"]))
+    report[name] = row
+    if rank == 0:
+        print(f"{name}: " + json.dumps(row), flush=True)
+    plan.__dict__.pop("_prepared", None)
+    torch.cuda.empty_cache()
+
+
+def sdpa_context_parallel(S, H, D, P, dev, g, ours_ms):
+    """PyTorch's context_parallel with causal SDPA on the same shapes (forward +
+    backward)."""
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.experimental import context_parallel
+        import torch.nn.functional as F
+
+        mesh = init_device_mesh("cuda", (P,))
+        q, k, v, do = (torch.randn(1, H, S, D, device=dev, dtype=torch.bfloat16,
+                                   generator=g) for _ in range(4))
+        with context_parallel(mesh, buffers=[q, k, v, do], buffer_seq_dims=[2, 2, 2, 2],
+                              no_restore_buffers={q, k, v, do}):
+            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+
+            def step():
+                o = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True)
+                o.backward(do)
+            _, slowest = step_ms(step)
+        return {"sdpa_context_parallel_ms": slowest,
+                "fragmask_over_sdpa_cp_throughput": slowest / ours_ms}
+    except Exception as e:   # reported, not hidden: the row says what failed
+        return {"sdpa_context_parallel_error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    rank = int(os.environ["RANK"])
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dev = torch.device("cuda", torch.cuda.current_device())
+    dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=4), device_id=dev)
+    P = dist.get_world_size()
+    fragmask.warmup(head_dims=(128,), lightning=(), packer_tiles=((128, 128),))
+    report = {}
+    H, D = 16, 128
+    for name, spec in case_list(args.quick).items():
+        if args.only and not any(w in name for w in args.only.split(",")):
+            continue
+        try:
+            run_case(name, spec, H, D, rank, P, dev, report)
+        except Exception as e:
+            if rank == 0:
+                print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+            report[name] = {"error": f"{type(e).__name__}: {e}"[:400]}
+    if rank == 0:
+        print(json.dumps(report, indent=1))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

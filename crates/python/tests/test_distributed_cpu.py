@@ -1,0 +1,374 @@
+"""CPU tests of fragmask.distributed: the planner's post-conditions over seeded random
+masks of every description kind, the exchange replayed on host arrays, the local masks
+against the global mask's rows and key columns, the fp32/f64 merge, and the whole
+context-parallel forward simulated in numpy against attention over the full sequence.
+numpy only (torch optional). Under CI=true the seeds are fixed; elsewhere each run adds
+fresh seeds, printed on failure."""
+
+import importlib.util
+import os
+import unittest
+
+import numpy as np
+
+import fragmask.distributed as fd
+from fragmask.distributed._exchange import (exchange_indices, simulate_gather,
+                                            simulate_scatter_grad)
+
+CI = os.environ.get("CI") == "true"
+SEEDS = [0, 1, 2] if CI else [0, 1, 2] + [int.from_bytes(os.urandom(3), "little")]
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def random_docs(rng, S, max_docs=16):
+    n = int(rng.integers(1, max_docs + 1))
+    cuts = np.sort(rng.choice(np.arange(1, S), size=n - 1, replace=False)) if n > 1 else np.zeros(0, int)
+    lengths = np.diff(np.concatenate(([0], cuts, [S])))
+    return np.repeat(np.arange(lengths.size), lengths)
+
+
+def random_dense(S, seed, heads=1):
+    """A random 50% mask given row by row: the rows are unpacked from random bytes, so
+    a rank reads its rows alone."""
+    packed = np.random.default_rng(seed).integers(0, 256, size=(heads, S, S // 8),
+                                                 dtype=np.uint8)
+
+    def rows(pos):
+        return np.unpackbits(packed[:, np.asarray(pos)], axis=2).astype(bool)
+    return fd.DenseRows(S, rows=rows, heads=heads)
+
+
+def random_blocks(rng, S, heads=2, keep=0.1, block_size=64, whole=False):
+    Qb = S // block_size
+    k = max(1, int(Qb * keep))
+    index = np.stack([np.stack([rng.permutation(Qb)[:k] for _ in range(Qb)])
+                      for _ in range(heads)])
+    num = rng.integers(0, k + 1, size=(heads, Qb))
+    sizes = None if whole else rng.integers(block_size // 2, block_size + 1, size=Qb)
+    return fd.BlockLists(index, num, sizes, block_size=block_size)
+
+
+def random_topk(rng, S, k=32, heads=1):
+    """k distinct keys per row: a + b*j mod S with b odd (S a power of two)."""
+    assert S & (S - 1) == 0
+    a = rng.integers(S, size=(heads, S, 1))
+    b = 2 * rng.integers(S // 2, size=(heads, S, 1)) + 1
+    idx = (a + b * np.arange(k)) % S
+    idx[..., -3:] = -1                      # padding
+    return fd.TopK(idx)
+
+
+def mask_families(rng, S):
+    """Every description kind, at sequence length S."""
+    window = int(rng.integers(64, S // 4))
+    return {
+        "causal": fd.Intervals.causal(S),
+        "document-causal": fd.Intervals.documents(random_docs(rng, S)),
+        "documents, bidirectional": fd.Intervals.documents(random_docs(rng, S), causal=False),
+        "sliding window": fd.Intervals.causal(S, window=(window, 0)),
+        "block lists": random_blocks(rng, S),
+        "top-k": random_topk(rng, S, heads=2),
+        "random 50%": random_dense(S, int(rng.integers(1 << 30))),
+    }
+
+
+class PlannerProperties(unittest.TestCase):
+    def cases(self, S, worlds=(1, 2, 4, 8)):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, S).items():
+                for P in worlds:
+                    yield seed, name, mask, P
+
+    def test_every_chunk_is_assigned_exactly_once_with_equal_token_counts(self):
+        for seed, name, mask, P in self.cases(8192):
+            with self.subTest(seed=seed, mask=name, P=P):
+                p = fd.plan(mask, P)
+                n = mask.seqlen // p.chunk
+                self.assertEqual(sorted(p.chunks.reshape(-1).tolist()), list(range(n)))
+                self.assertEqual(p.chunks.shape, (P, n // P))
+                self.assertEqual(sorted(p.permutation.tolist()), list(range(mask.seqlen)))
+                for r in range(P):
+                    pos = p.positions(r)
+                    self.assertEqual(pos.size, mask.seqlen // P)
+                    self.assertTrue((np.diff(pos) > 0).all())
+                    self.assertTrue((p.owner[pos // p.chunk] == r).all())
+
+    def test_every_ranks_work_is_within_ten_percent_of_the_mean(self):
+        for seed, name, mask, P in self.cases(16384, worlds=(2, 4, 8)):
+            with self.subTest(seed=seed, mask=name, P=P):
+                p = fd.plan(mask, P)
+                work = np.bincount(p.owner, weights=mask.chunk_work(p.chunk), minlength=P)
+                np.testing.assert_allclose(work, p.work)
+                self.assertAlmostEqual(work.sum(), mask.chunk_work(p.chunk).sum())
+                self.assertLessEqual(work.max(), 1.1 * work.mean(), p)
+                self.assertLessEqual(p.imbalance, 0.1)
+
+    def test_work_counts_the_global_masks_visible_pairs(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 1024).items():
+                with self.subTest(seed=seed, mask=name):
+                    dense = mask.dense()
+                    rows = dense.sum(axis=(0, 2)).reshape(-1, 128).sum(1)
+                    np.testing.assert_array_equal(mask.chunk_work(128), rows)
+
+    def test_tiles_count_the_global_masks_nonempty_chunk_tiles(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 1024).items():
+                if name == "documents, bidirectional":
+                    continue     # union of two ranges: counted as their hull
+                with self.subTest(seed=seed, mask=name):
+                    dense = mask.dense()
+                    H = dense.shape[0]
+                    tiles = dense.reshape(H, 8, 128, 8, 128).any(axis=(2, 4))
+                    want = tiles.sum(axis=(0, 2)) * (mask.heads // H)
+                    np.testing.assert_array_equal(mask.chunk_tiles(128), want)
+
+    def test_balancing_tiles_holds_the_bound_on_tiles(self):
+        for seed, name, mask, P in self.cases(16384, worlds=(2, 8)):
+            with self.subTest(seed=seed, mask=name, P=P):
+                p = fd.plan(mask, P, balance="tiles")
+                tiles = np.bincount(p.owner, weights=mask.chunk_tiles(p.chunk), minlength=P)
+                self.assertLessEqual(tiles.max(), 1.1 * tiles.mean())
+                self.assertAlmostEqual(p.balanced_imbalance, tiles.max() / tiles.mean() - 1)
+
+    def test_the_kv_chunks_of_a_rank_hold_every_key_its_rows_see(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 2048).items():
+                dense = mask.dense().any(0)
+                for P in (2, 4):
+                    with self.subTest(seed=seed, mask=name, P=P):
+                        p = fd.plan(mask, P)
+                        for r in range(P):
+                            seen = np.flatnonzero(dense[p.positions(r)].any(0))
+                            self.assertTrue(np.isin(seen, p.kv_positions(r)).all())
+                            # and nothing more than the chunks those keys lie in
+                            self.assertEqual(set(np.unique(seen // p.chunk)),
+                                             set(p.kv_chunks[r].tolist()))
+
+    def test_the_plan_is_deterministic(self):
+        for seed, name, mask, P in self.cases(4096, worlds=(2, 8)):
+            with self.subTest(seed=seed, mask=name, P=P):
+                a, b = fd.plan(mask, P), fd.plan(mask, P)
+                np.testing.assert_array_equal(a.permutation, b.permutation)
+                self.assertEqual(a.strategy, b.strategy)
+
+    def test_zigzag_balances_causal_exactly_and_documents_move_less_than_an_all_gather(self):
+        S, P = 1 << 16, 2
+        causal = fd.plan(fd.Intervals.causal(S), P)
+        self.assertLess(causal.imbalance, 1e-3)
+        n = S // causal.chunk
+        for seed in SEEDS:
+            ids = random_docs(np.random.default_rng(seed), S, max_docs=12)
+            p = fd.plan(fd.Intervals.documents(ids), P)
+            self.assertLessEqual(p.traffic(), (P - 1) * n)
+            self.assertLessEqual(p.imbalance, 0.1)
+
+    def test_a_million_tokens_plan_with_every_bound_held(self):
+        S = 1 << 20
+        ids = random_docs(np.random.default_rng(5), S, max_docs=12)
+        for P in (2, 8):
+            p = fd.plan(fd.Intervals.documents(ids), P)
+            self.assertEqual(p.permutation.size, S)
+            self.assertLessEqual(p.imbalance, 0.1)
+
+    def test_shard_and_plan_order_round_trip(self):
+        rng = np.random.default_rng(3)
+        mask = fd.Intervals.documents(random_docs(rng, 4096))
+        p = fd.plan(mask, 4)
+        x = rng.standard_normal((2, 3, 4096, 5))
+        ordered = p.to_plan_order(x, dim=2)
+        np.testing.assert_array_equal(p.from_plan_order(ordered, dim=2), x)
+        shards = [p.shard(x, r, dim=2) for r in range(4)]
+        for r in range(4):
+            np.testing.assert_array_equal(shards[r], ordered[:, :, r * 1024:(r + 1) * 1024])
+        np.testing.assert_array_equal(p.unshard(shards, dim=2), x)
+
+    def test_bad_arguments_are_value_errors(self):
+        causal = fd.Intervals.causal(1000)
+        with self.assertRaises(ValueError):
+            fd.plan(causal, 2)                      # not a multiple of chunk x P
+        with self.assertRaises(ValueError):
+            fd.plan(fd.Intervals.causal(1024), 2, chunk=100)
+        with self.assertRaises(ValueError):
+            fd.plan(fd.Intervals.causal(1024), 0)
+        with self.assertRaises(ValueError):
+            fd.Intervals.documents(np.array([0, 0, 1, 1, 0, 0]))   # a split document
+        with self.assertRaises(ValueError):
+            fd.BlockLists(np.array([[0, 5]]), np.array([2]), block_size=64)  # Kb = 1
+        with self.assertRaises(ValueError):
+            fd.TopK(np.array([[0, 7]]))                              # key 7 of 1
+        with self.assertRaises(ValueError):
+            fd.plan(fd.BlockLists(np.zeros((4, 1), int), np.ones(4, int), block_size=96),
+                    1, chunk=128)                                    # 128 cuts 96
+
+
+def numpy_attention(q, k, v, mask):
+    """f64 masked attention: q [H, Sq, D], k, v [Hk, Sk, D], mask [Hm, Sq, Sk] bool.
+    Returns (o, lse); a row with no key gives o = 0, lse = -inf."""
+    if k.shape[1] == 0:
+        return np.zeros(q.shape[:2] + v.shape[2:]), np.full(q.shape[:2], -np.inf)
+    rep = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, rep, 0), np.repeat(v, rep, 0)
+    s = np.einsum("hqd,hkd->hqk", q, k) / np.sqrt(q.shape[-1])
+    s = np.where(mask, s, -np.inf)
+    top = s.max(-1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    p = np.exp(s - safe)
+    z = p.sum(-1, keepdims=True)
+    o = np.einsum("hqk,hkd->hqd", p / np.where(z > 0, z, 1.0), v)
+    lse = np.where(z[..., 0] > 0, safe[..., 0] + np.log(np.where(z > 0, z, 1.0))[..., 0],
+                   -np.inf)
+    return o, lse
+
+
+class ExchangeAndLocalMasks(unittest.TestCase):
+    def test_the_exchange_gathers_each_ranks_keys_in_key_order(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 2048).items():
+                for P in (1, 2, 4):
+                    with self.subTest(seed=seed, mask=name, P=P):
+                        p = fd.plan(mask, P)
+                        shards = [p.positions(r) for r in range(P)]   # token = its position
+                        got = simulate_gather(p, shards)
+                        for r in range(P):
+                            np.testing.assert_array_equal(got[r], p.kv_positions(r))
+                            ex = exchange_indices(p, r)
+                            self.assertEqual(sum(ex.send_splits),
+                                             p.sent_tokens()[r])
+
+    def test_the_backward_returns_every_key_gradient_to_its_owner(self):
+        rng = np.random.default_rng(11)
+        mask = fd.Intervals.documents(random_docs(rng, 2048))
+        for P in (2, 4):
+            p = fd.plan(mask, P)
+            grads = [rng.standard_normal((len(p.kv_positions(r)), 3)) for r in range(P)]
+            want = np.zeros((2048, 3))
+            for r in range(P):
+                np.add.at(want, p.kv_positions(r), grads[r])
+            got = simulate_scatter_grad(p, grads)
+            for r in range(P):
+                np.testing.assert_allclose(got[r], want[p.positions(r)], atol=1e-12)
+
+    def test_local_masks_equal_the_global_rows_and_key_columns(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 1024).items():
+                dense = mask.dense()
+                for P in (2, 4):
+                    p = fd.plan(mask, P)
+                    for r in range(P):
+                        with self.subTest(seed=seed, mask=name, P=P, rank=r):
+                            rows, keys = p.positions(r), p.kv_positions(r)
+                            local = mask.local_mask_cpu(rows, keys).to_dense()
+                            want = dense[:, rows][:, :, keys]
+                            self.assertEqual(local.shape[2:], want.shape[1:])
+                            np.testing.assert_array_equal(local[0], np.broadcast_to(
+                                want, local.shape[1:]))
+                            # no visible key is left out by the key columns
+                            self.assertEqual(want.sum(), dense[:, rows].sum())
+                            # the overlapped forward's parts: own keys, received keys
+                            S = p.local_seqlen
+                            parts = [mask.local_mask_cpu(rows, ks, partial=True).to_dense()[0]
+                                     for ks in (keys[:S], keys[S:]) if ks.size]
+                            np.testing.assert_array_equal(np.concatenate(parts, axis=-1),
+                                                          local[0])
+
+    def test_64_token_tiles_and_chunks(self):
+        rng = np.random.default_rng(4)
+        mask = random_blocks(rng, 2048, whole=True)
+        dense = mask.dense()
+        p = fd.plan(mask, 2, chunk=64)
+        for r in range(2):
+            rows, keys = p.positions(r), p.kv_positions(r)
+            local = mask.local_mask_cpu(rows, keys, block=(64, 64))
+            self.assertEqual(local.block, (64, 64))
+            # whole 64-token blocks on 64-token tiles: no partial tile; the backward's
+            # lists are still built (on the CPU, device=None)
+            self.assertEqual(local.stats()["partial"], 0)
+            self.assertTrue(mask.local_mask(rows, keys, None, block=(64, 64)).has_transposed)
+            np.testing.assert_array_equal(local.to_dense()[0], dense[:, rows][:, :, keys])
+
+
+class Merge(unittest.TestCase):
+    def split_case(self, seed):
+        rng = np.random.default_rng(seed)
+        H, Sq, Sk, D = 2, 64, 96, 16
+        q = rng.standard_normal((H, Sq, D))
+        k, v = rng.standard_normal((2, H, Sk, D))
+        mask = rng.random((H, Sq, Sk)) < 0.3
+        mask[:, 5] = False                          # a row with no key anywhere
+        mask[:, 9, 40:] = False                     # a row with keys in one part only
+        parts = [np.arange(0, 40), np.arange(40, 70), np.arange(70, Sk)]
+        states = [numpy_attention(q, k[:, c], v[:, c], mask[:, :, c]) for c in parts]
+        return q, k, v, mask, states
+
+    def test_merged_states_of_split_keys_equal_attention_over_all_keys(self):
+        for seed in SEEDS:
+            q, k, v, mask, states = self.split_case(seed)
+            o, lse = fd.merge_states_numpy([s[0] for s in states], [s[1] for s in states])
+            want_o, want_lse = numpy_attention(q, k, v, mask)
+            np.testing.assert_allclose(o, want_o, atol=1e-12)
+            np.testing.assert_array_equal(np.isneginf(lse), np.isneginf(want_lse))
+            fin = np.isfinite(want_lse)
+            np.testing.assert_allclose(lse[fin], want_lse[fin], rtol=1e-12)
+            self.assertTrue((o[:, 5] == 0).all() and np.isneginf(lse[:, 5]).all())
+
+    @unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+    def test_the_torch_fp32_merge_equals_the_numpy_twin(self):
+        import torch
+
+        q, k, v, mask, states = self.split_case(1)
+        o, lse = fd.merge_states([torch.from_numpy(s[0]).float() for s in states],
+                                 [torch.from_numpy(s[1]).float() for s in states])
+        want_o, want_lse = fd.merge_states_numpy([s[0] for s in states],
+                                                 [s[1] for s in states])
+        np.testing.assert_allclose(o.numpy(), want_o, atol=1e-5)
+        np.testing.assert_allclose(lse.numpy(), want_lse, rtol=1e-5)
+
+
+class SimulatedContextParallelForward(unittest.TestCase):
+    def test_every_ranks_rows_equal_attention_over_the_whole_sequence(self):
+        """Plan, shard, exchange (replayed), each rank's local mask, per-rank attention:
+        the ranks' outputs put back in global order equal single-device attention (and
+        so do the overlapped forward's two parts, merged)."""
+        H, Hk, D = 2, 1, 8      # the per-head masks have 2 heads
+        for seed in SEEDS[:2]:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 1024).items():
+                dense = mask.dense()
+                q = rng.standard_normal((H, 1024, D))
+                k, v = rng.standard_normal((2, Hk, 1024, D))
+                want, want_lse = numpy_attention(q, k, v, dense)
+                for P in (2, 4):
+                    with self.subTest(seed=seed, mask=name, P=P):
+                        p = fd.plan(mask, P)
+                        kv = [np.concatenate([p.shard(k, r, 1), p.shard(v, r, 1)], -1)
+                              .transpose(1, 0, 2) for r in range(P)]
+                        got = simulate_gather(p, kv)
+                        outs = []
+                        for r in range(P):
+                            rows, keys = p.positions(r), p.kv_positions(r)
+                            local = mask.local_mask_cpu(rows, keys).to_dense()[0]
+                            kg, vg = got[r][:, :, :D].transpose(1, 0, 2), \
+                                got[r][:, :, D:].transpose(1, 0, 2)
+                            o, lse = numpy_attention(p.shard(q, r, 1), kg, vg, local)
+                            outs.append(o)
+                            own = p.owner[keys // p.chunk] == r
+                            parts = [numpy_attention(p.shard(q, r, 1), kg[:, sel], vg[:, sel],
+                                                     local[:, :, sel])
+                                     for sel in (own, ~own)]
+                            mo, mlse = fd.merge_states_numpy([a for a, _ in parts],
+                                                             [b for _, b in parts])
+                            np.testing.assert_allclose(mo, o, atol=1e-10)
+                            fin = np.isfinite(lse)
+                            np.testing.assert_allclose(mlse[fin], lse[fin], rtol=1e-10)
+                        np.testing.assert_allclose(p.unshard(outs, dim=1), want, atol=1e-10)
+
+
+if __name__ == "__main__":
+    unittest.main()
