@@ -935,80 +935,6 @@ def classify(case: Case, rc, stderr: str, before: dict, after: dict) -> str:
     return "unexpected"
 
 
-# --------------------------------------------------------------------------- kills
-
-
-def spread_topk(d: Path, rows: int) -> Path:
-    """Top-k with one key per query, in a different key tile for each query of a row
-    block, so every tile is partial: rows * 2 KiB of output words."""
-    p = d / f"topk{rows}.npy"
-    p.write_bytes(npy("<i4", (rows, 1), i32(((q % 128) * 128) for q in range(rows))))
-    return p
-
-
-def kill_cases(base_tmp: str, opts) -> list[dict]:
-    results = []
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        name = f"{signal.Signals(sig).name} during pack write"
-        d = Path(tempfile.mkdtemp(prefix="kill-", dir=base_tmp))
-        inputs = Path(tempfile.mkdtemp(prefix="kill-in-", dir=base_tmp))
-        outcome, detail, rc = "not-reached", "", None
-        for rows in (16384, 65536, 262144):
-            topk = spread_topk(inputs, rows)
-            out = d / "out.safetensors"
-            p = subprocess.Popen(
-                [FRAGMASK, "pack", "--topk", str(topk), "--seqlen-k", "16384", "-q", "-o", str(out)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                preexec_fn=limits(opts.mem_gib << 30, None),
-            )
-            sent = False
-            deadline = time.monotonic() + opts.timeout
-            while p.poll() is None and time.monotonic() < deadline:
-                if any(n.startswith(TEMP_PREFIX) for n in os.listdir(d)):
-                    p.send_signal(sig)
-                    sent = True
-                    break
-            try:
-                _, se = p.communicate(timeout=opts.timeout)
-                rc = p.returncode
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate()
-                outcome, detail = "hang", f"rows {rows}"
-                break
-            left = sorted(os.listdir(d))
-            if not sent or rc != -sig:
-                # Finished before the signal: the whole output, nothing else.
-                if left not in ([], ["out.safetensors"]):
-                    outcome, detail = "leftover", f"rows {rows}: {left}"
-                    break
-                if out.exists():
-                    out.unlink()
-                continue
-            if sig != signal.SIGKILL:
-                outcome = "ok" if left == [] else "leftover"
-                detail = f"rows {rows}, left {left}"
-            else:
-                stale = [n for n in left if n.startswith(TEMP_PREFIX)]
-                # A second run into the same directory removes the stale temporary.
-                r = subprocess.run(
-                    [FRAGMASK, "pack", "--predicate", "causal", "--seqlen-q", "64", "--seqlen-k", "64", "-q", "-o", str(d / "second.safetensors")],
-                    capture_output=True,
-                    preexec_fn=limits(opts.mem_gib << 30, None),
-                )
-                left2 = sorted(os.listdir(d))
-                ok = r.returncode == 0 and left2 == ["second.safetensors"] and len(stale) == 1
-                outcome = "ok" if ok else "leftover"
-                detail = f"rows {rows}, after kill {left}, after second run {left2}"
-            break
-        results.append({"group": "pack (kill)", "name": name, "args": [], "expect": "bad", "rc": rc, "outcome": outcome,
-                        "seconds": 0, "stderr": detail, "stdout": "", "new_files": []})
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(inputs, ignore_errors=True)
-    return results
-
-
 # --------------------------------------------------------------------------- compile cache, checksums, signals
 # Cases of the compile cache (corrupted, special and huge entries, concurrent writers,
 # writers killed mid-write), of packed-mask checksums (random mutations, files older
@@ -1017,7 +943,7 @@ def kill_cases(base_tmp: str, opts) -> list[dict]:
 # outcome, detail in "stderr").
 
 CACHE_WARNING = "warning: compile cache entry"
-PYENV_PYTHON = Path(".cache/pyenv/bin/python")
+PYENV_PYTHON = Path(os.environ.get("FRAGMASK_PYENV") or ".cache/pyenv") / "bin" / "python"
 
 
 def finding(group, name, outcome, detail="", rc=None, seconds=0.0, args=()) -> dict:
@@ -1450,6 +1376,80 @@ def save_kill_cases(base: Path, python, opts) -> list[dict]:
 # --------------------------------------------------------------------------- end of compile cache, checksums, signals
 
 
+# --------------------------------------------------------------------------- kills
+
+
+def spread_topk(d: Path, rows: int) -> Path:
+    """Top-k with one key per query, in a different key tile for each query of a row
+    block, so every tile is partial: rows * 2 KiB of output words."""
+    p = d / f"topk{rows}.npy"
+    p.write_bytes(npy("<i4", (rows, 1), i32(((q % 128) * 128) for q in range(rows))))
+    return p
+
+
+def kill_cases(base_tmp: str, opts) -> list[dict]:
+    results = []
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        name = f"{signal.Signals(sig).name} during pack write"
+        d = Path(tempfile.mkdtemp(prefix="kill-", dir=base_tmp))
+        inputs = Path(tempfile.mkdtemp(prefix="kill-in-", dir=base_tmp))
+        outcome, detail, rc = "not-reached", "", None
+        for rows in (16384, 65536, 262144):
+            topk = spread_topk(inputs, rows)
+            out = d / "out.safetensors"
+            p = subprocess.Popen(
+                [FRAGMASK, "pack", "--topk", str(topk), "--seqlen-k", "16384", "-q", "-o", str(out)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                preexec_fn=limits(opts.mem_gib << 30, None),
+            )
+            sent = False
+            deadline = time.monotonic() + opts.timeout
+            while p.poll() is None and time.monotonic() < deadline:
+                if any(n.startswith(TEMP_PREFIX) for n in os.listdir(d)):
+                    p.send_signal(sig)
+                    sent = True
+                    break
+            try:
+                _, se = p.communicate(timeout=opts.timeout)
+                rc = p.returncode
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+                outcome, detail = "hang", f"rows {rows}"
+                break
+            left = sorted(os.listdir(d))
+            if not sent or rc != -sig:
+                # Finished before the signal: the whole output, nothing else.
+                if left not in ([], ["out.safetensors"]):
+                    outcome, detail = "leftover", f"rows {rows}: {left}"
+                    break
+                if out.exists():
+                    out.unlink()
+                continue
+            if sig != signal.SIGKILL:
+                outcome = "ok" if left == [] else "leftover"
+                detail = f"rows {rows}, left {left}"
+            else:
+                stale = [n for n in left if n.startswith(TEMP_PREFIX)]
+                # A second run into the same directory removes the stale temporary.
+                r = subprocess.run(
+                    [FRAGMASK, "pack", "--predicate", "causal", "--seqlen-q", "64", "--seqlen-k", "64", "-q", "-o", str(d / "second.safetensors")],
+                    capture_output=True,
+                    preexec_fn=limits(opts.mem_gib << 30, None),
+                )
+                left2 = sorted(os.listdir(d))
+                ok = r.returncode == 0 and left2 == ["second.safetensors"] and len(stale) == 1
+                outcome = "ok" if ok else "leftover"
+                detail = f"rows {rows}, after kill {left}, after second run {left2}"
+            break
+        results.append({"group": "pack (kill)", "name": name, "args": [], "expect": "bad", "rc": rc, "outcome": outcome,
+                        "seconds": 0, "stderr": detail, "stdout": "", "new_files": []})
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(inputs, ignore_errors=True)
+    return results
+
+
 # --------------------------------------------------------------------------- main
 
 FRAGMASK = "target/release/fragmask"
@@ -1479,8 +1479,6 @@ def main():
         start = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(max_workers=opts.jobs) as ex:
             results = list(ex.map(lambda c: run_case(c, base_tmp, opts), cases))
-        if not opts.no_kills and (not opts.only or opts.only == "pack (kill)"):
-            results += kill_cases(base_tmp, opts)
         # Compile cache, checksums and signals: groups of their own (see their section).
         for groups_run, runner in [
             (("compile cache", "compile cache (kill)"), cache_cases),
@@ -1490,6 +1488,9 @@ def main():
                 continue
             extra = runner(base_tmp, opts)
             results += [r for r in extra if not opts.only or r["group"] == opts.only]
+
+        if not opts.no_kills and (not opts.only or opts.only == "pack (kill)"):
+            results += kill_cases(base_tmp, opts)
         elapsed = time.monotonic() - start
     finally:
         shutil.rmtree(base_tmp, ignore_errors=True)
