@@ -20,9 +20,22 @@ classified:
   unexpected  any other exit code (e.g. 2 on a valid input)
   gpu-stdout  exit 3 with the "no GPU" line on standard output (it belongs on standard
               error, so that --json output stays parseable)
+  not-reached a kill case whose signal never landed during a write
+  wrong-result  a repaired compile-cache entry reported other registers or SASS than a
+              clean cache does, or a mutated packed file loaded as a different mask
+  slow        a huge sparse file refused, but not within a second (its body was read)
+  skipped     a case this machine cannot run (no NVRTC, no unshare, no Python venv);
+              not a finding, listed as SKIPPED
+
+The compile-cache cases (corrupted, special, huge and stale entries; concurrent writers,
+also as PID 1 of two PID namespaces; writers killed by SIGINT/SIGTERM/SIGKILL) need
+NVRTC. The checksum cases mutate packed files at random and check the CLI and, where
+./.cache/pyenv holds the package (scripts/test-python.sh), Python's Mask.load; the same
+venv runs Mask.save killed by SIGTERM/SIGHUP/SIGINT.
 
 Usage: scripts/campaign.py [--fragmask target/release/fragmask] [--json report.json]
-       [--timeout 60] [--mem-gib 4] [--only SUBCOMMAND] [--jobs 2] [-v]
+       [--timeout 60] [--mem-gib 4] [--only SUBCOMMAND] [--jobs 2] [--no-kills]
+       [--no-cache-checksums] [-v]
 Python 3.11 standard library only. Build first: cargo build --release. The bench sass,
 verify --compile-only and demo cases compile CUDA with NVRTC: source
 .cache/cuda-toolchain/env.sh (see scripts/install-cuda-toolchain.sh) first.
@@ -922,6 +935,447 @@ def classify(case: Case, rc, stderr: str, before: dict, after: dict) -> str:
     return "unexpected"
 
 
+# --------------------------------------------------------------------------- compile cache, checksums, signals
+# Cases of the compile cache (corrupted, special and huge entries, concurrent writers,
+# writers killed mid-write), of packed-mask checksums (random mutations, files older
+# than checksums, huge sparse files; the CLI and Python's Mask.load) and of Mask.save
+# killed by a signal. Each yields results shaped like kill_cases' (group, name,
+# outcome, detail in "stderr").
+
+CACHE_WARNING = "warning: compile cache entry"
+PYENV_PYTHON = Path(os.environ.get("FRAGMASK_PYENV") or ".cache/pyenv") / "bin" / "python"
+
+
+def finding(group, name, outcome, detail="", rc=None, seconds=0.0, args=()) -> dict:
+    return {"group": group, "name": name, "args": list(args), "expect": "bad", "rc": rc, "outcome": outcome,
+            "seconds": round(seconds, 3), "stderr": detail, "stdout": "", "new_files": []}
+
+
+def odd_files(d: Path) -> list[str]:
+    """Anything in d that is not a regular file, and every temporary."""
+    out = []
+    for n in sorted(os.listdir(d)):
+        st = os.lstat(d / n)
+        if n.startswith(TEMP_PREFIX) or n.startswith(".") or not stat.S_ISREG(st.st_mode):
+            out.append(n)
+    return out
+
+
+def inspect_once(cache: Path, scratch: Path, opts, extra=(), prefix=()):
+    """`attention --inspect` with FRAGMASK_CACHE_DIR=cache: (rc or None on a hang,
+    the kernel/register/SASS summary lines, stderr, seconds)."""
+    env = {**os.environ, "FRAGMASK_CACHE_DIR": str(cache), "TMPDIR": str(scratch)}
+    start = time.monotonic()
+    p = subprocess.Popen(list(prefix) + [FRAGMASK, "attention", "--inspect", *extra], cwd=scratch, env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=limits(opts.mem_gib << 30, None))
+    try:
+        so, se = p.communicate(timeout=opts.timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        so, se = p.communicate()
+        rc = None
+    summary = [ln for ln in so.decode("utf-8", "replace").splitlines() if ln.startswith(("registers", "SASS:", "AttentionKernel"))]
+    return rc, summary, se.decode("utf-8", "replace"), time.monotonic() - start
+
+
+def cache_entry_damages(entry: Path, foreign: bytes) -> list[tuple[str, Callable[[Path], None]]]:
+    good = entry.read_bytes()
+
+    def write(data):
+        return lambda p: p.write_bytes(data)
+
+    def flip(at):
+        b = bytearray(good)
+        b[at] ^= 0x10
+        return write(bytes(b))
+
+    def replace(make):
+        def damage(p):
+            p.unlink()
+            make(p)
+        return damage
+
+    def sparse(p):
+        with open(p, "r+b") as f:
+            f.truncate(1 << 30)
+
+    return [
+        ("truncated to half", write(good[: len(good) // 2])),
+        ("truncated to 100 bytes", write(good[:100])),
+        ("empty", write(b"")),
+        ("zeroed", write(bytes(len(good)))),
+        ("bit flipped in the header", flip(9)),
+        ("bit flipped in the middle", flip(len(good) // 2)),
+        ("bit flipped in the last byte", flip(len(good) - 1)),
+        ("trailing bytes", write(good + b"\0" * 16)),
+        ("another key's entry", write(foreign)),
+        ("FIFO", replace(os.mkfifo)),
+        ("symlink to /dev/zero", replace(lambda p: os.symlink("/dev/zero", p))),
+        ("directory", replace(os.mkdir)),
+        ("1 GiB sparse", sparse),
+    ]
+
+
+def cache_cases(base_tmp: str, opts) -> list[dict]:
+    G = "compile cache"
+    root = Path(tempfile.mkdtemp(prefix="cache-", dir=base_tmp))
+    scratch = root / "scratch"
+    scratch.mkdir()
+    clean, other = root / "clean", root / "other"
+    clean.mkdir()
+    other.mkdir()
+    rc, want, se, secs = inspect_once(clean, scratch, opts)
+    if rc != 0 or not want:
+        shutil.rmtree(root, ignore_errors=True)
+        return [finding(G, "clean --inspect", "skipped" if "NVRTC" in se or "nvrtc" in se else "unexpected",
+                        f"exit {rc}; source .cache/cuda-toolchain/env.sh first: {se.strip()[-300:]}", rc, secs)]
+    entries = sorted(clean.glob("*.cubin"))
+    rc2, other_summary, _, _ = inspect_once(other, scratch, opts, ["--head-dim", "64"])
+    others = sorted(other.glob("*.cubin"))
+    if len(entries) != 1 or rc2 != 0 or len(others) != 1 or other_summary == want:
+        shutil.rmtree(root, ignore_errors=True)
+        return [finding(G, "clean --inspect", "unexpected", f"entries {os.listdir(clean)}, other {os.listdir(other)} (exit {rc2})")]
+    results = []
+
+    def check_after(cache, name, rc, got, se, secs, expect_warning):
+        """The run succeeded with the clean run's summary, warned iff expected, and
+        left only regular entries that a further run serves without a warning."""
+        if rc is None:
+            return finding(G, name, "hang", se[-300:], rc, secs)
+        if rc == 101 or "panicked" in se:
+            return finding(G, name, "panic", se[-300:], rc, secs)
+        if rc != 0:
+            return finding(G, name, "unexpected", se[-300:], rc, secs)
+        if got != want:
+            return finding(G, name, "wrong-result", f"summary {got}, clean run {want}", rc, secs)
+        if expect_warning and CACHE_WARNING not in se:
+            return finding(G, name, "unclear", f"no '{CACHE_WARNING}' line: {se[-300:]}", rc, secs)
+        left = odd_files(cache) + sorted(os.listdir(scratch))
+        if left:
+            return finding(G, name, "leftover", f"left {left}", rc, secs)
+        rc3, again, se3, _ = inspect_once(cache, scratch, opts)
+        if rc3 != 0 or again != want or CACHE_WARNING in se3:
+            return finding(G, name, "wrong-result", f"the next run: exit {rc3}, {again}, {se3[-300:]}", rc3, secs)
+        return finding(G, name, "ok", se.strip()[-300:], rc, secs)
+
+    # Damaged entries: each repaired with the clean run's report.
+    for label, damage in cache_entry_damages(entries[0], others[0].read_bytes()):
+        cache = root / "damaged"
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(clean, cache)
+        damage(cache / entries[0].name)
+        rc, got, se, secs = inspect_once(cache, scratch, opts)
+        results.append(check_after(cache, f"entry {label}", rc, got, se, secs, True))
+
+    # Concurrent writers into one empty cache: plain, then each the PID 1 of its own
+    # PID namespace (as in two containers sharing a cache volume).
+    unshare = shutil.which("unshare")
+    pid1 = None
+    if unshare:
+        for args in ([unshare, "-pf", "--mount-proc"], [unshare, "-Urpf", "--mount-proc"]):
+            if subprocess.run(args + ["true"], capture_output=True).returncode == 0:
+                pid1 = args
+                break
+    for which, (label, prefix) in enumerate([("two writers", ()), ("two PID-1 writers (unshare -pf)", pid1)]):
+        if prefix is None:
+            results.append(finding(G, label, "skipped", "unshare -pf --mount-proc is not allowed here"))
+            continue
+        outcome = None
+        for round_ in range(3):
+            cache = root / f"concurrent{which}-{round_}"
+            cache.mkdir()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
+                runs = list(ex.map(lambda _: inspect_once(cache, scratch, opts, (), prefix), range(2)))
+            bad = [r for r in runs if r[0] != 0 or r[1] != want]
+            if bad:
+                outcome = finding(G, label, "hang" if bad[0][0] is None else "wrong-result",
+                                  f"round {round_}: exit {bad[0][0]}, {bad[0][1]}, {bad[0][2][-300:]}", bad[0][0], bad[0][3])
+                break
+            outcome = check_after(cache, label, 0, want, "", max(r[3] for r in runs), False)
+            if outcome["outcome"] != "ok":
+                outcome["stderr"] = f"round {round_}: " + outcome["stderr"]
+                break
+        results.append(outcome)
+
+    # A stale temporary (as a SIGKILLed writer leaves it) is removed by the next write.
+    cache = root / "stale"
+    shutil.copytree(clean, cache)
+    planted = [f"{TEMP_PREFIX}{4194303}-0123456789abcdef", f"{TEMP_PREFIX}new-fedcba9876543210", f"{TEMP_PREFIX}1-00000000deadbeef"]
+    for n in planted:
+        (cache / n).write_bytes(b"half an entry")
+    rc, got, se, secs = inspect_once(cache, scratch, opts, ["--head-dim", "64"])
+    left = [n for n in os.listdir(cache) if n.startswith(TEMP_PREFIX)]
+    ok = rc == 0 and got == other_summary and not left
+    results.append(finding(G, "stale temporaries removed by the next write", "ok" if ok else "leftover",
+                           f"exit {rc}, temporaries left {left}", rc, secs))
+
+    results += cache_kill_cases(root, scratch, want, opts)
+    shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+def cache_kill_cases(root: Path, scratch: Path, want, opts) -> list[dict]:
+    """A cache write killed by SIGINT/SIGTERM (the handler removes its temporary) or
+    SIGKILL (the next run's write removes it): no temporary after the next run."""
+    G = "compile cache (kill)"
+    results = []
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        name = f"{signal.Signals(sig).name} during a cache write"
+        outcome, detail, rc = "not-reached", "the write was never caught in 5 tries", None
+        for attempt in range(5):
+            cache = root / f"kill-{sig}-{attempt}"
+            cache.mkdir()
+            p = subprocess.Popen([FRAGMASK, "attention", "--inspect"], cwd=scratch, env={**env, "FRAGMASK_CACHE_DIR": str(cache)},
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 preexec_fn=limits(opts.mem_gib << 30, None))
+            sent = False
+            deadline = time.monotonic() + opts.timeout
+            while p.poll() is None and time.monotonic() < deadline:
+                if any(n.startswith(TEMP_PREFIX) for n in os.listdir(cache)):
+                    p.send_signal(sig)
+                    sent = True
+                    break
+            try:
+                _, se = p.communicate(timeout=opts.timeout)
+                rc = p.returncode
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
+                outcome, detail = "hang", f"attempt {attempt}"
+                break
+            if not sent or rc == 0:
+                continue  # finished before the signal landed
+            after_kill = odd_files(cache)
+            if sig != signal.SIGKILL and after_kill:
+                outcome, detail = "leftover", f"after {signal.Signals(sig).name}: {after_kill}"
+                break
+            rc2, got, se2, _ = inspect_once(cache, scratch, opts)
+            left = odd_files(cache)
+            if rc2 != 0 or got != want:
+                outcome, detail = "wrong-result", f"the next run: exit {rc2}, {got}, {se2[-300:]}"
+            elif left:
+                outcome, detail = "leftover", f"after the kill {after_kill}, after the next run {left}"
+            else:
+                outcome, detail = "ok", f"attempt {attempt}: exit {rc}, after the kill {after_kill}, after the next run none"
+            break
+        results.append(finding(G, name, outcome, detail, rc))
+    return results
+
+
+def split_safetensors(data: bytes):
+    """(header dict, data bytes) of a safetensors file, or None if it does not parse."""
+    try:
+        n = struct.unpack("<Q", data[:8])[0]
+        return json.loads(data[8 : 8 + n]), data[8 + n :]
+    except Exception:
+        return None
+
+
+def tensors_of(data: bytes):
+    """name -> (dtype, shape, bytes), and the metadata; None if it does not parse."""
+    parsed = split_safetensors(data)
+    if parsed is None or not isinstance(parsed[0], dict):
+        return None
+    header, blob = parsed
+    try:
+        out = {k: (v["dtype"], v["shape"], blob[v["data_offsets"][0] : v["data_offsets"][1]]) for k, v in header.items() if k != "__metadata__"}
+    except Exception:
+        return None
+    return out, header.get("__metadata__")
+
+
+def strip_checksums(data: bytes) -> bytes:
+    """The file as written before checksums existed: every sha256.* key removed."""
+    header, blob = split_safetensors(data)
+    header["__metadata__"] = {k: v for k, v in header["__metadata__"].items() if not k.startswith("sha256.")}
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + blob
+
+
+def run_quick(args, cwd, timeout, mem_gib):
+    start = time.monotonic()
+    try:
+        r = subprocess.run(args, cwd=cwd, capture_output=True, timeout=timeout, preexec_fn=limits(mem_gib << 30, None),
+                           env={**os.environ, "TMPDIR": str(cwd)})
+        return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace"), time.monotonic() - start
+    except subprocess.TimeoutExpired:
+        return None, "", "", time.monotonic() - start
+
+
+PY_LOAD = """
+import sys, fragmask
+# Mask.load checks the header in Python first; "ext" calls the extension's load alone.
+load = fragmask._fragmask.load if sys.argv[2:] == ["ext"] else fragmask.Mask.load
+try:
+    load(sys.argv[1])
+except (ValueError, OSError) as e:
+    print("refused:", e)
+    sys.exit(2)
+print("loaded")
+"""
+
+
+def checksum_cases(base_tmp: str, opts) -> list[dict]:
+    G = "inspect (checksum)"
+    results = []
+    d = Path(tempfile.mkdtemp(prefix="checksum-", dir=base_tmp))
+    topk = d / "topk.npy"
+    topk.write_bytes(npy("<i4", (512, 4), i32([(q * 37 + j * 101) % 512 for q in range(512) for j in range(4)])))
+    python = PYENV_PYTHON.absolute() if PYENV_PYTHON.exists() else None  # not resolved: the link names the venv
+    if python and subprocess.run([str(python), "-c", "import fragmask"], capture_output=True).returncode != 0:
+        python = None
+    if python is None:
+        results.append(finding("python load", "Mask.load cases", "skipped", f"{PYENV_PYTHON}: no venv with fragmask (scripts/test-python.sh builds it)"))
+    rng = __import__("random").Random(21)
+    for label, extra in [("forward lists", []), ("transposed lists", ["--transposed"])]:
+        packed = d / "p.safetensors"
+        r = subprocess.run([FRAGMASK, "pack", "--topk", str(topk), "--seqlen-k", "512", "--block", "128x128", "-q", *extra, "-o", str(packed)],
+                           capture_output=True)
+        if r.returncode != 0:
+            results.append(finding(G, f"{label}: pack", "unexpected", r.stderr.decode()[-300:], r.returncode))
+            continue
+        good = packed.read_bytes()
+        names = set(tensors_of(good)[0])
+        data_at = 8 + struct.unpack("<Q", good[:8])[0]
+        rc, want, _, _ = run_quick([FRAGMASK, "inspect", str(packed)], d, opts.timeout, opts.mem_gib)
+        if rc != 0 or "verified" not in want:
+            results.append(finding(G, f"{label}: clean inspect", "unexpected", want[-300:], rc))
+            continue
+        # Random mutations: a third in the header, the rest anywhere.
+        counts = {"refused": 0, "identical": 0}
+        bad = None
+        for i in range(150):
+            at = rng.randrange(8, data_at) if i % 3 == 0 else rng.randrange(len(good))
+            b = bytearray(good)
+            b[at] = (b[at] + rng.randrange(1, 256)) % 256
+            mutated = d / "m.safetensors"
+            mutated.write_bytes(bytes(b))
+            rc, so, se, secs = run_quick([FRAGMASK, "inspect", str(mutated)], d, opts.timeout, opts.mem_gib)
+            what = f"byte {at} (data from {data_at}) {good[at]:#04x} -> {b[at]:#04x}"
+            if rc is None:
+                bad = ("hang", what)
+            elif rc == 101 or "panicked" in se:
+                bad = ("panic", what + ": " + se[-200:])
+            elif rc == 0:
+                same = tensors_of(bytes(b)) == tensors_of(good)
+                if not same:
+                    bad = ("wrong-result", what + ": loaded a different mask")
+                counts["identical"] += 1
+            elif rc == 2:
+                if "m.safetensors" not in se:
+                    bad = ("unclear", what + ": " + se[-200:])
+                elif at >= data_at and not ("SHA-256" in se and any(f"'{n}'" in se for n in names)):
+                    bad = ("unclear", what + ": a data byte refused without a checksum error naming a tensor: " + se[-200:])
+                counts["refused"] += 1
+            else:
+                bad = ("unexpected", what + f": exit {rc}: " + se[-200:])
+            if bad:
+                break
+        results.append(finding(G, f"{label}: 150 random mutations", bad[0] if bad else "ok",
+                               bad[1] if bad else f"{counts['refused']} refused, {counts['identical']} loaded identically"))
+        # Written before checksums existed: loads, and inspect says so.
+        old = d / "old.safetensors"
+        old.write_bytes(strip_checksums(good))
+        rc, so, se, secs = run_quick([FRAGMASK, "inspect", str(old)], d, opts.timeout, opts.mem_gib)
+        ok = rc == 0 and "no checksum" in so
+        said = [ln for ln in so.splitlines() if ln.startswith("checksum")]
+        results.append(finding(G, f"{label}: file without checksums", "ok" if ok else "unexpected", str(said) + se[-300:], rc, secs))
+        if python:
+            rc, so, se, secs = run_quick([str(python), "-c", PY_LOAD, str(old)], d, opts.timeout, opts.mem_gib)
+            results.append(finding("python load", f"{label}: Mask.load of a file without checksums", "ok" if rc == 0 else "unexpected",
+                                   (so + se)[-300:], rc, secs))
+            b = bytearray(good)
+            b[-1] ^= 1
+            (d / "m.safetensors").write_bytes(bytes(b))
+            rc, so, se, secs = run_quick([str(python), "-c", PY_LOAD, str(d / "m.safetensors")], d, opts.timeout, opts.mem_gib)
+            ok = rc == 2 and "SHA-256" in so and "m.safetensors" in so
+            results.append(finding("python load", f"{label}: Mask.load of a flipped last byte", "ok" if ok else "unexpected",
+                                   (so + se)[-300:], rc, secs))
+        # A 5 GiB sparse file: refused by its header, in well under a second.
+        # The refusal must come from the header ("out of memory" would mean the body was read).
+        for huge_label, head, because in [("valid header", good, "truncated or extended"), ("zero header", b"", "header")]:
+            huge = d / "huge.safetensors"
+            huge.write_bytes(head)
+            with open(huge, "r+b") as f:
+                f.truncate(5 << 30)
+            runs = [("inspect", [FRAGMASK, "inspect", str(huge)])]
+            if python:
+                runs += [("python load", [str(python), "-c", PY_LOAD, str(huge)]),
+                         ("python load (extension)", [str(python), "-c", PY_LOAD, str(huge), "ext"])]
+            for who, args in runs:
+                rc, so, se, secs = run_quick(args, d, opts.timeout, opts.mem_gib)
+                outcome = "hang" if rc is None else "panic" if rc == 101 else "slow" if secs > 1.0 else "ok" if rc == 2 else "unexpected"
+                if outcome == "ok" and ("huge.safetensors" not in so + se or because not in so + se):
+                    outcome = "unclear"
+                results.append(finding(G if who == "inspect" else "python load", f"{label}: 5 GiB sparse file, {huge_label}, {who}", outcome,
+                                       f"{secs:.2f} s: " + (so + se).strip()[-300:], rc, secs))
+            huge.unlink()
+    results += save_kill_cases(d, python, opts)
+    shutil.rmtree(d, ignore_errors=True)
+    return results
+
+
+PY_SAVE = """
+import sys, numpy as np, fragmask
+rows = int(sys.argv[2])
+idx = ((np.arange(rows) % 128) * 128).astype(np.int32).reshape(rows, 1)
+mask = fragmask.Mask.from_topk(idx, 16384)
+while True:
+    mask.save(sys.argv[1] + "/out.safetensors")
+    if len(sys.argv) > 3:
+        break
+"""
+
+
+def save_kill_cases(base: Path, python, opts) -> list[dict]:
+    """Mask.save killed by SIGTERM or SIGHUP: the next save into that directory
+    leaves no temporary."""
+    G = "python save (kill)"
+    if python is None:
+        return [finding(G, "Mask.save kills", "skipped", f"{PYENV_PYTHON}: no venv with fragmask")]
+    results = []
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        name = f"{signal.Signals(sig).name} during Mask.save"
+        d = Path(tempfile.mkdtemp(prefix="save-kill-", dir=base))
+        p = subprocess.Popen([str(python), "-c", PY_SAVE, str(d), "65536"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=limits(opts.mem_gib << 30, None), env={**os.environ, "TMPDIR": str(d)})
+        sent = False
+        deadline = time.monotonic() + opts.timeout
+        while p.poll() is None and time.monotonic() < deadline:
+            if any(n.startswith(TEMP_PREFIX) for n in os.listdir(d)):
+                p.send_signal(sig)
+                sent = True
+                break
+        try:
+            _, se = p.communicate(timeout=opts.timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            results.append(finding(G, name, "hang" if sent else "not-reached", "", None))
+            continue
+        after_kill = sorted(os.listdir(d))
+        r = subprocess.run([str(python), "-c", PY_SAVE, str(d), "1024", "once"], capture_output=True,
+                           env={**os.environ, "TMPDIR": str(d)})
+        left = sorted(os.listdir(d))
+        if not sent:
+            outcome = "not-reached"
+        elif r.returncode != 0:
+            outcome = "unexpected"
+        else:
+            outcome = "ok" if left == ["out.safetensors"] else "leftover"
+        results.append(finding(G, name, outcome, f"exit {rc}; after the kill {after_kill}, after the next save {left}; {r.stderr.decode()[-200:]}", rc))
+        shutil.rmtree(d, ignore_errors=True)
+    return results
+
+
+# --------------------------------------------------------------------------- end of compile cache, checksums, signals
+
+
 # --------------------------------------------------------------------------- kills
 
 
@@ -1137,6 +1591,7 @@ def main():
     ap.add_argument("--only", help="run only this group (e.g. 'pack', 'bench packer')")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-kills", action="store_true")
+    ap.add_argument("--no-cache-checksums", action="store_true", help="skip the compile-cache, checksum and Mask.save signal cases")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every non-ok case in full")
     opts = ap.parse_args()
     FRAGMASK = str(Path(opts.fragmask).resolve())
@@ -1150,6 +1605,16 @@ def main():
         start = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(max_workers=opts.jobs) as ex:
             results = list(ex.map(lambda c: run_case(c, base_tmp, opts), cases))
+        # Compile cache, checksums and signals: groups of their own (see their section).
+        for groups_run, runner in [
+            (("compile cache", "compile cache (kill)"), cache_cases),
+            (("inspect (checksum)", "python load", "python save (kill)"), checksum_cases),
+        ]:
+            if opts.no_cache_checksums or (opts.only and opts.only not in groups_run):
+                continue
+            extra = runner(base_tmp, opts)
+            results += [r for r in extra if not opts.only or r["group"] == opts.only]
+
         if not opts.no_kills and (not opts.only or opts.only == "pack (kill)"):
             results += kill_cases(base_tmp, opts)
         if not opts.only or opts.only == "first hour":
@@ -1159,7 +1624,7 @@ def main():
         shutil.rmtree(base_tmp, ignore_errors=True)
 
     classes = ["ok", "panic", "abort", "hang", "leftover", "clobbered", "exit0-bad", "exit3-bad", "unclear", "unexpected", "gpu-stdout",
-               "not-reached"]
+               "not-reached", "wrong-result", "slow", "skipped"]
     groups = sorted({r["group"] for r in results}, key=lambda g: [r["group"] for r in results].index(g))
     table = {g: {c: 0 for c in classes} for g in groups}
     codes = {g: {} for g in groups}
@@ -1174,7 +1639,10 @@ def main():
         print(f"{g:<18} {n:>5} " + " ".join(f"{table[g][c]:>10}" for c in shown) + f"   {ec}")
     tot = {c: sum(table[g][c] for g in groups) for c in classes}
     print(f"{'total':<18} {len(results):>5} " + " ".join(f"{tot[c]:>10}" for c in shown))
-    bad = [r for r in results if r["outcome"] != "ok"]
+    bad = [r for r in results if r["outcome"] not in ("ok", "skipped")]
+    for r in results:
+        if r["outcome"] == "skipped":
+            print(f"SKIPPED: {r['group']}: {r['name']}: {r['stderr']}")
     print(f"\n{len(results)} cases in {elapsed:.0f} s; {len(bad)} findings.")
     for r in bad:
         line = f"[{r['outcome']}] {r['group']}: {r['name']} (exit {r['rc']})"

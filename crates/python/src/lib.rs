@@ -24,7 +24,7 @@ mod transpose;
 
 use fragmask::calc::{self, Value};
 use fragmask_layout::IntTuple;
-use fragmask_masks::io::read_file;
+use fragmask_masks::io::read_packed_file;
 use fragmask_masks::{
     pack, parse_predicate, BlockSparseMask, BlockSparseOptions, DenseMask, DocumentIds, Encoding,
     MaskError, MaskShape, MaskSource, PackOptions, PackedMask, Predicate, PredicateMask,
@@ -508,14 +508,17 @@ fn pack_predicate(
     pack_source(py, &mask, tile, "predicate")
 }
 
-/// Reads and validates a packed-mask file (errors name the file).
+/// Reads and validates a packed-mask file, header first (errors name the file):
+/// a FIFO, a device or a huge file whose header does not describe its length is
+/// refused before its body is read.
 #[pyfunction]
 fn load(py: Python<'_>, path: PathBuf) -> PyResult<Packed> {
-    let bytes = py.detach(|| read_file(&path)).map_err(|e| raise("", e))?;
-    let inner = py
-        .detach(|| PackedMask::from_safetensors(&bytes))
-        .map_err(|e| raise(&path.display().to_string(), e))?;
-    Ok(Packed::new(inner))
+    let file = py.detach(|| read_packed_file(&path)).map_err(|e| match e {
+        // An I/O error names the file already.
+        MaskError::Io { .. } => raise("", e),
+        e => raise(&path.display().to_string(), e),
+    })?;
+    Ok(Packed::new(file.mask))
 }
 
 /// One of the lists, as (native-endian bytes, dims).

@@ -512,6 +512,35 @@ class ErrorTests(unittest.TestCase):
             good.write_bytes(data)
             self.assertEqual(Mask.load(good), m)
 
+    def test_extension_load_reads_the_header_first(self):
+        """The extension's own load (not only Mask.load's Python pre-check) refuses a
+        file whose length its header does not describe before reading its body, even
+        with 1 GiB of address space for a 5 GiB file, and a FIFO without blocking."""
+        with TempDir() as d:
+            huge = d / "m.safetensors"
+            Mask.from_predicate("causal", 300, 200, block=(64, 64)).save(huge)
+            with open(huge, "r+b") as f:
+                f.truncate(5 << 30)
+            os.mkfifo(d / "fifo")
+            code = ("import resource, sys\n"
+                    "import fragmask._fragmask as ext\n"
+                    "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+                    "for p in sys.argv[1:]:\n"
+                    "    try:\n"
+                    "        ext.load(p)\n"
+                    "        print('loaded', p)\n"
+                    "    except (ValueError, OSError) as e:\n"
+                    "        print(type(e).__name__, e)\n")
+            done = subprocess.run([os.sys.executable, "-c", code, str(huge), str(d / "fifo")],
+                                  capture_output=True, text=True, timeout=120)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            lines = done.stdout.strip().splitlines()
+            self.assertEqual(len(lines), 2, done.stdout)
+            self.assertIn(str(huge), lines[0])
+            self.assertIn("truncated or extended", lines[0])
+            self.assertIn(str(d / "fifo"), lines[1])
+            self.assertIn("not a regular file", lines[1])
+
     def test_saving_over_a_directory_or_into_a_missing_one_is_refused(self):
         m = Mask.from_predicate("causal", 64, 64)
         with TempDir() as d:
