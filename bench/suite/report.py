@@ -33,7 +33,7 @@ FAMILY_TITLES = [
     ("backward", "Attention backward (dQ, dK, dV)"),
     ("split", "Split-KV forward (short Sq over long Sk)"),
     ("decode", "Decode"),
-    ("lightning", "Lightning decode (write-up 003)"),
+    ("lightning", "Lightning decode (MiniMax-01)"),
     ("packer", "Mask packers"),
     ("overhead", "Python per-call overhead"),
 ]

@@ -6,7 +6,7 @@ mask, one of:
   none | causal | window:L (causal, L keys back) | random:P (tokens kept with prob. P)
   | blocksparse:P (P of 128x128 tiles kept, half the tokens inside) | topk:F (k = S/F keys
   per query) | docs:N (N causal documents, random boundaries)
-  | blocks64:P[:variable] (write-up 002: each 64-token query block of each head keeps a
+  | blocks64:P[:variable] (VSA: each 64-token query block of each head keeps a
     random P of the 64-token key blocks; with "variable", key blocks hold 48-64 tokens)
 
 Systems: fragmask (``fragmask.attention``, masks packed by the GPU packer, or by the CPU
@@ -46,7 +46,7 @@ def _blocks64(torch, heads, sq, sk, frac, variable, gen):
 
 
 def _flex_blocks64(torch, blocks, heads, sq, sk, dev, backward):
-    """FlexAttention's BlockMask of write-up 002's lists, straight from them (evaluating a
+    """FlexAttention's BlockMask of VSA's lists, straight from them (evaluating a
     mask_mod over H×N×N would not fit): the forward on 64-token blocks (listed blocks full,
     or partial with a mask_mod when blocks hold 48-64 tokens); the backward on 128-token
     blocks with a mask_mod (Flex's 64-token backward does not compile). Returns (mask,

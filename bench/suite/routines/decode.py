@@ -2,7 +2,7 @@
 bytes (the roof: a decode step must read K and V once).
 
 params: batch, heads, heads_kv, seqlen_k, seqlen_q (1), dim (128), dtype ("bf16"),
-cache: "contiguous" | "paged" (page_size, shuffled pages) | "mask" (write-up 002: each of
+cache: "contiguous" | "paged" (page_size, shuffled pages) | "mask" (VSA: each of
 the H heads' 64-token query block keeps a random ``frac`` of the 64-token key blocks) |
 "topk" (``topk`` random keys per request, the same for every query head).
 

@@ -1,4 +1,4 @@
-"""Lightning-attention decode (write-up 003): ``kv <- exp(-slope)·kv + kᵀv; o = q·kv``.
+"""Lightning-attention decode (MiniMax-01): ``kv <- exp(-slope)·kv + kᵀv; o = q·kv``.
 
 params: batch, heads (64), dim (96, D = E), tokens (1), rotate_mb (256: state sets rotated
 so the state is read from HBM, not L2).
