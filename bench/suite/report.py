@@ -175,7 +175,41 @@ from the hand-kept tables before the suite existed (their dates say when they we
 bench/results/history.md keeps the older measurements."""
 
 
-def perf_md(runs, workloads, images):
+def read_ab(folder):
+    """The A/B tables (`run.py --ab` writes ab-DATE-A-vs-B.json) in a results folder, oldest first."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(folder, "ab-*.json"))):
+        with open(path) as f:
+            d = json.load(f)
+        d["file"] = os.path.relpath(path, REPO)
+        out.append(d)
+    return out
+
+
+def ab_section(ab_runs):
+    """One table per A/B file: B/A per row, median over rounds and its spread; a row whose
+    whole spread lies above 1.02 (below 0.98) is marked slower (faster)."""
+    if not ab_runs:
+        return []
+    out = ["## A/B of builds", "",
+           "Two builds timed alternately on one GPU (`run.py --ab`, `bench/suite/device_ab.sh`); "
+           "B/A is the median over rounds, the spread its min-max.", ""]
+    for d in ab_runs:
+        out += [f"### {d['a']} (A) vs {d['b']} (B), {d['rounds']} rounds (`{d['file']}`)", "",
+                "| workload | system | A ms | B ms | B/A | spread | |", "|---|---|---|---|---|---|---|"]
+        for r in d["rows"]:
+            w, system = r["key"][0], r["key"][1]
+            if r.get("ratio") is None:
+                out.append(f"| {w} | {system} | | | {r.get('note', 'not in both builds')} | | |")
+                continue
+            verdict = "slower" if r["min"] > 1.02 else "faster" if r["max"] < 0.98 else ""
+            out.append(f"| {w} | {system} | {r['a_ms']:.4f} | {r['b_ms']:.4f} | {r['ratio']:.3f} | "
+                       f"{r['min']:.3f}-{r['max']:.3f} | {verdict} |")
+        out.append("")
+    return out
+
+
+def perf_md(runs, workloads, images, ab_runs=()):
     best = latest_rows(runs)
     titles = {w["name"]: w["title"] for w in workloads}
     order = [w["name"] for w in workloads]
@@ -199,6 +233,7 @@ def perf_md(runs, workloads, images):
         if family in images:
             out += [f"![{title}](img/{images[family]})", ""]
         out += lines + [""]
+    out += ab_section(list(ab_runs))
     missing = [n for n in order if n not in best]
     if missing:
         out += ["## Not measured yet", "", "Workloads of bench/suite/workloads.toml without a result:", "",
@@ -261,7 +296,7 @@ def main(argv=None):
     elif args.img:
         from suite import plots
         images = plots.names(latest_rows(runs), workloads)
-    text = perf_md(runs, workloads, images)
+    text = perf_md(runs, workloads, images, read_ab(args.results))
     if args.check:
         same = False
         if os.path.exists(args.perf):
