@@ -5,7 +5,7 @@
 //! `#[ignore]`d so that a machine without a GPU reports it as ignored, not passed. On
 //! an SM90 machine with a Rust toolchain run `cargo test --test attention_gpu --
 //! --include-ignored`; the lent H100 has no Rust, so there the same sweep runs as
-//! `fragmask attention --selftest` (bench/attention_gpu_run.sh).
+//! `fragmask attention --selftest`.
 
 use fragmask::host::attention::selftest::{default_cases, run_case};
 use fragmask::host::attention::AttentionRunner;
