@@ -14,7 +14,7 @@ use fragmask::host::attention::compile::compile_kernel;
 use fragmask::host::nvrtc::{Arch, CompileOptions, Compiler};
 use fragmask::host::toolchain::find_tool;
 use fragmask::kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
-use fragmask::kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
+use fragmask::kernels::attention::{ActDtype, AttentionKernel};
 
 fn sass_of(cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
     let label = label.replace(['/', ' ', '{', '}', ',', ':'], "_");
@@ -39,46 +39,6 @@ fn sass_of(cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
     std::fs::write(dir.join(format!("{label}.sass")), text).map_err(|e| e.to_string())
 }
 
-fn forward_kernels() -> Vec<AttentionKernel> {
-    let mut kernels = Vec::new();
-    for g in Geometry::SUPPORTED {
-        for d in [64, 128, 256] {
-            if !g.supports_head_dim(d) {
-                continue;
-            }
-            for mode in [MaskMode::Window, MaskMode::Blocks] {
-                let default = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
-                // The split-KV variant of every default (AttentionKernel::with_split_kv).
-                kernels.push(default.with_split_kv(true));
-                if g != Geometry::TILE_128X128 {
-                    kernels.push(default);
-                    continue;
-                }
-                for (overlap, pingpong) in
-                    [(false, false), (false, true), (true, false), (true, true)]
-                {
-                    if overlap && !g.overlap_fits(d) {
-                        continue;
-                    }
-                    kernels.push(
-                        AttentionKernel::new(g, d, mode, default.stages(), overlap)
-                            .unwrap()
-                            .with_pingpong(pingpong)
-                            .unwrap(),
-                    );
-                }
-            }
-        }
-    }
-    for d in [64, 128, 256] {
-        for mode in [MaskMode::Window, MaskMode::Blocks] {
-            let k = AttentionKernel::default_for(d, mode).unwrap();
-            kernels.push(k.with_dtype(ActDtype::F16).unwrap());
-        }
-    }
-    kernels
-}
-
 fn main() -> Result<(), String> {
     let dir = std::env::args()
         .nth(1)
@@ -86,7 +46,7 @@ fn main() -> Result<(), String> {
     let dir = Path::new(&dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let mut n = 0;
-    for k in forward_kernels() {
+    for k in AttentionKernel::compile_sweep().map_err(|e| e.to_string())? {
         let label = format!("fwd-{k:?}").replace([' ', '{', '}', ',', ':'], "_");
         let c = compile_kernel(&k).map_err(|e| format!("{label}: {e}"))?;
         sass_of(&c.cubin, dir, &label)?;

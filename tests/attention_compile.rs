@@ -15,53 +15,9 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
     if !nvrtc_or_skip() {
         return;
     }
-    // Every loop variant of the 128x128 tile, and the default configuration of every
-    // other geometry, at every head dim and mask mode.
-    let mut kernels = Vec::new();
-    for g in Geometry::SUPPORTED {
-        for d in [64, 128, 256] {
-            if !g.supports_head_dim(d) {
-                continue;
-            }
-            for mode in [MaskMode::Window, MaskMode::Blocks] {
-                let default = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
-                // Split-KV support compiled in (only split calls run it).
-                kernels.push(default.with_split_kv(true));
-                if g != Geometry::TILE_128X128 {
-                    kernels.push(default);
-                    continue;
-                }
-                for (overlap, pingpong) in
-                    [(false, false), (false, true), (true, false), (true, true)]
-                {
-                    // Head dim 256 at 128x128 runs the serial loop on one stage (the
-                    // overlapped one is a ConfigError there: it would spill).
-                    if overlap && !g.overlap_fits(d) {
-                        continue;
-                    }
-                    kernels.push(
-                        AttentionKernel::new(g, d, mode, default.stages(), overlap)
-                            .unwrap()
-                            .with_pingpong(pingpong)
-                            .unwrap(),
-                    );
-                }
-            }
-        }
-    }
-    // fp16: the default tile of every head dim, both mask modes, and the 64-token tile.
-    for d in [64, 128, 256] {
-        for mode in [MaskMode::Window, MaskMode::Blocks] {
-            let k = AttentionKernel::default_for(d, mode).unwrap();
-            kernels.push(k.with_dtype(ActDtype::F16).unwrap());
-        }
-    }
-    kernels.push(
-        AttentionKernel::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)
-            .unwrap()
-            .with_dtype(ActDtype::F16)
-            .unwrap(),
-    );
+    // Every loop variant of the 128x128 tile, the default configuration of every other
+    // geometry (with and without split-KV) at every head dim and mask mode, and fp16.
+    let kernels = AttentionKernel::compile_sweep().unwrap();
     for k in kernels {
         {
             {

@@ -312,6 +312,53 @@ impl AttentionKernel {
         Self::default_for_geometry(Self::default_geometry(head_dim), head_dim, mask)
     }
 
+    /// Every variant the compile sweeps cover: the default of every geometry and head dim
+    /// in both mask modes, with and without split-KV; every loop variant (overlap x
+    /// ping-pong) of the 128x128 tile; fp16 defaults. The NVRTC compile test and
+    /// `examples/kernel_fingerprints` (the SASS of each, for refactors) both walk it.
+    pub fn compile_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
+        let mut kernels = Vec::new();
+        for g in Geometry::SUPPORTED {
+            for d in [64, 128, 256] {
+                if !g.supports_head_dim(d) {
+                    continue;
+                }
+                for mode in [MaskMode::Window, MaskMode::Blocks] {
+                    let default = Self::default_for_geometry(g, d, mode)?;
+                    kernels.push(default.with_split_kv(true));
+                    if g != Geometry::TILE_128X128 {
+                        kernels.push(default);
+                        continue;
+                    }
+                    for (overlap, pingpong) in
+                        [(false, false), (false, true), (true, false), (true, true)]
+                    {
+                        // Head dim 256 at 128x128 runs the serial loop on one stage (the
+                        // overlapped one is a ConfigError there: it would spill).
+                        if overlap && !g.overlap_fits(d) {
+                            continue;
+                        }
+                        kernels.push(
+                            Self::new(g, d, mode, default.stages(), overlap)?
+                                .with_pingpong(pingpong)?,
+                        );
+                    }
+                }
+            }
+        }
+        // fp16: the default tile of every head dim, both mask modes, and the 64-token tile.
+        for d in [64, 128, 256] {
+            for mode in [MaskMode::Window, MaskMode::Blocks] {
+                kernels.push(Self::default_for(d, mode)?.with_dtype(ActDtype::F16)?);
+            }
+        }
+        kernels.push(
+            Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
+                .with_dtype(ActDtype::F16)?,
+        );
+        Ok(kernels)
+    }
+
     /// The default configuration of `geometry`: the intra-warpgroup overlap wherever it
     /// fits in registers, inter-warpgroup ping-pong with two consumer warpgroups, and K/V
     /// stages by head dim (3 at 64, 2 at 128 and 256, measured on an H100, docs/PERF.md
