@@ -6,9 +6,7 @@
 //! The GPU is hidden from the child (`CUDA_VISIBLE_DEVICES=""`), so exit 3 is what a
 //! valid command gets here on machines with and without one.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fragmask::masks::io::{write_npy, write_safetensors, DType};
@@ -20,37 +18,9 @@ const NO_GPU: i32 = 3;
 /// A refusal must come well within this: it is a check, not a computation.
 const QUICK: Duration = Duration::from_secs(20);
 
-/// A fresh directory per test, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "fragmask-rel-flags-{name}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> String {
-        std::fs::write(self.0.join(name), bytes).unwrap();
-        self.path(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "support/temp_dir.rs"]
+mod temp_dir;
+use temp_dir::TempDir as Dir;
 
 /// What one run gave.
 struct Outcome {

@@ -28,6 +28,17 @@ impl TempDir {
         self.0.join(name)
     }
 
+    /// A path inside the directory, as a string (for command lines).
+    pub fn path(&self, name: &str) -> String {
+        self.join(name).display().to_string()
+    }
+
+    /// Writes `bytes` to `name` inside the directory and returns its path as a string.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> String {
+        std::fs::write(self.join(name), bytes).unwrap();
+        self.path(name)
+    }
+
     /// The names in the directory, sorted.
     pub fn entries(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(&self.0)
