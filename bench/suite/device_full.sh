@@ -20,6 +20,6 @@ stamp=$(date -u +%Y-%m-%d-%H%M)
 out="$OUT/suite-$stamp-$commit-shard${shard/\//of}.jsonl"
 args=(--shard "$shard" --site "$site" --commit "$commit" --output "$out" --budget-s "${BUDGET_S:-480}")
 [ -x "$build/fragmask" ] && args+=(--bin "$build/fragmask")
-timeout 530 python3 bench/suite/run.py "${args[@]}" 2>&1 | tail -150
+timeout 530 python3 bench/suite/run.py --isolate "${args[@]}" 2>&1 | tail -150
 echo "== $(grep -c '"status": "ok"' "$out") ok rows; not ok:"
 grep -ho '"system": "[a-z_0-9]*", "status": "\(failed\|skipped\)"' "$out" | sort | uniq -c

@@ -124,6 +124,59 @@ def run_workloads(args, selected):
     print(f"# wrote {args.output} ({time.time() - start:.0f} s)")
 
 
+def run_isolated(args, selected, child_argv, child_cmd=None):
+    """Runs each workload in its own process (``--isolate``), so that a peer that kills its
+    CUDA context (an illegal address, an abort) loses that workload's rows only: they are
+    written as ``failed`` rows naming the exit status and the last line of its output.
+    ``child_cmd(name, output)`` gives the command of one workload (tests pass their own)."""
+    import re
+    import tempfile
+    if child_cmd is None:
+        def child_cmd(name, output):
+            return [sys.executable, os.path.abspath(__file__), *child_argv,
+                    "--only", f"^{re.escape(name)}$", "--output", output]
+    systems_filter = set(args.systems.split(",")) if args.systems else None
+    start = time.time()
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    wrote_meta = False
+    with open(args.output, "w") as out, tempfile.TemporaryDirectory() as tmp:
+        for w in selected:
+            systems = [s for s in w["systems"] if systems_filter is None or s in systems_filter]
+            child_out = os.path.join(tmp, "rows.jsonl")
+            if os.path.exists(child_out):
+                os.remove(child_out)
+            if args.budget_s and time.time() - start > args.budget_s:
+                lines, why = [], f"time budget of {args.budget_s} s spent"
+                status = "skipped"
+            else:
+                proc = subprocess.run(child_cmd(w["name"], child_out), capture_output=True, text=True)
+                sys.stdout.write(proc.stdout)
+                lines = []
+                if os.path.exists(child_out):
+                    with open(child_out) as f:
+                        lines = [json.loads(x) for x in f if x.strip()]
+                tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
+                why = f"process exited with status {proc.returncode}: {tail}"[:300]
+                status = "failed"
+            meta = [x for x in lines if x.get("kind") == "meta"]
+            rows = [x for x in lines if x.get("kind") == "row"]
+            if meta and not wrote_meta:
+                out.write(json.dumps({**meta[0], "isolated": True}) + "\n")
+                wrote_meta = True
+            have = {x["system"] for x in rows}
+            for system in systems:
+                if system not in have:
+                    rows.append({"kind": "row", "workload": w["name"], "family": w["family"],
+                                 "variant": "", "system": system, "status": status, "ms": None,
+                                 "note": why})
+            for x in rows:
+                out.write(json.dumps(x) + "\n")
+                if x["system"] not in have:
+                    print(fmt(x), flush=True)
+            out.flush()
+    return 0
+
+
 def fmt(r):
     ms = f"{r['ms']:.4f}" if r.get("ms") is not None else "-"
     extra = []
@@ -153,6 +206,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--budget-s", type=float, default=0, help="skip (and report) workloads after this many seconds")
+    ap.add_argument("--isolate", action="store_true",
+                    help="each workload in its own process: a crash (illegal address) costs its rows only")
     ap.add_argument("--list-workloads", action="store_true")
     ap.add_argument("--ab", nargs=2, metavar=("BUILD_A", "BUILD_B"),
                     help="A/B: two build folders (a fragmask wheel or site folder, optional fragmask binary)")
@@ -171,8 +226,28 @@ def main(argv=None):
     if not args.output:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
         args.output = os.path.join(args.out, f"suite-{stamp}-{commit_of(args)}.jsonl")
+    if args.isolate:
+        child_argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--isolate"]
+        return run_isolated(args, selected, strip_selection(child_argv))
     run_workloads(args, selected)
     return 0
+
+
+def strip_selection(argv):
+    """The arguments a child of ``--isolate`` inherits: all but the selection (``--quick``,
+    ``--only``, ``--shard``) and ``--output``, which the parent sets per workload."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--only", "--shard", "--output"):
+            skip = True
+            continue
+        if a == "--quick" or a.startswith(("--only=", "--shard=", "--output=")):
+            continue
+        out.append(a)
+    return out
 
 
 if __name__ == "__main__":

@@ -123,3 +123,48 @@ class Ratios(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Isolation(unittest.TestCase):
+    """``--isolate``: one process per workload; a child that dies loses its rows only."""
+
+    def _run(self, child_script):
+        from suite import run as run_mod
+        _, workloads = wl.load(wl.DEFAULT_LIST)
+        selected = [w for w in workloads if w["name"] in ("fwd.s16384.none", "fwd.s16384.causal")]
+        with tempfile.TemporaryDirectory() as tmp:
+            output = os.path.join(tmp, "out.jsonl")
+            args = run_mod.argparse.Namespace(systems="fragmask,sdpa", output=output, budget_s=0)
+
+            def child_cmd(name, child_out):
+                return [sys.executable, "-c", child_script, name, child_out]
+            with redirect_stdout(io.StringIO()):
+                run_mod.run_isolated(args, selected, [], child_cmd)
+            with open(output) as f:
+                return [run_mod.json.loads(x) for x in f]
+
+    def test_a_crashing_workload_becomes_failed_rows_and_the_next_one_still_runs(self):
+        script = (
+            "import json, sys\n"
+            "name, out = sys.argv[1], sys.argv[2]\n"
+            "if name == 'fwd.s16384.none':\n"
+            "    sys.stderr.write('CUDA error: an illegal memory access was encountered\\n'); sys.exit(1)\n"
+            "with open(out, 'w') as f:\n"
+            "    f.write(json.dumps({'kind': 'meta', 'commit': 'c'}) + '\\n')\n"
+            "    for s in ('fragmask', 'sdpa'):\n"
+            "        f.write(json.dumps({'kind': 'row', 'workload': name, 'system': s, 'status': 'ok', 'ms': 1.0}) + '\\n')\n")
+        lines = self._run(script)
+        rows = [x for x in lines if x["kind"] == "row"]
+        crashed = [x for x in rows if x["workload"] == "fwd.s16384.none"]
+        self.assertEqual(sorted(x["system"] for x in crashed), ["fragmask", "sdpa"])
+        self.assertTrue(all(x["status"] == "failed" and "illegal memory access" in x["note"] for x in crashed))
+        ran = [x for x in rows if x["workload"] == "fwd.s16384.causal"]
+        self.assertEqual([x["status"] for x in ran], ["ok", "ok"])
+        self.assertEqual([x["kind"] for x in lines].count("meta"), 1)
+
+    def test_children_inherit_every_argument_but_the_selection_and_the_output(self):
+        from suite.run import strip_selection
+        self.assertEqual(
+            strip_selection(["--quick", "--only", "^a$", "--shard=1/2", "--fa4", "/x", "--output", "o",
+                             "--site", "/s", "--systems", "fragmask"]),
+            ["--fa4", "/x", "--site", "/s", "--systems", "fragmask"])
