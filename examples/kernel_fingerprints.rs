@@ -13,7 +13,7 @@ use fragmask::host::attention::backward::compile_backward;
 use fragmask::host::attention::compile::compile_kernel;
 use fragmask::host::nvrtc::{Arch, CompileOptions, Compiler};
 use fragmask::host::toolchain::find_tool;
-use fragmask::kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
+use fragmask::kernels::attention::backward::BackwardKernel;
 use fragmask::kernels::attention::{ActDtype, AttentionKernel};
 
 fn sass_of(cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
@@ -52,37 +52,10 @@ fn main() -> Result<(), String> {
         sass_of(&c.cubin, dir, &label)?;
         n += 1;
     }
-    for d in [64, 128, 256] {
-        for mask in [
-            BackwardMask::Window,
-            BackwardMask::Blocks {
-                block_m: 128,
-                block_n: 128,
-            },
-            BackwardMask::Blocks {
-                block_m: 64,
-                block_n: 64,
-            },
-        ] {
-            for (det, dtype, reduce) in [
-                (false, ActDtype::Bf16, DqReduce::Bulk),
-                (true, ActDtype::Bf16, DqReduce::Bulk),
-                (false, ActDtype::F16, DqReduce::Bulk),
-                (false, ActDtype::Bf16, DqReduce::Atomics),
-            ] {
-                let Ok(k) = BackwardKernel::default_for(d, mask) else {
-                    continue;
-                };
-                let k = k
-                    .with_dtype(dtype)
-                    .map_err(|e| e.to_string())?
-                    .with_deterministic(det)
-                    .with_dq_reduce(reduce);
-                let c = compile_backward(&k).map_err(|e| format!("{}: {e}", k.label()))?;
-                sass_of(&c.cubin, dir, &format!("bwd-{}", k.label()))?;
-                n += 1;
-            }
-        }
+    for k in BackwardKernel::compile_sweep().map_err(|e| e.to_string())? {
+        let c = compile_backward(&k).map_err(|e| format!("{}: {e}", k.label()))?;
+        sass_of(&c.cubin, dir, &format!("bwd-{}", k.label()))?;
+        n += 1;
     }
     let compiler = Compiler::uncached();
     let mut seen = std::collections::BTreeSet::new();

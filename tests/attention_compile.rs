@@ -4,7 +4,7 @@
 //! overlaps the PV wgmma (no GPU needed; needs NVRTC and cuobjdump).
 
 use fragmask::host::attention::compile::compile_kernel;
-use fragmask::kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
+use fragmask::kernels::attention::{AttentionKernel, Geometry, MaskMode};
 
 #[path = "support/nvrtc.rs"]
 mod nvrtc;
@@ -92,47 +92,21 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
 #[test]
 fn every_backward_variant_compiles_without_spills_and_uses_hgmma() {
     use fragmask::host::attention::backward::compile_backward;
-    use fragmask::kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
+    use fragmask::kernels::attention::backward::BackwardKernel;
     if !nvrtc_or_skip() {
         return;
     }
     let mut failures = Vec::new();
-    for d in [64, 128, 256] {
-        for mask in [
-            BackwardMask::Window,
-            BackwardMask::Blocks {
-                block_m: 128,
-                block_n: 128,
-            },
-            BackwardMask::Blocks {
-                block_m: 64,
-                block_n: 64,
-            },
-        ] {
-            for (det, dtype, reduce) in [
-                (false, ActDtype::Bf16, DqReduce::Bulk),
-                (true, ActDtype::Bf16, DqReduce::Bulk),
-                (false, ActDtype::F16, DqReduce::Bulk),
-                (false, ActDtype::Bf16, DqReduce::Atomics),
-                (true, ActDtype::Bf16, DqReduce::Atomics),
-            ] {
-                let k = BackwardKernel::default_for(d, mask)
-                    .unwrap()
-                    .with_dtype(dtype)
-                    .unwrap()
-                    .with_deterministic(det)
-                    .with_dq_reduce(reduce);
-                let c = compile_backward(&k).unwrap_or_else(|e| panic!("{}: {e}", k.label()));
-                println!(
-                    "{}: {} registers, {} spill bytes",
-                    k.label(),
-                    c.registers,
-                    c.spill_bytes
-                );
-                if c.spill_bytes != 0 {
-                    failures.push(format!("{}: {} spill bytes", k.label(), c.spill_bytes));
-                }
-            }
+    for k in BackwardKernel::compile_sweep().unwrap() {
+        let c = compile_backward(&k).unwrap_or_else(|e| panic!("{}: {e}", k.label()));
+        println!(
+            "{}: {} registers, {} spill bytes",
+            k.label(),
+            c.registers,
+            c.spill_bytes
+        );
+        if c.spill_bytes != 0 {
+            failures.push(format!("{}: {} spill bytes", k.label(), c.spill_bytes));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

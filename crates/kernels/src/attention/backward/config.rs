@@ -176,6 +176,45 @@ impl BackwardKernel {
         })
     }
 
+    /// Every variant the compile sweeps cover: the default of head dims 64/128/256 for a
+    /// window and for 128x128 and 64x64 mask tiles, each in bf16 and fp16, deterministic or
+    /// not, with dQ by bulk reductions or atomics. The NVRTC compile test and
+    /// `examples/kernel_fingerprints` both walk it.
+    pub fn compile_sweep() -> Result<Vec<Self>, ConfigError> {
+        let masks = [
+            BackwardMask::Window,
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128,
+            },
+            BackwardMask::Blocks {
+                block_m: 64,
+                block_n: 64,
+            },
+        ];
+        let variants = [
+            (false, ActDtype::Bf16, DqReduce::Bulk),
+            (true, ActDtype::Bf16, DqReduce::Bulk),
+            (false, ActDtype::F16, DqReduce::Bulk),
+            (false, ActDtype::Bf16, DqReduce::Atomics),
+            (true, ActDtype::Bf16, DqReduce::Atomics),
+        ];
+        let mut kernels = Vec::new();
+        for d in [64, 128, 256] {
+            for mask in masks {
+                for (deterministic, dtype, reduce) in variants {
+                    kernels.push(
+                        Self::default_for(d, mask)?
+                            .with_dtype(dtype)?
+                            .with_deterministic(deterministic)
+                            .with_dq_reduce(reduce),
+                    );
+                }
+            }
+        }
+        Ok(kernels)
+    }
+
     /// The default configuration of a head dim and mask: 128 keys over two warpgroups at
     /// head dims 64 and 128 (64 keys over one where the mask tile has 64 keys), 64 keys over
     /// one warpgroup at 256 with dK/dV in two column halves; two Q/dO stages.
