@@ -430,7 +430,8 @@ def cli(ctx, p, kind, arg, extra, shape, backward, flops):
         elif kind == "blocksparse":
             flags = ["--synthetic-mask", f"blocksparse:{arg}:0.5"]
         elif kind == "topk":
-            flags = ["--synthetic-mask", f"topk:{arg}"]
+            # the workload's topk:F keeps k = S/F keys; the CLI's topk:FRACTION keeps FRACTION of them
+            flags = ["--synthetic-mask", f"topk:{1.0 / float(arg)!r}"]
         elif kind == "docs":
             ids = os.path.join(tmp, "ids.npy")
             np.save(ids, extra["doc_ids"].numpy().astype(np.int32))
