@@ -124,6 +124,9 @@ def run_workloads(args, selected):
     print(f"# wrote {args.output} ({time.time() - start:.0f} s)")
 
 
+CHILD_GRACE_S = 60
+
+
 def run_isolated(args, selected, child_argv, child_cmd=None):
     """Runs each workload in its own process (``--isolate``), so that a peer that kills its
     CUDA context (an illegal address, an abort) loses that workload's rows only: they are
@@ -149,7 +152,18 @@ def run_isolated(args, selected, child_argv, child_cmd=None):
                 lines, why = [], f"time budget of {args.budget_s} s spent"
                 status = "skipped"
             else:
-                proc = subprocess.run(child_cmd(w["name"], child_out), capture_output=True, text=True)
+                # With a budget, a workload may overrun it by at most CHILD_GRACE_S, so the
+                # caller's outer timeout (budget + more than that) never cuts the file short.
+                limit = None
+                if args.budget_s:
+                    limit = max(args.budget_s - (time.time() - start), 0) + CHILD_GRACE_S
+                try:
+                    proc = subprocess.run(child_cmd(w["name"], child_out), capture_output=True,
+                                          text=True, timeout=limit)
+                except subprocess.TimeoutExpired as e:
+                    out_text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                    proc = subprocess.CompletedProcess(e.cmd, "timeout", out_text,
+                                                       f"stopped after {limit:.0f} s (time budget)")
                 sys.stdout.write(proc.stdout)
                 lines = []
                 if os.path.exists(child_out):

@@ -128,13 +128,16 @@ if __name__ == "__main__":
 class Isolation(unittest.TestCase):
     """``--isolate``: one process per workload; a child that dies loses its rows only."""
 
-    def _run(self, child_script):
+    def _run(self, child_script, budget_s=0, grace_s=None):
         from suite import run as run_mod
+        if grace_s is not None:
+            self.addCleanup(setattr, run_mod, "CHILD_GRACE_S", run_mod.CHILD_GRACE_S)
+            run_mod.CHILD_GRACE_S = grace_s
         _, workloads = wl.load(wl.DEFAULT_LIST)
         selected = [w for w in workloads if w["name"] in ("fwd.s16384.none", "fwd.s16384.causal")]
         with tempfile.TemporaryDirectory() as tmp:
             output = os.path.join(tmp, "out.jsonl")
-            args = run_mod.argparse.Namespace(systems="fragmask,sdpa", output=output, budget_s=0)
+            args = run_mod.argparse.Namespace(systems="fragmask,sdpa", output=output, budget_s=budget_s)
 
             def child_cmd(name, child_out):
                 return [sys.executable, "-c", child_script, name, child_out]
@@ -161,6 +164,16 @@ class Isolation(unittest.TestCase):
         ran = [x for x in rows if x["workload"] == "fwd.s16384.causal"]
         self.assertEqual([x["status"] for x in ran], ["ok", "ok"])
         self.assertEqual([x["kind"] for x in lines].count("meta"), 1)
+
+    def test_a_workload_overrunning_the_budget_is_stopped_and_the_rest_are_skipped_rows(self):
+        script = "import time; time.sleep(30)\n"
+        lines = self._run(script, budget_s=0.2, grace_s=0.5)
+        rows = [x for x in lines if x["kind"] == "row"]
+        first = [x for x in rows if x["workload"] == "fwd.s16384.none"]
+        self.assertEqual(sorted(x["system"] for x in first), ["fragmask", "sdpa"])
+        self.assertTrue(all(x["status"] == "failed" and "time budget" in x["note"] for x in first))
+        rest = [x for x in rows if x["workload"] == "fwd.s16384.causal"]
+        self.assertEqual([x["status"] for x in rest], ["skipped", "skipped"])
 
     def test_children_inherit_every_argument_but_the_selection_and_the_output(self):
         from suite.run import strip_selection
