@@ -18,11 +18,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Args, Subcommand};
-use fragmask::host::apply_bench::{
+use fragmask::check::apply_bench::{
     measure_apply_costs, ApplyBench, ApplyBenchOptions, ApplyCost, BenchResult,
 };
-use fragmask::host::gpu_packer::{DensePattern, GpuPacker, GpuTransposer};
-use fragmask::host::timing::{time_on_stream, TimingConfig};
+use fragmask::check::random::DensePattern;
+use fragmask::check::timing::{time_on_stream, TimingConfig};
+use fragmask::host::gpu_packer::{GpuPacker, GpuTransposer};
 use fragmask::host::{Compiler, Device, Error as HostError};
 use fragmask::kernels::apply::kernels::BENCH_HEAD_DIM;
 use fragmask::kernels::apply::{accumulator, parse_block};

@@ -32,15 +32,11 @@
 //! # Ok(()) }
 //! ```
 
-pub mod bench;
-pub mod check;
-pub mod inputs;
 pub mod mask;
 pub mod merge;
 pub mod problem;
-pub mod reference;
 
-// The workspace's proptest configuration (docs/CONVENTIONS.md), for merge and reference.
+// The workspace's proptest configuration (docs/CONVENTIONS.md), for merge.
 #[cfg(test)]
 #[allow(clippy::duplicate_mod)]
 #[path = "../../../../tests/support/proptest_ci.rs"]
@@ -57,8 +53,7 @@ use fragmask_kernels::family::combine::rows_per_cta;
 pub use mask::{DecodeMask, DecodeMaskDevice, MaskGeometry};
 pub use problem::{CacheShape, DecodeError, DecodePlan, DecodeShape};
 
-use crate::apply_bench::multiprocessors;
-use crate::device::Device;
+use crate::device::{multiprocessors, Device};
 use crate::error::Error;
 use crate::launch::load_module;
 use crate::nvrtc::{CompileOptions, Compiler};
@@ -187,7 +182,8 @@ fn decode_params(plan: &DecodePlan, ptrs: &DecodePointers, mask: &MaskGeometry) 
 #[repr(transparent)]
 struct ParamsArg(DecodeParams);
 
-fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DecodeError {
+/// A driver failure while `context`, as [`DecodeError::Gpu`] (for `map_err`).
+pub fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DecodeError {
     move |e| DecodeError::Gpu(Error::driver(context)(e))
 }
 
@@ -766,7 +762,7 @@ impl DecodeRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::mask::random_packed_mask;
+    use crate::decode::mask::tests::packed_random as random_packed_mask;
     use crate::decode::problem::tests::shape;
 
     /// For every grid head and packed row: the query head the kernel writes
@@ -790,16 +786,14 @@ mod tests {
         assert_eq!((p.kv_heads, p.group, p.kv_head_div), (4, 4, 1));
         assert_rows_read_their_kv_head(&plan, &p);
         // A per-head mask with G = 4: each of the 16 query heads is a grid head.
-        let mask =
-            DecodeMask::from_packed(&random_packed_mask(1, 300, 16, 64, 64, 1).unwrap()).unwrap();
+        let mask = DecodeMask::from_packed(&random_packed_mask(1, 300, 16, 64, 64, 1)).unwrap();
         let plan = DecodePlan::for_mask(s, &mask, 132, Some(2)).unwrap();
         assert!(!plan.pack_heads);
         let p = decode_params(&plan, &DecodePointers::default(), &plan.mask.unwrap());
         assert_eq!((p.kv_heads, p.group, p.kv_head_div), (16, 1, 4));
         assert_rows_read_their_kv_head(&plan, &p);
         // A broadcast mask packs the heads again.
-        let bcast =
-            DecodeMask::from_packed(&random_packed_mask(1, 300, 1, 64, 64, 1).unwrap()).unwrap();
+        let bcast = DecodeMask::from_packed(&random_packed_mask(1, 300, 1, 64, 64, 1)).unwrap();
         let plan = DecodePlan::for_mask(s, &bcast, 132, None).unwrap();
         let p = decode_params(&plan, &DecodePointers::default(), &plan.mask.unwrap());
         assert_eq!((p.kv_heads, p.group, p.kv_head_div), (4, 4, 1));

@@ -24,13 +24,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use cudarc::driver::CudaStream;
+use fragmask_host::cudarc::driver::CudaStream;
 use fragmask_kernels::probe::{MmaSyncProbe, MmaSyncSection, WgmmaProbe, MMA_SYNC_PROBE_OUT_LEN};
 
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::launch::OutputKernel;
-use crate::nvrtc::Compiler;
+use fragmask_host::launch::OutputKernel;
+use fragmask_host::{Compiler, Device, Error, Result};
 
 /// How many mismatches a report lists in full.
 pub const MAX_LISTED_MISMATCHES: usize = 16;
@@ -437,9 +435,11 @@ pub fn verify_mma_sync_b(expected: impl Fn(u32, u32) -> (u32, u32)) -> Result<Pr
 
 use fragmask_masks::{pack, DenseMask, EncodedLayout, Encoding, PackOptions, TiledAccumulator};
 
-use crate::apply_bench::{splitmix64, ApplyChecker};
+use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer};
+
+use crate::apply_bench::ApplyChecker;
 use crate::emulator::{mismatches_against_dense, Emulator};
-use crate::gpu_packer::{DensePattern, GpuPacker, GpuTransposer};
+use crate::random::{splitmix64, DensePattern};
 
 /// One named pass/fail line of a check table.
 #[derive(Debug, Clone, PartialEq, Eq)]
