@@ -2,11 +2,11 @@
 //! crate's random inputs, so they live here rather than in the runtime).
 
 use fragmask_host::decode::mask::topk_gather;
-use fragmask_host::decode::merge::attend;
 use fragmask_host::decode::{DecodeError, DecodeMask};
 
 use super::check::random_inputs;
 use super::masks::{random_packed_mask, random_topk};
+use super::merge::attend;
 use super::reference::{decode_reference, decode_reference_masked};
 use super::test_shape;
 

@@ -1,10 +1,11 @@
-//! Checking the decode kernels: the CPU f64 reference, the GPU check against it over
-//! random and swept inputs, the benchmark, and the random masks and top-k lists they
-//! draw.
+//! Checking the decode kernels: the CPU f64 reference and the LSE merge of partial
+//! results it is built on, the GPU check against it over random and swept inputs, the
+//! benchmark, and the random masks and top-k lists they draw.
 
 pub mod bench;
 pub mod check;
 pub mod masks;
+pub mod merge;
 pub mod reference;
 
 #[cfg(test)]

@@ -4,8 +4,9 @@ use core::ops::Range;
 
 use fragmask_kernels::decode::{TILE_KEYS, TILE_ROWS};
 
-use fragmask_host::decode::merge::{attend, merge_states};
 use fragmask_host::decode::{CacheShape, DecodeMask, DecodeShape};
+
+use super::merge::{attend, merge_states};
 
 /// Host copies of the inputs, as f64 (the values the dtype holds).
 #[derive(Clone, Debug, Default)]
@@ -208,7 +209,7 @@ pub fn split_key_ranges(
 
 /// The reference computed the kernel's way: each split's keys (clipped to the row's
 /// visible keys) give a state, and the states are merged with
-/// [`merge_states`](fragmask_host::decode::merge::merge_states).
+/// [`merge_states`](super::merge::merge_states).
 pub fn decode_reference_split(
     shape: &DecodeShape,
     inputs: &ReferenceInputs,

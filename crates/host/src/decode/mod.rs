@@ -1,9 +1,7 @@
-//! Split-KV decode on the GPU (issue 11): plan, upload, launch, check against the CPU
-//! f64 [`reference`], and measure ([`bench`]).
+//! Split-KV decode on the GPU: plan, upload and launch. The CPU f64 reference, the
+//! LSE merge of partial results (`merge_states`), the checks against them and the
+//! benchmark are in `fragmask-check` (`fragmask_check::decode`).
 //!
-//! - [`merge`]: `merge_states`, the LSE merge of partial results, with its CPU f64
-//!   reference and the property that merging the halves of any split of the keys equals
-//!   the unsplit attention (no GPU).
 //! - [`problem`]: [`DecodeShape`], [`DecodePlan`] and the typed [`DecodeError`]; every
 //!   check (head ratio, head size, page size, lengths above capacity, block table entries
 //!   past the pool) runs before anything is allocated or launched.
@@ -33,14 +31,7 @@
 //! ```
 
 pub mod mask;
-pub mod merge;
 pub mod problem;
-
-// The workspace's proptest configuration (docs/CONVENTIONS.md), for merge.
-#[cfg(test)]
-#[allow(clippy::duplicate_mod)]
-#[path = "../../../../tests/support/proptest_ci.rs"]
-mod proptest_ci;
 
 use std::sync::Arc;
 

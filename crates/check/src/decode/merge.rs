@@ -207,7 +207,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(crate::decode::proptest_ci::config(256))]
+        #![proptest_config(crate::proptest_ci::config(256))]
 
         /// For every split point of the keys, merging the halves' states gives the state
         /// of all keys (within 1e-12 relative, f64).
