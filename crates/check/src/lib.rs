@@ -8,7 +8,8 @@
 //!   register by register with the fragment layouts, the mask-apply and packer checks.
 //! - [`apply_bench`]: the mask-apply cost benchmark (SASS loop bodies and timings).
 //! - [`sass`]: `cuobjdump` inspection of a cubin (registers, spills, instruction counts).
-//! - [`emulator`]: a CPU emulator of the generated mask-apply functions.
+//! - [`emulator`]: a CPU emulator of the generated mask-apply functions; [`compare`]:
+//!   where a GPU-packed mask first differs from the CPU packer's.
 //! - [`timing`]: CUDA-event timing with warm-up and robust statistics.
 //! - [`random`], [`synthetic`], [`limits`]: deterministic inputs of the checks and their
 //!   host-memory budget.
@@ -19,6 +20,7 @@
 
 pub mod apply_bench;
 pub mod attention;
+pub mod compare;
 pub mod decode;
 pub mod emulator;
 pub mod lightning;

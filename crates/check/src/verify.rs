@@ -438,6 +438,7 @@ use fragmask_masks::{pack, DenseMask, EncodedLayout, Encoding, PackOptions, Tile
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer};
 
 use crate::apply_bench::ApplyChecker;
+use crate::compare::{packed_difference, transposed_difference};
 use crate::emulator::{mismatches_against_dense, Emulator};
 use crate::random::{splitmix64, DensePattern};
 
@@ -581,7 +582,7 @@ pub fn check_packer(
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let gpu = packer.pack_host(&bytes, case.planes, case.seqlen_q, case.seqlen_k)?;
         let stats = cpu.stats();
-        let difference = gpu.difference(&cpu);
+        let difference = packed_difference(&gpu, &cpu);
         out.push(CheckOutcome {
             name: format!(
                 "packer {}x{}x{} {}: GPU == CPU",
@@ -647,10 +648,8 @@ pub fn check_transposed_packer(
         transposer.enqueue_after_pack(&pack_buffers, &mut t_buffers)?;
         let gpu = packer.download(&pack_buffers)?;
         let gpu_t = transposer.download(&t_buffers)?;
-        let mut difference = gpu.difference(&cpu).or_else(|| {
-            gpu_t
-                .difference(cpu_t)
-                .map(|d| format!("after a GPU pack: {d}"))
+        let mut difference = packed_difference(&gpu, &cpu).or_else(|| {
+            transposed_difference(&gpu_t, cpu_t).map(|d| format!("after a GPU pack: {d}"))
         });
         if difference.is_none() {
             let mut uploaded = forward_only;

@@ -26,7 +26,7 @@ use fragmask_kernels::packer::{
     COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TRANSCODE_KERNEL,
     TRANSPOSED_LISTS_KERNEL,
 };
-use fragmask_masks::{Encoding, PackedMask, TiledAccumulator, TransposedLists};
+use fragmask_masks::{Encoding, PackedMask, TiledAccumulator};
 
 use crate::device::multiprocessors;
 use crate::device::Device;
@@ -141,59 +141,6 @@ pub struct GpuPacked {
     pub kv_tile_offsets: Vec<i32>,
     /// `[partial_tiles, threads, words_per_thread]`.
     pub words: Vec<u32>,
-}
-
-impl GpuPacked {
-    /// `None` if every list and every word equals the CPU packer's `cpu`; otherwise
-    /// where they first differ.
-    pub fn difference(&self, cpu: &PackedMask) -> Option<String> {
-        let lists: [(&str, &[i32], &[i32]); 5] = [
-            ("kv_num_blocks", &self.kv_num_blocks, cpu.kv_num_blocks()),
-            ("kv_indices", &self.kv_indices, cpu.kv_indices()),
-            (
-                "full_kv_num_blocks",
-                &self.full_kv_num_blocks,
-                cpu.full_kv_num_blocks(),
-            ),
-            (
-                "full_kv_indices",
-                &self.full_kv_indices,
-                cpu.full_kv_indices(),
-            ),
-            (
-                "kv_tile_offsets",
-                &self.kv_tile_offsets,
-                cpu.kv_tile_offsets(),
-            ),
-        ];
-        for (name, gpu, cpu) in lists {
-            if gpu.len() != cpu.len() {
-                return Some(format!(
-                    "{name}: {} entries on the GPU, {} on the CPU",
-                    gpu.len(),
-                    cpu.len()
-                ));
-            }
-            if let Some(i) = gpu.iter().zip(cpu).position(|(a, b)| a != b) {
-                return Some(format!("{name}[{i}]: GPU {} CPU {}", gpu[i], cpu[i]));
-            }
-        }
-        let cpu_words = cpu.words();
-        if self.words.len() != cpu_words.len() {
-            return Some(format!(
-                "words: {} on the GPU, {} on the CPU",
-                self.words.len(),
-                cpu_words.len()
-            ));
-        }
-        if let Some(i) = self.words.iter().zip(cpu_words).position(|(a, b)| a != b) {
-            return Some(format!(
-                "words[{i}]: GPU {:#010x} CPU {:#010x}",
-                self.words[i], cpu_words[i]
-            ));
-        }
-        None
-    }
 }
 
 /// The compiled packer kernels on one device.
@@ -617,28 +564,6 @@ pub struct GpuTransposed {
 }
 
 impl GpuTransposed {
-    /// `None` if every list and word equals the CPU's `cpu`; otherwise where they first
-    /// differ.
-    pub fn difference(&self, cpu: &TransposedLists) -> Option<String> {
-        let lists: [(&str, &[i32], &[i32]); 5] = [
-            ("q_num_blocks", &self.q_num_blocks, cpu.q_num_blocks()),
-            ("q_indices", &self.q_indices, cpu.q_indices()),
-            (
-                "full_q_num_blocks",
-                &self.full_q_num_blocks,
-                cpu.full_q_num_blocks(),
-            ),
-            ("full_q_indices", &self.full_q_indices, cpu.full_q_indices()),
-            ("q_tile_offsets", &self.q_tile_offsets, cpu.q_tile_offsets()),
-        ];
-        for (name, gpu, cpu) in lists {
-            if let Some(d) = first_difference(name, gpu, cpu) {
-                return Some(d);
-            }
-        }
-        first_difference("q_words", &self.q_words, cpu.q_words())
-    }
-
     /// The five lists in the order of `PackedMask::attach_transposed`.
     pub fn into_parts(self) -> ([Vec<i32>; 5], Vec<u32>) {
         (
@@ -652,22 +577,6 @@ impl GpuTransposed {
             self.q_words,
         )
     }
-}
-
-fn first_difference<T: PartialEq + std::fmt::Debug>(
-    name: &str,
-    gpu: &[T],
-    cpu: &[T],
-) -> Option<String> {
-    if gpu.len() != cpu.len() {
-        return Some(format!(
-            "{name}: {} entries on the GPU, {} on the CPU",
-            gpu.len(),
-            cpu.len()
-        ));
-    }
-    let i = gpu.iter().zip(cpu).position(|(a, b)| a != b)?;
-    Some(format!("{name}[{i}]: GPU {:?} CPU {:?}", gpu[i], cpu[i]))
 }
 
 /// Device buffers of one transposition (workspace and results; the inputs are a
