@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use clap::Args;
 use fragmask::check::attention::{self as attn_check, selftest};
+use fragmask::check::numeric;
 use fragmask::host::attention::{
-    choice, compile, numeric, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
-    Window,
+    choice, compile, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask, Window,
 };
 use fragmask::host::Device;
 use fragmask::inputs::attention::{self as inputs, InputError, MaskInput, Qkv};

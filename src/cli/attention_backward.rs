@@ -234,7 +234,7 @@ pub fn backward(
             s.clone_dtoh(&t.data).map_err(|x| x.to_string())
         };
         let (dq, dk, dv) = (read(&grads.dq)?, read(&grads.dk)?, read(&grads.dv)?);
-        let b = fragmask::host::attention::numeric::u16_le_bytes;
+        let b = fragmask::check::numeric::u16_le_bytes;
         write_safetensors(
             path,
             &[

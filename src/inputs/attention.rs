@@ -13,9 +13,9 @@
 //! inconsistent input is an [`InputError`] naming it. Sizes use checked arithmetic and
 //! are compared with [`MAX_CALL_BYTES`] before anything is allocated.
 
+use fragmask_check::numeric::{f16_to_f32, f32_to_bf16};
 use fragmask_check::synthetic::{synthetic_region, synthetic_visible, Synthetic};
 use fragmask_host::attention::blockmask::{self, pack_for_kernel, FnMask};
-use fragmask_host::attention::numeric::{f16_to_f32, f32_to_bf16};
 use fragmask_host::attention::{AttentionError, AttentionShape, Window};
 use fragmask_kernels::attention::Geometry;
 use fragmask_masks::io::{read_array, ArrayView, DType, SafetensorsFile};

@@ -12,7 +12,7 @@
 //!   where a GPU-packed mask first differs from the CPU packer's.
 //! - [`timing`]: CUDA-event timing with warm-up and robust statistics.
 //! - [`random`], [`synthetic`], [`limits`]: deterministic inputs of the checks and their
-//!   host-memory budget.
+//!   host-memory budget; [`numeric`]: bf16 / f16 conversions of inputs and results.
 //!
 //! Everything runs through the runtime's public plan/run API. The library prints
 //! nothing; failures are the runtime's typed errors.
@@ -25,6 +25,7 @@ pub mod decode;
 pub mod emulator;
 pub mod lightning;
 pub mod limits;
+pub mod numeric;
 pub mod random;
 pub mod sass;
 pub mod synthetic;

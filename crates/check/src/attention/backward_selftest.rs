@@ -19,12 +19,12 @@ use fragmask_host::attention::backward::{
     BackwardOptions, BackwardWorkspace, DqReduce, RawBackwardMask, RawGradients,
 };
 use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
-use fragmask_host::attention::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
 use fragmask_host::attention::{
     driver, AttentionError, AttentionRunner, AttentionShape, Mask, PackedMask, RawTensor, Window,
 };
 
 use super::reference::{attention_backward_reference, attention_reference};
+use crate::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
 use crate::synthetic::Predicate;
 
 /// Tolerance on the relative L2 error of each gradient.

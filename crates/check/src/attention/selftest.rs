@@ -20,13 +20,13 @@ use fragmask_kernels::attention::{ActDtype, Geometry, MaskMode};
 
 use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
 use fragmask_host::attention::choice::{call_geometry, kernel_config};
-use fragmask_host::attention::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
 use fragmask_host::attention::{
     driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
     RawMask, RawTensor, Window,
 };
 
 use super::reference::attention_reference;
+use crate::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
 pub use crate::synthetic::{block_sparse, random_tokens, Predicate};
 
 /// Tolerance on the relative L2 error of O.

@@ -31,7 +31,6 @@ pub mod backward;
 pub mod blockmask;
 pub mod choice;
 pub mod compile;
-pub mod numeric;
 pub mod plan;
 
 #[cfg(test)]
