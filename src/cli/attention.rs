@@ -13,7 +13,7 @@ use fragmask::host::attention::{
 };
 use fragmask::host::Device;
 use fragmask::inputs::attention::{self as inputs, InputError, MaskInput, Qkv};
-use fragmask::kernels::attention::{AttentionKernel, Geometry, MaskMode};
+use fragmask::kernels::attention::{Geometry, MaskMode};
 use fragmask::masks::io::{read_file_limited, write_npy_file, write_safetensors, DType};
 
 #[path = "attention_backward.rs"]
@@ -318,8 +318,11 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         };
         let geometry = match mask {
             Some(g) => g,
-            None => geometry_flag(fwd)?
-                .unwrap_or_else(|| AttentionKernel::default_geometry(args.head_dim)),
+            None => {
+                geometry_flag(fwd)?;
+                choice::call_geometry(args.head_dim as usize, None, &opts(fwd))
+                    .map_err(|e| e.to_string())?
+            }
         };
         let k = choice::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
             .map_err(|e| format!("--head-dim {}: {}{e}", args.head_dim, config_flags(fwd)))?;

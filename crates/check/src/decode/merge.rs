@@ -93,7 +93,7 @@ pub fn merge_row(o_a: &[f64], lse_a: f64, o_b: &[f64], lse_b: f64, out: &mut [f6
 /// `lse_*` is `[rows]`, with `rows = lse_a.len()` and `dim = o_a.len() / rows`.
 ///
 /// ```
-/// use fragmask_host::decode::merge::{empty_state, merge_states};
+/// use fragmask_check::decode::merge::{empty_state, merge_states};
 /// let a = (vec![1.0, 2.0], vec![0.5]);
 /// let (o, lse) = merge_states((&a.0, &a.1), (&empty_state(1, 2).0, &[f64::NEG_INFINITY])).unwrap();
 /// assert_eq!((o, lse), a); // an empty subset is the identity

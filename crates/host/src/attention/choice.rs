@@ -4,7 +4,9 @@
 //! backward's ([`super::AttentionRunner::prepare_backward`],
 //! [`super::AttentionRunner::launch_backward_raw`]) ask here; the configurations
 //! themselves and their limits are the kernels crate's (`AttentionKernel`,
-//! `BackwardKernel`), and the split count is [`super::splits`]'.
+//! `BackwardKernel`), and the split count is [`super::splits`]'. The warm-up paths
+//! ([`super::AttentionRunner::warm_up`], [`super::AttentionRunner::warm_up_backward`])
+//! compile what this module picks, so a warmed call never compiles.
 
 use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
 use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
@@ -111,6 +113,18 @@ pub fn backward_kernel(
             }
         }
     };
+    backward_config(d, mode, opts)
+}
+
+/// The backward configuration of `mode` (window, or a mask tile) at head dim `d` with
+/// `opts`: the kernels crate's default for the mode, then the options' stages, dtype,
+/// determinism and dQ reduction. [`backward_kernel`] checks a call's mask first;
+/// `warm_up_backward` compiles the configurations of the modes it is given.
+pub fn backward_config(
+    d: u32,
+    mode: BackwardMask,
+    opts: &BackwardOptions,
+) -> Result<BackwardKernel, AttentionError> {
     let mut k = BackwardKernel::default_for(d, mode).map_err(AttentionError::Config)?;
     if let Some(stages) = opts.stages {
         k = BackwardKernel::new(k.warpgroups(), d, k.d_split(), stages, mode)

@@ -723,11 +723,7 @@ impl AttentionRunner {
             modes.push(BackwardMask::Blocks { block_m, block_n });
         }
         for mode in modes {
-            let k = BackwardKernel::default_for(d, mode)
-                .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
-                .map_err(AttentionError::Config)?
-                .with_deterministic(opts.deterministic)
-                .with_dq_reduce(opts.dq_reduce.unwrap_or(DqReduce::Bulk));
+            let k = super::choice::backward_config(d, mode, opts)?;
             self.backward_functions(&k)?;
         }
         Ok(())
