@@ -209,7 +209,7 @@ pub fn split_key_ranges(
 
 /// The reference computed the kernel's way: each split's keys (clipped to the row's
 /// visible keys) give a state, and the states are merged with
-/// [`merge_states`](super::merge::merge_states).
+/// [`merge_states`].
 pub fn decode_reference_split(
     shape: &DecodeShape,
     inputs: &ReferenceInputs,
