@@ -59,7 +59,7 @@ fn main() -> Result<(), String> {
     }
     let compiler = Compiler::uncached();
     let mut seen = std::collections::BTreeSet::new();
-    for (i, case) in fragmask::host::decode::check::sweep_cases()
+    for (i, case) in fragmask::check::decode::check::sweep_cases()
         .iter()
         .enumerate()
     {

@@ -41,7 +41,7 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
                     "{k:?}: {} registers, {} spill bytes, {} stack bytes",
                     compiled.registers, compiled.spill_bytes, compiled.stack_bytes
                 );
-                if let Ok(sass) = compiled.sass() {
+                if let Ok(sass) = fragmask::check::attention::kernel_sass(&compiled) {
                     let classes = sass.classes();
                     eprintln!("    SASS: {classes:?}");
                     assert!(classes.hgmma > 0, "{k:?}: no HGMMA in SASS");
@@ -65,7 +65,9 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
     ] {
         let k = AttentionKernel::default_for_geometry(g, 128, mode).unwrap();
         let compiled = compile_kernel(&k).unwrap();
-        let Some(sass) = nvrtc::sass_or_skip(compiled.sass_text()) else {
+        let Some(sass) =
+            nvrtc::sass_or_skip(fragmask::check::attention::kernel_sass_text(&compiled))
+        else {
             return;
         };
         let lines: Vec<&str> = sass.lines().collect();

@@ -7,7 +7,7 @@
 //! --include-ignored`; the lent H100 has no Rust, so there the same sweep runs as
 //! `fragmask attention --selftest`.
 
-use fragmask::host::attention::selftest::{default_cases, run_case};
+use fragmask::check::attention::selftest::{default_cases, run_case};
 use fragmask::host::attention::AttentionRunner;
 use fragmask::host::Device;
 
@@ -50,7 +50,7 @@ fn gpu_attention_matches_the_f64_reference_on_every_sweep_case() {
 #[test]
 #[ignore = "needs an SM90 GPU: run with --include-ignored on the GPU machine"]
 fn gpu_attention_backward_matches_the_f64_reference_on_every_sweep_case() {
-    use fragmask::host::attention::backward::selftest;
+    use fragmask::check::attention::backward_selftest as selftest;
     let device = match Device::first() {
         Ok(d) if d.compute_capability().major == 9 => d,
         Ok(d) => {

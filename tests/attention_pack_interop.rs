@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use fragmask::host::attention::inputs::{dense_mask, packed_mask, MaskInput};
 use fragmask::host::attention::AttentionShape;
+use fragmask::inputs::attention::{dense_mask, packed_mask, MaskInput};
 use fragmask::kernels::attention::Geometry;
 use fragmask::masks::io::{write_npy, DType};
 

@@ -3,8 +3,8 @@
 //! 16-byte cp.async copies and 16-byte shared loads only (no GPU needed; needs NVRTC and
 //! cuobjdump).
 
+use fragmask::check::sass;
 use fragmask::host::nvrtc::{Arch, CompileOptions, Compiler};
-use fragmask::host::sass;
 use fragmask::kernels::decode::{
     source::source, DecodeConfig, KvLayout, COMBINE_KERNEL, SPLIT_KERNEL,
 };
@@ -175,7 +175,7 @@ fn every_decode_geometry_compiles_without_spills_with_16_byte_copies() {
 /// picks (16-row or shared-K/V CTAs, masked or not), with and without the lean key loop.
 #[test]
 fn every_sweep_geometry_compiles_without_spills() {
-    use fragmask::host::decode::check::sweep_cases;
+    use fragmask::check::decode::check::sweep_cases;
     use fragmask::host::decode::DecodePlan;
     if !nvrtc_or_skip() {
         return;

@@ -3,8 +3,8 @@
 //! the state with 16-byte loads and stores only (no GPU needed; needs NVRTC and
 //! cuobjdump).
 
+use fragmask::check::sass;
 use fragmask::host::nvrtc::{Arch, CompileOptions, Compiler};
-use fragmask::host::sass;
 use fragmask::kernels::family::dtype::ActDtype;
 use fragmask::kernels::lightning::{source::source, LightningConfig, KERNEL_NAME};
 

@@ -1,4 +1,4 @@
-//! The attention input path (`fragmask_host::attention::inputs`) on arbitrary bytes:
+//! The CLI's attention input path (`fragmask::inputs::attention`) on arbitrary bytes:
 //! q/k/v files, FragmentNative and dense mask files, and the --random, --window and
 //! --synthetic-mask values must each give Ok or a typed error, never panic, hang or
 //! allocate beyond the input's size or the documented limits.
@@ -8,7 +8,7 @@
 //! the file bytes.
 #![no_main]
 
-use fragmask_host::attention::inputs::{self, MaskInput};
+use fragmask::inputs::attention::{self as inputs, MaskInput};
 use fragmask_host::attention::AttentionShape;
 use fragmask_kernels::attention::Geometry;
 use libfuzzer_sys::fuzz_target;

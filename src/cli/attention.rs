@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use fragmask::host::attention::inputs::{self, InputError, MaskInput, Qkv};
-use fragmask::host::attention::selftest;
+use fragmask::check::attention::{self as attn_check, selftest};
+use fragmask::check::numeric;
 use fragmask::host::attention::{
-    self as attn, compile, numeric, AttentionOptions, AttentionRunner, AttentionShape, Mask,
-    PackedMask, Window,
+    choice, compile, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask, Window,
 };
 use fragmask::host::Device;
-use fragmask::kernels::attention::{AttentionKernel, Geometry, MaskMode};
+use fragmask::inputs::attention::{self as inputs, InputError, MaskInput, Qkv};
+use fragmask::kernels::attention::{Geometry, MaskMode};
 use fragmask::masks::io::{read_file_limited, write_npy_file, write_safetensors, DType};
 
 #[path = "attention_backward.rs"]
@@ -310,7 +310,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
                 let bytes = read_input(path, "--mask")?;
                 let m = PackedMask::from_safetensors(&bytes)
                     .map_err(|e| format!("--mask {}: {e}", path.display()))?;
-                let g = inputs::call_geometry(args.head_dim as usize, Some(&m), &opts(fwd))
+                let g = choice::call_geometry(args.head_dim as usize, Some(&m), &opts(fwd))
                     .map_err(|e| format!("--mask {}: {e}", path.display()))?;
                 Some(g)
             }
@@ -318,10 +318,13 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         };
         let geometry = match mask {
             Some(g) => g,
-            None => geometry_flag(fwd)?
-                .unwrap_or_else(|| AttentionKernel::default_geometry(args.head_dim)),
+            None => {
+                geometry_flag(fwd)?;
+                choice::call_geometry(args.head_dim as usize, None, &opts(fwd))
+                    .map_err(|e| e.to_string())?
+            }
         };
-        let k = inputs::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
+        let k = choice::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
             .map_err(|e| format!("--head-dim {}: {}{e}", args.head_dim, config_flags(fwd)))?;
         if args.emit_source {
             print!("{}", k.source().map_err(|e| e.to_string())?);
@@ -336,7 +339,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             c.spill_bytes,
             c.stack_bytes
         );
-        match c.sass() {
+        match attn_check::kernel_sass(&c) {
             Ok(s) => {
                 let classes = s.classes();
                 println!(
@@ -566,7 +569,7 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         Some(MaskInput::Packed(m)) => Some(m.as_ref()),
         _ => None,
     };
-    inputs::call_kernel(shape.head_dim, mode_of(args), packed, &opts(args))
+    choice::call_kernel(shape.head_dim, mode_of(args), packed, &opts(args))
         .map_err(|x| format!("{}{x}", config_flags(args)))?;
     Ok(Validated {
         source,
@@ -621,7 +624,7 @@ pub fn forward(
         _ => None,
     };
     let geometry =
-        inputs::call_geometry(shape.head_dim, packed, &opts(args)).map_err(|e| e.to_string())?;
+        choice::call_geometry(shape.head_dim, packed, &opts(args)).map_err(|e| e.to_string())?;
     let pack_start = Instant::now();
     let block_mask = match inputs.mask {
         Some(m) => Some(m.build(&shape, &geometry).map_err(|e| e.to_string())?),
@@ -657,8 +660,10 @@ pub fn forward(
     // --iters 0: nothing timed (time_launches needs one run).
     let mut timing = None;
     if timed && args.iters > 0 {
-        timing =
-            Some(attn::time_launches(&launch, args.warmup, args.iters).map_err(|e| e.to_string())?);
+        timing = Some(
+            attn_check::time_launches(&launch, args.warmup, args.iters)
+                .map_err(|e| e.to_string())?,
+        );
     }
     drop(launch);
 

@@ -6,12 +6,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Args;
-use fragmask::host::attention::backward::{
-    self as bwd, selftest as bwd_selftest, BackwardOptions, BackwardWorkspace,
-};
-use fragmask::host::attention::inputs::{self, MaskInput};
+use fragmask::check::attention::{backward_selftest as bwd_selftest, time_backward};
+use fragmask::host::attention::backward::{self as bwd, BackwardOptions, BackwardWorkspace};
 use fragmask::host::attention::{AttentionRunner, Mask, PackedMask};
 use fragmask::host::Device;
+use fragmask::inputs::attention::{self as inputs, MaskInput};
 use fragmask::kernels::attention::Geometry;
 use fragmask::masks::io::{read_file_limited, write_safetensors, DType};
 use fragmask::masks::{PackOptions, TransposedLists};
@@ -225,7 +224,7 @@ pub fn backward(
         .map_err(|x| format!("backward kernels failed: {x}"))?;
     let mut timing = None;
     if timed && args.iters > 0 {
-        timing = Some(bwd::time_backward(&launch, args.warmup, args.iters).map_err(e)?);
+        timing = Some(time_backward(&launch, args.warmup, args.iters).map_err(e)?);
     }
     drop(launch);
 
@@ -235,7 +234,7 @@ pub fn backward(
             s.clone_dtoh(&t.data).map_err(|x| x.to_string())
         };
         let (dq, dk, dv) = (read(&grads.dq)?, read(&grads.dk)?, read(&grads.dv)?);
-        let b = fragmask::host::attention::numeric::u16_le_bytes;
+        let b = fragmask::check::numeric::u16_le_bytes;
         write_safetensors(
             path,
             &[

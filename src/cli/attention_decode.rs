@@ -6,10 +6,10 @@
 //! the forward's 128-row tiles would read each KV head once per query head. `--splits`
 //! (or any tile flag) keeps the forward.
 
+use fragmask::check::decode::bench::{bench, copy_roof, BenchExtra};
+use fragmask::check::timing::TimingConfig;
 use fragmask::host::attention::{AttentionShape, Window};
-use fragmask::host::decode::bench::{bench, copy_roof, BenchExtra};
 use fragmask::host::decode::{CacheShape, DecodeRunner, DecodeShape};
-use fragmask::host::timing::TimingConfig;
 use fragmask::host::{Compiler, Device};
 use fragmask::kernels::family::dtype::ActDtype;
 

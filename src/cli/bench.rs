@@ -18,11 +18,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Args, Subcommand};
-use fragmask::host::apply_bench::{
+use fragmask::check::apply_bench::{
     measure_apply_costs, ApplyBench, ApplyBenchOptions, ApplyCost, BenchResult,
 };
-use fragmask::host::gpu_packer::{DensePattern, GpuPacker, GpuTransposer};
-use fragmask::host::timing::{time_on_stream, TimingConfig};
+use fragmask::check::compare::{packed_difference, transposed_difference};
+use fragmask::check::random::DensePattern;
+use fragmask::check::timing::{time_on_stream, TimingConfig};
+use fragmask::host::gpu_packer::{GpuPacker, GpuTransposer};
 use fragmask::host::{Compiler, Device, Error as HostError};
 use fragmask::kernels::apply::kernels::BENCH_HEAD_DIM;
 use fragmask::kernels::apply::{accumulator, parse_block};
@@ -647,7 +649,7 @@ fn packer(args: PackerArgs) -> CmdResult {
         )
         .map_err(|e| e.to_string())?;
         let cpu_ms = start.elapsed().as_secs_f64() * 1e3;
-        let same = packed.difference(&cpu);
+        let same = packed_difference(&packed, &cpu);
         println!(
             "  CPU packer ({} threads): {cpu_ms:.1} ms, one run; GPU == CPU: {}",
             std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -661,7 +663,7 @@ fn packer(args: PackerArgs) -> CmdResult {
                 .map_err(|e| e.to_string())?;
             let add_ms = start.elapsed().as_secs_f64() * 1e3;
             let t = with.transposed().map_err(|e| e.to_string())?;
-            let same_t = lists.difference(t);
+            let same_t = transposed_difference(lists, t);
             println!(
                 "  CPU add_transposed: {add_ms:.1} ms, one run (pack + transposed {:.1} ms); GPU == CPU: {}",
                 cpu_ms + add_ms,

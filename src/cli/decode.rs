@@ -9,21 +9,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use fragmask::host::attention::inputs::MAX_FILE_BYTES;
-use fragmask::host::decode::bench::{bench, copy_roof, BenchExtra, MAX_BENCH_CACHE_BYTES};
-use fragmask::host::decode::check::{
+use fragmask::check::decode::bench::{bench, copy_roof, BenchExtra, MAX_BENCH_CACHE_BYTES};
+use fragmask::check::decode::check::{
     check, check_host_budget, check_masked, check_varlen, compare_masked, graph_check,
     random_inputs, random_lengths, sweep_cases, Comparison,
 };
-use fragmask::host::decode::inputs::{decode_inputs, DecodeOptions};
-use fragmask::host::decode::mask::{
-    random_topk, topk_gather, topk_shape, DecodeMask, DecodeMaskDevice,
-};
+use fragmask::check::decode::masks::random_topk;
+use fragmask::check::timing::TimingConfig;
+use fragmask::host::decode::mask::{topk_gather, topk_shape, DecodeMask, DecodeMaskDevice};
 use fragmask::host::decode::{
     CacheShape, DecodeOutput, DecodePlan, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
 };
-use fragmask::host::timing::TimingConfig;
 use fragmask::host::{Compiler, Device};
+use fragmask::inputs::attention::MAX_FILE_BYTES;
+use fragmask::inputs::decode::{decode_inputs, DecodeOptions};
 use fragmask::kernels::family::dtype::ActDtype;
 use fragmask::masks::io::{check_output, read_file_limited, write_safetensors, DType};
 use fragmask::masks::PackedMask;
@@ -220,7 +219,7 @@ fn random_query_lengths(batch: usize, sq: usize, seed: u64) -> Vec<usize> {
         .map(|b| match b {
             0 => sq,
             1 => 1.min(sq),
-            _ => (fragmask::host::apply_bench::splitmix64(&mut state) % (sq as u64 + 1)) as usize,
+            _ => (fragmask::check::random::splitmix64(&mut state) % (sq as u64 + 1)) as usize,
         })
         .collect()
 }
@@ -1069,7 +1068,7 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
             // VSA's lists: each head keeps a random 50% / 10% of the 364 blocks.
             jobs.push((name.clone(), shape, shuffle, RowKind::Plain));
             for (pct, kept) in [(50, 182), (10, 36)] {
-                let packed = fragmask::host::decode::mask::writeup002_mask(12, 23296, kept, pct)
+                let packed = fragmask::check::decode::masks::writeup002_mask(12, 23296, kept, pct)
                     .map_err(|e| e.to_string())?;
                 let m = DecodeMask::from_packed(&packed).map_err(|e| e.to_string())?;
                 m.fit(&shape).map_err(|e| e.to_string())?;
@@ -1341,7 +1340,7 @@ fn forward_rows(
     rotate_bytes: usize,
     rows: &mut Vec<serde_json::Value>,
 ) -> Result<(), String> {
-    use fragmask::host::attention::split_bench::time_forward_rotated;
+    use fragmask::check::attention::split_bench::time_forward_rotated;
     use fragmask::host::attention::{AttentionOptions, AttentionRunner};
     let runner = AttentionRunner::new(device).map_err(|e| e.to_string())?;
     println!("| workload (wgmma forward, split-KV, [B, H, S, D]) | splits | sets | ms |");

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use fragmask::host::attention::inputs::{tensor_from_bytes, MAX_FILE_BYTES};
-use fragmask::host::lightning::bench::{bench, copy_roof};
-use fragmask::host::lightning::check::check;
-use fragmask::host::lightning::inputs::{lightning_inputs, LightningInputs};
+use fragmask::check::lightning::bench::{bench, copy_roof};
+use fragmask::check::lightning::check::check;
+use fragmask::check::timing::TimingConfig;
 use fragmask::host::lightning::{LightningDecode, LightningTensors};
-use fragmask::host::timing::TimingConfig;
 use fragmask::host::{Compiler, Device};
+use fragmask::inputs::attention::{tensor_from_bytes, MAX_FILE_BYTES};
+use fragmask::inputs::lightning::{lightning_inputs, LightningInputs};
 use fragmask::kernels::family::dtype::ActDtype;
 use fragmask::kernels::lightning::{LightningConfig, LightningProblem};
 use fragmask::masks::io::{check_output, read_file_limited, write_safetensors, DType};
@@ -271,7 +271,7 @@ pub fn run(args: LightningArgs) -> CmdResult {
             args.steps
         ));
     }
-    fragmask::host::lightning::check::check_host_budget(&problem)
+    fragmask::check::lightning::check::check_host_budget(&problem)
         .map_err(|e| format!("--random {random}: {e}"))?;
     let config = args
         .col_vectors

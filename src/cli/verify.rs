@@ -11,16 +11,17 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use fragmask::gmma_frag::{
-    TiledAccumulator, WgmmaAccumulator, SM80_A_LAYOUT, SM80_B_LAYOUT, SM80_C_LAYOUT,
-};
-use fragmask::host::emulator::{mismatches_against_dense, Emulator};
-use fragmask::host::gpu_packer::DensePattern;
-use fragmask::host::verify::{
+use fragmask::check::emulator::{mismatches_against_dense, Emulator};
+use fragmask::check::random::DensePattern;
+use fragmask::check::sass;
+use fragmask::check::verify::{
     check_mask_apply, check_mma_sync_a, check_mma_sync_b, check_mma_sync_c, check_packer,
     check_transposed_packer, random_tiles, CheckOutcome, PackerCase, ProbeReport, Verifier,
 };
-use fragmask::host::{sass, Arch, CompileOptions, Compiler, Device};
+use fragmask::gmma_frag::{
+    TiledAccumulator, WgmmaAccumulator, SM80_A_LAYOUT, SM80_B_LAYOUT, SM80_C_LAYOUT,
+};
+use fragmask::host::{Arch, CompileOptions, Compiler, Device};
 use fragmask::kernels::apply::kernels::{bench_source, check_source, BenchVariant};
 use fragmask::kernels::packer::{PackerKernels, TransposeKernels};
 use fragmask::kernels::probe::{wgmma_accumulator_probe, MmaSyncProbe};

@@ -170,6 +170,16 @@ impl Device {
     }
 }
 
+/// The device's multiprocessor count (`CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`), at
+/// least 1: the split planners and the GPU packer size their grids with it.
+pub fn multiprocessors(device: &Device) -> Result<usize> {
+    let n = device
+        .context()
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::driver("reading the multiprocessor count"))?;
+    Ok(n.max(1) as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

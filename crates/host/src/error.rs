@@ -97,20 +97,27 @@ impl Error {
         matches!(self, Error::NoDriver { .. } | Error::NoDevice { .. })
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// An I/O failure on `path`, as [`Error::Io`].
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             source,
         }
     }
 
-    pub(crate) fn driver(context: &'static str) -> impl FnOnce(DriverError) -> Self {
+    /// A CUDA driver failure while `context`, as [`Error::Driver`] (for `map_err`).
+    pub fn driver(context: &'static str) -> impl FnOnce(DriverError) -> Self {
         move |source| Error::Driver { context, source }
     }
 
     pub(crate) fn nvrtc(context: &'static str) -> impl FnOnce(NvrtcError) -> Self {
         move |source| Error::Nvrtc { context, source }
     }
+}
+
+/// A source generator's refusal as [`Error::InvalidArgument`] (the GPU packer's kernels).
+pub(crate) fn codegen(e: fragmask_kernels::apply::CodegenError) -> Error {
+    Error::InvalidArgument(format!("code generation: {e}"))
 }
 
 impl fmt::Display for Error {

@@ -26,10 +26,11 @@ use fragmask_kernels::packer::{
     COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TRANSCODE_KERNEL,
     TRANSPOSED_LISTS_KERNEL,
 };
-use fragmask_masks::{Encoding, PackedMask, TiledAccumulator, TransposedLists};
+use fragmask_masks::{Encoding, PackedMask, TiledAccumulator};
 
-use crate::apply_bench::{codegen, multiprocessors};
+use crate::device::multiprocessors;
 use crate::device::Device;
+use crate::error::codegen;
 use crate::error::{Error, Result};
 use crate::launch::load_module;
 use crate::nvrtc::{CompileOptions, Compiler};
@@ -140,59 +141,6 @@ pub struct GpuPacked {
     pub kv_tile_offsets: Vec<i32>,
     /// `[partial_tiles, threads, words_per_thread]`.
     pub words: Vec<u32>,
-}
-
-impl GpuPacked {
-    /// `None` if every list and every word equals the CPU packer's `cpu`; otherwise
-    /// where they first differ.
-    pub fn difference(&self, cpu: &PackedMask) -> Option<String> {
-        let lists: [(&str, &[i32], &[i32]); 5] = [
-            ("kv_num_blocks", &self.kv_num_blocks, cpu.kv_num_blocks()),
-            ("kv_indices", &self.kv_indices, cpu.kv_indices()),
-            (
-                "full_kv_num_blocks",
-                &self.full_kv_num_blocks,
-                cpu.full_kv_num_blocks(),
-            ),
-            (
-                "full_kv_indices",
-                &self.full_kv_indices,
-                cpu.full_kv_indices(),
-            ),
-            (
-                "kv_tile_offsets",
-                &self.kv_tile_offsets,
-                cpu.kv_tile_offsets(),
-            ),
-        ];
-        for (name, gpu, cpu) in lists {
-            if gpu.len() != cpu.len() {
-                return Some(format!(
-                    "{name}: {} entries on the GPU, {} on the CPU",
-                    gpu.len(),
-                    cpu.len()
-                ));
-            }
-            if let Some(i) = gpu.iter().zip(cpu).position(|(a, b)| a != b) {
-                return Some(format!("{name}[{i}]: GPU {} CPU {}", gpu[i], cpu[i]));
-            }
-        }
-        let cpu_words = cpu.words();
-        if self.words.len() != cpu_words.len() {
-            return Some(format!(
-                "words: {} on the GPU, {} on the CPU",
-                self.words.len(),
-                cpu_words.len()
-            ));
-        }
-        if let Some(i) = self.words.iter().zip(cpu_words).position(|(a, b)| a != b) {
-            return Some(format!(
-                "words[{i}]: GPU {:#010x} CPU {:#010x}",
-                self.words[i], cpu_words[i]
-            ));
-        }
-        None
-    }
 }
 
 /// The compiled packer kernels on one device.
@@ -616,28 +564,6 @@ pub struct GpuTransposed {
 }
 
 impl GpuTransposed {
-    /// `None` if every list and word equals the CPU's `cpu`; otherwise where they first
-    /// differ.
-    pub fn difference(&self, cpu: &TransposedLists) -> Option<String> {
-        let lists: [(&str, &[i32], &[i32]); 5] = [
-            ("q_num_blocks", &self.q_num_blocks, cpu.q_num_blocks()),
-            ("q_indices", &self.q_indices, cpu.q_indices()),
-            (
-                "full_q_num_blocks",
-                &self.full_q_num_blocks,
-                cpu.full_q_num_blocks(),
-            ),
-            ("full_q_indices", &self.full_q_indices, cpu.full_q_indices()),
-            ("q_tile_offsets", &self.q_tile_offsets, cpu.q_tile_offsets()),
-        ];
-        for (name, gpu, cpu) in lists {
-            if let Some(d) = first_difference(name, gpu, cpu) {
-                return Some(d);
-            }
-        }
-        first_difference("q_words", &self.q_words, cpu.q_words())
-    }
-
     /// The five lists in the order of `PackedMask::attach_transposed`.
     pub fn into_parts(self) -> ([Vec<i32>; 5], Vec<u32>) {
         (
@@ -651,22 +577,6 @@ impl GpuTransposed {
             self.q_words,
         )
     }
-}
-
-fn first_difference<T: PartialEq + std::fmt::Debug>(
-    name: &str,
-    gpu: &[T],
-    cpu: &[T],
-) -> Option<String> {
-    if gpu.len() != cpu.len() {
-        return Some(format!(
-            "{name}: {} entries on the GPU, {} on the CPU",
-            gpu.len(),
-            cpu.len()
-        ));
-    }
-    let i = gpu.iter().zip(cpu).position(|(a, b)| a != b)?;
-    Some(format!("{name}[{i}]: GPU {:?} CPU {:?}", gpu[i], cpu[i]))
 }
 
 /// Device buffers of one transposition (workspace and results; the inputs are a
@@ -1081,68 +991,5 @@ impl GpuTransposer {
         let (lists, q_words) = self.download(&out)?.into_parts();
         mask.attach_transposed(self.backward(), lists, q_words)
             .map_err(|e| Error::InvalidArgument(format!("the GPU's transposed lists: {e}")))
-    }
-}
-
-/// Contents of generated dense masks (tests, `fragmask verify`, `fragmask bench packer`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum DensePattern {
-    /// Each byte 1 with this probability (SplitMix64, deterministic per seed).
-    Random(f64),
-    /// `k <= q` (top-left aligned causal).
-    Causal,
-    /// Per 128 × 128 block of the mask: all 1, all 0, or random 50%, in turn — so a
-    /// tiled packer sees full, empty and partial tiles (and ragged edges).
-    Blocks,
-}
-
-impl DensePattern {
-    /// A short name, e.g. `random-50%`.
-    pub fn name(&self) -> String {
-        match self {
-            DensePattern::Random(p) => format!("random-{}%", (p * 100.0).round()),
-            DensePattern::Causal => "causal".into(),
-            DensePattern::Blocks => "blocks".into(),
-        }
-    }
-
-    /// `planes × seqlen_q × seqlen_k` bytes (0 or 1).
-    pub fn generate(&self, planes: usize, seqlen_q: usize, seqlen_k: usize, seed: u64) -> Vec<u8> {
-        let n = planes * seqlen_q * seqlen_k;
-        let mut state = seed;
-        match *self {
-            DensePattern::Random(p) => {
-                let threshold = (p.clamp(0.0, 1.0) * 65536.0) as u64;
-                let mut out = Vec::with_capacity(n);
-                while out.len() < n {
-                    let r = crate::apply_bench::splitmix64(&mut state);
-                    for k in 0..4 {
-                        if out.len() < n {
-                            out.push(u8::from((r >> (16 * k)) & 0xffff < threshold));
-                        }
-                    }
-                }
-                out
-            }
-            DensePattern::Causal => (0..n)
-                .map(|i| {
-                    let q = i / seqlen_k % seqlen_q;
-                    let k = i % seqlen_k;
-                    u8::from(k <= q)
-                })
-                .collect(),
-            DensePattern::Blocks => (0..n)
-                .map(|i| {
-                    let q = i / seqlen_k % seqlen_q;
-                    let k = i % seqlen_k;
-                    let plane = i / (seqlen_k * seqlen_q);
-                    match (q / 128 * 7 + k / 128 * 3 + plane) % 3 {
-                        0 => 1,
-                        1 => 0,
-                        _ => (crate::apply_bench::splitmix64(&mut state) & 1) as u8,
-                    }
-                })
-                .collect(),
-        }
     }
 }

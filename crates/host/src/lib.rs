@@ -1,34 +1,32 @@
-//! fragmask's host runtime: compile, inspect, launch, time and verify CUDA kernels.
+//! fragmask's host runtime: the library a host application and the Python extension
+//! link to compile and launch the generated CUDA kernels.
 //!
 //! - [`toolchain`]: find NVRTC and the CUDA binary tools; never panics when they are absent.
 //! - [`device`]: GPU discovery with clear "no CUDA driver found" / "no CUDA device" errors.
-//! - [`nvrtc`]: CUDA C++ to cubin or PTX through NVRTC, with an on-disk [`cache`].
-//! - [`sass`]: disassemble a cubin with `cuobjdump` and summarise registers,
-//!   local memory (spills) and instruction counts.
+//! - [`nvrtc`]: CUDA C++ to cubin or PTX through NVRTC, with an on-disk [`cache`];
+//!   [`ptxas`] reads the resource report NVRTC leaves in the log.
 //! - [`launch`]: typed wrappers for launching loaded kernels.
-//! - [`timing`]: CUDA-event timing with warm-up and robust statistics.
-//! - [`verify`]: run the hardware probes of `fragmask-kernels` and compare every
-//!   register of every thread against an expected fragment layout.
+//! - [`attention`], [`decode`], [`lightning`]: one plan/run path per kernel family;
+//!   [`gpu_packer`]: the mask packers on the GPU.
+//!
+//! Checking code (CPU references, selftests, hardware verification, benchmarks, SASS
+//! inspection, the emulator) lives beside the runtime in `fragmask-check`
+//! (docs/architecture.md, "Checking code beside the runtime").
 //!
 //! The library prints nothing; every failure is an [`Error`].
 #![warn(missing_docs)]
 
-pub mod apply_bench;
 pub mod attention;
 pub mod cache;
 pub mod decode;
 pub mod device;
-pub mod emulator;
 mod error;
 pub mod gpu_packer;
 pub mod launch;
 pub mod lightning;
-pub mod limits;
 pub mod nvrtc;
-pub mod sass;
-pub mod timing;
+pub mod ptxas;
 pub mod toolchain;
-pub mod verify;
 
 pub use cudarc;
 pub use device::{ComputeCapability, Device};

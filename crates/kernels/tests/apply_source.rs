@@ -1,5 +1,5 @@
 //! Structural checks of the generated mask-apply and packer sources (no compiler
-//! needed; crates/host/tests/apply_sass.rs compiles them, and the host's emulator
+//! needed; crates/check/tests/apply_sass.rs compiles them, and the checking crate's emulator
 //! executes the same programs).
 
 #[path = "../../../tests/support/proptest_ci.rs"]

@@ -1,11 +1,12 @@
 //! Compiling the generated attention kernels to sm_90a cubins, with ptxas' resource
-//! report and the SASS read through [`crate::sass`] (no GPU needed).
+//! report ([`crate::ptxas`]; no GPU needed). The SASS of a [`CompiledKernel`] is read by
+//! `fragmask-check`'s SASS inspection.
 
 use fragmask_kernels::attention::{AttentionKernel, KERNEL_NAME};
 
 use super::AttentionError;
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
-use crate::sass::{self, KernelSass};
+use crate::ptxas;
 
 /// A compiled attention kernel with its resource report.
 #[derive(Debug, Clone)]
@@ -26,31 +27,6 @@ pub struct CompiledKernel {
     pub stack_bytes: u32,
 }
 
-impl CompiledKernel {
-    /// The kernel's SASS (`cuobjdump -sass` and `-res-usage`, with ptxas' report from
-    /// the log), through [`sass::inspect_bytes`].
-    pub fn sass(&self) -> Result<KernelSass, AttentionError> {
-        let report = sass::inspect_bytes(&self.cubin).map_err(AttentionError::Host)?;
-        let mut kernel = report
-            .kernels
-            .into_iter()
-            .find(|k| k.name == KERNEL_NAME)
-            .ok_or_else(|| {
-                AttentionError::Host(crate::Error::Parse {
-                    what: "cuobjdump -sass output",
-                    detail: format!("no function {KERNEL_NAME} in the attention cubin"),
-                })
-            })?;
-        kernel.ptxas = sass::parse_ptxas_log(&self.log).remove(KERNEL_NAME);
-        Ok(kernel)
-    }
-
-    /// The SASS text of the cubin ([`sass::disassemble`]).
-    pub fn sass_text(&self) -> Result<String, AttentionError> {
-        sass::disassemble(&self.cubin).map_err(AttentionError::Host)
-    }
-}
-
 /// Generates and compiles `config` for sm_90a through the on-disk NVRTC cache.
 pub fn compile_kernel(config: &AttentionKernel) -> Result<CompiledKernel, AttentionError> {
     compile_kernel_with(&Compiler::new(), config)
@@ -66,7 +42,7 @@ pub fn compile_kernel_with(
     let cubin = compiler
         .compile_cubin(&source, &options)
         .map_err(AttentionError::Host)?;
-    let report = sass::parse_ptxas_log(&cubin.log)
+    let report = ptxas::parse_ptxas_log(&cubin.log)
         .remove(KERNEL_NAME)
         .unwrap_or_default();
     Ok(CompiledKernel {

@@ -29,20 +29,13 @@
 
 pub mod backward;
 pub mod blockmask;
+pub mod choice;
 pub mod compile;
-pub mod inputs;
-pub mod numeric;
 pub mod plan;
-mod reference;
 
 #[cfg(test)]
 #[path = "../../../../tests/support/proptest_ci.rs"]
 mod proptest_ci;
-// The GPU sweep; public only because the CLI carries it (`fragmask attention --selftest`
-// on GPU machines without a Rust toolchain) and tests/attention_gpu.rs runs it.
-#[doc(hidden)]
-pub mod selftest;
-pub mod split_bench;
 pub mod splits;
 
 use std::collections::HashMap;
@@ -66,7 +59,6 @@ pub use fragmask_masks::PackedMask;
 pub use plan::{AttentionPlan, PlanPointers};
 
 use crate::nvrtc::Compiler;
-use crate::timing::{time_on_stream, Timing, TimingConfig};
 use crate::Device;
 
 /// Everything the attention API can refuse or fail with.
@@ -128,7 +120,7 @@ impl std::error::Error for AttentionError {
 }
 
 /// A driver failure while `context`, as the host crate's [`crate::Error::Driver`].
-pub(crate) fn driver(context: &'static str) -> impl FnOnce(DriverError) -> AttentionError {
+pub fn driver(context: &'static str) -> impl FnOnce(DriverError) -> AttentionError {
     move |source| AttentionError::Host(crate::Error::Driver { context, source })
 }
 
@@ -498,6 +490,11 @@ pub struct PreparedLaunch<'a> {
 }
 
 impl PreparedLaunch<'_> {
+    /// The runner's stream, which [`Self::launch`] enqueues on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.stream
+    }
+
     /// Enqueues the kernel on the runner's stream (asynchronous).
     pub fn launch(&self) -> Result<(), AttentionError> {
         let mut builder = self.stream.launch_builder(&self.func);
@@ -789,7 +786,7 @@ impl AttentionRunner {
             Mask::Window(_) => (MaskMode::Window, None),
             Mask::Blocks(m) => (MaskMode::Blocks, Some(&m.host)),
         };
-        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
+        let kernel = choice::call_kernel(shape.head_dim, mode, host_mask, opts)?;
         if kernel.dtype() != ActDtype::Bf16 {
             return Err(AttentionError::Shape(
                 "DeviceTensor inputs are bf16; launch fp16 tensors through launch_raw".into(),
@@ -1070,7 +1067,7 @@ impl AttentionRunner {
     /// compiles (CUDA-graph capture, latency-sensitive first calls).
     pub fn warm_up(&self, head_dim: usize, opts: &AttentionOptions) -> Result<(), AttentionError> {
         for mode in [MaskMode::Window, MaskMode::Blocks] {
-            let kernel = inputs::call_kernel(head_dim, mode, None, opts)?;
+            let kernel = choice::call_kernel(head_dim, mode, None, opts)?;
             for split_kv in [false, true] {
                 self.function(&kernel.with_split_kv(split_kv))?;
             }
@@ -1089,26 +1086,6 @@ pub fn attention_forward(
     opts: &AttentionOptions,
 ) -> Result<AttentionOutput, AttentionError> {
     AttentionRunner::with_stream(q.data.stream().clone()).forward(q, k, v, mask, opts)
-}
-
-/// CUDA-event timing of a prepared launch through [`crate::timing::time_on_stream`]:
-/// `warmup` launches, then `iters` launches each between two events.
-pub fn time_launches(
-    launch: &PreparedLaunch<'_>,
-    warmup: usize,
-    iters: usize,
-) -> Result<Timing, AttentionError> {
-    let config = TimingConfig {
-        warmup,
-        runs: iters,
-    };
-    time_on_stream(launch.stream, config, |_| {
-        launch.launch().map_err(|e| match e {
-            AttentionError::Host(e) => e,
-            other => crate::Error::InvalidArgument(other.to_string()),
-        })
-    })
-    .map_err(AttentionError::Host)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use fragmask_kernels::attention::{AttentionKernel, MaskMode};
 
 use super::{
-    base_params, blocks_params, driver, encode_strided_map, inputs, launch_combine, splits,
+    base_params, blocks_params, choice, driver, encode_strided_map, launch_combine, splits,
     window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Params,
     RawMask, RawTensor, TensorMapArg,
 };
@@ -98,7 +98,7 @@ impl AttentionRunner {
                 )));
             }
         }
-        let kernel = inputs::call_kernel(shape.head_dim, mode, host_mask, opts)?;
+        let kernel = choice::call_kernel(shape.head_dim, mode, host_mask, opts)?;
         let (g, dt) = (kernel.geometry(), kernel.dtype());
         let maps = [
             encode_strided_map(PLACEHOLDER_ADDRESS, q.shape, q.strides, g.block_m(), dt)?,

@@ -493,171 +493,12 @@ pub fn topk_shape(shape: &DecodeShape, k: usize) -> Result<DecodeShape, DecodeEr
     .validate()
 }
 
-/// Most mask elements [`random_packed_mask`] builds (heads × Sq × Sk).
-pub const MAX_RANDOM_MASK_ELEMENTS: usize = 1 << 28;
-
-/// A random packed mask of `heads` heads over `sq` tokens and `sk` keys on `bm × bn`
-/// tiles (FragmentNative), from `seed`: each run of 16 keys of a row is empty, full or
-/// random bits (one third each), so empty, full and partial tiles all occur (the
-/// sweep's and the tests' masks).
-pub fn random_packed_mask(
-    sq: usize,
-    sk: usize,
-    heads: usize,
-    bm: u32,
-    bn: u32,
-    seed: u64,
-) -> Result<PackedMask, DecodeError> {
-    use crate::apply_bench::splitmix64;
-    let n = [heads, sq, sk]
-        .iter()
-        .try_fold(1usize, |a, &x| a.checked_mul(x))
-        .filter(|&n| n <= MAX_RANDOM_MASK_ELEMENTS)
-        .ok_or(DecodeError::Overflow("random mask"))?;
-    let mut state = seed;
-    let mut bytes = vec![0u8; n];
-    for h in 0..heads {
-        for t in 0..sq {
-            for kb in 0..sk.div_ceil(16) {
-                let kind = splitmix64(&mut state) % 3;
-                for key in kb * 16..((kb + 1) * 16).min(sk) {
-                    let on = match kind {
-                        0 => false,
-                        1 => true,
-                        _ => splitmix64(&mut state) % 2 == 0,
-                    };
-                    bytes[(h * sq + t) * sk + key] = u8::from(on);
-                }
-            }
-        }
-    }
-    let dims = [1usize, heads, sq, sk];
-    let dense = fragmask_masks::DenseMask::new(&bytes, &dims)
-        .map_err(|e| mask_err("random mask", e.to_string()))?;
-    let acc = fragmask_gmma_frag::TiledAccumulator::new(bm, bn, (bm / 64).max(1), false)
-        .map_err(|e| mask_err("random mask", format!("{e:?}")))?;
-    fragmask_masks::pack(
-        &dense,
-        &acc,
-        fragmask_masks::Encoding::FragmentNative,
-        &fragmask_masks::PackOptions::default(),
-    )
-    .map_err(|e| mask_err("random mask", e.to_string()))
-}
-
-/// Write-up 002's decode mask: `heads` heads of one 64-token query block over `seqlen_k`
-/// keys in 64-token blocks, each head keeping `kept` random distinct key blocks (its own
-/// list, from `seed`), packed on 64×64 tiles (`fragmask pack --blocks ... --block 64x64
-/// --warpgroups 1`, the lists of bench/decode_mask_bench.py in form).
-pub fn writeup002_mask(
-    heads: usize,
-    seqlen_k: usize,
-    kept: usize,
-    seed: u64,
-) -> Result<PackedMask, DecodeError> {
-    const BLOCK: usize = 64;
-    let blocks = seqlen_k.div_ceil(BLOCK);
-    if kept == 0 || kept > blocks || heads == 0 || heads > 4096 {
-        return Err(mask_err(
-            "random 64-token block lists",
-            format!("{kept} of {blocks} blocks for {heads} heads"),
-        ));
-    }
-    let index = random_topk(&vec![blocks; heads], kept, seed)?;
-    let num = vec![kept as i32; heads];
-    let src = fragmask_masks::BlockSparseMask::new(
-        &[heads, 1, kept],
-        &index,
-        &[heads, 1],
-        &num,
-        None::<&[i32]>,
-        fragmask_masks::BlockSparseOptions {
-            block_size: BLOCK,
-            seqlen_q: Some(BLOCK),
-            seqlen_k: Some(seqlen_k),
-        },
-    )
-    .map_err(|e| mask_err("random 64-token block lists", e.to_string()))?;
-    let acc = fragmask_gmma_frag::TiledAccumulator::new(64, 64, 1, false)
-        .map_err(|e| mask_err("random 64-token block lists", format!("{e:?}")))?;
-    fragmask_masks::pack(
-        &src,
-        &acc,
-        fragmask_masks::Encoding::FragmentNative,
-        &fragmask_masks::PackOptions::default(),
-    )
-    .map_err(|e| mask_err("random 64-token block lists", e.to_string()))
-}
-
-/// `k` distinct random key indices per request in `0..len_b` (ascending), from `seed`.
-pub fn random_topk(lens: &[usize], k: usize, seed: u64) -> Result<Vec<i32>, DecodeError> {
-    // The list, and a bitset over the longest request's keys (Floyd's draws).
-    let longest = lens.iter().copied().max().unwrap_or(0);
-    let need = lens
-        .len()
-        .checked_mul(k)
-        .and_then(|n| n.checked_mul(4))
-        .and_then(|n| n.checked_add(longest.div_ceil(8)))
-        .unwrap_or(usize::MAX);
-    if need > crate::limits::MAX_HOST_BYTES || longest > i32::MAX as usize {
-        return Err(DecodeError::HostMemory {
-            what: "the random top-k lists (B x k indices)",
-            need,
-            max: crate::limits::MAX_HOST_BYTES,
-        });
-    }
-    let mut state = seed;
-    let mut out = Vec::with_capacity(lens.len() * k);
-    let mut taken = vec![0u64; longest.div_ceil(64)];
-    for &len in lens {
-        let take = k.min(len);
-        // Floyd's algorithm: `take` distinct values of 0..len.
-        let start = out.len();
-        for j in len - take..len {
-            let r = (crate::apply_bench::splitmix64(&mut state) % (j as u64 + 1)) as usize;
-            let pick = if taken[r / 64] & (1 << (r % 64)) == 0 {
-                r
-            } else {
-                j
-            };
-            taken[pick / 64] |= 1 << (pick % 64);
-            out.push(pick as i32);
-        }
-        out[start..].sort_unstable();
-        for &x in &out[start..] {
-            taken[x as usize / 64] = 0;
-        }
-        out.extend(std::iter::repeat_n(0, k - take));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::decode::check::random_inputs;
-    use crate::decode::merge::attend;
     use crate::decode::problem::tests::shape as test_shape;
-    use crate::decode::reference::{decode_reference, decode_reference_masked};
     use fragmask_gmma_frag::TiledAccumulator;
     use fragmask_masks::{pack, BlockSparseMask, BlockSparseOptions, Encoding, PackOptions};
-
-    #[test]
-    fn random_topk_lists_are_distinct_sorted_and_within_the_budget() {
-        let lens = [1000usize, 5, 64, 0];
-        let idx = random_topk(&lens, 8, 3).unwrap();
-        for (r, &len) in lens.iter().enumerate() {
-            let row = &idx[r * 8..(r + 1) * 8];
-            let take = 8.min(len);
-            assert!(row[..take].windows(2).all(|w| w[0] < w[1]), "{row:?}");
-            assert!(row[..take].iter().all(|&x| (x as usize) < len), "{row:?}");
-            assert!(row[take..].iter().all(|&x| x == 0), "{row:?}");
-        }
-        assert!(matches!(
-            random_topk(&vec![1 << 30; 65_535], 1 << 30, 1),
-            Err(DecodeError::HostMemory { .. })
-        ));
-    }
 
     #[test]
     fn the_top_k_shape_is_checked_without_indices() {
@@ -677,7 +518,11 @@ mod tests {
         assert_eq!(g.cache.capacity(), 100);
     }
 
-    fn packed_random(
+    /// A packed mask of `heads` heads over `sq` tokens and `sk` keys on `bm x bn` tiles:
+    /// each run of 16 keys of a row is empty, full or mixed (a hash of its position and
+    /// `seed`), so empty, full and partial tiles all occur. (The checking crate's
+    /// `decode::masks::random_packed_mask` draws the same kinds of runs at random.)
+    pub(crate) fn packed_random(
         sq: usize,
         sk: usize,
         heads: usize,
@@ -685,7 +530,29 @@ mod tests {
         bn: u32,
         seed: u64,
     ) -> PackedMask {
-        random_packed_mask(sq, sk, heads, bm, bn, seed).unwrap()
+        let mix = |x: u64| {
+            let z = (x ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            (z ^ (z >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 32
+        };
+        let mut bytes = vec![0u8; heads * sq * sk];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            let (row, key) = (i / sk, i % sk);
+            let run = (row * sk.div_ceil(16) + key / 16) as u64;
+            *b = u8::from(match mix(run) % 3 {
+                0 => false,
+                1 => true,
+                _ => mix(i as u64 + (1 << 40)) % 2 == 0,
+            });
+        }
+        let dense = fragmask_masks::DenseMask::new(&bytes, &[1, heads, sq, sk]).unwrap();
+        let acc = TiledAccumulator::new(bm, bn, (bm / 64).max(1), false).unwrap();
+        pack(
+            &dense,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -798,124 +665,5 @@ mod tests {
             s.seqlen_q = 100;
             assert!(wm.fit(&s).is_ok(), "G = {g}");
         }
-    }
-
-    #[test]
-    fn masked_reference_equals_attention_over_the_listed_keys() {
-        let packed = packed_random(5, 100, 1, 64, 64, 11);
-        let m = DecodeMask::from_packed(&packed).unwrap();
-        let mut s = test_shape(2, 4, 2, 100);
-        s.seqlen_q = 5;
-        let inputs = random_inputs(&s, Some(vec![100, 77]), false, 5).unwrap();
-        let (o, lse) = decode_reference_masked(&s, &inputs.reference, Some(&m));
-        let (d, sq, h) = (s.head_dim, s.seqlen_q, s.heads);
-        for b in 0..2 {
-            let len = [100usize, 77][b];
-            for t in 0..sq {
-                for head in 0..h {
-                    let keys: Vec<usize> = (0..len).filter(|&k| packed.get(0, 0, t, k)).collect();
-                    let q0 = ((b * sq + t) * h + head) * d;
-                    let q = &inputs.reference.q[q0..q0 + d];
-                    let hkv = head / s.group();
-                    let mut scores = Vec::new();
-                    let mut values = Vec::new();
-                    for &k in &keys {
-                        let off = ((b * 100 + k) * s.kv_heads + hkv) * d;
-                        scores.push(
-                            s.scale()
-                                * q.iter()
-                                    .zip(&inputs.reference.k[off..off + d])
-                                    .map(|(x, y)| x * y)
-                                    .sum::<f64>(),
-                        );
-                        values.push(&inputs.reference.v[off..off + d]);
-                    }
-                    let (ro, rl) = attend(&scores, &values, d);
-                    let at = ((b * sq + t) * h + head) * d;
-                    assert!(o[at..at + d]
-                        .iter()
-                        .zip(&ro)
-                        .all(|(x, y)| (x - y).abs() < 1e-12));
-                    let l = lse[(b * h + head) * sq + t];
-                    assert!(l == rl || (l - rl).abs() < 1e-12);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn topk_gather_reads_exactly_the_listed_keys() {
-        let s = test_shape(3, 8, 2, 200);
-        let lens = [200usize, 150, 31];
-        let k = 40;
-        let idx = random_topk(&lens, k, 9).unwrap();
-        let lens_i: Vec<i32> = lens.iter().map(|&x| x as i32).collect();
-        // Requests shorter than k repeat key 0 in their padding slots: give them k valid keys.
-        let (g, table) = topk_gather(
-            &s,
-            31,
-            &idx.chunks(k)
-                .flat_map(|c| c[..31].to_vec())
-                .collect::<Vec<_>>(),
-            Some(&lens_i),
-        )
-        .unwrap();
-        let dense = random_inputs(&s, Some(lens_i.clone()), false, 3).unwrap();
-        let mut gathered = dense.reference.clone();
-        gathered.block_table = table;
-        gathered.seqlens_k = Some(vec![31; 3]);
-        let (o, lse) = decode_reference(&g, &gathered);
-        let d = s.head_dim;
-        for b in 0..3 {
-            for head in 0..s.heads {
-                let keys = &idx[b * k..b * k + 31];
-                let q0 = (b * s.heads + head) * d;
-                let q = &dense.reference.q[q0..q0 + d];
-                let hkv = head / s.group();
-                let mut scores = Vec::new();
-                let mut values = Vec::new();
-                for &key in keys {
-                    let off = ((b * 200 + key as usize) * s.kv_heads + hkv) * d;
-                    scores.push(
-                        s.scale()
-                            * q.iter()
-                                .zip(&dense.reference.k[off..off + d])
-                                .map(|(x, y)| x * y)
-                                .sum::<f64>(),
-                    );
-                    values.push(&dense.reference.v[off..off + d]);
-                }
-                let (ro, rl) = attend(&scores, &values, d);
-                assert!(o[q0..q0 + d]
-                    .iter()
-                    .zip(&ro)
-                    .all(|(x, y)| (x - y).abs() < 1e-12));
-                assert!((lse[b * s.heads + head] - rl).abs() < 1e-12);
-            }
-        }
-        let bad = topk_gather(&s, k, &vec![150; 3 * k], Some(&lens_i));
-        assert!(matches!(
-            bad,
-            Err(DecodeError::TopKIndex {
-                request: 1,
-                slot: 0,
-                index: 150,
-                ..
-            })
-        ));
-        let mut causal = s;
-        causal.window_right = Some(0);
-        assert!(matches!(
-            topk_gather(&causal, k, &idx, None),
-            Err(DecodeError::Mask { .. })
-        ));
-    }
-
-    #[test]
-    fn random_topk_lists_are_distinct_ascending_and_in_range() {
-        let idx = random_topk(&[1000, 5], 8, 1).unwrap();
-        let (a, b) = idx.split_at(8);
-        assert!(a.windows(2).all(|w| w[0] < w[1]) && a.iter().all(|&x| (0..1000).contains(&x)));
-        assert_eq!(&b[..5], &[0, 1, 2, 3, 4]);
     }
 }

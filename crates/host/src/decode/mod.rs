@@ -1,9 +1,7 @@
-//! Split-KV decode on the GPU (issue 11): plan, upload, launch, check against the CPU
-//! f64 [`reference`], and measure ([`bench`]).
+//! Split-KV decode on the GPU: plan, upload and launch. The CPU f64 reference, the
+//! LSE merge of partial results (`merge_states`), the checks against them and the
+//! benchmark are in `fragmask-check` (`fragmask_check::decode`).
 //!
-//! - [`merge`]: `merge_states`, the LSE merge of partial results, with its CPU f64
-//!   reference and the property that merging the halves of any split of the keys equals
-//!   the unsplit attention (no GPU).
 //! - [`problem`]: [`DecodeShape`], [`DecodePlan`] and the typed [`DecodeError`]; every
 //!   check (head ratio, head size, page size, lengths above capacity, block table entries
 //!   past the pool) runs before anything is allocated or launched.
@@ -32,19 +30,8 @@
 //! # Ok(()) }
 //! ```
 
-pub mod bench;
-pub mod check;
-pub mod inputs;
 pub mod mask;
-pub mod merge;
 pub mod problem;
-pub mod reference;
-
-// The workspace's proptest configuration (docs/CONVENTIONS.md), for merge and reference.
-#[cfg(test)]
-#[allow(clippy::duplicate_mod)]
-#[path = "../../../../tests/support/proptest_ci.rs"]
-mod proptest_ci;
 
 use std::sync::Arc;
 
@@ -57,8 +44,7 @@ use fragmask_kernels::family::combine::rows_per_cta;
 pub use mask::{DecodeMask, DecodeMaskDevice, MaskGeometry};
 pub use problem::{CacheShape, DecodeError, DecodePlan, DecodeShape};
 
-use crate::apply_bench::multiprocessors;
-use crate::device::Device;
+use crate::device::{multiprocessors, Device};
 use crate::error::Error;
 use crate::launch::load_module;
 use crate::nvrtc::{CompileOptions, Compiler};
@@ -187,7 +173,8 @@ fn decode_params(plan: &DecodePlan, ptrs: &DecodePointers, mask: &MaskGeometry) 
 #[repr(transparent)]
 struct ParamsArg(DecodeParams);
 
-fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DecodeError {
+/// A driver failure while `context`, as [`DecodeError::Gpu`] (for `map_err`).
+pub fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DecodeError {
     move |e| DecodeError::Gpu(Error::driver(context)(e))
 }
 
@@ -766,7 +753,7 @@ impl DecodeRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::mask::random_packed_mask;
+    use crate::decode::mask::tests::packed_random as random_packed_mask;
     use crate::decode::problem::tests::shape;
 
     /// For every grid head and packed row: the query head the kernel writes
@@ -790,16 +777,14 @@ mod tests {
         assert_eq!((p.kv_heads, p.group, p.kv_head_div), (4, 4, 1));
         assert_rows_read_their_kv_head(&plan, &p);
         // A per-head mask with G = 4: each of the 16 query heads is a grid head.
-        let mask =
-            DecodeMask::from_packed(&random_packed_mask(1, 300, 16, 64, 64, 1).unwrap()).unwrap();
+        let mask = DecodeMask::from_packed(&random_packed_mask(1, 300, 16, 64, 64, 1)).unwrap();
         let plan = DecodePlan::for_mask(s, &mask, 132, Some(2)).unwrap();
         assert!(!plan.pack_heads);
         let p = decode_params(&plan, &DecodePointers::default(), &plan.mask.unwrap());
         assert_eq!((p.kv_heads, p.group, p.kv_head_div), (16, 1, 4));
         assert_rows_read_their_kv_head(&plan, &p);
         // A broadcast mask packs the heads again.
-        let bcast =
-            DecodeMask::from_packed(&random_packed_mask(1, 300, 1, 64, 64, 1).unwrap()).unwrap();
+        let bcast = DecodeMask::from_packed(&random_packed_mask(1, 300, 1, 64, 64, 1)).unwrap();
         let plan = DecodePlan::for_mask(s, &bcast, 132, None).unwrap();
         let p = decode_params(&plan, &DecodePointers::default(), &plan.mask.unwrap());
         assert_eq!((p.kv_heads, p.group, p.kv_head_div), (4, 4, 1));

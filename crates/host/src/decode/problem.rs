@@ -121,8 +121,8 @@ pub enum DecodeError {
         /// The request's key count.
         seqlen_k: usize,
     },
-    /// The host copies of a check's inputs and CPU reference exceed
-    /// [`crate::limits::MAX_HOST_BYTES`].
+    /// The host copies of a check's inputs and CPU reference exceed the checking crate's
+    /// budget (`fragmask_check::limits::MAX_HOST_BYTES`).
     HostMemory {
         /// What needs the memory.
         what: &'static str,

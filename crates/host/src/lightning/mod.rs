@@ -1,6 +1,6 @@
 //! Lightning attention decode on the GPU (write-up 003): compile the kernels of
-//! `fragmask_kernels::lightning`, choose a geometry, launch on device tensors, check
-//! against the f64 [`reference`] and measure ([`bench`]).
+//! `fragmask_kernels::lightning`, choose a geometry, launch on device tensors (the f64
+//! reference, the check and the benchmark are in `fragmask-check`).
 //!
 //! ```no_run
 //! use fragmask_host::lightning::{LightningDecode, LightningTensors};
@@ -17,11 +17,6 @@
 //! # Ok(()) }
 //! ```
 
-pub mod bench;
-pub mod check;
-pub mod inputs;
-pub mod reference;
-
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
@@ -30,8 +25,7 @@ use fragmask_kernels::lightning::{
     source, LightningConfig, LightningParams, LightningProblem, KERNEL_NAME,
 };
 
-use crate::apply_bench::multiprocessors;
-use crate::device::Device;
+use crate::device::{multiprocessors, Device};
 use crate::error::{Error, Result};
 use crate::launch::load_module;
 use crate::nvrtc::{CompileOptions, Compiler};

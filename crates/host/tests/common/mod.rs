@@ -1,4 +1,5 @@
-//! Test policy shared by the host integration tests.
+//! Test policy shared by the integration tests of fragmask-host and fragmask-check
+//! (crates/check/tests include this file by path).
 //!
 //! - NVRTC / cuobjdump missing: with `CI=true` the test FAILS (CI must install
 //!   the toolchain with scripts/install-cuda-toolchain.sh); otherwise it prints

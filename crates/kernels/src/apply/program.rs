@@ -3,7 +3,7 @@
 //!
 //! An [`ApplyProgram`] is the single source of truth for a mask-apply device function:
 //! [`crate::apply::emit_functions`] prints it as CUDA C++, and the host's CPU emulator
-//! (`fragmask_host::emulator`) executes the same [`Expr`] trees for every simulated
+//! (`fragmask_check::emulator`) executes the same [`Expr`] trees for every simulated
 //! thread. The programs are built from the accumulator's TV layout
 //! ([`FragmentTerms`]) and the encoding's word layout ([`Encoding::word_shape`]); no
 //! index is typed by hand.

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! An empty subset has `lse_s = −∞` and weighs 0; if every subset is empty, `o = 0` and
-//! `lse = −∞`. This is the math of `fragmask_host::decode::merge::merge_states` (its CPU
+//! `lse = −∞`. This is the math of `fragmask_check::decode::merge::merge_states` (its CPU
 //! f64 reference), of split-KV decode's combine, and of a context-parallel merge.
 //!
 //! [`HELPERS`] is the device code; [`kernel`] emits a combine kernel that merges the

@@ -29,9 +29,9 @@
 //! nothing on the launch path allocates.
 
 #[doc(hidden)]
-pub mod selftest;
-
 pub use fragmask_kernels::attention::backward::DqReduce;
+// The backward's kernel choice lives with the forward's ([`super::choice`]).
+pub use super::choice::backward_kernel;
 
 use std::sync::Arc;
 
@@ -52,7 +52,7 @@ use super::{
     DeviceTensor, Mask, RawTensor, TensorMapArg, Window,
 };
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
-use crate::sass;
+use crate::ptxas;
 
 /// Options of one backward call.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -296,7 +296,7 @@ pub fn compile_backward_with(
     let cubin = compiler
         .compile_cubin(&source, &CompileOptions::new(Arch::sm90a()))
         .map_err(AttentionError::Host)?;
-    let report = sass::parse_ptxas_log(&cubin.log)
+    let report = ptxas::parse_ptxas_log(&cubin.log)
         .remove(KERNEL_NAME)
         .unwrap_or_default();
     Ok(CompiledBackward {
@@ -323,49 +323,6 @@ pub fn transposed_lists(mask: &PackedMask) -> Result<&TransposedLists, Attention
                 .into(),
         )
     })
-}
-
-/// The backward configuration of a call: the mask's tile (with its transposed lists, in
-/// the default backward accumulator) or the window mode, at `head_dim`, with `opts`.
-pub fn backward_kernel(
-    head_dim: usize,
-    mask: Option<&PackedMask>,
-    opts: &BackwardOptions,
-) -> Result<BackwardKernel, AttentionError> {
-    let d = u32::try_from(head_dim).unwrap_or(0);
-    let mode = match mask {
-        None => BackwardMask::Window,
-        Some(m) => {
-            super::blockmask::mask_geometry(m)?;
-            let t = transposed_lists(m)?;
-            let acc = m.accumulator();
-            let want = TransposedLists::default_accumulator(acc).map_err(AttentionError::Masks)?;
-            if *t.accumulator() != want {
-                return Err(AttentionError::MaskLayout {
-                    field: "transposed accumulator",
-                    found: format!(
-                        "{} warpgroup(s), swap_ab {}",
-                        t.accumulator().warpgroups(),
-                        t.accumulator().swap_ab()
-                    ),
-                    expected: format!("{} warpgroup(s), swap_ab true", want.warpgroups()),
-                });
-            }
-            BackwardMask::Blocks {
-                block_m: acc.block_m(),
-                block_n: acc.block_n(),
-            }
-        }
-    };
-    let mut k = BackwardKernel::default_for(d, mode).map_err(AttentionError::Config)?;
-    if let Some(stages) = opts.stages {
-        k = BackwardKernel::new(k.warpgroups(), d, k.d_split(), stages, mode)
-            .map_err(AttentionError::Config)?;
-    }
-    Ok(k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16))
-        .map_err(AttentionError::Config)?
-        .with_deterministic(opts.deterministic)
-        .with_dq_reduce(opts.dq_reduce.unwrap_or(DqReduce::Bulk)))
 }
 
 /// The kernel's `fm_bwd_params`, passed by value (the struct generated from
@@ -508,26 +465,11 @@ impl PreparedBackward<'_> {
     pub fn kernel(&self) -> BackwardKernel {
         self.resolved.kernel
     }
-}
 
-/// CUDA-event timing of a prepared backward (the three kernels together):
-/// `warmup` calls, then `iters` calls each between two events.
-pub fn time_backward(
-    launch: &PreparedBackward<'_>,
-    warmup: usize,
-    iters: usize,
-) -> Result<crate::timing::Timing, AttentionError> {
-    let config = crate::timing::TimingConfig {
-        warmup,
-        runs: iters,
-    };
-    crate::timing::time_on_stream(launch.stream, config, |_| {
-        launch.launch().map_err(|e| match e {
-            AttentionError::Host(e) => e,
-            other => crate::Error::InvalidArgument(other.to_string()),
-        })
-    })
-    .map_err(AttentionError::Host)
+    /// The stream the launches are enqueued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.stream
+    }
 }
 
 /// Checks a raw tensor's shape against the expected one.
@@ -636,7 +578,7 @@ impl AttentionRunner {
     }
 
     /// Validates a call and resolves its three launches, for repeated timing
-    /// ([`time_backward`]); the buffers stay borrowed while the result lives.
+    /// (`fragmask_check::attention::time_backward`); the buffers stay borrowed while the result lives.
     #[allow(clippy::too_many_arguments)]
     pub fn prepare_backward<'a>(
         &'a self,
@@ -781,11 +723,7 @@ impl AttentionRunner {
             modes.push(BackwardMask::Blocks { block_m, block_n });
         }
         for mode in modes {
-            let k = BackwardKernel::default_for(d, mode)
-                .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
-                .map_err(AttentionError::Config)?
-                .with_deterministic(opts.deterministic)
-                .with_dq_reduce(opts.dq_reduce.unwrap_or(DqReduce::Bulk));
+            let k = super::choice::backward_config(d, mode, opts)?;
             self.backward_functions(&k)?;
         }
         Ok(())

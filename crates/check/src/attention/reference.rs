@@ -5,7 +5,7 @@
 //! `D = rowsum(dO ∘ O)`, `dQ = scale · dS K`, `dK = scale · dSᵀ Q`, summed over the query
 //! heads that share a K/V head (FlashAttention-2, Dao 2023, Algorithm 2).
 
-use super::AttentionShape;
+use fragmask_host::attention::AttentionShape;
 
 /// Reference output: `o` is `[B, H, Sq, D]`, `lse` is `[B, H, Sq]` (natural log).
 #[derive(Debug, Clone)]
@@ -231,7 +231,7 @@ fn forward_f64(
 }
 
 #[cfg(test)]
-use super::proptest_ci;
+use crate::proptest_ci;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@
 //! without a GPU.
 //!
 //! ```
-//! use fragmask_host::emulator::Emulator;
+//! use fragmask_check::emulator::Emulator;
 //! use fragmask_masks::{EncodedLayout, Encoding, TiledAccumulator};
 //! let acc = TiledAccumulator::new(128, 128, 2, false).unwrap();
 //! let emu = Emulator::new(&acc, Encoding::QuadLane).unwrap();

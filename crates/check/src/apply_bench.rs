@@ -18,14 +18,17 @@ use fragmask_kernels::apply::kernels::{
 use fragmask_kernels::apply::CodegenError;
 use fragmask_masks::{Encoding, TiledAccumulator};
 
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::launch::load_module;
-use crate::nvrtc::{Arch, CompileOptions, Compiler};
+use fragmask_host::launch::load_module;
+use fragmask_host::nvrtc::{Arch, CompileOptions, Compiler};
+use fragmask_host::{Device, Error, Result};
+
+use fragmask_host::device::multiprocessors;
+
+use crate::random::splitmix64;
 use crate::sass::{self, Instruction, KernelSass};
 use crate::timing::{time_on_stream, Timing, TimingConfig};
 
-pub(crate) fn codegen(e: CodegenError) -> Error {
+fn codegen(e: CodegenError) -> Error {
     Error::InvalidArgument(format!("code generation: {e}"))
 }
 
@@ -362,26 +365,6 @@ pub struct ApplyBench {
     acc: TiledAccumulator,
     device: Device,
     functions: Vec<(BenchVariant, CudaFunction)>,
-}
-
-/// The device's multiprocessor count.
-pub fn multiprocessors(device: &Device) -> Result<usize> {
-    let n = device
-        .context()
-        .attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )
-        .map_err(Error::driver("reading the multiprocessor count"))?;
-    Ok(n.max(1) as usize)
-}
-
-/// SplitMix64: the benchmark's and the checks' deterministic random source.
-pub fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 impl ApplyBench {

@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaStream};
+use fragmask_host::cudarc::driver::{sys, CudaStream};
 
-use crate::error::{Error, Result};
+use fragmask_host::{Error, Result};
 
 /// How many runs to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,11 +6,12 @@
 //! `--include-ignored` (or `--ignored`). Run without a GPU anyway, each one
 //! prints `SKIPPED: no GPU` and returns.
 
+#[path = "../../host/tests/common/mod.rs"]
 mod common;
 
 use common::{fact1_wgmma, fact4_a, fact4_b, fact4_c};
-use fragmask_host::timing::{time_on_stream, TimingConfig};
-use fragmask_host::verify::{check_mma_sync_a, check_mma_sync_b, check_mma_sync_c, Verifier};
+use fragmask_check::timing::{time_on_stream, TimingConfig};
+use fragmask_check::verify::{check_mma_sync_a, check_mma_sync_b, check_mma_sync_c, Verifier};
 use fragmask_host::Compiler;
 
 fn verifier() -> Option<Verifier> {

@@ -4,7 +4,7 @@
 #[path = "../../../tests/support/proptest_ci.rs"]
 mod proptest_ci;
 
-use fragmask_host::emulator::{mismatches_against_dense, Emulator};
+use fragmask_check::emulator::{mismatches_against_dense, Emulator};
 use fragmask_masks::{EncodedLayout, Encoding, TiledAccumulator};
 use proptest::prelude::*;
 
@@ -28,7 +28,7 @@ fn tile_strategy() -> impl Strategy<Value = (usize, u64, u8)> {
 fn random_tile(len: usize, seed: u64, percent: u8) -> Vec<bool> {
     let mut state = seed;
     (0..len)
-        .map(|_| fragmask_host::apply_bench::splitmix64(&mut state) % 100 < u64::from(percent))
+        .map(|_| fragmask_check::random::splitmix64(&mut state) % 100 < u64::from(percent))
         .collect()
 }
 

@@ -6,7 +6,7 @@ use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::LightningProblem;
 use fragmask_masks::io::{ArrayView, DType};
 
-use crate::attention::inputs::InputError;
+use super::attention::InputError;
 
 /// Validated inputs: the problem, the activations as raw little-endian bytes of
 /// `problem.dtype`, the state and the slopes.

@@ -1,8 +1,8 @@
 //! SASS inspection of a cubin: registers, local memory / spills and instruction counts.
 //!
 //! Runs `cuobjdump -sass` and `cuobjdump -res-usage` (found by
-//! [`crate::toolchain::find_tool`]) on a temporary copy of the cubin and
-//! parses their text. When the cubin came from [`crate::Compiler`] with
+//! [`fragmask_host::toolchain::find_tool`]) on a temporary copy of the cubin and
+//! parses their text. When the cubin came from [`fragmask_host::Compiler`] with
 //! `ptxas_verbose`, ptxas' own report in the compile log adds the exact
 //! spill-store and spill-load byte counts.
 //!
@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{Error, Result};
-use crate::nvrtc::Cubin;
-use crate::toolchain;
+use fragmask_host::nvrtc::Cubin;
+pub use fragmask_host::ptxas::{parse_ptxas_log, PtxasReport};
+use fragmask_host::{toolchain, Error, Result};
 
 /// One SASS instruction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,19 +50,6 @@ pub struct ResourceUsage {
     pub local_bytes: u32,
     /// Every `KEY:VALUE` pair as printed.
     pub raw: BTreeMap<String, String>,
-}
-
-/// What ptxas' `-v` report says about one function.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PtxasReport {
-    /// Registers per thread.
-    pub registers: Option<u32>,
-    /// Stack frame bytes.
-    pub stack_frame_bytes: Option<u32>,
-    /// Spill-store bytes.
-    pub spill_store_bytes: Option<u32>,
-    /// Spill-load bytes.
-    pub spill_load_bytes: Option<u32>,
 }
 
 /// Counts of the instruction classes we care about.
@@ -195,7 +182,7 @@ impl SassReport {
     }
 }
 
-/// Inspects a cubin produced by [`crate::Compiler`], merging ptxas' report from its log.
+/// Inspects a cubin produced by [`fragmask_host::Compiler`], merging ptxas' report from its log.
 pub fn inspect(cubin: &Cubin) -> Result<SassReport> {
     let mut report = inspect_bytes(&cubin.bytes)?;
     let ptxas = parse_ptxas_log(&cubin.log);
@@ -415,56 +402,6 @@ pub fn parse_res_usage(text: &str) -> Result<BTreeMap<String, ResourceUsage>> {
         out.insert(name, usage);
     }
     Ok(out)
-}
-
-/// Parses ptxas' `-v` report (as found in an NVRTC log) per function.
-pub fn parse_ptxas_log(log: &str) -> BTreeMap<String, PtxasReport> {
-    let mut out: BTreeMap<String, PtxasReport> = BTreeMap::new();
-    let mut current: Option<String> = None;
-    for line in log.lines() {
-        if let Some(pos) = line.find("Function properties for ") {
-            let name = line[pos + "Function properties for ".len()..]
-                .trim()
-                .to_string();
-            out.entry(name.clone()).or_default();
-            current = Some(name);
-            continue;
-        }
-        if let Some(pos) = line.find("Compiling entry function '") {
-            let rest = &line[pos + "Compiling entry function '".len()..];
-            if let Some(end) = rest.find('\'') {
-                let name = rest[..end].to_string();
-                out.entry(name.clone()).or_default();
-                current = Some(name);
-            }
-            continue;
-        }
-        let Some(name) = &current else { continue };
-        let Some(entry) = out.get_mut(name) else {
-            continue;
-        };
-        if let Some(v) = number_before(line, "bytes stack frame") {
-            entry.stack_frame_bytes = Some(v);
-        }
-        if let Some(v) = number_before(line, "bytes spill stores") {
-            entry.spill_store_bytes = Some(v);
-        }
-        if let Some(v) = number_before(line, "bytes spill loads") {
-            entry.spill_load_bytes = Some(v);
-        }
-        if let Some(pos) = line.find("Used ") {
-            if let Some(v) = number_before(&line[pos..], "registers") {
-                entry.registers = Some(v);
-            }
-        }
-    }
-    out
-}
-
-/// The integer immediately before `marker` in `line` (`"0 bytes spill stores"` → 0).
-fn number_before(line: &str, marker: &str) -> Option<u32> {
-    let pos = line.find(marker)?;
-    line[..pos].split_whitespace().last()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -3,13 +3,11 @@
 //! the same way (the roof: bytes read plus written), and the same launches replayed as
 //! one CUDA graph.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use fragmask_host::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
-use super::check::block_table;
-use super::mask::{DecodeMask, DecodeMaskDevice};
-use super::{
-    driver, DecodeError, DecodeOutput, DecodePlan, DecodePointers, DecodeRunner, DecodeTensors,
-    DecodeWorkspace,
+use fragmask_host::decode::{
+    driver, DecodeError, DecodeMask, DecodeMaskDevice, DecodeOutput, DecodePlan, DecodePointers,
+    DecodeRunner, DecodeTensors, DecodeWorkspace,
 };
 
 /// What a benchmarked call adds to the plain one.
@@ -18,7 +16,7 @@ pub struct BenchExtra<'a> {
     /// A block-sparse mask (the runner and plan masked for it).
     pub mask: Option<&'a DecodeMask>,
     /// A block table to use for every input set instead of a generated one (top-k
-    /// gathers: [`super::mask::topk_gather`]).
+    /// gathers: [`fragmask_host::decode::mask::topk_gather`]).
     pub block_table: Option<&'a [i32]>,
     /// `cu_seqlens_q` of a varlen plan ([`DecodePlan::with_varlen`]).
     pub cu_seqlens_q: Option<&'a [i32]>,
@@ -56,8 +54,10 @@ pub fn masked_bytes(plan: &DecodePlan, mask: &DecodeMask) -> usize {
     }
     2 * keys * s.head_dim * e + 2 * s.batch * s.seqlen_q * s.heads * s.head_dim * e
 }
-use crate::apply_bench::splitmix64;
+
+use super::check::block_table;
 use crate::lightning::check::random_activations;
+use crate::random::splitmix64;
 use crate::timing::{time_on_stream, TimingConfig};
 
 /// One measured decode call.
@@ -92,7 +92,7 @@ pub fn copy_roof(
         .map_err(driver("allocating the copy buffers"))?;
     let t = time_on_stream(s, timing, |s| {
         s.memcpy_dtod(&src, &mut dst)
-            .map_err(crate::Error::driver("copying"))
+            .map_err(fragmask_host::Error::driver("copying"))
     })?;
     Ok((t.median_ms, 2.0 * bytes as f64 / (t.median_ms * 1e6)))
 }
@@ -107,7 +107,7 @@ fn random_bytes(plan: &DecodePlan, n: usize, seed: &mut u64) -> Result<Vec<u8>, 
         .ok_or(DecodeError::Overflow("benchmark inputs"))?;
     let mut out = Vec::new();
     out.try_reserve_exact(total).map_err(|_| {
-        DecodeError::Gpu(crate::Error::InvalidArgument(format!(
+        DecodeError::Gpu(fragmask_host::Error::InvalidArgument(format!(
             "{total} bytes of host memory for the benchmark inputs are not available"
         )))
     })?;
@@ -181,7 +181,7 @@ pub fn bench(
         for (tensors, out, ws) in all.iter_mut() {
             runner
                 .launch_masked(plan, tensors, device_mask.as_ref(), out, ws)
-                .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+                .map_err(|e| fragmask_host::Error::InvalidArgument(e.to_string()))?;
         }
         Ok(())
     })?;
@@ -259,14 +259,14 @@ pub fn bench(
         .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
         .map_err(driver("ending the graph capture"))?
         .ok_or_else(|| {
-            DecodeError::Gpu(crate::Error::InvalidArgument(
+            DecodeError::Gpu(fragmask_host::Error::InvalidArgument(
                 "the graph capture recorded nothing".into(),
             ))
         })?;
     let g = time_on_stream(&graph_stream, timing, |_| {
         graph
             .launch()
-            .map_err(crate::Error::driver("replaying the graph"))
+            .map_err(fragmask_host::Error::driver("replaying the graph"))
     })?;
     let bytes = match (extra.mask, extra.cu_seqlens_q) {
         (Some(m), _) => masked_bytes(plan, m),
@@ -292,7 +292,7 @@ pub fn bench(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::problem::tests::shape as test_shape;
+    use crate::decode::test_shape;
     use fragmask_gmma_frag::TiledAccumulator;
     use fragmask_masks::{pack, DenseMask, Encoding, PackOptions};
 

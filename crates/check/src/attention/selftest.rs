@@ -15,18 +15,19 @@ use std::sync::Arc;
 
 use fragmask_masks::MaskShape;
 
-use cudarc::driver::DevicePtr;
+use fragmask_host::cudarc::driver::DevicePtr;
 use fragmask_kernels::attention::{ActDtype, Geometry, MaskMode};
 
-use super::blockmask::{pack_for_kernel, FnMask};
-pub use super::inputs::{block_sparse, random_tokens, Predicate};
-use super::inputs::{call_geometry, kernel_config};
-use super::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
-use super::reference::attention_reference;
-use super::{
+use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
+use fragmask_host::attention::choice::{call_geometry, kernel_config};
+use fragmask_host::attention::{
     driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
     RawMask, RawTensor, Window,
 };
+
+use super::reference::attention_reference;
+use crate::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
+pub use crate::synthetic::{block_sparse, random_tokens, Predicate};
 
 /// Tolerance on the relative L2 error of O.
 pub const O_TOLERANCE: f64 = 2e-2;
@@ -437,7 +438,7 @@ pub fn run_case(
         .map_err(d_err("poisoning lse"))?;
     if fp16 {
         // fp16 goes through the raw-pointer launch (the typed DeviceTensor API is bf16).
-        let raw = |t: &super::DeviceTensor<u16>| {
+        let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
             let [_, h, sl, d] = t.shape;
             RawTensor {
                 ptr: t.data.device_ptr(stream).0,

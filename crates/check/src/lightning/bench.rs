@@ -2,12 +2,13 @@
 //! among enough independent state sets that the state does not sit in L2, beside a
 //! device-to-device copy measured the same way (the roof: one read and one write).
 
-use cudarc::driver::CudaSlice;
+use fragmask_host::cudarc::driver::CudaSlice;
 use fragmask_kernels::lightning::{LightningConfig, LightningProblem};
 
+use fragmask_host::lightning::{LightningDecode, LightningTensors};
+use fragmask_host::{Error, Result};
+
 use super::check::{minimax_slopes, random_activations};
-use super::{LightningDecode, LightningTensors};
-use crate::error::{Error, Result};
 use crate::timing::{time_on_stream, TimingConfig};
 
 /// One measured configuration.

@@ -10,10 +10,11 @@
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_masks::io::{ArrayView, DType, SafetensorsFile};
 
-use super::check::HostInputs;
-use super::problem::{CacheShape, DecodeError, DecodeShape};
-use super::reference::ReferenceInputs;
-use crate::attention::inputs::InputError;
+use fragmask_check::decode::check::HostInputs;
+use fragmask_check::decode::reference::ReferenceInputs;
+use fragmask_host::decode::{CacheShape, DecodeError, DecodeShape};
+
+use super::attention::InputError;
 
 /// The mask and scale of a call (not in the file).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -11,18 +11,21 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::DevicePtr;
+use fragmask_host::cudarc::driver::DevicePtr;
 use fragmask_kernels::attention::{ActDtype, Geometry};
 use fragmask_masks::{MaskShape, PackOptions, TransposedLists};
 
-use super::super::blockmask::{pack_for_kernel, FnMask};
-use super::super::inputs::Predicate;
-use super::super::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
-use super::super::reference::{attention_backward_reference, attention_reference};
-use super::super::{
+use fragmask_host::attention::backward::{
+    BackwardOptions, BackwardWorkspace, DqReduce, RawBackwardMask, RawGradients,
+};
+use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
+use fragmask_host::attention::{
     driver, AttentionError, AttentionRunner, AttentionShape, Mask, PackedMask, RawTensor, Window,
 };
-use super::{BackwardOptions, BackwardWorkspace, RawBackwardMask, RawGradients};
+
+use super::reference::{attention_backward_reference, attention_reference};
+use crate::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
+use crate::synthetic::Predicate;
 
 /// Tolerance on the relative L2 error of each gradient.
 pub const GRAD_TOLERANCE: f64 = 2e-2;
@@ -106,7 +109,7 @@ fn blocks(tile: Geometry, heads: usize, visible: Predicate) -> BackwardCaseMask 
 }
 
 fn random(keep: f64, seed: u64) -> Predicate {
-    super::super::inputs::random_tokens(keep, seed)
+    crate::synthetic::random_tokens(keep, seed)
 }
 
 /// The default sweep: odd lengths, GQA 1/2/4, causal and windows, 128x128 and 64x64 masks,
@@ -125,7 +128,7 @@ pub fn default_cases() -> Vec<BackwardCase> {
     };
     let none = window(None, None, 0);
     let red = BackwardOptions {
-        dq_reduce: Some(super::DqReduce::Atomics),
+        dq_reduce: Some(DqReduce::Atomics),
         ..BackwardOptions::default()
     };
     let red_det = BackwardOptions {
@@ -511,7 +514,7 @@ pub fn run_case(
         }
         if fp16 {
             // fp16 and the raw-pointer path: the same launch the Python op makes.
-            let raw = |t: &super::super::DeviceTensor<u16>| {
+            let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
                 let [_, h, n, d] = t.shape;
                 RawTensor {
                     ptr: t.data.device_ptr(stream).0,

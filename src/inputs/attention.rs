@@ -1,7 +1,9 @@
-//! Attention inputs from file bytes and flag values, validated on the host before any
-//! GPU work: q, k, v (`.npy` or safetensors, float types converted to bf16), block masks
-//! (FragmentNative safetensors from `fragmask pack`, dense bool `.npy`, synthetic specs),
-//! windows, and the size limits.
+//! The CLI's attention inputs from file bytes and flag values, validated on the host
+//! before any GPU work: q, k, v (`.npy` or safetensors, float types converted to bf16),
+//! block masks (FragmentNative safetensors from `fragmask pack`, dense bool `.npy`,
+//! synthetic specs), windows, and the size limits. Which kernel serves a call is the
+//! runtime's (`fragmask_host::attention::choice`); the synthetic masks are the checking
+//! crate's (`fragmask_check::synthetic`).
 //!
 //! Every block mask becomes a [`PackedMask`]: files are read by
 //! `PackedMask::from_safetensors`, dense and synthetic masks are packed by the masks
@@ -11,16 +13,13 @@
 //! inconsistent input is an [`InputError`] naming it. Sizes use checked arithmetic and
 //! are compared with [`MAX_CALL_BYTES`] before anything is allocated.
 
-use std::ops::Range;
-use std::sync::Arc;
-
-use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
+use fragmask_check::numeric::{f16_to_f32, f32_to_bf16};
+use fragmask_check::synthetic::{synthetic_region, synthetic_visible, Synthetic};
+use fragmask_host::attention::blockmask::{self, pack_for_kernel, FnMask};
+use fragmask_host::attention::{AttentionError, AttentionShape, Window};
+use fragmask_kernels::attention::Geometry;
 use fragmask_masks::io::{read_array, ArrayView, DType, SafetensorsFile};
-use fragmask_masks::{DenseMask, MaskError, MaskShape, PackedMask, Region};
-
-use super::blockmask::{self, pack_for_kernel, FnMask};
-use super::numeric::{f16_to_f32, f32_to_bf16};
-use super::{AttentionError, AttentionOptions, AttentionShape, Window};
+use fragmask_masks::{DenseMask, MaskError, MaskShape, PackedMask};
 
 /// Largest attention call accepted from files or `--random`: q, k, v and O together
 /// at most 2^36 bytes of bf16 (64 GiB; an H100 has 80 GB of device memory). Checked
@@ -338,72 +337,6 @@ pub fn qkv_from_safetensors(bytes: &[u8], what: &str) -> Result<Qkv, InputError>
     qkv_from_views(&q, &k, &v, [&names[0], &names[1], &names[2]])
 }
 
-/// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
-/// launches (compiles nothing; refuses unsupported stages / overlap / ping-pong / head dims).
-pub fn kernel_config(
-    head_dim: usize,
-    mode: MaskMode,
-    geometry: Geometry,
-    opts: &AttentionOptions,
-) -> Result<AttentionKernel, AttentionError> {
-    let d = u32::try_from(head_dim)
-        .map_err(|_| AttentionError::Shape(format!("head dim {head_dim} not supported")))?;
-    let default =
-        AttentionKernel::default_for_geometry(geometry, d, mode).map_err(AttentionError::Config)?;
-    AttentionKernel::new(
-        geometry,
-        d,
-        mode,
-        opts.stages.unwrap_or(default.stages()),
-        opts.overlap.unwrap_or(default.overlap()),
-    )
-    .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
-    .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
-    .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
-    .map_err(AttentionError::Config)
-}
-
-/// The geometry of a call: `opts.geometry`, else the preferred geometry of its packed
-/// mask's tile (`mask`), else the head dim's default. With a mask, `opts.geometry` must have
-/// the mask's tile (it may pick another variant of it, such as `64x64/1`).
-pub fn call_geometry(
-    head_dim: usize,
-    mask: Option<&PackedMask>,
-    opts: &AttentionOptions,
-) -> Result<Geometry, AttentionError> {
-    match mask {
-        Some(m) => {
-            let g = blockmask::mask_geometry(m)?;
-            let tile = |g: &Geometry| (g.block_m(), g.block_n(), g.consumer_warpgroups());
-            match opts.geometry {
-                // The mask fixes the tile; the caller may pick a variant of it (key blocks
-                // per step).
-                Some(want) if tile(&want) != tile(&g) => Err(AttentionError::MaskLayout {
-                    field: "tile",
-                    found: format!("{}x{}", g.block_m(), g.block_n()),
-                    expected: format!("{}x{}", want.block_m(), want.block_n()),
-                }),
-                Some(want) => Ok(want),
-                None => Ok(g),
-            }
-        }
-        None => Ok(opts.geometry.unwrap_or_else(|| {
-            AttentionKernel::default_geometry(u32::try_from(head_dim).unwrap_or(0))
-        })),
-    }
-}
-
-/// The kernel a call launches: [`call_geometry`] then [`kernel_config`].
-pub fn call_kernel(
-    head_dim: usize,
-    mode: MaskMode,
-    mask: Option<&PackedMask>,
-    opts: &AttentionOptions,
-) -> Result<AttentionKernel, AttentionError> {
-    let g = call_geometry(head_dim, mask, opts)?;
-    kernel_config(head_dim, mode, g, opts)
-}
-
 /// `--window LEFT,RIGHT` (each `-1` for unbounded, else `0..=2^32-1`) at `diag_offset`.
 pub fn parse_window(values: &[i64], diag_offset: i32) -> Result<Window, InputError> {
     let flag = || InputError::Flag {
@@ -429,15 +362,6 @@ pub fn parse_window(values: &[i64], diag_offset: i32) -> Result<Window, InputErr
     }
 }
 
-/// A `--synthetic-mask` spec, parsed and range-checked.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Synthetic {
-    /// `random:P` (or `topk:F`): each element kept with probability P.
-    Random(f64),
-    /// `blocksparse:T:P`: each tile kept with probability T, then each element with P.
-    BlockSparse(f64, f64),
-}
-
 /// Parses `random:P`, `topk:F` or `blocksparse:T:P` (probabilities in 0..=1).
 pub fn parse_synthetic(spec: &str) -> Result<Synthetic, InputError> {
     let flag = || InputError::Flag {
@@ -457,87 +381,6 @@ pub fn parse_synthetic(spec: &str) -> Result<Synthetic, InputError> {
         ["blocksparse", t, p] => Ok(Synthetic::BlockSparse(prob(t)?, prob(p)?)),
         _ => Err(flag()),
     }
-}
-
-/// A visibility predicate `(b, h, i, j)` over the mask's own extents.
-pub type Predicate = Arc<dyn Fn(usize, usize, usize, usize) -> bool + Send + Sync>;
-
-fn hash(seed: u64, b: usize, h: usize, i: usize, j: usize) -> f64 {
-    let mut x = seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    for v in [h as u64, i as u64, j as u64] {
-        x = (x ^ v).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x ^= x >> 31;
-    }
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    // 53 bits: in [0, 1), so `hash < 1.0` always holds and `hash < 0.0` never does.
-    (x >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Synthetic tiles are `SYNTHETIC_TILE x SYNTHETIC_TILE`.
-const SYNTHETIC_TILE: usize = 128;
-
-fn synthetic_visible(spec: Synthetic, seed: u64, b: usize, h: usize, i: usize, j: usize) -> bool {
-    match spec {
-        Synthetic::Random(keep) => hash(seed, b, h, i, j) < keep,
-        Synthetic::BlockSparse(tiles, inside) => {
-            hash(
-                seed,
-                b,
-                h,
-                i / SYNTHETIC_TILE,
-                j / SYNTHETIC_TILE + (1 << 20),
-            ) < tiles
-                && hash(seed + 1, b, h, i, j) < inside
-        }
-    }
-}
-
-/// What is known of a rectangle of a synthetic mask without hashing its elements.
-fn synthetic_region(
-    spec: Synthetic,
-    seed: u64,
-    (b, h): (usize, usize),
-    rows: Range<usize>,
-    cols: Range<usize>,
-) -> Region {
-    let by_probability = |p: f64| {
-        if p <= 0.0 {
-            Region::Empty
-        } else if p >= 1.0 {
-            Region::Full
-        } else {
-            Region::Unknown
-        }
-    };
-    match spec {
-        Synthetic::Random(keep) => by_probability(keep),
-        Synthetic::BlockSparse(tiles, inside) => {
-            let (m, n) = (rows.start / SYNTHETIC_TILE, cols.start / SYNTHETIC_TILE);
-            let one_tile = rows.end.saturating_sub(1) / SYNTHETIC_TILE == m
-                && cols.end.saturating_sub(1) / SYNTHETIC_TILE == n;
-            if !one_tile {
-                Region::Unknown
-            } else if hash(seed, b, h, m, n + (1 << 20)) >= tiles {
-                Region::Empty
-            } else {
-                by_probability(inside)
-            }
-        }
-    }
-}
-
-/// Random tokens: each (i, j) kept with probability `keep` (`--synthetic-mask random:P`).
-pub fn random_tokens(keep: f64, seed: u64) -> Predicate {
-    Arc::new(move |b, h, i, j| synthetic_visible(Synthetic::Random(keep), seed, b, h, i, j))
-}
-
-/// Block-sparse: each 128 x 128 tile kept with probability `tiles`, then each element
-/// inside a kept tile with probability `inside` (`--synthetic-mask blocksparse:T:P`).
-pub fn block_sparse(tiles: f64, inside: f64, seed: u64) -> Predicate {
-    Arc::new(move |b, h, i, j| {
-        synthetic_visible(Synthetic::BlockSparse(tiles, inside), seed, b, h, i, j)
-    })
 }
 
 /// A block mask input, validated against the call's shape; packing (dense and
@@ -720,36 +563,10 @@ pub fn window_tiles(w: &Window, s: &AttentionShape, g: &Geometry) -> (u64, u64) 
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn a_mask_fixes_the_tile_and_the_caller_may_pick_its_variant() {
-        let dense = DenseMask::new(&[1u8; 128 * 128], &[128, 128]).unwrap();
-        let m = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();
-        let with = |g: Option<Geometry>| AttentionOptions {
-            geometry: g,
-            ..AttentionOptions::default()
-        };
-        assert_eq!(
-            call_geometry(128, Some(&m), &with(None)).unwrap(),
-            Geometry::TILE_64X64
-        );
-        assert_eq!(
-            call_geometry(128, Some(&m), &with(Some(Geometry::TILE_64X64_SINGLE))).unwrap(),
-            Geometry::TILE_64X64_SINGLE
-        );
-        let e = call_geometry(128, Some(&m), &with(Some(Geometry::TILE_128X128))).unwrap_err();
-        assert!(e.to_string().contains("tile = 64x64"), "{e}");
-        // Without a mask: the head dim's default tile.
-        for (d, g) in [
-            (64, Geometry::TILE_192X128),
-            (128, Geometry::TILE_128X128),
-            (256, Geometry::TILE_128X80),
-        ] {
-            assert_eq!(call_geometry(d, None, &with(None)).unwrap(), g);
-        }
-    }
+    use fragmask_check::synthetic::{block_sparse, random_tokens};
     use fragmask_masks::io::write_npy;
+
+    use super::*;
 
     fn shape(b: usize, h: usize, hk: usize, sq: usize, sk: usize, d: usize) -> AttentionShape {
         AttentionShape {

@@ -2,15 +2,16 @@
 //! output synthesised from a known-true layout must pass, and any other
 //! layout must be reported with its mismatches.
 
+#[path = "../../host/tests/common/mod.rs"]
 mod common;
 
 use common::{fact1_wgmma, fact4_a, fact4_b, fact4_c};
-use fragmask_host::kernels::probe::{
-    MmaSyncProbe, MmaSyncSection, WgmmaCoord, WgmmaProbe, MMA_SYNC_PROBE_OUT_LEN,
-};
-use fragmask_host::verify::{
+use fragmask_check::verify::{
     check_mma_sync_a, check_mma_sync_b, check_mma_sync_c, check_wgmma, observe_mma_sync,
     MAX_LISTED_MISMATCHES,
+};
+use fragmask_host::kernels::probe::{
+    MmaSyncProbe, MmaSyncSection, WgmmaCoord, WgmmaProbe, MMA_SYNC_PROBE_OUT_LEN,
 };
 
 /// What a GPU whose accumulator follows `layout` would write for `probe`.

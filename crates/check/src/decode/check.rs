@@ -4,17 +4,17 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use fragmask_host::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::family::dtype::ActDtype;
 
-use super::mask::{DecodeMask, DecodeMaskDevice};
-use super::reference::{decode_reference_masked, decode_reference_varlen, ReferenceInputs};
-use super::{
-    driver, CacheShape, DecodeError, DecodeOutput, DecodePlan, DecodePointers, DecodeRunner,
-    DecodeShape, DecodeTensors, DecodeWorkspace,
+use fragmask_host::decode::{
+    driver, CacheShape, DecodeError, DecodeMask, DecodeMaskDevice, DecodeOutput, DecodePlan,
+    DecodePointers, DecodeRunner, DecodeShape, DecodeTensors, DecodeWorkspace,
 };
-use crate::apply_bench::splitmix64;
+
+use super::reference::{decode_reference_masked, decode_reference_varlen, ReferenceInputs};
 use crate::lightning::check::{decode_activations, random_activations};
+use crate::random::splitmix64;
 
 /// Host inputs of one call: raw dtype bytes for the GPU, f64 values for the reference.
 #[derive(Clone, Debug)]
@@ -459,7 +459,7 @@ pub fn check_varlen(
         .map_err(driver("ending the graph capture"))?;
     launched?;
     let graph = graph.ok_or_else(|| {
-        DecodeError::Gpu(crate::Error::InvalidArgument(
+        DecodeError::Gpu(fragmask_host::Error::InvalidArgument(
             "the graph capture recorded nothing".into(),
         ))
     })?;
@@ -507,7 +507,7 @@ pub fn graph_check(
             .clone_htod(inputs.seqlens_k().unwrap_or(&[]))
             .map_err(driver("uploading seqlens_k"))?,
         None => {
-            return Err(DecodeError::Gpu(crate::Error::InvalidArgument(
+            return Err(DecodeError::Gpu(fragmask_host::Error::InvalidArgument(
                 "the graph check needs device lengths".into(),
             )))
         }
@@ -554,7 +554,7 @@ pub fn graph_check(
         .map_err(driver("ending the graph capture"));
     launched?;
     let graph = graph?.ok_or_else(|| {
-        DecodeError::Gpu(crate::Error::InvalidArgument(
+        DecodeError::Gpu(fragmask_host::Error::InvalidArgument(
             "the graph capture recorded nothing".into(),
         ))
     })?;
@@ -594,7 +594,7 @@ pub struct SweepCase {
     pub lengths: Option<Vec<i32>>,
     /// Split count (`None`: planned).
     pub splits: Option<usize>,
-    /// A random block-sparse mask ([`super::mask::random_packed_mask`]).
+    /// A random block-sparse mask ([`super::masks::random_packed_mask`]).
     pub mask: Option<SweepMask>,
 }
 
@@ -614,7 +614,7 @@ impl SweepCase {
     pub fn packed_mask(&self, seed: u64) -> Result<Option<DecodeMask>, DecodeError> {
         self.mask
             .map(|m| {
-                let packed = super::mask::random_packed_mask(
+                let packed = super::masks::random_packed_mask(
                     self.shape.seqlen_q,
                     self.shape.cache.capacity(),
                     m.heads,

@@ -4,10 +4,10 @@
 
 use fragmask_masks::PackedMask;
 
-use super::{
+use crate::timing::{time_on_stream, TimingConfig};
+use fragmask_host::attention::{
     driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, DeviceTensor, Mask,
 };
-use crate::timing::{time_on_stream, TimingConfig};
 
 /// Most input sets one timing rotates through.
 pub const MAX_SETS: usize = 64;
@@ -76,7 +76,7 @@ pub fn time_forward_rotated(
         let t = time_on_stream(s, timing, |_| {
             for l in &launches {
                 l.launch()
-                    .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+                    .map_err(|e| fragmask_host::Error::InvalidArgument(e.to_string()))?;
             }
             Ok(())
         })

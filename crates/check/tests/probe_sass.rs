@@ -1,12 +1,13 @@
 //! Every hardware probe compiles for sm_90a through NVRTC, and its SASS holds
 //! the expected tensor-core instructions with no spills. No GPU needed.
 
+#[path = "../../host/tests/common/mod.rs"]
 mod common;
 
+use fragmask_check::sass::{self, KernelSass};
 use fragmask_host::kernels::probe::{
     mma_sync_probe, wgmma_accumulator_probe, MMA_SYNC_PROBE_KERNEL, WGMMA_PROBE_KERNEL,
 };
-use fragmask_host::sass::{self, KernelSass};
 use fragmask_host::{Arch, CompileOptions, Compiler};
 
 fn compile_and_inspect(source: &str, kernel: &str) -> KernelSass {

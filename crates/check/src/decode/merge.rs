@@ -93,7 +93,7 @@ pub fn merge_row(o_a: &[f64], lse_a: f64, o_b: &[f64], lse_b: f64, out: &mut [f6
 /// `lse_*` is `[rows]`, with `rows = lse_a.len()` and `dim = o_a.len() / rows`.
 ///
 /// ```
-/// use fragmask_host::decode::merge::{empty_state, merge_states};
+/// use fragmask_check::decode::merge::{empty_state, merge_states};
 /// let a = (vec![1.0, 2.0], vec![0.5]);
 /// let (o, lse) = merge_states((&a.0, &a.1), (&empty_state(1, 2).0, &[f64::NEG_INFINITY])).unwrap();
 /// assert_eq!((o, lse), a); // an empty subset is the identity
@@ -207,7 +207,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(crate::decode::proptest_ci::config(256))]
+        #![proptest_config(crate::proptest_ci::config(256))]
 
         /// For every split point of the keys, merging the halves' states gives the state
         /// of all keys (within 1e-12 relative, f64).

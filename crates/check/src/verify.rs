@@ -24,13 +24,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use cudarc::driver::CudaStream;
+use fragmask_host::cudarc::driver::CudaStream;
 use fragmask_kernels::probe::{MmaSyncProbe, MmaSyncSection, WgmmaProbe, MMA_SYNC_PROBE_OUT_LEN};
 
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::launch::OutputKernel;
-use crate::nvrtc::Compiler;
+use fragmask_host::launch::OutputKernel;
+use fragmask_host::{Compiler, Device, Error, Result};
 
 /// How many mismatches a report lists in full.
 pub const MAX_LISTED_MISMATCHES: usize = 16;
@@ -437,9 +435,12 @@ pub fn verify_mma_sync_b(expected: impl Fn(u32, u32) -> (u32, u32)) -> Result<Pr
 
 use fragmask_masks::{pack, DenseMask, EncodedLayout, Encoding, PackOptions, TiledAccumulator};
 
-use crate::apply_bench::{splitmix64, ApplyChecker};
+use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer};
+
+use crate::apply_bench::ApplyChecker;
+use crate::compare::{packed_difference, transposed_difference};
 use crate::emulator::{mismatches_against_dense, Emulator};
-use crate::gpu_packer::{DensePattern, GpuPacker, GpuTransposer};
+use crate::random::{splitmix64, DensePattern};
 
 /// One named pass/fail line of a check table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -581,7 +582,7 @@ pub fn check_packer(
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let gpu = packer.pack_host(&bytes, case.planes, case.seqlen_q, case.seqlen_k)?;
         let stats = cpu.stats();
-        let difference = gpu.difference(&cpu);
+        let difference = packed_difference(&gpu, &cpu);
         out.push(CheckOutcome {
             name: format!(
                 "packer {}x{}x{} {}: GPU == CPU",
@@ -647,10 +648,8 @@ pub fn check_transposed_packer(
         transposer.enqueue_after_pack(&pack_buffers, &mut t_buffers)?;
         let gpu = packer.download(&pack_buffers)?;
         let gpu_t = transposer.download(&t_buffers)?;
-        let mut difference = gpu.difference(&cpu).or_else(|| {
-            gpu_t
-                .difference(cpu_t)
-                .map(|d| format!("after a GPU pack: {d}"))
+        let mut difference = packed_difference(&gpu, &cpu).or_else(|| {
+            transposed_difference(&gpu_t, cpu_t).map(|d| format!("after a GPU pack: {d}"))
         });
         if difference.is_none() {
             let mut uploaded = forward_only;

@@ -4,9 +4,9 @@ use core::ops::Range;
 
 use fragmask_kernels::decode::{TILE_KEYS, TILE_ROWS};
 
-use super::mask::DecodeMask;
+use fragmask_host::decode::{CacheShape, DecodeMask, DecodeShape};
+
 use super::merge::{attend, merge_states};
-use super::problem::{CacheShape, DecodeShape};
 
 /// Host copies of the inputs, as f64 (the values the dtype holds).
 #[derive(Clone, Debug, Default)]
@@ -209,7 +209,7 @@ pub fn split_key_ranges(
 
 /// The reference computed the kernel's way: each split's keys (clipped to the row's
 /// visible keys) give a state, and the states are merged with
-/// [`merge_states`](super::merge::merge_states).
+/// [`merge_states`].
 pub fn decode_reference_split(
     shape: &DecodeShape,
     inputs: &ReferenceInputs,
@@ -248,7 +248,7 @@ pub fn decode_reference_split(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply_bench::splitmix64;
+    use crate::random::splitmix64;
     use fragmask_kernels::family::dtype::ActDtype;
     use proptest::prelude::*;
 
@@ -362,7 +362,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(crate::decode::proptest_ci::config(48))]
+        #![proptest_config(crate::proptest_ci::config(48))]
 
         /// The kernel's split schedule, merged with `merge_states`, equals the unsplit
         /// reference for any split count, GQA ratio, length, page size and window.

@@ -4,10 +4,11 @@
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::{LightningConfig, LightningProblem};
 
+use fragmask_host::lightning::{LightningDecode, LightningTensors};
+use fragmask_host::{Error, Result};
+
 use super::reference::{lightning_reference, relative_error};
-use super::{LightningDecode, LightningTensors};
-use crate::apply_bench::splitmix64;
-use crate::error::{Error, Result};
+use crate::random::splitmix64;
 
 /// The outcome of [`check`].
 #[derive(Clone, Debug)]

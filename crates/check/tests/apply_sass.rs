@@ -3,10 +3,11 @@
 //! FlashAttention-3's 128x128 tile with 2 warpgroups is pinned. No GPU needed; without
 //! NVRTC the tests print SKIPPED (and fail under CI=true).
 
+#[path = "../../host/tests/common/mod.rs"]
 mod common;
 
-use fragmask_host::apply_bench::{loop_body, measure_apply_costs, ApplyCost};
-use fragmask_host::sass::{self, KernelSass};
+use fragmask_check::apply_bench::{loop_body, measure_apply_costs, ApplyCost};
+use fragmask_check::sass::{self, KernelSass};
 use fragmask_host::{Arch, CompileOptions, Compiler};
 use fragmask_kernels::apply::kernels::{
     all_cost_variants, bench_source, check_source, cost_source, BenchVariant,
