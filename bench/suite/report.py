@@ -188,23 +188,43 @@ def read_ab(folder):
 
 def ab_section(ab_runs):
     """One table per A/B file: B/A per row, median over rounds and its spread; a row whose
-    whole spread lies above 1.02 (below 0.98) is marked slower (faster)."""
+    whole spread lies above 1.02 (below 0.98) is marked slower (faster). Rows only one build
+    has are named in one line. The newest A/B against each baseline A lists its slower rows
+    first, as the open regressions."""
     if not ab_runs:
         return []
     out = ["## A/B of builds", "",
            "Two builds timed alternately on one GPU (`run.py --ab`, `bench/suite/device_ab.sh`); "
            "B/A is the median over rounds, the spread its min-max.", ""]
+    newest = {}
     for d in ab_runs:
-        out += [f"### {d['a']} (A) vs {d['b']} (B), {d['rounds']} rounds (`{d['file']}`)", "",
+        newest[d["a"]] = d
+    open_rows = []
+    for a, d in sorted(newest.items()):
+        for r in d["rows"]:
+            if r.get("ratio") is not None and r["min"] > 1.02:
+                w, system = r["key"][0], r["key"][1]
+                open_rows.append(f"- `{w}` ({system}): {d['b']} takes {r['ratio']:.3f}x the time of {a} "
+                                 f"({r['rounds']} round{'s' if r['rounds'] != 1 else ''}, `{d['file']}`)")
+    if open_rows:
+        out += ["### Open regressions", "",
+                "Rows slower than a baseline build in the newest A/B against it:", ""] + open_rows + [""]
+    for d in ab_runs:
+        out += [f"### {d['a']} (A) vs {d['b']} (B), {d['rounds']} round{'s' if d['rounds'] != 1 else ''} "
+                f"(`{d['file']}`)", "",
                 "| workload | system | A ms | B ms | B/A | spread | |", "|---|---|---|---|---|---|---|"]
+        absent = []
         for r in d["rows"]:
             w, system = r["key"][0], r["key"][1]
             if r.get("ratio") is None:
-                out.append(f"| {w} | {system} | | | {r.get('note', 'not in both builds')} | | |")
+                absent.append(w + (f"[{r['key'][2]}]" if len(r["key"]) > 2 and r["key"][2] else ""))
                 continue
             verdict = "slower" if r["min"] > 1.02 else "faster" if r["max"] < 0.98 else ""
             out.append(f"| {w} | {system} | {r['a_ms']:.4f} | {r['b_ms']:.4f} | {r['ratio']:.3f} | "
                        f"{r['min']:.3f}-{r['max']:.3f} | {verdict} |")
+        if absent:
+            out += ["", f"Not in both builds (failed, unsupported or not run in one): "
+                        + ", ".join(f"`{x}`" for x in sorted(set(absent)))]
         out.append("")
     return out
 

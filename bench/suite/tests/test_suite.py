@@ -111,6 +111,18 @@ class Ratios(unittest.TestCase):
         self.assertEqual(table, [{"key": list(key), "ratio": None, "rounds": 0}])
         self.assertIn("not in both builds", ab.format_table(table, "a", "b"))
 
+    def test_open_regressions_are_the_slower_rows_of_the_newest_ab_per_baseline(self):
+        slow, fast, gone = ("slow", "fragmask_cli", ""), ("fast", "fragmask_cli", ""), ("gone", "fragmask_cli", "")
+        old = {"a": "base", "b": "old", "rounds": 2, "file": "ab-1.json",
+               "rows": ab.ratio_table([{fast: 1.0}], [{fast: 1.5}])}
+        new = {"a": "base", "b": "new", "rounds": 2, "file": "ab-2.json",
+               "rows": ab.ratio_table([{slow: 1.0, fast: 1.0, gone: 1.0}] * 2, [{slow: 1.1, fast: 0.9}] * 2)}
+        text = "\n".join(report.ab_section([old, new]))
+        opened = text.split("### Open regressions")[1].split("###")[0]
+        self.assertIn("`slow`", opened)
+        self.assertNotIn("`fast`", opened)  # slower only in the older A/B against the same baseline
+        self.assertIn("Not in both builds (failed, unsupported or not run in one): `gone`", text)
+
     def test_peer_ratio_is_peer_time_over_fragmask_time_per_variant(self):
         rows = [{"system": "fragmask", "status": "ok", "ms": 2.0},
                 {"system": "sdpa", "status": "ok", "ms": 3.0},
