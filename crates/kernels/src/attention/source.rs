@@ -8,7 +8,6 @@
 
 use std::fmt::Write as _;
 
-use super::fragment::FragmentMap;
 use super::smem::Operands;
 use super::{
     ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode,
@@ -16,7 +15,10 @@ use super::{
 };
 use crate::cuda::PRELUDE;
 use crate::family::combine::{self, CombineSpec};
+use crate::family::fragment::FragmentMap;
+use crate::family::mask;
 use crate::family::ptx;
+use crate::family::schedule::row_block;
 use crate::family::template::fill;
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
@@ -279,98 +281,24 @@ fn ptx_type(k: &AttentionKernel) -> &'static str {
 
 fn schedule(mode: MaskMode) -> &'static str {
     match mode {
-        MaskMode::Window => SCHEDULE_WINDOW,
-        MaskMode::Blocks => SCHEDULE_BLOCKS,
+        MaskMode::Window => row_block::WINDOW,
+        MaskMode::Blocks => row_block::LISTS,
     }
 }
 
-/// The mask component's per-thread words: `fm_mask_bits` holds the FragmentNative words of
-/// one step for one consumer thread (`ceil(block_n / 2 / 32)` per key block, the step's
-/// blocks one after the other) and `fm_load_mask_bits` reads each block's words with the
-/// widest aligned vector load (one per thread per partial tile).
+/// The mask words' loader of the kernel's mode (window: no words, all bits set).
 fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
-    let per_block = match mode {
-        MaskMode::Window => 1,
-        MaskMode::Blocks => g.mask_words_per_thread(),
+    let words_per_block = match mode {
+        MaskMode::Window => None,
+        MaskMode::Blocks => Some(g.mask_words_per_thread()),
     };
-    let words = per_block * g.step_blocks();
-    let mut s = format!(
-        "// FragmentNative words of one step for one consumer thread: bit b of w[{per_block}*h + j] is the bit of\n\
-         // slot h's value 32*j + b.\n\
-         struct fm_mask_bits {{ unsigned w[{words}]; }};\n\
-         __device__ __forceinline__ fm_mask_bits fm_mask_all() {{\n\
-         \x20   fm_mask_bits b;\n\
-         #pragma unroll\n\
-         \x20   for (int j = 0; j < {words}; ++j) b.w[j] = 0xffffffffu;\n\
-         \x20   return b;\n\
-         }}\n"
-    );
-    if mode == MaskMode::Window {
-        s.push_str(
-            "__device__ __forceinline__ fm_mask_bits fm_load_mask_bits(const fm_attn_params& p, const fm_tile& t, int ct) {\n\
-             \x20   return fm_mask_all();   // window mode reads no words\n\
-             }\n",
-        );
-        return s;
-    }
-    // words: u32 [tiles, mask_threads, per_block]; thread ct's words of one tile are
-    // contiguous. Widest vector the words of one thread fill exactly (they start at a
-    // multiple of `per_block`).
-    let lanes = match per_block {
-        2 => 2,
-        4 => 4,
-        _ => 1,
-    };
-    let _ = write!(
-        s,
-        "// words: u32 [partial tiles, {threads} consumer threads, {per_block}] (masks::PackedMask, FragmentNative);\n\
-         // element offset (tile * {threads} + ct) * {per_block}: one coalesced load per thread per tile.\n\
-         __device__ __forceinline__ fm_mask_bits fm_load_mask_bits(const fm_attn_params& p, const fm_tile& t, int ct) {{\n\
-         \x20   fm_mask_bits b;\n\
-         #pragma unroll\n\
-         \x20   for (int h = 0; h < FM_STEP_BLOCKS; ++h) {{\n\
-         \x20       if (t.mask_tile[h] < 0) {{\n\
-         \x20           // full block: every bit set; missing slot: none\n\
-         #pragma unroll\n\
-         \x20           for (int j = 0; j < {per_block}; ++j) b.w[{per_block} * h + j] = t.n_block[h] >= 0 ? 0xffffffffu : 0u;\n\
-         \x20           continue;\n\
-         \x20       }}\n\
-         \x20       const unsigned* src = p.words + ((long long)t.mask_tile[h] * {threads} + ct) * {per_block};\n",
-        threads = g.mask_threads(),
-    );
-    let mut j = 0;
-    while j < per_block {
-        match lanes {
-            1 => {
-                let _ = writeln!(s, "        b.w[{per_block} * h + {j}] = __ldg(src + {j});");
-            }
-            2 => {
-                let _ = writeln!(
-                    s,
-                    "        {{ const uint2 v = __ldg(reinterpret_cast<const uint2*>(src + {j})); b.w[{per_block} * h + {j}] = v.x; b.w[{per_block} * h + {}] = v.y; }}",
-                    j + 1
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    s,
-                    "        {{ const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + {j})); b.w[{per_block} * h + {j}] = v.x; b.w[{per_block} * h + {}] = v.y; b.w[{per_block} * h + {}] = v.z; b.w[{per_block} * h + {}] = v.w; }}",
-                    j + 1,
-                    j + 2,
-                    j + 3
-                );
-            }
-        }
-        j += lanes;
-    }
-    s.push_str("    }\n    return b;\n}\n");
-    s
+    mask::row_block_words(words_per_block, g.step_blocks(), g.mask_threads())
 }
 
 fn mask_apply(mode: MaskMode) -> &'static str {
     match mode {
-        MaskMode::Window => MASK_WINDOW,
-        MaskMode::Blocks => MASK_BLOCKS,
+        MaskMode::Window => mask::ROW_BLOCK_WINDOW,
+        MaskMode::Blocks => mask::ROW_BLOCK_WORDS,
     }
 }
 
@@ -425,183 +353,6 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, Con
     ];
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
 }
-
-const SCHEDULE_WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sliding window / none), no mask words ----
-// Key j is visible from query i iff i + diag_offset - window_left <= j <= i + diag_offset + window_right
-// and j < seqlen_k. Key blocks are visited from the highest down, FM_STEP_BLOCKS per step, so the diagonal
-// (partial) blocks come first, as in FlashAttention-3.
-struct fm_schedule {
-    int num_tiles;   // steps this block visits
-    int kk0;         // the block's first step (split-KV: its split's share starts there)
-    int n_last;      // highest visited key block; step kk holds blocks n_last - FM_STEP_BLOCKS*kk - h
-    int n_first;     // lowest visited key block
-    int m0;          // first query row of the block
-    int m_end;       // last real query row of the block (< seqlen_q)
-};
-
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
-    fm_schedule s;
-    s.kk0 = 0;
-    s.m0 = m_block * FM_BLOCK_M;
-    s.m_end = min(s.m0 + FM_BLOCK_M, p.seqlen_q) - 1;
-    const long long lo = (long long)s.m0 + p.diag_offset - (long long)p.window_left;   // lowest visible key
-    const long long hi = (long long)s.m_end + p.diag_offset + (long long)p.window_right; // highest visible key
-    const int n_first = (p.window_left >= $WINDOW_INFINITE || lo <= 0) ? 0 : (int)min(lo / FM_BLOCK_N, (long long)p.n_blocks);
-    int n_last;
-    if (p.window_right >= $WINDOW_INFINITE || hi >= (long long)p.seqlen_k - 1) n_last = p.n_blocks - 1;
-    else if (hi < 0) n_last = -1;
-    else n_last = (int)(hi / FM_BLOCK_N);
-    const int blocks = max(0, n_last - n_first + 1);
-    s.num_tiles = (blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
-    s.n_last = n_last;
-    s.n_first = n_first;
-    return s;
-}
-
-// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
-struct fm_tile {
-    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
-    int mask_tile[FM_STEP_BLOCKS];  // unused in window mode
-    int partial;                    // 1: some element of the step is masked, apply the mask
-};
-
-__device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
-    fm_tile t;
-    t.partial = 0;
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const int n = s.n_last - FM_STEP_BLOCKS * (s.kk0 + kk) - h;
-        t.n_block[h] = n >= s.n_first ? n : -1;
-        t.mask_tile[h] = -1;
-        const long long n0 = (long long)n * FM_BLOCK_N;
-        // Fully visible iff every (row, key) of the block satisfies the window and the key bound.
-        const bool left_ok = p.window_left >= $WINDOW_INFINITE || n0 >= (long long)s.m_end + p.diag_offset - p.window_left;
-        const bool right_ok = p.window_right >= $WINDOW_INFINITE || n0 + FM_BLOCK_N - 1 <= (long long)s.m0 + p.diag_offset + p.window_right;
-        const bool bound_ok = n0 + FM_BLOCK_N <= (long long)p.seqlen_k;
-        if (t.n_block[h] < 0 || !(left_ok && right_ok && bound_ok)) t.partial = 1;
-    }
-    return t;
-}
-"#;
-
-const SCHEDULE_BLOCKS: &str = r#"// ---- tile schedule: FlexAttention-style block lists + FragmentNative words ----
-// Row (batch, head, m_block) of the [Bm, Hm, Mb] lists is batch*mask_batch_stride + head*mask_head_stride
-// + m_block (strides are 0 where the mask broadcasts). Partial blocks (kv_indices) come first, then full ones;
-// step kk takes list entries FM_STEP_BLOCKS*kk .. FM_STEP_BLOCKS*kk + FM_STEP_BLOCKS-1 of that sequence.
-struct fm_schedule {
-    int num_tiles;    // steps
-    int kk0;          // the block's first step (split-KV: its split's share starts there)
-    int num_blocks;   // partial + full blocks
-    int num_partial;  // kv_num_blocks of this row
-    int list_row;     // index of this (batch, head, m_block) in [Bm, Hm, Mb]
-    int m0;           // first query row of the block
-};
-
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
-    fm_schedule s;
-    s.kk0 = 0;
-    s.m0 = m_block * FM_BLOCK_M;
-    s.list_row = batch * p.mask_batch_stride + head * p.mask_head_stride + m_block;
-    s.num_partial = __ldg(p.kv_num_blocks + s.list_row);
-    s.num_blocks = s.num_partial + __ldg(p.full_kv_num_blocks + s.list_row);
-    s.num_tiles = (s.num_blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
-    return s;
-}
-
-// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
-struct fm_tile {
-    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
-    int mask_tile[FM_STEP_BLOCKS];  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1: no words
-    int partial;                    // 1: apply the mask (words, a missing slot, or the key bound of the last block)
-};
-
-__device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
-    fm_tile t;
-    t.partial = 0;
-    const long long row = (long long)s.list_row * p.n_blocks;   // [Bm, Hm, Mb, Nb] row of the index lists
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const int e = FM_STEP_BLOCKS * (s.kk0 + kk) + h;   // entry of the partial-then-full sequence
-        if (e < s.num_partial) {
-            t.n_block[h] = __ldg(p.kv_indices + row + e);
-            t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);
-            t.partial = 1;
-        } else if (e < s.num_blocks) {
-            t.n_block[h] = __ldg(p.full_kv_indices + row + (e - s.num_partial));
-            t.mask_tile[h] = -1;
-            // A full block still needs the key bound when it reaches past seqlen_k (K is zero-filled there).
-            if ((long long)t.n_block[h] * FM_BLOCK_N + FM_BLOCK_N > (long long)p.seqlen_k) t.partial = 1;
-        } else {
-            t.n_block[h] = -1;
-            t.mask_tile[h] = -1;
-            t.partial = 1;
-        }
-    }
-    return t;
-}
-"#;
-
-const MASK_WINDOW: &str = r#"// ---- mask application: window mode ----
-// Values of S outside the window, past seqlen_k or in a missing slot become -inf (only called on partial steps).
-__device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
-                                              const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
-        int col_lo[2], col_hi[2];   // visible column range of this thread's two rows, relative to n0 + frag_col
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            // $LAYOUT_S: row slot r is row frag_row + $ROW_SLOT_STRIDE * r
-            const long long row = (long long)sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
-            const long long base = n0 + frag_col;
-            long long lo = p.window_left >= $WINDOW_INFINITE ? -1 : row + p.diag_offset - p.window_left - base;
-            long long hi = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1 - base
-                                                             : row + p.diag_offset + p.window_right - base;
-            hi = min(hi, (long long)p.seqlen_k - 1 - base);
-            if (t.n_block[h] < 0) hi = -(1LL << 20);   // missing slot: nothing visible
-            col_lo[r] = (int)max(min(lo, 1LL << 20), -(1LL << 20));
-            col_hi[r] = (int)max(min(hi, 1LL << 20), -(1LL << 20));
-        }
-#pragma unroll
-        for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
-            // $LAYOUT_S value mode: column offset $VALUE_COL_S (slot h's block starts at column h * FM_BLOCK_N),
-            // row slot $VALUE_ROW_SLOT_S
-            const int c = $VALUE_COL_S - h * FM_BLOCK_N;
-            const int r = $VALUE_ROW_SLOT_S;
-            if (c < col_lo[r] || c > col_hi[r]) s[i] = FM_NEG_INF;
-        }
-    }
-}
-"#;
-
-const MASK_BLOCKS: &str = r#"// ---- mask application: FragmentNative words ----
-// Consumer thread ct = 128*wg + lt holds the $S_VALUES values of $LAYOUT_S. Slot h's values are
-// h*FM_BLOCK_VALUES .. (h+1)*FM_BLOCK_VALUES-1, in the register order of the mask tile's own accumulator
-// (checked by the generator); bit b of word w of slot h is the mask bit of its value 32*w + b, loaded by
-// fm_load_mask_bits.
-__device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
-                                              const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
-#pragma unroll
-    for (int i = 0; i < $S_VALUES; ++i) {
-        // FragmentNative order: value i <-> slot i / FM_BLOCK_VALUES, bit (i % 32) of that slot's word (i % FM_BLOCK_VALUES) / 32
-        const int h = i / FM_BLOCK_VALUES;
-        const unsigned word = bits.w[h * $MASK_WORDS + (i % FM_BLOCK_VALUES) / 32];
-        if (((word >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
-    }
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
-        if (t.n_block[h] >= 0 && n0 + FM_BLOCK_N > (long long)p.seqlen_k) {
-            // Key bound of the last block (TMA zero-fills K past seqlen_k; those scores must not count).
-            const int cols_left = p.seqlen_k - (int)n0 - frag_col;
-#pragma unroll
-            for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
-                if ($VALUE_COL_S - h * FM_BLOCK_N >= cols_left) s[i] = FM_NEG_INF;   // $LAYOUT_S value column
-            }
-        }
-    }
-}
-"#;
 
 /// Consumer main loop, no overlap: QK^T, wait, softmax, PV, wait.
 const MAINLOOP_SERIAL: &str = r#"

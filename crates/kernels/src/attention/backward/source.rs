@@ -6,17 +6,21 @@ use std::fmt::Write as _;
 
 use fragmask_gmma_frag::TiledAccumulator;
 
-use super::super::fragment::FragmentMap;
-use super::super::smem::OperandTile;
-use super::super::{ActDtype, ConfigError, PRODUCER_REGS, WINDOW_INFINITE};
 use super::config::CONSUMER_REGS;
-use super::template::{POST_FRAGMENT, POST_ROWS, SCHEDULE_BLOCKS, SCHEDULE_WINDOW, TEMPLATE};
+use super::template::{POST_FRAGMENT, POST_ROWS, TEMPLATE};
 use super::{
     BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, KERNEL_NAME,
     POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, STEP_M,
 };
+use crate::attention::ConfigError;
 use crate::cuda::PRELUDE;
+use crate::family::dtype::ActDtype;
+use crate::family::fragment::FragmentMap;
+use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_ss_name, wgmma_ss_trans};
+use crate::family::schedule::{key_tile, WINDOW_INFINITE};
+use crate::family::sm90::PRODUCER_REGS;
+use crate::family::smem::OperandTile;
 use crate::family::template::fill;
 
 fn layout_err(e: impl core::fmt::Display) -> ConfigError {
@@ -215,7 +219,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         BackwardMask::Window => {
             values.push(("VALUE_ROW_SLOT_ST", st.value_row_slot_expr("i")));
             values.push(("ROW_SLOT_STRIDE", st.row_slot_stride()?.to_string()));
-            values.push(("SCHEDULE", SCHEDULE_WINDOW.to_string()));
+            values.push(("SCHEDULE", key_tile::WINDOW.to_string()));
+            values.push(("MASK_APPLY", mask::KEY_TILE_WINDOW.to_string()));
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push((
                 "LOAD_WORD",
@@ -224,7 +229,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         }
         BackwardMask::Blocks { .. } => {
             values.push(("VALUE_ROW_ST", st.value_row_expr("i")));
-            values.push(("SCHEDULE", SCHEDULE_BLOCKS.to_string()));
+            values.push(("SCHEDULE", key_tile::LISTS.to_string()));
+            values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             values.push((
                 "LOAD_WORD",
                 "// One load per thread per partial step: word t.word of this thread's FragmentNative words\n\
