@@ -10,15 +10,16 @@ use std::fmt::Write as _;
 
 use super::smem::Operands;
 use super::{
-    ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode,
-    COMBINE_KERNEL_NAME, COMBINE_THREADS, KERNEL_NAME, PRODUCER_REGS, WINDOW_INFINITE,
+    AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, COMBINE_KERNEL_NAME,
+    COMBINE_THREADS, KERNEL_NAME, PRODUCER_REGS, WINDOW_INFINITE,
 };
 use crate::cuda::PRELUDE;
 use crate::family::combine::{self, CombineSpec};
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx;
-use crate::family::schedule::row_block;
+use crate::family::schedule::{row_block, SPLIT_RANGE};
+use crate::family::softmax::{self, Reduce};
 use crate::family::template::fill;
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
@@ -29,7 +30,9 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     check_slots(&s_map, &g)?;
     let o_map = FragmentMap::new(d).map_err(|e| ConfigError::Layout(e.0))?;
     o_map.check_adjacent_pairs()?;
-    let quad = quad_shuffle_masks(&s_map)?;
+    // Lanes that share a row differ only in the column leaf of the thread mode with
+    // prefix 1 (`4:128`, the quad lane): the shuffle partners are its bits.
+    let quad = softmax::quad_partners(|lane| s_map.coord(lane, 0).0)?;
 
     let mut src = String::with_capacity(48 * 1024);
     let _ = writeln!(
@@ -53,6 +56,21 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     let (q_chunk, kv_chunk) = ops.chunk_bytes()?;
     let s_values = s_map.values();
     let o_values = o_map.values();
+    let softmax_rows = softmax::WgmmaRows {
+        s_values,
+        s_row_slot: s_map.value_row_slot_expr("i"),
+        s_layout: format!("CLayout_64x{} = {}", s_map.n(), s_map.layout_text()),
+        s_doc: s_map.describe(""),
+        o_values,
+        o_row_slot: format!(
+            "{} / {}",
+            o_map.value_row_expr("i"),
+            s_map.row_slot_stride()?
+        ),
+        o_layout: format!("CLayout_64x{} = {}", o_map.n(), o_map.layout_text()),
+        row_slot_stride: s_map.row_slot_stride()?,
+        partners: quad,
+    };
     let mut values: Vec<(&str, String)> = vec![
         ("D_CHUNKS", (d / 64).to_string()),
         ("D", d.to_string()),
@@ -84,7 +102,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("S_VALUES", s_values.to_string()),
         ("O_VALUES", o_values.to_string()),
         ("P_REGS", (s_values / 2).to_string()),
-        ("LAYOUT_S_DOC", s_map.describe("")),
         (
             "LAYOUT_S",
             format!("CLayout_64x{} = {}", s_map.n(), s_map.layout_text()),
@@ -97,13 +114,15 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("THREAD_COL", s_map.thread_col_expr("lt")),
         ("O_THREAD_ROW", o_map.thread_row_expr("lt")),
         ("O_THREAD_COL", o_map.thread_col_expr("lt")),
-        ("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")),
         ("VALUE_COL_S", s_map.value_col_expr("i")),
         ("VALUE_ROW_O", o_map.value_row_expr("i")),
         ("VALUE_COL_O", o_map.value_col_expr("i")),
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
-        ("QUAD_XOR_0", quad[0].to_string()),
-        ("QUAD_XOR_1", quad[1].to_string()),
+        ("ONLINE_SOFTMAX", softmax::wgmma_online(&softmax_rows)),
+        (
+            "ROW_SUM_QUAD_REDUCE",
+            softmax::quad_reduce(Reduce::Sum, "row_sum[r]", quad, "            "),
+        ),
         ("QUAD_LEADER", quad_leader_expr(&s_map)),
         ("Q_CHUNK_BYTES", q_chunk.to_string()),
         ("KV_CHUNK_BYTES", kv_chunk.to_string()),
@@ -111,12 +130,17 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("KV_TILE_BYTES", ops.k.tile_bytes().to_string()),
         ("Q_WG_STRIDE", ops.q_warpgroup_stride(&g)?.to_string()),
         ("GEMMS", gemms(&ops, &g, d)?),
-        ("WGMMA_SS", ptx::wgmma_ss(g.step_n(), ptx_type(k))),
-        ("WGMMA_RS", ptx::wgmma_rs(d, ptx_type(k))),
+        (
+            "WGMMA_SS",
+            ptx::wgmma_ss(g.step_n(), k.dtype().mma_ptx_type()),
+        ),
+        ("WGMMA_RS", ptx::wgmma_rs(d, k.dtype().mma_ptx_type())),
         ("MATH", ptx::MATH.to_string()),
+        ("NEG_INF", ptx::NEG_INF.to_string()),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
-        ("ACT2", ptx::act2(ptx_type(k))),
-        ("ACT", ptx_type(k).to_string()),
+        ("ACT2", ptx::act2(k.dtype().mma_ptx_type())),
+        ("ACT", k.dtype().mma_ptx_type().to_string()),
+        ("SPLIT_RANGE", SPLIT_RANGE.to_string()),
         ("SCHEDULE", schedule(k.mask()).to_string()),
         ("MASK_BITS", mask_bits(k.mask(), &g)),
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
@@ -127,7 +151,10 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     ];
     match k.mask() {
         // Only the window schedule and mask compare against "unbounded".
-        MaskMode::Window => values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string())),
+        MaskMode::Window => {
+            values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
+            values.push(("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")));
+        }
         MaskMode::Blocks => values.push(("MASK_WORDS", g.mask_words_per_thread().to_string())),
     }
     let body = fill(TEMPLATE, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;
@@ -170,13 +197,7 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
         "// ---- the two GEMMs; shared-memory operands from gmma-frag (attention/smem.rs) ----\n",
     );
     for tile in [&ops.q, &ops.k, &ops.v] {
-        s.push_str(&tile.describe());
-        let _ = writeln!(
-            s,
-            "#define FM_DESC_{} {:#018x}ull",
-            tile.name,
-            tile.descriptor_bits()
-        );
+        s.push_str(&tile.declare_descriptor());
     }
     let _ = writeln!(
         s,
@@ -250,33 +271,9 @@ fn check_slots(s_map: &FragmentMap, g: &Geometry) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Lanes that share a row differ only in the column leaf of the thread mode with
-/// prefix 1 (`4:128`, the quad lane): the shuffle partners are its bits.
-fn quad_shuffle_masks(map: &FragmentMap) -> Result<[u32; 2], ConfigError> {
-    let mut lanes_of_row0: Vec<u32> = (0..32).filter(|&t| map.coord(t, 0).0 == 0).collect();
-    lanes_of_row0.sort_unstable();
-    // The partners of lane 0 are the lanes xor each bit the row's lanes differ in.
-    let span = lanes_of_row0.iter().fold(0, |acc, &l| acc | l);
-    let bits: Vec<u32> = (0..5).map(|b| 1 << b).filter(|b| span & b != 0).collect();
-    match bits[..] {
-        [a, b] if lanes_of_row0.len() == 4 => Ok([a, b]),
-        _ => Err(ConfigError::Layout(format!(
-            "row 0 is held by lanes {lanes_of_row0:?}, expected 4 lanes differing in 2 bits (one quad)"
-        ))),
-    }
-}
-
 fn quad_leader_expr(map: &FragmentMap) -> String {
     // The thread holding column 0 of its row within the quad: thread column term == 0.
     format!("({} == 0)", map.thread_col_expr("lt"))
-}
-
-/// The PTX type of the kernel's 16-bit operands: `bf16` or `f16`.
-fn ptx_type(k: &AttentionKernel) -> &'static str {
-    match k.dtype() {
-        ActDtype::F16 => "f16",
-        _ => "bf16",
-    }
 }
 
 fn schedule(mode: MaskMode) -> &'static str {
@@ -474,7 +471,7 @@ const TEMPLATE: &str = r#"
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES          // one 64-column chunk (TMA box) of K or V
 #define FM_Q_TILE_BYTES $Q_TILE_BYTES           // the Q tile, block_m x D bf16
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES          // one K or V tile, block_n x D bf16
-#define FM_NEG_INF (__int_as_float(0xff800000u))
+$NEG_INF
 
 // cuTensorMapEncodeTiled's opaque 128-byte CUtensorMap, passed as a __grid_constant__ kernel parameter.
 struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
@@ -487,6 +484,7 @@ $WGMMA_RS
 $MATH
 $NAMED_BARRIERS
 $ACT2
+$SPLIT_RANGE
 $SCHEDULE
 $MASK_BITS
 $MASK_APPLY
@@ -515,43 +513,7 @@ __device__ __forceinline__ void fm_load_kv_step(unsigned dst, const fm_tensor_ma
     }
 }
 $GEMMS
-// ---- online softmax (base 2), FlashAttention-3 style ----
-$LAYOUT_S_DOC// Values with row slot r belong to row frag_row + $ROW_SLOT_STRIDE*r; the four lanes of a quad (thread leaf
-// 4:128, shuffle xor $QUAD_XOR_0 and $QUAD_XOR_1) hold the rest of those rows.
-__device__ __forceinline__ void fm_online_softmax(float (&s)[$S_VALUES], float (&row_max)[2], float (&row_sum)[2],
-                                                  float (&corr)[2], float scale_log2) {
-    float m_new[2] = {row_max[0], row_max[1]};
-#pragma unroll
-    for (int i = 0; i < $S_VALUES; ++i) {
-        const int r = $VALUE_ROW_SLOT_S;   // $LAYOUT_S value row slot
-        m_new[r] = fmaxf(m_new[r], s[i]);
-    }
-    float m_scaled[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], $QUAD_XOR_0));
-        m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], $QUAD_XOR_1));
-        // A row with nothing visible so far keeps max -inf; subtract 0 instead so exp2 gives 0, not NaN.
-        m_scaled[r] = (m_new[r] == FM_NEG_INF) ? 0.f : m_new[r] * scale_log2;
-        corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);
-        row_max[r] = m_new[r];
-        row_sum[r] *= corr[r];
-    }
-#pragma unroll
-    for (int i = 0; i < $S_VALUES; ++i) {
-        const int r = $VALUE_ROW_SLOT_S;
-        s[i] = fm_exp2(fmaf(s[i], scale_log2, -m_scaled[r]));
-        row_sum[r] += s[i];   // per-thread partial sum; the quad reduction happens once, at the end
-    }
-}
-
-__device__ __forceinline__ void fm_rescale_o(float (&o)[$O_VALUES], const float (&corr)[2]) {
-#pragma unroll
-    for (int i = 0; i < $O_VALUES; ++i) {
-        o[i] *= corr[$VALUE_ROW_O / $ROW_SLOT_STRIDE];   // $LAYOUT_O value row offset
-    }
-}
-
+$ONLINE_SOFTMAX
 // P ($ACT) as the RS A operand: register pair (2m, 2m+1) of S -> A register m (DESIGN fact 5).
 __device__ __forceinline__ void fm_convert_p(const float (&s)[$S_VALUES], unsigned (&pf)[$P_REGS]) {
 #pragma unroll
@@ -603,8 +565,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     fm_schedule sched = fm_make_schedule(p, batch, head, m_block);
     if (FM_SPLIT_KV) {
         const int total = sched.num_tiles;
-        sched.kk0 = (int)((long long)total * split / p.num_splits);
-        sched.num_tiles = (int)((long long)total * (split + 1) / p.num_splits) - sched.kk0;
+        sched.kk0 = fm_split_start(total, split, p.num_splits);
+        sched.num_tiles = fm_split_start(total, split + 1, p.num_splits) - sched.kk0;
         // Programmatic dependent launch (PTX ISA 9.7.13.11): the split-KV combine may start;
         // it waits (griddepcontrol.wait) for this grid's partials before reading them.
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -706,9 +668,7 @@ $MAINLOOP
         float inv[2], lse[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], $QUAD_XOR_0);
-            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], $QUAD_XOR_1);
-            const bool any = row_sum[r] > 0.f;
+$ROW_SUM_QUAD_REDUCE            const bool any = row_sum[r] > 0.f;
             inv[r] = any ? 1.f / row_sum[r] : 0.f;
             // natural log: lse = scale * max + ln(sum) = scale * max + log2(sum) * ln 2
             lse[r] = any ? row_max[r] * p.scale + fm_log2(row_sum[r]) * 0.69314718055994531f : FM_NEG_INF;

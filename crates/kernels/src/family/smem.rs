@@ -204,6 +204,17 @@ impl OperandTile {
         )
     }
 
+    /// [`Self::describe`] followed by `#define FM_DESC_<name> <descriptor bits>ull`, the
+    /// constant the kernel's `fm_desc(addr, FM_DESC_<name>)` calls complete.
+    pub fn declare_descriptor(&self) -> String {
+        format!(
+            "{}#define FM_DESC_{} {:#018x}ull\n",
+            self.describe(),
+            self.name,
+            self.descriptor_bits()
+        )
+    }
+
     /// The tile's `(mn, k)` extent.
     pub fn extent(&self) -> (u32, u32) {
         self.extent

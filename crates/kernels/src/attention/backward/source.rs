@@ -14,13 +14,13 @@ use super::{
 };
 use crate::attention::ConfigError;
 use crate::cuda::PRELUDE;
-use crate::family::dtype::ActDtype;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_ss_name, wgmma_ss_trans};
 use crate::family::schedule::{key_tile, WINDOW_INFINITE};
 use crate::family::sm90::PRODUCER_REGS;
 use crate::family::smem::OperandTile;
+use crate::family::softmax;
 use crate::family::template::fill;
 
 fn layout_err(e: impl core::fmt::Display) -> ConfigError {
@@ -114,16 +114,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             (threads, words, block_m / STEP_M, block_n / k.cta_n())
         }
     };
-    let ty = match k.dtype() {
-        ActDtype::F16 => "f16",
-        _ => "bf16",
-    };
-    let act_to_f32 = match k.dtype() {
-        ActDtype::F16 => {
-            "    float x; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(x) : \"h\"(h)); return x;"
-        }
-        _ => "    return __uint_as_float(((unsigned)h) << 16);",
-    };
+    let ty = k.dtype().mma_ptx_type();
+    let act_to_f32 = k.dtype().bits16_to_f32_body();
 
     let mut src = String::with_capacity(64 * 1024);
     let _ = writeln!(
@@ -160,6 +152,12 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("PARAMS_STRUCT", BackwardParams::ABI.cuda()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
         ("MATH", ptx::MATH.to_string()),
+        ("NEG_INF", ptx::NEG_INF.to_string()),
+        ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
+        (
+            "P_RECOMPUTE",
+            softmax::probability("s_acc[i]", "p.scale_log2", "lse_s[q_col + $VALUE_COL_ST]"),
+        ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
@@ -400,13 +398,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         "// ---- the GEMMs; shared-memory operands from gmma-frag (attention/smem.rs) ----\n",
     );
     for tile in [&t.kv, &t.k_mn, &t.q, &t.q_mn, &t.ds] {
-        s.push_str(&tile.describe());
-        let _ = writeln!(
-            s,
-            "#define FM_DESC_{} {:#018x}ull",
-            tile.name,
-            tile.descriptor_bits()
-        );
+        s.push_str(&tile.declare_descriptor());
     }
     s.push_str(&wgmma_ss_trans(STEP_M, ty, false, false));
     s.push_str(&wgmma_ss_trans(STEP_M, ty, true, true));
@@ -486,6 +478,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::family::dtype::ActDtype;
 
     #[test]
     fn every_default_configuration_generates() {

@@ -23,28 +23,14 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES     // FM_CTA_N x D
 #define FM_DS_BYTES $DS_BYTES           // one dS buffer, FM_STEP_M x FM_CTA_N
 #define FM_DQ_BUFS $DQ_BUFS                // dQ staging buffers per warpgroup (bulk reduction; 0: atomics)
-#define FM_NEG_INF (__int_as_float(0xff800000u))
+$NEG_INF
 #define FM_POS_INF (__int_as_float(0x7f800000u))
 
 struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
 
 $PARAMS_STRUCT
 $PTX_HELPERS
-// f32x2 reduction into global memory (PTX ISA 9.7.13.6 red, vector form, sm_90).
-__device__ __forceinline__ void fm_red_add2(float* dst, float a, float b) {
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(a), "f"(b) : "memory");
-}
-// TMA bulk reduction shared -> global (PTX ISA 9.7.9.25.4 cp.reduce.async.bulk), its group commit and waits.
-__device__ __forceinline__ void fm_bulk_reduce_add(float* dst, unsigned src, unsigned bytes) {
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
-                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void fm_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void fm_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-__device__ __forceinline__ int fm_ld_acquire(const int* p) {
-    int v; asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
-}
+$GLOBAL_REDUCE
 $MATH
 $ACT2
 __device__ __forceinline__ float fm_act_to_f32(unsigned short h) {
@@ -268,7 +254,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) {
                     // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
-                    s_acc[i] = fm_exp2(fmaf(s_acc[i], p.scale_log2, -lse_s[q_col + $VALUE_COL_ST]));   // P^T
+                    s_acc[i] = $P_RECOMPUTE;   // P^T
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
