@@ -40,7 +40,7 @@ __device__ __forceinline__ unsigned fm_pack_bf16x2(fm_bf16 lo, fm_bf16 hi) {
 }
 
 "#,
-    crate::family::ptx::smem_u32_text!(),
+    crate::family::ptx::smem_u32_text!("fm_smem_u32"),
     r#"// Keep the compiler from moving accesses of `reg` across async wgmma code.
 __device__ __forceinline__ void fm_fence_operand(float& reg) {
     asm volatile("" : "+f"(reg) :: "memory");

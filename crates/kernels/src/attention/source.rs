@@ -136,6 +136,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ),
         ("WGMMA_RS", ptx::wgmma_rs(d, k.dtype().mma_ptx_type())),
         ("MATH", ptx::MATH.to_string()),
+        ("TENSOR_MAP", ptx::TENSOR_MAP.to_string()),
         ("NEG_INF", ptx::NEG_INF.to_string()),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("ACT2", ptx::act2(k.dtype().mma_ptx_type())),
@@ -473,9 +474,7 @@ const TEMPLATE: &str = r#"
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES          // one K or V tile, block_n x D bf16
 $NEG_INF
 
-// cuTensorMapEncodeTiled's opaque 128-byte CUtensorMap, passed as a __grid_constant__ kernel parameter.
-struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
-
+$TENSOR_MAP
 $PARAMS_STRUCT
 $PTX_HELPERS
 
@@ -574,9 +573,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const unsigned warpgroup = threadIdx.x / 128u;
 
     if (threadIdx.x == 0) {
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_q) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_k) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_v) : "memory");
+        fm_prefetch_tensormap(&tma_q);
+        fm_prefetch_tensormap(&tma_k);
+        fm_prefetch_tensormap(&tma_v);
         fm_mbar_init(FM_BAR_Q, 1);
 #pragma unroll
         for (int s = 0; s < FM_STAGES; ++s) {

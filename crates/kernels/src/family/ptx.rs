@@ -7,9 +7,20 @@
 
 use std::fmt::Write as _;
 
+/// `fm_tensor_map`, cuTensorMapEncodeTiled's opaque 128-byte `CUtensorMap` as a
+/// `__grid_constant__` kernel parameter, and `fm_prefetch_tensormap` (PTX ISA 9.7.9.26
+/// `prefetch.tensormap`): what [`TMA_WGMMA`]'s loads take.
+pub const TENSOR_MAP: &str = r#"// cuTensorMapEncodeTiled's opaque 128-byte CUtensorMap, passed as a __grid_constant__ kernel parameter.
+struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
+// Fetches a tensor map into the cache before its first TMA load (PTX ISA prefetch.tensormap).
+__device__ __forceinline__ void fm_prefetch_tensormap(const fm_tensor_map* map) {
+    asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
+}
+"#;
+
 /// mbarrier (PTX ISA 9.7.12.15), TMA tile loads (9.7.9.25 cp.async.bulk.tensor), wgmma
 /// fences and the shared-memory descriptor (9.7.15): the helpers of the TMA + wgmma
-/// kernels (the forward and the backward). Needs `fm_tensor_map` declared first.
+/// kernels (the forward and the backward). Needs [`TENSOR_MAP`] first.
 pub const TMA_WGMMA: &str = r#"// ---- PTX helpers: mbarrier, TMA, wgmma (PTX ISA 9.7.12.15 mbarrier, 9.7.9.25 cp.async.bulk.tensor, 9.7.15 wgmma) ----
 __device__ __forceinline__ void fm_mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
@@ -89,11 +100,15 @@ template <int THREADS> __device__ __forceinline__ void fm_named_arrive(int id) {
 
 /// `fm_smem_u32(ptr)`: the 32-bit shared-state-space address of a generic pointer into
 /// shared memory (PTX ISA 9.7.8.6 `cvta`), what `ld.shared`, `cp.async` and wgmma
-/// descriptors take. A macro so that [`crate::cuda::PRELUDE`] can hold the same text.
+/// descriptors take. A macro so that [`crate::cuda::PRELUDE`] and the apply prelude
+/// (`fm_apply_smem_u32`) hold the same text.
 macro_rules! smem_u32_text {
-    () => {
-        r#"// 32-bit shared-memory address of a generic pointer that points into shared memory.
-__device__ __forceinline__ unsigned fm_smem_u32(const void* ptr) {
+    ($name:literal) => {
+        concat!(
+            "// 32-bit shared-memory address of a generic pointer that points into shared memory.\n",
+            "__device__ __forceinline__ unsigned ",
+            $name,
+            r#"(const void* ptr) {
     unsigned addr;
     asm("{ .reg .u64 a64;\n\t"
         "cvta.to.shared.u64 a64, %1;\n\t"
@@ -102,12 +117,13 @@ __device__ __forceinline__ unsigned fm_smem_u32(const void* ptr) {
     return addr;
 }
 "#
+        )
     };
 }
 pub(crate) use smem_u32_text;
 
 /// `fm_smem_u32(ptr)`, the text of [`smem_u32_text`].
-pub const SMEM_U32: &str = smem_u32_text!();
+pub const SMEM_U32: &str = smem_u32_text!("fm_smem_u32");
 
 /// cp.async (PTX ISA 9.7.9.25): 16-byte copies with zero-fill, 4-byte copies, and the
 /// group commit / wait, for kernels that stream K/V without TMA (decode).

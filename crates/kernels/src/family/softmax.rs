@@ -247,7 +247,9 @@ mod tests {
     fn quad_partners_of_the_mma_layouts_are_lanes_xor_1_and_2() {
         // SM80_C_LAYOUT and the wgmma accumulator: lane t holds row (t / 4) % 8 (+ 16 warp).
         assert_eq!(quad_partners(|t| (t / 4) % 8).unwrap(), [1, 2]);
-        assert!(quad_partners(|t| t % 8).is_err());
+        // Four lanes 8 apart share a row: partners xor 8 and 16. Sixteen lanes are no quad.
+        assert_eq!(quad_partners(|t| t % 8).unwrap(), [8, 16]);
+        assert!(quad_partners(|t| t % 2).is_err());
     }
 
     #[test]

@@ -152,6 +152,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("PARAMS_STRUCT", BackwardParams::ABI.cuda()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
         ("MATH", ptx::MATH.to_string()),
+        ("TENSOR_MAP", ptx::TENSOR_MAP.to_string()),
         ("NEG_INF", ptx::NEG_INF.to_string()),
         ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
         (

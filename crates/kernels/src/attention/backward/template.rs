@@ -26,8 +26,7 @@ pub(super) const TEMPLATE: &str = r#"
 $NEG_INF
 #define FM_POS_INF (__int_as_float(0x7f800000u))
 
-struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
-
+$TENSOR_MAP
 $PARAMS_STRUCT
 $PTX_HELPERS
 $GLOBAL_REDUCE
@@ -127,10 +126,10 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const unsigned warpgroup = threadIdx.x / 128u;
 
     if (threadIdx.x == 0) {
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_q) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_k) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_v) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_do) : "memory");
+        fm_prefetch_tensormap(&tma_q);
+        fm_prefetch_tensormap(&tma_k);
+        fm_prefetch_tensormap(&tma_v);
+        fm_prefetch_tensormap(&tma_do);
         fm_mbar_init(FM_BAR_KV, 1);
 #pragma unroll
         for (int s = 0; s < FM_STAGES; ++s) {
