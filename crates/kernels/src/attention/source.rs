@@ -19,7 +19,7 @@ use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx;
 use crate::family::schedule::{row_block, SPLIT_RANGE};
-use crate::family::softmax::{self, Reduce};
+use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
@@ -120,8 +120,19 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
         ("ONLINE_SOFTMAX", softmax::wgmma_online(&softmax_rows)),
         (
-            "ROW_SUM_QUAD_REDUCE",
-            softmax::quad_reduce(Reduce::Sum, "row_sum[r]", quad, "            "),
+            "ROW_FINISH",
+            softmax::finish(
+                &RowFinish {
+                    sum: "row_sum[r]",
+                    max: "row_max[r]",
+                    inv: "inv[r]",
+                    lse: "lse[r]",
+                    running_max: RunningMax::Unscaled { scale: "p.scale" },
+                    log2: Log2::Approx,
+                },
+                quad,
+                "            ",
+            ),
         ),
         ("QUAD_LEADER", quad_leader_expr(&s_map)),
         ("Q_CHUNK_BYTES", q_chunk.to_string()),
@@ -136,6 +147,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ),
         ("WGMMA_RS", ptx::wgmma_rs(d, k.dtype().mma_ptx_type())),
         ("MATH", ptx::MATH.to_string()),
+        ("GRID_DEPENDENCY", ptx::GRID_DEPENDENCY.to_string()),
         ("TENSOR_MAP", ptx::TENSOR_MAP.to_string()),
         ("NEG_INF", ptx::NEG_INF.to_string()),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
@@ -195,7 +207,7 @@ const COMBINE_STORE: &str =
 fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
     let n = g.step_n();
     let mut s = String::from(
-        "// ---- the two GEMMs; shared-memory operands from gmma-frag (attention/smem.rs) ----\n",
+        "// ---- the two GEMMs; shared-memory operands from gmma-frag (family/smem.rs) ----\n",
     );
     for tile in [&ops.q, &ops.k, &ops.v] {
         s.push_str(&tile.declare_descriptor());
@@ -481,6 +493,7 @@ $PTX_HELPERS
 $WGMMA_SS
 $WGMMA_RS
 $MATH
+$GRID_DEPENDENCY
 $NAMED_BARRIERS
 $ACT2
 $SPLIT_RANGE
@@ -568,7 +581,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         sched.num_tiles = fm_split_start(total, split + 1, p.num_splits) - sched.kk0;
         // Programmatic dependent launch (PTX ISA 9.7.13.11): the split-KV combine may start;
         // it waits (griddepcontrol.wait) for this grid's partials before reading them.
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+        fm_launch_dependents();
     }
     const unsigned warpgroup = threadIdx.x / 128u;
 
@@ -667,10 +680,7 @@ $MAINLOOP
         float inv[2], lse[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-$ROW_SUM_QUAD_REDUCE            const bool any = row_sum[r] > 0.f;
-            inv[r] = any ? 1.f / row_sum[r] : 0.f;
-            // natural log: lse = scale * max + ln(sum) = scale * max + log2(sum) * ln 2
-            lse[r] = any ? row_max[r] * p.scale + fm_log2(row_sum[r]) * 0.69314718055994531f : FM_NEG_INF;
+$ROW_FINISH
         }
         const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
         // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows

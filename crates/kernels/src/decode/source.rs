@@ -36,7 +36,7 @@ use super::tile;
 use crate::family::combine::{self, CombineSpec};
 use crate::family::ptx;
 use crate::family::schedule::SPLIT_RANGE;
-use crate::family::softmax;
+use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
 
 /// The split kernel's entry point.
@@ -190,6 +190,7 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("SPLIT_RANGE", SPLIT_RANGE.to_string()),
         ("ACT2", ptx::act2(config.dtype.mma_ptx_type())),
         ("MATH", ptx::MATH.to_string()),
+        ("GRID_DEPENDENCY", ptx::GRID_DEPENDENCY.to_string()),
         ("NEG_INF", ptx::NEG_INF.to_string()),
         ("THREADS", config.threads().to_string()),
         ("WARPS", config.warps.to_string()),
@@ -224,7 +225,21 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("ROW_OFFSET", row_offset(config)),
         ("O_TO_SMEM", o_to_smem(config)),
         ("MERGE_VECS", (d / 4).to_string()),
-        ("LN2", "0.69314718055994531f".into()),
+        (
+            "ROW_FINISH",
+            softmax::finish(
+                &RowFinish {
+                    sum: "l_run[h]",
+                    max: "m_run[h]",
+                    inv: "inv_l[h]",
+                    lse: "lse_warp[h]",
+                    running_max: RunningMax::Base2,
+                    log2: Log2::Full,
+                },
+                tile::row_partners()?,
+                "        ",
+            ),
+        ),
         ("STORE_OUT", STORE_OUT.to_string()),
         ("TILE_BODY", tile::body(config, &tile::SINGLE, "        ")?),
         ("TILE_PAIR_BODY", tile::body(config, &tile::PAIR, "            ")?),
@@ -420,6 +435,7 @@ __device__ __forceinline__ void fm_store4(fm_act* dst, float4 v) {
     *reinterpret_cast<uint2*>(dst) = make_uint2(fm_act2(v.x, v.y), fm_act2(v.z, v.w));
 }
 $MATH
+$GRID_DEPENDENCY
 $SMEM_U32
 $CP_ASYNC
 $CLUSTER
@@ -455,8 +471,8 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
 
     // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): let the combine
     // launch now; wait for the previous kernel's writes before the first global read.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    fm_launch_dependents();
+    fm_wait_prior_grids();
 
     // ---- scheduler: this CTA's key tiles, from the device's lengths ----
     const int seqlen_k = min(max(p.seqlens_k ? p.seqlens_k[b] : p.capacity_k, 0), p.capacity_k);
@@ -729,11 +745,7 @@ $TILE_BODY
     float inv_l[2], lse_warp[2];
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
-        l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
-        const bool empty = !(l_run[h] > 0.f);
-        inv_l[h] = empty ? 0.f : 1.f / l_run[h];
-        lse_warp[h] = empty ? FM_NEG_INF : (m_run[h] + log2f(l_run[h])) * $LN2;
+$ROW_FINISH
     }
     __syncthreads();  // every warp is done with its stages: they become the merge area
     // [warps][16][D] o and [warps][16] lse: with shared K/V, warp w's rows are CTA rows 16 w ..
@@ -812,7 +824,7 @@ mod tests {
         assert!(src.contains("(key0 >> 4)"));
         assert!(src.contains("fm_mma_16816(o[15]"));
         assert!(!src.contains("fm_mma_16816(o[16]"));
-        let wait = src.find("griddepcontrol.wait").unwrap();
+        let wait = src.find("fm_wait_prior_grids();").unwrap();
         assert!(wait < src.find("p.seqlens_k[b]").unwrap());
         let per_key =
             source(DecodeConfig::new(64, ActDtype::F16, KvLayout::Paged { page_size: 1 }).unwrap())

@@ -58,6 +58,18 @@ pub(super) const PAIR: [TileNames; 2] = [
     },
 ];
 
+/// The lanes that share a row of the C fragment (`SM80_C_LAYOUT`'s row layout
+/// `(4,8):(0,1)`, [`c_thread_row_col`]): the shuffle partners of the row reductions.
+pub(super) fn row_partners() -> Result<[u32; 2], ConfigError> {
+    let (c_row, _) = c_thread_row_col()?;
+    softmax::quad_partners(|lane| {
+        c_row
+            .eval(i64::from(lane))
+            .map_or(u32::MAX, |r| u32::try_from(r).unwrap_or(u32::MAX))
+    })
+    .map_err(|e| ConfigError(e.0))
+}
+
 /// Nested `f(a, f(b, ...))` of `items`.
 fn fold(f: &str, items: &[String]) -> String {
     match items {
@@ -74,14 +86,7 @@ pub(super) fn body(
     indent: &str,
 ) -> Result<String, ConfigError> {
     let i = indent;
-    // The lanes that share a row of SM80_C_LAYOUT (row layout (4,8):(0,1)).
-    let (c_row, _) = c_thread_row_col()?;
-    let partners = softmax::quad_partners(|lane| {
-        c_row
-            .eval(i64::from(lane))
-            .map_or(u32::MAX, |r| u32::try_from(r).unwrap_or(u32::MAX))
-    })
-    .map_err(|e| ConfigError(e.0))?;
+    let partners = row_partners()?;
     let decls: Vec<String> = tiles
         .iter()
         .map(|t| format!("{}[2][4]", t.scores))

@@ -197,3 +197,31 @@ pub fn row_block_words(words_per_block: Option<u32>, step_blocks: u32, threads: 
     s.push_str("    }\n    return b;\n}\n");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mask_text_defines_one_apply() {
+        for text in [
+            ROW_BLOCK_WINDOW,
+            ROW_BLOCK_WORDS,
+            KEY_TILE_WINDOW,
+            KEY_TILE_WORDS,
+        ] {
+            assert_eq!(text.matches("void fm_apply_mask(").count(), 1);
+        }
+    }
+
+    #[test]
+    fn words_are_loaded_with_the_widest_vector_that_fits() {
+        let four = row_block_words(Some(4), 1, 256);
+        assert!(four.contains("const uint4 v = __ldg"));
+        assert!(four.contains("* 256 + ct) * 4"));
+        let two = row_block_words(Some(2), 2, 128);
+        assert!(two.contains("const uint2 v = __ldg") && two.contains("unsigned w[4]"));
+        let window = row_block_words(None, 1, 128);
+        assert!(window.contains("window mode reads no words") && !window.contains("__ldg"));
+    }
+}

@@ -82,6 +82,16 @@ __device__ __forceinline__ float fm_log2(float x) {
 }
 "#;
 
+/// Programmatic dependent launch (PTX ISA 9.7.13.11 `griddepcontrol`):
+/// `fm_launch_dependents()` lets the next grid of the stream launch now,
+/// `fm_wait_prior_grids()` waits until the previous grid has completed and its writes are
+/// visible (both no-ops without the launch attribute). Every kernel of the family and the
+/// combine kernels use them.
+pub const GRID_DEPENDENCY: &str = r#"// ---- programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol) ----
+__device__ __forceinline__ void fm_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void fm_wait_prior_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+"#;
+
 /// `FM_NEG_INF`: the float −∞ (bits `0xff800000`), what a masked score becomes and the
 /// max of an empty row.
 pub const NEG_INF: &str = "#define FM_NEG_INF (__int_as_float(0xff800000u))";

@@ -12,7 +12,8 @@
 //!   running sum once.
 //!
 //! Both use the same pieces, each defined here once: the reduction over the lanes that
-//! share a row ([`quad_reduce`], also the epilogues' final sum), the guard that keeps an
+//! share a row ([`quad_reduce`]), the end of a row in the epilogues ([`finish`]: the
+//! final sum, `1 / sum` and the lse), the guard that keeps an
 //! empty row (max `-inf`) from giving NaN, and `P = exp2(scale·s − max)`
 //! ([`probability`], also the backward's recompute of P from the saved lse).
 //! The two keep their own order of floating-point operations, which their kernels were
@@ -83,6 +84,86 @@ fn guarded_max(dst: &str, max: &str, scale: Option<&str>, parenthesised: bool) -
     } else {
         format!("{dst} = {max} == FM_NEG_INF ? 0.f : {scaled};")
     }
+}
+
+/// How a kernel keeps its running max, for the lse of [`finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunningMax<'a> {
+    /// Of the raw scores (the scale is applied in the exponent): `lse = max · scale + ln sum`,
+    /// `scale` the natural-log softmax scale.
+    Unscaled {
+        /// The softmax scale (natural log), a CUDA expression.
+        scale: &'a str,
+    },
+    /// Of the scores already scaled by `scale · log2 e`: `lse = (max + log2 sum) · ln 2`.
+    Base2,
+}
+
+/// How [`finish`] takes `log2` of the sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Log2 {
+    /// `fm_log2` (`lg2.approx.ftz`, `family::ptx::MATH`).
+    Approx,
+    /// CUDA's `log2f` (full precision, denormals).
+    Full,
+}
+
+/// ln 2, as a CUDA float literal.
+pub const LN2: &str = "0.69314718055994531f";
+
+/// The CUDA names and conventions of one row for [`finish`].
+#[derive(Debug, Clone, Copy)]
+pub struct RowFinish<'a> {
+    /// The thread's partial row sum (reduced in place).
+    pub sum: &'a str,
+    /// The running max.
+    pub max: &'a str,
+    /// Where `1 / sum` goes.
+    pub inv: &'a str,
+    /// Where the lse goes.
+    pub lse: &'a str,
+    /// How the running max is kept.
+    pub running_max: RunningMax<'a>,
+    /// Which `log2`.
+    pub log2: Log2,
+}
+
+/// The end of a row's online softmax (the epilogue): the per-thread partial `sum` reduced
+/// over the lanes of its row (`partners`), `inv = 1 / sum` and the natural-log
+/// `lse`, or `inv = 0` and `lse = -inf` for a row with nothing visible. Statements, each at
+/// `indent`.
+pub fn finish(row: &RowFinish<'_>, partners: [u32; 2], indent: &str) -> String {
+    let RowFinish {
+        sum,
+        max,
+        inv,
+        lse,
+        running_max,
+        log2,
+    } = *row;
+    let i = indent;
+    let log = match log2 {
+        Log2::Approx => format!("fm_log2({sum})"),
+        Log2::Full => format!("log2f({sum})"),
+    };
+    let (note, value) = match running_max {
+        RunningMax::Unscaled { scale } => (
+            "natural log: lse = scale * max + ln(sum) = scale * max + log2(sum) * ln 2",
+            format!("{max} * {scale} + {log} * {LN2}"),
+        ),
+        RunningMax::Base2 => (
+            "natural log: lse = (max + log2(sum)) * ln 2 (max of base-2 scaled scores)",
+            format!("({max} + {log}) * {LN2}"),
+        ),
+    };
+    format!(
+        "{reduce}\
+         {i}const bool any = {sum} > 0.f;\n\
+         {i}{inv} = any ? 1.f / {sum} : 0.f;\n\
+         {i}// {note}\n\
+         {i}{lse} = any ? {value} : FM_NEG_INF;\n",
+        reduce = quad_reduce(Reduce::Sum, sum, partners, i),
+    )
 }
 
 /// The rows of a wgmma accumulator pair (S and O) as [`wgmma_online`] needs them, all

@@ -152,6 +152,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("PARAMS_STRUCT", BackwardParams::ABI.cuda()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
         ("MATH", ptx::MATH.to_string()),
+        ("GRID_DEPENDENCY", ptx::GRID_DEPENDENCY.to_string()),
         ("TENSOR_MAP", ptx::TENSOR_MAP.to_string()),
         ("NEG_INF", ptx::NEG_INF.to_string()),
         ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
@@ -396,7 +397,7 @@ fn check_mask_words(
 fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError> {
     let (d, dkv, n) = (k.head_dim(), k.dkv(), k.cta_n());
     let mut s = String::from(
-        "// ---- the GEMMs; shared-memory operands from gmma-frag (attention/smem.rs) ----\n",
+        "// ---- the GEMMs; shared-memory operands from gmma-frag (family/smem.rs) ----\n",
     );
     for tile in [&t.kv, &t.k_mn, &t.q, &t.q_mn, &t.ds] {
         s.push_str(&tile.declare_descriptor());
@@ -406,11 +407,13 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
     s.push_str(&wgmma_rs(dkv, ty));
     let ss = wgmma_ss_name(STEP_M, false, false);
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: A = 64 keys (K-major), B = 64 queries (K-major), K = D.
-    for (name, what) in [("fm_st", "S^T = K Q^T"), ("fm_dpt", "dP^T = V dO^T")] {
+    // One function for both: V and dO are tiles of K's and Q's layouts.
+    {
         let _ = writeln!(
             s,
-            "// {what}: k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
-             __device__ __forceinline__ void {name}(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
+            "// S^T = K Q^T and dP^T = V dO^T (V, dO: the layouts of K, Q): A = 64 keys, B = 64 queries, both\n\
+             // K-major, K = D; k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
+             __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
              \x20   fm_fence_array(acc);\n\
              \x20   fm_wgmma_fence();",
             v = STEP_M / 2
@@ -427,12 +430,13 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         s.push_str("    fm_wgmma_commit();\n    fm_fence_array(acc);\n}\n");
     }
     // dV += Pᵀ dO and dK += dSᵀ Q: A from registers (k-block j = queries 16j.. = values 8j..8j+7), B MN-major.
-    for (name, what) in [("fm_dv", "dV += P^T dO"), ("fm_dk", "dK += dS^T Q")] {
+    // One function for both: dO is a tile of Q's layout.
+    {
         let _ = writeln!(
             s,
-            "// {what}: A from registers (k-block j = queries 16j..16j+15 = values 8j..8j+7 of the m64n64\n\
-             // accumulator, docs/architecture.md fact 5); B MN-major, k-block j at byte B(0, 16j).\n\
-             __device__ __forceinline__ void {name}(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned b_base) {{\n\
+            "// dV += P^T dO and dK += dS^T Q: A from registers (k-block j = queries 16j..16j+15 = values 8j..8j+7\n\
+             // of the m64n64 accumulator, docs/architecture.md fact 5); B (dO or Q) MN-major, k-block j at byte B(0, 16j).\n\
+             __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned b_base) {{\n\
              \x20   fm_fence_array(acc);\n\
              \x20   fm_wgmma_fence();",
             v = dkv / 2,

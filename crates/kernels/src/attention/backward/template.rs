@@ -31,6 +31,7 @@ $PARAMS_STRUCT
 $PTX_HELPERS
 $GLOBAL_REDUCE
 $MATH
+$GRID_DEPENDENCY
 $ACT2
 __device__ __forceinline__ float fm_act_to_f32(unsigned short h) {
 $ACT_TO_F32
@@ -51,7 +52,7 @@ $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
     // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): the main kernel may
     // launch now; it waits for this grid's writes before reading them.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    fm_launch_dependents();
     const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
     const int lane = (int)(threadIdx.x % 32u);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
@@ -143,8 +144,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     // Programmatic dependent launch: the postprocess may launch; the preprocess's writes
     // (lse in log2, Dsum, the zeroed dQ accumulator and semaphores) are complete and
     // visible after the wait, before any thread reads or reduces into them.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    fm_launch_dependents();
+    fm_wait_prior_grids();
 
     if (warpgroup == 0u) {
         // ---------------- producer: warp 0; lane 0 issues every TMA load, the 32 lanes copy lse and Dsum ----------------
@@ -240,9 +241,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 const unsigned ds_s = smem_ds + (unsigned)(it & 1) * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
                 fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
-                fm_st(s_acc, k_wg, q_s);            // S^T = K Q^T
+                fm_keys_queries_t(s_acc, k_wg, q_s);    // S^T = K Q^T
                 fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
-                fm_dpt(dp_acc, v_wg, do_s);         // dP^T = V dO^T
+                fm_keys_queries_t(dp_acc, v_wg, do_s);  // dP^T = V dO^T
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
@@ -270,8 +271,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     asm volatile("st.shared.b32 [%0], %1;" :: "r"(ds_s + fm_sw128(b)), "r"(ds_a[m]) : "memory");
                 }
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
-                fm_dv(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
-                fm_dk(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
+                fm_kv_grad(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
+                fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
@@ -328,7 +329,7 @@ pub(super) const POST_ROWS: &str = r#"// ---------------- postprocess: dQ = scal
 extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");   // the main kernel's dQ reductions
+    fm_wait_prior_grids();   // the main kernel's dQ reductions
     const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
     const int lane = (int)(threadIdx.x % 32u);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
@@ -348,7 +349,7 @@ pub(super) const POST_FRAGMENT: &str = r#"// ---------------- postprocess: dQ = 
 extern "C" __global__ void __launch_bounds__(128)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");   // the main kernel's dQ reductions
+    fm_wait_prior_grids();   // the main kernel's dQ reductions
     const int m = (int)(blockIdx.x / FM_D_CHUNKS), chunk = (int)(blockIdx.x % FM_D_CHUNKS);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
     const int lt = (int)threadIdx.x;

@@ -27,3 +27,31 @@ __device__ __forceinline__ int fm_split_start(int total, int split, int splits) 
     return (int)((long long)total * split / splits);
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_schedule_defines_its_walk_and_no_mask() {
+        for text in [row_block::WINDOW, row_block::LISTS] {
+            for f in ["struct fm_schedule", "fm_make_schedule(", "fm_tile_at("] {
+                assert!(text.contains(f), "{f}");
+            }
+            assert!(!text.contains("fm_apply_mask"));
+        }
+        for text in [key_tile::WINDOW, key_tile::LISTS] {
+            for f in [
+                "struct fm_schedule",
+                "fm_make_schedule(",
+                "fm_step_at(",
+                "fm_cta_of_block(",
+                "fm_step_rank(",
+            ] {
+                assert!(text.contains(f), "{f}");
+            }
+            assert!(!text.contains("fm_apply_mask"));
+        }
+        assert!(SPLIT_RANGE.contains("(long long)total * split / splits"));
+    }
+}
