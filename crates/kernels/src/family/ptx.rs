@@ -132,7 +132,8 @@ macro_rules! smem_u32_text {
 }
 pub(crate) use smem_u32_text;
 
-/// `fm_smem_u32(ptr)`, the text of [`smem_u32_text`].
+/// `fm_smem_u32(ptr)`: the 32-bit shared-memory address of a generic pointer (the text
+/// `cuda::PRELUDE` holds too).
 pub const SMEM_U32: &str = smem_u32_text!("fm_smem_u32");
 
 /// cp.async (PTX ISA 9.7.9.25): 16-byte copies with zero-fill, 4-byte copies, and the

@@ -1,6 +1,6 @@
 //! CUDA source of the lightning decode kernel, assembled from components:
 //! the ABI ([`LightningParams`]), the geometry ([`LightningConfig`]), the state tiling
-//! ([`StateTiling`]) and the activation dtype helpers ([`ActDtype::cuda_helpers`]).
+//! ([`StateTiling`]) and the activation dtype helpers ([`crate::family::dtype::ActDtype::cuda_helpers`]).
 //!
 //! Grid: `(splits, heads, batch)`; CTA `(s, h, b)` owns columns
 //! `split(s) .. split(s) + cols_per_cta` of state `(b, h)`.
