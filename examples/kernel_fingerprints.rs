@@ -1,6 +1,6 @@
 //! Writes the generated CUDA source and the SASS of every kernel variant the test
 //! sweeps compile (forward, backward, decode, lightning) into a folder, one
-//! `<label>.sass` each, so that a refactor of the generators can be checked to leave
+//! `<label>.cu` and `<label>.sass` each, so that a refactor of the generators can be checked to leave
 //! the machine code unchanged: `diff -r before/ after/` (docs/codegen.md).
 //! Needs NVRTC and cuobjdump (scripts/install-cuda-toolchain.sh), no GPU.
 //!
@@ -16,8 +16,9 @@ use fragmask::host::toolchain::find_tool;
 use fragmask::kernels::attention::backward::BackwardKernel;
 use fragmask::kernels::attention::{ActDtype, AttentionKernel};
 
-fn sass_of(cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
+fn sass_of(source: &str, cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
     let label = label.replace(['/', ' ', '{', '}', ',', ':'], "_");
+    std::fs::write(dir.join(format!("{label}.cu")), source).map_err(|e| e.to_string())?;
     let cubin_path = dir.join(format!("{label}.cubin"));
     std::fs::write(&cubin_path, cubin).map_err(|e| e.to_string())?;
     let tool = find_tool("cuobjdump").map_err(|e| e.to_string())?;
@@ -49,12 +50,12 @@ fn main() -> Result<(), String> {
     for k in AttentionKernel::compile_sweep().map_err(|e| e.to_string())? {
         let label = format!("fwd-{k:?}").replace([' ', '{', '}', ',', ':'], "_");
         let c = compile_kernel(&k).map_err(|e| format!("{label}: {e}"))?;
-        sass_of(&c.cubin, dir, &label)?;
+        sass_of(&c.source, &c.cubin, dir, &label)?;
         n += 1;
     }
     for k in BackwardKernel::compile_sweep().map_err(|e| e.to_string())? {
         let c = compile_backward(&k).map_err(|e| format!("{}: {e}", k.label()))?;
-        sass_of(&c.cubin, dir, &format!("bwd-{}", k.label()))?;
+        sass_of(&c.source, &c.cubin, dir, &format!("bwd-{}", k.label()))?;
         n += 1;
     }
     let compiler = Compiler::uncached();
@@ -78,7 +79,7 @@ fn main() -> Result<(), String> {
         let cubin = compiler
             .compile_cubin(&src, &CompileOptions::new(Arch::sm90a()))
             .map_err(|e| format!("{label}: {e}"))?;
-        sass_of(&cubin.bytes, dir, &label)?;
+        sass_of(&src, &cubin.bytes, dir, &label)?;
         n += 1;
     }
     for (dk, dv) in [(96, 96), (64, 64), (128, 128), (256, 256)] {
@@ -90,7 +91,7 @@ fn main() -> Result<(), String> {
                 let cubin = compiler
                     .compile_cubin(&src, &CompileOptions::new(Arch::sm90a()))
                     .map_err(|e| format!("{label}: {e}"))?;
-                sass_of(&cubin.bytes, dir, &label)?;
+                sass_of(&src, &cubin.bytes, dir, &label)?;
                 n += 1;
             }
         }

@@ -22,7 +22,8 @@
 ///   value in place, so the compiler cannot move reads or writes of an
 ///   accumulator across asynchronous wgmma instructions (CUTLASS calls this
 ///   `warpgroup_fence_operand`).
-pub const PRELUDE: &str = r#"// ---- fragmask prelude (header-free: no include directives, NVRTC-friendly) ----
+pub const PRELUDE: &str = concat!(
+    r#"// ---- fragmask prelude (header-free: no include directives, NVRTC-friendly) ----
 typedef unsigned short fm_bf16;   // bf16 as its raw bit pattern
 
 // bf16 bit pattern of a float that is exactly representable in bf16.
@@ -38,22 +39,15 @@ __device__ __forceinline__ unsigned fm_pack_bf16x2(fm_bf16 lo, fm_bf16 hi) {
     return (unsigned)lo | ((unsigned)hi << 16);
 }
 
-// 32-bit shared-memory address of a generic pointer that points into shared memory.
-__device__ __forceinline__ unsigned fm_smem_u32(const void* ptr) {
-    unsigned addr;
-    asm("{ .reg .u64 a64;\n\t"
-        "cvta.to.shared.u64 a64, %1;\n\t"
-        "cvt.u32.u64 %0, a64; }"
-        : "=r"(addr) : "l"(ptr));
-    return addr;
-}
-
-// Keep the compiler from moving accesses of `reg` across async wgmma code.
+"#,
+    crate::family::ptx::smem_u32_text!("fm_smem_u32"),
+    r#"// Keep the compiler from moving accesses of `reg` across async wgmma code.
 __device__ __forceinline__ void fm_fence_operand(float& reg) {
     asm volatile("" : "+f"(reg) :: "memory");
 }
 // ---- end of prelude ----
-"#;
+"#
+);
 
 #[cfg(test)]
 mod tests {

@@ -10,21 +10,15 @@ use crate::emit::{Expr, Let};
 
 /// Helpers the apply functions use, guarded so that several generated headers can share
 /// one translation unit. Header-free: no include directives.
-pub const APPLY_PRELUDE: &str = r#"#ifndef FRAGMASK_APPLY_PRELUDE
+pub const APPLY_PRELUDE: &str = concat!(
+    r#"#ifndef FRAGMASK_APPLY_PRELUDE
 #define FRAGMASK_APPLY_PRELUDE
 // -inf as a float: the value a masked score becomes.
 __device__ __forceinline__ float fm_apply_neg_inf() { return __int_as_float(0xff800000u); }
-// 32-bit shared-state-space address of a generic pointer into shared memory.
-__device__ __forceinline__ unsigned fm_apply_smem_u32(const void* ptr) {
-    unsigned addr;
-    asm("{ .reg .u64 a64;\n\t"
-        "cvta.to.shared.u64 a64, %1;\n\t"
-        "cvt.u32.u64 %0, a64; }"
-        : "=r"(addr) : "l"(ptr));
-    return addr;
-}
-#endif // FRAGMASK_APPLY_PRELUDE
-"#;
+"#,
+    crate::family::ptx::smem_u32_text!("fm_apply_smem_u32"),
+    "#endif // FRAGMASK_APPLY_PRELUDE\n"
+);
 
 /// The identifier of an encoding in function and macro names (`fragment_native`, ...).
 pub fn ident(encoding: Encoding) -> &'static str {

@@ -12,17 +12,9 @@
 
 use super::ConfigError;
 
-/// Registers per thread of the register file of one SM (65536) shared by its blocks.
-const SM_REGISTERS: u32 = 65_536;
-/// Shared memory of one SM on sm_90 (228 KiB), of which each resident block reserves 1 KiB.
-const SM_SHARED_BYTES: u32 = 233_472;
-/// Shared memory the driver reserves per resident block.
-const RESERVED_PER_BLOCK: u32 = 1024;
-/// Largest dynamic shared memory one block may use on sm_90 (227 KiB).
-pub const MAX_DYNAMIC_SMEM: u32 = 232_448;
-/// Registers per thread of the producer warpgroup after `setmaxnreg.dec` (the minimum the
-/// instruction allows, PTX ISA 9.7.19.5).
-pub const PRODUCER_REGS: u32 = 24;
+pub use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS};
+use crate::family::sm90::{RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES};
+
 /// Upper bound of `setmaxnreg.inc` a consumer asks for (FlashAttention-3's 240).
 const CONSUMER_REGS_CAP: u32 = 240;
 

@@ -32,13 +32,12 @@
 //!   `diag_offset = seqlen_k - seqlen_q`. "Infinite" is any value `>= WINDOW_INFINITE`.
 
 pub mod backward;
-mod fragment;
 mod geometry;
 mod smem;
 mod source;
 
 pub use crate::family::dtype::ActDtype;
-pub use fragment::{FragmentMap, NotSeparable, Term};
+pub use crate::family::fragment::{FragmentMap, NotSeparable, Term};
 pub use geometry::{Geometry, MAX_DYNAMIC_SMEM, PRODUCER_REGS};
 
 /// Name of the generated `extern "C"` kernel.
@@ -50,8 +49,7 @@ pub const COMBINE_KERNEL_NAME: &str = "fragmask_attention_combine";
 pub const COMBINE_THREADS: u32 = 128;
 /// Most splits of one forward call (the workspace holds `splits · B · H · Sq · D` floats).
 pub const MAX_SPLITS: u32 = 128;
-/// Window bounds at or above this are treated as unbounded.
-pub const WINDOW_INFINITE: i32 = 1 << 30;
+pub use crate::family::schedule::WINDOW_INFINITE;
 
 /// How the kernel decides which keys each query sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -184,6 +182,12 @@ impl core::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl From<crate::family::LayoutError> for ConfigError {
+    fn from(e: crate::family::LayoutError) -> Self {
+        ConfigError::Layout(e.0)
+    }
+}
 
 /// A validated attention-kernel configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,15 +8,18 @@
 
 use std::fmt::Write as _;
 
-use super::fragment::FragmentMap;
 use super::smem::Operands;
 use super::{
-    ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode,
-    COMBINE_KERNEL_NAME, COMBINE_THREADS, KERNEL_NAME, PRODUCER_REGS, WINDOW_INFINITE,
+    AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode, COMBINE_KERNEL_NAME,
+    COMBINE_THREADS, KERNEL_NAME, PRODUCER_REGS, WINDOW_INFINITE,
 };
 use crate::cuda::PRELUDE;
 use crate::family::combine::{self, CombineSpec};
+use crate::family::fragment::FragmentMap;
+use crate::family::mask;
 use crate::family::ptx;
+use crate::family::schedule::{row_block, SPLIT_RANGE};
+use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
@@ -27,7 +30,9 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     check_slots(&s_map, &g)?;
     let o_map = FragmentMap::new(d).map_err(|e| ConfigError::Layout(e.0))?;
     o_map.check_adjacent_pairs()?;
-    let quad = quad_shuffle_masks(&s_map)?;
+    // Lanes that share a row differ only in the column leaf of the thread mode with
+    // prefix 1 (`4:128`, the quad lane): the shuffle partners are its bits.
+    let quad = softmax::quad_partners(|lane| s_map.coord(lane, 0).0)?;
 
     let mut src = String::with_capacity(48 * 1024);
     let _ = writeln!(
@@ -51,6 +56,21 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     let (q_chunk, kv_chunk) = ops.chunk_bytes()?;
     let s_values = s_map.values();
     let o_values = o_map.values();
+    let softmax_rows = softmax::WgmmaRows {
+        s_values,
+        s_row_slot: s_map.value_row_slot_expr("i"),
+        s_layout: format!("CLayout_64x{} = {}", s_map.n(), s_map.layout_text()),
+        s_doc: s_map.describe(""),
+        o_values,
+        o_row_slot: format!(
+            "{} / {}",
+            o_map.value_row_expr("i"),
+            s_map.row_slot_stride()?
+        ),
+        o_layout: format!("CLayout_64x{} = {}", o_map.n(), o_map.layout_text()),
+        row_slot_stride: s_map.row_slot_stride()?,
+        partners: quad,
+    };
     let mut values: Vec<(&str, String)> = vec![
         ("D_CHUNKS", (d / 64).to_string()),
         ("D", d.to_string()),
@@ -82,7 +102,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("S_VALUES", s_values.to_string()),
         ("O_VALUES", o_values.to_string()),
         ("P_REGS", (s_values / 2).to_string()),
-        ("LAYOUT_S_DOC", s_map.describe("")),
         (
             "LAYOUT_S",
             format!("CLayout_64x{} = {}", s_map.n(), s_map.layout_text()),
@@ -95,13 +114,26 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("THREAD_COL", s_map.thread_col_expr("lt")),
         ("O_THREAD_ROW", o_map.thread_row_expr("lt")),
         ("O_THREAD_COL", o_map.thread_col_expr("lt")),
-        ("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")),
         ("VALUE_COL_S", s_map.value_col_expr("i")),
         ("VALUE_ROW_O", o_map.value_row_expr("i")),
         ("VALUE_COL_O", o_map.value_col_expr("i")),
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
-        ("QUAD_XOR_0", quad[0].to_string()),
-        ("QUAD_XOR_1", quad[1].to_string()),
+        ("ONLINE_SOFTMAX", softmax::wgmma_online(&softmax_rows)),
+        (
+            "ROW_FINISH",
+            softmax::finish(
+                &RowFinish {
+                    sum: "row_sum[r]",
+                    max: "row_max[r]",
+                    inv: "inv[r]",
+                    lse: "lse[r]",
+                    running_max: RunningMax::Unscaled { scale: "p.scale" },
+                    log2: Log2::Approx,
+                },
+                quad,
+                "            ",
+            ),
+        ),
         ("QUAD_LEADER", quad_leader_expr(&s_map)),
         ("Q_CHUNK_BYTES", q_chunk.to_string()),
         ("KV_CHUNK_BYTES", kv_chunk.to_string()),
@@ -109,12 +141,19 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("KV_TILE_BYTES", ops.k.tile_bytes().to_string()),
         ("Q_WG_STRIDE", ops.q_warpgroup_stride(&g)?.to_string()),
         ("GEMMS", gemms(&ops, &g, d)?),
-        ("WGMMA_SS", ptx::wgmma_ss(g.step_n(), ptx_type(k))),
-        ("WGMMA_RS", ptx::wgmma_rs(d, ptx_type(k))),
+        (
+            "WGMMA_SS",
+            ptx::wgmma_ss(g.step_n(), k.dtype().mma_ptx_type()),
+        ),
+        ("WGMMA_RS", ptx::wgmma_rs(d, k.dtype().mma_ptx_type())),
         ("MATH", ptx::MATH.to_string()),
+        ("GRID_DEPENDENCY", ptx::GRID_DEPENDENCY.to_string()),
+        ("TENSOR_MAP", ptx::TENSOR_MAP.to_string()),
+        ("NEG_INF", ptx::NEG_INF.to_string()),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
-        ("ACT2", ptx::act2(ptx_type(k))),
-        ("ACT", ptx_type(k).to_string()),
+        ("ACT2", ptx::act2(k.dtype().mma_ptx_type())),
+        ("ACT", k.dtype().mma_ptx_type().to_string()),
+        ("SPLIT_RANGE", SPLIT_RANGE.to_string()),
         ("SCHEDULE", schedule(k.mask()).to_string()),
         ("MASK_BITS", mask_bits(k.mask(), &g)),
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
@@ -125,7 +164,10 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     ];
     match k.mask() {
         // Only the window schedule and mask compare against "unbounded".
-        MaskMode::Window => values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string())),
+        MaskMode::Window => {
+            values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
+            values.push(("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")));
+        }
         MaskMode::Blocks => values.push(("MASK_WORDS", g.mask_words_per_thread().to_string())),
     }
     let body = fill(TEMPLATE, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;
@@ -165,16 +207,10 @@ const COMBINE_STORE: &str =
 fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
     let n = g.step_n();
     let mut s = String::from(
-        "// ---- the two GEMMs; shared-memory operands from gmma-frag (attention/smem.rs) ----\n",
+        "// ---- the two GEMMs; shared-memory operands from gmma-frag (family/smem.rs) ----\n",
     );
     for tile in [&ops.q, &ops.k, &ops.v] {
-        s.push_str(&tile.describe());
-        let _ = writeln!(
-            s,
-            "#define FM_DESC_{} {:#018x}ull",
-            tile.name,
-            tile.descriptor_bits()
-        );
+        s.push_str(&tile.declare_descriptor());
     }
     let _ = writeln!(
         s,
@@ -248,129 +284,31 @@ fn check_slots(s_map: &FragmentMap, g: &Geometry) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Lanes that share a row differ only in the column leaf of the thread mode with
-/// prefix 1 (`4:128`, the quad lane): the shuffle partners are its bits.
-fn quad_shuffle_masks(map: &FragmentMap) -> Result<[u32; 2], ConfigError> {
-    let mut lanes_of_row0: Vec<u32> = (0..32).filter(|&t| map.coord(t, 0).0 == 0).collect();
-    lanes_of_row0.sort_unstable();
-    // The partners of lane 0 are the lanes xor each bit the row's lanes differ in.
-    let span = lanes_of_row0.iter().fold(0, |acc, &l| acc | l);
-    let bits: Vec<u32> = (0..5).map(|b| 1 << b).filter(|b| span & b != 0).collect();
-    match bits[..] {
-        [a, b] if lanes_of_row0.len() == 4 => Ok([a, b]),
-        _ => Err(ConfigError::Layout(format!(
-            "row 0 is held by lanes {lanes_of_row0:?}, expected 4 lanes differing in 2 bits (one quad)"
-        ))),
-    }
-}
-
 fn quad_leader_expr(map: &FragmentMap) -> String {
     // The thread holding column 0 of its row within the quad: thread column term == 0.
     format!("({} == 0)", map.thread_col_expr("lt"))
 }
 
-/// The PTX type of the kernel's 16-bit operands: `bf16` or `f16`.
-fn ptx_type(k: &AttentionKernel) -> &'static str {
-    match k.dtype() {
-        ActDtype::F16 => "f16",
-        _ => "bf16",
-    }
-}
-
 fn schedule(mode: MaskMode) -> &'static str {
     match mode {
-        MaskMode::Window => SCHEDULE_WINDOW,
-        MaskMode::Blocks => SCHEDULE_BLOCKS,
+        MaskMode::Window => row_block::WINDOW,
+        MaskMode::Blocks => row_block::LISTS,
     }
 }
 
-/// The mask component's per-thread words: `fm_mask_bits` holds the FragmentNative words of
-/// one step for one consumer thread (`ceil(block_n / 2 / 32)` per key block, the step's
-/// blocks one after the other) and `fm_load_mask_bits` reads each block's words with the
-/// widest aligned vector load (one per thread per partial tile).
+/// The mask words' loader of the kernel's mode (window: no words, all bits set).
 fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
-    let per_block = match mode {
-        MaskMode::Window => 1,
-        MaskMode::Blocks => g.mask_words_per_thread(),
+    let words_per_block = match mode {
+        MaskMode::Window => None,
+        MaskMode::Blocks => Some(g.mask_words_per_thread()),
     };
-    let words = per_block * g.step_blocks();
-    let mut s = format!(
-        "// FragmentNative words of one step for one consumer thread: bit b of w[{per_block}*h + j] is the bit of\n\
-         // slot h's value 32*j + b.\n\
-         struct fm_mask_bits {{ unsigned w[{words}]; }};\n\
-         __device__ __forceinline__ fm_mask_bits fm_mask_all() {{\n\
-         \x20   fm_mask_bits b;\n\
-         #pragma unroll\n\
-         \x20   for (int j = 0; j < {words}; ++j) b.w[j] = 0xffffffffu;\n\
-         \x20   return b;\n\
-         }}\n"
-    );
-    if mode == MaskMode::Window {
-        s.push_str(
-            "__device__ __forceinline__ fm_mask_bits fm_load_mask_bits(const fm_attn_params& p, const fm_tile& t, int ct) {\n\
-             \x20   return fm_mask_all();   // window mode reads no words\n\
-             }\n",
-        );
-        return s;
-    }
-    // words: u32 [tiles, mask_threads, per_block]; thread ct's words of one tile are
-    // contiguous. Widest vector the words of one thread fill exactly (they start at a
-    // multiple of `per_block`).
-    let lanes = match per_block {
-        2 => 2,
-        4 => 4,
-        _ => 1,
-    };
-    let _ = write!(
-        s,
-        "// words: u32 [partial tiles, {threads} consumer threads, {per_block}] (masks::PackedMask, FragmentNative);\n\
-         // element offset (tile * {threads} + ct) * {per_block}: one coalesced load per thread per tile.\n\
-         __device__ __forceinline__ fm_mask_bits fm_load_mask_bits(const fm_attn_params& p, const fm_tile& t, int ct) {{\n\
-         \x20   fm_mask_bits b;\n\
-         #pragma unroll\n\
-         \x20   for (int h = 0; h < FM_STEP_BLOCKS; ++h) {{\n\
-         \x20       if (t.mask_tile[h] < 0) {{\n\
-         \x20           // full block: every bit set; missing slot: none\n\
-         #pragma unroll\n\
-         \x20           for (int j = 0; j < {per_block}; ++j) b.w[{per_block} * h + j] = t.n_block[h] >= 0 ? 0xffffffffu : 0u;\n\
-         \x20           continue;\n\
-         \x20       }}\n\
-         \x20       const unsigned* src = p.words + ((long long)t.mask_tile[h] * {threads} + ct) * {per_block};\n",
-        threads = g.mask_threads(),
-    );
-    let mut j = 0;
-    while j < per_block {
-        match lanes {
-            1 => {
-                let _ = writeln!(s, "        b.w[{per_block} * h + {j}] = __ldg(src + {j});");
-            }
-            2 => {
-                let _ = writeln!(
-                    s,
-                    "        {{ const uint2 v = __ldg(reinterpret_cast<const uint2*>(src + {j})); b.w[{per_block} * h + {j}] = v.x; b.w[{per_block} * h + {}] = v.y; }}",
-                    j + 1
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    s,
-                    "        {{ const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + {j})); b.w[{per_block} * h + {j}] = v.x; b.w[{per_block} * h + {}] = v.y; b.w[{per_block} * h + {}] = v.z; b.w[{per_block} * h + {}] = v.w; }}",
-                    j + 1,
-                    j + 2,
-                    j + 3
-                );
-            }
-        }
-        j += lanes;
-    }
-    s.push_str("    }\n    return b;\n}\n");
-    s
+    mask::row_block_words(words_per_block, g.step_blocks(), g.mask_threads())
 }
 
 fn mask_apply(mode: MaskMode) -> &'static str {
     match mode {
-        MaskMode::Window => MASK_WINDOW,
-        MaskMode::Blocks => MASK_BLOCKS,
+        MaskMode::Window => mask::ROW_BLOCK_WINDOW,
+        MaskMode::Blocks => mask::ROW_BLOCK_WORDS,
     }
 }
 
@@ -425,183 +363,6 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, Con
     ];
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
 }
-
-const SCHEDULE_WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sliding window / none), no mask words ----
-// Key j is visible from query i iff i + diag_offset - window_left <= j <= i + diag_offset + window_right
-// and j < seqlen_k. Key blocks are visited from the highest down, FM_STEP_BLOCKS per step, so the diagonal
-// (partial) blocks come first, as in FlashAttention-3.
-struct fm_schedule {
-    int num_tiles;   // steps this block visits
-    int kk0;         // the block's first step (split-KV: its split's share starts there)
-    int n_last;      // highest visited key block; step kk holds blocks n_last - FM_STEP_BLOCKS*kk - h
-    int n_first;     // lowest visited key block
-    int m0;          // first query row of the block
-    int m_end;       // last real query row of the block (< seqlen_q)
-};
-
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
-    fm_schedule s;
-    s.kk0 = 0;
-    s.m0 = m_block * FM_BLOCK_M;
-    s.m_end = min(s.m0 + FM_BLOCK_M, p.seqlen_q) - 1;
-    const long long lo = (long long)s.m0 + p.diag_offset - (long long)p.window_left;   // lowest visible key
-    const long long hi = (long long)s.m_end + p.diag_offset + (long long)p.window_right; // highest visible key
-    const int n_first = (p.window_left >= $WINDOW_INFINITE || lo <= 0) ? 0 : (int)min(lo / FM_BLOCK_N, (long long)p.n_blocks);
-    int n_last;
-    if (p.window_right >= $WINDOW_INFINITE || hi >= (long long)p.seqlen_k - 1) n_last = p.n_blocks - 1;
-    else if (hi < 0) n_last = -1;
-    else n_last = (int)(hi / FM_BLOCK_N);
-    const int blocks = max(0, n_last - n_first + 1);
-    s.num_tiles = (blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
-    s.n_last = n_last;
-    s.n_first = n_first;
-    return s;
-}
-
-// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
-struct fm_tile {
-    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
-    int mask_tile[FM_STEP_BLOCKS];  // unused in window mode
-    int partial;                    // 1: some element of the step is masked, apply the mask
-};
-
-__device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
-    fm_tile t;
-    t.partial = 0;
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const int n = s.n_last - FM_STEP_BLOCKS * (s.kk0 + kk) - h;
-        t.n_block[h] = n >= s.n_first ? n : -1;
-        t.mask_tile[h] = -1;
-        const long long n0 = (long long)n * FM_BLOCK_N;
-        // Fully visible iff every (row, key) of the block satisfies the window and the key bound.
-        const bool left_ok = p.window_left >= $WINDOW_INFINITE || n0 >= (long long)s.m_end + p.diag_offset - p.window_left;
-        const bool right_ok = p.window_right >= $WINDOW_INFINITE || n0 + FM_BLOCK_N - 1 <= (long long)s.m0 + p.diag_offset + p.window_right;
-        const bool bound_ok = n0 + FM_BLOCK_N <= (long long)p.seqlen_k;
-        if (t.n_block[h] < 0 || !(left_ok && right_ok && bound_ok)) t.partial = 1;
-    }
-    return t;
-}
-"#;
-
-const SCHEDULE_BLOCKS: &str = r#"// ---- tile schedule: FlexAttention-style block lists + FragmentNative words ----
-// Row (batch, head, m_block) of the [Bm, Hm, Mb] lists is batch*mask_batch_stride + head*mask_head_stride
-// + m_block (strides are 0 where the mask broadcasts). Partial blocks (kv_indices) come first, then full ones;
-// step kk takes list entries FM_STEP_BLOCKS*kk .. FM_STEP_BLOCKS*kk + FM_STEP_BLOCKS-1 of that sequence.
-struct fm_schedule {
-    int num_tiles;    // steps
-    int kk0;          // the block's first step (split-KV: its split's share starts there)
-    int num_blocks;   // partial + full blocks
-    int num_partial;  // kv_num_blocks of this row
-    int list_row;     // index of this (batch, head, m_block) in [Bm, Hm, Mb]
-    int m0;           // first query row of the block
-};
-
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
-    fm_schedule s;
-    s.kk0 = 0;
-    s.m0 = m_block * FM_BLOCK_M;
-    s.list_row = batch * p.mask_batch_stride + head * p.mask_head_stride + m_block;
-    s.num_partial = __ldg(p.kv_num_blocks + s.list_row);
-    s.num_blocks = s.num_partial + __ldg(p.full_kv_num_blocks + s.list_row);
-    s.num_tiles = (s.num_blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
-    return s;
-}
-
-// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
-struct fm_tile {
-    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
-    int mask_tile[FM_STEP_BLOCKS];  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1: no words
-    int partial;                    // 1: apply the mask (words, a missing slot, or the key bound of the last block)
-};
-
-__device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
-    fm_tile t;
-    t.partial = 0;
-    const long long row = (long long)s.list_row * p.n_blocks;   // [Bm, Hm, Mb, Nb] row of the index lists
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const int e = FM_STEP_BLOCKS * (s.kk0 + kk) + h;   // entry of the partial-then-full sequence
-        if (e < s.num_partial) {
-            t.n_block[h] = __ldg(p.kv_indices + row + e);
-            t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);
-            t.partial = 1;
-        } else if (e < s.num_blocks) {
-            t.n_block[h] = __ldg(p.full_kv_indices + row + (e - s.num_partial));
-            t.mask_tile[h] = -1;
-            // A full block still needs the key bound when it reaches past seqlen_k (K is zero-filled there).
-            if ((long long)t.n_block[h] * FM_BLOCK_N + FM_BLOCK_N > (long long)p.seqlen_k) t.partial = 1;
-        } else {
-            t.n_block[h] = -1;
-            t.mask_tile[h] = -1;
-            t.partial = 1;
-        }
-    }
-    return t;
-}
-"#;
-
-const MASK_WINDOW: &str = r#"// ---- mask application: window mode ----
-// Values of S outside the window, past seqlen_k or in a missing slot become -inf (only called on partial steps).
-__device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
-                                              const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
-        int col_lo[2], col_hi[2];   // visible column range of this thread's two rows, relative to n0 + frag_col
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            // $LAYOUT_S: row slot r is row frag_row + $ROW_SLOT_STRIDE * r
-            const long long row = (long long)sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
-            const long long base = n0 + frag_col;
-            long long lo = p.window_left >= $WINDOW_INFINITE ? -1 : row + p.diag_offset - p.window_left - base;
-            long long hi = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1 - base
-                                                             : row + p.diag_offset + p.window_right - base;
-            hi = min(hi, (long long)p.seqlen_k - 1 - base);
-            if (t.n_block[h] < 0) hi = -(1LL << 20);   // missing slot: nothing visible
-            col_lo[r] = (int)max(min(lo, 1LL << 20), -(1LL << 20));
-            col_hi[r] = (int)max(min(hi, 1LL << 20), -(1LL << 20));
-        }
-#pragma unroll
-        for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
-            // $LAYOUT_S value mode: column offset $VALUE_COL_S (slot h's block starts at column h * FM_BLOCK_N),
-            // row slot $VALUE_ROW_SLOT_S
-            const int c = $VALUE_COL_S - h * FM_BLOCK_N;
-            const int r = $VALUE_ROW_SLOT_S;
-            if (c < col_lo[r] || c > col_hi[r]) s[i] = FM_NEG_INF;
-        }
-    }
-}
-"#;
-
-const MASK_BLOCKS: &str = r#"// ---- mask application: FragmentNative words ----
-// Consumer thread ct = 128*wg + lt holds the $S_VALUES values of $LAYOUT_S. Slot h's values are
-// h*FM_BLOCK_VALUES .. (h+1)*FM_BLOCK_VALUES-1, in the register order of the mask tile's own accumulator
-// (checked by the generator); bit b of word w of slot h is the mask bit of its value 32*w + b, loaded by
-// fm_load_mask_bits.
-__device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
-                                              const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
-#pragma unroll
-    for (int i = 0; i < $S_VALUES; ++i) {
-        // FragmentNative order: value i <-> slot i / FM_BLOCK_VALUES, bit (i % 32) of that slot's word (i % FM_BLOCK_VALUES) / 32
-        const int h = i / FM_BLOCK_VALUES;
-        const unsigned word = bits.w[h * $MASK_WORDS + (i % FM_BLOCK_VALUES) / 32];
-        if (((word >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
-    }
-#pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
-        if (t.n_block[h] >= 0 && n0 + FM_BLOCK_N > (long long)p.seqlen_k) {
-            // Key bound of the last block (TMA zero-fills K past seqlen_k; those scores must not count).
-            const int cols_left = p.seqlen_k - (int)n0 - frag_col;
-#pragma unroll
-            for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
-                if ($VALUE_COL_S - h * FM_BLOCK_N >= cols_left) s[i] = FM_NEG_INF;   // $LAYOUT_S value column
-            }
-        }
-    }
-}
-"#;
 
 /// Consumer main loop, no overlap: QK^T, wait, softmax, PV, wait.
 const MAINLOOP_SERIAL: &str = r#"
@@ -723,19 +484,19 @@ const TEMPLATE: &str = r#"
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES          // one 64-column chunk (TMA box) of K or V
 #define FM_Q_TILE_BYTES $Q_TILE_BYTES           // the Q tile, block_m x D bf16
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES          // one K or V tile, block_n x D bf16
-#define FM_NEG_INF (__int_as_float(0xff800000u))
+$NEG_INF
 
-// cuTensorMapEncodeTiled's opaque 128-byte CUtensorMap, passed as a __grid_constant__ kernel parameter.
-struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
-
+$TENSOR_MAP
 $PARAMS_STRUCT
 $PTX_HELPERS
 
 $WGMMA_SS
 $WGMMA_RS
 $MATH
+$GRID_DEPENDENCY
 $NAMED_BARRIERS
 $ACT2
+$SPLIT_RANGE
 $SCHEDULE
 $MASK_BITS
 $MASK_APPLY
@@ -764,43 +525,7 @@ __device__ __forceinline__ void fm_load_kv_step(unsigned dst, const fm_tensor_ma
     }
 }
 $GEMMS
-// ---- online softmax (base 2), FlashAttention-3 style ----
-$LAYOUT_S_DOC// Values with row slot r belong to row frag_row + $ROW_SLOT_STRIDE*r; the four lanes of a quad (thread leaf
-// 4:128, shuffle xor $QUAD_XOR_0 and $QUAD_XOR_1) hold the rest of those rows.
-__device__ __forceinline__ void fm_online_softmax(float (&s)[$S_VALUES], float (&row_max)[2], float (&row_sum)[2],
-                                                  float (&corr)[2], float scale_log2) {
-    float m_new[2] = {row_max[0], row_max[1]};
-#pragma unroll
-    for (int i = 0; i < $S_VALUES; ++i) {
-        const int r = $VALUE_ROW_SLOT_S;   // $LAYOUT_S value row slot
-        m_new[r] = fmaxf(m_new[r], s[i]);
-    }
-    float m_scaled[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], $QUAD_XOR_0));
-        m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], $QUAD_XOR_1));
-        // A row with nothing visible so far keeps max -inf; subtract 0 instead so exp2 gives 0, not NaN.
-        m_scaled[r] = (m_new[r] == FM_NEG_INF) ? 0.f : m_new[r] * scale_log2;
-        corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);
-        row_max[r] = m_new[r];
-        row_sum[r] *= corr[r];
-    }
-#pragma unroll
-    for (int i = 0; i < $S_VALUES; ++i) {
-        const int r = $VALUE_ROW_SLOT_S;
-        s[i] = fm_exp2(fmaf(s[i], scale_log2, -m_scaled[r]));
-        row_sum[r] += s[i];   // per-thread partial sum; the quad reduction happens once, at the end
-    }
-}
-
-__device__ __forceinline__ void fm_rescale_o(float (&o)[$O_VALUES], const float (&corr)[2]) {
-#pragma unroll
-    for (int i = 0; i < $O_VALUES; ++i) {
-        o[i] *= corr[$VALUE_ROW_O / $ROW_SLOT_STRIDE];   // $LAYOUT_O value row offset
-    }
-}
-
+$ONLINE_SOFTMAX
 // P ($ACT) as the RS A operand: register pair (2m, 2m+1) of S -> A register m (DESIGN fact 5).
 __device__ __forceinline__ void fm_convert_p(const float (&s)[$S_VALUES], unsigned (&pf)[$P_REGS]) {
 #pragma unroll
@@ -852,18 +577,18 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     fm_schedule sched = fm_make_schedule(p, batch, head, m_block);
     if (FM_SPLIT_KV) {
         const int total = sched.num_tiles;
-        sched.kk0 = (int)((long long)total * split / p.num_splits);
-        sched.num_tiles = (int)((long long)total * (split + 1) / p.num_splits) - sched.kk0;
+        sched.kk0 = fm_split_start(total, split, p.num_splits);
+        sched.num_tiles = fm_split_start(total, split + 1, p.num_splits) - sched.kk0;
         // Programmatic dependent launch (PTX ISA 9.7.13.11): the split-KV combine may start;
         // it waits (griddepcontrol.wait) for this grid's partials before reading them.
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+        fm_launch_dependents();
     }
     const unsigned warpgroup = threadIdx.x / 128u;
 
     if (threadIdx.x == 0) {
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_q) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_k) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_v) : "memory");
+        fm_prefetch_tensormap(&tma_q);
+        fm_prefetch_tensormap(&tma_k);
+        fm_prefetch_tensormap(&tma_v);
         fm_mbar_init(FM_BAR_Q, 1);
 #pragma unroll
         for (int s = 0; s < FM_STAGES; ++s) {
@@ -955,12 +680,7 @@ $MAINLOOP
         float inv[2], lse[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], $QUAD_XOR_0);
-            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], $QUAD_XOR_1);
-            const bool any = row_sum[r] > 0.f;
-            inv[r] = any ? 1.f / row_sum[r] : 0.f;
-            // natural log: lse = scale * max + ln(sum) = scale * max + log2(sum) * ln 2
-            lse[r] = any ? row_max[r] * p.scale + fm_log2(row_sum[r]) * 0.69314718055994531f : FM_NEG_INF;
+$ROW_FINISH
         }
         const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
         // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows

@@ -11,7 +11,7 @@ pub const TILE_ROWS: u32 = 16;
 /// Bytes of one cp.async / shared-memory vector access.
 pub const CHUNK_BYTES: u32 = 16;
 /// Shared memory one CTA may use on sm_90 (CUDA Programming Guide, Table 21: 227 KB).
-pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
+pub const MAX_SMEM_BYTES: u32 = crate::family::sm90::MAX_DYNAMIC_SMEM;
 /// Shared memory per SM on sm_90 (228 KB), of which the driver reserves 1 KB per CTA.
 pub const SM_SMEM_BYTES: u32 = 228 * 1024;
 /// Largest supported page size (a power of two).

@@ -15,11 +15,13 @@
 //!   SM80 fragments) consistent operands;
 //! - [`DecodeParams`] is the ABI ([`crate::abi_struct!`]);
 //! - [`crate::family::combine`] merges the warps' and the splits' partial results;
-//! - [`source`] emits the scheduler, producer, consumer and epilogue.
+//! - [`source`] emits the scheduler, producer and epilogue; `tile` the consumer's step
+//!   (QKᵀ, mask, the family's online softmax, PV).
 
 mod config;
 pub mod operands;
 pub mod source;
+mod tile;
 
 pub use config::{
     ConfigError, DecodeConfig, KvLayout, CHUNK_BYTES, CLUSTER_MERGE, LIST_CAP, MAX_CLUSTER_SPLITS,

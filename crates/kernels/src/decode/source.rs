@@ -29,12 +29,14 @@ use super::config::{
     ConfigError, DecodeConfig, KvLayout, LIST_CAP, MAX_CLUSTER_SPLITS, TILE_KEYS, TILE_ROWS,
 };
 use super::operands::{
-    c_thread_row_col, lane_expr, o_thread_floats, p_source, qk_a_source, qk_b_source, qk_swizzle,
-    qk_thread_chunks, v_row, v_swizzle, v_thread_chunks,
+    c_thread_row_col, lane_expr, o_thread_floats, qk_swizzle, qk_thread_chunks, v_swizzle,
+    v_thread_chunks,
 };
+use super::tile;
 use crate::family::combine::{self, CombineSpec};
-use crate::family::dtype::ActDtype;
 use crate::family::ptx;
+use crate::family::schedule::SPLIT_RANGE;
+use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
 
 /// The split kernel's entry point.
@@ -150,13 +152,6 @@ pub fn source(config: DecodeConfig) -> Result<String, ConfigError> {
     fill(template, &refs).map_err(|e| ConfigError(format!("decode template: {e}")))
 }
 
-fn mma_type(dtype: ActDtype) -> &'static str {
-    match dtype {
-        ActDtype::F16 => "f16",
-        _ => "bf16",
-    }
-}
-
 /// Every placeholder of [`TEMPLATE`], from the config and the layouts.
 fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigError> {
     let d = config.head_dim;
@@ -187,9 +182,16 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("DTYPE_HELPERS", config.dtype.cuda_helpers()),
         ("ABI", DecodeParams::ABI.cuda()),
         ("COMBINE_HELPERS", combine::HELPERS.to_string()),
-        ("MMA_TYPE", mma_type(config.dtype).to_string()),
-        ("ACT2", ptx::act2(mma_type(config.dtype))),
+        ("MMA_16816", ptx::mma_sync_16816(config.dtype.mma_ptx_type())),
+        ("SMEM_U32", ptx::SMEM_U32.to_string()),
+        ("CP_ASYNC", ptx::CP_ASYNC.to_string()),
+        ("CLUSTER", ptx::CLUSTER.to_string()),
+        ("LDS128", ptx::LDS128.to_string()),
+        ("SPLIT_RANGE", SPLIT_RANGE.to_string()),
+        ("ACT2", ptx::act2(config.dtype.mma_ptx_type())),
         ("MATH", ptx::MATH.to_string()),
+        ("GRID_DEPENDENCY", ptx::GRID_DEPENDENCY.to_string()),
+        ("NEG_INF", ptx::NEG_INF.to_string()),
         ("THREADS", config.threads().to_string()),
         ("WARPS", config.warps.to_string()),
         ("MIN_CTAS", config.ctas_per_sm().to_string()),
@@ -221,23 +223,28 @@ fn values(config: DecodeConfig) -> Result<Vec<(&'static str, String)>, ConfigErr
         ("C_COL", lane_expr(&c_col)?.cuda(&[])),
         ("TILE_BASE", tile_base(config)),
         ("ROW_OFFSET", row_offset(config)),
-        ("QK_PRODUCT", qk_product(config)),
-        ("PV_PRODUCT", pv_product(config)),
         ("O_TO_SMEM", o_to_smem(config)),
         ("MERGE_VECS", (d / 4).to_string()),
-        ("LN2", "0.69314718055994531f".into()),
+        (
+            "ROW_FINISH",
+            softmax::finish(
+                &RowFinish {
+                    sum: "l_run[h]",
+                    max: "m_run[h]",
+                    inv: "inv_l[h]",
+                    lse: "lse_warp[h]",
+                    running_max: RunningMax::Base2,
+                    log2: Log2::Full,
+                },
+                tile::row_partners()?,
+                "        ",
+            ),
+        ),
         ("STORE_OUT", STORE_OUT.to_string()),
-        ("TILE_BODY", TILE_BODY.to_string()),
-        ("TILE_PAIR_BODY", TILE_PAIR_BODY.to_string()),
+        ("TILE_BODY", tile::body(config, &tile::SINGLE, "        ")?),
+        ("TILE_PAIR_BODY", tile::body(config, &tile::PAIR, "            ")?),
+        ("SCALE_MAX", softmax::MMA_SYNC_SCALE_MAX.to_string()),
         ("PAIR", u32::from(config.pairs_tiles()).to_string()),
-        (
-            "QK_PRODUCT_PAIR",
-            qk_product_for(config, &[("s", "k_tile"), ("s1", "k_tile1")]),
-        ),
-        (
-            "PV_PRODUCT_1",
-            pv_product_for(config, "s1", "v_tile1", "pb"),
-        ),
         ("SHARED", u32::from(config.shared_kv).to_string()),
         (
             "TILE_COPIES",
@@ -343,125 +350,6 @@ fn row_offset(config: DecodeConfig) -> String {
     }
 }
 
-/// `S = Q·Kᵀ` for one 16-key tile: per pair of k16 steps, one 16-byte chunk of Q rows r
-/// and r + 8 and of K rows r and 8 + r per lane (QK operand tiling), two MMAs per key
-/// n-tile (qk_contraction order).
-fn qk_product(config: DecodeConfig) -> String {
-    qk_product_for(config, &[("s", "k_tile")])
-}
-
-/// [`qk_product`] for several 16-key tiles at once, `(scores, K tile)` each: the Q
-/// chunks of each step pair are loaded once for all of them.
-fn qk_product_for(config: DecodeConfig, targets: &[(&str, &str)]) -> String {
-    let c = config.chunks_per_row();
-    let mut s = String::from(
-        "        // S = Q K^T, contraction order qk_contraction (operands.rs): chunk qk_lane + 4j of\n\
-         \x20       // Q rows r, r + 8 and K rows r, 8 + r holds both k16 steps of pair j.\n",
-    );
-    for j in 0..config.head_dim / 32 {
-        let _ = writeln!(
-            s,
-            "        {{  // step pair {j}: d {lo}..{hi}\n\
-             \x20           const uint4 qa = fm_lds128(q_warp + fm_swizzle_qk(qk_lane + {o0}u) * 16u);  // row r\n\
-             \x20           const uint4 qb = fm_lds128(q_warp + fm_swizzle_qk(qk_lane + {o1}u) * 16u);  // row r + 8",
-            lo = 32 * j,
-            hi = 32 * j + 31,
-            o0 = 4 * j,
-            o1 = 4 * j + 8 * c
-        );
-        for (nt, &(scores, k_tile)) in (0..2).flat_map(|nt| targets.iter().map(move |t| (nt, t))) {
-            let _ = writeln!(
-                s,
-                "            {{\n\
-                 \x20               const uint4 kk = fm_lds128({k_tile} + fm_swizzle_qk(qk_lane + {off}u) * 16u);  // key {nt8} + r",
-                off = 4 * j + 8 * c * nt,
-                nt8 = 8 * nt
-            );
-            for h in 0..2 {
-                let word = |w: u32| ["x", "y", "z", "w"][w as usize];
-                let a: Vec<String> = (0..4)
-                    .map(|reg| {
-                        let (plus8, w) = qk_a_source(h, reg);
-                        format!("{}.{}", if plus8 { "qb" } else { "qa" }, word(w))
-                    })
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "                fm_mma_16816({scores}[{nt}], {}, {}, {}, {}, kk.{}, kk.{});  // step {step}",
-                    a[0],
-                    a[1],
-                    a[2],
-                    a[3],
-                    word(qk_b_source(h, 0)),
-                    word(qk_b_source(h, 1)),
-                    step = 2 * j + h
-                );
-            }
-            s.push_str("            }\n");
-        }
-        s.push_str("        }\n");
-    }
-    s
-}
-
-/// `O += P·V` for one 16-key tile: P's A registers from S (p_source), V's B registers
-/// from one 16-byte chunk of each of the rows 2q, 2q+1, 2q+8, 2q+9 (v_row) per 64
-/// columns; element t of the chunks feeds n-tile 8g + t (o_columns).
-fn pv_product(config: DecodeConfig) -> String {
-    pv_product_for(config, "s", "v_tile", "pa")
-}
-
-/// [`pv_product`] with named operands: the scores `scores`, the V tile `v_tile`, and the
-/// A registers `{p_regs}0..3` it declares (the paired tile body runs it twice).
-fn pv_product_for(config: DecodeConfig, scores: &str, v_tile: &str, p_regs: &str) -> String {
-    let c = config.chunks_per_row();
-    let mut s = String::from(
-        "        // P as the A operand: register i packs S's (tile i/2: c 2(i%2), 2(i%2)+1) (p_source)\n",
-    );
-    for reg in 0..4 {
-        let (tile, c0) = p_source(reg);
-        let _ = writeln!(
-            s,
-            "        const unsigned {p_regs}{reg} = fm_act2({scores}[{tile}][{c0}], {scores}[{tile}][{c1}]);",
-            c1 = c0 + 1
-        );
-    }
-    s.push_str(
-        "        // O += P V: V rows v_row(q, reg, half) = 2q + half + 8 reg, chunk v_lane + 8g\n",
-    );
-    for g in 0..config.head_dim / 64 {
-        let _ = writeln!(s, "        {{  // d {}..{}", 64 * g, 64 * g + 63);
-        let mut names = Vec::new();
-        for reg in 0..2 {
-            for half in 0..2 {
-                let row = v_row(0, reg, half);
-                let name = format!("v{row}");
-                let _ = writeln!(
-                    s,
-                    "            const uint4 {name} = fm_lds128({v_tile} + fm_swizzle_v(v_lane + {off}u) * 16u);  // row 2q + {row}",
-                    off = row * c + 8 * g
-                );
-                names.push(name);
-            }
-        }
-        for t in 0..8u32 {
-            let word = ["x", "y", "z", "w"][(t / 2) as usize];
-            let sel = if t % 2 == 0 { "0x5410u" } else { "0x7632u" };
-            let _ = writeln!(
-                s,
-                "            fm_mma_16816(o[{nt}], {p_regs}0, {p_regs}1, {p_regs}2, {p_regs}3, __byte_perm({a}.{word}, {b}.{word}, {sel}), __byte_perm({c2}.{word}, {d2}.{word}, {sel}));",
-                nt = 8 * g + t,
-                a = names[0],
-                b = names[1],
-                c2 = names[2],
-                d2 = names[3],
-            );
-        }
-        s.push_str("        }\n");
-    }
-    s
-}
-
 /// The warp's normalised o into the merge area: c-value cv of n-tile (t, g) at row
 /// r + 8 (cv / 2), d = 64g + 16q + 8 (cv % 2) + t (o_columns), 16 consecutive floats
 /// per row and group.
@@ -501,7 +389,7 @@ fn o_to_smem(config: DecodeConfig) -> String {
 /// second cluster barrier keeps every CTA's shared memory alive until all reads are done.
 const CLUSTER_MERGE_BODY: &str = r#"        fm_cluster_sync();
         const int n = p.num_splits;  // the cluster's size; this CTA's rank is `split`
-        const unsigned o_base = fm_smem_addr(all_o), lse_base = fm_smem_addr(merge_lse);
+        const unsigned o_base = fm_smem_u32(all_o), lse_base = fm_smem_u32(merge_lse);
         const int mine = ($CTA_ROWS - split + n - 1) / n;  // rows split, split + n, ...
         for (int idx = (int)tid; idx < mine * $MERGE_VECS; idx += $THREADS) {
             const int row = split + n * (idx / $MERGE_VECS);
@@ -533,203 +421,26 @@ const CLUSTER_MERGE_BODY: &str = r#"        fm_cluster_sync();
         fm_cluster_sync();
         return;"#;
 
-/// One 16-key tile of the consumer (both CTA kinds): `S = Q·Kᵀ` from the warp's Q tile
-/// `q_warp` and `k_tile`, the per-element mask (`row_bits`, `lo_key`, `hi_key`), the
-/// online softmax, and `O += P·V` from `v_tile`.
-const TILE_BODY: &str = r#"        float s[2][4];
-        #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-$QK_PRODUCT
-        // Mask (causal / window / length / mask bits, per element) and scale: c-value c of
-        // key n-tile nt is row frag_row + 8 (c / 2), key key0 + 8 nt + frag_col + c % 2.
-        float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
-        // When every score of the warp's tile is visible, scale only.
-        const bool all_visible = __all_sync(0xffffffffu, (row_bits[0] & row_bits[1]) == 0xffffu && key0 >= lo_all && key0 + $TILE_KEYS <= hi_all);
-        if (all_visible) {
-            fm_scale_max(s, p.scale_log2, row_max);
-        } else {
-        #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-            #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int col = 8 * nt + (int)frag_col + (c % 2);
-                const int key = key0 + col;
-                const bool visible = key >= lo_key[c / 2] && key < hi_key[c / 2] && ((row_bits[c / 2] >> col) & 1u);
-                s[nt][c] = visible ? s[nt][c] * p.scale_log2 : FM_NEG_INF;
-                row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
-            }
-        }
-        }
-        float alpha[2], m_use[2];
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            // The four lanes of a quad hold one row (SM80_C_LAYOUT): reduce over them.
-            row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
-            row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
-            const float m_new = fmaxf(m_run[h], row_max[h]);
-            // A row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives 0, not NaN.
-            m_use[h] = m_new == FM_NEG_INF ? 0.f : m_new;
-            alpha[h] = fm_exp2(m_run[h] - m_use[h]);
-            m_run[h] = m_new;
-        }
-        float row_sum[2] = {0.f, 0.f};
-        #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-            #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                s[nt][c] = fm_exp2(s[nt][c] - m_use[c / 2]);
-                row_sum[c / 2] += s[nt][c];
-            }
-        }
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + row_sum[h];
-        #pragma unroll
-        for (int n = 0; n < $N_TILES; ++n) {
-            o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
-        }
-$PV_PRODUCT"#;
-
-/// Two 16-key tiles of the shared-K/V consumer under one softmax update: `S₀ = Q·K₀ᵀ`
-/// (`s`, `k_tile`, `key0`, `row_bits`) and `S₁ = Q·K₁ᵀ` (`s1`, `k_tile1`, `key0_1`,
-/// `row_bits1`), one row max, rescale and sum over their 32 keys, then `O += P₀·V₀ +
-/// P₁·V₁`.
-const TILE_PAIR_BODY: &str = r#"            float s[2][4], s1[2][4];
-            #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-                s1[nt][0] = s1[nt][1] = s1[nt][2] = s1[nt][3] = 0.f;
-            }
-$QK_PRODUCT_PAIR
-            // Mask and scale both tiles (c-value c of key n-tile nt: row frag_row + 8 (c / 2),
-            // key key0 (key0_1) + 8 nt + frag_col + c % 2).
-            float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
-            // When every score of both tiles is visible to the warp, scale only.
-            const bool all_visible = __all_sync(0xffffffffu,
-                (row_bits[0] & row_bits[1] & row_bits1[0] & row_bits1[1]) == 0xffffu
-                && min(key0, key0_1) >= lo_all && max(key0, key0_1) + $TILE_KEYS <= hi_all);
-            if (all_visible) {
-                fm_scale_max(s, p.scale_log2, row_max);
-                fm_scale_max(s1, p.scale_log2, row_max);
-            } else {
-            #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int col = 8 * nt + (int)frag_col + (c % 2);
-                    const int key = key0 + col, key1 = key0_1 + col;
-                    const bool visible = key >= lo_key[c / 2] && key < hi_key[c / 2] && ((row_bits[c / 2] >> col) & 1u);
-                    const bool visible1 = key1 >= lo_key[c / 2] && key1 < hi_key[c / 2] && ((row_bits1[c / 2] >> col) & 1u);
-                    s[nt][c] = visible ? s[nt][c] * p.scale_log2 : FM_NEG_INF;
-                    s1[nt][c] = visible1 ? s1[nt][c] * p.scale_log2 : FM_NEG_INF;
-                    row_max[c / 2] = fmaxf(row_max[c / 2], fmaxf(s[nt][c], s1[nt][c]));
-                }
-            }
-            }
-            float alpha[2], m_use[2];
-            #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                // The four lanes of a quad hold one row (SM80_C_LAYOUT): reduce over them.
-                row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
-                row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
-                const float m_new = fmaxf(m_run[h], row_max[h]);
-                // A row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives 0, not NaN.
-                m_use[h] = m_new == FM_NEG_INF ? 0.f : m_new;
-                alpha[h] = fm_exp2(m_run[h] - m_use[h]);
-                m_run[h] = m_new;
-            }
-            float row_sum[2] = {0.f, 0.f};
-            #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    s[nt][c] = fm_exp2(s[nt][c] - m_use[c / 2]);
-                    s1[nt][c] = fm_exp2(s1[nt][c] - m_use[c / 2]);
-                    row_sum[c / 2] += s[nt][c] + s1[nt][c];
-                }
-            }
-            #pragma unroll
-            for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + row_sum[h];
-            #pragma unroll
-            for (int n = 0; n < $N_TILES; ++n) {
-                o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
-            }
-$PV_PRODUCT
-$PV_PRODUCT_1"#;
-
 const TEMPLATE: &str = r#"$HEADER
 $DTYPE_HELPERS
 $ABI
 $COMBINE_HELPERS
-#define FM_NEG_INF (-__int_as_float(0x7f800000))
+$NEG_INF
 
-// mma.sync.m16n8k16 (PTX ISA 9.7.14.5.8), fp32 accumulate in place: A 16x16 row-major,
-// B 16x8 column-major, fragments of docs/architecture.md fact 4.
-__device__ __forceinline__ void fm_mma_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.$MMA_TYPE.$MMA_TYPE.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-// A warp tile whose scores are all visible: scale them (base 2) and fold them into the
-// row maxima of the lane's two rows (c-value c of n-tile nt is row c / 2, SM80_C_LAYOUT).
-__device__ __forceinline__ void fm_scale_max(float (&s)[2][4], float scale, float (&row_max)[2]) {
-    #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-        #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            s[nt][c] *= scale;
-            row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
-        }
-    }
-}
+$MMA_16816
+$SCALE_MAX
 $ACT2
 // Four floats to four activations at dst (8 bytes).
 __device__ __forceinline__ void fm_store4(fm_act* dst, float4 v) {
     *reinterpret_cast<uint2*>(dst) = make_uint2(fm_act2(v.x, v.y), fm_act2(v.z, v.w));
 }
 $MATH
-__device__ __forceinline__ unsigned fm_smem_addr(const void* ptr) {
-    unsigned addr;
-    asm("{ .reg .u64 a64; cvta.to.shared.u64 a64, %1; cvt.u32.u64 %0, a64; }" : "=r"(addr) : "l"(ptr));
-    return addr;
-}
-// cp.async (PTX ISA 9.7.9.25): 16 bytes global -> shared, zero-filled past `bytes`, L1 bypassed.
-__device__ __forceinline__ void fm_cp_async16(unsigned dst, const void* src, unsigned bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-// cp.async of one 4-byte mask word (cp.async.ca: .cg takes only 16 bytes).
-__device__ __forceinline__ void fm_cp_async4(unsigned dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void fm_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void fm_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
-// Distributed shared memory (PTX ISA 9.7.9.13 mapa, 9.7.9.8 ld.shared::cluster): the
-// address of a shared variable in CTA `rank` of the cluster, and loads from it.
-__device__ __forceinline__ unsigned fm_mapa(unsigned addr, int rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ float fm_ld_cluster_f32(unsigned addr) {
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ float4 fm_ld_cluster_f32x4(unsigned addr) {
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
-    return v;
-}
-// Every thread of every CTA of the cluster (PTX ISA 9.7.13.4 barrier.cluster): writes to
-// shared memory before it are visible to the cluster's reads after it.
-__device__ __forceinline__ void fm_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint4 fm_lds128(unsigned addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-    return v;
-}
+$GRID_DEPENDENCY
+$SMEM_U32
+$CP_ASYNC
+$CLUSTER
+$LDS128
+$SPLIT_RANGE
 // Shared tiles are addressed in 16-byte chunks, offset row * $CHUNKS + chunk, swizzled
 // (fragmask_layout::Swizzle, CuTe's Swizzle<B,M,S>: x ^ ((x & mask) >> S)).
 // Q and K tiles: $QK_SWIZZLE.
@@ -760,8 +471,8 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
 
     // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): let the combine
     // launch now; wait for the previous kernel's writes before the first global read.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    fm_launch_dependents();
+    fm_wait_prior_grids();
 
     // ---- scheduler: this CTA's key tiles, from the device's lengths ----
     const int seqlen_k = min(max(p.seqlens_k ? p.seqlens_k[b] : p.capacity_k, 0), p.capacity_k);
@@ -803,8 +514,8 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     // Splits cut the tiles in steps of $STEP_TILES (a shared-K/V stage; 1 otherwise):
     // split s takes steps [steps s / n, steps (s + 1) / n) (reference::split_key_ranges).
     const int steps = (tiles + $STEP_TILES - 1) / $STEP_TILES;
-    const int split_first = tile_lo + (int)((long long)steps * split / p.num_splits) * $STEP_TILES;
-    const int split_end = min(tile_lo + tiles, tile_lo + (int)((long long)steps * (split + 1) / p.num_splits) * $STEP_TILES);
+    const int split_first = tile_lo + fm_split_start(steps, split, p.num_splits) * $STEP_TILES;
+    const int split_end = min(tile_lo + tiles, tile_lo + fm_split_start(steps, split + 1, p.num_splits) * $STEP_TILES);
     // The keys each of the lane's two rows sees: [lo_key, hi_key).
     int lo_key[2], hi_key[2];
     #pragma unroll
@@ -845,7 +556,7 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
 
     // ---- producer: Q tiles [$CTA_ROWS, D] (packed rows, 16 per tile), then the K/V stages ----
     fm_act* q_tile = reinterpret_cast<fm_act*>(fm_smem);
-    const unsigned q_smem = fm_smem_addr(q_tile);
+    const unsigned q_smem = fm_smem_u32(q_tile);
     const fm_act* q_kv_head = p.q + b * p.q_stride_batch + (long long)q_start * p.q_stride_token + (long long)hkv * group * p.q_stride_head;
     for (unsigned idx = tid; idx < $CTA_ROWS * $CHUNKSu; idx += $THREADSu) {
         const unsigned row = idx / $CHUNKSu, chunk = idx % $CHUNKSu;
@@ -1034,11 +745,7 @@ $TILE_BODY
     float inv_l[2], lse_warp[2];
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
-        l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
-        const bool empty = !(l_run[h] > 0.f);
-        inv_l[h] = empty ? 0.f : 1.f / l_run[h];
-        lse_warp[h] = empty ? FM_NEG_INF : (m_run[h] + log2f(l_run[h])) * $LN2;
+$ROW_FINISH
     }
     __syncthreads();  // every warp is done with its stages: they become the merge area
     // [warps][16][D] o and [warps][16] lse: with shared K/V, warp w's rows are CTA rows 16 w ..
@@ -1093,6 +800,7 @@ $COMBINE_KERNEL
 mod tests {
     use super::*;
     use crate::decode::config::KvLayout;
+    use crate::family::dtype::ActDtype;
 
     #[test]
     fn rust_mirror_has_the_c_offsets() {
@@ -1116,7 +824,7 @@ mod tests {
         assert!(src.contains("(key0 >> 4)"));
         assert!(src.contains("fm_mma_16816(o[15]"));
         assert!(!src.contains("fm_mma_16816(o[16]"));
-        let wait = src.find("griddepcontrol.wait").unwrap();
+        let wait = src.find("fm_wait_prior_grids();").unwrap();
         assert!(wait < src.find("p.seqlens_k[b]").unwrap());
         let per_key =
             source(DecodeConfig::new(64, ActDtype::F16, KvLayout::Paged { page_size: 1 }).unwrap())

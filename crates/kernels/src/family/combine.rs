@@ -68,14 +68,15 @@ pub struct CombineSpec<'a> {
 }
 
 /// The combine kernel of `spec`: `columns / 4` threads per row, each merging the
-/// `num_splits` partials of 4 columns with [`HELPERS`] (which must precede it).
+/// `num_splits` partials of 4 columns with [`HELPERS`] (which must precede it, with
+/// `family::ptx::GRID_DEPENDENCY`).
 pub fn kernel(spec: &CombineSpec<'_>) -> String {
     let vecs = spec.columns / 4;
     let rows_per_cta = (spec.threads / vecs).max(1);
     format!(
         "extern \"C\" __global__ void __launch_bounds__({threads}) {name}(const __grid_constant__ {params} p) {{\n\
          \x20   // Programmatic dependent launch: the partials are complete and visible after this.\n\
-         \x20   asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n\
+         \x20   fm_wait_prior_grids();\n\
          \x20   const unsigned tid = threadIdx.x;\n\
          \x20   if (tid >= {rows_per_cta}u * {vecs}u) return;\n\
          \x20   const long long row_id = (long long)blockIdx.x * {rows_per_cta} + tid / {vecs}u;\n\
@@ -155,7 +156,7 @@ mod tests {
             partial_lse: "p.lse",
             store: "    (void)out; (void)lse;",
         });
-        let wait = k.find("griddepcontrol.wait").unwrap();
+        let wait = k.find("fm_wait_prior_grids();").unwrap();
         assert!(wait < k.find("partial_lse[").unwrap());
         assert!(k.contains("blockIdx.x * 4 + tid / 32u"));
         assert_eq!(rows_per_cta(128, 256), 2);

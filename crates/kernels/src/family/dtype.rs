@@ -41,6 +41,26 @@ impl ActDtype {
         }
     }
 
+    /// The PTX type of the 16-bit MMA operands this activation type is computed in:
+    /// `f16` for fp16, `bf16` otherwise.
+    pub const fn mma_ptx_type(self) -> &'static str {
+        match self {
+            ActDtype::F16 => "f16",
+            _ => "bf16",
+        }
+    }
+
+    /// The body of `float fm_act_to_f32(unsigned short h)`: a 16-bit activation's bits as a
+    /// float (fp16 through `cvt.f32.f16`, bf16 as the upper half of the float's bits).
+    pub const fn bits16_to_f32_body(self) -> &'static str {
+        match self {
+            ActDtype::F16 => {
+                "    float x; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(x) : \"h\"(h)); return x;"
+            }
+            _ => "    return __uint_as_float(((unsigned)h) << 16);",
+        }
+    }
+
     /// CUDA definitions of `fm_act` (the storage type), `fm_act_load(const fm_act*)`
     /// and `fm_act_store(fm_act*, float)` (round to nearest even) for this type.
     pub fn cuda_helpers(self) -> String {

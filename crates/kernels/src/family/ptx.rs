@@ -1,14 +1,26 @@
 //! PTX helpers of the family, defined once and used by every kernel that needs them
 //! (docs/architecture.md §3, "PTX helpers"): mbarriers, TMA tile loads, wgmma fences,
-//! descriptors and calls, named barriers, and the fast exp2/log2. Each constant or
+//! descriptors and calls, named barriers, and the fast exp2/log2; cp.async, clusters,
+//! bulk reductions and mma.sync for the kernels that use them. Each constant or
 //! emitter is pasted into a kernel's source at most once; unused `__forceinline__`
 //! functions cost nothing in the compiled kernel.
 
 use std::fmt::Write as _;
 
+/// `fm_tensor_map`, cuTensorMapEncodeTiled's opaque 128-byte `CUtensorMap` as a
+/// `__grid_constant__` kernel parameter, and `fm_prefetch_tensormap` (PTX ISA 9.7.9.26
+/// `prefetch.tensormap`): what [`TMA_WGMMA`]'s loads take.
+pub const TENSOR_MAP: &str = r#"// cuTensorMapEncodeTiled's opaque 128-byte CUtensorMap, passed as a __grid_constant__ kernel parameter.
+struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
+// Fetches a tensor map into the cache before its first TMA load (PTX ISA prefetch.tensormap).
+__device__ __forceinline__ void fm_prefetch_tensormap(const fm_tensor_map* map) {
+    asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
+}
+"#;
+
 /// mbarrier (PTX ISA 9.7.12.15), TMA tile loads (9.7.9.25 cp.async.bulk.tensor), wgmma
 /// fences and the shared-memory descriptor (9.7.15): the helpers of the TMA + wgmma
-/// kernels (the forward and the backward). Needs `fm_tensor_map` declared first.
+/// kernels (the forward and the backward). Needs [`TENSOR_MAP`] first.
 pub const TMA_WGMMA: &str = r#"// ---- PTX helpers: mbarrier, TMA, wgmma (PTX ISA 9.7.12.15 mbarrier, 9.7.9.25 cp.async.bulk.tensor, 9.7.15 wgmma) ----
 __device__ __forceinline__ void fm_mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
@@ -70,6 +82,20 @@ __device__ __forceinline__ float fm_log2(float x) {
 }
 "#;
 
+/// Programmatic dependent launch (PTX ISA 9.7.13.11 `griddepcontrol`):
+/// `fm_launch_dependents()` lets the next grid of the stream launch now,
+/// `fm_wait_prior_grids()` waits until the previous grid has completed and its writes are
+/// visible (both no-ops without the launch attribute). Every kernel of the family and the
+/// combine kernels use them.
+pub const GRID_DEPENDENCY: &str = r#"// ---- programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol) ----
+__device__ __forceinline__ void fm_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void fm_wait_prior_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+"#;
+
+/// `FM_NEG_INF`: the float −∞ (bits `0xff800000`), what a masked score becomes and the
+/// max of an empty row.
+pub const NEG_INF: &str = "#define FM_NEG_INF (__int_as_float(0xff800000u))";
+
 /// Named barriers (PTX ISA 9.7.13.1 `bar.sync` / `bar.arrive`) over a compile-time
 /// thread count: `fm_named_sync<THREADS>(id)`, `fm_named_arrive<THREADS>(id)`. The count
 /// is an immediate, as the instruction wants it.
@@ -81,6 +107,117 @@ template <int THREADS> __device__ __forceinline__ void fm_named_arrive(int id) {
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(THREADS) : "memory");
 }
 "#;
+
+/// `fm_smem_u32(ptr)`: the 32-bit shared-state-space address of a generic pointer into
+/// shared memory (PTX ISA 9.7.8.6 `cvta`), what `ld.shared`, `cp.async` and wgmma
+/// descriptors take. A macro so that [`crate::cuda::PRELUDE`] and the apply prelude
+/// (`fm_apply_smem_u32`) hold the same text.
+macro_rules! smem_u32_text {
+    ($name:literal) => {
+        concat!(
+            "// 32-bit shared-memory address of a generic pointer that points into shared memory.\n",
+            "__device__ __forceinline__ unsigned ",
+            $name,
+            r#"(const void* ptr) {
+    unsigned addr;
+    asm("{ .reg .u64 a64;\n\t"
+        "cvta.to.shared.u64 a64, %1;\n\t"
+        "cvt.u32.u64 %0, a64; }"
+        : "=r"(addr) : "l"(ptr));
+    return addr;
+}
+"#
+        )
+    };
+}
+pub(crate) use smem_u32_text;
+
+/// `fm_smem_u32(ptr)`: the 32-bit shared-memory address of a generic pointer (the text
+/// `cuda::PRELUDE` holds too).
+pub const SMEM_U32: &str = smem_u32_text!("fm_smem_u32");
+
+/// cp.async (PTX ISA 9.7.9.25): 16-byte copies with zero-fill, 4-byte copies, and the
+/// group commit / wait, for kernels that stream K/V without TMA (decode).
+pub const CP_ASYNC: &str = r#"// cp.async (PTX ISA 9.7.9.25): 16 bytes global -> shared, zero-filled past `bytes`, L1 bypassed.
+__device__ __forceinline__ void fm_cp_async16(unsigned dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+// cp.async of one 4-byte mask word (cp.async.ca: .cg takes only 16 bytes).
+__device__ __forceinline__ void fm_cp_async4(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void fm_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void fm_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+"#;
+
+/// Distributed shared memory (PTX ISA 9.7.9.13 `mapa`, `ld.shared::cluster`) and the
+/// cluster barrier (9.7.13.4), for merges across the CTAs of a cluster (decode).
+pub const CLUSTER: &str = r#"// Distributed shared memory (PTX ISA 9.7.9.13 mapa, 9.7.9.8 ld.shared::cluster): the
+// address of a shared variable in CTA `rank` of the cluster, and loads from it.
+__device__ __forceinline__ unsigned fm_mapa(unsigned addr, int rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float fm_ld_cluster_f32(unsigned addr) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ float4 fm_ld_cluster_f32x4(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+    return v;
+}
+// Every thread of every CTA of the cluster (PTX ISA 9.7.13.4 barrier.cluster): writes to
+// shared memory before it are visible to the cluster's reads after it.
+__device__ __forceinline__ void fm_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+"#;
+
+/// `fm_lds128(addr)`: one 16-byte shared-memory load (PTX ISA 9.7.9.8 `ld.shared.v4`).
+pub const LDS128: &str = r#"__device__ __forceinline__ uint4 fm_lds128(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+"#;
+
+/// Reductions into global memory: `red.global.add.v2.f32` (PTX ISA 9.7.13.6), the TMA bulk
+/// reduction `cp.reduce.async.bulk` (9.7.9.25.4) with its group commit and waits, and an
+/// acquire load (9.7.9.8 `ld.acquire`) for semaphores (the backward's dQ).
+pub const GLOBAL_REDUCE: &str = r#"// f32x2 reduction into global memory (PTX ISA 9.7.13.6 red, vector form, sm_90).
+__device__ __forceinline__ void fm_red_add2(float* dst, float a, float b) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(a), "f"(b) : "memory");
+}
+// TMA bulk reduction shared -> global (PTX ISA 9.7.9.25.4 cp.reduce.async.bulk), its group commit and waits.
+__device__ __forceinline__ void fm_bulk_reduce_add(float* dst, unsigned src, unsigned bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void fm_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void fm_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ int fm_ld_acquire(const int* p) {
+    int v; asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
+}
+"#;
+
+/// `fm_mma_16816(c, a0..a3, b0, b1)`: `mma.sync.m16n8k16` with f32 accumulate in place and
+/// 16-bit operands of PTX type `ty` (`bf16` or `f16`).
+pub fn mma_sync_16816(ty: &str) -> String {
+    format!(
+        "// mma.sync.m16n8k16 (PTX ISA 9.7.14.5.8), fp32 accumulate in place: A 16x16 row-major,\n\
+         // B 16x8 column-major, fragments of docs/architecture.md fact 4.\n\
+         __device__ __forceinline__ void fm_mma_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {{\n\
+         \x20   asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n\"\n\
+         \x20                : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n\
+         \x20                : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n\
+         }}\n"
+    )
+}
 
 /// `fm_act2(lo, hi)`: two floats rounded to one register of two 16-bit values of PTX
 /// type `ty` (`bf16` or `f16`), `lo` in bits 0-15 (`cvt.rn.{ty}x2.f32 d, a, b` puts `a`

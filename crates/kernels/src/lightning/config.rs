@@ -96,8 +96,8 @@ impl LightningConfig {
         // Registers: the state's 4 per row plus about 48 for indices, v, o and the
         // pointers (ptxas' report for D = E = 96); as many CTAs as that budget allows.
         let registers = (4 * config.rows_per_thread() + 48).next_multiple_of(8);
-        let min_ctas_per_sm =
-            (65_536 / (config.threads * registers)).clamp(1, 2048 / config.threads);
+        let min_ctas_per_sm = (crate::family::sm90::SM_REGISTERS / (config.threads * registers))
+            .clamp(1, 2048 / config.threads);
         LightningConfig {
             min_ctas_per_sm,
             ..config

@@ -1,6 +1,6 @@
 //! CUDA source of the lightning decode kernel, assembled from components:
 //! the ABI ([`LightningParams`]), the geometry ([`LightningConfig`]), the state tiling
-//! ([`StateTiling`]) and the activation dtype helpers ([`ActDtype::cuda_helpers`]).
+//! ([`StateTiling`]) and the activation dtype helpers ([`crate::family::dtype::ActDtype::cuda_helpers`]).
 //!
 //! Grid: `(splits, heads, batch)`; CTA `(s, h, b)` owns columns
 //! `split(s) .. split(s) + cols_per_cta` of state `(b, h)`.
@@ -93,6 +93,7 @@ pub fn source(config: LightningConfig) -> Result<String, ConfigError> {
         tpp = config.tokens_per_pass,
     );
     s.push_str(&config.dtype.cuda_helpers());
+    s.push_str(crate::family::ptx::GRID_DEPENDENCY);
     s.push('\n');
     s.push_str(&LightningParams::ABI.cuda());
     s.push('\n');
@@ -139,8 +140,8 @@ fn prologue(config: &LightningConfig, tiling: &StateTiling) -> Result<String, Co
          \x20   // Programmatic dependent launch (PTX ISA §9.7.13.11 griddepcontrol): let the next\n\
          \x20   // kernel of the stream launch now, and wait for the previous one to complete and\n\
          \x20   // flush before the first global read (no-ops without the launch attribute).\n\
-         \x20   asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n\
-         \x20   asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n\
+         \x20   fm_launch_dependents();\n\
+         \x20   fm_wait_prior_grids();\n\
          \x20   const float ratio = expf(-p.slope[head]);\n",
         tpp = config.tokens_per_pass,
         warps = config.warps(),
@@ -292,7 +293,7 @@ mod tests {
         assert!(!src.contains("float4 kv6 ="));
         assert!(src.contains("__shfl_xor_sync(0xffffffffu, o0, 16)"));
         assert!(!src.contains("#include"));
-        let wait = src.find("griddepcontrol.wait").unwrap();
+        let wait = src.find("fm_wait_prior_grids();").unwrap();
         assert!(
             wait < src.find("p.slope[head]").unwrap() && wait < src.find("float4 kv0").unwrap()
         );

@@ -4,12 +4,11 @@
 
 use static_assertions::const_assert;
 
-use super::super::geometry::{MAX_DYNAMIC_SMEM, PRODUCER_REGS};
-use super::super::{ActDtype, ConfigError};
 use super::STEP_M;
+use crate::attention::ConfigError;
+use crate::family::dtype::ActDtype;
+use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS, SM_REGISTERS};
 
-/// Registers of one SM's register file.
-const SM_REGISTERS: u32 = 65_536;
 /// What a consumer thread asks `setmaxnreg.inc` for (FlashAttention-3's 240).
 pub(super) const CONSUMER_REGS: u32 = 240;
 /// f32 registers a consumer thread needs besides dK and dV: `Sᵀ` and `dPᵀ` (32 each at

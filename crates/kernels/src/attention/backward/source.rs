@@ -6,17 +6,21 @@ use std::fmt::Write as _;
 
 use fragmask_gmma_frag::TiledAccumulator;
 
-use super::super::fragment::FragmentMap;
-use super::super::smem::OperandTile;
-use super::super::{ActDtype, ConfigError, PRODUCER_REGS, WINDOW_INFINITE};
 use super::config::CONSUMER_REGS;
-use super::template::{POST_FRAGMENT, POST_ROWS, SCHEDULE_BLOCKS, SCHEDULE_WINDOW, TEMPLATE};
+use super::template::{POST_FRAGMENT, POST_ROWS, TEMPLATE};
 use super::{
     BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, KERNEL_NAME,
     POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, STEP_M,
 };
+use crate::attention::ConfigError;
 use crate::cuda::PRELUDE;
+use crate::family::fragment::FragmentMap;
+use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_ss_name, wgmma_ss_trans};
+use crate::family::schedule::{key_tile, WINDOW_INFINITE};
+use crate::family::sm90::PRODUCER_REGS;
+use crate::family::smem::OperandTile;
+use crate::family::softmax;
 use crate::family::template::fill;
 
 fn layout_err(e: impl core::fmt::Display) -> ConfigError {
@@ -110,16 +114,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             (threads, words, block_m / STEP_M, block_n / k.cta_n())
         }
     };
-    let ty = match k.dtype() {
-        ActDtype::F16 => "f16",
-        _ => "bf16",
-    };
-    let act_to_f32 = match k.dtype() {
-        ActDtype::F16 => {
-            "    float x; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(x) : \"h\"(h)); return x;"
-        }
-        _ => "    return __uint_as_float(((unsigned)h) << 16);",
-    };
+    let ty = k.dtype().mma_ptx_type();
+    let act_to_f32 = k.dtype().bits16_to_f32_body();
 
     let mut src = String::with_capacity(64 * 1024);
     let _ = writeln!(
@@ -156,6 +152,14 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("PARAMS_STRUCT", BackwardParams::ABI.cuda()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
         ("MATH", ptx::MATH.to_string()),
+        ("GRID_DEPENDENCY", ptx::GRID_DEPENDENCY.to_string()),
+        ("TENSOR_MAP", ptx::TENSOR_MAP.to_string()),
+        ("NEG_INF", ptx::NEG_INF.to_string()),
+        ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
+        (
+            "P_RECOMPUTE",
+            softmax::probability("s_acc[i]", "p.scale_log2", "lse_s[q_col + $VALUE_COL_ST]"),
+        ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
@@ -215,7 +219,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         BackwardMask::Window => {
             values.push(("VALUE_ROW_SLOT_ST", st.value_row_slot_expr("i")));
             values.push(("ROW_SLOT_STRIDE", st.row_slot_stride()?.to_string()));
-            values.push(("SCHEDULE", SCHEDULE_WINDOW.to_string()));
+            values.push(("SCHEDULE", key_tile::WINDOW.to_string()));
+            values.push(("MASK_APPLY", mask::KEY_TILE_WINDOW.to_string()));
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push((
                 "LOAD_WORD",
@@ -224,7 +229,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         }
         BackwardMask::Blocks { .. } => {
             values.push(("VALUE_ROW_ST", st.value_row_expr("i")));
-            values.push(("SCHEDULE", SCHEDULE_BLOCKS.to_string()));
+            values.push(("SCHEDULE", key_tile::LISTS.to_string()));
+            values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             values.push((
                 "LOAD_WORD",
                 "// One load per thread per partial step: word t.word of this thread's FragmentNative words\n\
@@ -391,27 +397,23 @@ fn check_mask_words(
 fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError> {
     let (d, dkv, n) = (k.head_dim(), k.dkv(), k.cta_n());
     let mut s = String::from(
-        "// ---- the GEMMs; shared-memory operands from gmma-frag (attention/smem.rs) ----\n",
+        "// ---- the GEMMs; shared-memory operands from gmma-frag (family/smem.rs) ----\n",
     );
     for tile in [&t.kv, &t.k_mn, &t.q, &t.q_mn, &t.ds] {
-        s.push_str(&tile.describe());
-        let _ = writeln!(
-            s,
-            "#define FM_DESC_{} {:#018x}ull",
-            tile.name,
-            tile.descriptor_bits()
-        );
+        s.push_str(&tile.declare_descriptor());
     }
     s.push_str(&wgmma_ss_trans(STEP_M, ty, false, false));
     s.push_str(&wgmma_ss_trans(STEP_M, ty, true, true));
     s.push_str(&wgmma_rs(dkv, ty));
     let ss = wgmma_ss_name(STEP_M, false, false);
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: A = 64 keys (K-major), B = 64 queries (K-major), K = D.
-    for (name, what) in [("fm_st", "S^T = K Q^T"), ("fm_dpt", "dP^T = V dO^T")] {
+    // One function for both: V and dO are tiles of K's and Q's layouts.
+    {
         let _ = writeln!(
             s,
-            "// {what}: k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
-             __device__ __forceinline__ void {name}(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
+            "// S^T = K Q^T and dP^T = V dO^T (V, dO: the layouts of K, Q): A = 64 keys, B = 64 queries, both\n\
+             // K-major, K = D; k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
+             __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
              \x20   fm_fence_array(acc);\n\
              \x20   fm_wgmma_fence();",
             v = STEP_M / 2
@@ -428,12 +430,13 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         s.push_str("    fm_wgmma_commit();\n    fm_fence_array(acc);\n}\n");
     }
     // dV += Pᵀ dO and dK += dSᵀ Q: A from registers (k-block j = queries 16j.. = values 8j..8j+7), B MN-major.
-    for (name, what) in [("fm_dv", "dV += P^T dO"), ("fm_dk", "dK += dS^T Q")] {
+    // One function for both: dO is a tile of Q's layout.
+    {
         let _ = writeln!(
             s,
-            "// {what}: A from registers (k-block j = queries 16j..16j+15 = values 8j..8j+7 of the m64n64\n\
-             // accumulator, docs/architecture.md fact 5); B MN-major, k-block j at byte B(0, 16j).\n\
-             __device__ __forceinline__ void {name}(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned b_base) {{\n\
+            "// dV += P^T dO and dK += dS^T Q: A from registers (k-block j = queries 16j..16j+15 = values 8j..8j+7\n\
+             // of the m64n64 accumulator, docs/architecture.md fact 5); B (dO or Q) MN-major, k-block j at byte B(0, 16j).\n\
+             __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned b_base) {{\n\
              \x20   fm_fence_array(acc);\n\
              \x20   fm_wgmma_fence();",
             v = dkv / 2,
@@ -480,6 +483,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::family::dtype::ActDtype;
 
     #[test]
     fn every_default_configuration_generates() {

@@ -2,178 +2,6 @@
 //! [`crate::family::template::fill`] with the values and the generated pieces of
 //! `source.rs` (GEMMs, fragment index expressions, schedule, mask).
 
-/// Window-mode schedule: the query steps a key tile sees, computed from the bounds.
-pub(super) const SCHEDULE_WINDOW: &str = r#"// ---- schedule: window mode (causal / sliding window / none) ----
-// Query i sees key j iff i + diag_offset - window_left <= j <= i + diag_offset + window_right and j < seqlen_k.
-// Keys n0..n_end of this CTA are seen by queries j - diag_offset - window_right ..= j - diag_offset + window_left
-// of each key j: one interval over the CTA, walked in FM_STEP_M-query steps from the lowest.
-struct fm_schedule {
-    int num_steps;   // steps visited
-    int m_first;     // first step (query rows FM_STEP_M * m_first ..)
-    int n0;          // first key of the CTA
-};
-
-// The key tile of the x-th CTA: index order (no lists to order by).
-__device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params&, int, int, int x) { return x; }
-
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
-    fm_schedule s;
-    s.n0 = n_cta * FM_CTA_N;
-    const long long n_end = min(s.n0 + FM_CTA_N, p.seqlen_k) - 1;
-    const long long lo = p.window_right >= $WINDOW_INFINITE ? 0 : max(0LL, (long long)s.n0 - p.diag_offset - p.window_right);
-    const long long hi = p.window_left >= $WINDOW_INFINITE ? (long long)p.seqlen_q - 1
-                                                          : min((long long)p.seqlen_q - 1, n_end - p.diag_offset + p.window_left);
-    if (lo > hi) { s.num_steps = 0; s.m_first = 0; return s; }
-    s.m_first = (int)(lo / FM_STEP_M);
-    s.num_steps = (int)(hi / FM_STEP_M) - s.m_first + 1;
-    return s;
-}
-
-struct fm_step {
-    int m;           // query step: rows FM_STEP_M * m ..
-    int mask_tile;   // -1: no mask words (window mode)
-    int word;        // unused in window mode
-    int partial;     // 1: some pair of the step is not visible (or a key is past seqlen_k)
-};
-
-__device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int batch, int head, int kk) {
-    fm_step t;
-    t.m = s.m_first + kk;
-    t.mask_tile = -1;
-    t.word = 0;
-    const long long i0 = (long long)t.m * FM_STEP_M, i1 = i0 + FM_STEP_M - 1;
-    const bool left_ok = p.window_left >= $WINDOW_INFINITE || i1 + p.diag_offset - p.window_left <= (long long)s.n0;
-    const bool right_ok = p.window_right >= $WINDOW_INFINITE || (long long)s.n0 + FM_CTA_N - 1 <= i0 + p.diag_offset + p.window_right;
-    const bool bound_ok = s.n0 + FM_CTA_N <= p.seqlen_k;
-    t.partial = (left_ok && right_ok && bound_ok) ? 0 : 1;
-    return t;
-}
-
-// Deterministic order: the CTAs (of one column group) that visit step m are the key tiles from the one holding
-// the first key its rows see, upwards; this CTA's rank among them.
-__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, int head, int n_cta, int m) {
-    const long long i0 = (long long)m * FM_STEP_M;
-    const long long first_key = p.window_left >= $WINDOW_INFINITE ? 0 : max(0LL, i0 + p.diag_offset - p.window_left);
-    return n_cta - (int)(first_key / FM_CTA_N);
-}
-
-// Values of S^T outside the window or past seqlen_k become -inf (partial steps only). Per row slot r (key
-// key_row + $ROW_SLOT_STRIDE * r) the visible queries are one interval, taken relative to this thread's first
-// query column and clamped to int, so each value costs two integer compares.
-__device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
-                                              const fm_step& t, unsigned word, int key_row, int q_col) {
-    int lo[2], hi[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const long long key = (long long)sched.n0 + key_row + $ROW_SLOT_STRIDE * r;
-        const long long base = (long long)t.m * FM_STEP_M + q_col;   // query of column offset 0
-        long long l = p.window_right >= $WINDOW_INFINITE ? -1 : key - p.diag_offset - p.window_right - base;
-        long long h = p.window_left >= $WINDOW_INFINITE ? (1LL << 20) : key - p.diag_offset + p.window_left - base;
-        if (key >= p.seqlen_k) h = -(1LL << 20);   // key past the end: nothing visible
-        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
-        hi[r] = (int)max(min(h, 1LL << 20), -(1LL << 20));
-    }
-#pragma unroll
-    for (int i = 0; i < $ST_VALUES; ++i) {
-        // $LAYOUT_ST value mode: row slot $VALUE_ROW_SLOT_ST, query column offset $VALUE_COL_ST
-        const int c = $VALUE_COL_ST;
-        const int r = $VALUE_ROW_SLOT_ST;
-        if (c < lo[r] || c > hi[r]) s[i] = FM_NEG_INF;
-    }
-}
-"#;
-
-/// Block-mode schedule: the transposed lists (partial query tiles, then full ones), each
-/// tile taken in `block_m / 64` steps.
-pub(super) const SCHEDULE_BLOCKS: &str = r#"// ---- schedule: the mask's transposed lists (q_indices then full_q_indices), FM_HALVES steps per tile ----
-// Mask plane of (batch, head): batch * mask_batch_heads + head * mask_has_heads (0 where the mask broadcasts);
-// transposed rows are [plane, mask_n_blocks], forward rows [plane, mask_m_blocks].
-struct fm_schedule {
-    int num_steps;
-    int num_partial;   // partial tiles of this key tile
-    long long row;     // transposed list row (plane * mask_n_blocks + mask key tile)
-    int n0;            // first key of the CTA
-};
-
-__device__ __forceinline__ int fm_plane(const fm_bwd_params& p, int batch, int head) {
-    return batch * p.mask_batch_heads + head * p.mask_has_heads;
-}
-
-// The key tile of the x-th CTA: in the host's order of the mask's key tiles by their query-tile count, largest
-// first (tile_order: the long CTAs start first and the short ones fill the tail), sub-tile x % FM_SUB of the
-// (x / FM_SUB)-th; -1 past the keys. Index order without tile_order.
-__device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params& p, int batch, int head, int x) {
-    if (!p.tile_order) return x;
-    const long long at = (long long)fm_plane(p, batch, head) * p.mask_n_blocks + x / FM_SUB;
-    const int n = __ldg(p.tile_order + at) * FM_SUB + x % FM_SUB;
-    return n < p.n_ctas ? n : -1;
-}
-
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
-    fm_schedule s;
-    s.n0 = n_cta * FM_CTA_N;
-    s.row = (long long)fm_plane(p, batch, head) * p.mask_n_blocks + n_cta / FM_SUB;
-    s.num_partial = __ldg(p.q_num_blocks + s.row);
-    s.num_steps = (s.num_partial + __ldg(p.full_q_num_blocks + s.row)) * FM_HALVES;
-    return s;
-}
-
-struct fm_step {
-    int m;           // query step: rows FM_STEP_M * m ..
-    int mask_tile;   // index along dim 0 of q_words; -1: full tile
-    int word;        // the step's word of a thread: query half of the mask tile
-    int partial;     // 1: apply the words or the key bound
-};
-
-__device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int batch, int head, int kk) {
-    fm_step t;
-    const int e = kk / FM_HALVES;
-    t.word = kk % FM_HALVES;
-    const long long base = s.row * p.mask_m_blocks;
-    if (e < s.num_partial) {
-        t.m = __ldg(p.q_indices + base + e) * FM_HALVES + t.word;
-        t.mask_tile = __ldg(p.q_tile_offsets + base + e);
-    } else {
-        t.m = __ldg(p.full_q_indices + base + (e - s.num_partial)) * FM_HALVES + t.word;
-        t.mask_tile = -1;
-    }
-    t.partial = (t.mask_tile >= 0 || s.n0 + FM_CTA_N > p.seqlen_k) ? 1 : 0;
-    return t;
-}
-
-// Deterministic order: the key tiles visiting step m are the entries of its forward row (partial and full, each
-// ascending); this CTA's rank is the number of entries below its mask key tile, times FM_SUB, plus its sub-tile.
-// Called by a whole warp: lanes read the row 32 entries at a time (coalesced) and count with a ballot.
-__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, int head, int n_cta, int m) {
-    const long long row = (long long)fm_plane(p, batch, head) * p.mask_m_blocks + m / FM_HALVES;
-    const int nb = n_cta / FM_SUB;
-    const int lane = (int)(threadIdx.x % 32u);
-    int below = 0;
-    const int np = __ldg(p.kv_num_blocks + row), nf = __ldg(p.full_kv_num_blocks + row);
-    for (int j = 0; j < np; j += 32) {
-        const bool lt = j + lane < np && __ldg(p.kv_indices + row * p.mask_n_blocks + j + lane) < nb;
-        below += __popc(__ballot_sync(0xffffffffu, lt));
-    }
-    for (int j = 0; j < nf; j += 32) {
-        const bool lt = j + lane < nf && __ldg(p.full_kv_indices + row * p.mask_n_blocks + j + lane) < nb;
-        below += __popc(__ballot_sync(0xffffffffu, lt));
-    }
-    return below * FM_SUB + n_cta % FM_SUB;
-}
-
-// Bit i of this thread's word of the step is value i of S^T (the generator checked the correspondence with the
-// mask's backward accumulator for every thread and value); keys past seqlen_k are masked too.
-__device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
-                                              const fm_step& t, unsigned word, int key_row, int q_col) {
-#pragma unroll
-    for (int i = 0; i < $ST_VALUES; ++i) {
-        // $LAYOUT_ST value mode: key row offset $VALUE_ROW_ST
-        const int key = sched.n0 + key_row + $VALUE_ROW_ST;
-        if (((word >> i) & 1u) == 0u || key >= p.seqlen_k) s[i] = FM_NEG_INF;
-    }
-}
-"#;
-
 /// The three kernels.
 pub(super) const TEMPLATE: &str = r#"
 #define FM_D $D                      // head dim
@@ -195,29 +23,15 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES     // FM_CTA_N x D
 #define FM_DS_BYTES $DS_BYTES           // one dS buffer, FM_STEP_M x FM_CTA_N
 #define FM_DQ_BUFS $DQ_BUFS                // dQ staging buffers per warpgroup (bulk reduction; 0: atomics)
-#define FM_NEG_INF (__int_as_float(0xff800000u))
+$NEG_INF
 #define FM_POS_INF (__int_as_float(0x7f800000u))
 
-struct __align__(64) fm_tensor_map { unsigned long long opaque[16]; };
-
+$TENSOR_MAP
 $PARAMS_STRUCT
 $PTX_HELPERS
-// f32x2 reduction into global memory (PTX ISA 9.7.13.6 red, vector form, sm_90).
-__device__ __forceinline__ void fm_red_add2(float* dst, float a, float b) {
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(a), "f"(b) : "memory");
-}
-// TMA bulk reduction shared -> global (PTX ISA 9.7.9.25.4 cp.reduce.async.bulk), its group commit and waits.
-__device__ __forceinline__ void fm_bulk_reduce_add(float* dst, unsigned src, unsigned bytes) {
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
-                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void fm_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void fm_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-__device__ __forceinline__ int fm_ld_acquire(const int* p) {
-    int v; asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
-}
+$GLOBAL_REDUCE
 $MATH
+$GRID_DEPENDENCY
 $ACT2
 __device__ __forceinline__ float fm_act_to_f32(unsigned short h) {
 $ACT_TO_F32
@@ -238,7 +52,7 @@ $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
     // Programmatic dependent launch (PTX ISA 9.7.13.11 griddepcontrol): the main kernel may
     // launch now; it waits for this grid's writes before reading them.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    fm_launch_dependents();
     const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
     const int lane = (int)(threadIdx.x % 32u);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
@@ -271,6 +85,7 @@ $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
 
 $POSTPROCESS
 $SCHEDULE
+$MASK_APPLY
 $GEMMS
 
 // Pairs (2m, 2m+1) of an m64n64 accumulator -> $ACTx2 register m: the RS A operand (docs/architecture.md fact 5).
@@ -312,10 +127,10 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const unsigned warpgroup = threadIdx.x / 128u;
 
     if (threadIdx.x == 0) {
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_q) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_k) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_v) : "memory");
-        asm volatile("prefetch.tensormap [%0];" :: "l"(&tma_do) : "memory");
+        fm_prefetch_tensormap(&tma_q);
+        fm_prefetch_tensormap(&tma_k);
+        fm_prefetch_tensormap(&tma_v);
+        fm_prefetch_tensormap(&tma_do);
         fm_mbar_init(FM_BAR_KV, 1);
 #pragma unroll
         for (int s = 0; s < FM_STAGES; ++s) {
@@ -329,8 +144,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     // Programmatic dependent launch: the postprocess may launch; the preprocess's writes
     // (lse in log2, Dsum, the zeroed dQ accumulator and semaphores) are complete and
     // visible after the wait, before any thread reads or reduces into them.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    fm_launch_dependents();
+    fm_wait_prior_grids();
 
     if (warpgroup == 0u) {
         // ---------------- producer: warp 0; lane 0 issues every TMA load, the 32 lanes copy lse and Dsum ----------------
@@ -426,9 +241,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 const unsigned ds_s = smem_ds + (unsigned)(it & 1) * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
                 fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
-                fm_st(s_acc, k_wg, q_s);            // S^T = K Q^T
+                fm_keys_queries_t(s_acc, k_wg, q_s);    // S^T = K Q^T
                 fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
-                fm_dpt(dp_acc, v_wg, do_s);         // dP^T = V dO^T
+                fm_keys_queries_t(dp_acc, v_wg, do_s);  // dP^T = V dO^T
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
@@ -439,7 +254,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) {
                     // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
-                    s_acc[i] = fm_exp2(fmaf(s_acc[i], p.scale_log2, -lse_s[q_col + $VALUE_COL_ST]));   // P^T
+                    s_acc[i] = $P_RECOMPUTE;   // P^T
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
@@ -456,8 +271,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     asm volatile("st.shared.b32 [%0], %1;" :: "r"(ds_s + fm_sw128(b)), "r"(ds_a[m]) : "memory");
                 }
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
-                fm_dv(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
-                fm_dk(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
+                fm_kv_grad(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
+                fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
@@ -514,7 +329,7 @@ pub(super) const POST_ROWS: &str = r#"// ---------------- postprocess: dQ = scal
 extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");   // the main kernel's dQ reductions
+    fm_wait_prior_grids();   // the main kernel's dQ reductions
     const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
     const int lane = (int)(threadIdx.x % 32u);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
@@ -534,7 +349,7 @@ pub(super) const POST_FRAGMENT: &str = r#"// ---------------- postprocess: dQ = 
 extern "C" __global__ void __launch_bounds__(128)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");   // the main kernel's dQ reductions
+    fm_wait_prior_grids();   // the main kernel's dQ reductions
     const int m = (int)(blockIdx.x / FM_D_CHUNKS), chunk = (int)(blockIdx.x % FM_D_CHUNKS);
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
     const int lt = (int)threadIdx.x;

@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use fragmask_gmma_frag::WgmmaAccumulator;
 use fragmask_layout::Layout;
 
-use super::ConfigError;
+use super::LayoutError;
 
 /// Rows of the wgmma accumulator atom (the `M` of m64nNk16).
 pub const ATOM_ROWS: u32 = 64;
@@ -284,16 +284,16 @@ fn expr(terms: &[Term], var: &str, cols: bool) -> String {
     }
 }
 
-/// Checks of the layout that the epilogues rely on, as kernel configuration errors.
+/// Checks of the layout that the epilogues rely on.
 impl FragmentMap {
     /// The epilogues store value pairs `(i, i+1)` as one 16-bit x2 register: they must be
     /// adjacent columns of the same row. Checked on the layout.
-    pub fn check_adjacent_pairs(&self) -> Result<(), ConfigError> {
+    pub fn check_adjacent_pairs(&self) -> Result<(), LayoutError> {
         for i in (0..self.values()).step_by(2) {
             if self.value_row(i) != self.value_row(i + 1)
                 || self.value_col(i) + 1 != self.value_col(i + 1)
             {
-                return Err(ConfigError::Layout(format!(
+                return Err(LayoutError(format!(
                     "values {i} and {} are not adjacent columns of one row",
                     i + 1
                 )));
@@ -303,10 +303,10 @@ impl FragmentMap {
     }
 
     /// Row distance between a thread's two row slots (8 for wgmma).
-    pub fn row_slot_stride(&self) -> Result<u32, ConfigError> {
+    pub fn row_slot_stride(&self) -> Result<u32, LayoutError> {
         match self.row_slots().as_slice() {
             [0, s] => Ok(*s),
-            other => Err(ConfigError::Layout(format!(
+            other => Err(LayoutError(format!(
                 "expected two row slots, got {other:?}"
             ))),
         }

@@ -1,0 +1,57 @@
+//! The schedule component: which tiles a CTA visits and in which order
+//! (docs/architecture.md §3, "scheduler"), each schedule defined once.
+//!
+//! - [`row_block`]: a query row block walks key blocks (the forward): the window
+//!   schedule (causal / sliding window / none, computed from the bounds, diagonal blocks
+//!   first) and the listed-blocks schedule (FlexAttention-style partial-then-full lists).
+//! - [`key_tile`]: a key tile walks query steps (the backward): the same window, and the
+//!   mask's transposed lists, with the host's largest-first order of key tiles and the
+//!   deterministic rank of a CTA among the visitors of a query step.
+//! - [`SPLIT_RANGE`]: split-KV's share of a schedule (the forward's splits and decode's),
+//!   split `s` of `n` taking steps `[T s / n, T (s + 1) / n)`.
+//!
+//! Each schedule text defines `fm_schedule` and `fm_make_schedule`, and a per-step
+//! record (`fm_tile_at` / `fm_step_at`); a kernel pastes exactly one of them.
+
+pub mod key_tile;
+pub mod row_block;
+
+/// Window bounds at or above this are treated as unbounded.
+pub const WINDOW_INFINITE: i32 = 1 << 30;
+
+/// `fm_split_start(total, split, splits)`: the first step of split `split` of `splits`
+/// over `total` steps (64-bit product, so `total * split` cannot overflow), the same
+/// cut as the host's `reference::split_key_ranges`.
+pub const SPLIT_RANGE: &str = r#"// ---- split-KV ranges (family::schedule): split s of n takes steps [total s / n, total (s + 1) / n) ----
+__device__ __forceinline__ int fm_split_start(int total, int split, int splits) {
+    return (int)((long long)total * split / splits);
+}
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_schedule_defines_its_walk_and_no_mask() {
+        for text in [row_block::WINDOW, row_block::LISTS] {
+            for f in ["struct fm_schedule", "fm_make_schedule(", "fm_tile_at("] {
+                assert!(text.contains(f), "{f}");
+            }
+            assert!(!text.contains("fm_apply_mask"));
+        }
+        for text in [key_tile::WINDOW, key_tile::LISTS] {
+            for f in [
+                "struct fm_schedule",
+                "fm_make_schedule(",
+                "fm_step_at(",
+                "fm_cta_of_block(",
+                "fm_step_rank(",
+            ] {
+                assert!(text.contains(f), "{f}");
+            }
+            assert!(!text.contains("fm_apply_mask"));
+        }
+        assert!(SPLIT_RANGE.contains("(long long)total * split / splits"));
+    }
+}

@@ -1,0 +1,122 @@
+//! Row-block schedules: the key blocks one query row block of the forward visits,
+//! `FM_STEP_BLOCKS` per step. Placeholders: `$WINDOW_INFINITE` ([`super::WINDOW_INFINITE`]),
+//! and for the lists `$MASK_THREADS`, `$MASK_WORDS` (the mask words' shape, in comments).
+//! Needs `fm_attn_params`, `FM_BLOCK_M`, `FM_BLOCK_N`, `FM_STEP_BLOCKS`.
+
+/// Window mode: the visited key blocks from the causal / sliding-window bounds, highest
+/// first, so the diagonal (partial) blocks come first, as in FlashAttention-3.
+pub const WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sliding window / none), no mask words ----
+// Key j is visible from query i iff i + diag_offset - window_left <= j <= i + diag_offset + window_right
+// and j < seqlen_k. Key blocks are visited from the highest down, FM_STEP_BLOCKS per step, so the diagonal
+// (partial) blocks come first, as in FlashAttention-3.
+struct fm_schedule {
+    int num_tiles;   // steps this block visits
+    int kk0;         // the block's first step (split-KV: its split's share starts there)
+    int n_last;      // highest visited key block; step kk holds blocks n_last - FM_STEP_BLOCKS*kk - h
+    int n_first;     // lowest visited key block
+    int m0;          // first query row of the block
+    int m_end;       // last real query row of the block (< seqlen_q)
+};
+
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
+    fm_schedule s;
+    s.kk0 = 0;
+    s.m0 = m_block * FM_BLOCK_M;
+    s.m_end = min(s.m0 + FM_BLOCK_M, p.seqlen_q) - 1;
+    const long long lo = (long long)s.m0 + p.diag_offset - (long long)p.window_left;   // lowest visible key
+    const long long hi = (long long)s.m_end + p.diag_offset + (long long)p.window_right; // highest visible key
+    const int n_first = (p.window_left >= $WINDOW_INFINITE || lo <= 0) ? 0 : (int)min(lo / FM_BLOCK_N, (long long)p.n_blocks);
+    int n_last;
+    if (p.window_right >= $WINDOW_INFINITE || hi >= (long long)p.seqlen_k - 1) n_last = p.n_blocks - 1;
+    else if (hi < 0) n_last = -1;
+    else n_last = (int)(hi / FM_BLOCK_N);
+    const int blocks = max(0, n_last - n_first + 1);
+    s.num_tiles = (blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
+    s.n_last = n_last;
+    s.n_first = n_first;
+    return s;
+}
+
+// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
+struct fm_tile {
+    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
+    int mask_tile[FM_STEP_BLOCKS];  // unused in window mode
+    int partial;                    // 1: some element of the step is masked, apply the mask
+};
+
+__device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
+    fm_tile t;
+    t.partial = 0;
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const int n = s.n_last - FM_STEP_BLOCKS * (s.kk0 + kk) - h;
+        t.n_block[h] = n >= s.n_first ? n : -1;
+        t.mask_tile[h] = -1;
+        const long long n0 = (long long)n * FM_BLOCK_N;
+        // Fully visible iff every (row, key) of the block satisfies the window and the key bound.
+        const bool left_ok = p.window_left >= $WINDOW_INFINITE || n0 >= (long long)s.m_end + p.diag_offset - p.window_left;
+        const bool right_ok = p.window_right >= $WINDOW_INFINITE || n0 + FM_BLOCK_N - 1 <= (long long)s.m0 + p.diag_offset + p.window_right;
+        const bool bound_ok = n0 + FM_BLOCK_N <= (long long)p.seqlen_k;
+        if (t.n_block[h] < 0 || !(left_ok && right_ok && bound_ok)) t.partial = 1;
+    }
+    return t;
+}
+"#;
+
+/// Listed blocks: FlexAttention-style partial then full block lists of the row.
+pub const LISTS: &str = r#"// ---- tile schedule: FlexAttention-style block lists + FragmentNative words ----
+// Row (batch, head, m_block) of the [Bm, Hm, Mb] lists is batch*mask_batch_stride + head*mask_head_stride
+// + m_block (strides are 0 where the mask broadcasts). Partial blocks (kv_indices) come first, then full ones;
+// step kk takes list entries FM_STEP_BLOCKS*kk .. FM_STEP_BLOCKS*kk + FM_STEP_BLOCKS-1 of that sequence.
+struct fm_schedule {
+    int num_tiles;    // steps
+    int kk0;          // the block's first step (split-KV: its split's share starts there)
+    int num_blocks;   // partial + full blocks
+    int num_partial;  // kv_num_blocks of this row
+    int list_row;     // index of this (batch, head, m_block) in [Bm, Hm, Mb]
+    int m0;           // first query row of the block
+};
+
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
+    fm_schedule s;
+    s.kk0 = 0;
+    s.m0 = m_block * FM_BLOCK_M;
+    s.list_row = batch * p.mask_batch_stride + head * p.mask_head_stride + m_block;
+    s.num_partial = __ldg(p.kv_num_blocks + s.list_row);
+    s.num_blocks = s.num_partial + __ldg(p.full_kv_num_blocks + s.list_row);
+    s.num_tiles = (s.num_blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
+    return s;
+}
+
+// One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
+struct fm_tile {
+    int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
+    int mask_tile[FM_STEP_BLOCKS];  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1: no words
+    int partial;                    // 1: apply the mask (words, a missing slot, or the key bound of the last block)
+};
+
+__device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
+    fm_tile t;
+    t.partial = 0;
+    const long long row = (long long)s.list_row * p.n_blocks;   // [Bm, Hm, Mb, Nb] row of the index lists
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const int e = FM_STEP_BLOCKS * (s.kk0 + kk) + h;   // entry of the partial-then-full sequence
+        if (e < s.num_partial) {
+            t.n_block[h] = __ldg(p.kv_indices + row + e);
+            t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);
+            t.partial = 1;
+        } else if (e < s.num_blocks) {
+            t.n_block[h] = __ldg(p.full_kv_indices + row + (e - s.num_partial));
+            t.mask_tile[h] = -1;
+            // A full block still needs the key bound when it reaches past seqlen_k (K is zero-filled there).
+            if ((long long)t.n_block[h] * FM_BLOCK_N + FM_BLOCK_N > (long long)p.seqlen_k) t.partial = 1;
+        } else {
+            t.n_block[h] = -1;
+            t.mask_tile[h] = -1;
+            t.partial = 1;
+        }
+    }
+    return t;
+}
+"#;
