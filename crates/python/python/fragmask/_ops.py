@@ -91,12 +91,13 @@ def _raw_stream(torch):
 _i32 = None
 _Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
 _is_compiling = _plain = _untraced = None
+_RAW_ALLOC = None
 
 
 def _init_fast(torch):
     """Binds what the eager fast path reads on every call."""
     global _Tensor, _bf16, _f16, _f32, _i32, _get_stream, _get_device, _raw_alloc, _raw_delete
-    global _is_compiling, _plain, _untraced
+    global _is_compiling, _plain, _untraced, _RAW_ALLOC
     _Tensor, _bf16, _f16, _f32 = torch.Tensor, torch.bfloat16, torch.float16, torch.float32
     _i32 = torch.int32
     _get_stream = _raw_stream(torch)
@@ -110,6 +111,7 @@ def _init_fast(torch):
     _raw_delete = getattr(C, "_cuda_cudaCachingAllocator_raw_delete", None)
     if _get_device is None or _raw_alloc is None or _raw_delete is None:
         _get_device = lambda: -1  # noqa: E731  (never the tensors' device: new_empty)
+    _RAW_ALLOC = (_raw_alloc, _raw_delete)
     probes = [getattr(C, n, None) for n in ("_len_torch_dispatch_stack",
                                             "_is_torch_function_mode_enabled",
                                             "_are_functorch_transforms_active",
@@ -521,17 +523,15 @@ def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, 
                  (v.data_ptr(), v.shape, v.stride()))
         args = views + (out.data_ptr(), lse_ptr, mask_id, ptrs, bool(causal), left, right,
                         scale, bshd, stream, device, q.dtype is _f16, splits)
-        need = _launch(*args)
-        if need is not None:  # split-KV (few row blocks, many keys): its workspace
+        # A split-KV plan (few row blocks, many keys) takes its workspace from torch's
+        # caching allocator inside the call when the current device is q's.
+        need = _launch(*args, 0, 0, _RAW_ALLOC) if raw else _launch(*args)
+        if need is not None:  # split-KV on another current device: a tensor workspace
             _, n_o, n_lse = need
             # One block for both: o's n_o floats are a multiple of D, so the lse part
             # stays 16-byte aligned.
-            if raw:
-                ws_ptr = _raw_alloc(4 * (n_o + n_lse), stream)
-                blocks.append(ws_ptr)
-            else:
-                ws = q.new_empty((n_o + n_lse,), dtype=_f32)
-                ws_ptr = ws.data_ptr()
+            ws = q.new_empty((n_o + n_lse,), dtype=_f32)
+            ws_ptr = ws.data_ptr()
             _launch(*args, ws_ptr, ws_ptr + 4 * n_o)
     finally:
         for p in blocks:

@@ -28,8 +28,11 @@
 //! scratch buffers live in a [`BackwardWorkspace`] the caller may keep and reuse: given one,
 //! nothing on the launch path allocates.
 
+mod plan;
 #[doc(hidden)]
 pub mod selftest;
+
+pub use plan::{BackwardPlan, BackwardPointers};
 
 pub use fragmask_kernels::attention::backward::DqReduce;
 
