@@ -185,6 +185,40 @@ pub(crate) struct PlanKey {
     pub(crate) splits: u32,
 }
 
+impl PlanKey {
+    /// The key of a call as the device API passes it (views' addresses not read).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        device: usize,
+        q: &View,
+        k: &View,
+        v: &View,
+        mask_id: u64,
+        lists: Option<[u64; 6]>,
+        causal: bool,
+        window: (i64, i64),
+        scale: Option<f64>,
+        bshd: bool,
+        fp16: bool,
+        splits: u32,
+    ) -> Self {
+        PlanKey {
+            device,
+            q: (q.1, q.2),
+            k: (k.1, k.2),
+            v: (v.1, v.2),
+            mask_id,
+            lists,
+            causal,
+            window,
+            scale: scale.map(f64::to_bits),
+            bshd,
+            fp16,
+            splits,
+        }
+    }
+}
+
 /// Most plans the eager path keeps (a model has a few shapes; a key that recurs after
 /// the cache was cleared is planned again).
 const MAX_CACHED_PLANS: usize = 256;
@@ -196,8 +230,27 @@ fn plans() -> &'static Mutex<HashMap<PlanKey, Arc<AttentionPlan>>> {
     PLANS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The plan of `key`: the cached one, or made now and cached ([`plans`]).
+pub(crate) fn cached_plan(g: &Gpu, key: &PlanKey) -> PyResult<Arc<AttentionPlan>> {
+    let cached = plans()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(key)
+        .cloned();
+    if let Some(p) = cached {
+        return Ok(p);
+    }
+    let p = Arc::new(plan_attention(g, key)?);
+    let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= MAX_CACHED_PLANS {
+        cache.clear();
+    }
+    cache.insert(*key, p.clone());
+    Ok(p)
+}
+
 /// The host's plan of a forward (every check, kernel choice, splits, tensor maps).
-pub(crate) fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
+fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
     let raw = |(shape, strides): ([usize; 4], [usize; 4])| {
         if key.bshd {
             RawTensor {
@@ -315,38 +368,22 @@ pub(crate) fn attention_launch(
     ws_lse: u64,
     raw_alloc: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>,
 ) -> PyResult<Option<(u32, usize, usize)>> {
-    let key = PlanKey {
+    let key = PlanKey::new(
         device,
-        q: (q.1, q.2),
-        k: (k.1, k.2),
-        v: (v.1, v.2),
+        &q,
+        &k,
+        &v,
         mask_id,
         lists,
         causal,
-        window: (window_left, window_right),
-        scale: scale.map(f64::to_bits),
+        (window_left, window_right),
+        scale,
         bshd,
         fp16,
         splits,
-    };
+    );
     let g = gpu(device)?;
-    let cached = plans()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .cloned();
-    let plan = match cached {
-        Some(p) => p,
-        None => {
-            let p = Arc::new(plan_attention(&g, &key)?);
-            let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
-            if cache.len() >= MAX_CACHED_PLANS {
-                cache.clear();
-            }
-            cache.insert(key, p.clone());
-            p
-        }
-    };
+    let plan = cached_plan(&g, &key)?;
     let ptrs = PlanPointers {
         q: q.0,
         k: k.0,

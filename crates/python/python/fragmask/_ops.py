@@ -961,15 +961,14 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
             and type(v_cache) is _Tensor and (mask is None or type(mask) is Mask)
             and _plain(q, k_cache, v_cache)):
         device = q.get_device()
-        ints = (block_table, seqlens_k, cu_seqlens_q)
         if (device >= 0 and k_cache.get_device() == device and v_cache.get_device() == device
-                and all(t is None or (type(t) is _Tensor and t.get_device() == device
-                                      and t.dtype is _i32)
-                        for t in ints)
                 and (cu_seqlens_q is None) == (max_seqlen_q is None)
                 and q.is_contiguous() and k_cache.is_contiguous()
                 and v_cache.is_contiguous()
-                and all(t is None or t.is_contiguous() for t in ints)):
+                and ((block_table is None and seqlens_k is None and cu_seqlens_q is None)
+                     or all(t is None or (type(t) is _Tensor and t.get_device() == device
+                                          and t.dtype is _i32 and t.is_contiguous())
+                            for t in (block_table, seqlens_k, cu_seqlens_q)))):
             ptrs, mask_id = None, 0
             if mask is not None:
                 ptrs = tuple(t.data_ptr() for t in _decode_mask_arrays(torch, mask, q.device))
