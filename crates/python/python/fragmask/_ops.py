@@ -500,9 +500,9 @@ def _mask_ptrs(mask, q, device):
 
 def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, splits):
     """One forward launch on the eager path: (out as contiguous [B, H, Sq, D], lse or
-    None, the (address, shape, strides) views of q, k, v it launched with). An lse
-    nobody asked for and a split-KV workspace live in blocks of torch's caching
-    allocator taken and given back around the launch."""
+    None, the extension call's arguments: q's, k's and v's (address, shape, strides)
+    views first). An lse nobody asked for and a split-KV workspace live in blocks of
+    torch's caching allocator taken and given back around the launch."""
     qs = q.shape
     mask_id, ptrs = (0, None) if mask is None else _mask_ptrs(mask, q, device)
     left, right = (-1, -1) if window is None else window
@@ -511,18 +511,16 @@ def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, 
     stream = _get_stream(device)
     lse_bytes = 4 * B * H * Sq
     raw = _get_device() == device
-    blocks = []
+    if need_lse or not lse_bytes or not raw:
+        lse = q.new_empty((B, H, Sq), dtype=_f32)
+        lse_ptr = lse.data_ptr()
+    else:
+        lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
     try:
-        if need_lse or not lse_bytes or not raw:
-            lse = q.new_empty((B, H, Sq), dtype=_f32)
-            lse_ptr = lse.data_ptr()
-        else:
-            lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
-            blocks.append(lse_ptr)
-        views = ((q.data_ptr(), qs, q.stride()), (k.data_ptr(), k.shape, k.stride()),
-                 (v.data_ptr(), v.shape, v.stride()))
-        args = views + (out.data_ptr(), lse_ptr, mask_id, ptrs, bool(causal), left, right,
-                        scale, bshd, stream, device, q.dtype is _f16, splits)
+        args = ((q.data_ptr(), qs, q.stride()), (k.data_ptr(), k.shape, k.stride()),
+                (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr, mask_id,
+                ptrs, bool(causal), left, right, scale, bshd, stream, device,
+                q.dtype is _f16, splits)
         # A split-KV plan (few row blocks, many keys) takes its workspace from torch's
         # caching allocator inside the call when the current device is q's.
         need = _launch(*args, 0, 0, _RAW_ALLOC) if raw else _launch(*args)
@@ -534,9 +532,9 @@ def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, 
             ws_ptr = ws.data_ptr()
             _launch(*args, ws_ptr, ws_ptr + 4 * n_o)
     finally:
-        for p in blocks:
-            _raw_delete(p)
-    return out, lse, views
+        if lse is None:
+            _raw_delete(lse_ptr)
+    return out, lse, args
 
 
 def _bhsd_view(view):
@@ -561,8 +559,9 @@ def _init_autograd(torch):
         @staticmethod
         def forward(ctx, q, k, v, mask, causal, window, scale, bshd, splits, want_lse):
             device = q.get_device()
-            out, lse, views = _forward_fast(q, k, v, mask, causal, window, scale, bshd, True,
-                                            device, splits)
+            out, lse, args = _forward_fast(q, k, v, mask, causal, window, scale, bshd, True,
+                                           device, splits)
+            views = args[:3]
             # lse is saved as an intermediate when it is not an output (no double
             # backward: the backward is not differentiable). The saved tensors keep the
             # views' addresses alive; ctx.saved_tensors checks that none was modified.
