@@ -118,55 +118,32 @@ def tiny_inputs(requires_grad=False, B=1, H=2, S=256, D=128):
             .requires_grad_(requires_grad) for _ in range(3)]
 
 
-def tiny_rows():
-    """Host overhead per call of every op on a tiny shape, beside SDPA and Flex."""
-    rows = {}
+class _Rows(dict):
+    """Rows that call ``save`` after each is set (a run cut short keeps them)."""
+
+    def __init__(self, save):
+        super().__init__()
+        self._save = save
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._save()
+
+
+def tiny_rows(rows=None, registered=True):
+    """Host overhead per call of every op on a tiny shape, beside SDPA and Flex (and the
+    registered ops', which traced code runs, with ``registered``)."""
+    rows = {} if rows is None else rows
     q, k, v = tiny_inputs()
     D = q.shape[-1]
     rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
-    rows["attention no-grad (registered op)"] = overhead(
-        lambda: _ops._attention_op_path(q, k, v, None, True, None, None, False, "bhsd"))
+    if registered:
+        rows["attention no-grad (registered op)"] = overhead(
+            lambda: _ops._attention_op_path(q, k, v, None, True, None, None, False, "bhsd"))
     rows["SDPA no-grad"] = overhead(
         lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    flex_attention, create_block_mask = flex()
-    causal = create_block_mask(lambda b, h, i, j: i >= j, None, None, q.shape[2], q.shape[2])
-    rows["Flex no-grad"] = overhead(lambda: flex_attention(q, k, v, block_mask=causal))
     plan = fragmask.AttentionPlan(q, k, v, causal=True)
     rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
-
-    qg, kg, vg = tiny_inputs(True)
-    rows["attention autograd forward"] = overhead(
-        lambda: fragmask.attention(qg, kg, vg, causal=True), graph=False)
-    rows["attention autograd forward (registered op)"] = overhead(
-        lambda: _ops._attention_op_path(qg, kg, vg, None, True, None, None, False, "bhsd"),
-        graph=False)
-    rows["SDPA autograd forward"] = overhead(
-        lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), graph=False)
-    rows["Flex autograd forward"] = overhead(
-        lambda: flex_attention(qg, kg, vg, block_mask=causal), graph=False)
-    grad = torch.randn_like(q)
-
-    def step(fwd):
-        def run():
-            fwd().backward(grad)
-        return run
-
-    steps = {
-        "attention": step(lambda: fragmask.attention(qg, kg, vg, causal=True)),
-        "attention (registered op)": step(lambda: _ops._attention_op_path(
-            qg, kg, vg, None, True, None, None, False, "bhsd")),
-        "SDPA": step(lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)),
-        "Flex": step(lambda: flex_attention(qg, kg, vg, block_mask=causal)),
-    }
-    for name, fn in steps.items():
-        r = overhead(fn)
-        fwd = rows.get(f"{name.split(' (')[0]} autograd forward"
-                       + (" (registered op)" if "registered" in name else ""))
-        if fwd is not None:
-            r["backward_host_us"] = r["host_us"] - fwd["host_us"]
-        rows[f"{name} autograd forward+backward"] = r
-    for t in (qg, kg, vg):
-        t.grad = None
 
     # decode: one token, 8 heads, a 256-key cache.
     dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
@@ -184,6 +161,48 @@ def tiny_rows():
     slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
     rows["lightning_decode B=1"] = overhead(lambda: fragmask.lightning_decode(
         lq, lk, lv, state, slope))
+
+    flex_attention, create_block_mask = flex()
+    causal = create_block_mask(lambda b, h, i, j: i >= j, None, None, q.shape[2], q.shape[2])
+    rows["Flex no-grad"] = overhead(lambda: flex_attention(q, k, v, block_mask=causal))
+
+    qg, kg, vg = tiny_inputs(True)
+    rows["attention autograd forward"] = overhead(
+        lambda: fragmask.attention(qg, kg, vg, causal=True), graph=False)
+    if registered:
+        rows["attention autograd forward (registered op)"] = overhead(
+            lambda: _ops._attention_op_path(qg, kg, vg, None, True, None, None, False,
+                                            "bhsd"),
+            graph=False)
+    rows["SDPA autograd forward"] = overhead(
+        lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), graph=False)
+    rows["Flex autograd forward"] = overhead(
+        lambda: flex_attention(qg, kg, vg, block_mask=causal), graph=False)
+    grad = torch.randn_like(q)
+
+    def step(fwd):
+        def run():
+            fwd().backward(grad)
+        return run
+
+    steps = {
+        "attention": step(lambda: fragmask.attention(qg, kg, vg, causal=True)),
+        "SDPA": step(lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)),
+        "Flex": step(lambda: flex_attention(qg, kg, vg, block_mask=causal)),
+    }
+    if registered:
+        steps["attention (registered op)"] = step(lambda: _ops._attention_op_path(
+            qg, kg, vg, None, True, None, None, False, "bhsd"))
+    for name, fn in steps.items():
+        r = overhead(fn)
+        fwd = rows.get(f"{name.split(' (')[0]} autograd forward"
+                       + (" (registered op)" if "registered" in name else ""))
+        if fwd is not None:
+            r["backward_host_us"] = r["host_us"] - fwd["host_us"]
+        rows[f"{name} autograd forward+backward"] = r
+    for t in (qg, kg, vg):
+        t.grad = None
+
     return rows
 
 
@@ -280,29 +299,99 @@ def decode_entry_rows():
     kd, vd = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
     dec = step_ms(lambda: fragmask.decode(qd, kd, vd), iters=50)
     plan = fragmask.AttentionPlan(q, k, v)
+    dplan = fragmask.DecodePlan(qd, kd, vd)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):   # a non-default stream, as the CLI's bench uses
+        dec_side = step_ms(lambda: fragmask.decode(qd, kd, vd), iters=50)
+    torch.cuda.current_stream().wait_stream(side)
+    dec_graph = graph_ms(lambda: fragmask.decode(qd, kd, vd), n=20)
     return {"attention_ms": att, "decode_ms": dec, "copy_roof_ms": roof,
             "attention_fraction_of_roof": roof / att, "decode_fraction_of_roof": roof / dec,
-            "attention_splits": plan.splits}
+            "decode_side_stream_ms": dec_side, "decode_graph_ms": dec_graph,
+            "decode_graph_fraction_of_roof": roof / dec_graph,
+            "attention_splits": plan.splits, "decode_splits": dplan.splits}
+
+
+def target_rows(results):
+    """The op layer's targets (host overhead = eager minus the CUDA-graph time of the
+    same kernels; the autograd forward's kernel is the no-grad call's, the backward's
+    overhead is the forward+backward step's minus the forward's), with torch's SDPA and
+    FlexAttention measured the same way beside them."""
+    t = results.get("tiny", {})
+
+    def get(row, key):
+        r = t.get(row)
+        return None if not isinstance(r, dict) or key not in r else r[key]
+
+    def over(row):
+        return get(row, "overhead_us")
+
+    def fwd_over(name):
+        eager, graph = get(f"{name} autograd forward", "eager_us"), get(f"{name} no-grad",
+                                                                           "graph_us")
+        return None if eager is None or graph is None else eager - graph
+
+    def bwd_over(name):
+        step, fwd = over(f"{name} autograd forward+backward"), fwd_over(name)
+        return None if step is None or fwd is None else step - fwd
+
+    rows = [
+        ("eager attention, no grad (us)", "<= 8", over("attention no-grad"),
+         over("SDPA no-grad"), over("Flex no-grad")),
+        ("autograd forward (us)", "<= 15", fwd_over("attention"), fwd_over("SDPA"),
+         fwd_over("Flex")),
+        ("autograd backward, over its kernels (us)", "<= 20", bwd_over("attention"),
+         bwd_over("SDPA"), bwd_over("Flex")),
+        ("decode (us)", "<= 8", over("decode"), over("SDPA decode"), None),
+        ("DecodePlan.run (us)", "-", over("DecodePlan.run"), None, None),
+        ("lightning_decode (us)", "<= 6", over("lightning_decode B=1"), None, None),
+        ("AttentionPlan.run (us)", "<= 4", over("AttentionPlan.run"), None, None),
+    ]
+    d = results.get("document_step", {})
+    rows.append(("S=8192 H=16 D=128 12 causal docs fwd+bwd, Flex time / fragmask time",
+                 ">= 1.3", d.get("flex_over_fragmask"), None, None))
+    lt = results.get("lightning", {})
+    rows.append(("lightning decode eager H=64 D=E=96 B=1 (us per step)", "<= 10",
+                 lt.get("B=1", {}).get("us_per_step"), None, None))
+    rows.append(("lightning decode eager B=16 (fraction of copy roof)", ">= 0.80",
+                 lt.get("B=16", {}).get("fraction_of_roof"), None, None))
+    vsa = results.get("vsa_decode", {})
+    for frac, target in (("10%", "<= 0.025"), ("50%", "<= 0.045")):
+        rows.append((f"write-up 002 decode eager {frac} of blocks (ms)", target,
+                     vsa.get(frac, {}).get("eager_ms"), None, None))
+    de = results.get("decode_entry", {})
+    rows.append(("decode shape through fragmask.attention (fraction of copy roof)",
+                 ">= 0.90", de.get("attention_fraction_of_roof"), None, None))
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--targets-only", action="store_true",
+                    help="skip the registered-op rows (the targets' rows only)")
     args = ap.parse_args()
     fragmask.warmup(head_dims=(128,), lightning=((96, 96, "bf16"),))
     results = {"device": torch.cuda.get_device_name()}
-    for name, fn in (("tiny", tiny_rows), ("document_step", document_step),
-                     ("lightning", lightning_rows), ("vsa_decode", vsa_decode_rows),
-                     ("decode_entry", decode_entry_rows)):
+
+    def save():   # after every row: a run cut short keeps what it measured
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=1)
+
+    sections = (("tiny", lambda: tiny_rows(results.setdefault("tiny", _Rows(save)),
+                                           registered=not args.targets_only)),
+                ("lightning", lightning_rows), ("vsa_decode", vsa_decode_rows),
+                ("decode_entry", decode_entry_rows), ("document_step", document_step))
+    for name, fn in sections:
         try:
             results[name] = fn()
         except Exception as e:  # noqa: BLE001  (one failing section does not hide the rest)
             results[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
             traceback.print_exc()
         print(f"== {name}: {json.dumps(results[name], indent=1)}", flush=True)
-        if args.json:   # after every section: a run cut short keeps what it measured
-            with open(args.json, "w") as fh:
-                json.dump(results, fh, indent=1)
+        save()
     print("\nHost overhead on a tiny shape (B=1 H=2 S=256 D=128 causal; decode 1x8 over 256 "
           "keys; lightning B=1 H=64 D=E=96), us per call")
     print("| call | eager | CPU (host) | CUDA graph | overhead (eager - graph) |")
@@ -312,6 +401,15 @@ def main():
             f = lambda key: f"{r[key]:.1f}" if key in r else "-"  # noqa: E731
             print(f"| {name} | {f('eager_us')} | {f('host_us')} | {f('graph_us')} | "
                   f"{f('overhead_us')} |")
+    print("\nTargets (SDPA and Flex measured the same way, same run)")
+    print("| what | target | fragmask | SDPA | Flex |")
+    print("|---|---|---|---|---|")
+    rows = target_rows(results)
+    results["targets"] = [list(r) for r in rows]
+    for name, target, *vals in rows:
+        cells = ["-" if x is None else (f"{x:.3f}" if abs(x) < 2 else f"{x:.1f}")
+                 for x in vals]
+        print(f"| {name} | {target} | " + " | ".join(cells) + " |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)

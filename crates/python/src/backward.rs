@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use fragmask_host::attention::backward::{
-    BackwardOptions, BackwardWorkspace, RawBackwardMask, RawGradients,
+    BackwardOptions, BackwardPlan, BackwardPointers, BackwardWorkspace, RawBackwardMask,
+    RawGradients,
 };
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
 use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
@@ -93,12 +94,94 @@ pub(crate) fn attention_backward_launch(
     fp16: bool,
 ) -> PyResult<()> {
     let what = "fragmask.attention backward";
-    let raw = |(ptr, shape, strides): View| RawTensor {
-        ptr,
-        shape,
-        strides,
+    let key = BackwardKey {
+        device,
+        views: [q, k, v, o, d_o].map(|t| (t.1, t.2)),
+        mask_id,
+        lists,
+        tlists,
+        causal,
+        window: (window_left, window_right),
+        scale: scale.to_bits(),
+        fp16,
     };
-    let scale = scale as f32;
+    let g = gpu::gpu(device)?;
+    // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads it).
+    let cuda_stream = unsafe { g.device.borrowed_stream(stream) };
+    let shape = AttentionShape::from_tensors(q.1, k.1, v.1)
+        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+    let ws = workspace(device, stream, &cuda_stream, &shape)?;
+    let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
+    let cached = plans()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    let plan = match cached {
+        Some(p) => p,
+        None => {
+            let p = Arc::new(plan_backward(&g, &key, &ws)?);
+            let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= MAX_CACHED_PLANS {
+                cache.clear();
+            }
+            cache.insert(key, p.clone());
+            p
+        }
+    };
+    let ptrs = BackwardPointers {
+        q: q.0,
+        k: k.0,
+        v: v.0,
+        o: o.0,
+        d_o: d_o.0,
+        lse,
+        grads: RawGradients { dq, dk, dv },
+    };
+    // SAFETY: data_ptr()s of live torch CUDA tensors of `device` with the shapes and
+    // strides of the plan's key (the wrapper holds them until this returns; torch's
+    // caching allocator orders reuse on this stream); dq, dk, dv are fresh outputs that
+    // overlap nothing; the workspace is this stream's, so no launch in flight elsewhere
+    // uses it.
+    unsafe { plan.run(&cuda_stream, &ptrs, &ws) }
+        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
+/// Everything that decides a backward's plan (the key of [`plans`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct BackwardKey {
+    device: usize,
+    /// (shape, strides) of q, k, v, o and dO.
+    views: [([usize; 4], [usize; 4]); 5],
+    mask_id: u64,
+    lists: Option<[u64; 6]>,
+    tlists: Option<[u64; 6]>,
+    causal: bool,
+    window: (i64, i64),
+    /// The scale's f64 bits.
+    scale: u64,
+    fp16: bool,
+}
+
+/// Most plans kept (a model has a few shapes; a key that recurs after the cache was
+/// cleared is planned again).
+const MAX_CACHED_PLANS: usize = 256;
+
+/// The backward's plans by call, made once per distinct call (a mask's id is never
+/// reused, so a plan of a collected mask is never hit again).
+fn plans() -> &'static Mutex<HashMap<BackwardKey, Arc<BackwardPlan>>> {
+    static PLANS: OnceLock<Mutex<HashMap<BackwardKey, Arc<BackwardPlan>>>> = OnceLock::new();
+    PLANS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The host's plan of a backward call (every check, the kernel choice, tensor maps).
+fn plan_backward(
+    g: &gpu::Gpu,
+    key: &BackwardKey,
+    ws: &BackwardWorkspace,
+) -> PyResult<BackwardPlan> {
+    let what = "fragmask.attention backward";
+    let scale = f64::from_bits(key.scale) as f32;
     if !scale.is_finite() || scale <= 0.0 {
         return Err(PyValueError::new_err(format!(
             "{what}: scale {scale} must be positive and finite"
@@ -114,15 +197,15 @@ pub(crate) fn attention_backward_launch(
         }
     };
     let mut w = Window {
-        left: bound(window_left)?,
-        right: bound(window_right)?,
+        left: bound(key.window.0)?,
+        right: bound(key.window.1)?,
         diag_offset: 0,
     };
-    if causal {
+    if key.causal {
         w.right = Some(0);
     }
     let packed;
-    let mask = match (mask_id, lists, tlists) {
+    let mask = match (key.mask_id, key.lists, key.tlists) {
         (0, _, _) => RawBackwardMask::Window(w),
         (id, Some(fwd), Some(bwd)) => {
             packed = gpu::mask(id)?;
@@ -134,36 +217,17 @@ pub(crate) fn attention_backward_launch(
             )))
         }
     };
-    let shape = AttentionShape::from_tensors(q.1, k.1, v.1)
-        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
-    let g = gpu::gpu(device)?;
-    // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads it).
-    let cuda_stream = unsafe { g.device.borrowed_stream(stream) };
-    let ws = workspace(device, stream, &cuda_stream, &shape)?;
-    let mut ws = ws.lock().unwrap_or_else(|e| e.into_inner());
+    let [q, k, v, o, d_o] = key.views.map(|(shape, strides)| RawTensor {
+        ptr: 0,
+        shape,
+        strides,
+    });
     let opts = BackwardOptions {
         scale: Some(scale),
-        dtype: fp16.then_some(ActDtype::F16),
+        dtype: key.fp16.then_some(ActDtype::F16),
         ..BackwardOptions::default()
     };
-    // SAFETY: data_ptr()s of live torch CUDA tensors of `device` with the shapes and
-    // strides given (the wrapper holds them until this returns; torch's caching allocator
-    // orders reuse on this stream); dq, dk, dv are fresh outputs that overlap nothing; the
-    // workspace is this stream's, so no launch in flight elsewhere uses it.
-    unsafe {
-        g.attention.launch_backward_raw(
-            &cuda_stream,
-            &raw(q),
-            &raw(k),
-            &raw(v),
-            &raw(o),
-            lse,
-            &raw(d_o),
-            &mask,
-            &opts,
-            RawGradients { dq, dk, dv },
-            &mut ws,
-        )
-    }
-    .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+    g.attention
+        .plan_backward(&q, &k, &v, &o, &d_o, &mask, &opts, ws)
+        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }

@@ -185,6 +185,40 @@ pub(crate) struct PlanKey {
     pub(crate) splits: u32,
 }
 
+impl PlanKey {
+    /// The key of a call as the device API passes it (views' addresses not read).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        device: usize,
+        q: &View,
+        k: &View,
+        v: &View,
+        mask_id: u64,
+        lists: Option<[u64; 6]>,
+        causal: bool,
+        window: (i64, i64),
+        scale: Option<f64>,
+        bshd: bool,
+        fp16: bool,
+        splits: u32,
+    ) -> Self {
+        PlanKey {
+            device,
+            q: (q.1, q.2),
+            k: (k.1, k.2),
+            v: (v.1, v.2),
+            mask_id,
+            lists,
+            causal,
+            window,
+            scale: scale.map(f64::to_bits),
+            bshd,
+            fp16,
+            splits,
+        }
+    }
+}
+
 /// Most plans the eager path keeps (a model has a few shapes; a key that recurs after
 /// the cache was cleared is planned again).
 const MAX_CACHED_PLANS: usize = 256;
@@ -196,8 +230,27 @@ fn plans() -> &'static Mutex<HashMap<PlanKey, Arc<AttentionPlan>>> {
     PLANS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The plan of `key`: the cached one, or made now and cached ([`plans`]).
+pub(crate) fn cached_plan(g: &Gpu, key: &PlanKey) -> PyResult<Arc<AttentionPlan>> {
+    let cached = plans()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(key)
+        .cloned();
+    if let Some(p) = cached {
+        return Ok(p);
+    }
+    let p = Arc::new(plan_attention(g, key)?);
+    let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= MAX_CACHED_PLANS {
+        cache.clear();
+    }
+    cache.insert(*key, p.clone());
+    Ok(p)
+}
+
 /// The host's plan of a forward (every check, kernel choice, splits, tensor maps).
-pub(crate) fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
+fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
     let raw = |(shape, strides): ([usize; 4], [usize; 4])| {
         if key.bshd {
             RawTensor {
@@ -284,12 +337,16 @@ pub(crate) fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> 
 /// made once per distinct call and cached ([`plans`]). `mask_id` 0 means no mask;
 /// otherwise `lists` are the device addresses of its six lists. `window` bounds are -1
 /// for unbounded; `scale` None is `D ** -0.5`. `fp16`: q, k, v and out are float16.
-/// A split-KV plan without a workspace reports `(splits, o floats, lse floats)` and
-/// launches nothing (the wrapper allocates it with torch and calls again).
+/// A split-KV plan without a workspace takes one from `raw_alloc`, `(alloc, delete)`:
+/// torch's caching-allocator functions (`alloc(bytes, stream) -> address`,
+/// `delete(address)`), given back after the launches (stream-ordered); without them it
+/// reports `(splits, o floats, lse floats)` and launches nothing (the wrapper allocates
+/// the workspace with torch and calls again).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, out, lse, mask_id, lists, causal, window_left, window_right,
-                    scale, bshd, stream, device, fp16=false, splits=0, ws_o=0, ws_lse=0))]
+                    scale, bshd, stream, device, fp16=false, splits=0, ws_o=0, ws_lse=0,
+                    raw_alloc=None))]
 pub(crate) fn attention_launch(
     q: View,
     k: View,
@@ -309,46 +366,24 @@ pub(crate) fn attention_launch(
     splits: u32,
     ws_o: u64,
     ws_lse: u64,
+    raw_alloc: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>,
 ) -> PyResult<Option<(u32, usize, usize)>> {
-    let key = PlanKey {
+    let key = PlanKey::new(
         device,
-        q: (q.1, q.2),
-        k: (k.1, k.2),
-        v: (v.1, v.2),
+        &q,
+        &k,
+        &v,
         mask_id,
         lists,
         causal,
-        window: (window_left, window_right),
-        scale: scale.map(f64::to_bits),
+        (window_left, window_right),
+        scale,
         bshd,
         fp16,
         splits,
-    };
+    );
     let g = gpu(device)?;
-    let cached = plans()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .cloned();
-    let plan = match cached {
-        Some(p) => p,
-        None => {
-            let p = Arc::new(plan_attention(&g, &key)?);
-            let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
-            if cache.len() >= MAX_CACHED_PLANS {
-                cache.clear();
-            }
-            cache.insert(key, p.clone());
-            p
-        }
-    };
-    if plan.splits > 1 && (ws_o == 0 || ws_lse == 0) {
-        let (o, l) = plan.workspace_floats;
-        return Ok(Some((plan.splits, o, l)));
-    }
-    // SAFETY: `stream` is torch's current stream of `device` (the wrappers read it with
-    // torch), alive while torch runs this call.
-    let stream = unsafe { g.device.borrowed_stream(stream) };
+    let plan = cached_plan(&g, &key)?;
     let ptrs = PlanPointers {
         q: q.0,
         k: k.0,
@@ -358,14 +393,56 @@ pub(crate) fn attention_launch(
         ws_o,
         ws_lse,
     };
+    if plan.splits > 1 && (ws_o == 0 || ws_lse == 0) {
+        let (o, l) = plan.workspace_floats;
+        let Some((alloc, delete)) = raw_alloc else {
+            return Ok(Some((plan.splits, o, l)));
+        };
+        // One block: o's floats are a multiple of D (64 or more), so lse's part stays
+        // 16-byte aligned.
+        let bytes = o
+            .checked_add(l)
+            .and_then(|n| n.checked_mul(4))
+            .ok_or_else(|| PyValueError::new_err("fragmask.attention: workspace overflows"))?;
+        let block: u64 = alloc.call1((bytes, stream))?.extract()?;
+        let ptrs = PlanPointers {
+            ws_o: block,
+            ws_lse: block + 4 * o as u64,
+            ..ptrs
+        };
+        // SAFETY: as below; the workspace is a fresh block of the plan's floats from
+        // torch's caching allocator on `stream`, given back after the launches are queued
+        // (stream-ordered: later work on the stream reuses it only after them).
+        let run = unsafe { launch_planned(&g, &plan, stream, &ptrs) };
+        delete.call1((block,))?;
+        return run.map(|()| None);
+    }
     // SAFETY: the addresses are data_ptr() of live torch CUDA tensors of `device` with
     // the shapes and strides the plan was made for (the key); out and lse are fresh
     // outputs of the plan's sizes, ws_o / ws_lse fresh f32 tensors of the sizes the plan
     // reported (this function's contract with its wrappers, which the device API keeps
     // private to them).
-    unsafe { plan.run(&stream, &ptrs) }
-        .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))?;
+    unsafe { launch_planned(&g, &plan, stream, &ptrs) }?;
     Ok(None)
+}
+
+/// Runs `plan` on torch's `stream` of the plan's device.
+///
+/// # Safety
+/// `stream` is torch's current stream of the device of `g` (the wrappers read it with
+/// torch), alive while torch runs this call; `ptrs` are [`AttentionPlan::run`]'s
+/// contract.
+unsafe fn launch_planned(
+    g: &Gpu,
+    plan: &AttentionPlan,
+    stream: u64,
+    ptrs: &PlanPointers,
+) -> PyResult<()> {
+    // SAFETY: this function's contract.
+    let stream = unsafe { g.device.borrowed_stream(stream) };
+    // SAFETY: this function's contract.
+    unsafe { plan.run(&stream, ptrs) }
+        .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
 }
 
 fn act(what: &str, t: &Raw) -> PyResult<ActDtype> {

@@ -12,13 +12,13 @@ use fragmask_host::decode::{DecodePlan, DecodePointers, DecodeRunner};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::gpu::{gpu, plan_attention, Gpu, PlanKey, View};
+use crate::gpu::{cached_plan, gpu, Gpu, PlanKey, View};
 
 /// A planned attention forward (`fragmask.AttentionPlan` holds one).
 #[pyclass(frozen, module = "fragmask._fragmask", name = "AttentionPlanHandle")]
 pub(crate) struct AttentionPlanHandle {
     gpu: Arc<Gpu>,
-    plan: AttentionPlan,
+    plan: Arc<AttentionPlan>,
     /// (shape, strides) of q, k and v as the caller passes them (its layout).
     views: [([usize; 4], [usize; 4]); 3],
 }
@@ -44,22 +44,23 @@ pub(crate) fn attention_plan(
     fp16: bool,
     splits: u32,
 ) -> PyResult<AttentionPlanHandle> {
-    let key = PlanKey {
+    let key = PlanKey::new(
         device,
-        q: (q.1, q.2),
-        k: (k.1, k.2),
-        v: (v.1, v.2),
+        &q,
+        &k,
+        &v,
         mask_id,
         lists,
         causal,
-        window: (window_left, window_right),
-        scale: scale.map(f64::to_bits),
+        (window_left, window_right),
+        scale,
         bshd,
         fp16,
         splits,
-    };
+    );
     let g = gpu(device)?;
-    let plan = plan_attention(&g, &key)?;
+    // The eager path's cache: a plan object and eager calls of the same call share one.
+    let plan = cached_plan(&g, &key)?;
     Ok(AttentionPlanHandle {
         gpu: g,
         plan,

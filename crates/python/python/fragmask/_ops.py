@@ -91,12 +91,13 @@ def _raw_stream(torch):
 _i32 = None
 _Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
 _is_compiling = _plain = _untraced = None
+_RAW_ALLOC = None
 
 
 def _init_fast(torch):
     """Binds what the eager fast path reads on every call."""
     global _Tensor, _bf16, _f16, _f32, _i32, _get_stream, _get_device, _raw_alloc, _raw_delete
-    global _is_compiling, _plain, _untraced
+    global _is_compiling, _plain, _untraced, _RAW_ALLOC
     _Tensor, _bf16, _f16, _f32 = torch.Tensor, torch.bfloat16, torch.float16, torch.float32
     _i32 = torch.int32
     _get_stream = _raw_stream(torch)
@@ -110,6 +111,7 @@ def _init_fast(torch):
     _raw_delete = getattr(C, "_cuda_cudaCachingAllocator_raw_delete", None)
     if _get_device is None or _raw_alloc is None or _raw_delete is None:
         _get_device = lambda: -1  # noqa: E731  (never the tensors' device: new_empty)
+    _RAW_ALLOC = (_raw_alloc, _raw_delete)
     probes = [getattr(C, n, None) for n in ("_len_torch_dispatch_stack",
                                             "_is_torch_function_mode_enabled",
                                             "_are_functorch_transforms_active",
@@ -426,17 +428,18 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
                 and (splits is None or (type(splits) is int and 1 <= splits <= 128))):
             n = 0 if splits is None else splits
             if _grad() and (q.requires_grad or k.requires_grad or v.requires_grad):
-                out, lse = _AttentionFunction.apply(q, k, v, mask, causal, window, scale,
-                                                    layout == "bshd", n)
-                return (out, lse) if return_lse else out
+                # Only out is an output unless the lse is asked for: one output for
+                # autograd to wrap, no non-differentiable one to mark.
+                return _attention_apply(q, k, v, mask, causal, window, scale,
+                                        layout == "bshd", n, bool(return_lse))
             if (n == 0 and mask is None and not causal and window is None
                     and q.shape[2 if layout == "bhsd" else 1] == 1):
-                routed = _decode_route(q, k, v, layout == "bshd", scale, device)
+                routed = _decode_route(q, k, v, layout == "bshd", scale, device, return_lse)
                 if routed is not None:
                     out, lse = routed
                     return (out, lse) if return_lse else out
-            out, lse = _forward_fast(q, k, v, mask, causal, window, scale, layout == "bshd",
-                                     return_lse, device, n)
+            out, lse, _ = _forward_fast(q, k, v, mask, causal, window, scale,
+                                        layout == "bshd", return_lse, device, n)
             if layout == "bshd":
                 out = out.transpose(1, 2)
             return (out, lse) if return_lse else out
@@ -444,39 +447,46 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
                               splits)
 
 
-def _decode_views(q, k, v, bshd):
-    """A one-row attention call as a decode call without copies: (q, k_cache, v_cache as
-    decode's [B, Sq, H, D] / [B, Sk, Hkv, D], the lse shape of the attention call), or
-    None when the strides do not allow it. [B, S, H, D] contiguous tensors are decode's
-    layout already; [B, H, 1, D] and [B, Hkv, Sk, D] contiguous are B·Hkv requests of
-    one kv head whose H/Hkv query heads are the group's (the same memory)."""
+def _decode_shapes(q, k, v, bshd):
+    """A one-row attention call as a decode call without copies: (q's and the caches'
+    shapes as decode's [B, Sq, H, D] / [B, Sk, Hkv, D], the lse shape of the attention
+    call), or None when the strides do not allow it. [B, S, H, D] contiguous tensors are
+    decode's layout already; [B, H, 1, D] and [B, Hkv, Sk, D] contiguous are B·Hkv
+    requests of one kv head whose H/Hkv query heads are the group's (the same memory,
+    so the tensors' addresses serve as they are, and an output allocated in q's shape is
+    decode's)."""
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         return None
+    qs, ks = q.shape, k.shape
     if bshd:
-        B, _, H, D = q.shape
-        return q, k, v, (B, H, 1)
-    B, H, _, D = q.shape
-    Hkv, Sk = k.shape[1], k.shape[2]
-    if Hkv == 0 or H % Hkv or k.shape[0] != B or v.shape != k.shape or k.shape[3] != D:
+        return qs, ks, (qs[0], qs[2], 1)
+    B, H, _, D = qs
+    Hkv, Sk = ks[1], ks[2]
+    if Hkv == 0 or H % Hkv or ks[0] != B or v.shape != ks or ks[3] != D:
         return None
-    return (q.view(B * Hkv, 1, H // Hkv, D), k.view(B * Hkv, Sk, 1, D),
-            v.view(B * Hkv, Sk, 1, D), (B, H, 1))
+    return (B * Hkv, 1, H // Hkv, D), (B * Hkv, Sk, 1, D), (B, H, 1)
 
 
-def _decode_route(q, k, v, bshd, scale, device):
+def _decode_route(q, k, v, bshd, scale, device, need_lse):
     """Decode shapes (one query row, no mask, window or causal bound) sent to the decode
-    kernel by the attention entry point: (out in q's layout, lse [B, H, 1]), or None
-    when the call is not one decode takes as it is."""
-    views = _decode_views(q, k, v, bshd)
-    if views is None:
+    kernel by the attention entry point: (out in q's layout, lse [B, H, 1] or None), or
+    None when the call is not one decode takes as it is."""
+    shapes = _decode_shapes(q, k, v, bshd)
+    if shapes is None:
         return None
-    qd, kd, vd, lse_shape = views
+    qs, ks, lse_shape = shapes
+    dtype = q.dtype
+    scale = 0.0 if scale is None else float(scale)
+    if scale != scale or scale < 0:
+        return None   # the attention forward names the bad scale (decode's 0 is default)
     try:
-        out, lse = _decode_run(_T, qd, kd, vd, None, None, None, 0, -1, -1,
-                               0.0 if scale is None else float(scale), 0, None, 0)
+        hit = _decode_hit(device, qs, ks, ks, dtype, dtype, dtype, None, None, None, 0, -1,
+                          -1, scale, 0, 0)
     except ValueError:
         return None   # a shape decode does not take: the split-KV forward checks it
-    return out.view(q.shape), lse.view(lse_shape)
+    out, lse = _decode_launch_planned(hit, q, k, v, None, None, None, None, device,
+                                      need_lse)
+    return out, (None if lse is None else lse.view(lse_shape))
 
 
 def _mask_ptrs(mask, q, device):
@@ -490,7 +500,9 @@ def _mask_ptrs(mask, q, device):
 
 def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, splits):
     """One forward launch on the eager path: (out as contiguous [B, H, Sq, D], lse or
-    None). An lse nobody asked for lives in a block of torch's caching allocator."""
+    None, the extension call's arguments: q's, k's and v's (address, shape, strides)
+    views first). An lse nobody asked for and a split-KV workspace live in blocks of
+    torch's caching allocator taken and given back around the launch."""
     qs = q.shape
     mask_id, ptrs = (0, None) if mask is None else _mask_ptrs(mask, q, device)
     left, right = (-1, -1) if window is None else window
@@ -498,7 +510,8 @@ def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, 
     out = q.new_empty((B, H, Sq, qs[3]))
     stream = _get_stream(device)
     lse_bytes = 4 * B * H * Sq
-    if need_lse or not lse_bytes or _get_device() != device:
+    raw = _get_device() == device
+    if need_lse or not lse_bytes or not raw:
         lse = q.new_empty((B, H, Sq), dtype=_f32)
         lse_ptr = lse.data_ptr()
     else:
@@ -508,8 +521,10 @@ def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, 
                 (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr, mask_id,
                 ptrs, bool(causal), left, right, scale, bshd, stream, device,
                 q.dtype is _f16, splits)
-        need = _launch(*args)
-        if need is not None:  # split-KV (few row blocks, many keys): its workspace
+        # A split-KV plan (few row blocks, many keys) takes its workspace from torch's
+        # caching allocator inside the call when the current device is q's.
+        need = _launch(*args, 0, 0, _RAW_ALLOC) if raw else _launch(*args)
+        if need is not None:  # split-KV on another current device: a tensor workspace
             _, n_o, n_lse = need
             # One block for both: o's n_o floats are a multiple of D, so the lse part
             # stays 16-byte aligned.
@@ -519,41 +534,58 @@ def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, 
     finally:
         if lse is None:
             _raw_delete(lse_ptr)
-    return out, lse
+    return out, lse, args
+
+
+def _bhsd_view(view):
+    """A [B, S, H, D] (address, shape, strides) view as the [B, H, S, D] one."""
+    p, s, st = view
+    return p, (s[0], s[2], s[1], s[3]), (st[0], st[2], st[1], st[3])
 
 
 _grad = None
-_AttentionFunction = None
+_attention_apply = None
 
 
 def _init_autograd(torch):
     """The eager autograd path: a ``torch.autograd.Function`` whose forward and backward
-    call the extension directly (no custom-op dispatch)."""
-    global _grad, _AttentionFunction
+    call the extension directly (no custom-op dispatch). The forward resolves what the
+    backward launches with (the mask's list addresses, the window, the scale) once and
+    keeps it on the context."""
+    global _grad, _attention_apply
     _grad = torch._C.is_grad_enabled
 
     class AttentionFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, mask, causal, window, scale, bshd, splits):
+        def forward(ctx, q, k, v, mask, causal, window, scale, bshd, splits, want_lse):
             device = q.get_device()
-            out, lse = _forward_fast(q, k, v, mask, causal, window, scale, bshd, True,
-                                     device, splits)
-            ctx.mark_non_differentiable(lse)
+            out, lse, args = _forward_fast(q, k, v, mask, causal, window, scale, bshd, True,
+                                           device, splits)
+            views = args[:3]
+            # lse is saved as an intermediate when it is not an output (no double
+            # backward: the backward is not differentiable). The saved tensors keep the
+            # views' addresses alive; ctx.saved_tensors checks that none was modified.
             ctx.save_for_backward(q, k, v, out, lse)
-            ctx.args = (mask, bool(causal), window, scale, bshd, device)
-            return (out.transpose(1, 2) if bshd else out), lse
+            if bshd:
+                views = tuple(_bhsd_view(x) for x in views)
+            ctx.args = (mask, bool(causal), window, scale, bshd, device, views)
+            if bshd:
+                out = out.transpose(1, 2)
+            if want_lse:
+                ctx.mark_non_differentiable(lse)
+                return out, lse
+            return out
 
         @staticmethod
-        def backward(ctx, grad_out, grad_lse):
+        def backward(ctx, grad_out, grad_lse=None):
             q, k, v, out, lse = ctx.saved_tensors
-            mask, causal, window, scale, bshd, device = ctx.args
-            if bshd:
-                q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            mask, causal, window, scale, bshd, device, (qv, kv, vv) = ctx.args
             if grad_out is None:      # only lse was used: it is not differentiable
                 grad_out = torch.zeros_like(out)
             elif bshd:
                 grad_out = grad_out.transpose(1, 2)
-            grad_out = grad_out.contiguous()
+            if not grad_out.is_contiguous():
+                grad_out = grad_out.contiguous()
             lists = tlists = None
             bwd_id = 0
             if mask is not None:
@@ -565,19 +597,26 @@ def _init_autograd(torch):
                         tuple(t.data_ptr() for t in tl), bwd)
                 tlists, bwd_id = tlists
             left, right = (-1, -1) if window is None else window
-            dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-            dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-            dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-            _backward_launch(_view(q), _view(k), _view(v), _view(out), lse.data_ptr(),
-                             _view(grad_out), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-                             bwd_id, lists, tlists, causal, int(left), int(right),
-                             q.shape[3] ** -0.5 if scale is None else float(scale),
+            # dQ, dK, dV contiguous [B, H(kv), S, D], as the kernels write them.
+            dq = q.new_empty(qv[1])
+            dk = k.new_empty(kv[1])
+            dv = v.new_empty(vv[1])
+            _backward_launch(qv, kv, vv, _view(out), lse.data_ptr(), _view(grad_out),
+                             dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), bwd_id, lists,
+                             tlists, causal, int(left), int(right),
+                             qv[1][3] ** -0.5 if scale is None else float(scale),
                              _get_stream(device), device, q.dtype is _f16)
             if bshd:
                 dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
-            return dq, dk, dv, None, None, None, None, None, None
+            return dq, dk, dv, None, None, None, None, None, None, None
 
-    _AttentionFunction = AttentionFunction
+    # torch's C apply (THPFunction_apply) without torch.autograd.Function.apply's Python
+    # wrapper where a torch has one: that wrapper only unwraps functorch levels, and
+    # this path runs only with no functorch transform active (``_untraced``).
+    try:
+        _attention_apply = super(torch.autograd.Function, AttentionFunction).apply
+    except AttributeError:
+        _attention_apply = AttentionFunction.apply
 
 
 def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
@@ -723,7 +762,8 @@ def _register_decode():
                   max_seqlen_q: int, window: List[int], scale: float,
                   splits: int, mask_list: Optional[Tensor], mask_count: Optional[Tensor],
                   mask_bits: Optional[Tensor], mask_id: int) -> Tuple[Tensor, Tensor]:
-        mask = None if mask_list is None else (mask_list, mask_count, mask_bits)
+        mask = None if mask_list is None else (mask_list.data_ptr(), mask_count.data_ptr(),
+                                               mask_bits.data_ptr())
         return _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q,
                            max_seqlen_q, window[0], window[1], scale, splits, mask, mask_id)
 
@@ -756,61 +796,99 @@ _decode_plans = {}
 
 def _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left, right,
                    scale, splits, mask_id, device):
-    """(the extension's plan of a decode call, lse shape, workspace floats), made once per
-    distinct call (every check, the split count from the SM count, the kernel) and
-    cached."""
-    shape = lambda t: None if t is None else t.shape  # noqa: E731
-    key = (device, q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, shape(block_table),
-           shape(seqlens_k), shape(cu_seqlens_q), max_seqlen_q, left, right, scale, splits,
-           mask_id)
+    """:func:`_decode_hit` of a call's tensors."""
+    return _decode_hit(device, q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype,
+                       None if block_table is None else block_table.shape,
+                       None if seqlens_k is None else seqlens_k.shape,
+                       None if cu_seqlens_q is None else cu_seqlens_q.shape, max_seqlen_q,
+                       left, right, scale, splits, mask_id)
+
+
+def _decode_hit(device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, offsets,
+                max_seqlen_q, left, right, scale, splits, mask_id):
+    """(the extension's plan of a decode call, lse shape, workspace floats, lse bytes,
+    the workspace's lse offset in floats), made once per distinct call from shapes and
+    dtypes (every check, the split count from the SM count, the kernel) and cached."""
+    key = (device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, offsets,
+           max_seqlen_q, left, right, scale, splits, mask_id)
     hit = _decode_plans.get(key)
     if hit is None:
-        dims = lambda t: None if t is None else list(t.shape)  # noqa: E731
+        dims = lambda t: None if t is None else list(t)  # noqa: E731
         handle = _API["decode_plan"](
-            list(q.shape), list(k.shape), list(v.shape),
-            (_dtype_name(q.dtype), _dtype_name(k.dtype), _dtype_name(v.dtype)),
-            dims(block_table), dims(seqlens_k), dims(cu_seqlens_q), max_seqlen_q, left, right,
+            list(qs), list(ks), list(vs),
+            (_dtype_name(q_dtype), _dtype_name(k_dtype), _dtype_name(v_dtype)),
+            dims(table), dims(lengths), dims(offsets), max_seqlen_q, left, right,
             scale, splits, device, mask_id)
-        hit = (handle, tuple(handle.lse_shape), handle.workspace_floats)
+        lse_shape = tuple(handle.lse_shape)
+        lse_bytes = 4
+        for n in lse_shape:
+            lse_bytes *= n
+        ws_o, _ = handle.workspace_floats
+        # The workspace is one block: o's floats rounded up to 64 (256 bytes) before lse's.
+        hit = (handle, lse_shape, handle.workspace_floats, lse_bytes, -(-ws_o // 64) * 64)
         if len(_decode_plans) >= 256:
             _decode_plans.clear()
         _decode_plans[key] = hit
     return hit
 
 
-def _decode_launch_planned(torch, hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, mask,
-                           device, workspace=None):
-    """Allocates out and lse (and the workspace unless given) and runs a planned decode."""
-    handle, lse_shape, (ws_o, ws_lse) = hit
+def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, mask, device,
+                           need_lse=True, workspace=None):
+    """Allocates out (and lse when asked for) and runs a planned decode: an lse nobody
+    asked for and a workspace not given live in blocks of torch's caching allocator taken
+    and given back around the launch (stream-ordered, as the attention forward's)."""
+    handle, lse_shape, (ws_o, ws_lse), lse_bytes, ws_lse_at = hit
     out = q.new_empty(q.shape)
-    lse = q.new_empty(lse_shape, dtype=_f32)
     out_ptr = out.data_ptr()
-    if not ws_o:
-        # One split, or splits merged in a cluster: the kernel never touches the
-        # workspace (docs/decode.md); out's address stands in for it.
-        wo_ptr = wl_ptr = out_ptr
-    else:
-        if workspace is None:
-            workspace = (q.new_empty((ws_o,), dtype=_f32), q.new_empty((ws_lse,), dtype=_f32))
-        wo_ptr, wl_ptr = workspace[0].data_ptr(), workspace[1].data_ptr()
-    ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
-    handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse.data_ptr(), wo_ptr,
-               wl_ptr, ptr(block_table), ptr(seqlens_k), ptr(cu_seqlens_q),
-               (0, 0, 0) if mask is None else tuple(t.data_ptr() for t in mask),
-               _get_stream(device))
+    stream = _get_stream(device)
+    raw = _get_device() == device
+    lse = None
+    blocks = []
+    try:
+        if need_lse or not raw or not lse_bytes:
+            lse = q.new_empty(lse_shape, dtype=_f32)
+            lse_ptr = lse.data_ptr()
+        else:
+            lse_ptr = _raw_alloc(lse_bytes, stream)
+            blocks.append(lse_ptr)
+        if not ws_o:
+            # One split, or splits merged in a cluster: the kernel never touches the
+            # workspace (docs/decode.md); out's address stands in for it.
+            wo_ptr = wl_ptr = out_ptr
+        elif workspace is not None:
+            wo_ptr, wl_ptr = workspace
+        elif raw:
+            wo_ptr = _raw_alloc(4 * (ws_lse_at + ws_lse), stream)
+            blocks.append(wo_ptr)
+            wl_ptr = wo_ptr + 4 * ws_lse_at
+        else:
+            ws = q.new_empty((ws_lse_at + ws_lse,), dtype=_f32)
+            wo_ptr = ws.data_ptr()
+            wl_ptr = wo_ptr + 4 * ws_lse_at
+        handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse_ptr, wo_ptr, wl_ptr,
+                   0 if block_table is None else block_table.data_ptr(),
+                   0 if seqlens_k is None else seqlens_k.data_ptr(),
+                   0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(),
+                   _NO_MASK if mask is None else mask, stream)
+    finally:
+        for p in blocks:
+            _raw_delete(p)
     return out, lse
 
 
+_NO_MASK = (0, 0, 0)
+
+
 def _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
-                right, scale, splits, mask, mask_id):
+                right, scale, splits, mask, mask_id, need_lse=True):
     """One decode call: the cached plan, outputs and workspace from torch's allocator,
     the launch on torch's current stream. The op's body, and the eager fast path's (no
-    dispatch)."""
+    dispatch). ``mask``: the device addresses of the mask's decode arrays, or None."""
     device = q.get_device()
     hit = _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
                          right, scale, splits, mask_id, device)
-    return _decode_launch_planned(torch, hit, q, k, v, block_table, seqlens_k, cu_seqlens_q,
-                                  mask, device)
+    return _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q,
+                                  mask, device, need_lse)
 
 
 def _decode_mask_arrays(torch, mask, device):
@@ -882,22 +960,23 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
             and type(v_cache) is _Tensor and (mask is None or type(mask) is Mask)
             and _plain(q, k_cache, v_cache)):
         device = q.get_device()
-        ints = (block_table, seqlens_k, cu_seqlens_q)
         if (device >= 0 and k_cache.get_device() == device and v_cache.get_device() == device
-                and all(t is None or (type(t) is _Tensor and t.get_device() == device
-                                      and t.dtype is _i32)
-                        for t in ints)
                 and (cu_seqlens_q is None) == (max_seqlen_q is None)
                 and q.is_contiguous() and k_cache.is_contiguous()
                 and v_cache.is_contiguous()
-                and all(t is None or t.is_contiguous() for t in ints)):
-            arrays, mask_id = None, 0
+                and ((block_table is None and seqlens_k is None and cu_seqlens_q is None)
+                     or all(t is None or (type(t) is _Tensor and t.get_device() == device
+                                          and t.dtype is _i32 and t.is_contiguous())
+                            for t in (block_table, seqlens_k, cu_seqlens_q)))):
+            ptrs, mask_id = None, 0
             if mask is not None:
-                arrays, mask_id = _decode_mask_arrays(torch, mask, q.device), mask._meta[8]
+                ptrs = tuple(t.data_ptr() for t in _decode_mask_arrays(torch, mask, q.device))
+                mask_id = mask._meta[8]
             out, lse = _decode_run(torch, q, k_cache, v_cache, block_table, seqlens_k,
                                    cu_seqlens_q, int(max_seqlen_q or 0), left, right,
                                    0.0 if scale is None else float(scale),
-                                   0 if splits is None else int(splits), arrays, mask_id)
+                                   0 if splits is None else int(splits), ptrs, mask_id,
+                                   return_lse)
             return (out, lse) if return_lse else out
     _check_tensors(torch, what, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)],
                    _DTYPES)
@@ -1013,18 +1092,27 @@ class AttentionPlan:
         self._decode = None
         qs = specs[0][0]
         if (splits is None and mask is None and not causal and window is None
-                and qs[1 if layout == "bshd" else 2] == 1):
-            views = _decode_views(q, k, v, layout == "bshd")
-            if views is not None:      # a decode shape: the decode kernel's plan
+                and qs[1 if layout == "bshd" else 2] == 1
+                and (scale is None or 0 < scale < float("inf"))):
+            shapes = _decode_shapes(q, k, v, layout == "bshd")
+            if shapes is not None:      # a decode shape: the decode kernel's plan
                 try:
-                    self._decode = DecodePlan(*views[:3], scale=scale)
-                    self._decode_lse = views[3]
+                    self._decode = _decode_hit(device, shapes[0], shapes[1], shapes[1],
+                                               dtype, dtype, dtype, None, None, None, 0, -1,
+                                               -1, 0.0 if scale is None else scale, 0, 0)
+                    self._decode_lse = shapes[2]
                 except ValueError:
                     self._decode = None
         if self._decode is not None:
             self._specs = tuple(s[:2] for s in specs)
             self._dtype, self._device, self._bshd = dtype, device, layout == "bshd"
-            self.splits = self._decode.splits
+            handle, _, (ws_o, ws_lse), _, ws_lse_at = self._decode
+            self.splits = handle.splits
+            self._workspace = self._ws_ptrs = None
+            if ws_o:
+                self._workspace = torch.empty(ws_lse_at + ws_lse, dtype=_f32, device=q.device)
+                ptr = self._workspace.data_ptr()
+                self._ws_ptrs = (ptr, ptr + 4 * ws_lse_at)
             return
         mask_id, lists = (0, None) if mask is None else _mask_ptrs(mask, q, device)
         self._mask = mask          # keeps its device lists alive
@@ -1054,22 +1142,28 @@ class AttentionPlan:
         output in q's layout (and the fp32 lse ``[B, H, Sq]`` with ``return_lse``).
         Runs that share a plan share its split-KV workspace: run them on one stream."""
         dtype, device = self._dtype, self._device
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if type(t) is not _Tensor or t.dtype is not dtype or t.get_device() != device:
-                raise ValueError(
-                    f"fragmask.AttentionPlan.run: {name} is not the plan's: expected a "
-                    f"{dtype} tensor on cuda:{device}, got "
-                    f"{getattr(t, 'dtype', type(t).__name__)} on "
-                    f"{getattr(t, 'device', '?')}")
+        if not (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+                and q.dtype is dtype and k.dtype is dtype and v.dtype is dtype
+                and q.get_device() == device and k.get_device() == device
+                and v.get_device() == device):
+            for name, t in (("q", q), ("k", k), ("v", v)):
+                if (type(t) is not _Tensor or t.dtype is not dtype
+                        or t.get_device() != device):
+                    raise ValueError(
+                        f"fragmask.AttentionPlan.run: {name} is not the plan's: expected a "
+                        f"{dtype} tensor on cuda:{device}, got "
+                        f"{getattr(t, 'dtype', type(t).__name__)} on "
+                        f"{getattr(t, 'device', '?')}")
         if self._decode is not None:
+            # Checked here (the decode plan takes addresses): q, k, v have the shapes and
+            # strides of the plan's (contiguous) templates, so their memory is decode's.
             for name, t, spec in (("q", q, self._specs[0]), ("k", k, self._specs[1]),
                                   ("v", v, self._specs[2])):
                 if t.shape != spec[0] or t.stride() != spec[1]:
                     raise ValueError(f"fragmask.AttentionPlan.run: {name} is not the plan's: "
                                      f"expected shape {spec[0]} and strides {spec[1]}")
-            qd, kd, vd, _ = _decode_views(q, k, v, self._bshd)
-            out, lse = self._decode.run(qd, kd, vd, return_lse=True)
-            out = out.view(q.shape)
+            out, lse = _decode_launch_planned(self._decode, q, k, v, None, None, None, None,
+                                              device, return_lse, self._ws_ptrs)
             return (out, lse.view(self._decode_lse)) if return_lse else out
         out = q.new_empty(self._out_shape)
         stream = _get_stream(device)
@@ -1123,12 +1217,14 @@ class DecodePlan:
         scale = 0.0 if scale is None else float(scale)
         if scale < 0 or scale != scale:
             raise ValueError(f"{what}: scale {scale} must be positive")
-        self._mask_arrays, mask_id = None, 0
+        self._mask_ptrs, mask_id = None, 0
         if mask is not None:
             if not isinstance(mask, Mask):
                 raise TypeError(f"{what}: mask must be a fragmask.Mask, not "
                                 f"{type(mask).__name__}")
-            self._mask_arrays = _decode_mask_arrays(torch, mask, q.device)
+            # The arrays are cached on the Mask, which the plan keeps alive.
+            self._mask_ptrs = tuple(t.data_ptr()
+                                    for t in _decode_mask_arrays(torch, mask, q.device))
             mask_id = mask._meta[8]
         self._mask = mask
         device = q.get_device()
@@ -1136,23 +1232,44 @@ class DecodePlan:
         self._hit = _decode_handle(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q,
                                    int(max_seqlen_q or 0), left, right, scale,
                                    0 if splits is None else splits, mask_id, device)
-        handle, _, (ws_o, ws_lse) = self._hit
+        handle, _, (ws_o, ws_lse), _, ws_lse_at = self._hit
         self.splits = handle.splits
-        self._workspace = None
+        self._workspace = self._ws_ptrs = None
         if ws_o:
-            self._workspace = (torch.empty(ws_o, dtype=_f32, device=q.device),
-                               torch.empty(ws_lse, dtype=_f32, device=q.device))
+            self._workspace = torch.empty(ws_lse_at + ws_lse, dtype=_f32, device=q.device)
+            ptr = self._workspace.data_ptr()
+            self._ws_ptrs = (ptr, ptr + 4 * ws_lse_at)
         spec = lambda t: None if t is None else (t.shape, t.dtype)  # noqa: E731
         self._specs = tuple(spec(t) for t in (q, k_cache, v_cache, block_table, seqlens_k,
                                               cu_seqlens_q))
+        self._plain = all(t is None for t in (block_table, seqlens_k, cu_seqlens_q))
+        self._dtype = q.dtype
+        self._q_shape, self._k_shape = q.shape, k_cache.shape
 
     def run(self, q, k_cache, v_cache, *, block_table=None, seqlens_k=None,
             cu_seqlens_q=None, return_lse=False):
         """The decode of q over the caches (the plan's shapes and dtypes, contiguous, on
         its device): o like q (and lse with ``return_lse``)."""
+        dtype, device = self._dtype, self._device
+        if not (self._plain and block_table is None and seqlens_k is None
+                and cu_seqlens_q is None and type(q) is _Tensor and type(k_cache) is _Tensor
+                and type(v_cache) is _Tensor and q.dtype is dtype and k_cache.dtype is dtype
+                and v_cache.dtype is dtype and q.shape == self._q_shape
+                and k_cache.shape == self._k_shape and v_cache.shape == self._k_shape
+                and q.get_device() == device and k_cache.get_device() == device
+                and v_cache.get_device() == device and q.is_contiguous()
+                and k_cache.is_contiguous() and v_cache.is_contiguous()):
+            self._check(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q)
+        out, lse = _decode_launch_planned(self._hit, q, k_cache, v_cache, block_table,
+                                          seqlens_k, cu_seqlens_q, self._mask_ptrs, device,
+                                          return_lse, self._ws_ptrs)
+        return (out, lse) if return_lse else out
+
+    def _check(self, *tensors):
+        """Every tensor of a run against the plan (the path of calls with tables or
+        lengths, and of mismatches, which it names)."""
         what = "fragmask.DecodePlan.run"
         names = ("q", "k_cache", "v_cache", "block_table", "seqlens_k", "cu_seqlens_q")
-        tensors = (q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q)
         for name, t, spec in zip(names, tensors, self._specs):
             if spec is None:
                 if t is not None:
@@ -1162,7 +1279,3 @@ class DecodePlan:
                     or t.get_device() != self._device or not t.is_contiguous()):
                 raise ValueError(f"{what}: {name} is not the plan's: expected a contiguous "
                                  f"{spec[1]} {tuple(spec[0])} on cuda:{self._device}")
-        out, lse = _decode_launch_planned(_T, self._hit, q, k_cache, v_cache, block_table,
-                                          seqlens_k, cu_seqlens_q, self._mask_arrays,
-                                          self._device, self._workspace)
-        return (out, lse) if return_lse else out

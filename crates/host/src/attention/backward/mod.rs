@@ -28,7 +28,10 @@
 //! scratch buffers live in a [`BackwardWorkspace`] the caller may keep and reuse: given one,
 //! nothing on the launch path allocates.
 
-#[doc(hidden)]
+mod plan;
+
+pub use plan::{BackwardPlan, BackwardPointers};
+
 pub use fragmask_kernels::attention::backward::DqReduce;
 // The backward's kernel choice lives with the forward's ([`super::choice`]).
 pub use super::choice::backward_kernel;
