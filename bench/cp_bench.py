@@ -44,6 +44,26 @@ def step_ms(fn, warmup=3, iters=10):
     return mine, t.item()
 
 
+def phases(fn):
+    """One step of fn with fragmask.distributed's phase events: per rank, {"stream:
+    phase": ms} (compute stream: what it spent on each phase, waits included; side
+    stream: packing and posting, and how long each transfer was in flight)."""
+    from fragmask.distributed import _attention as A
+
+    torch.cuda.synchronize()
+    dist.barrier()
+    A.PROFILE = []
+    try:
+        fn()
+        torch.cuda.synchronize()
+        table = {f"{st}: {ph}": ms for (st, ph), ms in A.phase_table(A.PROFILE).items()}
+    finally:
+        A.PROFILE = None
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, table)
+    return out
+
+
 def all_values(x):
     t = torch.tensor([float(x)], device="cuda")
     out = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
@@ -169,9 +189,16 @@ def run_case(name, spec, H, D, rank, P, dev, report):
     def sharded():
         o = fd.attention(ql, kl, vl, plan, desc)
         o.backward(dol)
+
+    def sharded_one_call():
+        o = fd.attention(ql, kl, vl, plan, desc, overlap=False)
+        o.backward(dol)
     mine, slowest = step_ms(sharded)
     row["two_gpu_ms"] = slowest
     row["per_rank_step_ms"] = all_values(mine)
+    row["phases_ms_per_rank"] = phases(sharded)
+    mine, slowest = step_ms(sharded_one_call)
+    row["two_gpu_one_call_ms"] = slowest
     # The exchange alone: gather the keys, return their gradients.
     gk = torch.randn(1, H, prep.kv_len, D, device=dev, dtype=dt, generator=g)
 
@@ -250,6 +277,48 @@ def sdpa_context_parallel(S, H, D, P, dev, g, ours_ms):
         return {"sdpa_context_parallel_error": f"{type(e).__name__}: {e}"[:300]}
 
 
+def print_phases(report):
+    for name, row in report.items():
+        per_rank = row.get("phases_ms_per_rank")
+        if not per_rank:
+            continue
+        keys = list(dict.fromkeys(k for t in per_rank for k in t))
+        print(f"\nphases of one overlapped step, {name} (ms; CUDA events)")
+        print(f"  {'stream: phase':<40}" + "".join(f"{'rank ' + str(r):>10}"
+                                                   for r in range(len(per_rank))))
+        for k in keys:
+            print(f"  {k:<40}" + "".join(f"{t.get(k, 0.0):>10.3f}" for t in per_rank))
+
+
+def print_targets(report):
+    """The issue's targets against this run (2 GPUs, bf16, H=16, D=128)."""
+    def get(name, key):
+        for n, row in report.items():
+            if name in n and key in row:
+                return row[key]
+        return None
+    rows = [
+        ("64k, 12 causal documents: 2-GPU / 1-GPU time", get("document", "two_over_one"),
+         "<=", 0.55),
+        ("random 50% (32k): speedup", get("random", "speedup"), ">=", 1.85),
+        ("VSA block lists: speedup", get("VSA", "speedup"), ">=", 1.8),
+        ("causal 64k: throughput vs context_parallel+SDPA",
+         get("causal", "fragmask_over_sdpa_cp_throughput"), ">=", 1.2),
+        ("documents: slowest rank's attention / mean",
+         get("document", "attention_slowest_over_mean"), "<=", 1.10),
+        ("documents: bytes vs K/V all-gather", get("document", "bytes_vs_allgather"),
+         "<=", 0.5),
+    ]
+    print("\ntargets")
+    print(f"  {'what':<52}{'measured':>10}  target    verdict")
+    for what, value, op, bound in rows:
+        if value is None:
+            print(f"  {what:<52}{'-':>10}  {op} {bound:<6} not measured")
+            continue
+        ok = value <= bound if op == "<=" else value >= bound
+        print(f"  {what:<52}{value:>10.3f}  {op} {bound:<6} {'met' if ok else 'MISSED'}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -275,6 +344,8 @@ def main():
             report[name] = {"error": f"{type(e).__name__}: {e}"[:400]}
     if rank == 0:
         print(json.dumps(report, indent=1))
+        print_phases(report)
+        print_targets(report)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1)

@@ -9,7 +9,6 @@ to the owners while it computes its own keys' (docs/distributed.md). The one-cal
 import numpy as np
 
 from ._exchange import backward_events, exchange_indices, forward_events, schedule
-from ._merge import merge_states
 
 
 def _fm_attention(*args, **kwargs):
@@ -77,7 +76,9 @@ class Prepared:
             else:
                 self.step_rows.append(None)
                 self.step_masks.append(None)
-            self.step_send.append(idx(st.send_local) if st.send_local.size else None)
+            self.step_send.append(_token_selector(st.send_local, idx)
+                                  if st.send_local.size else None)
+        self.step_send_idx = [idx(st.send_local) for st in self.steps]
         # Global ranks of the steps' peers (P2P ops name global ranks).
         self.peer_src = [_global_rank(group, st.src) for st in self.steps]
         self.peer_dst = [_global_rank(group, st.dst) for st in self.steps]
@@ -116,6 +117,13 @@ def _row_selector(step, local_len, idx):
         a, b = runs[0]
         return None if (a, b) == (0, local_len) else slice(a, b)
     return idx(step.rows)
+
+
+def _token_selector(tokens, idx):
+    """Ascending local tokens as a ``slice`` when consecutive, else an index tensor."""
+    if tokens[-1] - tokens[0] + 1 == tokens.size:
+        return slice(int(tokens[0]), int(tokens[-1]) + 1)
+    return idx(tokens)
 
 
 def _global_rank(group, r):
@@ -371,6 +379,14 @@ def _wait(works):
         w.wait()
 
 
+def _take(t, sel):
+    """A contiguous buffer of the selected tokens (dim 2) of t (t itself when it is
+    already one)."""
+    if isinstance(sel, slice):
+        return t[:, :, sel].contiguous()
+    return t.index_select(2, sel)
+
+
 def _rows_of(t, sel):
     """The step's rows of a [B, H, S, ...] tensor: itself, a view, or a gathered copy."""
     if sel is None:
@@ -381,23 +397,24 @@ def _rows_of(t, sel):
 
 
 def _merge_into(o, lse, sel, o_p, lse_p):
-    """Merges the partial state (o_p, lse_p) of a step's rows into (o, lse) in place,
-    in fp32: lse = log(e^lse + e^lse_p), o = e^(lse - lse')·o + e^(lse_p - lse')·o_p.
+    """Merges the partial state (o_p, lse_p) of a step's rows into (o, lse) in place:
+    lse' = log(e^lse + e^lse_p) in fp32, o = e^(lse - lse')·o + e^(lse_p - lse')·o_p.
     A row neither part sees keeps o = 0, lse = -inf."""
     import torch
 
     oa, la = _rows_of(o, sel), _rows_of(lse, sel)
     new = torch.logaddexp(la, lse_p)
     safe = torch.where(torch.isfinite(new), new, torch.zeros_like(new))
-    wa = torch.exp(la - safe).unsqueeze(-1)
-    wb = torch.exp(lse_p - safe).unsqueeze(-1)
-    merged = torch.mul(oa, wa)            # fp32 (o bf16/fp16 or fp32 times fp32)
-    merged.addcmul_(o_p, wb)
+    # The two weights sum to 1, so the merged o is lerp(o, o_p, w): one pass over o
+    # that computes in fp32 (torch's opmath for bf16/fp16) and rounds once; the weight
+    # w = e^(lse_p - lse') is carried in o's dtype (within its rounding: 2^-9 relative
+    # for bf16).
+    w = torch.exp(lse_p - safe).unsqueeze(-1).to(o.dtype)
     if sel is None or isinstance(sel, slice):
-        oa.copy_(merged)
+        oa.lerp_(o_p, w)
         la.copy_(new)
     else:
-        o.index_copy_(2, sel, merged.to(o.dtype))
+        o.index_copy_(2, sel, torch.lerp(oa, o_p, w))
         lse.index_copy_(2, sel, new)
 
 
@@ -446,17 +463,19 @@ def _overlapped_forward(q, k, v, prep, group, scale):
                 recv[i] = (k.new_empty((B, Hk, st.recv_len, Dk)),
                            v.new_empty((B, Hk, st.recv_len, Dv)))
             with streams.on_side():
-                _mark("pack + post", "side")
+                _mark("start", "side")
                 if prep.step_send[i] is not None:
-                    ks = k.index_select(2, prep.step_send[i])
-                    vs = v.index_select(2, prep.step_send[i])
+                    ks, vs = (_take(t, prep.step_send[i]) for t in (k, v))
                     keep.append((ks, vs))
                     pairs += [("send", ks, prep.peer_dst[i]), ("send", vs, prep.peer_dst[i])]
                 if recv[i] is not None:
                     pairs += [("recv", recv[i][0], prep.peer_src[i]),
                               ("recv", recv[i][1], prep.peer_src[i])]
                 works[i] = _post(pairs, group)
-                _mark("pack + post", "side")
+                _mark("pack + post K/V", "side")
+                if PROFILE is not None:
+                    _wait(works[i])             # the side stream only (timing)
+                    _mark("K/V in flight", "side")
         elif kind == "own":
             o, lse = _part_forward(q, k, v, prep.own_mask, scale)
             _mark("own keys forward")
@@ -472,7 +491,7 @@ def _overlapped_forward(q, k, v, prep, group, scale):
             o_p, lse_p = _part_forward(_rows_of(q, sel), kr, vr, m, scale)
             _mark("received keys forward")
             _merge_into(o, lse, sel, o_p, lse_p)
-            _mark("merge (fp32)")
+            _mark("merge")
     del keep
     return o, lse, recv
 
@@ -517,7 +536,7 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
                 back[i] = (k.new_empty((k.shape[0], k.shape[1], n, k.shape[3])),
                            v.new_empty((v.shape[0], v.shape[1], n, v.shape[3])))
             with streams.on_side():
-                _mark("post dK/dV", "side")
+                _mark("start", "side")
                 if grads[i] is not None:
                     pairs += [("send", grads[i][0], prep.peer_src[i]),
                               ("send", grads[i][1], prep.peer_src[i])]
@@ -526,6 +545,9 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
                               ("recv", back[i][1], prep.peer_dst[i])]
                 works[i] = _post(pairs, group)
                 _mark("post dK/dV", "side")
+                if PROFILE is not None:
+                    _wait(works[i])             # the side stream only (timing)
+                    _mark("dK/dV in flight", "side")
         elif kind == "own":
             dq, dk, dv = _part_backward(q, k, v, o, lse, do, prep.own_mask, scale)
             _mark("own keys backward")
@@ -550,13 +572,17 @@ def _add_returned(dk, dv, back, prep):
     """Adds the dK/dV the other ranks returned to the rank's own: with one step, in
     place (each token at most once: one rounding of an fp32 sum); with several, summed
     in fp32 over the rows sent and rounded once."""
-    got = [(prep.step_send[i], b) for i, b in enumerate(back) if b is not None]
+    got = [i for i, b in enumerate(back) if b is not None]
     if not got:
         return
     if len(got) == 1:
-        idx, (bk, bv) = got[0]
-        dk.index_add_(2, idx, bk)
-        dv.index_add_(2, idx, bv)
+        i = got[0]
+        sel, (bk, bv) = prep.step_send[i], back[i]
+        for d, b in ((dk, bk), (dv, bv)):
+            if isinstance(sel, slice):
+                d[:, :, sel].add_(b)
+            else:
+                d.index_add_(2, sel, b)
         return
     import torch
 
@@ -564,8 +590,9 @@ def _add_returned(dk, dv, back, prep):
     for d, j in ((dk, 0), (dv, 1)):
         wide = torch.promote_types(d.dtype, torch.float32)
         acc = d.index_select(2, rows).to(wide)
-        for idx, b in got:
-            acc.index_add_(2, torch.searchsorted(rows, idx), b[j].to(wide))
+        for i in got:
+            pos = torch.searchsorted(rows, prep.step_send_idx[i])
+            acc.index_add_(2, pos, back[i][j].to(wide))
         d.index_copy_(2, rows, acc.to(d.dtype))
 
 
