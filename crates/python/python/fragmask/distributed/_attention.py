@@ -60,7 +60,6 @@ class Prepared:
         self._block = block
         self._desc = mask
         self._mask = None
-        self._parts = None
         # The overlapped path: own keys, then one part per step that moves anything.
         self.own_mask = self._pack(self.rows, self.rows)
         needs = None if mask is plan.mask else mask.chunk_needs(plan.chunk)
@@ -98,15 +97,6 @@ class Prepared:
                 self._mask = self._desc.local_mask(self.rows, self.keys, self.device,
                                                    block=self._block)
         return self._mask
-
-    def parts(self):
-        """(own-keys mask, received-keys mask) of the one-call path's inference variant
-        (None where a part has no key)."""
-        if self._parts is None:
-            recv = self.keys[self.local_len:]
-            self._parts = (self.own_mask,
-                           self._pack(self.rows, recv) if recv.size else None)
-        return self._parts
 
 
 def _row_selector(step, local_len, idx):
