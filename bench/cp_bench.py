@@ -25,8 +25,13 @@ import fragmask
 import fragmask.distributed as fd
 
 
-def step_ms(fn, warmup=3, iters=10):
+STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5)
+
+
+def step_ms(fn, warmup=None, iters=None):
     """Mean ms of fn() over iters, every rank started together; (this rank's, max)."""
+    warmup = STEPS[0] if warmup is None else warmup
+    iters = STEPS[1] if iters is None else iters
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -42,6 +47,26 @@ def step_ms(fn, warmup=3, iters=10):
     t = torch.tensor([mine], device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return mine, t.item()
+
+
+def phases(fn):
+    """One step of fn with fragmask.distributed's phase events: per rank, {"stream:
+    phase": ms} (compute stream: what it spent on each phase, waits included; side
+    stream: packing and posting, and how long each transfer was in flight)."""
+    from fragmask.distributed import _attention as A
+
+    torch.cuda.synchronize()
+    dist.barrier()
+    A.PROFILE = []
+    try:
+        fn()
+        torch.cuda.synchronize()
+        table = {f"{st}: {ph}": ms for (st, ph), ms in A.phase_table(A.PROFILE).items()}
+    finally:
+        A.PROFILE = None
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, table)
+    return out
 
 
 def all_values(x):
@@ -85,24 +110,25 @@ def case_list(quick):
                     for _ in range(H)])
     num = np.full((H, Qb), keep)
     S_causal = 16384 if quick else 65536
-    return {
+    cases = {
         "document-causal (12 docs)": dict(
             desc=fd.Intervals.documents(ids), S=S_doc,
             whole=lambda: fragmask.Mask.from_predicate("causal", S_doc, doc_ids=ids),
             doc_lengths=lengths.tolist()),
+        "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal,
+                       whole=lambda: fragmask.Mask.from_predicate("causal", S_causal),
+                       sdpa_cp=True),
+        "VSA block lists (10% kept)": dict(
+            desc=fd.BlockLists(idx, num), S=N,
+            whole=lambda: fragmask.Mask.from_blocks(idx, num, seqlen_k=N)),
         "random 50%": dict(
             desc=fd.DenseRows(S_rand, rows=hashed_rows(S_rand, 0.5, 7),
                               row_work=np.full(S_rand, 0.5 * S_rand), all_keys=True),
             S=S_rand,
             whole=lambda: fragmask.Mask.from_dense(hashed_rows(S_rand, 0.5, 7)(
                 np.arange(S_rand)), transposed=True)),
-        "VSA block lists (10% kept)": dict(
-            desc=fd.BlockLists(idx, num), S=N,
-            whole=lambda: fragmask.Mask.from_blocks(idx, num, seqlen_k=N)),
-        "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal,
-                       whole=lambda: fragmask.Mask.from_predicate("causal", S_causal),
-                       sdpa_cp=True),
     }
+    return cases
 
 
 def one_gpu_step(whole, S, H, D, dev, g, dt):
@@ -119,19 +145,20 @@ def one_gpu_step(whole, S, H, D, dev, g, dt):
     def one():
         o = fragmask.attention(q, k, v, mask)
         o.backward(do)
-    for _ in range(2):
+    warmup, iters = STEPS
+    for _ in range(warmup):
         one()
     torch.cuda.synchronize()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
-    for _ in range(10):
+    for _ in range(iters):
         one()
     b.record()
     torch.cuda.synchronize()
-    return a.elapsed_time(b) / 10
+    return a.elapsed_time(b) / iters
 
 
-def run_case(name, spec, H, D, rank, P, dev, report):
+def run_case(name, spec, H, D, rank, P, dev, report, lean=False):
     S = spec["S"]
     desc = spec["desc"]
     t0 = time.perf_counter()
@@ -169,18 +196,26 @@ def run_case(name, spec, H, D, rank, P, dev, report):
     def sharded():
         o = fd.attention(ql, kl, vl, plan, desc)
         o.backward(dol)
+
+    def sharded_one_call():
+        o = fd.attention(ql, kl, vl, plan, desc, overlap=False)
+        o.backward(dol)
     mine, slowest = step_ms(sharded)
     row["two_gpu_ms"] = slowest
     row["per_rank_step_ms"] = all_values(mine)
-    # The exchange alone: gather the keys, return their gradients.
-    gk = torch.randn(1, H, prep.kv_len, D, device=dev, dtype=dt, generator=g)
+    row["phases_ms_per_rank"] = phases(sharded)
+    mine, slowest = step_ms(sharded_one_call)
+    row["two_gpu_one_call_ms"] = slowest
+    if not lean:
+        # The exchange alone (one-call path): gather the keys, return their gradients.
+        gk = torch.randn(1, H, prep.kv_len, D, device=dev, dtype=dt, generator=g)
 
-    def exchange():
-        kg, vg = fd.gather_kv(kl, vl, prep)
-        if kg.requires_grad:
-            torch.autograd.backward([kg, vg], [gk, gk])
-    mine, slowest = step_ms(exchange)
-    row["exchange_fwd_bwd_ms"] = all_values(mine)
+        def exchange():
+            kg, vg = fd.gather_kv(kl, vl, prep)
+            if kg.requires_grad:
+                torch.autograd.backward([kg, vg], [gk, gk])
+        mine, slowest = step_ms(exchange)
+        row["exchange_fwd_bwd_ms"] = all_values(mine)
     # Each rank's attention alone (keys already gathered): the load balance.
     kg, vg = (t.detach() for t in fd.gather_kv(kl.detach(), vl.detach(), prep))
     kg, vg = kg.contiguous().requires_grad_(), vg.contiguous().requires_grad_()
@@ -193,12 +228,13 @@ def run_case(name, spec, H, D, rank, P, dev, report):
     times = all_values(mine)
     row["per_rank_attention_ms"] = times
     row["attention_slowest_over_mean"] = max(times) / (sum(times) / len(times))
-    # Forward only (inference): the overlapped path against one call.
-    with torch.no_grad():
-        fo, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=True))
-        fp, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=False))
-    row["forward_overlapped_ms"] = max(all_values(fo))
-    row["forward_one_call_ms"] = max(all_values(fp))
+    if not lean:
+        # Forward only (inference): the overlapped path against one call.
+        with torch.no_grad():
+            fo, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=True))
+            fp, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=False))
+        row["forward_overlapped_ms"] = max(all_values(fo))
+        row["forward_one_call_ms"] = max(all_values(fp))
     # Traffic: K and V bf16 of the chunks each rank sends vs an all-gather of K/V.
     per_token = 2 * H * D * 2
     sent = plan.sent_tokens() * per_token
@@ -221,6 +257,12 @@ def run_case(name, spec, H, D, rank, P, dev, report):
     report[name] = row
     if rank == 0:
         print(f"{name}: " + json.dumps(row), flush=True)
+        keys = ("one_gpu_ms", "two_gpu_ms", "two_gpu_one_call_ms", "two_over_one", "speedup",
+                "attention_slowest_over_mean", "bytes_vs_allgather",
+                "sdpa_context_parallel_ms", "fragmask_over_sdpa_cp_throughput")
+        print(f"SUMMARY {name}: " + ", ".join(
+            f"{k} {row[k]:.3f}" for k in keys if isinstance(row.get(k), float)), flush=True)
+        print_phases({name: row})
     plan.__dict__.pop("_prepared", None)
     torch.cuda.empty_cache()
 
@@ -250,12 +292,59 @@ def sdpa_context_parallel(S, H, D, P, dev, g, ours_ms):
         return {"sdpa_context_parallel_error": f"{type(e).__name__}: {e}"[:300]}
 
 
+def print_phases(report):
+    for name, row in report.items():
+        per_rank = row.get("phases_ms_per_rank")
+        if not per_rank:
+            continue
+        keys = list(dict.fromkeys(k for t in per_rank for k in t))
+        print(f"\nphases of one overlapped step, {name} (ms; CUDA events)")
+        print(f"  {'stream: phase':<40}" + "".join(f"{'rank ' + str(r):>10}"
+                                                   for r in range(len(per_rank))))
+        for k in keys:
+            print(f"  {k:<40}" + "".join(f"{t.get(k, 0.0):>10.3f}" for t in per_rank))
+
+
+def print_targets(report):
+    """The issue's targets against this run (2 GPUs, bf16, H=16, D=128)."""
+    def get(name, key):
+        for n, row in report.items():
+            if name in n and key in row:
+                return row[key]
+        return None
+    rows = [
+        ("64k, 12 causal documents: 2-GPU / 1-GPU time", get("document", "two_over_one"),
+         "<=", 0.55),
+        ("random 50% (32k): speedup", get("random", "speedup"), ">=", 1.85),
+        ("VSA block lists: speedup", get("VSA", "speedup"), ">=", 1.8),
+        ("causal 64k: throughput vs context_parallel+SDPA",
+         get("causal", "fragmask_over_sdpa_cp_throughput"), ">=", 1.2),
+        ("documents: slowest rank's attention / mean",
+         get("document", "attention_slowest_over_mean"), "<=", 1.10),
+        ("documents: bytes vs K/V all-gather", get("document", "bytes_vs_allgather"),
+         "<=", 0.5),
+    ]
+    print("\ntargets")
+    print(f"  {'what':<52}{'measured':>10}  target    verdict")
+    for what, value, op, bound in rows:
+        if value is None:
+            print(f"  {what:<52}{'-':>10}  {op} {bound:<6} not measured")
+            continue
+        ok = value <= bound if op == "<=" else value >= bound
+        print(f"  {what:<52}{value:>10.3f}  {op} {bound:<6} {'met' if ok else 'MISSED'}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--lean", action="store_true",
+                    help="skip the exchange-alone and forward-only rows; fewer steps")
     args = ap.parse_args()
+    global STEPS
+    if args.lean:
+        STEPS = (2, 5)
     rank = int(os.environ["RANK"])
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -268,13 +357,17 @@ def main():
         if args.only and not any(w in name for w in args.only.split(",")):
             continue
         try:
-            run_case(name, spec, H, D, rank, P, dev, report)
+            run_case(name, spec, H, D, rank, P, dev, report, lean=args.lean)
         except Exception as e:
             if rank == 0:
                 print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
             report[name] = {"error": f"{type(e).__name__}: {e}"[:400]}
+        if rank == 0 and args.json:         # what finished survives a timeout
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
     if rank == 0:
         print(json.dumps(report, indent=1))
+        print_targets(report)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1)

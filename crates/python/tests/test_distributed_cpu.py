@@ -12,8 +12,9 @@ import unittest
 import numpy as np
 
 import fragmask.distributed as fd
-from fragmask.distributed._exchange import (exchange_indices, simulate_gather,
-                                            simulate_scatter_grad)
+from fragmask.distributed._exchange import (backward_events, exchange_indices,
+                                            forward_events, schedule, simulate_gather,
+                                            simulate_scatter_grad, simulate_steps)
 
 CI = os.environ.get("CI") == "true"
 SEEDS = [0, 1, 2] if CI else [0, 1, 2] + [int.from_bytes(os.urandom(3), "little")]
@@ -369,6 +370,280 @@ class SimulatedContextParallelForward(unittest.TestCase):
                             np.testing.assert_allclose(mlse[fin], lse[fin], rtol=1e-10)
                         np.testing.assert_allclose(p.unshard(outs, dim=1), want, atol=1e-10)
 
+
+
+def numpy_attention_backward(q, k, v, o, lse, do, mask):
+    """f64 gradients (dq, dk, dv) of masked attention over the keys given, from the
+    (o, lse) of *all* the row's keys (what the overlapped backward passes each part):
+    P = exp(s - lse) on the part's keys, delta = rowsum(dO * O)."""
+    rep = q.shape[0] // k.shape[0]
+    kr, vr = np.repeat(k, rep, 0), np.repeat(v, rep, 0)
+    scale = 1 / np.sqrt(q.shape[-1])
+    s = np.einsum("hqd,hkd->hqk", q, kr) * scale
+    safe = np.where(np.isfinite(lse), lse, 0.0)[..., None]
+    p = np.where(mask & np.isfinite(lse)[..., None], np.exp(s - safe), 0.0)
+    dv = np.einsum("hqk,hqd->hkd", p, do)
+    dp = np.einsum("hqd,hkd->hqk", do, vr)
+    delta = (do * o).sum(-1, keepdims=True)
+    ds = p * (dp - delta)
+    dq = np.einsum("hqk,hkd->hqd", ds, kr) * scale
+    dk = np.einsum("hqk,hqd->hkd", ds, q) * scale
+    fold = lambda t: t.reshape(k.shape[0], rep, *t.shape[1:]).sum(1)  # noqa: E731
+    return dq, fold(dk), fold(dv)
+
+
+class OverlappedSchedule(unittest.TestCase):
+    """The overlapped path's steps: matched sends and receives, the rows each step
+    touches, the order of posts, waits and computes, and the whole forward and
+    backward replayed step by step in numpy."""
+
+    def test_every_step_receives_what_its_peer_sends_at_the_same_step(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 2048).items():
+                for P in (1, 2, 3, 4, 8):
+                    if 2048 % (128 * P):
+                        continue
+                    with self.subTest(seed=seed, mask=name, P=P):
+                        p = fd.plan(mask, P)
+                        got = simulate_steps(p, [p.positions(r) for r in range(P)])
+                        for r in range(P):
+                            steps = schedule(p, r)
+                            self.assertEqual([st.distance for st in steps],
+                                             list(range(1, P)))
+                            own = p.positions(r)
+                            keys = np.concatenate([own] + got[r])
+                            # own keys, then the steps' keys: every key the rank reads,
+                            # each once
+                            self.assertEqual(np.unique(keys).size, keys.size)
+                            np.testing.assert_array_equal(np.sort(keys),
+                                                          np.sort(p.kv_positions(r)))
+                            for st, g in zip(steps, got[r]):
+                                want = (st.recv_chunks[:, None] * p.chunk
+                                        + np.arange(p.chunk)).reshape(-1)
+                                np.testing.assert_array_equal(g, want)
+                                self.assertEqual(st.recv_len, want.size)
+
+    def test_a_steps_rows_are_every_row_that_sees_one_of_its_keys(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 1024).items():
+                dense = mask.dense().any(0)                  # any head
+                for P in (2, 4):
+                    p = fd.plan(mask, P)
+                    for r in range(P):
+                        rows = p.positions(r)
+                        for st in schedule(p, r):
+                            with self.subTest(seed=seed, mask=name, P=P, rank=r,
+                                              step=st.distance):
+                                keys = (st.recv_chunks[:, None] * p.chunk
+                                        + np.arange(p.chunk)).reshape(-1)
+                                sees = np.flatnonzero(dense[rows][:, keys].any(1))
+                                # no row that sees a key of the step is left out
+                                self.assertTrue(np.isin(sees, st.rows).all())
+                                # the rows are whole chunks of the rank, ascending
+                                self.assertTrue((np.diff(st.rows) > 0).all())
+                                self.assertEqual(st.rows.size % p.chunk, 0)
+                                runs = np.concatenate([np.arange(a, b)
+                                                       for a, b in st.row_runs] or
+                                                      [np.zeros(0, int)])
+                                np.testing.assert_array_equal(runs, st.rows)
+                                if st.recv_len == 0:
+                                    self.assertEqual(st.rows.size, 0)
+
+    def test_each_step_is_posted_before_it_is_awaited_one_step_ahead(self):
+        for n in range(0, 8):
+            ev = forward_events(n)
+            self.assertEqual(ev.count(("own",)), 1)
+            if n:
+                self.assertEqual(ev[:2], [("post", 0), ("own",)])  # a step ahead
+            posted, waited, done = [], [], []
+            for e in ev:
+                if e[0] == "post":
+                    posted.append(e[1])
+                    # double buffering: one step computed while the next is in flight
+                    self.assertLessEqual(len(posted) - len(done), 2)
+                elif e[0] == "wait":
+                    self.assertIn(e[1], posted)
+                    waited.append(e[1])
+                elif e[0] == "compute":
+                    self.assertIn(e[1], waited)
+                    done.append(e[1])
+            self.assertEqual(posted, list(range(n)))
+            self.assertEqual(done, list(range(n)))
+            bev = backward_events(n)
+            own = bev.index(("own",))
+            for i in range(n):
+                # a step's dK/dV leave before the own keys' backward; the returned ones
+                # are awaited after it
+                self.assertLess(bev.index(("compute", i)), bev.index(("post", i)))
+                self.assertLess(bev.index(("post", i)), own)
+                self.assertGreater(bev.index(("wait", i)), own)
+
+    def test_the_steps_forward_and_backward_equal_attention_over_the_whole_sequence(self):
+        """Own keys, then each step's keys on the step's rows only, merged; the
+        backward of every part from the merged (o, lse), the received keys' dK/dV
+        returned to their owners: equal to f64 attention and its gradients over the
+        whole sequence."""
+        H, Hk, D, S = 2, 1, 8, 1024
+        for seed in SEEDS[:2]:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, S).items():
+                dense = mask.dense()
+                q, do = rng.standard_normal((2, H, S, D))
+                k, v = rng.standard_normal((2, Hk, S, D))
+                want_o, want_lse = numpy_attention(q, k, v, dense)
+                for P in (2, 4):
+                    with self.subTest(seed=seed, mask=name, P=P):
+                        p = fd.plan(mask, P)
+                        kv = [np.concatenate([p.shard(k, r, 1), p.shard(v, r, 1)], -1)
+                              .transpose(1, 0, 2) for r in range(P)]
+                        got = simulate_steps(p, kv)
+                        dqs, dks, dvs, outs = [], [], [], []
+                        returned = [np.zeros((2, Hk, S // P, D)) for _ in range(P)]
+                        for r in range(P):
+                            rows = p.positions(r)
+                            qr, dor = p.shard(q, r, 1), p.shard(do, r, 1)
+                            kr, vr = p.shard(k, r, 1), p.shard(v, r, 1)
+                            m = lambda ks: dense[:, rows][:, :, ks]  # noqa: E731
+                            o, lse = numpy_attention(qr, kr, vr, m(rows))
+                            parts = []
+                            for st, g in zip(schedule(p, r), got[r]):
+                                keys = (st.recv_chunks[:, None] * p.chunk
+                                        + np.arange(p.chunk)).reshape(-1)
+                                ks, vs = (g[:, :, :D].transpose(1, 0, 2),
+                                          g[:, :, D:].transpose(1, 0, 2))
+                                sm = m(keys)[:, st.rows]
+                                op, lp = numpy_attention(qr[:, st.rows], ks, vs, sm)
+                                mo, ml = fd.merge_states_numpy(
+                                    [o[:, st.rows], op], [lse[:, st.rows], lp])
+                                o[:, st.rows], lse[:, st.rows] = mo, ml
+                                parts.append((st, ks, vs, sm))
+                            outs.append(o)
+                            dq, dk, dv = numpy_attention_backward(qr, kr, vr, o, lse, dor,
+                                                                  m(rows))
+                            for st, ks, vs, sm in parts:
+                                a, b, c = numpy_attention_backward(
+                                    qr[:, st.rows], ks, vs, o[:, st.rows],
+                                    lse[:, st.rows], dor[:, st.rows], sm)
+                                dq[:, st.rows] += a
+                                # back to the owner, at the tokens it sent
+                                peer = schedule(p, st.src)[st.distance - 1]
+                                np.add.at(returned[st.src][0], (slice(None),
+                                          peer.send_local), b)
+                                np.add.at(returned[st.src][1], (slice(None),
+                                          peer.send_local), c)
+                            dqs.append(dq)
+                            dks.append(dk)
+                            dvs.append(dv)
+                        for r in range(P):
+                            dks[r] = dks[r] + returned[r][0]
+                            dvs[r] = dvs[r] + returned[r][1]
+                        o_all = p.unshard(outs, dim=1)
+                        np.testing.assert_allclose(o_all, want_o, atol=1e-10)
+                        ref = numpy_attention_backward(q, k, v, want_o, want_lse, do, dense)
+                        for what, parts_, w in zip(("dq", "dk", "dv"), (dqs, dks, dvs), ref):
+                            np.testing.assert_allclose(p.unshard(parts_, dim=1), w,
+                                                       atol=1e-9, err_msg=what)
+
+
+def _gloo_cases():
+    """name -> (description, H, Hk, D): the masks of the gloo run (fixed seeds, built
+    alike in every process)."""
+    rng = np.random.default_rng(5)
+    S = 1536
+    return {
+        "document-causal GQA": (fd.Intervals.documents(random_docs(rng, S)), 2, 1, 16),
+        "causal": (fd.Intervals.causal(S), 2, 2, 16),
+        "block lists per head": (random_blocks(rng, S), 2, 1, 16),
+        "random 50% per head": (random_dense(S, 9, heads=2), 2, 1, 16),
+    }
+
+
+def _gloo_rank(rank, world, store_path, out_path):
+    """One rank of the gloo run (a spawned process): the overlapped path with the
+    attention kernels replaced by f64 math on the parts' dense masks."""
+    import torch
+    import torch.distributed as dist
+
+    from fragmask.distributed import _attention as A
+
+    def dense(mask):
+        return mask.to_dense()[0]      # [Hm, Sq, Sk]
+
+    def part_forward(q, k, v, mask, scale):
+        o, lse = numpy_attention(q[0].double().numpy(), k[0].double().numpy(),
+                                 v[0].double().numpy(), dense(mask))
+        return torch.from_numpy(o)[None].to(q.dtype), torch.from_numpy(lse)[None]
+
+    def part_backward(q, k, v, o, lse, do, mask, scale):
+        g = numpy_attention_backward(*(t[0].double().numpy() for t in (q, k, v, o)),
+                                     lse[0].double().numpy(), do[0].double().numpy(),
+                                     dense(mask))
+        return tuple(torch.from_numpy(x)[None].to(q.dtype) for x in g)
+
+    A._part_forward, A._part_backward = part_forward, part_backward
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank,
+                            world_size=world)
+    try:
+        results = {}
+        for name, (mask, H, Hk, D) in _gloo_cases().items():
+            S = mask.seqlen
+            p = fd.plan(mask, world)
+            g = torch.Generator().manual_seed(3)
+            q, do = (torch.randn(1, H, S, D, generator=g, dtype=torch.float64)
+                     for _ in range(2))
+            k, v = (torch.randn(1, Hk, S, D, generator=g, dtype=torch.float64)
+                    for _ in range(2))
+            shard = [p.shard(t, rank, 2).clone().requires_grad_() for t in (q, k, v)]
+            o, lse = fd.attention(*shard, p, return_lse=True)
+            o.backward(p.shard(do, rank, 2))
+            got = [o.detach()] + [t.grad for t in shard]
+            parts = []
+            for t in got:
+                bufs = [torch.empty_like(t) for _ in range(world)]
+                dist.all_gather(bufs, t.contiguous())
+                parts.append(p.unshard(bufs, dim=2))
+            results[name] = {"got": parts, "q": q, "k": k, "v": v, "do": do,
+                             "steps": len(fd.prepare(p, device="cpu").steps),
+                             "moved": p.traffic() > 0}
+        if rank == 0:
+            torch.save(results, out_path)
+    finally:
+        dist.destroy_process_group()
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+class OverlappedPathOverGloo(unittest.TestCase):
+    """fragmask.distributed.attention's overlapped forward and backward (posts, waits,
+    row subsets, merges, dK/dV returned) over torch.distributed's gloo backend on two
+    and three CPU processes, with f64 math in place of the GPU kernels: equal to
+    attention and its gradients over the whole sequence."""
+
+    def test_overlapped_forward_and_backward_over_gloo_equal_whole_sequence_attention(self):
+        import tempfile
+
+        import torch
+        import torch.multiprocessing as mp
+
+        for world in (2, 3):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "out.pt")
+                mp.spawn(_gloo_rank, args=(world, os.path.join(tmp, "store"), out),
+                         nprocs=world, join=True)
+                res = torch.load(out)
+            for name, (mask, *_) in _gloo_cases().items():
+                with self.subTest(mask=name, world=world):
+                    r = res[name]
+                    self.assertTrue(r["moved"])        # the exchange ran
+                    self.assertGreaterEqual(r["steps"], 1)
+                    dense = mask.dense()
+                    q, k, v, do = (r[n][0].numpy() for n in ("q", "k", "v", "do"))
+                    o, lse = numpy_attention(q, k, v, dense)
+                    want = (o,) + numpy_attention_backward(q, k, v, o, lse, do, dense)
+                    for what, a, b in zip(("o", "dq", "dk", "dv"), r["got"], want):
+                        np.testing.assert_allclose(a[0].numpy(), b, atol=1e-9,
+                                                   err_msg=what)
 
 if __name__ == "__main__":
     unittest.main()

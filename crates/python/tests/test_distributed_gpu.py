@@ -128,23 +128,31 @@ class ContextParallel(unittest.TestCase):
         o.backward(plan.shard(do, self.rank, dim=2))
         got = [self.gather(plan, t) for t in (o.detach(),) + tuple(t.grad for t in shard)]
         got_lse = self.gather(plan, lse, dim=2)
-        # forward only: the overlapped path (own keys while the rest arrives, fp32 merge)
+        # the one-call path (one exchange, one attention call), forward and backward
+        again = [t.detach().clone().requires_grad_() for t in shard]
+        o2 = fd.attention(*again, plan, block=block, overlap=False)
+        o2.backward(plan.shard(do, self.rank, dim=2))
+        one_call = [self.gather(plan, t) for t in (o2.detach(),) + tuple(t.grad for t in again)]
+        # forward only (no autograd): the overlapped path against the one call
         with torch.no_grad():
             ov = fd.attention(*[t.detach() for t in shard], plan, block=block, overlap=True)
-            plain = fd.attention(*[t.detach() for t in shard], plan, block=block)
+            plain = fd.attention(*[t.detach() for t in shard], plan, block=block,
+                                 overlap=False)
         ov_all = self.gather(plan, ov)
         # every collective is behind us: a failed check below cannot strand another rank
-        for what, a, b, c in zip(("o", "dq", "dk", "dv"), got, want, single):
+        for what, a, b, c, d in zip(("o", "dq", "dk", "dv"), got, want, single, one_call):
             self.assertTrue(torch.isfinite(a).all(), f"{name}: {what} not finite")
             self.assertLess(rel_err(a, b), TOL, f"{name}: {what} against fp32")
             self.assertLess(rel_err(a, c), TOL, f"{name}: {what} against one GPU")
+            self.assertLess(rel_err(d, b), TOL, f"{name}: {what} (one call) against fp32")
         fin = torch.isfinite(lse1)
         self.assertTrue(torch.equal(fin, torch.isfinite(got_lse)), name)
         self.assertLess((got_lse[fin] - lse1[fin]).abs().max().item(), 1e-2, name)
         self.assertLess(rel_err(ov_all, want[0]), TOL, f"{name}: overlapped")
         self.assertLess(rel_err(ov, plain), 5e-3, f"{name}: overlapped vs one call")
-        return {w: (rel_err(a, b), rel_err(a, c))
-                for w, a, b, c in zip(("o", "dq", "dk", "dv"), got, want, single)}
+        return {w: (rel_err(a, b), rel_err(a, c), rel_err(d, b))
+                for w, a, b, c, d in zip(("o", "dq", "dk", "dv"), got, want, single,
+                                         one_call)}
 
     def test_forward_and_backward_match_fp32_and_one_gpu_for_every_mask_kind(self):
         S = 4096
@@ -152,8 +160,9 @@ class ContextParallel(unittest.TestCase):
             with self.subTest(mask=name):
                 errs = self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
                 if self.rank == 0:
-                    print(f"  {name}: " + ", ".join(f"{w} {a:.1e} (1 GPU {b:.1e})"
-                                                   for w, (a, b) in errs.items()), flush=True)
+                    print(f"  {name}: " + ", ".join(
+                        f"{w} {a:.1e} (vs 1 GPU {b:.1e}, one call {c:.1e})"
+                        for w, (a, b, c) in errs.items()), flush=True)
 
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))

@@ -1,12 +1,14 @@
 """``fragmask.distributed.attention``: this rank's queries against the keys its mask
-rows read, gathered from their owners with one ``all_to_all_single`` (only the chunks
-the plan lists), one ``fragmask.attention`` over them, and the reverse exchange of
-dK/dV in the backward (docs/distributed.md)."""
+rows read. The default (overlapped) path attends to the rank's own keys while the
+others' K/V chunks arrive over NCCL point-to-point on a side stream, then to each
+step's chunks as they land, merging the partial (o, lse) in fp32; its backward gets
+the merged (o, lse), computes each step's gradients first and sends their dK/dV back
+to the owners while it computes its own keys' (docs/distributed.md). The one-call path
+(``overlap=False``) gathers every chunk with one ``all_to_all_single`` first."""
 
 import numpy as np
 
-from ._exchange import exchange_indices
-from ._merge import merge_states
+from ._exchange import backward_events, exchange_indices, forward_events, schedule
 
 
 def _fm_attention(*args, **kwargs):
@@ -29,12 +31,14 @@ def _rank_of(group):
 
 
 class Prepared:
-    """One rank's share of a plan on one device: its mask rows packed against its keys
-    (its own tokens, then the ones it receives: ``plan.kv_positions(rank)``), and the
-    index tensors of the exchange. Built once per (plan, mask, rank, device, block)
-    and cached on the plan."""
+    """One rank's share of a plan on one device: its exchange (index tensors of the
+    one-call path, the steps of the overlapped one) and its mask rows packed against
+    its keys: against its own tokens (``own_mask``) and, per step, the rows that read
+    the step's chunks against those chunks (``step_masks``); the one-call path's
+    ``mask`` (rows against ``plan.kv_positions(rank)``) is packed when first used.
+    Built once per (plan, mask, rank, device, block) and cached on the plan."""
 
-    def __init__(self, plan, mask, rank, device, block=(128, 128)):
+    def __init__(self, plan, mask, rank, device, block=(128, 128), group=None):
         import torch
 
         self.plan, self.rank, self.device = plan, rank, device
@@ -52,23 +56,70 @@ class Prepared:
         self.exchange = plan.traffic() > 0
         self.rows = plan.positions(rank)
         self.keys = plan.kv_positions(rank)
-        self.mask = mask.local_mask(self.rows, self.keys, device, block=block)
         self.heads = mask.heads
-        self._parts = None
         self._block = block
         self._desc = mask
+        self._mask = None
+        # The overlapped path: own keys, then one part per step that moves anything.
+        self.own_mask = self._pack(self.rows, self.rows)
+        needs = None if mask is plan.mask else mask.chunk_needs(plan.chunk)
+        self.steps = [st for st in schedule(plan, rank, needs)
+                      if st.recv_len or st.send_local.size] if self.exchange else []
+        self.step_rows, self.step_masks, self.step_send = [], [], []
+        C = plan.chunk
+        for st in self.steps:
+            keys = (st.recv_chunks[:, None] * C + np.arange(C)[None, :]).reshape(-1)
+            if st.recv_len and st.rows.size:
+                self.step_rows.append(_row_selector(st, self.local_len, idx))
+                self.step_masks.append(self._pack(self.rows[st.rows], keys))
+            else:
+                self.step_rows.append(None)
+                self.step_masks.append(None)
+            self.step_send.append(_token_selector(st.send_local, idx)
+                                  if st.send_local.size else None)
+        self.step_send_idx = [idx(st.send_local) for st in self.steps]
+        # Global ranks of the steps' peers (P2P ops name global ranks).
+        self.peer_src = [_global_rank(group, st.src) for st in self.steps]
+        self.peer_dst = [_global_rank(group, st.dst) for st in self.steps]
 
-    def parts(self):
-        """(own-keys mask, received-keys mask) for the overlapped forward (None where a
-        part has no key)."""
-        if self._parts is None:
-            own, recv = self.keys[:self.local_len], self.keys[self.local_len:]
-            self._parts = (
-                self._desc.local_mask(self.rows, own, self.device, self._block,
-                                      partial=True),
-                self._desc.local_mask(self.rows, recv, self.device, self._block,
-                                      partial=True) if recv.size else None)
-        return self._parts
+    def _pack(self, rows, keys):
+        if self.device.type == "cpu":
+            return self._desc.local_mask_cpu(rows, keys, self._block, partial=True)
+        return self._desc.local_mask(rows, keys, self.device, self._block, partial=True)
+
+    @property
+    def mask(self):
+        """The rank's rows against all its keys (the one-call path)."""
+        if self._mask is None:
+            if self.device.type == "cpu":
+                self._mask = self._desc.local_mask_cpu(self.rows, self.keys, self._block)
+            else:
+                self._mask = self._desc.local_mask(self.rows, self.keys, self.device,
+                                                   block=self._block)
+        return self._mask
+
+
+def _row_selector(step, local_len, idx):
+    """How a step's rows are taken from the rank's: ``None`` (all of them), a
+    ``slice`` (one run of consecutive tokens: views, no copy) or an index tensor."""
+    runs = step.row_runs
+    if len(runs) == 1:
+        a, b = runs[0]
+        return None if (a, b) == (0, local_len) else slice(a, b)
+    return idx(step.rows)
+
+
+def _token_selector(tokens, idx):
+    """Ascending local tokens as a ``slice`` when consecutive, else an index tensor."""
+    if tokens[-1] - tokens[0] + 1 == tokens.size:
+        return slice(int(tokens[0]), int(tokens[-1]) + 1)
+    return idx(tokens)
+
+
+def _global_rank(group, r):
+    if group is None:
+        return r
+    return _dist().get_global_rank(group, r)
 
 
 def prepare(plan, mask=None, *, group=None, rank=None, device=None, block=(128, 128)):
@@ -85,12 +136,12 @@ def prepare(plan, mask=None, *, group=None, rank=None, device=None, block=(128, 
         device = torch.device("cuda", torch.cuda.current_device())
     device = torch.device(device)
     cache = plan.__dict__.setdefault("_prepared", {})
-    key = (id(mask), rank, str(device), tuple(block))
+    key = (id(mask), rank, str(device), tuple(block), id(group))
     hit = cache.get(key)
     if hit is None or hit[0] is not mask:
         if mask is not plan.mask:
             _check_compatible(plan, mask)
-        hit = cache[key] = (mask, Prepared(plan, mask, rank, device, block))
+        hit = cache[key] = (mask, Prepared(plan, mask, rank, device, block, group))
     return hit[1]
 
 
@@ -198,7 +249,7 @@ def gather_kv(k, v, prep, group=None):
 
 
 def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=False,
-              layout="bhsd", block=(128, 128), overlap=False):
+              layout="bhsd", block=(128, 128), overlap=True):
     """Masked attention of this rank's shard: ``q``, ``k``, ``v`` hold the rank's
     tokens in plan order (``plan.shard`` / ``plan.to_plan_order``), ``[B, H, S/P, D]``
     (``layout="bhsd"``) or ``[B, S/P, H, D]`` (``"bshd"``); k and v may have fewer
@@ -207,10 +258,10 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
     ``return_lse``), equal to the rows of single-GPU ``fragmask.attention`` over the
     whole sequence. Differentiable in q, k and v.
 
-    Without autograd (inference) and with ``overlap=True``, the rank attends to its own
-    keys while the others' arrive and merges the two partial states in fp32 (two
-    attention calls and a merge: slower than one call in our measurements on two
-    H100s, hence off by default)."""
+    ``overlap=True`` (default): the exchange runs beside the compute (own keys first,
+    then each step's received chunks, merged in fp32; the backward sends dK/dV back
+    while it computes). ``overlap=False``: one exchange, then one attention call over
+    all the rank's keys."""
     import torch
 
     if layout == "bshd":
@@ -227,8 +278,11 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
     if prep.heads not in (1, q.shape[1]):
         raise ValueError(f"the mask has {prep.heads} heads, q has {q.shape[1]}")
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    if overlap and not grad and plan.world_size > 1:
-        o, lse = _forward_overlapped(q, k, v, prep, group, scale)
+    if overlap:
+        if grad:
+            o, lse = _overlapped_fn().apply(q, k, v, prep, group, scale)
+        else:
+            o, lse = _overlapped_forward(q, k, v, prep, group, scale)[:2]
     else:
         kg, vg = gather_kv(k, v, prep, group)
         o, lse = _fm_attention(q, kg, vg, prep.mask, scale=scale, return_lse=True)
@@ -237,19 +291,329 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
     return (o, lse) if return_lse else o
 
 
-def _forward_overlapped(q, k, v, prep, group, scale):
-    """Own keys while the all-to-all runs (NCCL's stream), then the received keys, then
-    the fp32 merge."""
-    m_own, m_recv = prep.parts()
-    work = recv = None
-    if prep.exchange:
-        recv, work = _send_receive(k, v, prep, group, async_op=True)
-    o, lse = _fm_attention(q, k, v, m_own, scale=scale, return_lse=True)
-    if work is None:
-        return o, lse
-    work.wait()
-    if m_recv is None:
-        return o, lse
-    kr, vr = _split_kv(recv, k.shape[0], k.shape[1], k.shape[3], v.shape[3])
-    o2, lse2 = _fm_attention(q, kr, vr, m_recv, scale=scale, return_lse=True)
-    return merge_states([o, o2], [lse, lse2])
+# The overlapped path ----------------------------------------------------------------
+
+# Phase timing (bench/cp_bench.py): a list to append (phase, stream, CUDA event) to, or
+# None. Each event closes the phase it names on its stream, opened by the stream's
+# previous event.
+PROFILE = None
+
+
+def _mark(phase, stream="compute"):
+    if PROFILE is None:
+        return
+    import torch
+
+    ev = torch.cuda.Event(enable_timing=True)
+    ev.record()
+    PROFILE.append((phase, stream, ev))
+
+
+def phase_table(marks):
+    """``PROFILE``'s marks (after a synchronize) -> {(stream, phase): ms}, summed over
+    the phases of one name."""
+    out, last = {}, {}
+    for phase, stream, ev in marks:
+        prev = last.get(stream)
+        if prev is not None and phase != "start":
+            key = (stream, phase)
+            out[key] = out.get(key, 0.0) + prev.elapsed_time(ev)
+        last[stream] = ev
+    return out
+
+
+_SIDE = {}
+
+
+class _Streams:
+    """The compute stream (torch's current) and the side stream the exchange is
+    packed and posted from (one per device, kept). On the CPU (the gloo tests) both
+    are the same and waits are no-ops."""
+
+    def __init__(self, device):
+        import torch
+
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.compute = torch.cuda.current_stream(device)
+            side = _SIDE.get(device.index)
+            if side is None:
+                side = _SIDE[device.index] = torch.cuda.Stream(device)
+            self.side = side
+
+    def on_side(self):
+        import contextlib
+        import torch
+
+        if not self.cuda:
+            return contextlib.nullcontext()
+        self.side.wait_stream(self.compute)    # what the side stream reads is ready
+        return torch.cuda.stream(self.side)
+
+
+def _post(pairs, group):
+    """Posts P2P sends and receives (``pairs``: [(op, tensor, global peer)]) from the
+    side stream: NCCL's stream waits for the side stream's packing, the compute stream
+    goes on. Returns the works."""
+    dist = _dist()
+    ops = [dist.P2POp(dist.isend if op == "send" else dist.irecv, t, peer, group)
+           for op, t, peer in pairs]
+    if not ops:
+        return []
+    return dist.batch_isend_irecv(ops)
+
+
+def _wait(works):
+    """The compute stream waits for the works (NCCL: a stream wait, the CPU goes on)."""
+    for w in works:
+        w.wait()
+
+
+def _take(t, sel):
+    """A contiguous buffer of the selected tokens (dim 2) of t (t itself when it is
+    already one)."""
+    if isinstance(sel, slice):
+        return t[:, :, sel].contiguous()
+    return t.index_select(2, sel)
+
+
+def _rows_of(t, sel):
+    """The step's rows of a [B, H, S, ...] tensor: itself, a view, or a gathered copy."""
+    if sel is None:
+        return t
+    if isinstance(sel, slice):
+        return t[:, :, sel]
+    return t.index_select(2, sel)
+
+
+def _merge_into(o, lse, sel, o_p, lse_p):
+    """Merges the partial state (o_p, lse_p) of a step's rows into (o, lse) in place:
+    lse' = log(e^lse + e^lse_p) in fp32, o = e^(lse - lse')·o + e^(lse_p - lse')·o_p.
+    A row neither part sees keeps o = 0, lse = -inf."""
+    import torch
+
+    oa, la = _rows_of(o, sel), _rows_of(lse, sel)
+    new = torch.logaddexp(la, lse_p)
+    safe = torch.where(torch.isfinite(new), new, torch.zeros_like(new))
+    # The two weights sum to 1, so the merged o is lerp(o, o_p, w): one pass over o
+    # that computes in fp32 (torch's opmath for bf16/fp16) and rounds once; the weight
+    # w = e^(lse_p - lse') is carried in o's dtype (within its rounding: 2^-9 relative
+    # for bf16).
+    w = torch.exp(lse_p - safe).unsqueeze(-1).to(o.dtype)
+    if sel is None or isinstance(sel, slice):
+        oa.lerp_(o_p, w)
+        la.copy_(new)
+    else:
+        o.index_copy_(2, sel, torch.lerp(oa, o_p, w))
+        lse.index_copy_(2, sel, new)
+
+
+def _part_forward(q, k, v, mask, scale):
+    """(o, fp32 lse) of q against one part of the keys (fragmask.attention)."""
+    return _fm_attention(q, k, v, mask, scale=scale, return_lse=True)
+
+
+def _part_backward(q, k, v, o, lse, do, mask, scale):
+    """(dq, dk, dv) of one part of the keys given the merged (o, lse) of all parts:
+    fragmask's backward kernel (``fragmask::attention_backward``) with the part's mask
+    and its transposed lists."""
+    from .. import _ops
+
+    torch = _ops._torch()
+    _ops._register()
+    lists = _ops._device_lists(torch, mask, q.device)
+    tlists, bwd_id = _ops._device_transposed(torch, mask, q.device)
+    meta = list(mask._meta) + [bwd_id]
+    scale = q.shape[3] ** -0.5 if scale is None else float(scale)
+    return _ops._backward_op(q, k, v, o, lse, do, *lists, *tlists, meta, False, [-1, -1],
+                             scale)
+
+
+def _overlapped_forward(q, k, v, prep, group, scale):
+    """(o, lse, received K/V per step). Step 0's chunks are packed and posted on the
+    side stream before the own keys' attention; each later step is posted as soon as
+    the one before has landed, before that one is computed (``forward_events``)."""
+    streams = _Streams(q.device)
+    B, Hk, _, Dk = k.shape
+    Dv = v.shape[3]
+    steps = prep.steps
+    recv = [None] * len(steps)
+    works = [None] * len(steps)
+    keep = []
+    o = lse = None
+    _mark("start")
+    for ev in forward_events(len(steps)):
+        kind = ev[0]
+        if kind == "post":
+            i = ev[1]
+            st = steps[i]
+            pairs = []
+            if st.recv_len:
+                # allocated on the compute stream, which reads them
+                recv[i] = (k.new_empty((B, Hk, st.recv_len, Dk)),
+                           v.new_empty((B, Hk, st.recv_len, Dv)))
+            with streams.on_side():
+                _mark("start", "side")
+                if prep.step_send[i] is not None:
+                    ks, vs = (_take(t, prep.step_send[i]) for t in (k, v))
+                    keep.append((ks, vs))
+                    pairs += [("send", ks, prep.peer_dst[i]), ("send", vs, prep.peer_dst[i])]
+                if recv[i] is not None:
+                    pairs += [("recv", recv[i][0], prep.peer_src[i]),
+                              ("recv", recv[i][1], prep.peer_src[i])]
+                works[i] = _post(pairs, group)
+                _mark("pack + post K/V", "side")
+                if PROFILE is not None:
+                    _wait(works[i])             # the side stream only (timing)
+                    _mark("K/V in flight", "side")
+        elif kind == "own":
+            o, lse = _part_forward(q, k, v, prep.own_mask, scale)
+            _mark("own keys forward")
+        elif kind == "wait":
+            _wait(works[ev[1]])
+            _mark("wait for K/V")
+        else:
+            i = ev[1]
+            sel, m = prep.step_rows[i], prep.step_masks[i]
+            if m is None:
+                continue
+            kr, vr = recv[i]
+            o_p, lse_p = _part_forward(_rows_of(q, sel), kr, vr, m, scale)
+            _mark("received keys forward")
+            _merge_into(o, lse, sel, o_p, lse_p)
+            _mark("merge")
+    del keep
+    return o, lse, recv
+
+
+def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
+    """(dq, dk, dv): each step's part first, its dK/dV posted back to the owner at
+    once; the own keys' part while they travel; then the returned dK/dV added to the
+    rank's own (``backward_events``)."""
+    import torch
+
+    streams = _Streams(q.device)
+    steps = prep.steps
+    back = [None] * len(steps)
+    works = [None] * len(steps)
+    grads = [None] * len(steps)
+    dq_parts = []
+    dq = dk = dv = None
+    _mark("start")
+    for ev in backward_events(len(steps)):
+        kind = ev[0]
+        if kind == "compute":
+            i = ev[1]
+            st, sel, m = steps[i], prep.step_rows[i], prep.step_masks[i]
+            if recv[i] is None:
+                continue
+            kr, vr = recv[i]
+            if m is None:
+                grads[i] = (torch.zeros_like(kr), torch.zeros_like(vr))
+                continue
+            qs = _rows_of(q, sel)
+            os_, ls, ds = (_rows_of(t, sel).contiguous() for t in (o, lse, do))
+            dqs, dks, dvs = _part_backward(qs, kr, vr, os_, ls, ds, m, scale)
+            grads[i] = (dks, dvs)
+            dq_parts.append((sel, dqs))
+            _mark("received keys backward")
+        elif kind == "post":
+            i = ev[1]
+            st = steps[i]
+            pairs = []
+            if prep.step_send[i] is not None:
+                n = st.send_local.size
+                back[i] = (k.new_empty((k.shape[0], k.shape[1], n, k.shape[3])),
+                           v.new_empty((v.shape[0], v.shape[1], n, v.shape[3])))
+            with streams.on_side():
+                _mark("start", "side")
+                if grads[i] is not None:
+                    pairs += [("send", grads[i][0], prep.peer_src[i]),
+                              ("send", grads[i][1], prep.peer_src[i])]
+                if back[i] is not None:
+                    pairs += [("recv", back[i][0], prep.peer_dst[i]),
+                              ("recv", back[i][1], prep.peer_dst[i])]
+                works[i] = _post(pairs, group)
+                _mark("post dK/dV", "side")
+                if PROFILE is not None:
+                    _wait(works[i])             # the side stream only (timing)
+                    _mark("dK/dV in flight", "side")
+        elif kind == "own":
+            dq, dk, dv = _part_backward(q, k, v, o, lse, do, prep.own_mask, scale)
+            _mark("own keys backward")
+            for sel, dqs in dq_parts:      # fp32 adds, one rounding each
+                if sel is None:
+                    dq.add_(dqs)
+                elif isinstance(sel, slice):
+                    dq[:, :, sel].add_(dqs)
+                else:
+                    dq.index_add_(2, sel, dqs)
+            _mark("dq adds")
+        else:
+            _wait(works[ev[1]])
+            _mark("wait for dK/dV")
+    _add_returned(dk, dv, back, prep)
+    _mark("dK/dV adds")
+    del grads
+    return dq, dk, dv
+
+
+def _add_returned(dk, dv, back, prep):
+    """Adds the dK/dV the other ranks returned to the rank's own: with one step, in
+    place (each token at most once: one rounding of an fp32 sum); with several, summed
+    in fp32 over the rows sent and rounded once."""
+    got = [i for i, b in enumerate(back) if b is not None]
+    if not got:
+        return
+    if len(got) == 1:
+        i = got[0]
+        sel, (bk, bv) = prep.step_send[i], back[i]
+        for d, b in ((dk, bk), (dv, bv)):
+            if isinstance(sel, slice):
+                d[:, :, sel].add_(b)
+            else:
+                d.index_add_(2, sel, b)
+        return
+    import torch
+
+    rows = prep.send_rows
+    for d, j in ((dk, 0), (dv, 1)):
+        wide = torch.promote_types(d.dtype, torch.float32)
+        acc = d.index_select(2, rows).to(wide)
+        for i in got:
+            pos = torch.searchsorted(rows, prep.step_send_idx[i])
+            acc.index_add_(2, pos, back[i][j].to(wide))
+        d.index_copy_(2, rows, acc.to(d.dtype))
+
+
+_OVERLAPPED = None
+
+
+def _overlapped_fn():
+    global _OVERLAPPED
+    if _OVERLAPPED is not None:
+        return _OVERLAPPED
+    import torch
+
+    class Overlapped(torch.autograd.Function):
+        """The overlapped forward and backward (one autograd node): the backward
+        reuses the forward's received K/V and its merged (o, lse)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, prep, group, scale):
+            o, lse, recv = _overlapped_forward(q, k, v, prep, group, scale)
+            ctx.mark_non_differentiable(lse)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.recv, ctx.prep, ctx.group, ctx.scale = recv, prep, group, scale
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, do, dlse):
+            q, k, v, o, lse = ctx.saved_tensors
+            do = torch.zeros_like(o) if do is None else do.contiguous()
+            dq, dk, dv = _overlapped_backward(q, k, v, o, lse, do, ctx.recv, ctx.prep,
+                                              ctx.group, ctx.scale)
+            return dq, dk, dv, None, None, None
+
+    _OVERLAPPED = Overlapped
+    return Overlapped

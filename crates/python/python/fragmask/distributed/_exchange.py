@@ -86,3 +86,123 @@ def simulate_scatter_grad(plan, grads):
         acc[ex[s].send_rows] += rows
         out.append(acc)
     return out
+
+
+# The overlapped schedule -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a rank's overlapped exchange (docs/distributed.md, "How a call
+    runs"). At step ``distance`` = s (1 ..= P-1) rank r receives the key chunks it reads
+    from ``src`` = (r - s) mod P and sends the chunks ``dst`` = (r + s) mod P reads, so
+    every send of a step meets its receive at the same step of the peer.
+
+    ``recv_chunks``: the key chunks from ``src`` (ascending; ``recv_len`` tokens);
+    ``send_local``: the rank's local token indices sent to ``dst`` (its chunks,
+    ascending); ``rows``: the rank's local query tokens whose rows read any of
+    ``recv_chunks`` (ascending: the only rows the step's attention and merge touch);
+    ``row_runs``: ``rows`` as (start, end) runs of consecutive tokens."""
+
+    distance: int
+    src: int
+    dst: int
+    recv_chunks: np.ndarray
+    recv_len: int
+    send_local: np.ndarray
+    rows: np.ndarray
+    row_runs: tuple
+
+
+def _reads(needs, q_chunks, k_chunks):
+    """bool per query chunk of ``q_chunks``: does it read any key chunk of ``k_chunks``
+    (ascending)? ``needs`` is a description's ``chunk_needs``."""
+    kind, *data = needs
+    q_chunks = np.asarray(q_chunks, dtype=np.int64)
+    if k_chunks.size == 0:
+        return np.zeros(q_chunks.size, dtype=bool)
+    if kind == "ranges":
+        first, last = data
+        lo = np.searchsorted(k_chunks, first[q_chunks], side="left")
+        hi = np.searchsorted(k_chunks, last[q_chunks], side="right")
+        return hi > lo
+    (matrix,) = data
+    return matrix[np.ix_(q_chunks, k_chunks)].any(1)
+
+
+def _runs(idx):
+    if idx.size == 0:
+        return ()
+    cut = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [idx.size]))
+    return tuple((int(idx[a]), int(idx[b - 1]) + 1) for a, b in zip(starts, ends))
+
+
+def schedule(plan, rank, needs=None):
+    """The P-1 steps of rank ``rank``'s overlapped exchange, by distance (steps that
+    move nothing either way are kept: both sides skip them alike). ``needs``: the
+    ``chunk_needs`` of the mask the call runs (default the plan's)."""
+    P, C = plan.world_size, plan.chunk
+    needs = plan.chunk_needs if needs is None else needs
+    mine = plan.chunks[rank]
+    steps = []
+    for s in range(1, P):
+        src, dst = (rank - s) % P, (rank + s) % P
+        recv = np.asarray(plan.recv_chunks[rank][src], dtype=np.int64)
+        send = np.searchsorted(mine, plan.send_chunks[rank][dst])
+        reading = np.flatnonzero(_reads(needs, mine, recv))
+        rows = _tokens(reading, C)
+        steps.append(Step(distance=s, src=src, dst=dst, recv_chunks=recv,
+                          recv_len=int(recv.size * C), send_local=_tokens(send, C),
+                          rows=rows, row_runs=_runs(rows)))
+    return steps
+
+
+def forward_events(n_steps):
+    """The order in which a rank's overlapped forward posts, waits for and computes:
+    ``("post", i)`` starts step i's transfer (side stream), ``("own",)`` attends to the
+    rank's own keys, ``("wait", i)`` makes the compute stream wait for step i,
+    ``("compute", i)`` attends to step i's keys and merges. Step 0 is posted before the
+    own keys' attention; step i+1 right after step i lands, before step i is computed:
+    one step in flight while one is computed (double buffering, a step ahead)."""
+    events = []
+    if n_steps:
+        events.append(("post", 0))
+    events.append(("own",))
+    for i in range(n_steps):
+        events.append(("wait", i))
+        if i + 1 < n_steps:
+            events.append(("post", i + 1))
+        events.append(("compute", i))
+    return events
+
+
+def backward_events(n_steps):
+    """The backward's order: each step's gradients first (``("compute", i)``), their
+    dK/dV posted back to the owner at once (``("post", i)``, overlapping the next
+    step's and the own keys' backward), then ``("own",)``, then ``("wait", i)`` for
+    the returned gradients of every step, added to the rank's own in fp32."""
+    events = []
+    for i in range(n_steps):
+        events += [("compute", i), ("post", i)]
+    events.append(("own",))
+    events += [("wait", i) for i in range(n_steps)]
+    return events
+
+
+def simulate_steps(plan, shards):
+    """Replays every rank's schedule on host arrays: for each rank, the list (one per
+    step) of the ``[recv_len, ...]`` keys it receives, in ``recv_chunks`` order."""
+    P = plan.world_size
+    sched = [schedule(plan, r) for r in range(P)]
+    got = []
+    for r in range(P):
+        mine = []
+        for st in sched[r]:
+            peer = sched[st.src][st.distance - 1]
+            if peer.dst != r:
+                raise RuntimeError("unmatched step: the schedules disagree")
+            mine.append(shards[st.src][peer.send_local])
+        got.append(mine)
+    return got

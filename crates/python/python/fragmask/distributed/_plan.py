@@ -42,7 +42,10 @@ class Plan:
         self.work = np.bincount(owner, weights=self.chunk_work, minlength=P)
         mean = self.work.mean()
         self.imbalance = float(self.work.max() / mean - 1.0) if mean > 0 else 0.0
-        need = _needed(mask.chunk_needs(chunk) if needs is None else needs, owner, P)
+        # Which key chunks each query chunk reads (the description's answer, kept for
+        # the exchange's schedule: _exchange.schedule).
+        self.chunk_needs = mask.chunk_needs(chunk) if needs is None else needs
+        need = _needed(self.chunk_needs, owner, P)
         self.kv_chunks = [np.flatnonzero(need[r]) for r in range(P)]
         self.recv_chunks = [[c[owner[c] == s] if s != r else c[:0]
                              for s in range(P)] for r, c in enumerate(self.kv_chunks)]
