@@ -157,20 +157,21 @@ def run_isolated(args, selected, child_argv, child_cmd=None):
                 limit = None
                 if args.budget_s:
                     limit = max(args.budget_s - (time.time() - start), 0) + CHILD_GRACE_S
+                stopped = None
                 try:
                     proc = subprocess.run(child_cmd(w["name"], child_out), capture_output=True,
                                           text=True, timeout=limit)
                 except subprocess.TimeoutExpired as e:
                     out_text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-                    proc = subprocess.CompletedProcess(e.cmd, "timeout", out_text,
-                                                       f"stopped after {limit:.0f} s (time budget)")
+                    proc = subprocess.CompletedProcess(e.cmd, None, out_text, "")
+                    stopped = f"stopped after {limit:.0f} s (time budget)"
                 sys.stdout.write(proc.stdout)
                 lines = []
                 if os.path.exists(child_out):
                     with open(child_out) as f:
                         lines = [json.loads(x) for x in f if x.strip()]
                 tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
-                why = f"process exited with status {proc.returncode}: {tail}"[:300]
+                why = (stopped or f"process exited with status {proc.returncode}: {tail}")[:300]
                 status = "failed"
             meta = [x for x in lines if x.get("kind") == "meta"]
             rows = [x for x in lines if x.get("kind") == "row"]
