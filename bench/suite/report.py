@@ -187,10 +187,10 @@ def read_ab(folder):
 
 
 def ab_section(ab_runs):
-    """One table per A/B file: B/A per row, median over rounds and its spread; a row whose
-    whole spread lies above 1.02 (below 0.98) is marked slower (faster). Rows only one build
-    has are named in one line. The newest A/B against each baseline A lists its slower rows
-    first, as the open regressions."""
+    """One table per baseline build A, from the newest A/B file against it: B/A per row,
+    median over rounds and its spread; a row whose whole spread lies above 1.02 (below 0.98)
+    is marked slower (faster). Rows only one build has are named in one line. The slower rows
+    come first, as the open regressions; older A/B files are named in one line each."""
     if not ab_runs:
         return []
     out = ["## A/B of builds", "",
@@ -209,7 +209,7 @@ def ab_section(ab_runs):
     if open_rows:
         out += ["### Open regressions", "",
                 "Rows slower than a baseline build in the newest A/B against it:", ""] + open_rows + [""]
-    for d in ab_runs:
+    for d in sorted(newest.values(), key=lambda d: d["file"]):
         out += [f"### {d['a']} (A) vs {d['b']} (B), {d['rounds']} round{'s' if d['rounds'] != 1 else ''} "
                 f"(`{d['file']}`)", "",
                 "| workload | system | A ms | B ms | B/A | spread | |", "|---|---|---|---|---|---|---|"]
@@ -226,6 +226,11 @@ def ab_section(ab_runs):
             out += ["", f"Not in both builds (failed, unsupported or not run in one): "
                         + ", ".join(f"`{x}`" for x in sorted(set(absent)))]
         out.append("")
+    older = [d for d in ab_runs if newest[d["a"]] is not d]
+    if older:
+        out += ["Earlier A/B runs, superseded by the tables above: "
+                + ", ".join(f"`{d['file']}` ({d['a']} vs {d['b']}, {d['rounds']} round"
+                            f"{'s' if d['rounds'] != 1 else ''})" for d in older), ""]
     return out
 
 

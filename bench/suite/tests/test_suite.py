@@ -122,6 +122,10 @@ class Ratios(unittest.TestCase):
         self.assertIn("`slow`", opened)
         self.assertNotIn("`fast`", opened)  # slower only in the older A/B against the same baseline
         self.assertIn("Not in both builds (failed, unsupported or not run in one): `gone`", text)
+        # Only the newest A/B against a baseline has a table; the older one is named once.
+        self.assertIn("(`ab-2.json`)", text)
+        self.assertNotIn("(`ab-1.json`)", text)
+        self.assertIn("Earlier A/B runs, superseded by the tables above: `ab-1.json`", text)
 
     def test_peer_ratio_is_peer_time_over_fragmask_time_per_variant(self):
         rows = [{"system": "fragmask", "status": "ok", "ms": 2.0},
