@@ -37,6 +37,12 @@ class WorkloadList(unittest.TestCase):
             for n in rows:
                 self.assertIn(n, names, family)
 
+    def test_quick_mode_covers_every_readme_row(self):
+        quick = {w["name"] for w in wl.select(self.workloads, True, None, None)}
+        for family, rows in report.README_ROWS.items():
+            for n in rows:
+                self.assertIn(n, quick, f"README row {n} ({family}) is not in --quick")
+
     def test_shards_partition_the_list(self):
         seen = []
         for i in range(1, 5):
