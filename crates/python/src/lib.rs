@@ -593,11 +593,11 @@ impl Packed {
         let counts = vec![s.batch, s.heads, g.m_blocks];
         let lists = vec![s.batch, s.heads, g.m_blocks, g.n_blocks];
         Ok(match name {
-            "kv_num_blocks" => list_bytes(py, p.kv_num_blocks(), counts),
-            "kv_indices" => list_bytes(py, p.kv_indices(), lists),
-            "full_kv_num_blocks" => list_bytes(py, p.full_kv_num_blocks(), counts),
-            "full_kv_indices" => list_bytes(py, p.full_kv_indices(), lists),
-            "kv_tile_offsets" => list_bytes(py, p.kv_tile_offsets(), lists),
+            "kv_num_blocks" => list_bytes(py, p.lists().num_blocks(), counts),
+            "kv_indices" => list_bytes(py, p.lists().indices(), lists),
+            "full_kv_num_blocks" => list_bytes(py, p.lists().full_num_blocks(), counts),
+            "full_kv_indices" => list_bytes(py, p.lists().full_indices(), lists),
+            "kv_tile_offsets" => list_bytes(py, p.lists().tile_offsets(), lists),
             "words" => {
                 let mut dims = vec![p.partial_tiles()];
                 dims.extend_from_slice(p.encoding().word_shape(p.accumulator()).dims());
@@ -672,13 +672,13 @@ impl Packed {
         let counts = vec![s.batch, s.heads, g.n_blocks];
         let lists = vec![s.batch, s.heads, g.n_blocks, g.m_blocks];
         Ok(match name {
-            "q_num_blocks" => list_bytes(py, t.q_num_blocks(), counts),
-            "q_indices" => list_bytes(py, t.q_indices(), lists),
-            "full_q_num_blocks" => list_bytes(py, t.full_q_num_blocks(), counts),
-            "full_q_indices" => list_bytes(py, t.full_q_indices(), lists),
-            "q_tile_offsets" => list_bytes(py, t.q_tile_offsets(), lists),
+            "q_num_blocks" => list_bytes(py, t.lists().num_blocks(), counts),
+            "q_indices" => list_bytes(py, t.lists().indices(), lists),
+            "full_q_num_blocks" => list_bytes(py, t.lists().full_num_blocks(), counts),
+            "full_q_indices" => list_bytes(py, t.lists().full_indices(), lists),
+            "q_tile_offsets" => list_bytes(py, t.lists().tile_offsets(), lists),
             "q_words" => {
-                let words = t.q_words();
+                let words = t.words();
                 let per_tile = t.layout().words_per_tile().max(1);
                 list_bytes(py, words, vec![words.len() / per_tile, per_tile])
             }
