@@ -256,18 +256,25 @@ impl BlockLists {
         )
     }
 
-    /// Row `row`'s partial blocks, their tile offsets, and full blocks (counts applied
-    /// to the blocks; the offsets are the whole row). The lists must be valid.
+    /// Row `row` (below [`Self::rows`]): its partial blocks, their tile offsets, and its
+    /// full blocks, each cut to the row's count (clamped to `0..=row_len`, so lists not
+    /// yet validated never index out of the row).
     pub fn row(&self, row: usize) -> (&[i32], &[i32], &[i32]) {
         let entries = row * self.row_len..(row + 1) * self.row_len;
+        let count = |n: i32| (n.max(0) as usize).min(self.row_len);
+        let (np, nf) = (
+            count(self.num_blocks[row]),
+            count(self.full_num_blocks[row]),
+        );
         (
-            &self.indices[entries.clone()][..self.num_blocks[row] as usize],
-            &self.tile_offsets[entries.clone()][..self.num_blocks[row] as usize],
-            &self.full_indices[entries][..self.full_num_blocks[row] as usize],
+            &self.indices[entries.clone()][..np],
+            &self.tile_offsets[entries.clone()][..np],
+            &self.full_indices[entries][..nf],
         )
     }
 
-    /// The class of block `block` in row `row` (the lists must be valid).
+    /// The class of block `block` in row `row` (below [`Self::rows`]; a partial tile's
+    /// offset is meaningful once the lists are validated).
     pub fn tile_class(&self, row: usize, block: usize) -> TileClass {
         let (partial, offsets, full) = self.row(row);
         let block = block as i32;
@@ -464,5 +471,120 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// A 2 x 3 grid of 64 x 64 tiles over 128 x 150 (the last key block ragged): in
+    /// each direction, lists with one partial and one full tile per plane, and the
+    /// checks each corruption trips.
+    #[test]
+    fn validate_refuses_each_broken_rule_in_both_directions() {
+        use crate::MaskShape;
+        let acc = fragmask_gmma_frag::TiledAccumulator::new(64, 64, 1, false).unwrap();
+        let grid = TileGrid::new(MaskShape::new(1, 1, 128, 150).unwrap(), &acc);
+        // Forward: row 0 lists key block 2 partial (tile 0) and key block 0 full.
+        // Transposed: row 2 (key block 2) lists query block 0 partial, row 0 query block 0 full.
+        let good = |direction| match direction {
+            ListDirection::Forward => [
+                vec![1, 0],
+                vec![2, 0, 0, 0, 0, 0],
+                vec![1, 0],
+                vec![0, 0, 0, 0, 0, 0],
+                vec![0, -1, -1, -1, -1, -1],
+            ],
+            ListDirection::Transposed => [
+                vec![0, 0, 1],
+                vec![0, 0, 0, 0, 0, 0],
+                vec![1, 0, 0],
+                vec![0, 0, 0, 0, 0, 0],
+                vec![-1, -1, -1, -1, 0, -1],
+            ],
+        };
+        for direction in [ListDirection::Forward, ListDirection::Transposed] {
+            let (rows, row_len) = direction.blocks(&grid);
+            let lists = |parts| BlockLists::new(direction, rows, row_len, parts).unwrap();
+            lists(good(direction)).validate(&grid, 1).unwrap();
+            let partial_row = match direction {
+                ListDirection::Forward => 0,
+                ListDirection::Transposed => 2,
+            };
+            let at = partial_row * row_len;
+            type Edit = fn(&mut [Vec<i32>; 5], usize, usize);
+            type Check = fn(&MaskError) -> bool;
+            let cases: [(&str, Edit, Check); 6] = [
+                (
+                    "negative count",
+                    |l, r, _| l[0][r] = -1,
+                    |e| matches!(e, MaskError::Corrupt { .. }),
+                ),
+                (
+                    "count past the row",
+                    |l, r, _| l[0][r] = 9,
+                    |e| matches!(e, MaskError::Corrupt { .. }),
+                ),
+                (
+                    "block out of range",
+                    |l, _, at| l[1][at] = 7,
+                    |e| matches!(e, MaskError::IndexOutOfRange { .. }),
+                ),
+                (
+                    "offset out of range",
+                    |l, _, at| l[4][at] = 1,
+                    |e| matches!(e, MaskError::IndexOutOfRange { .. }),
+                ),
+                (
+                    "unsorted",
+                    |l, r, at| {
+                        l[0][r] = 2;
+                        l[1][at + 1] = 0;
+                        l[4][at + 1] = 0;
+                    },
+                    |e| matches!(e, MaskError::Unsorted { .. }),
+                ),
+                (
+                    "fewer partial tiles than words",
+                    |l, r, _| l[0][r] = 0,
+                    |e| matches!(e, MaskError::Corrupt { .. }),
+                ),
+            ];
+            for (what, edit, expected) in cases {
+                let mut parts = good(direction);
+                edit(&mut parts, partial_row, at);
+                let e = lists(parts).validate(&grid, 1).unwrap_err();
+                assert!(expected(&e), "{direction:?}, {what}: {e}");
+            }
+            // A full tile in the ragged key block 2 sticks out of the mask.
+            let mut parts = good(direction);
+            match direction {
+                ListDirection::Forward => parts[3][0] = 2,
+                ListDirection::Transposed => {
+                    parts[2] = vec![0, 0, 1];
+                    parts[0] = vec![0, 0, 0];
+                    parts[4][at] = -1;
+                }
+            }
+            let partial_tiles = usize::from(direction == ListDirection::Forward);
+            let e = lists(parts).validate(&grid, partial_tiles).unwrap_err();
+            assert!(
+                matches!(e, MaskError::Corrupt { .. }),
+                "{direction:?}, ragged full: {e}"
+            );
+            // The other direction's lists under this direction: a shape mismatch.
+            let (other, (other_rows, other_len)) = match direction {
+                ListDirection::Forward => (
+                    good(ListDirection::Transposed),
+                    ListDirection::Transposed.blocks(&grid),
+                ),
+                ListDirection::Transposed => (
+                    good(ListDirection::Forward),
+                    ListDirection::Forward.blocks(&grid),
+                ),
+            };
+            let other = BlockLists::new(direction, other_rows, other_len, other).unwrap();
+            let e = other.validate(&grid, 1).unwrap_err();
+            assert!(
+                matches!(e, MaskError::ShapeMismatch { .. }),
+                "{direction:?}: {e}"
+            );
+        }
     }
 }
