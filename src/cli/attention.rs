@@ -765,12 +765,13 @@ fn is_safetensors(p: &Path) -> bool {
 fn block_tiles(m: &PackedMask, s: &AttentionShape) -> (u64, u64) {
     let ms = m.shape();
     let repeat = ((s.batch / ms.batch) * (s.heads / ms.heads)) as u64;
-    let partial: u64 = m.kv_num_blocks().iter().map(|&x| x.max(0) as u64).sum();
-    let full: u64 = m
-        .full_kv_num_blocks()
+    let partial: u64 = m
+        .lists()
+        .num_blocks()
         .iter()
         .map(|&x| x.max(0) as u64)
         .sum();
+    let full = m.lists().full_tiles();
     ((partial + full) * repeat, partial * repeat)
 }
 

@@ -600,11 +600,7 @@ fn packer(args: PackerArgs) -> CmdResult {
     println!(
         "  {} tiles: {partial} partial, {} full; {:.1} MB words + {:.2} MB lists",
         shape.tiles(),
-        packed
-            .full_kv_num_blocks
-            .iter()
-            .map(|&n| n as i64)
-            .sum::<i64>(),
+        packed.lists.full_tiles(),
         words_bytes as f64 / 1e6,
         list_bytes as f64 / 1e6
     );
@@ -627,14 +623,14 @@ fn packer(args: PackerArgs) -> CmdResult {
             both.p90_ms,
             both.median_ms / ms,
             alone.median_ms,
-            lists.q_words.len() * 4 / 1_000_000
+            lists.words.len() * 4 / 1_000_000
         );
         transposed_json = json!({
             "backward_warpgroups": backward.map(|b| b.warpgroups()),
             "pack_and_transpose_median_ms": both.median_ms, "p10_ms": both.p10_ms, "p90_ms": both.p90_ms,
             "transpose_alone_median_ms": alone.median_ms,
             "ratio_to_pack": both.median_ms / ms,
-            "q_words_bytes": lists.q_words.len() * 4,
+            "q_words_bytes": lists.words.len() * 4,
         });
     }
     let mut cpu_json = serde_json::Value::Null;
@@ -680,7 +676,7 @@ fn packer(args: PackerArgs) -> CmdResult {
             "device": device.name(),
             "planes": planes, "seqlen_q": sq, "seqlen_k": sk, "source": source,
             "tiles": shape.tiles(), "partial_tiles": partial,
-            "full_tiles": packed.full_kv_num_blocks.iter().map(|&n| i64::from(n)).sum::<i64>(),
+            "full_tiles": packed.lists.full_tiles(),
             "median_ms": ms, "p10_ms": timing.p10_ms, "p90_ms": timing.p90_ms, "runs": args.runs,
             "input_gb_per_s": in_gbs, "moved_gb_per_s": moved_gbs,
             "copy_gb_per_s": copy_gbs, "percent_of_copy": moved_gbs / copy_gbs * 100.0,

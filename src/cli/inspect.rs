@@ -89,7 +89,7 @@ pub fn run(args: InspectArgs) -> CmdResult {
             let bwd = t.accumulator();
             let cost = Encoding::FragmentNative.load_cost(bwd);
             let (lists, words) = t.bytes();
-            let full: u64 = t.full_q_num_blocks().iter().map(|&n| n as u64).sum();
+            let full = t.lists().full_tiles();
             println!(
                 "transposed: yes, for the backward tile {}x{} ({}), {} warpgroup(s) = {} \
                  threads x {} values, swap_ab {}",

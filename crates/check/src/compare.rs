@@ -2,70 +2,29 @@
 //! packer's (`fragmask verify`, `fragmask bench packer`).
 
 use fragmask_host::gpu_packer::{GpuPacked, GpuTransposed};
-use fragmask_masks::{PackedMask, TransposedLists};
+use fragmask_masks::{BlockLists, PackedMask, TransposedLists};
 
 /// `None` if every list and every word of `gpu` equals the CPU packer's `cpu`; otherwise
 /// where they first differ.
 pub fn packed_difference(gpu: &GpuPacked, cpu: &PackedMask) -> Option<String> {
-    let lists: [(&str, &[i32], &[i32]); 5] = [
-        ("kv_num_blocks", &gpu.kv_num_blocks, cpu.kv_num_blocks()),
-        ("kv_indices", &gpu.kv_indices, cpu.kv_indices()),
-        (
-            "full_kv_num_blocks",
-            &gpu.full_kv_num_blocks,
-            cpu.full_kv_num_blocks(),
-        ),
-        (
-            "full_kv_indices",
-            &gpu.full_kv_indices,
-            cpu.full_kv_indices(),
-        ),
-        (
-            "kv_tile_offsets",
-            &gpu.kv_tile_offsets,
-            cpu.kv_tile_offsets(),
-        ),
-    ];
-    for (name, gpu, cpu) in lists {
-        if let Some(d) = first_difference(name, gpu, cpu) {
-            return Some(d);
-        }
-    }
-    let cpu_words = cpu.words();
-    if gpu.words.len() != cpu_words.len() {
-        return Some(format!(
-            "words: {} on the GPU, {} on the CPU",
-            gpu.words.len(),
-            cpu_words.len()
-        ));
-    }
-    let i = gpu.words.iter().zip(cpu_words).position(|(a, b)| a != b)?;
-    Some(format!(
-        "words[{i}]: GPU {:#010x} CPU {:#010x}",
-        gpu.words[i], cpu_words[i]
-    ))
+    lists_difference(&gpu.lists, cpu.lists())
+        .or_else(|| first_difference("words", &gpu.words, cpu.words()))
 }
 
 /// `None` if every list and word of `gpu` equals the CPU's `cpu`; otherwise where they
 /// first differ.
 pub fn transposed_difference(gpu: &GpuTransposed, cpu: &TransposedLists) -> Option<String> {
-    let lists: [(&str, &[i32], &[i32]); 5] = [
-        ("q_num_blocks", &gpu.q_num_blocks, cpu.q_num_blocks()),
-        ("q_indices", &gpu.q_indices, cpu.q_indices()),
-        (
-            "full_q_num_blocks",
-            &gpu.full_q_num_blocks,
-            cpu.full_q_num_blocks(),
-        ),
-        ("full_q_indices", &gpu.full_q_indices, cpu.full_q_indices()),
-        ("q_tile_offsets", &gpu.q_tile_offsets, cpu.q_tile_offsets()),
-    ];
-    for (name, gpu, cpu) in lists {
-        if let Some(d) = first_difference(name, gpu, cpu) {
-            return Some(d);
-        }
-    }
-    first_difference("q_words", &gpu.q_words, cpu.q_words())
+    lists_difference(&gpu.lists, cpu.lists())
+        .or_else(|| first_difference("q_words", &gpu.words, cpu.words()))
+}
+
+/// Where one direction's lists first differ, named as their tensors are.
+fn lists_difference(gpu: &BlockLists, cpu: &BlockLists) -> Option<String> {
+    let names = cpu.direction().names();
+    names
+        .into_iter()
+        .zip(gpu.parts().into_iter().zip(cpu.parts()))
+        .find_map(|(name, (gpu, cpu))| first_difference(name, gpu, cpu))
 }
 
 /// Where `gpu` and `cpu` first differ (their lengths, else the first element).
@@ -100,5 +59,30 @@ mod tests {
             first_difference("x", &[1], &[1, 2]).as_deref(),
             Some("x: 1 entries on the GPU, 2 on the CPU")
         );
+    }
+
+    #[test]
+    fn a_lists_difference_names_the_directions_tensor() {
+        use fragmask_masks::ListDirection;
+        let lists = |direction, offsets: Vec<i32>| {
+            BlockLists::new(
+                direction,
+                1,
+                2,
+                [vec![1], vec![1, 0], vec![0], vec![0, 0], offsets],
+            )
+            .unwrap()
+        };
+        for (direction, name) in [
+            (ListDirection::Forward, "kv_tile_offsets"),
+            (ListDirection::Transposed, "q_tile_offsets"),
+        ] {
+            let (a, b) = (lists(direction, vec![0, -1]), lists(direction, vec![1, -1]));
+            assert_eq!(lists_difference(&a, &a), None);
+            assert_eq!(
+                lists_difference(&b, &a),
+                Some(format!("{name}[0]: GPU 1 CPU 0"))
+            );
+        }
     }
 }

@@ -12,7 +12,7 @@
 //! let packer = GpuPacker::new(&device, &Compiler::new(), &acc)?;
 //! let dense = vec![1u8; 300 * 500];
 //! let packed = packer.pack_host(&dense, 1, 300, 500)?;
-//! assert_eq!(packed.kv_num_blocks.len(), 3);
+//! assert_eq!(packed.lists.num_blocks().len(), 3);
 //! # Ok(()) }
 //! ```
 
@@ -26,10 +26,11 @@ use fragmask_kernels::packer::{
     COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TRANSCODE_KERNEL,
     TRANSPOSED_LISTS_KERNEL,
 };
-use fragmask_masks::{Encoding, PackedMask, TiledAccumulator};
+use fragmask_masks::{BlockLists, Encoding, ListDirection, PackedMask, TiledAccumulator};
 
 use crate::device::multiprocessors;
 use crate::device::Device;
+use crate::device_lists::{DeviceBlockLists, RawBlockLists};
 use crate::error::codegen;
 use crate::error::{Error, Result};
 use crate::launch::load_module;
@@ -74,11 +75,7 @@ pub struct PackBuffers {
     shape: PackShape,
     scratch: CudaSlice<u32>,
     classes: CudaSlice<u8>,
-    kv_num_blocks: CudaSlice<i32>,
-    kv_indices: CudaSlice<i32>,
-    full_kv_num_blocks: CudaSlice<i32>,
-    full_kv_indices: CudaSlice<i32>,
-    kv_tile_offsets: CudaSlice<i32>,
+    lists: DeviceBlockLists,
     partial_source: CudaSlice<i32>,
     partial_count: CudaSlice<i32>,
     words: CudaSlice<u32>,
@@ -95,9 +92,9 @@ impl PackBuffers {
 /// [`GpuPacker::enqueue_raw`]. Sizes for a [`PackShape`] with `tiles` tiles and `rows`
 /// rows and the packer's `wpt` words per tile: `scratch` and `words` u32
 /// `[tiles * wpt]` (16-byte aligned; `words` is the result, the first
-/// `partial_count * wpt` of them); `classes` u8 `[tiles]`; `kv_num_blocks` and
-/// `full_kv_num_blocks` i32 `[rows]`; `kv_indices`, `full_kv_indices`,
-/// `kv_tile_offsets` and `partial_source` i32 `[tiles]`; `partial_count` i32 `[1]`.
+/// `partial_count * wpt` of them); `classes` u8 `[tiles]`; `lists` the forward lists
+/// ([`RawBlockLists`]: i32 counts `[rows]`, entries `[tiles]`); `partial_source` i32
+/// `[tiles]`; `partial_count` i32 `[1]`.
 /// Nothing needs zeroing: the kernels write every list entry (padding too), the count,
 /// and every word below it. `scratch`, `classes` and `partial_source` are workspace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,16 +103,8 @@ pub struct RawPackBuffers {
     pub scratch: u64,
     /// Workspace: every tile's class byte.
     pub classes: u64,
-    /// Result: partial tiles per row.
-    pub kv_num_blocks: u64,
-    /// Result: partial tiles' column blocks.
-    pub kv_indices: u64,
-    /// Result: full tiles per row.
-    pub full_kv_num_blocks: u64,
-    /// Result: full tiles' column blocks.
-    pub full_kv_indices: u64,
-    /// Result: partial tiles' indices into `words`.
-    pub kv_tile_offsets: u64,
+    /// Result: the forward tile lists (`kv_*`).
+    pub lists: RawBlockLists,
     /// Workspace: each partial tile's scratch slot.
     pub partial_source: u64,
     /// Result: the number of partial tiles.
@@ -129,16 +118,10 @@ pub struct RawPackBuffers {
 pub struct GpuPacked {
     /// The shape.
     pub shape: PackShape,
-    /// `[planes, m_blocks]`.
-    pub kv_num_blocks: Vec<i32>,
-    /// `[planes, m_blocks, n_blocks]`, padded with 0.
-    pub kv_indices: Vec<i32>,
-    /// `[planes, m_blocks]`.
-    pub full_kv_num_blocks: Vec<i32>,
-    /// `[planes, m_blocks, n_blocks]`, padded with 0.
-    pub full_kv_indices: Vec<i32>,
-    /// `[planes, m_blocks, n_blocks]`, padded with -1.
-    pub kv_tile_offsets: Vec<i32>,
+    /// The forward lists, `[planes, m_blocks]` counts and `[planes, m_blocks,
+    /// n_blocks]` entries (padded with 0, and -1 in the tile offsets), as read back
+    /// (not validated: `PackedMask::from_parts` does that).
+    pub lists: BlockLists,
     /// `[partial_tiles, threads, words_per_thread]`.
     pub words: Vec<u32>,
 }
@@ -223,6 +206,8 @@ impl GpuPacker {
             s.alloc_zeros::<i32>(n.max(1))
                 .map_err(Error::driver("allocating packer lists"))
         };
+        let lists = DeviceBlockLists::alloc(s, shape.rows(), shape.tiles())
+            .map_err(Error::driver("allocating packer lists"))?;
         Ok(PackBuffers {
             shape,
             scratch: s
@@ -231,11 +216,7 @@ impl GpuPacker {
             classes: s
                 .alloc_zeros::<u8>(shape.tiles())
                 .map_err(Error::driver("allocating the tile classes"))?,
-            kv_num_blocks: alloc_i32(shape.rows())?,
-            kv_indices: alloc_i32(shape.tiles())?,
-            full_kv_num_blocks: alloc_i32(shape.rows())?,
-            full_kv_indices: alloc_i32(shape.tiles())?,
-            kv_tile_offsets: alloc_i32(shape.tiles())?,
+            lists,
             partial_source: alloc_i32(shape.tiles())?,
             partial_count: alloc_i32(1)?,
             words: s
@@ -272,22 +253,14 @@ impl GpuPacker {
         // launches are enqueued.
         let (scratch, _g0) = buffers.scratch.device_ptr_mut(s);
         let (classes, _g1) = buffers.classes.device_ptr_mut(s);
-        let (kv_num_blocks, _g2) = buffers.kv_num_blocks.device_ptr_mut(s);
-        let (kv_indices, _g3) = buffers.kv_indices.device_ptr_mut(s);
-        let (full_kv_num_blocks, _g4) = buffers.full_kv_num_blocks.device_ptr_mut(s);
-        let (full_kv_indices, _g5) = buffers.full_kv_indices.device_ptr_mut(s);
-        let (kv_tile_offsets, _g6) = buffers.kv_tile_offsets.device_ptr_mut(s);
+        let (lists, _g2) = buffers.lists.raw_mut(s);
         let (partial_source, _g7) = buffers.partial_source.device_ptr_mut(s);
         let (partial_count, _g8) = buffers.partial_count.device_ptr_mut(s);
         let (words, _g9) = buffers.words.device_ptr_mut(s);
         let raw = RawPackBuffers {
             scratch,
             classes,
-            kv_num_blocks,
-            kv_indices,
-            full_kv_num_blocks,
-            full_kv_indices,
-            kv_tile_offsets,
+            lists,
             partial_source,
             partial_count,
             words,
@@ -328,15 +301,11 @@ impl GpuPacker {
         let aligned = [
             (out.scratch, 16),
             (out.words, 16),
-            (out.kv_num_blocks, 4),
-            (out.kv_indices, 4),
-            (out.full_kv_num_blocks, 4),
-            (out.full_kv_indices, 4),
-            (out.kv_tile_offsets, 4),
             (out.partial_source, 4),
             (out.partial_count, 4),
         ];
-        if dense == 0 || aligned.iter().any(|&(p, a)| p == 0 || p % a != 0) {
+        if dense == 0 || !out.lists.aligned() || aligned.iter().any(|&(p, a)| p == 0 || p % a != 0)
+        {
             return Err(Error::InvalidArgument(
                 "packer buffers must be non-null, words and scratch 16-byte aligned, \
                  lists 4-byte aligned"
@@ -378,11 +347,11 @@ impl GpuPacker {
         b.arg(&out.classes);
         b.arg(&rows);
         b.arg(&nb);
-        b.arg(&out.kv_num_blocks);
-        b.arg(&out.kv_indices);
-        b.arg(&out.full_kv_num_blocks);
-        b.arg(&out.full_kv_indices);
-        b.arg(&out.kv_tile_offsets);
+        b.arg(&out.lists.num_blocks);
+        b.arg(&out.lists.indices);
+        b.arg(&out.lists.full_num_blocks);
+        b.arg(&out.lists.full_indices);
+        b.arg(&out.lists.tile_offsets);
         b.arg(&out.partial_source);
         b.arg(&out.partial_count);
         // SAFETY: `fragmask_pack_lists(const u8* classes, int rows, int nb, int* ...)`;
@@ -447,11 +416,12 @@ impl GpuPacker {
         words.truncate(count * wpt);
         let packed = GpuPacked {
             shape,
-            kv_num_blocks: get(&buffers.kv_num_blocks, shape.rows())?,
-            kv_indices: get(&buffers.kv_indices, shape.tiles())?,
-            full_kv_num_blocks: get(&buffers.full_kv_num_blocks, shape.rows())?,
-            full_kv_indices: get(&buffers.full_kv_indices, shape.tiles())?,
-            kv_tile_offsets: get(&buffers.kv_tile_offsets, shape.tiles())?,
+            lists: buffers.lists.download(
+                s,
+                ListDirection::Forward,
+                shape.rows(),
+                shape.n_blocks,
+            )?,
             words,
         };
         s.synchronize()
@@ -500,27 +470,18 @@ impl GpuPacker {
 /// Device addresses of one transposition's buffers, for [`GpuTransposer::enqueue_raw`],
 /// for a [`PackShape`] with `tiles` tiles, `planes * n_blocks` transposed rows, and
 /// `capacity` partial tiles of room. Inputs (a packed mask's forward lists and words,
-/// as [`RawPackBuffers`] holds them after a pack, or any mask uploaded): i32
-/// `kv_num_blocks [planes * m_blocks]`, `kv_indices`, `full_kv_indices`,
-/// `kv_tile_offsets [tiles]`, `full_kv_num_blocks [planes * m_blocks]`, u32 `words
-/// [capacity * forward words per tile]`. Workspace: u8 `classes [tiles]`, i32
-/// `tile_word` and `partial_source [tiles]`. Results (every entry written, padding
-/// included): i32 `q_num_blocks`, `full_q_num_blocks [planes * n_blocks]`,
-/// `q_indices`, `full_q_indices`, `q_tile_offsets [tiles]`, `partial_count [1]`, u32
-/// `q_words [capacity * backward words per tile]` (its first `partial_count` tiles).
-/// `words` and `q_words` 16-byte aligned, the rest 4-byte aligned.
+/// as [`RawPackBuffers`] holds them after a pack, or any mask uploaded): `forward`
+/// (i32 counts `[planes * m_blocks]`, entries `[tiles]`), u32 `words [capacity *
+/// forward words per tile]`. Workspace: u8 `classes [tiles]`, i32 `tile_word` and
+/// `partial_source [tiles]`. Results (every entry written, padding included):
+/// `transposed` (i32 counts `[planes * n_blocks]`, entries `[tiles]`), i32
+/// `partial_count [1]`, u32 `q_words [capacity * backward words per tile]` (its first
+/// `partial_count` tiles). `words` and `q_words` 16-byte aligned, the rest 4-byte
+/// aligned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawTransposeBuffers {
-    /// Input: partial tiles per forward row.
-    pub kv_num_blocks: u64,
-    /// Input: their column blocks.
-    pub kv_indices: u64,
-    /// Input: full tiles per forward row.
-    pub full_kv_num_blocks: u64,
-    /// Input: their column blocks.
-    pub full_kv_indices: u64,
-    /// Input: partial tiles' indices into `words`.
-    pub kv_tile_offsets: u64,
+    /// Input: the forward lists (`kv_*`).
+    pub forward: RawBlockLists,
     /// Input: the forward words.
     pub words: u64,
     /// Workspace: every tile's class byte.
@@ -529,16 +490,8 @@ pub struct RawTransposeBuffers {
     pub tile_word: u64,
     /// Workspace: each transposed partial tile's forward tile.
     pub partial_source: u64,
-    /// Result: partial tiles per key block.
-    pub q_num_blocks: u64,
-    /// Result: their query blocks.
-    pub q_indices: u64,
-    /// Result: full tiles per key block.
-    pub full_q_num_blocks: u64,
-    /// Result: their query blocks.
-    pub full_q_indices: u64,
-    /// Result: partial tiles' indices into `q_words`.
-    pub q_tile_offsets: u64,
+    /// Result: the transposed lists (`q_*`).
+    pub transposed: RawBlockLists,
     /// Result: the number of partial tiles.
     pub partial_count: u64,
     /// Result: the transposed words.
@@ -549,33 +502,18 @@ pub struct RawTransposeBuffers {
 /// (`fragmask_masks::TransposedLists`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuTransposed {
-    /// `[planes, n_blocks]`.
-    pub q_num_blocks: Vec<i32>,
-    /// `[planes, n_blocks, m_blocks]`, padded with 0.
-    pub q_indices: Vec<i32>,
-    /// `[planes, n_blocks]`.
-    pub full_q_num_blocks: Vec<i32>,
-    /// `[planes, n_blocks, m_blocks]`, padded with 0.
-    pub full_q_indices: Vec<i32>,
-    /// `[planes, n_blocks, m_blocks]`, padded with -1.
-    pub q_tile_offsets: Vec<i32>,
+    /// The transposed lists, `[planes, n_blocks]` counts and `[planes, n_blocks,
+    /// m_blocks]` entries (padded with 0, and -1 in the tile offsets), as read back
+    /// (not validated: `PackedMask::attach_transposed` does that).
+    pub lists: BlockLists,
     /// `[partial_tiles, threads, words_per_thread]` of the backward accumulator.
-    pub q_words: Vec<u32>,
+    pub words: Vec<u32>,
 }
 
 impl GpuTransposed {
-    /// The five lists in the order of `PackedMask::attach_transposed`.
-    pub fn into_parts(self) -> ([Vec<i32>; 5], Vec<u32>) {
-        (
-            [
-                self.q_num_blocks,
-                self.q_indices,
-                self.full_q_num_blocks,
-                self.full_q_indices,
-                self.q_tile_offsets,
-            ],
-            self.q_words,
-        )
+    /// The lists and words, for `PackedMask::attach_transposed`.
+    pub fn into_parts(self) -> (BlockLists, Vec<u32>) {
+        (self.lists, self.words)
     }
 }
 
@@ -588,11 +526,7 @@ pub struct TransposeBuffers {
     classes: CudaSlice<u8>,
     tile_word: CudaSlice<i32>,
     partial_source: CudaSlice<i32>,
-    q_num_blocks: CudaSlice<i32>,
-    q_indices: CudaSlice<i32>,
-    full_q_num_blocks: CudaSlice<i32>,
-    full_q_indices: CudaSlice<i32>,
-    q_tile_offsets: CudaSlice<i32>,
+    lists: DeviceBlockLists,
     partial_count: CudaSlice<i32>,
     q_words: CudaSlice<u32>,
 }
@@ -676,11 +610,8 @@ impl GpuTransposer {
                 .map_err(Error::driver("allocating the tile classes"))?,
             tile_word: alloc_i32(shape.tiles())?,
             partial_source: alloc_i32(shape.tiles())?,
-            q_num_blocks: alloc_i32(q_rows)?,
-            q_indices: alloc_i32(shape.tiles())?,
-            full_q_num_blocks: alloc_i32(q_rows)?,
-            full_q_indices: alloc_i32(shape.tiles())?,
-            q_tile_offsets: alloc_i32(shape.tiles())?,
+            lists: DeviceBlockLists::alloc(s, q_rows, shape.tiles())
+                .map_err(Error::driver("allocating transposed lists"))?,
             partial_count: alloc_i32(1)?,
             q_words: s
                 .alloc_zeros::<u32>((capacity * self.words_per_tile()).max(4))
@@ -698,37 +629,21 @@ impl GpuTransposer {
             )));
         }
         let s = &self.stream;
-        let (kv_num_blocks, _i0) = pack.kv_num_blocks.device_ptr(s);
-        let (kv_indices, _i1) = pack.kv_indices.device_ptr(s);
-        let (full_kv_num_blocks, _i2) = pack.full_kv_num_blocks.device_ptr(s);
-        let (full_kv_indices, _i3) = pack.full_kv_indices.device_ptr(s);
-        let (kv_tile_offsets, _i4) = pack.kv_tile_offsets.device_ptr(s);
+        let (forward, _i0) = pack.lists.raw(s);
         let (words, _i5) = pack.words.device_ptr(s);
         let (classes, _g0) = out.classes.device_ptr_mut(s);
         let (tile_word, _g1) = out.tile_word.device_ptr_mut(s);
         let (partial_source, _g2) = out.partial_source.device_ptr_mut(s);
-        let (q_num_blocks, _g3) = out.q_num_blocks.device_ptr_mut(s);
-        let (q_indices, _g4) = out.q_indices.device_ptr_mut(s);
-        let (full_q_num_blocks, _g5) = out.full_q_num_blocks.device_ptr_mut(s);
-        let (full_q_indices, _g6) = out.full_q_indices.device_ptr_mut(s);
-        let (q_tile_offsets, _g7) = out.q_tile_offsets.device_ptr_mut(s);
+        let (transposed, _g3) = out.lists.raw_mut(s);
         let (partial_count, _g8) = out.partial_count.device_ptr_mut(s);
         let (q_words, _g9) = out.q_words.device_ptr_mut(s);
         let raw = RawTransposeBuffers {
-            kv_num_blocks,
-            kv_indices,
-            full_kv_num_blocks,
-            full_kv_indices,
-            kv_tile_offsets,
+            forward,
             words,
             classes,
             tile_word,
             partial_source,
-            q_num_blocks,
-            q_indices,
-            full_q_num_blocks,
-            full_q_indices,
-            q_tile_offsets,
+            transposed,
             partial_count,
             q_words,
         };
@@ -775,22 +690,15 @@ impl GpuTransposer {
         let aligned = [
             (b.words, 16),
             (b.q_words, 16),
-            (b.kv_num_blocks, 4),
-            (b.kv_indices, 4),
-            (b.full_kv_num_blocks, 4),
-            (b.full_kv_indices, 4),
-            (b.kv_tile_offsets, 4),
             (b.classes, 1),
             (b.tile_word, 4),
             (b.partial_source, 4),
-            (b.q_num_blocks, 4),
-            (b.q_indices, 4),
-            (b.full_q_num_blocks, 4),
-            (b.full_q_indices, 4),
-            (b.q_tile_offsets, 4),
             (b.partial_count, 4),
         ];
-        if aligned.iter().any(|&(p, a)| p == 0 || p % a != 0) {
+        if !b.forward.aligned()
+            || !b.transposed.aligned()
+            || aligned.iter().any(|&(p, a)| p == 0 || p % a != 0)
+        {
             return Err(Error::InvalidArgument(
                 "transpose buffers must be non-null, words 16-byte aligned, lists 4-byte \
                  aligned"
@@ -803,11 +711,11 @@ impl GpuTransposer {
         let capacity = capacity as i32;
         let warps_per_cta = CLASSES_THREADS / 32;
         let mut l = stream.launch_builder(&self.classes);
-        l.arg(&b.kv_num_blocks);
-        l.arg(&b.kv_indices);
-        l.arg(&b.full_kv_num_blocks);
-        l.arg(&b.full_kv_indices);
-        l.arg(&b.kv_tile_offsets);
+        l.arg(&b.forward.num_blocks);
+        l.arg(&b.forward.indices);
+        l.arg(&b.forward.full_num_blocks);
+        l.arg(&b.forward.full_indices);
+        l.arg(&b.forward.tile_offsets);
         l.arg(&rows);
         l.arg(&nb);
         l.arg(&b.classes);
@@ -829,11 +737,11 @@ impl GpuTransposer {
         l.arg(&q_rows);
         l.arg(&mb);
         l.arg(&nb);
-        l.arg(&b.q_num_blocks);
-        l.arg(&b.q_indices);
-        l.arg(&b.full_q_num_blocks);
-        l.arg(&b.full_q_indices);
-        l.arg(&b.q_tile_offsets);
+        l.arg(&b.transposed.num_blocks);
+        l.arg(&b.transposed.indices);
+        l.arg(&b.transposed.full_num_blocks);
+        l.arg(&b.transposed.full_indices);
+        l.arg(&b.transposed.tile_offsets);
         l.arg(&b.partial_source);
         l.arg(&b.partial_count);
         // SAFETY: `fragmask_pack_lists_t(const u8* classes, int rows, int mb, int nb,
@@ -888,18 +796,16 @@ impl GpuTransposer {
             .ok()
             .filter(|&c| c <= buffers.capacity)
             .ok_or_else(|| Error::InvalidArgument(format!("transposed partial count {count}")))?;
-        let mut q_words = s
+        let mut words = s
             .clone_dtoh(&buffers.q_words)
             .map_err(Error::driver("reading transposed words"))?;
-        q_words.truncate(count * self.words_per_tile());
+        words.truncate(count * self.words_per_tile());
         let q_rows = shape.planes * shape.n_blocks;
         let out = GpuTransposed {
-            q_num_blocks: get(&buffers.q_num_blocks, q_rows)?,
-            q_indices: get(&buffers.q_indices, shape.tiles())?,
-            full_q_num_blocks: get(&buffers.full_q_num_blocks, q_rows)?,
-            full_q_indices: get(&buffers.full_q_indices, shape.tiles())?,
-            q_tile_offsets: get(&buffers.q_tile_offsets, shape.tiles())?,
-            q_words,
+            lists: buffers
+                .lists
+                .download(s, ListDirection::Transposed, q_rows, shape.m_blocks)?,
+            words,
         };
         s.synchronize()
             .map_err(Error::driver("running the transposed-list kernels"))?;
@@ -928,17 +834,8 @@ impl GpuTransposer {
             m_blocks: mask.grid().m_blocks,
             n_blocks: mask.grid().n_blocks,
         };
-        let up_i32 = |v: &[i32]| {
-            s.clone_htod(if v.is_empty() { &[0][..] } else { v })
-                .map_err(Error::driver("uploading mask lists"))
-        };
-        let lists = [
-            up_i32(mask.kv_num_blocks())?,
-            up_i32(mask.kv_indices())?,
-            up_i32(mask.full_kv_num_blocks())?,
-            up_i32(mask.full_kv_indices())?,
-            up_i32(mask.kv_tile_offsets())?,
-        ];
+        let forward = DeviceBlockLists::upload(s, mask.lists())
+            .map_err(Error::driver("uploading mask lists"))?;
         let words = if mask.words().is_empty() {
             s.alloc_zeros::<u32>(4)
         } else {
@@ -948,37 +845,21 @@ impl GpuTransposer {
         let capacity = mask.partial_tiles();
         let mut out = self.buffers(shape, capacity)?;
         {
-            let (l0, _a) = lists[0].device_ptr(s);
-            let (l1, _b) = lists[1].device_ptr(s);
-            let (l2, _c) = lists[2].device_ptr(s);
-            let (l3, _d) = lists[3].device_ptr(s);
-            let (l4, _e) = lists[4].device_ptr(s);
+            let (forward, _a) = forward.raw(s);
             let (w, _f) = words.device_ptr(s);
             let (classes, _g0) = out.classes.device_ptr_mut(s);
             let (tile_word, _g1) = out.tile_word.device_ptr_mut(s);
             let (partial_source, _g2) = out.partial_source.device_ptr_mut(s);
-            let (q_num_blocks, _g3) = out.q_num_blocks.device_ptr_mut(s);
-            let (q_indices, _g4) = out.q_indices.device_ptr_mut(s);
-            let (full_q_num_blocks, _g5) = out.full_q_num_blocks.device_ptr_mut(s);
-            let (full_q_indices, _g6) = out.full_q_indices.device_ptr_mut(s);
-            let (q_tile_offsets, _g7) = out.q_tile_offsets.device_ptr_mut(s);
+            let (transposed, _g3) = out.lists.raw_mut(s);
             let (partial_count, _g8) = out.partial_count.device_ptr_mut(s);
             let (q_words, _g9) = out.q_words.device_ptr_mut(s);
             let raw = RawTransposeBuffers {
-                kv_num_blocks: l0,
-                kv_indices: l1,
-                full_kv_num_blocks: l2,
-                full_kv_indices: l3,
-                kv_tile_offsets: l4,
+                forward,
                 words: w,
                 classes,
                 tile_word,
                 partial_source,
-                q_num_blocks,
-                q_indices,
-                full_q_num_blocks,
-                full_q_indices,
-                q_tile_offsets,
+                transposed,
                 partial_count,
                 q_words,
             };

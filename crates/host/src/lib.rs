@@ -20,6 +20,7 @@ pub mod attention;
 pub mod cache;
 pub mod decode;
 pub mod device;
+pub mod device_lists;
 mod error;
 pub mod gpu_packer;
 pub mod launch;

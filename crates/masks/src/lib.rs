@@ -8,11 +8,12 @@
 //!    documents, and / or / not).
 //! 2. **Classification** ([`pack`]): per `(batch, head, m_block)` the partial and the
 //!    full `n_block`s, ascending, in FlexAttention's BlockMask form (`kv_num_blocks`,
-//!    `kv_indices`, `full_kv_num_blocks`, `full_kv_indices`). Empty tiles are in
-//!    neither; a ragged edge tile is never full. On request ([`pack_transposed`],
-//!    [`PackedMask::add_transposed`]) also the backward pass's transposed lists
-//!    (`q_num_blocks`, `q_indices`, `full_q_num_blocks`, `full_q_indices`, per
-//!    `(batch, head, n_block)`), [`TransposedLists`].
+//!    `kv_indices`, `full_kv_num_blocks`, `full_kv_indices`), a [`BlockLists`].
+//!    Empty tiles are in neither; a ragged edge tile is never full. On request
+//!    ([`pack_transposed`], [`PackedMask::add_transposed`]) also the backward pass's
+//!    transposed lists (`q_num_blocks`, `q_indices`, `full_q_num_blocks`,
+//!    `full_q_indices`, per `(batch, head, n_block)`): a [`BlockLists`] of the other
+//!    [`ListDirection`], in [`TransposedLists`].
 //! 3. **Encodings** ([`Encoding`]) of the partial tiles, all derived from
 //!    [`TiledAccumulator::coord`](fragmask_gmma_frag::TiledAccumulator::coord):
 //!    FragmentNative (default: one coalesced load per thread per tile), QuadLane and
@@ -60,6 +61,8 @@ mod fused;
 #[cfg(feature = "std")]
 pub mod io;
 #[cfg(feature = "alloc")]
+mod lists;
+#[cfg(feature = "alloc")]
 mod pack;
 #[cfg(feature = "alloc")]
 mod plan;
@@ -74,6 +77,8 @@ pub use encoding::{
     mma_cols, mma_rows, words_per_quad, words_per_thread, Encoding, LoadCost, WordShape,
 };
 pub use error::MaskError;
+#[cfg(feature = "alloc")]
+pub use lists::{BlockLists, ListDirection};
 #[cfg(feature = "alloc")]
 pub use pack::{
     pack, pack_transposed, plain_bit_pack, ByteStats, PackOptions, PackProgress, PackedMask,

@@ -7,6 +7,7 @@ use fragmask_gmma_frag::TiledAccumulator;
 
 use crate::encoding::EncodedLayout;
 use crate::fused::FusedLayout;
+use crate::lists::{BlockLists, ListDirection};
 use crate::plan::TilePlan;
 use crate::shape::{broadcast_index, TileGrid};
 use crate::source::{MaskSource, Region};
@@ -54,23 +55,6 @@ pub enum TileClass {
     Partial(usize),
 }
 
-impl TileClass {
-    /// The class of block `block` in one row of tile lists: `partial` and `full` are the
-    /// row's listed blocks (ascending, counts applied), `offsets` the words index of each
-    /// partial entry. Forward rows (`kv_*`) and transposed rows (`q_*`) alike.
-    pub(crate) fn in_lists(partial: &[i32], offsets: &[i32], full: &[i32], block: usize) -> Self {
-        let block = block as i32;
-        if let Ok(j) = partial.binary_search(&block) {
-            return TileClass::Partial(offsets[j] as usize);
-        }
-        if full.binary_search(&block).is_ok() {
-            TileClass::Full
-        } else {
-            TileClass::Empty
-        }
-    }
-}
-
 /// Tile counts and ones of a packed mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileStats {
@@ -110,18 +94,15 @@ pub struct ByteStats {
 
 /// A packed mask: FlexAttention-style tile lists plus the encoded partial tiles.
 ///
-/// Lists are `[B, H, m_blocks]` (counts) and `[B, H, m_blocks, n_blocks]` (indices,
-/// ascending; entries past the count are 0, and -1 in `kv_tile_offsets`). B and H are
-/// the source's (1 when broadcast).
+/// The lists ([`BlockLists`], [`ListDirection::Forward`]) are `[B, H, m_blocks]`
+/// (counts) and `[B, H, m_blocks, n_blocks]` (indices, ascending; entries past the
+/// count are 0, and -1 in the tile offsets). B and H are the source's (1 when
+/// broadcast).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackedMask {
     pub(crate) layout: EncodedLayout,
     pub(crate) grid: TileGrid,
-    pub(crate) kv_num_blocks: Vec<i32>,
-    pub(crate) kv_indices: Vec<i32>,
-    pub(crate) full_kv_num_blocks: Vec<i32>,
-    pub(crate) full_kv_indices: Vec<i32>,
-    pub(crate) kv_tile_offsets: Vec<i32>,
+    pub(crate) lists: BlockLists,
     pub(crate) words: Vec<u32>,
     /// The backward pass's lists and words, when asked for
     /// ([`PackedMask::add_transposed`], [`pack_transposed`]).
@@ -220,7 +201,7 @@ pub fn pack<S: MaskSource + ?Sized>(
 /// let packed = pack_transposed(&causal, &acc, Encoding::FragmentNative, &bwd, &options).unwrap();
 /// let t = packed.transposed().unwrap();
 /// // Key block 2 is partial for query block 2 and full for query blocks 3..8.
-/// assert_eq!((t.q_num_blocks()[2], t.full_q_num_blocks()[2]), (1, 5));
+/// assert_eq!((t.lists().num_blocks()[2], t.lists().full_num_blocks()[2]), (1, 5));
 /// assert_eq!(t.tile_class(0, 0, 2, 1), TileClass::Empty);
 /// assert!(t.get(0, 0, 1023, 0) && !t.get(0, 0, 3, 4));
 /// ```
@@ -873,31 +854,29 @@ fn assemble(
             words
         }
     };
-    let mut packed = PackedMask {
+    let mut lists = BlockLists::empty(ListDirection::Forward, count, n_blocks)?;
+    let (num, indices, full_num, full_indices, offsets) = lists.parts_mut();
+    let mut tile = 0usize;
+    for (index, strip) in strips.into_iter().enumerate() {
+        let row = index * n_blocks;
+        num[index] = strip.partial.len() as i32;
+        full_num[index] = strip.full.len() as i32;
+        for (j, &n) in strip.partial.iter().enumerate() {
+            indices[row + j] = n as i32;
+            offsets[row + j] = (tile + j) as i32;
+        }
+        for (j, &n) in strip.full.iter().enumerate() {
+            full_indices[row + j] = n as i32;
+        }
+        tile += strip.partial.len();
+    }
+    let packed = PackedMask {
         grid,
-        kv_num_blocks: try_vec(count, 0, "tile lists")?,
-        kv_indices: try_vec(count * n_blocks, 0, "tile lists")?,
-        full_kv_num_blocks: try_vec(count, 0, "tile lists")?,
-        full_kv_indices: try_vec(count * n_blocks, 0, "tile lists")?,
-        kv_tile_offsets: try_vec(count * n_blocks, -1, "tile lists")?,
+        lists,
         words,
         layout,
         transposed: None,
     };
-    let mut tile = 0usize;
-    for (index, strip) in strips.into_iter().enumerate() {
-        let row = index * n_blocks;
-        packed.kv_num_blocks[index] = strip.partial.len() as i32;
-        packed.full_kv_num_blocks[index] = strip.full.len() as i32;
-        for (j, &n) in strip.partial.iter().enumerate() {
-            packed.kv_indices[row + j] = n as i32;
-            packed.kv_tile_offsets[row + j] = (tile + j) as i32;
-        }
-        for (j, &n) in strip.full.iter().enumerate() {
-            packed.full_kv_indices[row + j] = n as i32;
-        }
-        tile += strip.partial.len();
-    }
     Ok(packed)
 }
 
@@ -944,57 +923,46 @@ impl PackedMask {
     }
 
     /// Attaches transposed lists and words another builder produced (the GPU packer,
-    /// say), validated as a file's are: `lists` in the file's order `[q_num_blocks,
-    /// q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets]`, `[B, H,
-    /// n_blocks]` and `[B, H, n_blocks, m_blocks]` row-major; `q_words` the partial
-    /// tiles' words in the order of the backward accumulator `backward` (same
+    /// say), validated as a file's are: `lists` transposed ([`ListDirection::Transposed`],
+    /// `[B, H, n_blocks]` and `[B, H, n_blocks, m_blocks]` row-major); `words` the
+    /// partial tiles' words in the order of the backward accumulator `backward` (same
     /// `block_m × block_n`). Validation re-encodes every tile on the CPU, so it costs
     /// about what [`Self::add_transposed`] does.
     #[cfg(feature = "std")]
     pub fn attach_transposed(
         &mut self,
         backward: &TiledAccumulator,
-        lists: [Vec<i32>; 5],
-        q_words: Vec<u32>,
+        lists: BlockLists,
+        words: Vec<u32>,
     ) -> Result<(), MaskError> {
         self.check_backward_tile(backward)?;
         let layout = EncodedLayout::derive(backward, crate::TRANSPOSED_ENCODING)?;
-        let rows = self.kv_num_blocks.len() / self.grid.m_blocks.max(1) * self.grid.n_blocks;
-        let entries = rows * self.grid.m_blocks;
-        let names = [
-            ("q_num_blocks entries", rows),
-            ("q_indices entries", entries),
-            ("full_q_num_blocks entries", rows),
-            ("full_q_indices entries", entries),
-            ("q_tile_offsets entries", entries),
-        ];
-        for (list, (what, expected)) in lists.iter().zip(names) {
-            if list.len() != expected {
-                return Err(MaskError::ShapeMismatch {
-                    what,
-                    expected: expected as u64,
-                    found: list.len() as u64,
-                });
-            }
+        if lists.direction() != ListDirection::Transposed {
+            return Err(MaskError::Unsupported {
+                what: "transposed lists",
+                detail: "the lists given are the forward lists (kv_*), not the transposed (q_*)",
+            });
         }
+        let rows = self.lists.rows() / self.grid.m_blocks.max(1) * self.grid.n_blocks;
+        let lists = BlockLists::new(
+            ListDirection::Transposed,
+            rows,
+            self.grid.m_blocks,
+            lists.into_parts(),
+        )?;
         let expected_words = self.partial_tiles() * layout.words_per_tile();
-        if q_words.len() != expected_words {
+        if words.len() != expected_words {
             return Err(MaskError::ShapeMismatch {
                 what: "q_words (partial tiles x the backward words per tile)",
                 expected: expected_words as u64,
-                found: q_words.len() as u64,
+                found: words.len() as u64,
             });
         }
-        let [q_num_blocks, q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets] = lists;
         let transposed = TransposedLists {
             layout,
             grid: self.grid,
-            q_num_blocks,
-            q_indices,
-            full_q_num_blocks,
-            full_q_indices,
-            q_tile_offsets,
-            q_words,
+            lists,
+            words,
         };
         transposed.validate(self)?;
         self.transposed = Some(transposed);
@@ -1016,17 +984,6 @@ impl PackedMask {
     /// Drops the transposed lists (a forward-only mask, as format version 1 stored).
     pub fn drop_transposed(&mut self) {
         self.transposed = None;
-    }
-
-    /// The forward lists, in [`crate::transpose::transpose_lists`]'s order.
-    pub(crate) fn forward_lists(&self) -> [&[i32]; 5] {
-        [
-            &self.kv_num_blocks,
-            &self.kv_indices,
-            &self.full_kv_num_blocks,
-            &self.full_kv_indices,
-            &self.kv_tile_offsets,
-        ]
     }
 
     /// The tile configuration.
@@ -1054,30 +1011,12 @@ impl PackedMask {
         &self.grid
     }
 
-    /// Partial tiles per row block, `[B, H, m_blocks]`.
-    pub fn kv_num_blocks(&self) -> &[i32] {
-        &self.kv_num_blocks
-    }
-
-    /// Partial tiles' column blocks, ascending, `[B, H, m_blocks, n_blocks]`.
-    pub fn kv_indices(&self) -> &[i32] {
-        &self.kv_indices
-    }
-
-    /// Full tiles per row block, `[B, H, m_blocks]`.
-    pub fn full_kv_num_blocks(&self) -> &[i32] {
-        &self.full_kv_num_blocks
-    }
-
-    /// Full tiles' column blocks, ascending, `[B, H, m_blocks, n_blocks]`.
-    pub fn full_kv_indices(&self) -> &[i32] {
-        &self.full_kv_indices
-    }
-
-    /// Entry `j` of a row block: the index (into the first dimension of
-    /// [`Self::words`]) of partial tile `kv_indices[..., j]`; -1 past the count.
-    pub fn kv_tile_offsets(&self) -> &[i32] {
-        &self.kv_tile_offsets
+    /// The forward tile lists: per `(batch, head, m_block)` row, the partial and full
+    /// `n_block`s and the partial tiles' indices into [`Self::words`]
+    /// (FlexAttention's `kv_num_blocks`, `kv_indices`, `full_kv_num_blocks`,
+    /// `full_kv_indices`, and `kv_tile_offsets`).
+    pub fn lists(&self) -> &BlockLists {
+        &self.lists
     }
 
     /// All partial tiles' words, `[partial_tiles, ...word_shape]`.
@@ -1112,15 +1051,8 @@ impl PackedMask {
         m_block: usize,
         n_block: usize,
     ) -> TileClass {
-        let index = self.row_block(batch, head, m_block);
-        let row = index * self.grid.n_blocks;
-        let lists = row..row + self.grid.n_blocks;
-        TileClass::in_lists(
-            &self.kv_indices[lists.clone()][..self.kv_num_blocks[index] as usize],
-            &self.kv_tile_offsets[lists.clone()],
-            &self.full_kv_indices[lists][..self.full_kv_num_blocks[index] as usize],
-            n_block,
-        )
+        self.lists
+            .tile_class(self.row_block(batch, head, m_block), n_block)
     }
 
     /// Element `(batch, head, q, k)` decoded from the lists and words (false outside
@@ -1168,7 +1100,7 @@ impl PackedMask {
 
     /// Tile counts and ones.
     pub fn stats(&self) -> TileStats {
-        let full: u64 = self.full_kv_num_blocks.iter().map(|&n| n as u64).sum();
+        let full = self.lists.full_tiles();
         let partial = self.partial_tiles() as u64;
         let tiles = self.grid.tiles();
         let area = (self.grid.block_m * self.grid.block_n) as u64;
@@ -1186,9 +1118,8 @@ impl PackedMask {
     /// Bytes of this packing against a dense bool mask and plain bit packing.
     pub fn bytes(&self) -> ByteStats {
         let s = self.grid.shape;
-        let lists = (self.kv_num_blocks.len() * 2 + self.kv_indices.len() * 3) as u64 * 4;
         ByteStats {
-            lists,
+            lists: self.lists.bytes(),
             words: self.words.len() as u64 * 4,
             dense_bool: s.elements(),
             bit_packed: (s.batch * s.heads * s.seqlen_q) as u64 * s.seqlen_k.div_ceil(8) as u64,

@@ -25,6 +25,7 @@ use alloc::vec::Vec;
 use fragmask_gmma_frag::TiledAccumulator;
 
 use crate::encoding::EncodedLayout;
+use crate::lists::{BlockLists, ListDirection};
 use crate::pack::{fresh_words, try_vec};
 use crate::plan::Transcoder;
 use crate::shape::{broadcast_index, TileGrid};
@@ -35,53 +36,43 @@ pub const TRANSPOSED_ENCODING: Encoding = Encoding::FragmentNative;
 
 /// The backward pass's tile lists and words (module docs; docs/masks.md).
 ///
-/// Lists are `[B, H, n_blocks]` (counts) and `[B, H, n_blocks, m_blocks]` (indices,
-/// ascending; entries past the count are 0, and -1 in `q_tile_offsets`).
+/// The lists ([`BlockLists`], [`ListDirection::Transposed`]) are `[B, H, n_blocks]`
+/// (counts) and `[B, H, n_blocks, m_blocks]` (indices, ascending; entries past the
+/// count are 0, and -1 in the tile offsets).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransposedLists {
     pub(crate) layout: EncodedLayout,
     pub(crate) grid: TileGrid,
-    pub(crate) q_num_blocks: Vec<i32>,
-    pub(crate) q_indices: Vec<i32>,
-    pub(crate) full_q_num_blocks: Vec<i32>,
-    pub(crate) full_q_indices: Vec<i32>,
-    pub(crate) q_tile_offsets: Vec<i32>,
-    pub(crate) q_words: Vec<u32>,
+    pub(crate) lists: BlockLists,
+    pub(crate) words: Vec<u32>,
 }
 
-/// The transposed lists of a packed mask's forward lists, in canonical form, and for
-/// every transposed partial tile (in `(batch, head, n_block, m_block)` order) the index
-/// of the same tile among the forward words.
+/// The transposed lists of a packed mask's forward lists, in canonical form (tile
+/// offsets numbered in list order), and for every transposed partial tile (in
+/// `(batch, head, n_block, m_block)` order) the index of the same tile among the
+/// forward words.
 pub(crate) struct Transposed {
-    pub q_num_blocks: Vec<i32>,
-    pub q_indices: Vec<i32>,
-    pub full_q_num_blocks: Vec<i32>,
-    pub full_q_indices: Vec<i32>,
+    pub lists: BlockLists,
     pub forward_tile: Vec<u32>,
 }
 
 /// Transposes the forward lists (which the caller has validated: counts and indices in
-/// range, `kv_tile_offsets` in `0..partial_tiles`).
+/// range, tile offsets in `0..partial_tiles`).
 pub(crate) fn transpose_lists(
     grid: &TileGrid,
-    kv: [&[i32]; 5],
+    forward: &BlockLists,
     partial_tiles: usize,
 ) -> Result<Transposed, MaskError> {
-    let [kv_num, kv_indices, full_num, full_indices, kv_offsets] = kv;
+    let [kv_num, kv_indices, full_num, full_indices, kv_offsets] = forward.parts();
     let (mb, nb) = (grid.m_blocks, grid.n_blocks);
     let planes = kv_num.len() / mb.max(1);
-    let entries = planes * nb * mb;
-    let mut out = Transposed {
-        q_num_blocks: try_vec(planes * nb, 0, "transposed tile lists")?,
-        q_indices: try_vec(entries, 0, "transposed tile lists")?,
-        full_q_num_blocks: try_vec(planes * nb, 0, "transposed tile lists")?,
-        full_q_indices: try_vec(entries, 0, "transposed tile lists")?,
-        forward_tile: try_vec(partial_tiles, 0, "transposed tile order")?,
-    };
+    let mut lists = BlockLists::empty(ListDirection::Transposed, planes * nb, mb)?;
+    let mut forward_tile = try_vec(partial_tiles, 0, "transposed tile order")?;
+    let (q_num, q_indices, full_q_num, full_q_indices, q_offsets) = lists.parts_mut();
     // Counts per transposed row.
     for (num, indices, counts) in [
-        (kv_num, kv_indices, &mut out.q_num_blocks),
-        (full_num, full_indices, &mut out.full_q_num_blocks),
+        (kv_num, kv_indices, &mut *q_num),
+        (full_num, full_indices, &mut *full_q_num),
     ] {
         for (row, &count) in num.iter().enumerate() {
             let plane = row / mb;
@@ -93,8 +84,14 @@ pub(crate) fn transpose_lists(
     // First transposed tile of each transposed row: a prefix sum of the counts.
     let mut first = try_vec(planes * nb, 0usize, "transposed tile lists")?;
     let mut next = 0usize;
-    for (f, &count) in first.iter_mut().zip(&out.q_num_blocks) {
+    for (row, (f, &count)) in first.iter_mut().zip(q_num.iter()).enumerate() {
         *f = next;
+        for (j, slot) in q_offsets[row * mb..][..count as usize]
+            .iter_mut()
+            .enumerate()
+        {
+            *slot = (next + j) as i32;
+        }
         next += count as usize;
     }
     // Rows in (plane, m_block) order, so every transposed row fills ascending.
@@ -105,17 +102,20 @@ pub(crate) fn transpose_lists(
         let base = row * nb;
         for j in 0..count as usize {
             let t = plane * nb + kv_indices[base + j] as usize;
-            out.q_indices[t * mb + fill[t]] = m as i32;
-            out.forward_tile[first[t] + fill[t]] = kv_offsets[base + j] as u32;
+            q_indices[t * mb + fill[t]] = m as i32;
+            forward_tile[first[t] + fill[t]] = kv_offsets[base + j] as u32;
             fill[t] += 1;
         }
         for &n in &full_indices[base..][..full_count as usize] {
             let t = plane * nb + n as usize;
-            out.full_q_indices[t * mb + full_fill[t]] = m as i32;
+            full_q_indices[t * mb + full_fill[t]] = m as i32;
             full_fill[t] += 1;
         }
     }
-    Ok(out)
+    Ok(Transposed {
+        lists,
+        forward_tile,
+    })
 }
 
 impl TransposedLists {
@@ -156,15 +156,7 @@ impl TransposedLists {
         let (layout, transcoder) = (&derived.0, &derived.1);
         let grid = packed.grid;
         let partial_tiles = packed.partial_tiles();
-        let t = transpose_lists(&grid, packed.forward_lists(), partial_tiles)?;
-        let mut q_tile_offsets = try_vec(t.q_indices.len(), -1i32, "transposed tile lists")?;
-        let mut next = 0i32;
-        for (row, &count) in t.q_num_blocks.iter().enumerate() {
-            for slot in &mut q_tile_offsets[row * grid.m_blocks..][..count as usize] {
-                *slot = next;
-                next += 1;
-            }
-        }
+        let t = transpose_lists(&grid, &packed.lists, partial_tiles)?;
         let per_tile = layout.words_per_tile();
         let total = partial_tiles
             .checked_mul(per_tile)
@@ -173,17 +165,13 @@ impl TransposedLists {
                 value: u64::MAX,
                 limit: usize::MAX as u64,
             })?;
-        let mut q_words = fresh_words(total, "transposed words")?;
-        transcode_all(packed, transcoder, &t.forward_tile, &mut q_words, threads);
+        let mut words = fresh_words(total, "transposed words")?;
+        transcode_all(packed, transcoder, &t.forward_tile, &mut words, threads);
         Ok(TransposedLists {
             layout: layout.clone(),
             grid,
-            q_num_blocks: t.q_num_blocks,
-            q_indices: t.q_indices,
-            full_q_num_blocks: t.full_q_num_blocks,
-            full_q_indices: t.full_q_indices,
-            q_tile_offsets,
-            q_words,
+            lists: t.lists,
+            words,
         })
     }
 
@@ -203,53 +191,34 @@ impl TransposedLists {
         &self.grid
     }
 
-    /// Partial tiles per key block, `[B, H, n_blocks]`.
-    pub fn q_num_blocks(&self) -> &[i32] {
-        &self.q_num_blocks
-    }
-
-    /// Partial tiles' query blocks, ascending, `[B, H, n_blocks, m_blocks]`.
-    pub fn q_indices(&self) -> &[i32] {
-        &self.q_indices
-    }
-
-    /// Full tiles per key block, `[B, H, n_blocks]`.
-    pub fn full_q_num_blocks(&self) -> &[i32] {
-        &self.full_q_num_blocks
-    }
-
-    /// Full tiles' query blocks, ascending, `[B, H, n_blocks, m_blocks]`.
-    pub fn full_q_indices(&self) -> &[i32] {
-        &self.full_q_indices
-    }
-
-    /// Entry `j` of a key block: the index (into the first dimension of
-    /// [`Self::q_words`]) of partial tile `q_indices[..., j]`; -1 past the count.
-    pub fn q_tile_offsets(&self) -> &[i32] {
-        &self.q_tile_offsets
+    /// The transposed tile lists: per `(batch, head, n_block)` row, the partial and
+    /// full `m_block`s and the partial tiles' indices into [`Self::words`]
+    /// (FlexAttention's `q_num_blocks`, `q_indices`, `full_q_num_blocks`,
+    /// `full_q_indices`, and `q_tile_offsets`).
+    pub fn lists(&self) -> &BlockLists {
+        &self.lists
     }
 
     /// All partial tiles' words in the backward's order, `[partial_tiles, threads,
-    /// words_per_thread]` of [`Self::accumulator`].
-    pub fn q_words(&self) -> &[u32] {
-        &self.q_words
+    /// words_per_thread]` of [`Self::accumulator`] (the file's `q_words`).
+    pub fn words(&self) -> &[u32] {
+        &self.words
     }
 
     /// Number of partial tiles (the forward's).
     pub fn partial_tiles(&self) -> usize {
-        self.q_words.len() / self.layout.words_per_tile()
+        self.words.len() / self.layout.words_per_tile()
     }
 
     /// The words of transposed partial tile `tile`.
     pub fn tile_words(&self, tile: usize) -> &[u32] {
         let w = self.layout.words_per_tile();
-        &self.q_words[tile * w..(tile + 1) * w]
+        &self.words[tile * w..(tile + 1) * w]
     }
 
     /// Bytes of the four lists and the offsets (i32), and of the words.
     pub fn bytes(&self) -> (u64, u64) {
-        let lists = (self.q_num_blocks.len() * 2 + self.q_indices.len() * 3) as u64 * 4;
-        (lists, self.q_words.len() as u64 * 4)
+        (self.lists.bytes(), self.words.len() as u64 * 4)
     }
 
     /// How tile `(m_block, n_block)` of `(batch, head)` is classified by the transposed
@@ -262,17 +231,10 @@ impl TransposedLists {
         m_block: usize,
     ) -> TileClass {
         let s = self.grid.shape;
-        let index = (broadcast_index(batch, s.batch) * s.heads + broadcast_index(head, s.heads))
+        let row = (broadcast_index(batch, s.batch) * s.heads + broadcast_index(head, s.heads))
             * self.grid.n_blocks
             + n_block;
-        let row = index * self.grid.m_blocks;
-        let lists = row..row + self.grid.m_blocks;
-        TileClass::in_lists(
-            &self.q_indices[lists.clone()][..self.q_num_blocks[index] as usize],
-            &self.q_tile_offsets[lists.clone()],
-            &self.full_q_indices[lists][..self.full_q_num_blocks[index] as usize],
-            m_block,
-        )
+        self.lists.tile_class(row, m_block)
     }
 
     /// Element `(batch, head, q, k)` decoded from the transposed lists and words alone
@@ -294,8 +256,8 @@ impl TransposedLists {
 
     /// Checks transposed lists and words read from a file against the (validated)
     /// forward lists and words of `packed`: the lists must be the forward lists
-    /// transposed, every offset in range and used once, and every tile's words the
-    /// forward tile's bits in the backward order.
+    /// transposed, every offset in range and used once ([`BlockLists::validate`]), and
+    /// every tile's words the forward tile's bits in the backward order.
     #[cfg(feature = "std")]
     pub(crate) fn validate(&self, packed: &PackedMask) -> Result<(), MaskError> {
         let grid = &self.grid;
@@ -307,29 +269,27 @@ impl TransposedLists {
                 found: self.partial_tiles() as u64,
             });
         }
-        let t = transpose_lists(grid, packed.forward_lists(), partial_tiles)?;
+        let t = transpose_lists(grid, &packed.lists, partial_tiles)?;
         let bad = |detail: &'static str| MaskError::Corrupt {
             what: "packed mask transposed tile lists",
             detail,
         };
         let mb = grid.m_blocks;
-        for (expected, found) in [
-            (&t.q_num_blocks, &self.q_num_blocks),
-            (&t.full_q_num_blocks, &self.full_q_num_blocks),
-        ] {
-            if expected != found {
-                return Err(bad(
-                    "a q_num_blocks / full_q_num_blocks count differs from the forward \
-                     lists' (the transposed lists are not the forward lists transposed)",
-                ));
-            }
+        let (expected, found) = (&t.lists, &self.lists);
+        if expected.num_blocks() != found.num_blocks()
+            || expected.full_num_blocks() != found.full_num_blocks()
+        {
+            return Err(bad(
+                "a q_num_blocks / full_q_num_blocks count differs from the forward \
+                 lists' (the transposed lists are not the forward lists transposed)",
+            ));
         }
         for (num, expected, found) in [
-            (&t.q_num_blocks, &t.q_indices, &self.q_indices),
+            (expected.num_blocks(), expected.indices(), found.indices()),
             (
-                &t.full_q_num_blocks,
-                &t.full_q_indices,
-                &self.full_q_indices,
+                expected.full_num_blocks(),
+                expected.full_indices(),
+                found.full_indices(),
             ),
         ] {
             for (row, &count) in num.iter().enumerate() {
@@ -342,25 +302,16 @@ impl TransposedLists {
                 }
             }
         }
+        // The same structure as the forward lists': now only the offsets can be wrong.
+        self.lists.validate(grid, partial_tiles)?;
         let derived = derive(&packed.layout, self.accumulator())?;
         let transcoder = &derived.1;
         let mut scratch = vec![0u64; transcoder.scratch_words()];
         let mut expected_words = vec![0u32; transcoder.out_words()];
-        let mut referenced = vec![false; partial_tiles];
         let mut k = 0usize;
-        for (row, &count) in t.q_num_blocks.iter().enumerate() {
-            for &tile in &self.q_tile_offsets[row * mb..][..count as usize] {
-                if tile < 0 || tile as usize >= partial_tiles {
-                    return Err(MaskError::IndexOutOfRange {
-                        what: "q_tile_offsets",
-                        row: row as u64,
-                        index: tile as i64,
-                        bound: partial_tiles as u64,
-                    });
-                }
-                if core::mem::replace(&mut referenced[tile as usize], true) {
-                    return Err(bad("two transposed tiles share one entry of q_words"));
-                }
+        for row in 0..self.lists.rows() {
+            let (_, offsets, _) = self.lists.row(row);
+            for &tile in offsets {
                 let forward = packed.tile_words(t.forward_tile[k] as usize);
                 transcoder.run(forward, &mut scratch, &mut expected_words);
                 if self.tile_words(tile as usize) != expected_words.as_slice() {
@@ -423,7 +374,7 @@ fn derive(
 /// Tiles per work item of [`transcode_all`].
 const TILES_PER_CHUNK: usize = 256;
 
-/// Fills `q_words` (in transposed order) with every forward tile re-encoded. With
+/// Fills `words` (in transposed order) with every forward tile re-encoded. With
 /// `std`, `threads` workers (0 = all available) draw chunks of tiles from a shared
 /// counter, each written in place, as [`crate::plain_bit_pack`] schedules its bands.
 fn transcode_all(

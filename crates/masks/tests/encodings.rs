@@ -48,9 +48,9 @@ fn central_theorem_fragment_native_bit_of_thread_value_is_mask_at_coord() {
             for h in 0..2 {
                 for m in 0..grid.m_blocks {
                     let row = h * grid.m_blocks + m;
-                    for j in 0..packed.kv_num_blocks()[row] as usize {
-                        let n = packed.kv_indices()[row * grid.n_blocks + j] as usize;
-                        let tile = packed.kv_tile_offsets()[row * grid.n_blocks + j] as usize;
+                    for j in 0..packed.lists().num_blocks()[row] as usize {
+                        let n = packed.lists().indices()[row * grid.n_blocks + j] as usize;
+                        let tile = packed.lists().tile_offsets()[row * grid.n_blocks + j] as usize;
                         let words = packed.tile_words(tile);
                         assert_eq!(words.len(), threads * wpt);
                         for t in 0..threads {
@@ -120,9 +120,9 @@ fn check_transposed_theorem(
     for h in 0..2 {
         for n in 0..nb {
             let row = h * nb + n;
-            for j in 0..t.q_num_blocks()[row] as usize {
-                let m = t.q_indices()[row * mb + j] as usize;
-                let tile = t.q_tile_offsets()[row * mb + j] as usize;
+            for j in 0..t.lists().num_blocks()[row] as usize {
+                let m = t.lists().indices()[row * mb + j] as usize;
+                let tile = t.lists().tile_offsets()[row * mb + j] as usize;
                 let words = t.tile_words(tile);
                 assert_eq!(words.len(), threads * wpt);
                 for th in 0..threads {

@@ -181,7 +181,7 @@ fn packed_reader_rejects_inconsistent_lists() {
         &PackOptions::default(),
     )
     .unwrap();
-    assert_eq!(packed.kv_num_blocks()[0], 3);
+    assert_eq!(packed.lists().num_blocks()[0], 3);
     type Edit = fn(&mut Vec<i32>);
     let cases: [(&str, Edit); 5] = [
         ("kv_indices", |v| v.swap(0, 1)),

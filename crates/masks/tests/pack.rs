@@ -173,9 +173,9 @@ proptest! {
             for hi in 0..h {
                 for m in 0..grid.m_blocks {
                     let row = (bi * h + hi) * grid.m_blocks + m;
-                    let (np, nf) = (packed.kv_num_blocks()[row] as usize, packed.full_kv_num_blocks()[row] as usize);
-                    let listed = &packed.kv_indices()[row * grid.n_blocks..][..np];
-                    let full_listed = &packed.full_kv_indices()[row * grid.n_blocks..][..nf];
+                    let (np, nf) = (packed.lists().num_blocks()[row] as usize, packed.lists().full_num_blocks()[row] as usize);
+                    let listed = &packed.lists().indices()[row * grid.n_blocks..][..np];
+                    let full_listed = &packed.lists().full_indices()[row * grid.n_blocks..][..nf];
                     prop_assert!(listed.windows(2).all(|w| w[0] < w[1]), "partial list ascending");
                     prop_assert!(full_listed.windows(2).all(|w| w[0] < w[1]), "full list ascending");
                     for n in 0..grid.n_blocks {
@@ -186,8 +186,8 @@ proptest! {
                         match expected { 0 => empty += 1, 1 => full += 1, _ => partial += 1 }
                     }
                     // Padding past the counts.
-                    prop_assert!(packed.kv_indices()[row * grid.n_blocks + np..(row + 1) * grid.n_blocks].iter().all(|&x| x == 0));
-                    prop_assert!(packed.kv_tile_offsets()[row * grid.n_blocks + np..(row + 1) * grid.n_blocks].iter().all(|&x| x == -1));
+                    prop_assert!(packed.lists().indices()[row * grid.n_blocks + np..(row + 1) * grid.n_blocks].iter().all(|&x| x == 0));
+                    prop_assert!(packed.lists().tile_offsets()[row * grid.n_blocks + np..(row + 1) * grid.n_blocks].iter().all(|&x| x == -1));
                 }
             }
         }
@@ -212,9 +212,9 @@ fn tile_offsets_number_partial_tiles_in_list_order() {
     let packed = packed_of(&mask, 0, Encoding::FragmentNative, 2);
     let grid = *packed.grid();
     let mut next = 0;
-    for row in 0..packed.kv_num_blocks().len() {
-        for j in 0..packed.kv_num_blocks()[row] as usize {
-            assert_eq!(packed.kv_tile_offsets()[row * grid.n_blocks + j], next);
+    for row in 0..packed.lists().num_blocks().len() {
+        for j in 0..packed.lists().num_blocks()[row] as usize {
+            assert_eq!(packed.lists().tile_offsets()[row * grid.n_blocks + j], next);
             next += 1;
         }
     }

@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use common::{acc, config, random_mask, Rng};
 use fragmask_masks::io::{FORMAT_VERSION, FORMAT_VERSIONS_READ};
 use fragmask_masks::{
-    pack, pack_transposed, BlockSparseMask, BlockSparseOptions, DenseMask, Encoding, MaskError,
-    MaskShape, MaskSource, PackOptions, PackedMask, Predicate, PredicateMask, TileClass,
-    TiledAccumulator, TopKMask, TransposedLists,
+    pack, pack_transposed, BlockLists, BlockSparseMask, BlockSparseOptions, DenseMask, Encoding,
+    ListDirection, MaskError, MaskShape, MaskSource, PackOptions, PackedMask, Predicate,
+    PredicateMask, TileClass, TiledAccumulator, TopKMask, TransposedLists,
 };
 use proptest::prelude::*;
 
@@ -64,19 +64,24 @@ fn assert_is_transpose(packed: &PackedMask) {
                         class(packed.tile_class(b, h, m, n))
                     );
                 }
-                let count = t.q_num_blocks()[row] as usize;
-                let full_count = t.full_q_num_blocks()[row] as usize;
+                let count = t.lists().num_blocks()[row] as usize;
+                let full_count = t.lists().full_num_blocks()[row] as usize;
                 let at = row * mb;
-                assert_eq!(&t.q_indices()[at..at + count], partial.as_slice());
-                assert_eq!(&t.full_q_indices()[at..at + full_count], full.as_slice());
-                assert!(t.q_indices()[at + count..at + mb].iter().all(|&x| x == 0));
-                assert!(t.full_q_indices()[at + full_count..at + mb]
+                assert_eq!(&t.lists().indices()[at..at + count], partial.as_slice());
+                assert_eq!(
+                    &t.lists().full_indices()[at..at + full_count],
+                    full.as_slice()
+                );
+                assert!(t.lists().indices()[at + count..at + mb]
                     .iter()
                     .all(|&x| x == 0));
-                assert!(t.q_tile_offsets()[at + count..at + mb]
+                assert!(t.lists().full_indices()[at + full_count..at + mb]
+                    .iter()
+                    .all(|&x| x == 0));
+                assert!(t.lists().tile_offsets()[at + count..at + mb]
                     .iter()
                     .all(|&x| x == -1));
-                for &tile in &t.q_tile_offsets()[at..at + count] {
+                for &tile in &t.lists().tile_offsets()[at..at + count] {
                     assert!(!std::mem::replace(&mut seen[tile as usize], true));
                 }
             }
@@ -97,7 +102,8 @@ fn assert_is_transpose(packed: &PackedMask) {
     );
     // The words follow the backward's walk: key block by key block, query blocks up.
     let offsets: Vec<i32> = t
-        .q_tile_offsets()
+        .lists()
+        .tile_offsets()
         .iter()
         .copied()
         .filter(|&x| x >= 0)
@@ -133,12 +139,15 @@ fn transposed_lists_of_a_causal_mask_are_the_lower_triangle_read_by_columns() {
     let packed = packed_both(&causal, 0, Encoding::FragmentNative);
     let t = packed.transposed().unwrap();
     // 8 x 8 tiles of 128; the diagonal is partial, below it full.
-    assert_eq!(t.q_num_blocks(), &[1; 8]);
-    assert_eq!(t.full_q_num_blocks(), &[7, 6, 5, 4, 3, 2, 1, 0]);
+    assert_eq!(t.lists().num_blocks(), &[1; 8]);
+    assert_eq!(t.lists().full_num_blocks(), &[7, 6, 5, 4, 3, 2, 1, 0]);
     for n in 0..8 {
-        assert_eq!(t.q_indices()[n * 8], n as i32);
+        assert_eq!(t.lists().indices()[n * 8], n as i32);
         let full: Vec<i32> = ((n + 1) as i32..8).collect();
-        assert_eq!(&t.full_q_indices()[n * 8..n * 8 + 7 - n], full.as_slice());
+        assert_eq!(
+            &t.lists().full_indices()[n * 8..n * 8 + 7 - n],
+            full.as_slice()
+        );
     }
     assert_is_transpose(&packed);
 }
@@ -448,6 +457,51 @@ fn version_1_files_still_load_and_have_no_transposed_lists() {
     }
 }
 
+/// The v2 fixtures (tests/fixtures): the v1 fixtures with the transposed lists added
+/// by the writer before the tile lists became one `BlockLists` type (`fragmask pack
+/// --packed v1_... --transposed`, plus `--transposed-no-swap-ab` for the 64x32 tile),
+/// and their backward accumulators.
+fn v2_fixtures() -> Vec<(&'static str, &'static str, TiledAccumulator)> {
+    vec![
+        (
+            "v2_transposed_64x32.safetensors",
+            "v1_fragment_native_64x32.safetensors",
+            TiledAccumulator::new(64, 32, 1, false).unwrap(),
+        ),
+        (
+            "v2_transposed_128x128.safetensors",
+            "v1_fragment_native_128x128.safetensors",
+            TiledAccumulator::new(128, 128, 2, true).unwrap(),
+        ),
+    ]
+}
+
+#[test]
+fn version_2_files_load_and_are_written_back_byte_for_byte() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let out = std::env::temp_dir().join(format!("fragmask-v2-fixture-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    for (name, v1, bwd) in v2_fixtures() {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(FileParts::of(&bytes).meta["format_version"], "2", "{name}");
+        let read = PackedMask::from_safetensors(&bytes).unwrap();
+        // The same lists and words as the transposition built today.
+        let mut built =
+            PackedMask::from_safetensors(&std::fs::read(dir.join(v1)).unwrap()).unwrap();
+        built.add_transposed(&bwd, &options(0)).unwrap();
+        assert_eq!(read, built, "{name}");
+        assert_is_transpose(&read);
+        // The writer's tensors, names, shapes, metadata and order are unchanged.
+        let path = out.join(name);
+        read.write_safetensors(&path).unwrap();
+        assert!(
+            std::fs::read(&path).unwrap() == bytes,
+            "{name} is written back byte for byte"
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn corrupt_transposed_data_is_a_typed_error() {
     // Every tile partial and no two alike: 3 x 3 tiles of 128, 2 heads.
@@ -704,18 +758,9 @@ proptest! {
 
 // ---- Transposed lists another builder produced (the GPU packer): attach_transposed. ----
 
-/// Parts of a mask's transposed lists, as the GPU packer hands them over.
-fn parts(t: &TransposedLists) -> ([Vec<i32>; 5], Vec<u32>) {
-    (
-        [
-            t.q_num_blocks().to_vec(),
-            t.q_indices().to_vec(),
-            t.full_q_num_blocks().to_vec(),
-            t.full_q_indices().to_vec(),
-            t.q_tile_offsets().to_vec(),
-        ],
-        t.q_words().to_vec(),
-    )
+/// A mask's transposed lists and words, as the GPU packer hands them over.
+fn parts(t: &TransposedLists) -> (BlockLists, Vec<u32>) {
+    (t.lists().clone(), t.words().to_vec())
 }
 
 #[test]
@@ -737,16 +782,39 @@ fn attached_transposed_parts_that_are_wrong_are_typed_errors() {
     bare.drop_transposed();
     let (lists, words) = parts(built.transposed().unwrap());
     // A list one entry short: a shape mismatch naming it, not a panic.
-    let mut short = lists.clone();
+    let mut short = lists.clone().into_parts();
     short[1].pop();
-    let e = bare
-        .clone()
-        .attach_transposed(&backward(0), short, words.clone())
-        .unwrap_err();
+    let (rows, row_len) = (lists.rows(), lists.row_len());
+    let e = BlockLists::new(ListDirection::Transposed, rows, row_len, short).unwrap_err();
     assert!(
         matches!(e, MaskError::ShapeMismatch { what, .. } if what.starts_with("q_indices")),
         "{e}"
     );
+    // Lists of one row fewer than the mask has: a shape mismatch naming the counts.
+    let mut fewer = lists.clone().into_parts();
+    fewer[0].pop();
+    fewer[2].pop();
+    for list in &mut fewer[1..=1] {
+        list.truncate(list.len() - row_len);
+    }
+    for list in &mut fewer[3..] {
+        list.truncate(list.len() - row_len);
+    }
+    let fewer = BlockLists::new(ListDirection::Transposed, rows - 1, row_len, fewer).unwrap();
+    let e = bare
+        .clone()
+        .attach_transposed(&backward(0), fewer, words.clone())
+        .unwrap_err();
+    assert!(
+        matches!(e, MaskError::ShapeMismatch { what, .. } if what.starts_with("q_num_blocks")),
+        "{e}"
+    );
+    // Forward lists in place of transposed ones: refused.
+    let e = bare
+        .clone()
+        .attach_transposed(&backward(0), built.lists().clone(), words.clone())
+        .unwrap_err();
+    assert!(matches!(e, MaskError::Unsupported { .. }), "{e}");
     // One flipped bit of the words: the words' check against the forward tiles.
     let mut flipped = words.clone();
     if let Some(w) = flipped.iter_mut().find(|w| **w != 0) {

@@ -12,12 +12,15 @@ use fragmask_host::attention::{
     AttentionOptions, AttentionPlan, AttentionRunner, PlanPointers, RawMask, RawTensor, Window,
 };
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
+use fragmask_host::device_lists::RawBlockLists;
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
 use fragmask_host::lightning::LightningDecode;
 use fragmask_host::{Compiler, Device};
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::LightningProblem;
-use fragmask_masks::{MaskError, MaskShape, PackedMask, TiledAccumulator};
+use fragmask_masks::{
+    BlockLists, ListDirection, MaskError, MaskShape, PackedMask, TiledAccumulator,
+};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -697,13 +700,19 @@ pub(crate) fn geometry(shape: MaskShape, acc: &TiledAccumulator) -> PyResult<Arc
     let grid = fragmask_masks::TileGrid::new(shape, acc);
     let rows = shape.batch * shape.heads * grid.m_blocks;
     let tiles = rows * grid.n_blocks;
-    let lists = [
-        vec![0; rows],
-        vec![0; tiles],
-        vec![0; rows],
-        vec![0; tiles],
-        vec![-1; tiles],
-    ];
+    let lists = BlockLists::new(
+        ListDirection::Forward,
+        rows,
+        grid.n_blocks,
+        [
+            vec![0; rows],
+            vec![0; tiles],
+            vec![0; rows],
+            vec![0; tiles],
+            vec![-1; tiles],
+        ],
+    )
+    .map_err(|e| crate::raise("mask", e))?;
     let empty = PackedMask::from_parts(acc, KERNEL_ENCODING, shape, lists, Vec::new())
         .map(Arc::new)
         .map_err(|e| crate::raise("mask", e))?;
@@ -719,10 +728,10 @@ pub(crate) fn align16(n: usize) -> Option<usize> {
     n.checked_add(15).map(|x| x & !15)
 }
 
-/// Where each list lives in the i32 output buffer (`GpuPack.sizes`):
-/// `kv_num_blocks`, `full_kv_num_blocks` (`rows` each), `kv_indices`,
-/// `full_kv_indices`, `kv_tile_offsets` (`tiles` each), the partial-tile count (1),
-/// then the words from a 16-byte boundary.
+/// Where each list of one direction's [`BlockLists`] lives in an i32 output buffer
+/// (`GpuPack.sizes`, and the transposition's): counts, full counts (`rows` each),
+/// indices, full indices, tile offsets (`tiles` each), the partial-tile count (1), then
+/// the words from a 16-byte boundary.
 pub(crate) fn list_offsets(rows: usize, tiles: usize) -> [usize; 7] {
     let count = 2 * rows + 3 * tiles;
     [
@@ -734,6 +743,44 @@ pub(crate) fn list_offsets(rows: usize, tiles: usize) -> [usize; 7] {
         count,
         (count + 1).div_ceil(4) * 4,
     ]
+}
+
+/// The device addresses of the lists in an output buffer at `out` laid out by
+/// [`list_offsets`] (0 where an address would overflow, which the launch refuses).
+pub(crate) fn raw_lists(out: u64, offsets: &[usize; 7]) -> RawBlockLists {
+    let at = |i: usize| out.checked_add(4 * offsets[i] as u64).unwrap_or(0);
+    RawBlockLists {
+        num_blocks: at(0),
+        full_num_blocks: at(1),
+        indices: at(2),
+        full_indices: at(3),
+        tile_offsets: at(4),
+    }
+}
+
+/// The lists of `direction` (`rows` rows of `row_len`) from an output buffer read back
+/// whole (`all`, laid out by [`list_offsets`]).
+pub(crate) fn lists_from_buffer(
+    all: &[i32],
+    offsets: &[usize; 7],
+    direction: ListDirection,
+    rows: usize,
+    row_len: usize,
+) -> Result<BlockLists, String> {
+    let part = |i: usize, n: usize| {
+        all.get(offsets[i]..offsets[i] + n)
+            .map(<[i32]>::to_vec)
+            .ok_or_else(|| format!("the output buffer is too short for {rows} rows"))
+    };
+    let tiles = rows * row_len;
+    let lists = [
+        part(0, rows)?,
+        part(2, tiles)?,
+        part(1, rows)?,
+        part(3, tiles)?,
+        part(4, tiles)?,
+    ];
+    BlockLists::new(direction, rows, row_len, lists).map_err(|e| e.to_string())
 }
 
 /// `GpuPack.sizes`.
@@ -939,16 +986,13 @@ impl GpuPack {
         let (scratch, classes, source, _) = self.workspace()?;
         let (rows, tiles) = (self.shape.rows(), self.shape.tiles());
         let at = |base: u64, bytes: usize| base.checked_add(bytes as u64).unwrap_or(0);
-        let l = list_offsets(rows, tiles).map(|i| at(out, 4 * i));
+        let offsets = list_offsets(rows, tiles);
+        let l = offsets.map(|i| at(out, 4 * i));
         let raw = RawPackBuffers {
             scratch: at(workspace, scratch),
             classes: at(workspace, classes),
             partial_source: at(workspace, source),
-            kv_num_blocks: l[0],
-            full_kv_num_blocks: l[1],
-            kv_indices: l[2],
-            full_kv_indices: l[3],
-            kv_tile_offsets: l[4],
+            lists: raw_lists(out, &offsets),
             partial_count: l[5],
             words: l[6],
         };
@@ -1001,14 +1045,13 @@ impl GpuPack {
             // `offsets[6]` of the same buffer (`sizes`).
             unsafe { driver::memcpy_dtoh_sync(&mut words, e.out + 4 * offsets[6] as u64) }
                 .map_err(|err| format!("reading the packed words: {err}"))?;
-            let part = |i: usize, n: usize| all[offsets[i]..offsets[i] + n].to_vec();
-            let lists = [
-                part(0, rows),
-                part(2, tiles),
-                part(1, rows),
-                part(3, tiles),
-                part(4, tiles),
-            ];
+            let lists = lists_from_buffer(
+                &all,
+                &offsets,
+                ListDirection::Forward,
+                rows,
+                self.shape.n_blocks,
+            )?;
             PackedMask::from_parts(
                 self.packer.accumulator(),
                 KERNEL_ENCODING,

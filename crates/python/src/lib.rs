@@ -581,23 +581,46 @@ impl Packed {
         self.inner.metadata()
     }
 
-    /// A list by name: (bytes, dims); int32 lists, uint32 words.
+    /// List `part` (0 to 4: counts, indices, full counts, full indices, tile offsets;
+    /// `BlockLists::parts`' order) of the forward tile lists, or with `transposed` of
+    /// the backward's transposed lists: (bytes, dims), int32 `[B, H, row blocks]`
+    /// counts and `[B, H, row blocks, listed blocks]` entries. A mask without
+    /// transposed lists raises ValueError naming the commands that add them.
+    fn block_list<'py>(
+        &self,
+        py: Python<'py>,
+        transposed: bool,
+        part: usize,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Vec<usize>)> {
+        let lists = if transposed {
+            self.inner
+                .transposed()
+                .map_err(|e| raise("transposed lists", e))?
+                .lists()
+        } else {
+            self.inner.lists()
+        };
+        let s = self.inner.shape();
+        let (row_blocks, listed) = lists.direction().blocks(self.inner.grid());
+        let Some(list) = lists.parts().get(part).copied() else {
+            return Err(value_error(format!("no tile list {part} (0 to 4)")));
+        };
+        let dims = match part {
+            0 | 2 => vec![s.batch, s.heads, row_blocks],
+            _ => vec![s.batch, s.heads, row_blocks, listed],
+        };
+        Ok(list_bytes(py, list, dims))
+    }
+
+    /// A list by name: (bytes, dims); uint32 words and bit positions.
     fn list<'py>(
         &self,
         py: Python<'py>,
         name: &str,
     ) -> PyResult<(Bound<'py, PyByteArray>, Vec<usize>)> {
         let p = &self.inner;
-        let s = p.shape();
         let g = p.grid();
-        let counts = vec![s.batch, s.heads, g.m_blocks];
-        let lists = vec![s.batch, s.heads, g.m_blocks, g.n_blocks];
         Ok(match name {
-            "kv_num_blocks" => list_bytes(py, p.kv_num_blocks(), counts),
-            "kv_indices" => list_bytes(py, p.kv_indices(), lists),
-            "full_kv_num_blocks" => list_bytes(py, p.full_kv_num_blocks(), counts),
-            "full_kv_indices" => list_bytes(py, p.full_kv_indices(), lists),
-            "kv_tile_offsets" => list_bytes(py, p.kv_tile_offsets(), lists),
             "words" => {
                 let mut dims = vec![p.partial_tiles()];
                 dims.extend_from_slice(p.encoding().word_shape(p.accumulator()).dims());
@@ -656,34 +679,23 @@ impl Packed {
         self.inner.transposed().is_ok()
     }
 
-    /// A transposed list by name: (bytes, dims); int32 lists, uint32 words. A mask
-    /// without them raises ValueError naming the commands that add them.
-    fn transposed_list<'py>(
+    /// The transposed words (`q_words`): (bytes, dims), uint32 `[P, words per tile]`.
+    /// A mask without them raises ValueError naming the commands that add them.
+    fn transposed_words<'py>(
         &self,
         py: Python<'py>,
-        name: &str,
     ) -> PyResult<(Bound<'py, PyByteArray>, Vec<usize>)> {
         let t = self
             .inner
             .transposed()
             .map_err(|e| raise("transposed lists", e))?;
-        let s = self.inner.shape();
-        let g = self.inner.grid();
-        let counts = vec![s.batch, s.heads, g.n_blocks];
-        let lists = vec![s.batch, s.heads, g.n_blocks, g.m_blocks];
-        Ok(match name {
-            "q_num_blocks" => list_bytes(py, t.q_num_blocks(), counts),
-            "q_indices" => list_bytes(py, t.q_indices(), lists),
-            "full_q_num_blocks" => list_bytes(py, t.full_q_num_blocks(), counts),
-            "full_q_indices" => list_bytes(py, t.full_q_indices(), lists),
-            "q_tile_offsets" => list_bytes(py, t.q_tile_offsets(), lists),
-            "q_words" => {
-                let words = t.q_words();
-                let per_tile = t.layout().words_per_tile().max(1);
-                list_bytes(py, words, vec![words.len() / per_tile, per_tile])
-            }
-            _ => return Err(value_error(format!("no transposed list named '{name}'"))),
-        })
+        let words = t.words();
+        let per_tile = t.layout().words_per_tile().max(1);
+        Ok(list_bytes(
+            py,
+            words,
+            vec![words.len() / per_tile, per_tile],
+        ))
     }
 
     /// Words per partial tile.

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use fragmask_host::attention::blockmask::KERNEL_ENCODING;
 use fragmask_host::cudarc::driver::result as driver;
+use fragmask_host::device_lists::RawBlockLists;
 use fragmask_host::gpu_packer::{GpuTransposer, PackShape, RawTransposeBuffers};
 use fragmask_host::Compiler;
-use fragmask_masks::{MaskShape, TiledAccumulator, TransposedLists};
+use fragmask_masks::{ListDirection, MaskShape, TiledAccumulator, TransposedLists};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -220,20 +221,12 @@ impl GpuTranspose {
         let at = |base: u64, bytes: usize| base.checked_add(bytes as u64).unwrap_or(0);
         let o = l.offsets.map(|i| at(out, 4 * i));
         let raw = RawTransposeBuffers {
-            kv_num_blocks: lists[0],
-            kv_indices: lists[1],
-            full_kv_num_blocks: lists[2],
-            full_kv_indices: lists[3],
-            kv_tile_offsets: lists[4],
+            forward: RawBlockLists::from_array([lists[0], lists[1], lists[2], lists[3], lists[4]]),
             words: lists[5],
             classes: workspace,
             tile_word: at(workspace, l.tile_word),
             partial_source: at(workspace, l.partial_source),
-            q_num_blocks: o[0],
-            full_q_num_blocks: o[1],
-            q_indices: o[2],
-            full_q_indices: o[3],
-            q_tile_offsets: o[4],
+            transposed: gpu::raw_lists(out, &l.offsets),
             partial_count: o[5],
             q_words: o[6],
         };
@@ -268,7 +261,7 @@ impl GpuTranspose {
             ));
         };
         let l = self.layout()?;
-        let (q_rows, tiles) = (self.q_rows(), self.shape.tiles());
+        let q_rows = self.q_rows();
         let wpt = self.transposer.words_per_tile();
         let backward = *self.transposer.backward();
         let mut mask = (*packed.inner).clone();
@@ -291,14 +284,13 @@ impl GpuTranspose {
             // `offsets[6]` of the same buffer (`sizes`).
             unsafe { driver::memcpy_dtoh_sync(&mut words, e.out + 4 * l.offsets[6] as u64) }
                 .map_err(|err| format!("reading the transposed words: {err}"))?;
-            let part = |i: usize, n: usize| all[l.offsets[i]..l.offsets[i] + n].to_vec();
-            let lists = [
-                part(0, q_rows),
-                part(2, tiles),
-                part(1, q_rows),
-                part(3, tiles),
-                part(4, tiles),
-            ];
+            let lists = gpu::lists_from_buffer(
+                &all,
+                &l.offsets,
+                ListDirection::Transposed,
+                q_rows,
+                self.shape.m_blocks,
+            )?;
             mask.attach_transposed(&backward, lists, words)
                 .map_err(|err| format!("the GPU's transposed lists: {err}"))?;
             Ok(mask)

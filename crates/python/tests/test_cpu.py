@@ -354,6 +354,62 @@ class TransposedTests(unittest.TestCase):
                 self.assertEqual(Mask.load(d / "t.safetensors"), t)
                 self.assertEqual(Mask.load(d / "t.safetensors").metadata()["transposed"], "true")
 
+    def test_both_directions_are_block_lists_named_as_flexattention_names_them(self):
+        dense = np.random.default_rng(5).random((2, 300, 420)) < 0.1
+        m = Mask.from_dense(dense, block=(64, 64), transposed=True)
+        B, H, Sq, Sk = m.shape
+        Mb, Nb = -(-Sq // 64), -(-Sk // 64)
+        for lists, prefix, (rows, listed) in ((m.lists, "kv", (Mb, Nb)),
+                                              (m.transposed_lists, "q", (Nb, Mb))):
+            self.assertIsInstance(lists, fragmask.BlockLists)
+            self.assertEqual(lists._fields, ("num_blocks", "indices", "full_num_blocks",
+                                             "full_indices", "tile_offsets"))
+            for field in lists._fields:
+                name = (f"full_{prefix}_{field[5:]}" if field.startswith("full_")
+                        else f"{prefix}_{field}")
+                value = getattr(lists, field)
+                np.testing.assert_array_equal(value, getattr(m, name), err_msg=name)
+                self.assertEqual(value.dtype, np.int32, name)
+                counts = field.endswith("num_blocks")
+                self.assertEqual(value.shape, (B, H, rows) if counts else (B, H, rows, listed))
+            # Entries past a row's count: 0 in the indices, -1 in the tile offsets.
+            j = np.arange(listed)
+            past = j >= lists.num_blocks[..., None]
+            self.assertTrue((lists.indices[past] == 0).all())
+            self.assertTrue((lists.tile_offsets[past] == -1).all())
+            # Every partial tile is referenced once, in each direction.
+            used = np.sort(lists.tile_offsets[~past])
+            np.testing.assert_array_equal(used, np.arange(len(m.words)))
+        with self.assertRaisesRegex(ValueError, "--transposed"):
+            Mask.from_dense(dense, block=(64, 64)).transposed_lists
+
+    def test_block_lists_from_a_packer_buffer_are_the_lists_it_holds(self):
+        # The GPU packers' int32 output: counts, full counts, then indices, full
+        # indices, tile offsets (the extension's list_offsets); torch views of it are
+        # stood in for by a minimal numpy wrapper with torch's slicing and view(*shape).
+        class Flat:
+            def __init__(self, a):
+                self.a = a
+
+            def __getitem__(self, s):
+                return Flat(self.a[s])
+
+            def view(self, *shape):
+                return self.a.reshape(shape)
+
+        dense = np.random.default_rng(6).random((2, 200, 333)) < 0.2
+        m = Mask.from_dense(dense, block=(64, 64), transposed=True)
+        for lists in (m.lists, m.transposed_lists):
+            rows, tiles = lists.num_blocks.size, lists.indices.size
+            buf = np.concatenate([lists.num_blocks.ravel(), lists.full_num_blocks.ravel(),
+                                  lists.indices.ravel(), lists.full_indices.ravel(),
+                                  lists.tile_offsets.ravel()])
+            views = fragmask.BlockLists.from_buffer(Flat(buf), rows, tiles,
+                                                    lists.num_blocks.shape,
+                                                    lists.indices.shape)
+            for field, a, b in zip(lists._fields, views, lists):
+                np.testing.assert_array_equal(a, b, err_msg=field)
+
     def test_from_dense_transposed_adds_the_default_lists(self):
         dense = np.random.default_rng(9).random((3, 200, 333)) < 0.4
         for block in ((128, 128), (64, 64)):

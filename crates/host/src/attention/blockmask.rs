@@ -517,8 +517,8 @@ mod tests {
         // The reference calls every tile full; masks::pack only the whole tile (0, 0).
         assert_eq!(reference.full_kv_num_blocks, vec![2, 2]);
         assert_eq!(reference.kv_num_blocks, vec![0, 0]);
-        assert_eq!(fast.full_kv_num_blocks(), &[1, 0]);
-        assert_eq!(fast.kv_num_blocks(), &[1, 2]);
+        assert_eq!(fast.lists().full_num_blocks(), &[1, 0]);
+        assert_eq!(fast.lists().num_blocks(), &[1, 2]);
         assert_eq!(fast.tile_class(0, 0, 0, 0), TileClass::Full);
         for (m, n) in [(0, 1), (1, 0), (1, 1)] {
             let TileClass::Partial(t) = fast.tile_class(0, 0, m, n) else {
@@ -528,10 +528,10 @@ mod tests {
         }
         // Padding past the counts: kv_tile_offsets -1 in masks::pack, 0 in the reference;
         // the index lists 0 in both. The kernel reads offsets only below kv_num_blocks.
-        assert_eq!(fast.kv_tile_offsets(), &[0, -1, 1, 2]);
+        assert_eq!(fast.lists().tile_offsets(), &[0, -1, 1, 2]);
         assert_eq!(reference.kv_tile_offsets, vec![0, 0, 0, 0]);
-        assert_eq!(fast.full_kv_indices(), &[0, 0, 0, 0]);
-        assert_eq!(fast.kv_indices(), &[1, 0, 0, 1]);
+        assert_eq!(fast.lists().full_indices(), &[0, 0, 0, 0]);
+        assert_eq!(fast.lists().indices(), &[1, 0, 0, 1]);
         assert_same_tiles(&fast, &reference).unwrap();
 
         // A ragged tile with a hole stays partial in both, with the same words.

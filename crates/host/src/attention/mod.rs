@@ -58,6 +58,7 @@ pub use compile::{compile_kernel, CompiledKernel};
 pub use fragmask_masks::PackedMask;
 pub use plan::{AttentionPlan, PlanPointers};
 
+use crate::device_lists::DeviceBlockLists;
 use crate::nvrtc::Compiler;
 use crate::Device;
 
@@ -266,11 +267,7 @@ impl Window {
 pub struct DeviceBlockMask {
     /// The host-side mask (lists and words are also kept on the host).
     pub host: PackedMask,
-    kv_num_blocks: CudaSlice<i32>,
-    kv_indices: CudaSlice<i32>,
-    full_kv_num_blocks: CudaSlice<i32>,
-    full_kv_indices: CudaSlice<i32>,
-    kv_tile_offsets: CudaSlice<i32>,
+    lists: DeviceBlockLists,
     words: CudaSlice<u32>,
     /// The transposed lists and words (backward), when the mask has them.
     transposed: Option<backward::DeviceTransposed>,
@@ -288,14 +285,8 @@ impl DeviceBlockMask {
     /// The device addresses of the lists, in [`RawMask::Blocks`]' order: `[kv_num_blocks,
     /// kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
     pub fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
-        [
-            self.kv_num_blocks.device_ptr(stream).0,
-            self.kv_indices.device_ptr(stream).0,
-            self.full_kv_num_blocks.device_ptr(stream).0,
-            self.full_kv_indices.device_ptr(stream).0,
-            self.kv_tile_offsets.device_ptr(stream).0,
-            self.words.device_ptr(stream).0,
-        ]
+        let [a, b, c, d, e] = self.lists.raw(stream).0.to_array();
+        [a, b, c, d, e, self.words.device_ptr(stream).0]
     }
 }
 
@@ -649,24 +640,14 @@ impl AttentionRunner {
     /// or read) and uploads its lists and words.
     pub fn upload_block_mask(&self, mask: &PackedMask) -> Result<DeviceBlockMask, AttentionError> {
         blockmask::mask_geometry(mask)?;
-        let up_i32 = |v: &[i32]| -> Result<CudaSlice<i32>, AttentionError> {
-            // A zero-length allocation is refused by the driver; keep one padding element.
-            let v: Vec<i32> = if v.is_empty() { vec![0] } else { v.to_vec() };
-            self.stream
-                .clone_htod(&v)
-                .map_err(driver("uploading a block mask"))
-        };
         let words: Vec<u32> = if mask.words().is_empty() {
             vec![0; 2]
         } else {
             mask.words().to_vec()
         };
         Ok(DeviceBlockMask {
-            kv_num_blocks: up_i32(mask.kv_num_blocks())?,
-            kv_indices: up_i32(mask.kv_indices())?,
-            full_kv_num_blocks: up_i32(mask.full_kv_num_blocks())?,
-            full_kv_indices: up_i32(mask.full_kv_indices())?,
-            kv_tile_offsets: up_i32(mask.kv_tile_offsets())?,
+            lists: DeviceBlockLists::upload(&self.stream, mask.lists())
+                .map_err(driver("uploading a block mask"))?,
             words: self
                 .stream
                 .clone_htod(&words)

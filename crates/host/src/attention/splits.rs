@@ -27,9 +27,10 @@ pub fn plan_splits(row_blocks: usize, max_steps: impl FnOnce() -> usize, sm_coun
 /// blocks, `step_blocks` per step).
 pub fn max_steps_of_mask(mask: &PackedMask, geometry: &Geometry) -> usize {
     let step = geometry.step_blocks().max(1) as usize;
-    mask.kv_num_blocks()
+    mask.lists()
+        .num_blocks()
         .iter()
-        .zip(mask.full_kv_num_blocks())
+        .zip(mask.lists().full_num_blocks())
         .map(|(&p, &f)| (p.max(0) as usize + f.max(0) as usize).div_ceil(step))
         .max()
         .unwrap_or(0)

@@ -110,11 +110,8 @@ impl DecodeMask {
         let nb = grid.n_blocks;
         for (r, row_count) in count.iter_mut().enumerate() {
             let base = r * nb;
-            let np = mask.kv_num_blocks()[r] as usize;
-            let nf = mask.full_kv_num_blocks()[r] as usize;
-            let partial = &mask.kv_indices()[base..base + np];
-            let offsets = &mask.kv_tile_offsets()[base..base + np];
-            let full = &mask.full_kv_indices()[base..base + nf];
+            let (partial, offsets, full) = mask.lists().row(r);
+            let (np, nf) = (partial.len(), full.len());
             // Merge the two ascending lists.
             let (mut i, mut j, mut n) = (0, 0, 0);
             while i < np || j < nf {

@@ -15,6 +15,7 @@ use super::{
     write_atomically, ArrayView, DType, SafetensorsFile, CHECKSUM_PREFIX, HEADER_CHECKSUM,
 };
 use crate::encoding::EncodedLayout;
+use crate::lists::{BlockLists, ListDirection};
 use crate::shape::TileGrid;
 use crate::transpose::{TransposedLists, TRANSPOSED_ENCODING};
 use crate::{Encoding, MaskError, MaskShape, PackedMask, MAX_SEQLEN};
@@ -163,7 +164,7 @@ fn json_string(s: &str) -> String {
 }
 
 impl PackedMask {
-    fn tensors(&self) -> Vec<(&'static str, Tensor<'_>)> {
+    fn tensors<'a>(&'a self) -> Vec<(&'static str, Tensor<'a>)> {
         let s = self.grid.shape;
         let (b, h, m, n) = (s.batch, s.heads, self.grid.m_blocks, self.grid.n_blocks);
         fn i32s(values: &[i32], shape: Vec<usize>) -> Tensor<'_> {
@@ -175,51 +176,39 @@ impl PackedMask {
         }
         let mut word_shape = vec![self.partial_tiles()];
         word_shape.extend_from_slice(self.encoding().word_shape(self.accumulator()).dims());
-        let mut tensors = vec![
-            ("kv_num_blocks", i32s(&self.kv_num_blocks, vec![b, h, m])),
-            ("kv_indices", i32s(&self.kv_indices, vec![b, h, m, n])),
-            (
-                "full_kv_num_blocks",
-                i32s(&self.full_kv_num_blocks, vec![b, h, m]),
-            ),
-            (
-                "full_kv_indices",
-                i32s(&self.full_kv_indices, vec![b, h, m, n]),
-            ),
-            (
-                "kv_tile_offsets",
-                i32s(&self.kv_tile_offsets, vec![b, h, m, n]),
-            ),
-            (
-                "words",
-                Tensor {
-                    dtype: safetensors::Dtype::U32,
-                    shape: word_shape,
-                    data: le_bytes(&self.words),
-                },
-            ),
-        ];
+        let lists = |lists: &'a BlockLists, rows: usize, row_len: usize| {
+            let names = lists.direction().names();
+            let counts = vec![b, h, rows];
+            let entries = vec![b, h, rows, row_len];
+            let dims = [&counts, &entries, &counts, &entries, &entries];
+            names
+                .into_iter()
+                .zip(lists.parts())
+                .zip(dims)
+                .map(|((name, list), dims)| (name, i32s(list, dims.clone())))
+                .collect::<Vec<_>>()
+        };
+        let mut tensors = lists(&self.lists, m, n);
+        tensors.push((
+            "words",
+            Tensor {
+                dtype: safetensors::Dtype::U32,
+                shape: word_shape,
+                data: le_bytes(&self.words),
+            },
+        ));
         if let Some(t) = &self.transposed {
             let mut q_word_shape = vec![t.partial_tiles()];
             q_word_shape.extend_from_slice(TRANSPOSED_ENCODING.word_shape(t.accumulator()).dims());
-            tensors.extend([
-                ("q_num_blocks", i32s(&t.q_num_blocks, vec![b, h, n])),
-                ("q_indices", i32s(&t.q_indices, vec![b, h, n, m])),
-                (
-                    "full_q_num_blocks",
-                    i32s(&t.full_q_num_blocks, vec![b, h, n]),
-                ),
-                ("full_q_indices", i32s(&t.full_q_indices, vec![b, h, n, m])),
-                ("q_tile_offsets", i32s(&t.q_tile_offsets, vec![b, h, n, m])),
-                (
-                    "q_words",
-                    Tensor {
-                        dtype: safetensors::Dtype::U32,
-                        shape: q_word_shape,
-                        data: le_bytes(&t.q_words),
-                    },
-                ),
-            ]);
+            tensors.extend(lists(&t.lists, n, m));
+            tensors.push((
+                "q_words",
+                Tensor {
+                    dtype: safetensors::Dtype::U32,
+                    shape: q_word_shape,
+                    data: le_bytes(&t.words),
+                },
+            ));
         }
         tensors
     }
@@ -465,42 +454,53 @@ impl PackedMask {
         }
         let shape = MaskShape::new(batch, heads, seqlen_q, seqlen_k)?;
         let grid = TileGrid::new(shape, &acc);
-        let dims3 = [batch, heads, grid.m_blocks];
-        let dims4 = [batch, heads, grid.m_blocks, grid.n_blocks];
-        let read = |name: &'static str, dims: &[usize]| -> Result<Vec<i32>, MaskError> {
-            let view = lists(name, dims.len())?;
-            let by_key = name.starts_with("q_") || name.starts_with("full_q_");
-            for (i, (&found, &expected)) in view.shape.iter().zip(dims).enumerate() {
-                if found != expected {
-                    return Err(MaskError::ShapeMismatch {
-                        what: match (by_key, i) {
-                            (_, 0) => "tile list batch dimension",
-                            (_, 1) => "tile list heads dimension",
-                            (false, 2) => "tile list m_blocks dimension (ceil(seqlen_q / block_m))",
-                            (false, _) => "tile list n_blocks dimension (ceil(seqlen_k / block_n))",
-                            (true, 2) => {
-                                "transposed tile list n_blocks dimension (ceil(seqlen_k / block_n))"
-                            }
-                            (true, _) => {
-                                "transposed tile list m_blocks dimension (ceil(seqlen_q / block_m))"
-                            }
-                        },
-                        expected: expected as u64,
-                        found: found as u64,
-                    });
+        // One direction's five lists, `[B, H, row blocks]` counts and `[B, H, row
+        // blocks, listed blocks]` entries.
+        let read = |direction: ListDirection| -> Result<BlockLists, MaskError> {
+            let (row_blocks, listed) = direction.blocks(&grid);
+            let counts = [batch, heads, row_blocks];
+            let entries = [batch, heads, row_blocks, listed];
+            let dims: [&[usize]; 5] = [&counts, &entries, &counts, &entries, &entries];
+            let mut out: [Vec<i32>; 5] = Default::default();
+            for ((slot, name), dims) in out.iter_mut().zip(direction.names()).zip(dims) {
+                let view = lists(name, dims.len())?;
+                for (i, (&found, &expected)) in view.shape.iter().zip(dims).enumerate() {
+                    if found != expected {
+                        return Err(MaskError::ShapeMismatch {
+                            what: match (direction, i) {
+                                (_, 0) => "tile list batch dimension",
+                                (_, 1) => "tile list heads dimension",
+                                (ListDirection::Forward, 2) => {
+                                    "tile list m_blocks dimension (ceil(seqlen_q / block_m))"
+                                }
+                                (ListDirection::Forward, _) => {
+                                    "tile list n_blocks dimension (ceil(seqlen_k / block_n))"
+                                }
+                                (ListDirection::Transposed, 2) => {
+                                    "transposed tile list n_blocks dimension (ceil(seqlen_k / \
+                                     block_n))"
+                                }
+                                (ListDirection::Transposed, _) => {
+                                    "transposed tile list m_blocks dimension (ceil(seqlen_q / \
+                                     block_m))"
+                                }
+                            },
+                            expected: expected as u64,
+                            found: found as u64,
+                        });
+                    }
                 }
+                *slot = view
+                    .data
+                    .chunks_exact(4)
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
             }
-            Ok(view
-                .data
-                .chunks_exact(4)
-                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect())
+            // The views' shapes were checked: their element counts fit in memory.
+            let rows = batch.saturating_mul(heads).saturating_mul(row_blocks);
+            BlockLists::new(direction, rows, listed, out)
         };
-        let kv_num_blocks = read("kv_num_blocks", &dims3)?;
-        let kv_indices = read("kv_indices", &dims4)?;
-        let full_kv_num_blocks = read("full_kv_num_blocks", &dims3)?;
-        let full_kv_indices = read("full_kv_indices", &dims4)?;
-        let kv_tile_offsets = read("kv_tile_offsets", &dims4)?;
+        let forward = read(ListDirection::Forward)?;
 
         let words_view = file.tensor("words")?;
         if words_view.dtype != DType::U32 {
@@ -543,19 +543,7 @@ impl PackedMask {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        let mut packed = PackedMask::from_parts(
-            &acc,
-            encoding,
-            shape,
-            [
-                kv_num_blocks,
-                kv_indices,
-                full_kv_num_blocks,
-                full_kv_indices,
-                kv_tile_offsets,
-            ],
-            words,
-        )?;
+        let mut packed = PackedMask::from_parts(&acc, encoding, shape, forward, words)?;
         if transposed {
             let backward = TiledAccumulator::new(
                 acc.block_m(),
@@ -572,10 +560,8 @@ impl PackedMask {
                     detail: "transposed words are fragment-native",
                 });
             }
-            let dims3 = [batch, heads, grid.n_blocks];
-            let dims4 = [batch, heads, grid.n_blocks, grid.m_blocks];
             let q_layout = EncodedLayout::derive(&backward, TRANSPOSED_ENCODING)?;
-            let q_words = read_words(
+            let words = read_words(
                 &file,
                 "q_words",
                 TRANSPOSED_ENCODING.word_shape(&backward).dims(),
@@ -584,12 +570,8 @@ impl PackedMask {
             let lists = TransposedLists {
                 layout: q_layout,
                 grid,
-                q_num_blocks: read("q_num_blocks", &dims3)?,
-                q_indices: read("q_indices", &dims4)?,
-                full_q_num_blocks: read("full_q_num_blocks", &dims3)?,
-                full_q_indices: read("full_q_indices", &dims4)?,
-                q_tile_offsets: read("q_tile_offsets", &dims4)?,
-                q_words,
+                lists: read(ListDirection::Transposed)?,
+                words,
             };
             lists.validate(&packed)?;
             packed.transposed = Some(lists);
@@ -598,15 +580,15 @@ impl PackedMask {
     }
 
     /// A packed mask from lists and words another packer produced (the GPU packer,
-    /// say), validated as a file's are ([`Self::from_safetensors`]): `lists` in the
-    /// file's order `[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices,
-    /// kv_tile_offsets]`, `[B, H, m_blocks]` and `[B, H, m_blocks, n_blocks]` row-major;
-    /// `words` the partial tiles' words in tile order, a whole number of tiles.
+    /// say), validated as a file's are ([`Self::from_safetensors`]): `lists` forward
+    /// ([`ListDirection::Forward`], `[B, H, m_blocks]` and `[B, H, m_blocks,
+    /// n_blocks]` row-major, [`BlockLists::validate`]); `words` the partial tiles'
+    /// words in tile order, a whole number of tiles.
     pub fn from_parts(
         acc: &TiledAccumulator,
         encoding: Encoding,
         shape: MaskShape,
-        lists: [Vec<i32>; 5],
+        lists: BlockLists,
         words: Vec<u32>,
     ) -> Result<PackedMask, MaskError> {
         let grid = TileGrid::new(shape, acc);
@@ -620,29 +602,21 @@ impl PackedMask {
             .checked_mul(shape.heads)
             .and_then(|n| n.checked_mul(grid.m_blocks))
             .ok_or_else(|| overflow("tile list rows (B * H * m_blocks)"))?;
-        let tiles = rows
-            .checked_mul(grid.n_blocks)
+        rows.checked_mul(grid.n_blocks)
             .ok_or_else(|| overflow("tiles (B * H * m_blocks * n_blocks)"))?;
-        let names = [
-            "kv_num_blocks entries",
-            "kv_indices entries",
-            "full_kv_num_blocks entries",
-            "full_kv_indices entries",
-            "kv_tile_offsets entries",
-        ];
-        for ((list, what), expected) in lists
-            .iter()
-            .zip(names)
-            .zip([rows, tiles, rows, tiles, tiles])
-        {
-            if list.len() != expected {
-                return Err(MaskError::ShapeMismatch {
-                    what,
-                    expected: expected as u64,
-                    found: list.len() as u64,
-                });
-            }
+        if lists.direction() != ListDirection::Forward {
+            return Err(MaskError::Unsupported {
+                what: "packed mask lists",
+                detail: "a packed mask's own lists are the forward lists (kv_*)",
+            });
         }
+        // Rechecks the lengths against this shape.
+        let lists = BlockLists::new(
+            ListDirection::Forward,
+            rows,
+            grid.n_blocks,
+            lists.into_parts(),
+        )?;
         let per_tile = layout.words_per_tile();
         if per_tile == 0 || !words.len().is_multiple_of(per_tile) {
             return Err(MaskError::Corrupt {
@@ -650,35 +624,12 @@ impl PackedMask {
                 detail: "not a whole number of tiles",
             });
         }
-        let [kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets] =
-            lists;
-        validate_lists(
-            &grid,
-            words.len() / per_tile,
-            [
-                &kv_num_blocks,
-                &kv_indices,
-                &full_kv_num_blocks,
-                &full_kv_indices,
-                &kv_tile_offsets,
-            ],
-        )?;
-        validate_words(
-            &grid,
-            &layout,
-            &kv_num_blocks,
-            &kv_indices,
-            &kv_tile_offsets,
-            &words,
-        )?;
+        lists.validate(&grid, words.len() / per_tile)?;
+        validate_words(&grid, &layout, &lists, &words)?;
         Ok(PackedMask {
             layout,
             grid,
-            kv_num_blocks,
-            kv_indices,
-            full_kv_num_blocks,
-            full_kv_indices,
-            kv_tile_offsets,
+            lists,
             words,
             transposed: None,
         })
@@ -729,99 +680,16 @@ fn read_words(
         .collect())
 }
 
-fn validate_lists(
-    grid: &TileGrid,
-    partial_tiles: usize,
-    lists: [&Vec<i32>; 5],
-) -> Result<(), MaskError> {
-    let [num, indices, full_num, full_indices, offsets] = lists;
-    let n_blocks = grid.n_blocks;
-    let mut referenced = vec![false; partial_tiles];
-    let mut total = 0usize;
-    let bad = |detail: &'static str| MaskError::Corrupt {
-        what: "packed mask tile lists",
-        detail,
-    };
-    for row in 0..num.len() {
-        let (np, nf) = (num[row], full_num[row]);
-        if np < 0 || nf < 0 || np as usize + nf as usize > n_blocks {
-            return Err(bad(
-                "a row's partial + full tile counts exceed n_blocks or are negative",
-            ));
-        }
-        let base = row * n_blocks;
-        let partial = &indices[base..base + np as usize];
-        let full = &full_indices[base..base + nf as usize];
-        for list in [partial, full] {
-            for (j, &n) in list.iter().enumerate() {
-                if n < 0 || n as usize >= n_blocks {
-                    return Err(MaskError::IndexOutOfRange {
-                        what: "packed mask tile column (kv_indices / full_kv_indices)",
-                        row: row as u64,
-                        index: n as i64,
-                        bound: n_blocks as u64,
-                    });
-                }
-                if j > 0 && list[j - 1] >= n {
-                    return Err(MaskError::Unsorted {
-                        what: "packed mask tile columns",
-                        row: row as u64,
-                        previous: list[j - 1] as i64,
-                        index: n as i64,
-                    });
-                }
-            }
-        }
-        if partial.iter().any(|n| full.binary_search(n).is_ok()) {
-            return Err(bad("a tile is listed both partial and full"));
-        }
-        // A full tile has all block_m x block_n elements 1, so it is never an edge tile
-        // that sticks out of the mask (docs/masks.md, tile classification).
-        let m_block = row % grid.m_blocks;
-        let ragged_row = grid.rows_in(m_block) != grid.block_m;
-        if full
-            .iter()
-            .any(|&n| ragged_row || grid.cols_in(n as usize) != grid.block_n)
-        {
-            return Err(bad(
-                "a full tile sticks out of the mask (seqlen_q / seqlen_k in the metadata \
-                 disagree with the tile lists)",
-            ));
-        }
-        for &tile in &offsets[base..base + np as usize] {
-            if tile < 0 || tile as usize >= partial_tiles {
-                return Err(MaskError::IndexOutOfRange {
-                    what: "kv_tile_offsets",
-                    row: row as u64,
-                    index: tile as i64,
-                    bound: partial_tiles as u64,
-                });
-            }
-            if core::mem::replace(&mut referenced[tile as usize], true) {
-                return Err(bad("two tiles share one entry of words"));
-            }
-        }
-        total += np as usize;
-    }
-    if total != partial_tiles {
-        return Err(bad(
-            "the number of partial tiles differs from the first dimension of words",
-        ));
-    }
-    Ok(())
-}
-
 /// Every partial tile's words: no bit set outside the tile's elements inside the mask
 /// (an edge tile's outside elements are 0, and so are bits no element maps to), and at
 /// least one bit set (an all-zero tile is empty, not partial).
 fn validate_words(
     grid: &TileGrid,
     layout: &EncodedLayout,
-    num: &[i32],
-    indices: &[i32],
-    offsets: &[i32],
+    lists: &BlockLists,
     words: &[u32],
 ) -> Result<(), MaskError> {
+    let [num, indices, _, _, offsets] = lists.parts();
     let per_tile = layout.words_per_tile();
     // The words of the elements inside a tile of `rows x cols`: at most 4 shapes.
     let mut valid: Vec<((usize, usize), Vec<u32>)> = Vec::new();

@@ -11,7 +11,7 @@ import sys as _sys
 from . import _fragmask
 from . import _device  # noqa: F401  (claims the extension's device API first)
 from ._layout import Layout, layout
-from ._mask import Mask
+from ._mask import BlockLists, Mask
 from ._ops import AttentionPlan, DecodePlan, attention, decode, lightning_decode, warmup
 
 if "torch" in _sys.modules:
@@ -27,6 +27,7 @@ MAX_SEQLEN = _fragmask.MAX_SEQLEN
 
 __all__ = [
     "AttentionPlan",
+    "BlockLists",
     "DecodePlan",
     "FileError",
     "Layout",

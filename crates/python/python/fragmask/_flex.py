@@ -20,8 +20,7 @@ def tile_tables(mask):
 
     B, H, Sq, Sk = mask.shape
     bm, bn = mask.block
-    num, idx, off = mask.kv_num_blocks, mask.kv_indices, mask.kv_tile_offsets
-    full_num, full_idx = mask.full_kv_num_blocks, mask.full_kv_indices
+    num, idx, full_num, full_idx, off = mask.lists
     Mb, Nb = idx.shape[2], idx.shape[3]
     state = np.full((B, H, Mb, Nb), EMPTY, dtype=np.int32)
     j = np.arange(Nb)
@@ -74,11 +73,12 @@ def to_flex_block_mask(mask, device=None, mask_mod=None):
             t[key] = tensor(t[key])
         mask_mod = make_mask_mod(t)
     B, H, Sq, Sk = mask.shape
+    lists = mask.lists
     return BlockMask.from_kv_blocks(
-        tensor(mask.kv_num_blocks),
-        tensor(mask.kv_indices),
-        tensor(mask.full_kv_num_blocks),
-        tensor(mask.full_kv_indices),
+        tensor(lists.num_blocks),
+        tensor(lists.indices),
+        tensor(lists.full_num_blocks),
+        tensor(lists.full_indices),
         BLOCK_SIZE=tuple(mask.block),
         mask_mod=mask_mod,
         seq_lengths=(Sq, Sk),

@@ -4,13 +4,45 @@ import operator
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from . import _fragmask
 from ._device import API as _API
 
-_LISTS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
-          "kv_tile_offsets")
 _I64_MAX = 2**63 - 1
+
+
+class BlockLists(NamedTuple):
+    """One direction's tile lists, FlexAttention's ``BlockMask`` form (docs/masks.md):
+    per row, the partial and the full blocks, ascending, and each partial entry's index
+    into the words (-1 past the count).
+
+    ``Mask.lists`` holds the forward lists, a row per (batch, head, query block) listing
+    key blocks (``kv_num_blocks``, ``kv_indices``, ``full_kv_num_blocks``,
+    ``full_kv_indices``, ``kv_tile_offsets``); ``Mask.transposed_lists`` the backward's,
+    a row per (batch, head, key block) listing query blocks (``q_*``). Counts are int32
+    ``[B, H, row blocks]``, the rest int32 ``[B, H, row blocks, listed blocks]``; the
+    fields may be numpy arrays or tensors (``from_buffer``)."""
+
+    num_blocks: Any
+    indices: Any
+    full_num_blocks: Any
+    full_indices: Any
+    tile_offsets: Any
+
+    @classmethod
+    def from_buffer(cls, buf, rows, tiles, counts_shape, entries_shape):
+        """Views of a GPU pack's or transposition's int32 output buffer ``buf`` (a
+        tensor laid out as the extension's packers write it: counts, full counts,
+        ``rows`` each, then indices, full indices, tile offsets, ``tiles`` each)."""
+        def counts(i):
+            return buf[i * rows:(i + 1) * rows].view(*counts_shape)
+
+        def entries(i):
+            start = 2 * rows + i * tiles
+            return buf[start:start + tiles].view(*entries_shape)
+
+        return cls(counts(0), entries(0), counts(1), entries(1), entries(2))
 
 
 def _np():
@@ -491,31 +523,47 @@ class Mask:
         data, dims = self._packed.list(name)
         return np.frombuffer(data, dtype=dtype).reshape(dims)
 
+    def _block_list(self, transposed, part):
+        np = _np()
+        data, dims = self._packed.block_list(transposed, part)
+        return np.frombuffer(data, dtype="=i4").reshape(dims)
+
+    def _block_lists(self, transposed):
+        return BlockLists(*(self._block_list(transposed, part) for part in range(5)))
+
+    @property
+    def lists(self):
+        """The forward tile lists (``BlockLists`` of int32 arrays): per (batch, head,
+        query block) the partial and full key blocks, as ``kv_num_blocks``,
+        ``kv_indices``, ``full_kv_num_blocks``, ``full_kv_indices`` and
+        ``kv_tile_offsets`` name them."""
+        return self._block_lists(False)
+
     @property
     def kv_num_blocks(self):
-        """int32 ``[B, H, Mb]``: partial tiles per row block."""
-        return self._list("kv_num_blocks", "=i4")
+        """int32 ``[B, H, Mb]``: partial tiles per row block (``lists.num_blocks``)."""
+        return self._block_list(False, 0)
 
     @property
     def kv_indices(self):
         """int32 ``[B, H, Mb, Nb]``: partial tiles' column blocks, ascending."""
-        return self._list("kv_indices", "=i4")
+        return self._block_list(False, 1)
 
     @property
     def full_kv_num_blocks(self):
         """int32 ``[B, H, Mb]``: full tiles per row block."""
-        return self._list("full_kv_num_blocks", "=i4")
+        return self._block_list(False, 2)
 
     @property
     def full_kv_indices(self):
         """int32 ``[B, H, Mb, Nb]``: full tiles' column blocks, ascending."""
-        return self._list("full_kv_indices", "=i4")
+        return self._block_list(False, 3)
 
     @property
     def kv_tile_offsets(self):
         """int32 ``[B, H, Mb, Nb]``: index into ``words`` of partial tile
         ``kv_indices[..., j]``; -1 past the count."""
-        return self._list("kv_tile_offsets", "=i4")
+        return self._block_list(False, 4)
 
     @property
     def words(self):
@@ -599,42 +647,48 @@ class Mask:
             return False   # a GPU pack without them: no need to read it back
         return self._packed.has_transposed
 
-    def _transposed(self, name, dtype):
-        np = _np()
-        data, dims = self._packed.transposed_list(name)
-        return np.frombuffer(data, dtype=dtype).reshape(dims)
+    @property
+    def transposed_lists(self):
+        """The backward pass's transposed tile lists (``BlockLists`` of int32 arrays;
+        needs ``with_transposed``): per (batch, head, key block) the partial and full
+        query blocks, as ``q_num_blocks``, ``q_indices``, ``full_q_num_blocks``,
+        ``full_q_indices`` and ``q_tile_offsets`` name them."""
+        return self._block_lists(True)
 
     @property
     def q_num_blocks(self):
-        """int32 ``[B, H, Nb]``: partial tiles per key block (needs ``with_transposed``)."""
-        return self._transposed("q_num_blocks", "=i4")
+        """int32 ``[B, H, Nb]``: partial tiles per key block (needs ``with_transposed``;
+        ``transposed_lists.num_blocks``)."""
+        return self._block_list(True, 0)
 
     @property
     def q_indices(self):
         """int32 ``[B, H, Nb, Mb]``: partial tiles' query blocks, ascending."""
-        return self._transposed("q_indices", "=i4")
+        return self._block_list(True, 1)
 
     @property
     def full_q_num_blocks(self):
         """int32 ``[B, H, Nb]``: full tiles per key block."""
-        return self._transposed("full_q_num_blocks", "=i4")
+        return self._block_list(True, 2)
 
     @property
     def full_q_indices(self):
         """int32 ``[B, H, Nb, Mb]``: full tiles' query blocks, ascending."""
-        return self._transposed("full_q_indices", "=i4")
+        return self._block_list(True, 3)
 
     @property
     def q_tile_offsets(self):
         """int32 ``[B, H, Nb, Mb]``: index into ``q_words`` of partial tile
         ``q_indices[..., j]``; -1 past the count."""
-        return self._transposed("q_tile_offsets", "=i4")
+        return self._block_list(True, 4)
 
     @property
     def q_words(self):
         """uint32 ``[P, words per tile]``: the partial tiles' bits in the backward
         accumulator's order."""
-        return self._transposed("q_words", "=u4")
+        np = _np()
+        data, dims = self._packed.transposed_words()
+        return np.frombuffer(data, dtype="=u4").reshape(dims)
 
     @property
     def bit_positions(self):

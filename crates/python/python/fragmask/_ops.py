@@ -27,13 +27,9 @@ import weakref
 
 from . import _fragmask
 from ._device import API as _API
-from ._mask import Mask
+from ._mask import BlockLists, Mask
 
 _DTYPES = ("bfloat16", "float16")
-_LISTS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
-          "kv_tile_offsets", "words")
-_TLISTS = ("q_num_blocks", "q_indices", "full_q_num_blocks", "full_q_indices",
-           "q_tile_offsets", "q_words")
 _ops = None
 _backward_op = None
 _decode_op = None
@@ -327,16 +323,13 @@ def _device_lists(torch, mask, device):
             plan, buf, _ = gpu
             rows, tiles, _, _, _, words_at, mb, nb = plan.sizes
             B, H = mask._meta[:2]
-            counts = lambda i: buf[i * rows:(i + 1) * rows].view(B, H, mb)  # noqa: E731
-            tiles_at = lambda i: buf[2 * rows + i * tiles:  # noqa: E731
-                                     2 * rows + (i + 1) * tiles].view(B, H, mb, nb)
-            lists = (counts(0), tiles_at(0), counts(1), tiles_at(1), tiles_at(2),
+            lists = (*BlockLists.from_buffer(buf, rows, tiles, (B, H, mb), (B, H, mb, nb)),
                      buf[words_at:])
         elif torch.compiler.is_compiling():
             raise RuntimeError("fragmask.attention: call mask.to(device) before "
                                "torch.compile traces code that uses the mask")
         else:
-            arrays = [getattr(mask, n) for n in _LISTS]
+            arrays = [*mask.lists, mask.words]
             arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
             lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
         mask._device_cache[key] = lists
@@ -369,16 +362,14 @@ def _device_transposed(torch, mask, device):
         plan, buf, _ = gpu_t
         q_rows, tiles, _, _, _, words_at, mb, nb = plan.sizes
         B, H = src._meta[:2]
-        counts = lambda i: buf[i * q_rows:(i + 1) * q_rows].view(B, H, nb)  # noqa: E731
-        tiles_at = lambda i: buf[2 * q_rows + i * tiles:  # noqa: E731
-                                 2 * q_rows + (i + 1) * tiles].view(B, H, nb, mb)
-        lists = (counts(0), tiles_at(0), counts(1), tiles_at(1), tiles_at(2), buf[words_at:])
+        lists = (*BlockLists.from_buffer(buf, q_rows, tiles, (B, H, nb), (B, H, nb, mb)),
+                 buf[words_at:])
         bwd_id = plan.registry_id
     elif torch.compiler.is_compiling():
         raise RuntimeError("fragmask.attention: call mask.to(device) before torch.compile "
                            "traces a backward through the mask")
     else:
-        arrays = [getattr(src, n) for n in _TLISTS]
+        arrays = [*src.transposed_lists, src.q_words]
         arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
         lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
         bwd_id = src._packed.registry_id

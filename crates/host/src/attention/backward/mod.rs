@@ -54,6 +54,7 @@ use super::{
     driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask,
     DeviceTensor, Mask, RawTensor, TensorMapArg, Window,
 };
+use crate::device_lists::DeviceBlockLists;
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
 use crate::ptxas;
 
@@ -157,7 +158,7 @@ impl BackwardWorkspace {
 /// The transposed lists of a [`DeviceBlockMask`].
 #[derive(Debug)]
 pub(crate) struct DeviceTransposed {
-    lists: [CudaSlice<i32>; 5],
+    lists: DeviceBlockLists,
     words: CudaSlice<u32>,
     /// [`tile_order`] of the lists: the main kernel's dispatch order.
     order: CudaSlice<i32>,
@@ -192,15 +193,16 @@ impl DeviceTransposed {
                 .clone_htod(&v)
                 .map_err(driver("uploading transposed lists"))
         };
-        let words: Vec<u32> = if t.q_words().is_empty() {
+        let words: Vec<u32> = if t.words().is_empty() {
             vec![0; 4]
         } else {
-            t.q_words().to_vec()
+            t.words().to_vec()
         };
         let counts: Vec<i32> = t
-            .q_num_blocks()
+            .lists()
+            .num_blocks()
             .iter()
-            .zip(t.full_q_num_blocks())
+            .zip(t.lists().full_num_blocks())
             .map(|(&a, &b)| a.saturating_add(b))
             .collect();
         let n_blocks = mask
@@ -210,13 +212,8 @@ impl DeviceTransposed {
         let order = tile_order(&counts, n_blocks);
         Ok(Some(Self {
             order: up(&order)?,
-            lists: [
-                up(t.q_num_blocks())?,
-                up(t.q_indices())?,
-                up(t.full_q_num_blocks())?,
-                up(t.full_q_indices())?,
-                up(t.q_tile_offsets())?,
-            ],
+            lists: DeviceBlockLists::upload(stream, t.lists())
+                .map_err(driver("uploading transposed lists"))?,
             words: stream
                 .clone_htod(&words)
                 .map_err(driver("uploading transposed words"))?,
@@ -229,15 +226,8 @@ impl DeviceTransposed {
     }
 
     pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
-        let p = |x: &CudaSlice<i32>| x.device_ptr(stream).0;
-        [
-            p(&self.lists[0]),
-            p(&self.lists[1]),
-            p(&self.lists[2]),
-            p(&self.lists[3]),
-            p(&self.lists[4]),
-            self.words.device_ptr(stream).0,
-        ]
+        let [a, b, c, d, e] = self.lists.raw(stream).0.to_array();
+        [a, b, c, d, e, self.words.device_ptr(stream).0]
     }
 }
 
