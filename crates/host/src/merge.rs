@@ -10,9 +10,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
-use fragmask_kernels::family::combine::{
-    merge_into_source, MERGE_INTO_KERNEL, MERGE_INTO_THREADS,
-};
+use fragmask_kernels::family::combine::{merge_into_source, MERGE_INTO_KERNEL, MERGE_INTO_THREADS};
 use fragmask_kernels::family::dtype::ActDtype;
 
 use crate::device::Device;
@@ -104,7 +102,10 @@ impl StateMerger {
     /// overlap the running ones; all valid until `stream` has run the kernel, with
     /// their writes ordered before this call on `stream`.
     pub unsafe fn enqueue_raw(&self, stream: &Arc<CudaStream>, m: &RawMerge) -> Result<()> {
-        let total = m.batch.checked_mul(m.heads).and_then(|x| x.checked_mul(m.rows));
+        let total = m
+            .batch
+            .checked_mul(m.heads)
+            .and_then(|x| x.checked_mul(m.rows));
         let max_dim = 4 * MERGE_INTO_THREADS as usize;
         if m.dim == 0 || m.dim % 4 != 0 || m.dim > max_dim {
             return Err(Error::InvalidArgument(format!(
@@ -114,9 +115,7 @@ impl StateMerger {
         }
         let ptrs = [m.o.ptr, m.lse.ptr, m.partial_o.ptr, m.partial_lse.ptr];
         if ptrs.contains(&0) {
-            return Err(Error::InvalidArgument(
-                "state merge: a null operand".into(),
-            ));
+            return Err(Error::InvalidArgument("state merge: a null operand".into()));
         }
         let (Some(total), Ok(batch), Ok(heads), Ok(rows), Ok(dim)) = (
             total,

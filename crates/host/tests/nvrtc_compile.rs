@@ -146,9 +146,14 @@ fn the_state_merge_compiles_for_bf16_and_fp16() {
     use fragmask_host::kernels::family::dtype::ActDtype;
     for dtype in [ActDtype::Bf16, ActDtype::F16] {
         let ptx = Compiler::uncached()
-            .compile_ptx(&merge_into_source(dtype), &CompileOptions::new(Arch::sm90a()))
+            .compile_ptx(
+                &merge_into_source(dtype),
+                &CompileOptions::new(Arch::sm90a()),
+            )
             .unwrap();
-        assert!(ptx.text.contains(&format!(".visible .entry {MERGE_INTO_KERNEL}")));
+        assert!(ptx
+            .text
+            .contains(&format!(".visible .entry {MERGE_INTO_KERNEL}")));
         assert!(ptx.text.contains("bar.sync"));
     }
 }

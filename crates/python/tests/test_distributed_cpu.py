@@ -418,6 +418,35 @@ class Merge(unittest.TestCase):
         np.testing.assert_allclose(lse.numpy(), want_lse, rtol=1e-5)
 
 
+    @unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+    def test_merging_parts_in_place_equals_the_numpy_merge_at_all_rows_a_slice_and_an_index(self):
+        import torch
+        from fragmask.distributed._merge import merge_into_
+
+        q, k, v, mask, states = self.split_case(2)
+        o0, l0 = (torch.from_numpy(x[None]).float() for x in states[0])   # [1, H, Sq, ..]
+        Sq = o0.shape[2]
+        for rows in (None, slice(3, Sq - 2), torch.tensor([9, 0, 5, Sq - 1, 4])):
+            with self.subTest(rows=type(rows).__name__):
+                sel = np.arange(Sq)[rows if not isinstance(rows, torch.Tensor)
+                                    else rows.numpy()]
+                o_p = torch.from_numpy(states[1][0][None][:, :, sel]).float()
+                l_p = torch.from_numpy(states[1][1][None][:, :, sel]).float()
+                o, lse = o0.clone(), l0.clone()
+                merge_into_(o, lse, o_p, l_p, rows)
+                want_o, want_l = fd.merge_states_numpy(
+                    [states[0][0][:, sel], states[1][0][:, sel]],
+                    [states[0][1][:, sel], states[1][1][:, sel]])
+                np.testing.assert_allclose(o[0][:, sel].numpy(), want_o, atol=1e-5)
+                np.testing.assert_array_equal(np.isneginf(lse[0][:, sel].numpy()),
+                                              np.isneginf(want_l))
+                fin = np.isfinite(want_l)
+                np.testing.assert_allclose(lse[0][:, sel].numpy()[fin], want_l[fin],
+                                           rtol=1e-5)
+                rest = np.setdiff1d(np.arange(Sq), sel)
+                np.testing.assert_array_equal(o[0][:, rest].numpy(), o0[0][:, rest].numpy())
+
+
 class SimulatedContextParallelForward(unittest.TestCase):
     def test_every_ranks_rows_equal_attention_over_the_whole_sequence(self):
         """Plan, shard, exchange (replayed), each rank's local mask, per-rank attention:

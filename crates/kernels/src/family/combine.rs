@@ -255,12 +255,19 @@ mod tests {
             assert_eq!(src.matches(MERGE_INTO_KERNEL).count(), 1);
             let barrier = src.find("__syncthreads();").unwrap();
             assert!(src.find("const float la = lse[").unwrap() < barrier);
-            assert!(barrier < src.find("lse[b * l_b + h * l_h + dst * l_s] = merged").unwrap());
-            assert!(src.contains(if dtype == crate::family::dtype::ActDtype::F16 {
-                "cvt.rn.f16.f32"
-            } else {
-                "cvt.rn.bf16.f32"
-            }));
+            assert!(
+                barrier
+                    < src
+                        .find("lse[b * l_b + h * l_h + dst * l_s] = merged")
+                        .unwrap()
+            );
+            assert!(
+                src.contains(if dtype == crate::family::dtype::ActDtype::F16 {
+                    "cvt.rn.f16.f32"
+                } else {
+                    "cvt.rn.bf16.f32"
+                })
+            );
         }
     }
 }

@@ -427,25 +427,12 @@ def _rows_of(t, sel):
 
 
 def _merge_into(o, lse, sel, o_p, lse_p):
-    """Merges the partial state (o_p, lse_p) of a step's rows into (o, lse) in place:
-    lse' = log(e^lse + e^lse_p) in fp32, o = e^(lse - lse')·o + e^(lse_p - lse')·o_p.
-    A row neither part sees keeps o = 0, lse = -inf."""
-    import torch
+    """Merges the partial state (o_p, lse_p) of a step's rows into (o, lse) in place
+    (``_merge.merge_into_``: fragmask's GPU merge kernel, fp32). A row neither part sees
+    keeps o = 0, lse = -inf."""
+    from ._merge import merge_into_
 
-    oa, la = _rows_of(o, sel), _rows_of(lse, sel)
-    new = torch.logaddexp(la, lse_p)
-    safe = torch.where(torch.isfinite(new), new, torch.zeros_like(new))
-    # The two weights sum to 1, so the merged o is lerp(o, o_p, w): one pass over o
-    # that computes in fp32 (torch's opmath for bf16/fp16) and rounds once; the weight
-    # w = e^(lse_p - lse') is carried in o's dtype (within its rounding: 2^-9 relative
-    # for bf16).
-    w = torch.exp(lse_p - safe).unsqueeze(-1).to(o.dtype)
-    if sel is None or isinstance(sel, slice):
-        oa.lerp_(o_p, w)
-        la.copy_(new)
-    else:
-        o.index_copy_(2, sel, torch.lerp(oa, o_p, w))
-        lse.index_copy_(2, sel, new)
+    merge_into_(o, lse, o_p, lse_p, sel)
 
 
 def _part_forward(q, k, v, mask, scale):
