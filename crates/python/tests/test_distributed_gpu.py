@@ -202,7 +202,7 @@ class ContextParallel(unittest.TestCase):
                                          ulp * want_o.abs().max().item())
                     fin = torch.isfinite(want_l)
                     self.assertTrue(torch.equal(torch.isfinite(got_l), fin))
-                    self.assertLess((got_l[fin] - want_l[fin]).abs().max().item(), 1e-5)
+                    self.assertLess((got_l[fin] - want_l[fin]).abs().max().item(), 1e-4)
                     self.assertTrue((got_o[~fin] == 0).all())
                     # rows the partial does not name are untouched
                     keep = torch.ones(S, dtype=torch.bool, device=self.dev)
