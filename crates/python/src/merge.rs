@@ -16,8 +16,11 @@ use crate::gpu::{self, View};
 /// A 3-D fp32 tensor `[B, H, S]`: address, shape, strides in elements.
 pub(crate) type View3 = (u64, [usize; 3], [usize; 3]);
 
+/// The compiled mergers per (device, activation type).
+type Mergers = Mutex<HashMap<(usize, ActDtype), Arc<StateMerger>>>;
+
 fn merger(device: usize, dtype: ActDtype) -> PyResult<Arc<StateMerger>> {
-    static MERGERS: OnceLock<Mutex<HashMap<(usize, ActDtype), Arc<StateMerger>>>> = OnceLock::new();
+    static MERGERS: OnceLock<Mergers> = OnceLock::new();
     let mut cache = MERGERS
         .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
