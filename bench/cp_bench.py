@@ -25,7 +25,7 @@ import fragmask
 import fragmask.distributed as fd
 
 
-STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5)
+STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5; the document case 3, 20)
 
 
 def step_ms(fn, warmup=None, iters=None):
@@ -114,7 +114,7 @@ def case_list(quick):
         "document-causal (12 docs)": dict(
             desc=fd.Intervals.documents(ids), S=S_doc,
             whole=lambda: fragmask.Mask.from_predicate("causal", S_doc, doc_ids=ids),
-            doc_lengths=lengths.tolist(), variants=True),
+            doc_lengths=lengths.tolist(), variants=True, steps=(3, 20)),
         "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal,
                        whole=lambda: fragmask.Mask.from_predicate("causal", S_causal),
                        sdpa_cp=True),
@@ -159,6 +159,18 @@ def one_gpu_step(whole, S, H, D, dev, g, dt):
 
 
 def run_case(name, spec, H, D, rank, P, dev, report, lean=False):
+    """One case; a case's ``steps`` (warm-up, timed: short steps take more) replace
+    the run's for its timings."""
+    global STEPS
+    saved = STEPS
+    STEPS = spec.get("steps", STEPS)
+    try:
+        _run_case(name, spec, H, D, rank, P, dev, report, lean)
+    finally:
+        STEPS = saved
+
+
+def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
     S = spec["S"]
     desc = spec["desc"]
     t0 = time.perf_counter()
@@ -282,16 +294,25 @@ def run_case(name, spec, H, D, rank, P, dev, report, lean=False):
 
 def variants(plan, desc, P, dev, ql, kl, vl, dol):
     """The same overlapped step under the planner's previous starts (zigzag,
-    contiguous, greedy: no segments) and with the torch merge in place of the GPU
-    merge kernel: what each change of the overlapped path is worth in one run."""
-    from fragmask.distributed import _merge
+    contiguous, greedy: no segments), with segments placed by the greedy alone (no
+    two-way split search), and with the torch merge in place of the GPU merge kernel:
+    what each change of the overlapped path is worth in one run."""
+    from fragmask.distributed import _merge, _plan
+
+    def planned(strategies, two_way=True):
+        keep = _plan.MAX_TWO_WAY_SEGMENTS
+        _plan.MAX_TWO_WAY_SEGMENTS = keep if two_way else 0
+        try:
+            return fd.plan(desc, P, strategies=strategies)
+        finally:
+            _plan.MAX_TWO_WAY_SEGMENTS = keep
 
     out = {}
-    for name, strategies, fused in (
-            ("previous planner (zigzag, contiguous, greedy)", ["zigzag", "contiguous",
-                                                               "greedy"], True),
-            ("torch merge", None, False)):
-        vplan = plan if strategies is None else fd.plan(desc, P, strategies=strategies)
+    for name, vplan, fused in (
+            ("previous planner (zigzag, contiguous, greedy)",
+             planned(["zigzag", "contiguous", "greedy"]), True),
+            ("segments by the greedy alone", planned(None, two_way=False), True),
+            ("torch merge", plan, False)):
         _merge.FUSED = fused
         try:
             fd.prepare(vplan, desc, device=dev)

@@ -248,6 +248,40 @@ class PlannerProperties(unittest.TestCase):
         contiguous = fd.plan(mask, 2, strategies=["contiguous"])
         self.assertLess(rows.sum(), contiguous.remote_tiles()[:, 0].sum())
 
+    def test_two_way_splits_hold_the_counts_and_the_aim_and_beat_the_greedy_on_time(self):
+        from fragmask.distributed._plan import (ROW_CHUNK_TILES, _cut_costs, _remote_tiles,
+                                                _segments)
+
+        def cost(mask, owner):
+            remote = _remote_tiles(mask.chunk_needs(128), owner, 2)
+            tiles = np.bincount(owner, weights=mask.chunk_tiles(128), minlength=2)
+            return (tiles + remote[:, 1] + ROW_CHUNK_TILES * remote[:, 0]).max()
+
+        masks = [fd.Intervals.documents(random_docs(np.random.default_rng(seed), 16384,
+                                                    max_docs=12))
+                 for seed in SEEDS]
+        rng = np.random.default_rng(2026)             # the benchmark's 64k mask
+        lengths = rng.integers(1, 100, size=12).astype(np.float64)
+        lengths = np.maximum((lengths / lengths.sum() * 65536).astype(np.int64), 1)
+        lengths[-1] += 65536 - lengths.sum()
+        bench = fd.Intervals.documents(np.repeat(np.arange(12), lengths))
+        for i, mask in enumerate(masks + [bench]):
+            with self.subTest(mask=i):
+                work = mask.chunk_work(128)
+                n = work.size
+                needs = mask.chunk_needs(128)
+                cross = _cut_costs(needs, n)
+                limit = work.sum() / 2 * 1.025
+                owner = _segments(work, cross, 2, n // 2, mask.chunk_tiles(128), needs,
+                                  limit)
+                self.assertEqual(np.bincount(owner, minlength=2).tolist(), [n // 2] * 2)
+                greedy = _segments(work, cross, 2, n // 2)
+                if np.bincount(owner, weights=work).max() > limit:   # no split holds it
+                    np.testing.assert_array_equal(owner, greedy)
+                if np.bincount(greedy, weights=work).max() <= limit:
+                    self.assertLessEqual(cost(mask, owner), cost(mask, greedy))
+        self.assertLess(cost(bench, owner), 0.97 * cost(bench, greedy))
+
     def test_unknown_strategies_are_value_errors(self):
         with self.assertRaises(ValueError):
             fd.plan(fd.Intervals.causal(1024), 2, strategies=["ring"])

@@ -194,20 +194,123 @@ def _cut_costs(needs, n):
     return np.cumsum(np.cumsum(d2) + d1)[:n + 1]
 
 
-def _segments(work, cross, P, m):
-    """Owner of each chunk: the sequence cut at the boundaries that are local minima
-    of ``cross`` and at most half its mean (document boundaries), whole segments to
-    the least loaded rank with room (heaviest first), then the leftovers into the
-    remaining room: the rank with the most room takes a whole leftover that fits, else
-    the head or tail piece whose cut crosses the fewest pairs."""
+# Two ranks and at most this many segments: every subset is tried (_two_way).
+MAX_TWO_WAY_SEGMENTS = 16
+# What a query chunk that reads remote keys costs beside its remote tiles, in tiles:
+# its rows gathered, merged and their dq added (about six passes over 128 rows x
+# heads x head dim, against about one tile's time per pass: measured on H100).
+ROW_CHUNK_TILES = 2.0
+
+
+def _two_way(bounds, work, tiles, cross, needs, m, limit, top=32):
+    """Two ranks: rank 0 takes every subset of whole segments in turn, filled to m
+    chunks with the head or the tail of one other segment; among the choices whose
+    heavier rank's ``work`` is at most ``limit``, the one whose slower rank has the
+    fewest tiles plus remote tiles plus ``ROW_CHUNK_TILES`` per query chunk that reads
+    remote keys (the kernels' time: a partial tile costs a full one, a remote tile a
+    pass of its own, a remote row its gather and merge). The ``top`` best by an estimate (the split's
+    crossing pairs charged to both ranks) are scored exactly. None if no choice holds
+    the limit."""
+    k = bounds.size - 1
+    a, b = bounds[:-1], bounds[1:]
+    size = b - a
+    cw = np.concatenate(([0.0], np.cumsum(work)))
+    ct = np.concatenate(([0.0], np.cumsum(tiles)))
+    W, T = cw[b] - cw[a], ct[b] - ct[a]
+    subsets = np.arange(1 << k, dtype=np.int64)
+    inc = ((subsets[:, None] >> np.arange(k)) & 1).astype(bool)
+    s0, w0, t0 = inc @ size, inc @ W, inc @ T
+    room = m - s0
+    total_w, total_t = cw[-1], ct[-1]
+    found = []              # (estimate, heavier work, subset, segment cut or -1, head?)
+    whole = np.flatnonzero(room == 0)
+    if whole.size:
+        found.append((np.maximum(t0[whole], total_t - t0[whole]),
+                      np.maximum(w0[whole], total_w - w0[whole]), whole,
+                      np.full(whole.size, -1), np.zeros(whole.size, dtype=bool)))
+    for j in range(k):
+        idx = np.flatnonzero(~inc[:, j] & (room > 0) & (room < size[j]))
+        if not idx.size:
+            continue
+        r = room[idx]
+        for head in (True, False):
+            lo = a[j] if head else b[j] - r
+            hi = lo + r
+            cut = hi if head else lo
+            pw, pt = w0[idx] + cw[hi] - cw[lo], t0[idx] + ct[hi] - ct[lo]
+            est = np.maximum(pt, total_t - pt) + cross[cut]
+            found.append((est, np.maximum(pw, total_w - pw), idx, np.full(idx.size, j),
+                          np.full(idx.size, head)))
+    if not found:
+        return None
+    est, heavy, sub, seg, head = (np.concatenate(x) for x in zip(*found))
+    ok = np.flatnonzero(heavy <= limit)
+    if not ok.size:
+        return None
+    order = ok[np.argsort(est[ok], kind="stable")[:top]]
     n = work.size
+    best = None
+    for i in order:
+        owner = np.ones(n, dtype=np.int64)
+        for t in np.flatnonzero(inc[sub[i]]):
+            owner[a[t]:b[t]] = 0
+        j = seg[i]
+        if j >= 0:
+            r = room[sub[i]]
+            lo = a[j] if head[i] else b[j] - r
+            owner[lo:lo + r] = 0
+        key = (_time_cost(owner, tiles, needs, 2), int(i))
+        if best is None or key < best[0]:
+            best = (key, owner)
+    return best[1]
+
+
+def _time_cost(owner, tiles, needs, P):
+    """The slower rank's tiles + remote tiles + ``ROW_CHUNK_TILES`` per query chunk
+    that reads remote keys (what ``_two_way`` minimises)."""
+    remote = _remote_tiles(needs, owner, P)
+    cost = (np.bincount(owner, weights=tiles, minlength=P) + remote[:, 1]
+            + ROW_CHUNK_TILES * remote[:, 0])
+    return float(cost.max())
+
+
+def _cheap_cuts(cross, n):
+    """The segment bounds: 0, the boundaries that are local minima of ``cross`` and at
+    most half its mean, n."""
     inner = cross[1:n]
-    if inner.size == 0:
-        return np.repeat(np.arange(P), m)
     c = np.arange(1, n)
     cheap = ((inner <= cross[:n - 1]) & (inner <= cross[2:n + 1])
              & (inner <= 0.5 * inner.mean()))
-    bounds = np.concatenate(([0], c[cheap], [n]))
+    return np.concatenate(([0], c[cheap], [n]))
+
+
+def _segments(work, cross, P, m, tiles=None, needs=None, limit=None):
+    """Owner of each chunk: the sequence cut at the boundaries that are local minima
+    of ``cross`` and at most half its mean (document boundaries). Two ranks and few
+    segments (``tiles``, ``needs``, ``limit`` given): the split of ``_two_way`` where
+    it costs less time (``_time_cost``) than the greedy below, or holds the ``limit``
+    the greedy misses. The greedy: whole segments to the least loaded rank with room
+    (heaviest first), then the leftovers into the remaining room: the rank with the
+    most room takes a whole leftover that fits, else the head or tail piece whose cut
+    crosses the fewest pairs."""
+    n = work.size
+    if n < 2:
+        return np.repeat(np.arange(P), m)
+    bounds = _cheap_cuts(cross, n)
+    owner = _greedy_segments(bounds, work, cross, P, m)
+    if P == 2 and tiles is not None and bounds.size - 1 <= MAX_TWO_WAY_SEGMENTS:
+        split = _two_way(bounds, work, tiles, cross, needs, m, limit)
+        if split is not None:
+            held = np.bincount(owner, weights=work, minlength=P).max() <= limit
+            if not held or (_time_cost(split, tiles, needs, P)
+                            < _time_cost(owner, tiles, needs, P)):
+                return split
+    return owner
+
+
+def _greedy_segments(bounds, work, cross, P, m):
+    """``_segments``' greedy over the segments between ``bounds``."""
+    n = work.size
     cum = np.concatenate(([0.0], np.cumsum(work)))
     segs = sorted(zip(bounds[:-1].tolist(), bounds[1:].tolist()),
                   key=lambda s: (-(cum[s[1]] - cum[s[0]]), s[0]))
@@ -385,7 +488,8 @@ def plan(mask, world_size, chunk=128, *, tolerance=0.1, balance="pairs", strateg
     needs = mask.chunk_needs(chunk)
     cross = _cut_costs(needs, n) if "segments" in names else None
     if cross is not None:
-        starts["segments"] = lambda: _segments(work, cross, P, m)
+        tiles = np.asarray(mask.chunk_tiles(chunk), np.float64)
+        starts["segments"] = lambda: _segments(work, cross, P, m, tiles, needs, target)
     best = None
     for name in names:
         if name not in starts:
