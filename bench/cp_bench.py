@@ -25,7 +25,7 @@ import fragmask
 import fragmask.distributed as fd
 
 
-STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5)
+STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5; the document case 3, 20)
 
 
 def step_ms(fn, warmup=None, iters=None):
@@ -114,7 +114,7 @@ def case_list(quick):
         "document-causal (12 docs)": dict(
             desc=fd.Intervals.documents(ids), S=S_doc,
             whole=lambda: fragmask.Mask.from_predicate("causal", S_doc, doc_ids=ids),
-            doc_lengths=lengths.tolist()),
+            doc_lengths=lengths.tolist(), variants=True, steps=(3, 20)),
         "causal": dict(desc=fd.Intervals.causal(S_causal), S=S_causal,
                        whole=lambda: fragmask.Mask.from_predicate("causal", S_causal),
                        sdpa_cp=True),
@@ -159,6 +159,18 @@ def one_gpu_step(whole, S, H, D, dev, g, dt):
 
 
 def run_case(name, spec, H, D, rank, P, dev, report, lean=False):
+    """One case; a case's ``steps`` (warm-up, timed: short steps take more) replace
+    the run's for its timings."""
+    global STEPS
+    saved = STEPS
+    STEPS = spec.get("steps", STEPS)
+    try:
+        _run_case(name, spec, H, D, rank, P, dev, report, lean)
+    finally:
+        STEPS = saved
+
+
+def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
     S = spec["S"]
     desc = spec["desc"]
     t0 = time.perf_counter()
@@ -206,6 +218,11 @@ def run_case(name, spec, H, D, rank, P, dev, report, lean=False):
     row["phases_ms_per_rank"] = phases(sharded)
     mine, slowest = step_ms(sharded_one_call)
     row["two_gpu_one_call_ms"] = slowest
+    row["remote_row_chunks_and_tiles_per_rank"] = plan.remote_tiles().tolist()
+    from fragmask.distributed import _merge
+    row["gpu_merge"] = "yes" if _merge.FUSED_ERROR is None else _merge.FUSED_ERROR
+    if spec.get("variants"):
+        row["variants"] = variants(plan, desc, P, dev, ql, kl, vl, dol)
     if not lean:
         # The exchange alone (one-call path): gather the keys, return their gradients.
         gk = torch.randn(1, H, prep.kv_len, D, device=dev, dtype=dt, generator=g)
@@ -257,14 +274,61 @@ def run_case(name, spec, H, D, rank, P, dev, report, lean=False):
     report[name] = row
     if rank == 0:
         print(f"{name}: " + json.dumps(row), flush=True)
+        print(f"SUMMARY {name}: plan {plan.strategy}, imbalance {plan.imbalance:.4f}, "
+              f"remote row chunks / tiles per rank "
+              f"{row['remote_row_chunks_and_tiles_per_rank']}, GPU merge {row['gpu_merge']}",
+              flush=True)
         keys = ("one_gpu_ms", "two_gpu_ms", "two_gpu_one_call_ms", "two_over_one", "speedup",
                 "attention_slowest_over_mean", "bytes_vs_allgather",
                 "sdpa_context_parallel_ms", "fragmask_over_sdpa_cp_throughput")
         print(f"SUMMARY {name}: " + ", ".join(
             f"{k} {row[k]:.3f}" for k in keys if isinstance(row.get(k), float)), flush=True)
+        for vname, v in row.get("variants", {}).items():
+            print(f"SUMMARY {name}, {vname}: two_gpu_ms {v['two_gpu_ms']:.3f} "
+                  f"({v['strategy']}, remote row chunks / tiles per rank "
+                  f"{v['remote_row_chunks_and_tiles_per_rank']})", flush=True)
         print_phases({name: row})
     plan.__dict__.pop("_prepared", None)
     torch.cuda.empty_cache()
+
+
+def variants(plan, desc, P, dev, ql, kl, vl, dol):
+    """The same overlapped step under the planner's previous starts (zigzag,
+    contiguous, greedy: no segments), with segments placed by the greedy alone (no
+    two-way split search), and with the torch merge in place of the GPU merge kernel:
+    what each change of the overlapped path is worth in one run."""
+    from fragmask.distributed import _merge, _plan
+
+    def planned(strategies, two_way=True):
+        keep = _plan.MAX_TWO_WAY_SEGMENTS
+        _plan.MAX_TWO_WAY_SEGMENTS = keep if two_way else 0
+        try:
+            return fd.plan(desc, P, strategies=strategies)
+        finally:
+            _plan.MAX_TWO_WAY_SEGMENTS = keep
+
+    out = {}
+    for name, vplan, fused in (
+            ("previous planner (zigzag, contiguous, greedy)",
+             planned(["zigzag", "contiguous", "greedy"]), True),
+            ("segments by the greedy alone", planned(None, two_way=False), True),
+            ("torch merge", plan, False)):
+        _merge.FUSED = fused
+        try:
+            fd.prepare(vplan, desc, device=dev)
+
+            def step():
+                o = fd.attention(ql, kl, vl, vplan, desc)
+                o.backward(dol)
+            _, slowest = step_ms(step)
+        finally:
+            _merge.FUSED = True
+        out[name] = {"two_gpu_ms": slowest, "strategy": vplan.strategy,
+                     "imbalance": vplan.imbalance,
+                     "remote_row_chunks_and_tiles_per_rank": vplan.remote_tiles().tolist()}
+        if vplan is not plan:
+            vplan.__dict__.pop("_prepared", None)
+    return out
 
 
 def sdpa_context_parallel(S, H, D, P, dev, g, ours_ms):

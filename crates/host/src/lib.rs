@@ -25,6 +25,7 @@ mod error;
 pub mod gpu_packer;
 pub mod launch;
 pub mod lightning;
+pub mod merge;
 pub mod nvrtc;
 pub mod ptxas;
 pub mod toolchain;

@@ -136,3 +136,24 @@ fn cache_stores_then_hits() {
     assert_eq!(c.compile_ptx(GOOD, &opts).unwrap().cache, CacheStatus::Hit);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_state_merge_compiles_for_bf16_and_fp16() {
+    if !common::require_nvrtc() {
+        return;
+    }
+    use fragmask_host::kernels::family::combine::{merge_into_source, MERGE_INTO_KERNEL};
+    use fragmask_host::kernels::family::dtype::ActDtype;
+    for dtype in [ActDtype::Bf16, ActDtype::F16] {
+        let ptx = Compiler::uncached()
+            .compile_ptx(
+                &merge_into_source(dtype),
+                &CompileOptions::new(Arch::sm90a()),
+            )
+            .unwrap();
+        assert!(ptx
+            .text
+            .contains(&format!(".visible .entry {MERGE_INTO_KERNEL}")));
+        assert!(ptx.text.contains("bar.sync"));
+    }
+}

@@ -63,6 +63,10 @@ pub(crate) fn claim_device_api(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         wrap_pyfunction!(crate::plan::decode_plan, py)?,
     )?;
     api.set_item(
+        "merge_into_launch",
+        wrap_pyfunction!(crate::merge::merge_into_launch, py)?,
+    )?;
+    api.set_item(
         "lightning_plan",
         wrap_pyfunction!(crate::gpu::lightning_plan, py)?,
     )?;

@@ -19,6 +19,7 @@ mod backward;
 mod decode;
 mod device_api;
 mod gpu;
+mod merge;
 mod plan;
 mod transpose;
 

@@ -168,6 +168,126 @@ class PlannerProperties(unittest.TestCase):
             self.assertLessEqual(p.traffic(), (P - 1) * n)
             self.assertLessEqual(p.imbalance, 0.1)
 
+    def test_cut_costs_count_the_pairs_across_every_boundary(self):
+        from fragmask.distributed._plan import _cut_costs
+
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 2048).items():
+                needs = mask.chunk_needs(128)
+                if needs[0] != "ranges":
+                    continue
+                with self.subTest(seed=seed, mask=name):
+                    _, first, last = needs
+                    n = first.size
+                    q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+                    need = (k >= first[:, None]) & (k <= last[:, None])
+                    want = [int((need & ((q < c) != (k < c))).sum()) for c in range(n + 1)]
+                    np.testing.assert_array_equal(_cut_costs(needs, n), want)
+
+    def test_remote_tiles_count_the_reads_of_other_ranks_keys(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for name, mask in mask_families(rng, 2048).items():
+                dense = mask.dense().any(0)
+                for P in (2, 4):
+                    with self.subTest(seed=seed, mask=name, P=P):
+                        p = fd.plan(mask, P)
+                        n = mask.seqlen // p.chunk
+                        tiles = dense.reshape(n, p.chunk, n, p.chunk).any(axis=(1, 3))
+                        if mask.chunk_needs(p.chunk)[0] == "ranges":
+                            _, first, last = mask.chunk_needs(p.chunk)
+                            k = np.arange(n)
+                            tiles = (k[None] >= first[:, None]) & (k[None] <= last[:, None])
+                        for r in range(P):
+                            rows = tiles[p.owner == r][:, p.owner != r]
+                            self.assertEqual(p.remote_tiles()[r].tolist(),
+                                             [int(rows.any(1).sum()), int(rows.sum())])
+
+    def test_documents_that_fit_whole_stay_on_one_rank(self):
+        # Contiguous halves would be 5:3 in work; whole documents balance exactly (the
+        # default plan may reach them from another start, with the same cost).
+        ids = np.repeat(np.arange(6), [4096, 2048, 4096, 2048, 2048, 2048])
+        for strategies in (None, ["segments"]):
+            p = fd.plan(fd.Intervals.documents(ids), 2, strategies=strategies)
+            if strategies:
+                self.assertEqual(p.strategy, "segments")
+            self.assertEqual(p.remote_tiles().sum(), 0)
+            self.assertEqual(p.traffic(), 0)
+            self.assertLess(p.imbalance, 1e-9)
+            for r in range(2):
+                self.assertEqual(np.unique(ids[p.positions(r)]).size, 3)
+
+    def test_segments_plans_hold_every_bound_on_document_masks(self):
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for causal in (True, False):
+                mask = fd.Intervals.documents(random_docs(rng, 16384), causal=causal)
+                for P in (2, 4, 8):
+                    with self.subTest(seed=seed, causal=causal, P=P):
+                        p = fd.plan(mask, P, strategies=["segments"])
+                        n = mask.seqlen // p.chunk
+                        self.assertEqual(sorted(p.chunks.reshape(-1).tolist()), list(range(n)))
+                        self.assertEqual(p.chunks.shape, (P, n // P))
+                        self.assertLessEqual(p.imbalance, 0.1, p)
+                        again = fd.plan(mask, P, strategies=["segments"])
+                        np.testing.assert_array_equal(p.permutation, again.permutation)
+
+    def test_twelve_documents_read_few_remote_rows(self):
+        # The benchmark's 64k-token mask: 12 causal documents of random lengths.
+        rng = np.random.default_rng(2026)
+        lengths = rng.integers(1, 100, size=12).astype(np.float64)
+        lengths = np.maximum((lengths / lengths.sum() * 65536).astype(np.int64), 1)
+        lengths[-1] += 65536 - lengths.sum()
+        mask = fd.Intervals.documents(np.repeat(np.arange(12), lengths))
+        p = fd.plan(mask, 2)
+        n = 65536 // p.chunk
+        self.assertLessEqual(p.imbalance, 0.025)
+        rows = p.remote_tiles()[:, 0]
+        self.assertLessEqual(rows.max(), n // 2 // 5, p.remote_tiles())   # under 20%
+        contiguous = fd.plan(mask, 2, strategies=["contiguous"])
+        self.assertLess(rows.sum(), contiguous.remote_tiles()[:, 0].sum())
+
+    def test_two_way_splits_hold_the_counts_and_the_aim_and_beat_the_greedy_on_time(self):
+        from fragmask.distributed._plan import (ROW_CHUNK_TILES, _cut_costs, _remote_tiles,
+                                                _segments)
+
+        def cost(mask, owner):
+            remote = _remote_tiles(mask.chunk_needs(128), owner, 2)
+            tiles = np.bincount(owner, weights=mask.chunk_tiles(128), minlength=2)
+            return (tiles + remote[:, 1] + ROW_CHUNK_TILES * remote[:, 0]).max()
+
+        masks = [fd.Intervals.documents(random_docs(np.random.default_rng(seed), 16384,
+                                                    max_docs=12))
+                 for seed in SEEDS]
+        rng = np.random.default_rng(2026)             # the benchmark's 64k mask
+        lengths = rng.integers(1, 100, size=12).astype(np.float64)
+        lengths = np.maximum((lengths / lengths.sum() * 65536).astype(np.int64), 1)
+        lengths[-1] += 65536 - lengths.sum()
+        bench = fd.Intervals.documents(np.repeat(np.arange(12), lengths))
+        for i, mask in enumerate(masks + [bench]):
+            with self.subTest(mask=i):
+                work = mask.chunk_work(128)
+                n = work.size
+                needs = mask.chunk_needs(128)
+                cross = _cut_costs(needs, n)
+                limit = work.sum() / 2 * 1.025
+                owner = _segments(work, cross, 2, n // 2, mask.chunk_tiles(128), needs,
+                                  limit)
+                self.assertEqual(np.bincount(owner, minlength=2).tolist(), [n // 2] * 2)
+                greedy = _segments(work, cross, 2, n // 2)
+                if np.bincount(owner, weights=work).max() > limit:   # no split holds it
+                    np.testing.assert_array_equal(owner, greedy)
+                if np.bincount(greedy, weights=work).max() <= limit:
+                    self.assertLessEqual(cost(mask, owner), cost(mask, greedy))
+        self.assertLess(cost(bench, owner), 0.97 * cost(bench, greedy))
+
+    def test_unknown_strategies_are_value_errors(self):
+        with self.assertRaises(ValueError):
+            fd.plan(fd.Intervals.causal(1024), 2, strategies=["ring"])
+        with self.assertRaises(ValueError):
+            fd.plan(random_topk(np.random.default_rng(0), 1024), 2, strategies=["segments"])
+
     def test_a_million_tokens_plan_with_every_bound_held(self):
         S = 1 << 20
         ids = random_docs(np.random.default_rng(5), S, max_docs=12)
@@ -330,6 +450,35 @@ class Merge(unittest.TestCase):
                                                  [s[1] for s in states])
         np.testing.assert_allclose(o.numpy(), want_o, atol=1e-5)
         np.testing.assert_allclose(lse.numpy(), want_lse, rtol=1e-5)
+
+
+    @unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+    def test_merging_parts_in_place_equals_the_numpy_merge_at_all_rows_a_slice_and_an_index(self):
+        import torch
+        from fragmask.distributed._merge import merge_into_
+
+        q, k, v, mask, states = self.split_case(2)
+        o0, l0 = (torch.from_numpy(x[None]).float() for x in states[0])   # [1, H, Sq, ..]
+        Sq = o0.shape[2]
+        for rows in (None, slice(3, Sq - 2), torch.tensor([9, 0, 5, Sq - 1, 4])):
+            with self.subTest(rows=type(rows).__name__):
+                sel = np.arange(Sq)[rows if not isinstance(rows, torch.Tensor)
+                                    else rows.numpy()]
+                o_p = torch.from_numpy(states[1][0][None][:, :, sel]).float()
+                l_p = torch.from_numpy(states[1][1][None][:, :, sel]).float()
+                o, lse = o0.clone(), l0.clone()
+                merge_into_(o, lse, o_p, l_p, rows)
+                want_o, want_l = fd.merge_states_numpy(
+                    [states[0][0][:, sel], states[1][0][:, sel]],
+                    [states[0][1][:, sel], states[1][1][:, sel]])
+                np.testing.assert_allclose(o[0][:, sel].numpy(), want_o, atol=1e-5)
+                np.testing.assert_array_equal(np.isneginf(lse[0][:, sel].numpy()),
+                                              np.isneginf(want_l))
+                fin = np.isfinite(want_l)
+                np.testing.assert_allclose(lse[0][:, sel].numpy()[fin], want_l[fin],
+                                           rtol=1e-5)
+                rest = np.setdiff1d(np.arange(Sq), sel)
+                np.testing.assert_array_equal(o[0][:, rest].numpy(), o0[0][:, rest].numpy())
 
 
 class SimulatedContextParallelForward(unittest.TestCase):

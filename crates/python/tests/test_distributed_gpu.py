@@ -150,6 +150,8 @@ class ContextParallel(unittest.TestCase):
         self.assertLess((got_lse[fin] - lse1[fin]).abs().max().item(), 1e-2, name)
         self.assertLess(rel_err(ov_all, want[0]), TOL, f"{name}: overlapped")
         self.assertLess(rel_err(ov, plain), 5e-3, f"{name}: overlapped vs one call")
+        from fragmask.distributed import _merge
+        self.assertIsNone(_merge.FUSED_ERROR, name)       # the GPU merge kernel ran
         return {w: (rel_err(a, b), rel_err(a, c), rel_err(d, b))
                 for w, a, b, c, d in zip(("o", "dq", "dk", "dv"), got, want, single,
                                          one_call)}
@@ -163,6 +165,53 @@ class ContextParallel(unittest.TestCase):
                     print(f"  {name}: " + ", ".join(
                         f"{w} {a:.1e} (vs 1 GPU {b:.1e}, one call {c:.1e})"
                         for w, (a, b, c) in errs.items()), flush=True)
+
+    def test_the_gpu_merge_equals_the_f64_merge_at_all_rows_a_slice_and_an_index(self):
+        from fragmask.distributed import _merge
+
+        g = torch.Generator(device=self.dev).manual_seed(7 + self.rank)
+        B, H, S, R = 2, 3, 1000, 300
+        for dtype, D in ((torch.bfloat16, 128), (torch.float16, 64)):
+            o = torch.randn(B, H, S, D, device=self.dev, dtype=dtype, generator=g)
+            lse = torch.randn(B, H, S, device=self.dev, generator=g) * 4
+            lse[:, :, ::7] = float("-inf")          # rows the running part does not see
+            o[:, :, ::7] = 0
+            idx = torch.randperm(S, device=self.dev, generator=g)[:R]
+            for rows in (None, slice(123, 123 + R), idx):
+                with self.subTest(dtype=str(dtype), rows=type(rows).__name__):
+                    n = S if rows is None else R
+                    o_p = torch.randn(B, H, n, D, device=self.dev, dtype=dtype, generator=g)
+                    lse_p = torch.randn(B, H, n, device=self.dev, generator=g) * 4
+                    lse_p[:, :, ::5] = float("-inf")
+                    o_p[:, :, ::5] = 0
+                    sel = (torch.arange(S, device=self.dev) if rows is None else
+                           torch.arange(S, device=self.dev)[rows])
+                    want_o, want_l = fd.merge_states_numpy(
+                        [o[:, :, sel].double().cpu().numpy(), o_p.double().cpu().numpy()],
+                        [lse[:, :, sel].double().cpu().numpy(),
+                         lse_p.double().cpu().numpy()])
+                    a_o, a_l = o.clone(), lse.clone()
+                    _merge.merge_into_(a_o, a_l, o_p, lse_p, rows)
+                    self.assertIsNone(_merge.FUSED_ERROR)
+                    b_o, b_l = o.clone(), lse.clone()
+                    _merge.merge_into_torch_(b_o, b_l, o_p, lse_p, rows)
+                    got_o, got_l = a_o[:, :, sel].double().cpu(), a_l[:, :, sel].double().cpu()
+                    want_o, want_l = torch.from_numpy(want_o), torch.from_numpy(want_l)
+                    ulp = 2.0 ** (-8 if dtype == torch.bfloat16 else -11)
+                    self.assertLessEqual((got_o - want_o).abs().max().item(),
+                                         ulp * want_o.abs().max().item())
+                    fin = torch.isfinite(want_l)
+                    self.assertTrue(torch.equal(torch.isfinite(got_l), fin))
+                    self.assertLess((got_l[fin] - want_l[fin]).abs().max().item(), 1e-4)
+                    self.assertTrue((got_o[~fin] == 0).all())
+                    # rows the partial does not name are untouched
+                    keep = torch.ones(S, dtype=torch.bool, device=self.dev)
+                    keep[sel] = False
+                    self.assertTrue(torch.equal(a_o[:, :, keep], o[:, :, keep]))
+                    self.assertTrue(torch.equal(a_l[:, :, keep], lse[:, :, keep]))
+                    # and the torch path agrees within one rounding
+                    self.assertLessEqual((a_o.double() - b_o.double()).abs().max().item(),
+                                         2 * ulp * o_p.abs().max().item() + 1e-6)
 
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))

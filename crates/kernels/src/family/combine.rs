@@ -138,6 +138,88 @@ pub const fn rows_per_cta(threads: u32, columns: u32) -> u32 {
     }
 }
 
+/// Entry point of [`merge_into_source`]'s kernel.
+pub const MERGE_INTO_KERNEL: &str = "fragmask_merge_into";
+
+/// Threads per CTA of [`merge_into_source`]'s kernel.
+pub const MERGE_INTO_THREADS: u32 = 256;
+
+/// A complete, header-free CUDA module with one kernel, [`MERGE_INTO_KERNEL`], that merges
+/// one partial state `(o_p, lse_p)` into a running state `(o, lse)` in place with
+/// [`HELPERS`] (fp32 math, `o` rounded once to `dtype`): a context-parallel merge.
+///
+/// ```text
+/// fragmask_merge_into(fm_act* o, long long o_b, long long o_h, long long o_s,
+///                     float* lse, long long l_b, long long l_h, long long l_s,
+///                     const fm_act* po, long long po_b, long long po_h, long long po_s,
+///                     const float* plse, long long pl_b, long long pl_h, long long pl_s,
+///                     const long long* row_index, long long row_offset,
+///                     int batch, int heads, long long rows, int dim)
+/// ```
+///
+/// Strides are in elements (the head dimension is contiguous). Partial row `r` of
+/// `(b, h)` merges into running row `row_index[r]` (or `row_offset + r` when `row_index`
+/// is null). `dim` is a multiple of 4, at most `4 * MERGE_INTO_THREADS`; a CTA holds
+/// whole rows (`MERGE_INTO_THREADS / (dim / 4)` of them, launched with that many
+/// threads per row group), and every thread reads its row's `lse` before any writes it
+/// (a CTA barrier).
+pub fn merge_into_source(dtype: super::dtype::ActDtype) -> String {
+    format!(
+        "// fragmask_kernels::family::combine::merge_into_source: merge one partial state.\n\
+         {act}\
+         {helpers}\
+         extern \"C\" __global__ void __launch_bounds__({threads}) {name}(\n\
+         \x20   fm_act* o, long long o_b, long long o_h, long long o_s,\n\
+         \x20   float* lse, long long l_b, long long l_h, long long l_s,\n\
+         \x20   const fm_act* po, long long po_b, long long po_h, long long po_s,\n\
+         \x20   const float* plse, long long pl_b, long long pl_h, long long pl_s,\n\
+         \x20   const long long* row_index, long long row_offset,\n\
+         \x20   int batch, int heads, long long rows, int dim) {{\n\
+         \x20   const int vecs = dim / 4;\n\
+         \x20   const int rows_per_cta = {threads} / vecs;\n\
+         \x20   const int tid = (int)threadIdx.x;\n\
+         \x20   const long long row_id = (long long)blockIdx.x * rows_per_cta + tid / vecs;\n\
+         \x20   const int col = (tid % vecs) * 4;\n\
+         \x20   const bool active = tid < rows_per_cta * vecs\n\
+         \x20       && row_id < (long long)batch * heads * rows;\n\
+         \x20   long long r = 0, b = 0, h = 0, dst = 0;\n\
+         \x20   float4 out = make_float4(0.f, 0.f, 0.f, 0.f);\n\
+         \x20   float merged = 0.f;\n\
+         \x20   if (active) {{\n\
+         \x20       r = row_id % rows;\n\
+         \x20       const long long bh = row_id / rows;\n\
+         \x20       h = bh % heads;\n\
+         \x20       b = bh / heads;\n\
+         \x20       dst = row_index ? row_index[r] : row_offset + r;\n\
+         \x20       const float la = lse[b * l_b + h * l_h + dst * l_s];\n\
+         \x20       const float lb = plse[b * pl_b + h * pl_h + r * pl_s];\n\
+         \x20       const fm_act* pa = o + b * o_b + h * o_h + dst * o_s + col;\n\
+         \x20       const fm_act* pb = po + b * po_b + h * po_h + r * po_s + col;\n\
+         \x20       const float4 va = make_float4(fm_act_load(pa), fm_act_load(pa + 1),\n\
+         \x20                                     fm_act_load(pa + 2), fm_act_load(pa + 3));\n\
+         \x20       const float4 vb = make_float4(fm_act_load(pb), fm_act_load(pb + 1),\n\
+         \x20                                     fm_act_load(pb + 2), fm_act_load(pb + 3));\n\
+         \x20       FmLseMerge m;\n\
+         \x20       fm_lse_merge_init(m, fmaxf(la, lb));\n\
+         \x20       fm_lse_merge_add(m, la, va);\n\
+         \x20       fm_lse_merge_add(m, lb, vb);\n\
+         \x20       merged = fm_lse_merge_finish(m, out);\n\
+         \x20   }}\n\
+         \x20   // A row's threads may span warps: all of them have read lse before one writes.\n\
+         \x20   __syncthreads();\n\
+         \x20   if (!active) return;\n\
+         \x20   fm_act* pa = o + b * o_b + h * o_h + dst * o_s + col;\n\
+         \x20   fm_act_store(pa, out.x); fm_act_store(pa + 1, out.y);\n\
+         \x20   fm_act_store(pa + 2, out.z); fm_act_store(pa + 3, out.w);\n\
+         \x20   if (col == 0) lse[b * l_b + h * l_h + dst * l_s] = merged;\n\
+         }}\n",
+        act = dtype.cuda_helpers(),
+        helpers = HELPERS,
+        threads = MERGE_INTO_THREADS,
+        name = MERGE_INTO_KERNEL,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +242,32 @@ mod tests {
         assert!(wait < k.find("partial_lse[").unwrap());
         assert!(k.contains("blockIdx.x * 4 + tid / 32u"));
         assert_eq!(rows_per_cta(128, 256), 2);
+    }
+
+    #[test]
+    fn the_merge_into_module_is_header_free_and_reads_lse_before_the_barrier() {
+        for dtype in [
+            crate::family::dtype::ActDtype::Bf16,
+            crate::family::dtype::ActDtype::F16,
+        ] {
+            let src = merge_into_source(dtype);
+            assert!(!src.contains("#include"));
+            assert_eq!(src.matches(MERGE_INTO_KERNEL).count(), 1);
+            let barrier = src.find("__syncthreads();").unwrap();
+            assert!(src.find("const float la = lse[").unwrap() < barrier);
+            assert!(
+                barrier
+                    < src
+                        .find("lse[b * l_b + h * l_h + dst * l_s] = merged")
+                        .unwrap()
+            );
+            assert!(
+                src.contains(if dtype == crate::family::dtype::ActDtype::F16 {
+                    "cvt.rn.f16.f32"
+                } else {
+                    "cvt.rn.bf16.f32"
+                })
+            );
+        }
     }
 }

@@ -78,6 +78,11 @@ class Prepared:
             self.step_send.append(_token_selector(st.send_local, idx)
                                   if st.send_local.size else None)
         self.step_send_idx = [idx(st.send_local) for st in self.steps]
+        # The same selections as runs of consecutive local tokens with their offsets in
+        # the step's buffer ((start, end, offset)): few runs add by slices, many by
+        # index_add_ (_add_runs).
+        self.step_row_runs = [_with_offsets(st.row_runs) for st in self.steps]
+        self.step_send_runs = [_with_offsets(_runs_of(st.send_local)) for st in self.steps]
         # Global ranks of the steps' peers (P2P ops name global ranks).
         self.peer_src = [_global_rank(group, st.src) for st in self.steps]
         self.peer_dst = [_global_rank(group, st.dst) for st in self.steps]
@@ -107,6 +112,41 @@ def _row_selector(step, local_len, idx):
         a, b = runs[0]
         return None if (a, b) == (0, local_len) else slice(a, b)
     return idx(step.rows)
+
+
+def _runs_of(tokens):
+    """Ascending tokens as (start, end) runs of consecutive ones."""
+    from ._exchange import _runs
+
+    return _runs(np.asarray(tokens, dtype=np.int64))
+
+
+def _with_offsets(runs):
+    out, off = [], 0
+    for a, b in runs:
+        out.append((a, b, off))
+        off += b - a
+    return tuple(out)
+
+
+# At most this many runs are added slice by slice (one small kernel each); more go
+# through one index_add_.
+MAX_SLICE_RUNS = 16
+
+
+def _add_runs(dst, sel, runs, src):
+    """dst[:, :, rows] += src for the rows a selection names: ``sel`` None (all), a
+    slice, or an index tensor whose ``runs`` ((start, end, offset)) are consecutive
+    tokens. Slices add in place (no index kernel); many runs take ``index_add_``."""
+    if sel is None:
+        dst.add_(src)
+    elif isinstance(sel, slice):
+        dst[:, :, sel].add_(src)
+    elif len(runs) <= MAX_SLICE_RUNS:
+        for a, b, off in runs:
+            dst[:, :, a:b].add_(src[:, :, off:off + (b - a)])
+    else:
+        dst.index_add_(2, sel, src)
 
 
 def _token_selector(tokens, idx):
@@ -387,25 +427,12 @@ def _rows_of(t, sel):
 
 
 def _merge_into(o, lse, sel, o_p, lse_p):
-    """Merges the partial state (o_p, lse_p) of a step's rows into (o, lse) in place:
-    lse' = log(e^lse + e^lse_p) in fp32, o = e^(lse - lse')·o + e^(lse_p - lse')·o_p.
-    A row neither part sees keeps o = 0, lse = -inf."""
-    import torch
+    """Merges the partial state (o_p, lse_p) of a step's rows into (o, lse) in place
+    (``_merge.merge_into_``: fragmask's GPU merge kernel, fp32). A row neither part sees
+    keeps o = 0, lse = -inf."""
+    from ._merge import merge_into_
 
-    oa, la = _rows_of(o, sel), _rows_of(lse, sel)
-    new = torch.logaddexp(la, lse_p)
-    safe = torch.where(torch.isfinite(new), new, torch.zeros_like(new))
-    # The two weights sum to 1, so the merged o is lerp(o, o_p, w): one pass over o
-    # that computes in fp32 (torch's opmath for bf16/fp16) and rounds once; the weight
-    # w = e^(lse_p - lse') is carried in o's dtype (within its rounding: 2^-9 relative
-    # for bf16).
-    w = torch.exp(lse_p - safe).unsqueeze(-1).to(o.dtype)
-    if sel is None or isinstance(sel, slice):
-        oa.lerp_(o_p, w)
-        la.copy_(new)
-    else:
-        o.index_copy_(2, sel, torch.lerp(oa, o_p, w))
-        lse.index_copy_(2, sel, new)
+    merge_into_(o, lse, o_p, lse_p, sel)
 
 
 def _part_forward(q, k, v, mask, scale):
@@ -515,7 +542,7 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
             os_, ls, ds = (_rows_of(t, sel).contiguous() for t in (o, lse, do))
             dqs, dks, dvs = _part_backward(qs, kr, vr, os_, ls, ds, m, scale)
             grads[i] = (dks, dvs)
-            dq_parts.append((sel, dqs))
+            dq_parts.append((sel, prep.step_row_runs[i], dqs))
             _mark("received keys backward")
         elif kind == "post":
             i = ev[1]
@@ -541,13 +568,8 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
         elif kind == "own":
             dq, dk, dv = _part_backward(q, k, v, o, lse, do, prep.own_mask, scale)
             _mark("own keys backward")
-            for sel, dqs in dq_parts:      # fp32 adds, one rounding each
-                if sel is None:
-                    dq.add_(dqs)
-                elif isinstance(sel, slice):
-                    dq[:, :, sel].add_(dqs)
-                else:
-                    dq.index_add_(2, sel, dqs)
+            for sel, runs, dqs in dq_parts:      # fp32 adds, one rounding each
+                _add_runs(dq, sel, runs, dqs)
             _mark("dq adds")
         else:
             _wait(works[ev[1]])
@@ -569,10 +591,7 @@ def _add_returned(dk, dv, back, prep):
         i = got[0]
         sel, (bk, bv) = prep.step_send[i], back[i]
         for d, b in ((dk, bk), (dv, bv)):
-            if isinstance(sel, slice):
-                d[:, :, sel].add_(b)
-            else:
-                d.index_add_(2, sel, b)
+            _add_runs(d, sel, prep.step_send_runs[i], b)
         return
     import torch
 

@@ -10,10 +10,16 @@ ranks (which keep every rank's chunk count):
   that fall inside one rank);
 * ``greedy``: longest-processing-time first over chunks by work, each to the least
   loaded rank with room (MagiAttention's greedy dispatch by mask area, with the
-  equal-count constraint).
+  equal-count constraint);
+* ``segments`` (interval masks: documents): the sequence cut only where few query-key
+  pairs cross the cut (document boundaries), whole segments to ranks
+  longest-processing-time first, the leftover room filled with the pieces whose cut
+  costs least. A document on one rank has no rows that read remote keys.
 
-The plan is the candidate with the least K/V traffic among those within the balance
-bound, else the best balanced. numpy only: the CPU plans 1M tokens in milliseconds.
+The plan is the candidate with the fewest remote (query chunk, key chunk) tiles (what
+the rows that read other ranks' keys cost: a second kernel pass and a merge), then the
+least K/V traffic, among those within the balance bound, else the best balanced. numpy
+only: the CPU plans 1M tokens in milliseconds.
 """
 
 import numpy as np
@@ -77,6 +83,12 @@ class Plan:
         """Key chunks moved in all, against the (P-1)·n of an all-gather."""
         return int(sum(len(c) for row in self.recv_chunks for c in row))
 
+    def remote_tiles(self):
+        """Per rank, (query chunks that read another rank's keys, (query chunk, key
+        chunk) tiles they read there): the rows and tiles of the rank's passes over
+        received keys (``[P, 2]`` int64)."""
+        return _remote_tiles(self.chunk_needs, self.owner, self.world_size)
+
     # Laying tensors out in plan order -------------------------------------------------
 
     def to_plan_order(self, x, dim=-2):
@@ -131,6 +143,214 @@ def _needed(needs, owner, P):
     for r in range(P):
         out[r] = matrix[owner == r].any(0)
     return out
+
+
+def _remote_tiles(needs, owner, P):
+    """[P, 2]: per rank, its query chunks that read a key chunk of another rank, and
+    the (query chunk, key chunk) tiles of those reads."""
+    kind, *data = needs
+    n = owner.size
+    out = np.zeros((P, 2), dtype=np.int64)
+    if kind == "ranges":
+        first, last = (np.asarray(x, np.int64) for x in data)
+        ok = last >= first
+        f = np.where(ok, first, 0)
+        l1 = np.where(ok, last + 1, 0)
+        for r in range(P):
+            own = np.concatenate(([0], np.cumsum(owner == r)))
+            remote = (l1 - f) - (own[l1] - own[f])
+            mine = owner == r
+            out[r] = ((remote[mine] > 0).sum(), remote[mine].sum())
+        return out
+    (matrix,) = data
+    for r in range(P):
+        rows = matrix[owner == r][:, owner != r]
+        out[r] = (rows.any(1).sum(), rows.sum())
+    return out
+
+
+def _cut_costs(needs, n):
+    """``cross[c]`` (``c`` in 0..=n) for an interval mask: the needed (query chunk,
+    key chunk) pairs on opposite sides of the boundary before chunk ``c``; None for
+    other masks. O(n): a pair (q, k < q) counts for every c in (k, q] and (q, k > q)
+    for every c in (q, k], summed with second differences."""
+    kind, *data = needs
+    if kind != "ranges":
+        return None
+    first, last = (np.asarray(x, np.int64) for x in data)
+    q = np.arange(n, dtype=np.int64)
+    ok = last >= first
+    size = n + 3
+    d2 = np.zeros(size)
+    d1 = np.zeros(size)
+    a, b = first, np.minimum(last, q - 1)                 # keys before the row chunk
+    m = ok & (b >= a)
+    d2 += np.bincount(a[m] + 1, minlength=size) - np.bincount(b[m] + 2, minlength=size)
+    d1 -= np.bincount(q[m] + 1, weights=(b - a + 1)[m], minlength=size)
+    a, b = np.maximum(first, q + 1), last                 # keys after it
+    m = ok & (b >= a)
+    d1 += np.bincount(q[m] + 1, weights=(b - a + 1)[m], minlength=size)
+    d2 += np.bincount(b[m] + 2, minlength=size) - np.bincount(a[m] + 1, minlength=size)
+    return np.cumsum(np.cumsum(d2) + d1)[:n + 1]
+
+
+# Two ranks and at most this many segments: every subset is tried (_two_way).
+MAX_TWO_WAY_SEGMENTS = 16
+# What a query chunk that reads remote keys costs beside its remote tiles, in tiles:
+# its rows gathered, merged and their dq added (about six passes over 128 rows x
+# heads x head dim, against about one tile's time per pass: measured on H100).
+ROW_CHUNK_TILES = 2.0
+
+
+def _two_way(bounds, work, tiles, cross, needs, m, limit, top=32):
+    """Two ranks: rank 0 takes every subset of whole segments in turn, filled to m
+    chunks with the head or the tail of one other segment; among the choices whose
+    heavier rank's ``work`` is at most ``limit``, the one whose slower rank has the
+    fewest tiles plus remote tiles plus ``ROW_CHUNK_TILES`` per query chunk that reads
+    remote keys (the kernels' time: a partial tile costs a full one, a remote tile a
+    pass of its own, a remote row its gather and merge). The ``top`` best by an estimate (the split's
+    crossing pairs charged to both ranks) are scored exactly. None if no choice holds
+    the limit."""
+    k = bounds.size - 1
+    a, b = bounds[:-1], bounds[1:]
+    size = b - a
+    cw = np.concatenate(([0.0], np.cumsum(work)))
+    ct = np.concatenate(([0.0], np.cumsum(tiles)))
+    W, T = cw[b] - cw[a], ct[b] - ct[a]
+    subsets = np.arange(1 << k, dtype=np.int64)
+    inc = ((subsets[:, None] >> np.arange(k)) & 1).astype(bool)
+    s0, w0, t0 = inc @ size, inc @ W, inc @ T
+    room = m - s0
+    total_w, total_t = cw[-1], ct[-1]
+    found = []              # (estimate, heavier work, subset, segment cut or -1, head?)
+    whole = np.flatnonzero(room == 0)
+    if whole.size:
+        found.append((np.maximum(t0[whole], total_t - t0[whole]),
+                      np.maximum(w0[whole], total_w - w0[whole]), whole,
+                      np.full(whole.size, -1), np.zeros(whole.size, dtype=bool)))
+    for j in range(k):
+        idx = np.flatnonzero(~inc[:, j] & (room > 0) & (room < size[j]))
+        if not idx.size:
+            continue
+        r = room[idx]
+        for head in (True, False):
+            lo = a[j] if head else b[j] - r
+            hi = lo + r
+            cut = hi if head else lo
+            pw, pt = w0[idx] + cw[hi] - cw[lo], t0[idx] + ct[hi] - ct[lo]
+            est = np.maximum(pt, total_t - pt) + cross[cut]
+            found.append((est, np.maximum(pw, total_w - pw), idx, np.full(idx.size, j),
+                          np.full(idx.size, head)))
+    if not found:
+        return None
+    est, heavy, sub, seg, head = (np.concatenate(x) for x in zip(*found))
+    ok = np.flatnonzero(heavy <= limit)
+    if not ok.size:
+        return None
+    order = ok[np.argsort(est[ok], kind="stable")[:top]]
+    n = work.size
+    best = None
+    for i in order:
+        owner = np.ones(n, dtype=np.int64)
+        for t in np.flatnonzero(inc[sub[i]]):
+            owner[a[t]:b[t]] = 0
+        j = seg[i]
+        if j >= 0:
+            r = room[sub[i]]
+            lo = a[j] if head[i] else b[j] - r
+            owner[lo:lo + r] = 0
+        key = (_time_cost(owner, tiles, needs, 2), int(i))
+        if best is None or key < best[0]:
+            best = (key, owner)
+    return best[1]
+
+
+def _time_cost(owner, tiles, needs, P):
+    """The slower rank's tiles + remote tiles + ``ROW_CHUNK_TILES`` per query chunk
+    that reads remote keys (what ``_two_way`` minimises)."""
+    remote = _remote_tiles(needs, owner, P)
+    cost = (np.bincount(owner, weights=tiles, minlength=P) + remote[:, 1]
+            + ROW_CHUNK_TILES * remote[:, 0])
+    return float(cost.max())
+
+
+def _cheap_cuts(cross, n):
+    """The segment bounds: 0, the boundaries that are local minima of ``cross`` and at
+    most half its mean, n."""
+    inner = cross[1:n]
+    c = np.arange(1, n)
+    cheap = ((inner <= cross[:n - 1]) & (inner <= cross[2:n + 1])
+             & (inner <= 0.5 * inner.mean()))
+    return np.concatenate(([0], c[cheap], [n]))
+
+
+def _segments(work, cross, P, m, tiles=None, needs=None, limit=None):
+    """Owner of each chunk: the sequence cut at the boundaries that are local minima
+    of ``cross`` and at most half its mean (document boundaries). Two ranks and few
+    segments (``tiles``, ``needs``, ``limit`` given): the split of ``_two_way`` where
+    it costs less time (``_time_cost``) than the greedy below, or holds the ``limit``
+    the greedy misses. The greedy: whole segments to the least loaded rank with room
+    (heaviest first), then the leftovers into the remaining room: the rank with the
+    most room takes a whole leftover that fits, else the head or tail piece whose cut
+    crosses the fewest pairs."""
+    n = work.size
+    if n < 2:
+        return np.repeat(np.arange(P), m)
+    bounds = _cheap_cuts(cross, n)
+    owner = _greedy_segments(bounds, work, cross, P, m)
+    if P == 2 and tiles is not None and bounds.size - 1 <= MAX_TWO_WAY_SEGMENTS:
+        split = _two_way(bounds, work, tiles, cross, needs, m, limit)
+        if split is not None:
+            held = np.bincount(owner, weights=work, minlength=P).max() <= limit
+            if not held or (_time_cost(split, tiles, needs, P)
+                            < _time_cost(owner, tiles, needs, P)):
+                return split
+    return owner
+
+
+def _greedy_segments(bounds, work, cross, P, m):
+    """``_segments``' greedy over the segments between ``bounds``."""
+    n = work.size
+    cum = np.concatenate(([0.0], np.cumsum(work)))
+    segs = sorted(zip(bounds[:-1].tolist(), bounds[1:].tolist()),
+                  key=lambda s: (-(cum[s[1]] - cum[s[0]]), s[0]))
+    owner = np.full(n, -1, dtype=np.int64)
+    loads = np.zeros(P)
+    room = np.full(P, m, dtype=np.int64)
+
+    def give(r, a, b):
+        owner[a:b] = r
+        loads[r] += cum[b] - cum[a]
+        room[r] -= b - a
+
+    left = []
+    for a, b in segs:
+        fits = np.flatnonzero(room >= b - a)
+        if fits.size:
+            give(int(fits[np.argmin(loads[fits])]), a, b)
+        else:
+            left.append((a, b))
+    while left:
+        r = int(np.argmax(room))
+        k = int(room[r])
+        best = None
+        for i, (a, b) in enumerate(left):
+            if b - a <= k:
+                key, piece = (0.0, a - b, a), (a, b)
+            else:
+                head, tail = cross[a + k], cross[b - k]
+                key = (min(head, tail), 0, a)
+                piece = (a, a + k) if head <= tail else (b - k, b)
+            if best is None or key < best[0]:
+                best = (key, i, piece)
+        _, i, (pa, pb) = best
+        a, b = left.pop(i)
+        give(r, pa, pb)
+        if pa > a:
+            left.append((a, pa))
+        if pb < b:
+            left.append((pb, b))
+    return owner
 
 
 def _zigzag(n, P):
@@ -260,19 +480,32 @@ def plan(mask, world_size, chunk=128, *, tolerance=0.1, balance="pairs", strateg
         "contiguous": lambda: np.repeat(np.arange(P), m),
         "greedy": lambda: _greedy(work, P, m),
     }
-    names = list(starts) if strategies is None else list(strategies)
+    names = list(starts) + ["segments"] if strategies is None else list(strategies)
+    unknown = set(names) - set(starts) - {"segments"}
+    if unknown or not names:
+        raise ValueError(f"strategies must be among zigzag, contiguous, greedy, "
+                         f"segments, not {sorted(unknown) or names}")
     needs = mask.chunk_needs(chunk)
+    cross = _cut_costs(needs, n) if "segments" in names else None
+    if cross is not None:
+        tiles = np.asarray(mask.chunk_tiles(chunk), np.float64)
+        starts["segments"] = lambda: _segments(work, cross, P, m, tiles, needs, target)
     best = None
     for name in names:
+        if name not in starts:
+            continue                      # segments: interval masks only
         owner = _refine(starts[name](), work, P, target, max_swaps)
         loads = np.bincount(owner, weights=work, minlength=P)
         imb = loads.max() / mean - 1 if mean > 0 else 0.0
         need = _needed(needs, owner, P)
         traffic = int(need.sum() - sum(need[r, owner == r].sum() for r in range(P)))
+        remote = int(_remote_tiles(needs, owner, P)[:, 1].sum())
         ok = imb <= tolerance
-        key = (not ok, traffic if ok else imb, names.index(name))
+        key = (not ok, (remote, traffic) if ok else (imb, 0), names.index(name))
         if best is None or key < best[0]:
             best = (key, owner, name)
+    if best is None:
+        raise ValueError("the segments strategy needs an interval mask (Intervals)")
     p = Plan(mask, P, chunk, best[1], best[2], pairs, needs)
     p.balance = balance
     loads = np.bincount(best[1], weights=work, minlength=P)
