@@ -162,9 +162,9 @@ pub fn row_block_words(words_per_block: Option<u32>, step_blocks: u32, threads: 
          #pragma unroll\n\
          \x20   for (int h = 0; h < FM_STEP_BLOCKS; ++h) {{\n\
          \x20       if (t.mask_tile[h] < 0) {{\n\
-         \x20           // full block (-1): every bit set; missing slot (-2): none\n\
+         \x20           // full block: every bit set; missing slot: none\n\
          #pragma unroll\n\
-         \x20           for (int j = 0; j < {per_block}; ++j) b.w[{per_block} * h + j] = t.mask_tile[h] == -1 ? 0xffffffffu : 0u;\n\
+         \x20           for (int j = 0; j < {per_block}; ++j) b.w[{per_block} * h + j] = t.n_block[h] >= 0 ? 0xffffffffu : 0u;\n\
          \x20           continue;\n\
          \x20       }}\n\
          \x20       const unsigned* src = p.words + ((long long)t.mask_tile[h] * {threads} + ct) * {per_block};\n",

@@ -91,9 +91,7 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p,
 // One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
 struct fm_tile {
     int n_block[FM_STEP_BLOCKS];    // key block of each slot; -1: no block (its columns are masked)
-    int mask_tile[FM_STEP_BLOCKS];  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words];
-                                    // -1: full block (every bit set), -2: no block (no bit set). fm_load_mask_bits
-                                    // reads this alone, so the next step's words never wait on its key block's index.
+    int mask_tile[FM_STEP_BLOCKS];  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1: no words
     int partial;                    // 1: apply the mask (words, a missing slot, or the key bound of the last block)
 };
 
@@ -115,7 +113,7 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
             if ((long long)t.n_block[h] * FM_BLOCK_N + FM_BLOCK_N > (long long)p.seqlen_k) t.partial = 1;
         } else {
             t.n_block[h] = -1;
-            t.mask_tile[h] = -2;
+            t.mask_tile[h] = -1;
             t.partial = 1;
         }
     }
