@@ -128,8 +128,10 @@ pub struct ForwardArgs {
     #[arg(long)]
     lookahead: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
-    /// 192x128. Default: a --mask file's own tile, else 128x128. --selftest without it
-    /// sweeps every geometry.
+    /// 192x128. Default: a --mask file's own tile, else the head dim's (192x128 at 64,
+    /// 128x128 at 128, 128x80 at 256, or 128x128 at 256 for a --dense-mask or
+    /// --synthetic-mask that visits fewer keys on it). --selftest without it sweeps every
+    /// geometry.
     #[arg(long)]
     block: Option<String>,
     /// Split-KV: cut each row block's key steps into this many splits (1..=128), merged
@@ -619,13 +621,15 @@ pub fn forward(
     drop(qkv);
 
     // ---- mask ----
-    let packed = match &inputs.mask {
-        Some(MaskInput::Packed(m)) => Some(m.as_ref()),
-        _ => None,
-    };
-    let geometry =
-        choice::call_geometry(shape.head_dim, packed, &opts(args)).map_err(|e| e.to_string())?;
+    // The geometry: a packed mask's tile, else the tile the mask is packed at (both
+    // chosen by the runtime's `choice`, and timed with the pack), else the head dim's
+    // default.
     let pack_start = Instant::now();
+    let geometry = match &inputs.mask {
+        Some(m) => m.geometry(&shape, &opts(args)),
+        None => choice::call_geometry(shape.head_dim, None, &opts(args)),
+    }
+    .map_err(|e| e.to_string())?;
     let block_mask = match inputs.mask {
         Some(m) => Some(m.build(&shape, &geometry).map_err(|e| e.to_string())?),
         None => None,

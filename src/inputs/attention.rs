@@ -16,10 +16,10 @@
 use fragmask_check::numeric::{f16_to_f32, f32_to_bf16};
 use fragmask_check::synthetic::{synthetic_region, synthetic_visible, Synthetic};
 use fragmask_host::attention::blockmask::{self, pack_for_kernel, FnMask};
-use fragmask_host::attention::{AttentionError, AttentionShape, Window};
+use fragmask_host::attention::{choice, AttentionError, AttentionOptions, AttentionShape, Window};
 use fragmask_kernels::attention::Geometry;
 use fragmask_masks::io::{read_array, ArrayView, DType, SafetensorsFile};
-use fragmask_masks::{DenseMask, MaskError, MaskShape, PackedMask};
+use fragmask_masks::{DenseMask, MaskError, MaskShape, MaskSource, PackedMask};
 
 /// Largest attention call accepted from files or `--random`: q, k, v and O together
 /// at most 2^36 bytes of bf16 (64 GiB; an H100 has 80 GB of device memory). Checked
@@ -404,6 +404,22 @@ pub enum MaskInput {
 }
 
 impl MaskInput {
+    /// The geometry a call with `opts` runs this mask at, for `shape` (the one it was
+    /// validated against): a packed mask's own tile ([`choice::call_geometry`]), else
+    /// the tile the runtime packs the mask at ([`choice::pack_geometry`]).
+    pub fn geometry(
+        &self,
+        shape: &AttentionShape,
+        opts: &AttentionOptions,
+    ) -> Result<Geometry, AttentionError> {
+        match self {
+            MaskInput::Packed(m) => choice::call_geometry(shape.head_dim, Some(m), opts),
+            _ => self.with_source(shape, |source| {
+                choice::pack_geometry(shape.head_dim, source, opts)
+            })?,
+        }
+    }
+
     /// Packs (dense, synthetic: the masks crate's packer, for the tile of `geometry`) or
     /// returns the mask (whose own tile decides), for `shape` (the one it was validated
     /// against).
@@ -412,28 +428,41 @@ impl MaskInput {
         shape: &AttentionShape,
         geometry: &Geometry,
     ) -> Result<PackedMask, AttentionError> {
-        let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
         match self {
             MaskInput::Packed(m) => Ok(*m),
+            unpacked => unpacked.with_source(shape, |source| pack_for_kernel(source, geometry))?,
+        }
+    }
+
+    /// `f` of the mask source of a dense or synthetic mask over `shape`; a packed mask
+    /// has none (an error).
+    fn with_source<T>(
+        &self,
+        shape: &AttentionShape,
+        f: impl FnOnce(&dyn MaskSource) -> T,
+    ) -> Result<T, AttentionError> {
+        let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
+        match self {
+            MaskInput::Packed(_) => Err(AttentionError::Shape(
+                "a packed mask has no source to pack".to_string(),
+            )),
             MaskInput::Dense {
                 batch,
                 heads,
                 bytes,
             } => {
-                let dense = DenseMask::new(&bytes, &[batch, heads, sq, sk])
+                let dense = DenseMask::new(bytes, &[*batch, *heads, sq, sk])
                     .map_err(AttentionError::Masks)?;
-                pack_for_kernel(&dense, geometry)
+                Ok(f(&dense))
             }
             MaskInput::Synthetic(spec, seed) => {
+                let (spec, seed) = (*spec, *seed);
                 let mask_shape = MaskShape::new(1, 1, sq, sk).map_err(AttentionError::Masks)?;
-                pack_for_kernel(
-                    &FnMask::with_region(
-                        mask_shape,
-                        move |b, h, i, j| synthetic_visible(spec, seed, b, h, i, j),
-                        move |b, h, rows, cols| synthetic_region(spec, seed, (b, h), rows, cols),
-                    ),
-                    geometry,
-                )
+                Ok(f(&FnMask::with_region(
+                    mask_shape,
+                    move |b, h, i, j| synthetic_visible(spec, seed, b, h, i, j),
+                    move |b, h, rows, cols| synthetic_region(spec, seed, (b, h), rows, cols),
+                )))
             }
         }
     }
@@ -809,5 +838,32 @@ mod tests {
         let npy = write_npy(DType::Bool, &[1], &[1]);
         let e = packed_mask(&npy, &s, "q.npy").unwrap_err();
         assert!(e.to_string().contains("safetensors file is needed"), "{e}");
+    }
+
+    #[test]
+    fn synthetic_block_sparse_masks_pack_at_128x128_at_head_dim_256_and_random_tokens_at_the_default(
+    ) {
+        let opts = AttentionOptions::default();
+        for sq in [4096, 16384] {
+            let s = shape(1, 16, 16, sq, sq, 256);
+            let blocks = synthetic_mask(Synthetic::BlockSparse(0.1, 0.5), 7, &s).unwrap();
+            assert_eq!(blocks.geometry(&s, &opts).unwrap(), Geometry::TILE_128X128);
+            let tokens = synthetic_mask(Synthetic::Random(0.5), 7, &s).unwrap();
+            assert_eq!(tokens.geometry(&s, &opts).unwrap(), Geometry::TILE_128X80);
+            // At head dim 128 the default is already 128 wide.
+            let s128 = shape(1, 16, 16, sq, sq, 128);
+            assert_eq!(
+                blocks.geometry(&s128, &opts).unwrap(),
+                Geometry::TILE_128X128
+            );
+        }
+        // A packed mask's own tile decides, whatever the head dim.
+        let s = shape(1, 1, 1, 256, 256, 256);
+        let packed = synthetic_mask(Synthetic::Random(0.5), 7, &s)
+            .unwrap()
+            .build(&s, &Geometry::TILE_128X80)
+            .unwrap();
+        let m = MaskInput::Packed(Box::new(packed));
+        assert_eq!(m.geometry(&s, &opts).unwrap(), Geometry::TILE_128X80);
     }
 }

@@ -12,9 +12,11 @@ use fragmask_host::attention::{AttentionError, CompiledKernel, PreparedLaunch};
 use fragmask_kernels::attention::KERNEL_NAME;
 
 use crate::sass::{self, KernelSass};
-use crate::timing::{time_on_stream, Timing, TimingConfig};
+use crate::timing::{time_back_to_back, Timing, TimingConfig};
 
-/// Times `launch` between CUDA events: `warmup` calls, then `iters` calls.
+/// Kernel time of `launch` ([`time_back_to_back`]): `warmup` calls, then `iters` calls
+/// run back to back with an event between consecutive calls, so a sample holds the
+/// GPU time of one call and not the launch latency.
 fn time_calls(
     stream: &std::sync::Arc<fragmask_host::cudarc::driver::CudaStream>,
     warmup: usize,
@@ -25,7 +27,7 @@ fn time_calls(
         warmup,
         runs: iters,
     };
-    time_on_stream(stream, config, |_| {
+    time_back_to_back(stream, config, |_| {
         launch().map_err(|e| match e {
             AttentionError::Host(e) => e,
             other => fragmask_host::Error::InvalidArgument(other.to_string()),
@@ -34,8 +36,8 @@ fn time_calls(
     .map_err(AttentionError::Host)
 }
 
-/// CUDA-event timing of a prepared forward launch through [`time_on_stream`]:
-/// `warmup` launches, then `iters` launches each between two events.
+/// Kernel time of a prepared forward launch (`time_calls`): `warmup` launches, then
+/// `iters` launches back to back, an event between consecutive ones.
 pub fn time_launches(
     launch: &PreparedLaunch<'_>,
     warmup: usize,
@@ -44,8 +46,8 @@ pub fn time_launches(
     time_calls(launch.stream(), warmup, iters, || launch.launch())
 }
 
-/// CUDA-event timing of a prepared backward (the three kernels together):
-/// `warmup` calls, then `iters` calls each between two events.
+/// Kernel time of a prepared backward (the three kernels together, `time_calls`):
+/// `warmup` calls, then `iters` calls back to back, an event between consecutive ones.
 pub fn time_backward(
     launch: &PreparedBackward<'_>,
     warmup: usize,

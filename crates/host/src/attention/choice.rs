@@ -10,7 +10,7 @@
 
 use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
 use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
-use fragmask_masks::{PackedMask, TransposedLists};
+use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
 use super::backward::{transposed_lists, BackwardOptions};
 use super::{blockmask, AttentionError, AttentionOptions};
@@ -67,6 +67,124 @@ pub fn call_geometry(
         None => Ok(opts.geometry.unwrap_or_else(|| {
             AttentionKernel::default_geometry(u32::try_from(head_dim).unwrap_or(0))
         })),
+    }
+}
+
+/// The dense time of a head dim's default tile where it is narrower than 128x128 on the
+/// same 128 rows, relative to 128x128: 0.874 at head dim 256 (128x80 against the former
+/// 128x128 default, kernel time at S=16384, H=16, no mask on an H100: the A/B row
+/// `fwd.d256.s16384.none` of docs/PERF.md).
+pub const NARROW_DEFAULT_DENSE_TIME: f64 = 0.874;
+
+/// Row blocks [`pack_geometry`] reads at most (spread evenly over the mask's planes and
+/// row blocks), which bounds its cost to a fixed share of one pack.
+pub const PACK_GEOMETRY_SAMPLED_ROW_BLOCKS: usize = 32;
+
+/// The geometry to pack a mask `source` at for a call with `head_dim` and `opts` (a dense
+/// or predicate mask that is not packed yet; a packed mask's tile is [`call_geometry`]'s):
+/// `opts.geometry` if given, else the head dim's default, except where the default is a
+/// narrower tile than 128x128 on the same rows (128x80 at head dim 256). There the mask
+/// decides: a key tile is visited when any of its elements is visible, so a mask made of
+/// 128-token blocks visits two or three 80-column tiles per kept block where 128x128
+/// visits one; 128x128 is picked when the key columns the narrow tile visits, times its
+/// dense speed-up ([`NARROW_DEFAULT_DENSE_TIME`]), exceed those 128x128 visits.
+///
+/// The columns are counted on at most [`PACK_GEOMETRY_SAMPLED_ROW_BLOCKS`] row blocks
+/// ([`visited_key_columns`]); at most that many, the count is exact.
+pub fn pack_geometry<S: MaskSource + ?Sized>(
+    head_dim: usize,
+    source: &S,
+    opts: &AttentionOptions,
+) -> Result<Geometry, AttentionError> {
+    if let Some(g) = opts.geometry {
+        return Ok(g);
+    }
+    let d = u32::try_from(head_dim)
+        .map_err(|_| AttentionError::Shape(format!("head dim {head_dim} not supported")))?;
+    let default = AttentionKernel::default_geometry(d);
+    let wide = Geometry::TILE_128X128;
+    let narrower_on_same_rows = default.block_m() == wide.block_m()
+        && default.block_n() < wide.block_n()
+        && wide.supports_head_dim(d);
+    if !narrower_on_same_rows {
+        return Ok(default);
+    }
+    let block_m = wide.block_m() as usize;
+    let block_ns = [default.block_n() as usize, wide.block_n() as usize];
+    let [narrow_cols, wide_cols] =
+        visited_key_columns(source, block_m, block_ns, PACK_GEOMETRY_SAMPLED_ROW_BLOCKS);
+    if narrow_cols as f64 * NARROW_DEFAULT_DENSE_TIME > wide_cols as f64 {
+        Ok(wide)
+    } else {
+        Ok(default)
+    }
+}
+
+/// The key columns a kernel with `block_m`-row tiles and each of `block_ns` key-tile
+/// widths visits, over up to `max_row_blocks` row blocks of `source` (every row block
+/// when there are that many or fewer, else that many spread evenly over its planes and
+/// row blocks): for each row block, the number of its `block_n`-column tiles holding a
+/// visible element, times `block_n`. With every row block read, entry i equals
+/// `block_ns[i]` times the packer's partial plus full tiles at that tile.
+///
+/// The row block is read once, in cells of `gcd(block_ns)` columns: a cell is decided by
+/// the source's [`MaskSource::region`] when it knows, else by its rows until one shows a
+/// visible element.
+pub fn visited_key_columns<S: MaskSource + ?Sized, const N: usize>(
+    source: &S,
+    block_m: usize,
+    block_ns: [usize; N],
+    max_row_blocks: usize,
+) -> [u64; N] {
+    let mut columns = [0u64; N];
+    let shape = source.shape();
+    let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
+    let cell = block_ns.iter().copied().fold(0, gcd);
+    if block_m == 0 || cell == 0 || sq == 0 || sk == 0 {
+        return columns;
+    }
+    let m_blocks = sq.div_ceil(block_m);
+    let planes = shape.batch.saturating_mul(shape.heads);
+    let row_blocks = planes.saturating_mul(m_blocks);
+    let sampled = row_blocks.min(max_row_blocks);
+    let cells = sk.div_ceil(cell);
+    let mut occupied = vec![false; cells];
+    let mut bits = vec![0u64; cell.div_ceil(64)];
+    for i in 0..sampled {
+        // Evenly spread: row block i * row_blocks / sampled (u128: no overflow).
+        let r = (i as u128 * row_blocks as u128 / sampled as u128) as usize;
+        let (plane, m) = (r / m_blocks, r % m_blocks);
+        let (batch, head) = (plane / shape.heads, plane % shape.heads);
+        let rows = m * block_m..((m + 1) * block_m).min(sq);
+        for (c, slot) in occupied.iter_mut().enumerate() {
+            let cols = c * cell..((c + 1) * cell).min(sk);
+            *slot = match source.region(batch, head, rows.clone(), cols.clone()) {
+                Region::Empty => false,
+                Region::Full => true,
+                Region::Unknown => rows.clone().any(|q| {
+                    bits.fill(0);
+                    source.row_bits(batch, head, q, cols.start, cols.len(), &mut bits);
+                    bits.iter().any(|&w| w != 0)
+                }),
+            };
+        }
+        for (total, &block_n) in columns.iter_mut().zip(block_ns.iter()) {
+            let per_tile = block_n / cell;
+            let tiles = occupied
+                .chunks(per_tile)
+                .filter(|tile| tile.iter().any(|&o| o))
+                .count();
+            *total += tiles as u64 * block_n as u64;
+        }
+    }
+    columns
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
