@@ -6,9 +6,6 @@
 //! synchronisation inside it would still be timed correctly by the events,
 //! but would serialise the runs.
 //!
-//! [`time_back_to_back`] times kernels instead: the calls run back to back, so the
-//! launch latency of each is hidden behind the one before (the attention benches).
-//!
 //! Statistics are computed by [`Timing::from_samples`], a pure function.
 
 use std::sync::Arc;
@@ -131,59 +128,6 @@ where
             .map_err(Error::driver("reading the elapsed time"))?;
         samples.push(f64::from(ms));
     }
-    Timing::from_samples(samples)
-}
-
-/// Times `work` on `stream` as kernel time, with the launch latency hidden:
-/// `config.warmup` untimed calls are enqueued without waiting for them, then
-/// `config.runs` calls with an event between consecutive calls, all enqueued before
-/// any is read. The GPU runs the calls back to back while the host enqueues ahead of
-/// it, so sample i is the GPU time between call i's neighbouring events. (A call
-/// shorter than the host's cost of enqueuing it is timed at the host's rate.)
-///
-/// [`time_on_stream`] instead waits for each call before starting the next, so each
-/// of its samples also holds the latency of a launch onto an idle GPU, a few
-/// microseconds that dominate short kernels.
-pub fn time_back_to_back<F>(
-    stream: &Arc<CudaStream>,
-    config: TimingConfig,
-    mut work: F,
-) -> Result<Timing>
-where
-    F: FnMut(&Arc<CudaStream>) -> Result<()>,
-{
-    if config.runs == 0 {
-        return Err(Error::InvalidArgument(
-            "timing needs at least one run".into(),
-        ));
-    }
-    let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-    // Events first, so creating them never sits between two timed calls.
-    let ctx = stream.context();
-    let events = (0..=config.runs)
-        .map(|_| ctx.new_event(flags))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::driver("creating a timing event"))?;
-    // The warm-up calls are the head start: the timed calls queue behind them.
-    for _ in 0..config.warmup {
-        work(stream)?;
-    }
-    events[0]
-        .record(stream)
-        .map_err(Error::driver("recording a timing event"))?;
-    for end in &events[1..] {
-        work(stream)?;
-        end.record(stream)
-            .map_err(Error::driver("recording a timing event"))?;
-    }
-    stream
-        .synchronize()
-        .map_err(Error::driver("synchronising after the timed runs"))?;
-    let samples = events
-        .windows(2)
-        .map(|w| w[0].elapsed_ms(&w[1]).map(f64::from))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::driver("reading the elapsed time"))?;
     Timing::from_samples(samples)
 }
 

@@ -12,11 +12,9 @@ use fragmask_host::attention::{AttentionError, CompiledKernel, PreparedLaunch};
 use fragmask_kernels::attention::KERNEL_NAME;
 
 use crate::sass::{self, KernelSass};
-use crate::timing::{time_back_to_back, Timing, TimingConfig};
+use crate::timing::{time_on_stream, Timing, TimingConfig};
 
-/// Kernel time of `launch` ([`time_back_to_back`]): `warmup` calls, then `iters` calls
-/// run back to back with an event between consecutive calls, so a sample holds the
-/// GPU time of one call and not the launch latency.
+/// Times `launch` between CUDA events: `warmup` calls, then `iters` calls.
 fn time_calls(
     stream: &std::sync::Arc<fragmask_host::cudarc::driver::CudaStream>,
     warmup: usize,
@@ -27,7 +25,7 @@ fn time_calls(
         warmup,
         runs: iters,
     };
-    time_back_to_back(stream, config, |_| {
+    time_on_stream(stream, config, |_| {
         launch().map_err(|e| match e {
             AttentionError::Host(e) => e,
             other => fragmask_host::Error::InvalidArgument(other.to_string()),
@@ -36,8 +34,8 @@ fn time_calls(
     .map_err(AttentionError::Host)
 }
 
-/// Kernel time of a prepared forward launch (`time_calls`): `warmup` launches, then
-/// `iters` launches back to back, an event between consecutive ones.
+/// CUDA-event timing of a prepared forward launch through [`time_on_stream`]:
+/// `warmup` launches, then `iters` launches each between two events.
 pub fn time_launches(
     launch: &PreparedLaunch<'_>,
     warmup: usize,
@@ -46,8 +44,8 @@ pub fn time_launches(
     time_calls(launch.stream(), warmup, iters, || launch.launch())
 }
 
-/// Kernel time of a prepared backward (the three kernels together, `time_calls`):
-/// `warmup` calls, then `iters` calls back to back, an event between consecutive ones.
+/// CUDA-event timing of a prepared backward (the three kernels together):
+/// `warmup` calls, then `iters` calls each between two events.
 pub fn time_backward(
     launch: &PreparedBackward<'_>,
     warmup: usize,
