@@ -288,6 +288,42 @@ pub struct DecodeShape {
 }
 
 impl DecodeShape {
+    /// The decode form of an attention forward with one query row and no mask, window
+    /// or causal bound (the attention entry point's decode shapes, CLI and Python
+    /// alike): `B` requests of `H` query heads over `Hkv` KV heads of `seqlen_k` keys,
+    /// read as head-major caches `[B, Hkv, Sk, D]` (the attention layout `[B, H, S, D]`)
+    /// or, with `bshd`, as contiguous caches `[B, Sk, Hkv, D]` (`[B, S, H, D]`). The
+    /// shape is not validated here ([`DecodePlan::new`] does).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_attention(
+        batch: usize,
+        heads: usize,
+        kv_heads: usize,
+        seqlen_k: usize,
+        head_dim: usize,
+        dtype: ActDtype,
+        bshd: bool,
+        softmax_scale: Option<f64>,
+    ) -> Self {
+        let capacity = seqlen_k;
+        DecodeShape {
+            batch,
+            seqlen_q: 1,
+            heads,
+            kv_heads,
+            head_dim,
+            dtype,
+            cache: if bshd {
+                CacheShape::Contiguous { capacity }
+            } else {
+                CacheShape::HeadMajor { capacity }
+            },
+            window_left: None,
+            window_right: None,
+            softmax_scale,
+        }
+    }
+
     /// `H / Hkv`.
     pub fn group(&self) -> usize {
         self.heads / self.kv_heads.max(1)
@@ -916,6 +952,30 @@ pub(crate) mod tests {
             window_right: None,
             softmax_scale: None,
         }
+    }
+
+    #[test]
+    fn attention_decode_shapes_plan_the_decode_commands_splits() {
+        // B=16, H=32, Hkv=8, Sk=8192, D=128 on an H100's 132 SMs: `fragmask decode`
+        // reads it at 0.98 of the copy roof with 1 split (docs/PERF.md, "Decode"); the
+        // attention entry point's form of it, in either layout, gets the same plan.
+        let decode = DecodePlan::new(shape(16, 32, 8, 8192), 8192, 132, None).unwrap();
+        assert_eq!(decode.num_splits, 1);
+        for bshd in [false, true] {
+            let s = DecodeShape::from_attention(16, 32, 8, 8192, 128, ActDtype::Bf16, bshd, None);
+            let p = DecodePlan::new(s, 8192, 132, None).unwrap();
+            assert_eq!(
+                (p.num_splits, p.config, p.grid_rows()),
+                (decode.num_splits, decode.config, decode.grid_rows()),
+                "bshd={bshd}"
+            );
+        }
+        // A long single request splits, the same way in both forms.
+        let decode = DecodePlan::new(shape(1, 32, 8, 65536), 65536, 132, None).unwrap();
+        let s = DecodeShape::from_attention(1, 32, 8, 65536, 128, ActDtype::Bf16, false, None);
+        let p = DecodePlan::new(s, 65536, 132, None).unwrap();
+        assert!(decode.num_splits > 1);
+        assert_eq!(p.num_splits, decode.num_splits);
     }
 
     #[test]

@@ -427,20 +427,21 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
                 and (layout == "bhsd" or layout == "bshd")
                 and (splits is None or (type(splits) is int and 1 <= splits <= 128))):
             n = 0 if splits is None else splits
+            bshd = layout == "bshd"
             if _grad() and (q.requires_grad or k.requires_grad or v.requires_grad):
+                entry = _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, n)
                 # Only out is an output unless the lse is asked for: one output for
                 # autograd to wrap, no non-differentiable one to mark.
-                return _attention_apply(q, k, v, mask, causal, window, scale,
-                                        layout == "bshd", n, bool(return_lse))
+                return _attention_apply(q, k, v, entry, mask, bool(return_lse))
             if (n == 0 and mask is None and not causal and window is None
-                    and q.shape[2 if layout == "bhsd" else 1] == 1):
-                routed = _decode_route(q, k, v, layout == "bshd", scale, device, return_lse)
+                    and q.shape[1 if bshd else 2] == 1):
+                routed = _decode_route(q, k, v, bshd, scale, device, return_lse)
                 if routed is not None:
                     out, lse = routed
                     return (out, lse) if return_lse else out
-            out, lse, _ = _forward_fast(q, k, v, mask, causal, window, scale,
-                                        layout == "bshd", return_lse, device, n)
-            if layout == "bshd":
+            entry = _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, n)
+            out, lse = _forward_run(entry, q, k, v, return_lse, device)
+            if bshd:
                 out = out.transpose(1, 2)
             return (out, lse) if return_lse else out
     return _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
@@ -449,22 +450,25 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
 
 def _decode_shapes(q, k, v, bshd):
     """A one-row attention call as a decode call without copies: (q's and the caches'
-    shapes as decode's [B, Sq, H, D] / [B, Sk, Hkv, D], the lse shape of the attention
-    call), or None when the strides do not allow it. [B, S, H, D] contiguous tensors are
-    decode's layout already; [B, H, 1, D] and [B, Hkv, Sk, D] contiguous are B·Hkv
-    requests of one kv head whose H/Hkv query heads are the group's (the same memory,
-    so the tensors' addresses serve as they are, and an output allocated in q's shape is
-    decode's)."""
+    shapes as decode takes them, the lse shape of the attention call, whether the caches
+    are head-major), or None when the strides do not allow it. [B, S, H, D] contiguous
+    tensors are decode's layout already; [B, H, 1, D] q is [B, 1, H, D] memory, and
+    contiguous [B, Hkv, Sk, D] k and v are head-major caches: the decode shape
+    ``DecodeShape::from_attention`` gives the CLI's attention entry point too, so both
+    plan the same splits."""
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         return None
-    qs, ks = q.shape, k.shape
-    if bshd:
-        return qs, ks, (qs[0], qs[2], 1)
-    B, H, _, D = qs
-    Hkv, Sk = ks[1], ks[2]
-    if Hkv == 0 or H % Hkv or ks[0] != B or v.shape != ks or ks[3] != D:
+    return _decode_form(q.shape, k.shape, v.shape, bshd)
+
+
+def _decode_form(qs, ks, vs, bshd):
+    """:func:`_decode_shapes` of contiguous tensors of shapes qs, ks, vs (no torch)."""
+    if vs != ks:
         return None
-    return (B * Hkv, 1, H // Hkv, D), (B * Hkv, Sk, 1, D), (B, H, 1)
+    if bshd:
+        return qs, ks, (qs[0], qs[2], 1), False
+    B, H, _, D = qs
+    return (B, 1, H, D), ks, (B, H, 1), True
 
 
 def _decode_route(q, k, v, bshd, scale, device, need_lse):
@@ -474,14 +478,14 @@ def _decode_route(q, k, v, bshd, scale, device, need_lse):
     shapes = _decode_shapes(q, k, v, bshd)
     if shapes is None:
         return None
-    qs, ks, lse_shape = shapes
+    qs, ks, lse_shape, head_major = shapes
     dtype = q.dtype
     scale = 0.0 if scale is None else float(scale)
     if scale != scale or scale < 0:
         return None   # the attention forward names the bad scale (decode's 0 is default)
     try:
         hit = _decode_hit(device, qs, ks, ks, dtype, dtype, dtype, None, None, None, 0, -1,
-                          -1, scale, 0, 0)
+                          -1, scale, 0, 0, head_major)
     except ValueError:
         return None   # a shape decode does not take: the split-KV forward checks it
     out, lse = _decode_launch_planned(hit, q, k, v, None, None, None, None, device,
@@ -498,43 +502,90 @@ def _mask_ptrs(mask, q, device):
     return mask._meta[8], ptrs
 
 
-def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, splits):
-    """One forward launch on the eager path: (out as contiguous [B, H, Sq, D], lse or
-    None, the extension call's arguments: q's, k's and v's (address, shape, strides)
-    views first). An lse nobody asked for and a split-KV workspace live in blocks of
-    torch's caching allocator taken and given back around the launch."""
-    qs = q.shape
-    mask_id, ptrs = (0, None) if mask is None else _mask_ptrs(mask, q, device)
-    left, right = (-1, -1) if window is None else window
-    B, H, Sq = (qs[0], qs[2], qs[1]) if bshd else (qs[0], qs[1], qs[2])
-    out = q.new_empty((B, H, Sq, qs[3]))
-    stream = _get_stream(device)
-    lse_bytes = 4 * B * H * Sq
-    raw = _get_device() == device
-    if need_lse or not lse_bytes or not raw:
-        lse = q.new_empty((B, H, Sq), dtype=_f32)
-        lse_ptr = lse.data_ptr()
-    else:
-        lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
+# Slots of a forward plan entry (_forward_plan).
+_HANDLE, _OUT_SHAPE, _LSE_SHAPE, _LSE_BYTES, _WS_BYTES, _WS_LSE_AT, _BSHD, _BWD = range(8)
+_fwd_plans = {}
+
+
+def _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, splits):
+    """The eager path's plan of a forward, found by what decides it (the tensors'
+    shapes, strides, dtype and device, the mask's registry id, causal, window, scale,
+    layout and splits: a tuple of ints that is cheap to hash) and made once per key by
+    the extension, which checks the call then (shapes, strides, the mask's tile and fit,
+    window, scale): a list of the handle, the output and lse shapes, the lse's and the
+    split workspace's bytes, the layout and the backward's state (``_backward``)."""
+    causal = bool(causal)
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, device,
+           0 if mask is None else mask._meta[8], causal, window, scale, bshd, splits)
     try:
-        args = ((q.data_ptr(), qs, q.stride()), (k.data_ptr(), k.shape, k.stride()),
-                (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr, mask_id,
-                ptrs, bool(causal), left, right, scale, bshd, stream, device,
-                q.dtype is _f16, splits)
-        # A split-KV plan (few row blocks, many keys) takes its workspace from torch's
-        # caching allocator inside the call when the current device is q's.
-        need = _launch(*args, 0, 0, _RAW_ALLOC) if raw else _launch(*args)
-        if need is not None:  # split-KV on another current device: a tensor workspace
-            _, n_o, n_lse = need
-            # One block for both: o's n_o floats are a multiple of D, so the lse part
-            # stays 16-byte aligned.
-            ws = q.new_empty((n_o + n_lse,), dtype=_f32)
-            ws_ptr = ws.data_ptr()
-            _launch(*args, ws_ptr, ws_ptr + 4 * n_o)
+        entry = _fwd_plans.get(key)
+    except TypeError:   # an unhashable window or scale: the extension names it
+        entry, key = None, None
+    if entry is not None:
+        return entry
+    mask_id, lists = (0, None) if mask is None else _mask_ptrs(mask, q, device)
+    left, right = (-1, -1) if window is None else window
+    views = ((0, q.shape, q.stride()), (0, k.shape, k.stride()), (0, v.shape, v.stride()))
+    handle = _API["attention_plan"](*views, mask_id, lists, causal, left, right, scale, bshd,
+                                    device, q.dtype is _f16, splits)
+    n_o, n_lse = handle.workspace_floats
+    qs = q.shape
+    B, H, Sq, D = (qs[0], qs[2], qs[1], qs[3]) if bshd else tuple(qs)
+    if bshd:
+        views = tuple(_bhsd_view(x) for x in views)
+    # The backward's state: the bhsd views, the launch's constants, its plans by dO's
+    # strides (made at the first backward: the mask's transposed lists may be missing).
+    bwd = (views, causal, int(left), int(right),
+           D ** -0.5 if scale is None else float(scale), mask_id, {})
+    # The split workspace is one block: o's floats are a multiple of D (64 or more), so
+    # the lse part stays 16-byte aligned.
+    entry = (handle, (B, H, Sq, D), (B, H, Sq), 4 * B * H * Sq,
+             4 * (n_o + n_lse) if n_o else 0, 4 * n_o, bshd, bwd)
+    # Only keys whose equality is the call's identity are cached (a float window bound
+    # equals an int one but is refused by the extension).
+    if (key is not None and (window is None or (type(left) is int and type(right) is int))
+            and (scale is None or type(scale) is float)):
+        if len(_fwd_plans) >= 256:
+            _fwd_plans.clear()
+        _fwd_plans[key] = entry
+    return entry
+
+
+def _forward_run(entry, q, k, v, need_lse, device):
+    """One launch of a forward plan: (out as contiguous [B, H, Sq, D], lse or None). An
+    lse nobody asked for and a split workspace live in blocks of torch's caching
+    allocator taken and given back around the launch (stream-ordered, CUDA-graph pools
+    included, as a tensor's) when the current device is q's."""
+    out = q.new_empty(entry[_OUT_SHAPE])
+    stream = _get_stream(device)
+    raw = _get_device() == device
+    lse_bytes = entry[_LSE_BYTES]
+    lse = None
+    blocks = []
+    try:
+        if need_lse or not raw or not lse_bytes:
+            lse = q.new_empty(entry[_LSE_SHAPE], dtype=_f32)
+            lse_ptr = lse.data_ptr()
+        else:
+            lse_ptr = _raw_alloc(lse_bytes, stream)
+            blocks.append(lse_ptr)
+        ws_bytes = entry[_WS_BYTES]
+        if not ws_bytes:
+            ws_o = ws_lse = 0
+        else:
+            if raw:
+                ws_o = _raw_alloc(ws_bytes, stream)
+                blocks.append(ws_o)
+            else:
+                ws = q.new_empty((ws_bytes // 4,), dtype=_f32)
+                ws_o = ws.data_ptr()
+            ws_lse = ws_o + entry[_WS_LSE_AT]
+        entry[_HANDLE].run_ptrs(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                lse_ptr, ws_o, ws_lse, stream)
     finally:
-        if lse is None:
-            _raw_delete(lse_ptr)
-    return out, lse, args
+        for p in blocks:
+            _raw_delete(p)
+    return out, lse
 
 
 def _bhsd_view(view):
@@ -543,33 +594,54 @@ def _bhsd_view(view):
     return p, (s[0], s[2], s[1], s[3]), (st[0], st[2], st[1], st[3])
 
 
+def _backward_handle(entry, mask, q, out, grad_out, device):
+    """The backward plan of a forward plan's call for dO's strides (made once per entry
+    and strides; the mask's transposed lists are resolved here the first time)."""
+    views, causal, left, right, scale, mask_id, handles = entry[_BWD]
+    key = grad_out.stride()
+    handle = handles.get(key)
+    if handle is not None:
+        return handle
+    lists = tlists = None
+    bwd_id = 0
+    if mask is not None:
+        _, lists = _mask_ptrs(mask, q, device)
+        tlists = mask._device_ptrs.get((device, "t"))
+        if tlists is None:
+            tl, bwd = _device_transposed(_T, mask, q.device)
+            tlists = mask._device_ptrs[(device, "t")] = (tuple(t.data_ptr() for t in tl), bwd)
+        tlists, bwd_id = tlists
+    handle = _API["attention_backward_plan"](
+        *views, (0, out.shape, out.stride()), (0, grad_out.shape, key), bwd_id, lists, tlists,
+        causal, left, right, scale, _get_stream(device), device, q.dtype is _f16)
+    if len(handles) >= 16:
+        handles.clear()
+    handles[key] = handle
+    return handle
+
+
 _grad = None
 _attention_apply = None
 
 
 def _init_autograd(torch):
     """The eager autograd path: a ``torch.autograd.Function`` whose forward and backward
-    call the extension directly (no custom-op dispatch). The forward resolves what the
-    backward launches with (the mask's list addresses, the window, the scale) once and
-    keeps it on the context."""
+    run the extension's plans directly (no custom-op dispatch). The forward gets its
+    plan entry from the wrapper; the backward finds its plan in that entry."""
     global _grad, _attention_apply
     _grad = torch._C.is_grad_enabled
 
     class AttentionFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, mask, causal, window, scale, bshd, splits, want_lse):
+        def forward(ctx, q, k, v, entry, mask, want_lse):
             device = q.get_device()
-            out, lse, args = _forward_fast(q, k, v, mask, causal, window, scale, bshd, True,
-                                           device, splits)
-            views = args[:3]
+            out, lse = _forward_run(entry, q, k, v, True, device)
             # lse is saved as an intermediate when it is not an output (no double
-            # backward: the backward is not differentiable). The saved tensors keep the
-            # views' addresses alive; ctx.saved_tensors checks that none was modified.
+            # backward: the backward is not differentiable). The saved tensors keep
+            # their addresses alive; ctx.saved_tensors checks that none was modified.
             ctx.save_for_backward(q, k, v, out, lse)
-            if bshd:
-                views = tuple(_bhsd_view(x) for x in views)
-            ctx.args = (mask, bool(causal), window, scale, bshd, device, views)
-            if bshd:
+            ctx.fm = (entry, mask, device)
+            if entry[_BSHD]:
                 out = out.transpose(1, 2)
             if want_lse:
                 ctx.mark_non_differentiable(lse)
@@ -579,36 +651,25 @@ def _init_autograd(torch):
         @staticmethod
         def backward(ctx, grad_out, grad_lse=None):
             q, k, v, out, lse = ctx.saved_tensors
-            mask, causal, window, scale, bshd, device, (qv, kv, vv) = ctx.args
+            entry, mask, device = ctx.fm
             if grad_out is None:      # only lse was used: it is not differentiable
                 grad_out = torch.zeros_like(out)
-            elif bshd:
+            elif entry[_BSHD]:
                 grad_out = grad_out.transpose(1, 2)
             if not grad_out.is_contiguous():
                 grad_out = grad_out.contiguous()
-            lists = tlists = None
-            bwd_id = 0
-            if mask is not None:
-                _, lists = _mask_ptrs(mask, q, device)
-                tlists = mask._device_ptrs.get((device, "t"))
-                if tlists is None:
-                    tl, bwd = _device_transposed(torch, mask, q.device)
-                    tlists = mask._device_ptrs[(device, "t")] = (
-                        tuple(t.data_ptr() for t in tl), bwd)
-                tlists, bwd_id = tlists
-            left, right = (-1, -1) if window is None else window
+            handle = _backward_handle(entry, mask, q, out, grad_out, device)
+            views = entry[_BWD][0]
             # dQ, dK, dV contiguous [B, H(kv), S, D], as the kernels write them.
-            dq = q.new_empty(qv[1])
-            dk = k.new_empty(kv[1])
-            dv = v.new_empty(vv[1])
-            _backward_launch(qv, kv, vv, _view(out), lse.data_ptr(), _view(grad_out),
-                             dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), bwd_id, lists,
-                             tlists, causal, int(left), int(right),
-                             qv[1][3] ** -0.5 if scale is None else float(scale),
-                             _get_stream(device), device, q.dtype is _f16)
-            if bshd:
-                dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
-            return dq, dk, dv, None, None, None, None, None, None, None
+            dq = q.new_empty(views[0][1])
+            dk = k.new_empty(views[1][1])
+            dv = v.new_empty(views[2][1])
+            handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                       lse.data_ptr(), grad_out.data_ptr(), dq.data_ptr(), dk.data_ptr(),
+                       dv.data_ptr(), _get_stream(device))
+            if entry[_BSHD]:
+                return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), None, None, None
+            return dq, dk, dv, None, None, None
 
     # torch's C apply (THPFunction_apply) without torch.autograd.Function.apply's Python
     # wrapper where a torch has one: that wrapper only unwraps functorch levels, and
@@ -805,12 +866,13 @@ def _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, 
 
 
 def _decode_hit(device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, offsets,
-                max_seqlen_q, left, right, scale, splits, mask_id):
+                max_seqlen_q, left, right, scale, splits, mask_id, head_major=False):
     """(the extension's plan of a decode call, lse shape, workspace floats, lse bytes,
     the workspace's lse offset in floats), made once per distinct call from shapes and
-    dtypes (every check, the split count from the SM count, the kernel) and cached."""
+    dtypes (every check, the split count from the SM count, the kernel) and cached.
+    ``head_major``: the caches are [B, Hkv, Sk, D] (the attention entry point's)."""
     key = (device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, offsets,
-           max_seqlen_q, left, right, scale, splits, mask_id)
+           max_seqlen_q, left, right, scale, splits, mask_id, head_major)
     hit = _decode_plans.get(key)
     if hit is None:
         dims = lambda t: None if t is None else list(t)  # noqa: E731
@@ -818,7 +880,7 @@ def _decode_hit(device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, o
             list(qs), list(ks), list(vs),
             (_dtype_name(q_dtype), _dtype_name(k_dtype), _dtype_name(v_dtype)),
             dims(table), dims(lengths), dims(offsets), max_seqlen_q, left, right,
-            scale, splits, device, mask_id)
+            scale, splits, device, mask_id, head_major)
         lse_shape = tuple(handle.lse_shape)
         lse_bytes = 4
         for n in lse_shape:
@@ -1099,7 +1161,8 @@ class AttentionPlan:
                 try:
                     self._decode = _decode_hit(device, shapes[0], shapes[1], shapes[1],
                                                dtype, dtype, dtype, None, None, None, 0, -1,
-                                               -1, 0.0 if scale is None else scale, 0, 0)
+                                               -1, 0.0 if scale is None else scale, 0, 0,
+                                               shapes[3])
                     self._decode_lse = shapes[2]
                 except ValueError:
                     self._decode = None
