@@ -206,6 +206,127 @@ def tiny_rows(rows=None, registered=True):
     return rows
 
 
+def op_rows(rows=None):
+    """The fragmask rows of ``tiny_rows`` and SDPA's beside them, without Flex (no
+    compile): quick enough to run twice per wheel in one job, for an A/B of two wheels
+    on one machine. Also the floors under them: one torch allocation, one raw
+    caching-allocator block, the stream getter, a bare ``torch.autograd.Function``, and
+    the launch of a planned forward alone (wheels that have it)."""
+    rows = {} if rows is None else rows
+    q, k, v = tiny_inputs()
+    rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
+    rows["SDPA no-grad"] = overhead(
+        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    plan = fragmask.AttentionPlan(q, k, v, causal=True)
+    rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
+    D = q.shape[-1]
+    dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 256, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    rows["decode"] = overhead(lambda: fragmask.decode(dq, kc, vc))
+    dplan = fragmask.DecodePlan(dq, kc, vc)
+    rows["DecodePlan.run"] = overhead(lambda: dplan.run(dq, kc, vc))
+    sq, sk, sv = dq.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+    rows["SDPA decode"] = overhead(lambda: F.scaled_dot_product_attention(sq, sk, sv))
+    lq, lk, lv = (torch.randn(1, 64, 1, 96, device="cuda", dtype=torch.bfloat16)
+                  for _ in range(3))
+    state = torch.zeros(1, 64, 96, 96, device="cuda", dtype=torch.float32)
+    slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
+    rows["lightning_decode B=1"] = overhead(lambda: fragmask.lightning_decode(
+        lq, lk, lv, state, slope))
+    qg, kg, vg = tiny_inputs(True)
+    rows["attention autograd forward"] = overhead(
+        lambda: fragmask.attention(qg, kg, vg, causal=True), graph=False)
+    rows["SDPA autograd forward"] = overhead(
+        lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), graph=False)
+    grad = torch.randn_like(q)
+    for name, fwd in (("attention", lambda: fragmask.attention(qg, kg, vg, causal=True)),
+                      ("SDPA", lambda: F.scaled_dot_product_attention(qg, kg, vg,
+                                                                     is_causal=True))):
+        r = overhead(lambda: fwd().backward(grad))
+        r["backward_host_us"] = r["host_us"] - rows[f"{name} autograd forward"]["host_us"]
+        rows[f"{name} autograd forward+backward"] = r
+    for t in (qg, kg, vg):
+        t.grad = None
+    # Floors.
+    rows["floor: q.new_empty"] = {"host_us": host_us(lambda: q.new_empty((1, 2, 256, 128)))}
+    stream = torch.cuda.current_stream().cuda_stream
+    alloc = torch._C._cuda_cudaCachingAllocator_raw_alloc
+    free = torch._C._cuda_cudaCachingAllocator_raw_delete
+    rows["floor: raw block alloc+delete"] = {"host_us": host_us(lambda: free(alloc(2048, stream)))}
+    getter = torch._C._cuda_getCurrentRawStream
+    rows["floor: raw stream getter"] = {"host_us": host_us(lambda: getter(0))}
+
+    class Bare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            out = x.new_empty(x.shape)
+            ctx.save_for_backward(x, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    rows["floor: bare autograd.Function forward"] = {"host_us": host_us(lambda: Bare.apply(qg))}
+    if hasattr(_ops, "_forward_plan"):
+        entry = _ops._forward_plan(q, k, v, None, True, None, None, False, 0, 0)
+        out, lse = torch.empty_like(q), q.new_empty((1, 2, 256), dtype=torch.float32)
+        ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), 0, 0,
+                stream)
+        run = entry[0].run_ptrs
+        rows["floor: planned forward launch alone"] = overhead(lambda: run(*ptrs))
+    return rows
+
+
+def decode_diagnostics():
+    """The decode shape (B=16, H=32, Hkv=8, Sk=8192, D=128) under variations of the
+    split count, the data, the number of input sets and the lengths, eager and in a CUDA
+    graph: where the gap between Python's and the CLI's fraction of the copy roof is."""
+    B, H, HKV, SK, D = 16, 32, 8, 8192, 128
+    roof = copy_roof_ms(2 * B * HKV * SK * D * 2)
+    bf = torch.bfloat16
+    q = torch.randn(B, 1, H, D, device="cuda", dtype=bf)
+    k, v = (torch.randn(B, SK, HKV, D, device="cuda", dtype=bf) for _ in range(2))
+    r = {"copy_roof_ms": roof}
+
+    def row(name, fn):
+        ms = step_ms(fn, iters=50)
+        g = graph_ms(fn, n=20)
+        r[name] = {"ms": ms, "of_roof": roof / ms, "graph_ms": g, "graph_of_roof": roof / g}
+
+    for splits in (None, 1, 2, 4, 8):
+        p = fragmask.DecodePlan(q, k, v, splits=splits)
+        row(f"DecodePlan splits={splits or 'auto'} -> {p.splits}", lambda: p.run(q, k, v))
+    p = fragmask.DecodePlan(q, k, v)
+    kz, vz = torch.zeros_like(k), torch.zeros_like(v)
+    row("zero caches", lambda: p.run(q, kz, vz))
+    del kz, vz
+    # The CLI's inputs: one 4M-element random block repeated over the caches.
+    block = torch.randn(4 << 20, device="cuda", dtype=bf)
+    reps = k.numel() // block.numel()
+    kr, vr = (block.repeat(reps).view_as(k) for _ in range(2))
+    row("repeated 8 MB block (the CLI's data)", lambda: p.run(q, kr, vr))
+    sets = [(kr, vr), (k, v)]
+    it = [0]
+
+    def two_sets():
+        it[0] ^= 1
+        a, b = sets[it[0]]
+        p.run(q, a, b)
+
+    row("two input sets alternating", two_sets)
+    del kr, vr, sets
+    lens = torch.full((B,), SK, device="cuda", dtype=torch.int32)
+    pl = fragmask.DecodePlan(q, k, v, seqlens_k=lens)
+    row("seqlens_k on the device", lambda: pl.run(q, k, v, seqlens_k=lens))
+    qa = q.transpose(1, 2)
+    ka, va = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+    row("fragmask.attention (bhsd, head-major)", lambda: fragmask.attention(qa, ka, va))
+    pa = fragmask.AttentionPlan(qa, ka, va)
+    r["attention plan splits"] = pa.splits
+    return r
+
+
 def step_ms(fn, iters=20):
     for _ in range(3):
         fn()
@@ -371,9 +492,25 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--targets-only", action="store_true",
                     help="skip the registered-op rows (the targets' rows only)")
+    ap.add_argument("--ops-only", action="store_true",
+                    help="only op_rows (no Flex, no step-level rows): for an A/B of wheels")
+    ap.add_argument("--decode-diagnostics", action="store_true",
+                    help="only the decode shape's variations (decode_diagnostics)")
     args = ap.parse_args()
     fragmask.warmup(head_dims=(128,), lightning=((96, 96, "bf16"),))
     results = {"device": torch.cuda.get_device_name()}
+    if args.ops_only or args.decode_diagnostics:
+        rows = op_rows() if args.ops_only else decode_diagnostics()
+        for name, r in rows.items():
+            if isinstance(r, dict):
+                print(f"| {name} | " + " | ".join(f"{k_}={v_:.4g}" for k_, v_ in r.items())
+                      + " |")
+            else:
+                print(f"| {name} | {r} |")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+        return
 
     def save():   # after every row: a run cut short keeps what it measured
         if args.json:

@@ -896,45 +896,42 @@ def _decode_hit(device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, o
 
 def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, mask, device,
                            need_lse=True, workspace=None):
-    """Allocates out (and lse when asked for) and runs a planned decode: an lse nobody
-    asked for and a workspace not given live in blocks of torch's caching allocator taken
-    and given back around the launch (stream-ordered, as the attention forward's)."""
+    """Allocates out (and lse when asked for: the kernels write none at a null address)
+    and runs a planned decode; a workspace not given lives in a block of torch's caching
+    allocator taken and given back around the launch (stream-ordered, as the attention
+    forward's)."""
     handle, lse_shape, (ws_o, ws_lse), lse_bytes, ws_lse_at = hit
     out = q.new_empty(q.shape)
     out_ptr = out.data_ptr()
     stream = _get_stream(device)
-    raw = _get_device() == device
     lse = None
-    blocks = []
+    lse_ptr = 0
+    if need_lse:
+        lse = q.new_empty(lse_shape, dtype=_f32)
+        lse_ptr = lse.data_ptr()
+    block = None
+    if not ws_o:
+        # One split, or splits merged in a cluster: the kernel never touches the
+        # workspace (docs/decode.md); out's address stands in for it.
+        wo_ptr = wl_ptr = out_ptr
+    elif workspace is not None:
+        wo_ptr, wl_ptr = workspace
+    elif _get_device() == device:
+        wo_ptr = block = _raw_alloc(4 * (ws_lse_at + ws_lse), stream)
+        wl_ptr = wo_ptr + 4 * ws_lse_at
+    else:
+        ws = q.new_empty((ws_lse_at + ws_lse,), dtype=_f32)
+        wo_ptr = ws.data_ptr()
+        wl_ptr = wo_ptr + 4 * ws_lse_at
     try:
-        if need_lse or not raw or not lse_bytes:
-            lse = q.new_empty(lse_shape, dtype=_f32)
-            lse_ptr = lse.data_ptr()
-        else:
-            lse_ptr = _raw_alloc(lse_bytes, stream)
-            blocks.append(lse_ptr)
-        if not ws_o:
-            # One split, or splits merged in a cluster: the kernel never touches the
-            # workspace (docs/decode.md); out's address stands in for it.
-            wo_ptr = wl_ptr = out_ptr
-        elif workspace is not None:
-            wo_ptr, wl_ptr = workspace
-        elif raw:
-            wo_ptr = _raw_alloc(4 * (ws_lse_at + ws_lse), stream)
-            blocks.append(wo_ptr)
-            wl_ptr = wo_ptr + 4 * ws_lse_at
-        else:
-            ws = q.new_empty((ws_lse_at + ws_lse,), dtype=_f32)
-            wo_ptr = ws.data_ptr()
-            wl_ptr = wo_ptr + 4 * ws_lse_at
         handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse_ptr, wo_ptr, wl_ptr,
                    0 if block_table is None else block_table.data_ptr(),
                    0 if seqlens_k is None else seqlens_k.data_ptr(),
                    0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(),
                    _NO_MASK if mask is None else mask, stream)
     finally:
-        for p in blocks:
-            _raw_delete(p)
+        if block is not None:
+            _raw_delete(block)
     return out, lse
 
 
@@ -1034,11 +1031,16 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
             if mask is not None:
                 ptrs = tuple(t.data_ptr() for t in _decode_mask_arrays(torch, mask, q.device))
                 mask_id = mask._meta[8]
-            out, lse = _decode_run(torch, q, k_cache, v_cache, block_table, seqlens_k,
-                                   cu_seqlens_q, int(max_seqlen_q or 0), left, right,
-                                   0.0 if scale is None else float(scale),
-                                   0 if splits is None else int(splits), ptrs, mask_id,
-                                   return_lse)
+            hit = _decode_hit(device, q.shape, k_cache.shape, v_cache.shape, q.dtype,
+                              k_cache.dtype, v_cache.dtype,
+                              None if block_table is None else block_table.shape,
+                              None if seqlens_k is None else seqlens_k.shape,
+                              None if cu_seqlens_q is None else cu_seqlens_q.shape,
+                              max_seqlen_q or 0, left, right,
+                              0.0 if scale is None else float(scale),
+                              0 if splits is None else splits, mask_id)
+            out, lse = _decode_launch_planned(hit, q, k_cache, v_cache, block_table, seqlens_k,
+                                              cu_seqlens_q, ptrs, device, return_lse)
             return (out, lse) if return_lse else out
     _check_tensors(torch, what, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)],
                    _DTYPES)
