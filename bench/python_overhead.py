@@ -274,7 +274,8 @@ def op_rows(rows=None):
         ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), 0, 0,
                 stream)
         run = entry[0].run_ptrs
-        rows["floor: planned forward launch alone"] = overhead(lambda: run(*ptrs))
+        # No graph: ptrs name the current stream, not a capture stream.
+        rows["floor: planned forward launch alone"] = overhead(lambda: run(*ptrs), graph=False)
     return rows
 
 
@@ -503,8 +504,9 @@ def main():
         rows = op_rows() if args.ops_only else decode_diagnostics()
         for name, r in rows.items():
             if isinstance(r, dict):
-                print(f"| {name} | " + " | ".join(f"{k_}={v_:.4g}" for k_, v_ in r.items())
-                      + " |")
+                print(f"| {name} | " + " | ".join(
+                    f"{k_}={v_:.4g}" if isinstance(v_, float) else f"{k_}={v_}"
+                    for k_, v_ in r.items()) + " |")
             else:
                 print(f"| {name} | {r} |")
         if args.json:
