@@ -279,52 +279,139 @@ def op_rows(rows=None):
     return rows
 
 
-def decode_diagnostics():
-    """The decode shape (B=16, H=32, Hkv=8, Sk=8192, D=128) under variations of the
-    split count, the data, the number of input sets and the lengths, eager and in a CUDA
-    graph: where the gap between Python's and the CLI's fraction of the copy roof is."""
-    B, H, HKV, SK, D = 16, 32, 8, 8192, 128
-    roof = copy_roof_ms(2 * B * HKV * SK * D * 2)
+def ab_rows(base_name, rounds=4):
+    """The op rows of two builds in one process: ``fragmask`` and the package
+    ``base_name`` (another wheel installed under that name, its op namespace renamed),
+    measured in alternating order ``rounds`` times, so that both see the same host state
+    (a host shared with other jobs moves between processes by more than the change being
+    measured). Returns {build: {row: [overhead() per round]}}."""
+    import importlib
+
+    base = importlib.import_module(base_name)
+    base.warmup(head_dims=(128,), lightning=((96, 96, "bf16"),))
+    q, k, v = tiny_inputs()
+    D = q.shape[-1]
+    dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 256, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    lq, lk, lv = (torch.randn(1, 64, 1, 96, device="cuda", dtype=torch.bfloat16)
+                  for _ in range(3))
+    state = torch.zeros(1, 64, 96, 96, device="cuda", dtype=torch.float32)
+    slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
+    sq, sk, sv = dq.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+    qg, kg, vg = tiny_inputs(True)
+    grad = torch.randn_like(q)
+
+    def table(fm):
+        plan = fm.AttentionPlan(q, k, v, causal=True)
+        dplan = fm.DecodePlan(dq, kc, vc)
+        return {
+            "attention no-grad": (lambda: fm.attention(q, k, v, causal=True), True),
+            "AttentionPlan.run": (lambda: plan.run(q, k, v), True),
+            "decode": (lambda: fm.decode(dq, kc, vc), True),
+            "DecodePlan.run": (lambda: dplan.run(dq, kc, vc), True),
+            "lightning_decode B=1": (lambda: fm.lightning_decode(lq, lk, lv, state, slope),
+                                     True),
+            "attention autograd forward": (lambda: fm.attention(qg, kg, vg, causal=True),
+                                           False),
+            "attention autograd forward+backward": (
+                lambda: fm.attention(qg, kg, vg, causal=True).backward(grad), True),
+        }
+
+    sdpa = {
+        "attention no-grad": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                              True),
+        "attention autograd forward": (
+            lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), False),
+        "attention autograd forward+backward": (
+            lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad),
+            True),
+        "decode": (lambda: F.scaled_dot_product_attention(sq, sk, sv), True),
+    }
+    tables = {"base": table(base), "new": table(fragmask), "SDPA": sdpa}
+    out = {b: {} for b in tables}
+    for r in range(rounds):
+        order = ("base", "new", "SDPA") if r % 2 == 0 else ("new", "base", "SDPA")
+        for name in tables["new"]:
+            for b in order:
+                if name in tables[b]:
+                    fn, graph = tables[b][name]
+                    out[b].setdefault(name, []).append(overhead(fn, graph))
+        for t in (qg, kg, vg):
+            t.grad = None
+    return out
+
+
+def ab_table(out):
+    """Medians over rounds: eager, graph and the target quantities (the no-grad
+    overhead, the autograd forward's eager minus the no-grad graph time, the backward's
+    step overhead minus the forward's), per build."""
+    def med(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2] if xs else None
+
+    def m(b, row, key):
+        return med([r[key] for r in out[b].get(row, []) if key in r])
+
+    rows = []
+    for b in out:
+        ng = m(b, "attention no-grad", "graph_us")
+        fwd = m(b, "attention autograd forward", "eager_us")
+        fwd_over = None if fwd is None or ng is None else fwd - ng
+        step = m(b, "attention autograd forward+backward", "overhead_us")
+        rows.append((b, {
+            "no-grad": m(b, "attention no-grad", "overhead_us"),
+            "autograd fwd": fwd_over,
+            "autograd bwd": None if step is None or fwd_over is None else step - fwd_over,
+            "decode": m(b, "decode", "overhead_us"),
+            "DecodePlan.run": m(b, "DecodePlan.run", "overhead_us"),
+            "lightning": m(b, "lightning_decode B=1", "overhead_us"),
+            "AttentionPlan.run": m(b, "AttentionPlan.run", "overhead_us"),
+        }))
+    return rows
+
+
+def decode_sweep_rows():
+    """Serving decode shapes (D=128, bf16, [B, Sk, Hkv, D] caches from torch.randn) at
+    several split counts, eager and in a CUDA graph, as fractions of the copy roof; and
+    B=16, Sk=8192 with K and V in one allocation at a 2^28-byte and at an odd distance
+    (is a power-of-two distance between K and V what one split suffers from?)."""
     bf = torch.bfloat16
-    q = torch.randn(B, 1, H, D, device="cuda", dtype=bf)
-    k, v = (torch.randn(B, SK, HKV, D, device="cuda", dtype=bf) for _ in range(2))
-    r = {"copy_roof_ms": roof}
+    r = {}
 
-    def row(name, fn):
-        ms = step_ms(fn, iters=50)
-        g = graph_ms(fn, n=20)
-        r[name] = {"ms": ms, "of_roof": roof / ms, "graph_ms": g, "graph_of_roof": roof / g}
+    def row(name, fn, roof):
+        ms = step_ms(fn, iters=30)
+        g = graph_ms(fn, n=10)
+        r[name] = {"ms": ms, "of_roof": roof / ms, "graph_of_roof": roof / g}
 
-    for splits in (None, 1, 2, 4, 8):
-        p = fragmask.DecodePlan(q, k, v, splits=splits)
-        row(f"DecodePlan splits={splits or 'auto'} -> {p.splits}", lambda: p.run(q, k, v))
-    p = fragmask.DecodePlan(q, k, v)
-    kz, vz = torch.zeros_like(k), torch.zeros_like(v)
-    row("zero caches", lambda: p.run(q, kz, vz))
-    del kz, vz
-    # The CLI's inputs: one 4M-element random block repeated over the caches.
-    block = torch.randn(4 << 20, device="cuda", dtype=bf)
-    reps = k.numel() // block.numel()
-    kr, vr = (block.repeat(reps).view_as(k) for _ in range(2))
-    row("repeated 8 MB block (the CLI's data)", lambda: p.run(q, kr, vr))
-    sets = [(kr, vr), (k, v)]
-    it = [0]
-
-    def two_sets():
-        it[0] ^= 1
-        a, b = sets[it[0]]
-        p.run(q, a, b)
-
-    row("two input sets alternating", two_sets)
-    del kr, vr, sets
-    lens = torch.full((B,), SK, device="cuda", dtype=torch.int32)
-    pl = fragmask.DecodePlan(q, k, v, seqlens_k=lens)
-    row("seqlens_k on the device", lambda: pl.run(q, k, v, seqlens_k=lens))
-    qa = q.transpose(1, 2)
-    ka, va = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
-    row("fragmask.attention (bhsd, head-major)", lambda: fragmask.attention(qa, ka, va))
-    pa = fragmask.AttentionPlan(qa, ka, va)
-    r["attention plan splits"] = pa.splits
+    for B, H, HKV, SK, counts in ((16, 32, 8, 8192, (1, 2, 3, 4)),
+                                  (1, 32, 8, 65536, (8, 16, 32)),
+                                  (8, 64, 8, 16384, (2, 4)),
+                                  (64, 32, 8, 4096, (1, 2))):
+        q = torch.randn(B, 1, H, 128, device="cuda", dtype=bf)
+        k, v = (torch.randn(B, SK, HKV, 128, device="cuda", dtype=bf) for _ in range(2))
+        roof = copy_roof_ms(2 * k.numel() * 2)
+        auto = fragmask.DecodePlan(q, k, v)
+        for n in (None,) + counts:
+            p = auto if n is None else fragmask.DecodePlan(q, k, v, splits=n)
+            row(f"B={B} H={H} Sk={SK} splits={'auto ' if n is None else ''}{p.splits}",
+                lambda: p.run(q, k, v), roof)
+        del k, v
+    B, SK = 16, 8192
+    q = torch.randn(B, 1, 32, 128, device="cuda", dtype=bf)
+    n = B * SK * 8 * 128
+    roof = copy_roof_ms(4 * n)
+    for gap in (0, 4096 + 512):
+        buf = torch.randn(2 * n + gap, device="cuda", dtype=bf)
+        k, v = buf[:n].view(B, SK, 8, 128), buf[n + gap:].view(B, SK, 8, 128)
+        for splits in (1, 2):
+            p = fragmask.DecodePlan(q, k, v, splits=splits)
+            row(f"B=16 Sk=8192 K->V {2 * (n + gap)} bytes splits={splits}",
+                lambda: p.run(q, k, v), roof)
+        del buf, k, v
+    qa = torch.randn(B, 32, 1, 128, device="cuda", dtype=bf)
+    ka, va = (torch.randn(B, 8, SK, 128, device="cuda", dtype=bf) for _ in range(2))
+    row(f"fragmask.attention B=16 Sk=8192 (bhsd, {fragmask.AttentionPlan(qa, ka, va).splits}"
+        " splits)", lambda: fragmask.attention(qa, ka, va), roof)
     return r
 
 
@@ -495,13 +582,29 @@ def main():
                     help="skip the registered-op rows (the targets' rows only)")
     ap.add_argument("--ops-only", action="store_true",
                     help="only op_rows (no Flex, no step-level rows): for an A/B of wheels")
-    ap.add_argument("--decode-diagnostics", action="store_true",
-                    help="only the decode shape's variations (decode_diagnostics)")
+    ap.add_argument("--decode-sweep", action="store_true",
+                    help="only serving decode shapes at several split counts")
+    ap.add_argument("--ab", metavar="PACKAGE",
+                    help="only the op rows of fragmask and of PACKAGE (another build "
+                    "installed under that name), alternated in this process")
     args = ap.parse_args()
     fragmask.warmup(head_dims=(128,), lightning=((96, 96, "bf16"),))
     results = {"device": torch.cuda.get_device_name()}
-    if args.ops_only or args.decode_diagnostics:
-        rows = op_rows() if args.ops_only else decode_diagnostics()
+    if args.ab:
+        out = ab_rows(args.ab)
+        table = ab_table(out)
+        cols = list(table[0][1])
+        print("| build | " + " | ".join(cols) + " |")
+        print("|---" * (len(cols) + 1) + "|")
+        for b, vals in table:
+            print(f"| {b} | " + " | ".join("-" if vals[c] is None else f"{vals[c]:.1f}"
+                                          for c in cols) + " |")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"rounds": out, "medians": dict(table)}, fh, indent=1)
+        return
+    if args.ops_only or args.decode_sweep:
+        rows = op_rows() if args.ops_only else decode_sweep_rows()
         for name, r in rows.items():
             if isinstance(r, dict):
                 print(f"| {name} | " + " | ".join(

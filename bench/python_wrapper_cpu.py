@@ -45,6 +45,7 @@ def stub_extension():
     api["decode_plan"] = lambda q, *a, **k: _Plan(q)
     api["lightning_plan"] = lambda *a, **k: _Plan()
     _ops._get_stream = lambda device: 0
+    _ops._capturing = lambda: False
     _ops._get_device = lambda: 0
     _ops._raw_alloc = lambda nbytes, stream: 1 << 20
     _ops._raw_delete = lambda ptr: None

@@ -812,21 +812,24 @@ impl DecodePlan {
         self.m_blocks() * self.config.cta_rows() as usize
     }
 
-    /// The fewest splits whose CTAs fill the SMs, one CTA each, to at least 95% of the
-    /// best split count's fill, with at least two tiles per warp per split.
+    /// The fewest splits whose CTAs fill the SMs, two CTAs each where two fit (one CTA
+    /// per SM otherwise), to at least 95% of the best split count's fill, with at least
+    /// two tiles per warp per split.
     ///
-    /// One CTA per SM already keeps enough bytes in flight to saturate HBM (4 warps x 2
-    /// stages x 8 KB at D = 128); more splits only add partials and the combine. Measured
-    /// on the H100 (docs/PERF.md, "Decode (issue 11)"): B=16, Hkv=8, Sk=8192 at 0.98 of
-    /// the copy roof with 1 split, 0.95 with 2 and 0.92 with 8; B=1, Sk=65536 at 0.88
-    /// with 16 splits, 0.83 with 33 and 0.59 with 132.
+    /// One CTA per SM keeps at most 4 warps x 2 stages x 8 KB in flight (D = 128), which
+    /// saturates HBM in some processes and not in others: measured on one H100 in one
+    /// job (bench/results/python-overhead-2026-11-25-h100), B=16, Hkv=8, Sk=8192 read
+    /// from torch tensors reaches 0.85 of the copy roof with 1 split (128 CTAs) and 0.99
+    /// with 2, 0.96 with 4, 0.95 with 8, where `fragmask bench decode`'s own buffers
+    /// give 0.98 with 1 split. Two CTAs per SM do not depend on that luck.
     pub fn choose_splits(
         shape: &DecodeShape,
         config: DecodeConfig,
         max_seqlen_k: usize,
         multiprocessors: usize,
     ) -> usize {
-        let slots = multiprocessors.max(1);
+        let per_sm = config.ctas_per_sm().clamp(1, 2) as usize;
+        let slots = multiprocessors.max(1) * per_sm;
         let base = (shape.batch * shape.kv_heads * shape.m_blocks()).max(1);
         let tiles = max_seqlen_k.div_ceil(TILE_KEYS as usize);
         let most = (tiles / (2 * config.warps as usize)).clamp(1, MAX_SPLITS);
@@ -957,10 +960,10 @@ pub(crate) mod tests {
     #[test]
     fn attention_decode_shapes_plan_the_decode_commands_splits() {
         // B=16, H=32, Hkv=8, Sk=8192, D=128 on an H100's 132 SMs: `fragmask decode`
-        // reads it at 0.98 of the copy roof with 1 split (docs/PERF.md, "Decode"); the
-        // attention entry point's form of it, in either layout, gets the same plan.
+        // plans 2 splits (two CTAs per SM, `choose_splits`); the attention entry point's
+        // form of it, in either layout, gets the same plan.
         let decode = DecodePlan::new(shape(16, 32, 8, 8192), 8192, 132, None).unwrap();
-        assert_eq!(decode.num_splits, 1);
+        assert_eq!(decode.num_splits, 2);
         for bshd in [false, true] {
             let s = DecodeShape::from_attention(16, 32, 8, 8192, 128, ActDtype::Bf16, bshd, None);
             let p = DecodePlan::new(s, 8192, 132, None).unwrap();
@@ -1155,11 +1158,13 @@ pub(crate) mod tests {
                 .unwrap()
                 .num_splits
         };
-        // The four workloads of issue 11: the split counts the H100 scan found best.
-        assert_eq!(plan(16, 32, 8, 8192), 1);
+        // The four workloads of issue 11: two 16-row CTAs per SM (three fit at D = 128),
+        // 95% of the best fill. B=16: 128 rows x 2 splits = 256 of 264 slots; B=64: 512
+        // rows fill two waves unsplit; B=1: 8 rows x 32; B=8, H=64: 64 rows x 4.
+        assert_eq!(plan(16, 32, 8, 8192), 2);
         assert_eq!(plan(64, 32, 8, 4096), 1);
-        assert_eq!(plan(1, 32, 8, 65536), 16);
-        assert_eq!(plan(8, 64, 8, 16384), 2);
+        assert_eq!(plan(1, 32, 8, 65536), 32);
+        assert_eq!(plan(8, 64, 8, 16384), 4);
         // Short requests: at least two tiles per warp per split.
         assert_eq!(plan(1, 32, 8, 64), 1);
         let p = DecodePlan::new(shape(1, 32, 8, 65536), 65536, 132, None).unwrap();

@@ -90,6 +90,7 @@ def _raw_stream(torch):
 
 _i32 = None
 _Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
+_empty_like = _contiguous = _capturing = None
 _is_compiling = _plain = _untraced = None
 _RAW_ALLOC = None
 
@@ -97,8 +98,12 @@ _RAW_ALLOC = None
 def _init_fast(torch):
     """Binds what the eager fast path reads on every call."""
     global _Tensor, _bf16, _f16, _f32, _i32, _get_stream, _get_device, _raw_alloc, _raw_delete
-    global _is_compiling, _plain, _untraced, _RAW_ALLOC
+    global _is_compiling, _plain, _untraced, _RAW_ALLOC, _empty_like, _contiguous, _capturing
     _Tensor, _bf16, _f16, _f32 = torch.Tensor, torch.bfloat16, torch.float16, torch.float32
+    # Outputs shaped like an input: empty_like parses no shape (about a third less host
+    # time than new_empty per allocation).
+    _empty_like, _contiguous = torch.empty_like, torch.contiguous_format
+    _capturing = torch.cuda.is_current_stream_capturing
     _i32 = torch.int32
     _get_stream = _raw_stream(torch)
     _is_compiling = torch.compiler.is_compiling
@@ -551,29 +556,55 @@ def _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, splits):
     return entry
 
 
+_LSE_SCRATCH = {}    # device index -> (address, bytes) of its write-only lse block
+_LSE_BLOCKS = []     # every such block ever made (never freed: see _lse_scratch)
+
+
+def _lse_scratch(q, device, nbytes):
+    """The address of a block of at least `nbytes` on q's device where forwards whose
+    caller did not ask for the lse write it (the attention kernel always writes one; no
+    launch reads this block). Calls on any stream share it: their writes race, but
+    nothing reads them, and the block is never freed (a kernel on another stream may
+    still be writing to a block outgrown since), so no allocation can land on it. Made
+    or grown outside CUDA-graph capture only: 0 when that would be needed (the caller
+    takes a block of torch's allocator instead)."""
+    hit = _LSE_SCRATCH.get(device)
+    if hit is not None and hit[1] >= nbytes:
+        return hit[0]
+    if _capturing():
+        return 0
+    size = max(nbytes, 1 << 16, 0 if hit is None else 2 * hit[1])
+    block = q.new_empty((size // 4,), dtype=_f32)
+    _LSE_BLOCKS.append(block)
+    _LSE_SCRATCH[device] = (block.data_ptr(), size)
+    return block.data_ptr()
+
+
 def _forward_run(entry, q, k, v, need_lse, device):
     """One launch of a forward plan: (out as contiguous [B, H, Sq, D], lse or None). An
-    lse nobody asked for and a split workspace live in blocks of torch's caching
+    lse nobody asked for goes to the device's write-only scratch block
+    (:func:`_lse_scratch`); a split workspace lives in a block of torch's caching
     allocator taken and given back around the launch (stream-ordered, CUDA-graph pools
     included, as a tensor's) when the current device is q's."""
-    out = q.new_empty(entry[_OUT_SHAPE])
+    if entry[_BSHD]:
+        out = q.new_empty(entry[_OUT_SHAPE])
+    else:
+        out = _empty_like(q, memory_format=_contiguous)
     stream = _get_stream(device)
-    raw = _get_device() == device
-    lse_bytes = entry[_LSE_BYTES]
     lse = None
+    lse_ptr = 0
+    if not need_lse:
+        lse_ptr = _lse_scratch(q, device, entry[_LSE_BYTES])
     blocks = []
     try:
-        if need_lse or not raw or not lse_bytes:
+        if not lse_ptr:
             lse = q.new_empty(entry[_LSE_SHAPE], dtype=_f32)
             lse_ptr = lse.data_ptr()
-        else:
-            lse_ptr = _raw_alloc(lse_bytes, stream)
-            blocks.append(lse_ptr)
         ws_bytes = entry[_WS_BYTES]
         if not ws_bytes:
             ws_o = ws_lse = 0
         else:
-            if raw:
+            if _get_device() == device:
                 ws_o = _raw_alloc(ws_bytes, stream)
                 blocks.append(ws_o)
             else:
@@ -585,7 +616,7 @@ def _forward_run(entry, q, k, v, need_lse, device):
     finally:
         for p in blocks:
             _raw_delete(p)
-    return out, lse
+    return out, (lse if need_lse else None)
 
 
 def _bhsd_view(view):
@@ -659,11 +690,16 @@ def _init_autograd(torch):
             if not grad_out.is_contiguous():
                 grad_out = grad_out.contiguous()
             handle = _backward_handle(entry, mask, q, out, grad_out, device)
-            views = entry[_BWD][0]
             # dQ, dK, dV contiguous [B, H(kv), S, D], as the kernels write them.
-            dq = q.new_empty(views[0][1])
-            dk = k.new_empty(views[1][1])
-            dv = v.new_empty(views[2][1])
+            if entry[_BSHD]:
+                views = entry[_BWD][0]
+                dq = q.new_empty(views[0][1])
+                dk = k.new_empty(views[1][1])
+                dv = v.new_empty(views[2][1])
+            else:
+                dq = _empty_like(q, memory_format=_contiguous)
+                dk = _empty_like(k, memory_format=_contiguous)
+                dv = _empty_like(v, memory_format=_contiguous)
             handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                        lse.data_ptr(), grad_out.data_ptr(), dq.data_ptr(), dk.data_ptr(),
                        dv.data_ptr(), _get_stream(device))
@@ -757,7 +793,7 @@ def lightning_decode(q, k, v, kv, slope):
                 and k.is_contiguous() and v.is_contiguous() and kv.is_contiguous()
                 and slope.is_contiguous()):
             qs = q.shape
-            out = q.new_empty((qs[0], qs[1], qs[2], v.shape[3]))
+            out = _empty_like(v, memory_format=_contiguous)   # [B, H, n, E] as v (checked)
             key = (device, qs, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
                    v.dtype, kv.dtype, slope.dtype)
             plan = _lightning_plans.get(key)
@@ -901,7 +937,7 @@ def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, m
     allocator taken and given back around the launch (stream-ordered, as the attention
     forward's)."""
     handle, lse_shape, (ws_o, ws_lse), lse_bytes, ws_lse_at = hit
-    out = q.new_empty(q.shape)
+    out = _empty_like(q, memory_format=_contiguous)
     out_ptr = out.data_ptr()
     stream = _get_stream(device)
     lse = None
@@ -1230,22 +1266,20 @@ class AttentionPlan:
             out, lse = _decode_launch_planned(self._decode, q, k, v, None, None, None, None,
                                               device, return_lse, self._ws_ptrs)
             return (out, lse.view(self._decode_lse)) if return_lse else out
-        out = q.new_empty(self._out_shape)
+        if self._bshd:
+            out = q.new_empty(self._out_shape)
+        else:
+            out = _empty_like(q, memory_format=_contiguous)
         stream = _get_stream(device)
         lse = None
-        if return_lse or _get_device() != device:
+        lse_ptr = 0 if return_lse else _lse_scratch(q, device, self._lse_bytes)
+        if not lse_ptr:
             lse = q.new_empty(self._lse_shape, dtype=_f32)
             lse_ptr = lse.data_ptr()
-        else:
-            lse_ptr = _raw_alloc(self._lse_bytes, stream)
-        try:
-            self._handle.run((q.data_ptr(), q.shape, q.stride()),
-                             (k.data_ptr(), k.shape, k.stride()),
-                             (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr,
-                             self._ws_ptrs[0], self._ws_ptrs[1], stream)
-        finally:
-            if lse is None:
-                _raw_delete(lse_ptr)
+        self._handle.run((q.data_ptr(), q.shape, q.stride()),
+                         (k.data_ptr(), k.shape, k.stride()),
+                         (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr,
+                         self._ws_ptrs[0], self._ws_ptrs[1], stream)
         if self._bshd:
             out = out.transpose(1, 2)
         return (out, lse) if return_lse else out
