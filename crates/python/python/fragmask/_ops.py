@@ -108,9 +108,9 @@ def _init_fast(torch):
     _get_stream = _raw_stream(torch)
     _is_compiling = torch.compiler.is_compiling
     C = torch._C
-    # An lse nobody asked for lives in a block of torch's caching allocator taken and
-    # given back around the launch (stream-ordered, graph pools included, as a
-    # tensor's), not in a tensor object: about 2 us less per call.
+    # A split workspace lives in a block of torch's caching allocator taken and given
+    # back around the launch (stream-ordered, graph pools included, as a tensor's), not
+    # in a tensor object: about 2 us less per call.
     _get_device = getattr(C, "_cuda_getDevice", None)
     _raw_alloc = getattr(C, "_cuda_cudaCachingAllocator_raw_alloc", None)
     _raw_delete = getattr(C, "_cuda_cudaCachingAllocator_raw_delete", None)
