@@ -206,6 +206,215 @@ def tiny_rows(rows=None, registered=True):
     return rows
 
 
+def op_rows(rows=None):
+    """The fragmask rows of ``tiny_rows`` and SDPA's beside them, without Flex (no
+    compile): quick enough to run twice per wheel in one job, for an A/B of two wheels
+    on one machine. Also the floors under them: one torch allocation, one raw
+    caching-allocator block, the stream getter, a bare ``torch.autograd.Function``, and
+    the launch of a planned forward alone (wheels that have it)."""
+    rows = {} if rows is None else rows
+    q, k, v = tiny_inputs()
+    rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
+    rows["SDPA no-grad"] = overhead(
+        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    plan = fragmask.AttentionPlan(q, k, v, causal=True)
+    rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
+    D = q.shape[-1]
+    dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 256, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    rows["decode"] = overhead(lambda: fragmask.decode(dq, kc, vc))
+    dplan = fragmask.DecodePlan(dq, kc, vc)
+    rows["DecodePlan.run"] = overhead(lambda: dplan.run(dq, kc, vc))
+    sq, sk, sv = dq.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+    rows["SDPA decode"] = overhead(lambda: F.scaled_dot_product_attention(sq, sk, sv))
+    lq, lk, lv = (torch.randn(1, 64, 1, 96, device="cuda", dtype=torch.bfloat16)
+                  for _ in range(3))
+    state = torch.zeros(1, 64, 96, 96, device="cuda", dtype=torch.float32)
+    slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
+    rows["lightning_decode B=1"] = overhead(lambda: fragmask.lightning_decode(
+        lq, lk, lv, state, slope))
+    qg, kg, vg = tiny_inputs(True)
+    rows["attention autograd forward"] = overhead(
+        lambda: fragmask.attention(qg, kg, vg, causal=True), graph=False)
+    rows["SDPA autograd forward"] = overhead(
+        lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), graph=False)
+    grad = torch.randn_like(q)
+    for name, fwd in (("attention", lambda: fragmask.attention(qg, kg, vg, causal=True)),
+                      ("SDPA", lambda: F.scaled_dot_product_attention(qg, kg, vg,
+                                                                     is_causal=True))):
+        r = overhead(lambda: fwd().backward(grad))
+        r["backward_host_us"] = r["host_us"] - rows[f"{name} autograd forward"]["host_us"]
+        rows[f"{name} autograd forward+backward"] = r
+    for t in (qg, kg, vg):
+        t.grad = None
+    # Floors.
+    rows["floor: q.new_empty"] = {"host_us": host_us(lambda: q.new_empty((1, 2, 256, 128)))}
+    stream = torch.cuda.current_stream().cuda_stream
+    alloc = torch._C._cuda_cudaCachingAllocator_raw_alloc
+    free = torch._C._cuda_cudaCachingAllocator_raw_delete
+    rows["floor: raw block alloc+delete"] = {"host_us": host_us(lambda: free(alloc(2048, stream)))}
+    getter = torch._C._cuda_getCurrentRawStream
+    rows["floor: raw stream getter"] = {"host_us": host_us(lambda: getter(0))}
+
+    class Bare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            out = x.new_empty(x.shape)
+            ctx.save_for_backward(x, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    rows["floor: bare autograd.Function forward"] = {"host_us": host_us(lambda: Bare.apply(qg))}
+    if hasattr(_ops, "_forward_plan"):
+        entry = _ops._forward_plan(q, k, v, None, True, None, None, False, 0, 0)
+        out, lse = torch.empty_like(q), q.new_empty((1, 2, 256), dtype=torch.float32)
+        ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), 0, 0,
+                stream)
+        run = entry[0].run_ptrs
+        # No graph: ptrs name the current stream, not a capture stream.
+        rows["floor: planned forward launch alone"] = overhead(lambda: run(*ptrs), graph=False)
+    return rows
+
+
+def ab_rows(base_name, rounds=4):
+    """The op rows of two builds in one process: ``fragmask`` and the package
+    ``base_name`` (another wheel installed under that name, its op namespace renamed),
+    measured in alternating order ``rounds`` times, so that both see the same host state
+    (a host shared with other jobs moves between processes by more than the change being
+    measured). Returns {build: {row: [overhead() per round]}}."""
+    import importlib
+
+    base = importlib.import_module(base_name)
+    base.warmup(head_dims=(128,), lightning=((96, 96, "bf16"),))
+    q, k, v = tiny_inputs()
+    D = q.shape[-1]
+    dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 256, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    lq, lk, lv = (torch.randn(1, 64, 1, 96, device="cuda", dtype=torch.bfloat16)
+                  for _ in range(3))
+    state = torch.zeros(1, 64, 96, 96, device="cuda", dtype=torch.float32)
+    slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
+    sq, sk, sv = dq.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+    qg, kg, vg = tiny_inputs(True)
+    grad = torch.randn_like(q)
+
+    def table(fm):
+        plan = fm.AttentionPlan(q, k, v, causal=True)
+        dplan = fm.DecodePlan(dq, kc, vc)
+        return {
+            "attention no-grad": (lambda: fm.attention(q, k, v, causal=True), True),
+            "AttentionPlan.run": (lambda: plan.run(q, k, v), True),
+            "decode": (lambda: fm.decode(dq, kc, vc), True),
+            "DecodePlan.run": (lambda: dplan.run(dq, kc, vc), True),
+            "lightning_decode B=1": (lambda: fm.lightning_decode(lq, lk, lv, state, slope),
+                                     True),
+            "attention autograd forward": (lambda: fm.attention(qg, kg, vg, causal=True),
+                                           False),
+            "attention autograd forward+backward": (
+                lambda: fm.attention(qg, kg, vg, causal=True).backward(grad), True),
+        }
+
+    sdpa = {
+        "attention no-grad": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                              True),
+        "attention autograd forward": (
+            lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), False),
+        "attention autograd forward+backward": (
+            lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad),
+            True),
+        "decode": (lambda: F.scaled_dot_product_attention(sq, sk, sv), True),
+    }
+    tables = {"base": table(base), "new": table(fragmask), "SDPA": sdpa}
+    out = {b: {} for b in tables}
+    for r in range(rounds):
+        order = ("base", "new", "SDPA") if r % 2 == 0 else ("new", "base", "SDPA")
+        for name in tables["new"]:
+            for b in order:
+                if name in tables[b]:
+                    fn, graph = tables[b][name]
+                    out[b].setdefault(name, []).append(overhead(fn, graph))
+        for t in (qg, kg, vg):
+            t.grad = None
+    return out
+
+
+def ab_table(out):
+    """Medians over rounds: eager, graph and the target quantities (the no-grad
+    overhead, the autograd forward's eager minus the no-grad graph time, the backward's
+    step overhead minus the forward's), per build."""
+    def med(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2] if xs else None
+
+    def m(b, row, key):
+        return med([r[key] for r in out[b].get(row, []) if key in r])
+
+    rows = []
+    for b in out:
+        ng = m(b, "attention no-grad", "graph_us")
+        fwd = m(b, "attention autograd forward", "eager_us")
+        fwd_over = None if fwd is None or ng is None else fwd - ng
+        step = m(b, "attention autograd forward+backward", "overhead_us")
+        rows.append((b, {
+            "no-grad": m(b, "attention no-grad", "overhead_us"),
+            "autograd fwd": fwd_over,
+            "autograd bwd": None if step is None or fwd_over is None else step - fwd_over,
+            "decode": m(b, "decode", "overhead_us"),
+            "DecodePlan.run": m(b, "DecodePlan.run", "overhead_us"),
+            "lightning": m(b, "lightning_decode B=1", "overhead_us"),
+            "AttentionPlan.run": m(b, "AttentionPlan.run", "overhead_us"),
+        }))
+    return rows
+
+
+def decode_sweep_rows():
+    """Serving decode shapes (D=128, bf16, [B, Sk, Hkv, D] caches from torch.randn) at
+    several split counts, eager and in a CUDA graph, as fractions of the copy roof; and
+    B=16, Sk=8192 with K and V in one allocation at a 2^28-byte and at an odd distance
+    (is a power-of-two distance between K and V what one split suffers from?)."""
+    bf = torch.bfloat16
+    r = {}
+
+    def row(name, fn, roof):
+        ms = step_ms(fn, iters=30)
+        g = graph_ms(fn, n=10)
+        r[name] = {"ms": ms, "of_roof": roof / ms, "graph_of_roof": roof / g}
+
+    for B, H, HKV, SK, counts in ((16, 32, 8, 8192, (1, 2, 3, 4)),
+                                  (1, 32, 8, 65536, (8, 16, 32)),
+                                  (8, 64, 8, 16384, (2, 4)),
+                                  (64, 32, 8, 4096, (1, 2))):
+        q = torch.randn(B, 1, H, 128, device="cuda", dtype=bf)
+        k, v = (torch.randn(B, SK, HKV, 128, device="cuda", dtype=bf) for _ in range(2))
+        roof = copy_roof_ms(2 * k.numel() * 2)
+        auto = fragmask.DecodePlan(q, k, v)
+        for n in (None,) + counts:
+            p = auto if n is None else fragmask.DecodePlan(q, k, v, splits=n)
+            row(f"B={B} H={H} Sk={SK} splits={'auto ' if n is None else ''}{p.splits}",
+                lambda: p.run(q, k, v), roof)
+        del k, v
+    B, SK = 16, 8192
+    q = torch.randn(B, 1, 32, 128, device="cuda", dtype=bf)
+    n = B * SK * 8 * 128
+    roof = copy_roof_ms(4 * n)
+    for gap in (0, 4096 + 512):
+        buf = torch.randn(2 * n + gap, device="cuda", dtype=bf)
+        k, v = buf[:n].view(B, SK, 8, 128), buf[n + gap:].view(B, SK, 8, 128)
+        for splits in (1, 2):
+            p = fragmask.DecodePlan(q, k, v, splits=splits)
+            row(f"B=16 Sk=8192 K->V {2 * (n + gap)} bytes splits={splits}",
+                lambda: p.run(q, k, v), roof)
+        del buf, k, v
+    qa = torch.randn(B, 32, 1, 128, device="cuda", dtype=bf)
+    ka, va = (torch.randn(B, 8, SK, 128, device="cuda", dtype=bf) for _ in range(2))
+    row(f"fragmask.attention B=16 Sk=8192 (bhsd, {fragmask.AttentionPlan(qa, ka, va).splits}"
+        " splits)", lambda: fragmask.attention(qa, ka, va), roof)
+    return r
+
+
 def step_ms(fn, iters=20):
     for _ in range(3):
         fn()
@@ -371,9 +580,42 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--targets-only", action="store_true",
                     help="skip the registered-op rows (the targets' rows only)")
+    ap.add_argument("--ops-only", action="store_true",
+                    help="only op_rows (no Flex, no step-level rows): for an A/B of wheels")
+    ap.add_argument("--decode-sweep", action="store_true",
+                    help="only serving decode shapes at several split counts")
+    ap.add_argument("--ab", metavar="PACKAGE",
+                    help="only the op rows of fragmask and of PACKAGE (another build "
+                    "installed under that name), alternated in this process")
     args = ap.parse_args()
     fragmask.warmup(head_dims=(128,), lightning=((96, 96, "bf16"),))
     results = {"device": torch.cuda.get_device_name()}
+    if args.ab:
+        out = ab_rows(args.ab)
+        table = ab_table(out)
+        cols = list(table[0][1])
+        print("| build | " + " | ".join(cols) + " |")
+        print("|---" * (len(cols) + 1) + "|")
+        for b, vals in table:
+            print(f"| {b} | " + " | ".join("-" if vals[c] is None else f"{vals[c]:.1f}"
+                                          for c in cols) + " |")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"rounds": out, "medians": dict(table)}, fh, indent=1)
+        return
+    if args.ops_only or args.decode_sweep:
+        rows = op_rows() if args.ops_only else decode_sweep_rows()
+        for name, r in rows.items():
+            if isinstance(r, dict):
+                print(f"| {name} | " + " | ".join(
+                    f"{k_}={v_:.4g}" if isinstance(v_, float) else f"{k_}={v_}"
+                    for k_, v_ in r.items()) + " |")
+            else:
+                print(f"| {name} | {r} |")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+        return
 
     def save():   # after every row: a run cut short keeps what it measured
         if args.json:

@@ -30,6 +30,9 @@ class _Plan:
     def run(self, *args):
         return None
 
+    def run_ptrs(self, *args):
+        return None
+
 
 def stub_extension():
     """The device API's functions as no-ops returning plan stand-ins."""
@@ -38,9 +41,11 @@ def stub_extension():
     _ops._backward_launch = lambda *a: None
     api = _ops._API
     api["attention_plan"] = lambda *a, **k: _Plan()
+    api["attention_backward_plan"] = lambda *a, **k: _Plan()
     api["decode_plan"] = lambda q, *a, **k: _Plan(q)
     api["lightning_plan"] = lambda *a, **k: _Plan()
     _ops._get_stream = lambda device: 0
+    _ops._capturing = lambda: False
     _ops._get_device = lambda: 0
     _ops._raw_alloc = lambda nbytes, stream: 1 << 20
     _ops._raw_delete = lambda ptr: None

@@ -9,7 +9,7 @@
 use fragmask::check::decode::bench::{bench, copy_roof, BenchExtra};
 use fragmask::check::timing::TimingConfig;
 use fragmask::host::attention::{AttentionShape, Window};
-use fragmask::host::decode::{CacheShape, DecodeRunner, DecodeShape};
+use fragmask::host::decode::{DecodeRunner, DecodeShape};
 use fragmask::host::{Compiler, Device};
 use fragmask::kernels::family::dtype::ActDtype;
 
@@ -37,20 +37,16 @@ pub(super) fn serves(args: &ForwardArgs, inputs: &Validated, timed: bool, output
 /// Times the decode kernel on `shape` (random inputs, rotated over 1 GiB of caches) and
 /// prints the forward's report lines with the copy roof.
 pub(super) fn bench_decode(device: &Device, args: &ForwardArgs, s: &AttentionShape) -> CmdResult {
-    let shape = DecodeShape {
-        batch: s.batch,
-        seqlen_q: 1,
-        heads: s.heads,
-        kv_heads: s.kv_heads,
-        head_dim: s.head_dim,
-        dtype: ActDtype::Bf16,
-        cache: CacheShape::HeadMajor {
-            capacity: s.seqlen_k,
-        },
-        window_left: None,
-        window_right: None,
-        softmax_scale: args.scale.map(f64::from),
-    };
+    let shape = DecodeShape::from_attention(
+        s.batch,
+        s.heads,
+        s.kv_heads,
+        s.seqlen_k,
+        s.head_dim,
+        ActDtype::Bf16,
+        false,
+        args.scale.map(f64::from),
+    );
     let e = |e: fragmask::host::decode::DecodeError| e.to_string();
     let runner = DecodeRunner::for_shape(device, &Compiler::new(), &shape).map_err(e)?;
     let plan = runner.plan(shape, s.seqlen_k, None).map_err(e)?;

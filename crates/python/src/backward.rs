@@ -112,23 +112,7 @@ pub(crate) fn attention_backward_launch(
         .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
     let ws = workspace(device, stream, &cuda_stream, &shape)?;
     let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
-    let cached = plans()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .cloned();
-    let plan = match cached {
-        Some(p) => p,
-        None => {
-            let p = Arc::new(plan_backward(&g, &key, &ws)?);
-            let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
-            if cache.len() >= MAX_CACHED_PLANS {
-                cache.clear();
-            }
-            cache.insert(key, p.clone());
-            p
-        }
-    };
+    let plan = cached_plan(&g, &key, &ws)?;
     let ptrs = BackwardPointers {
         q: q.0,
         k: k.0,
@@ -145,6 +129,132 @@ pub(crate) fn attention_backward_launch(
     // uses it.
     unsafe { plan.run(&cuda_stream, &ptrs, &ws) }
         .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
+/// The plan of `key`: the cached one, or made now (with `ws`, a workspace that fits it)
+/// and cached ([`plans`]).
+fn cached_plan(
+    g: &gpu::Gpu,
+    key: &BackwardKey,
+    ws: &BackwardWorkspace,
+) -> PyResult<Arc<BackwardPlan>> {
+    let cached = plans()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(key)
+        .cloned();
+    if let Some(p) = cached {
+        return Ok(p);
+    }
+    let p = Arc::new(plan_backward(g, key, ws)?);
+    let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= MAX_CACHED_PLANS {
+        cache.clear();
+    }
+    cache.insert(*key, p.clone());
+    Ok(p)
+}
+
+/// A planned backward whose runs pass addresses only (the eager autograd path's: the
+/// wrapper keeps one per forward plan and layout of dO, so the tensors of a run have the
+/// plan's shapes and strides by construction).
+#[pyclass(frozen, module = "fragmask._fragmask", name = "BackwardPlanHandle")]
+pub(crate) struct BackwardPlanHandle {
+    gpu: Arc<gpu::Gpu>,
+    plan: Arc<BackwardPlan>,
+    device: usize,
+}
+
+/// Plans the backward of a call described as [`attention_backward_launch`]'s (the
+/// views' addresses are not read), with the workspace of (`device`, `stream`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (q, k, v, o, d_o, mask_id, lists, tlists, causal, window_left,
+                    window_right, scale, stream, device, fp16=false))]
+pub(crate) fn attention_backward_plan(
+    q: View,
+    k: View,
+    v: View,
+    o: View,
+    d_o: View,
+    mask_id: u64,
+    lists: Option<[u64; 6]>,
+    tlists: Option<[u64; 6]>,
+    causal: bool,
+    window_left: i64,
+    window_right: i64,
+    scale: f64,
+    stream: u64,
+    device: usize,
+    fp16: bool,
+) -> PyResult<BackwardPlanHandle> {
+    let what = "fragmask.attention backward";
+    let key = BackwardKey {
+        device,
+        views: [q, k, v, o, d_o].map(|t| (t.1, t.2)),
+        mask_id,
+        lists,
+        tlists,
+        causal,
+        window: (window_left, window_right),
+        scale: scale.to_bits(),
+        fp16,
+    };
+    let g = gpu::gpu(device)?;
+    // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads it).
+    let cuda_stream = unsafe { g.device.borrowed_stream(stream) };
+    let shape = AttentionShape::from_tensors(q.1, k.1, v.1)
+        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+    let ws = workspace(device, stream, &cuda_stream, &shape)?;
+    let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
+    let plan = cached_plan(&g, &key, &ws)?;
+    Ok(BackwardPlanHandle {
+        gpu: g,
+        plan,
+        device,
+    })
+}
+
+#[pymethods]
+impl BackwardPlanHandle {
+    /// Enqueues the backward on `stream` at the addresses of tensors with the plan's
+    /// shapes and strides (lse f32 `[B, H, Sq]`, dq / dk / dv fresh contiguous outputs),
+    /// with the workspace of (device, `stream`).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        q: u64,
+        k: u64,
+        v: u64,
+        o: u64,
+        lse: u64,
+        d_o: u64,
+        dq: u64,
+        dk: u64,
+        dv: u64,
+        stream: u64,
+    ) -> PyResult<()> {
+        let what = "fragmask.attention backward";
+        // SAFETY: torch's current stream of the plan's device, read by the wrapper.
+        let cuda_stream = unsafe { self.gpu.device.borrowed_stream(stream) };
+        let ws = workspace(self.device, stream, &cuda_stream, &self.plan.shape())?;
+        let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
+        let ptrs = BackwardPointers {
+            q,
+            k,
+            v,
+            o,
+            d_o,
+            lse,
+            grads: RawGradients { dq, dk, dv },
+        };
+        // SAFETY: the wrapper finds this handle under the forward's plan key and dO's
+        // strides, so q, k, v, o, dO (live torch CUDA tensors it holds) have the plan's
+        // shapes and strides; lse is the forward's, dq, dk, dv fresh outputs; the
+        // workspace is this stream's (the device API's contract).
+        unsafe { self.plan.run(&cuda_stream, &ptrs, &ws) }
+            .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+    }
 }
 
 /// Everything that decides a backward's plan (the key of [`plans`]).

@@ -60,6 +60,9 @@ struct Call<'a> {
     scale: f64,
     /// The mask's key in [`masks`] (0: none).
     mask_id: u64,
+    /// The caches are head-major `[B, Hkv, Sk, D]` (the attention entry point's decode
+    /// shapes in the `[B, H, S, D]` layout).
+    head_major: bool,
 }
 
 /// Block-sparse masks in decode's form ([`DecodeMask`]), by the Python Mask's registry
@@ -142,11 +145,16 @@ fn plan_of(c: &Call<'_>, multiprocessors: usize, splits: usize) -> PyResult<Deco
             c.v, c.k
         )));
     }
-    let [k0, k1, kv_heads, kd] = dims::<4>(
-        "k_cache",
-        c.k,
-        "[B, Sk, Hkv, D] or [pages, page_size, Hkv, D]",
-    )?;
+    let [k0, k1, kv_heads, kd] = if c.head_major {
+        let [b, hkv, sk, d] = dims::<4>("k", c.k, "[B, Hkv, Sk, D]")?;
+        [b, sk, hkv, d]
+    } else {
+        dims::<4>(
+            "k_cache",
+            c.k,
+            "[B, Sk, Hkv, D] or [pages, page_size, Hkv, D]",
+        )?
+    };
     // q: [B, Sq, H, D], or [total_q, H, D] with cu_seqlens_q.
     let (batch, seqlen_q, heads, d, total_q) = match c.cu_seqlens_q {
         None => {
@@ -181,7 +189,14 @@ fn plan_of(c: &Call<'_>, multiprocessors: usize, splits: usize) -> PyResult<Deco
                     "k_cache holds {k0} requests, q {batch} (a paged cache needs block_table)"
                 )));
             }
-            CacheShape::Contiguous { capacity: k1 }
+            if c.head_major {
+                CacheShape::HeadMajor { capacity: k1 }
+            } else {
+                CacheShape::Contiguous { capacity: k1 }
+            }
+        }
+        Some(_) if c.head_major => {
+            return Err(err("a head-major cache is not paged"));
         }
         Some(t) => {
             let [tb, max_pages] = dims::<2>("block_table", t, "[B, max_pages]")?;
@@ -244,7 +259,7 @@ fn plan_of(c: &Call<'_>, multiprocessors: usize, splits: usize) -> PyResult<Deco
 /// `(num_splits, workspace o floats, workspace lse floats, lse shape)` of a call, from
 /// shapes only (CPU; the Python op allocates the outputs and workspace from it).
 #[pyfunction]
-#[pyo3(signature = (q, k, v, dtypes, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, multiprocessors, mask_id=0))]
+#[pyo3(signature = (q, k, v, dtypes, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, multiprocessors, mask_id=0, head_major=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_plan(
     q: Vec<usize>,
@@ -261,6 +276,7 @@ pub(crate) fn decode_plan(
     splits: usize,
     multiprocessors: usize,
     mask_id: u64,
+    head_major: bool,
 ) -> PyResult<(usize, usize, usize, Vec<usize>)> {
     let call = Call {
         q: &q,
@@ -274,6 +290,7 @@ pub(crate) fn decode_plan(
         window: (window_left, window_right),
         scale,
         mask_id,
+        head_major,
     };
     let plan = plan_of(&call, multiprocessors.max(1), splits)?;
     let (o, lse) = plan.workspace_floats().map_err(err)?;
@@ -302,6 +319,7 @@ pub(crate) fn plan_from_shapes(
     mask_id: u64,
     multiprocessors: usize,
     splits: usize,
+    head_major: bool,
 ) -> PyResult<DecodePlan> {
     let call = Call {
         q,
@@ -315,6 +333,7 @@ pub(crate) fn plan_from_shapes(
         window,
         scale,
         mask_id,
+        head_major,
     };
     plan_of(&call, multiprocessors.max(1), splits)
 }
@@ -376,6 +395,7 @@ pub(crate) fn decode_launch(
         window: (window_left, window_right),
         scale,
         mask_id,
+        head_major: false,
     };
     let g = gpu(device)?;
     let plan = plan_of(&call, 1, splits.max(1))?;

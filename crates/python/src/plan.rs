@@ -125,6 +125,40 @@ impl AttentionPlanHandle {
         unsafe { self.plan.run(&stream, &ptrs) }
             .map_err(|e| PyValueError::new_err(format!("fragmask.AttentionPlan: {e}")))
     }
+
+    /// [`Self::run`] at addresses alone: the eager `fragmask.attention` path, whose
+    /// plan cache is keyed by the tensors' shapes, strides, dtype and device, so the
+    /// tensors it passes are the plan's by construction (no views to convert or compare).
+    #[allow(clippy::too_many_arguments)]
+    fn run_ptrs(
+        &self,
+        q: u64,
+        k: u64,
+        v: u64,
+        out: u64,
+        lse: u64,
+        ws_o: u64,
+        ws_lse: u64,
+        stream: u64,
+    ) -> PyResult<()> {
+        // SAFETY: torch's current stream of the plan's device, read by the wrapper.
+        let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
+        let ptrs = PlanPointers {
+            q,
+            k,
+            v,
+            o: out,
+            lse,
+            ws_o,
+            ws_lse,
+        };
+        // SAFETY: `fragmask.attention` finds this handle under the shapes, strides,
+        // dtype and device of q, k and v (its cache key), allocates out and lse of the
+        // plan's sizes and the workspace of `workspace_floats`, and holds the mask whose
+        // lists the plan reads (the device API's contract).
+        unsafe { self.plan.run(&stream, &ptrs) }
+            .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
+    }
 }
 
 /// A planned decode call (`fragmask.DecodePlan` holds one).
@@ -141,7 +175,7 @@ pub(crate) struct DecodePlanHandle {
 /// Plans a decode call from shapes (`decode_plan`'s arguments, the device's
 /// multiprocessor count read once) and loads its kernel.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, dtypes, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, device, mask_id=0))]
+#[pyo3(signature = (q, k, v, dtypes, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, window_left, window_right, scale, splits, device, mask_id=0, head_major=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_plan(
     q: Vec<usize>,
@@ -158,6 +192,7 @@ pub(crate) fn decode_plan(
     splits: usize,
     device: usize,
     mask_id: u64,
+    head_major: bool,
 ) -> PyResult<DecodePlanHandle> {
     let g = gpu(device)?;
     let sms = g.sm_count()?;
@@ -175,6 +210,7 @@ pub(crate) fn decode_plan(
         mask_id,
         sms,
         splits,
+        head_major,
     )?;
     let workspace = plan.workspace_floats().map_err(crate::decode::err)?;
     let s = plan.shape;

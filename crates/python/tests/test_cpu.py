@@ -779,6 +779,28 @@ class DecodePlanTests(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "not prepared"):
             plan()
 
+    def test_attention_decode_shapes_plan_the_decode_commands_splits(self):
+        # fragmask.attention sends a one-row call to the decode kernel in the form
+        # _ops._decode_form gives it (head-major caches for [B, H, S, D], the CLI's
+        # attention entry point's); it is planned as `fragmask decode` plans the same
+        # call on [B, Sk, Hkv, D] caches: B=16, H=32, Hkv=8, Sk=8192 gets 2 splits on 132
+        # SMs (two CTAs per SM), a single request of 65536 keys 32, the same either way.
+        from fragmask import _ops
+
+        for B, Sk in ((16, 8192), (1, 65536)):
+            decode = self.plan(q=(B, 1, 32, 128), k=(B, Sk, 8, 128))
+            for bshd in (False, True):
+                q, k = ((B, 1, 32, 128), (B, Sk, 8, 128)) if bshd else \
+                    ((B, 32, 1, 128), (B, 8, Sk, 128))
+                qs, ks, lse, head_major = _ops._decode_form(q, k, k, bshd)
+                self.assertEqual(head_major, not bshd)
+                got = fragmask._fragmask.decode_plan(
+                    list(qs), list(ks), list(ks), ("bfloat16",) * 3, None, None, None, 0, -1,
+                    -1, 0.0, 0, 132, 0, head_major)
+                self.assertEqual(got[0], decode[0], (B, Sk, bshd))
+                self.assertEqual(list(lse), got[3])
+            self.assertEqual(decode[0], 2 if B == 16 else 32)
+
     def test_bad_shapes_are_typed_errors(self):
         bad = [
             (dict(q=(2, 1, 6, 64), k=(2, 300, 4, 64)), "multiple"),

@@ -288,6 +288,42 @@ pub struct DecodeShape {
 }
 
 impl DecodeShape {
+    /// The decode form of an attention forward with one query row and no mask, window
+    /// or causal bound (the attention entry point's decode shapes, CLI and Python
+    /// alike): `B` requests of `H` query heads over `Hkv` KV heads of `seqlen_k` keys,
+    /// read as head-major caches `[B, Hkv, Sk, D]` (the attention layout `[B, H, S, D]`)
+    /// or, with `bshd`, as contiguous caches `[B, Sk, Hkv, D]` (`[B, S, H, D]`). The
+    /// shape is not validated here ([`DecodePlan::new`] does).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_attention(
+        batch: usize,
+        heads: usize,
+        kv_heads: usize,
+        seqlen_k: usize,
+        head_dim: usize,
+        dtype: ActDtype,
+        bshd: bool,
+        softmax_scale: Option<f64>,
+    ) -> Self {
+        let capacity = seqlen_k;
+        DecodeShape {
+            batch,
+            seqlen_q: 1,
+            heads,
+            kv_heads,
+            head_dim,
+            dtype,
+            cache: if bshd {
+                CacheShape::Contiguous { capacity }
+            } else {
+                CacheShape::HeadMajor { capacity }
+            },
+            window_left: None,
+            window_right: None,
+            softmax_scale,
+        }
+    }
+
     /// `H / Hkv`.
     pub fn group(&self) -> usize {
         self.heads / self.kv_heads.max(1)
@@ -777,29 +813,41 @@ impl DecodePlan {
     }
 
     /// The fewest splits whose CTAs fill the SMs, one CTA each, to at least 95% of the
-    /// best split count's fill, with at least two tiles per warp per split.
+    /// best split count's fill, with at least two tiles per warp per split; a plan that
+    /// comes out unsplit with at most one wave of CTAs is planned again on two CTA slots
+    /// per SM (where two fit).
     ///
-    /// One CTA per SM already keeps enough bytes in flight to saturate HBM (4 warps x 2
-    /// stages x 8 KB at D = 128); more splits only add partials and the combine. Measured
-    /// on the H100 (docs/PERF.md, "Decode (issue 11)"): B=16, Hkv=8, Sk=8192 at 0.98 of
-    /// the copy roof with 1 split, 0.95 with 2 and 0.92 with 8; B=1, Sk=65536 at 0.88
-    /// with 16 splits, 0.83 with 33 and 0.59 with 132.
+    /// One CTA per SM keeps at most 4 warps x 2 stages x 8 KB in flight (D = 128), which
+    /// saturates HBM in some processes and not in others: measured on one H100 in one
+    /// job (bench/results/python-overhead-2026-11-25-h100), B=16, Hkv=8, Sk=8192 read
+    /// from torch tensors reaches 0.85 of the copy roof with 1 split (128 CTAs) and 0.99
+    /// with 2, 0.96 with 4, 0.95 with 8, where `fragmask bench decode`'s own buffers
+    /// give 0.98 with 1 split. Split plans stay on one slot per SM: B=1, Sk=65536 read
+    /// 0.88 with 16 splits and 0.83 with 33 (docs/decode.md).
     pub fn choose_splits(
         shape: &DecodeShape,
         config: DecodeConfig,
         max_seqlen_k: usize,
         multiprocessors: usize,
     ) -> usize {
-        let slots = multiprocessors.max(1);
+        let sms = multiprocessors.max(1);
         let base = (shape.batch * shape.kv_heads * shape.m_blocks()).max(1);
         let tiles = max_seqlen_k.div_ceil(TILE_KEYS as usize);
         let most = (tiles / (2 * config.warps as usize)).clamp(1, MAX_SPLITS);
-        let fill = |s: usize| {
-            let ctas = base * s;
-            ctas as f64 / (ctas.div_ceil(slots) * slots) as f64
+        let plan_on = |slots: usize| {
+            let fill = |s: usize| {
+                let ctas = base * s;
+                ctas as f64 / (ctas.div_ceil(slots) * slots) as f64
+            };
+            let best = (1..=most).map(fill).fold(0.0, f64::max);
+            (1..=most).find(|&s| fill(s) >= 0.95 * best).unwrap_or(1)
         };
-        let best = (1..=most).map(fill).fold(0.0, f64::max);
-        (1..=most).find(|&s| fill(s) >= 0.95 * best).unwrap_or(1)
+        let splits = plan_on(sms);
+        if splits == 1 && base <= sms && config.ctas_per_sm() >= 2 {
+            plan_on(2 * sms)
+        } else {
+            splits
+        }
     }
 
     /// The same plan with variable query lengths over `total_q` rows of q and o
@@ -916,6 +964,30 @@ pub(crate) mod tests {
             window_right: None,
             softmax_scale: None,
         }
+    }
+
+    #[test]
+    fn attention_decode_shapes_plan_the_decode_commands_splits() {
+        // B=16, H=32, Hkv=8, Sk=8192, D=128 on an H100's 132 SMs: `fragmask decode`
+        // plans 2 splits (two CTAs per SM, `choose_splits`); the attention entry point's
+        // form of it, in either layout, gets the same plan.
+        let decode = DecodePlan::new(shape(16, 32, 8, 8192), 8192, 132, None).unwrap();
+        assert_eq!(decode.num_splits, 2);
+        for bshd in [false, true] {
+            let s = DecodeShape::from_attention(16, 32, 8, 8192, 128, ActDtype::Bf16, bshd, None);
+            let p = DecodePlan::new(s, 8192, 132, None).unwrap();
+            assert_eq!(
+                (p.num_splits, p.config, p.grid_rows()),
+                (decode.num_splits, decode.config, decode.grid_rows()),
+                "bshd={bshd}"
+            );
+        }
+        // A long single request splits, the same way in both forms.
+        let decode = DecodePlan::new(shape(1, 32, 8, 65536), 65536, 132, None).unwrap();
+        let s = DecodeShape::from_attention(1, 32, 8, 65536, 128, ActDtype::Bf16, false, None);
+        let p = DecodePlan::new(s, 65536, 132, None).unwrap();
+        assert!(decode.num_splits > 1);
+        assert_eq!(p.num_splits, decode.num_splits);
     }
 
     #[test]
@@ -1095,8 +1167,10 @@ pub(crate) mod tests {
                 .unwrap()
                 .num_splits
         };
-        // The four workloads of issue 11: the split counts the H100 scan found best.
-        assert_eq!(plan(16, 32, 8, 8192), 1);
+        // The four serving workloads, 95% of the best fill. B=16: 128 rows, unsplit on
+        // one slot per SM, so planned on two: 2 splits = 256 of 264 slots; B=64: 512 rows
+        // fill four waves unsplit; B=1: 8 rows x 16; B=8, H=64: 64 rows x 2.
+        assert_eq!(plan(16, 32, 8, 8192), 2);
         assert_eq!(plan(64, 32, 8, 4096), 1);
         assert_eq!(plan(1, 32, 8, 65536), 16);
         assert_eq!(plan(8, 64, 8, 16384), 2);

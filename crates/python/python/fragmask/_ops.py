@@ -86,6 +86,7 @@ def _raw_stream(torch):
 
 _i32 = None
 _Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
+_empty_like = _contiguous = _capturing = None
 _is_compiling = _plain = _untraced = None
 _RAW_ALLOC = None
 
@@ -93,15 +94,19 @@ _RAW_ALLOC = None
 def _init_fast(torch):
     """Binds what the eager fast path reads on every call."""
     global _Tensor, _bf16, _f16, _f32, _i32, _get_stream, _get_device, _raw_alloc, _raw_delete
-    global _is_compiling, _plain, _untraced, _RAW_ALLOC
+    global _is_compiling, _plain, _untraced, _RAW_ALLOC, _empty_like, _contiguous, _capturing
     _Tensor, _bf16, _f16, _f32 = torch.Tensor, torch.bfloat16, torch.float16, torch.float32
+    # Outputs shaped like an input: empty_like parses no shape (about a third less host
+    # time than new_empty per allocation).
+    _empty_like, _contiguous = torch.empty_like, torch.contiguous_format
+    _capturing = torch.cuda.is_current_stream_capturing
     _i32 = torch.int32
     _get_stream = _raw_stream(torch)
     _is_compiling = torch.compiler.is_compiling
     C = torch._C
-    # An lse nobody asked for lives in a block of torch's caching allocator taken and
-    # given back around the launch (stream-ordered, graph pools included, as a
-    # tensor's), not in a tensor object: about 2 us less per call.
+    # A split workspace lives in a block of torch's caching allocator taken and given
+    # back around the launch (stream-ordered, graph pools included, as a tensor's), not
+    # in a tensor object: about 2 us less per call.
     _get_device = getattr(C, "_cuda_getDevice", None)
     _raw_alloc = getattr(C, "_cuda_cudaCachingAllocator_raw_alloc", None)
     _raw_delete = getattr(C, "_cuda_cudaCachingAllocator_raw_delete", None)
@@ -418,20 +423,21 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
                 and (layout == "bhsd" or layout == "bshd")
                 and (splits is None or (type(splits) is int and 1 <= splits <= 128))):
             n = 0 if splits is None else splits
+            bshd = layout == "bshd"
             if _grad() and (q.requires_grad or k.requires_grad or v.requires_grad):
+                entry = _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, n)
                 # Only out is an output unless the lse is asked for: one output for
                 # autograd to wrap, no non-differentiable one to mark.
-                return _attention_apply(q, k, v, mask, causal, window, scale,
-                                        layout == "bshd", n, bool(return_lse))
+                return _attention_apply(q, k, v, entry, mask, bool(return_lse))
             if (n == 0 and mask is None and not causal and window is None
-                    and q.shape[2 if layout == "bhsd" else 1] == 1):
-                routed = _decode_route(q, k, v, layout == "bshd", scale, device, return_lse)
+                    and q.shape[1 if bshd else 2] == 1):
+                routed = _decode_route(q, k, v, bshd, scale, device, return_lse)
                 if routed is not None:
                     out, lse = routed
                     return (out, lse) if return_lse else out
-            out, lse, _ = _forward_fast(q, k, v, mask, causal, window, scale,
-                                        layout == "bshd", return_lse, device, n)
-            if layout == "bshd":
+            entry = _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, n)
+            out, lse = _forward_run(entry, q, k, v, return_lse, device)
+            if bshd:
                 out = out.transpose(1, 2)
             return (out, lse) if return_lse else out
     return _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
@@ -440,22 +446,25 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
 
 def _decode_shapes(q, k, v, bshd):
     """A one-row attention call as a decode call without copies: (q's and the caches'
-    shapes as decode's [B, Sq, H, D] / [B, Sk, Hkv, D], the lse shape of the attention
-    call), or None when the strides do not allow it. [B, S, H, D] contiguous tensors are
-    decode's layout already; [B, H, 1, D] and [B, Hkv, Sk, D] contiguous are B·Hkv
-    requests of one kv head whose H/Hkv query heads are the group's (the same memory,
-    so the tensors' addresses serve as they are, and an output allocated in q's shape is
-    decode's)."""
+    shapes as decode takes them, the lse shape of the attention call, whether the caches
+    are head-major), or None when the strides do not allow it. [B, S, H, D] contiguous
+    tensors are decode's layout already; [B, H, 1, D] q is [B, 1, H, D] memory, and
+    contiguous [B, Hkv, Sk, D] k and v are head-major caches: the decode shape
+    ``DecodeShape::from_attention`` gives the CLI's attention entry point too, so both
+    plan the same splits."""
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         return None
-    qs, ks = q.shape, k.shape
-    if bshd:
-        return qs, ks, (qs[0], qs[2], 1)
-    B, H, _, D = qs
-    Hkv, Sk = ks[1], ks[2]
-    if Hkv == 0 or H % Hkv or ks[0] != B or v.shape != ks or ks[3] != D:
+    return _decode_form(q.shape, k.shape, v.shape, bshd)
+
+
+def _decode_form(qs, ks, vs, bshd):
+    """:func:`_decode_shapes` of contiguous tensors of shapes qs, ks, vs (no torch)."""
+    if vs != ks:
         return None
-    return (B * Hkv, 1, H // Hkv, D), (B * Hkv, Sk, 1, D), (B, H, 1)
+    if bshd:
+        return qs, ks, (qs[0], qs[2], 1), False
+    B, H, _, D = qs
+    return (B, 1, H, D), ks, (B, H, 1), True
 
 
 def _decode_route(q, k, v, bshd, scale, device, need_lse):
@@ -465,14 +474,14 @@ def _decode_route(q, k, v, bshd, scale, device, need_lse):
     shapes = _decode_shapes(q, k, v, bshd)
     if shapes is None:
         return None
-    qs, ks, lse_shape = shapes
+    qs, ks, lse_shape, head_major = shapes
     dtype = q.dtype
     scale = 0.0 if scale is None else float(scale)
     if scale != scale or scale < 0:
         return None   # the attention forward names the bad scale (decode's 0 is default)
     try:
         hit = _decode_hit(device, qs, ks, ks, dtype, dtype, dtype, None, None, None, 0, -1,
-                          -1, scale, 0, 0)
+                          -1, scale, 0, 0, head_major)
     except ValueError:
         return None   # a shape decode does not take: the split-KV forward checks it
     out, lse = _decode_launch_planned(hit, q, k, v, None, None, None, None, device,
@@ -489,43 +498,116 @@ def _mask_ptrs(mask, q, device):
     return mask._meta[8], ptrs
 
 
-def _forward_fast(q, k, v, mask, causal, window, scale, bshd, need_lse, device, splits):
-    """One forward launch on the eager path: (out as contiguous [B, H, Sq, D], lse or
-    None, the extension call's arguments: q's, k's and v's (address, shape, strides)
-    views first). An lse nobody asked for and a split-KV workspace live in blocks of
-    torch's caching allocator taken and given back around the launch."""
-    qs = q.shape
-    mask_id, ptrs = (0, None) if mask is None else _mask_ptrs(mask, q, device)
-    left, right = (-1, -1) if window is None else window
-    B, H, Sq = (qs[0], qs[2], qs[1]) if bshd else (qs[0], qs[1], qs[2])
-    out = q.new_empty((B, H, Sq, qs[3]))
-    stream = _get_stream(device)
-    lse_bytes = 4 * B * H * Sq
-    raw = _get_device() == device
-    if need_lse or not lse_bytes or not raw:
-        lse = q.new_empty((B, H, Sq), dtype=_f32)
-        lse_ptr = lse.data_ptr()
-    else:
-        lse, lse_ptr = None, _raw_alloc(lse_bytes, stream)
+# Slots of a forward plan entry (_forward_plan).
+_HANDLE, _OUT_SHAPE, _LSE_SHAPE, _LSE_BYTES, _WS_BYTES, _WS_LSE_AT, _BSHD, _BWD = range(8)
+_fwd_plans = {}
+
+
+def _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, splits):
+    """The eager path's plan of a forward, found by what decides it (the tensors'
+    shapes, strides, dtype and device, the mask's registry id, causal, window, scale,
+    layout and splits: a tuple of ints that is cheap to hash) and made once per key by
+    the extension, which checks the call then (shapes, strides, the mask's tile and fit,
+    window, scale): a list of the handle, the output and lse shapes, the lse's and the
+    split workspace's bytes, the layout and the backward's state (``_backward``)."""
+    causal = bool(causal)
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, device,
+           0 if mask is None else mask._meta[8], causal, window, scale, bshd, splits)
     try:
-        args = ((q.data_ptr(), qs, q.stride()), (k.data_ptr(), k.shape, k.stride()),
-                (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr, mask_id,
-                ptrs, bool(causal), left, right, scale, bshd, stream, device,
-                q.dtype is _f16, splits)
-        # A split-KV plan (few row blocks, many keys) takes its workspace from torch's
-        # caching allocator inside the call when the current device is q's.
-        need = _launch(*args, 0, 0, _RAW_ALLOC) if raw else _launch(*args)
-        if need is not None:  # split-KV on another current device: a tensor workspace
-            _, n_o, n_lse = need
-            # One block for both: o's n_o floats are a multiple of D, so the lse part
-            # stays 16-byte aligned.
-            ws = q.new_empty((n_o + n_lse,), dtype=_f32)
-            ws_ptr = ws.data_ptr()
-            _launch(*args, ws_ptr, ws_ptr + 4 * n_o)
+        entry = _fwd_plans.get(key)
+    except TypeError:   # an unhashable window or scale: the extension names it
+        entry, key = None, None
+    if entry is not None:
+        return entry
+    mask_id, lists = (0, None) if mask is None else _mask_ptrs(mask, q, device)
+    left, right = (-1, -1) if window is None else window
+    views = ((0, q.shape, q.stride()), (0, k.shape, k.stride()), (0, v.shape, v.stride()))
+    handle = _API["attention_plan"](*views, mask_id, lists, causal, left, right, scale, bshd,
+                                    device, q.dtype is _f16, splits)
+    n_o, n_lse = handle.workspace_floats
+    qs = q.shape
+    B, H, Sq, D = (qs[0], qs[2], qs[1], qs[3]) if bshd else tuple(qs)
+    if bshd:
+        views = tuple(_bhsd_view(x) for x in views)
+    # The backward's state: the bhsd views, the launch's constants, its plans by dO's
+    # strides (made at the first backward: the mask's transposed lists may be missing).
+    bwd = (views, causal, int(left), int(right),
+           D ** -0.5 if scale is None else float(scale), mask_id, {})
+    # The split workspace is one block: o's floats are a multiple of D (64 or more), so
+    # the lse part stays 16-byte aligned.
+    entry = (handle, (B, H, Sq, D), (B, H, Sq), 4 * B * H * Sq,
+             4 * (n_o + n_lse) if n_o else 0, 4 * n_o, bshd, bwd)
+    # Only keys whose equality is the call's identity are cached (a float window bound
+    # equals an int one but is refused by the extension).
+    if (key is not None and (window is None or (type(left) is int and type(right) is int))
+            and (scale is None or type(scale) is float)):
+        if len(_fwd_plans) >= 256:
+            _fwd_plans.clear()
+        _fwd_plans[key] = entry
+    return entry
+
+
+_LSE_SCRATCH = {}    # device index -> (address, bytes) of its write-only lse block
+_LSE_BLOCKS = []     # every such block ever made (never freed: see _lse_scratch)
+
+
+def _lse_scratch(q, device, nbytes):
+    """The address of a block of at least `nbytes` on q's device where forwards whose
+    caller did not ask for the lse write it (the attention kernel always writes one; no
+    launch reads this block). Calls on any stream share it: their writes race, but
+    nothing reads them, and the block is never freed (a kernel on another stream may
+    still be writing to a block outgrown since), so no allocation can land on it. Made
+    or grown outside CUDA-graph capture only: 0 when that would be needed (the caller
+    takes a block of torch's allocator instead)."""
+    hit = _LSE_SCRATCH.get(device)
+    if hit is not None and hit[1] >= nbytes:
+        return hit[0]
+    if _capturing():
+        return 0
+    size = max(nbytes, 1 << 16, 0 if hit is None else 2 * hit[1])
+    block = q.new_empty((size // 4,), dtype=_f32)
+    _LSE_BLOCKS.append(block)
+    _LSE_SCRATCH[device] = (block.data_ptr(), size)
+    return block.data_ptr()
+
+
+def _forward_run(entry, q, k, v, need_lse, device):
+    """One launch of a forward plan: (out as contiguous [B, H, Sq, D], lse or None). An
+    lse nobody asked for goes to the device's write-only scratch block
+    (:func:`_lse_scratch`); a split workspace lives in a block of torch's caching
+    allocator taken and given back around the launch (stream-ordered, CUDA-graph pools
+    included, as a tensor's) when the current device is q's."""
+    if entry[_BSHD]:
+        out = q.new_empty(entry[_OUT_SHAPE])
+    else:
+        out = _empty_like(q, memory_format=_contiguous)
+    stream = _get_stream(device)
+    lse = None
+    lse_ptr = 0
+    if not need_lse:
+        lse_ptr = _lse_scratch(q, device, entry[_LSE_BYTES])
+    blocks = []
+    try:
+        if not lse_ptr:
+            lse = q.new_empty(entry[_LSE_SHAPE], dtype=_f32)
+            lse_ptr = lse.data_ptr()
+        ws_bytes = entry[_WS_BYTES]
+        if not ws_bytes:
+            ws_o = ws_lse = 0
+        else:
+            if _get_device() == device:
+                ws_o = _raw_alloc(ws_bytes, stream)
+                blocks.append(ws_o)
+            else:
+                ws = q.new_empty((ws_bytes // 4,), dtype=_f32)
+                ws_o = ws.data_ptr()
+            ws_lse = ws_o + entry[_WS_LSE_AT]
+        entry[_HANDLE].run_ptrs(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                lse_ptr, ws_o, ws_lse, stream)
     finally:
-        if lse is None:
-            _raw_delete(lse_ptr)
-    return out, lse, args
+        for p in blocks:
+            _raw_delete(p)
+    return out, (lse if need_lse else None)
 
 
 def _bhsd_view(view):
@@ -534,33 +616,54 @@ def _bhsd_view(view):
     return p, (s[0], s[2], s[1], s[3]), (st[0], st[2], st[1], st[3])
 
 
+def _backward_handle(entry, mask, q, out, grad_out, device):
+    """The backward plan of a forward plan's call for dO's strides (made once per entry
+    and strides; the mask's transposed lists are resolved here the first time)."""
+    views, causal, left, right, scale, mask_id, handles = entry[_BWD]
+    key = grad_out.stride()
+    handle = handles.get(key)
+    if handle is not None:
+        return handle
+    lists = tlists = None
+    bwd_id = 0
+    if mask is not None:
+        _, lists = _mask_ptrs(mask, q, device)
+        tlists = mask._device_ptrs.get((device, "t"))
+        if tlists is None:
+            tl, bwd = _device_transposed(_T, mask, q.device)
+            tlists = mask._device_ptrs[(device, "t")] = (tuple(t.data_ptr() for t in tl), bwd)
+        tlists, bwd_id = tlists
+    handle = _API["attention_backward_plan"](
+        *views, (0, out.shape, out.stride()), (0, grad_out.shape, key), bwd_id, lists, tlists,
+        causal, left, right, scale, _get_stream(device), device, q.dtype is _f16)
+    if len(handles) >= 16:
+        handles.clear()
+    handles[key] = handle
+    return handle
+
+
 _grad = None
 _attention_apply = None
 
 
 def _init_autograd(torch):
     """The eager autograd path: a ``torch.autograd.Function`` whose forward and backward
-    call the extension directly (no custom-op dispatch). The forward resolves what the
-    backward launches with (the mask's list addresses, the window, the scale) once and
-    keeps it on the context."""
+    run the extension's plans directly (no custom-op dispatch). The forward gets its
+    plan entry from the wrapper; the backward finds its plan in that entry."""
     global _grad, _attention_apply
     _grad = torch._C.is_grad_enabled
 
     class AttentionFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, mask, causal, window, scale, bshd, splits, want_lse):
+        def forward(ctx, q, k, v, entry, mask, want_lse):
             device = q.get_device()
-            out, lse, args = _forward_fast(q, k, v, mask, causal, window, scale, bshd, True,
-                                           device, splits)
-            views = args[:3]
+            out, lse = _forward_run(entry, q, k, v, True, device)
             # lse is saved as an intermediate when it is not an output (no double
-            # backward: the backward is not differentiable). The saved tensors keep the
-            # views' addresses alive; ctx.saved_tensors checks that none was modified.
+            # backward: the backward is not differentiable). The saved tensors keep
+            # their addresses alive; ctx.saved_tensors checks that none was modified.
             ctx.save_for_backward(q, k, v, out, lse)
-            if bshd:
-                views = tuple(_bhsd_view(x) for x in views)
-            ctx.args = (mask, bool(causal), window, scale, bshd, device, views)
-            if bshd:
+            ctx.fm = (entry, mask, device)
+            if entry[_BSHD]:
                 out = out.transpose(1, 2)
             if want_lse:
                 ctx.mark_non_differentiable(lse)
@@ -570,36 +673,30 @@ def _init_autograd(torch):
         @staticmethod
         def backward(ctx, grad_out, grad_lse=None):
             q, k, v, out, lse = ctx.saved_tensors
-            mask, causal, window, scale, bshd, device, (qv, kv, vv) = ctx.args
+            entry, mask, device = ctx.fm
             if grad_out is None:      # only lse was used: it is not differentiable
                 grad_out = torch.zeros_like(out)
-            elif bshd:
+            elif entry[_BSHD]:
                 grad_out = grad_out.transpose(1, 2)
             if not grad_out.is_contiguous():
                 grad_out = grad_out.contiguous()
-            lists = tlists = None
-            bwd_id = 0
-            if mask is not None:
-                _, lists = _mask_ptrs(mask, q, device)
-                tlists = mask._device_ptrs.get((device, "t"))
-                if tlists is None:
-                    tl, bwd = _device_transposed(torch, mask, q.device)
-                    tlists = mask._device_ptrs[(device, "t")] = (
-                        tuple(t.data_ptr() for t in tl), bwd)
-                tlists, bwd_id = tlists
-            left, right = (-1, -1) if window is None else window
+            handle = _backward_handle(entry, mask, q, out, grad_out, device)
             # dQ, dK, dV contiguous [B, H(kv), S, D], as the kernels write them.
-            dq = q.new_empty(qv[1])
-            dk = k.new_empty(kv[1])
-            dv = v.new_empty(vv[1])
-            _backward_launch(qv, kv, vv, _view(out), lse.data_ptr(), _view(grad_out),
-                             dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), bwd_id, lists,
-                             tlists, causal, int(left), int(right),
-                             qv[1][3] ** -0.5 if scale is None else float(scale),
-                             _get_stream(device), device, q.dtype is _f16)
-            if bshd:
-                dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
-            return dq, dk, dv, None, None, None, None, None, None, None
+            if entry[_BSHD]:
+                views = entry[_BWD][0]
+                dq = q.new_empty(views[0][1])
+                dk = k.new_empty(views[1][1])
+                dv = v.new_empty(views[2][1])
+            else:
+                dq = _empty_like(q, memory_format=_contiguous)
+                dk = _empty_like(k, memory_format=_contiguous)
+                dv = _empty_like(v, memory_format=_contiguous)
+            handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                       lse.data_ptr(), grad_out.data_ptr(), dq.data_ptr(), dk.data_ptr(),
+                       dv.data_ptr(), _get_stream(device))
+            if entry[_BSHD]:
+                return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), None, None, None
+            return dq, dk, dv, None, None, None
 
     # torch's C apply (THPFunction_apply) without torch.autograd.Function.apply's Python
     # wrapper where a torch has one: that wrapper only unwraps functorch levels, and
@@ -687,7 +784,7 @@ def lightning_decode(q, k, v, kv, slope):
                 and k.is_contiguous() and v.is_contiguous() and kv.is_contiguous()
                 and slope.is_contiguous()):
             qs = q.shape
-            out = q.new_empty((qs[0], qs[1], qs[2], v.shape[3]))
+            out = _empty_like(v, memory_format=_contiguous)   # [B, H, n, E] as v (checked)
             key = (device, qs, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
                    v.dtype, kv.dtype, slope.dtype)
             plan = _lightning_plans.get(key)
@@ -796,12 +893,13 @@ def _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, 
 
 
 def _decode_hit(device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, offsets,
-                max_seqlen_q, left, right, scale, splits, mask_id):
+                max_seqlen_q, left, right, scale, splits, mask_id, head_major=False):
     """(the extension's plan of a decode call, lse shape, workspace floats, lse bytes,
     the workspace's lse offset in floats), made once per distinct call from shapes and
-    dtypes (every check, the split count from the SM count, the kernel) and cached."""
+    dtypes (every check, the split count from the SM count, the kernel) and cached.
+    ``head_major``: the caches are [B, Hkv, Sk, D] (the attention entry point's)."""
     key = (device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, offsets,
-           max_seqlen_q, left, right, scale, splits, mask_id)
+           max_seqlen_q, left, right, scale, splits, mask_id, head_major)
     hit = _decode_plans.get(key)
     if hit is None:
         dims = lambda t: None if t is None else list(t)  # noqa: E731
@@ -809,7 +907,7 @@ def _decode_hit(device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, o
             list(qs), list(ks), list(vs),
             (_dtype_name(q_dtype), _dtype_name(k_dtype), _dtype_name(v_dtype)),
             dims(table), dims(lengths), dims(offsets), max_seqlen_q, left, right,
-            scale, splits, device, mask_id)
+            scale, splits, device, mask_id, head_major)
         lse_shape = tuple(handle.lse_shape)
         lse_bytes = 4
         for n in lse_shape:
@@ -825,45 +923,42 @@ def _decode_hit(device, qs, ks, vs, q_dtype, k_dtype, v_dtype, table, lengths, o
 
 def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, mask, device,
                            need_lse=True, workspace=None):
-    """Allocates out (and lse when asked for) and runs a planned decode: an lse nobody
-    asked for and a workspace not given live in blocks of torch's caching allocator taken
-    and given back around the launch (stream-ordered, as the attention forward's)."""
+    """Allocates out (and lse when asked for: the kernels write none at a null address)
+    and runs a planned decode; a workspace not given lives in a block of torch's caching
+    allocator taken and given back around the launch (stream-ordered, as the attention
+    forward's)."""
     handle, lse_shape, (ws_o, ws_lse), lse_bytes, ws_lse_at = hit
-    out = q.new_empty(q.shape)
+    out = _empty_like(q, memory_format=_contiguous)
     out_ptr = out.data_ptr()
     stream = _get_stream(device)
-    raw = _get_device() == device
     lse = None
-    blocks = []
+    lse_ptr = 0
+    if need_lse:
+        lse = q.new_empty(lse_shape, dtype=_f32)
+        lse_ptr = lse.data_ptr()
+    block = None
+    if not ws_o:
+        # One split, or splits merged in a cluster: the kernel never touches the
+        # workspace (docs/decode.md); out's address stands in for it.
+        wo_ptr = wl_ptr = out_ptr
+    elif workspace is not None:
+        wo_ptr, wl_ptr = workspace
+    elif _get_device() == device:
+        wo_ptr = block = _raw_alloc(4 * (ws_lse_at + ws_lse), stream)
+        wl_ptr = wo_ptr + 4 * ws_lse_at
+    else:
+        ws = q.new_empty((ws_lse_at + ws_lse,), dtype=_f32)
+        wo_ptr = ws.data_ptr()
+        wl_ptr = wo_ptr + 4 * ws_lse_at
     try:
-        if need_lse or not raw or not lse_bytes:
-            lse = q.new_empty(lse_shape, dtype=_f32)
-            lse_ptr = lse.data_ptr()
-        else:
-            lse_ptr = _raw_alloc(lse_bytes, stream)
-            blocks.append(lse_ptr)
-        if not ws_o:
-            # One split, or splits merged in a cluster: the kernel never touches the
-            # workspace (docs/decode.md); out's address stands in for it.
-            wo_ptr = wl_ptr = out_ptr
-        elif workspace is not None:
-            wo_ptr, wl_ptr = workspace
-        elif raw:
-            wo_ptr = _raw_alloc(4 * (ws_lse_at + ws_lse), stream)
-            blocks.append(wo_ptr)
-            wl_ptr = wo_ptr + 4 * ws_lse_at
-        else:
-            ws = q.new_empty((ws_lse_at + ws_lse,), dtype=_f32)
-            wo_ptr = ws.data_ptr()
-            wl_ptr = wo_ptr + 4 * ws_lse_at
         handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse_ptr, wo_ptr, wl_ptr,
                    0 if block_table is None else block_table.data_ptr(),
                    0 if seqlens_k is None else seqlens_k.data_ptr(),
                    0 if cu_seqlens_q is None else cu_seqlens_q.data_ptr(),
                    _NO_MASK if mask is None else mask, stream)
     finally:
-        for p in blocks:
-            _raw_delete(p)
+        if block is not None:
+            _raw_delete(block)
     return out, lse
 
 
@@ -963,11 +1058,16 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
             if mask is not None:
                 ptrs = tuple(t.data_ptr() for t in _decode_mask_arrays(torch, mask, q.device))
                 mask_id = mask._meta[8]
-            out, lse = _decode_run(torch, q, k_cache, v_cache, block_table, seqlens_k,
-                                   cu_seqlens_q, int(max_seqlen_q or 0), left, right,
-                                   0.0 if scale is None else float(scale),
-                                   0 if splits is None else int(splits), ptrs, mask_id,
-                                   return_lse)
+            hit = _decode_hit(device, q.shape, k_cache.shape, v_cache.shape, q.dtype,
+                              k_cache.dtype, v_cache.dtype,
+                              None if block_table is None else block_table.shape,
+                              None if seqlens_k is None else seqlens_k.shape,
+                              None if cu_seqlens_q is None else cu_seqlens_q.shape,
+                              max_seqlen_q or 0, left, right,
+                              0.0 if scale is None else float(scale),
+                              0 if splits is None else splits, mask_id)
+            out, lse = _decode_launch_planned(hit, q, k_cache, v_cache, block_table, seqlens_k,
+                                              cu_seqlens_q, ptrs, device, return_lse)
             return (out, lse) if return_lse else out
     _check_tensors(torch, what, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)],
                    _DTYPES)
@@ -1090,7 +1190,8 @@ class AttentionPlan:
                 try:
                     self._decode = _decode_hit(device, shapes[0], shapes[1], shapes[1],
                                                dtype, dtype, dtype, None, None, None, 0, -1,
-                                               -1, 0.0 if scale is None else scale, 0, 0)
+                                               -1, 0.0 if scale is None else scale, 0, 0,
+                                               shapes[3])
                     self._decode_lse = shapes[2]
                 except ValueError:
                     self._decode = None
@@ -1156,22 +1257,20 @@ class AttentionPlan:
             out, lse = _decode_launch_planned(self._decode, q, k, v, None, None, None, None,
                                               device, return_lse, self._ws_ptrs)
             return (out, lse.view(self._decode_lse)) if return_lse else out
-        out = q.new_empty(self._out_shape)
+        if self._bshd:
+            out = q.new_empty(self._out_shape)
+        else:
+            out = _empty_like(q, memory_format=_contiguous)
         stream = _get_stream(device)
         lse = None
-        if return_lse or _get_device() != device:
+        lse_ptr = 0 if return_lse else _lse_scratch(q, device, self._lse_bytes)
+        if not lse_ptr:
             lse = q.new_empty(self._lse_shape, dtype=_f32)
             lse_ptr = lse.data_ptr()
-        else:
-            lse_ptr = _raw_alloc(self._lse_bytes, stream)
-        try:
-            self._handle.run((q.data_ptr(), q.shape, q.stride()),
-                             (k.data_ptr(), k.shape, k.stride()),
-                             (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr,
-                             self._ws_ptrs[0], self._ws_ptrs[1], stream)
-        finally:
-            if lse is None:
-                _raw_delete(lse_ptr)
+        self._handle.run((q.data_ptr(), q.shape, q.stride()),
+                         (k.data_ptr(), k.shape, k.stride()),
+                         (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr,
+                         self._ws_ptrs[0], self._ws_ptrs[1], stream)
         if self._bshd:
             out = out.transpose(1, 2)
         return (out, lse) if return_lse else out
