@@ -784,7 +784,8 @@ class DecodePlanTests(unittest.TestCase):
         # _ops._decode_form gives it (head-major caches for [B, H, S, D], the CLI's
         # attention entry point's); it is planned as `fragmask decode` plans the same
         # call on [B, Sk, Hkv, D] caches: B=16, H=32, Hkv=8, Sk=8192 gets 2 splits on 132
-        # SMs (two CTAs per SM), a single request of 65536 keys 32, the same either way.
+        # SMs (unsplit on one CTA slot per SM, so planned on two), a single request of
+        # 65536 keys 16, the same either way.
         from fragmask import _ops
 
         for B, Sk in ((16, 8192), (1, 65536)):
@@ -799,7 +800,7 @@ class DecodePlanTests(unittest.TestCase):
                     -1, 0.0, 0, 132, 0, head_major)
                 self.assertEqual(got[0], decode[0], (B, Sk, bshd))
                 self.assertEqual(list(lse), got[3])
-            self.assertEqual(decode[0], 2 if B == 16 else 32)
+            self.assertEqual(decode[0], 2 if B == 16 else 16)
 
     def test_bad_shapes_are_typed_errors(self):
         bad = [
