@@ -75,6 +75,18 @@ def ratio_table(rounds_a, rounds_b):
     return out
 
 
+def read_device(path):
+    """The device named by a result file's meta line ('' if none)."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "meta":
+                return r.get("device", "")
+    return ""
+
+
 def run(args, selected):
     scratch = tempfile.mkdtemp(prefix="fm_ab_")
     (site_a, bin_a, commit_a), (site_b, bin_b, commit_b) = (prepare(b, scratch) for b in args.ab)
@@ -86,6 +98,7 @@ def run(args, selected):
     names = "|".join(w["name"].replace(".", r"\.") for w in selected)
     systems = args.systems or "fragmask,fragmask_cli"
     rounds = {"A": [], "B": []}
+    device = ""
     for r in range(args.rounds):
         order = ("A", "B") if r % 2 == 0 else ("B", "A")
         for side in order:
@@ -105,10 +118,12 @@ def run(args, selected):
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             subprocess.run(cmd, env=env, stdout=None if os.environ.get("AB_VERBOSE") else subprocess.DEVNULL)
             rounds[side].append(read_rows(out))
+            device = device or read_device(out)
         # The table so far after every round: a run cut short still leaves its ratios.
         table = ratio_table(rounds["A"][:r + 1], rounds["B"][:r + 1])
         with open(path, "w") as f:
-            json.dump({"a": commit_a, "b": commit_b, "rounds": r + 1, "rows": table}, f, indent=1)
+            json.dump({"a": commit_a, "b": commit_b, "rounds": r + 1, "device": device, "rows": table},
+                      f, indent=1)
         print(format_table(table, commit_a, commit_b), flush=True)
     print(f"# wrote {path} and the rows of every run under {rounds_dir}")
     return 0

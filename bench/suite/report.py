@@ -86,6 +86,23 @@ def latest_rows(runs):
     return best
 
 
+# The device of the page's and README's tables (every target of the issues is an H100 number);
+# runs on other devices (a lent H200) get their own section, never mixed into those tables.
+PRIMARY_DEVICE = "NVIDIA H100 80GB HBM3"
+
+
+def split_by_device(runs):
+    """(runs on PRIMARY_DEVICE, {other device: runs}); a run without a device is primary."""
+    primary, others = [], {}
+    for meta, rows in runs:
+        dev = meta.get("device") or PRIMARY_DEVICE
+        if dev == PRIMARY_DEVICE:
+            primary.append((meta, rows))
+        else:
+            others.setdefault(dev, []).append((meta, rows))
+    return primary, others
+
+
 def short_device(name):
     return name.replace("NVIDIA ", "")
 
@@ -188,8 +205,8 @@ def read_ab(folder):
 
 def ab_section(ab_runs):
     """One table per baseline build A, from the newest A/B file against it: B/A per row,
-    median over rounds and its spread; a row whose whole spread lies above 1.02 (below 0.98)
-    is marked slower (faster). Rows only one build has are named in one line. The slower rows
+    median over rounds and its spread, for the rows whose whole spread lies above 1.02
+    (slower) or below 0.98 (faster); the rest are counted. Rows only one build has are named in one line. The slower rows
     come first, as the open regressions; older A/B files are named in one line each."""
     if not ab_runs:
         return []
@@ -204,24 +221,34 @@ def ab_section(ab_runs):
         for r in d["rows"]:
             if r.get("ratio") is not None and r["min"] > 1.02:
                 w, system = r["key"][0], r["key"][1]
+                if len(r["key"]) > 2 and r["key"][2]:
+                    w += f" [{r['key'][2]}]"
                 open_rows.append(f"- `{w}` ({system}): {d['b']} takes {r['ratio']:.3f}x the time of {a} "
                                  f"({r['rounds']} round{'s' if r['rounds'] != 1 else ''}, `{d['file']}`)")
     if open_rows:
         out += ["### Open regressions", "",
                 "Rows slower than a baseline build in the newest A/B against it:", ""] + open_rows + [""]
     for d in sorted(newest.values(), key=lambda d: d["file"]):
-        out += [f"### {d['a']} (A) vs {d['b']} (B), {d['rounds']} round{'s' if d['rounds'] != 1 else ''} "
+        on = f", {short_device(d['device'])}" if d.get("device") else ""
+        out += [f"### {d['a']} (A) vs {d['b']} (B), {d['rounds']} round{'s' if d['rounds'] != 1 else ''}{on} "
                 f"(`{d['file']}`)", "",
                 "| workload | system | A ms | B ms | B/A | spread | |", "|---|---|---|---|---|---|---|"]
-        absent = []
+        absent, level = [], 0
         for r in d["rows"]:
             w, system = r["key"][0], r["key"][1]
+            if len(r["key"]) > 2 and r["key"][2]:
+                w += f" [{r['key'][2]}]"
             if r.get("ratio") is None:
-                absent.append(w + (f"[{r['key'][2]}]" if len(r["key"]) > 2 and r["key"][2] else ""))
+                absent.append(w)
                 continue
             verdict = "slower" if r["min"] > 1.02 else "faster" if r["max"] < 0.98 else ""
+            if not verdict:
+                level += 1  # within the noise band: counted, not listed
+                continue
             out.append(f"| {w} | {system} | {r['a_ms']:.4f} | {r['b_ms']:.4f} | {r['ratio']:.3f} | "
                        f"{r['min']:.3f}-{r['max']:.3f} | {verdict} |")
+        out += ["", f"{level} more row{'s' if level != 1 else ''} in both builds: no change beyond 2% "
+                    "(the spread over rounds crosses 0.98-1.02); every row is in the JSON file."]
         if absent:
             out += ["", f"Not in both builds (failed, unsupported or not run in one): "
                         + ", ".join(f"`{x}`" for x in sorted(set(absent)))]
@@ -234,7 +261,26 @@ def ab_section(ab_runs):
     return out
 
 
+def other_devices_section(others, workloads, titles):
+    """One table per family for each other device, from its newest runs."""
+    out = []
+    for dev, runs in sorted(others.items()):
+        best = latest_rows(runs)
+        files = sorted({best[n][0]["file"] for n in best})
+        out += [f"## On {short_device(dev)}", "",
+                f"The same workloads run on a lent {short_device(dev)} (not comparable with the "
+                f"{short_device(PRIMARY_DEVICE)} tables above except through each row's ratios): "
+                + ", ".join(f"`{f}`" for f in files) + ".", ""]
+        for family, title in FAMILY_TITLES:
+            names = [w["name"] for w in workloads if w["family"] == family and w["name"] in best]
+            lines = family_table(family, names, best, titles)
+            if lines:
+                out += [f"### {title}", ""] + lines + [""]
+    return out
+
+
 def perf_md(runs, workloads, images, ab_runs=()):
+    runs, others = split_by_device(runs)
     best = latest_rows(runs)
     titles = {w["name"]: w["title"] for w in workloads}
     order = [w["name"] for w in workloads]
@@ -258,6 +304,7 @@ def perf_md(runs, workloads, images, ab_runs=()):
         if family in images:
             out += [f"![{title}](img/{images[family]})", ""]
         out += lines + [""]
+    out += other_devices_section(others, workloads, titles)
     out += ab_section(list(ab_runs))
     missing = [n for n in order if n not in best]
     if missing:
@@ -267,6 +314,7 @@ def perf_md(runs, workloads, images, ab_runs=()):
 
 
 def readme_block(runs, workloads):
+    runs, others = split_by_device(runs)
     best = latest_rows(runs)
     titles = {w["name"]: w["title"] for w in workloads}
     out = ["<!-- perf:begin (generated by bench/suite/report.py; edit the workloads, not this block) -->", ""]
@@ -279,6 +327,12 @@ def readme_block(runs, workloads):
             lines.pop()
         if lines:
             out += [f"**{title}**", ""] + lines + [""]
+    for dev, dev_runs in sorted(others.items()):
+        newest = max(dev_runs, key=lambda mr: (mr[0].get("date", ""), mr[0].get("time", "")))[0]
+        out += [f"These rows are from {short_device(PRIMARY_DEVICE)} runs. The newest run on a lent "
+                f"{short_device(dev)} ({newest.get('date', '')}, commit {newest.get('commit', '')}"
+                + (", the --quick list" if newest.get("quick") else "")
+                + f") is in docs/PERF.md, \"On {short_device(dev)}\".", ""]
     out += ["Conventions, every other row and the reasons for missing peers: [docs/PERF.md](docs/PERF.md).",
             "", "<!-- perf:end -->"]
     return "\n".join(out)
@@ -317,10 +371,10 @@ def main(argv=None):
     images = {}
     if args.img and not args.check:
         from suite import plots
-        images = plots.draw(latest_rows(runs), workloads, args.img)
+        images = plots.draw(latest_rows(split_by_device(runs)[0]), workloads, args.img)
     elif args.img:
         from suite import plots
-        images = plots.names(latest_rows(runs), workloads)
+        images = plots.names(latest_rows(split_by_device(runs)[0]), workloads)
     text = perf_md(runs, workloads, images, read_ab(args.results))
     if args.check:
         same = False

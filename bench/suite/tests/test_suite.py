@@ -69,15 +69,34 @@ class Report(unittest.TestCase):
         b = report.perf_md(list(reversed(report.read_runs(FIXTURES))), workloads, {})
         self.assertEqual(a, b)
         self.assertLessEqual(a.count("\n"), 400)
-        # forward S=16384 comes from the newer run (H200), decode from the older one.
+        # forward S=16384 comes from the newer run, decode from the older one.
         self.assertIn("| forward S=16384 H=16 D=128, no mask | 3.50 ms · 628 TF/s | 3.15 ms · 0.90× | "
-                      "H200, 2026-01-02, bbbbbbb |", a)
+                      "H100 80GB HBM3, 2026-01-02, bbbbbbb |", a)
         self.assertNotIn("| 4.00 ms", a)
         self.assertIn("0.200 ms · 0.90 of roof", a)
         self.assertIn("H100 80GB HBM3, 2026-01-01, aaaaaaa", a)
         # A failed peer keeps its row and its reason.
         self.assertIn("| failed |", a)
         self.assertIn("- torch.compile failed (light.b64): RuntimeError: boom", a)
+
+    def test_a_run_on_another_device_gets_its_own_section_and_stays_out_of_the_main_tables(self):
+        _, workloads = wl.load()
+        runs = report.read_runs(FIXTURES)
+        meta, rows = runs[-1]
+        other = (dict(meta, device="NVIDIA H200", date="2026-02-01", commit="ccccccc",
+                      file="other.jsonl"),
+                 [dict(r, device="NVIDIA H200", ms=r["ms"] * 0.5 if r.get("ms") else r.get("ms"))
+                  for r in rows])
+        a = report.perf_md(runs + [other], workloads, {})
+        main, _, section = a.partition("## On H200")
+        self.assertIn("3.50 ms", main)                  # the newest H100 run still fills the tables
+        self.assertNotIn("ccccccc", main)
+        self.assertIn("1.75 ms", section)
+        self.assertIn("| H200, ", section)
+        block = report.readme_block(runs + [other], workloads)
+        self.assertIn("3.50 ms", block)
+        self.assertNotIn("1.75 ms", block)
+        self.assertIn('"On H200"', block)
 
     def test_readme_block_fills_the_markers_only(self):
         _, workloads = wl.load()
