@@ -93,42 +93,26 @@ pub(crate) fn attention_backward_launch(
     device: usize,
     fp16: bool,
 ) -> PyResult<()> {
-    let what = "fragmask.attention backward";
-    let key = BackwardKey {
-        device,
-        views: [q, k, v, o, d_o].map(|t| (t.1, t.2)),
+    let handle = attention_backward_plan(
+        q,
+        k,
+        v,
+        o,
+        d_o,
         mask_id,
         lists,
         tlists,
         causal,
-        window: (window_left, window_right),
-        scale: scale.to_bits(),
+        window_left,
+        window_right,
+        scale,
+        stream,
+        device,
         fp16,
-    };
-    let g = gpu::gpu(device)?;
-    // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads it).
-    let cuda_stream = unsafe { g.device.borrowed_stream(stream) };
-    let shape = AttentionShape::from_tensors(q.1, k.1, v.1)
-        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
-    let ws = workspace(device, stream, &cuda_stream, &shape)?;
-    let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
-    let plan = cached_plan(&g, &key, &ws)?;
-    let ptrs = BackwardPointers {
-        q: q.0,
-        k: k.0,
-        v: v.0,
-        o: o.0,
-        d_o: d_o.0,
-        lse,
-        grads: RawGradients { dq, dk, dv },
-    };
-    // SAFETY: data_ptr()s of live torch CUDA tensors of `device` with the shapes and
-    // strides of the plan's key (the wrapper holds them until this returns; torch's
-    // caching allocator orders reuse on this stream); dq, dk, dv are fresh outputs that
-    // overlap nothing; the workspace is this stream's, so no launch in flight elsewhere
-    // uses it.
-    unsafe { plan.run(&cuda_stream, &ptrs, &ws) }
-        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+    )?;
+    // The addresses are q's, k's, v's, o's and dO's own: the plan was made from their
+    // views (shapes and strides) just above.
+    handle.run(q.0, k.0, v.0, o.0, lse, d_o.0, dq, dk, dv, stream)
 }
 
 /// The plan of `key`: the cached one, or made now (with `ws`, a workspace that fits it)

@@ -106,8 +106,6 @@ impl AttentionPlanHandle {
                 )));
             }
         }
-        // SAFETY: torch's current stream of the plan's device, read by the wrapper.
-        let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
         let ptrs = PlanPointers {
             q: q.0,
             k: k.0,
@@ -122,8 +120,7 @@ impl AttentionPlanHandle {
         // device and dtype, allocates out and lse of the plan's sizes and holds the
         // workspace and the mask's lists (the device API's contract: only the package
         // reaches this method's constructor).
-        unsafe { self.plan.run(&stream, &ptrs) }
-            .map_err(|e| PyValueError::new_err(format!("fragmask.AttentionPlan: {e}")))
+        unsafe { self.enqueue(&ptrs, stream, "fragmask.AttentionPlan") }
     }
 
     /// [`Self::run`] at addresses alone: the eager `fragmask.attention` path, whose
@@ -141,8 +138,6 @@ impl AttentionPlanHandle {
         ws_lse: u64,
         stream: u64,
     ) -> PyResult<()> {
-        // SAFETY: torch's current stream of the plan's device, read by the wrapper.
-        let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
         let ptrs = PlanPointers {
             q,
             k,
@@ -156,8 +151,23 @@ impl AttentionPlanHandle {
         // dtype and device of q, k and v (its cache key), allocates out and lse of the
         // plan's sizes and the workspace of `workspace_floats`, and holds the mask whose
         // lists the plan reads (the device API's contract).
-        unsafe { self.plan.run(&stream, &ptrs) }
-            .map_err(|e| PyValueError::new_err(format!("fragmask.attention: {e}")))
+        unsafe { self.enqueue(&ptrs, stream, "fragmask.attention") }
+    }
+}
+
+impl AttentionPlanHandle {
+    /// Enqueues the plan on torch's `stream` at `ptrs`; errors name `what`.
+    ///
+    /// # Safety
+    /// `ptrs` are live tensors of the plan's device with the plan's shapes, strides and
+    /// sizes, and the workspace and mask lists the plan reads stay alive until the launch
+    /// completes (the callers' contracts).
+    unsafe fn enqueue(&self, ptrs: &PlanPointers, stream: u64, what: &str) -> PyResult<()> {
+        // SAFETY: torch's current stream of the plan's device, read by the wrapper.
+        let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
+        // SAFETY: the caller's contract (above).
+        unsafe { self.plan.run(&stream, ptrs) }
+            .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
     }
 }
 
