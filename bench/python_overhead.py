@@ -135,7 +135,6 @@ def tiny_rows(rows=None, registered=True):
     registered ops', which traced code runs, with ``registered``)."""
     rows = {} if rows is None else rows
     q, k, v = tiny_inputs()
-    D = q.shape[-1]
     rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
     if registered:
         rows["attention no-grad (registered op)"] = overhead(
@@ -144,23 +143,7 @@ def tiny_rows(rows=None, registered=True):
         lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
     plan = fragmask.AttentionPlan(q, k, v, causal=True)
     rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
-
-    # decode: one token, 8 heads, a 256-key cache.
-    dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
-    kc, vc = (torch.randn(1, 256, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    rows["decode"] = overhead(lambda: fragmask.decode(dq, kc, vc))
-    dplan = fragmask.DecodePlan(dq, kc, vc)
-    rows["DecodePlan.run"] = overhead(lambda: dplan.run(dq, kc, vc))
-    sq, sk, sv = dq.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
-    rows["SDPA decode"] = overhead(lambda: F.scaled_dot_product_attention(sq, sk, sv))
-
-    # lightning decode, H=64, D=E=96, B=1 (one token).
-    lq, lk, lv = (torch.randn(1, 64, 1, 96, device="cuda", dtype=torch.bfloat16)
-                  for _ in range(3))
-    state = torch.zeros(1, 64, 96, 96, device="cuda", dtype=torch.float32)
-    slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
-    rows["lightning_decode B=1"] = overhead(lambda: fragmask.lightning_decode(
-        lq, lk, lv, state, slope))
+    decode_rows(rows, q.shape[-1])
 
     flex_attention, create_block_mask = flex()
     causal = create_block_mask(lambda b, h, i, j: i >= j, None, None, q.shape[2], q.shape[2])
@@ -206,20 +189,9 @@ def tiny_rows(rows=None, registered=True):
     return rows
 
 
-def op_rows(rows=None):
-    """The fragmask rows of ``tiny_rows`` and SDPA's beside them, without Flex (no
-    compile): quick enough to run twice per wheel in one job, for an A/B of two wheels
-    on one machine. Also the floors under them: one torch allocation, one raw
-    caching-allocator block, the stream getter, a bare ``torch.autograd.Function``, and
-    the launch of a planned forward alone (wheels that have it)."""
-    rows = {} if rows is None else rows
-    q, k, v = tiny_inputs()
-    rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
-    rows["SDPA no-grad"] = overhead(
-        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    plan = fragmask.AttentionPlan(q, k, v, causal=True)
-    rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
-    D = q.shape[-1]
+def decode_rows(rows, D):
+    """Adds the decode rows (one token, 8 heads, a 256-key cache: ``decode``,
+    ``DecodePlan.run``, SDPA's) and lightning decode's (H=64, D=E=96, B=1, one token)."""
     dq = torch.randn(1, 1, 8, D, device="cuda", dtype=torch.bfloat16)
     kc, vc = (torch.randn(1, 256, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     rows["decode"] = overhead(lambda: fragmask.decode(dq, kc, vc))
@@ -233,6 +205,22 @@ def op_rows(rows=None):
     slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
     rows["lightning_decode B=1"] = overhead(lambda: fragmask.lightning_decode(
         lq, lk, lv, state, slope))
+
+
+def op_rows(rows=None):
+    """The fragmask rows of ``tiny_rows`` and SDPA's beside them, without Flex (no
+    compile): quick enough to run twice per wheel in one job, for an A/B of two wheels
+    on one machine. Also the floors under them: one torch allocation, one raw
+    caching-allocator block, the stream getter, a bare ``torch.autograd.Function``, and
+    the launch of a planned forward alone (wheels that have it)."""
+    rows = {} if rows is None else rows
+    q, k, v = tiny_inputs()
+    rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
+    rows["SDPA no-grad"] = overhead(
+        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    plan = fragmask.AttentionPlan(q, k, v, causal=True)
+    rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
+    decode_rows(rows, q.shape[-1])
     qg, kg, vg = tiny_inputs(True)
     rows["attention autograd forward"] = overhead(
         lambda: fragmask.attention(qg, kg, vg, causal=True), graph=False)
