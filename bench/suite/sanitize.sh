@@ -30,6 +30,8 @@ cases=(
   "bwd-causal|$fwd --backward --causal"
   "bwd-docs|$fwd --backward --mask $logs/docs.safetensors"
   "bwd-random50|$fwd --backward --synthetic-mask random:0.5"
+  "bwd-d64-causal|attention --random 1,2,2,512,512,64 --backward --causal"
+  "bwd-d256-causal|attention --random 1,2,2,512,512,256 --backward --causal"
   "decode-paged|decode --random b=2,sq=1,h=8,hkv=2,sk=1000,d=128 --page-size 16"
   "decode-causal|decode --random b=2,sq=4,h=8,hkv=2,sk=700,d=128 --causal"
   "lightning|lightning --random b=2,h=8,n=1,d=96 --steps 3"

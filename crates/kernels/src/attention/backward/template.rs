@@ -272,7 +272,6 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 }
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                 fm_kv_grad(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
-                fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
@@ -284,14 +283,25 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 $DQ_BEFORE_SYNC
                 fm_named_sync<128 * FM_WG>(1);   // every warpgroup's dS is in shared memory
                 $DQ_ROWS
+                // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
+                // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
+                // FlashAttention-4's flash_bwd_sm90 order).
+                bool dk_issued = false;
                 for (int c = wg; c < FM_DKV / 64; c += FM_WG) {
                     const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
                     float dq_acc[$ST_VALUES];
                     fm_dq(dq_acc, ds_s, smem_k + (unsigned)(col0 / 64) * FM_KV_CHUNK_BYTES);   // dQ chunk = dS K(:, col0..)
-                    fm_wgmma_wait<0>();
+                    if (!dk_issued) {
+                        fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
+                        dk_issued = true;
+                        fm_wgmma_wait<1>();
+                    } else {
+                        fm_wgmma_wait<0>();
+                    }
                     fm_fence_array(dq_acc);
 $DQ_STORE
                 }
+                if (!dk_issued) fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q (no dQ chunk here)
                 fm_wgmma_wait<0>();
                 fm_fence_array(dv_acc);
                 fm_fence_array(dk_acc);
