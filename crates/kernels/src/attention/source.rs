@@ -218,14 +218,16 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
          // K(.., 16j..16j+15), whose slices start at bytes Q(0, 16j) and K(0, 16j).\n\
          __device__ __forceinline__ void fm_qk(float (&s)[{sv}], unsigned q_base, unsigned k_base) {{\n\
          \x20   fm_fence_array(s);\n\
-         \x20   fm_wgmma_fence();",
+         \x20   fm_wgmma_fence();\n\
+         \x20   const unsigned q_start = fm_desc_start(q_base), k_start = fm_desc_start(k_base);",
         sv = n / 2
     );
     for j in 0..ops.q.k_steps() {
         let (qb, kb) = (ops.q.k_step_bytes(j)?, ops.k.k_step_bytes(j)?);
+        let (q16, k16) = (ops.q.k_step_offset16(j)?, ops.k.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    fm_wgmma_m64n{n}k16_ss(s, fm_desc(q_base + {qb}u, FM_DESC_Q), fm_desc(k_base + {kb}u, FM_DESC_K), {scale});   // k-step {j}: Q(0, {c}) = byte {qb}, K(0, {c}) = byte {kb}",
+            "    fm_wgmma_m64n{n}k16_ss(s, fm_desc_at(q_start, {q16}u, FM_DESC_Q), fm_desc_at(k_start, {k16}u, FM_DESC_K), {scale});   // k-step {j}: Q(0, {c}) = byte {qb}, K(0, {c}) = byte {kb}",
             scale = u32::from(j > 0),
             c = 16 * j,
         );
@@ -238,15 +240,16 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
          // fm_convert_p). V is MN-major; k-block j's slice starts at byte V(0, 16j).\n\
          __device__ __forceinline__ void fm_pv(float (&o)[{ov}], const unsigned (&pf)[{pr}], unsigned v_base) {{\n\
          \x20   fm_fence_array(o);\n\
-         \x20   fm_wgmma_fence();",
+         \x20   fm_wgmma_fence();\n\
+         \x20   const unsigned v_start = fm_desc_start(v_base);",
         ov = d / 2,
         pr = n / 4,
     );
     for j in 0..ops.v.k_steps() {
-        let vb = ops.v.k_step_bytes(j)?;
+        let (vb, v16) = (ops.v.k_step_bytes(j)?, ops.v.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    fm_wgmma_m64n{d}k16_rs(o, pf[{a0}], pf[{a1}], pf[{a2}], pf[{a3}], fm_desc(v_base + {vb}u, FM_DESC_V));   // k-block {j}: V(0, {c}) = byte {vb}",
+            "    fm_wgmma_m64n{d}k16_rs(o, pf[{a0}], pf[{a1}], pf[{a2}], pf[{a3}], fm_desc_at(v_start, {v16}u, FM_DESC_V));   // k-block {j}: V(0, {c}) = byte {vb}",
             a0 = 4 * j,
             a1 = 4 * j + 1,
             a2 = 4 * j + 2,

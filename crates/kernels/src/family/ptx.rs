@@ -64,9 +64,15 @@ template <int N> __device__ __forceinline__ void fm_fence_array(unsigned (&r)[N]
 }
 
 // wgmma shared-memory descriptor (PTX ISA 9.7.15.5.1 "Matrix Descriptor Format"): the constant
-// bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in bits 0-13.
-__device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned long long bits) {
-    return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4);
+// bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in
+// bits 0-13. fm_desc_start computes an operand's start field once; fm_desc_at(start, offset16, bits)
+// is the descriptor of the slice offset16 * 16 bytes further: shared-memory addresses stay below
+// 2^18, so start + offset16 fits bits 0-13, where the constant bits are zero, and one add builds it.
+__device__ __forceinline__ unsigned fm_desc_start(unsigned addr) {
+    return (addr & 0x3FFFFu) >> 4;
+}
+__device__ __forceinline__ unsigned long long fm_desc_at(unsigned start, unsigned offset16, unsigned long long bits) {
+    return bits + (unsigned long long)(start + offset16);
 }
 "#;
 

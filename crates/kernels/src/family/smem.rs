@@ -173,6 +173,20 @@ impl OperandTile {
         self.bytes(0, K_STEP * j)
     }
 
+    /// [`Self::k_step_bytes`] in 16-byte units, what `fm_desc_at` adds to a descriptor's
+    /// start address (errors unless 16-byte aligned).
+    pub fn k_step_offset16(&self, j: u32) -> Result<u32, LayoutError> {
+        let bytes = self.k_step_bytes(j)?;
+        if bytes % 16 == 0 {
+            Ok(bytes / 16)
+        } else {
+            Err(LayoutError(format!(
+                "{}: k-step {j} starts at byte {bytes}, not 16-byte aligned (wgmma descriptor start address)",
+                self.name
+            )))
+        }
+    }
+
     /// The descriptor's constant bits (LBO, SBO, swizzle; start address 0).
     pub fn descriptor_bits(&self) -> u64 {
         self.descriptor.encode()
@@ -205,7 +219,7 @@ impl OperandTile {
     }
 
     /// [`Self::describe`] followed by `#define FM_DESC_<name> <descriptor bits>ull`, the
-    /// constant the kernel's `fm_desc(addr, FM_DESC_<name>)` calls complete.
+    /// constant the kernel's `fm_desc_at(start, offset16, FM_DESC_<name>)` calls complete.
     pub fn declare_descriptor(&self) -> String {
         format!(
             "{}#define FM_DESC_{} {:#018x}ull\n",

@@ -415,14 +415,16 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
              // K-major, K = D; k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
              __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
              \x20   fm_fence_array(acc);\n\
-             \x20   fm_wgmma_fence();",
+             \x20   fm_wgmma_fence();\n\
+             \x20   const unsigned a_start = fm_desc_start(a_base), b_start = fm_desc_start(b_base);",
             v = STEP_M / 2
         );
         for j in 0..d / 16 {
             let (ab, bb) = (t.kv.k_step_bytes(j)?, t.q.k_step_bytes(j)?);
+            let (a16, b16) = (t.kv.k_step_offset16(j)?, t.q.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    {ss}(acc, fm_desc(a_base + {ab}u, FM_DESC_K), fm_desc(b_base + {bb}u, FM_DESC_Q), {sc});   // k-step {j}: A(0, {c}) = byte {ab}, B(0, {c}) = byte {bb}",
+                "    {ss}(acc, fm_desc_at(a_start, {a16}u, FM_DESC_K), fm_desc_at(b_start, {b16}u, FM_DESC_Q), {sc});   // k-step {j}: A(0, {c}) = byte {ab}, B(0, {c}) = byte {bb}",
                 sc = u32::from(j > 0),
                 c = 16 * j
             );
@@ -438,15 +440,16 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
              // of the m64n64 accumulator, docs/architecture.md fact 5); B (dO or Q) MN-major, k-block j at byte B(0, 16j).\n\
              __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned b_base) {{\n\
              \x20   fm_fence_array(acc);\n\
-             \x20   fm_wgmma_fence();",
+             \x20   fm_wgmma_fence();\n\
+             \x20   const unsigned b_start = fm_desc_start(b_base);",
             v = dkv / 2,
             r = STEP_M / 4
         );
         for j in 0..STEP_M / 16 {
-            let bb = t.q_mn.k_step_bytes(j)?;
+            let (bb, b16) = (t.q_mn.k_step_bytes(j)?, t.q_mn.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    fm_wgmma_m64n{dkv}k16_rs(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], fm_desc(b_base + {bb}u, FM_DESC_Q_MN));   // k-block {j}: B(0, {c}) = byte {bb}",
+                "    fm_wgmma_m64n{dkv}k16_rs(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], fm_desc_at(b_start, {b16}u, FM_DESC_Q_MN));   // k-block {j}: B(0, {c}) = byte {bb}",
                 a0 = 4 * j,
                 a1 = 4 * j + 1,
                 a2 = 4 * j + 2,
@@ -464,14 +467,16 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
          // D contiguous); k-step j = keys 16j..16j+15 at bytes dS(0, 16j) and K_MN(0, 16j).\n\
          __device__ __forceinline__ void fm_dq(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
          \x20   fm_fence_array(acc);\n\
-         \x20   fm_wgmma_fence();",
+         \x20   fm_wgmma_fence();\n\
+         \x20   const unsigned a_start = fm_desc_start(a_base), b_start = fm_desc_start(b_base);",
         v = STEP_M / 2
     );
     for j in 0..n / 16 {
         let (ab, bb) = (t.ds.k_step_bytes(j)?, t.k_mn.k_step_bytes(j)?);
+        let (a16, b16) = (t.ds.k_step_offset16(j)?, t.k_mn.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    {ta}(acc, fm_desc(a_base + {ab}u, FM_DESC_DS), fm_desc(b_base + {bb}u, FM_DESC_K_MN), {sc});   // k-step {j}: dS(0, {c}) = byte {ab}, K(0, {c}) = byte {bb}",
+            "    {ta}(acc, fm_desc_at(a_start, {a16}u, FM_DESC_DS), fm_desc_at(b_start, {b16}u, FM_DESC_K_MN), {sc});   // k-step {j}: dS(0, {c}) = byte {ab}, K(0, {c}) = byte {bb}",
             sc = u32::from(j > 0),
             c = 16 * j
         );
