@@ -42,10 +42,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig,
-    PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError};
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::backward::BackwardKernel;
 use fragmask_kernels::attention::{
@@ -59,6 +56,7 @@ pub use fragmask_masks::PackedMask;
 pub use plan::{AttentionPlan, PlanPointers};
 
 use crate::device_lists::DeviceBlockLists;
+use crate::launch::{KernelArg, Launch};
 use crate::nvrtc::Compiler;
 use crate::Device;
 
@@ -471,7 +469,7 @@ pub struct PreparedLaunch<'a> {
     _workspace: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
     maps: [TensorMapArg; 3],
     params: Params,
-    config: LaunchConfig,
+    launch: Launch,
     /// The kernel configuration it launches.
     pub kernel: AttentionKernel,
     /// Shapes of the call.
@@ -488,54 +486,60 @@ impl PreparedLaunch<'_> {
 
     /// Enqueues the kernel on the runner's stream (asynchronous).
     pub fn launch(&self) -> Result<(), AttentionError> {
-        let mut builder = self.stream.launch_builder(&self.func);
-        builder
-            .arg(&self.maps[0])
-            .arg(&self.maps[1])
-            .arg(&self.maps[2])
-            .arg(&self.params);
-        // SAFETY: the argument list matches the kernel's signature (three by-value tensor maps and
-        // fm_attn_params); every pointer inside them refers to buffers borrowed for 'a, whose
-        // extents were validated against the shape when this launch was prepared.
-        unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
-        if let Some((combine, grid)) = &self.combine {
-            // SAFETY: it reads the workspace this launch owns and writes o and lse,
-            // borrowed for 'a.
-            unsafe { launch_combine(self.stream, combine, *grid, self.params) }?;
+        // SAFETY: three by-value tensor maps and fm_attn_params, the kernel's signature;
+        // every pointer inside them refers to buffers borrowed for 'a, whose extents were
+        // validated against the shape when this launch was prepared, and to the workspace
+        // this launch owns.
+        unsafe {
+            enqueue_forward(
+                self.stream,
+                &self.func,
+                self.launch,
+                &self.maps,
+                self.params,
+                self.combine.as_ref(),
+            )
         }
-        Ok(())
     }
 }
 
-/// Launches the split-KV combine (`grid` CTAs of [`COMBINE_THREADS`]) under programmatic
-/// dependent launch after the forward that wrote its partials.
+/// Launches the forward `func` (`launch`: no attribute) with its three tensor maps and
+/// `params`, then, with split-KV, the `combine` (`grid` CTAs of [`COMBINE_THREADS`])
+/// under programmatic dependent launch (the forward executes
+/// `griddepcontrol.launch_dependents` at its start).
 ///
 /// # Safety
-/// `params` must be the forward launch's, its workspace and outputs valid until the
-/// combine completes on `stream`.
-unsafe fn launch_combine(
+/// `func` must be the forward of the kernel configuration `params` and `maps` were made
+/// for, `combine` its module's combine; every address inside the maps and `params` (the
+/// inputs, the outputs, the mask's lists, the workspace) must be valid until the
+/// kernels complete on `stream`.
+unsafe fn enqueue_forward(
     stream: &Arc<CudaStream>,
-    combine: &CudaFunction,
-    grid: u32,
+    func: &CudaFunction,
+    launch: Launch,
+    maps: &[TensorMapArg; 3],
     params: Params,
+    combine: Option<&(CudaFunction, u32)>,
 ) -> Result<(), AttentionError> {
-    // SAFETY: the combine takes fm_attn_params by value (the same struct); the pointers
-    // are this function's contract.
-    unsafe {
-        crate::launch::launch_struct(
-            stream,
-            combine,
-            crate::launch::StructLaunch {
-                grid: (grid, 1, 1),
-                threads: COMBINE_THREADS,
-                smem: 0,
-                dependent_launch: true,
-                cluster: 1,
-            },
-            params,
-        )
+    let [q, k, v] = maps;
+    let args = [
+        KernelArg::new(q),
+        KernelArg::new(k),
+        KernelArg::new(v),
+        KernelArg::new(&params),
+    ];
+    // SAFETY: three by-value tensor maps and fm_attn_params, the forward's signature;
+    // the addresses are this function's contract.
+    unsafe { crate::launch::launch(stream, func, launch, &args) }
+        .map_err(driver("launching the attention kernel"))?;
+    if let Some((combine, grid)) = combine {
+        let dependent = Launch::new((*grid, 1, 1), COMBINE_THREADS).dependent(true);
+        // SAFETY: the combine takes fm_attn_params by value (the same struct); it reads
+        // the workspace and writes o and lse (this function's contract).
+        unsafe { crate::launch::launch(stream, combine, dependent, &[KernelArg::new(&params)]) }
+            .map_err(driver("launching the split-KV combine"))?;
     }
-    .map_err(driver("launching the split-KV combine"))
+    Ok(())
 }
 
 /// Compiles (once per configuration), loads and launches the attention kernels on one stream.
@@ -819,11 +823,11 @@ impl AttentionRunner {
             None => None,
         };
         params.num_splits = splits as i32;
-        let config = LaunchConfig {
-            grid_dim: (split.grid_x, shape.heads as u32, shape.batch as u32),
-            block_dim: (kernel.threads(), 1, 1),
-            shared_mem_bytes: kernel.smem_bytes(),
-        };
+        let launch = Launch::new(
+            (split.grid_x, shape.heads as u32, shape.batch as u32),
+            kernel.threads(),
+        )
+        .smem(kernel.smem_bytes());
         Ok(PreparedLaunch {
             stream: &self.stream,
             func,
@@ -831,7 +835,7 @@ impl AttentionRunner {
             _workspace: workspace,
             maps,
             params: Params(params),
-            config,
+            launch,
             kernel,
             shape,
             splits,

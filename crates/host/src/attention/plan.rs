@@ -11,11 +11,13 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream};
 use fragmask_kernels::attention::{AttentionKernel, MaskMode};
 
+use crate::launch::Launch;
+
 use super::{
-    base_params, blocks_params, choice, driver, encode_strided_map, launch_combine, splits,
+    base_params, blocks_params, choice, driver, encode_strided_map, enqueue_forward, splits,
     window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Params,
     RawMask, RawTensor, TensorMapArg,
 };
@@ -32,7 +34,7 @@ pub struct AttentionPlan {
     combine: Option<(CudaFunction, u32)>,
     maps: [TensorMapArg; 3],
     params: Params,
-    config: LaunchConfig,
+    launch: Launch,
     /// The kernel configuration it launches.
     pub kernel: AttentionKernel,
     /// Shapes of the call.
@@ -125,11 +127,11 @@ impl AttentionRunner {
             combine: launch.combine_grid.map(|grid| (combine, grid)),
             maps,
             params: Params(params),
-            config: LaunchConfig {
-                grid_dim: (launch.grid_x, shape.heads as u32, shape.batch as u32),
-                block_dim: (kernel.threads(), 1, 1),
-                shared_mem_bytes: kernel.smem_bytes(),
-            },
+            launch: Launch::new(
+                (launch.grid_x, shape.heads as u32, shape.batch as u32),
+                kernel.threads(),
+            )
+            .smem(kernel.smem_bytes()),
             kernel,
             shape,
             splits: n,
@@ -192,21 +194,17 @@ impl AttentionPlan {
             params.0.ws_o = ptrs.ws_o;
             params.0.ws_lse = ptrs.ws_lse;
         }
-        let mut builder = stream.launch_builder(&self.func);
-        builder
-            .arg(&maps[0])
-            .arg(&maps[1])
-            .arg(&maps[2])
-            .arg(&params);
-        // SAFETY: the argument list matches the kernel's signature (three by-value tensor
-        // maps and fm_attn_params), checked against the shapes at planning; the
-        // addresses are this function's contract.
-        unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
-        if let Some((combine, grid)) = &self.combine {
-            // SAFETY: it reads the caller's workspace and writes o and lse (this
-            // function's contract).
-            unsafe { launch_combine(stream, combine, *grid, params) }?;
+        // SAFETY: the plan's function, maps and parameters belong together (checked
+        // against the shapes at planning); the addresses are this function's contract.
+        unsafe {
+            enqueue_forward(
+                stream,
+                &self.func,
+                self.launch,
+                &maps,
+                params,
+                self.combine.as_ref(),
+            )
         }
-        Ok(())
     }
 }

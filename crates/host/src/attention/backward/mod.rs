@@ -39,9 +39,7 @@ pub use super::choice::backward_kernel;
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, BackwardParams, KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME,
@@ -55,6 +53,7 @@ use super::{
     DeviceTensor, Mask, RawTensor, TensorMapArg, Window,
 };
 use crate::device_lists::DeviceBlockLists;
+use crate::launch::{launch, KernelArg, Launch};
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
 use crate::ptxas;
 
@@ -350,90 +349,51 @@ impl Resolved {
     unsafe fn launch(&self, stream: &Arc<CudaStream>) -> Result<(), AttentionError> {
         let s = &self.shape;
         let rows = padded_rows(s.seqlen_q).unwrap_or(0) as u32;
-        let pre_cfg = LaunchConfig {
-            grid_dim: (
-                rows.div_ceil(ROWS_PER_BLOCK),
-                s.heads as u32,
-                s.batch as u32,
-            ),
-            block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let main_cfg = LaunchConfig {
-            grid_dim: (
-                self.ctas * self.kernel.d_split(),
-                s.kv_heads as u32,
-                s.batch as u32,
-            ),
-            block_dim: (self.kernel.threads(), 1, 1),
-            shared_mem_bytes: self.kernel.smem_bytes(),
-        };
-        let post_cfg = match self.kernel.dq_reduce() {
-            // One warp per query row of the row-major accumulator.
-            DqReduce::Atomics => LaunchConfig {
-                grid_dim: (
-                    (s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK),
-                    s.heads as u32,
-                    s.batch as u32,
-                ),
-                block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            },
-            // One block of 128 threads per (64-query step, 64-column chunk).
-            DqReduce::Bulk => LaunchConfig {
-                grid_dim: (
-                    rows / STEP_M * (s.head_dim as u32 / 64),
-                    s.heads as u32,
-                    s.batch as u32,
-                ),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            },
-        };
-        let mut pre = stream.launch_builder(&self.functions.pre);
-        pre.arg(&self.params);
-        // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
-        unsafe { pre.launch(pre_cfg) }.map_err(driver("launching the backward preprocess"))?;
+        let (heads, batch) = (s.heads as u32, s.batch as u32);
+        let pre = Launch::new(
+            (rows.div_ceil(ROWS_PER_BLOCK), heads, batch),
+            32 * ROWS_PER_BLOCK,
+        );
         // The main kernel and the postprocess launch under programmatic dependent launch
         // (each waits, griddepcontrol.wait, for the previous kernel's writes before its
         // first read of them): their launch and prologue overlap the previous kernel's tail.
-        let dependent = |cfg: LaunchConfig| crate::launch::StructLaunch {
-            grid: cfg.grid_dim,
-            threads: cfg.block_dim.0,
-            smem: cfg.shared_mem_bytes,
-            dependent_launch: true,
-            cluster: 1,
-        };
-        let mut maps = self.maps;
-        let mut params = self.params;
-        let mut main_args = [
-            (&mut maps[0] as *mut TensorMapArg).cast::<std::ffi::c_void>(),
-            (&mut maps[1] as *mut TensorMapArg).cast(),
-            (&mut maps[2] as *mut TensorMapArg).cast(),
-            (&mut maps[3] as *mut TensorMapArg).cast(),
-            (&mut params as *mut Params).cast(),
+        let main = Launch::new(
+            (self.ctas * self.kernel.d_split(), s.kv_heads as u32, batch),
+            self.kernel.threads(),
+        )
+        .smem(self.kernel.smem_bytes())
+        .dependent(true);
+        let post = match self.kernel.dq_reduce() {
+            // One warp per query row of the row-major accumulator.
+            DqReduce::Atomics => Launch::new(
+                ((s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK), heads, batch),
+                32 * ROWS_PER_BLOCK,
+            ),
+            // One block of 128 threads per (64-query step, 64-column chunk).
+            DqReduce::Bulk => Launch::new(
+                (rows / STEP_M * (s.head_dim as u32 / 64), heads, batch),
+                128,
+            ),
+        }
+        .dependent(true);
+        let params = [KernelArg::new(&self.params)];
+        // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
+        unsafe { launch(stream, &self.functions.pre, pre, &params) }
+            .map_err(driver("launching the backward preprocess"))?;
+        let [q, k, v, d_o] = &self.maps;
+        let main_args = [
+            KernelArg::new(q),
+            KernelArg::new(k),
+            KernelArg::new(v),
+            KernelArg::new(d_o),
+            KernelArg::new(&self.params),
         ];
-        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature; the
-        // values live until the call returns (the driver copies them).
-        unsafe {
-            crate::launch::launch_args(
-                stream,
-                &self.functions.main,
-                dependent(main_cfg),
-                &mut main_args,
-            )
-        }
-        .map_err(driver("launching the backward kernel"))?;
+        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
+        unsafe { launch(stream, &self.functions.main, main, &main_args) }
+            .map_err(driver("launching the backward kernel"))?;
         // SAFETY: as the preprocess (fm_bwd_params by value).
-        unsafe {
-            crate::launch::launch_struct(
-                stream,
-                &self.functions.post,
-                dependent(post_cfg),
-                self.params,
-            )
-        }
-        .map_err(driver("launching the backward postprocess"))?;
+        unsafe { launch(stream, &self.functions.post, post, &params) }
+            .map_err(driver("launching the backward postprocess"))?;
         Ok(())
     }
 }
