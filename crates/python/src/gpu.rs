@@ -820,7 +820,7 @@ pub(crate) fn return_event(g: &Gpu, event: CudaEvent) {
 /// host `Packed` (for files, stats, decoding).
 ///
 /// The attention op finds the mask by `registry_id`, whose registry entry is the empty
-/// mask of the same shape and tile: `launch_raw` reads only a mask's geometry on the host
+/// mask of the same shape and tile: a plan reads only a mask's geometry on the host
 /// (shape, tile, encoding), and the lists it reads on the device are this pack's.
 #[pyclass(frozen, module = "fragmask._fragmask", name = "GpuPack")]
 pub(crate) struct GpuPack {

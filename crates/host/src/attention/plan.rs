@@ -149,6 +149,13 @@ fn patch(map: &mut TensorMapArg, address: u64) -> Result<(), AttentionError> {
         .map_err(driver("patching a tensor map (cuTensorMapReplaceAddress)"))
 }
 
+/// A plan's tensor maps and parameters at one call's addresses ([`AttentionPlan::bind`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BoundRun {
+    maps: [TensorMapArg; 3],
+    params: Params,
+}
+
 impl AttentionPlan {
     /// Launches the planned forward on `stream` at `ptrs` (and the split-KV combine after
     /// it). Checks the alignments TMA and the kernel need; nothing else is re-planned.
@@ -157,13 +164,22 @@ impl AttentionPlan {
     /// q, k and v must be live device tensors of this context with the plan's shapes and
     /// strides, o and lse contiguous outputs of the plan's shapes that overlap nothing
     /// else, the workspace at least [`Self::workspace_floats`] floats when
-    /// [`Self::splits`] > 1, and a mask's lists (fixed at planning) still alive, all
-    /// valid until the launches complete on `stream`.
+    /// [`Self::splits`] > 1 and used by no launch in flight on another stream, and a
+    /// mask's lists (fixed at planning) still alive, all valid until the launches
+    /// complete on `stream`.
     pub unsafe fn run(
         &self,
         stream: &Arc<CudaStream>,
         ptrs: &PlanPointers,
     ) -> Result<(), AttentionError> {
+        let bound = self.bind(ptrs)?;
+        // SAFETY: this function's contract.
+        unsafe { self.enqueue(stream, &bound) }
+    }
+
+    /// The plan's tensor maps and parameters at `ptrs`, after checking the alignments
+    /// TMA and the kernel need.
+    pub(crate) fn bind(&self, ptrs: &PlanPointers) -> Result<BoundRun, AttentionError> {
         if [ptrs.q, ptrs.k, ptrs.v, ptrs.o]
             .iter()
             .any(|p| p % 16 != 0 || *p == 0)
@@ -194,6 +210,18 @@ impl AttentionPlan {
             params.0.ws_o = ptrs.ws_o;
             params.0.ws_lse = ptrs.ws_lse;
         }
+        Ok(BoundRun { maps, params })
+    }
+
+    /// Enqueues the forward (and the combine) of `bound`, a binding of this plan.
+    ///
+    /// # Safety
+    /// The addresses `bound` was made with must satisfy [`Self::run`]'s contract.
+    pub(crate) unsafe fn enqueue(
+        &self,
+        stream: &Arc<CudaStream>,
+        bound: &BoundRun,
+    ) -> Result<(), AttentionError> {
         // SAFETY: the plan's function, maps and parameters belong together (checked
         // against the shapes at planning); the addresses are this function's contract.
         unsafe {
@@ -201,8 +229,8 @@ impl AttentionPlan {
                 stream,
                 &self.func,
                 self.launch,
-                &maps,
-                params,
+                &bound.maps,
+                bound.params,
                 self.combine.as_ref(),
             )
         }

@@ -577,14 +577,8 @@ impl AttentionRunner {
             }
         }
         let s = &self.stream;
-        let contiguous = |t: &DeviceTensor<u16>| {
-            let [_, h, n, d] = t.shape;
-            RawTensor {
-                ptr: t.data.device_ptr(s).0,
-                shape: t.shape,
-                strides: [h * n * d, n * d, d, 1],
-            }
-        };
+        let contiguous =
+            |t: &DeviceTensor<u16>| RawTensor::contiguous(t.data.device_ptr(s).0, t.shape);
         let raw_mask = match mask {
             Mask::Window(w) => RawBackwardMask::Window(*w),
             Mask::Blocks(m) => device_mask(m, s)?,
