@@ -12,7 +12,7 @@ use fragmask_host::attention::{
     AttentionOptions, AttentionPlan, AttentionRunner, PlanPointers, RawMask, RawTensor, Window,
 };
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
-use fragmask_host::device_lists::RawBlockLists;
+use fragmask_host::device_lists::{RawBlockLists, RawMaskLists};
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
 use fragmask_host::lightning::LightningDecode;
 use fragmask_host::{Compiler, Device};
@@ -313,7 +313,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
             }
             packed = mask(id)?;
             check_mask_layout(&packed)?;
-            RawMask::Blocks(&packed, ptrs)
+            RawMask::Blocks(&packed, RawMaskLists::from_array(ptrs))
         }
         (_, None) => {
             return Err(PyValueError::new_err(

@@ -55,7 +55,7 @@ pub use compile::{compile_kernel, CompiledKernel};
 pub use fragmask_masks::PackedMask;
 pub use plan::{AttentionPlan, PlanPointers};
 
-use crate::device_lists::DeviceBlockLists;
+use crate::device_lists::{DeviceBlockLists, RawMaskLists};
 use crate::launch::{KernelArg, Launch};
 use crate::nvrtc::Compiler;
 use crate::Device;
@@ -272,19 +272,18 @@ pub struct DeviceBlockMask {
 }
 
 impl DeviceBlockMask {
-    /// The device addresses of the transposed lists (backward), in
-    /// [`backward::RawBackwardMask::Blocks`]' order: `[q_num_blocks, q_indices,
-    /// full_q_num_blocks, full_q_indices, q_tile_offsets, q_words]`; `None` when the mask
-    /// was packed without them.
-    pub fn device_transposed_lists(&self, stream: &Arc<CudaStream>) -> Option<[u64; 6]> {
+    /// The device addresses of the transposed lists and words (the backward's `q_*`);
+    /// `None` when the mask was packed without them.
+    pub fn device_transposed_lists(&self, stream: &Arc<CudaStream>) -> Option<RawMaskLists> {
         self.transposed.as_ref().map(|t| t.device_lists(stream))
     }
 
-    /// The device addresses of the lists, in [`RawMask::Blocks`]' order: `[kv_num_blocks,
-    /// kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
-    pub fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
-        let [a, b, c, d, e] = self.lists.raw(stream).0.to_array();
-        [a, b, c, d, e, self.words.device_ptr(stream).0]
+    /// The device addresses of the lists and words (the forward's `kv_*`).
+    pub fn device_lists(&self, stream: &Arc<CudaStream>) -> RawMaskLists {
+        RawMaskLists {
+            lists: self.lists.raw(stream).0,
+            words: self.words.device_ptr(stream).0,
+        }
     }
 }
 
@@ -862,12 +861,11 @@ fn window_params(params: &mut AttentionParams, w: &Window) {
 }
 
 /// Block mode: `host` checked against the call, its broadcast strides, and the device
-/// addresses of its lists `[kv_num_blocks, kv_indices, full_kv_num_blocks,
-/// full_kv_indices, kv_tile_offsets, words]`.
+/// addresses of its lists and words.
 fn blocks_params(
     params: &mut AttentionParams,
     host: &PackedMask,
-    lists: [u64; 6],
+    lists: RawMaskLists,
     shape: &AttentionShape,
 ) -> Result<(), AttentionError> {
     blockmask::check_fits(host, shape)?;
@@ -875,14 +873,13 @@ fn blocks_params(
     let mb = params.m_blocks;
     params.mask_head_stride = if h.heads > 1 { mb } else { 0 };
     params.mask_batch_stride = if h.batch > 1 { h.heads as i32 * mb } else { 0 };
-    [
-        params.kv_num_blocks,
-        params.kv_indices,
-        params.full_kv_num_blocks,
-        params.full_kv_indices,
-        params.kv_tile_offsets,
-        params.words,
-    ] = lists;
+    let l = lists.lists;
+    params.kv_num_blocks = l.num_blocks;
+    params.kv_indices = l.indices;
+    params.full_kv_num_blocks = l.full_num_blocks;
+    params.full_kv_indices = l.full_indices;
+    params.kv_tile_offsets = l.tile_offsets;
+    params.words = lists.words;
     Ok(())
 }
 
@@ -916,9 +913,8 @@ impl RawTensor {
 pub enum RawMask<'a> {
     /// Computed in the kernel (no mask, causal, sliding window).
     Window(Window),
-    /// A packed mask and the device addresses of its lists, in the order
-    /// `[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
-    Blocks(&'a PackedMask, [u64; 6]),
+    /// A packed mask and the device addresses of its lists and words.
+    Blocks(&'a PackedMask, RawMaskLists),
 }
 
 impl AttentionRunner {
@@ -996,7 +992,8 @@ mod raw_tests {
         .unwrap();
         let kernel = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
         let mut params = base_params(&shape, &kernel, &AttentionOptions::default(), 16, 32);
-        blocks_params(&mut params, &packed, [1, 2, 3, 4, 5, 6], &shape).unwrap();
+        let lists = RawMaskLists::from_array([1, 2, 3, 4, 5, 6]);
+        blocks_params(&mut params, &packed, lists, &shape).unwrap();
         assert_eq!((params.mask_batch_stride, params.mask_head_stride), (0, 0));
         assert_eq!((params.kv_num_blocks, params.words), (1, 6));
         assert_eq!(params.m_blocks, 3);

@@ -52,7 +52,7 @@ use super::{
     driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask,
     DeviceTensor, Mask, RawTensor, TensorMapArg, Window,
 };
-use crate::device_lists::DeviceBlockLists;
+use crate::device_lists::{DeviceBlockLists, RawMaskLists};
 use crate::launch::{launch, KernelArg, Launch};
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
 use crate::ptxas;
@@ -224,9 +224,11 @@ impl DeviceTransposed {
         self.order.device_ptr(stream).0
     }
 
-    pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
-        let [a, b, c, d, e] = self.lists.raw(stream).0.to_array();
-        [a, b, c, d, e, self.words.device_ptr(stream).0]
+    pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> RawMaskLists {
+        RawMaskLists {
+            lists: self.lists.raw(stream).0,
+            words: self.words.device_ptr(stream).0,
+        }
     }
 }
 
@@ -236,10 +238,9 @@ pub enum RawBackwardMask<'a> {
     /// Computed in the kernel (no mask, causal, sliding window).
     Window(Window),
     /// A packed mask with transposed lists, the device addresses of its forward lists
-    /// (`[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets,
-    /// words]`, as [`super::RawMask::Blocks`]) and of its transposed lists (`[q_num_blocks,
-    /// q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets, q_words]`).
-    Blocks(&'a PackedMask, [u64; 6], [u64; 6]),
+    /// (`kv_*`, as [`super::RawMask::Blocks`]; their tile offsets and words are not read)
+    /// and of its transposed lists and words (`q_*`).
+    Blocks(&'a PackedMask, RawMaskLists, RawMaskLists),
 }
 
 /// Device addresses of the three gradients of a raw call: contiguous `dq [B, H, Sq, D]`,
@@ -778,22 +779,17 @@ impl AttentionRunner {
                 params.mask_n_blocks = shape.seqlen_k.div_ceil(acc.block_n() as usize) as i32;
                 params.mask_has_heads = i32::from(ms.heads > 1);
                 params.mask_batch_heads = if ms.batch > 1 { ms.heads as i32 } else { 0 };
-                [
-                    params.kv_num_blocks,
-                    params.kv_indices,
-                    params.full_kv_num_blocks,
-                    params.full_kv_indices,
-                    _,
-                    _,
-                ] = *fwd;
-                [
-                    params.q_num_blocks,
-                    params.q_indices,
-                    params.full_q_num_blocks,
-                    params.full_q_indices,
-                    params.q_tile_offsets,
-                    params.q_words,
-                ] = *bwd;
+                let (f, b) = (fwd.lists, bwd.lists);
+                params.kv_num_blocks = f.num_blocks;
+                params.kv_indices = f.indices;
+                params.full_kv_num_blocks = f.full_num_blocks;
+                params.full_kv_indices = f.full_indices;
+                params.q_num_blocks = b.num_blocks;
+                params.q_indices = b.indices;
+                params.full_q_num_blocks = b.full_num_blocks;
+                params.full_q_indices = b.full_indices;
+                params.q_tile_offsets = b.tile_offsets;
+                params.q_words = bwd.words;
             }
         }
         let ctas = kernel.n_ctas(shape.seqlen_k as u32);
