@@ -873,12 +873,13 @@ fn blocks_params(
     let mb = params.m_blocks;
     params.mask_head_stride = if h.heads > 1 { mb } else { 0 };
     params.mask_batch_stride = if h.batch > 1 { h.heads as i32 * mb } else { 0 };
-    let l = lists.lists;
-    params.kv_num_blocks = l.num_blocks;
-    params.kv_indices = l.indices;
-    params.full_kv_num_blocks = l.full_num_blocks;
-    params.full_kv_indices = l.full_indices;
-    params.kv_tile_offsets = l.tile_offsets;
+    [
+        params.kv_num_blocks,
+        params.kv_indices,
+        params.full_kv_num_blocks,
+        params.full_kv_indices,
+        params.kv_tile_offsets,
+    ] = lists.lists.to_array();
     params.words = lists.words;
     Ok(())
 }

@@ -779,16 +779,20 @@ impl AttentionRunner {
                 params.mask_n_blocks = shape.seqlen_k.div_ceil(acc.block_n() as usize) as i32;
                 params.mask_has_heads = i32::from(ms.heads > 1);
                 params.mask_batch_heads = if ms.batch > 1 { ms.heads as i32 } else { 0 };
-                let (f, b) = (fwd.lists, bwd.lists);
-                params.kv_num_blocks = f.num_blocks;
-                params.kv_indices = f.indices;
-                params.full_kv_num_blocks = f.full_num_blocks;
-                params.full_kv_indices = f.full_indices;
-                params.q_num_blocks = b.num_blocks;
-                params.q_indices = b.indices;
-                params.full_q_num_blocks = b.full_num_blocks;
-                params.full_q_indices = b.full_indices;
-                params.q_tile_offsets = b.tile_offsets;
+                [
+                    params.kv_num_blocks,
+                    params.kv_indices,
+                    params.full_kv_num_blocks,
+                    params.full_kv_indices,
+                    _,
+                ] = fwd.lists.to_array();
+                [
+                    params.q_num_blocks,
+                    params.q_indices,
+                    params.full_q_num_blocks,
+                    params.full_q_indices,
+                    params.q_tile_offsets,
+                ] = bwd.lists.to_array();
                 params.q_words = bwd.words;
             }
         }
