@@ -741,7 +741,9 @@ impl AttentionRunner {
         Ok(out)
     }
 
-    /// Runs the forward into `out` (enqueued; synchronise the stream to wait).
+    /// Runs the forward into `out` (enqueued; synchronise the stream to wait): a
+    /// [`Self::prepare`] and one launch, so a split call allocates its workspace here;
+    /// repeated calls keep the [`PreparedLaunch`] (or a plan and a [`SplitWorkspace`]).
     pub fn forward_into(
         &self,
         q: &DeviceTensor<u16>,
