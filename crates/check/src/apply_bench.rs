@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::apply::kernels::{
     all_cost_variants, bench_source, check_kernel_name, check_source, cost_source, BenchVariant,
     CostVariant,
@@ -18,7 +18,7 @@ use fragmask_kernels::apply::kernels::{
 use fragmask_kernels::apply::CodegenError;
 use fragmask_masks::{Encoding, TiledAccumulator};
 
-use fragmask_host::launch::load_module;
+use fragmask_host::launch::{launch, load_module, KernelArg, Launch};
 use fragmask_host::nvrtc::{Arch, CompileOptions, Compiler};
 use fragmask_host::{Device, Error, Result};
 
@@ -266,22 +266,25 @@ impl ApplyChecker {
             .stream
             .clone_htod(&vec![f32::NAN; count * threads * values])
             .map_err(Error::driver("allocating the check output"))?;
-        let mut b = self.stream.launch_builder(f);
-        b.arg(&words);
-        b.arg(&mut out);
         let grid = u32::try_from(count)
             .map_err(|_| Error::InvalidArgument("too many tiles for one launch".into()))?;
-        // SAFETY: the check kernel's signature is `(const unsigned* words, float* out)`;
-        // with `count` blocks of `threads` threads it reads `count * wpt` words and
-        // writes `count * threads * values` floats, the sizes of the two buffers.
-        unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (grid, 1, 1),
-                block_dim: (self.acc.threads(), 1, 1),
-                shared_mem_bytes: 0,
-            })
+        {
+            let (words_at, _read) = words.device_ptr(&self.stream);
+            let (out_at, _written) = out.device_ptr_mut(&self.stream);
+            // SAFETY: the check kernel's signature is `(const unsigned* words, float* out)`;
+            // with `count` blocks of `threads` threads it reads `count * wpt` words and
+            // writes `count * threads * values` floats, the sizes of the two buffers (the
+            // guards order the launch after their earlier uses on the stream).
+            unsafe {
+                launch(
+                    &self.stream,
+                    f,
+                    Launch::new((grid, 1, 1), self.acc.threads()),
+                    &[KernelArg::new(&words_at), KernelArg::new(&out_at)],
+                )
+            }
+            .map_err(Error::driver("launching the check kernel"))?;
         }
-        .map_err(Error::driver("launching the check kernel"))?;
         let host = self
             .stream
             .clone_dtoh(&out)
@@ -419,24 +422,28 @@ impl ApplyBench {
         let mut results = Vec::new();
         for (variant, f) in &self.functions {
             let timing = time_on_stream(&stream, options.timing, |s| {
-                let mut b = s.launch_builder(f);
-                b.arg(&d_words);
-                b.arg(&d_tiles);
-                b.arg(&per_cta);
-                b.arg(&mut d_out);
+                let (words_at, _read) = d_words.device_ptr(s);
+                let (tiles_at, _tiles_read) = d_tiles.device_ptr(s);
+                let (out_at, _written) = d_out.device_ptr_mut(s);
+                let args = [
+                    KernelArg::new(&words_at),
+                    KernelArg::new(&tiles_at),
+                    KernelArg::new(&per_cta),
+                    KernelArg::new(&out_at),
+                ];
                 // SAFETY: the benchmark kernels take `(const unsigned* words,
                 // const int* tiles, int tiles_per_cta, float* out)`; `tiles` holds
                 // `ctas * tiles_per_cta` indices below `distinct_tiles`, `words` holds
                 // `distinct_tiles` tiles of the largest encoding, `out` one float per
                 // thread of every CTA.
                 unsafe {
-                    b.launch(LaunchConfig {
-                        grid_dim: (ctas as u32, 1, 1),
-                        block_dim: (self.acc.threads(), 1, 1),
-                        shared_mem_bytes: 0,
-                    })
+                    launch(
+                        s,
+                        f,
+                        Launch::new((ctas as u32, 1, 1), self.acc.threads()),
+                        &args,
+                    )
                 }
-                .map(|_| ())
                 .map_err(Error::driver("launching a benchmark kernel"))
             })?;
             results.push(BenchResult {

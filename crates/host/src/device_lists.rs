@@ -55,6 +55,28 @@ impl RawBlockLists {
     }
 }
 
+/// Device addresses of a mask's lists in one direction ([`RawBlockLists`]) and of the
+/// FragmentNative words their tile offsets index (4-byte aligned `u32` words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawMaskLists {
+    /// The five lists.
+    pub lists: RawBlockLists,
+    /// The partial tiles' words.
+    pub words: u64,
+}
+
+impl RawMaskLists {
+    /// From six addresses: the five lists in [`BlockLists::parts`]' order, then the
+    /// words (FlexAttention's `kv_num_blocks, kv_indices, full_kv_num_blocks,
+    /// full_kv_indices`, then `kv_tile_offsets` and the words).
+    pub fn from_array([a, b, c, d, e, words]: [u64; 6]) -> Self {
+        Self {
+            lists: RawBlockLists::from_array([a, b, c, d, e]),
+            words,
+        }
+    }
+}
+
 /// One direction's five lists in device memory (each at least one element: the driver
 /// refuses empty allocations).
 #[derive(Debug)]

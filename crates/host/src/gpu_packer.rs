@@ -18,9 +18,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::packer::{
     PackerKernels, TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, COMPACT_KERNEL,
     COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TRANSCODE_KERNEL,
@@ -33,7 +31,7 @@ use crate::device::Device;
 use crate::device_lists::{DeviceBlockLists, RawBlockLists};
 use crate::error::codegen;
 use crate::error::{Error, Result};
-use crate::launch::load_module;
+use crate::launch::{launch, load_module, KernelArg, Launch};
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// The shape the packer works on: `planes` (batch × heads) planes of
@@ -319,16 +317,17 @@ impl GpuPacker {
         let (mb, nb) = (shape.m_blocks as i32, shape.n_blocks as i32);
         let rows = shape.rows() as i32;
         let capacity = shape.tiles() as i32;
-        let mut b = stream.launch_builder(&self.tiles);
-        b.arg(&dense);
-        b.arg(&sq);
-        b.arg(&sk);
-        b.arg(&mb);
-        b.arg(&nb);
-        b.arg(&capacity);
-        b.arg(&vector_ok);
-        b.arg(&out.scratch);
-        b.arg(&out.classes);
+        let args = [
+            KernelArg::new(&dense),
+            KernelArg::new(&sq),
+            KernelArg::new(&sk),
+            KernelArg::new(&mb),
+            KernelArg::new(&nb),
+            KernelArg::new(&capacity),
+            KernelArg::new(&vector_ok),
+            KernelArg::new(&out.scratch),
+            KernelArg::new(&out.classes),
+        ];
         // SAFETY: `fragmask_pack_tiles(const u8* dense, int sq, int sk, int mb, int nb,
         // int tiles, int vector_ok, u32* scratch, u8* classes)`; its CTAs walk tiles
         // below `tiles`, read only inside the `planes * sq * sk` bytes (rows and columns
@@ -336,50 +335,58 @@ impl GpuPacker {
         // the buffers' sizes; `vector_ok` is set only when 16-byte (8-byte) loads are
         // aligned.
         unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (self.tile_blocks.min(capacity as u32), 1, 1),
-                block_dim: (acc.threads(), 1, 1),
-                shared_mem_bytes: 0,
-            })
+            launch(
+                stream,
+                &self.tiles,
+                Launch::new((self.tile_blocks.min(capacity as u32), 1, 1), acc.threads()),
+                &args,
+            )
         }
         .map_err(Error::driver("launching the packer tile kernel"))?;
-        let mut b = stream.launch_builder(&self.lists);
-        b.arg(&out.classes);
-        b.arg(&rows);
-        b.arg(&nb);
-        b.arg(&out.lists.num_blocks);
-        b.arg(&out.lists.indices);
-        b.arg(&out.lists.full_num_blocks);
-        b.arg(&out.lists.full_indices);
-        b.arg(&out.lists.tile_offsets);
-        b.arg(&out.partial_source);
-        b.arg(&out.partial_count);
+        let args = [
+            KernelArg::new(&out.classes),
+            KernelArg::new(&rows),
+            KernelArg::new(&nb),
+            KernelArg::new(&out.lists.num_blocks),
+            KernelArg::new(&out.lists.indices),
+            KernelArg::new(&out.lists.full_num_blocks),
+            KernelArg::new(&out.lists.full_indices),
+            KernelArg::new(&out.lists.tile_offsets),
+            KernelArg::new(&out.partial_source),
+            KernelArg::new(&out.partial_count),
+        ];
         // SAFETY: `fragmask_pack_lists(const u8* classes, int rows, int nb, int* ...)`;
         // one CTA reads `rows * nb` classes and writes `rows` counts, `rows * nb` list
         // entries, at most `rows * nb` partial sources and one count: the buffer sizes.
         unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (LIST_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            })
+            launch(
+                stream,
+                &self.lists,
+                Launch::new((1, 1, 1), LIST_THREADS),
+                &args,
+            )
         }
         .map_err(Error::driver("launching the packer list kernel"))?;
-        let mut b = stream.launch_builder(&self.compact);
-        b.arg(&out.scratch);
-        b.arg(&out.partial_source);
-        b.arg(&out.partial_count);
-        b.arg(&capacity);
-        b.arg(&out.words);
+        let args = [
+            KernelArg::new(&out.scratch),
+            KernelArg::new(&out.partial_source),
+            KernelArg::new(&out.partial_count),
+            KernelArg::new(&capacity),
+            KernelArg::new(&out.words),
+        ];
         // SAFETY: `fragmask_pack_compact(const u32* scratch, const int* source,
         // const int* count, int capacity, u32* words)` copies at most `capacity` (= tiles)
         // tiles from scratch slots below `tiles` into `words`, sized `tiles * wpt`.
         unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (self.compact_blocks.min(capacity.max(1) as u32), 1, 1),
-                block_dim: (COMPACT_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            })
+            launch(
+                stream,
+                &self.compact,
+                Launch::new(
+                    (self.compact_blocks.min(capacity.max(1) as u32), 1, 1),
+                    COMPACT_THREADS,
+                ),
+                &args,
+            )
         }
         .map_err(Error::driver("launching the packer compaction kernel"))?;
         Ok(())
@@ -710,59 +717,67 @@ impl GpuTransposer {
         let (mb, nb) = (shape.m_blocks as i32, shape.n_blocks as i32);
         let capacity = capacity as i32;
         let warps_per_cta = CLASSES_THREADS / 32;
-        let mut l = stream.launch_builder(&self.classes);
-        l.arg(&b.forward.num_blocks);
-        l.arg(&b.forward.indices);
-        l.arg(&b.forward.full_num_blocks);
-        l.arg(&b.forward.full_indices);
-        l.arg(&b.forward.tile_offsets);
-        l.arg(&rows);
-        l.arg(&nb);
-        l.arg(&b.classes);
-        l.arg(&b.tile_word);
+        let args = [
+            KernelArg::new(&b.forward.num_blocks),
+            KernelArg::new(&b.forward.indices),
+            KernelArg::new(&b.forward.full_num_blocks),
+            KernelArg::new(&b.forward.full_indices),
+            KernelArg::new(&b.forward.tile_offsets),
+            KernelArg::new(&rows),
+            KernelArg::new(&nb),
+            KernelArg::new(&b.classes),
+            KernelArg::new(&b.tile_word),
+        ];
         // SAFETY: `fragmask_pack_classes(const int* x5, int rows, int nb, u8* classes,
         // int* tile_word)`: a warp per row below `rows` reads that row's `nb` list
         // entries (counts clamped to 0..nb) and writes classes and tile_word entries of
         // the row only, at listed blocks in 0..nb: inside the `tiles` entries.
         unsafe {
-            l.launch(LaunchConfig {
-                grid_dim: ((rows as u32).div_ceil(warps_per_cta), 1, 1),
-                block_dim: (CLASSES_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            })
+            launch(
+                stream,
+                &self.classes,
+                Launch::new(
+                    ((rows as u32).div_ceil(warps_per_cta), 1, 1),
+                    CLASSES_THREADS,
+                ),
+                &args,
+            )
         }
         .map_err(Error::driver("launching the transposed class kernel"))?;
-        let mut l = stream.launch_builder(&self.lists);
-        l.arg(&b.classes);
-        l.arg(&q_rows);
-        l.arg(&mb);
-        l.arg(&nb);
-        l.arg(&b.transposed.num_blocks);
-        l.arg(&b.transposed.indices);
-        l.arg(&b.transposed.full_num_blocks);
-        l.arg(&b.transposed.full_indices);
-        l.arg(&b.transposed.tile_offsets);
-        l.arg(&b.partial_source);
-        l.arg(&b.partial_count);
+        let args = [
+            KernelArg::new(&b.classes),
+            KernelArg::new(&q_rows),
+            KernelArg::new(&mb),
+            KernelArg::new(&nb),
+            KernelArg::new(&b.transposed.num_blocks),
+            KernelArg::new(&b.transposed.indices),
+            KernelArg::new(&b.transposed.full_num_blocks),
+            KernelArg::new(&b.transposed.full_indices),
+            KernelArg::new(&b.transposed.tile_offsets),
+            KernelArg::new(&b.partial_source),
+            KernelArg::new(&b.partial_count),
+        ];
         // SAFETY: `fragmask_pack_lists_t(const u8* classes, int rows, int mb, int nb,
         // int* ...)`: one CTA reads the `rows * mb = tiles` classes and writes `rows`
         // counts, `rows * mb` list entries, at most `tiles` partial sources and one
         // count: the buffers' sizes.
         unsafe {
-            l.launch(LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (LIST_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            })
+            launch(
+                stream,
+                &self.lists,
+                Launch::new((1, 1, 1), LIST_THREADS),
+                &args,
+            )
         }
         .map_err(Error::driver("launching the transposed list kernel"))?;
-        let mut l = stream.launch_builder(&self.transcode);
-        l.arg(&b.words);
-        l.arg(&b.tile_word);
-        l.arg(&b.partial_source);
-        l.arg(&b.partial_count);
-        l.arg(&capacity);
-        l.arg(&b.q_words);
+        let args = [
+            KernelArg::new(&b.words),
+            KernelArg::new(&b.tile_word),
+            KernelArg::new(&b.partial_source),
+            KernelArg::new(&b.partial_count),
+            KernelArg::new(&capacity),
+            KernelArg::new(&b.q_words),
+        ];
         // SAFETY: `fragmask_pack_transcode(const u32* words, const int* tile_word,
         // const int* source, const int* count, int capacity, u32* q_words)`: tiles
         // p < min(count, capacity) read forward tile tile_word[source[p]] (skipped unless
@@ -770,11 +785,15 @@ impl GpuTransposer {
         // partial_source entries are tiles below `tiles` (the list kernel's), and
         // tile_word is written for every partial tile.
         unsafe {
-            l.launch(LaunchConfig {
-                grid_dim: (self.transcode_blocks.min(capacity.max(1) as u32), 1, 1),
-                block_dim: (self.kernels.threads(), 1, 1),
-                shared_mem_bytes: 0,
-            })
+            launch(
+                stream,
+                &self.transcode,
+                Launch::new(
+                    (self.transcode_blocks.min(capacity.max(1) as u32), 1, 1),
+                    self.kernels.threads(),
+                ),
+                &args,
+            )
         }
         .map_err(Error::driver("launching the transcode kernel"))?;
         Ok(())

@@ -1,17 +1,24 @@
-//! Thin typed launch wrappers over cudarc.
+//! The one launch mechanism of every kernel family, and typed wrappers over it.
 //!
-//! A raw CUDA launch is `unsafe`: nothing checks that the arguments match
-//! the kernel's parameters. This module confines that to one place per
-//! kernel *signature*. [`OutputKernel`] is the signature of the hardware
-//! probes, `extern "C" __global__ void k(float* out)`; its safe
-//! constructors ([`OutputKernel::wgmma_probe`], [`OutputKernel::mma_sync_probe`])
-//! build it from sources this workspace generates, so the signature and the
-//! output length are known to be right.
+//! Every kernel the runtime (and the checking crate) launches goes through [`launch`]:
+//! `cuLaunchKernelEx` (CUDA driver API, "Execution Control") with the launch's shape
+//! ([`Launch`]: grid, block, dynamic shared memory) and its attributes (programmatic
+//! dependent launch on or off, thread-block clusters), and the kernel's by-value
+//! arguments ([`KernelArg`]).
+//!
+//! A raw CUDA launch is `unsafe`: nothing checks that the arguments match the kernel's
+//! parameters. The families confine that to their plan's run. [`OutputKernel`] is the
+//! signature of the hardware probes, `extern "C" __global__ void k(float* out)`; its safe
+//! constructors ([`OutputKernel::wgmma_probe`], [`OutputKernel::mma_sync_probe`]) build it
+//! from sources this workspace generates, so the signature and the output length are
+//! known to be right.
 
+use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    sys, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    sys, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, DriverError,
 };
 use cudarc::nvrtc::Ptx as CudarcImage;
 
@@ -24,13 +31,13 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::nvrtc::{CompileOptions, Compiler, Cubin};
 
-/// The shape of one [`launch_struct`] launch.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct StructLaunch {
+/// The shape and attributes of one [`launch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
     /// Blocks in x, y, z.
     pub grid: (u32, u32, u32),
-    /// Threads of a 1-D block.
-    pub threads: u32,
+    /// Threads of a block in x, y, z.
+    pub block: (u32, u32, u32),
     /// Dynamic shared memory per block, in bytes.
     pub smem: u32,
     /// Under programmatic stream serialization (CUDA Programming Guide, "Programmatic
@@ -42,44 +49,75 @@ pub(crate) struct StructLaunch {
     pub cluster: u32,
 }
 
-/// Launches `func` on `stream` with one by-value parameter struct `params` in the shape
-/// `launch`.
-///
-/// # Safety
-/// `func` must take exactly one parameter, of `T`'s layout (a `#[repr(C)]` mirror whose
-/// offsets the kernel's ABI test pins); every pointer inside `params` must be valid for
-/// what the kernel reads and writes until it completes on `stream`; the grid, threads,
-/// shared memory and cluster must be within the function's limits.
-pub(crate) unsafe fn launch_struct<T>(
-    stream: &Arc<CudaStream>,
-    func: &CudaFunction,
-    launch: StructLaunch,
-    params: T,
-) -> std::result::Result<(), DriverError> {
-    let mut arg = params;
-    let mut kernel_params = [(&mut arg as *mut T).cast::<std::ffi::c_void>()];
-    // SAFETY: one pointer to the one by-value argument, alive for the call; the rest is
-    // this function's contract.
-    unsafe { launch_args(stream, func, launch, &mut kernel_params) }
+impl Launch {
+    /// `grid` blocks of `threads` threads (1-D), no dynamic shared memory, no
+    /// attribute.
+    pub const fn new(grid: (u32, u32, u32), threads: u32) -> Self {
+        Self {
+            grid,
+            block: (threads, 1, 1),
+            smem: 0,
+            dependent_launch: false,
+            cluster: 1,
+        }
+    }
+
+    /// With `bytes` of dynamic shared memory per block.
+    pub const fn smem(self, bytes: u32) -> Self {
+        Self {
+            smem: bytes,
+            ..self
+        }
+    }
+
+    /// Under programmatic dependent launch when `on` ([`Self::dependent_launch`]).
+    pub const fn dependent(self, on: bool) -> Self {
+        Self {
+            dependent_launch: on,
+            ..self
+        }
+    }
+
+    /// In clusters of `ctas` CTAs along x ([`Self::cluster`]).
+    pub const fn clusters(self, ctas: u32) -> Self {
+        Self {
+            cluster: ctas,
+            ..self
+        }
+    }
 }
 
-/// Launches `func` on `stream` in the shape `launch` with the by-value arguments that
-/// `kernel_params` points to, in order (cuLaunchKernelEx's `kernelParams`).
+/// One by-value kernel argument: the address of its bytes, borrowed for the launch
+/// (an entry of `cuLaunchKernelEx`'s `kernelParams`; the driver copies the bytes).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelArg<'a>(*mut c_void, PhantomData<&'a ()>);
+
+impl<'a> KernelArg<'a> {
+    /// The argument `value` (a scalar, a device address as `u64`, or a `#[repr(C)]`
+    /// parameter struct).
+    pub fn new<T: DeviceRepr>(value: &'a T) -> Self {
+        Self((value as *const T).cast_mut().cast(), PhantomData)
+    }
+}
+
+/// Launches `func` on `stream` in the shape and with the attributes of `launch`, with
+/// `args`, the kernel's parameters in order.
 ///
 /// # Safety
-/// `kernel_params` must point to one live value per kernel parameter, each of the
-/// parameter's layout; every device pointer inside them must be valid for what the kernel
-/// reads and writes until it completes on `stream`; the launch shape must be within the
-/// function's limits.
-pub(crate) unsafe fn launch_args(
+/// `args` must be one value per kernel parameter, each of the parameter's layout; every
+/// device address inside them must be valid for what the kernel reads and writes until
+/// it completes on `stream`, with the writes it reads ordered before it on `stream`; the
+/// grid, block, shared memory and cluster must be within the function's limits.
+pub unsafe fn launch(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
-    launch: StructLaunch,
-    kernel_params: &mut [*mut std::ffi::c_void],
+    launch: Launch,
+    args: &[KernelArg<'_>],
 ) -> std::result::Result<(), DriverError> {
-    let StructLaunch {
+    let Launch {
         grid,
-        threads,
+        block,
         smem,
         dependent_launch,
         cluster,
@@ -113,23 +151,24 @@ pub(crate) unsafe fn launch_args(
         gridDimX: grid.0,
         gridDimY: grid.1,
         gridDimZ: grid.2,
-        blockDimX: threads,
-        blockDimY: 1,
-        blockDimZ: 1,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
         sharedMemBytes: smem,
         hStream: stream.cu_stream(),
         attrs: attributes.as_mut_ptr(),
         numAttrs: used,
     };
     stream.context().bind_to_thread()?;
-    // SAFETY: `kernel_params` points at the by-value arguments for the duration of the
-    // call, `config` and `attributes` outlive it; the argument's layout, its pointers and the
-    // launch dimensions are this function's contract with its caller.
+    // SAFETY: `args` is `#[repr(transparent)]` over `*mut c_void`, so it is the driver's
+    // `void**` array of argument addresses, each borrowed for the call (the driver reads
+    // them, never writes); `config` and `attributes` outlive the call; the arguments'
+    // layouts, their device addresses and the launch shape are this function's contract.
     unsafe {
         sys::cuLaunchKernelEx(
             &config,
             func.cu_function(),
-            kernel_params.as_mut_ptr(),
+            args.as_ptr().cast_mut().cast(),
             std::ptr::null_mut(),
         )
     }
@@ -175,11 +214,10 @@ impl LaunchDims {
         Ok(())
     }
 
-    fn config(&self) -> LaunchConfig {
-        LaunchConfig {
-            grid_dim: self.grid,
-            block_dim: self.block,
-            shared_mem_bytes: self.dynamic_shared_bytes,
+    fn launch(&self) -> Launch {
+        Launch {
+            block: self.block,
+            ..Launch::new(self.grid, 1).smem(self.dynamic_shared_bytes)
         }
     }
 }
@@ -289,13 +327,20 @@ impl OutputKernel {
                 self.out_len
             )));
         }
-        let mut builder = stream.launch_builder(&self.function);
-        builder.arg(out);
+        let (address, _written) = out.device_ptr_mut(stream);
         // SAFETY: the constructor's contract guarantees the signature is
         // `(float* out)` and that at most `out_len` floats are written;
-        // `out` was checked to be at least that long and lives on `stream`.
-        unsafe { builder.launch(self.dims.config()) }
-            .map_err(Error::driver("launching the kernel"))?;
+        // `out` was checked to be at least that long and lives on `stream` (the guard
+        // orders the launch after its earlier uses and records its write).
+        unsafe {
+            launch(
+                stream,
+                &self.function,
+                self.dims.launch(),
+                &[KernelArg::new(&address)],
+            )
+        }
+        .map_err(Error::driver("launching the kernel"))?;
         Ok(())
     }
 

@@ -5,7 +5,8 @@
 //! - [`device`]: GPU discovery with clear "no CUDA driver found" / "no CUDA device" errors.
 //! - [`nvrtc`]: CUDA C++ to cubin or PTX through NVRTC, with an on-disk [`cache`];
 //!   [`ptxas`] reads the resource report NVRTC leaves in the log.
-//! - [`launch`]: typed wrappers for launching loaded kernels.
+//! - [`launch`]: the one launch mechanism of every family (`cuLaunchKernelEx` with
+//!   programmatic dependent launch and cluster attributes), and typed wrappers.
 //! - [`attention`], [`decode`], [`lightning`]: one plan/run path per kernel family;
 //!   [`gpu_packer`]: the mask packers on the GPU.
 //!

@@ -9,13 +9,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 use fragmask_kernels::family::combine::{merge_into_source, MERGE_INTO_KERNEL, MERGE_INTO_THREADS};
 use fragmask_kernels::family::dtype::ActDtype;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::launch::load_module;
+use crate::launch::{launch, load_module, KernelArg, Launch};
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// One `[batch, heads, seq, dim]` operand of a merge: its device address and strides in
@@ -137,30 +137,31 @@ impl StateMerger {
         })?;
         let row_index = m.row_index;
         let row_offset = m.row_offset;
-        let mut l = stream.launch_builder(&self.func);
+        let mut args = Vec::with_capacity(22);
         for op in [&m.o, &m.lse, &m.partial_o, &m.partial_lse] {
-            l.arg(&op.ptr);
-            for s in &op.strides {
-                l.arg(s);
-            }
+            args.push(KernelArg::new(&op.ptr));
+            args.extend(op.strides.iter().map(KernelArg::new));
         }
-        l.arg(&row_index);
-        l.arg(&row_offset);
-        l.arg(&batch);
-        l.arg(&heads);
-        l.arg(&rows);
-        l.arg(&dim);
+        args.extend([
+            KernelArg::new(&row_index),
+            KernelArg::new(&row_offset),
+            KernelArg::new(&batch),
+            KernelArg::new(&heads),
+            KernelArg::new(&rows),
+            KernelArg::new(&dim),
+        ]);
         // SAFETY: `fragmask_merge_into(fm_act*, i64 x3, float*, i64 x3, const fm_act*,
         // i64 x3, const float*, i64 x3, const i64*, i64, int, int, i64, int)`: the
         // arguments above in that order (pointers as u64). Each of the grid's
         // `rows_per_cta`-row CTAs reads and writes only rows below batch·heads·rows at
         // the addresses the strides give: this function's contract.
         unsafe {
-            l.launch(LaunchConfig {
-                grid_dim: (grid, 1, 1),
-                block_dim: (MERGE_INTO_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            })
+            launch(
+                stream,
+                &self.func,
+                Launch::new((grid, 1, 1), MERGE_INTO_THREADS),
+                &args,
+            )
         }
         .map_err(Error::driver("launching the state merge"))?;
         Ok(())

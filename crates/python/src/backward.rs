@@ -13,6 +13,7 @@ use fragmask_host::attention::backward::{
 };
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
 use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
+use fragmask_host::device_lists::RawMaskLists;
 use fragmask_kernels::family::dtype::ActDtype;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -303,7 +304,8 @@ fn plan_backward(
         (0, _, _) => RawBackwardMask::Window(w),
         (id, Some(fwd), Some(bwd)) => {
             packed = gpu::mask(id)?;
-            RawBackwardMask::Blocks(&packed, fwd, bwd)
+            let lists = RawMaskLists::from_array;
+            RawBackwardMask::Blocks(&packed, lists(fwd), lists(bwd))
         }
         _ => {
             return Err(PyValueError::new_err(format!(

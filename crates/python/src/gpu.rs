@@ -12,7 +12,7 @@ use fragmask_host::attention::{
     AttentionOptions, AttentionPlan, AttentionRunner, PlanPointers, RawMask, RawTensor, Window,
 };
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
-use fragmask_host::device_lists::RawBlockLists;
+use fragmask_host::device_lists::{RawBlockLists, RawMaskLists};
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
 use fragmask_host::lightning::LightningDecode;
 use fragmask_host::{Compiler, Device};
@@ -313,7 +313,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
             }
             packed = mask(id)?;
             check_mask_layout(&packed)?;
-            RawMask::Blocks(&packed, ptrs)
+            RawMask::Blocks(&packed, RawMaskLists::from_array(ptrs))
         }
         (_, None) => {
             return Err(PyValueError::new_err(
@@ -820,7 +820,7 @@ pub(crate) fn return_event(g: &Gpu, event: CudaEvent) {
 /// host `Packed` (for files, stats, decoding).
 ///
 /// The attention op finds the mask by `registry_id`, whose registry entry is the empty
-/// mask of the same shape and tile: `launch_raw` reads only a mask's geometry on the host
+/// mask of the same shape and tile: a plan reads only a mask's geometry on the host
 /// (shape, tile, encoding), and the lists it reads on the device are this pack's.
 #[pyclass(frozen, module = "fragmask._fragmask", name = "GpuPack")]
 pub(crate) struct GpuPack {

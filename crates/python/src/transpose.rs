@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use fragmask_host::attention::blockmask::KERNEL_ENCODING;
 use fragmask_host::cudarc::driver::result as driver;
-use fragmask_host::device_lists::RawBlockLists;
+use fragmask_host::device_lists::RawMaskLists;
 use fragmask_host::gpu_packer::{GpuTransposer, PackShape, RawTransposeBuffers};
 use fragmask_host::Compiler;
 use fragmask_masks::{ListDirection, MaskShape, TiledAccumulator, TransposedLists};
@@ -218,11 +218,12 @@ impl GpuTranspose {
             ));
         }
         let l = self.layout()?;
+        let forward = RawMaskLists::from_array(lists);
         let at = |base: u64, bytes: usize| base.checked_add(bytes as u64).unwrap_or(0);
         let o = l.offsets.map(|i| at(out, 4 * i));
         let raw = RawTransposeBuffers {
-            forward: RawBlockLists::from_array([lists[0], lists[1], lists[2], lists[3], lists[4]]),
-            words: lists[5],
+            forward: forward.lists,
+            words: forward.words,
             classes: workspace,
             tile_word: at(workspace, l.tile_word),
             partial_source: at(workspace, l.partial_source),

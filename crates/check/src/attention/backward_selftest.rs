@@ -515,12 +515,7 @@ pub fn run_case(
         if fp16 {
             // fp16 and the raw-pointer path: the same launch the Python op makes.
             let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
-                let [_, h, n, d] = t.shape;
-                RawTensor {
-                    ptr: t.data.device_ptr(stream).0,
-                    shape: t.shape,
-                    strides: [h * n * d, n * d, d, 1],
-                }
+                RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
             };
             let raw_mask = match (&mask, &device_mask) {
                 (_, Some(m)) => RawBackwardMask::Blocks(

@@ -22,7 +22,7 @@ use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
 use fragmask_host::attention::choice::{call_geometry, kernel_config};
 use fragmask_host::attention::{
     driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
-    RawMask, RawTensor, Window,
+    PlanPointers, RawMask, RawTensor, SplitWorkspace, Window,
 };
 
 use super::reference::attention_reference;
@@ -437,38 +437,36 @@ pub fn run_case(
         .memcpy_htod(&vec![f32::NAN; out.lse.len()], &mut out.lse)
         .map_err(d_err("poisoning lse"))?;
     if fp16 {
-        // fp16 goes through the raw-pointer launch (the typed DeviceTensor API is bf16).
+        // fp16 runs through a plan over raw addresses (the typed DeviceTensor API is
+        // bf16), unsplit unless the case asks for splits.
         let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
-            let [_, h, sl, d] = t.shape;
-            RawTensor {
-                ptr: t.data.device_ptr(stream).0,
-                shape: t.shape,
-                strides: [h * sl * d, sl * d, d, 1],
-            }
+            RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
         };
         let raw_mask = match (&mask, &device_mask) {
             (Mask::Window(w), _) => RawMask::Window(*w),
             (_, Some(m)) => RawMask::Blocks(&m.host, m.device_lists(stream)),
             _ => unreachable!("blocks case always has a device mask"),
         };
-        let (o_ptr, lse_ptr) = (
-            out.o.data.device_ptr(stream).0,
-            out.lse.device_ptr(stream).0,
-        );
-        // SAFETY: q, k, v, the mask lists and the outputs are live allocations of this
-        // runner's context sized for `s`, and they outlive the synchronize below.
-        unsafe {
-            runner.launch_raw(
-                stream,
-                &raw(&q),
-                &raw(&k),
-                &raw(&v),
-                &raw_mask,
-                &case.opts,
-                o_ptr,
-                lse_ptr,
-            )?;
-        }
+        let opts = AttentionOptions {
+            splits: Some(case.opts.splits.unwrap_or(1)),
+            ..case.opts
+        };
+        let plan = runner.plan(&raw(&q), &raw(&k), &raw(&v), &raw_mask, &opts)?;
+        let workspace = SplitWorkspace::new(stream, &plan)?;
+        let (ws_o, ws_lse) = workspace.device_ptrs(stream);
+        let ptrs = PlanPointers {
+            q: raw(&q).ptr,
+            k: raw(&k).ptr,
+            v: raw(&v).ptr,
+            o: out.o.data.device_ptr(stream).0,
+            lse: out.lse.device_ptr(stream).0,
+            ws_o,
+            ws_lse,
+        };
+        // SAFETY: q, k, v, the mask lists, the outputs and the workspace are live
+        // allocations of this runner's context sized for `s` and the plan, and they
+        // outlive the synchronize below.
+        unsafe { plan.run(stream, &ptrs) }?;
     } else {
         runner.forward_into(&q, &k, &v, &mask, &case.opts, &mut out)?;
     }

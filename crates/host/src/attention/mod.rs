@@ -42,10 +42,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig,
-    PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError};
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::backward::BackwardKernel;
 use fragmask_kernels::attention::{
@@ -58,7 +55,8 @@ pub use compile::{compile_kernel, CompiledKernel};
 pub use fragmask_masks::PackedMask;
 pub use plan::{AttentionPlan, PlanPointers};
 
-use crate::device_lists::DeviceBlockLists;
+use crate::device_lists::{DeviceBlockLists, RawMaskLists};
+use crate::launch::{KernelArg, Launch};
 use crate::nvrtc::Compiler;
 use crate::Device;
 
@@ -274,19 +272,18 @@ pub struct DeviceBlockMask {
 }
 
 impl DeviceBlockMask {
-    /// The device addresses of the transposed lists (backward), in
-    /// [`backward::RawBackwardMask::Blocks`]' order: `[q_num_blocks, q_indices,
-    /// full_q_num_blocks, full_q_indices, q_tile_offsets, q_words]`; `None` when the mask
-    /// was packed without them.
-    pub fn device_transposed_lists(&self, stream: &Arc<CudaStream>) -> Option<[u64; 6]> {
+    /// The device addresses of the transposed lists and words (the backward's `q_*`);
+    /// `None` when the mask was packed without them.
+    pub fn device_transposed_lists(&self, stream: &Arc<CudaStream>) -> Option<RawMaskLists> {
         self.transposed.as_ref().map(|t| t.device_lists(stream))
     }
 
-    /// The device addresses of the lists, in [`RawMask::Blocks`]' order: `[kv_num_blocks,
-    /// kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
-    pub fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
-        let [a, b, c, d, e] = self.lists.raw(stream).0.to_array();
-        [a, b, c, d, e, self.words.device_ptr(stream).0]
+    /// The device addresses of the lists and words (the forward's `kv_*`).
+    pub fn device_lists(&self, stream: &Arc<CudaStream>) -> RawMaskLists {
+        RawMaskLists {
+            lists: self.lists.raw(stream).0,
+            words: self.words.device_ptr(stream).0,
+        }
     }
 }
 
@@ -337,7 +334,7 @@ pub struct AttentionOptions {
     /// head dim. With a block mask, a geometry other than the mask's tile is an error.
     pub geometry: Option<Geometry>,
     /// Element type of q, k, v and o: bf16 (`None`) or fp16. The tensors of
-    /// [`AttentionRunner::forward`] are bf16; [`AttentionRunner::launch_raw`] takes either.
+    /// [`AttentionRunner::forward`] are bf16; a plan ([`AttentionRunner::plan`]) takes either.
     pub dtype: Option<ActDtype>,
     /// Split-KV (docs/architecture.md, "Split-KV forward"): each row block's key steps
     /// are cut into this many splits, run by separate CTAs whose partial (o, lse) a
@@ -374,21 +371,6 @@ struct Params(AttentionParams);
 // offsets and size equal the CUDA struct's: the kernels crate's test compares them with
 // C's rules, and the generated source static_asserts the same numbers under NVRTC.
 unsafe impl DeviceRepr for Params {}
-
-fn encode_tensor_map(
-    ptr: u64,
-    shape: [usize; 4],
-    box_rows: u32,
-) -> Result<TensorMapArg, AttentionError> {
-    let [_, h, s, d] = shape;
-    encode_strided_map(
-        ptr,
-        shape,
-        [h * s * d, s * d, d, 1],
-        box_rows,
-        ActDtype::Bf16,
-    )
-}
 
 /// A TMA map of a bf16 or fp16 tensor of logical shape `[B, H, S, D]` whose elements are
 /// `strides` apart (`D` must be contiguous), loading boxes of 64 columns of D by
@@ -460,18 +442,16 @@ fn encode_strided_map(
     Ok(TensorMapArg(unsafe { map.assume_init() }))
 }
 
-/// A launch with every argument resolved, borrowing the buffers it points into.
+/// A planned forward bound to the buffers it borrows ([`AttentionRunner::prepare`]): the
+/// plan, its tensor maps and parameters at the call's addresses, and the split-KV
+/// workspace, allocated once when it was prepared; every [`Self::launch`] reuses them.
 pub struct PreparedLaunch<'a> {
     stream: &'a Arc<CudaStream>,
-    func: CudaFunction,
-    /// Split-KV: the combine kernel and its grid.
-    combine: Option<(CudaFunction, u32)>,
-    /// Split-KV: the partial o and lse, owned by the launch (allocated once in prepare;
-    /// the kernels read them through `params`).
-    _workspace: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
-    maps: [TensorMapArg; 3],
-    params: Params,
-    config: LaunchConfig,
+    plan: AttentionPlan,
+    bound: plan::BoundRun,
+    /// Split-KV: the partial o and lse the bound parameters point into.
+    _workspace: Option<SplitWorkspace>,
+    _borrows: std::marker::PhantomData<&'a mut AttentionOutput>,
     /// The kernel configuration it launches.
     pub kernel: AttentionKernel,
     /// Shapes of the call.
@@ -486,56 +466,94 @@ impl PreparedLaunch<'_> {
         self.stream
     }
 
+    /// The plan it runs.
+    pub fn plan(&self) -> &AttentionPlan {
+        &self.plan
+    }
+
     /// Enqueues the kernel on the runner's stream (asynchronous).
     pub fn launch(&self) -> Result<(), AttentionError> {
-        let mut builder = self.stream.launch_builder(&self.func);
-        builder
-            .arg(&self.maps[0])
-            .arg(&self.maps[1])
-            .arg(&self.maps[2])
-            .arg(&self.params);
-        // SAFETY: the argument list matches the kernel's signature (three by-value tensor maps and
-        // fm_attn_params); every pointer inside them refers to buffers borrowed for 'a, whose
-        // extents were validated against the shape when this launch was prepared.
-        unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
-        if let Some((combine, grid)) = &self.combine {
-            // SAFETY: it reads the workspace this launch owns and writes o and lse,
-            // borrowed for 'a.
-            unsafe { launch_combine(self.stream, combine, *grid, self.params) }?;
-        }
-        Ok(())
+        // SAFETY: the bound addresses are q, k, v and the outputs borrowed for 'a (their
+        // lengths checked against the plan's shape when this launch was prepared), the
+        // mask's lists (borrowed for 'a through the mask) and the workspace this launch
+        // owns, sized for the plan.
+        unsafe { self.plan.enqueue(self.stream, &self.bound) }
     }
 }
 
-/// Launches the split-KV combine (`grid` CTAs of [`COMBINE_THREADS`]) under programmatic
-/// dependent launch after the forward that wrote its partials.
+/// The split-KV workspace of a forward plan (fp32 partial o and lse,
+/// [`AttentionPlan::workspace_floats`]), allocated once and reused by every run of the
+/// plans it [`fits`](Self::fits), as the backward's [`backward::BackwardWorkspace`] and
+/// decode's workspace are: runs that share one must be ordered (one stream).
+#[derive(Debug)]
+pub struct SplitWorkspace {
+    o: CudaSlice<f32>,
+    lse: CudaSlice<f32>,
+}
+
+impl SplitWorkspace {
+    /// The workspace `plan` needs, on `stream` (one float each without splits).
+    pub fn new(stream: &Arc<CudaStream>, plan: &AttentionPlan) -> Result<Self, AttentionError> {
+        let (o, lse) = plan.workspace_floats;
+        // SAFETY: every element of the workspace a combine reads is written by the
+        // forward launch before it (each split writes all of its rows).
+        let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) };
+        Ok(Self {
+            o: alloc(o).map_err(driver("allocating the split-KV workspace"))?,
+            lse: alloc(lse).map_err(driver("allocating the split-KV workspace"))?,
+        })
+    }
+
+    /// Whether it holds the partials of a run of `plan`.
+    pub fn fits(&self, plan: &AttentionPlan) -> bool {
+        let (o, lse) = plan.workspace_floats;
+        self.o.len() >= o && self.lse.len() >= lse
+    }
+
+    /// The device addresses `(o, lse)` a run's [`PlanPointers::ws_o`] and
+    /// [`PlanPointers::ws_lse`] take.
+    pub fn device_ptrs(&self, stream: &Arc<CudaStream>) -> (u64, u64) {
+        (self.o.device_ptr(stream).0, self.lse.device_ptr(stream).0)
+    }
+}
+
+/// Launches the forward `func` (`launch`: no attribute) with its three tensor maps and
+/// `params`, then, with split-KV, the `combine` (`grid` CTAs of [`COMBINE_THREADS`])
+/// under programmatic dependent launch (the forward executes
+/// `griddepcontrol.launch_dependents` at its start).
 ///
 /// # Safety
-/// `params` must be the forward launch's, its workspace and outputs valid until the
-/// combine completes on `stream`.
-unsafe fn launch_combine(
+/// `func` must be the forward of the kernel configuration `params` and `maps` were made
+/// for, `combine` its module's combine; every address inside the maps and `params` (the
+/// inputs, the outputs, the mask's lists, the workspace) must be valid until the
+/// kernels complete on `stream`.
+unsafe fn enqueue_forward(
     stream: &Arc<CudaStream>,
-    combine: &CudaFunction,
-    grid: u32,
+    func: &CudaFunction,
+    launch: Launch,
+    maps: &[TensorMapArg; 3],
     params: Params,
+    combine: Option<&(CudaFunction, u32)>,
 ) -> Result<(), AttentionError> {
-    // SAFETY: the combine takes fm_attn_params by value (the same struct); the pointers
-    // are this function's contract.
-    unsafe {
-        crate::launch::launch_struct(
-            stream,
-            combine,
-            crate::launch::StructLaunch {
-                grid: (grid, 1, 1),
-                threads: COMBINE_THREADS,
-                smem: 0,
-                dependent_launch: true,
-                cluster: 1,
-            },
-            params,
-        )
+    let [q, k, v] = maps;
+    let args = [
+        KernelArg::new(q),
+        KernelArg::new(k),
+        KernelArg::new(v),
+        KernelArg::new(&params),
+    ];
+    // SAFETY: three by-value tensor maps and fm_attn_params, the forward's signature;
+    // the addresses are this function's contract.
+    unsafe { crate::launch::launch(stream, func, launch, &args) }
+        .map_err(driver("launching the attention kernel"))?;
+    if let Some((combine, grid)) = combine {
+        let dependent = Launch::new((*grid, 1, 1), COMBINE_THREADS).dependent(true);
+        // SAFETY: the combine takes fm_attn_params by value (the same struct); it reads
+        // the workspace and writes o and lse (this function's contract).
+        unsafe { crate::launch::launch(stream, combine, dependent, &[KernelArg::new(&params)]) }
+            .map_err(driver("launching the split-KV combine"))?;
     }
-    .map_err(driver("launching the split-KV combine"))
+    Ok(())
 }
 
 /// Compiles (once per configuration), loads and launches the attention kernels on one stream.
@@ -723,7 +741,9 @@ impl AttentionRunner {
         Ok(out)
     }
 
-    /// Runs the forward into `out` (enqueued; synchronise the stream to wait).
+    /// Runs the forward into `out` (enqueued; synchronise the stream to wait): a
+    /// [`Self::prepare`] and one launch, so a split call allocates its workspace here;
+    /// repeated calls keep the [`PreparedLaunch`] (or a plan and a [`SplitWorkspace`]).
     pub fn forward_into(
         &self,
         q: &DeviceTensor<u16>,
@@ -736,7 +756,8 @@ impl AttentionRunner {
         self.prepare(q, k, v, mask, opts, out)?.launch()
     }
 
-    /// Validates everything and resolves the launch, for repeated timing.
+    /// Plans the call ([`Self::plan`]) and binds the plan to these buffers and to a
+    /// split-KV workspace allocated here, for repeated launches (timing).
     pub fn prepare<'a>(
         &'a self,
         q: &'a DeviceTensor<u16>,
@@ -763,78 +784,43 @@ impl AttentionRunner {
                 "output buffers do not match {shape:?}"
             )));
         }
-        let (mode, host_mask) = match mask {
-            Mask::Window(_) => (MaskMode::Window, None),
-            Mask::Blocks(m) => (MaskMode::Blocks, Some(&m.host)),
-        };
-        let kernel = choice::call_kernel(shape.head_dim, mode, host_mask, opts)?;
-        if kernel.dtype() != ActDtype::Bf16 {
+        if opts.dtype.is_some_and(|d| d != ActDtype::Bf16) {
             return Err(AttentionError::Shape(
-                "DeviceTensor inputs are bf16; launch fp16 tensors through launch_raw".into(),
+                "DeviceTensor inputs are bf16; run fp16 tensors through a plan (AttentionRunner::plan)"
+                    .into(),
             ));
         }
-        let host_mask = match mask {
-            Mask::Blocks(m) => Some(&m.host),
-            Mask::Window(_) => None,
-        };
-        let splits = self.planned_splits(&kernel, &shape, host_mask, opts)?;
-        // Split-KV support is compiled in only where the call has several splits.
-        let kernel = kernel.with_split_kv(splits > 1);
-        let (func, combine_func) = self.functions(&kernel)?;
-
         let s = &self.stream;
-        let ptr = |x: &CudaSlice<u16>| x.device_ptr(s).0;
-        let g = kernel.geometry();
-        let maps = [
-            encode_tensor_map(ptr(&q.data), q.shape, g.block_m())?,
-            encode_tensor_map(ptr(&k.data), k.shape, g.block_n())?,
-            encode_tensor_map(ptr(&v.data), v.shape, g.block_n())?,
-        ];
-        let mut params = base_params(
-            &shape,
-            &kernel,
-            opts,
-            out.o.data.device_ptr(s).0,
-            out.lse.device_ptr(s).0,
-        );
-        let m_blocks = params.m_blocks as u32;
-        match mask {
-            Mask::Window(w) => window_params(&mut params, w),
-            Mask::Blocks(m) => blocks_params(&mut params, &m.host, m.device_lists(s), &shape)?,
-        }
-        let split = splits::SplitLaunch::new(&shape, splits, m_blocks)?;
-        let workspace = match split.combine_grid {
-            Some(_) => {
-                let (o_len, lse_len) = split.workspace_len(&shape)?;
-                // SAFETY: every element of the workspace a combine reads is written by the
-                // forward launch before it (each split writes all of its rows).
-                let ws_o = unsafe { s.alloc::<f32>(o_len) }
-                    .map_err(driver("allocating the split-KV workspace"))?;
-                let ws_lse = unsafe { s.alloc::<f32>(lse_len) }
-                    .map_err(driver("allocating the split-KV workspace"))?;
-                params.ws_o = ws_o.device_ptr(s).0;
-                params.ws_lse = ws_lse.device_ptr(s).0;
-                Some((ws_o, ws_lse))
-            }
-            None => None,
+        let tensor = |t: &DeviceTensor<u16>| RawTensor::contiguous(t.data.device_ptr(s).0, t.shape);
+        let (q, k, v) = (tensor(q), tensor(k), tensor(v));
+        let raw_mask = match mask {
+            Mask::Window(w) => RawMask::Window(*w),
+            Mask::Blocks(m) => RawMask::Blocks(&m.host, m.device_lists(s)),
         };
-        params.num_splits = splits as i32;
-        let config = LaunchConfig {
-            grid_dim: (split.grid_x, shape.heads as u32, shape.batch as u32),
-            block_dim: (kernel.threads(), 1, 1),
-            shared_mem_bytes: kernel.smem_bytes(),
+        let plan = self.plan(&q, &k, &v, &raw_mask, opts)?;
+        let workspace = match plan.splits {
+            1 => None,
+            _ => Some(SplitWorkspace::new(s, &plan)?),
         };
+        let (ws_o, ws_lse) = workspace.as_ref().map_or((0, 0), |w| w.device_ptrs(s));
+        let bound = plan.bind(&PlanPointers {
+            q: q.ptr,
+            k: k.ptr,
+            v: v.ptr,
+            o: out.o.data.device_ptr(s).0,
+            lse: out.lse.device_ptr(s).0,
+            ws_o,
+            ws_lse,
+        })?;
         Ok(PreparedLaunch {
-            stream: &self.stream,
-            func,
-            combine: split.combine_grid.map(|grid| (combine_func, grid)),
+            stream: s,
+            kernel: plan.kernel,
+            shape: plan.shape,
+            splits: plan.splits,
+            plan,
+            bound,
             _workspace: workspace,
-            maps,
-            params: Params(params),
-            config,
-            kernel,
-            shape,
-            splits,
+            _borrows: std::marker::PhantomData,
         })
     }
 }
@@ -877,12 +863,11 @@ fn window_params(params: &mut AttentionParams, w: &Window) {
 }
 
 /// Block mode: `host` checked against the call, its broadcast strides, and the device
-/// addresses of its lists `[kv_num_blocks, kv_indices, full_kv_num_blocks,
-/// full_kv_indices, kv_tile_offsets, words]`.
+/// addresses of its lists and words.
 fn blocks_params(
     params: &mut AttentionParams,
     host: &PackedMask,
-    lists: [u64; 6],
+    lists: RawMaskLists,
     shape: &AttentionShape,
 ) -> Result<(), AttentionError> {
     blockmask::check_fits(host, shape)?;
@@ -896,8 +881,8 @@ fn blocks_params(
         params.full_kv_num_blocks,
         params.full_kv_indices,
         params.kv_tile_offsets,
-        params.words,
-    ] = lists;
+    ] = lists.lists.to_array();
+    params.words = lists.words;
     Ok(())
 }
 
@@ -914,15 +899,16 @@ pub struct RawTensor {
     pub strides: [usize; 4],
 }
 
-/// A caller-owned split-KV workspace ([`AttentionRunner::launch_raw_split`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawSplit {
-    /// Splits of each row block (as [`AttentionRunner::raw_splits`] planned them).
-    pub splits: u32,
-    /// Device address of the partial o, `splits · B · H · Sq · D` f32.
-    pub o: u64,
-    /// Device address of the partial lse, `splits · B · H · Sq` f32.
-    pub lse: u64,
+impl RawTensor {
+    /// A contiguous `[B, H, S, D]` tensor at `ptr`.
+    pub fn contiguous(ptr: u64, shape: [usize; 4]) -> Self {
+        let [_, h, s, d] = shape;
+        Self {
+            ptr,
+            shape,
+            strides: [h * s * d, s * d, d, 1],
+        }
+    }
 }
 
 /// A mask whose lists live on the device already (uploaded by the caller).
@@ -930,119 +916,11 @@ pub struct RawSplit {
 pub enum RawMask<'a> {
     /// Computed in the kernel (no mask, causal, sliding window).
     Window(Window),
-    /// A packed mask and the device addresses of its lists, in the order
-    /// `[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets, words]`.
-    Blocks(&'a PackedMask, [u64; 6]),
+    /// A packed mask and the device addresses of its lists and words.
+    Blocks(&'a PackedMask, RawMaskLists),
 }
 
 impl AttentionRunner {
-    /// Launches the forward on `stream` over tensors owned by the caller: `o` is a
-    /// contiguous bf16 `[B, H, Sq, D]`, `lse` a contiguous f32 `[B, H, Sq]`. Shapes,
-    /// strides, alignment, the mask's geometry and the kernel configuration are checked
-    /// before anything is launched; compilation happens at the first call of each
-    /// configuration (see [`Self::warm_up`]). Nothing is allocated or synchronised.
-    ///
-    /// # Safety
-    /// Every address must point into a live device allocation of this context, large
-    /// enough for the shape and strides given, valid until the kernel completes on
-    /// `stream`; `o` and `lse` must not overlap the inputs.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn launch_raw(
-        &self,
-        stream: &Arc<CudaStream>,
-        q: &RawTensor,
-        k: &RawTensor,
-        v: &RawTensor,
-        mask: &RawMask<'_>,
-        opts: &AttentionOptions,
-        o: u64,
-        lse: u64,
-    ) -> Result<(), AttentionError> {
-        if opts.splits.unwrap_or(1) != 1 {
-            return Err(AttentionError::Shape(
-                "split-KV needs a workspace: use launch_raw_split (or prepare)".into(),
-            ));
-        }
-        // SAFETY: this function's contract.
-        unsafe { self.launch_raw_inner(stream, q, k, v, mask, opts, o, lse, None) }
-    }
-
-    /// The split count of a raw call (`opts.splits`, or the planner's) and the floats of
-    /// the partial o and lse workspace [`Self::launch_raw_split`] needs for it (0 with one
-    /// split). Checks the shapes and the mask like a launch, launches nothing.
-    pub fn raw_splits(
-        &self,
-        q: &RawTensor,
-        k: &RawTensor,
-        v: &RawTensor,
-        mask: &RawMask<'_>,
-        opts: &AttentionOptions,
-    ) -> Result<(u32, usize, usize), AttentionError> {
-        let plan = self.plan(q, k, v, mask, opts)?;
-        Ok((
-            plan.splits,
-            plan.workspace_floats.0,
-            plan.workspace_floats.1,
-        ))
-    }
-
-    /// [`Self::launch_raw`] with split-KV: `split.splits` splits whose partials go to the
-    /// caller's workspace, then the combine into `o` and `lse` (both on `stream`).
-    ///
-    /// # Safety
-    /// As [`Self::launch_raw`]; moreover `split.o` and `split.lse` must point to at least
-    /// the floats [`Self::raw_splits`] gives for this call and `split.splits`, not
-    /// overlapping anything else of the call, valid until the combine completes.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn launch_raw_split(
-        &self,
-        stream: &Arc<CudaStream>,
-        q: &RawTensor,
-        k: &RawTensor,
-        v: &RawTensor,
-        mask: &RawMask<'_>,
-        opts: &AttentionOptions,
-        o: u64,
-        lse: u64,
-        split: RawSplit,
-    ) -> Result<(), AttentionError> {
-        // SAFETY: this function's contract.
-        unsafe { self.launch_raw_inner(stream, q, k, v, mask, opts, o, lse, Some(split)) }
-    }
-
-    /// # Safety
-    /// As [`Self::launch_raw_split`] (`split` None: one split, no workspace).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn launch_raw_inner(
-        &self,
-        stream: &Arc<CudaStream>,
-        q: &RawTensor,
-        k: &RawTensor,
-        v: &RawTensor,
-        mask: &RawMask<'_>,
-        opts: &AttentionOptions,
-        o: u64,
-        lse: u64,
-        split: Option<RawSplit>,
-    ) -> Result<(), AttentionError> {
-        let opts = AttentionOptions {
-            splits: Some(split.map_or(1, |s| s.splits)),
-            ..*opts
-        };
-        let plan = self.plan(q, k, v, mask, &opts)?;
-        let ptrs = plan::PlanPointers {
-            q: q.ptr,
-            k: k.ptr,
-            v: v.ptr,
-            o,
-            lse,
-            ws_o: split.map_or(0, |s| s.o),
-            ws_lse: split.map_or(0, |s| s.lse),
-        };
-        // SAFETY: this function's contract (the plan has the shapes and strides of q, k, v).
-        unsafe { plan.run(stream, &ptrs) }
-    }
-
     /// Compiles and loads the kernel of `head_dim` for both mask modes (on `opts.geometry`,
     /// or the head dim's default), with and without split-KV, so that no later call
     /// compiles (CUDA-graph capture, latency-sensitive first calls).
@@ -1117,7 +995,8 @@ mod raw_tests {
         .unwrap();
         let kernel = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
         let mut params = base_params(&shape, &kernel, &AttentionOptions::default(), 16, 32);
-        blocks_params(&mut params, &packed, [1, 2, 3, 4, 5, 6], &shape).unwrap();
+        let lists = RawMaskLists::from_array([1, 2, 3, 4, 5, 6]);
+        blocks_params(&mut params, &packed, lists, &shape).unwrap();
         assert_eq!((params.mask_batch_stride, params.mask_head_stride), (0, 0));
         assert_eq!((params.kv_num_blocks, params.words), (1, 6));
         assert_eq!(params.m_blocks, 3);

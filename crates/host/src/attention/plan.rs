@@ -11,11 +11,13 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream};
 use fragmask_kernels::attention::{AttentionKernel, MaskMode};
 
+use crate::launch::Launch;
+
 use super::{
-    base_params, blocks_params, choice, driver, encode_strided_map, launch_combine, splits,
+    base_params, blocks_params, choice, driver, encode_strided_map, enqueue_forward, splits,
     window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Params,
     RawMask, RawTensor, TensorMapArg,
 };
@@ -32,7 +34,7 @@ pub struct AttentionPlan {
     combine: Option<(CudaFunction, u32)>,
     maps: [TensorMapArg; 3],
     params: Params,
-    config: LaunchConfig,
+    launch: Launch,
     /// The kernel configuration it launches.
     pub kernel: AttentionKernel,
     /// Shapes of the call.
@@ -125,11 +127,11 @@ impl AttentionRunner {
             combine: launch.combine_grid.map(|grid| (combine, grid)),
             maps,
             params: Params(params),
-            config: LaunchConfig {
-                grid_dim: (launch.grid_x, shape.heads as u32, shape.batch as u32),
-                block_dim: (kernel.threads(), 1, 1),
-                shared_mem_bytes: kernel.smem_bytes(),
-            },
+            launch: Launch::new(
+                (launch.grid_x, shape.heads as u32, shape.batch as u32),
+                kernel.threads(),
+            )
+            .smem(kernel.smem_bytes()),
             kernel,
             shape,
             splits: n,
@@ -147,6 +149,13 @@ fn patch(map: &mut TensorMapArg, address: u64) -> Result<(), AttentionError> {
         .map_err(driver("patching a tensor map (cuTensorMapReplaceAddress)"))
 }
 
+/// A plan's tensor maps and parameters at one call's addresses ([`AttentionPlan::bind`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BoundRun {
+    maps: [TensorMapArg; 3],
+    params: Params,
+}
+
 impl AttentionPlan {
     /// Launches the planned forward on `stream` at `ptrs` (and the split-KV combine after
     /// it). Checks the alignments TMA and the kernel need; nothing else is re-planned.
@@ -155,13 +164,22 @@ impl AttentionPlan {
     /// q, k and v must be live device tensors of this context with the plan's shapes and
     /// strides, o and lse contiguous outputs of the plan's shapes that overlap nothing
     /// else, the workspace at least [`Self::workspace_floats`] floats when
-    /// [`Self::splits`] > 1, and a mask's lists (fixed at planning) still alive, all
-    /// valid until the launches complete on `stream`.
+    /// [`Self::splits`] > 1 and used by no launch in flight on another stream, and a
+    /// mask's lists (fixed at planning) still alive, all valid until the launches
+    /// complete on `stream`.
     pub unsafe fn run(
         &self,
         stream: &Arc<CudaStream>,
         ptrs: &PlanPointers,
     ) -> Result<(), AttentionError> {
+        let bound = self.bind(ptrs)?;
+        // SAFETY: this function's contract.
+        unsafe { self.enqueue(stream, &bound) }
+    }
+
+    /// The plan's tensor maps and parameters at `ptrs`, after checking the alignments
+    /// TMA and the kernel need.
+    pub(crate) fn bind(&self, ptrs: &PlanPointers) -> Result<BoundRun, AttentionError> {
         if [ptrs.q, ptrs.k, ptrs.v, ptrs.o]
             .iter()
             .any(|p| p % 16 != 0 || *p == 0)
@@ -192,21 +210,29 @@ impl AttentionPlan {
             params.0.ws_o = ptrs.ws_o;
             params.0.ws_lse = ptrs.ws_lse;
         }
-        let mut builder = stream.launch_builder(&self.func);
-        builder
-            .arg(&maps[0])
-            .arg(&maps[1])
-            .arg(&maps[2])
-            .arg(&params);
-        // SAFETY: the argument list matches the kernel's signature (three by-value tensor
-        // maps and fm_attn_params), checked against the shapes at planning; the
-        // addresses are this function's contract.
-        unsafe { builder.launch(self.config) }.map_err(driver("launching the attention kernel"))?;
-        if let Some((combine, grid)) = &self.combine {
-            // SAFETY: it reads the caller's workspace and writes o and lse (this
-            // function's contract).
-            unsafe { launch_combine(stream, combine, *grid, params) }?;
+        Ok(BoundRun { maps, params })
+    }
+
+    /// Enqueues the forward (and the combine) of `bound`, a binding of this plan.
+    ///
+    /// # Safety
+    /// The addresses `bound` was made with must satisfy [`Self::run`]'s contract.
+    pub(crate) unsafe fn enqueue(
+        &self,
+        stream: &Arc<CudaStream>,
+        bound: &BoundRun,
+    ) -> Result<(), AttentionError> {
+        // SAFETY: the plan's function, maps and parameters belong together (checked
+        // against the shapes at planning); the addresses are this function's contract.
+        unsafe {
+            enqueue_forward(
+                stream,
+                &self.func,
+                self.launch,
+                &bound.maps,
+                bound.params,
+                self.combine.as_ref(),
+            )
         }
-        Ok(())
     }
 }

@@ -35,7 +35,9 @@ pub mod problem;
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{
+    sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
+};
 use fragmask_kernels::decode::{
     source, DecodeConfig, DecodeParams, COMBINE_KERNEL, COMBINE_THREADS, SPLIT_KERNEL,
 };
@@ -46,7 +48,7 @@ pub use problem::{CacheShape, DecodeError, DecodePlan, DecodeShape};
 
 use crate::device::{multiprocessors, Device};
 use crate::error::Error;
-use crate::launch::load_module;
+use crate::launch::{load_module, KernelArg, Launch};
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// The geometry of a masked call: the shape's D, dtype and cache, the mask's tile width,
@@ -172,6 +174,9 @@ fn decode_params(plan: &DecodePlan, ptrs: &DecodePointers, mask: &MaskGeometry) 
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 struct ParamsArg(DecodeParams);
+
+// SAFETY: as above: a by-value kernel argument of exactly the kernel's layout.
+unsafe impl DeviceRepr for ParamsArg {}
 
 /// A driver failure while `context`, as [`DecodeError::Gpu`] (for `map_err`).
 pub fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DecodeError {
@@ -696,14 +701,10 @@ impl DecodeRunner {
         } else {
             1
         };
-        self.enqueue(
-            &self.split,
-            grid,
-            self.config.threads(),
-            self.config.smem_bytes(),
-            params,
-            cluster,
-        )?;
+        let split = Launch::new(grid, self.config.threads())
+            .smem(self.config.smem_bytes())
+            .clusters(cluster);
+        self.enqueue(&self.split, split, &params)?;
         if plan.num_splits > 1 && !plan.cluster_merge() {
             let rows = (s.batch * plan.grid_heads())
                 .checked_mul(plan.rows())
@@ -711,42 +712,28 @@ impl DecodeRunner {
             let per_cta = rows_per_cta(COMBINE_THREADS, self.config.head_dim) as usize;
             let ctas = u32::try_from(rows.div_ceil(per_cta))
                 .map_err(|_| DecodeError::Overflow("combine grid"))?;
-            self.enqueue(&self.combine, (ctas, 1, 1), COMBINE_THREADS, 0, params, 1)?;
+            let combine = Launch::new((ctas, 1, 1), COMBINE_THREADS);
+            self.enqueue(&self.combine, combine, &params)?;
         }
         Ok(())
     }
 
-    /// One launch of `func` with the parameter struct, with programmatic stream
-    /// serialization when enabled (the kernels wait with griddepcontrol.wait), in
-    /// clusters of `cluster` CTAs along x (1: no cluster).
+    /// One launch of `func` with the parameter struct in `launch`'s shape, with
+    /// programmatic stream serialization when enabled (the kernels wait with
+    /// griddepcontrol.wait).
     fn enqueue(
         &self,
         func: &CudaFunction,
-        grid: (u32, u32, u32),
-        threads: u32,
-        smem: u32,
-        params: ParamsArg,
-        cluster: u32,
+        launch: Launch,
+        params: &ParamsArg,
     ) -> Result<(), DecodeError> {
+        let launch = launch.dependent(self.dependent_launch);
         // SAFETY: both decode kernels take one by-value FmDecodeParams (the ABI test pins
         // the layout, `ParamsArg` is its transparent mirror); the grid is within the limits
         // DecodeShape::validate checked; the pointers inside are the caller's contract
         // (launch_raw).
-        unsafe {
-            crate::launch::launch_struct(
-                &self.stream,
-                func,
-                crate::launch::StructLaunch {
-                    grid,
-                    threads,
-                    smem,
-                    dependent_launch: self.dependent_launch,
-                    cluster,
-                },
-                params,
-            )
-        }
-        .map_err(driver("launching a decode kernel"))
+        unsafe { crate::launch::launch(&self.stream, func, launch, &[KernelArg::new(params)]) }
+            .map_err(driver("launching a decode kernel"))
     }
 }
 

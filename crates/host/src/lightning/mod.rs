@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::{
     source, LightningConfig, LightningParams, LightningProblem, KERNEL_NAME,
@@ -27,7 +27,7 @@ use fragmask_kernels::lightning::{
 
 use crate::device::{multiprocessors, Device};
 use crate::error::{Error, Result};
-use crate::launch::load_module;
+use crate::launch::{load_module, KernelArg, Launch};
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// The parameter struct passed by value (kernel parameter `const __grid_constant__
@@ -37,6 +37,9 @@ use crate::nvrtc::{CompileOptions, Compiler};
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 struct ParamsArg(LightningParams);
+
+// SAFETY: as above: a by-value kernel argument of exactly the kernel's layout.
+unsafe impl DeviceRepr for ParamsArg {}
 
 /// Device tensors of one lightning decode call, sized for a [`LightningProblem`]
 /// (contiguous; activations as raw bytes of the problem's dtype).
@@ -289,25 +292,17 @@ impl LightningDecode {
         // Programmatic stream serialization (CUDA Programming Guide, "Programmatic
         // Dependent Launch"): the kernel may launch while the previous kernel of the
         // stream drains; it waits (griddepcontrol.wait) before its first global read.
+        let launch = Launch::new(
+            (config.splits(), problem.heads as u32, problem.batch as u32),
+            config.threads,
+        )
+        .dependent(self.dependent_launch);
         // SAFETY: the kernel takes one by-value FmLightningParams (the ABI test pins the
         // layout, `ParamsArg` is its transparent mirror); the grid is (splits, H, B) within
         // the limits `validate` checked; the caller guarantees the pointers inside the
         // parameters (this function's contract).
-        unsafe {
-            crate::launch::launch_struct(
-                &self.stream,
-                func,
-                crate::launch::StructLaunch {
-                    grid: (config.splits(), problem.heads as u32, problem.batch as u32),
-                    threads: config.threads,
-                    smem: 0,
-                    dependent_launch: self.dependent_launch,
-                    cluster: 1,
-                },
-                params,
-            )
-        }
-        .map_err(Error::driver("launching the lightning decode kernel"))?;
+        unsafe { crate::launch::launch(&self.stream, func, launch, &[KernelArg::new(&params)]) }
+            .map_err(Error::driver("launching the lightning decode kernel"))?;
         Ok(())
     }
 }

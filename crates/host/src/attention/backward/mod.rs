@@ -39,9 +39,7 @@ pub use super::choice::backward_kernel;
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, BackwardParams, KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME,
@@ -54,7 +52,8 @@ use super::{
     driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask,
     DeviceTensor, Mask, RawTensor, TensorMapArg, Window,
 };
-use crate::device_lists::DeviceBlockLists;
+use crate::device_lists::{DeviceBlockLists, RawMaskLists};
+use crate::launch::{launch, KernelArg, Launch};
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
 use crate::ptxas;
 
@@ -225,9 +224,11 @@ impl DeviceTransposed {
         self.order.device_ptr(stream).0
     }
 
-    pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> [u64; 6] {
-        let [a, b, c, d, e] = self.lists.raw(stream).0.to_array();
-        [a, b, c, d, e, self.words.device_ptr(stream).0]
+    pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> RawMaskLists {
+        RawMaskLists {
+            lists: self.lists.raw(stream).0,
+            words: self.words.device_ptr(stream).0,
+        }
     }
 }
 
@@ -237,10 +238,9 @@ pub enum RawBackwardMask<'a> {
     /// Computed in the kernel (no mask, causal, sliding window).
     Window(Window),
     /// A packed mask with transposed lists, the device addresses of its forward lists
-    /// (`[kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, kv_tile_offsets,
-    /// words]`, as [`super::RawMask::Blocks`]) and of its transposed lists (`[q_num_blocks,
-    /// q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets, q_words]`).
-    Blocks(&'a PackedMask, [u64; 6], [u64; 6]),
+    /// (`kv_*`, as [`super::RawMask::Blocks`]; their tile offsets and words are not read)
+    /// and of its transposed lists and words (`q_*`).
+    Blocks(&'a PackedMask, RawMaskLists, RawMaskLists),
 }
 
 /// Device addresses of the three gradients of a raw call: contiguous `dq [B, H, Sq, D]`,
@@ -350,90 +350,51 @@ impl Resolved {
     unsafe fn launch(&self, stream: &Arc<CudaStream>) -> Result<(), AttentionError> {
         let s = &self.shape;
         let rows = padded_rows(s.seqlen_q).unwrap_or(0) as u32;
-        let pre_cfg = LaunchConfig {
-            grid_dim: (
-                rows.div_ceil(ROWS_PER_BLOCK),
-                s.heads as u32,
-                s.batch as u32,
-            ),
-            block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let main_cfg = LaunchConfig {
-            grid_dim: (
-                self.ctas * self.kernel.d_split(),
-                s.kv_heads as u32,
-                s.batch as u32,
-            ),
-            block_dim: (self.kernel.threads(), 1, 1),
-            shared_mem_bytes: self.kernel.smem_bytes(),
-        };
-        let post_cfg = match self.kernel.dq_reduce() {
-            // One warp per query row of the row-major accumulator.
-            DqReduce::Atomics => LaunchConfig {
-                grid_dim: (
-                    (s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK),
-                    s.heads as u32,
-                    s.batch as u32,
-                ),
-                block_dim: (32 * ROWS_PER_BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            },
-            // One block of 128 threads per (64-query step, 64-column chunk).
-            DqReduce::Bulk => LaunchConfig {
-                grid_dim: (
-                    rows / STEP_M * (s.head_dim as u32 / 64),
-                    s.heads as u32,
-                    s.batch as u32,
-                ),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            },
-        };
-        let mut pre = stream.launch_builder(&self.functions.pre);
-        pre.arg(&self.params);
-        // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
-        unsafe { pre.launch(pre_cfg) }.map_err(driver("launching the backward preprocess"))?;
+        let (heads, batch) = (s.heads as u32, s.batch as u32);
+        let pre = Launch::new(
+            (rows.div_ceil(ROWS_PER_BLOCK), heads, batch),
+            32 * ROWS_PER_BLOCK,
+        );
         // The main kernel and the postprocess launch under programmatic dependent launch
         // (each waits, griddepcontrol.wait, for the previous kernel's writes before its
         // first read of them): their launch and prologue overlap the previous kernel's tail.
-        let dependent = |cfg: LaunchConfig| crate::launch::StructLaunch {
-            grid: cfg.grid_dim,
-            threads: cfg.block_dim.0,
-            smem: cfg.shared_mem_bytes,
-            dependent_launch: true,
-            cluster: 1,
-        };
-        let mut maps = self.maps;
-        let mut params = self.params;
-        let mut main_args = [
-            (&mut maps[0] as *mut TensorMapArg).cast::<std::ffi::c_void>(),
-            (&mut maps[1] as *mut TensorMapArg).cast(),
-            (&mut maps[2] as *mut TensorMapArg).cast(),
-            (&mut maps[3] as *mut TensorMapArg).cast(),
-            (&mut params as *mut Params).cast(),
+        let main = Launch::new(
+            (self.ctas * self.kernel.d_split(), s.kv_heads as u32, batch),
+            self.kernel.threads(),
+        )
+        .smem(self.kernel.smem_bytes())
+        .dependent(true);
+        let post = match self.kernel.dq_reduce() {
+            // One warp per query row of the row-major accumulator.
+            DqReduce::Atomics => Launch::new(
+                ((s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK), heads, batch),
+                32 * ROWS_PER_BLOCK,
+            ),
+            // One block of 128 threads per (64-query step, 64-column chunk).
+            DqReduce::Bulk => Launch::new(
+                (rows / STEP_M * (s.head_dim as u32 / 64), heads, batch),
+                128,
+            ),
+        }
+        .dependent(true);
+        let params = [KernelArg::new(&self.params)];
+        // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
+        unsafe { launch(stream, &self.functions.pre, pre, &params) }
+            .map_err(driver("launching the backward preprocess"))?;
+        let [q, k, v, d_o] = &self.maps;
+        let main_args = [
+            KernelArg::new(q),
+            KernelArg::new(k),
+            KernelArg::new(v),
+            KernelArg::new(d_o),
+            KernelArg::new(&self.params),
         ];
-        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature; the
-        // values live until the call returns (the driver copies them).
-        unsafe {
-            crate::launch::launch_args(
-                stream,
-                &self.functions.main,
-                dependent(main_cfg),
-                &mut main_args,
-            )
-        }
-        .map_err(driver("launching the backward kernel"))?;
+        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
+        unsafe { launch(stream, &self.functions.main, main, &main_args) }
+            .map_err(driver("launching the backward kernel"))?;
         // SAFETY: as the preprocess (fm_bwd_params by value).
-        unsafe {
-            crate::launch::launch_struct(
-                stream,
-                &self.functions.post,
-                dependent(post_cfg),
-                self.params,
-            )
-        }
-        .map_err(driver("launching the backward postprocess"))?;
+        unsafe { launch(stream, &self.functions.post, post, &params) }
+            .map_err(driver("launching the backward postprocess"))?;
         Ok(())
     }
 }
@@ -617,14 +578,8 @@ impl AttentionRunner {
             }
         }
         let s = &self.stream;
-        let contiguous = |t: &DeviceTensor<u16>| {
-            let [_, h, n, d] = t.shape;
-            RawTensor {
-                ptr: t.data.device_ptr(s).0,
-                shape: t.shape,
-                strides: [h * n * d, n * d, d, 1],
-            }
-        };
+        let contiguous =
+            |t: &DeviceTensor<u16>| RawTensor::contiguous(t.data.device_ptr(s).0, t.shape);
         let raw_mask = match mask {
             Mask::Window(w) => RawBackwardMask::Window(*w),
             Mask::Blocks(m) => device_mask(m, s)?,
@@ -830,16 +785,15 @@ impl AttentionRunner {
                     params.full_kv_num_blocks,
                     params.full_kv_indices,
                     _,
-                    _,
-                ] = *fwd;
+                ] = fwd.lists.to_array();
                 [
                     params.q_num_blocks,
                     params.q_indices,
                     params.full_q_num_blocks,
                     params.full_q_indices,
                     params.q_tile_offsets,
-                    params.q_words,
-                ] = *bwd;
+                ] = bwd.lists.to_array();
+                params.q_words = bwd.words;
             }
         }
         let ctas = kernel.n_ctas(shape.seqlen_k as u32);
