@@ -256,6 +256,12 @@ def op_rows(rows=None):
             return g
 
     rows["floor: bare autograd.Function forward"] = {"host_us": host_us(lambda: Bare.apply(qg))}
+    # torch's autograd engine alone: the same Function through .backward() (no kernel in
+    # either direction), the floor under every op's "backward over its kernels".
+    bare_grad = torch.ones_like(qg)
+    rows["floor: bare autograd.Function forward+backward"] = {
+        "host_us": host_us(lambda: Bare.apply(qg).backward(bare_grad))}
+    qg.grad = None
     if hasattr(_ops, "_forward_plan"):
         entry = _ops._forward_plan(q, k, v, None, True, None, None, False, 0, 0)
         out, lse = torch.empty_like(q), q.new_empty((1, 2, 256), dtype=torch.float32)
@@ -533,6 +539,11 @@ def target_rows(results):
         step, fwd = over(f"{name} autograd forward+backward"), fwd_over(name)
         return None if step is None or fwd is None else step - fwd
 
+    def engine_floor():
+        both = get("floor: bare autograd.Function forward+backward", "host_us")
+        fwd = get("floor: bare autograd.Function forward", "host_us")
+        return None if both is None or fwd is None else both - fwd
+
     rows = [
         ("eager attention, no grad (us)", "<= 8", over("attention no-grad"),
          over("SDPA no-grad"), over("Flex no-grad")),
@@ -540,6 +551,8 @@ def target_rows(results):
          fwd_over("Flex")),
         ("autograd backward, over its kernels (us)", "<= 20", bwd_over("attention"),
          bwd_over("SDPA"), bwd_over("Flex")),
+        ("torch's floor: a kernel-free autograd.Function's backward (us)", "-",
+         engine_floor(), None, None),
         ("decode (us)", "<= 8", over("decode"), over("SDPA decode"), None),
         ("DecodePlan.run (us)", "-", over("DecodePlan.run"), None, None),
         ("lightning_decode (us)", "<= 6", over("lightning_decode B=1"), None, None),
