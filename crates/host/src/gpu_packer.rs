@@ -31,7 +31,8 @@ use crate::device::Device;
 use crate::device_lists::{DeviceBlockLists, RawBlockLists};
 use crate::error::codegen;
 use crate::error::{Error, Result};
-use crate::launch::{launch, load_module, KernelArg, Launch};
+use crate::launch::{launch, KernelArg, Launch};
+use crate::module_cache::compile_and_load;
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// The shape the packer works on: `planes` (batch × heads) planes of
@@ -140,14 +141,15 @@ impl GpuPacker {
     /// Compiles and loads the packer for `acc` on `device`.
     pub fn new(device: &Device, compiler: &Compiler, acc: &TiledAccumulator) -> Result<Self> {
         let kernels = PackerKernels::new(acc).map_err(codegen)?;
-        let cubin =
-            compiler.compile_cubin(&kernels.source(), &CompileOptions::new(device.arch()))?;
-        let module = load_module(device, &cubin)?;
-        let get = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(Error::driver("looking up a packer kernel"))
-        };
+        let module = compile_and_load(
+            device.context(),
+            compiler,
+            &kernels.source(),
+            &CompileOptions::new(device.arch()),
+            &[TILES_KERNEL, LISTS_KERNEL, COMPACT_KERNEL],
+            |_| Ok(()),
+        )?;
+        let get = |name: &str| module.function(name);
         let tiles = get(TILES_KERNEL)?;
         // Persistent tile CTAs: exactly as many as are resident at once.
         let per_sm = tiles
@@ -562,14 +564,15 @@ impl GpuTransposer {
         backward: &TiledAccumulator,
     ) -> Result<Self> {
         let kernels = TransposeKernels::new(forward, backward).map_err(codegen)?;
-        let cubin =
-            compiler.compile_cubin(&kernels.source(), &CompileOptions::new(device.arch()))?;
-        let module = load_module(device, &cubin)?;
-        let get = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(Error::driver("looking up a transposed-list kernel"))
-        };
+        let module = compile_and_load(
+            device.context(),
+            compiler,
+            &kernels.source(),
+            &CompileOptions::new(device.arch()),
+            &[CLASSES_KERNEL, TRANSPOSED_LISTS_KERNEL, TRANSCODE_KERNEL],
+            |_| Ok(()),
+        )?;
+        let get = |name: &str| module.function(name);
         let transcode = get(TRANSCODE_KERNEL)?;
         let per_sm = transcode
             .occupancy_max_active_blocks_per_multiprocessor(kernels.threads(), 0, None)

@@ -9,13 +9,14 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaFunction, CudaStream};
 use fragmask_kernels::family::combine::{merge_into_source, MERGE_INTO_KERNEL, MERGE_INTO_THREADS};
 use fragmask_kernels::family::dtype::ActDtype;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::launch::{launch, load_module, KernelArg, Launch};
+use crate::launch::{launch, KernelArg, Launch};
+use crate::module_cache::compile_and_load;
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// One `[batch, heads, seq, dim]` operand of a merge: its device address and strides in
@@ -58,7 +59,6 @@ pub struct RawMerge {
 pub struct StateMerger {
     dtype: ActDtype,
     func: CudaFunction,
-    _module: Arc<CudaModule>,
 }
 
 impl StateMerger {
@@ -70,18 +70,17 @@ impl StateMerger {
                 "the state merge takes bf16 or fp16 outputs".into(),
             ));
         }
-        let cubin = compiler.compile_cubin(
+        let module = compile_and_load(
+            device.context(),
+            compiler,
             &merge_into_source(dtype),
             &CompileOptions::new(device.arch()),
+            &[MERGE_INTO_KERNEL],
+            |_| Ok(()),
         )?;
-        let module = load_module(device, &cubin)?;
-        let func = module
-            .load_function(MERGE_INTO_KERNEL)
-            .map_err(Error::driver("looking up the state merge kernel"))?;
         Ok(Self {
             dtype,
-            func,
-            _module: module,
+            func: module.function(MERGE_INTO_KERNEL)?,
         })
     }
 
