@@ -21,7 +21,8 @@
 //!   handle in a key cannot be reused by another context while the entry exists.
 //!
 //! Below this layer sits the on-disk NVRTC cache ([`crate::cache`]), which keeps compiled
-//! images across processes (docs/architecture.md, "Module loading").
+//! images across processes (docs/architecture.md, "The runtime and the checking code
+//! beside it").
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
