@@ -283,7 +283,9 @@ mod tests {
 
     #[test]
     fn equal_images_in_one_context_have_equal_keys() {
-        assert_eq!(key(CONTEXT, b"cubin"), key(CONTEXT, &b"cubin".to_vec()));
+        // Another buffer with the same bytes.
+        let copy: Vec<u8> = "cubin".bytes().collect();
+        assert_eq!(key(CONTEXT, b"cubin"), key(CONTEXT, &copy));
     }
 
     #[test]
