@@ -29,7 +29,7 @@ use fragmask_kernels::probe::{
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::module_cache::{self, ContentDigest};
-use crate::nvrtc::{CompileOptions, Compiler, Cubin};
+use crate::nvrtc::{Compiler, Cubin};
 
 /// The shape and attributes of one [`launch`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,14 +272,7 @@ impl OutputKernel {
 
     /// Compiles and loads the wgmma accumulator probe for `device`.
     pub fn wgmma_probe(device: &Device, compiler: &Compiler, probe: &WgmmaProbe) -> Result<Self> {
-        let loaded = module_cache::compile_and_load(
-            device.context(),
-            compiler,
-            &probe.source(),
-            &CompileOptions::new(device.arch()),
-            &[],
-            |_| Ok(()),
-        )?;
+        let loaded = module_cache::compile_for_device(device, compiler, &probe.source(), &[])?;
         // SAFETY: the probe source declares `fragmask_wgmma_probe(float* out)`
         // and, launched as one block of `probe.threads()` threads, writes
         // exactly `out[0..probe.out_len()]` (fragmask-kernels documents and
@@ -296,14 +289,8 @@ impl OutputKernel {
 
     /// Compiles and loads the mma.sync m16n8k16 probe for `device`.
     pub fn mma_sync_probe(device: &Device, compiler: &Compiler) -> Result<Self> {
-        let loaded = module_cache::compile_and_load(
-            device.context(),
-            compiler,
-            &MmaSyncProbe::source(),
-            &CompileOptions::new(device.arch()),
-            &[],
-            |_| Ok(()),
-        )?;
+        let loaded =
+            module_cache::compile_for_device(device, compiler, &MmaSyncProbe::source(), &[])?;
         // SAFETY: the probe source declares `fragmask_mma_sync_probe(float* out)`
         // and, launched as one warp, writes exactly `out[0..MMA_SYNC_PROBE_OUT_LEN]`.
         unsafe {

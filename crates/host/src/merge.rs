@@ -16,8 +16,8 @@ use fragmask_kernels::family::dtype::ActDtype;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::launch::{launch, KernelArg, Launch};
-use crate::module_cache::compile_and_load;
-use crate::nvrtc::{CompileOptions, Compiler};
+use crate::module_cache::compile_for_device;
+use crate::nvrtc::Compiler;
 
 /// One `[batch, heads, seq, dim]` operand of a merge: its device address and strides in
 /// elements (batch, heads, seq; the head dimension is contiguous).
@@ -70,13 +70,11 @@ impl StateMerger {
                 "the state merge takes bf16 or fp16 outputs".into(),
             ));
         }
-        let module = compile_and_load(
-            device.context(),
+        let module = compile_for_device(
+            device,
             compiler,
             &merge_into_source(dtype),
-            &CompileOptions::new(device.arch()),
             &[MERGE_INTO_KERNEL],
-            |_| Ok(()),
         )?;
         Ok(Self {
             dtype,

@@ -28,10 +28,11 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx as CudarcImage;
 use sha2::{Digest as _, Sha256};
 
+use crate::device::Device;
 use crate::error::Error;
 use crate::nvrtc::{CompileOptions, Compiler};
 
@@ -204,6 +205,25 @@ impl LoadedModule {
     }
 }
 
+impl LoadedModule {
+    /// Lets kernel `name` use `bytes` of dynamic shared memory per block (above 48 KiB
+    /// a kernel must opt in: CUDA Programming Guide, "Shared Memory",
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    pub fn allow_dynamic_shared_memory(&self, name: &str, bytes: u32) -> Result<(), Error> {
+        let bytes = i32::try_from(bytes).map_err(|_| {
+            Error::InvalidArgument(format!("{bytes} bytes of dynamic shared memory"))
+        })?;
+        self.function(name)?
+            .set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes,
+            )
+            .map_err(Error::driver(
+                "raising a kernel's dynamic shared memory limit",
+            ))
+    }
+}
+
 /// The process's cache.
 fn modules() -> &'static ModuleCache<LoadedModule> {
     static MODULES: OnceLock<ModuleCache<LoadedModule>> = OnceLock::new();
@@ -264,6 +284,24 @@ pub fn compile_and_load(
         kernels,
         || Ok(compiler.compile_cubin(source, options)?.bytes),
         configure,
+    )
+}
+
+/// [`compile_and_load`] with `device`'s default options ([`CompileOptions::new`]) and
+/// no attribute to set.
+pub fn compile_for_device(
+    device: &Device,
+    compiler: &Compiler,
+    source: &str,
+    kernels: &[&'static str],
+) -> Result<LoadedModule, Error> {
+    compile_and_load(
+        device.context(),
+        compiler,
+        source,
+        &CompileOptions::new(device.arch()),
+        kernels,
+        |_| Ok(()),
     )
 }
 

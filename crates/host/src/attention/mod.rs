@@ -701,19 +701,12 @@ impl AttentionRunner {
         &self,
         config: &AttentionKernel,
     ) -> Result<(CudaFunction, CudaFunction), AttentionError> {
-        let module = module_cache::load(
+        let module = module_cache::load::<AttentionError>(
             self.stream.context(),
             ContentDigest::of_variant("attention forward", config),
             &[KERNEL_NAME, COMBINE_KERNEL_NAME],
             || Ok(compile::compile_kernel_with(&self.compiler, config)?.cubin),
-            |m| {
-                m.function(KERNEL_NAME)?
-                    .set_attribute(
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        config.smem_bytes() as i32,
-                    )
-                    .map_err(driver("raising the dynamic shared memory limit"))
-            },
+            |m| Ok(m.allow_dynamic_shared_memory(KERNEL_NAME, config.smem_bytes())?),
         )?;
         Ok((
             module.function(KERNEL_NAME)?,

@@ -410,18 +410,10 @@ impl DecodeRunner {
             &CompileOptions::new(device.arch()),
             &[SPLIT_KERNEL, COMBINE_KERNEL],
             |m| {
-                let split = m.function(SPLIT_KERNEL)?;
-                split
-                    .set_attribute(
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        config.smem_bytes() as i32,
-                    )
-                    .map_err(Error::driver(
-                        "raising the decode kernel's shared memory limit",
-                    ))?;
+                m.allow_dynamic_shared_memory(SPLIT_KERNEL, config.smem_bytes())?;
                 if config.shared_kv && fragmask_kernels::decode::CLUSTER_MERGE {
                     // Clusters of up to 16 split CTAs (above the portable 8).
-                    split
+                    m.function(SPLIT_KERNEL)?
                         .set_attribute(
                             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
                             1,

@@ -28,8 +28,8 @@ use fragmask_kernels::lightning::{
 use crate::device::{multiprocessors, Device};
 use crate::error::{Error, Result};
 use crate::launch::{KernelArg, Launch};
-use crate::module_cache::compile_and_load;
-use crate::nvrtc::{CompileOptions, Compiler};
+use crate::module_cache::compile_for_device;
+use crate::nvrtc::Compiler;
 
 /// The parameter struct passed by value (kernel parameter `const __grid_constant__
 /// FmLightningParams`): #[repr(C)] plain data whose offsets and size equal the CUDA
@@ -164,14 +164,7 @@ impl LightningDecode {
         let mut kernels = Vec::with_capacity(candidates.len());
         for config in candidates {
             let src = source::source(config).map_err(|e| Error::Unsupported(e.to_string()))?;
-            let module = compile_and_load(
-                device.context(),
-                compiler,
-                &src,
-                &CompileOptions::new(device.arch()),
-                &[KERNEL_NAME],
-                |_| Ok(()),
-            )?;
+            let module = compile_for_device(device, compiler, &src, &[KERNEL_NAME])?;
             kernels.push((config, module.function(KERNEL_NAME)?));
         }
         Ok(Self {

@@ -38,7 +38,6 @@ pub use super::choice::backward_kernel;
 
 use std::sync::Arc;
 
-use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, BackwardParams, KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME,
@@ -442,19 +441,12 @@ impl AttentionRunner {
         &self,
         config: &BackwardKernel,
     ) -> Result<BackwardFunctions, AttentionError> {
-        let module = module_cache::load(
+        let module = module_cache::load::<AttentionError>(
             self.stream().context(),
             ContentDigest::of_variant("attention backward", config),
             &[PRE_KERNEL_NAME, KERNEL_NAME, POST_KERNEL_NAME],
             || Ok(compile_backward_with(&self.compiler, config)?.cubin),
-            |m| {
-                m.function(KERNEL_NAME)?
-                    .set_attribute(
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        config.smem_bytes() as i32,
-                    )
-                    .map_err(driver("raising the dynamic shared memory limit"))
-            },
+            |m| Ok(m.allow_dynamic_shared_memory(KERNEL_NAME, config.smem_bytes())?),
         )?;
         Ok(BackwardFunctions {
             pre: module.function(PRE_KERNEL_NAME)?,
