@@ -31,8 +31,15 @@ use crate::device::Device;
 use crate::device_lists::{DeviceBlockLists, RawBlockLists};
 use crate::error::codegen;
 use crate::error::{Error, Result};
-use crate::launch::{launch, load_module, KernelArg, Launch};
-use crate::nvrtc::{CompileOptions, Compiler};
+use crate::launch::{launch, KernelArg, Launch};
+use crate::module_cache::compile_for_device;
+use crate::nvrtc::Compiler;
+
+/// The kernels of the packer's module.
+const PACKER_KERNELS: [&str; 3] = [TILES_KERNEL, LISTS_KERNEL, COMPACT_KERNEL];
+
+/// The kernels of the transposed-list module.
+const TRANSPOSER_KERNELS: [&str; 3] = [CLASSES_KERNEL, TRANSPOSED_LISTS_KERNEL, TRANSCODE_KERNEL];
 
 /// The shape the packer works on: `planes` (batch × heads) planes of
 /// `seqlen_q × seqlen_k` bytes.
@@ -140,15 +147,8 @@ impl GpuPacker {
     /// Compiles and loads the packer for `acc` on `device`.
     pub fn new(device: &Device, compiler: &Compiler, acc: &TiledAccumulator) -> Result<Self> {
         let kernels = PackerKernels::new(acc).map_err(codegen)?;
-        let cubin =
-            compiler.compile_cubin(&kernels.source(), &CompileOptions::new(device.arch()))?;
-        let module = load_module(device, &cubin)?;
-        let get = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(Error::driver("looking up a packer kernel"))
-        };
-        let tiles = get(TILES_KERNEL)?;
+        let module = compile_for_device(device, compiler, &kernels.source(), &PACKER_KERNELS)?;
+        let tiles = module.function(TILES_KERNEL)?;
         // Persistent tile CTAs: exactly as many as are resident at once.
         let per_sm = tiles
             .occupancy_max_active_blocks_per_multiprocessor(acc.threads(), 0, None)
@@ -157,8 +157,8 @@ impl GpuPacker {
         Ok(Self {
             tile_blocks: (multiprocessors(device)? * per_sm) as u32,
             tiles,
-            lists: get(LISTS_KERNEL)?,
-            compact: get(COMPACT_KERNEL)?,
+            lists: module.function(LISTS_KERNEL)?,
+            compact: module.function(COMPACT_KERNEL)?,
             compact_blocks: (multiprocessors(device)? * 8) as u32,
             stream: device.default_stream(),
             kernels,
@@ -562,23 +562,16 @@ impl GpuTransposer {
         backward: &TiledAccumulator,
     ) -> Result<Self> {
         let kernels = TransposeKernels::new(forward, backward).map_err(codegen)?;
-        let cubin =
-            compiler.compile_cubin(&kernels.source(), &CompileOptions::new(device.arch()))?;
-        let module = load_module(device, &cubin)?;
-        let get = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(Error::driver("looking up a transposed-list kernel"))
-        };
-        let transcode = get(TRANSCODE_KERNEL)?;
+        let module = compile_for_device(device, compiler, &kernels.source(), &TRANSPOSER_KERNELS)?;
+        let transcode = module.function(TRANSCODE_KERNEL)?;
         let per_sm = transcode
             .occupancy_max_active_blocks_per_multiprocessor(kernels.threads(), 0, None)
             .map_err(Error::driver("reading the transcode kernel's occupancy"))?
             .max(1) as usize;
         Ok(Self {
             transcode_blocks: (multiprocessors(device)? * per_sm) as u32,
-            classes: get(CLASSES_KERNEL)?,
-            lists: get(TRANSPOSED_LISTS_KERNEL)?,
+            classes: module.function(CLASSES_KERNEL)?,
+            lists: module.function(TRANSPOSED_LISTS_KERNEL)?,
             transcode,
             stream: device.default_stream(),
             kernels,

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use cudarc::driver::{
     sys, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, DriverError,
 };
-use cudarc::nvrtc::Ptx as CudarcImage;
 
 use fragmask_kernels::probe::{
     MmaSyncProbe, WgmmaProbe, MMA_SYNC_PROBE_KERNEL, MMA_SYNC_PROBE_OUT_LEN,
@@ -29,7 +28,8 @@ use fragmask_kernels::probe::{
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::nvrtc::{CompileOptions, Compiler, Cubin};
+use crate::module_cache::{self, ContentDigest};
+use crate::nvrtc::{Compiler, Cubin};
 
 /// The shape and attributes of one [`launch`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,14 +222,17 @@ impl LaunchDims {
     }
 }
 
-/// Loads a cubin into the device's context.
+/// Loads a cubin into the device's context, once per process and context
+/// ([`crate::module_cache`], keyed by the image's digest).
 pub fn load_module(device: &Device, cubin: &Cubin) -> Result<Arc<CudaModule>> {
-    device
-        .context()
-        .load_module(CudarcImage::from_binary(cubin.bytes.clone()))
-        .map_err(Error::driver(
-            "loading the cubin (is it for this GPU's architecture?)",
-        ))
+    let loaded = module_cache::load::<Error>(
+        device.context(),
+        ContentDigest::of_image(&cubin.bytes),
+        &[],
+        || Ok(cubin.bytes.clone()),
+        |_| Ok(()),
+    )?;
+    Ok(Arc::clone(loaded.module()))
 }
 
 /// A loaded kernel with signature `extern "C" __global__ void k(float* out)`
@@ -269,15 +272,14 @@ impl OutputKernel {
 
     /// Compiles and loads the wgmma accumulator probe for `device`.
     pub fn wgmma_probe(device: &Device, compiler: &Compiler, probe: &WgmmaProbe) -> Result<Self> {
-        let cubin = compiler.compile_cubin(&probe.source(), &CompileOptions::new(device.arch()))?;
-        let module = load_module(device, &cubin)?;
+        let loaded = module_cache::compile_for_device(device, compiler, &probe.source(), &[])?;
         // SAFETY: the probe source declares `fragmask_wgmma_probe(float* out)`
         // and, launched as one block of `probe.threads()` threads, writes
         // exactly `out[0..probe.out_len()]` (fragmask-kernels documents and
         // tests this layout).
         unsafe {
             Self::from_module(
-                &module,
+                loaded.module(),
                 WGMMA_PROBE_KERNEL,
                 LaunchDims::one_block(probe.threads()),
                 probe.out_len(),
@@ -287,14 +289,13 @@ impl OutputKernel {
 
     /// Compiles and loads the mma.sync m16n8k16 probe for `device`.
     pub fn mma_sync_probe(device: &Device, compiler: &Compiler) -> Result<Self> {
-        let cubin =
-            compiler.compile_cubin(&MmaSyncProbe::source(), &CompileOptions::new(device.arch()))?;
-        let module = load_module(device, &cubin)?;
+        let loaded =
+            module_cache::compile_for_device(device, compiler, &MmaSyncProbe::source(), &[])?;
         // SAFETY: the probe source declares `fragmask_mma_sync_probe(float* out)`
         // and, launched as one warp, writes exactly `out[0..MMA_SYNC_PROBE_OUT_LEN]`.
         unsafe {
             Self::from_module(
-                &module,
+                loaded.module(),
                 MMA_SYNC_PROBE_KERNEL,
                 LaunchDims::one_block(MMA_SYNC_PROBE_THREADS),
                 MMA_SYNC_PROBE_OUT_LEN,

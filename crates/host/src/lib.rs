@@ -7,6 +7,8 @@
 //!   [`ptxas`] reads the resource report NVRTC leaves in the log.
 //! - [`launch`]: the one launch mechanism of every family (`cuLaunchKernelEx` with
 //!   programmatic dependent launch and cluster attributes), and typed wrappers.
+//! - [`module_cache`]: each kernel module loaded once per context and process, for
+//!   every family.
 //! - [`attention`], [`decode`], [`lightning`]: one plan/run path per kernel family;
 //!   [`gpu_packer`]: the mask packers on the GPU.
 //!
@@ -27,6 +29,7 @@ pub mod gpu_packer;
 pub mod launch;
 pub mod lightning;
 pub mod merge;
+pub mod module_cache;
 pub mod nvrtc;
 pub mod ptxas;
 pub mod toolchain;

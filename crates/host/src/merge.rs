@@ -9,14 +9,15 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaFunction, CudaStream};
 use fragmask_kernels::family::combine::{merge_into_source, MERGE_INTO_KERNEL, MERGE_INTO_THREADS};
 use fragmask_kernels::family::dtype::ActDtype;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::launch::{launch, load_module, KernelArg, Launch};
-use crate::nvrtc::{CompileOptions, Compiler};
+use crate::launch::{launch, KernelArg, Launch};
+use crate::module_cache::compile_for_device;
+use crate::nvrtc::Compiler;
 
 /// One `[batch, heads, seq, dim]` operand of a merge: its device address and strides in
 /// elements (batch, heads, seq; the head dimension is contiguous).
@@ -58,7 +59,6 @@ pub struct RawMerge {
 pub struct StateMerger {
     dtype: ActDtype,
     func: CudaFunction,
-    _module: Arc<CudaModule>,
 }
 
 impl StateMerger {
@@ -70,18 +70,15 @@ impl StateMerger {
                 "the state merge takes bf16 or fp16 outputs".into(),
             ));
         }
-        let cubin = compiler.compile_cubin(
+        let module = compile_for_device(
+            device,
+            compiler,
             &merge_into_source(dtype),
-            &CompileOptions::new(device.arch()),
+            &[MERGE_INTO_KERNEL],
         )?;
-        let module = load_module(device, &cubin)?;
-        let func = module
-            .load_function(MERGE_INTO_KERNEL)
-            .map_err(Error::driver("looking up the state merge kernel"))?;
         Ok(Self {
             dtype,
-            func,
-            _module: module,
+            func: module.function(MERGE_INTO_KERNEL)?,
         })
     }
 

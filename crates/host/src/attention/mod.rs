@@ -38,13 +38,10 @@ pub mod plan;
 mod proptest_ci;
 pub mod splits;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError};
-use cudarc::nvrtc::Ptx;
-use fragmask_kernels::attention::backward::BackwardKernel;
 use fragmask_kernels::attention::{
     ActDtype, AttentionKernel, AttentionParams, ConfigError, Geometry, MaskMode,
     COMBINE_KERNEL_NAME, COMBINE_THREADS, KERNEL_NAME, WINDOW_INFINITE,
@@ -57,6 +54,7 @@ pub use plan::{AttentionPlan, PlanPointers};
 
 use crate::device_lists::{DeviceBlockLists, RawMaskLists};
 use crate::launch::{KernelArg, Launch};
+use crate::module_cache::{self, ContentDigest};
 use crate::nvrtc::Compiler;
 use crate::Device;
 
@@ -115,6 +113,12 @@ impl std::error::Error for AttentionError {
             AttentionError::Masks(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<crate::Error> for AttentionError {
+    fn from(e: crate::Error) -> Self {
+        AttentionError::Host(e)
     }
 }
 
@@ -556,13 +560,11 @@ unsafe fn enqueue_forward(
     Ok(())
 }
 
-/// Compiles (once per configuration), loads and launches the attention kernels on one stream.
+/// Compiles and loads (once per configuration and process, [`crate::module_cache`]) and
+/// launches the attention kernels on one stream.
 pub struct AttentionRunner {
     stream: Arc<CudaStream>,
     compiler: Compiler,
-    /// The forward and its split-KV combine, per configuration.
-    functions: Mutex<HashMap<AttentionKernel, (CudaFunction, CudaFunction)>>,
-    backward_functions: Mutex<HashMap<BackwardKernel, backward::BackwardFunctions>>,
     /// The device's multiprocessor count, read once (the split planner's).
     sm_count: std::sync::OnceLock<usize>,
 }
@@ -585,8 +587,6 @@ impl AttentionRunner {
         Self {
             stream,
             compiler: Compiler::new(),
-            functions: Mutex::new(HashMap::new()),
-            backward_functions: Mutex::new(HashMap::new()),
             sm_count: std::sync::OnceLock::new(),
         }
     }
@@ -701,29 +701,17 @@ impl AttentionRunner {
         &self,
         config: &AttentionKernel,
     ) -> Result<(CudaFunction, CudaFunction), AttentionError> {
-        let mut cache = self.functions.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = cache.get(config) {
-            return Ok(f.clone());
-        }
-        let compiled = compile::compile_kernel_with(&self.compiler, config)?;
-        let module = self
-            .stream
-            .context()
-            .load_module(Ptx::from_binary(compiled.cubin))
-            .map_err(driver("loading the attention cubin"))?;
-        let func = module
-            .load_function(KERNEL_NAME)
-            .map_err(driver("finding the attention kernel"))?;
-        func.set_attribute(
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            config.smem_bytes() as i32,
-        )
-        .map_err(driver("raising the dynamic shared memory limit"))?;
-        let combine = module
-            .load_function(COMBINE_KERNEL_NAME)
-            .map_err(driver("finding the split-KV combine kernel"))?;
-        cache.insert(*config, (func.clone(), combine.clone()));
-        Ok((func, combine))
+        let module = module_cache::load::<AttentionError>(
+            self.stream.context(),
+            ContentDigest::of_variant("attention forward", config),
+            &[KERNEL_NAME, COMBINE_KERNEL_NAME],
+            || Ok(compile::compile_kernel_with(&self.compiler, config)?.cubin),
+            |m| Ok(m.allow_dynamic_shared_memory(KERNEL_NAME, config.smem_bytes())?),
+        )?;
+        Ok((
+            module.function(KERNEL_NAME)?,
+            module.function(COMBINE_KERNEL_NAME)?,
+        ))
     }
 
     /// Runs the forward into a new output.

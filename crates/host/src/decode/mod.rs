@@ -48,7 +48,8 @@ pub use problem::{CacheShape, DecodeError, DecodePlan, DecodeShape};
 
 use crate::device::{multiprocessors, Device};
 use crate::error::Error;
-use crate::launch::{load_module, KernelArg, Launch};
+use crate::launch::{KernelArg, Launch};
+use crate::module_cache::compile_and_load;
 use crate::nvrtc::{CompileOptions, Compiler};
 
 /// The geometry of a masked call: the shape's D, dtype and cache, the mask's tile width,
@@ -402,29 +403,28 @@ impl DecodeRunner {
     ) -> Result<Self, DecodeError> {
         let config = config.validate().map_err(DecodeError::Config)?;
         let src = source::source(config).map_err(DecodeError::Config)?;
-        let cubin = compiler.compile_cubin(&src, &CompileOptions::new(device.arch()))?;
-        let module = load_module(device, &cubin)?;
-        let split = module
-            .load_function(SPLIT_KERNEL)
-            .map_err(driver("looking up the decode split kernel"))?;
-        split
-            .set_attribute(
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                config.smem_bytes() as i32,
-            )
-            .map_err(driver("raising the decode kernel's shared memory limit"))?;
-        if config.shared_kv && fragmask_kernels::decode::CLUSTER_MERGE {
-            // Clusters of up to 16 split CTAs (above the portable 8).
-            split
-                .set_attribute(
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                    1,
-                )
-                .map_err(driver("allowing the decode kernel clusters of 16"))?;
-        }
-        let combine = module
-            .load_function(COMBINE_KERNEL)
-            .map_err(driver("looking up the decode combine kernel"))?;
+        let module = compile_and_load(
+            device.context(),
+            compiler,
+            &src,
+            &CompileOptions::new(device.arch()),
+            &[SPLIT_KERNEL, COMBINE_KERNEL],
+            |m| {
+                m.allow_dynamic_shared_memory(SPLIT_KERNEL, config.smem_bytes())?;
+                if config.shared_kv && fragmask_kernels::decode::CLUSTER_MERGE {
+                    // Clusters of up to 16 split CTAs (above the portable 8).
+                    m.function(SPLIT_KERNEL)?
+                        .set_attribute(
+                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                            1,
+                        )
+                        .map_err(Error::driver("allowing the decode kernel clusters of 16"))?;
+                }
+                Ok(())
+            },
+        )?;
+        let split = module.function(SPLIT_KERNEL)?;
+        let combine = module.function(COMBINE_KERNEL)?;
         Ok(Self {
             stream: device.default_stream(),
             config,

@@ -27,8 +27,9 @@ use fragmask_kernels::lightning::{
 
 use crate::device::{multiprocessors, Device};
 use crate::error::{Error, Result};
-use crate::launch::{load_module, KernelArg, Launch};
-use crate::nvrtc::{CompileOptions, Compiler};
+use crate::launch::{KernelArg, Launch};
+use crate::module_cache::compile_for_device;
+use crate::nvrtc::Compiler;
 
 /// The parameter struct passed by value (kernel parameter `const __grid_constant__
 /// FmLightningParams`): #[repr(C)] plain data whose offsets and size equal the CUDA
@@ -163,12 +164,8 @@ impl LightningDecode {
         let mut kernels = Vec::with_capacity(candidates.len());
         for config in candidates {
             let src = source::source(config).map_err(|e| Error::Unsupported(e.to_string()))?;
-            let cubin = compiler.compile_cubin(&src, &CompileOptions::new(device.arch()))?;
-            let module = load_module(device, &cubin)?;
-            let func = module
-                .load_function(KERNEL_NAME)
-                .map_err(Error::driver("looking up the lightning decode kernel"))?;
-            kernels.push((config, func));
+            let module = compile_for_device(device, compiler, &src, &[KERNEL_NAME])?;
+            kernels.push((config, module.function(KERNEL_NAME)?));
         }
         Ok(Self {
             stream: device.default_stream(),

@@ -38,9 +38,7 @@ pub use super::choice::backward_kernel;
 
 use std::sync::Arc;
 
-use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
-use cudarc::nvrtc::Ptx;
 use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, BackwardParams, KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME,
     ROWS_PER_BLOCK, ROW_PAD, STEP_M,
@@ -54,6 +52,7 @@ use super::{
 };
 use crate::device_lists::{DeviceBlockLists, RawMaskLists};
 use crate::launch::{launch, KernelArg, Launch};
+use crate::module_cache::{self, ContentDigest};
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
 use crate::ptxas;
 
@@ -442,37 +441,18 @@ impl AttentionRunner {
         &self,
         config: &BackwardKernel,
     ) -> Result<BackwardFunctions, AttentionError> {
-        let mut cache = self
-            .backward_functions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = cache.get(config) {
-            return Ok(f.clone());
-        }
-        let compiled = compile_backward_with(&self.compiler, config)?;
-        let module = self
-            .stream
-            .context()
-            .load_module(Ptx::from_binary(compiled.cubin))
-            .map_err(driver("loading the backward cubin"))?;
-        let load = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(driver("finding a backward kernel"))
-        };
-        let f = BackwardFunctions {
-            pre: load(PRE_KERNEL_NAME)?,
-            main: load(KERNEL_NAME)?,
-            post: load(POST_KERNEL_NAME)?,
-        };
-        f.main
-            .set_attribute(
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                config.smem_bytes() as i32,
-            )
-            .map_err(driver("raising the dynamic shared memory limit"))?;
-        cache.insert(*config, f.clone());
-        Ok(f)
+        let module = module_cache::load::<AttentionError>(
+            self.stream().context(),
+            ContentDigest::of_variant("attention backward", config),
+            &[PRE_KERNEL_NAME, KERNEL_NAME, POST_KERNEL_NAME],
+            || Ok(compile_backward_with(&self.compiler, config)?.cubin),
+            |m| Ok(m.allow_dynamic_shared_memory(KERNEL_NAME, config.smem_bytes())?),
+        )?;
+        Ok(BackwardFunctions {
+            pre: module.function(PRE_KERNEL_NAME)?,
+            main: module.function(KERNEL_NAME)?,
+            post: module.function(POST_KERNEL_NAME)?,
+        })
     }
 
     /// Allocates dQ, dK, dV for `shape` (contents undefined until a backward writes them).
