@@ -185,8 +185,32 @@ def tiny_rows(rows=None, registered=True):
         rows[f"{name} autograd forward+backward"] = r
     for t in (qg, kg, vg):
         t.grad = None
-
+    autograd_floor_rows(rows, qg)
     return rows
+
+
+class _Bare(torch.autograd.Function):
+    """An autograd Function with no kernel: an allocation forward, an identity backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = x.new_empty(x.shape)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def autograd_floor_rows(rows, x):
+    """torch's own floors under the autograd targets: a kernel-free Function's forward, and
+    the same through .backward() (the autograd engine alone)."""
+    rows["floor: bare autograd.Function forward"] = {"host_us": host_us(lambda: _Bare.apply(x))}
+    grad = torch.ones_like(x)
+    rows["floor: bare autograd.Function forward+backward"] = {
+        "host_us": host_us(lambda: _Bare.apply(x).backward(grad))}
+    x.grad = None
 
 
 def decode_rows(rows, D):
@@ -244,24 +268,7 @@ def op_rows(rows=None):
     getter = torch._C._cuda_getCurrentRawStream
     rows["floor: raw stream getter"] = {"host_us": host_us(lambda: getter(0))}
 
-    class Bare(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            out = x.new_empty(x.shape)
-            ctx.save_for_backward(x, out)
-            return out
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
-
-    rows["floor: bare autograd.Function forward"] = {"host_us": host_us(lambda: Bare.apply(qg))}
-    # torch's autograd engine alone: the same Function through .backward() (no kernel in
-    # either direction), the floor under every op's "backward over its kernels".
-    bare_grad = torch.ones_like(qg)
-    rows["floor: bare autograd.Function forward+backward"] = {
-        "host_us": host_us(lambda: Bare.apply(qg).backward(bare_grad))}
-    qg.grad = None
+    autograd_floor_rows(rows, qg)
     if hasattr(_ops, "_forward_plan"):
         entry = _ops._forward_plan(q, k, v, None, True, None, None, False, 0, 0)
         out, lse = torch.empty_like(q), q.new_empty((1, 2, 256), dtype=torch.float32)
