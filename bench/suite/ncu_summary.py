@@ -1,0 +1,63 @@
+"""Side-by-side headline metrics of ncu_pair.sh's raw CSVs (one column per kernel).
+
+    python3 bench/suite/ncu_summary.py DIR     # reads DIR/ncu-*.raw.csv[.gz]
+"""
+import csv
+import glob
+import gzip
+import re
+import sys
+
+KEEP = [
+    ("time us", "gpu__time_duration.sum", 1e-3),
+    ("regs", "launch__registers_per_thread", 1),
+    ("grid", "launch__grid_size", 1),
+    ("block", "launch__block_size", 1),
+    ("inst M", "smsp__inst_executed.sum", 1e-6),
+    ("issue %", "sm__inst_issued.avg.pct_of_peak_sustained_active", 1),
+    ("gmma %", "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", 1),
+    ("dram GB/s", "dram__bytes.sum.per_second", 1e-9),
+    ("cyc/issue", "smsp__average_warp_latency_per_inst_issued.ratio", 1),
+]
+STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        rows = list(csv.reader(f))
+    head = rows[0]
+    body = [r for r in rows[2:] if len(r) == len(head)]   # row 1 holds the units
+    return head, body
+
+
+def num(s):
+    try:
+        return float(s.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def main():
+    for path in sorted(glob.glob(f"{sys.argv[1]}/ncu-*.raw.csv*")):
+        head, body = load(path)
+        col = {h: i for i, h in enumerate(head)}
+        print(f"== {path.split('/')[-1]}")
+        for r in body:
+            name = r[col.get("Kernel Name", 0)][:60]
+            vals = []
+            for label, metric, mul in KEEP:
+                if metric in col and num(r[col[metric]]) is not None:
+                    vals.append(f"{label}={num(r[col[metric]]) * mul:.4g}")
+            stalls = []
+            for h, i in col.items():
+                m = STALL.match(h)
+                if m and num(r[i]):
+                    stalls.append((num(r[i]), m.group(1)))
+            stalls.sort(reverse=True)
+            print(f"  {name}\n    " + " ".join(vals))
+            print("    stalls/issue: " + " ".join(f"{n}={v:.2f}" for v, n in stalls[:8]))
+
+
+if __name__ == "__main__":
+    main()
