@@ -586,7 +586,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         // it waits (griddepcontrol.wait) for this grid's partials before reading them.
         fm_launch_dependents();
     }
-    const unsigned warpgroup = threadIdx.x / 128u;
+    const unsigned warpgroup = fm_warpgroup_index();
 
     if (threadIdx.x == 0) {
         fm_prefetch_tensormap(&tma_q);

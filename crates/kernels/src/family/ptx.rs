@@ -31,15 +31,26 @@ __device__ __forceinline__ void fm_mbar_expect_tx(unsigned bar, unsigned bytes) 
 __device__ __forceinline__ void fm_mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
 }
-// Blocks until the phase with parity `parity` of the barrier has completed.
+// Blocks until the phase with parity `parity` of the barrier has completed. The suspend-time
+// hint (ns; CUTLASS's ClusterBarrier::wait uses the same) lets try_wait suspend the thread until
+// the phase completes instead of returning at once: a waiting producer warp then stops taking
+// issue slots from the consumer warps of its SM sub-partition (without it, Nsight Compute counted
+// ~60 spin instructions per wait on an H100).
 __device__ __forceinline__ void fm_mbar_wait(unsigned bar, unsigned parity) {
     asm volatile(
         "{\n"
         ".reg .pred done;\n"
         "FM_WAIT_LOOP:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
         "@!done bra FM_WAIT_LOOP;\n"
-        "}\n" :: "r"(bar), "r"(parity) : "memory");
+        "}\n" :: "r"(bar), "r"(parity), "r"(0x989680u) : "memory");
+}
+// This thread's warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform:
+// addresses derived from it (per-warpgroup operand bases, wgmma descriptors) then live in
+// uniform registers instead of being moved there (R2UR) before every wgmma (CUTLASS's
+// canonical_warp_group_idx).
+__device__ __forceinline__ unsigned fm_warpgroup_index() {
+    return __shfl_sync(0xffffffffu, threadIdx.x / 128u, 0);
 }
 // 4-D tiled TMA load (coordinates innermost first: d, row, head, batch) completing on `bar`.
 __device__ __forceinline__ void fm_tma_load_4d(unsigned dst, const fm_tensor_map* map, unsigned bar,
@@ -67,12 +78,15 @@ template <int N> __device__ __forceinline__ void fm_fence_array(unsigned (&r)[N]
 // bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in
 // bits 0-13. fm_desc_start computes an operand's start field once; fm_desc_at(start, offset16, bits)
 // is the descriptor of the slice offset16 * 16 bytes further: shared-memory addresses stay below
-// 2^18, so start + offset16 fits bits 0-13, where the constant bits are zero, and one add builds it.
+// 2^18, so start + offset16 fits bits 0-13, where the constant bits are zero: the low word is
+// (low constant bits + start), computed once per operand, plus offset16, and the high word is the
+// constant's. With a warp-uniform start (fm_warpgroup_index) that is one uniform add per operand.
 __device__ __forceinline__ unsigned fm_desc_start(unsigned addr) {
     return (addr & 0x3FFFFu) >> 4;
 }
 __device__ __forceinline__ unsigned long long fm_desc_at(unsigned start, unsigned offset16, unsigned long long bits) {
-    return bits + (unsigned long long)(start + offset16);
+    const unsigned lo = ((unsigned)bits + start) + offset16;
+    return (bits & 0xFFFFFFFF00000000ull) | lo;
 }
 "#;
 

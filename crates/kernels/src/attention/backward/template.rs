@@ -124,7 +124,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     // The key tile (the dispatch order of the group's first head; uniform over the CTA).
     const int n_cta = fm_cta_of_block(p, batch, kv_head * group, (int)(blockIdx.x / FM_DSPLIT));
     if (n_cta < 0) return;
-    const unsigned warpgroup = threadIdx.x / 128u;
+    const unsigned warpgroup = fm_warpgroup_index();
 
     if (threadIdx.x == 0) {
         fm_prefetch_tensormap(&tma_q);
