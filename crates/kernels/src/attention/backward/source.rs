@@ -81,7 +81,8 @@ impl Tiles {
 }
 
 /// The dQ postprocess stages value pairs `(2j, 2j + 1)` of a dQ chunk as one bf16x2 word at
-/// word column `col / 2`: every pair must start on an even column, for every thread.
+/// word column `col / 2`, and the main loop reads a pair's lse and Dsum as one 8-byte load
+/// at `col / 2` of a float2 view: every pair must start on an even column, for every thread.
 fn check_even_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
     for thread in 0..128 {
         for value in (0..map.values()).step_by(2) {
@@ -89,6 +90,38 @@ fn check_even_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
             if col % 2 != 0 {
                 return Err(ConfigError::Layout(format!(
                     "dQ chunk: thread {thread} value {value} at ({row}, {col}) starts a pair on an odd column"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The dS store by `stmatrix.m8n8.x4` (PTX ISA 9.7.14.5.16): register `m` of every thread
+/// of a warp must be one 8x8 b16 matrix in stmatrix's fragment (lane `l` holds row `l / 4`,
+/// columns `2 (l % 4)` and `+1`), whose row `r` starts at the pair `2m` of the warp's thread
+/// `4 r`; and a matrix row (8 queries of one key) must be 16 contiguous, 16-byte-aligned
+/// bytes of the dS tile (`q_bytes` 2, first query a multiple of 8), which the 128-byte
+/// swizzle keeps contiguous. The template gives lane `8 j + r` the address of row `r` of
+/// matrix `j` from that thread's coordinates.
+fn check_stmatrix(st: &FragmentMap, ds: &DsAffine) -> Result<(), ConfigError> {
+    let regs = st.values() / 2;
+    if regs % 4 != 0 || ds.q_bytes != 2 {
+        return Err(ConfigError::Layout(format!(
+            "dS store: {regs} registers per thread or {} bytes per query do not fit stmatrix.x4",
+            ds.q_bytes
+        )));
+    }
+    for t in 0..128 {
+        let (warp, lane) = (t / 32, t % 32);
+        let row_thread = 32 * warp + 4 * (lane / 4);
+        for m in 0..regs {
+            let (key, q) = st.coord(t, 2 * m);
+            let (row_key, row_q) = st.coord(row_thread, 2 * m);
+            if key != row_key || q != row_q + 2 * (lane % 4) || row_q % 8 != 0 {
+                return Err(ConfigError::Layout(format!(
+                    "dS store: thread {t} register {m} at (key {key}, query {q}) is not lane {lane} of \
+                     an 8x8 matrix whose row starts at (key {row_key}, query {row_q})"
                 )));
             }
         }
@@ -107,6 +140,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     check_even_pairs(&st)?;
     let tiles = Tiles::new(k)?;
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
+    check_stmatrix(&st, &ds)?;
     let (mask_threads, mask_words, halves, sub) = match k.mask() {
         BackwardMask::Window => (128 * k.warpgroups(), 1, 1, 1),
         BackwardMask::Blocks { block_m, block_n } => {
@@ -157,8 +191,12 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("NEG_INF", ptx::NEG_INF.to_string()),
         ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
         (
-            "P_RECOMPUTE",
-            softmax::probability("s_acc[i]", "p.scale_log2", "lse_s[q_col + $VALUE_COL_ST]"),
+            "P_RECOMPUTE_LO",
+            softmax::probability("s_acc[i]", "p.scale_log2", "lse2.x"),
+        ),
+        (
+            "P_RECOMPUTE_HI",
+            softmax::probability("s_acc[i + 1]", "p.scale_log2", "lse2.y"),
         ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("ACT2", ptx::act2(ty)),
@@ -195,6 +233,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("THREAD_COL_DQ", st.thread_col_expr("lt")),
         ("VALUE_ROW_ST_2M", st.value_row_expr("(2 * m)")),
         ("VALUE_COL_ST_2M", st.value_col_expr("(2 * m)")),
+        ("THREAD_ROW_ST_SM", st.thread_row_expr("sm_lt")),
+        ("THREAD_COL_ST_SM", st.thread_col_expr("sm_lt")),
+        ("X4_STORES", (st.values() / 8).to_string()),
         ("VALUE_COL_ST", st.value_col_expr("i")),
         ("VALUE_ROW_DKV", dkv_map.value_row_expr("i")),
         ("VALUE_COL_DKV", dkv_map.value_col_expr("i")),

@@ -212,6 +212,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         // $LAYOUT_ST thread mode: this thread's first key row (of the CTA's keys) and query column of S^T.
         const int key_row = 64 * wg + $THREAD_ROW_ST;
         const int q_col = $THREAD_COL_ST;
+        // The thread of this warp whose S^T fragment row is lane % 8 at column 0 (the dS stmatrix rows).
+        const int sm_lt = (lt & ~31) | (4 * (lt & 7));
         // $LAYOUT_DKV thread mode (dK, dV: keys x FM_DKV columns).
         const int kv_row = $THREAD_ROW_DKV;
         const int kv_col = $THREAD_COL_DKV;
@@ -248,27 +250,43 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
                 // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
-                // arrivals), read through generic pointers after the waits above; equal columns share a load.
-                const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
-                const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
+                // arrivals), read through generic pointers after the waits above: values i, i+1 are adjacent
+                // columns from an even one (checked by the generator), one 8-byte load per pair; equal columns
+                // share a load.
+                const float2* lse_s = reinterpret_cast<const float2*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
+                const float2* dsum_s = reinterpret_cast<const float2*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) {
-                    // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
-                    s_acc[i] = $P_RECOMPUTE;   // P^T
+                for (int i = 0; i < $ST_VALUES; i += 2) {
+                    // $LAYOUT_ST value mode: query columns q_col + $VALUE_COL_ST (+1)
+                    const float2 lse2 = lse_s[(q_col + $VALUE_COL_ST) / 2];
+                    s_acc[i] = $P_RECOMPUTE_LO;       // P^T
+                    s_acc[i + 1] = $P_RECOMPUTE_HI;
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
+                for (int i = 0; i < $ST_VALUES; i += 2) {
+                    const float2 dsum2 = dsum_s[(q_col + $VALUE_COL_ST) / 2];
+                    dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum2.x);           // dS^T
+                    dp_acc[i + 1] = s_acc[i + 1] * (dp_acc[i + 1] - dsum2.y);
+                }
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
-                // dS^T -> shared memory as the MN-major A operand of dQ = dS K: $DS_LAYOUT_DOC
+                // dS^T -> shared memory as the MN-major A operand of dQ = dS K: $DS_LAYOUT_DOC.
+                // stmatrix.m8n8.x4 (PTX ISA 9.7.14.5.16): registers 4g..4g+3 of the warp are four 8x8 matrices
+                // (checked by the generator); lane 8j + r gives row r of matrix j = register m = 4g + j: the 8
+                // queries of one key, at the pair 2m of the warp's thread 4r.
 #pragma unroll
-                for (int m = 0; m < $A_REGS; ++m) {
-                    // values 2m, 2m+1: key row key_row + $VALUE_ROW_ST_2M, query columns q_col + $VALUE_COL_ST_2M (+1)
-                    const unsigned b = (unsigned)(q_col + $VALUE_COL_ST_2M) * $DS_Q_BYTES + (unsigned)(key_row + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES;
-                    asm volatile("st.shared.b32 [%0], %1;" :: "r"(ds_s + fm_sw128(b)), "r"(ds_a[m]) : "memory");
+                for (int g = 0; g < $X4_STORES; ++g) {
+                    const int m = 4 * g + (lt % 32) / 8;
+                    // values 2m, 2m+1 of thread sm_lt: key row 64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M,
+                    // query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST)
+                    const unsigned b = (unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
+                                     + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES;
+                    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                                 :: "r"(ds_s + fm_sw128(b)), "r"(ds_a[4 * g]), "r"(ds_a[4 * g + 1]), "r"(ds_a[4 * g + 2]),
+                                    "r"(ds_a[4 * g + 3]) : "memory");
                 }
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                 fm_kv_grad(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO

@@ -16,7 +16,14 @@ struct fm_schedule {
     int n_first;     // lowest visited key block
     int m0;          // first query row of the block
     int m_end;       // last real query row of the block (< seqlen_q)
+    int n_full_lo;   // key blocks n_full_lo ..= n_full_hi are fully visible from every row of the block
+    int n_full_hi;   // (computed once, as FlashAttention-3's n_block_min/max masking bounds)
 };
+
+// floor(a / b) for b > 0 (C++ division truncates toward zero).
+__device__ __forceinline__ long long fm_floor_div(long long a, long long b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 
 __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
     fm_schedule s;
@@ -34,6 +41,16 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p,
     s.num_tiles = (blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
     s.n_last = n_last;
     s.n_first = n_first;
+    // Block n (keys n0 = n*FM_BLOCK_N ..) is full iff n0 >= m_end + diag_offset - window_left (every row's left
+    // bound), n0 + FM_BLOCK_N - 1 <= m0 + diag_offset + window_right (every row's right bound) and
+    // n0 + FM_BLOCK_N <= seqlen_k: one interval of n, clamped to -1 ..= n_blocks.
+    long long full_lo = 0, full_hi = fm_floor_div((long long)p.seqlen_k - FM_BLOCK_N, FM_BLOCK_N);
+    if (p.window_left < $WINDOW_INFINITE)
+        full_lo = -fm_floor_div(-((long long)s.m_end + p.diag_offset - p.window_left), FM_BLOCK_N);   // ceil
+    if (p.window_right < $WINDOW_INFINITE)
+        full_hi = min(full_hi, fm_floor_div((long long)s.m0 + p.diag_offset + p.window_right - FM_BLOCK_N + 1, FM_BLOCK_N));
+    s.n_full_lo = (int)max(-1LL, min(full_lo, (long long)p.n_blocks));
+    s.n_full_hi = (int)max(-1LL, min(full_hi, (long long)p.n_blocks));
     return s;
 }
 
@@ -52,12 +69,8 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
         const int n = s.n_last - FM_STEP_BLOCKS * (s.kk0 + kk) - h;
         t.n_block[h] = n >= s.n_first ? n : -1;
         t.mask_tile[h] = -1;
-        const long long n0 = (long long)n * FM_BLOCK_N;
         // Fully visible iff every (row, key) of the block satisfies the window and the key bound.
-        const bool left_ok = p.window_left >= $WINDOW_INFINITE || n0 >= (long long)s.m_end + p.diag_offset - p.window_left;
-        const bool right_ok = p.window_right >= $WINDOW_INFINITE || n0 + FM_BLOCK_N - 1 <= (long long)s.m0 + p.diag_offset + p.window_right;
-        const bool bound_ok = n0 + FM_BLOCK_N <= (long long)p.seqlen_k;
-        if (t.n_block[h] < 0 || !(left_ok && right_ok && bound_ok)) t.partial = 1;
+        if (t.n_block[h] < 0 || n < s.n_full_lo || n > s.n_full_hi) t.partial = 1;
     }
     return t;
 }
