@@ -54,6 +54,20 @@ def read_rows(path):
     return rows
 
 
+def read_failures(path):
+    """{note: [workload, ...]} of the rows that did not run (failed or missing), so a broken
+    build shows why its rows are 'not in both builds'."""
+    failed = {}
+    if not os.path.exists(path):
+        return failed
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "row" and r.get("status") in ("failed", "missing"):
+                failed.setdefault(r.get("note", ""), []).append(r["workload"])
+    return failed
+
+
 def ratio_table(rounds_a, rounds_b):
     """Per row key present in A and B of a round: median of B/A over rounds, min, max,
     the number of rounds, and each side's median ms. ``rounds_a[i]``: {key: ms}."""
@@ -118,6 +132,9 @@ def run(args, selected):
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             subprocess.run(cmd, env=env, stdout=None if os.environ.get("AB_VERBOSE") else subprocess.DEVNULL)
             rounds[side].append(read_rows(out))
+            for note, names_failed in read_failures(out).items():
+                print(f"#   {side} did not run {len(names_failed)} row(s) ({names_failed[0]}, ...): {note[:300]}",
+                      flush=True)
             device = device or read_device(out)
         # The table so far after every round: a run cut short still leaves its ratios.
         table = ratio_table(rounds["A"][:r + 1], rounds["B"][:r + 1])

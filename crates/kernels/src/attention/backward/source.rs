@@ -81,8 +81,7 @@ impl Tiles {
 }
 
 /// The dQ postprocess stages value pairs `(2j, 2j + 1)` of a dQ chunk as one bf16x2 word at
-/// word column `col / 2`, and the main loop reads a pair's lse and Dsum as one 8-byte load
-/// at `col / 2` of a float2 view: every pair must start on an even column, for every thread.
+/// word column `col / 2`: every pair must start on an even column, for every thread.
 fn check_even_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
     for thread in 0..128 {
         for value in (0..map.values()).step_by(2) {
@@ -191,12 +190,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("NEG_INF", ptx::NEG_INF.to_string()),
         ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
         (
-            "P_RECOMPUTE_LO",
-            softmax::probability("s_acc[i]", "p.scale_log2", "lse2.x"),
-        ),
-        (
-            "P_RECOMPUTE_HI",
-            softmax::probability("s_acc[i + 1]", "p.scale_log2", "lse2.y"),
+            "P_RECOMPUTE",
+            softmax::probability("s_acc[i]", "p.scale_log2", "lse_s[q_col + $VALUE_COL_ST]"),
         ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("ACT2", ptx::act2(ty)),

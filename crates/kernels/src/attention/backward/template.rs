@@ -250,26 +250,18 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
                 // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
-                // arrivals), read through generic pointers after the waits above: values i, i+1 are adjacent
-                // columns from an even one (checked by the generator), one 8-byte load per pair; equal columns
-                // share a load.
-                const float2* lse_s = reinterpret_cast<const float2*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
-                const float2* dsum_s = reinterpret_cast<const float2*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
+                // arrivals), read through generic pointers after the waits above; equal columns share a load.
+                const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
+                const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; i += 2) {
-                    // $LAYOUT_ST value mode: query columns q_col + $VALUE_COL_ST (+1)
-                    const float2 lse2 = lse_s[(q_col + $VALUE_COL_ST) / 2];
-                    s_acc[i] = $P_RECOMPUTE_LO;       // P^T
-                    s_acc[i + 1] = $P_RECOMPUTE_HI;
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
+                    s_acc[i] = $P_RECOMPUTE;   // P^T
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; i += 2) {
-                    const float2 dsum2 = dsum_s[(q_col + $VALUE_COL_ST) / 2];
-                    dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum2.x);           // dS^T
-                    dp_acc[i + 1] = s_acc[i + 1] * (dp_acc[i + 1] - dsum2.y);
-                }
+                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);

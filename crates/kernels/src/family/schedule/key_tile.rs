@@ -13,14 +13,7 @@ struct fm_schedule {
     int num_steps;   // steps visited
     int m_first;     // first step (query rows FM_STEP_M * m_first ..)
     int n0;          // first key of the CTA
-    int m_full_lo;   // query steps m_full_lo ..= m_full_hi see every key of the CTA (computed once)
-    int m_full_hi;
 };
-
-// floor(a / b) for b > 0 (C++ division truncates toward zero).
-__device__ __forceinline__ long long fm_floor_div(long long a, long long b) {
-    return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
 
 // The key tile of the x-th CTA: index order (no lists to order by).
 __device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params&, int, int, int x) { return x; }
@@ -32,16 +25,6 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
     const long long lo = p.window_right >= $WINDOW_INFINITE ? 0 : max(0LL, (long long)s.n0 - p.diag_offset - p.window_right);
     const long long hi = p.window_left >= $WINDOW_INFINITE ? (long long)p.seqlen_q - 1
                                                           : min((long long)p.seqlen_q - 1, n_end - p.diag_offset + p.window_left);
-    // Step m (queries i0 = m*FM_STEP_M ..= i1 = i0 + FM_STEP_M - 1) is full iff i1 + diag_offset - window_left <= n0,
-    // n0 + FM_CTA_N - 1 <= i0 + diag_offset + window_right and the CTA's keys are all < seqlen_k: one interval of m.
-    long long full_lo = 0, full_hi = 2147483647LL;
-    if (p.window_left < $WINDOW_INFINITE)
-        full_hi = fm_floor_div((long long)s.n0 - p.diag_offset + p.window_left - FM_STEP_M + 1, FM_STEP_M);
-    if (p.window_right < $WINDOW_INFINITE)
-        full_lo = -fm_floor_div(-((long long)s.n0 + FM_CTA_N - 1 - p.diag_offset - p.window_right), FM_STEP_M);   // ceil
-    if (s.n0 + FM_CTA_N > p.seqlen_k) { full_lo = 1; full_hi = 0; }   // keys past seqlen_k: no step is full
-    s.m_full_lo = (int)max(-1LL, min(full_lo, 2147483647LL));
-    s.m_full_hi = (int)max(-1LL, min(full_hi, 2147483647LL));
     if (lo > hi) { s.num_steps = 0; s.m_first = 0; return s; }
     s.m_first = (int)(lo / FM_STEP_M);
     s.num_steps = (int)(hi / FM_STEP_M) - s.m_first + 1;
@@ -60,7 +43,11 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
     t.m = s.m_first + kk;
     t.mask_tile = -1;
     t.word = 0;
-    t.partial = (t.m >= s.m_full_lo && t.m <= s.m_full_hi) ? 0 : 1;
+    const long long i0 = (long long)t.m * FM_STEP_M, i1 = i0 + FM_STEP_M - 1;
+    const bool left_ok = p.window_left >= $WINDOW_INFINITE || i1 + p.diag_offset - p.window_left <= (long long)s.n0;
+    const bool right_ok = p.window_right >= $WINDOW_INFINITE || (long long)s.n0 + FM_CTA_N - 1 <= i0 + p.diag_offset + p.window_right;
+    const bool bound_ok = s.n0 + FM_CTA_N <= p.seqlen_k;
+    t.partial = (left_ok && right_ok && bound_ok) ? 0 : 1;
     return t;
 }
 
