@@ -1,6 +1,6 @@
 """Side-by-side headline metrics of ncu_pair.sh's raw CSVs (one column per kernel).
 
-    python3 bench/suite/ncu_summary.py DIR     # reads DIR/ncu-*.raw.csv[.gz]
+    python3 bench/suite/ncu_summary.py DIR     # reads DIR/*.raw.csv[.gz]
 """
 import csv
 import glob
@@ -9,7 +9,7 @@ import re
 import sys
 
 KEEP = [
-    ("time us", "gpu__time_duration.sum", 1e-3),
+    ("time ms", "gpu__time_duration.sum", 1),
     ("regs", "launch__registers_per_thread", 1),
     ("grid", "launch__grid_size", 1),
     ("block", "launch__block_size", 1),
@@ -39,7 +39,7 @@ def num(s):
 
 
 def main():
-    for path in sorted(glob.glob(f"{sys.argv[1]}/ncu-*.raw.csv*")):
+    for path in sorted(glob.glob(f"{sys.argv[1]}/*.raw.csv*")):
         head, body = load(path)
         col = {h: i for i, h in enumerate(head)}
         print(f"== {path.split('/')[-1]}")
