@@ -78,15 +78,14 @@ template <int N> __device__ __forceinline__ void fm_fence_array(unsigned (&r)[N]
 // bits (LBO, SBO, swizzle; from gmma-frag's GmmaDescriptor, below) plus the start address >> 4 in
 // bits 0-13. fm_desc_start computes an operand's start field once; fm_desc_at(start, offset16, bits)
 // is the descriptor of the slice offset16 * 16 bytes further: shared-memory addresses stay below
-// 2^18, so start + offset16 fits bits 0-13, where the constant bits are zero: the low word is
-// (low constant bits + start), computed once per operand, plus offset16, and the high word is the
-// constant's. With a warp-uniform start (fm_warpgroup_index) that is one uniform add per operand.
+// 2^18, so start + offset16 fits bits 0-13, where the constant bits are zero: the descriptor is
+// (constant bits | start), computed once per operand, plus offset16 as one 64-bit add (UIADD3.64
+// with a warp-uniform start, fm_warpgroup_index; FlashAttention-4's SASS does the same).
 __device__ __forceinline__ unsigned fm_desc_start(unsigned addr) {
     return (addr & 0x3FFFFu) >> 4;
 }
 __device__ __forceinline__ unsigned long long fm_desc_at(unsigned start, unsigned offset16, unsigned long long bits) {
-    const unsigned lo = ((unsigned)bits + start) + offset16;
-    return (bits & 0xFFFFFFFF00000000ull) | lo;
+    return (bits | (unsigned long long)start) + (unsigned long long)offset16;
 }
 "#;
 
