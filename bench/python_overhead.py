@@ -11,6 +11,7 @@ writes a table and a JSON file.
 usage: python3 bench/python_overhead.py [--json out.json] [--quick]
 """
 import argparse
+import inspect
 import json
 import time
 import traceback
@@ -229,6 +230,10 @@ def decode_rows(rows, D):
     slope = torch.rand(64, device="cuda", dtype=torch.float32) * 0.1
     rows["lightning_decode B=1"] = overhead(lambda: fragmask.lightning_decode(
         lq, lk, lv, state, slope))
+    if "out" in inspect.signature(fragmask.lightning_decode).parameters:
+        lout = torch.empty_like(lv)
+        rows["lightning_decode B=1 (out=)"] = overhead(lambda: fragmask.lightning_decode(
+            lq, lk, lv, state, slope, out=lout))
 
 
 def op_rows(rows=None):
@@ -563,6 +568,7 @@ def target_rows(results):
         ("decode (us)", "<= 8", over("decode"), over("SDPA decode"), None),
         ("DecodePlan.run (us)", "-", over("DecodePlan.run"), None, None),
         ("lightning_decode (us)", "<= 6", over("lightning_decode B=1"), None, None),
+        ("lightning_decode with out= (us)", "<= 6", over("lightning_decode B=1 (out=)"), None, None),
         ("AttentionPlan.run (us)", "<= 4", over("AttentionPlan.run"), None, None),
     ]
     d = results.get("document_step", {})

@@ -646,6 +646,24 @@ class LightningTests(unittest.TestCase):
             self.assertLess(rel_err(o, torch.stack(outs, 2)), 1e-2, f"step {step}")
         self.assertLess(rel_err(kv, ref), 1e-4)
 
+    def test_out_receives_the_same_output_and_state(self):
+        g = torch.Generator(device="cuda").manual_seed(5)
+        q, k, v = (torch.randn(2, 8, 3, 96, device="cuda", dtype=torch.bfloat16, generator=g)
+                   for _ in range(3))
+        kv = torch.randn(2, 8, 96, 96, device="cuda", generator=g)
+        slope = torch.rand(8, device="cuda", generator=g) * 0.1
+        kv_out = kv.clone()
+        ref = fragmask.lightning_decode(q, k, v, kv, slope)
+        out = torch.full_like(v, float("nan"))
+        got = fragmask.lightning_decode(q, k, v, kv_out, slope, out=out)
+        self.assertIs(got, out)
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+        torch.testing.assert_close(kv_out, kv, rtol=0, atol=0)
+        with self.assertRaisesRegex(ValueError, "overlaps"):
+            fragmask.lightning_decode(q, k, v, kv_out, slope, out=v)
+        with self.assertRaises(ValueError):
+            fragmask.lightning_decode(q, k, v, kv_out, slope, out=out[..., :95])
+
     def test_errors(self):
         q = torch.randn(1, 2, 1, 96, device="cuda", dtype=torch.bfloat16)
         kv = torch.randn(1, 2, 96, 96, device="cuda")

@@ -19,6 +19,50 @@ needs_torch = unittest.skipUnless(HAVE_TORCH, "torch not installed")
 
 
 @needs_torch
+class OutArgumentTests(unittest.TestCase):
+    """The ``out=`` checks of the eager ops (CPU tensors: the checks read only metadata)."""
+
+    def test_out_of_the_right_shape_dtype_and_memory_is_accepted(self):
+        from fragmask._ops import _check_out, _out_fits
+        v = torch.zeros(1, 4, 2, 96, dtype=torch.bfloat16)
+        q = torch.zeros(1, 4, 2, 96, dtype=torch.bfloat16)
+        out = torch.empty_like(v)
+        _check_out(torch, "t", out, v, (q,))
+        self.assertTrue(_out_fits(out, v, q))
+
+    def test_out_that_overlaps_an_input_is_refused(self):
+        from fragmask._ops import _check_out, _out_fits
+        buf = torch.zeros(2, 1, 4, 2, 96, dtype=torch.bfloat16)
+        v, q = buf[0], torch.zeros(1, 4, 2, 96, dtype=torch.bfloat16)
+        for out in (v, buf[0]):
+            with self.assertRaisesRegex(ValueError, "overlaps"):
+                _check_out(torch, "t", out, v, (q,))
+            self.assertFalse(_out_fits(out, v, q))
+        # Disjoint halves of one buffer are fine; a view reaching into the input is not.
+        _check_out(torch, "t", buf[1], v, (q,))
+        flat = torch.zeros(2 * 4 * 2 * 96 + 1, dtype=torch.bfloat16)
+        a, b = flat[:768].view(1, 4, 2, 96), flat[767:1535].view(1, 4, 2, 96)
+        with self.assertRaisesRegex(ValueError, "overlaps"):
+            _check_out(torch, "t", b, a)
+
+    def test_out_of_another_shape_dtype_or_layout_is_refused(self):
+        from fragmask._ops import _check_out, _out_fits
+        v = torch.zeros(1, 4, 2, 96, dtype=torch.bfloat16)
+        bad = [torch.empty(1, 4, 2, 95, dtype=torch.bfloat16),
+               torch.empty(1, 4, 2, 96, dtype=torch.float16),
+               torch.empty(1, 4, 96, 2, dtype=torch.bfloat16).transpose(2, 3)]
+        for out in bad:
+            with self.assertRaises(ValueError):
+                _check_out(torch, "t", out, v)
+            self.assertFalse(_out_fits(out, v))
+        with self.assertRaises(TypeError):
+            _check_out(torch, "t", np.zeros((1, 4, 2, 96)), v)
+        with self.assertRaises(ValueError):
+            _check_out(torch, "t", torch.zeros(1, 4, 2, 96, dtype=torch.bfloat16,
+                                               requires_grad=True), v)
+
+
+@needs_torch
 class TorchCpuTests(unittest.TestCase):
     def test_from_dense_takes_cpu_tensors(self):
         g = torch.Generator().manual_seed(0)

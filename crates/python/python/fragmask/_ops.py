@@ -765,11 +765,12 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
 _lightning_plans = {}
 
 
-def lightning_decode(q, k, v, kv, slope):
+def lightning_decode(q, k, v, kv, slope, *, out=None):
     """Lightning-attention decode step (write-up 003): ``kv ← exp(−slope)·kv + kᵀv;
     o = q·kv`` for n tokens in order. q, k: [B, H, n, D], v: [B, H, n, E] (bf16, fp16
     or fp32); kv: fp32 [B, H, D, E], updated in place; slope: fp32 [H]. Returns o
-    [B, H, n, E]."""
+    [B, H, n, E]; with ``out`` (a contiguous tensor of v's shape, dtype and device) o is
+    written there and ``out`` returned, so a decode loop allocates nothing per step."""
     torch = _T if _T is not None else _torch()
     # Eager fast path: plain contiguous CUDA tensors of one device, nothing tracing the
     # call: the op's body without the dispatcher (the extension checks dtypes, shapes
@@ -782,9 +783,11 @@ def lightning_decode(q, k, v, kv, slope):
                 and kv.get_device() == device and slope.get_device() == device
                 and q.dim() == 4 and v.dim() == 4 and q.is_contiguous()
                 and k.is_contiguous() and v.is_contiguous() and kv.is_contiguous()
-                and slope.is_contiguous()):
+                and slope.is_contiguous()
+                and (out is None or (type(out) is _Tensor and _out_fits(out, v, q, k, kv)))):
             qs = q.shape
-            out = _empty_like(v, memory_format=_contiguous)   # [B, H, n, E] as v (checked)
+            if out is None:
+                out = _empty_like(v, memory_format=_contiguous)   # [B, H, n, E] as v (checked)
             key = (device, qs, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
                    v.dtype, kv.dtype, slope.dtype)
             plan = _lightning_plans.get(key)
@@ -806,9 +809,72 @@ def lightning_decode(q, k, v, kv, slope):
         raise ValueError(f"{what}: kv is on {kv.device} but q on {q.device}")
     if not kv.is_contiguous():
         raise ValueError(f"{what}: kv is updated in place and must be contiguous")
+    if out is not None:
+        _check_out(torch, what, out, v, (q, k, kv))
     q, k, v = (t.contiguous() for t in (q, k, v))
     _, lightning_op = _register()
-    return lightning_op(q, k, v, kv, slope.reshape(-1).contiguous())
+    o = lightning_op(q, k, v, kv, slope.reshape(-1).contiguous())
+    if out is None:
+        return o
+    out.copy_(o)
+    return out
+
+
+def _span(t):
+    """[first, last) byte addresses of a tensor's storage extent."""
+    lo = hi = t.data_ptr()
+    size = t.element_size()
+    for n, st in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if st > 0:
+            hi += (n - 1) * st * size
+        else:
+            lo += (n - 1) * st * size
+    return lo, hi + size
+
+
+def _overlaps(out, tensors, span=_span):
+    """Whether ``out``'s storage extent meets any of ``tensors``'."""
+    lo, hi = span(out)
+    for t in tensors:
+        a, b = span(t)
+        if a < hi and lo < b:
+            return True
+    return False
+
+
+def _dense_span(t):
+    """:func:`_span` of a contiguous tensor."""
+    p = t.data_ptr()
+    return p, p + t.numel() * t.element_size()
+
+
+def _out_fits(out, like, *inputs):
+    """The eager paths' ``out=`` check, called once ``like`` and ``inputs`` are known
+    contiguous: ``out`` is contiguous, of ``like``'s shape, dtype and device, needs no grad
+    and overlaps neither ``like`` nor ``inputs`` (the kernel reads them while it writes).
+    Anything else takes the checked path, which names what is wrong."""
+    return (out.shape == like.shape and out.dtype is like.dtype and not out.requires_grad
+            and out.get_device() == like.get_device() and out.is_contiguous()
+            and not _overlaps(out, (like,) + inputs, _dense_span))
+
+
+def _check_out(torch, what, out, like, inputs=()):
+    """An ``out=`` tensor: a contiguous torch.Tensor of ``like``'s shape, dtype and device
+    (PyTorch's out= convention, without resizing), sharing no memory with the inputs."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{what}: out must be a torch.Tensor, not {type(out).__name__}")
+    if out.shape != like.shape or out.dtype != like.dtype or out.device != like.device:
+        raise ValueError(f"{what}: out is {tuple(out.shape)} {out.dtype} on {out.device}; "
+                         f"expected {tuple(like.shape)} {like.dtype} on {like.device}")
+    if not out.is_contiguous():
+        raise ValueError(f"{what}: out must be contiguous")
+    if out.requires_grad:
+        raise ValueError(f"{what}: out must not require grad")
+    if _overlaps(out, (like,) + tuple(inputs)):
+        raise ValueError(f"{what}: out overlaps an input (the kernel reads the inputs "
+                         "while it writes out)")
 
 
 def warmup(device=None, *, head_dims=(64, 128, 256), lightning=((96, 96, "bf16"),),
