@@ -51,7 +51,7 @@ def command(workload, system, binary, warmup, iters, tmp):
                                "(run them without --interleave)")
     from .routines import attention
     p = workload["params"]
-    kind, _, arg = p.get("mask", "none").partition(":")
+    kind, arg = attention._spec(p.get("mask", "none"))
     extra = {}
     if attention.needs_host_inputs(kind):
         import torch
