@@ -9,6 +9,12 @@ Each round runs the selected workloads once per build, each build in its own sub
 (a fresh CUDA context and compile cache state), A then B in even rounds and B then A in odd
 ones. The report is, per row, the ratio B ms / A ms: its median over rounds and its
 spread (min–max), beside each build's median time. Above 1: B is slower.
+
+With ``--interleave`` (both builds need the binary) the rounds are ABBA pairs within each
+row instead: one subprocess runs each attention workload's ``fragmask bench`` command with
+A's and B's binary alternately, back to back (interleave.py), and the ratio is the median
+over adjacent pairs. Rows that cannot interleave (the Python package's, the ``cli``
+routine's) are listed as not interleaved; run them without ``--interleave``.
 """
 import datetime
 import glob
@@ -19,14 +25,18 @@ import subprocess
 import sys
 import tempfile
 
+from . import interleave
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def prepare(build, scratch):
     """(site folder, binary or None, commit) of one build folder; installs its wheel."""
     build = os.path.abspath(build)
-    commit = open(os.path.join(build, "COMMIT")).read().strip() if os.path.exists(
-        os.path.join(build, "COMMIT")) else os.path.basename(build)
+    commit = os.path.basename(build)
+    if os.path.exists(os.path.join(build, "COMMIT")):
+        with open(os.path.join(build, "COMMIT")) as f:
+            commit = f.read().strip()
     site = os.path.join(build, "site")
     binary = os.path.join(build, "fragmask")
     binary = binary if os.path.exists(binary) else None
@@ -110,6 +120,8 @@ def run(args, selected):
     rounds_dir = os.path.join(args.out, f"ab-{stamp}-rounds")  # every run's rows come back too
     os.makedirs(rounds_dir, exist_ok=True)
     names = "|".join(w["name"].replace(".", r"\.") for w in selected)
+    if getattr(args, "interleave", False):
+        return run_interleaved(args, names, (site_a, bin_a, commit_a), (bin_b, commit_b), path, rounds_dir)
     systems = args.systems or "fragmask,fragmask_cli"
     rounds = {"A": [], "B": []}
     device = ""
@@ -146,8 +158,68 @@ def run(args, selected):
     return 0
 
 
-def format_table(table, a, b):
-    lines = [f"| workload | system | {a} ms | {b} ms | {b} / {a} (median) | spread over rounds |",
+def run_interleaved(args, names, build_a, build_b, path, rounds_dir):
+    """``--ab --interleave``: one run.py subprocess (build A's package on the path) times
+    both binaries in ABBA pairs per row; the table is over pairs."""
+    (site_a, bin_a, commit_a), (bin_b, commit_b) = build_a, build_b
+    if not bin_a or not bin_b:
+        raise SystemExit("--ab --interleave: both build folders need the fragmask binary")
+    out = os.path.join(rounds_dir, f"interleaved-{commit_a}-vs-{commit_b}.jsonl")
+    cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
+           "--systems", args.systems or "fragmask_cli", "--ab-bins", bin_a, bin_b,
+           "--rounds", str(args.rounds), "--commit", f"{commit_a} vs {commit_b}", "--output", out,
+           "--warmup", str(args.warmup), "--iters", str(args.iters)]
+    if site_a:
+        cmd += ["--site", site_a]
+    if args.budget_s:
+        cmd += ["--budget-s", str(args.budget_s)]
+    print(f"# interleaved, {args.rounds} ABBA pairs per row: A {commit_a}, B {commit_b}", flush=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run(cmd, env=env)
+    pairs_a, pairs_b, not_run = read_pairs(out)
+    table = ratio_table(pairs_a, pairs_b)
+    measured = {tuple(t["key"]) for t in table}
+    for (status, note), keys in sorted(not_run.items()):
+        rows = ", ".join(w + (f"[{v}]" if v else "") + f" ({system})" for w, system, v in keys)
+        print(f"# {status.replace('_', ' ')}: {rows}: {note[:300]}", flush=True)
+        if status != interleave.NOT_INTERLEAVED:  # failed in a build: "not in both builds"
+            table += [{"key": list(k), "ratio": None, "rounds": 0} for k in keys if k not in measured]
+    with open(path, "w") as f:
+        json.dump({"a": commit_a, "b": commit_b, "rounds": len(pairs_a), "interleaved": True,
+                   "device": read_device(out), "rows": table,
+                   "not_run": [{"key": list(k), "status": status, "note": note}
+                               for (status, note), keys in sorted(not_run.items()) for k in keys]},
+                  f, indent=1)
+    print(format_table(table, commit_a, commit_b, over="pairs"), flush=True)
+    print(f"# wrote {path} and the rows under {out}")
+    return 0
+
+
+def read_pairs(path):
+    """The rows of an interleaved run: ([{key: A ms} per pair], [{key: B ms} per pair],
+    {(status, note): [key, ...]} of the rows that have no pairs)."""
+    pairs_a, pairs_b, not_run = [], [], {}
+    if not os.path.exists(path):
+        return pairs_a, pairs_b, not_run
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") != "row":
+                continue
+            key = (r["workload"], r["system"], r.get("variant", ""))
+            if r.get("status") != "ok":
+                not_run.setdefault((r["status"], r.get("note", "")), []).append(key)
+                continue
+            for i, (a, b) in enumerate(zip(r["a_ms"], r["b_ms"])):
+                while len(pairs_a) <= i:
+                    pairs_a.append({})
+                    pairs_b.append({})
+                pairs_a[i][key], pairs_b[i][key] = a, b
+    return pairs_a, pairs_b, not_run
+
+
+def format_table(table, a, b, over="rounds"):
+    lines = [f"| workload | system | {a} ms | {b} ms | {b} / {a} (median) | spread over {over} |",
              "|---|---|---|---|---|---|"]
     for t in table:
         w, s, v = t["key"]

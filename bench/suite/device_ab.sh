@@ -6,6 +6,10 @@
 #   bash bench/suite/device_ab.sh BUILD_A BUILD_B 1/3 [ROUNDS]
 #   bash bench/suite/device_ab.sh BUILD_A BUILD_B quick [ROUNDS]
 #   bash bench/suite/device_ab.sh BUILD_A BUILD_B key [ROUNDS]   # the forward/backward regression rows
+#   INTERLEAVE=1 bash bench/suite/device_ab.sh BUILD_A BUILD_B key [PAIRS]
+#
+# INTERLEAVE=1: the fragmask_cli rows only, each row's two binaries back to back in ABBA
+# pairs (ROUNDS = pairs per row; run.py --interleave); rows that cannot interleave are listed.
 #
 # A build folder holds fragmask-*.whl (maturin build --release of crates/python at that
 # commit) and/or the `fragmask` binary, and COMMIT (the commit's short hash). A binary-only
@@ -25,4 +29,8 @@ case $which in
     key) sel=(--only "$key") ;;
     *) sel=(--shard "$which") ;;
 esac
-timeout 540 python3 bench/suite/run.py --ab "$a" "$b" --rounds "$rounds" "${sel[@]}" --out "$OUT" 2>&1 | tail -120
+mode=()
+if [ "${INTERLEAVE:-0}" = 1 ]; then
+    mode=(--interleave --systems fragmask_cli --budget-s 480)  # rows past the budget are listed as skipped
+fi
+timeout 540 python3 bench/suite/run.py --ab "$a" "$b" --rounds "$rounds" "${sel[@]}" ${mode[@]+"${mode[@]}"} --out "$OUT" 2>&1 | tail -120

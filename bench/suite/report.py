@@ -203,6 +203,12 @@ def read_ab(folder):
     return out
 
 
+def repeats(ab_run, n):
+    """"3 rounds" of an A/B, or "8 ABBA pairs" of an interleaved one."""
+    unit = "ABBA pair" if ab_run.get("interleaved") else "round"
+    return f"{n} {unit}{'s' if n != 1 else ''}"
+
+
 def ab_section(ab_runs):
     """One table per baseline build A, from the newest A/B file against it: B/A per row,
     median over rounds and its spread, for the rows whose whole spread lies above 1.02
@@ -212,7 +218,9 @@ def ab_section(ab_runs):
         return []
     out = ["## A/B of builds", "",
            "Two builds timed alternately on one GPU (`run.py --ab`, `bench/suite/device_ab.sh`); "
-           "B/A is the median over rounds, the spread its min-max.", ""]
+           "B/A is the median over rounds, the spread its min-max. An interleaved A/B (`--interleave`, "
+           "the `fragmask_cli` rows of attention workloads) runs each row's two binaries back to back "
+           "in ABBA order; its B/A is the median over adjacent pairs.", ""]
     newest = {}
     for d in ab_runs:
         newest[d["a"]] = d
@@ -224,13 +232,13 @@ def ab_section(ab_runs):
                 if len(r["key"]) > 2 and r["key"][2]:
                     w += f" [{r['key'][2]}]"
                 open_rows.append(f"- `{w}` ({system}): {d['b']} takes {r['ratio']:.3f}x the time of {a} "
-                                 f"({r['rounds']} round{'s' if r['rounds'] != 1 else ''}, `{d['file']}`)")
+                                 f"({repeats(d, r['rounds'])}, `{d['file']}`)")
     if open_rows:
         out += ["### Open regressions", "",
                 "Rows slower than a baseline build in the newest A/B against it:", ""] + open_rows + [""]
     for d in sorted(newest.values(), key=lambda d: d["file"]):
         on = f", {short_device(d['device'])}" if d.get("device") else ""
-        out += [f"### {d['a']} (A) vs {d['b']} (B), {d['rounds']} round{'s' if d['rounds'] != 1 else ''}{on} "
+        out += [f"### {d['a']} (A) vs {d['b']} (B), {repeats(d, d['rounds'])}{on} "
                 f"(`{d['file']}`)", "",
                 "| workload | system | A ms | B ms | B/A | spread | |", "|---|---|---|---|---|---|---|"]
         absent, level = [], 0
@@ -248,7 +256,8 @@ def ab_section(ab_runs):
             out.append(f"| {w} | {system} | {r['a_ms']:.4f} | {r['b_ms']:.4f} | {r['ratio']:.3f} | "
                        f"{r['min']:.3f}-{r['max']:.3f} | {verdict} |")
         out += ["", f"{level} more row{'s' if level != 1 else ''} in both builds: no change beyond 2% "
-                    "(the spread over rounds crosses 0.98-1.02); every row is in the JSON file."]
+                    f"(the spread over {'pairs' if d.get('interleaved') else 'rounds'} crosses 0.98-1.02); "
+                    "every row is in the JSON file."]
         if absent:
             out += ["", f"Not in both builds (failed, unsupported or not run in one): "
                         + ", ".join(f"`{x}`" for x in sorted(set(absent)))]
@@ -256,8 +265,8 @@ def ab_section(ab_runs):
     older = [d for d in ab_runs if newest[d["a"]] is not d]
     if older:
         out += ["Earlier A/B runs, superseded by the tables above: "
-                + ", ".join(f"`{d['file']}` ({d['a']} vs {d['b']}, {d['rounds']} round"
-                            f"{'s' if d['rounds'] != 1 else ''})" for d in older), ""]
+                + ", ".join(f"`{d['file']}` ({d['a']} vs {d['b']}, {repeats(d, d['rounds'])})"
+                            for d in older), ""]
     return out
 
 

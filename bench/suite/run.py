@@ -6,6 +6,7 @@ their peers in one process on one GPU and writes one JSONL file of rows.
     python3 bench/suite/run.py --shard 2/4 --fa4 /tmp/fa4site
     python3 bench/suite/run.py --list-workloads
     python3 bench/suite/run.py --ab BUILD_A BUILD_B --rounds 3 --quick   # A/B of two builds
+    python3 bench/suite/run.py --ab BUILD_A BUILD_B --interleave --rounds 8 --only '^fwd[.]s16384[.]'
 
 A row is keyed by (workload, system, variant, commit, device, date). Times are medians of
 CUDA-event-timed calls after warm-up; ``tflops`` is dense-equivalent (4·B·H·Sq·Sk·D for a
@@ -226,7 +227,15 @@ def main(argv=None):
     ap.add_argument("--list-workloads", action="store_true")
     ap.add_argument("--ab", nargs=2, metavar=("BUILD_A", "BUILD_B"),
                     help="A/B: two build folders (a fragmask wheel or site folder, optional fragmask binary)")
-    ap.add_argument("--rounds", type=int, default=3, help="A/B rounds (A and B alternate, order flips each round)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="A/B rounds (A and B alternate, order flips each round); with --interleave, "
+                         "ABBA pairs per row")
+    ap.add_argument("--interleave", action="store_true",
+                    help="with --ab: per row, the two builds' binaries back to back in ABBA pairs "
+                         "(fragmask_cli rows of attention workloads; others are listed as not interleaved)")
+    ap.add_argument("--ab-bins", nargs=2, metavar=("A_BIN", "B_BIN"),
+                    help="internal (--ab --interleave): time the selected rows with these two binaries "
+                         "in ABBA pairs (--rounds pairs per row)")
     args = ap.parse_args(argv)
     _, workloads = wl.load(args.list)
     selected = wl.select(workloads, args.quick, args.only, args.shard)
@@ -236,11 +245,16 @@ def main(argv=None):
         return 0
     if args.ab:
         return ab_mode.run(args, selected)
+    if args.interleave:
+        ap.error("--interleave needs --ab BUILD_A BUILD_B")
     if args.site:
         sys.path.insert(0, os.path.abspath(args.site))
     if not args.output:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
         args.output = os.path.join(args.out, f"suite-{stamp}-{commit_of(args)}.jsonl")
+    if args.ab_bins:
+        from suite import interleave
+        return interleave.run(args, selected)
     if args.isolate:
         child_argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--isolate"]
         return run_isolated(args, selected, strip_selection(child_argv))

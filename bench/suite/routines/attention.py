@@ -26,6 +26,33 @@ def _spec(mask):
     return kind, arg
 
 
+def shape_of(p):
+    """(batch, heads, heads_kv, seqlen_q, seqlen_k, dim) of a workload's params."""
+    b, h = int(p.get("batch", 1)), int(p.get("heads", 16))
+    sq = int(p.get("seqlen_q", p.get("seqlen", 4096)))
+    sk = int(p.get("seqlen_k", p.get("seqlen", 4096)))
+    return b, h, int(p.get("heads_kv", h)), sq, sk, int(p.get("dim", 128))
+
+
+def needs_host_inputs(kind):
+    """Whether a mask kind draws host-side inputs (``host_inputs``: torch on the CPU)."""
+    return kind in ("docs", "blocks64")
+
+
+def host_inputs(torch, p, kind, arg):
+    """The mask's host-side draws (CPU generator seeded with params.seed): ``doc_ids`` and
+    ``bounds`` of documents, ``blocks`` (index, num, sizes) of 64-token block lists."""
+    _, h, _, sq, sk, _ = shape_of(p)
+    cgen = torch.Generator().manual_seed(int(p.get("seed", 0)))
+    extra = {}
+    if kind == "docs":
+        extra["doc_ids"], extra["bounds"] = _doc_ids(torch, sk, int(arg), cgen)
+    if kind == "blocks64":
+        parts = arg.split(":")
+        extra["blocks"] = _blocks64(torch, h, sq, sk, float(parts[0]), "variable" in parts[1:], cgen)
+    return extra
+
+
 def _doc_ids(torch, s, n, gen):
     cuts = sorted(torch.randperm(s - 1, generator=gen)[: n - 1].add(1).tolist())
     bounds = [0] + cuts + [s]
@@ -128,17 +155,12 @@ def _dense(torch, kind, arg, heads, sq, sk, dev, gen, extra):
 def run(ctx, p, systems):
     torch, F = ctx.torch, ctx.torch.nn.functional
     dev = torch.device("cuda")
-    b, h = int(p.get("batch", 1)), int(p.get("heads", 16))
-    hkv = int(p.get("heads_kv", h))
-    sq = int(p.get("seqlen_q", p.get("seqlen", 4096)))
-    sk = int(p.get("seqlen_k", p.get("seqlen", 4096)))
-    d = int(p.get("dim", 128))
+    b, h, hkv, sq, sk, d = shape_of(p)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.get("dtype", "bf16")]
     backward = bool(p.get("backward", False))
     block = tuple(int(x) for x in p.get("block", "128x128").split("x"))
     kind, arg = _spec(p.get("mask", "none"))
     gen = torch.Generator(device=dev).manual_seed(int(p.get("seed", 0)))
-    cgen = torch.Generator().manual_seed(int(p.get("seed", 0)))
     warm, iters = ctx.warmup, ctx.iters
 
     q = torch.randn(b, h, sq, d, device=dev, dtype=dtype, generator=gen)
@@ -146,12 +168,7 @@ def run(ctx, p, systems):
     v = torch.randn(b, hkv, sk, d, device=dev, dtype=dtype, generator=gen)
     do = torch.randn_like(q) if backward else None
     flops = common.attention_flops(b, h, sq, sk, d, backward)
-    extra = {}
-    if kind == "docs":
-        extra["doc_ids"], extra["bounds"] = _doc_ids(torch, sk, int(arg), cgen)
-    if kind == "blocks64":
-        parts = arg.split(":")
-        extra["blocks"] = _blocks64(torch, h, sq, sk, float(parts[0]), "variable" in parts[1:], cgen)
+    extra = host_inputs(torch, p, kind, arg)
     lazy = {}
 
     def get_dense():
@@ -231,8 +248,7 @@ def run(ctx, p, systems):
 
     # fragmask's binary: kernel time from `fragmask bench attention|backward --json` ---------
     if "fragmask_cli" in systems:
-        out_rows.append(attempt("fragmask_cli", lambda: cli(ctx, p, kind, arg, extra, (b, h, hkv, sq, sk, d),
-                                                            backward, flops)))
+        out_rows.append(attempt("fragmask_cli", lambda: cli(ctx, p, extra, flops)))
 
     # SDPA ------------------------------------------------------------------------------
     def sdpa():
@@ -394,70 +410,103 @@ def run(ctx, p, systems):
     return out_rows
 
 
-def cli(ctx, p, kind, arg, extra, shape, backward, flops):
+class CliUnsupported(Exception):
+    """The CLI cannot run this workload (the reason is the message)."""
+
+
+def cli(ctx, p, extra, flops):
     """The same workload through ``fragmask bench attention`` (or ``bench backward``) of
     ``--bin``: the kernel time alone (CUDA events around launches, as the CLI times them),
     on the binary's own random inputs and synthetic masks (same kinds, other draws). This is
     what an A/B against a build without the Python package compares."""
-    import json
     import os
-    import subprocess
     import tempfile
-
-    import numpy as np
     if not ctx.bin or not os.path.exists(ctx.bin):
         return row("fragmask_cli", MISSING, note=f"no fragmask binary (--bin {ctx.bin!r})")
-    if p.get("dtype", "bf16") != "bf16":
-        return row("fragmask_cli", UNSUPPORTED, note="the CLI's --random inputs are bf16")
-    b, h, hkv, sq, sk, d = shape
-    offset = ["--diag-offset", str(sk - sq)] if sk != sq and kind in ("causal", "window") else []
     with tempfile.TemporaryDirectory() as tmp:
-        def pack(args):
-            f = os.path.join(tmp, "mask.safetensors")
-            cmd = [ctx.bin, "pack"] + args + (["--transposed"] if backward else []) + ["-o", f, "-q"]
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-            if res.returncode != 0:
-                raise RuntimeError(f"fragmask pack: {(res.stderr or res.stdout).strip()[-300:]}")
-            return ["--mask", f]
-        if kind == "none":
-            flags = []
-        elif kind == "causal":
-            flags = ["--causal"] + offset
-        elif kind == "window":
-            flags = ["--window", f"{int(arg)},0"] + offset
-        elif kind == "random":
-            flags = ["--synthetic-mask", f"random:{arg}"]
-        elif kind == "blocksparse":
-            flags = ["--synthetic-mask", f"blocksparse:{arg}:0.5"]
-        elif kind == "topk":
-            # the workload's topk:F keeps k = S/F keys; the CLI's topk:FRACTION keeps FRACTION of them
-            flags = ["--synthetic-mask", f"topk:{1.0 / float(arg)!r}"]
-        elif kind == "docs":
-            ids = os.path.join(tmp, "ids.npy")
-            np.save(ids, extra["doc_ids"].numpy().astype(np.int32))
-            flags = pack(["--predicate", f"causal,doc={ids}", "--seqlen-q", str(sq), "--seqlen-k", str(sk)])
-        elif kind == "blocks64":
-            index, num, sizes = extra["blocks"]
-            fi, fn = os.path.join(tmp, "idx.npy"), os.path.join(tmp, "num.npy")
-            np.save(fi, index.numpy())
-            np.save(fn, num.numpy())
-            more = []
-            if sizes is not None:
-                fs = os.path.join(tmp, "sizes.npy")
-                np.save(fs, sizes.numpy())
-                more = ["--block-sizes", fs]
-            flags = pack(["--blocks", fi, "--blocks-num", fn, "--seqlen-q", str(sq), "--seqlen-k", str(sk),
-                          "--block", "64x64", "--warpgroups", "1"] + more)
-        else:
-            return row("fragmask_cli", UNSUPPORTED, note=f"no CLI flag for {kind}")
-        cmd = [ctx.bin, "bench", "backward" if backward else "attention", "--random",
-               f"{b},{h},{hkv},{sq},{sk},{d}", "--json", "--warmup", str(max(ctx.warmup, 5)),
-               "--iters", str(max(ctx.iters, 20))] + flags
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if res.returncode != 0:
-        msg = (res.stderr or res.stdout).strip().replace("\n", " ")[-300:]
-        return row("fragmask_cli", FAILED, note=f"rc {res.returncode}: {msg}")
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+        try:
+            cmd = cli_command(ctx.bin, p, extra, ctx.warmup, ctx.iters, tmp)
+        except CliUnsupported as e:
+            return row("fragmask_cli", UNSUPPORTED, note=str(e))
+        try:
+            out = run_cli(cmd)
+        except CliFailed as e:
+            return row("fragmask_cli", FAILED, note=str(e))
     ms = out.get("ms_median")
     return row("fragmask_cli", OK if ms else FAILED, ms, "kernel time, `fragmask bench`, synthetic draws",
                tflops=common.tflops(flops, ms), kernel=out.get("kernel"))
+
+
+def cli_command(binary, p, extra, warmup, iters, tmp):
+    """The ``BINARY bench attention|backward --random ... --json`` command (a list) of a
+    workload's params; a mask the CLI reads from a file (documents, block lists) is packed
+    into ``tmp`` by ``BINARY pack`` first, so the command is valid while ``tmp`` exists.
+    ``extra``: ``host_inputs`` of the workload. Raises CliUnsupported."""
+    import os
+    import subprocess
+    if p.get("dtype", "bf16") != "bf16":
+        raise CliUnsupported("the CLI's --random inputs are bf16")
+    kind, arg = _spec(p.get("mask", "none"))
+    backward = bool(p.get("backward", False))
+    b, h, hkv, sq, sk, d = shape_of(p)
+    offset = ["--diag-offset", str(sk - sq)] if sk != sq and kind in ("causal", "window") else []
+
+    def pack(args):
+        f = os.path.join(tmp, "mask.safetensors")
+        cmd = [binary, "pack"] + args + (["--transposed"] if backward else []) + ["-o", f, "-q"]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            raise RuntimeError(f"fragmask pack: {(res.stderr or res.stdout).strip()[-300:]}")
+        return ["--mask", f]
+    if kind == "none":
+        flags = []
+    elif kind == "causal":
+        flags = ["--causal"] + offset
+    elif kind == "window":
+        flags = ["--window", f"{int(arg)},0"] + offset
+    elif kind == "random":
+        flags = ["--synthetic-mask", f"random:{arg}"]
+    elif kind == "blocksparse":
+        flags = ["--synthetic-mask", f"blocksparse:{arg}:0.5"]
+    elif kind == "topk":
+        # the workload's topk:F keeps k = S/F keys; the CLI's topk:FRACTION keeps FRACTION of them
+        flags = ["--synthetic-mask", f"topk:{1.0 / float(arg)!r}"]
+    elif kind == "docs":
+        import numpy as np
+        ids = os.path.join(tmp, "ids.npy")
+        np.save(ids, extra["doc_ids"].numpy().astype(np.int32))
+        flags = pack(["--predicate", f"causal,doc={ids}", "--seqlen-q", str(sq), "--seqlen-k", str(sk)])
+    elif kind == "blocks64":
+        import numpy as np
+        index, num, sizes = extra["blocks"]
+        fi, fn = os.path.join(tmp, "idx.npy"), os.path.join(tmp, "num.npy")
+        np.save(fi, index.numpy())
+        np.save(fn, num.numpy())
+        more = []
+        if sizes is not None:
+            fs = os.path.join(tmp, "sizes.npy")
+            np.save(fs, sizes.numpy())
+            more = ["--block-sizes", fs]
+        flags = pack(["--blocks", fi, "--blocks-num", fn, "--seqlen-q", str(sq), "--seqlen-k", str(sk),
+                      "--block", "64x64", "--warpgroups", "1"] + more)
+    else:
+        raise CliUnsupported(f"no CLI flag for {kind}")
+    return [binary, "bench", "backward" if backward else "attention", "--random",
+            f"{b},{h},{hkv},{sq},{sk},{d}", "--json", "--warmup", str(max(warmup, 5)),
+            "--iters", str(max(iters, 20))] + flags
+
+
+class CliFailed(Exception):
+    """A ``fragmask bench`` call exited non-zero (the message: its status and output tail)."""
+
+
+def run_cli(cmd, timeout=600):
+    """Runs a ``cli_command``; returns the JSON of its output's last line (``ms_median``,
+    ``kernel``). Raises CliFailed."""
+    import json
+    import subprocess
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        msg = (res.stderr or res.stdout).strip().replace("\n", " ")[-300:]
+        raise CliFailed(f"rc {res.returncode}: {msg}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
