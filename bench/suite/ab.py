@@ -52,29 +52,29 @@ def prepare(build, scratch):
     return site, binary, commit
 
 
-def read_rows(path):
-    rows = {}
+def records(path, kind="row"):
+    """The records of one kind ("row" or "meta") of a result file (none if it is missing)."""
     if not os.path.exists(path):
-        return rows
+        return
     with open(path) as f:
         for line in f:
             r = json.loads(line)
-            if r.get("kind") == "row" and r.get("status") == "ok" and r.get("ms"):
-                rows[(r["workload"], r["system"], r.get("variant", ""))] = r["ms"]
-    return rows
+            if r.get("kind") == kind:
+                yield r
+
+
+def read_rows(path):
+    return {(r["workload"], r["system"], r.get("variant", "")): r["ms"] for r in records(path)
+            if r.get("status") == "ok" and r.get("ms")}
 
 
 def read_failures(path):
     """{note: [workload, ...]} of the rows that did not run (failed or missing), so a broken
     build shows why its rows are 'not in both builds'."""
     failed = {}
-    if not os.path.exists(path):
-        return failed
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("kind") == "row" and r.get("status") in ("failed", "missing"):
-                failed.setdefault(r.get("note", ""), []).append(r["workload"])
+    for r in records(path):
+        if r.get("status") in ("failed", "missing"):
+            failed.setdefault(r.get("note", ""), []).append(r["workload"])
     return failed
 
 
@@ -101,14 +101,7 @@ def ratio_table(rounds_a, rounds_b):
 
 def read_device(path):
     """The device named by a result file's meta line ('' if none)."""
-    if not os.path.exists(path):
-        return ""
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("kind") == "meta":
-                return r.get("device", "")
-    return ""
+    return next((r.get("device", "") for r in records(path, "meta")), "")
 
 
 def run(args, selected):
@@ -199,22 +192,16 @@ def read_pairs(path):
     """The rows of an interleaved run: ([{key: A ms} per pair], [{key: B ms} per pair],
     {(status, note): [key, ...]} of the rows that have no pairs)."""
     pairs_a, pairs_b, not_run = [], [], {}
-    if not os.path.exists(path):
-        return pairs_a, pairs_b, not_run
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("kind") != "row":
-                continue
-            key = (r["workload"], r["system"], r.get("variant", ""))
-            if r.get("status") != "ok":
-                not_run.setdefault((r["status"], r.get("note", "")), []).append(key)
-                continue
-            for i, (a, b) in enumerate(zip(r["a_ms"], r["b_ms"])):
-                while len(pairs_a) <= i:
-                    pairs_a.append({})
-                    pairs_b.append({})
-                pairs_a[i][key], pairs_b[i][key] = a, b
+    for r in records(path):
+        key = (r["workload"], r["system"], r.get("variant", ""))
+        if r.get("status") != "ok":
+            not_run.setdefault((r["status"], r.get("note", "")), []).append(key)
+            continue
+        for i, (a, b) in enumerate(zip(r["a_ms"], r["b_ms"])):
+            while len(pairs_a) <= i:
+                pairs_a.append({})
+                pairs_b.append({})
+            pairs_a[i][key], pairs_b[i][key] = a, b
     return pairs_a, pairs_b, not_run
 
 
