@@ -22,6 +22,26 @@ use crate::family::schedule::{row_block, SPLIT_RANGE};
 use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
 
+/// The epilogue's O staging: element (row, col) of the Q tile, for every row of the
+/// block and column of the head, is at byte `(col / 64) * q_chunk + sw128(128 row +
+/// 2 (col % 64))` (the template's address of a stmatrix row and of a 16-byte write-out
+/// piece; 8 columns from a multiple of 8 are then 16 contiguous bytes).
+fn check_o_staging(ops: &Operands, g: &Geometry, d: u32, q_chunk: u32) -> Result<(), ConfigError> {
+    for row in 0..g.block_m() {
+        for col in 0..d {
+            let linear = row * 128 + (col % 64) * 2;
+            let want = (col / 64) * q_chunk + (linear ^ (((linear >> 7) & 7) << 4));
+            let got = ops.q.swizzled_bytes(row, col)?;
+            if got != want {
+                return Err(ConfigError::Layout(format!(
+                    "O staging: Q tile ({row}, {col}) is at byte {got}, not {want}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let g = k.geometry();
@@ -54,6 +74,11 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
 
     let ops = Operands::new(&g, d)?;
     let (q_chunk, kv_chunk) = ops.chunk_bytes()?;
+    // The epilogue stages O (bf16/fp16) in each warpgroup's own Q rows with stmatrix.
+    o_map
+        .check_stmatrix()
+        .map_err(|e| ConfigError::Layout(format!("O staging: {}", e.0)))?;
+    check_o_staging(&ops, &g, d, q_chunk)?;
     let s_values = s_map.values();
     let o_values = o_map.values();
     let softmax_rows = softmax::WgmmaRows {
@@ -117,6 +142,14 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("VALUE_COL_S", s_map.value_col_expr("i")),
         ("VALUE_ROW_O", o_map.value_row_expr("i")),
         ("VALUE_COL_O", o_map.value_col_expr("i")),
+        ("O_THREAD_ROW_SM", o_map.thread_row_expr("sm_lt")),
+        ("O_THREAD_COL_SM", o_map.thread_col_expr("sm_lt")),
+        ("VALUE_ROW_O_2M", o_map.value_row_expr("(2 * m)")),
+        ("VALUE_COL_O_2M", o_map.value_col_expr("(2 * m)")),
+        ("VALUE_ROW_O_2MI", o_map.value_row_expr("(2 * mi)")),
+        ("O_X4_STORES", (o_values / 8).to_string()),
+        ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
+        ("LDS128", ptx::LDS128.to_string()),
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
         ("ONLINE_SOFTMAX", softmax::wgmma_online(&softmax_rows)),
         (
@@ -498,6 +531,8 @@ $WGMMA_RS
 $MATH
 $GRID_DEPENDENCY
 $NAMED_BARRIERS
+$STMATRIX_SW128
+$LDS128
 $ACT2
 $SPLIT_RANGE
 $SCHEDULE
@@ -693,17 +728,55 @@ $ROW_FINISH
         // $LAYOUT_O thread mode: base row $O_THREAD_ROW (== frag_row - 64*wg), base column $O_THREAD_COL.
         const int o_row = 64 * wg + $O_THREAD_ROW;
         const int o_col = $O_THREAD_COL;
+        if (!to_workspace && (reinterpret_cast<unsigned long long>(p.o) & 15ull) == 0ull) {
+            // O through shared memory: this warpgroup's own Q rows (no wgmma reads them after its last
+            // QK^T) take O by stmatrix in the Q tile's layout; then each thread writes 16-byte pieces,
+            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too).
+            // stmatrix.x4: pairs 4g..4g+3 of the warp are four 8x8 matrices (checked by the generator);
+            // lane 8j + r gives row r of matrix j = pair m = 4g + j: 8 columns of one row, at the pair
+            // 2m of the warp's thread sm_lt.
+            const int sm_lt = (lt & ~31) | (4 * (lt & 7));
 #pragma unroll
-        for (int i = 0; i < $O_VALUES; i += 2) {
-            // $LAYOUT_O value mode: values i, i+1 are adjacent columns of one row (checked by the generator).
-            const int row = sched.m0 + o_row + $VALUE_ROW_O;
-            const int col = o_col + $VALUE_COL_O;
-            const int r = $VALUE_ROW_O / $ROW_SLOT_STRIDE;
-            if (row < p.seqlen_q && to_workspace) {
-                *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
-            } else if (row < p.seqlen_q) {
-                unsigned* dst = reinterpret_cast<unsigned*>(p.o + (head_row0 + row) * FM_D + col);
-                *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
+            for (int g = 0; g < $O_X4_STORES; ++g) {
+                unsigned pk[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int mi = 4 * g + j;   // this thread's pair: values 2mi, 2mi+1 (adjacent columns)
+                    const int r = $VALUE_ROW_O_2MI / $ROW_SLOT_STRIDE;
+                    pk[j] = fm_act2(o_acc[2 * mi] * inv[r], o_acc[2 * mi + 1] * inv[r]);
+                }
+                const int m = 4 * g + (lt % 32) / 8;
+                // $LAYOUT_O: row 64 * wg + $O_THREAD_ROW_SM + $VALUE_ROW_O_2M, column $O_THREAD_COL_SM + $VALUE_COL_O_2M
+                const unsigned row = (unsigned)(64 * wg + $O_THREAD_ROW_SM + $VALUE_ROW_O_2M);
+                const unsigned col = (unsigned)($O_THREAD_COL_SM + $VALUE_COL_O_2M);
+                // Q tile byte of (row, col): (col / 64) * FM_Q_CHUNK_BYTES + sw128(128 row + 2 (col % 64)) (checked)
+                fm_stmatrix_x4(smem_q + (col / 64u) * FM_Q_CHUNK_BYTES + fm_sw128(row * 128u + (col % 64u) * 2u),
+                               pk[0], pk[1], pk[2], pk[3]);
+            }
+            fm_named_sync<128>(8 + wg);   // the warpgroup's O is in shared memory
+#pragma unroll
+            for (int it = 0; it < FM_D / 16; ++it) {
+                // 16-byte piece it*128 + lt of the warpgroup's 64 x FM_D tile, row-major: 8 columns of one row.
+                const int piece = it * 128 + lt;
+                const unsigned row = (unsigned)(piece / (FM_D / 8)), col = (unsigned)(piece % (FM_D / 8)) * 8u;
+                const uint4 v = fm_lds128(smem_q + (col / 64u) * FM_Q_CHUNK_BYTES
+                                          + fm_sw128((64u * (unsigned)wg + row) * 128u + (col % 64u) * 2u));
+                const int grow = sched.m0 + 64 * wg + (int)row;
+                if (grow < p.seqlen_q) *reinterpret_cast<uint4*>(p.o + (head_row0 + grow) * FM_D + col) = v;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < $O_VALUES; i += 2) {
+                // $LAYOUT_O value mode: values i, i+1 are adjacent columns of one row (checked by the generator).
+                const int row = sched.m0 + o_row + $VALUE_ROW_O;
+                const int col = o_col + $VALUE_COL_O;
+                const int r = $VALUE_ROW_O / $ROW_SLOT_STRIDE;
+                if (row < p.seqlen_q && to_workspace) {
+                    *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
+                } else if (row < p.seqlen_q) {
+                    unsigned* dst = reinterpret_cast<unsigned*>(p.o + (head_row0 + row) * FM_D + col);
+                    *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
+                }
             }
         }
         if ($QUAD_LEADER) {

@@ -302,6 +302,38 @@ impl FragmentMap {
         Ok(())
     }
 
+    /// The stores by `stmatrix.m8n8.x4` (PTX ISA 9.7.14.5.16): value pair `m` (values `2m`,
+    /// `2m + 1` packed in one register) of every thread of a warp must be one 8x8 b16
+    /// matrix in stmatrix's fragment (lane `l` holds row `l / 4`, columns `2 (l % 4)` and
+    /// `+1`), whose row `r` starts at pair `2m` of the warp's thread `4 r`, on a column that
+    /// is a multiple of 8; and the pairs must come in groups of four (one `.x4` store).
+    /// The kernels give lane `8 j + r` the address of row `r` of matrix `j` from thread
+    /// `4 r`'s coordinates; the tile's bytes of a matrix row (8 columns) are checked by the
+    /// caller.
+    pub fn check_stmatrix(&self) -> Result<(), LayoutError> {
+        let regs = self.values() / 2;
+        if regs % 4 != 0 {
+            return Err(LayoutError(format!(
+                "{regs} value pairs per thread are not whole stmatrix.x4 stores"
+            )));
+        }
+        for t in 0..128 {
+            let (warp, lane) = (t / 32, t % 32);
+            let row_thread = 32 * warp + 4 * (lane / 4);
+            for m in 0..regs {
+                let (row, col) = self.coord(t, 2 * m);
+                let (row0, col0) = self.coord(row_thread, 2 * m);
+                if row != row0 || col != col0 + 2 * (lane % 4) || col0 % 8 != 0 {
+                    return Err(LayoutError(format!(
+                        "thread {t} pair {m} at ({row}, {col}) is not lane {lane} of an 8x8 \
+                         matrix whose row starts at ({row0}, {col0})"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Row distance between a thread's two row slots (8 for wgmma).
     pub fn row_slot_stride(&self) -> Result<u32, LayoutError> {
         match self.row_slots().as_slice() {

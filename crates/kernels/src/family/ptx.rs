@@ -196,6 +196,22 @@ __device__ __forceinline__ void fm_cluster_sync() {
 }
 "#;
 
+/// `fm_sw128(b)` (the 128-byte swizzle of a byte offset inside a 1024-byte-aligned tile,
+/// gmma-frag `SmemSwizzle::B128`) and `fm_stmatrix_x4` (PTX ISA 9.7.14.5.16 `stmatrix`):
+/// register-fragment stores into swizzled tiles (the backward's dSᵀ, the forward's O).
+/// Each caller checks its fragment with `FragmentMap::check_stmatrix` and its tile's bytes
+/// against the layout.
+pub const STMATRIX_SW128: &str = r#"// 128-byte swizzle of a byte offset inside a 1024-byte-aligned tile (gmma-frag SmemSwizzle::B128, Sw<3,4,3>
+// on bytes; each kernel's generator checks it against the tile's layout).
+__device__ __forceinline__ unsigned fm_sw128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
+// Four 8x8 b16 matrices (one register each) of a warp into shared memory: lane 8j + r gives the address of
+// row r of matrix j (PTX ISA 9.7.14.5.16 stmatrix.sync.aligned.m8n8.x4).
+__device__ __forceinline__ void fm_stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+"#;
+
 /// `fm_lds128(addr)`: one 16-byte shared-memory load (PTX ISA 9.7.9.8 `ld.shared.v4`).
 pub const LDS128: &str = r#"__device__ __forceinline__ uint4 fm_lds128(unsigned addr) {
     uint4 v;

@@ -96,34 +96,18 @@ fn check_even_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The dS store by `stmatrix.m8n8.x4` (PTX ISA 9.7.14.5.16): register `m` of every thread
-/// of a warp must be one 8x8 b16 matrix in stmatrix's fragment (lane `l` holds row `l / 4`,
-/// columns `2 (l % 4)` and `+1`), whose row `r` starts at the pair `2m` of the warp's thread
-/// `4 r`; and a matrix row (8 queries of one key) must be 16 contiguous, 16-byte-aligned
-/// bytes of the dS tile (`q_bytes` 2, first query a multiple of 8), which the 128-byte
-/// swizzle keeps contiguous. The template gives lane `8 j + r` the address of row `r` of
-/// matrix `j` from that thread's coordinates.
+/// The dS store by `stmatrix.m8n8.x4`: the Sᵀ fragment's pairs are stmatrix matrices
+/// ([`FragmentMap::check_stmatrix`]) and a matrix row (8 queries of one key) is 16
+/// contiguous bytes of the dS tile (`q_bytes` 2, from a multiple of 8, which the 128-byte
+/// swizzle keeps contiguous).
 fn check_stmatrix(st: &FragmentMap, ds: &DsAffine) -> Result<(), ConfigError> {
-    let regs = st.values() / 2;
-    if regs % 4 != 0 || ds.q_bytes != 2 {
+    st.check_stmatrix()
+        .map_err(|e| ConfigError::Layout(format!("dS store: {}", e.0)))?;
+    if ds.q_bytes != 2 {
         return Err(ConfigError::Layout(format!(
-            "dS store: {regs} registers per thread or {} bytes per query do not fit stmatrix.x4",
+            "dS store: {} bytes per query do not make 16-byte stmatrix rows",
             ds.q_bytes
         )));
-    }
-    for t in 0..128 {
-        let (warp, lane) = (t / 32, t % 32);
-        let row_thread = 32 * warp + 4 * (lane / 4);
-        for m in 0..regs {
-            let (key, q) = st.coord(t, 2 * m);
-            let (row_key, row_q) = st.coord(row_thread, 2 * m);
-            if key != row_key || q != row_q + 2 * (lane % 4) || row_q % 8 != 0 {
-                return Err(ConfigError::Layout(format!(
-                    "dS store: thread {t} register {m} at (key {key}, query {q}) is not lane {lane} of \
-                     an 8x8 matrix whose row starts at (key {row_key}, query {row_q})"
-                )));
-            }
-        }
     }
     Ok(())
 }
@@ -194,6 +178,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             softmax::probability("s_acc[i]", "p.scale_log2", "lse_s[q_col + $VALUE_COL_ST]"),
         ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
+        ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
         ("ACT_TO_F32", act_to_f32.to_string()),

@@ -36,9 +36,7 @@ $ACT2
 __device__ __forceinline__ float fm_act_to_f32(unsigned short h) {
 $ACT_TO_F32
 }
-// 128-byte swizzle of a byte offset inside a 1024-byte-aligned tile (gmma-frag SmemSwizzle::B128, Sw<3,4,3>
-// on bytes; checked against the dS layout by the generator).
-__device__ __forceinline__ unsigned fm_sw128(unsigned b) { return b ^ (((b >> 7) & 7u) << 4); }
+$STMATRIX_SW128
 $NAMED_BARRIERS
 // Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
 // through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
@@ -276,9 +274,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     // query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST)
                     const unsigned b = (unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
                                      + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES;
-                    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
-                                 :: "r"(ds_s + fm_sw128(b)), "r"(ds_a[4 * g]), "r"(ds_a[4 * g + 1]), "r"(ds_a[4 * g + 2]),
-                                    "r"(ds_a[4 * g + 3]) : "memory");
+                    fm_stmatrix_x4(ds_s + fm_sw128(b), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 }
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                 fm_kv_grad(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
