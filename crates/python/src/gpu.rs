@@ -14,7 +14,7 @@ use fragmask_host::attention::{
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
 use fragmask_host::device_lists::{RawBlockLists, RawMaskLists};
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
-use fragmask_host::lightning::LightningDecode;
+use fragmask_host::lightning::{LightningDecode, LightningPlan};
 use fragmask_host::{Compiler, Device};
 use fragmask_kernels::family::dtype::ActDtype;
 use fragmask_kernels::lightning::LightningProblem;
@@ -556,8 +556,9 @@ pub(crate) fn lightning_decode(
 #[pyclass(frozen, module = "fragmask._fragmask", name = "LightningPlanHandle")]
 pub(crate) struct LightningPlanHandle {
     gpu: Arc<Gpu>,
-    kernels: Arc<LightningDecode>,
-    problem: LightningProblem,
+    /// The checked problem's geometry, function and parameter block (a run patches the
+    /// addresses); its function keeps the kernels' module loaded.
+    plan: LightningPlan,
 }
 
 impl LightningPlanHandle {
@@ -573,11 +574,10 @@ impl LightningPlanHandle {
         let problem = lightning_problem(q, k, v, kv, slope, out)?;
         let g = gpu(device)?;
         let kernels = lightning_kernels(&g, problem.dim_k, problem.dim_v, problem.dtype)?;
-        Ok(Self {
-            gpu: g,
-            kernels,
-            problem,
-        })
+        let plan = kernels
+            .plan(&problem, None)
+            .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))?;
+        Ok(Self { gpu: g, plan })
     }
 }
 
@@ -614,11 +614,11 @@ impl LightningPlanHandle {
     ) -> PyResult<()> {
         // SAFETY: torch's current stream of the plan's device, read by the wrapper.
         let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
-        let decode = self.kernels.with_stream(stream);
         // SAFETY: data_ptr() of live contiguous torch CUDA tensors with the shapes the
-        // plan checked (the wrapper's contract, kept private by the device API); kv is
-        // read and written in place (allowed); out is fresh.
-        unsafe { decode.launch_raw(&self.problem, [q, k, v, out, kv, kv, slope], None) }
+        // plan checked (the wrapper's contract, kept private by the device API) on a
+        // stream of the plan's device; kv is read and written in place (allowed); out
+        // overlaps no input (the wrapper checks a caller's `out`).
+        unsafe { self.plan.launch(&stream, [q, k, v, out, kv, kv, slope]) }
             .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))
     }
 }

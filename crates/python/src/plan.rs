@@ -125,7 +125,8 @@ impl AttentionPlanHandle {
 
     /// [`Self::run`] at addresses alone: the eager `fragmask.attention` path, whose
     /// plan cache is keyed by the tensors' shapes, strides, dtype and device, so the
-    /// tensors it passes are the plan's by construction (no views to convert or compare).
+    /// tensors it passes are the plan's by construction, and `AttentionPlan.run` once it
+    /// has compared its views with the plan's (no views to convert or compare here).
     #[allow(clippy::too_many_arguments)]
     fn run_ptrs(
         &self,
@@ -148,9 +149,10 @@ impl AttentionPlanHandle {
             ws_lse,
         };
         // SAFETY: `fragmask.attention` finds this handle under the shapes, strides,
-        // dtype and device of q, k and v (its cache key), allocates out and lse of the
-        // plan's sizes and the workspace of `workspace_floats`, and holds the mask whose
-        // lists the plan reads (the device API's contract).
+        // dtype and device of q, k and v (its cache key), and `AttentionPlan.run` compares
+        // them with the plan's before it calls; both allocate out and lse of the plan's
+        // sizes and the workspace of `workspace_floats`, and hold the mask whose lists
+        // the plan reads (the device API's contract).
         unsafe { self.enqueue(&ptrs, stream, "fragmask.attention") }
     }
 }

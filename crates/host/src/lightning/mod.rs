@@ -234,18 +234,30 @@ impl LightningDecode {
     }
 
     /// Launches on raw device pointers `[q, k, v, o, state_in, state_out, slope]` of
-    /// contiguous tensors (state_out may equal state_in).
+    /// contiguous tensors (state_out may equal state_in): [`Self::plan`], then
+    /// [`LightningPlan::launch`] on [`Self::stream`].
     ///
     /// # Safety
-    /// Each pointer must address a device allocation of at least the size of its
-    /// tensor in `problem`, live until the kernel completes on [`Self::stream`]; q, k,
-    /// v, slope and state_in must not overlap o or (unless equal to state_in) state_out.
+    /// As [`LightningPlan::launch`], on [`Self::stream`].
     pub unsafe fn launch_raw(
         &self,
         problem: &LightningProblem,
         pointers: [u64; 7],
         geometry: Option<LightningConfig>,
     ) -> Result<()> {
+        let plan = self.plan(problem, geometry)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { plan.launch(&self.stream, pointers) }
+    }
+
+    /// Plans `problem` once: validates it, chooses the geometry ([`Self::choose`], or
+    /// `geometry`, which must be one of [`Self::configs`]) and fills the parameter
+    /// block's strides, so a launch only patches the addresses.
+    pub fn plan(
+        &self,
+        problem: &LightningProblem,
+        geometry: Option<LightningConfig>,
+    ) -> Result<LightningPlan> {
         let problem = problem
             .validate()
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -254,23 +266,23 @@ impl LightningDecode {
             .kernels
             .iter()
             .find(|(c, _)| *c == config)
-            .map(|(_, f)| f)
+            .map(|(_, f)| f.clone())
             .ok_or_else(|| Error::Unsupported(format!("geometry {config:?} is not compiled")))?;
+        // `validate` bounds every extent, so the strides and counts below fit.
         let (n, d, e) = (
             problem.tokens as i64,
             problem.dim_k as i64,
             problem.dim_v as i64,
         );
         let h = problem.heads as i64;
-        let [q, k, v, o, state_in, state_out, slope] = pointers;
-        let params = ParamsArg(LightningParams {
-            q,
-            k,
-            v,
-            o,
-            state_in,
-            state_out,
-            slope,
+        let params = LightningParams {
+            q: 0,
+            k: 0,
+            v: 0,
+            o: 0,
+            state_in: 0,
+            state_out: 0,
+            slope: 0,
             q_stride_batch: h * n * d,
             q_stride_head: n * d,
             q_stride_token: d,
@@ -285,7 +297,7 @@ impl LightningDecode {
             o_stride_token: e,
             heads: problem.heads as i32,
             tokens: problem.tokens as i32,
-        });
+        };
         // Programmatic stream serialization (CUDA Programming Guide, "Programmatic
         // Dependent Launch"): the kernel may launch while the previous kernel of the
         // stream drains; it waits (griddepcontrol.wait) before its first global read.
@@ -294,12 +306,60 @@ impl LightningDecode {
             config.threads,
         )
         .dependent(self.dependent_launch);
+        Ok(LightningPlan {
+            config,
+            func,
+            launch,
+            params,
+        })
+    }
+}
+
+/// One lightning decode call planned by [`LightningDecode::plan`]: the geometry's
+/// function, the launch shape and the parameter block without addresses.
+#[derive(Debug, Clone)]
+pub struct LightningPlan {
+    config: LightningConfig,
+    func: CudaFunction,
+    launch: Launch,
+    params: LightningParams,
+}
+
+impl LightningPlan {
+    /// The geometry the plan launches.
+    pub fn config(&self) -> LightningConfig {
+        self.config
+    }
+
+    /// Launches on `stream` at raw device pointers `[q, k, v, o, state_in, state_out,
+    /// slope]` of contiguous tensors of the planned problem (state_out may equal
+    /// state_in).
+    ///
+    /// # Safety
+    /// `stream` belongs to the context the plan's kernels were loaded in. Each pointer
+    /// must address a device allocation of at least the size of its tensor in the
+    /// planned problem, live until the kernel completes on `stream`; q, k, v, slope and
+    /// state_in must not overlap o or (unless equal to state_in) state_out.
+    pub unsafe fn launch(&self, stream: &Arc<CudaStream>, pointers: [u64; 7]) -> Result<()> {
+        let [q, k, v, o, state_in, state_out, slope] = pointers;
+        let params = ParamsArg(LightningParams {
+            q,
+            k,
+            v,
+            o,
+            state_in,
+            state_out,
+            slope,
+            ..self.params
+        });
         // SAFETY: the kernel takes one by-value FmLightningParams (the ABI test pins the
         // layout, `ParamsArg` is its transparent mirror); the grid is (splits, H, B) within
         // the limits `validate` checked; the caller guarantees the pointers inside the
         // parameters (this function's contract).
-        unsafe { crate::launch::launch(&self.stream, func, launch, &[KernelArg::new(&params)]) }
-            .map_err(Error::driver("launching the lightning decode kernel"))?;
+        unsafe {
+            crate::launch::launch(stream, &self.func, self.launch, &[KernelArg::new(&params)])
+        }
+        .map_err(Error::driver("launching the lightning decode kernel"))?;
         Ok(())
     }
 }
