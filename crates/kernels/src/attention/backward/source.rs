@@ -112,6 +112,35 @@ fn check_stmatrix(st: &FragmentMap, ds: &DsAffine) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The epilogue's dK/dV staging: element (row, col) of the K and V tiles, for every key
+/// row of the CTA and column of the head, is at byte `(col / 64) * chunk + sw128(128 row +
+/// 2 (col % 64))` (the template's address of a stmatrix row and of a 16-byte write-out
+/// piece; 8 columns from a multiple of 8 are then 16 contiguous bytes), and dK/dV's
+/// fragment pairs are stmatrix matrices.
+fn check_kv_staging(
+    kv: &OperandTile,
+    dkv_map: &FragmentMap,
+    k: &BackwardKernel,
+) -> Result<(), ConfigError> {
+    dkv_map
+        .check_stmatrix()
+        .map_err(|e| ConfigError::Layout(format!("dK/dV staging: {}", e.0)))?;
+    let chunk = k.cta_n() * 128;
+    for row in 0..k.cta_n() {
+        for col in 0..k.head_dim() {
+            let linear = row * 128 + (col % 64) * 2;
+            let want = (col / 64) * chunk + (linear ^ (((linear >> 7) & 7) << 4));
+            let got = kv.swizzled_bytes(row, col)?;
+            if got != want {
+                return Err(ConfigError::Layout(format!(
+                    "dK/dV staging: K/V tile ({row}, {col}) is at byte {got}, not {want}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let dkv = k.dkv();
@@ -124,6 +153,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let tiles = Tiles::new(k)?;
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
     check_stmatrix(&st, &ds)?;
+    check_kv_staging(&tiles.kv, &dkv_map, k)?;
     let (mask_threads, mask_words, halves, sub) = match k.mask() {
         BackwardMask::Window => (128 * k.warpgroups(), 1, 1, 1),
         BackwardMask::Blocks { block_m, block_n } => {
@@ -179,6 +209,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
+        ("LDS128", ptx::LDS128.to_string()),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
         ("ACT_TO_F32", act_to_f32.to_string()),
@@ -219,6 +250,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("VALUE_COL_ST", st.value_col_expr("i")),
         ("VALUE_ROW_DKV", dkv_map.value_row_expr("i")),
         ("VALUE_COL_DKV", dkv_map.value_col_expr("i")),
+        ("THREAD_ROW_DKV_SM", dkv_map.thread_row_expr("sm_lt")),
+        ("THREAD_COL_DKV_SM", dkv_map.thread_col_expr("sm_lt")),
+        ("VALUE_ROW_DKV_2M", dkv_map.value_row_expr("(2 * m)")),
+        ("VALUE_COL_DKV_2M", dkv_map.value_col_expr("(2 * m)")),
+        ("DKV_X4_STORES", (dkv_map.values() / 8).to_string()),
         ("KV_WG_STRIDE", tiles.kv.bytes(64, 0)?.to_string()),
         (
             "DKV_OFFSET_EXPR",
