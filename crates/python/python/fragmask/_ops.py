@@ -781,14 +781,13 @@ def lightning_decode(q, k, v, kv, slope, *, out=None):
         device = q.get_device()
         if (device >= 0 and k.get_device() == device and v.get_device() == device
                 and kv.get_device() == device and slope.get_device() == device
-                and q.dim() == 4 and v.dim() == 4 and q.is_contiguous()
-                and k.is_contiguous() and v.is_contiguous() and kv.is_contiguous()
-                and slope.is_contiguous()
+                and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+                and kv.is_contiguous() and slope.is_contiguous()
                 and (out is None or (type(out) is _Tensor and _out_fits(out, v, q, k, kv)))):
-            qs = q.shape
             if out is None:
                 out = _empty_like(v, memory_format=_contiguous)   # [B, H, n, E] as v (checked)
-            key = (device, qs, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
+            # The plan of these shapes and dtypes checked them (ranks included) once.
+            key = (device, q.shape, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
                    v.dtype, kv.dtype, slope.dtype)
             plan = _lightning_plans.get(key)
             if plan is None:     # checked once per shapes and dtypes, then addresses only
@@ -847,7 +846,7 @@ def _overlaps(out, tensors, span=_span):
 def _dense_span(t):
     """:func:`_span` of a contiguous tensor."""
     p = t.data_ptr()
-    return p, p + t.numel() * t.element_size()
+    return p, p + t.nbytes
 
 
 def _out_fits(out, like, *inputs):
