@@ -15,32 +15,13 @@ use super::{
 };
 use crate::cuda::PRELUDE;
 use crate::family::combine::{self, CombineSpec};
+use crate::family::epilogue;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx;
 use crate::family::schedule::{row_block, SPLIT_RANGE};
 use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
-
-/// The epilogue's O staging: element (row, col) of the Q tile, for every row of the
-/// block and column of the head, is at byte `(col / 64) * q_chunk + sw128(128 row +
-/// 2 (col % 64))` (the template's address of a stmatrix row and of a 16-byte write-out
-/// piece; 8 columns from a multiple of 8 are then 16 contiguous bytes).
-fn check_o_staging(ops: &Operands, g: &Geometry, d: u32, q_chunk: u32) -> Result<(), ConfigError> {
-    for row in 0..g.block_m() {
-        for col in 0..d {
-            let linear = row * 128 + (col % 64) * 2;
-            let want = (col / 64) * q_chunk + (linear ^ (((linear >> 7) & 7) << 4));
-            let got = ops.q.swizzled_bytes(row, col)?;
-            if got != want {
-                return Err(ConfigError::Layout(format!(
-                    "O staging: Q tile ({row}, {col}) is at byte {got}, not {want}"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
 
 pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
@@ -74,11 +55,13 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
 
     let ops = Operands::new(&g, d)?;
     let (q_chunk, kv_chunk) = ops.chunk_bytes()?;
-    // The epilogue stages O (bf16/fp16) in each warpgroup's own Q rows with stmatrix.
+    // The epilogue stages O (bf16/fp16) in each warpgroup's own Q rows with stmatrix: the
+    // fragment and the Q tile's staging bytes are checked as family::epilogue's.
     o_map
         .check_stmatrix()
         .map_err(|e| ConfigError::Layout(format!("O staging: {}", e.0)))?;
-    check_o_staging(&ops, &g, d, q_chunk)?;
+    epilogue::check_tile(&ops.q, g.block_m(), d, q_chunk, "O")
+        .map_err(|e| ConfigError::Layout(e.0))?;
     let s_values = s_map.values();
     let o_values = o_map.values();
     let softmax_rows = softmax::WgmmaRows {
@@ -731,7 +714,9 @@ $ROW_FINISH
         if (!to_workspace && (reinterpret_cast<unsigned long long>(p.o) & 15ull) == 0ull) {
             // O through shared memory: this warpgroup's own Q rows (no wgmma reads them after its last
             // QK^T) take O by stmatrix in the Q tile's layout; then each thread writes 16-byte pieces,
-            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too).
+            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too). The staging of
+            // family::epilogue (the backward's dK/dV), written out here: emitting it from there changes this
+            // kernel's SASS, which waits for an A/B on a GPU.
             // stmatrix.x4: pairs 4g..4g+3 of the warp are four 8x8 matrices (checked by the generator);
             // lane 8j + r gives row r of matrix j = pair m = 4g + j: 8 columns of one row, at the pair
             // 2m of the warp's thread sm_lt.

@@ -8,6 +8,7 @@
 //!   with the offsets checked on both sides.
 //! - [`combine`]: the LSE merge of partial results (split-KV forward and decode).
 //! - [`dtype`]: the element types of activations, and their load/store helpers.
+//! - [`epilogue`]: the staged epilogue (stmatrix into an owned operand tile, 16-byte rows out).
 //! - [`fragment`]: index expressions of the wgmma accumulator, from its CuTe layout.
 //! - [`mask`]: the mask apply of the wgmma kernels (window bounds or FragmentNative words).
 //! - [`ptx`]: PTX helpers (mbarrier, TMA, bulk copies, cp.async, wgmma, mma.sync,
@@ -22,6 +23,7 @@
 pub mod abi;
 pub mod combine;
 pub mod dtype;
+pub mod epilogue;
 pub mod fragment;
 pub mod mask;
 pub mod ptx;

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::attention::ConfigError;
 use crate::cuda::PRELUDE;
+use crate::family::epilogue;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_ss_name, wgmma_ss_trans};
@@ -112,35 +113,6 @@ fn check_stmatrix(st: &FragmentMap, ds: &DsAffine) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The epilogue's dK/dV staging: element (row, col) of the K and V tiles, for every key
-/// row of the CTA and column of the head, is at byte `(col / 64) * chunk + sw128(128 row +
-/// 2 (col % 64))` (the template's address of a stmatrix row and of a 16-byte write-out
-/// piece; 8 columns from a multiple of 8 are then 16 contiguous bytes), and dK/dV's
-/// fragment pairs are stmatrix matrices.
-fn check_kv_staging(
-    kv: &OperandTile,
-    dkv_map: &FragmentMap,
-    k: &BackwardKernel,
-) -> Result<(), ConfigError> {
-    dkv_map
-        .check_stmatrix()
-        .map_err(|e| ConfigError::Layout(format!("dK/dV staging: {}", e.0)))?;
-    let chunk = k.cta_n() * 128;
-    for row in 0..k.cta_n() {
-        for col in 0..k.head_dim() {
-            let linear = row * 128 + (col % 64) * 2;
-            let want = (col / 64) * chunk + (linear ^ (((linear >> 7) & 7) << 4));
-            let got = kv.swizzled_bytes(row, col)?;
-            if got != want {
-                return Err(ConfigError::Layout(format!(
-                    "dK/dV staging: K/V tile ({row}, {col}) is at byte {got}, not {want}"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let dkv = k.dkv();
@@ -153,7 +125,36 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let tiles = Tiles::new(k)?;
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
     check_stmatrix(&st, &ds)?;
-    check_kv_staging(&tiles.kv, &dkv_map, k)?;
+    // The epilogue stages dK and dV in each warpgroup's own K and V rows (family::epilogue).
+    epilogue::check_tile(&tiles.kv, k.cta_n(), d, k.cta_n() * 128, "dK/dV").map_err(layout_err)?;
+    let kv_staged = epilogue::emit(
+        &dkv_map,
+        &epilogue::Staging {
+            tensors: &[
+                epilogue::StagedTensor {
+                    smem: "smem_k",
+                    pack: "fm_act2(dk_acc[2 * mi] * p.scale, dk_acc[2 * mi + 1] * p.scale)",
+                    dst: "p.dk",
+                },
+                epilogue::StagedTensor {
+                    smem: "smem_v",
+                    pack: "fm_act2(dv_acc[2 * mi], dv_acc[2 * mi + 1])",
+                    dst: "p.dv",
+                },
+            ],
+            pair_prelude: "",
+            row0: "64 * wg",
+            col0: "d0",
+            cols: "FM_DKV",
+            chunk_bytes: "FM_KV_CHUNK_BYTES",
+            barrier_id: "5 + wg",
+            global_row: "n_cta * FM_CTA_N + (int)row",
+            row_limit: "p.seqlen_k",
+            dst_offset: "(kv_row0 + grow) * FM_D + col",
+        },
+        "            ",
+    )
+    .map_err(|e| ConfigError::Layout(format!("dK/dV staging: {}", e.0)))?;
     let (mask_threads, mask_words, halves, sub) = match k.mask() {
         BackwardMask::Window => (128 * k.warpgroups(), 1, 1, 1),
         BackwardMask::Blocks { block_m, block_n } => {
@@ -250,11 +251,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("VALUE_COL_ST", st.value_col_expr("i")),
         ("VALUE_ROW_DKV", dkv_map.value_row_expr("i")),
         ("VALUE_COL_DKV", dkv_map.value_col_expr("i")),
-        ("THREAD_ROW_DKV_SM", dkv_map.thread_row_expr("sm_lt")),
-        ("THREAD_COL_DKV_SM", dkv_map.thread_col_expr("sm_lt")),
-        ("VALUE_ROW_DKV_2M", dkv_map.value_row_expr("(2 * m)")),
-        ("VALUE_COL_DKV_2M", dkv_map.value_col_expr("(2 * m)")),
-        ("DKV_X4_STORES", (dkv_map.values() / 8).to_string()),
+        ("KV_STAGED", kv_staged),
         ("KV_WG_STRIDE", tiles.kv.bytes(64, 0)?.to_string()),
         (
             "DKV_OFFSET_EXPR",

@@ -327,47 +327,11 @@ $DQ_STORE
         // ---- epilogue: dK * scale and dV, $ACT, keys < seqlen_k ----
         const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
         if (((reinterpret_cast<unsigned long long>(p.dk) | reinterpret_cast<unsigned long long>(p.dv)) & 15ull) == 0ull) {
-            // dK and dV through shared memory (FlashAttention-3/4 stage them too): once every consumer's last
-            // dQ GEMM (which reads all of the CTA's K rows) is complete, each warpgroup's own K and V rows take
-            // its dK and dV by stmatrix in the K/V tile's layout; then each thread writes 16-byte pieces, whole
-            // rows per warp. stmatrix.x4: pairs 4g..4g+3 of the warp are four 8x8 matrices (checked by the
-            // generator); lane 8j + r gives row r of matrix j = pair m = 4g + j, at the pair 2m of thread sm_lt.
+            // dK and dV through shared memory: once every consumer's last dQ GEMM (which reads all of the
+            // CTA's K rows) is complete, each warpgroup's own K and V rows take its dK and dV, then whole rows
+            // go to global memory in 16-byte pieces.
             fm_named_sync<128 * FM_WG>(1);   // no wgmma reads K or V any more
-#pragma unroll
-            for (int g = 0; g < $DKV_X4_STORES; ++g) {
-                unsigned pk[4], pv[4];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const int mi = 4 * g + j;   // this thread's pair: values 2mi, 2mi+1 (adjacent columns)
-                    pk[j] = fm_act2(dk_acc[2 * mi] * p.scale, dk_acc[2 * mi + 1] * p.scale);
-                    pv[j] = fm_act2(dv_acc[2 * mi], dv_acc[2 * mi + 1]);
-                }
-                const int m = 4 * g + (lt % 32) / 8;
-                // $LAYOUT_DKV: key row 64 * wg + $THREAD_ROW_DKV_SM + $VALUE_ROW_DKV_2M,
-                // column d0 + $THREAD_COL_DKV_SM + $VALUE_COL_DKV_2M
-                const unsigned row = (unsigned)(64 * wg + $THREAD_ROW_DKV_SM + $VALUE_ROW_DKV_2M);
-                const unsigned col = (unsigned)(d0 + $THREAD_COL_DKV_SM + $VALUE_COL_DKV_2M);
-                // K/V tile byte of (row, col): (col / 64) * FM_KV_CHUNK_BYTES + sw128(128 row + 2 (col % 64)) (checked)
-                const unsigned b = (col / 64u) * FM_KV_CHUNK_BYTES + fm_sw128(row * 128u + (col % 64u) * 2u);
-                fm_stmatrix_x4(smem_k + b, pk[0], pk[1], pk[2], pk[3]);
-                fm_stmatrix_x4(smem_v + b, pv[0], pv[1], pv[2], pv[3]);
-            }
-            fm_named_sync<128>(5 + wg);   // the warpgroup's dK and dV are in shared memory
-#pragma unroll
-            for (int it = 0; it < FM_DKV / 16; ++it) {
-                // 16-byte piece it*128 + lt of the warpgroup's 64 x FM_DKV tiles, row-major: 8 columns of one row.
-                const int piece = it * 128 + lt;
-                const unsigned row = (unsigned)(64 * wg + piece / (FM_DKV / 8));
-                const unsigned col = (unsigned)(d0 + (piece % (FM_DKV / 8)) * 8);
-                const unsigned b = (col / 64u) * FM_KV_CHUNK_BYTES + fm_sw128(row * 128u + (col % 64u) * 2u);
-                const int key = n_cta * FM_CTA_N + (int)row;
-                if (key < p.seqlen_k) {
-                    const long long off = (kv_row0 + key) * FM_D + col;
-                    *reinterpret_cast<uint4*>(p.dk + off) = fm_lds128(smem_k + b);
-                    *reinterpret_cast<uint4*>(p.dv + off) = fm_lds128(smem_v + b);
-                }
-            }
-        } else {
+$KV_STAGED        } else {
 #pragma unroll
             for (int i = 0; i < $DKV_VALUES; i += 2) {
                 // $LAYOUT_DKV value mode: values i, i+1 are adjacent columns of one row (checked by the generator)
