@@ -138,7 +138,7 @@ impl LightningTensors {
 #[derive(Debug)]
 pub struct LightningDecode {
     stream: Arc<CudaStream>,
-    /// Shared by the copies [`Self::with_stream`] makes (one per Python call).
+    /// Shared by the copies [`Self::with_stream`] makes.
     kernels: Arc<[(LightningConfig, CudaFunction)]>,
     multiprocessors: usize,
     dependent_launch: bool,
