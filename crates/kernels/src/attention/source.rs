@@ -714,9 +714,9 @@ $ROW_FINISH
         if (!to_workspace && (reinterpret_cast<unsigned long long>(p.o) & 15ull) == 0ull) {
             // O through shared memory: this warpgroup's own Q rows (no wgmma reads them after its last
             // QK^T) take O by stmatrix in the Q tile's layout; then each thread writes 16-byte pieces,
-            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too). The staging of
-            // family::epilogue (the backward's dK/dV), written out here: emitting it from there changes this
-            // kernel's SASS, which waits for an A/B on a GPU.
+            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too). This is
+            // family::epilogue's staging written out by hand: emitting it from the component reorders a
+            // few instructions of this kernel's SASS, so the move waits for a GPU A/B.
             // stmatrix.x4: pairs 4g..4g+3 of the warp are four 8x8 matrices (checked by the generator);
             // lane 8j + r gives row r of matrix j = pair m = 4g + j: 8 columns of one row, at the pair
             // 2m of the warp's thread sm_lt.
