@@ -127,7 +127,9 @@ impl AttentionPlanHandle {
     /// plan cache is keyed by the tensors' shapes, strides, dtype and device, so the
     /// tensors it passes are the plan's by construction, and `AttentionPlan.run` once it
     /// has compared its views with the plan's (no views to convert or compare here).
+    /// Launch errors name `what`, the caller.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (q, k, v, out, lse, ws_o, ws_lse, stream, what = "fragmask.attention"))]
     fn run_ptrs(
         &self,
         q: u64,
@@ -138,6 +140,7 @@ impl AttentionPlanHandle {
         ws_o: u64,
         ws_lse: u64,
         stream: u64,
+        what: &str,
     ) -> PyResult<()> {
         let ptrs = PlanPointers {
             q,
@@ -153,7 +156,7 @@ impl AttentionPlanHandle {
         // them with the plan's before it calls; both allocate out and lse of the plan's
         // sizes and the workspace of `workspace_floats`, and hold the mask whose lists
         // the plan reads (the device API's contract).
-        unsafe { self.enqueue(&ptrs, stream, "fragmask.attention") }
+        unsafe { self.enqueue(&ptrs, stream, what) }
     }
 }
 

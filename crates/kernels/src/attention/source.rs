@@ -55,13 +55,37 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
 
     let ops = Operands::new(&g, d)?;
     let (q_chunk, kv_chunk) = ops.chunk_bytes()?;
-    // The epilogue stages O (bf16/fp16) in each warpgroup's own Q rows with stmatrix: the
-    // fragment and the Q tile's staging bytes are checked as family::epilogue's.
-    o_map
-        .check_stmatrix()
-        .map_err(|e| ConfigError::Layout(format!("O staging: {}", e.0)))?;
+    // The epilogue stages O (bf16/fp16) in each warpgroup's own Q rows (family::epilogue:
+    // `check_tile` proves the Q tile's staging bytes, `emit` the fragment's stmatrix mapping).
     epilogue::check_tile(&ops.q, g.block_m(), d, q_chunk, "O")
         .map_err(|e| ConfigError::Layout(e.0))?;
+    let o_row_slot = format!(
+        "const int r = {} / {};   // the pair's row slot ({})",
+        o_map.value_row_expr("(2 * mi)"),
+        s_map.row_slot_stride()?,
+        "$LAYOUT_O"
+    );
+    let o_staged = epilogue::emit(
+        &o_map,
+        &epilogue::Staging {
+            tensors: &[epilogue::StagedTensor {
+                smem: "smem_q",
+                pack: "fm_act2(o_acc[2 * mi] * inv[r], o_acc[2 * mi + 1] * inv[r])",
+                dst: "p.o",
+            }],
+            pair_prelude: &o_row_slot,
+            row0: "64 * wg",
+            col0: "0",
+            cols: "FM_D",
+            chunk_bytes: "FM_Q_CHUNK_BYTES",
+            barrier_id: "8 + wg",
+            global_row: "sched.m0 + (int)row",
+            row_limit: "p.seqlen_q",
+            dst_offset: "(head_row0 + grow) * FM_D + col",
+        },
+        "            ",
+    )
+    .map_err(|e| ConfigError::Layout(format!("O staging: {}", e.0)))?;
     let s_values = s_map.values();
     let o_values = o_map.values();
     let softmax_rows = softmax::WgmmaRows {
@@ -125,12 +149,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("VALUE_COL_S", s_map.value_col_expr("i")),
         ("VALUE_ROW_O", o_map.value_row_expr("i")),
         ("VALUE_COL_O", o_map.value_col_expr("i")),
-        ("O_THREAD_ROW_SM", o_map.thread_row_expr("sm_lt")),
-        ("O_THREAD_COL_SM", o_map.thread_col_expr("sm_lt")),
-        ("VALUE_ROW_O_2M", o_map.value_row_expr("(2 * m)")),
-        ("VALUE_COL_O_2M", o_map.value_col_expr("(2 * m)")),
-        ("VALUE_ROW_O_2MI", o_map.value_row_expr("(2 * mi)")),
-        ("O_X4_STORES", (o_values / 8).to_string()),
+        ("O_STAGED", o_staged),
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("LDS128", ptx::LDS128.to_string()),
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
@@ -714,42 +733,9 @@ $ROW_FINISH
         if (!to_workspace && (reinterpret_cast<unsigned long long>(p.o) & 15ull) == 0ull) {
             // O through shared memory: this warpgroup's own Q rows (no wgmma reads them after its last
             // QK^T) take O by stmatrix in the Q tile's layout; then each thread writes 16-byte pieces,
-            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too). This is
-            // family::epilogue's staging written out by hand: emitting it from the component reorders a
-            // few instructions of this kernel's SASS, so the move waits for a GPU A/B.
-            // stmatrix.x4: pairs 4g..4g+3 of the warp are four 8x8 matrices (checked by the generator);
-            // lane 8j + r gives row r of matrix j = pair m = 4g + j: 8 columns of one row, at the pair
-            // 2m of the warp's thread sm_lt.
+            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too).
             const int sm_lt = (lt & ~31) | (4 * (lt & 7));
-#pragma unroll
-            for (int g = 0; g < $O_X4_STORES; ++g) {
-                unsigned pk[4];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const int mi = 4 * g + j;   // this thread's pair: values 2mi, 2mi+1 (adjacent columns)
-                    const int r = $VALUE_ROW_O_2MI / $ROW_SLOT_STRIDE;
-                    pk[j] = fm_act2(o_acc[2 * mi] * inv[r], o_acc[2 * mi + 1] * inv[r]);
-                }
-                const int m = 4 * g + (lt % 32) / 8;
-                // $LAYOUT_O: row 64 * wg + $O_THREAD_ROW_SM + $VALUE_ROW_O_2M, column $O_THREAD_COL_SM + $VALUE_COL_O_2M
-                const unsigned row = (unsigned)(64 * wg + $O_THREAD_ROW_SM + $VALUE_ROW_O_2M);
-                const unsigned col = (unsigned)($O_THREAD_COL_SM + $VALUE_COL_O_2M);
-                // Q tile byte of (row, col): (col / 64) * FM_Q_CHUNK_BYTES + sw128(128 row + 2 (col % 64)) (checked)
-                fm_stmatrix_x4(smem_q + (col / 64u) * FM_Q_CHUNK_BYTES + fm_sw128(row * 128u + (col % 64u) * 2u),
-                               pk[0], pk[1], pk[2], pk[3]);
-            }
-            fm_named_sync<128>(8 + wg);   // the warpgroup's O is in shared memory
-#pragma unroll
-            for (int it = 0; it < FM_D / 16; ++it) {
-                // 16-byte piece it*128 + lt of the warpgroup's 64 x FM_D tile, row-major: 8 columns of one row.
-                const int piece = it * 128 + lt;
-                const unsigned row = (unsigned)(piece / (FM_D / 8)), col = (unsigned)(piece % (FM_D / 8)) * 8u;
-                const uint4 v = fm_lds128(smem_q + (col / 64u) * FM_Q_CHUNK_BYTES
-                                          + fm_sw128((64u * (unsigned)wg + row) * 128u + (col % 64u) * 2u));
-                const int grow = sched.m0 + 64 * wg + (int)row;
-                if (grow < p.seqlen_q) *reinterpret_cast<uint4*>(p.o + (head_row0 + grow) * FM_D + col) = v;
-            }
-        } else {
+$O_STAGED        } else {
 #pragma unroll
             for (int i = 0; i < $O_VALUES; i += 2) {
                 // $LAYOUT_O value mode: values i, i+1 are adjacent columns of one row (checked by the generator).

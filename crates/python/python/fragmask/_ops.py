@@ -1338,7 +1338,8 @@ class AttentionPlan:
                 and v.stride() == specs[2][1]):
             # The plan's views (compared here as tuples: no conversion into the extension).
             self._handle.run_ptrs(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                                  lse_ptr, self._ws_ptrs[0], self._ws_ptrs[1], stream)
+                                  lse_ptr, self._ws_ptrs[0], self._ws_ptrs[1], stream,
+                                  "fragmask.AttentionPlan")
         else:  # the extension compares the views again and names the tensor that differs
             self._handle.run((q.data_ptr(), q.shape, q.stride()),
                              (k.data_ptr(), k.shape, k.stride()),
