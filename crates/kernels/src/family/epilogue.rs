@@ -198,16 +198,18 @@ pub fn emit(map: &FragmentMap, s: &Staging<'_>, indent: &str) -> Result<String, 
             s.chunk_bytes
         ),
     );
+    // The shared loads come before the row bound, unconditionally (every tile row exists), so
+    // the unrolled pieces' loads issue back to back instead of one per guarded store.
+    for (i, t) in s.tensors.iter().enumerate() {
+        line(1, &format!("const uint4 piece{i} = fm_lds128({} + b);", t.smem));
+    }
     line(1, &format!("const int grow = {};", s.global_row));
     line(1, &format!("if (grow < {}) {{", s.row_limit));
     line(2, &format!("const long long off = {};", s.dst_offset));
-    for t in s.tensors {
+    for (i, t) in s.tensors.iter().enumerate() {
         line(
             2,
-            &format!(
-                "*reinterpret_cast<uint4*>({} + off) = fm_lds128({} + b);",
-                t.dst, t.smem
-            ),
+            &format!("*reinterpret_cast<uint4*>({} + off) = piece{i};", t.dst),
         );
     }
     line(1, "}");
