@@ -201,7 +201,10 @@ pub fn emit(map: &FragmentMap, s: &Staging<'_>, indent: &str) -> Result<String, 
     // The shared loads come before the row bound, unconditionally (every tile row exists), so
     // the unrolled pieces' loads issue back to back instead of one per guarded store.
     for (i, t) in s.tensors.iter().enumerate() {
-        line(1, &format!("const uint4 piece{i} = fm_lds128({} + b);", t.smem));
+        line(
+            1,
+            &format!("const uint4 piece{i} = fm_lds128({} + b);", t.smem),
+        );
     }
     line(1, &format!("const int grow = {};", s.global_row));
     line(1, &format!("if (grow < {}) {{", s.row_limit));
@@ -220,6 +223,57 @@ pub fn emit(map: &FragmentMap, s: &Staging<'_>, indent: &str) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn emitted_write_out_loads_every_piece_before_its_row_bound() {
+        let map = FragmentMap::new(128).unwrap();
+        let tensors = [
+            StagedTensor {
+                smem: "smem_k",
+                pack: "fm_act2(a[2 * mi], a[2 * mi + 1])",
+                dst: "p.dk",
+            },
+            StagedTensor {
+                smem: "smem_v",
+                pack: "fm_act2(b[2 * mi], b[2 * mi + 1])",
+                dst: "p.dv",
+            },
+        ];
+        let text = emit(
+            &map,
+            &Staging {
+                tensors: &tensors,
+                pair_prelude: "",
+                row0: "64 * wg",
+                col0: "0",
+                cols: "FM_D",
+                chunk_bytes: "FM_KV_CHUNK_BYTES",
+                barrier_id: "5 + wg",
+                global_row: "n0 + (int)row",
+                row_limit: "p.seqlen_k",
+                dst_offset: "(row0 + grow) * FM_D + col",
+            },
+            "",
+        )
+        .unwrap();
+        let bound = text.find("if (grow < p.seqlen_k)").unwrap();
+        for (i, t) in tensors.iter().enumerate() {
+            let load = text
+                .find(&format!(
+                    "const uint4 piece{i} = fm_lds128({} + b);",
+                    t.smem
+                ))
+                .unwrap();
+            let store = text
+                .find(&format!(
+                    "*reinterpret_cast<uint4*>({} + off) = piece{i};",
+                    t.dst
+                ))
+                .unwrap();
+            assert!(load < bound && bound < store, "{text}");
+        }
+        assert_eq!(text.matches("fm_stmatrix_x4(").count(), 2);
+    }
 
     #[test]
     fn staging_byte_keeps_eight_columns_contiguous_and_rows_in_their_swizzle_atom() {
