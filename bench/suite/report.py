@@ -203,6 +203,22 @@ def read_ab(folder):
     return out
 
 
+def remeasured(d, ab_runs):
+    """The table of ``d``'s two builds: the oldest A/B of that pair, with each row that a later
+    A/B of the same pair measured again (a longer run of a noisy row) replaced by the later
+    measurement, which names its file."""
+    runs = sorted((x for x in ab_runs if x["a"] == d["a"] and x["b"] == d["b"]),
+                  key=lambda x: x["file"])
+    if len(runs) < 2:
+        return d
+    rows = {tuple(r["key"]): dict(r) for r in runs[0]["rows"]}
+    for x in runs[1:]:
+        for r in x["rows"]:
+            if r.get("ratio") is not None:
+                rows[tuple(r["key"])] = dict(r, file=x["file"])
+    return dict(runs[0], rows=list(rows.values()), files=[x["file"] for x in runs])
+
+
 def repeats(ab_run, n):
     """"3 rounds" of an A/B, or "8 ABBA pairs" of an interleaved one."""
     unit = "ABBA pair" if ab_run.get("interleaved") else "round"
@@ -224,6 +240,7 @@ def ab_section(ab_runs):
     newest = {}
     for d in ab_runs:
         newest[d["a"]] = d
+    newest = {a: remeasured(d, ab_runs) for a, d in newest.items()}
     open_rows = []
     for a, d in sorted(newest.items()):
         for r in d["rows"]:
@@ -232,7 +249,7 @@ def ab_section(ab_runs):
                 if len(r["key"]) > 2 and r["key"][2]:
                     w += f" [{r['key'][2]}]"
                 open_rows.append(f"- `{w}` ({system}): {d['b']} takes {r['ratio']:.3f}x the time of {a} "
-                                 f"({repeats(d, r['rounds'])}, `{d['file']}`)")
+                                 f"({repeats(d, r['rounds'])}, `{r.get('file', d['file'])}`)")
     if open_rows:
         out += ["### Open regressions", "",
                 "Rows slower than a baseline build in the newest A/B against it:", ""] + open_rows + [""]
@@ -253,8 +270,9 @@ def ab_section(ab_runs):
             if not verdict:
                 level += 1  # within the noise band: counted, not listed
                 continue
+            again = f" (`{r['file']}`, {repeats(d, r['rounds'])})" if r.get("file") else ""
             out.append(f"| {w} | {system} | {r['a_ms']:.4f} | {r['b_ms']:.4f} | {r['ratio']:.3f} | "
-                       f"{r['min']:.3f}-{r['max']:.3f} | {verdict} |")
+                       f"{r['min']:.3f}-{r['max']:.3f} | {verdict}{again} |")
         out += ["", f"{level} more row{'s' if level != 1 else ''} in both builds: no change beyond 2% "
                     f"(the spread over {'pairs' if d.get('interleaved') else 'rounds'} crosses 0.98-1.02); "
                     "every row is in the JSON file."]
@@ -262,7 +280,8 @@ def ab_section(ab_runs):
             out += ["", f"Not in both builds (failed, unsupported or not run in one): "
                         + ", ".join(f"`{x}`" for x in sorted(set(absent)))]
         out.append("")
-    older = [d for d in ab_runs if newest[d["a"]] is not d]
+    shown = {f for d in newest.values() for f in d.get("files", [d["file"]])}
+    older = [d for d in ab_runs if d["file"] not in shown]
     if older:
         out += ["Earlier A/B runs, superseded by the tables above: "
                 + ", ".join(f"`{d['file']}` ({d['a']} vs {d['b']}, {repeats(d, d['rounds'])})"

@@ -152,6 +152,20 @@ class Ratios(unittest.TestCase):
         self.assertNotIn("(`ab-1.json`)", text)
         self.assertIn("Earlier A/B runs, superseded by the tables above: `ab-1.json`", text)
 
+    def test_a_row_measured_again_by_the_same_two_builds_takes_the_later_measurement(self):
+        noisy, steady = ("noisy", "fragmask_cli", ""), ("steady", "fragmask_cli", "")
+        full = {"a": "base", "b": "new", "rounds": 1, "file": "ab-1.json", "interleaved": True,
+                "rows": ab.ratio_table([{noisy: 1.0, steady: 1.0}], [{noisy: 1.1, steady: 0.9}])}
+        again = {"a": "base", "b": "new", "rounds": 4, "file": "ab-2.json", "interleaved": True,
+                 "rows": ab.ratio_table([{noisy: 1.0}] * 4, [{noisy: 0.9}] * 4)}
+        text = "\n".join(report.ab_section([full, again]))
+        self.assertNotIn("### Open regressions", text)   # the longer run of `noisy` is faster
+        self.assertIn("(`ab-1.json`)", text)              # the full run is the table
+        self.assertIn("| noisy | fragmask_cli | 1.0000 | 0.9000 | 0.900 | 0.900-0.900 | faster "
+                      "(`ab-2.json`, 4 ABBA pairs) |", text)
+        self.assertIn("| steady |", text)
+        self.assertNotIn("superseded", text)              # both files are behind the table
+
     def test_peer_ratio_is_peer_time_over_fragmask_time_per_variant(self):
         rows = [{"system": "fragmask", "status": "ok", "ms": 2.0},
                 {"system": "sdpa", "status": "ok", "ms": 3.0},
