@@ -41,8 +41,9 @@ $LDS128
 $NAMED_BARRIERS
 // Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
 // through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
-// (acquire) refills the stage. One arrival per warp after __syncwarp would leave lanes 1-31's reads unreleased
-// under the PTX memory model (compute-sanitizer racecheck reports exactly those).
+// (acquire) refills the stage. compute-sanitizer racecheck reports lanes 1-31's reads when only lane 0 of a warp
+// arrives, after __syncwarp and also after a bar.sync of every consumer, and also with lse/Dsum brought in by
+// cp.async.bulk (FlashAttention-4's formulation); the last two, timed, were not faster on every row (docs/backward.md).
 __device__ __forceinline__ void fm_consumer_release(unsigned bar) { fm_mbar_arrive(bar); }
 
 // ---------------- preprocess: Dsum, lse in log2, zeroing (one warp per padded query row) ----------------
