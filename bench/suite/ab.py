@@ -20,6 +20,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -104,12 +105,19 @@ def read_device(path):
     return next((r.get("device", "") for r in records(path, "meta")), "")
 
 
+def file_label(commit):
+    """A build label as it may appear in a result file's name: letters, digits, ``.``, ``_``
+    and ``-`` only (a label like ``abc1234+st3`` becomes ``abc1234-st3``), so the name
+    survives every copy tool; the JSON keeps the label itself."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", commit) or "unknown"
+
+
 def run(args, selected):
     scratch = tempfile.mkdtemp(prefix="fm_ab_")
     (site_a, bin_a, commit_a), (site_b, bin_b, commit_b) = (prepare(b, scratch) for b in args.ab)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"ab-{stamp}-{commit_a}-vs-{commit_b}.json")
+    path = os.path.join(args.out, f"ab-{stamp}-{file_label(commit_a)}-vs-{file_label(commit_b)}.json")
     rounds_dir = os.path.join(args.out, f"ab-{stamp}-rounds")  # every run's rows come back too
     os.makedirs(rounds_dir, exist_ok=True)
     names = "|".join(w["name"].replace(".", r"\.") for w in selected)
@@ -122,7 +130,7 @@ def run(args, selected):
         order = ("A", "B") if r % 2 == 0 else ("B", "A")
         for side in order:
             site, binary, commit = (site_a, bin_a, commit_a) if side == "A" else (site_b, bin_b, commit_b)
-            out = os.path.join(rounds_dir, f"round{r}-{side}-{commit}.jsonl")
+            out = os.path.join(rounds_dir, f"round{r}-{side}-{file_label(commit)}.jsonl")
             cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
                    "--systems", systems, "--commit", commit, "--output", out,
                    "--warmup", str(args.warmup), "--iters", str(args.iters)]
@@ -157,7 +165,7 @@ def run_interleaved(args, names, build_a, build_b, path, rounds_dir):
     (site_a, bin_a, commit_a), (bin_b, commit_b) = build_a, build_b
     if not bin_a or not bin_b:
         raise SystemExit("--ab --interleave: both build folders need the fragmask binary")
-    out = os.path.join(rounds_dir, f"interleaved-{commit_a}-vs-{commit_b}.jsonl")
+    out = os.path.join(rounds_dir, f"interleaved-{file_label(commit_a)}-vs-{file_label(commit_b)}.jsonl")
     cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
            "--systems", args.systems or "fragmask_cli", "--ab-bins", bin_a, bin_b,
            "--rounds", str(args.rounds), "--commit", f"{commit_a} vs {commit_b}", "--output", out,

@@ -251,7 +251,7 @@ def main(argv=None):
         sys.path.insert(0, os.path.abspath(args.site))
     if not args.output:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H%M")
-        args.output = os.path.join(args.out, f"suite-{stamp}-{commit_of(args)}.jsonl")
+        args.output = os.path.join(args.out, f"suite-{stamp}-{ab_mode.file_label(commit_of(args))}.jsonl")
     if args.ab_bins:
         from suite import interleave
         return interleave.run(args, selected)

@@ -166,6 +166,12 @@ class Ratios(unittest.TestCase):
         self.assertIn("| steady |", text)
         self.assertNotIn("superseded", text)              # both files are behind the table
 
+    def test_ab_file_names_keep_only_portable_characters_of_the_build_labels(self):
+        self.assertEqual(ab.file_label("38f81e2+st3"), "38f81e2-st3")
+        self.assertEqual(ab.file_label("64ffa17-direct-o"), "64ffa17-direct-o")
+        self.assertEqual(ab.file_label("a b/c"), "a-b-c")
+        self.assertEqual(ab.file_label(""), "unknown")
+
     def test_peer_ratio_is_peer_time_over_fragmask_time_per_variant(self):
         rows = [{"system": "fragmask", "status": "ok", "ms": 2.0},
                 {"system": "sdpa", "status": "ok", "ms": 3.0},
