@@ -60,10 +60,9 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     epilogue::check_tile(&ops.q, g.block_m(), d, q_chunk, "O")
         .map_err(|e| ConfigError::Layout(e.0))?;
     let o_row_slot = format!(
-        "const int r = {} / {};   // the pair's row slot ({})",
+        "const int r = {} / {};   // the pair's row slot ($LAYOUT_O)",
         o_map.value_row_expr("(2 * mi)"),
         s_map.row_slot_stride()?,
-        "$LAYOUT_O"
     );
     let o_staged = epilogue::emit(
         &o_map,
