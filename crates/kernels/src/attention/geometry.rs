@@ -18,6 +18,11 @@ use crate::family::sm90::{RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES};
 /// Upper bound of `setmaxnreg.inc` a consumer asks for (FlashAttention-3's 240).
 const CONSUMER_REGS_CAP: u32 = 240;
 
+/// Registers the overlapped loop needs beside O, S and P (addresses, row statistics,
+/// the mask): 32, what 192x128 at head dim 64 leaves (160 - 128), compiled without spills
+/// (`tests/attention_compile.rs`).
+const OVERLAP_MARGIN: u32 = 32;
+
 /// A tile geometry of the attention forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Geometry {
@@ -292,10 +297,12 @@ impl Geometry {
             && self.loop_registers(head_dim) + 16 <= self.consumer_regs()
     }
 
-    /// Whether the overlapped loop's O, S and P leave at least 40 registers for addresses,
-    /// row statistics and the mask (head dim 256 at 128-wide tiles does not: ptxas spills).
+    /// Whether the overlapped loop's O, S and P leave [`OVERLAP_MARGIN`] registers for
+    /// addresses, row statistics and the mask (head dim 256 at 128-wide tiles does not:
+    /// ptxas spills; 192x128 at head dim 64 fits exactly, without spills, as in
+    /// FlashAttention-4's SM90 head-dim-64 configuration).
     pub const fn overlap_fits(&self, head_dim: u32) -> bool {
-        self.loop_registers(head_dim) + 40 <= self.consumer_regs()
+        self.loop_registers(head_dim) + OVERLAP_MARGIN <= self.consumer_regs()
     }
 
     /// Query-row blocks for `seqlen_q` (the grid's x extent).
@@ -344,6 +351,8 @@ static_assertions::const_assert!(Geometry::TILE_64X64_SINGLE.max_stages(128) >= 
 static_assertions::const_assert!(Geometry::TILE_128X80.max_stages(256) >= 2);
 static_assertions::const_assert!(Geometry::TILE_128X80.overlap_fits(256));
 static_assertions::const_assert!(!Geometry::TILE_128X128.overlap_fits(256));
+// Head dim 64 runs the overlapped loop on its 192x128 default tile.
+static_assertions::const_assert!(Geometry::TILE_192X128.overlap_fits(64));
 
 #[cfg(test)]
 mod tests {

@@ -108,7 +108,7 @@ pub enum ConfigError {
     GeometryName(String),
     /// An element type the tensor cores of this kernel do not take (bf16 and fp16 only).
     Dtype(ActDtype),
-    /// Inter-warpgroup ping-pong needs exactly two consumer warpgroups.
+    /// Inter-warpgroup ping-pong needs two or three consumer warpgroups.
     PingPong {
         /// The geometry's consumer warpgroups.
         warpgroups: u32,
@@ -171,7 +171,7 @@ impl core::fmt::Display for ConfigError {
             ),
             ConfigError::PingPong { warpgroups } => write!(
                 f,
-                "ping-pong needs 2 consumer warpgroups, this tile has {warpgroups}"
+                "ping-pong needs 2 or 3 consumer warpgroups, this tile has {warpgroups}"
             ),
             ConfigError::Stages { stages, max } => {
                 write!(f, "{stages} K/V stages do not fit; use 1..={max}")
@@ -281,13 +281,14 @@ impl AttentionKernel {
         self.split_kv
     }
 
-    /// Turns FlashAttention-3's inter-warpgroup ping-pong on or off (named barriers
-    /// alternate the two consumer warpgroups' GEMM issue, so one warpgroup's softmax runs
-    /// while the other's GEMMs use the tensor cores; with or without `overlap`). Needs a
-    /// geometry with two consumer warpgroups.
+    /// Turns FlashAttention-3's inter-warpgroup ping-pong on or off (named barriers pass
+    /// the turn to issue GEMMs from one consumer warpgroup to the next, round robin, so
+    /// one warpgroup's softmax runs while another's GEMMs use the tensor cores; with or
+    /// without `overlap`). Needs a geometry with two or three consumer warpgroups
+    /// (FlashAttention-3's scheduler barrier, `hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp`).
     pub fn with_pingpong(mut self, pingpong: bool) -> Result<Self, ConfigError> {
         let warpgroups = self.geometry.consumer_warpgroups();
-        if pingpong && warpgroups != 2 {
+        if pingpong && !(2..=3).contains(&warpgroups) {
             return Err(ConfigError::PingPong { warpgroups });
         }
         self.pingpong = pingpong;
@@ -364,7 +365,7 @@ impl AttentionKernel {
     }
 
     /// The default configuration of `geometry`: the intra-warpgroup overlap wherever it
-    /// fits in registers, inter-warpgroup ping-pong with two consumer warpgroups, and K/V
+    /// fits in registers, inter-warpgroup ping-pong with it, and K/V
     /// stages by head dim (3 at 64, 2 at 128 and 256, measured on an H100, docs/PERF.md
     /// "Attention forward"), fewer where shared memory has no room for them.
     pub fn default_for_geometry(
@@ -381,7 +382,7 @@ impl AttentionKernel {
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
         Self::new(geometry, head_dim, mask, stages, overlap)?
-            .with_pingpong(overlap && geometry.consumer_warpgroups() == 2)
+            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)
     }
 
     /// The tile geometry.

@@ -128,7 +128,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("CTAS_PER_SM", g.ctas_per_sm().to_string()),
         ("PRODUCER_REGS", PRODUCER_REGS.to_string()),
         ("CONSUMER_REGS", g.consumer_regs().to_string()),
-        ("MASK_THREADS", g.mask_threads().to_string()),
+        ("PP_NEXT", pingpong_next(g.consumer_warpgroups())),
         ("PARAMS_STRUCT", AttentionParams::ABI.cuda()),
         ("S_VALUES", s_values.to_string()),
         ("O_VALUES", o_values.to_string()),
@@ -191,7 +191,10 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("SCHEDULE", schedule(k.mask()).to_string()),
         ("MASK_BITS", mask_bits(k.mask(), &g)),
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
-        ("MAINLOOP", mainloop(k.overlap(), k.pingpong(), k.mask())?),
+        (
+            "MAINLOOP",
+            mainloop(k.overlap(), k.pingpong(), k.mask(), g.consumer_warpgroups())?,
+        ),
         ("SPLIT_KV", u32::from(k.split_kv()).to_string()),
         ("KERNEL", KERNEL_NAME.to_string()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
@@ -202,7 +205,10 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push(("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")));
         }
-        MaskMode::Blocks => values.push(("MASK_WORDS", g.mask_words_per_thread().to_string())),
+        MaskMode::Blocks => {
+            values.push(("MASK_WORDS", g.mask_words_per_thread().to_string()));
+            values.push(("MASK_THREADS", g.mask_threads().to_string()));
+        }
     }
     let body = fill(TEMPLATE, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;
     src.push_str(&body);
@@ -349,7 +355,12 @@ fn mask_apply(mode: MaskMode) -> &'static str {
     }
 }
 
-fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, ConfigError> {
+fn mainloop(
+    overlap: bool,
+    pingpong: bool,
+    mode: MaskMode,
+    warpgroups: u32,
+) -> Result<String, ConfigError> {
     let (prefetch_first, prefetch_next) = match mode {
         MaskMode::Blocks => (
             "fm_mask_bits bits_next = fm_load_mask_bits(p, fm_tile_at(p, sched, 0), ct);",
@@ -366,26 +377,29 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, Con
     } else {
         MAINLOOP_SERIAL
     };
-    // Inter-warpgroup ping-pong (FlashAttention-3): named barrier 1 + wg gates warpgroup wg's GEMM
-    // issue; the other warpgroup opens it after issuing its own GEMMs, so one warpgroup's softmax
-    // runs while the other's GEMMs own the tensor cores. Overlapped loop: per warpgroup N+1 syncs
-    // and N+1 arrivals (one GEMM issue point per tile plus the last PV). Serial loop: QK^T and PV
-    // are gated separately, 2N syncs per warpgroup; warpgroup 1 skips its very last arrival, which
-    // nobody waits for (warpgroup 0's 2N syncs take its initial arrival and 2N - 1 others).
+    // Inter-warpgroup ping-pong (FlashAttention-3's scheduler barrier): named barrier 1 + wg gates
+    // warpgroup wg's GEMM issue; the warpgroup before it (round robin) opens it after issuing its own
+    // GEMMs, so one warpgroup's softmax runs while another's GEMMs own the tensor cores. Overlapped
+    // loop: per warpgroup N+1 syncs and N+1 arrivals (one GEMM issue point per tile plus the last PV).
+    // Serial loop: QK^T and PV are gated separately, 2N syncs per warpgroup. The last warpgroup opens
+    // warpgroup 0's first turn and skips its very last arrival, which nobody waits for, so every
+    // barrier takes as many arrivals as syncs.
+    let last = warpgroups.saturating_sub(1);
+    let not_last = pingpong_not_last(warpgroups);
     let (init, sync, arrive, arrive_last, arrive_pv) = if pingpong {
         (
-            "if (wg == 1) fm_named_arrive<FM_PINGPONG_THREADS>(1);   // ping-pong: consumer warpgroup 0 issues first",
-            "fm_named_sync<FM_PINGPONG_THREADS>(1 + wg);             // ping-pong: my turn to issue GEMMs",
-            "fm_named_arrive<FM_PINGPONG_THREADS>(2 - wg);           // ping-pong: the other warpgroup's turn",
-            "if (wg == 0) fm_named_arrive<FM_PINGPONG_THREADS>(2);   // ping-pong: balance warpgroup 1's initial arrival",
-            "if (wg == 0 || kk + 1 < sched.num_tiles) fm_named_arrive<FM_PINGPONG_THREADS>(2 - wg);   // ping-pong: the other's turn",
+            format!("if (wg == {last}) fm_named_arrive<FM_PINGPONG_THREADS>(1);   // ping-pong: consumer warpgroup 0 issues first"),
+            "fm_named_sync<FM_PINGPONG_THREADS>(1 + wg);             // ping-pong: my turn to issue GEMMs".to_string(),
+            "fm_named_arrive<FM_PINGPONG_THREADS>(FM_PP_NEXT);       // ping-pong: the next warpgroup's turn".to_string(),
+            format!("if ({not_last}) fm_named_arrive<FM_PINGPONG_THREADS>(wg + 2);   // ping-pong: balance the last warpgroup's initial arrival (the next of a warpgroup before the last is wg + 1)"),
+            format!("if ({not_last} || kk + 1 < sched.num_tiles) fm_named_arrive<FM_PINGPONG_THREADS>(FM_PP_NEXT);   // ping-pong: the next one's turn"),
         )
     } else {
-        ("", "", "", "", "")
+        Default::default()
     };
     // Each loop names the ping-pong points it has: the overlapped one a last arrival,
     // the serial one a separate PV arrival.
-    let last = if overlap {
+    let last_point = if overlap {
         ("PP_ARRIVE_LAST", arrive_last)
     } else {
         ("PP_ARRIVE_PV", arrive_pv)
@@ -393,12 +407,32 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, Con
     let values: Vec<(&str, String)> = vec![
         ("PREFETCH_FIRST", prefetch_first.to_string()),
         ("PREFETCH_NEXT", prefetch_next.to_string()),
-        ("PP_INIT", init.to_string()),
-        ("PP_SYNC", sync.to_string()),
-        ("PP_ARRIVE", arrive.to_string()),
-        (last.0, last.1.to_string()),
+        ("PP_INIT", init),
+        ("PP_SYNC", sync),
+        ("PP_ARRIVE", arrive),
+        (last_point.0, last_point.1),
     ];
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
+}
+
+/// The ping-pong barrier of the consumer warpgroup after `wg`, round robin over
+/// `warpgroups`: `1 + (wg + 1) % warpgroups`. Two warpgroups take `2 - wg`, the form their
+/// kernels were measured with (their machine code is unchanged by the 3-warpgroup form).
+fn pingpong_next(warpgroups: u32) -> String {
+    if warpgroups == 2 {
+        "(2 - wg)".to_string()
+    } else {
+        format!("(wg == {} ? 1 : wg + 2)", warpgroups.saturating_sub(1))
+    }
+}
+
+/// "wg is not the last consumer warpgroup", in the form of [`pingpong_next`].
+fn pingpong_not_last(warpgroups: u32) -> String {
+    if warpgroups == 2 {
+        "wg == 0".to_string()
+    } else {
+        format!("wg != {}", warpgroups.saturating_sub(1))
+    }
 }
 
 /// Consumer main loop, no overlap: QK^T, wait, softmax, PV, wait.
@@ -576,8 +610,10 @@ __device__ __forceinline__ void fm_pin_before_wait(unsigned scratch, float value
     asm volatile("st.shared.f32 [%0], %1;" :: "r"(scratch), "f"(value) : "memory");
 }
 
-// Named barriers 1 and 2 ($MASK_THREADS threads, the consumer warpgroups: one syncs, the other arrives).
-#define FM_PINGPONG_THREADS $MASK_THREADS
+// Ping-pong: named barrier 1 + wg is warpgroup wg's turn to issue GEMMs; 256 threads, the warpgroup
+// syncs and the one before it (round robin over the $CONSUMER_WARPGROUPS consumer warpgroups) arrives.
+#define FM_PINGPONG_THREADS 256
+#define FM_PP_NEXT $PP_NEXT
 
 __device__ __forceinline__ void fm_consumer_release(unsigned bar) {
     __syncwarp();
