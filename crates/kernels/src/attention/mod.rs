@@ -602,6 +602,33 @@ mod tests {
     }
 
     #[test]
+    fn pingpong_passes_the_turn_round_robin_over_every_consumer_warpgroup() {
+        // Two warpgroups: each opens the other's barrier; three: 0 -> 1 -> 2 -> 0, the last
+        // one opening warpgroup 0's first turn and skipping its very last arrival.
+        let two = AttentionKernel::default_for(128, MaskMode::Window).unwrap();
+        assert!(two.pingpong() && two.geometry().consumer_warpgroups() == 2);
+        let src = two.source().unwrap();
+        assert!(src.contains("#define FM_PP_NEXT (2 - wg)"));
+        assert!(src.contains("if (wg == 1) fm_named_arrive<FM_PINGPONG_THREADS>(1);"));
+        assert!(src.contains("if (wg == 0) fm_named_arrive<FM_PINGPONG_THREADS>(wg + 2);"));
+        let three = AttentionKernel::default_for(64, MaskMode::Window).unwrap();
+        assert!(three.overlap() && three.pingpong());
+        assert_eq!(three.geometry().consumer_warpgroups(), 3);
+        let src = three.source().unwrap();
+        assert!(src.contains("#define FM_PP_NEXT (wg == 2 ? 1 : wg + 2)"));
+        assert!(src.contains("if (wg == 2) fm_named_arrive<FM_PINGPONG_THREADS>(1);"));
+        assert!(src.contains("if (wg != 2) fm_named_arrive<FM_PINGPONG_THREADS>(wg + 2);"));
+        assert!(src.contains("#define FM_PINGPONG_THREADS 256"));
+        // One warpgroup has no one to pass the turn to.
+        let one =
+            AttentionKernel::new(Geometry::TILE_64X64, 128, MaskMode::Blocks, 1, true).unwrap();
+        assert_eq!(
+            one.with_pingpong(true),
+            Err(ConfigError::PingPong { warpgroups: 1 })
+        );
+    }
+
+    #[test]
     fn sources_are_header_free_and_name_the_layout() {
         for g in Geometry::SUPPORTED {
             for d in [64, 128, 256] {
