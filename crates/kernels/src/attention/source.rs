@@ -79,8 +79,8 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             chunk_bytes: "FM_Q_CHUNK_BYTES",
             barrier_id: "8 + wg",
             global_row: "sched.m0 + (int)row",
-            row_limit: "p.seqlen_q",
-            dst_offset: "(head_row0 + grow) * FM_D + col",
+            row_limit: "sched.seqlen_q",
+            dst_offset: "(head_row0 + sched.row0 + grow) * FM_D + col",
         },
         "            ",
     )
@@ -198,7 +198,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     ];
     match k.mask() {
         // Only the window schedule and mask compare against "unbounded".
-        MaskMode::Window => {
+        MaskMode::Window | MaskMode::Documents => {
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push(("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")));
         }
@@ -329,6 +329,7 @@ fn quad_leader_expr(map: &FragmentMap) -> String {
 fn schedule(mode: MaskMode) -> &'static str {
     match mode {
         MaskMode::Window => row_block::WINDOW,
+        MaskMode::Documents => row_block::DOCUMENTS,
         MaskMode::Blocks => row_block::LISTS,
     }
 }
@@ -336,7 +337,7 @@ fn schedule(mode: MaskMode) -> &'static str {
 /// The mask words' loader of the kernel's mode (window: no words, all bits set).
 fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
     let words_per_block = match mode {
-        MaskMode::Window => None,
+        MaskMode::Window | MaskMode::Documents => None,
         MaskMode::Blocks => Some(g.mask_words_per_thread()),
     };
     mask::row_block_words(words_per_block, g.step_blocks(), g.mask_threads())
@@ -344,7 +345,7 @@ fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
 
 fn mask_apply(mode: MaskMode) -> &'static str {
     match mode {
-        MaskMode::Window => mask::ROW_BLOCK_WINDOW,
+        MaskMode::Window | MaskMode::Documents => mask::ROW_BLOCK_WINDOW,
         MaskMode::Blocks => mask::ROW_BLOCK_WORDS,
     }
 }
@@ -356,7 +357,7 @@ fn mainloop(overlap: bool, pingpong: bool, mode: MaskMode) -> Result<String, Con
             "const fm_mask_bits bits = bits_next;\n\
              \x20           if (kk + 1 < sched.num_tiles) bits_next = fm_load_mask_bits(p, fm_tile_at(p, sched, kk + 1), ct);",
         ),
-        MaskMode::Window => (
+        MaskMode::Window | MaskMode::Documents => (
             "const fm_mask_bits bits_next = fm_mask_all();",
             "const fm_mask_bits bits = bits_next;",
         ),
@@ -553,14 +554,16 @@ __device__ __forceinline__ fm_kv_blocks fm_kv_blocks_at(const fm_attn_params& p,
 // Every 64-column chunk c of the step's K (or V) tile gets slot h's block at byte c*FM_KV_CHUNK_BYTES +
 // h*FM_KV_SLOT_BYTES, i.e. K(h*FM_BLOCK_N, 64c) of the operand layout (attention/smem.rs): one TMA box of
 // 64 columns x FM_BLOCK_N rows per (slot, chunk), all completing on `bar` (FM_KV_TILE_BYTES in total).
+// Key block n of the schedule starts at global row row0 + n*FM_BLOCK_N (row0: the schedule's, a document's
+// first token on the documents grid; keys past the walk's seqlen_k are masked by the key bound).
 __device__ __forceinline__ void fm_load_kv_step(unsigned dst, const fm_tensor_map* map, unsigned bar,
-                                                const fm_kv_blocks& b, int kv_head, int batch) {
+                                                const fm_kv_blocks& b, int row0, int kv_head, int batch) {
 #pragma unroll
     for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
 #pragma unroll
         for (int c = 0; c < FM_D_CHUNKS; ++c)
-            fm_tma_load_4d(dst + c * FM_KV_CHUNK_BYTES + h * FM_KV_SLOT_BYTES, map, bar, 64 * c, b.n[h] * FM_BLOCK_N,
-                           kv_head, batch);
+            fm_tma_load_4d(dst + c * FM_KV_CHUNK_BYTES + h * FM_KV_SLOT_BYTES, map, bar, 64 * c,
+                           row0 + b.n[h] * FM_BLOCK_N, kv_head, batch);
     }
 }
 $GEMMS
@@ -647,7 +650,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
             fm_mbar_expect_tx(FM_BAR_Q, FM_Q_TILE_BYTES);
 #pragma unroll
             for (int c = 0; c < FM_D_CHUNKS; ++c)
-                fm_tma_load_4d(smem_q + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q, 64 * c, m_block * FM_BLOCK_M, head, batch);
+                fm_tma_load_4d(smem_q + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q, 64 * c, sched.row0 + sched.m0, head, batch);
             // K of step kk, then V of step kk-1: K runs ahead so QK^T never waits behind a V load.
 #if FM_LOOKAHEAD
             // Key blocks read one step ahead: the list loads of step kk+1 are in flight while step kk's
@@ -669,7 +672,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #endif
                     fm_mbar_wait(FM_BAR_K_EMPTY(stage), phase ^ 1u);
                     fm_mbar_expect_tx(FM_BAR_K_FULL(stage), FM_KV_TILE_BYTES);
-                    fm_load_kv_step(smem_k + stage * FM_KV_TILE_BYTES, &tma_k, FM_BAR_K_FULL(stage), blocks, kv_head, batch);
+                    fm_load_kv_step(smem_k + stage * FM_KV_TILE_BYTES, &tma_k, FM_BAR_K_FULL(stage), blocks, sched.row0, kv_head, batch);
                 }
                 if (kk > 0) {
                     const int vk = kk - 1;
@@ -682,7 +685,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #endif
                     fm_mbar_wait(FM_BAR_V_EMPTY(stage), phase ^ 1u);
                     fm_mbar_expect_tx(FM_BAR_V_FULL(stage), FM_KV_TILE_BYTES);
-                    fm_load_kv_step(smem_v + stage * FM_KV_TILE_BYTES, &tma_v, FM_BAR_V_FULL(stage), blocks, kv_head, batch);
+                    fm_load_kv_step(smem_v + stage * FM_KV_TILE_BYTES, &tma_v, FM_BAR_V_FULL(stage), blocks, sched.row0, kv_head, batch);
                 }
 #if FM_LOOKAHEAD
                 n_v = n_k;
@@ -722,6 +725,8 @@ $MAINLOOP
 $ROW_FINISH
         }
         const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
+        // Rows below are the schedule's (sched.m0 + ...), bounded by sched.seqlen_q and moved by sched.row0
+        // (a document's first token on the documents grid, else 0).
         // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
         // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
         const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
@@ -741,10 +746,10 @@ $O_STAGED        } else {
                 const int row = sched.m0 + o_row + $VALUE_ROW_O;
                 const int col = o_col + $VALUE_COL_O;
                 const int r = $VALUE_ROW_O / $ROW_SLOT_STRIDE;
-                if (row < p.seqlen_q && to_workspace) {
-                    *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
-                } else if (row < p.seqlen_q) {
-                    unsigned* dst = reinterpret_cast<unsigned*>(p.o + (head_row0 + row) * FM_D + col);
+                if (row < sched.seqlen_q && to_workspace) {
+                    *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + sched.row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
+                } else if (row < sched.seqlen_q) {
+                    unsigned* dst = reinterpret_cast<unsigned*>(p.o + (head_row0 + sched.row0 + row) * FM_D + col);
                     *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
                 }
             }
@@ -753,7 +758,8 @@ $O_STAGED        } else {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int row = sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
-                if (row < p.seqlen_q) (to_workspace ? p.ws_lse[ws_row0 + row] : p.lse[head_row0 + row]) = lse[r];
+                if (row < sched.seqlen_q)
+                    (to_workspace ? p.ws_lse[ws_row0 + sched.row0 + row] : p.lse[head_row0 + sched.row0 + row]) = lse[r];
             }
         }
     }

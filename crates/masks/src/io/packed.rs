@@ -18,17 +18,26 @@ use crate::encoding::EncodedLayout;
 use crate::lists::{BlockLists, ListDirection};
 use crate::shape::TileGrid;
 use crate::transpose::{TransposedLists, TRANSPOSED_ENCODING};
-use crate::{Encoding, MaskError, MaskShape, PackedMask, MAX_SEQLEN};
+use crate::{DocumentKind, Documents, Encoding, MaskError, MaskShape, PackedMask, MAX_SEQLEN};
 
 /// `format` metadata value.
 pub const FORMAT_NAME: &str = "fragmask-masks";
-/// `format_version` metadata value written. Version 2 added the optional transposed
-/// lists (`transposed` metadata key, `q_*` tensors); version 1 files, which have none,
-/// still load.
+/// `format_version` metadata value written for a mask without documents. Version 2
+/// added the optional transposed lists (`transposed` metadata key, `q_*` tensors);
+/// version 1 files, which have none, still load.
 pub const FORMAT_VERSION: u32 = 2;
 
+/// `format_version` written for a mask with document boundaries: version 3 adds the
+/// `documents` metadata key (`causal` or `full`) and the `doc_starts` tensor (int32
+/// `[documents + 1]`). A mask without documents is still written as version 2, which
+/// older readers take.
+pub const FORMAT_VERSION_DOCUMENTS: u32 = 3;
+
 /// Format versions read.
-pub const FORMAT_VERSIONS_READ: [u32; 2] = [1, 2];
+pub const FORMAT_VERSIONS_READ: [u32; 3] = [1, 2, 3];
+
+/// The documents tensor's name.
+const DOC_STARTS: &str = "doc_starts";
 
 /// The transposed tensors, in file order.
 const TRANSPOSED_TENSORS: [&str; 6] = [
@@ -210,6 +219,16 @@ impl PackedMask {
                 },
             ));
         }
+        if let Some(d) = &self.documents {
+            tensors.push((
+                DOC_STARTS,
+                Tensor {
+                    dtype: safetensors::Dtype::I32,
+                    shape: vec![d.starts().len()],
+                    data: le_bytes(d.starts()),
+                },
+            ));
+        }
         tensors
     }
 
@@ -240,7 +259,15 @@ impl PackedMask {
         let s = self.grid.shape;
         [
             ("format", FORMAT_NAME.to_string()),
-            ("format_version", FORMAT_VERSION.to_string()),
+            (
+                "format_version",
+                if self.documents.is_some() {
+                    FORMAT_VERSION_DOCUMENTS
+                } else {
+                    FORMAT_VERSION
+                }
+                .to_string(),
+            ),
             ("block_m", acc.block_m().to_string()),
             ("block_n", acc.block_n().to_string()),
             ("warpgroups", acc.warpgroups().to_string()),
@@ -264,6 +291,11 @@ impl PackedMask {
                 ),
             ]
         }))
+        .chain(
+            self.documents
+                .iter()
+                .map(|d| ("documents", d.kind().name().to_string())),
+        )
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }
@@ -349,7 +381,7 @@ impl PackedMask {
         if !FORMAT_VERSIONS_READ.iter().any(|&v| v as usize == version) {
             return Err(MaskError::Unsupported {
                 what: "packed mask format_version",
-                detail: "this reader reads versions 1 and 2",
+                detail: "this reader reads versions 1, 2 and 3",
             });
         }
         let small = |key: &'static str| -> Result<u32, MaskError> {
@@ -576,6 +608,33 @@ impl PackedMask {
             lists.validate(&packed)?;
             packed.transposed = Some(lists);
         }
+        // Version 3: the document boundaries, checked against the lists they describe.
+        let kind = match meta.get("documents") {
+            Some(name) if version >= 3 => {
+                Some(DocumentKind::from_name(name).ok_or(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "documents must be causal or full",
+                })?)
+            }
+            Some(_) => {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "the documents key needs format version 3",
+                })
+            }
+            None => None,
+        };
+        match kind {
+            Some(kind) => packed.attach_documents(read_doc_starts(&file, kind)?)?,
+            None if names.iter().any(|n| n == DOC_STARTS) => {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "the file holds doc_starts but its metadata names no documents \
+                             kind (format version 3)",
+                })
+            }
+            None => {}
+        }
         Ok((packed, checksums))
     }
 
@@ -632,8 +691,41 @@ impl PackedMask {
             lists,
             words,
             transposed: None,
+            documents: None,
         })
     }
+}
+
+/// The `doc_starts` tensor: int32 `[documents + 1]`, checked by [`Documents::new`].
+fn read_doc_starts(file: &SafetensorsFile<'_>, kind: DocumentKind) -> Result<Documents, MaskError> {
+    let view = file.tensor(DOC_STARTS)?;
+    if view.dtype != DType::I32 {
+        return Err(MaskError::WrongDtype {
+            what: DOC_STARTS,
+            found: view.dtype.name(),
+            expected: "int32",
+        });
+    }
+    if view.shape.len() != 1 {
+        return Err(MaskError::BadRank {
+            what: DOC_STARTS,
+            rank: view.shape.len(),
+            expected: "1 ([documents + 1])",
+        });
+    }
+    let starts = view
+        .data
+        .chunks_exact(4)
+        .map(|c| {
+            u32::try_from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])).map_err(|_| {
+                MaskError::Corrupt {
+                    what: "document starts",
+                    detail: "a start is negative",
+                }
+            })
+        })
+        .collect::<Result<Vec<u32>, MaskError>>()?;
+    Documents::new(kind, starts)
 }
 
 /// The transposed words tensor `name`: uint32 `[tiles, ...word_dims]`, with `tiles`

@@ -3,7 +3,8 @@
 //!
 //! - [`row_block`]: a query row block walks key blocks (the forward): the window
 //!   schedule (causal / sliding window / none, computed from the bounds, diagonal blocks
-//!   first) and the listed-blocks schedule (FlexAttention-style partial-then-full lists).
+//!   first), the documents schedule (the same walk inside each document of a varlen
+//!   grid) and the listed-blocks schedule (FlexAttention-style partial-then-full lists).
 //! - [`key_tile`]: a key tile walks query steps (the backward): the same window, and the
 //!   mask's transposed lists, with the host's largest-first order of key tiles and the
 //!   deterministic rank of a CTA among the visitors of a query step.
@@ -34,7 +35,7 @@ mod tests {
 
     #[test]
     fn each_schedule_defines_its_walk_and_no_mask() {
-        for text in [row_block::WINDOW, row_block::LISTS] {
+        for text in [row_block::WINDOW, row_block::DOCUMENTS, row_block::LISTS] {
             for f in ["struct fm_schedule", "fm_make_schedule(", "fm_tile_at("] {
                 assert!(text.contains(f), "{f}");
             }
