@@ -95,6 +95,11 @@ pub struct ForwardArgs {
     /// Synthetic block mask, packed here: random:P, blocksparse:T:P, topk:F.
     #[arg(long, conflicts_with_all = ["causal", "window", "diag_offset"])]
     synthetic_mask: Option<String>,
+    /// Predicate mask, packed here (the grammar of `fragmask pack --predicate`, e.g.
+    /// causal,doc=ids.npy with ids [S] or [B, S]). Causal or full within contiguous
+    /// documents runs the documents grid.
+    #[arg(long, conflicts_with_all = ["mask", "dense_mask", "synthetic_mask", "causal", "window", "diag_offset"])]
+    predicate: Option<String>,
     /// Causal (top-left aligned, as torch SDPA is_causal).
     #[arg(long, conflicts_with = "window")]
     causal: bool,
@@ -185,7 +190,7 @@ pub struct AttentionArgs {
 /// The forward's inputs, masks and kernel configuration (every run mode reads them).
 macro_rules! forward_ids {
     ($($extra:literal),*) => {
-        &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask",
+        &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "block", "splits", $($extra),*]
     };
@@ -304,7 +309,11 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
 }
 
 fn mode_of(args: &ForwardArgs) -> MaskMode {
-    if args.mask.is_some() || args.dense_mask.is_some() || args.synthetic_mask.is_some() {
+    if args.mask.is_some()
+        || args.dense_mask.is_some()
+        || args.synthetic_mask.is_some()
+        || args.predicate.is_some()
+    {
         MaskMode::Blocks
     } else {
         MaskMode::Window
@@ -574,6 +583,9 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         Some(inputs::dense_mask(&bytes, &shape, &named(path, "--dense-mask")).map_err(e)?)
     } else if let Some(spec) = synthetic {
         Some(inputs::synthetic_mask(spec, args.seed, &shape).map_err(e)?)
+    } else if let Some(text) = &args.predicate {
+        let mut read_ids = |name: &str| read_file_limited(Path::new(name), inputs::MAX_FILE_BYTES);
+        Some(inputs::predicate_mask(text, &shape, &mut read_ids).map_err(e)?)
     } else {
         None
     };
