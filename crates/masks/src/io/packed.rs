@@ -22,19 +22,16 @@ use crate::{DocumentKind, Documents, Encoding, MaskError, MaskShape, PackedMask,
 
 /// `format` metadata value.
 pub const FORMAT_NAME: &str = "fragmask-masks";
-/// `format_version` metadata value written for a mask without documents. Version 2
-/// added the optional transposed lists (`transposed` metadata key, `q_*` tensors);
-/// version 1 files, which have none, still load.
+/// `format_version` metadata value written. Version 2 added the optional transposed
+/// lists (`transposed` metadata key, `q_*` tensors); version 1 files, which have none,
+/// still load. Version 2 files may also hold the optional document boundaries (the
+/// `documents` metadata key, `causal` or `full`, and the `doc_starts` tensor, int32
+/// `[documents + 1]`): they repeat what the lists hold, so a reader that does not know
+/// them reads the same mask without them.
 pub const FORMAT_VERSION: u32 = 2;
 
-/// `format_version` written for a mask with document boundaries: version 3 adds the
-/// `documents` metadata key (`causal` or `full`) and the `doc_starts` tensor (int32
-/// `[documents + 1]`). A mask without documents is still written as version 2, which
-/// older readers take.
-pub const FORMAT_VERSION_DOCUMENTS: u32 = 3;
-
 /// Format versions read.
-pub const FORMAT_VERSIONS_READ: [u32; 3] = [1, 2, 3];
+pub const FORMAT_VERSIONS_READ: [u32; 2] = [1, 2];
 
 /// The documents tensor's name.
 const DOC_STARTS: &str = "doc_starts";
@@ -259,15 +256,7 @@ impl PackedMask {
         let s = self.grid.shape;
         [
             ("format", FORMAT_NAME.to_string()),
-            (
-                "format_version",
-                if self.documents.is_some() {
-                    FORMAT_VERSION_DOCUMENTS
-                } else {
-                    FORMAT_VERSION
-                }
-                .to_string(),
-            ),
+            ("format_version", FORMAT_VERSION.to_string()),
             ("block_m", acc.block_m().to_string()),
             ("block_n", acc.block_n().to_string()),
             ("warpgroups", acc.warpgroups().to_string()),
@@ -381,7 +370,7 @@ impl PackedMask {
         if !FORMAT_VERSIONS_READ.iter().any(|&v| v as usize == version) {
             return Err(MaskError::Unsupported {
                 what: "packed mask format_version",
-                detail: "this reader reads versions 1, 2 and 3",
+                detail: "this reader reads versions 1 and 2",
             });
         }
         let small = |key: &'static str| -> Result<u32, MaskError> {
@@ -608,9 +597,9 @@ impl PackedMask {
             lists.validate(&packed)?;
             packed.transposed = Some(lists);
         }
-        // Version 3: the document boundaries, checked against the lists they describe.
+        // The optional document boundaries (version 2), checked against the mask.
         let kind = match meta.get("documents") {
-            Some(name) if version >= 3 => {
+            Some(name) if version >= 2 => {
                 Some(DocumentKind::from_name(name).ok_or(MaskError::Corrupt {
                     what: "packed mask metadata",
                     detail: "documents must be causal or full",
@@ -619,7 +608,7 @@ impl PackedMask {
             Some(_) => {
                 return Err(MaskError::Corrupt {
                     what: "packed mask metadata",
-                    detail: "the documents key needs format version 3",
+                    detail: "the documents key needs format version 2",
                 })
             }
             None => None,
@@ -630,7 +619,7 @@ impl PackedMask {
                 return Err(MaskError::Corrupt {
                     what: "packed mask metadata",
                     detail: "the file holds doc_starts but its metadata names no documents \
-                             kind (format version 3)",
+                             kind (causal or full)",
                 })
             }
             None => {}
