@@ -217,3 +217,32 @@ fn a_corrupt_documents_section_is_a_typed_error() {
     let back = PackedMask::from_safetensors(&rewrite(&bytes, None, None)).unwrap();
     assert_eq!(back.documents(), mask.documents());
 }
+
+#[test]
+fn all_terms_of_the_and_do_not_hide_the_documents() {
+    let ids = ids_of(&[5, 7, 1]);
+    let acc = TiledAccumulator::new(64, 64, 1, false).unwrap();
+    for (predicate, kind) in [
+        (
+            Predicate::All & Predicate::Document(DocumentIds::new(&ids)),
+            DocumentKind::Full,
+        ),
+        (
+            Predicate::Document(DocumentIds::new(&ids)) & Predicate::All & Predicate::causal(),
+            DocumentKind::Causal,
+        ),
+    ] {
+        let source = PredicateMask::new(13, 13, predicate).unwrap();
+        let m = pack(
+            &source,
+            &acc,
+            Encoding::FragmentNative,
+            &PackOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            m.documents().map(|d| (d.kind(), d.starts().to_vec())),
+            Some((kind, vec![0, 5, 12, 13]))
+        );
+    }
+}

@@ -564,20 +564,22 @@ impl MaskSource for PredicateMask {
         self.predicate.region(batch, &rows, &cols, &self.shape)
     }
 
-    /// `doc` alone (full within documents) or `causal & doc` (in either order), with
+    /// `doc` alone (full within documents) or `causal & doc` (in either order; `all`
+    /// terms of the and are ignored), with
     /// `seqlen_q == seqlen_k`, the same non-decreasing ids for queries and keys, and
     /// the same ids in every batch.
     fn documents(&self) -> Option<Documents> {
         if self.shape.seqlen_q != self.shape.seqlen_k {
             return None;
         }
-        let (kind, docs) = match &self.predicate {
-            Predicate::Document(d) => (DocumentKind::Full, d),
-            Predicate::And(parts) => match parts.as_slice() {
-                [Predicate::Causal(_), Predicate::Document(d)]
-                | [Predicate::Document(d), Predicate::Causal(_)] => (DocumentKind::Causal, d),
-                _ => return None,
-            },
+        let parts: Vec<&Predicate> = match &self.predicate {
+            Predicate::And(parts) => parts.iter().filter(|p| **p != Predicate::All).collect(),
+            other => alloc::vec![other],
+        };
+        let (kind, docs) = match parts.as_slice() {
+            [Predicate::Document(d)] => (DocumentKind::Full, d),
+            [Predicate::Causal(_), Predicate::Document(d)]
+            | [Predicate::Document(d), Predicate::Causal(_)] => (DocumentKind::Causal, d),
             _ => return None,
         };
         let s = self.shape.seqlen_q;
