@@ -7,6 +7,9 @@
 //! `||O - ref|| / ||ref|| < 2e-2`, rows with no visible key are exactly
 //! `O = 0, lse = -inf`, and the other lse values are within 2e-2.
 //!
+//! Documents cases pack a causal or full document predicate (which keeps its document
+//! boundaries) and fail unless the forward ran the documents grid.
+//!
 //! Block-mask cases pack their predicate with the masks crate's packer
 //! ([`pack_for_kernel`]); the packed mask must decode to the predicate, and the CPU
 //! reference reads the same packed mask the kernel gets.
