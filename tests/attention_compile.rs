@@ -17,39 +17,66 @@ fn every_attention_variant_compiles_without_spills_and_uses_hgmma() {
     }
     // Every loop variant of the 128x128 tile, the default configuration of every other
     // geometry (with and without split-KV) at every head dim and mask mode, and fp16.
-    let kernels = AttentionKernel::compile_sweep().unwrap();
-    for k in kernels {
-        {
-            {
-                let compiled = compile_kernel(&k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
-                // A register count proves ptxas' report for the kernel was found, so the
-                // spill count below is read, not defaulted.
-                assert!(
-                    compiled.registers > 0,
-                    "{k:?}: no ptxas report:\n{}",
-                    compiled.log
-                );
-                assert_eq!(compiled.spill_bytes, 0, "{k:?} spills:\n{}", compiled.log);
-                assert!(
-                    !compiled.log.contains("C7508")
-                        && !compiled.log.contains("C7510")
-                        && !compiled.log.contains("C7512"),
-                    "{k:?}: ptxas ignored setmaxnreg or serialised wgmma:\n{}",
-                    compiled.log
-                );
-                eprintln!(
-                    "{k:?}: {} registers, {} spill bytes, {} stack bytes",
-                    compiled.registers, compiled.spill_bytes, compiled.stack_bytes
-                );
-                if let Ok(sass) = fragmask::check::attention::kernel_sass(&compiled) {
-                    let classes = sass.classes();
-                    eprintln!("    SASS: {classes:?}");
-                    assert!(classes.hgmma > 0, "{k:?}: no HGMMA in SASS");
-                    assert_eq!(classes.ldl + classes.stl, 0, "{k:?}: local memory in SASS");
-                    assert!(!sass.spills(), "{k:?}: spills per SASS / res-usage");
-                }
-            }
-        }
+    for k in AttentionKernel::compile_sweep().unwrap() {
+        compiles_without_spills_and_uses_hgmma(&k);
+    }
+}
+
+#[test]
+fn documents_grid_variants_compile_without_spills_and_use_hgmma() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // The documents grid's variants of the sweep alone (the sweep above has them too).
+    let documents: Vec<AttentionKernel> = AttentionKernel::compile_sweep()
+        .unwrap()
+        .into_iter()
+        .filter(|k| k.mask() == MaskMode::Documents)
+        .collect();
+    assert_eq!(
+        documents.len(),
+        Geometry::SUPPORTED
+            .iter()
+            .map(|g| [64, 128, 256]
+                .iter()
+                .filter(|&&d| g.supports_head_dim(d))
+                .count())
+            .sum::<usize>()
+    );
+    for k in &documents {
+        compiles_without_spills_and_uses_hgmma(k);
+    }
+}
+
+/// `k` compiles to sm_90a with no spills, ptxas honours setmaxnreg and keeps wgmma
+/// asynchronous, and (with cuobjdump) its SASS has HGMMA and no local memory.
+fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {
+    let compiled = compile_kernel(k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
+    // A register count proves ptxas' report for the kernel was found, so the spill count
+    // below is read, not defaulted.
+    assert!(
+        compiled.registers > 0,
+        "{k:?}: no ptxas report:\n{}",
+        compiled.log
+    );
+    assert_eq!(compiled.spill_bytes, 0, "{k:?} spills:\n{}", compiled.log);
+    assert!(
+        !compiled.log.contains("C7508")
+            && !compiled.log.contains("C7510")
+            && !compiled.log.contains("C7512"),
+        "{k:?}: ptxas ignored setmaxnreg or serialised wgmma:\n{}",
+        compiled.log
+    );
+    eprintln!(
+        "{k:?}: {} registers, {} spill bytes, {} stack bytes",
+        compiled.registers, compiled.spill_bytes, compiled.stack_bytes
+    );
+    if let Ok(sass) = fragmask::check::attention::kernel_sass(&compiled) {
+        let classes = sass.classes();
+        eprintln!("    SASS: {classes:?}");
+        assert!(classes.hgmma > 0, "{k:?}: no HGMMA in SASS");
+        assert_eq!(classes.ldl + classes.stl, 0, "{k:?}: local memory in SASS");
+        assert!(!sass.spills(), "{k:?}: spills per SASS / res-usage");
     }
 }
 

@@ -9,7 +9,8 @@ use clap::Args;
 use fragmask::check::attention::{self as attn_check, selftest};
 use fragmask::check::numeric;
 use fragmask::host::attention::{
-    choice, compile, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask, Window,
+    choice, compile, documents, AttentionOptions, AttentionRunner, AttentionShape, Mask,
+    PackedMask, Window,
 };
 use fragmask::host::Device;
 use fragmask::inputs::attention::{self as inputs, InputError, MaskInput, Qkv};
@@ -94,6 +95,11 @@ pub struct ForwardArgs {
     /// Synthetic block mask, packed here: random:P, blocksparse:T:P, topk:F.
     #[arg(long, conflicts_with_all = ["causal", "window", "diag_offset"])]
     synthetic_mask: Option<String>,
+    /// Predicate mask, packed here (the grammar of `fragmask pack --predicate`, e.g.
+    /// causal,doc=ids.npy with ids [S] or [B, S]). Causal or full within contiguous
+    /// documents runs the documents grid.
+    #[arg(long, conflicts_with_all = ["mask", "dense_mask", "synthetic_mask", "causal", "window", "diag_offset"])]
+    predicate: Option<String>,
     /// Causal (top-left aligned, as torch SDPA is_causal).
     #[arg(long, conflicts_with = "window")]
     causal: bool,
@@ -160,6 +166,9 @@ pub struct AttentionArgs {
     /// Run the correctness sweep against the CPU f64 reference and exit.
     #[arg(long)]
     selftest: bool,
+    /// With --selftest: only the cases whose name contains this text (e.g. "documents").
+    #[arg(long)]
+    cases: Option<String>,
     /// Print the generated CUDA source for --head-dim and the mask mode, then exit.
     #[arg(long)]
     emit_source: bool,
@@ -181,7 +190,7 @@ pub struct AttentionArgs {
 /// The forward's inputs, masks and kernel configuration (every run mode reads them).
 macro_rules! forward_ids {
     ($($extra:literal),*) => {
-        &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask",
+        &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "block", "splits", $($extra),*]
     };
@@ -213,7 +222,15 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         },
         (false, true, false, _) => Mode {
             name: "--selftest",
-            uses: Some(&["selftest", "block", "no_overlap", "pingpong", "lookahead", "seed"]),
+            uses: Some(&[
+                "selftest",
+                "cases",
+                "block",
+                "no_overlap",
+                "pingpong",
+                "lookahead",
+                "seed",
+            ]),
         },
         (false, true, true, _) => Mode {
             name: "--selftest --backward",
@@ -292,7 +309,11 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
 }
 
 fn mode_of(args: &ForwardArgs) -> MaskMode {
-    if args.mask.is_some() || args.dense_mask.is_some() || args.synthetic_mask.is_some() {
+    if args.mask.is_some()
+        || args.dense_mask.is_some()
+        || args.synthetic_mask.is_some()
+        || args.predicate.is_some()
+    {
         MaskMode::Blocks
     } else {
         MaskMode::Window
@@ -426,7 +447,7 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         if args.backward {
             return backward::run_selftest(&runner, args.forward.seed, device.name());
         }
-        return run_selftest(&runner, &args.forward, device.name());
+        return run_selftest(&runner, &args.forward, args.cases.as_deref(), device.name());
     };
     if let Some(d_o) = backward_d_o {
         return backward::backward(
@@ -562,6 +583,9 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         Some(inputs::dense_mask(&bytes, &shape, &named(path, "--dense-mask")).map_err(e)?)
     } else if let Some(spec) = synthetic {
         Some(inputs::synthetic_mask(spec, args.seed, &shape).map_err(e)?)
+    } else if let Some(text) = &args.predicate {
+        let mut read_ids = |name: &str| read_file_limited(Path::new(name), inputs::MAX_FILE_BYTES);
+        Some(inputs::predicate_mask(text, &shape, &mut read_ids).map_err(e)?)
     } else {
         None
     };
@@ -656,6 +680,15 @@ pub fn forward(
         .prepare(&q, &k, &v, &mask, &o, &mut out)
         .map_err(|e| e.to_string())?;
     let kernel = launch.kernel;
+    // The documents grid visits each document's own tiles, not the mask's lists.
+    let (visited, partial) = match (kernel.mask(), &block_mask) {
+        (MaskMode::Documents, Some(m)) => m.documents().map_or((visited, partial), |docs| {
+            let (v, p) = documents::tiles(&documents::work_items(docs, &kernel.geometry()));
+            let planes = (shape.batch * shape.heads) as u64;
+            (v * planes, p * planes)
+        }),
+        _ => (visited, partial),
+    };
     launch.launch().map_err(|e| e.to_string())?;
     runner
         .stream()
@@ -728,6 +761,7 @@ pub fn forward(
                 "shape": [shape.batch, shape.heads, shape.kv_heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim],
                 "kernel": format!("{kernel:?}"),
                 "geometry": g.name(),
+                "grid": grid_name(kernel.mask()),
                 "iters": iters,
                 "ms_median": timing.as_ref().map(|_| median),
                 "ms_min": timing.as_ref().map(|_| min),
@@ -751,6 +785,7 @@ pub fn forward(
             shape.head_dim
         );
         println!("kernel: {kernel:?}");
+        println!("grid: {}", grid_name(kernel.mask()));
         println!("tiles visited {visited} (partial {partial}), mask bytes {mask_bytes}");
         if timing.is_some() {
             println!(
@@ -759,6 +794,16 @@ pub fn forward(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The forward's grid, as `--json` reports it: `documents` (one CTA per document and
+/// row block), `tiles` (the mask's tile lists) or `window` (bounds computed in the kernel).
+fn grid_name(mode: MaskMode) -> &'static str {
+    match mode {
+        MaskMode::Documents => "documents",
+        MaskMode::Blocks => "tiles",
+        MaskMode::Window => "window",
+    }
 }
 
 fn is_safetensors(p: &Path) -> bool {
@@ -779,7 +824,12 @@ fn block_tiles(m: &PackedMask, s: &AttentionShape) -> (u64, u64) {
     ((partial + full) * repeat, partial * repeat)
 }
 
-fn run_selftest(runner: &AttentionRunner, args: &ForwardArgs, device: &str) -> CmdResult {
+fn run_selftest(
+    runner: &AttentionRunner,
+    args: &ForwardArgs,
+    only: Option<&str>,
+    device: &str,
+) -> CmdResult {
     println!(
         "attention selftest on {device}: GPU vs CPU f64 reference (tolerance {})",
         selftest::O_TOLERANCE
@@ -792,7 +842,14 @@ fn run_selftest(runner: &AttentionRunner, args: &ForwardArgs, device: &str) -> C
     let cases: Vec<selftest::Case> = geometries
         .into_iter()
         .flat_map(selftest::cases_for)
+        .filter(|case| only.is_none_or(|text| case.name.contains(text)))
         .collect();
+    if cases.is_empty() {
+        return Err(format!(
+            "--cases {}: no selftest case matches",
+            only.unwrap_or_default()
+        ));
+    }
     for (i, case) in cases.iter().enumerate() {
         let mut case = case.clone();
         if args.no_overlap {

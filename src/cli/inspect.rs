@@ -122,6 +122,13 @@ pub fn run(args: InspectArgs) -> CmdResult {
             args.file.display()
         ),
     }
+    if let Some(d) = packed.documents() {
+        println!(
+            "documents: {} contiguous, {} within each (the forward runs the documents grid)",
+            d.count(),
+            d.kind().name()
+        );
+    }
     println!("per partial tile, by encoding (* = this file):");
     println!(
         "  {:<17} {:>10} {:>12} {:>12}  {:<7} {:>12}",

@@ -19,7 +19,10 @@ use fragmask_host::attention::blockmask::{self, pack_for_kernel, FnMask};
 use fragmask_host::attention::{choice, AttentionError, AttentionOptions, AttentionShape, Window};
 use fragmask_kernels::attention::Geometry;
 use fragmask_masks::io::{read_array, ArrayView, DType, SafetensorsFile};
-use fragmask_masks::{DenseMask, MaskError, MaskShape, MaskSource, PackedMask};
+use fragmask_masks::{
+    parse_predicate, DenseMask, DocumentIds, MaskError, MaskShape, MaskSource, PackedMask,
+    PredicateMask,
+};
 
 /// Largest attention call accepted from files or `--random`: q, k, v and O together
 /// at most 2^36 bytes of bf16 (64 GiB; an H100 has 80 GB of device memory). Checked
@@ -401,6 +404,10 @@ pub enum MaskInput {
     },
     /// A synthetic mask with its seed.
     Synthetic(Synthetic, u64),
+    /// A predicate mask (`--predicate`, the grammar of `fragmask pack --predicate`),
+    /// packed here; causal or full within documents keeps its documents, so the forward
+    /// runs the documents grid.
+    Predicate(Box<PredicateMask>),
 }
 
 impl MaskInput {
@@ -455,6 +462,7 @@ impl MaskInput {
                     .map_err(AttentionError::Masks)?;
                 Ok(f(&dense))
             }
+            MaskInput::Predicate(p) => Ok(f(p.as_ref())),
             MaskInput::Synthetic(spec, seed) => {
                 let (spec, seed) = (*spec, *seed);
                 let mask_shape = MaskShape::new(1, 1, sq, sk).map_err(AttentionError::Masks)?;
@@ -489,6 +497,37 @@ pub fn synthetic_mask(
     blockmask::check_pack_size(1, 1, shape.seqlen_q, shape.seqlen_k)
         .map_err(|e| invalid("--synthetic-mask", e.to_string()))?;
     Ok(MaskInput::Synthetic(spec, seed))
+}
+
+/// A predicate mask over the call's `Sq x Sk` (`text` in the grammar of
+/// [`parse_predicate`]); `doc=FILE` reads document ids `[S]` or `[B, S]` through
+/// `read_ids(FILE)` (the file's bytes), whose length must be both sequence lengths.
+pub fn predicate_mask(
+    text: &str,
+    shape: &AttentionShape,
+    read_ids: &mut dyn FnMut(&str) -> Result<Vec<u8>, MaskError>,
+) -> Result<MaskInput, InputError> {
+    const WHAT: &str = "--predicate";
+    let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
+    let mut load = |name: &str| -> Result<DocumentIds, MaskError> {
+        let bytes = read_ids(name)?;
+        let view = read_array(&bytes, None)?;
+        let ids = view.to_i64("document ids")?;
+        DocumentIds::from_array(
+            &view.shape,
+            &ids,
+            [
+                ("document ids length (must equal Sq)", sq),
+                ("document ids length (must equal Sk)", sk),
+            ],
+        )
+    };
+    let predicate = parse_predicate(text, &mut load).map_err(|e| invalid(WHAT, e.to_string()))?;
+    let mask = PredicateMask::new(sq, sk, predicate).map_err(|e| invalid(WHAT, e.to_string()))?;
+    let batch = mask.shape().batch;
+    check_broadcast(batch, 1, shape).map_err(|e| invalid(WHAT, e))?;
+    blockmask::check_pack_size(batch, 1, sq, sk).map_err(|e| invalid(WHAT, e.to_string()))?;
+    Ok(MaskInput::Predicate(Box::new(mask)))
 }
 
 /// A dense bool / uint8 mask `[B|1, H|1, Sq, Sk]` from `.npy` or safetensors bytes.

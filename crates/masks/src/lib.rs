@@ -54,6 +54,8 @@ extern crate alloc;
 extern crate std;
 
 pub mod bits;
+#[cfg(feature = "alloc")]
+mod documents;
 mod encoding;
 mod error;
 #[cfg(feature = "alloc")]
@@ -71,6 +73,8 @@ mod source;
 #[cfg(feature = "alloc")]
 mod transpose;
 
+#[cfg(feature = "alloc")]
+pub use documents::{DocumentKind, Documents};
 #[cfg(feature = "alloc")]
 pub use encoding::EncodedLayout;
 pub use encoding::{

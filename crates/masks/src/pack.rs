@@ -12,7 +12,7 @@ use crate::plan::TilePlan;
 use crate::shape::{broadcast_index, TileGrid};
 use crate::source::{MaskSource, Region};
 use crate::transpose::TransposedLists;
-use crate::{bits, Encoding, MaskError, MaskShape};
+use crate::{bits, Documents, Encoding, MaskError, MaskShape};
 
 /// Largest count of list entries or partial tiles (the file stores i32 indices).
 pub const MAX_TILE_COUNT: u64 = i32::MAX as u64;
@@ -107,6 +107,9 @@ pub struct PackedMask {
     /// The backward pass's lists and words, when asked for
     /// ([`PackedMask::add_transposed`], [`pack_transposed`]).
     pub(crate) transposed: Option<TransposedLists>,
+    /// The document boundaries, when the mask is causal or full within contiguous
+    /// documents ([`MaskSource::documents`]; [`PackedMask::documents`]).
+    pub(crate) documents: Option<Documents>,
 }
 
 /// Packs `source` into tile lists and encoded partial tiles.
@@ -167,7 +170,7 @@ pub fn pack<S: MaskSource + ?Sized>(
         .map(|total| try_vec(total, 0u32, "packed words (one slot per row block)"))
         .transpose()?
         .map(|buffer| (buffer, slot_words));
-    match slots {
+    let mut packed = match slots {
         Some((mut buffer, slot_words)) => {
             let results = run_strips(
                 source,
@@ -183,7 +186,11 @@ pub fn pack<S: MaskSource + ?Sized>(
             let results = run_strips(source, &grid, plan, strips, options, None)?;
             assemble(layout.clone(), grid, results, None)
         }
-    }
+    }?;
+    packed.documents = source
+        .documents()
+        .filter(|d| d.seqlen() == shape.seqlen_q && d.seqlen() == shape.seqlen_k);
+    Ok(packed)
 }
 
 /// [`pack`], then [`PackedMask::add_transposed`]: the forward lists and words plus the
@@ -876,6 +883,7 @@ fn assemble(
         words,
         layout,
         transposed: None,
+        documents: None,
     };
     Ok(packed)
 }
@@ -984,6 +992,52 @@ impl PackedMask {
     /// Drops the transposed lists (a forward-only mask, as format version 1 stored).
     pub fn drop_transposed(&mut self) {
         self.transposed = None;
+    }
+
+    /// The document boundaries when the mask is causal or full within contiguous
+    /// documents, the same in every batch and head (kept by [`pack`] from
+    /// [`MaskSource::documents`] and by the packed file): a forward may then walk each
+    /// document on its own grid instead of these lists.
+    pub fn documents(&self) -> Option<&Documents> {
+        self.documents.as_ref()
+    }
+
+    /// Attaches document boundaries after checking that they make exactly this mask:
+    /// the tile lists ([`Documents::check_lists`]) and every element of every partial
+    /// tile's words (a forward on the documents grid computes the documents' mask, so it
+    /// must be the one the lists and words hold).
+    pub fn attach_documents(&mut self, documents: Documents) -> Result<(), MaskError> {
+        documents.check_lists(&self.grid, &self.lists)?;
+        let s = self.grid.shape;
+        let (bm, bn) = (self.grid.block_m, self.grid.block_n);
+        let [num, indices, _, _, offsets] = self.lists.parts();
+        for (row, &count) in num.iter().enumerate() {
+            let m_block = row % self.grid.m_blocks;
+            let base = row * self.grid.n_blocks;
+            for j in 0..count.max(0) as usize {
+                let (n_block, tile) = (indices[base + j] as usize, offsets[base + j] as usize);
+                let words = self.tile_words(tile);
+                for q in m_block * bm..((m_block + 1) * bm).min(s.seqlen_q) {
+                    for k in n_block * bn..((n_block + 1) * bn).min(s.seqlen_k) {
+                        let p = self.layout.position(q % bm, k % bn);
+                        if bits::get32(words, p) != documents.is_visible(q, k) {
+                            return Err(MaskError::Corrupt {
+                                what: "packed mask documents",
+                                detail: "a partial tile's words disagree with the document \
+                                         boundaries",
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        self.documents = Some(documents);
+        Ok(())
+    }
+
+    /// Forgets the document boundaries (the lists stay).
+    pub fn drop_documents(&mut self) {
+        self.documents = None;
     }
 
     /// The tile configuration.

@@ -11,6 +11,7 @@ use fragmask_host::attention::blockmask::{self, KERNEL_ENCODING};
 use fragmask_host::attention::{
     AttentionOptions, AttentionPlan, AttentionRunner, PlanPointers, RawMask, RawTensor, Window,
 };
+use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
 use fragmask_host::cudarc::driver::{result as driver, CudaEvent};
 use fragmask_host::device_lists::{RawBlockLists, RawMaskLists};
 use fragmask_host::gpu_packer::{GpuPacker, GpuTransposer, PackShape, RawPackBuffers};
@@ -233,8 +234,13 @@ fn plans() -> &'static Mutex<HashMap<PlanKey, Arc<AttentionPlan>>> {
     PLANS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The plan of `key`: the cached one, or made now and cached ([`plans`]).
-pub(crate) fn cached_plan(g: &Gpu, key: &PlanKey) -> PyResult<Arc<AttentionPlan>> {
+/// The plan of `key`: the cached one, or made now and cached ([`plans`]). `stream`:
+/// torch's current stream of the call, when there is one (see [`plan_attention`]).
+pub(crate) fn cached_plan(
+    g: &Gpu,
+    key: &PlanKey,
+    stream: Option<u64>,
+) -> PyResult<Arc<AttentionPlan>> {
     let cached = plans()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -243,7 +249,7 @@ pub(crate) fn cached_plan(g: &Gpu, key: &PlanKey) -> PyResult<Arc<AttentionPlan>
     if let Some(p) = cached {
         return Ok(p);
     }
-    let p = Arc::new(plan_attention(g, key)?);
+    let p = Arc::new(plan_attention(g, key, stream)?);
     let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= MAX_CACHED_PLANS {
         cache.clear();
@@ -252,8 +258,11 @@ pub(crate) fn cached_plan(g: &Gpu, key: &PlanKey) -> PyResult<Arc<AttentionPlan>
     Ok(p)
 }
 
-/// The host's plan of a forward (every check, kernel choice, splits, tensor maps).
-fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
+/// The host's plan of a forward (every check, kernel choice, splits, tensor maps). A
+/// mask with documents runs the documents grid, whose plan uploads its work-item table:
+/// a first call made while `stream` is being captured into a CUDA graph plans the tile
+/// lists instead (a copy of the mask without its documents), which upload nothing.
+fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<AttentionPlan> {
     let raw = |(shape, strides): ([usize; 4], [usize; 4])| {
         if key.bshd {
             RawTensor {
@@ -311,8 +320,16 @@ fn plan_attention(g: &Gpu, key: &PlanKey) -> PyResult<AttentionPlan> {
                      (build the mask with Mask.from_predicate instead)",
                 ));
             }
-            packed = mask(id)?;
-            check_mask_layout(&packed)?;
+            let registered = mask(id)?;
+            check_mask_layout(&registered)?;
+            packed = match stream {
+                Some(s) if registered.documents().is_some() && capturing(g, s)? => {
+                    let mut lists_only = (*registered).clone();
+                    lists_only.drop_documents();
+                    Arc::new(lists_only)
+                }
+                _ => registered,
+            };
             RawMask::Blocks(&packed, RawMaskLists::from_array(ptrs))
         }
         (_, None) => {
@@ -386,7 +403,7 @@ pub(crate) fn attention_launch(
         splits,
     );
     let g = gpu(device)?;
-    let plan = cached_plan(&g, &key)?;
+    let plan = cached_plan(&g, &key, Some(stream))?;
     let ptrs = PlanPointers {
         q: q.0,
         k: k.0,
@@ -427,6 +444,16 @@ pub(crate) fn attention_launch(
     // private to them).
     unsafe { launch_planned(&g, &plan, stream, &ptrs) }?;
     Ok(None)
+}
+
+/// Whether torch's `stream` of `g`'s device is being captured into a CUDA graph.
+fn capturing(g: &Gpu, stream: u64) -> PyResult<bool> {
+    // SAFETY: `stream` is torch's current stream of this device (the wrapper reads it).
+    let cuda_stream = unsafe { g.device.borrowed_stream(stream) };
+    let status = cuda_stream
+        .capture_status()
+        .map_err(|e| PyRuntimeError::new_err(format!("fragmask.attention: {e}")))?;
+    Ok(status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
 /// Runs `plan` on torch's `stream` of the plan's device.

@@ -60,7 +60,7 @@ pub(crate) fn attention_plan(
     );
     let g = gpu(device)?;
     // The eager path's cache: a plan object and eager calls of the same call share one.
-    let plan = cached_plan(&g, &key)?;
+    let plan = cached_plan(&g, &key, None)?;
     Ok(AttentionPlanHandle {
         gpu: g,
         plan,

@@ -280,6 +280,22 @@ class SourceTests(unittest.TestCase):
                                           batch_ids[b][:, None] == batch_ids[b][None, :])
 
 
+    def test_documents_survive_bytes_and_pickle(self):
+        # Causal (or full) within contiguous documents keeps the documents, which the
+        # forward runs on its documents grid; the file stores them (docs/masks.md).
+        S = 300
+        ids = np.repeat([0, 1, 2, 3], [50, 120, 1, 129])
+        for text, kind in (("causal", "causal"), ("all", "full")):
+            m = Mask.from_predicate(text, S, doc_ids=ids)
+            self.assertEqual(m.metadata()["documents"], kind)
+            for back in (Mask.from_bytes(m.to_bytes()), pickle.loads(pickle.dumps(m))):
+                self.assertEqual(back, m)
+                self.assertEqual(back.metadata()["documents"], kind)
+        # Not documents: another predicate, unsorted ids.
+        self.assertNotIn("documents", Mask.from_predicate("causal | doc=d", S, doc_ids={"d": ids}).metadata())
+        self.assertNotIn("documents", Mask.from_predicate("causal", S, doc_ids=ids[::-1].copy()).metadata())
+
+
 class FileTests(unittest.TestCase):
     def test_save_load_round_trip_leaves_only_the_file(self):
         rng = np.random.default_rng(8)

@@ -7,13 +7,16 @@
 //! `||O - ref|| / ||ref|| < 2e-2`, rows with no visible key are exactly
 //! `O = 0, lse = -inf`, and the other lse values are within 2e-2.
 //!
+//! Documents cases pack a causal or full document predicate (which keeps its document
+//! boundaries) and fail unless the forward ran the documents grid.
+//!
 //! Block-mask cases pack their predicate with the masks crate's packer
 //! ([`pack_for_kernel`]); the packed mask must decode to the predicate, and the CPU
 //! reference reads the same packed mask the kernel gets.
 
 use std::sync::Arc;
 
-use fragmask_masks::MaskShape;
+use fragmask_masks::{DocumentIds, MaskShape, Predicate as DocPredicate, PredicateMask};
 
 use fragmask_host::cudarc::driver::DevicePtr;
 use fragmask_kernels::attention::{ActDtype, Geometry, MaskMode};
@@ -46,6 +49,26 @@ pub enum CaseMask {
         /// Visibility.
         visible: Predicate,
     },
+    /// Contiguous documents of these lengths (summing to `Sq == Sk`), causal or full
+    /// within each: packed from the document-id predicate, so the mask keeps its
+    /// documents and the forward must run the documents grid (a case fails otherwise).
+    Documents {
+        /// Tokens of each document, in order.
+        lengths: Vec<usize>,
+        /// Causal within each document (else every key of the document).
+        causal: bool,
+    },
+}
+
+impl CaseMask {
+    /// The mask mode the case's kernel runs.
+    pub fn mode(&self) -> MaskMode {
+        match self {
+            CaseMask::Window(_) => MaskMode::Window,
+            CaseMask::Blocks { .. } => MaskMode::Blocks,
+            CaseMask::Documents { .. } => MaskMode::Documents,
+        }
+    }
 }
 
 /// One sweep case.
@@ -76,6 +99,9 @@ pub struct CaseResult {
     pub empty_row_errors: usize,
     /// Partial tiles in the packed mask (0 in window mode).
     pub partial_tiles: usize,
+    /// The mask mode the forward ran (a documents case must run
+    /// [`MaskMode::Documents`]).
+    pub mode: MaskMode,
     /// Verdict.
     pub passed: bool,
 }
@@ -121,6 +147,10 @@ pub fn default_cases() -> Vec<Case> {
         batch,
         heads,
         visible,
+    };
+    let docs = |lengths: &[usize], causal| CaseMask::Documents {
+        lengths: lengths.to_vec(),
+        causal,
     };
     let win = |left, right, diag_offset| {
         CaseMask::Window(Window {
@@ -344,6 +374,53 @@ pub fn default_cases() -> Vec<Case> {
             blocks(1, 2, block_sparse(0.3, 0.5, 20)),
             split(4),
         ),
+        // The documents grid: lengths off the 128 grid, one-token documents, a single
+        // document, a document longer than S/2; causal and full within documents.
+        (
+            "documents causal ragged d128 gqa 4/2",
+            shape(2, 4, 2, 1000, 1000, 128),
+            docs(&[1, 200, 127, 129, 300, 1, 242], true),
+            def,
+        ),
+        (
+            "documents full ragged d128",
+            shape(1, 2, 2, 1000, 1000, 128),
+            docs(&[1, 200, 127, 129, 300, 1, 242], false),
+            def,
+        ),
+        (
+            "documents causal single d64",
+            shape(1, 2, 2, 333, 333, 64),
+            docs(&[333], true),
+            def,
+        ),
+        (
+            "documents causal long (> S/2) d128",
+            shape(1, 2, 1, 900, 900, 128),
+            docs(&[37, 700, 1, 162], true),
+            def,
+        ),
+        (
+            "documents full long (> S/2) d256",
+            shape(1, 2, 2, 700, 700, 256),
+            docs(&[500, 1, 199], false),
+            def,
+        ),
+        (
+            "documents causal one-token d128 serial",
+            shape(1, 2, 2, 260, 260, 128),
+            docs(&[1, 1, 128, 1, 129], true),
+            serial,
+        ),
+        (
+            "fp16 documents causal d128",
+            shape(1, 2, 2, 777, 777, 128),
+            docs(&[100, 300, 77, 300], true),
+            AttentionOptions {
+                dtype: Some(ActDtype::F16),
+                ..def
+            },
+        ),
     ];
     cases
         .drain(..)
@@ -364,11 +441,7 @@ pub fn cases_for(geometry: Geometry) -> Vec<Case> {
         .into_iter()
         .filter_map(|mut case| {
             case.opts.geometry = Some(geometry);
-            let mode = match case.mask {
-                CaseMask::Window(_) => MaskMode::Window,
-                CaseMask::Blocks { .. } => MaskMode::Blocks,
-            };
-            kernel_config(case.shape.head_dim, mode, geometry, &case.opts).ok()?;
+            kernel_config(case.shape.head_dim, case.mask.mode(), geometry, &case.opts).ok()?;
             case.name = format!("[{}] {}", geometry.name(), case.name);
             Some(case)
         })
@@ -416,6 +489,10 @@ pub fn run_case(
                 &case.name, *batch, *heads, &s, visible, &geometry,
             )?)
         }
+        CaseMask::Documents { lengths, causal } => {
+            let geometry = call_geometry(s.head_dim, None, &case.opts)?;
+            Some(pack_documents(&case.name, &s, lengths, *causal, &geometry)?)
+        }
     };
     let device_mask = host_mask
         .as_ref()
@@ -426,6 +503,7 @@ pub fn run_case(
         (_, Some(m)) => Mask::Blocks(m),
         _ => unreachable!("blocks case always has a device mask"),
     };
+    let mode;
 
     let mut out = runner.alloc_output(&s)?;
     let stream = runner.stream();
@@ -452,6 +530,7 @@ pub fn run_case(
             ..case.opts
         };
         let plan = runner.plan(&raw(&q), &raw(&k), &raw(&v), &raw_mask, &opts)?;
+        mode = plan.kernel.mask();
         let workspace = SplitWorkspace::new(stream, &plan)?;
         let (ws_o, ws_lse) = workspace.device_ptrs(stream);
         let ptrs = PlanPointers {
@@ -468,7 +547,9 @@ pub fn run_case(
         // outlive the synchronize below.
         unsafe { plan.run(stream, &ptrs) }?;
     } else {
-        runner.forward_into(&q, &k, &v, &mask, &case.opts, &mut out)?;
+        let launch = runner.prepare(&q, &k, &v, &mask, &case.opts, &mut out)?;
+        mode = launch.kernel.mask();
+        launch.launch()?;
     }
     stream
         .synchronize()
@@ -485,7 +566,7 @@ pub fn run_case(
             // The packed mask the kernel read (batch and head broadcast where stored as 1).
             (_, Some(m)) => m.get(b, h, i, j),
             (CaseMask::Window(w), None) => j < s.seqlen_k && w.is_visible(i, j),
-            (CaseMask::Blocks { .. }, None) => false,
+            (CaseMask::Blocks { .. } | CaseMask::Documents { .. }, None) => false,
         }
     });
 
@@ -520,7 +601,12 @@ pub fn run_case(
             lse_err = lse_err.max((f64::from(got) - want).abs() / want.abs().max(1.0));
         }
     }
-    let passed = bad == 0 && empty_row_errors == 0 && rel_err < O_TOLERANCE && lse_err < 2e-2;
+    // A case names the mode it tests: a documents case that fell back to the lists fails.
+    let passed = bad == 0
+        && empty_row_errors == 0
+        && rel_err < O_TOLERANCE
+        && lse_err < 2e-2
+        && (case.mask.mode() != MaskMode::Documents || mode == MaskMode::Documents);
     Ok(CaseResult {
         name: case.name.clone(),
         rel_err,
@@ -528,8 +614,58 @@ pub fn run_case(
         bad_values: bad,
         empty_row_errors,
         partial_tiles: host_mask.map_or(0, |m| m.partial_tiles()),
+        mode,
         passed,
     })
+}
+
+/// Packs documents of `lengths` (causal or full within each) from the document-id
+/// predicate, as `--predicate causal,doc=ids.npy` does, and checks that the packed mask
+/// kept the documents and decodes to them everywhere.
+fn pack_documents(
+    name: &str,
+    s: &AttentionShape,
+    lengths: &[usize],
+    causal: bool,
+    geometry: &Geometry,
+) -> Result<PackedMask, AttentionError> {
+    let ids: Vec<i64> = lengths
+        .iter()
+        .enumerate()
+        .flat_map(|(d, &len)| std::iter::repeat_n(d as i64, len))
+        .collect();
+    if ids.len() != s.seqlen_q || s.seqlen_q != s.seqlen_k {
+        return Err(AttentionError::Mask(format!(
+            "case {name}: documents of {} tokens for {}x{}",
+            ids.len(),
+            s.seqlen_q,
+            s.seqlen_k
+        )));
+    }
+    let documents = DocPredicate::Document(DocumentIds::new(&ids));
+    let predicate = if causal {
+        DocPredicate::causal() & documents
+    } else {
+        documents
+    };
+    let source =
+        PredicateMask::new(s.seqlen_q, s.seqlen_k, predicate).map_err(AttentionError::Masks)?;
+    let packed = pack_for_kernel(&source, geometry)?;
+    let Some(docs) = packed.documents() else {
+        return Err(AttentionError::Mask(format!(
+            "case {name}: the packed mask lost its documents"
+        )));
+    };
+    let sk = s.seqlen_k;
+    let plane = packed.decode_plane(0, 0);
+    if let Some(at) = (0..s.seqlen_q * sk).find(|&x| plane[x] != docs.is_visible(x / sk, x % sk)) {
+        return Err(AttentionError::Mask(format!(
+            "case {name}: the packed mask differs from its documents at (q {}, k {})",
+            at / sk,
+            at % sk
+        )));
+    }
+    Ok(packed)
 }
 
 /// Packs a case's predicate over `batch x heads` (1 broadcasts) with the masks crate's

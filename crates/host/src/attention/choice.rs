@@ -4,7 +4,9 @@
 //! backward's ([`super::AttentionRunner::prepare_backward`],
 //! [`super::AttentionRunner::launch_backward_raw`]) ask here; the configurations
 //! themselves and their limits are the kernels crate's (`AttentionKernel`,
-//! `BackwardKernel`), and the split count is [`super::splits`]'. The warm-up paths
+//! `BackwardKernel`), and the split count is [`super::splits`]'. [`forward_mode`] picks
+//! the forward's grid: the documents grid for a mask with document boundaries, else the
+//! tile lists or the window. The warm-up paths
 //! ([`super::AttentionRunner::warm_up`], [`super::AttentionRunner::warm_up_backward`])
 //! compile what this module picks, so a warmed call never compiles.
 
@@ -13,7 +15,7 @@ use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode}
 use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
 use super::backward::{transposed_lists, BackwardOptions};
-use super::{blockmask, AttentionError, AttentionOptions};
+use super::{blockmask, AttentionError, AttentionOptions, AttentionShape};
 
 /// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
 /// launches (compiles nothing; refuses unsupported stages / overlap / ping-pong / head dims).
@@ -197,6 +199,33 @@ pub fn call_kernel(
 ) -> Result<AttentionKernel, AttentionError> {
     let g = call_geometry(head_dim, mask, opts)?;
     kernel_config(head_dim, mode, g, opts)
+}
+
+/// The forward's mask mode for a call with a packed mask: the documents grid
+/// ([`MaskMode::Documents`], FlashAttention's varlen schedule over the mask's document
+/// boundaries, [`PackedMask::documents`]) when the mask has documents, the call has no
+/// split-KV (`opts.splits` unset or 1), `Sq == Sk` equals the documents' length and
+/// the work items fit the grid ([`super::documents::fit_grid`]);
+/// otherwise the tile lists ([`MaskMode::Blocks`]). A call with no packed mask runs the
+/// window mode. Any layout of q, k and v serves both (the tensor maps take the strides).
+pub fn forward_mode(
+    shape: &AttentionShape,
+    mask: Option<&PackedMask>,
+    opts: &AttentionOptions,
+) -> MaskMode {
+    let Some(mask) = mask else {
+        return MaskMode::Window;
+    };
+    let documents = mask.documents().is_some_and(|d| {
+        shape.seqlen_q == shape.seqlen_k
+            && shape.seqlen_q == d.seqlen()
+            && super::documents::fit_grid(d)
+    });
+    if documents && opts.splits.is_none_or(|n| n == 1) {
+        MaskMode::Documents
+    } else {
+        MaskMode::Blocks
+    }
 }
 
 /// The backward configuration of a call: the mask's tile (with its transposed lists, in

@@ -31,6 +31,7 @@ pub mod backward;
 pub mod blockmask;
 pub mod choice;
 pub mod compile;
+pub mod documents;
 pub mod plan;
 
 #[cfg(test)]
@@ -909,9 +910,9 @@ pub enum RawMask<'a> {
 }
 
 impl AttentionRunner {
-    /// Compiles and loads the kernel of `head_dim` for both mask modes (on `opts.geometry`,
-    /// or the head dim's default), with and without split-KV, so that no later call
-    /// compiles (CUDA-graph capture, latency-sensitive first calls).
+    /// Compiles and loads the kernel of `head_dim` for every mask mode (on `opts.geometry`,
+    /// or the head dim's default), with and without split-KV (the documents grid: without),
+    /// so that no later call compiles (CUDA-graph capture, latency-sensitive first calls).
     pub fn warm_up(&self, head_dim: usize, opts: &AttentionOptions) -> Result<(), AttentionError> {
         for mode in [MaskMode::Window, MaskMode::Blocks] {
             let kernel = choice::call_kernel(head_dim, mode, None, opts)?;
@@ -919,6 +920,13 @@ impl AttentionRunner {
                 self.function(&kernel.with_split_kv(split_kv))?;
             }
         }
+        // The documents grid never splits.
+        self.function(&choice::call_kernel(
+            head_dim,
+            MaskMode::Documents,
+            None,
+            opts,
+        )?)?;
         Ok(())
     }
 }

@@ -11,15 +11,16 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use cudarc::driver::{CudaFunction, CudaStream};
-use fragmask_kernels::attention::{AttentionKernel, MaskMode};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use fragmask_kernels::attention::{AttentionKernel, MaskMode, WINDOW_INFINITE};
+use fragmask_masks::{DocumentKind, PackedMask};
 
 use crate::launch::Launch;
 
 use super::{
-    base_params, blocks_params, choice, driver, encode_strided_map, enqueue_forward, splits,
-    window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Params,
-    RawMask, RawTensor, TensorMapArg,
+    base_params, blocks_params, choice, documents, driver, encode_strided_map, enqueue_forward,
+    splits, window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape,
+    Params, RawMask, RawTensor, TensorMapArg,
 };
 
 /// The address a plan's tensor maps are encoded with before a run patches in the call's
@@ -43,6 +44,9 @@ pub struct AttentionPlan {
     pub splits: u32,
     /// Floats of the partial o and lse a split run needs (0, 0 without splits).
     pub workspace_floats: (usize, usize),
+    /// The documents grid's work-item table (`AttentionParams::doc_items`), uploaded
+    /// once at planning and shared by the plan's clones.
+    doc_items: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl std::fmt::Debug for AttentionPlan {
@@ -89,10 +93,11 @@ impl AttentionRunner {
         opts: &AttentionOptions,
     ) -> Result<AttentionPlan, AttentionError> {
         let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
-        let (mode, host_mask) = match mask {
-            RawMask::Window(_) => (MaskMode::Window, None),
-            RawMask::Blocks(host, _) => (MaskMode::Blocks, Some(*host)),
+        let host_mask = match mask {
+            RawMask::Window(_) => None,
+            RawMask::Blocks(host, _) => Some(*host),
         };
+        let mode = choice::forward_mode(&shape, host_mask, opts);
         if let Some(scale) = opts.scale {
             if !scale.is_finite() || scale <= 0.0 {
                 return Err(AttentionError::Shape(format!(
@@ -108,11 +113,20 @@ impl AttentionRunner {
             encode_strided_map(PLACEHOLDER_ADDRESS, v.shape, v.strides, g.block_n(), dt)?,
         ];
         let mut params = base_params(&shape, &kernel, opts, 0, 0);
+        let mut doc_items = None;
         match mask {
             RawMask::Window(w) => window_params(&mut params, w),
-            RawMask::Blocks(host, lists) => blocks_params(&mut params, host, *lists, &shape)?,
+            RawMask::Blocks(host, lists) => {
+                blocks_params(&mut params, host, *lists, &shape)?;
+                if mode == MaskMode::Documents {
+                    doc_items = Some(self.documents_params(&mut params, host, &kernel)?);
+                }
+            }
         }
-        let n = self.planned_splits(&kernel, &shape, host_mask, opts)?;
+        let n = match mode {
+            MaskMode::Documents => 1,
+            _ => self.planned_splits(&kernel, &shape, host_mask, opts)?,
+        };
         let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
         let workspace_floats = match launch.combine_grid {
             Some(_) => launch.workspace_len(&shape)?,
@@ -128,7 +142,12 @@ impl AttentionRunner {
             maps,
             params: Params(params),
             launch: Launch::new(
-                (launch.grid_x, shape.heads as u32, shape.batch as u32),
+                match mode {
+                    // The documents grid: heads in x, so every head's longest work items
+                    // start first (family::schedule::row_block::DOCUMENTS).
+                    MaskMode::Documents => (shape.heads as u32, launch.grid_x, shape.batch as u32),
+                    _ => (launch.grid_x, shape.heads as u32, shape.batch as u32),
+                },
                 kernel.threads(),
             )
             .smem(kernel.smem_bytes()),
@@ -136,7 +155,43 @@ impl AttentionRunner {
             shape,
             splits: n,
             workspace_floats,
+            doc_items,
         })
+    }
+
+    /// The documents grid of `host` (which has documents, [`choice::forward_mode`]): the
+    /// window of its kind, the work-item count as `m_blocks` (the grid's x extent) and
+    /// the work-item table, uploaded here once and synchronised so a run on any stream
+    /// reads it.
+    fn documents_params(
+        &self,
+        params: &mut super::AttentionParams,
+        host: &PackedMask,
+        kernel: &AttentionKernel,
+    ) -> Result<Arc<CudaSlice<i32>>, AttentionError> {
+        let docs = host.documents().ok_or_else(|| {
+            AttentionError::Mask("the documents grid needs a mask with documents".into())
+        })?;
+        let items = documents::work_items(docs, &kernel.geometry());
+        params.m_blocks = i32::try_from(items.len())
+            .ok()
+            .filter(|&n| n <= documents::MAX_ITEMS as i32)
+            .ok_or_else(|| AttentionError::Shape("too many document row blocks".into()))?;
+        params.window_left = WINDOW_INFINITE;
+        params.window_right = match docs.kind() {
+            DocumentKind::Causal => 0,
+            DocumentKind::Full => WINDOW_INFINITE,
+        };
+        params.diag_offset = 0;
+        let table = self
+            .stream
+            .clone_htod(&documents::item_table(&items))
+            .map_err(driver("uploading the documents grid's work items"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("uploading the documents grid's work items"))?;
+        params.doc_items = table.device_ptr(&self.stream).0;
+        Ok(Arc::new(table))
     }
 }
 
@@ -157,6 +212,12 @@ pub(crate) struct BoundRun {
 }
 
 impl AttentionPlan {
+    /// Whether the plan runs the documents grid ([`MaskMode::Documents`]; its work-item
+    /// table was uploaded at planning).
+    pub fn documents_grid(&self) -> bool {
+        self.doc_items.is_some()
+    }
+
     /// Launches the planned forward on `stream` at `ptrs` (and the split-KV combine after
     /// it). Checks the alignments TMA and the kernel need; nothing else is re-planned.
     ///

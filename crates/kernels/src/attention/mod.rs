@@ -19,7 +19,8 @@
 //!   tile lists and applies FragmentNative mask words to partial tiles only (one
 //!   load per consumer thread per tile, straight into registers);
 //!   [`MaskMode::Window`] computes causal / sliding-window / no-mask visibility in
-//!   the kernel with no mask words.
+//!   the kernel with no mask words; [`MaskMode::Documents`] runs the same walk inside
+//!   each document of a varlen grid (one CTA per document and row block).
 //!
 //! Conventions of the kernel (the host API documents them to users):
 //! - `lse` is the natural-log row log-sum-exp of the scaled scores
@@ -58,6 +59,10 @@ pub enum MaskMode {
     Window,
     /// FlexAttention-style tile lists with FragmentNative words for partial tiles.
     Blocks,
+    /// Contiguous documents, causal or full within each (FlashAttention's varlen grid):
+    /// one CTA per (document, row block) work item of `AttentionParams::doc_items`, and
+    /// the window walk inside the document; no mask words.
+    Documents,
 }
 
 impl MaskMode {
@@ -66,6 +71,7 @@ impl MaskMode {
         match self {
             MaskMode::Window => "window",
             MaskMode::Blocks => "blocks",
+            MaskMode::Documents => "documents",
         }
     }
 }
@@ -330,6 +336,11 @@ impl AttentionKernel {
                 }
                 for mode in [MaskMode::Window, MaskMode::Blocks] {
                     let default = Self::default_for_geometry(g, d, mode)?;
+                    // The documents grid: the default configuration of every geometry
+                    // (it never splits).
+                    if mode == MaskMode::Window {
+                        kernels.push(Self::default_for_geometry(g, d, MaskMode::Documents)?);
+                    }
                     kernels.push(default.with_split_kv(true));
                     if g != Geometry::TILE_128X128 {
                         kernels.push(default);
@@ -476,6 +487,8 @@ crate::abi_struct! {
         ws_o: Ptr("float*"),
         /// Split-KV workspace: [splits, B, H, Sq] natural-log lse of the partials.
         ws_lse: Ptr("float*"),
+        /// Documents grid: [m_blocks, 4] work items (document start, length, row block, document), 16-byte aligned.
+        doc_items: Ptr("const int*"),
         /// B.
         batch: I32("int"),
         /// H (query heads).
@@ -486,7 +499,7 @@ crate::abi_struct! {
         seqlen_q: I32("int"),
         /// Sk.
         seqlen_k: I32("int"),
-        /// ceil(Sq / BLOCK_M).
+        /// ceil(Sq / BLOCK_M); on the documents grid, the work items.
         m_blocks: I32("int"),
         /// ceil(Sk / BLOCK_N).
         n_blocks: I32("int"),
@@ -523,10 +536,10 @@ mod tests {
             core::mem::size_of::<AttentionParams>(),
             AttentionParams::ABI.size()
         );
-        // 10 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
+        // 11 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
         assert_eq!(
             AttentionParams::ABI.size(),
-            (10 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
+            (11 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
         );
     }
 
@@ -632,7 +645,7 @@ mod tests {
     fn sources_are_header_free_and_name_the_layout() {
         for g in Geometry::SUPPORTED {
             for d in [64, 128, 256] {
-                for mode in [MaskMode::Window, MaskMode::Blocks] {
+                for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
                     for (overlap, pingpong) in
                         [(false, false), (false, true), (true, false), (true, true)]
                     {

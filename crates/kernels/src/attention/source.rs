@@ -19,7 +19,8 @@ use crate::family::epilogue;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx;
-use crate::family::schedule::{row_block, SPLIT_RANGE};
+use crate::family::schedule::row_block::{self, RowGrid};
+use crate::family::schedule::SPLIT_RANGE;
 use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
 
@@ -79,8 +80,8 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             chunk_bytes: "FM_Q_CHUNK_BYTES",
             barrier_id: "8 + wg",
             global_row: "sched.m0 + (int)row",
-            row_limit: "p.seqlen_q",
-            dst_offset: "(head_row0 + grow) * FM_D + col",
+            row_limit: "$ROW_BOUND",
+            dst_offset: "($ROW_BASE + grow) * FM_D + col",
         },
         "            ",
     )
@@ -199,11 +200,26 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("KERNEL", KERNEL_NAME.to_string()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
     ];
+    // Where the schedule's rows sit: the call's own rows, or a document's (family::schedule::row_block).
+    let grid = match k.mask() {
+        MaskMode::Documents => RowGrid::Documents,
+        MaskMode::Window | MaskMode::Blocks => RowGrid::Global,
+    };
+    let place = grid.placement();
+    values.push(("Q_ROW", place.q_row.to_string()));
+    values.push(("ROW_BASE", place.row_base.to_string()));
+    values.push(("KV_ROW0", place.kv_row0.to_string()));
+    values.push(("ROW_BOUND", place.row_bound.to_string()));
+    values.push(("CTA_ROW_BLOCK", place.cta_row_block.to_string()));
+    values.push(("CTA_HEAD", place.cta_head.to_string()));
+    values.push(("CTA_ORDER", place.cta_order.to_string()));
     match k.mask() {
         // Only the window schedule and mask compare against "unbounded".
-        MaskMode::Window => {
+        MaskMode::Window | MaskMode::Documents => {
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push(("VALUE_ROW_SLOT_S", s_map.value_row_slot_expr("i")));
+            values.push(("KEY_BOUND", place.key_bound.to_string()));
+            values.extend(grid.values());
         }
         MaskMode::Blocks => {
             values.push(("MASK_WORDS", g.mask_words_per_thread().to_string()));
@@ -334,7 +350,7 @@ fn quad_leader_expr(map: &FragmentMap) -> String {
 
 fn schedule(mode: MaskMode) -> &'static str {
     match mode {
-        MaskMode::Window => row_block::WINDOW,
+        MaskMode::Window | MaskMode::Documents => row_block::WINDOW,
         MaskMode::Blocks => row_block::LISTS,
     }
 }
@@ -342,7 +358,7 @@ fn schedule(mode: MaskMode) -> &'static str {
 /// The mask words' loader of the kernel's mode (window: no words, all bits set).
 fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
     let words_per_block = match mode {
-        MaskMode::Window => None,
+        MaskMode::Window | MaskMode::Documents => None,
         MaskMode::Blocks => Some(g.mask_words_per_thread()),
     };
     mask::row_block_words(words_per_block, g.step_blocks(), g.mask_threads())
@@ -350,7 +366,7 @@ fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
 
 fn mask_apply(mode: MaskMode) -> &'static str {
     match mode {
-        MaskMode::Window => mask::ROW_BLOCK_WINDOW,
+        MaskMode::Window | MaskMode::Documents => mask::ROW_BLOCK_WINDOW,
         MaskMode::Blocks => mask::ROW_BLOCK_WORDS,
     }
 }
@@ -367,7 +383,7 @@ fn mainloop(
             "const fm_mask_bits bits = bits_next;\n\
              \x20           if (kk + 1 < sched.num_tiles) bits_next = fm_load_mask_bits(p, fm_tile_at(p, sched, kk + 1), ct);",
         ),
-        MaskMode::Window => (
+        MaskMode::Window | MaskMode::Documents => (
             "const fm_mask_bits bits_next = fm_mask_all();",
             "const fm_mask_bits bits = bits_next;",
         ),
@@ -587,14 +603,16 @@ __device__ __forceinline__ fm_kv_blocks fm_kv_blocks_at(const fm_attn_params& p,
 // Every 64-column chunk c of the step's K (or V) tile gets slot h's block at byte c*FM_KV_CHUNK_BYTES +
 // h*FM_KV_SLOT_BYTES, i.e. K(h*FM_BLOCK_N, 64c) of the operand layout (attention/smem.rs): one TMA box of
 // 64 columns x FM_BLOCK_N rows per (slot, chunk), all completing on `bar` (FM_KV_TILE_BYTES in total).
+// Key block n starts at row row0 + n*FM_BLOCK_N of the (batch, kv head) plane: row0 is the schedule's key 0
+// ($KV_ROW0; a document's first token on the documents grid, whose keys past the document the key bound masks).
 __device__ __forceinline__ void fm_load_kv_step(unsigned dst, const fm_tensor_map* map, unsigned bar,
-                                                const fm_kv_blocks& b, int kv_head, int batch) {
+                                                const fm_kv_blocks& b, int row0, int kv_head, int batch) {
 #pragma unroll
     for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
 #pragma unroll
         for (int c = 0; c < FM_D_CHUNKS; ++c)
-            fm_tma_load_4d(dst + c * FM_KV_CHUNK_BYTES + h * FM_KV_SLOT_BYTES, map, bar, 64 * c, b.n[h] * FM_BLOCK_N,
-                           kv_head, batch);
+            fm_tma_load_4d(dst + c * FM_KV_CHUNK_BYTES + h * FM_KV_SLOT_BYTES, map, bar, 64 * c,
+                           row0 + b.n[h] * FM_BLOCK_N, kv_head, batch);
     }
 }
 $GEMMS
@@ -645,8 +663,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     // is a compile-time constant and folds away.
     const unsigned num_splits = FM_SPLIT_KV ? (unsigned)p.num_splits : 1u;
     const int split = (int)(blockIdx.x % num_splits);
-    const int m_block = (int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits);
-    const int head = (int)blockIdx.y;
+    // The CTA's row block (a work item on the documents grid) and head ($CTA_ORDER).
+    const int m_block = $CTA_ROW_BLOCK;
+    const int head = $CTA_HEAD;
     const int batch = (int)blockIdx.z;
     const int kv_head = head / (p.heads / p.kv_heads);          // GQA / MQA
     fm_schedule sched = fm_make_schedule(p, batch, head, m_block);
@@ -683,7 +702,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
             fm_mbar_expect_tx(FM_BAR_Q, FM_Q_TILE_BYTES);
 #pragma unroll
             for (int c = 0; c < FM_D_CHUNKS; ++c)
-                fm_tma_load_4d(smem_q + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q, 64 * c, m_block * FM_BLOCK_M, head, batch);
+                fm_tma_load_4d(smem_q + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q, 64 * c, $Q_ROW, head, batch);
             // K of step kk, then V of step kk-1: K runs ahead so QK^T never waits behind a V load.
 #if FM_LOOKAHEAD
             // Key blocks read one step ahead: the list loads of step kk+1 are in flight while step kk's
@@ -705,7 +724,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #endif
                     fm_mbar_wait(FM_BAR_K_EMPTY(stage), phase ^ 1u);
                     fm_mbar_expect_tx(FM_BAR_K_FULL(stage), FM_KV_TILE_BYTES);
-                    fm_load_kv_step(smem_k + stage * FM_KV_TILE_BYTES, &tma_k, FM_BAR_K_FULL(stage), blocks, kv_head, batch);
+                    fm_load_kv_step(smem_k + stage * FM_KV_TILE_BYTES, &tma_k, FM_BAR_K_FULL(stage), blocks, $KV_ROW0, kv_head, batch);
                 }
                 if (kk > 0) {
                     const int vk = kk - 1;
@@ -718,7 +737,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #endif
                     fm_mbar_wait(FM_BAR_V_EMPTY(stage), phase ^ 1u);
                     fm_mbar_expect_tx(FM_BAR_V_FULL(stage), FM_KV_TILE_BYTES);
-                    fm_load_kv_step(smem_v + stage * FM_KV_TILE_BYTES, &tma_v, FM_BAR_V_FULL(stage), blocks, kv_head, batch);
+                    fm_load_kv_step(smem_v + stage * FM_KV_TILE_BYTES, &tma_v, FM_BAR_V_FULL(stage), blocks, $KV_ROW0, kv_head, batch);
                 }
 #if FM_LOOKAHEAD
                 n_v = n_k;
@@ -758,6 +777,8 @@ $MAINLOOP
 $ROW_FINISH
         }
         const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
+        // The schedule's row r is global row $ROW_BASE + r of o and lse, written while r < $ROW_BOUND
+        // (a document's rows on the documents grid, which never splits).
         // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
         // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
         const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
@@ -777,10 +798,10 @@ $O_STAGED        } else {
                 const int row = sched.m0 + o_row + $VALUE_ROW_O;
                 const int col = o_col + $VALUE_COL_O;
                 const int r = $VALUE_ROW_O / $ROW_SLOT_STRIDE;
-                if (row < p.seqlen_q && to_workspace) {
+                if (row < $ROW_BOUND && to_workspace) {
                     *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
-                } else if (row < p.seqlen_q) {
-                    unsigned* dst = reinterpret_cast<unsigned*>(p.o + (head_row0 + row) * FM_D + col);
+                } else if (row < $ROW_BOUND) {
+                    unsigned* dst = reinterpret_cast<unsigned*>(p.o + ($ROW_BASE + row) * FM_D + col);
                     *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
                 }
             }
@@ -789,7 +810,7 @@ $O_STAGED        } else {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int row = sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
-                if (row < p.seqlen_q) (to_workspace ? p.ws_lse[ws_row0 + row] : p.lse[head_row0 + row]) = lse[r];
+                if (row < $ROW_BOUND) (to_workspace ? p.ws_lse[ws_row0 + row] : p.lse[$ROW_BASE + row]) = lse[r];
             }
         }
     }

@@ -3,7 +3,9 @@
 //! `fm_apply_mask` for one fragment orientation and one mask source:
 //!
 //! - [`ROW_BLOCK_WINDOW`], [`ROW_BLOCK_WORDS`]: the forward's `S` (rows are queries,
-//!   `$LAYOUT_S`), window bounds or FragmentNative words ([`row_block_words`] loads them);
+//!   `$LAYOUT_S`), window bounds (rows and keys counted from the schedule's row 0, the
+//!   keys bounded by `$KEY_BOUND`, the schedule's `Placement::key_bound`) or
+//!   FragmentNative words ([`row_block_words`] loads them);
 //! - [`KEY_TILE_WINDOW`], [`KEY_TILE_WORDS`]: the backward's `Sᵀ` (rows are keys,
 //!   `$LAYOUT_ST`), window bounds or the transposed FragmentNative words.
 //!
@@ -14,7 +16,8 @@ use std::fmt::Write as _;
 
 /// The forward's window mask: per row slot, one visible column interval.
 pub const ROW_BLOCK_WINDOW: &str = r#"// ---- mask application: window mode ----
-// Values of S outside the window, past seqlen_k or in a missing slot become -inf (only called on partial steps).
+// Values of S outside the window, past the key bound ($KEY_BOUND) or in a missing slot become -inf (only called on
+// partial steps).
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
                                               const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
 #pragma unroll
@@ -27,9 +30,9 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
             const long long row = (long long)sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
             const long long base = n0 + frag_col;
             long long lo = p.window_left >= $WINDOW_INFINITE ? -1 : row + p.diag_offset - p.window_left - base;
-            long long hi = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1 - base
+            long long hi = p.window_right >= $WINDOW_INFINITE ? (long long)$KEY_BOUND - 1 - base
                                                              : row + p.diag_offset + p.window_right - base;
-            hi = min(hi, (long long)p.seqlen_k - 1 - base);
+            hi = min(hi, (long long)$KEY_BOUND - 1 - base);
             if (t.n_block[h] < 0) hi = -(1LL << 20);   // missing slot: nothing visible
             col_lo[r] = (int)max(min(lo, 1LL << 20), -(1LL << 20));
             col_hi[r] = (int)max(min(hi, 1LL << 20), -(1LL << 20));

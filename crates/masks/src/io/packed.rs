@@ -18,17 +18,23 @@ use crate::encoding::EncodedLayout;
 use crate::lists::{BlockLists, ListDirection};
 use crate::shape::TileGrid;
 use crate::transpose::{TransposedLists, TRANSPOSED_ENCODING};
-use crate::{Encoding, MaskError, MaskShape, PackedMask, MAX_SEQLEN};
+use crate::{DocumentKind, Documents, Encoding, MaskError, MaskShape, PackedMask, MAX_SEQLEN};
 
 /// `format` metadata value.
 pub const FORMAT_NAME: &str = "fragmask-masks";
 /// `format_version` metadata value written. Version 2 added the optional transposed
 /// lists (`transposed` metadata key, `q_*` tensors); version 1 files, which have none,
-/// still load.
+/// still load. Version 2 files may also hold the optional document boundaries (the
+/// `documents` metadata key, `causal` or `full`, and the `doc_starts` tensor, int32
+/// `[documents + 1]`): they repeat what the lists hold, so a reader that does not know
+/// them reads the same mask without them.
 pub const FORMAT_VERSION: u32 = 2;
 
 /// Format versions read.
 pub const FORMAT_VERSIONS_READ: [u32; 2] = [1, 2];
+
+/// The documents tensor's name.
+const DOC_STARTS: &str = "doc_starts";
 
 /// The transposed tensors, in file order.
 const TRANSPOSED_TENSORS: [&str; 6] = [
@@ -210,6 +216,16 @@ impl PackedMask {
                 },
             ));
         }
+        if let Some(d) = &self.documents {
+            tensors.push((
+                DOC_STARTS,
+                Tensor {
+                    dtype: safetensors::Dtype::I32,
+                    shape: vec![d.starts().len()],
+                    data: le_bytes(d.starts()),
+                },
+            ));
+        }
         tensors
     }
 
@@ -264,6 +280,11 @@ impl PackedMask {
                 ),
             ]
         }))
+        .chain(
+            self.documents
+                .iter()
+                .map(|d| ("documents", d.kind().name().to_string())),
+        )
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }
@@ -576,6 +597,33 @@ impl PackedMask {
             lists.validate(&packed)?;
             packed.transposed = Some(lists);
         }
+        // The optional document boundaries (version 2), checked against the mask.
+        let kind = match meta.get("documents") {
+            Some(name) if version >= 2 => {
+                Some(DocumentKind::from_name(name).ok_or(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "documents must be causal or full",
+                })?)
+            }
+            Some(_) => {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "the documents key needs format version 2",
+                })
+            }
+            None => None,
+        };
+        match kind {
+            Some(kind) => packed.attach_documents(read_doc_starts(&file, kind)?)?,
+            None if names.iter().any(|n| n == DOC_STARTS) => {
+                return Err(MaskError::Corrupt {
+                    what: "packed mask metadata",
+                    detail: "the file holds doc_starts but its metadata names no documents \
+                             kind (causal or full)",
+                })
+            }
+            None => {}
+        }
         Ok((packed, checksums))
     }
 
@@ -632,8 +680,41 @@ impl PackedMask {
             lists,
             words,
             transposed: None,
+            documents: None,
         })
     }
+}
+
+/// The `doc_starts` tensor: int32 `[documents + 1]`, checked by [`Documents::new`].
+fn read_doc_starts(file: &SafetensorsFile<'_>, kind: DocumentKind) -> Result<Documents, MaskError> {
+    let view = file.tensor(DOC_STARTS)?;
+    if view.dtype != DType::I32 {
+        return Err(MaskError::WrongDtype {
+            what: DOC_STARTS,
+            found: view.dtype.name(),
+            expected: "int32",
+        });
+    }
+    if view.shape.len() != 1 {
+        return Err(MaskError::BadRank {
+            what: DOC_STARTS,
+            rank: view.shape.len(),
+            expected: "1 ([documents + 1])",
+        });
+    }
+    let starts = view
+        .data
+        .chunks_exact(4)
+        .map(|c| {
+            u32::try_from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])).map_err(|_| {
+                MaskError::Corrupt {
+                    what: "document starts",
+                    detail: "a start is negative",
+                }
+            })
+        })
+        .collect::<Result<Vec<u32>, MaskError>>()?;
+    Documents::new(kind, starts)
 }
 
 /// The transposed words tensor `name`: uint32 `[tiles, ...word_dims]`, with `tiles`

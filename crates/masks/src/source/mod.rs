@@ -133,6 +133,14 @@ pub trait MaskSource: Sync {
         self.row_bits(batch, head, q, k, 1, &mut word);
         word[0] & 1 == 1
     }
+
+    /// The mask as contiguous documents (causal or full within each, nothing across),
+    /// the same for every batch and head, when the source knows it is one; the packer
+    /// keeps them beside the lists ([`crate::PackedMask::documents`]). Default `None`.
+    #[cfg(feature = "alloc")]
+    fn documents(&self) -> Option<crate::Documents> {
+        None
+    }
 }
 
 impl<S: MaskSource + ?Sized> MaskSource for &S {
@@ -171,6 +179,10 @@ impl<S: MaskSource + ?Sized> MaskSource for &S {
     }
     fn dense_rows(&self, batch: usize, head: usize) -> Option<DenseRows<'_>> {
         (**self).dense_rows(batch, head)
+    }
+    #[cfg(feature = "alloc")]
+    fn documents(&self) -> Option<crate::Documents> {
+        (**self).documents()
     }
 }
 

@@ -9,7 +9,7 @@ use core::ops::Range;
 
 use super::{IndexValue, MaskSource, Region};
 use crate::shape::broadcast_index;
-use crate::{bits, MaskError, MaskShape};
+use crate::{bits, DocumentKind, Documents, MaskError, MaskShape};
 
 /// Where the diagonal of a causal or windowed mask sits when `seqlen_q != seqlen_k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -562,6 +562,35 @@ impl MaskSource for PredicateMask {
 
     fn region(&self, batch: usize, _head: usize, rows: Range<usize>, cols: Range<usize>) -> Region {
         self.predicate.region(batch, &rows, &cols, &self.shape)
+    }
+
+    /// `doc` alone (full within documents) or `causal & doc` (in either order; `all`
+    /// terms of the and are ignored), with
+    /// `seqlen_q == seqlen_k`, the same non-decreasing ids for queries and keys, and
+    /// the same ids in every batch.
+    fn documents(&self) -> Option<Documents> {
+        if self.shape.seqlen_q != self.shape.seqlen_k {
+            return None;
+        }
+        let parts: Vec<&Predicate> = match &self.predicate {
+            Predicate::And(parts) => parts.iter().filter(|p| **p != Predicate::All).collect(),
+            other => alloc::vec![other],
+        };
+        let (kind, docs) = match parts.as_slice() {
+            [Predicate::Document(d)] => (DocumentKind::Full, d),
+            [Predicate::Causal(_), Predicate::Document(d)]
+            | [Predicate::Document(d), Predicate::Causal(_)] => (DocumentKind::Causal, d),
+            _ => return None,
+        };
+        let s = self.shape.seqlen_q;
+        if !docs.sorted || docs.q_ids != docs.k_ids || s == 0 {
+            return None;
+        }
+        let first = &docs.q_ids[..s];
+        if docs.q_ids.chunks(s).any(|batch| batch != first) {
+            return None;
+        }
+        Documents::from_sorted_ids(kind, first)
     }
 }
 

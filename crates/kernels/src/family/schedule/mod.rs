@@ -3,7 +3,8 @@
 //!
 //! - [`row_block`]: a query row block walks key blocks (the forward): the window
 //!   schedule (causal / sliding window / none, computed from the bounds, diagonal blocks
-//!   first) and the listed-blocks schedule (FlexAttention-style partial-then-full lists).
+//!   first), the documents schedule (the same walk inside each document of a varlen
+//!   grid) and the listed-blocks schedule (FlexAttention-style partial-then-full lists).
 //! - [`key_tile`]: a key tile walks query steps (the backward): the same window, and the
 //!   mask's transposed lists, with the host's largest-first order of key tiles and the
 //!   deterministic rank of a CTA among the visitors of a query step.
@@ -53,5 +54,29 @@ mod tests {
             assert!(!text.contains("fm_apply_mask"));
         }
         assert!(SPLIT_RANGE.contains("(long long)total * split / splits"));
+    }
+
+    #[test]
+    fn the_window_walk_is_the_call_s_or_a_document_s() {
+        use crate::family::template::fill;
+        use row_block::RowGrid;
+        let with = |grid: RowGrid| {
+            let mut values = grid.values();
+            values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
+            fill(row_block::WINDOW, &values).unwrap()
+        };
+        let global = with(RowGrid::Global);
+        assert!(global.contains("int m_block) {\n    fm_schedule s;"));
+        assert!(global.contains("min(s.m0 + FM_BLOCK_M, p.seqlen_q)"));
+        assert!(!global.contains("doc_"));
+        let documents = with(RowGrid::Documents);
+        assert!(documents.contains(row_block::DOCUMENTS));
+        assert!(documents.contains("min(s.m0 + FM_BLOCK_M, doc_len)"));
+        assert!(documents.contains("s.row0 = item.x;"));
+        assert!(!documents.contains("p.seqlen_q") && !documents.contains("p.n_blocks"));
+        for grid in [RowGrid::Global, RowGrid::Documents] {
+            let place = grid.placement();
+            assert_eq!(place.row_bound == "p.seqlen_q", grid == RowGrid::Global);
+        }
     }
 }

@@ -1,11 +1,15 @@
 //! Row-block schedules: the key blocks one query row block of the forward visits,
 //! `FM_STEP_BLOCKS` per step. Placeholders: `$WINDOW_INFINITE` ([`super::WINDOW_INFINITE`]),
+//! the window walk's `$WALK_*` ([`RowGrid::values`]),
 //! and for the lists `$MASK_THREADS`, `$MASK_WORDS` (the mask words' shape, in comments).
 //! Needs `fm_attn_params`, `FM_BLOCK_M`, `FM_BLOCK_N`, `FM_STEP_BLOCKS`.
 
 /// Window mode: the visited key blocks from the causal / sliding-window bounds, highest
-/// first, so the diagonal (partial) blocks come first, as in FlashAttention-3.
-pub const WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sliding window / none), no mask words ----
+/// first, so the diagonal (partial) blocks come first, as in FlashAttention-3. The walk
+/// of the whole sequence ([`RowGrid::Global`]) and of one document ([`RowGrid::Documents`],
+/// the [`DOCUMENTS`] component) is this one text; [`RowGrid::values`] fills its
+/// placeholders (`$WALK_*`), so the global walk's text is the window kernel's as it was.
+pub const WINDOW: &str = r#"// ---- tile schedule: window mode (causal / sliding window / none), no mask words$WALK_TITLE ----
 // Key j is visible from query i iff i + diag_offset - window_left <= j <= i + diag_offset + window_right
 // and j < seqlen_k. Key blocks are visited from the highest down, FM_STEP_BLOCKS per step, so the diagonal
 // (partial) blocks come first, as in FlashAttention-3.
@@ -18,23 +22,23 @@ struct fm_schedule {
     int m_end;       // last real query row of the block (< seqlen_q)
     int n_full_lo;   // key blocks n_full_lo ..= n_full_hi are fully visible from every row of the block
     int n_full_hi;   // (computed once, as FlashAttention-3's n_block_min/max masking bounds)
-};
+$WALK_FIELDS};
 
 // floor(a / b) for b > 0 (C++ division truncates toward zero).
 __device__ __forceinline__ long long fm_floor_div(long long a, long long b) {
     return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
-    fm_schedule s;
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int $WALK_GRID_BLOCK) {
+$WALK_ITEM    fm_schedule s;
     s.kk0 = 0;
     s.m0 = m_block * FM_BLOCK_M;
-    s.m_end = min(s.m0 + FM_BLOCK_M, p.seqlen_q) - 1;
+    s.m_end = min(s.m0 + FM_BLOCK_M, $WALK_ROWS) - 1;
     const long long lo = (long long)s.m0 + p.diag_offset - (long long)p.window_left;   // lowest visible key
     const long long hi = (long long)s.m_end + p.diag_offset + (long long)p.window_right; // highest visible key
-    const int n_first = (p.window_left >= $WINDOW_INFINITE || lo <= 0) ? 0 : (int)min(lo / FM_BLOCK_N, (long long)p.n_blocks);
+    const int n_first = (p.window_left >= $WINDOW_INFINITE || lo <= 0) ? 0 : (int)min(lo / FM_BLOCK_N, (long long)$WALK_N_BLOCKS);
     int n_last;
-    if (p.window_right >= $WINDOW_INFINITE || hi >= (long long)p.seqlen_k - 1) n_last = p.n_blocks - 1;
+    if (p.window_right >= $WINDOW_INFINITE || hi >= (long long)$WALK_KEYS - 1) n_last = $WALK_N_BLOCKS - 1;
     else if (hi < 0) n_last = -1;
     else n_last = (int)(hi / FM_BLOCK_N);
     const int blocks = max(0, n_last - n_first + 1);
@@ -44,14 +48,14 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p,
     // Block n (keys n0 = n*FM_BLOCK_N ..) is full iff n0 >= m_end + diag_offset - window_left (every row's left
     // bound), n0 + FM_BLOCK_N - 1 <= m0 + diag_offset + window_right (every row's right bound) and
     // n0 + FM_BLOCK_N <= seqlen_k: one interval of n, clamped to -1 ..= n_blocks.
-    long long full_lo = 0, full_hi = fm_floor_div((long long)p.seqlen_k - FM_BLOCK_N, FM_BLOCK_N);
+    long long full_lo = 0, full_hi = fm_floor_div((long long)$WALK_KEYS - FM_BLOCK_N, FM_BLOCK_N);
     if (p.window_left < $WINDOW_INFINITE)
         full_lo = -fm_floor_div(-((long long)s.m_end + p.diag_offset - p.window_left), FM_BLOCK_N);   // ceil
     if (p.window_right < $WINDOW_INFINITE)
         full_hi = min(full_hi, fm_floor_div((long long)s.m0 + p.diag_offset + p.window_right - FM_BLOCK_N + 1, FM_BLOCK_N));
-    s.n_full_lo = (int)max(-1LL, min(full_lo, (long long)p.n_blocks));
-    s.n_full_hi = (int)max(-1LL, min(full_hi, (long long)p.n_blocks));
-    return s;
+    s.n_full_lo = (int)max(-1LL, min(full_lo, (long long)$WALK_N_BLOCKS));
+    s.n_full_hi = (int)max(-1LL, min(full_hi, (long long)$WALK_N_BLOCKS));
+$WALK_PLACE    return s;
 }
 
 // One step: FM_STEP_BLOCKS key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
@@ -75,6 +79,117 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
     return t;
 }
 "#;
+
+/// The documents component of the window walk (FlashAttention's varlen grid over
+/// `cu_seqlens`): each CTA is one work item (document, row block of the document) of
+/// `AttentionParams::doc_items`, and inside the document the window walk runs with
+/// `seqlen_q = seqlen_k =` the document's length (causal: window `(inf, 0)`; full:
+/// `(inf, inf)`; diagonal offset 0). The host writes the items most key blocks first
+/// and launches grid `(heads, items, batch)`: x, the fastest, is the head, so every
+/// head's longest items start before any head's shorter ones (FlashAttention-3's
+/// longest-processing-time-first order across heads). Fills `$WALK_ITEM` of [`WINDOW`].
+pub const DOCUMENTS: &str = r#"    // Documents grid: work item `grid_block` = p.doc_items[4 grid_block .. + 3] = (first token of its document,
+    // the document's length, the row block within the document, the document), one 16-byte load. The walk
+    // below is the document's.
+    const int4 item = __ldg(reinterpret_cast<const int4*>(p.doc_items) + grid_block);
+    const int m_block = item.z;
+    const int doc_len = item.y;
+    const int doc_blocks = (doc_len + FM_BLOCK_N - 1) / FM_BLOCK_N;
+"#;
+
+/// The grid a row-block window walk runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowGrid {
+    /// Row blocks of the whole sequence (`m_block` from the grid).
+    Global,
+    /// (document, row block) work items ([`DOCUMENTS`]).
+    Documents,
+}
+
+/// Where a schedule's rows and keys sit in the tensors, as the expressions the forward's
+/// loads, window mask and epilogue paste: the Q tile's first row (`q_row`), the global
+/// row of the schedule's row 0 in a `(batch, head)` plane (`row_base`, from the
+/// epilogue's `head_row0`), the key row of key block 0 (`kv_row0`), the query rows
+/// written (`row_bound`) and the keys visible (`key_bound`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// First row of the Q tile (TMA coordinate).
+    pub q_row: &'static str,
+    /// Global row of the schedule's row 0 (`head_row0` plus the document start).
+    pub row_base: &'static str,
+    /// Global row of key 0 within the `(batch, kv head)` plane.
+    pub kv_row0: &'static str,
+    /// Rows the epilogue writes: `row < row_bound`.
+    pub row_bound: &'static str,
+    /// Keys visible: `key < key_bound`.
+    pub key_bound: &'static str,
+    /// The CTA's row block (the global grid) or work item (the documents grid).
+    pub cta_row_block: &'static str,
+    /// The CTA's query head.
+    pub cta_head: &'static str,
+    /// How the grid is ordered (a comment).
+    pub cta_order: &'static str,
+}
+
+impl RowGrid {
+    /// The values of [`WINDOW`]'s `$WALK_*` placeholders.
+    pub fn values(self) -> Vec<(&'static str, String)> {
+        let (title, fields, grid_block, item, rows, keys, n_blocks, place) = match self {
+            RowGrid::Global => ("", "", "m_block", "", "p.seqlen_q", "p.seqlen_k", "p.n_blocks", ""),
+            RowGrid::Documents => (
+                " (inside each document of the documents grid)",
+                "    int row0;        // first token of the document: global row of the walk's row and key 0\n    int len;         // the document's tokens (the walk's seqlen_q and seqlen_k)\n",
+                "grid_block",
+                DOCUMENTS,
+                "doc_len",
+                "doc_len",
+                "doc_blocks",
+                "    s.row0 = item.x;\n    s.len = doc_len;\n",
+            ),
+        };
+        [
+            ("WALK_TITLE", title),
+            ("WALK_FIELDS", fields),
+            ("WALK_GRID_BLOCK", grid_block),
+            ("WALK_ITEM", item),
+            ("WALK_ROWS", rows),
+            ("WALK_KEYS", keys),
+            ("WALK_N_BLOCKS", n_blocks),
+            ("WALK_PLACE", place),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect()
+    }
+
+    /// Where the grid's rows sit ([`Placement`]): the global grid's are the call's own
+    /// (the expressions the window and list kernels always had); a document's are moved
+    /// by its first token and bounded by its length.
+    pub fn placement(self) -> Placement {
+        match self {
+            RowGrid::Global => Placement {
+                q_row: "m_block * FM_BLOCK_M",
+                row_base: "head_row0",
+                kv_row0: "0",
+                row_bound: "p.seqlen_q",
+                key_bound: "p.seqlen_k",
+                cta_row_block: "(int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits)",
+                cta_head: "(int)blockIdx.y",
+                cta_order: "grid (row blocks x splits, heads, batch), the last row block first",
+            },
+            RowGrid::Documents => Placement {
+                q_row: "sched.row0 + sched.m0",
+                row_base: "(head_row0 + sched.row0)",
+                kv_row0: "sched.row0",
+                row_bound: "sched.len",
+                key_bound: "sched.len",
+                cta_row_block: "(int)blockIdx.y",
+                cta_head: "(int)blockIdx.x",
+                cta_order: "grid (heads, work items, batch): every head's longest items first",
+            },
+        }
+    }
+}
 
 /// Listed blocks: FlexAttention-style partial then full block lists of the row.
 pub const LISTS: &str = r#"// ---- tile schedule: FlexAttention-style block lists + FragmentNative words ----
