@@ -204,8 +204,7 @@ pub fn call_kernel(
 /// The forward's mask mode for a call with a packed mask: the documents grid
 /// ([`MaskMode::Documents`], FlashAttention's varlen schedule over the mask's document
 /// boundaries, [`PackedMask::documents`]) when the mask has documents, the call has no
-/// split-KV (`opts.splits` unset or 1), `Sq == Sk` equals the documents' length and
-/// the work items fit the grid ([`super::documents::fit_grid`]);
+/// split-KV (`opts.splits` unset or 1) and `Sq == Sk` equals the documents' length;
 /// otherwise the tile lists ([`MaskMode::Blocks`]). A call with no packed mask runs the
 /// window mode. Any layout of q, k and v serves both (the tensor maps take the strides).
 pub fn forward_mode(
@@ -216,11 +215,9 @@ pub fn forward_mode(
     let Some(mask) = mask else {
         return MaskMode::Window;
     };
-    let documents = mask.documents().is_some_and(|d| {
-        shape.seqlen_q == shape.seqlen_k
-            && shape.seqlen_q == d.seqlen()
-            && super::documents::fit_grid(d)
-    });
+    let documents = mask
+        .documents()
+        .is_some_and(|d| shape.seqlen_q == shape.seqlen_k && shape.seqlen_q == d.seqlen());
     if documents && opts.splits.is_none_or(|n| n == 1) {
         MaskMode::Documents
     } else {

@@ -6,27 +6,14 @@
 //! partial blocks of an item follow the window schedule's formulas with
 //! `seqlen_q = seqlen_k = len`, causal window `(inf, 0)` or full `(inf, inf)`. The items
 //! are ordered by steps, most first (the largest-first order FlashAttention's varlen
-//! schedulers and this project's backward use), and the grid is `(heads, items, batch)`,
-//! so every head's longest rows start first and the short ones fill the tail.
+//! schedulers and this project's backward use), so the longest rows start first and the
+//! short ones fill the tail.
 
 use fragmask_kernels::attention::Geometry;
 use fragmask_masks::{DocumentKind, Documents};
 
 /// Ints per work item of the kernel's table: document start, length, row block, document.
 pub const ITEM_INTS: usize = 4;
-
-/// Most work items of one call: the grid's y extent (CUDA's limit of 65535), since the
-/// documents grid launches `(heads, items, batch)`.
-pub const MAX_ITEMS: usize = 65535;
-
-/// Whether `documents` fit the documents grid at every tile ([`MAX_ITEMS`] with the
-/// narrowest tile's 64 rows): at most `count + ceil(seqlen / 64)` items.
-pub fn fit_grid(documents: &Documents) -> bool {
-    documents
-        .count()
-        .saturating_add(documents.seqlen().div_ceil(64))
-        <= MAX_ITEMS
-}
 
 /// One (document, row block) of the documents grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,15 +115,6 @@ pub fn tiles(items: &[WorkItem]) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn documents_fit_the_grid_up_to_its_y_extent() {
-        let one = |len: u32| Documents::new(DocumentKind::Causal, vec![0, len]).unwrap();
-        assert!(fit_grid(&one(64 * 65534)));
-        assert!(!fit_grid(&one(64 * 65534 + 1)));
-        let items = work_items(&one(64 * 65534), &Geometry::TILE_64X64);
-        assert!(items.len() <= MAX_ITEMS);
-    }
 
     #[test]
     fn a_causal_document_of_300_tokens_on_128x128() {

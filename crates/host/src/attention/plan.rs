@@ -142,12 +142,7 @@ impl AttentionRunner {
             maps,
             params: Params(params),
             launch: Launch::new(
-                match mode {
-                    // The documents grid: heads in x, so every head's longest work items
-                    // start first (family::schedule::row_block::DOCUMENTS).
-                    MaskMode::Documents => (shape.heads as u32, launch.grid_x, shape.batch as u32),
-                    _ => (launch.grid_x, shape.heads as u32, shape.batch as u32),
-                },
+                (launch.grid_x, shape.heads as u32, shape.batch as u32),
                 kernel.threads(),
             )
             .smem(kernel.smem_bytes()),
@@ -174,9 +169,7 @@ impl AttentionRunner {
         })?;
         let items = documents::work_items(docs, &kernel.geometry());
         params.m_blocks = i32::try_from(items.len())
-            .ok()
-            .filter(|&n| n <= documents::MAX_ITEMS as i32)
-            .ok_or_else(|| AttentionError::Shape("too many document row blocks".into()))?;
+            .map_err(|_| AttentionError::Shape("too many document row blocks".into()))?;
         params.window_left = WINDOW_INFINITE;
         params.window_right = match docs.kind() {
             DocumentKind::Causal => 0,

@@ -210,9 +210,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     values.push(("ROW_BASE", place.row_base.to_string()));
     values.push(("KV_ROW0", place.kv_row0.to_string()));
     values.push(("ROW_BOUND", place.row_bound.to_string()));
-    values.push(("CTA_ROW_BLOCK", place.cta_row_block.to_string()));
-    values.push(("CTA_HEAD", place.cta_head.to_string()));
-    values.push(("CTA_ORDER", place.cta_order.to_string()));
     match k.mask() {
         // Only the window schedule and mask compare against "unbounded".
         MaskMode::Window | MaskMode::Documents => {
@@ -663,9 +660,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     // is a compile-time constant and folds away.
     const unsigned num_splits = FM_SPLIT_KV ? (unsigned)p.num_splits : 1u;
     const int split = (int)(blockIdx.x % num_splits);
-    // The CTA's row block (a work item on the documents grid) and head ($CTA_ORDER).
-    const int m_block = $CTA_ROW_BLOCK;
-    const int head = $CTA_HEAD;
+    const int m_block = (int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits);
+    const int head = (int)blockIdx.y;
     const int batch = (int)blockIdx.z;
     const int kv_head = head / (p.heads / p.kv_heads);          // GQA / MQA
     fm_schedule sched = fm_make_schedule(p, batch, head, m_block);

@@ -84,14 +84,13 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
 /// `cu_seqlens`): each CTA is one work item (document, row block of the document) of
 /// `AttentionParams::doc_items`, and inside the document the window walk runs with
 /// `seqlen_q = seqlen_k =` the document's length (causal: window `(inf, 0)`; full:
-/// `(inf, inf)`; diagonal offset 0). The host writes the items most key blocks first
-/// and launches grid `(heads, items, batch)`: x, the fastest, is the head, so every
-/// head's longest items start before any head's shorter ones (FlashAttention-3's
-/// longest-processing-time-first order across heads). Fills `$WALK_ITEM` of [`WINDOW`].
-pub const DOCUMENTS: &str = r#"    // Documents grid: work item `grid_block` = p.doc_items[4 grid_block .. + 3] = (first token of its document,
-    // the document's length, the row block within the document, the document), one 16-byte load. The walk
-    // below is the document's.
-    const int4 item = __ldg(reinterpret_cast<const int4*>(p.doc_items) + grid_block);
+/// `(inf, inf)`; diagonal offset 0). The host writes the items in launch order, most
+/// key blocks first. Fills `$WALK_ITEM` of [`WINDOW`].
+pub const DOCUMENTS: &str = r#"    // Documents grid: work item `item` = p.doc_items[4 item .. 4 item + 3] = (first token of its document,
+    // the document's length, the row block within the document, the document), one 16-byte load. The skeleton
+    // counts grid_block from the grid's end, so item = m_blocks - 1 - grid_block is the grid's x index: the
+    // table's own order (most key blocks first) is the launch order. The walk below is the document's.
+    const int4 item = __ldg(reinterpret_cast<const int4*>(p.doc_items) + (p.m_blocks - 1 - grid_block));
     const int m_block = item.z;
     const int doc_len = item.y;
     const int doc_blocks = (doc_len + FM_BLOCK_N - 1) / FM_BLOCK_N;
@@ -123,12 +122,6 @@ pub struct Placement {
     pub row_bound: &'static str,
     /// Keys visible: `key < key_bound`.
     pub key_bound: &'static str,
-    /// The CTA's row block (the global grid) or work item (the documents grid).
-    pub cta_row_block: &'static str,
-    /// The CTA's query head.
-    pub cta_head: &'static str,
-    /// How the grid is ordered (a comment).
-    pub cta_order: &'static str,
 }
 
 impl RowGrid {
@@ -173,9 +166,6 @@ impl RowGrid {
                 kv_row0: "0",
                 row_bound: "p.seqlen_q",
                 key_bound: "p.seqlen_k",
-                cta_row_block: "(int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits)",
-                cta_head: "(int)blockIdx.y",
-                cta_order: "grid (row blocks x splits, heads, batch), the last row block first",
             },
             RowGrid::Documents => Placement {
                 q_row: "sched.row0 + sched.m0",
@@ -183,9 +173,6 @@ impl RowGrid {
                 kv_row0: "sched.row0",
                 row_bound: "sched.len",
                 key_bound: "sched.len",
-                cta_row_block: "(int)blockIdx.y",
-                cta_head: "(int)blockIdx.x",
-                cta_order: "grid (heads, work items, batch): every head's longest items first",
             },
         }
     }
