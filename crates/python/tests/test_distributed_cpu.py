@@ -395,6 +395,48 @@ class ExchangeAndLocalMasks(unittest.TestCase):
                             np.testing.assert_array_equal(np.concatenate(parts, axis=-1),
                                                           local[0])
 
+    def test_own_keys_of_document_masks_keep_their_documents_and_equal_the_global_rows(self):
+        # A rank's rows against themselves, causal or full within documents, are packed
+        # from local document ids (so the forward runs its documents grid); windows and
+        # the received keys are not.
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            cases = {
+                "document-causal": (fd.Intervals.documents(random_docs(rng, 2048)), "causal"),
+                "documents, bidirectional": (
+                    fd.Intervals.documents(random_docs(rng, 2048), causal=False), "full"),
+                "causal": (fd.Intervals.causal(2048), "causal"),
+                "sliding window": (fd.Intervals.causal(2048, window=(100, 0)), None),
+            }
+            for name, (mask, kind) in cases.items():
+                dense = mask.dense()
+                for P in (1, 2, 4):
+                    p = fd.plan(mask, P)
+                    for r in range(P):
+                        with self.subTest(seed=seed, mask=name, P=P, rank=r):
+                            rows = p.positions(r)
+                            own = mask.local_mask_cpu(rows, rows)
+                            self.assertEqual(own.metadata().get("documents"), kind)
+                            np.testing.assert_array_equal(own.to_dense()[0, 0],
+                                                          dense[0][np.ix_(rows, rows)])
+                            self.assertTrue(own.has_transposed)
+
+    def test_own_documents_finds_runs_only_where_the_rows_see_exactly_them(self):
+        ids = np.repeat([0, 1, 2], [5, 3, 4])
+        causal, full = fd.Intervals.documents(ids), fd.Intervals.documents(ids, causal=False)
+        kind, doc = causal.own_documents(np.arange(12))
+        self.assertEqual(kind, "causal")
+        np.testing.assert_array_equal(doc, ids)
+        kind, doc = full.own_documents(np.arange(12))
+        self.assertEqual(kind, "all")
+        # rows 3..8 (a document's tail, another whole, a head): three local runs
+        kind, doc = causal.own_documents(np.arange(3, 9))
+        np.testing.assert_array_equal(doc, [0, 0, 1, 1, 1, 2])
+        # a window cuts documents inside: not documents
+        self.assertIsNone(fd.Intervals.causal(12, window=(2, 0)).own_documents(np.arange(12)))
+        # rows must ascend
+        self.assertIsNone(causal.own_documents(np.array([4, 3])))
+
     def test_64_token_tiles_and_chunks(self):
         rng = np.random.default_rng(4)
         mask = random_blocks(rng, 2048, whole=True)

@@ -129,8 +129,51 @@ class Intervals:
         _, first, last = self.chunk_needs(chunk)
         return np.maximum(last - first + 1, 0).astype(np.float64)
 
+    def own_documents(self, rows):
+        """``(predicate, local doc ids)`` when the mask of ``rows`` against the same
+        positions is causal (``"causal"``) or full (``"all"``) within runs of consecutive
+        local tokens, so that a predicate mask with those document ids keeps its boundaries
+        and the forward runs its documents grid (docs/architecture.md §3); else None.
+        Row i's visible local keys are ``s[i] ..= e[i]``: a run starts where ``s[i] == i``
+        and every row of it shares that start; causal ends at the row, full at the run's
+        end."""
+        p = np.asarray(rows, dtype=np.int64)
+        n = p.size
+        if n == 0 or np.any(p[1:] <= p[:-1]):
+            return None
+        s = np.searchsorted(p, self.lo[p], side="left")
+        e = np.searchsorted(p, self.hi[p], side="right") - 1
+        idx = np.arange(n)
+        new = s == idx
+        if not new[0]:
+            return None
+        doc = np.cumsum(new) - 1
+        starts = idx[new]
+        if not np.array_equal(s, starts[doc]):
+            return None
+        if np.array_equal(e, idx):
+            return "causal", doc.astype(np.int32)
+        ends = np.append(starts[1:], n) - 1
+        if np.array_equal(e, ends[doc]):
+            return "all", doc.astype(np.int32)
+        return None
+
+    def _own_documents_mask(self, rows, keys, block):
+        """The own-keys Mask as a documents predicate (CPU-packed, O(tiles)), or None."""
+        keys = np.asarray(keys)
+        if keys.shape != np.shape(rows) or not np.array_equal(keys, rows):
+            return None
+        docs = self.own_documents(rows)
+        if docs is None:
+            return None
+        predicate, ids = docs
+        return Mask.from_predicate(predicate, len(ids), doc_ids=ids, block=block)
+
     def local_mask_cpu(self, rows, keys, block=(128, 128), partial=False):
         """The same Mask packed on the CPU (tests and small shapes)."""
+        own = self._own_documents_mask(rows, keys, block)
+        if own is not None:
+            return own.with_transposed()
         keys = np.asarray(keys)
         dense = ((keys[None, :] >= self.lo[rows][:, None])
                  & (keys[None, :] <= self.hi[rows][:, None]))
@@ -140,7 +183,13 @@ class Intervals:
         """Mask [1, 1, len(rows), len(keys)] packed on ``device`` from the rows'
         intervals (keys in any order, any subset): the rank forms only its rows against
         the keys it holds (len(rows) x len(keys) bytes, in slabs), then the GPU
-        packer."""
+        packer. The rows against themselves, where they are causal or full within runs
+        (:meth:`own_documents`), are packed from those documents instead."""
+        own = self._own_documents_mask(rows, keys, block)
+        if own is not None:
+            # Causal or full within documents: packed from the boundaries, so the forward
+            # runs the documents grid on them.
+            return _transposed_on(own, device)
         import torch
 
         keys_t = torch.as_tensor(np.asarray(keys), device=device)
