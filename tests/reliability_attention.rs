@@ -411,7 +411,7 @@ fn unsupported_tiles_and_tile_options_are_exit_2_naming_the_flag() {
         &[
             "--pingpong true",
             "--block 64x64",
-            "ping-pong needs 2 consumer warpgroups",
+            "ping-pong needs 2 or 3 consumer warpgroups, this tile has 1",
         ],
     );
     refused_by_both(
