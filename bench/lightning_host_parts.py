@@ -1,21 +1,20 @@
 """Where lightning_decode's eager host time goes (H=64, D=E=96, B=1, one token): the host
-time per call of each piece of the fast path, alone, in a loop (GPU machine)."""
-import sys, time, json
+time per call of each piece of its fast path, alone, in a loop of 2000 calls (GPU machine,
+the fragmask package importable):
+
+    python3 bench/lightning_host_parts.py [OUT.json]
+"""
+import json
+import os
+import sys
+
 import torch
+
 import fragmask
 from fragmask import _ops as ops
 
-def host_us(fn, n=2000, reps=7):
-    times = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        times.append((time.perf_counter() - t0) / n * 1e6)
-    torch.cuda.synchronize()
-    times.sort()
-    return times[len(times) // 2]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from python_overhead import host_us  # noqa: E402  (the same CPU timer as the overhead table)
 
 q, k, v = (torch.randn(1, 64, 1, 96, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 kv = torch.zeros(1, 64, 96, 96, device="cuda", dtype=torch.float32)
@@ -47,7 +46,7 @@ rows = {
   "plan.run (launch)": lambda: plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv.data_ptr(), slope.data_ptr(), gs(0)),
   "torch add_ (a tiny kernel, for scale)": lambda: out.add_(1),
 }
-res = {name: round(host_us(fn), 3) for name, fn in rows.items()}
+res = {name: round(host_us(fn, n=2000), 3) for name, fn in rows.items()}
 w = max(map(len, res))
 for name, us in res.items():
     print(f"{name:<{w}}  {us:7.3f} us")
