@@ -547,13 +547,9 @@ fn predicate_source(text: &str, args: &PackArgs) -> Result<PredicateMask, String
     let mut load_docs = |name: &str| -> Result<DocumentIds, MaskError> {
         let path = Path::new(name);
         check_output(&args.output, &[path])?;
-        let bytes = read_file(path)?;
-        let view = read_array(&bytes, None)?;
-        let ids = view.to_i64("document ids")?;
         // One id list serves queries and keys, so its length is Sq and Sk both.
-        DocumentIds::from_array(
-            &view.shape,
-            &ids,
+        fragmask::inputs::attention::document_ids(
+            &read_file(path)?,
             [
                 ("document ids length (must equal --seqlen-q)", seqlen_q),
                 ("document ids length (must equal --seqlen-k)", seqlen_k),

@@ -499,6 +499,18 @@ pub fn synthetic_mask(
     Ok(MaskInput::Synthetic(spec, seed))
 }
 
+/// Document ids `[S]` or `[B, S]` from the bytes of a `.npy` or single-tensor safetensors
+/// file; `lengths` names the two sequence lengths S must equal (one list serves queries
+/// and keys).
+pub fn document_ids(
+    bytes: &[u8],
+    lengths: [(&'static str, usize); 2],
+) -> Result<DocumentIds, MaskError> {
+    let view = read_array(bytes, None)?;
+    let ids = view.to_i64("document ids")?;
+    DocumentIds::from_array(&view.shape, &ids, lengths)
+}
+
 /// A predicate mask over the call's `Sq x Sk` (`text` in the grammar of
 /// [`parse_predicate`]); `doc=FILE` reads document ids `[S]` or `[B, S]` through
 /// `read_ids(FILE)` (the file's bytes), whose length must be both sequence lengths.
@@ -510,12 +522,8 @@ pub fn predicate_mask(
     const WHAT: &str = "--predicate";
     let (sq, sk) = (shape.seqlen_q, shape.seqlen_k);
     let mut load = |name: &str| -> Result<DocumentIds, MaskError> {
-        let bytes = read_ids(name)?;
-        let view = read_array(&bytes, None)?;
-        let ids = view.to_i64("document ids")?;
-        DocumentIds::from_array(
-            &view.shape,
-            &ids,
+        document_ids(
+            &read_ids(name)?,
             [
                 ("document ids length (must equal Sq)", sq),
                 ("document ids length (must equal Sk)", sk),
