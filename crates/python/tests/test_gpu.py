@@ -664,6 +664,45 @@ class LightningTests(unittest.TestCase):
         with self.assertRaises(ValueError):
             fragmask.lightning_decode(q, k, v, kv_out, slope, out=out[..., :95])
 
+    def test_out_that_is_not_v_like_or_meets_an_input_is_refused_by_name(self):
+        """The fast path checks out's dtype, grad, device, contiguity and shape and the
+        extension its overlap with every input (kv and slope included): each bad out
+        raises the checked path's typed error, and nothing is written."""
+        g = torch.Generator(device="cuda").manual_seed(6)
+        q, k, v = (torch.randn(1, 4, 1, 96, device="cuda", dtype=torch.bfloat16, generator=g)
+                   for _ in range(3))
+        kv = torch.randn(1, 4, 96, 96, device="cuda", generator=g)
+        slope = torch.rand(4, device="cuda", generator=g) * 0.1
+        kv0 = kv.clone()
+        ok = torch.empty_like(v)
+        bad = {
+            "float16": (TypeError, ValueError), "grad": ValueError, "cpu": ValueError,
+            "strided": ValueError, "shape": ValueError,
+        }
+        outs = {
+            "float16": torch.empty_like(v, dtype=torch.float16),
+            "grad": torch.empty_like(v).requires_grad_(),
+            "cpu": torch.empty(v.shape, dtype=v.dtype),
+            "strided": torch.empty(1, 4, 96, 2, device="cuda",
+                                   dtype=torch.bfloat16)[..., :1].transpose(2, 3),
+            "shape": torch.empty(1, 4, 1, 95, device="cuda", dtype=torch.bfloat16),
+        }
+        for name, out in outs.items():
+            with self.assertRaises(bad[name], msg=name):
+                fragmask.lightning_decode(q, k, v, kv, slope, out=out)
+        # out inside kv (the state, read and written in place) or reaching into slope.
+        n = v.numel()
+        in_kv = kv.view(-1)[:n].view(torch.bfloat16)[:n].view(v.shape)
+        buf = torch.zeros(n + 8, device="cuda", dtype=torch.bfloat16)
+        slope_in_buf = buf[n:].view(torch.float32)          # 4 floats after n bf16
+        slope_in_buf.copy_(slope)
+        into_slope = buf[4:4 + n].view(v.shape)
+        for out, s, name in ((in_kv, slope, "kv"), (into_slope, slope_in_buf, "slope")):
+            with self.assertRaisesRegex(ValueError, "overlaps", msg=name):
+                fragmask.lightning_decode(q, k, v, kv, s, out=out)
+        torch.testing.assert_close(kv, kv0, rtol=0, atol=0)   # no refused call ran
+        self.assertIs(fragmask.lightning_decode(q, k, v, kv, slope, out=ok), ok)
+
     def test_errors(self):
         q = torch.randn(1, 2, 1, 96, device="cuda", dtype=torch.bfloat16)
         kv = torch.randn(1, 2, 96, 96, device="cuda")

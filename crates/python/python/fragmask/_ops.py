@@ -680,7 +680,10 @@ def _init_autograd(torch):
                 grad_out = grad_out.transpose(1, 2)
             if not grad_out.is_contiguous():
                 grad_out = grad_out.contiguous()
-            handle = _backward_handle(entry, mask, q, out, grad_out, device)
+            # The plan of dO's strides, made at the first backward of each.
+            handle = entry[_BWD][6].get(grad_out.stride())
+            if handle is None:
+                handle = _backward_handle(entry, mask, q, out, grad_out, device)
             # dQ, dK, dV contiguous [B, H(kv), S, D], as the kernels write them.
             if entry[_BSHD]:
                 views = entry[_BWD][0]
@@ -773,22 +776,27 @@ def lightning_decode(q, k, v, kv, slope, *, out=None):
     written there and ``out`` returned, so a decode loop allocates nothing per step."""
     torch = _T if _T is not None else _torch()
     # Eager fast path: plain contiguous CUDA tensors of one device, nothing tracing the
-    # call: the op's body without the dispatcher (the extension checks dtypes, shapes
-    # and contiguity before it launches).
+    # call: the op's body without the dispatcher (the plan checked dtypes, shapes and
+    # ranks once per key; a run checks that out overlaps no input, from the addresses
+    # and the plan's sizes). An ``out`` of another shape, dtype or device, or one that
+    # needs grad or is not contiguous, takes the checked path, which names the problem.
     if (_FAST and _plain is not None and type(q) is _Tensor and type(k) is _Tensor
             and type(v) is _Tensor and type(kv) is _Tensor and type(slope) is _Tensor
             and _plain(q, k, v) and not kv.requires_grad):
         device = q.get_device()
+        vs = v.shape
         if (device >= 0 and k.get_device() == device and v.get_device() == device
                 and kv.get_device() == device and slope.get_device() == device
                 and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
                 and kv.is_contiguous() and slope.is_contiguous()
-                and (out is None or (type(out) is _Tensor and _out_fits(out, v, q, k, kv)))):
+                and (out is None or (type(out) is _Tensor and out.dtype is v.dtype
+                                     and not out.requires_grad and out.get_device() == device
+                                     and out.is_contiguous() and out.shape == vs))):
+            # A contiguous v's strides (preserve_format): a contiguous out.
             if out is None:
-                out = _empty_like(v, memory_format=_contiguous)   # [B, H, n, E] as v (checked)
-            # The plan of these shapes and dtypes checked them (ranks included) once.
-            key = (device, q.shape, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
-                   v.dtype, kv.dtype, slope.dtype)
+                out = _empty_like(v)
+            key = (q.shape, k.shape, vs, kv.shape, slope.shape, q.dtype, k.dtype, v.dtype,
+                   kv.dtype, slope.dtype, device)
             plan = _lightning_plans.get(key)
             if plan is None:     # checked once per shapes and dtypes, then addresses only
                 plan = _API["lightning_plan"](_raw(q), _raw(k), _raw(v), _raw(kv), _raw(slope),
@@ -796,8 +804,7 @@ def lightning_decode(q, k, v, kv, slope, *, out=None):
                 if len(_lightning_plans) >= 256:
                     _lightning_plans.clear()
                 _lightning_plans[key] = plan
-            kv_ptr = kv.data_ptr()
-            plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv_ptr,
+            plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv.data_ptr(),
                      slope.data_ptr(), _get_stream(device))
             return out
     what = "fragmask.lightning_decode"
@@ -841,22 +848,6 @@ def _overlaps(out, tensors, span=_span):
         if a < hi and lo < b:
             return True
     return False
-
-
-def _dense_span(t):
-    """:func:`_span` of a contiguous tensor."""
-    p = t.data_ptr()
-    return p, p + t.nbytes
-
-
-def _out_fits(out, like, *inputs):
-    """The eager paths' ``out=`` check, called once ``like`` and ``inputs`` are known
-    contiguous: ``out`` is contiguous, of ``like``'s shape, dtype and device, needs no grad
-    and overlaps neither ``like`` nor ``inputs`` (the kernel reads them while it writes).
-    Anything else takes the checked path, which names what is wrong."""
-    return (out.shape == like.shape and out.dtype is like.dtype and not out.requires_grad
-            and out.get_device() == like.get_device() and out.is_contiguous()
-            and not _overlaps(out, (like,) + inputs, _dense_span))
 
 
 def _check_out(torch, what, out, like, inputs=()):
@@ -945,6 +936,7 @@ def _decode_plan(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, le
 
 
 _decode_plans = {}
+_decode_plain = {}   # decode's eager calls without tables, lengths or mask: a shorter key
 
 
 def _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left, right,
@@ -993,7 +985,7 @@ def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, m
     allocator taken and given back around the launch (stream-ordered, as the attention
     forward's)."""
     handle, lse_shape, (ws_o, ws_lse), lse_bytes, ws_lse_at = hit
-    out = _empty_like(q, memory_format=_contiguous)
+    out = _empty_like(q)   # q is contiguous (every caller checks): so is out
     out_ptr = out.data_ptr()
     stream = _get_stream(device)
     lse = None
@@ -1035,6 +1027,7 @@ def _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen
     """One decode call: the cached plan, outputs and workspace from torch's allocator,
     the launch on torch's current stream. The op's body, and the eager fast path's (no
     dispatch). ``mask``: the device addresses of the mask's decode arrays, or None."""
+    q = q.contiguous()   # the kernel reads q, and writes o, contiguous (a no-op in decode())
     device = q.get_device()
     hit = _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
                          right, scale, splits, mask_id, device)
@@ -1119,6 +1112,27 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
                      or all(t is None or (type(t) is _Tensor and t.get_device() == device
                                           and t.dtype is _i32 and t.is_contiguous())
                             for t in (block_table, seqlens_k, cu_seqlens_q)))):
+            if (mask is None and block_table is None and seqlens_k is None
+                    and cu_seqlens_q is None):
+                # The common call: its plan by a short key (no tables, lengths or mask).
+                key = (q.shape, k_cache.shape, v_cache.shape, q.dtype, k_cache.dtype,
+                       v_cache.dtype, device, left, right, scale, splits)
+                try:
+                    hit = _decode_plain.get(key)
+                except TypeError:   # an unhashable scale: the plan below names it
+                    hit = key = None
+                if hit is None:
+                    hit = _decode_hit(device, q.shape, k_cache.shape, v_cache.shape, q.dtype,
+                                      k_cache.dtype, v_cache.dtype, None, None, None, 0,
+                                      left, right, 0.0 if scale is None else float(scale),
+                                      0 if splits is None else splits, 0)
+                    if key is not None and (scale is None or type(scale) is float):
+                        if len(_decode_plain) >= 256:
+                            _decode_plain.clear()
+                        _decode_plain[key] = hit
+                out, lse = _decode_launch_planned(hit, q, k_cache, v_cache, None, None, None,
+                                                  None, device, return_lse)
+                return (out, lse) if return_lse else out
             ptrs, mask_id = None, 0
             if mask is not None:
                 ptrs = tuple(t.data_ptr() for t in _decode_mask_arrays(torch, mask, q.device))
