@@ -68,6 +68,11 @@ def rows():
     dplan.run(dq, kc, vc)
     torch.cuda.synchronize()
     r["decode: whole call"] = lambda: fragmask.decode(dq, kc, vc)
+    if hasattr(ops, "_KEEP_STREAM_BLOCKS"):   # builds that keep a workspace per stream
+        ops._KEEP_STREAM_BLOCKS = False
+        r["decode: whole call, a workspace block per call"] = round(
+            host_us(lambda: fragmask.decode(dq, kc, vc), n=1000), 3)
+        ops._KEEP_STREAM_BLOCKS = True
     r["decode: DecodePlan.run"] = lambda: dplan.run(dq, kc, vc)
     dev = dq.get_device()
     if hasattr(ops, "_decode_hit"):

@@ -99,7 +99,9 @@ def _init_fast(torch):
     # Outputs shaped like an input: empty_like parses no shape (about a third less host
     # time than new_empty per allocation).
     _empty_like, _contiguous = torch.empty_like, torch.contiguous_format
-    _capturing = torch.cuda.is_current_stream_capturing
+    # torch's C check (is_current_stream_capturing's body) where it has it.
+    _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                         torch.cuda.is_current_stream_capturing)
     _i32 = torch.int32
     _get_stream = _raw_stream(torch)
     _is_compiling = torch.compiler.is_compiling
@@ -484,8 +486,7 @@ def _decode_route(q, k, v, bshd, scale, device, need_lse):
                           -1, scale, 0, 0, head_major)
     except ValueError:
         return None   # a shape decode does not take: the split-KV forward checks it
-    out, lse = _decode_launch_planned(hit, q, k, v, None, None, None, None, device,
-                                      need_lse)
+    out, lse = _decode_plain_launch(hit, q, k, v, device, need_lse)
     return out, (None if lse is None else lse.view(lse_shape))
 
 
@@ -1020,6 +1021,63 @@ def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, m
 
 
 _NO_MASK = (0, 0, 0)
+_STREAM_BLOCKS = {}   # (device, raw stream) -> (address, bytes) of its decode workspace
+# False: every eager decode takes a block of torch's allocator per call (the bench
+# compares both).
+_KEEP_STREAM_BLOCKS = True
+
+
+def _stream_block(device, stream, nbytes):
+    """The address of a block of at least `nbytes` on `device` that eager decode calls
+    on `stream` use as their split workspace, kept between calls (the calls of one
+    stream are ordered, as the blocks of torch's caching allocator are reused on the
+    stream that freed them), or 0 where a block per call is needed: inside CUDA-graph
+    capture (a graph's workspace is its own pool's) or when the current device is not
+    `device`. A larger call replaces the block (given back to torch's allocator on its
+    stream: stream-ordered, as a tensor's)."""
+    if _capturing() or not _KEEP_STREAM_BLOCKS:
+        return 0
+    key = (device, stream)
+    hit = _STREAM_BLOCKS.get(key)
+    if hit is not None and hit[1] >= nbytes:
+        return hit[0]
+    if _get_device() != device:
+        return 0
+    if hit is not None:
+        del _STREAM_BLOCKS[key]
+        _raw_delete(hit[0])
+    elif len(_STREAM_BLOCKS) >= 64:     # streams come and go: keep the recent ones
+        for ptr, _ in _STREAM_BLOCKS.values():
+            _raw_delete(ptr)
+        _STREAM_BLOCKS.clear()
+    ptr = _raw_alloc(nbytes, stream)
+    _STREAM_BLOCKS[key] = (ptr, nbytes)
+    return ptr
+
+
+def _decode_plain_launch(hit, q, k, v, device, need_lse):
+    """:func:`_decode_launch_planned` of a call without tables, lengths or mask, its
+    split workspace the stream's kept block (:func:`_stream_block`) outside capture."""
+    handle, lse_shape, (ws_o, ws_lse), _, ws_lse_at = hit
+    out = _empty_like(q)   # q is contiguous (checked): so is out
+    out_ptr = out.data_ptr()
+    stream = _get_stream(device)
+    if ws_o:
+        wo_ptr = _stream_block(device, stream, 4 * (ws_lse_at + ws_lse))
+        if not wo_ptr:
+            return _decode_launch_planned(hit, q, k, v, None, None, None, None, device,
+                                          need_lse)
+        wl_ptr = wo_ptr + 4 * ws_lse_at
+    else:   # the kernel never touches the workspace (see _decode_launch_planned)
+        wo_ptr = wl_ptr = out_ptr
+    lse = None
+    lse_ptr = 0
+    if need_lse:
+        lse = q.new_empty(lse_shape, dtype=_f32)
+        lse_ptr = lse.data_ptr()
+    handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse_ptr, wo_ptr, wl_ptr, 0,
+               0, 0, _NO_MASK, stream)
+    return out, lse
 
 
 def _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
@@ -1130,8 +1188,7 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
                         if len(_decode_plain) >= 256:
                             _decode_plain.clear()
                         _decode_plain[key] = hit
-                out, lse = _decode_launch_planned(hit, q, k_cache, v_cache, None, None, None,
-                                                  None, device, return_lse)
+                out, lse = _decode_plain_launch(hit, q, k_cache, v_cache, device, return_lse)
                 return (out, lse) if return_lse else out
             ptrs, mask_id = None, 0
             if mask is not None:
