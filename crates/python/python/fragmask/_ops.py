@@ -1467,7 +1467,9 @@ class DecodePlan:
         self._hit = _decode_handle(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q,
                                    int(max_seqlen_q or 0), left, right, scale,
                                    0 if splits is None else splits, mask_id, device)
-        handle, _, (ws_o, ws_lse), _, ws_lse_at = self._hit
+        handle, self._lse_shape, (ws_o, ws_lse), _, ws_lse_at = self._hit
+        self._handle = handle
+        self._mask_arg = _NO_MASK if self._mask_ptrs is None else self._mask_ptrs
         self.splits = handle.splits
         self._workspace = self._ws_ptrs = None
         if ws_o:
@@ -1486,7 +1488,7 @@ class DecodePlan:
         """The decode of q over the caches (the plan's shapes and dtypes, contiguous, on
         its device): o like q (and lse with ``return_lse``)."""
         dtype, device = self._dtype, self._device
-        if not (self._plain and block_table is None and seqlens_k is None
+        if (self._plain and block_table is None and seqlens_k is None
                 and cu_seqlens_q is None and type(q) is _Tensor and type(k_cache) is _Tensor
                 and type(v_cache) is _Tensor and q.dtype is dtype and k_cache.dtype is dtype
                 and v_cache.dtype is dtype and q.shape == self._q_shape
@@ -1494,7 +1496,22 @@ class DecodePlan:
                 and q.get_device() == device and k_cache.get_device() == device
                 and v_cache.get_device() == device and q.is_contiguous()
                 and k_cache.is_contiguous() and v_cache.is_contiguous()):
-            self._check(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q)
+            # The plan's tensors without tables: straight to the launch.
+            out = _empty_like(q)   # q is contiguous: so is out
+            out_ptr = out.data_ptr()
+            lse = None
+            lse_ptr = 0
+            if return_lse:
+                lse = q.new_empty(self._lse_shape, dtype=_f32)
+                lse_ptr = lse.data_ptr()
+            ws = self._ws_ptrs
+            # Without a workspace the kernel never touches it: out's address stands in.
+            self._handle.run(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out_ptr,
+                             lse_ptr, out_ptr if ws is None else ws[0],
+                             out_ptr if ws is None else ws[1], 0, 0, 0, self._mask_arg,
+                             _get_stream(device))
+            return (out, lse) if return_lse else out
+        self._check(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q)
         out, lse = _decode_launch_planned(self._hit, q, k_cache, v_cache, block_table,
                                           seqlens_k, cu_seqlens_q, self._mask_ptrs, device,
                                           return_lse, self._ws_ptrs)
