@@ -1070,6 +1070,58 @@ class FastPathAndPlanTests(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertTrue(torch.equal(out, fragmask.decode(*new, seqlens_k=lens, causal=True)))
 
+    def test_plain_decode_equals_the_plan_and_the_registered_op_on_two_streams(self):
+        """A decode call without tables (split workspace: the stream's kept block) gives
+        DecodePlan.run's and the registered op's results bit for bit, eagerly on two
+        streams (one block each), with a larger call growing the block, and replayed
+        from a CUDA graph (a block of the graph's pool)."""
+        from fragmask import _ops
+
+        B, Sk, H, D = 1, 4096, 8, 128
+        q, k, v = self.inputs([(B, 1, H, D), (B, Sk, H, D), (B, Sk, H, D)], seed=11)
+        plan = fragmask.DecodePlan(q, k, v)
+        self.assertGreater(plan.splits, 1)   # the workspace is used
+        want = plan.run(q, k, v, return_lse=True)
+        _ops._FAST = False
+        try:
+            op = fragmask.decode(q, k, v, return_lse=True)
+        finally:
+            _ops._FAST = True
+        for a, b in zip(op, want):
+            self.assertTrue(torch.equal(a, b))
+        streams = [torch.cuda.Stream() for _ in range(2)]
+        outs = []
+        for s in streams:
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                outs.append(fragmask.decode(q, k, v, return_lse=True))
+        torch.cuda.synchronize()
+        for got in outs:
+            for a, b in zip(got, want):
+                self.assertTrue(torch.equal(a, b))
+        # A larger call on the same stream (a larger workspace), then the first again.
+        q2, k2, v2 = self.inputs([(B, 64, H, D), (B, Sk, H, D), (B, Sk, H, D)], seed=12)
+        plan2 = fragmask.DecodePlan(q2, k2, v2)
+        self.assertGreater(plan2._hit[2][0], plan._hit[2][0])   # a larger workspace
+        big = fragmask.decode(q2, k2, v2)
+        self.assertTrue(torch.equal(big, plan2.run(q2, k2, v2)))
+        self.assertTrue(torch.equal(fragmask.decode(q, k, v), want[0]))
+        static = [t.clone() for t in (q, k, v)]
+        s = streams[0]
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fragmask.decode(*static)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fragmask.decode(*static)
+        new = self.inputs([(B, 1, H, D), (B, Sk, H, D), (B, Sk, H, D)], seed=13)
+        for dst, src in zip(static, new):
+            dst.copy_(src)
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(out, plan.run(*new)))
+
     def test_lightning_fast_path_equals_the_registered_op(self):
         from fragmask import _ops
 
