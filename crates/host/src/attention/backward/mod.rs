@@ -347,21 +347,6 @@ impl Resolved {
     /// Every address in `params` and the maps must be live for the shape (checked by the
     /// callers' validation), until the kernels complete on `stream`.
     unsafe fn launch(&self, stream: &Arc<CudaStream>) -> Result<(), AttentionError> {
-        // SAFETY: this function's contract.
-        unsafe { self.launch_with(stream, &self.maps, &self.params) }
-    }
-
-    /// [`Self::launch`] with `maps` and `params` (a plan's run: its own at the call's
-    /// addresses) in place of the resolved ones.
-    ///
-    /// # Safety
-    /// As [`Self::launch`], for the addresses in `maps` and `params`.
-    unsafe fn launch_with(
-        &self,
-        stream: &Arc<CudaStream>,
-        maps: &[TensorMapArg; 4],
-        params: &Params,
-    ) -> Result<(), AttentionError> {
         let s = &self.shape;
         let rows = padded_rows(s.seqlen_q).unwrap_or(0) as u32;
         let (heads, batch) = (s.heads as u32, s.batch as u32);
@@ -391,23 +376,23 @@ impl Resolved {
             ),
         }
         .dependent(true);
-        let param_args = [KernelArg::new(params)];
+        let params = [KernelArg::new(&self.params)];
         // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
-        unsafe { launch(stream, &self.functions.pre, pre, &param_args) }
+        unsafe { launch(stream, &self.functions.pre, pre, &params) }
             .map_err(driver("launching the backward preprocess"))?;
-        let [q, k, v, d_o] = maps;
+        let [q, k, v, d_o] = &self.maps;
         let main_args = [
             KernelArg::new(q),
             KernelArg::new(k),
             KernelArg::new(v),
             KernelArg::new(d_o),
-            KernelArg::new(params),
+            KernelArg::new(&self.params),
         ];
         // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
         unsafe { launch(stream, &self.functions.main, main, &main_args) }
             .map_err(driver("launching the backward kernel"))?;
         // SAFETY: as the preprocess (fm_bwd_params by value).
-        unsafe { launch(stream, &self.functions.post, post, &param_args) }
+        unsafe { launch(stream, &self.functions.post, post, &params) }
             .map_err(driver("launching the backward postprocess"))?;
         Ok(())
     }

@@ -7,11 +7,9 @@
 //! (`cuTensorMapReplaceAddress`, CUDA driver API, "Tensor Map Object Management"; the
 //! parameter block's pointer fields and the workspace's) and enqueues the three kernels:
 //! no allocation, no synchronisation, no mask scan, so a run can be captured in a CUDA
-//! graph. A plan keeps the tensor maps of its last run's addresses: a map whose tensor
-//! comes back at the same address (a loop over the same tensors, or torch's caching
-//! allocator handing a step the blocks of the last) is not patched again.
+//! graph.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaStream};
 
@@ -27,16 +25,6 @@ const PLACEHOLDER_ADDRESS: u64 = 1 << 20;
 /// A backward call resolved once: kernels, tensor maps and parameters.
 pub struct BackwardPlan {
     resolved: Resolved,
-    /// q's, k's, v's and dO's tensor maps at the addresses of the last run (the plan's
-    /// placeholder before the first).
-    patched: Mutex<PatchedMaps>,
-}
-
-/// Tensor maps and the addresses they hold.
-#[derive(Clone, Copy)]
-struct PatchedMaps {
-    addresses: [u64; 4],
-    maps: [TensorMapArg; 4],
 }
 
 impl std::fmt::Debug for BackwardPlan {
@@ -107,11 +95,7 @@ impl AttentionRunner {
             grads,
             ws,
         )?;
-        let patched = Mutex::new(PatchedMaps {
-            addresses: [PLACEHOLDER_ADDRESS; 4],
-            maps: resolved.maps,
-        });
-        Ok(BackwardPlan { resolved, patched })
+        Ok(BackwardPlan { resolved })
     }
 }
 
@@ -164,26 +148,25 @@ impl BackwardPlan {
                 r.shape
             )));
         }
-        let maps = {
-            let mut last = self.patched.lock().unwrap_or_else(|e| e.into_inner());
-            let addresses = [ptrs.q, ptrs.k, ptrs.v, ptrs.d_o];
-            for (i, &address) in addresses.iter().enumerate() {
-                if last.addresses[i] != address {
-                    let mut map = last.maps[i];
-                    patch(&mut map, address)?;
-                    last.maps[i] = map;
-                    last.addresses[i] = address;
-                }
-            }
-            last.maps
-        };
+        let mut maps = r.maps;
+        for (map, address) in maps.iter_mut().zip([ptrs.q, ptrs.k, ptrs.v, ptrs.d_o]) {
+            patch(map, address)?;
+        }
         let mut params = r.params;
         let p = &mut params.0;
         (p.o, p.d_o, p.lse) = (ptrs.o, ptrs.d_o, ptrs.lse);
         (p.dq, p.dk, p.dv) = (g.dq, g.dk, g.dv);
         [p.lse_log2, p.dsum, p.dq_accum, p.sem] = ws.device_ptrs(stream);
+        let call = Resolved {
+            functions: r.functions.clone(),
+            maps,
+            params,
+            kernel: r.kernel,
+            shape: r.shape,
+            ctas: r.ctas,
+        };
         // SAFETY: the plan's checks hold for these shapes and strides; the addresses are
         // this function's contract.
-        unsafe { r.launch_with(stream, &maps, &params) }
+        unsafe { call.launch(stream) }
     }
 }
