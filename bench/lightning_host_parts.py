@@ -42,7 +42,9 @@ rows = {
   "key tuple + dict get": lambda: ops._lightning_plans.get((0, q.shape, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype, v.dtype, kv.dtype, slope.dtype)),
   "data_ptr x6": lambda: (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv.data_ptr(), slope.data_ptr()),
   "stream getter": lambda: gs(0),
-  "_out_fits": lambda: ops._out_fits(out, v, q, k, kv),
+  "out= checks (dtype, grad, device, contiguity, shape)": lambda: (
+      out.dtype is v.dtype and not out.requires_grad and out.get_device() == 0
+      and out.is_contiguous() and out.shape == v.shape),
   "plan.run (launch)": lambda: plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv.data_ptr(), slope.data_ptr(), gs(0)),
   "torch add_ (a tiny kernel, for scale)": lambda: out.add_(1),
 }

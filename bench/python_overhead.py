@@ -131,9 +131,10 @@ class _Rows(dict):
         self._save()
 
 
-def tiny_rows(rows=None, registered=True):
+def tiny_rows(rows=None, registered=True, flex_rows=True):
     """Host overhead per call of every op on a tiny shape, beside SDPA and Flex (and the
-    registered ops', which traced code runs, with ``registered``)."""
+    registered ops', which traced code runs, with ``registered``; Flex's only with
+    ``flex_rows``: its compilation takes a while)."""
     rows = {} if rows is None else rows
     q, k, v = tiny_inputs()
     rows["attention no-grad"] = overhead(lambda: fragmask.attention(q, k, v, causal=True))
@@ -146,9 +147,11 @@ def tiny_rows(rows=None, registered=True):
     rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
     decode_rows(rows, q.shape[-1])
 
-    flex_attention, create_block_mask = flex()
-    causal = create_block_mask(lambda b, h, i, j: i >= j, None, None, q.shape[2], q.shape[2])
-    rows["Flex no-grad"] = overhead(lambda: flex_attention(q, k, v, block_mask=causal))
+    if flex_rows:
+        flex_attention, create_block_mask = flex()
+        causal = create_block_mask(lambda b, h, i, j: i >= j, None, None, q.shape[2],
+                                   q.shape[2])
+        rows["Flex no-grad"] = overhead(lambda: flex_attention(q, k, v, block_mask=causal))
 
     qg, kg, vg = tiny_inputs(True)
     rows["attention autograd forward"] = overhead(
@@ -160,8 +163,9 @@ def tiny_rows(rows=None, registered=True):
             graph=False)
     rows["SDPA autograd forward"] = overhead(
         lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True), graph=False)
-    rows["Flex autograd forward"] = overhead(
-        lambda: flex_attention(qg, kg, vg, block_mask=causal), graph=False)
+    if flex_rows:
+        rows["Flex autograd forward"] = overhead(
+            lambda: flex_attention(qg, kg, vg, block_mask=causal), graph=False)
     grad = torch.randn_like(q)
 
     def step(fwd):
@@ -172,8 +176,9 @@ def tiny_rows(rows=None, registered=True):
     steps = {
         "attention": step(lambda: fragmask.attention(qg, kg, vg, causal=True)),
         "SDPA": step(lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)),
-        "Flex": step(lambda: flex_attention(qg, kg, vg, block_mask=causal)),
     }
+    if flex_rows:
+        steps["Flex"] = step(lambda: flex_attention(qg, kg, vg, block_mask=causal))
     if registered:
         steps["attention (registered op)"] = step(lambda: _ops._attention_op_path(
             qg, kg, vg, None, True, None, None, False, "bhsd"))
@@ -186,7 +191,7 @@ def tiny_rows(rows=None, registered=True):
         rows[f"{name} autograd forward+backward"] = r
     for t in (qg, kg, vg):
         t.grad = None
-    autograd_floor_rows(rows, qg)
+    autograd_floor_rows(rows, qg, kg, vg)
     return rows
 
 
@@ -204,14 +209,38 @@ class _Bare(torch.autograd.Function):
         return g
 
 
-def autograd_floor_rows(rows, x):
+class _Bare3(torch.autograd.Function):
+    """An autograd Function of q, k, v with no kernel: an allocation forward, a backward
+    returning the incoming gradient for each (three gradients for autograd to
+    accumulate, as an attention's backward gives)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        out = q.new_empty(q.shape)
+        ctx.save_for_backward(q, k, v, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g, g
+
+
+def autograd_floor_rows(rows, x, k=None, v=None):
     """torch's own floors under the autograd targets: a kernel-free Function's forward, and
-    the same through .backward() (the autograd engine alone)."""
+    the same through .backward() (the autograd engine alone), of one input and (with k
+    and v) of q, k, v: the engine's work for three gradients, their accumulation into
+    ``.grad`` included, as the attention rows' loop has it."""
     rows["floor: bare autograd.Function forward"] = {"host_us": host_us(lambda: _Bare.apply(x))}
     grad = torch.ones_like(x)
     rows["floor: bare autograd.Function forward+backward"] = {
         "host_us": host_us(lambda: _Bare.apply(x).backward(grad))}
     x.grad = None
+    if k is not None:
+        rows["floor: bare autograd.Function of q, k, v forward"] = {
+            "host_us": host_us(lambda: _Bare3.apply(x, k, v))}
+        rows["floor: bare autograd.Function of q, k, v forward+backward"] = {
+            "host_us": host_us(lambda: _Bare3.apply(x, k, v).backward(grad))}
+        x.grad = k.grad = v.grad = None
 
 
 def decode_rows(rows, D):
@@ -567,10 +596,14 @@ def target_rows(results):
         step, fwd = over(f"{name} autograd forward+backward"), fwd_over(name)
         return None if step is None or fwd is None else step - fwd
 
-    def engine_floor():
-        both = get("floor: bare autograd.Function forward+backward", "host_us")
-        fwd = get("floor: bare autograd.Function forward", "host_us")
+    def engine_floor(of=""):
+        both = get(f"floor: bare autograd.Function{of} forward+backward", "host_us")
+        fwd = get(f"floor: bare autograd.Function{of} forward", "host_us")
         return None if both is None or fwd is None else both - fwd
+
+    def over_floor(name):
+        bwd, floor = bwd_over(name), engine_floor(" of q, k, v")
+        return None if bwd is None or floor is None else bwd - floor
 
     rows = [
         ("eager attention, no grad (us)", "<= 8", over("attention no-grad"),
@@ -581,6 +614,10 @@ def target_rows(results):
          bwd_over("SDPA"), bwd_over("Flex")),
         ("torch's floor: a kernel-free autograd.Function's backward (us)", "-",
          engine_floor(), None, None),
+        ("torch's floor: the same of q, k, v, three gradients accumulated (us)", "-",
+         engine_floor(" of q, k, v"), None, None),
+        ("autograd backward over its kernels, minus that floor (us)", "-",
+         over_floor("attention"), over_floor("SDPA"), over_floor("Flex")),
         ("decode (us)", "<= 8", over("decode"), over("SDPA decode"), None),
         ("DecodePlan.run (us)", "-", over("DecodePlan.run"), None, None),
         ("lightning_decode (us)", "<= 6", over("lightning_decode B=1"), None, None),
@@ -612,6 +649,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--targets-only", action="store_true",
                     help="skip the registered-op rows (the targets' rows only)")
+    ap.add_argument("--tiny-only", action="store_true",
+                    help="only the tiny rows without Flex and the registered ops, and "
+                    "the targets' table of them: for an A/B of wheels in separate runs")
     ap.add_argument("--ops-only", action="store_true",
                     help="only op_rows (no Flex, no step-level rows): for an A/B of wheels")
     ap.add_argument("--decode-sweep", action="store_true",
@@ -655,9 +695,13 @@ def main():
                 json.dump(results, fh, indent=1)
 
     sections = (("tiny", lambda: tiny_rows(results.setdefault("tiny", _Rows(save)),
-                                           registered=not args.targets_only)),
+                                           registered=not (args.targets_only
+                                                           or args.tiny_only),
+                                           flex_rows=not args.tiny_only)),
                 ("lightning", lightning_rows), ("vsa_decode", vsa_decode_rows),
                 ("decode_entry", decode_entry_rows), ("document_step", document_step))
+    if args.tiny_only:
+        sections = sections[:2]
     for name, fn in sections:
         try:
             results[name] = fn()

@@ -586,6 +586,39 @@ pub(crate) struct LightningPlanHandle {
     /// The checked problem's geometry, function and parameter block (a run patches the
     /// addresses); its function keeps the kernels' module loaded.
     plan: LightningPlan,
+    /// Bytes of q, k, v, out, kv and slope (contiguous): a run checks that out meets no
+    /// input from these and the addresses alone.
+    bytes: [u64; 6],
+}
+
+/// Bytes of the contiguous q, k, v, out, kv and slope of `problem` (`None` when one
+/// does not fit a `u64`, which `validate`'s bounds rule out).
+fn lightning_bytes(problem: &LightningProblem) -> Option<[u64; 6]> {
+    let elem: u64 = match problem.dtype {
+        ActDtype::F32 => 4,
+        _ => 2,
+    };
+    let (b, h, n, d, e) = (
+        problem.batch as u64,
+        problem.heads as u64,
+        problem.tokens as u64,
+        problem.dim_k as u64,
+        problem.dim_v as u64,
+    );
+    let rows = b.checked_mul(h)?.checked_mul(n)?;
+    let qk = rows.checked_mul(d)?.checked_mul(elem)?;
+    let vo = rows.checked_mul(e)?.checked_mul(elem)?;
+    let kv = b
+        .checked_mul(h)?
+        .checked_mul(d)?
+        .checked_mul(e)?
+        .checked_mul(4)?;
+    Some([qk, qk, vo, vo, kv, h.checked_mul(4)?])
+}
+
+/// Whether `[a, a + a_len)` and `[b, b + b_len)` share a byte (lengths at least 1).
+fn spans_meet(a: u64, a_len: u64, b: u64, b_len: u64) -> bool {
+    a < b.saturating_add(b_len.max(1)) && b < a.saturating_add(a_len.max(1))
 }
 
 impl LightningPlanHandle {
@@ -604,7 +637,14 @@ impl LightningPlanHandle {
         let plan = kernels
             .plan(&problem, None)
             .map_err(|err| PyValueError::new_err(format!("fragmask.lightning_decode: {err}")))?;
-        Ok(Self { gpu: g, plan })
+        let bytes = lightning_bytes(&problem).ok_or_else(|| {
+            PyValueError::new_err("fragmask.lightning_decode: the tensors' sizes overflow")
+        })?;
+        Ok(Self {
+            gpu: g,
+            plan,
+            bytes,
+        })
     }
 }
 
@@ -627,7 +667,9 @@ pub(crate) fn lightning_plan(
 #[pymethods]
 impl LightningPlanHandle {
     /// Launches on `stream` at the addresses of tensors with the plan's shapes, dtypes
-    /// and contiguity (the wrapper checks them).
+    /// and contiguity (the wrapper checks them). `ValueError` when out shares memory
+    /// with an input (the kernel reads them while it writes out): checked here from the
+    /// addresses and the plan's sizes, so the wrapper reads nothing more for it.
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -639,6 +681,22 @@ impl LightningPlanHandle {
         slope: u64,
         stream: u64,
     ) -> PyResult<()> {
+        let [q_len, k_len, v_len, out_len, kv_len, slope_len] = self.bytes;
+        if [
+            (q, q_len),
+            (k, k_len),
+            (v, v_len),
+            (kv, kv_len),
+            (slope, slope_len),
+        ]
+        .iter()
+        .any(|&(p, len)| spans_meet(out, out_len, p, len))
+        {
+            return Err(PyValueError::new_err(
+                "fragmask.lightning_decode: out overlaps an input (the kernel reads the \
+                 inputs while it writes out)",
+            ));
+        }
         // SAFETY: torch's current stream of the plan's device, read by the wrapper.
         let stream = unsafe { self.gpu.device.borrowed_stream(stream) };
         // SAFETY: data_ptr() of live contiguous torch CUDA tensors with the shapes the

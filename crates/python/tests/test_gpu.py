@@ -664,6 +664,45 @@ class LightningTests(unittest.TestCase):
         with self.assertRaises(ValueError):
             fragmask.lightning_decode(q, k, v, kv_out, slope, out=out[..., :95])
 
+    def test_out_that_is_not_v_like_or_meets_an_input_is_refused_by_name(self):
+        """The fast path checks out's dtype, grad, device, contiguity and shape and the
+        extension its overlap with every input (kv and slope included): each bad out
+        raises the checked path's typed error, and nothing is written."""
+        g = torch.Generator(device="cuda").manual_seed(6)
+        q, k, v = (torch.randn(1, 4, 1, 96, device="cuda", dtype=torch.bfloat16, generator=g)
+                   for _ in range(3))
+        kv = torch.randn(1, 4, 96, 96, device="cuda", generator=g)
+        slope = torch.rand(4, device="cuda", generator=g) * 0.1
+        kv0 = kv.clone()
+        ok = torch.empty_like(v)
+        bad = {
+            "float16": (TypeError, ValueError), "grad": ValueError, "cpu": ValueError,
+            "strided": ValueError, "shape": ValueError,
+        }
+        outs = {
+            "float16": torch.empty_like(v, dtype=torch.float16),
+            "grad": torch.empty_like(v).requires_grad_(),
+            "cpu": torch.empty(v.shape, dtype=v.dtype),
+            "strided": torch.empty(1, 4, 96, 2, device="cuda",
+                                   dtype=torch.bfloat16)[..., :1].transpose(2, 3),
+            "shape": torch.empty(1, 4, 1, 95, device="cuda", dtype=torch.bfloat16),
+        }
+        for name, out in outs.items():
+            with self.assertRaises(bad[name], msg=name):
+                fragmask.lightning_decode(q, k, v, kv, slope, out=out)
+        # out inside kv (the state, read and written in place) or reaching into slope.
+        n = v.numel()
+        in_kv = kv.view(-1)[:n].view(torch.bfloat16)[:n].view(v.shape)
+        buf = torch.zeros(n + 8, device="cuda", dtype=torch.bfloat16)
+        slope_in_buf = buf[n:].view(torch.float32)          # 4 floats after n bf16
+        slope_in_buf.copy_(slope)
+        into_slope = buf[4:4 + n].view(v.shape)
+        for out, s, name in ((in_kv, slope, "kv"), (into_slope, slope_in_buf, "slope")):
+            with self.assertRaisesRegex(ValueError, "overlaps", msg=name):
+                fragmask.lightning_decode(q, k, v, kv, s, out=out)
+        torch.testing.assert_close(kv, kv0, rtol=0, atol=0)   # no refused call ran
+        self.assertIs(fragmask.lightning_decode(q, k, v, kv, slope, out=ok), ok)
+
     def test_errors(self):
         q = torch.randn(1, 2, 1, 96, device="cuda", dtype=torch.bfloat16)
         kv = torch.randn(1, 2, 96, 96, device="cuda")
@@ -1030,6 +1069,58 @@ class FastPathAndPlanTests(unittest.TestCase):
         graph.replay()
         torch.cuda.synchronize()
         self.assertTrue(torch.equal(out, fragmask.decode(*new, seqlens_k=lens, causal=True)))
+
+    def test_plain_decode_equals_the_plan_and_the_registered_op_on_two_streams(self):
+        """A decode call without tables (split workspace: the stream's kept block) gives
+        DecodePlan.run's and the registered op's results bit for bit, eagerly on two
+        streams (one block each), with a larger call growing the block, and replayed
+        from a CUDA graph (a block of the graph's pool)."""
+        from fragmask import _ops
+
+        B, Sk, H, D = 1, 4096, 8, 128
+        q, k, v = self.inputs([(B, 1, H, D), (B, Sk, H, D), (B, Sk, H, D)], seed=11)
+        plan = fragmask.DecodePlan(q, k, v)
+        self.assertGreater(plan.splits, 1)   # the workspace is used
+        want = plan.run(q, k, v, return_lse=True)
+        _ops._FAST = False
+        try:
+            op = fragmask.decode(q, k, v, return_lse=True)
+        finally:
+            _ops._FAST = True
+        for a, b in zip(op, want):
+            self.assertTrue(torch.equal(a, b))
+        streams = [torch.cuda.Stream() for _ in range(2)]
+        outs = []
+        for s in streams:
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                outs.append(fragmask.decode(q, k, v, return_lse=True))
+        torch.cuda.synchronize()
+        for got in outs:
+            for a, b in zip(got, want):
+                self.assertTrue(torch.equal(a, b))
+        # A larger call on the same stream (a larger workspace), then the first again.
+        q2, k2, v2 = self.inputs([(B, 64, H, D), (B, Sk, H, D), (B, Sk, H, D)], seed=12)
+        plan2 = fragmask.DecodePlan(q2, k2, v2)
+        self.assertGreater(plan2._hit[2][0], plan._hit[2][0])   # a larger workspace
+        big = fragmask.decode(q2, k2, v2)
+        self.assertTrue(torch.equal(big, plan2.run(q2, k2, v2)))
+        self.assertTrue(torch.equal(fragmask.decode(q, k, v), want[0]))
+        static = [t.clone() for t in (q, k, v)]
+        s = streams[0]
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fragmask.decode(*static)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fragmask.decode(*static)
+        new = self.inputs([(B, 1, H, D), (B, Sk, H, D), (B, Sk, H, D)], seed=13)
+        for dst, src in zip(static, new):
+            dst.copy_(src)
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(out, plan.run(*new)))
 
     def test_lightning_fast_path_equals_the_registered_op(self):
         from fragmask import _ops

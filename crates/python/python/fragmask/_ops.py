@@ -99,7 +99,9 @@ def _init_fast(torch):
     # Outputs shaped like an input: empty_like parses no shape (about a third less host
     # time than new_empty per allocation).
     _empty_like, _contiguous = torch.empty_like, torch.contiguous_format
-    _capturing = torch.cuda.is_current_stream_capturing
+    # torch's C check (is_current_stream_capturing's body) where it has it.
+    _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                         torch.cuda.is_current_stream_capturing)
     _i32 = torch.int32
     _get_stream = _raw_stream(torch)
     _is_compiling = torch.compiler.is_compiling
@@ -484,8 +486,7 @@ def _decode_route(q, k, v, bshd, scale, device, need_lse):
                           -1, scale, 0, 0, head_major)
     except ValueError:
         return None   # a shape decode does not take: the split-KV forward checks it
-    out, lse = _decode_launch_planned(hit, q, k, v, None, None, None, None, device,
-                                      need_lse)
+    out, lse = _decode_plain_launch(hit, q, k, v, device, need_lse)
     return out, (None if lse is None else lse.view(lse_shape))
 
 
@@ -680,13 +681,20 @@ def _init_autograd(torch):
                 grad_out = grad_out.transpose(1, 2)
             if not grad_out.is_contiguous():
                 grad_out = grad_out.contiguous()
-            handle = _backward_handle(entry, mask, q, out, grad_out, device)
+            # The plan of dO's strides, made at the first backward of each.
+            handle = entry[_BWD][6].get(grad_out.stride())
+            if handle is None:
+                handle = _backward_handle(entry, mask, q, out, grad_out, device)
             # dQ, dK, dV contiguous [B, H(kv), S, D], as the kernels write them.
             if entry[_BSHD]:
                 views = entry[_BWD][0]
                 dq = q.new_empty(views[0][1])
                 dk = k.new_empty(views[1][1])
                 dv = v.new_empty(views[2][1])
+            elif q.is_contiguous() and k.is_contiguous() and v.is_contiguous():
+                # preserve_format keeps a contiguous tensor's strides: about 0.2 us less
+                # per allocation than asking for contiguous_format.
+                dq, dk, dv = _empty_like(q), _empty_like(k), _empty_like(v)
             else:
                 dq = _empty_like(q, memory_format=_contiguous)
                 dk = _empty_like(k, memory_format=_contiguous)
@@ -773,22 +781,27 @@ def lightning_decode(q, k, v, kv, slope, *, out=None):
     written there and ``out`` returned, so a decode loop allocates nothing per step."""
     torch = _T if _T is not None else _torch()
     # Eager fast path: plain contiguous CUDA tensors of one device, nothing tracing the
-    # call: the op's body without the dispatcher (the extension checks dtypes, shapes
-    # and contiguity before it launches).
+    # call: the op's body without the dispatcher (the plan checked dtypes, shapes and
+    # ranks once per key; a run checks that out overlaps no input, from the addresses
+    # and the plan's sizes). An ``out`` of another shape, dtype or device, or one that
+    # needs grad or is not contiguous, takes the checked path, which names the problem.
     if (_FAST and _plain is not None and type(q) is _Tensor and type(k) is _Tensor
             and type(v) is _Tensor and type(kv) is _Tensor and type(slope) is _Tensor
             and _plain(q, k, v) and not kv.requires_grad):
         device = q.get_device()
+        vs = v.shape
         if (device >= 0 and k.get_device() == device and v.get_device() == device
                 and kv.get_device() == device and slope.get_device() == device
                 and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
                 and kv.is_contiguous() and slope.is_contiguous()
-                and (out is None or (type(out) is _Tensor and _out_fits(out, v, q, k, kv)))):
+                and (out is None or (type(out) is _Tensor and out.dtype is v.dtype
+                                     and not out.requires_grad and out.get_device() == device
+                                     and out.is_contiguous() and out.shape == vs))):
+            # A contiguous v's strides (preserve_format): a contiguous out.
             if out is None:
-                out = _empty_like(v, memory_format=_contiguous)   # [B, H, n, E] as v (checked)
-            # The plan of these shapes and dtypes checked them (ranks included) once.
-            key = (device, q.shape, k.shape, v.shape, kv.shape, slope.shape, q.dtype, k.dtype,
-                   v.dtype, kv.dtype, slope.dtype)
+                out = _empty_like(v)
+            key = (q.shape, k.shape, vs, kv.shape, slope.shape, q.dtype, k.dtype, v.dtype,
+                   kv.dtype, slope.dtype, device)
             plan = _lightning_plans.get(key)
             if plan is None:     # checked once per shapes and dtypes, then addresses only
                 plan = _API["lightning_plan"](_raw(q), _raw(k), _raw(v), _raw(kv), _raw(slope),
@@ -796,8 +809,7 @@ def lightning_decode(q, k, v, kv, slope, *, out=None):
                 if len(_lightning_plans) >= 256:
                     _lightning_plans.clear()
                 _lightning_plans[key] = plan
-            kv_ptr = kv.data_ptr()
-            plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv_ptr,
+            plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), kv.data_ptr(),
                      slope.data_ptr(), _get_stream(device))
             return out
     what = "fragmask.lightning_decode"
@@ -841,22 +853,6 @@ def _overlaps(out, tensors, span=_span):
         if a < hi and lo < b:
             return True
     return False
-
-
-def _dense_span(t):
-    """:func:`_span` of a contiguous tensor."""
-    p = t.data_ptr()
-    return p, p + t.nbytes
-
-
-def _out_fits(out, like, *inputs):
-    """The eager paths' ``out=`` check, called once ``like`` and ``inputs`` are known
-    contiguous: ``out`` is contiguous, of ``like``'s shape, dtype and device, needs no grad
-    and overlaps neither ``like`` nor ``inputs`` (the kernel reads them while it writes).
-    Anything else takes the checked path, which names what is wrong."""
-    return (out.shape == like.shape and out.dtype is like.dtype and not out.requires_grad
-            and out.get_device() == like.get_device() and out.is_contiguous()
-            and not _overlaps(out, (like,) + inputs, _dense_span))
 
 
 def _check_out(torch, what, out, like, inputs=()):
@@ -945,6 +941,7 @@ def _decode_plan(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, le
 
 
 _decode_plans = {}
+_decode_plain = {}   # decode's eager calls without tables, lengths or mask: a shorter key
 
 
 def _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left, right,
@@ -993,7 +990,7 @@ def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, m
     allocator taken and given back around the launch (stream-ordered, as the attention
     forward's)."""
     handle, lse_shape, (ws_o, ws_lse), lse_bytes, ws_lse_at = hit
-    out = _empty_like(q, memory_format=_contiguous)
+    out = _empty_like(q)   # q is contiguous (every caller checks): so is out
     out_ptr = out.data_ptr()
     stream = _get_stream(device)
     lse = None
@@ -1028,6 +1025,63 @@ def _decode_launch_planned(hit, q, k, v, block_table, seqlens_k, cu_seqlens_q, m
 
 
 _NO_MASK = (0, 0, 0)
+_STREAM_BLOCKS = {}   # (device, raw stream) -> (address, bytes) of its decode workspace
+# False: every eager decode takes a block of torch's allocator per call (the bench
+# compares both).
+_KEEP_STREAM_BLOCKS = True
+
+
+def _stream_block(device, stream, nbytes):
+    """The address of a block of at least `nbytes` on `device` that eager decode calls
+    on `stream` use as their split workspace, kept between calls (the calls of one
+    stream are ordered, as the blocks of torch's caching allocator are reused on the
+    stream that freed them), or 0 where a block per call is needed: inside CUDA-graph
+    capture (a graph's workspace is its own pool's) or when the current device is not
+    `device`. A larger call replaces the block (given back to torch's allocator on its
+    stream: stream-ordered, as a tensor's)."""
+    if _capturing() or not _KEEP_STREAM_BLOCKS:
+        return 0
+    key = (device, stream)
+    hit = _STREAM_BLOCKS.get(key)
+    if hit is not None and hit[1] >= nbytes:
+        return hit[0]
+    if _get_device() != device:
+        return 0
+    if hit is not None:
+        del _STREAM_BLOCKS[key]
+        _raw_delete(hit[0])
+    elif len(_STREAM_BLOCKS) >= 64:     # streams come and go: keep the recent ones
+        for ptr, _ in _STREAM_BLOCKS.values():
+            _raw_delete(ptr)
+        _STREAM_BLOCKS.clear()
+    ptr = _raw_alloc(nbytes, stream)
+    _STREAM_BLOCKS[key] = (ptr, nbytes)
+    return ptr
+
+
+def _decode_plain_launch(hit, q, k, v, device, need_lse):
+    """:func:`_decode_launch_planned` of a call without tables, lengths or mask, its
+    split workspace the stream's kept block (:func:`_stream_block`) outside capture."""
+    handle, lse_shape, (ws_o, ws_lse), _, ws_lse_at = hit
+    out = _empty_like(q)   # q is contiguous (checked): so is out
+    out_ptr = out.data_ptr()
+    stream = _get_stream(device)
+    if ws_o:
+        wo_ptr = _stream_block(device, stream, 4 * (ws_lse_at + ws_lse))
+        if not wo_ptr:
+            return _decode_launch_planned(hit, q, k, v, None, None, None, None, device,
+                                          need_lse)
+        wl_ptr = wo_ptr + 4 * ws_lse_at
+    else:   # the kernel never touches the workspace (see _decode_launch_planned)
+        wo_ptr = wl_ptr = out_ptr
+    lse = None
+    lse_ptr = 0
+    if need_lse:
+        lse = q.new_empty(lse_shape, dtype=_f32)
+        lse_ptr = lse.data_ptr()
+    handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out_ptr, lse_ptr, wo_ptr, wl_ptr, 0,
+               0, 0, _NO_MASK, stream)
+    return out, lse
 
 
 def _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
@@ -1035,6 +1089,7 @@ def _decode_run(torch, q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen
     """One decode call: the cached plan, outputs and workspace from torch's allocator,
     the launch on torch's current stream. The op's body, and the eager fast path's (no
     dispatch). ``mask``: the device addresses of the mask's decode arrays, or None."""
+    q = q.contiguous()   # the kernel reads q, and writes o, contiguous (a no-op in decode())
     device = q.get_device()
     hit = _decode_handle(q, k, v, block_table, seqlens_k, cu_seqlens_q, max_seqlen_q, left,
                          right, scale, splits, mask_id, device)
@@ -1119,6 +1174,26 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
                      or all(t is None or (type(t) is _Tensor and t.get_device() == device
                                           and t.dtype is _i32 and t.is_contiguous())
                             for t in (block_table, seqlens_k, cu_seqlens_q)))):
+            if (mask is None and block_table is None and seqlens_k is None
+                    and cu_seqlens_q is None):
+                # The common call: its plan by a short key (no tables, lengths or mask).
+                key = (q.shape, k_cache.shape, v_cache.shape, q.dtype, k_cache.dtype,
+                       v_cache.dtype, device, left, right, scale, splits)
+                try:
+                    hit = _decode_plain.get(key)
+                except TypeError:   # an unhashable scale: the plan below names it
+                    hit = key = None
+                if hit is None:
+                    hit = _decode_hit(device, q.shape, k_cache.shape, v_cache.shape, q.dtype,
+                                      k_cache.dtype, v_cache.dtype, None, None, None, 0,
+                                      left, right, 0.0 if scale is None else float(scale),
+                                      0 if splits is None else splits, 0)
+                    if key is not None and (scale is None or type(scale) is float):
+                        if len(_decode_plain) >= 256:
+                            _decode_plain.clear()
+                        _decode_plain[key] = hit
+                out, lse = _decode_plain_launch(hit, q, k_cache, v_cache, device, return_lse)
+                return (out, lse) if return_lse else out
             ptrs, mask_id = None, 0
             if mask is not None:
                 ptrs = tuple(t.data_ptr() for t in _decode_mask_arrays(torch, mask, q.device))
@@ -1396,7 +1471,9 @@ class DecodePlan:
         self._hit = _decode_handle(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q,
                                    int(max_seqlen_q or 0), left, right, scale,
                                    0 if splits is None else splits, mask_id, device)
-        handle, _, (ws_o, ws_lse), _, ws_lse_at = self._hit
+        handle, self._lse_shape, (ws_o, ws_lse), _, ws_lse_at = self._hit
+        self._handle = handle
+        self._mask_arg = _NO_MASK if self._mask_ptrs is None else self._mask_ptrs
         self.splits = handle.splits
         self._workspace = self._ws_ptrs = None
         if ws_o:
@@ -1415,7 +1492,7 @@ class DecodePlan:
         """The decode of q over the caches (the plan's shapes and dtypes, contiguous, on
         its device): o like q (and lse with ``return_lse``)."""
         dtype, device = self._dtype, self._device
-        if not (self._plain and block_table is None and seqlens_k is None
+        if (self._plain and block_table is None and seqlens_k is None
                 and cu_seqlens_q is None and type(q) is _Tensor and type(k_cache) is _Tensor
                 and type(v_cache) is _Tensor and q.dtype is dtype and k_cache.dtype is dtype
                 and v_cache.dtype is dtype and q.shape == self._q_shape
@@ -1423,7 +1500,22 @@ class DecodePlan:
                 and q.get_device() == device and k_cache.get_device() == device
                 and v_cache.get_device() == device and q.is_contiguous()
                 and k_cache.is_contiguous() and v_cache.is_contiguous()):
-            self._check(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q)
+            # The plan's tensors without tables: straight to the launch.
+            out = _empty_like(q)   # q is contiguous: so is out
+            out_ptr = out.data_ptr()
+            lse = None
+            lse_ptr = 0
+            if return_lse:
+                lse = q.new_empty(self._lse_shape, dtype=_f32)
+                lse_ptr = lse.data_ptr()
+            ws = self._ws_ptrs
+            # Without a workspace the kernel never touches it: out's address stands in.
+            self._handle.run(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out_ptr,
+                             lse_ptr, out_ptr if ws is None else ws[0],
+                             out_ptr if ws is None else ws[1], 0, 0, 0, self._mask_arg,
+                             _get_stream(device))
+            return (out, lse) if return_lse else out
+        self._check(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q)
         out, lse = _decode_launch_planned(self._hit, q, k_cache, v_cache, block_table,
                                           seqlens_k, cu_seqlens_q, self._mask_ptrs, device,
                                           return_lse, self._ws_ptrs)
