@@ -87,6 +87,11 @@ __device__ __forceinline__ unsigned fm_desc_start(unsigned addr) {
 __device__ __forceinline__ unsigned long long fm_desc_at(unsigned start, unsigned offset16, unsigned long long bits) {
     return (bits | (unsigned long long)start) + (unsigned long long)offset16;
 }
+// The whole descriptor of the operand at addr (constant bits | start field): a kernel that computes it once,
+// outside its loop, adds a slice's offset16 with one 64-bit add per wgmma.
+__device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned long long bits) {
+    return bits | (unsigned long long)fm_desc_start(addr);
+}
 "#;
 
 /// `fm_exp2` / `fm_log2`: base-2 exponential and logarithm on the SFU

@@ -113,6 +113,39 @@ fn check_stmatrix(st: &FragmentMap, ds: &DsAffine) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The dS stores of a thread, `g = 0 .. values / 8`, as one offset and an XOR: the kernel
+/// computes store 0's swizzled byte once and takes store `g` at `that ^ (x · g)`. Checked for
+/// every warpgroup, thread and store against the affine formula and the swizzle; `x · g`
+/// stays below 1024, the dS buffers' alignment, so the XOR commutes with adding the buffer's
+/// address. Returns `x`.
+fn ds_store_xor(st: &FragmentMap, ds: &DsAffine, warpgroups: u32) -> Result<u32, ConfigError> {
+    let stores = st.values() / 8;
+    let byte = |wg: u32, lt: u32, g: u32| -> u32 {
+        // The template's stmatrix row: register m = 4g + lane / 8 of thread sm_lt (the warp's
+        // thread whose fragment row is lane % 8 at column 0), values 2m, 2m + 1.
+        let sm_lt = (lt & !31) | (4 * (lt & 7));
+        let m = 4 * g + (lt % 32) / 8;
+        let (key, q) = st.coord(sm_lt, 2 * m);
+        let linear = q * ds.q_bytes + (64 * wg + key) * ds.key_bytes;
+        linear ^ (((linear >> 7) & 7) << 4)
+    };
+    let x = if stores > 1 { byte(0, 0, 1) ^ byte(0, 0, 0) } else { 0 };
+    for wg in 0..warpgroups {
+        for lt in 0..128 {
+            for g in 0..stores {
+                let (want, got) = (byte(wg, lt, g), byte(wg, lt, 0) ^ (x * g));
+                if want != got || x * g >= 1024 {
+                    return Err(ConfigError::Layout(format!(
+                        "dS store {g} of warpgroup {wg} thread {lt} is at byte {want}, not {got} \
+                         (store 0 XOR {x} * {g}, below the 1024-byte buffer alignment)"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(x)
+}
+
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let dkv = k.dkv();
@@ -125,6 +158,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let tiles = Tiles::new(k)?;
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
     check_stmatrix(&st, &ds)?;
+    let ds_g_xor = ds_store_xor(&st, &ds, k.warpgroups())?;
     // The epilogue stages dK and dV in each warpgroup's own K and V rows (family::epilogue).
     epilogue::check_tile(&tiles.kv, k.cta_n(), d, k.cta_n() * 128, "dK/dV").map_err(layout_err)?;
     let kv_staged = epilogue::emit(
@@ -243,8 +277,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("THREAD_COL_DKV", dkv_map.thread_col_expr("lt")),
         ("THREAD_ROW_DQ", st.thread_row_expr("lt")),
         ("THREAD_COL_DQ", st.thread_col_expr("lt")),
-        ("VALUE_ROW_ST_2M", st.value_row_expr("(2 * m)")),
-        ("VALUE_COL_ST_2M", st.value_col_expr("(2 * m)")),
+        ("VALUE_ROW_ST_2M", st.value_row_expr("(2 * sm_m)")),
+        ("VALUE_COL_ST_2M", st.value_col_expr("(2 * sm_m)")),
         ("THREAD_ROW_ST_SM", st.thread_row_expr("sm_lt")),
         ("THREAD_COL_ST_SM", st.thread_col_expr("sm_lt")),
         ("X4_STORES", (st.values() / 8).to_string()),
@@ -254,11 +288,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("KV_STAGED", kv_staged),
         ("KV_WG_STRIDE", tiles.kv.bytes(64, 0)?.to_string()),
         (
-            "DKV_OFFSET_EXPR",
+            "DKV_OFFSET16_EXPR",
             format!(
-                "(unsigned)split * {}u",
+                "(unsigned long long)split * {}ull",
                 if k.d_split() > 1 {
-                    tiles.q_mn.bytes(dkv, 0)?
+                    tiles.q_mn.offset16(dkv, 0)?
                 } else {
                     0
                 }
@@ -267,6 +301,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("DS_LAYOUT_DOC", ds.doc),
         ("DS_Q_BYTES", ds.q_bytes.to_string()),
         ("DS_KEY_BYTES", ds.key_bytes.to_string()),
+        ("DS_G_XOR", ds_g_xor.to_string()),
     ];
     values.extend(dq_pieces(k, &st));
     match k.mask() {
@@ -340,7 +375,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             ));
             v.push((
                 "DQ_STORE",
-                r#"                    const int use = c / FM_WG;   // this warpgroup's chunk index in the step
+                r#"                    const int use = u;   // this warpgroup's chunk index in the step (c = wg + FM_WG * u)
                     const unsigned buf = smem_dqs + (unsigned)(wg * FM_DQ_BUFS + use % FM_DQ_BUFS) * $DQ_CHUNK_BYTESu;
                     if (use >= FM_DQ_BUFS) {   // buffer reused within the step: wait for its previous bulk read
                         if (lt == 0) fm_bulk_wait_read0();
@@ -467,10 +502,10 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             s,
             "// S^T = K Q^T and dP^T = V dO^T (V, dO: the layouts of K, Q): A = 64 keys, B = 64 queries, both\n\
              // K-major, K = D; k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
-             __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
+             // a_desc, b_desc: the descriptors of A(0, 0) and B(0, 0) (fm_desc, FM_DESC_K and FM_DESC_Q bits).\n\
+             __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
              \x20   fm_fence_array(acc);\n\
-             \x20   fm_wgmma_fence();\n\
-             \x20   const unsigned a_start = fm_desc_start(a_base), b_start = fm_desc_start(b_base);",
+             \x20   fm_wgmma_fence();",
             v = STEP_M / 2
         );
         for j in 0..d / 16 {
@@ -478,7 +513,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             let (a16, b16) = (t.kv.k_step_offset16(j)?, t.q.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    {ss}(acc, fm_desc_at(a_start, {a16}u, FM_DESC_K), fm_desc_at(b_start, {b16}u, FM_DESC_Q), {sc});   // k-step {j}: A(0, {c}) = byte {ab}, B(0, {c}) = byte {bb}",
+                "    {ss}(acc, a_desc + {a16}ull, b_desc + {b16}ull, {sc});   // k-step {j}: A(0, {c}) = byte {ab}, B(0, {c}) = byte {bb}",
                 sc = u32::from(j > 0),
                 c = 16 * j
             );
@@ -492,10 +527,10 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             s,
             "// dV += P^T dO and dK += dS^T Q: A from registers (k-block j = queries 16j..16j+15 = values 8j..8j+7\n\
              // of the m64n64 accumulator, docs/architecture.md fact 5); B (dO or Q) MN-major, k-block j at byte B(0, 16j).\n\
-             __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned b_base) {{\n\
+             // b_desc: the descriptor of B(0, 0) (fm_desc, FM_DESC_Q_MN bits).\n\
+             __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned long long b_desc) {{\n\
              \x20   fm_fence_array(acc);\n\
-             \x20   fm_wgmma_fence();\n\
-             \x20   const unsigned b_start = fm_desc_start(b_base);",
+             \x20   fm_wgmma_fence();",
             v = dkv / 2,
             r = STEP_M / 4
         );
@@ -503,7 +538,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             let (bb, b16) = (t.q_mn.k_step_bytes(j)?, t.q_mn.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    fm_wgmma_m64n{dkv}k16_rs(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], fm_desc_at(b_start, {b16}u, FM_DESC_Q_MN));   // k-block {j}: B(0, {c}) = byte {bb}",
+                "    fm_wgmma_m64n{dkv}k16_rs(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull);   // k-block {j}: B(0, {c}) = byte {bb}",
                 a0 = 4 * j,
                 a1 = 4 * j + 1,
                 a2 = 4 * j + 2,
@@ -519,10 +554,10 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         s,
         "// dQ(:, 64-column chunk) = dS K(:, chunk): A = dS (MN-major, queries contiguous), B = K (MN-major,\n\
          // D contiguous); k-step j = keys 16j..16j+15 at bytes dS(0, 16j) and K_MN(0, 16j).\n\
-         __device__ __forceinline__ void fm_dq(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
+         // a_desc, b_desc: the descriptors of dS(0, 0) and K_MN(0, 0) (fm_desc, FM_DESC_DS and FM_DESC_K_MN bits).\n\
+         __device__ __forceinline__ void fm_dq(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
          \x20   fm_fence_array(acc);\n\
-         \x20   fm_wgmma_fence();\n\
-         \x20   const unsigned a_start = fm_desc_start(a_base), b_start = fm_desc_start(b_base);",
+         \x20   fm_wgmma_fence();",
         v = STEP_M / 2
     );
     for j in 0..n / 16 {
@@ -530,7 +565,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         let (a16, b16) = (t.ds.k_step_offset16(j)?, t.k_mn.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    {ta}(acc, fm_desc_at(a_start, {a16}u, FM_DESC_DS), fm_desc_at(b_start, {b16}u, FM_DESC_K_MN), {sc});   // k-step {j}: dS(0, {c}) = byte {ab}, K(0, {c}) = byte {bb}",
+            "    {ta}(acc, a_desc + {a16}ull, b_desc + {b16}ull, {sc});   // k-step {j}: dS(0, {c}) = byte {ab}, K(0, {c}) = byte {bb}",
             sc = u32::from(j > 0),
             c = 16 * j
         );

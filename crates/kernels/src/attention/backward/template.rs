@@ -152,7 +152,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $PRODUCER_REGS;\n" ::: "memory");
         if (threadIdx.x < 32u) {
             const int lane = (int)threadIdx.x;
-            int it = 0;
+            unsigned it = 0;
             bool kv_loaded = false;
             for (int gi = 0; gi < group; ++gi) {
                 const int head = kv_head * group + gi;
@@ -172,8 +172,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                         }
                         kv_loaded = true;
                     }
-                    const int stage = it % FM_STAGES;
-                    const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
+                    const unsigned stage = it % FM_STAGES;
+                    const unsigned phase = (it / FM_STAGES) & 1u;
                     fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
                     if (lane == 0) {
                         fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES);
@@ -224,10 +224,24 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         float dv_acc[$DKV_VALUES], dk_acc[$DKV_VALUES];
 #pragma unroll
         for (int i = 0; i < $DKV_VALUES; ++i) { dv_acc[i] = 0.f; dk_acc[i] = 0.f; }
-        // This warpgroup's 64 keys start at byte K(64 * wg, 0) of the K and V tiles.
-        const unsigned k_wg = smem_k + (unsigned)wg * $KV_WG_STRIDEu;
-        const unsigned v_wg = smem_v + (unsigned)wg * $KV_WG_STRIDEu;
-        int it = 0;
+        // The GEMMs' shared-memory descriptors, once (fm_desc; a slice adds its offset in 16-byte units):
+        // this warpgroup's 64 keys start at byte K(64 * wg, 0) of the K and V tiles; Q, dO and dS at their
+        // first stage and buffer.
+        const unsigned long long desc_k = fm_desc(smem_k + (unsigned)wg * $KV_WG_STRIDEu, FM_DESC_K);
+        const unsigned long long desc_v = fm_desc(smem_v + (unsigned)wg * $KV_WG_STRIDEu, FM_DESC_K);
+        const unsigned long long desc_k_mn = fm_desc(smem_k, FM_DESC_K_MN);
+        const unsigned long long desc_q = fm_desc(smem_q, FM_DESC_Q), desc_do = fm_desc(smem_do, FM_DESC_Q);
+        const unsigned long long desc_q_mn = fm_desc(smem_q, FM_DESC_Q_MN) + $DKV_OFFSET16_EXPR;
+        const unsigned long long desc_do_mn = fm_desc(smem_do, FM_DESC_Q_MN) + $DKV_OFFSET16_EXPR;
+        const unsigned long long desc_ds = fm_desc(smem_ds, FM_DESC_DS);
+        // This thread's dS stmatrix address for g = 0 within a dS buffer (the generator checks that store g is at
+        // this offset XOR $DS_G_XOR * g, and the buffers are 1024-byte aligned, so the XOR commutes with the add).
+        // Store g = 0: register sm_m = (lt % 32) / 8, values 2 sm_m, 2 sm_m + 1 of thread sm_lt: key row
+        // 64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M, query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST).
+        const int sm_m = (lt % 32) / 8;
+        const unsigned ds_st0 = fm_sw128((unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
+                                         + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES);
+        unsigned it = 0;
         for (int gi = 0; gi < group; ++gi) {
             const int head = kv_head * group + gi;
             const long long bh = (long long)batch * p.heads + head;
@@ -235,17 +249,17 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
             for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
                 const fm_step t = fm_step_at(p, sched, batch, head, kk);
                 $LOAD_WORD
-                const int stage = it % FM_STAGES;
-                const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
+                const unsigned stage = it % FM_STAGES;
+                const unsigned phase = (it / FM_STAGES) & 1u;
                 if (it == 0) fm_mbar_wait(FM_BAR_KV, 0u);
-                const unsigned q_s = smem_q + stage * FM_Q_TILE_BYTES;
-                const unsigned do_s = smem_do + stage * FM_Q_TILE_BYTES;
-                const unsigned ds_s = smem_ds + (unsigned)(it & 1) * FM_DS_BYTES;
+                const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
+                const unsigned ds_buf = it & 1u;
+                const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
                 fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
-                fm_keys_queries_t(s_acc, k_wg, q_s);    // S^T = K Q^T
+                fm_keys_queries_t(s_acc, desc_k, desc_q + q_off16);    // S^T = K Q^T
                 fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
-                fm_keys_queries_t(dp_acc, v_wg, do_s);  // dP^T = V dO^T
+                fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
@@ -269,17 +283,12 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 // stmatrix.m8n8.x4 (PTX ISA 9.7.14.5.16): registers 4g..4g+3 of the warp are four 8x8 matrices
                 // (checked by the generator); lane 8j + r gives row r of matrix j = register m = 4g + j: the 8
                 // queries of one key, at the pair 2m of the warp's thread 4r.
+                const unsigned ds_st = ds_s + ds_st0;
 #pragma unroll
-                for (int g = 0; g < $X4_STORES; ++g) {
-                    const int m = 4 * g + (lt % 32) / 8;
-                    // values 2m, 2m+1 of thread sm_lt: key row 64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M,
-                    // query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST)
-                    const unsigned b = (unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
-                                     + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES;
-                    fm_stmatrix_x4(ds_s + fm_sw128(b), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
-                }
+                for (int g = 0; g < $X4_STORES; ++g)
+                    fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
-                fm_kv_grad(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
+                fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
@@ -294,14 +303,20 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
                 // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
                 // FlashAttention-4's flash_bwd_sm90 order).
-                bool dk_issued = false;
-                for (int c = wg; c < FM_DKV / 64; c += FM_WG) {
+                // Chunks c = wg + FM_WG * u of the CTA's FM_DKV / 64.
+#pragma unroll 1
+                for (int u = 0; u < (FM_DKV / 64 + FM_WG - 1) / FM_WG; ++u) {
+                    const int c = wg + FM_WG * u;
+                    if (c >= FM_DKV / 64) {
+                        if (u == 0) fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q (no dQ chunk here)
+                        break;
+                    }
                     const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
                     float dq_acc[$ST_VALUES];
-                    fm_dq(dq_acc, ds_s, smem_k + (unsigned)(col0 / 64) * FM_KV_CHUNK_BYTES);   // dQ chunk = dS K(:, col0..)
-                    if (!dk_issued) {
-                        fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
-                        dk_issued = true;
+                    // dQ chunk = dS K(:, col0..)
+                    fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16), desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));
+                    if (u == 0) {
+                        fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q
                         fm_wgmma_wait<1>();
                     } else {
                         fm_wgmma_wait<0>();
@@ -309,7 +324,6 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     fm_fence_array(dq_acc);
 $DQ_STORE
                 }
-                if (!dk_issued) fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q (no dQ chunk here)
                 fm_wgmma_wait<0>();
                 fm_fence_array(dv_acc);
                 fm_fence_array(dk_acc);
