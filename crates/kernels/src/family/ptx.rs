@@ -225,6 +225,16 @@ pub const LDS128: &str = r#"__device__ __forceinline__ uint4 fm_lds128(unsigned 
 }
 "#;
 
+/// `fm_lds64_f2`: one 8-byte shared-memory load of two floats (`ld.shared.v2.f32`), so that
+/// a pair of adjacent columns is one `LDS.64` (plain `float2` reads are split into two scalar
+/// loads when only their components are used). Volatile: it stays after the waits before it.
+pub const LDS64: &str = r#"__device__ __forceinline__ float2 fm_lds64_f2(unsigned addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+"#;
+
 /// Reductions into global memory: `red.global.add.v2.f32` (PTX ISA 9.7.13.6), the TMA bulk
 /// reduction `cp.reduce.async.bulk` (9.7.9.25.4) with its group commit and waits, and an
 /// acquire load (9.7.9.8 `ld.acquire`) for semaphores (the backward's dQ).

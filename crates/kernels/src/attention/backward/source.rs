@@ -146,6 +146,47 @@ fn ds_store_xor(st: &FragmentMap, ds: &DsAffine, warpgroups: u32) -> Result<u32,
     Ok(x)
 }
 
+/// The query-column pairs of a thread's Sᵀ values, where the kernel reads lse and Dsum 8 bytes
+/// at a time: `cols[k]` is slot k's first column relative to the thread's first column
+/// (even), `slot_of_value[i]` the slot holding value i's column. Checked for every thread:
+/// value i's column is `first + cols[slot] + col % 2`, and the first column is even.
+struct ColumnPairs {
+    cols: Vec<u32>,
+    slot_of_value: Vec<u32>,
+}
+
+fn column_pairs(st: &FragmentMap) -> Result<ColumnPairs, ConfigError> {
+    let rel = |t: u32, i: u32| st.coord(t, i).1 - st.coord(t, 0).1;
+    let mut cols: Vec<u32> = (0..st.values()).map(|i| rel(0, i) & !1).collect();
+    cols.sort_unstable();
+    cols.dedup();
+    let slot_of_value: Vec<u32> = (0..st.values())
+        .map(|i| cols.iter().position(|&c| c == rel(0, i) & !1).map_or(0, |p| p as u32))
+        .collect();
+    for t in 0..128 {
+        let first = st.coord(t, 0).1;
+        for i in 0..st.values() {
+            let col = st.coord(t, i).1;
+            let want = first + cols[slot_of_value[i as usize] as usize] + col % 2;
+            if first % 2 != 0 || col != want {
+                return Err(ConfigError::Layout(format!(
+                    "lse/Dsum pairs: thread {t} value {i} is at column {col}, not {want} (first column {first})"
+                )));
+            }
+        }
+    }
+    Ok(ColumnPairs {
+        cols,
+        slot_of_value,
+    })
+}
+
+/// `{a, b, ...}`: a C array initialiser.
+fn brace_list(v: &[u32]) -> String {
+    let items: Vec<String> = v.iter().map(u32::to_string).collect();
+    format!("{{{}}}", items.join(", "))
+}
+
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let dkv = k.dkv();
@@ -159,6 +200,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
     check_stmatrix(&st, &ds)?;
     let ds_g_xor = ds_store_xor(&st, &ds, k.warpgroups())?;
+    let pairs = column_pairs(&st)?;
     // The epilogue stages dK and dV in each warpgroup's own K and V rows (family::epilogue).
     epilogue::check_tile(&tiles.kv, k.cta_n(), d, k.cta_n() * 128, "dK/dV").map_err(layout_err)?;
     let kv_staged = epilogue::emit(
@@ -240,11 +282,12 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
         (
             "P_RECOMPUTE",
-            softmax::probability("s_acc[i]", "p.scale_log2", "lse_s[q_col + $VALUE_COL_ST]"),
+            softmax::probability("s_acc[i]", "p.scale_log2", "lse"),
         ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("LDS128", ptx::LDS128.to_string()),
+        ("LDS64", ptx::LDS64.to_string()),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
         ("ACT_TO_F32", act_to_f32.to_string()),
@@ -302,6 +345,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("DS_Q_BYTES", ds.q_bytes.to_string()),
         ("DS_KEY_BYTES", ds.key_bytes.to_string()),
         ("DS_G_XOR", ds_g_xor.to_string()),
+        ("ST_PAIRS", pairs.cols.len().to_string()),
+        ("ST_PAIR_SLOTS", brace_list(&pairs.slot_of_value)),
+        ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
     values.extend(dq_pieces(k, &st));
     match k.mask() {

@@ -38,6 +38,7 @@ $ACT_TO_F32
 }
 $STMATRIX_SW128
 $LDS128
+$LDS64
 $NAMED_BARRIERS
 // Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
 // through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
@@ -264,18 +265,33 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
                 // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
-                // arrivals), read through generic pointers after the waits above; equal columns share a load.
-                const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
-                const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
+                // arrivals), read after the waits above as this thread's $ST_PAIRS column pairs: value i's columns
+                // q_col + $VALUE_COL_ST and its pair partner's are adjacent, from an even column, pair slot
+                // fm_st_pair_slot[i] at column q_col + fm_st_pair_col[slot] (the generator derives both from
+                // $LAYOUT_ST and checks them), so each pair is one 8-byte load.
+                constexpr int fm_st_pair_slot[$ST_VALUES] = $ST_PAIR_SLOTS;
+                constexpr int fm_st_pair_col[$ST_PAIRS] = $ST_PAIR_COLS;
+                const unsigned lse_row = smem_lse + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
+                const unsigned dsum_row = smem_dsum + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
+                float2 lse_p[$ST_PAIRS];
+#pragma unroll
+                for (int k = 0; k < $ST_PAIRS; ++k) lse_p[k] = fm_lds64_f2(lse_row + 4u * fm_st_pair_col[k]);
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) {
-                    // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
+                    const float2 l2 = lse_p[fm_st_pair_slot[i]];
+                    const float lse = ($VALUE_COL_ST) % 2 ? l2.y : l2.x;
                     s_acc[i] = $P_RECOMPUTE;   // P^T
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
+                float2 dsum_p[$ST_PAIRS];
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
+                for (int k = 0; k < $ST_PAIRS; ++k) dsum_p[k] = fm_lds64_f2(dsum_row + 4u * fm_st_pair_col[k]);
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    const float2 d2 = dsum_p[fm_st_pair_slot[i]];
+                    dp_acc[i] = s_acc[i] * (dp_acc[i] - (($VALUE_COL_ST) % 2 ? d2.y : d2.x));   // dS^T
+                }
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
