@@ -129,7 +129,11 @@ fn ds_store_xor(st: &FragmentMap, ds: &DsAffine, warpgroups: u32) -> Result<u32,
         let linear = q * ds.q_bytes + (64 * wg + key) * ds.key_bytes;
         linear ^ (((linear >> 7) & 7) << 4)
     };
-    let x = if stores > 1 { byte(0, 0, 1) ^ byte(0, 0, 0) } else { 0 };
+    let x = if stores > 1 {
+        byte(0, 0, 1) ^ byte(0, 0, 0)
+    } else {
+        0
+    };
     for wg in 0..warpgroups {
         for lt in 0..128 {
             for g in 0..stores {
@@ -161,7 +165,11 @@ fn column_pairs(st: &FragmentMap) -> Result<ColumnPairs, ConfigError> {
     cols.sort_unstable();
     cols.dedup();
     let slot_of_value: Vec<u32> = (0..st.values())
-        .map(|i| cols.iter().position(|&c| c == rel(0, i) & !1).map_or(0, |p| p as u32))
+        .map(|i| {
+            cols.iter()
+                .position(|&c| c == rel(0, i) & !1)
+                .map_or(0, |p| p as u32)
+        })
         .collect();
     for t in 0..128 {
         let first = st.coord(t, 0).1;
