@@ -17,7 +17,7 @@ use crate::cuda::PRELUDE;
 use crate::family::epilogue;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
-use crate::family::ptx::{self, wgmma_rs, wgmma_ss_name, wgmma_ss_trans};
+use crate::family::ptx::{self, wgmma_rs, wgmma_rs_k_major, wgmma_ss_name, wgmma_ss_trans};
 use crate::family::schedule::{key_tile, WINDOW_INFINITE};
 use crate::family::sm90::PRODUCER_REGS;
 use crate::family::smem::OperandTile;
@@ -79,6 +79,59 @@ impl Tiles {
         }
         Ok(t)
     }
+}
+
+/// The K/V A fragments of `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` in registers (RS mode), loaded once
+/// per CTA by `ldmatrix.x4`: for k-step j, lane l of warp w of warpgroup wg gives the address
+/// of key row `64 wg + 16 w + l % 8 + 8 ((l / 8) % 2)`, column `16 j + 8 (l / 16)`, at the
+/// emitted byte `(col / 64) · chunk + sw128(128 · row + 2 · (col % 64))`; register r of thread t
+/// then holds matrix r's row t / 4, columns 2 (t % 4), + 1, which must be register `4 j + r`
+/// of the RS A operand: the pair `(2m, 2m + 1)`, m = 4 j + r, of the m64n{head_dim}
+/// accumulator layout (docs/architecture.md fact 5). Both checked for every element.
+fn check_kv_fragments(kv: &OperandTile, head_dim: u32, warpgroups: u32) -> Result<(), ConfigError> {
+    let acc = FragmentMap::new(head_dim).map_err(|e| ConfigError::Layout(e.0))?;
+    let chunk = 64 * warpgroups * 128;
+    for wg in 0..warpgroups {
+        for w in 0..4 {
+            for j in 0..head_dim / 16 {
+                for l in 0..32 {
+                    let row = 64 * wg + 16 * w + l % 8 + 8 * ((l / 8) % 2);
+                    let col = 16 * j + 8 * (l / 16);
+                    let linear = 128 * row + 2 * (col % 64);
+                    let emitted = (col / 64) * chunk + (linear ^ (((linear >> 7) & 7) << 4));
+                    for c in 0..8 {
+                        if kv.swizzled_bytes(row, col + c)? != emitted + 2 * c {
+                            return Err(ConfigError::Layout(format!(
+                                "K/V fragment: ({row}, {}) is not at byte {}",
+                                col + c,
+                                emitted + 2 * c
+                            )));
+                        }
+                    }
+                }
+                for t in 0..32 {
+                    for r in 0..4 {
+                        let m = 4 * j + r;
+                        let got = (
+                            16 * w + 8 * (r % 2) + t / 4,
+                            16 * j + 8 * (r / 2) + 2 * (t % 4),
+                        );
+                        let (want_row, want_col) = acc.coord(32 * w + t, 2 * m);
+                        let (hi_row, hi_col) = acc.coord(32 * w + t, 2 * m + 1);
+                        if got != (want_row, want_col)
+                            || (hi_row, hi_col) != (want_row, want_col + 1)
+                        {
+                            return Err(ConfigError::Layout(format!(
+                                "K/V fragment: ldmatrix register {r} of thread {} at {got:?} is not A register {m} at ({want_row}, {want_col})",
+                                32 * w + t
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The dQ postprocess stages value pairs `(2j, 2j + 1)` of a dQ chunk as one bf16x2 word at
@@ -209,6 +262,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     check_stmatrix(&st, &ds)?;
     let ds_g_xor = ds_store_xor(&st, &ds, k.warpgroups())?;
     let pairs = column_pairs(&st)?;
+    if k.kv_registers() {
+        check_kv_fragments(&tiles.kv, d, k.warpgroups())?;
+    }
     // The epilogue stages dK and dV in each warpgroup's own K and V rows (family::epilogue).
     epilogue::check_tile(&tiles.kv, k.cta_n(), d, k.cta_n() * 128, "dK/dV").map_err(layout_err)?;
     let kv_staged = epilogue::emit(
@@ -273,6 +329,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("MASK_THREADS", mask_threads.to_string()),
         ("MASK_WORDS", mask_words.to_string()),
         ("DETERMINISTIC", u32::from(k.deterministic()).to_string()),
+        ("KV_REGISTERS", u32::from(k.kv_registers()).to_string()),
+        ("KV_FRAG_REGS", (d / 4).to_string()),
         (
             "Q_CHUNK_BYTES",
             tiles.q.bytes(0, 64).map_or(0, |b| b).to_string(),
@@ -296,6 +354,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("LDS128", ptx::LDS128.to_string()),
         ("LDS64", ptx::LDS64.to_string()),
+        ("LDMATRIX_X4", ptx::LDMATRIX_X4.to_string()),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
         ("ACT_TO_F32", act_to_f32.to_string()),
@@ -548,6 +607,33 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
     s.push_str(&wgmma_ss_trans(STEP_M, ty, false, false));
     s.push_str(&wgmma_ss_trans(STEP_M, ty, true, true));
     s.push_str(&wgmma_rs(dkv, ty));
+    if k.kv_registers() {
+        s.push_str(&wgmma_rs_k_major(STEP_M, ty));
+        let _ = writeln!(
+            s,
+            "// S^T = K Q^T and dP^T = V dO^T with K / V from registers (RS mode; k-step j = a[4j..4j+3], the\n\
+             // ldmatrix fragments checked by the generator): B = 64 queries, K-major, k-step j at byte B(0, 16j).\n\
+             __device__ __forceinline__ void fm_keys_queries_rs(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned long long b_desc) {{\n\
+             \x20   fm_fence_array(acc);\n\
+             \x20   fm_wgmma_fence();",
+            v = STEP_M / 2,
+            r = d / 4
+        );
+        for j in 0..d / 16 {
+            let (bb, b16) = (t.q.k_step_bytes(j)?, t.q.k_step_offset16(j)?);
+            let _ = writeln!(
+                s,
+                "    fm_wgmma_m64n{STEP_M}k16_rs_kb(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull, {sc});   // k-step {j}: B(0, {c}) = byte {bb}",
+                a0 = 4 * j,
+                a1 = 4 * j + 1,
+                a2 = 4 * j + 2,
+                a3 = 4 * j + 3,
+                sc = u32::from(j > 0),
+                c = 16 * j
+            );
+        }
+        s.push_str("    fm_wgmma_commit();\n    fm_fence_array(acc);\n}\n");
+    }
     let ss = wgmma_ss_name(STEP_M, false, false);
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: A = 64 keys (K-major), B = 64 queries (K-major), K = D.
     // One function for both: V and dO are tiles of K's and Q's layouts.

@@ -17,6 +17,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_MASK_THREADS $MASK_THREADS        // threads of the mask's backward accumulator
 #define FM_MASK_WORDS $MASK_WORDS            // words per thread per mask tile
 #define FM_DETERMINISTIC $DETERMINISTIC
+#define FM_KV_REGISTERS $KV_REGISTERS         // K and V of the warpgroup's keys as RS A fragments (S^T, dP^T)
 #define FM_Q_CHUNK_BYTES $Q_CHUNK_BYTES      // one 64-column chunk of a Q/dO tile: Q(0, 64) of its layout
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES     // one 64-column chunk of K/V: K(0, 64)
 #define FM_Q_TILE_BYTES $Q_TILE_BYTES      // FM_STEP_M x D
@@ -39,6 +40,7 @@ $ACT_TO_F32
 $STMATRIX_SW128
 $LDS128
 $LDS64
+$LDMATRIX_X4
 $NAMED_BARRIERS
 // Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
 // through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
@@ -240,6 +242,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         // Store g = 0: register sm_m = (lt % 32) / 8, values 2 sm_m, 2 sm_m + 1 of thread sm_lt: key row
         // 64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M, query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST).
         const int sm_m = (lt % 32) / 8;
+#if FM_KV_REGISTERS
+        unsigned k_frag[$KV_FRAG_REGS], v_frag[$KV_FRAG_REGS];   // loaded once K and V are in shared memory
+#endif
         const unsigned ds_st0 = fm_sw128((unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
                                          + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES);
         unsigned it = 0;
@@ -252,15 +257,39 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 $LOAD_WORD
                 const unsigned stage = it % FM_STAGES;
                 const unsigned phase = (it / FM_STAGES) & 1u;
-                if (it == 0) fm_mbar_wait(FM_BAR_KV, 0u);
+                if (it == 0) {
+                    fm_mbar_wait(FM_BAR_KV, 0u);
+#if FM_KV_REGISTERS
+                    // The RS A fragments of K and V by ldmatrix.x4: for k-step j, lane l of warp lt / 32 gives key row
+                    // 64 wg + 16 (lt / 32) + l % 8 + 8 ((l / 8) % 2), column 16 j + 8 (l / 16) (the generator checks
+                    // the bytes against the tile's layout and the registers against the RS A operand).
+                    const int lane = lt % 32;
+                    const unsigned row = (unsigned)(64 * wg + 16 * (lt / 32) + lane % 8 + 8 * ((lane / 8) % 2));
+#pragma unroll
+                    for (int j = 0; j < FM_D / 16; ++j) {
+                        const unsigned col = (unsigned)(16 * j + 8 * (lane / 16));
+                        const unsigned b = (col / 64u) * FM_KV_CHUNK_BYTES + fm_sw128(128u * row + 2u * (col % 64u));
+                        fm_ldmatrix_x4(smem_k + b, k_frag[4 * j], k_frag[4 * j + 1], k_frag[4 * j + 2], k_frag[4 * j + 3]);
+                        fm_ldmatrix_x4(smem_v + b, v_frag[4 * j], v_frag[4 * j + 1], v_frag[4 * j + 2], v_frag[4 * j + 3]);
+                    }
+#endif
+                }
                 const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
                 const unsigned ds_buf = it & 1u;
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
                 fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
+#if FM_KV_REGISTERS
+                fm_keys_queries_rs(s_acc, k_frag, desc_q + q_off16);    // S^T = K Q^T
+#else
                 fm_keys_queries_t(s_acc, desc_k, desc_q + q_off16);    // S^T = K Q^T
+#endif
                 fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
+#if FM_KV_REGISTERS
+                fm_keys_queries_rs(dp_acc, v_frag, desc_do + q_off16);  // dP^T = V dO^T
+#else
                 fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
+#endif
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
