@@ -311,13 +311,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     const float lse = ($VALUE_COL_ST) % 2 ? l2.y : l2.x;
                     s_acc[i] = $P_RECOMPUTE;   // P^T
                 }
-                unsigned p_a[$A_REGS], ds_a[$A_REGS];
-                fm_convert_a(s_acc, p_a);
-                // dV += P^T dO, issued while dP^T is still in flight, so that the tensor cores have it queued
-                // while this warpgroup computes dS and stores it (wgmma groups complete in order: the wait<1>
-                // below is dP^T's).
-                fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);
-                fm_wgmma_wait<1>();
+                fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
                 float2 dsum_p[$ST_PAIRS];
 #pragma unroll
@@ -327,6 +321,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     const float2 d2 = dsum_p[fm_st_pair_slot[i]];
                     dp_acc[i] = s_acc[i] * (dp_acc[i] - (($VALUE_COL_ST) % 2 ? d2.y : d2.x));   // dS^T
                 }
+                unsigned p_a[$A_REGS], ds_a[$A_REGS];
+                fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
                 // dS^T -> shared memory as the MN-major A operand of dQ = dS K: $DS_LAYOUT_DOC.
                 // stmatrix.m8n8.x4 (PTX ISA 9.7.14.5.16): registers 4g..4g+3 of the warp are four 8x8 matrices
@@ -337,6 +333,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 for (int g = 0; g < $X4_STORES; ++g)
                     fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
+                fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
@@ -348,7 +345,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 $DQ_BEFORE_SYNC
                 fm_named_sync<128 * FM_WG>(1);   // every warpgroup's dS is in shared memory
                 $DQ_ROWS
-                // dV is in flight or done; dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
+                // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
                 // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
                 // FlashAttention-4's flash_bwd_sm90 order).
                 // Chunks c = wg + FM_WG * u of the CTA's FM_DKV / 64.
