@@ -392,6 +392,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn k_and_v_are_held_in_registers_exactly_where_they_fit() {
+        for mask in [
+            BackwardMask::Window,
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128,
+            },
+            BackwardMask::Blocks {
+                block_m: 64,
+                block_n: 64,
+            },
+        ] {
+            for d in [64, 128, 256] {
+                let k = BackwardKernel::default_for(d, mask).unwrap();
+                assert_eq!(k.kv_registers(), d == 64, "{k:?}");
+                assert_eq!(k.label().ends_with(" kvr"), d == 64, "{}", k.label());
+                let forced = k.with_kv_registers(true);
+                assert_eq!(forced.is_ok(), d == 64, "{forced:?}");
+                assert!(!k.with_kv_registers(false).unwrap().kv_registers());
+            }
+        }
+    }
+
+    #[test]
     fn defaults_fit_and_bad_configurations_are_refused() {
         for d in [64, 128, 256] {
             for mask in [
