@@ -272,6 +272,7 @@ pub fn backward_config(
     let mut k = BackwardKernel::default_for(d, mode).map_err(AttentionError::Config)?;
     if let Some(stages) = opts.stages {
         k = BackwardKernel::new(k.warpgroups(), d, k.d_split(), stages, mode)
+            .and_then(|s| s.with_kv_registers(k.kv_registers()))
             .map_err(AttentionError::Config)?;
     }
     Ok(k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16))

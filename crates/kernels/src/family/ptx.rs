@@ -87,6 +87,11 @@ __device__ __forceinline__ unsigned fm_desc_start(unsigned addr) {
 __device__ __forceinline__ unsigned long long fm_desc_at(unsigned start, unsigned offset16, unsigned long long bits) {
     return (bits | (unsigned long long)start) + (unsigned long long)offset16;
 }
+// The whole descriptor of the operand at addr (constant bits | start field): a kernel that computes it once,
+// outside its loop, adds a slice's offset16 with one 64-bit add per wgmma.
+__device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned long long bits) {
+    return bits | (unsigned long long)fm_desc_start(addr);
+}
 "#;
 
 /// `fm_exp2` / `fm_log2`: base-2 exponential and logarithm on the SFU
@@ -220,6 +225,24 @@ pub const LDS128: &str = r#"__device__ __forceinline__ uint4 fm_lds128(unsigned 
 }
 "#;
 
+/// `fm_lds64_f2`: one 8-byte shared-memory load of two floats (`ld.shared.v2.f32`), so that
+/// a pair of adjacent columns is one `LDS.64` (plain `float2` reads are split into two scalar
+/// loads when only their components are used). Volatile: it stays after the waits before it.
+pub const LDS64: &str = r#"__device__ __forceinline__ float2 fm_lds64_f2(unsigned addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+"#;
+
+/// `fm_ldmatrix_x4`: four 8x8 b16 matrices from shared memory (PTX ISA 9.7.14.5.15
+/// `ldmatrix.sync.aligned.m8n8.x4`): lane `8j + r` gives the address of row r of matrix j,
+/// and register j of thread t receives matrix j's row t / 4, columns 2 (t % 4) and + 1.
+pub const LDMATRIX_X4: &str = r#"__device__ __forceinline__ void fm_ldmatrix_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+"#;
+
 /// Reductions into global memory: `red.global.add.v2.f32` (PTX ISA 9.7.13.6), the TMA bulk
 /// reduction `cp.reduce.async.bulk` (9.7.9.25.4) with its group commit and waits, and an
 /// acquire load (9.7.9.8 `ld.acquire`) for semaphores (the backward's dQ).
@@ -314,30 +337,60 @@ pub fn wgmma_ss_trans(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> String 
 
 /// `fm_wgmma_m64n{n}k16_rs`: D += A(registers) * B(smem), B MN-major (imm-trans-b 1).
 pub fn wgmma_rs(n: u32, ty: &str) -> String {
+    wgmma_rs_with(n, ty, true)
+}
+
+/// `fm_wgmma_m64n{n}k16_rs_kb`: D (+)= A(registers) * B(smem), B K-major (imm-trans-b 0),
+/// with a `scale_d` argument (0 overwrites D), for a GEMM whose every k-step takes A from
+/// registers.
+pub fn wgmma_rs_k_major(n: u32, ty: &str) -> String {
+    wgmma_rs_with(n, ty, false)
+}
+
+fn wgmma_rs_with(n: u32, ty: &str, trans_b: bool) -> String {
     let regs = n / 2;
     let mut s = String::new();
+    let (name, b_major, scale_arg, pred, scale_d) = if trans_b {
+        ("rs", "MN-major (imm-trans-b = 1)", "", "", "1")
+    } else {
+        (
+            "rs_kb",
+            "K-major (imm-trans-b = 0); scale_d = 0 overwrites D",
+            ", int scale_d",
+            "\\n.reg .pred p;\\nsetp.ne.b32 p, %SD, 0;",
+            "p",
+        )
+    };
+    let pred = pred.replace("SD", &(regs + 5).to_string());
     let _ = writeln!(
         s,
         "// D[64x{n}] += A[64x16] * B[16x{n}], A from registers (four {ty}x2 per thread),\n\
-         // B from shared memory MN-major (imm-trans-b = 1). PTX ISA 9.7.15.5 wgmma.mma_async.\n\
-         __device__ __forceinline__ void fm_wgmma_m64n{n}k16_rs(float (&d)[{regs}], unsigned a0, unsigned a1,\n\
-         \x20                                                    unsigned a2, unsigned a3, unsigned long long desc_b) {{\n\
+         // B from shared memory {b_major}. PTX ISA 9.7.15.5 wgmma.mma_async.\n\
+         __device__ __forceinline__ void fm_wgmma_m64n{n}k16_{name}(float (&d)[{regs}], unsigned a0, unsigned a1,\n\
+         \x20                                                    unsigned a2, unsigned a3, unsigned long long desc_b{scale_arg}) {{\n\
          \x20   asm volatile(\n\
-         \x20       \"{{\\n\"\n\
+         \x20       \"{{{pred}\\n\"\n\
          \x20       \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \""
     );
     push_reg_list(&mut s, regs);
     let _ = writeln!(
         s,
-        "        \" {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{b}, 1, 1, 1, 1;\\n}}\\n\"",
+        "        \" {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{b}, {scale_d}, 1, 1, {tb};\\n}}\\n\"",
         a0 = regs,
         a1 = regs + 1,
         a2 = regs + 2,
         a3 = regs + 3,
-        b = regs + 4
+        b = regs + 4,
+        tb = u32::from(trans_b)
     );
     push_operands(&mut s, regs);
-    s.push_str("\n        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc_b));\n}\n");
+    if trans_b {
+        s.push_str("\n        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc_b));\n}\n");
+    } else {
+        s.push_str(
+            "\n        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc_b), \"r\"(scale_d));\n}\n",
+        );
+    }
     s
 }
 

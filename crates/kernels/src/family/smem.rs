@@ -176,12 +176,18 @@ impl OperandTile {
     /// [`Self::k_step_bytes`] in 16-byte units, what `fm_desc_at` adds to a descriptor's
     /// start address (errors unless 16-byte aligned).
     pub fn k_step_offset16(&self, j: u32) -> Result<u32, LayoutError> {
-        let bytes = self.k_step_bytes(j)?;
+        self.offset16(0, K_STEP * j)
+    }
+
+    /// [`Self::bytes`] of `(mn, k)` in 16-byte units, what a slice starting there adds to the
+    /// tile's descriptor (errors unless 16-byte aligned).
+    pub fn offset16(&self, mn: u32, k: u32) -> Result<u32, LayoutError> {
+        let bytes = self.bytes(mn, k)?;
         if bytes % 16 == 0 {
             Ok(bytes / 16)
         } else {
             Err(LayoutError(format!(
-                "{}: k-step {j} starts at byte {bytes}, not 16-byte aligned (wgmma descriptor start address)",
+                "{}: ({mn}, {k}) starts at byte {bytes}, not 16-byte aligned (wgmma descriptor start address)",
                 self.name
             )))
         }

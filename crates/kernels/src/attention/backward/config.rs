@@ -59,6 +59,7 @@ pub struct BackwardKernel {
     dtype: ActDtype,
     deterministic: bool,
     dq_reduce: DqReduce,
+    kv_registers: bool,
 }
 
 /// dQ chunks (64 columns) one warpgroup computes per step: `dkv / 64` over the warpgroups.
@@ -89,6 +90,13 @@ pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32) -> u32 {
     1024 + kv + stages * per_stage + ds + 256
 }
 
+/// Whether a consumer thread also holds its warpgroup's 64 rows of K and V as RS-mode A
+/// fragments (`head_dim / 2` registers: 2 · 64 · head_dim bf16 over 128 threads), so that
+/// `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` read only Q and dO from shared memory.
+pub const fn kv_registers_fit(head_dim: u32, dkv: u32) -> bool {
+    dkv + STEP_REGS + head_dim / 2 <= CONSUMER_REGS
+}
+
 /// Whether `warpgroups` consumer warpgroups holding dK and dV of `dkv` columns fit the
 /// register file with one producer warpgroup.
 pub const fn registers_fit(warpgroups: u32, dkv: u32) -> bool {
@@ -110,6 +118,8 @@ const_assert!(smem_bytes(1, 256, 2) <= MAX_DYNAMIC_SMEM);
 const_assert!(registers_fit(2, 128));
 const_assert!(registers_fit(1, 128));
 const_assert!(!registers_fit(1, 256));
+const_assert!(kv_registers_fit(64, 64));
+const_assert!(!kv_registers_fit(128, 128));
 
 impl BackwardKernel {
     /// Validates a configuration: `warpgroups` consumer warpgroups of 64 keys each (1 or 2),
@@ -172,6 +182,7 @@ impl BackwardKernel {
             dtype: ActDtype::Bf16,
             deterministic: false,
             dq_reduce: DqReduce::Bulk,
+            kv_registers: false,
         })
     }
 
@@ -216,7 +227,8 @@ impl BackwardKernel {
 
     /// The default configuration of a head dim and mask: 128 keys over two warpgroups at
     /// head dims 64 and 128 (64 keys over one where the mask tile has 64 keys), 64 keys over
-    /// one warpgroup at 256 with dK/dV in two column halves; two Q/dO stages.
+    /// one warpgroup at 256 with dK/dV in two column halves; two Q/dO stages; K and V in
+    /// registers where they fit (head dim 64).
     pub fn default_for(head_dim: u32, mask: BackwardMask) -> Result<Self, ConfigError> {
         let narrow = matches!(mask, BackwardMask::Blocks { block_n, .. } if block_n < 128);
         let (warpgroups, d_split) = match head_dim {
@@ -224,7 +236,28 @@ impl BackwardKernel {
             _ if narrow => (1, 1),
             _ => (2, 1),
         };
-        Self::new(warpgroups, head_dim, d_split, 2, mask)
+        let k = Self::new(warpgroups, head_dim, d_split, 2, mask)?;
+        let fits = kv_registers_fit(head_dim, k.dkv());
+        k.with_kv_registers(fits)
+    }
+
+    /// K and V of each warpgroup's keys held in registers as the A operands of `Sᵀ` and
+    /// `dPᵀ` (RS-mode wgmma) instead of read from shared memory by every step.
+    pub fn with_kv_registers(mut self, kv_registers: bool) -> Result<Self, ConfigError> {
+        if kv_registers && !kv_registers_fit(self.head_dim, self.dkv()) {
+            return Err(ConfigError::Layout(format!(
+                "K and V of head dim {} do not fit in registers beside dK and dV of {} columns",
+                self.head_dim,
+                self.dkv()
+            )));
+        }
+        self.kv_registers = kv_registers;
+        Ok(self)
+    }
+
+    /// Whether K and V are held in registers (see [`Self::with_kv_registers`]).
+    pub fn kv_registers(&self) -> bool {
+        self.kv_registers
     }
 
     /// The element type of q, k, v, o, dO and the gradients (bf16 or fp16).
@@ -345,7 +378,7 @@ impl BackwardKernel {
         ) + match self.dq_reduce {
             DqReduce::Atomics => " red",
             DqReduce::Bulk => "",
-        }
+        } + if self.kv_registers { " kvr" } else { "" }
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).
@@ -357,6 +390,30 @@ impl BackwardKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn k_and_v_are_held_in_registers_exactly_where_they_fit() {
+        for mask in [
+            BackwardMask::Window,
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128,
+            },
+            BackwardMask::Blocks {
+                block_m: 64,
+                block_n: 64,
+            },
+        ] {
+            for d in [64, 128, 256] {
+                let k = BackwardKernel::default_for(d, mask).unwrap();
+                assert_eq!(k.kv_registers(), d == 64, "{k:?}");
+                assert_eq!(k.label().ends_with(" kvr"), d == 64, "{}", k.label());
+                let forced = k.with_kv_registers(true);
+                assert_eq!(forced.is_ok(), d == 64, "{forced:?}");
+                assert!(!k.with_kv_registers(false).unwrap().kv_registers());
+            }
+        }
+    }
 
     #[test]
     fn defaults_fit_and_bad_configurations_are_refused() {

@@ -17,7 +17,7 @@ use crate::cuda::PRELUDE;
 use crate::family::epilogue;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
-use crate::family::ptx::{self, wgmma_rs, wgmma_ss_name, wgmma_ss_trans};
+use crate::family::ptx::{self, wgmma_rs, wgmma_rs_k_major, wgmma_ss_name, wgmma_ss_trans};
 use crate::family::schedule::{key_tile, WINDOW_INFINITE};
 use crate::family::sm90::PRODUCER_REGS;
 use crate::family::smem::OperandTile;
@@ -81,6 +81,59 @@ impl Tiles {
     }
 }
 
+/// The K/V A fragments of `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` in registers (RS mode), loaded once
+/// per CTA by `ldmatrix.x4`: for k-step j, lane l of warp w of warpgroup wg gives the address
+/// of key row `64 wg + 16 w + l % 8 + 8 ((l / 8) % 2)`, column `16 j + 8 (l / 16)`, at the
+/// emitted byte `(col / 64) · chunk + sw128(128 · row + 2 · (col % 64))`; register r of thread t
+/// then holds matrix r's row t / 4, columns 2 (t % 4), + 1, which must be register `4 j + r`
+/// of the RS A operand: the pair `(2m, 2m + 1)`, m = 4 j + r, of the m64n{head_dim}
+/// accumulator layout (docs/architecture.md fact 5). Both checked for every element.
+fn check_kv_fragments(kv: &OperandTile, head_dim: u32, warpgroups: u32) -> Result<(), ConfigError> {
+    let acc = FragmentMap::new(head_dim).map_err(|e| ConfigError::Layout(e.0))?;
+    let chunk = 64 * warpgroups * 128;
+    for wg in 0..warpgroups {
+        for w in 0..4 {
+            for j in 0..head_dim / 16 {
+                for l in 0..32 {
+                    let row = 64 * wg + 16 * w + l % 8 + 8 * ((l / 8) % 2);
+                    let col = 16 * j + 8 * (l / 16);
+                    let linear = 128 * row + 2 * (col % 64);
+                    let emitted = (col / 64) * chunk + (linear ^ (((linear >> 7) & 7) << 4));
+                    for c in 0..8 {
+                        if kv.swizzled_bytes(row, col + c)? != emitted + 2 * c {
+                            return Err(ConfigError::Layout(format!(
+                                "K/V fragment: ({row}, {}) is not at byte {}",
+                                col + c,
+                                emitted + 2 * c
+                            )));
+                        }
+                    }
+                }
+                for t in 0..32 {
+                    for r in 0..4 {
+                        let m = 4 * j + r;
+                        let got = (
+                            16 * w + 8 * (r % 2) + t / 4,
+                            16 * j + 8 * (r / 2) + 2 * (t % 4),
+                        );
+                        let (want_row, want_col) = acc.coord(32 * w + t, 2 * m);
+                        let (hi_row, hi_col) = acc.coord(32 * w + t, 2 * m + 1);
+                        if got != (want_row, want_col)
+                            || (hi_row, hi_col) != (want_row, want_col + 1)
+                        {
+                            return Err(ConfigError::Layout(format!(
+                                "K/V fragment: ldmatrix register {r} of thread {} at {got:?} is not A register {m} at ({want_row}, {want_col})",
+                                32 * w + t
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The dQ postprocess stages value pairs `(2j, 2j + 1)` of a dQ chunk as one bf16x2 word at
 /// word column `col / 2`: every pair must start on an even column, for every thread.
 fn check_even_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
@@ -113,6 +166,88 @@ fn check_stmatrix(st: &FragmentMap, ds: &DsAffine) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The dS stores of a thread, `g = 0 .. values / 8`, as one offset and an XOR: the kernel
+/// computes store 0's swizzled byte once and takes store `g` at `that ^ (x · g)`. Checked for
+/// every warpgroup, thread and store against the affine formula and the swizzle; `x · g`
+/// stays below 1024, the dS buffers' alignment, so the XOR commutes with adding the buffer's
+/// address. Returns `x`.
+fn ds_store_xor(st: &FragmentMap, ds: &DsAffine, warpgroups: u32) -> Result<u32, ConfigError> {
+    let stores = st.values() / 8;
+    let byte = |wg: u32, lt: u32, g: u32| -> u32 {
+        // The template's stmatrix row: register m = 4g + lane / 8 of thread sm_lt (the warp's
+        // thread whose fragment row is lane % 8 at column 0), values 2m, 2m + 1.
+        let sm_lt = (lt & !31) | (4 * (lt & 7));
+        let m = 4 * g + (lt % 32) / 8;
+        let (key, q) = st.coord(sm_lt, 2 * m);
+        let linear = q * ds.q_bytes + (64 * wg + key) * ds.key_bytes;
+        linear ^ (((linear >> 7) & 7) << 4)
+    };
+    let x = if stores > 1 {
+        byte(0, 0, 1) ^ byte(0, 0, 0)
+    } else {
+        0
+    };
+    for wg in 0..warpgroups {
+        for lt in 0..128 {
+            for g in 0..stores {
+                let (want, got) = (byte(wg, lt, g), byte(wg, lt, 0) ^ (x * g));
+                if want != got || x * g >= 1024 {
+                    return Err(ConfigError::Layout(format!(
+                        "dS store {g} of warpgroup {wg} thread {lt} is at byte {want}, not {got} \
+                         (store 0 XOR {x} * {g}, below the 1024-byte buffer alignment)"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(x)
+}
+
+/// The query-column pairs of a thread's Sᵀ values, where the kernel reads lse and Dsum 8 bytes
+/// at a time: `cols[k]` is slot k's first column relative to the thread's first column
+/// (even), `slot_of_value[i]` the slot holding value i's column. Checked for every thread:
+/// value i's column is `first + cols[slot] + col % 2`, and the first column is even.
+struct ColumnPairs {
+    cols: Vec<u32>,
+    slot_of_value: Vec<u32>,
+}
+
+fn column_pairs(st: &FragmentMap) -> Result<ColumnPairs, ConfigError> {
+    let rel = |t: u32, i: u32| st.coord(t, i).1 - st.coord(t, 0).1;
+    let mut cols: Vec<u32> = (0..st.values()).map(|i| rel(0, i) & !1).collect();
+    cols.sort_unstable();
+    cols.dedup();
+    let slot_of_value: Vec<u32> = (0..st.values())
+        .map(|i| {
+            cols.iter()
+                .position(|&c| c == rel(0, i) & !1)
+                .map_or(0, |p| p as u32)
+        })
+        .collect();
+    for t in 0..128 {
+        let first = st.coord(t, 0).1;
+        for i in 0..st.values() {
+            let col = st.coord(t, i).1;
+            let want = first + cols[slot_of_value[i as usize] as usize] + col % 2;
+            if first % 2 != 0 || col != want {
+                return Err(ConfigError::Layout(format!(
+                    "lse/Dsum pairs: thread {t} value {i} is at column {col}, not {want} (first column {first})"
+                )));
+            }
+        }
+    }
+    Ok(ColumnPairs {
+        cols,
+        slot_of_value,
+    })
+}
+
+/// `{a, b, ...}`: a C array initialiser.
+fn brace_list(v: &[u32]) -> String {
+    let items: Vec<String> = v.iter().map(u32::to_string).collect();
+    format!("{{{}}}", items.join(", "))
+}
+
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let d = k.head_dim();
     let dkv = k.dkv();
@@ -125,6 +260,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let tiles = Tiles::new(k)?;
     let ds = ds_affine(&tiles.ds, k.cta_n())?;
     check_stmatrix(&st, &ds)?;
+    let ds_g_xor = ds_store_xor(&st, &ds, k.warpgroups())?;
+    let pairs = column_pairs(&st)?;
+    if k.kv_registers() {
+        check_kv_fragments(&tiles.kv, d, k.warpgroups())?;
+    }
     // The epilogue stages dK and dV in each warpgroup's own K and V rows (family::epilogue).
     epilogue::check_tile(&tiles.kv, k.cta_n(), d, k.cta_n() * 128, "dK/dV").map_err(layout_err)?;
     let kv_staged = epilogue::emit(
@@ -189,6 +329,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("MASK_THREADS", mask_threads.to_string()),
         ("MASK_WORDS", mask_words.to_string()),
         ("DETERMINISTIC", u32::from(k.deterministic()).to_string()),
+        ("KV_REGISTERS", u32::from(k.kv_registers()).to_string()),
+        ("KV_FRAG_REGS", (d / 4).to_string()),
         (
             "Q_CHUNK_BYTES",
             tiles.q.bytes(0, 64).map_or(0, |b| b).to_string(),
@@ -206,11 +348,13 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("GLOBAL_REDUCE", ptx::GLOBAL_REDUCE.to_string()),
         (
             "P_RECOMPUTE",
-            softmax::probability("s_acc[i]", "p.scale_log2", "lse_s[q_col + $VALUE_COL_ST]"),
+            softmax::probability("s_acc[i]", "p.scale_log2", "lse"),
         ),
         ("NAMED_BARRIERS", ptx::NAMED_BARRIERS.to_string()),
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("LDS128", ptx::LDS128.to_string()),
+        ("LDS64", ptx::LDS64.to_string()),
+        ("LDMATRIX_X4", ptx::LDMATRIX_X4.to_string()),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
         ("ACT_TO_F32", act_to_f32.to_string()),
@@ -243,8 +387,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("THREAD_COL_DKV", dkv_map.thread_col_expr("lt")),
         ("THREAD_ROW_DQ", st.thread_row_expr("lt")),
         ("THREAD_COL_DQ", st.thread_col_expr("lt")),
-        ("VALUE_ROW_ST_2M", st.value_row_expr("(2 * m)")),
-        ("VALUE_COL_ST_2M", st.value_col_expr("(2 * m)")),
+        ("VALUE_ROW_ST_2M", st.value_row_expr("(2 * sm_m)")),
+        ("VALUE_COL_ST_2M", st.value_col_expr("(2 * sm_m)")),
         ("THREAD_ROW_ST_SM", st.thread_row_expr("sm_lt")),
         ("THREAD_COL_ST_SM", st.thread_col_expr("sm_lt")),
         ("X4_STORES", (st.values() / 8).to_string()),
@@ -254,11 +398,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("KV_STAGED", kv_staged),
         ("KV_WG_STRIDE", tiles.kv.bytes(64, 0)?.to_string()),
         (
-            "DKV_OFFSET_EXPR",
+            "DKV_OFFSET16_EXPR",
             format!(
-                "(unsigned)split * {}u",
+                "(unsigned long long)split * {}ull",
                 if k.d_split() > 1 {
-                    tiles.q_mn.bytes(dkv, 0)?
+                    tiles.q_mn.offset16(dkv, 0)?
                 } else {
                     0
                 }
@@ -267,6 +411,10 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("DS_LAYOUT_DOC", ds.doc),
         ("DS_Q_BYTES", ds.q_bytes.to_string()),
         ("DS_KEY_BYTES", ds.key_bytes.to_string()),
+        ("DS_G_XOR", ds_g_xor.to_string()),
+        ("ST_PAIRS", pairs.cols.len().to_string()),
+        ("ST_PAIR_SLOTS", brace_list(&pairs.slot_of_value)),
+        ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
     values.extend(dq_pieces(k, &st));
     match k.mask() {
@@ -340,7 +488,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             ));
             v.push((
                 "DQ_STORE",
-                r#"                    const int use = c / FM_WG;   // this warpgroup's chunk index in the step
+                r#"                    const int use = u;   // this warpgroup's chunk index in the step (c = wg + FM_WG * u)
                     const unsigned buf = smem_dqs + (unsigned)(wg * FM_DQ_BUFS + use % FM_DQ_BUFS) * $DQ_CHUNK_BYTESu;
                     if (use >= FM_DQ_BUFS) {   // buffer reused within the step: wait for its previous bulk read
                         if (lt == 0) fm_bulk_wait_read0();
@@ -459,6 +607,33 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
     s.push_str(&wgmma_ss_trans(STEP_M, ty, false, false));
     s.push_str(&wgmma_ss_trans(STEP_M, ty, true, true));
     s.push_str(&wgmma_rs(dkv, ty));
+    if k.kv_registers() {
+        s.push_str(&wgmma_rs_k_major(STEP_M, ty));
+        let _ = writeln!(
+            s,
+            "// S^T = K Q^T and dP^T = V dO^T with K / V from registers (RS mode; k-step j = a[4j..4j+3], the\n\
+             // ldmatrix fragments checked by the generator): B = 64 queries, K-major, k-step j at byte B(0, 16j).\n\
+             __device__ __forceinline__ void fm_keys_queries_rs(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned long long b_desc) {{\n\
+             \x20   fm_fence_array(acc);\n\
+             \x20   fm_wgmma_fence();",
+            v = STEP_M / 2,
+            r = d / 4
+        );
+        for j in 0..d / 16 {
+            let (bb, b16) = (t.q.k_step_bytes(j)?, t.q.k_step_offset16(j)?);
+            let _ = writeln!(
+                s,
+                "    fm_wgmma_m64n{STEP_M}k16_rs_kb(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull, {sc});   // k-step {j}: B(0, {c}) = byte {bb}",
+                a0 = 4 * j,
+                a1 = 4 * j + 1,
+                a2 = 4 * j + 2,
+                a3 = 4 * j + 3,
+                sc = u32::from(j > 0),
+                c = 16 * j
+            );
+        }
+        s.push_str("    fm_wgmma_commit();\n    fm_fence_array(acc);\n}\n");
+    }
     let ss = wgmma_ss_name(STEP_M, false, false);
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: A = 64 keys (K-major), B = 64 queries (K-major), K = D.
     // One function for both: V and dO are tiles of K's and Q's layouts.
@@ -467,10 +642,10 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             s,
             "// S^T = K Q^T and dP^T = V dO^T (V, dO: the layouts of K, Q): A = 64 keys, B = 64 queries, both\n\
              // K-major, K = D; k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
-             __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
+             // a_desc, b_desc: the descriptors of A(0, 0) and B(0, 0) (fm_desc, FM_DESC_K and FM_DESC_Q bits).\n\
+             __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
              \x20   fm_fence_array(acc);\n\
-             \x20   fm_wgmma_fence();\n\
-             \x20   const unsigned a_start = fm_desc_start(a_base), b_start = fm_desc_start(b_base);",
+             \x20   fm_wgmma_fence();",
             v = STEP_M / 2
         );
         for j in 0..d / 16 {
@@ -478,7 +653,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             let (a16, b16) = (t.kv.k_step_offset16(j)?, t.q.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    {ss}(acc, fm_desc_at(a_start, {a16}u, FM_DESC_K), fm_desc_at(b_start, {b16}u, FM_DESC_Q), {sc});   // k-step {j}: A(0, {c}) = byte {ab}, B(0, {c}) = byte {bb}",
+                "    {ss}(acc, a_desc + {a16}ull, b_desc + {b16}ull, {sc});   // k-step {j}: A(0, {c}) = byte {ab}, B(0, {c}) = byte {bb}",
                 sc = u32::from(j > 0),
                 c = 16 * j
             );
@@ -492,10 +667,10 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             s,
             "// dV += P^T dO and dK += dS^T Q: A from registers (k-block j = queries 16j..16j+15 = values 8j..8j+7\n\
              // of the m64n64 accumulator, docs/architecture.md fact 5); B (dO or Q) MN-major, k-block j at byte B(0, 16j).\n\
-             __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned b_base) {{\n\
+             // b_desc: the descriptor of B(0, 0) (fm_desc, FM_DESC_Q_MN bits).\n\
+             __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned long long b_desc) {{\n\
              \x20   fm_fence_array(acc);\n\
-             \x20   fm_wgmma_fence();\n\
-             \x20   const unsigned b_start = fm_desc_start(b_base);",
+             \x20   fm_wgmma_fence();",
             v = dkv / 2,
             r = STEP_M / 4
         );
@@ -503,7 +678,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             let (bb, b16) = (t.q_mn.k_step_bytes(j)?, t.q_mn.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    fm_wgmma_m64n{dkv}k16_rs(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], fm_desc_at(b_start, {b16}u, FM_DESC_Q_MN));   // k-block {j}: B(0, {c}) = byte {bb}",
+                "    fm_wgmma_m64n{dkv}k16_rs(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull);   // k-block {j}: B(0, {c}) = byte {bb}",
                 a0 = 4 * j,
                 a1 = 4 * j + 1,
                 a2 = 4 * j + 2,
@@ -519,10 +694,10 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         s,
         "// dQ(:, 64-column chunk) = dS K(:, chunk): A = dS (MN-major, queries contiguous), B = K (MN-major,\n\
          // D contiguous); k-step j = keys 16j..16j+15 at bytes dS(0, 16j) and K_MN(0, 16j).\n\
-         __device__ __forceinline__ void fm_dq(float (&acc)[{v}], unsigned a_base, unsigned b_base) {{\n\
+         // a_desc, b_desc: the descriptors of dS(0, 0) and K_MN(0, 0) (fm_desc, FM_DESC_DS and FM_DESC_K_MN bits).\n\
+         __device__ __forceinline__ void fm_dq(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
          \x20   fm_fence_array(acc);\n\
-         \x20   fm_wgmma_fence();\n\
-         \x20   const unsigned a_start = fm_desc_start(a_base), b_start = fm_desc_start(b_base);",
+         \x20   fm_wgmma_fence();",
         v = STEP_M / 2
     );
     for j in 0..n / 16 {
@@ -530,7 +705,7 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         let (a16, b16) = (t.ds.k_step_offset16(j)?, t.k_mn.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    {ta}(acc, fm_desc_at(a_start, {a16}u, FM_DESC_DS), fm_desc_at(b_start, {b16}u, FM_DESC_K_MN), {sc});   // k-step {j}: dS(0, {c}) = byte {ab}, K(0, {c}) = byte {bb}",
+            "    {ta}(acc, a_desc + {a16}ull, b_desc + {b16}ull, {sc});   // k-step {j}: dS(0, {c}) = byte {ab}, K(0, {c}) = byte {bb}",
             sc = u32::from(j > 0),
             c = 16 * j
         );

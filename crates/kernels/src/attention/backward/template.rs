@@ -17,6 +17,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_MASK_THREADS $MASK_THREADS        // threads of the mask's backward accumulator
 #define FM_MASK_WORDS $MASK_WORDS            // words per thread per mask tile
 #define FM_DETERMINISTIC $DETERMINISTIC
+#define FM_KV_REGISTERS $KV_REGISTERS         // K and V of the warpgroup's keys as RS A fragments (S^T, dP^T)
 #define FM_Q_CHUNK_BYTES $Q_CHUNK_BYTES      // one 64-column chunk of a Q/dO tile: Q(0, 64) of its layout
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES     // one 64-column chunk of K/V: K(0, 64)
 #define FM_Q_TILE_BYTES $Q_TILE_BYTES      // FM_STEP_M x D
@@ -38,6 +39,8 @@ $ACT_TO_F32
 }
 $STMATRIX_SW128
 $LDS128
+$LDS64
+$LDMATRIX_X4
 $NAMED_BARRIERS
 // Every consumer thread arrives (release) on the stage's empty barrier after its last read of the stage (Q, dO
 // through wgmma; lse and Dsum through plain loads), so each thread's own reads are released before the producer
@@ -152,7 +155,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $PRODUCER_REGS;\n" ::: "memory");
         if (threadIdx.x < 32u) {
             const int lane = (int)threadIdx.x;
-            int it = 0;
+            unsigned it = 0;
             bool kv_loaded = false;
             for (int gi = 0; gi < group; ++gi) {
                 const int head = kv_head * group + gi;
@@ -172,8 +175,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                         }
                         kv_loaded = true;
                     }
-                    const int stage = it % FM_STAGES;
-                    const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
+                    const unsigned stage = it % FM_STAGES;
+                    const unsigned phase = (it / FM_STAGES) & 1u;
                     fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
                     if (lane == 0) {
                         fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES);
@@ -224,10 +227,27 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         float dv_acc[$DKV_VALUES], dk_acc[$DKV_VALUES];
 #pragma unroll
         for (int i = 0; i < $DKV_VALUES; ++i) { dv_acc[i] = 0.f; dk_acc[i] = 0.f; }
-        // This warpgroup's 64 keys start at byte K(64 * wg, 0) of the K and V tiles.
-        const unsigned k_wg = smem_k + (unsigned)wg * $KV_WG_STRIDEu;
-        const unsigned v_wg = smem_v + (unsigned)wg * $KV_WG_STRIDEu;
-        int it = 0;
+        // The GEMMs' shared-memory descriptors, once (fm_desc; a slice adds its offset in 16-byte units):
+        // this warpgroup's 64 keys start at byte K(64 * wg, 0) of the K and V tiles; Q, dO and dS at their
+        // first stage and buffer.
+        const unsigned long long desc_k = fm_desc(smem_k + (unsigned)wg * $KV_WG_STRIDEu, FM_DESC_K);
+        const unsigned long long desc_v = fm_desc(smem_v + (unsigned)wg * $KV_WG_STRIDEu, FM_DESC_K);
+        const unsigned long long desc_k_mn = fm_desc(smem_k, FM_DESC_K_MN);
+        const unsigned long long desc_q = fm_desc(smem_q, FM_DESC_Q), desc_do = fm_desc(smem_do, FM_DESC_Q);
+        const unsigned long long desc_q_mn = fm_desc(smem_q, FM_DESC_Q_MN) + $DKV_OFFSET16_EXPR;
+        const unsigned long long desc_do_mn = fm_desc(smem_do, FM_DESC_Q_MN) + $DKV_OFFSET16_EXPR;
+        const unsigned long long desc_ds = fm_desc(smem_ds, FM_DESC_DS);
+        // This thread's dS stmatrix address for g = 0 within a dS buffer (the generator checks that store g is at
+        // this offset XOR $DS_G_XOR * g, and the buffers are 1024-byte aligned, so the XOR commutes with the add).
+        // Store g = 0: register sm_m = (lt % 32) / 8, values 2 sm_m, 2 sm_m + 1 of thread sm_lt: key row
+        // 64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M, query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST).
+        const int sm_m = (lt % 32) / 8;
+#if FM_KV_REGISTERS
+        unsigned k_frag[$KV_FRAG_REGS], v_frag[$KV_FRAG_REGS];   // loaded once K and V are in shared memory
+#endif
+        const unsigned ds_st0 = fm_sw128((unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
+                                         + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES);
+        unsigned it = 0;
         for (int gi = 0; gi < group; ++gi) {
             const int head = kv_head * group + gi;
             const long long bh = (long long)batch * p.heads + head;
@@ -235,33 +255,72 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
             for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
                 const fm_step t = fm_step_at(p, sched, batch, head, kk);
                 $LOAD_WORD
-                const int stage = it % FM_STAGES;
-                const unsigned phase = (unsigned)(it / FM_STAGES) & 1u;
-                if (it == 0) fm_mbar_wait(FM_BAR_KV, 0u);
-                const unsigned q_s = smem_q + stage * FM_Q_TILE_BYTES;
-                const unsigned do_s = smem_do + stage * FM_Q_TILE_BYTES;
-                const unsigned ds_s = smem_ds + (unsigned)(it & 1) * FM_DS_BYTES;
+                const unsigned stage = it % FM_STAGES;
+                const unsigned phase = (it / FM_STAGES) & 1u;
+                if (it == 0) {
+                    fm_mbar_wait(FM_BAR_KV, 0u);
+#if FM_KV_REGISTERS
+                    // The RS A fragments of K and V by ldmatrix.x4: for k-step j, lane l of warp lt / 32 gives key row
+                    // 64 wg + 16 (lt / 32) + l % 8 + 8 ((l / 8) % 2), column 16 j + 8 (l / 16) (the generator checks
+                    // the bytes against the tile's layout and the registers against the RS A operand).
+                    const int lane = lt % 32;
+                    const unsigned row = (unsigned)(64 * wg + 16 * (lt / 32) + lane % 8 + 8 * ((lane / 8) % 2));
+#pragma unroll
+                    for (int j = 0; j < FM_D / 16; ++j) {
+                        const unsigned col = (unsigned)(16 * j + 8 * (lane / 16));
+                        const unsigned b = (col / 64u) * FM_KV_CHUNK_BYTES + fm_sw128(128u * row + 2u * (col % 64u));
+                        fm_ldmatrix_x4(smem_k + b, k_frag[4 * j], k_frag[4 * j + 1], k_frag[4 * j + 2], k_frag[4 * j + 3]);
+                        fm_ldmatrix_x4(smem_v + b, v_frag[4 * j], v_frag[4 * j + 1], v_frag[4 * j + 2], v_frag[4 * j + 3]);
+                    }
+#endif
+                }
+                const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
+                const unsigned ds_buf = it & 1u;
+                const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
                 fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
-                fm_keys_queries_t(s_acc, k_wg, q_s);    // S^T = K Q^T
+#if FM_KV_REGISTERS
+                fm_keys_queries_rs(s_acc, k_frag, desc_q + q_off16);    // S^T = K Q^T
+#else
+                fm_keys_queries_t(s_acc, desc_k, desc_q + q_off16);    // S^T = K Q^T
+#endif
                 fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
-                fm_keys_queries_t(dp_acc, v_wg, do_s);  // dP^T = V dO^T
+#if FM_KV_REGISTERS
+                fm_keys_queries_rs(dp_acc, v_frag, desc_do + q_off16);  // dP^T = V dO^T
+#else
+                fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
+#endif
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
                 // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
-                // arrivals), read through generic pointers after the waits above; equal columns share a load.
-                const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
-                const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
+                // arrivals), read after the waits above as this thread's $ST_PAIRS column pairs: value i's columns
+                // q_col + $VALUE_COL_ST and its pair partner's are adjacent, from an even column, pair slot
+                // fm_st_pair_slot[i] at column q_col + fm_st_pair_col[slot] (the generator derives both from
+                // $LAYOUT_ST and checks them), so each pair is one 8-byte load.
+                constexpr int fm_st_pair_slot[$ST_VALUES] = $ST_PAIR_SLOTS;
+                constexpr int fm_st_pair_col[$ST_PAIRS] = $ST_PAIR_COLS;
+                const unsigned lse_row = smem_lse + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
+                const unsigned dsum_row = smem_dsum + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
+                float2 lse_p[$ST_PAIRS];
+#pragma unroll
+                for (int k = 0; k < $ST_PAIRS; ++k) lse_p[k] = fm_lds64_f2(lse_row + 4u * fm_st_pair_col[k]);
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) {
-                    // $LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST
+                    const float2 l2 = lse_p[fm_st_pair_slot[i]];
+                    const float lse = ($VALUE_COL_ST) % 2 ? l2.y : l2.x;
                     s_acc[i] = $P_RECOMPUTE;   // P^T
                 }
                 fm_wgmma_wait<0>();
                 fm_fence_array(dp_acc);
+                float2 dsum_p[$ST_PAIRS];
 #pragma unroll
-                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
+                for (int k = 0; k < $ST_PAIRS; ++k) dsum_p[k] = fm_lds64_f2(dsum_row + 4u * fm_st_pair_col[k]);
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    const float2 d2 = dsum_p[fm_st_pair_slot[i]];
+                    dp_acc[i] = s_acc[i] * (dp_acc[i] - (($VALUE_COL_ST) % 2 ? d2.y : d2.x));   // dS^T
+                }
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
@@ -269,17 +328,12 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 // stmatrix.m8n8.x4 (PTX ISA 9.7.14.5.16): registers 4g..4g+3 of the warp are four 8x8 matrices
                 // (checked by the generator); lane 8j + r gives row r of matrix j = register m = 4g + j: the 8
                 // queries of one key, at the pair 2m of the warp's thread 4r.
+                const unsigned ds_st = ds_s + ds_st0;
 #pragma unroll
-                for (int g = 0; g < $X4_STORES; ++g) {
-                    const int m = 4 * g + (lt % 32) / 8;
-                    // values 2m, 2m+1 of thread sm_lt: key row 64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M,
-                    // query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST)
-                    const unsigned b = (unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
-                                     + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES;
-                    fm_stmatrix_x4(ds_s + fm_sw128(b), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
-                }
+                for (int g = 0; g < $X4_STORES; ++g)
+                    fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
-                fm_kv_grad(dv_acc, p_a, do_s + $DKV_OFFSET_EXPR);   // dV += P^T dO
+                fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
@@ -294,14 +348,20 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
                 // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
                 // FlashAttention-4's flash_bwd_sm90 order).
-                bool dk_issued = false;
-                for (int c = wg; c < FM_DKV / 64; c += FM_WG) {
+                // Chunks c = wg + FM_WG * u of the CTA's FM_DKV / 64.
+#pragma unroll 1
+                for (int u = 0; u < (FM_DKV / 64 + FM_WG - 1) / FM_WG; ++u) {
+                    const int c = wg + FM_WG * u;
+                    if (c >= FM_DKV / 64) {
+                        if (u == 0) fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q (no dQ chunk here)
+                        break;
+                    }
                     const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
                     float dq_acc[$ST_VALUES];
-                    fm_dq(dq_acc, ds_s, smem_k + (unsigned)(col0 / 64) * FM_KV_CHUNK_BYTES);   // dQ chunk = dS K(:, col0..)
-                    if (!dk_issued) {
-                        fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q
-                        dk_issued = true;
+                    // dQ chunk = dS K(:, col0..)
+                    fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16), desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));
+                    if (u == 0) {
+                        fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q
                         fm_wgmma_wait<1>();
                     } else {
                         fm_wgmma_wait<0>();
@@ -309,7 +369,6 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     fm_fence_array(dq_acc);
 $DQ_STORE
                 }
-                if (!dk_issued) fm_kv_grad(dk_acc, ds_a, q_s + $DKV_OFFSET_EXPR);   // dK += dS^T Q (no dQ chunk here)
                 fm_wgmma_wait<0>();
                 fm_fence_array(dv_acc);
                 fm_fence_array(dk_acc);

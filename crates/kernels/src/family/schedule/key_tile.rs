@@ -13,7 +13,14 @@ struct fm_schedule {
     int num_steps;   // steps visited
     int m_first;     // first step (query rows FM_STEP_M * m_first ..)
     int n0;          // first key of the CTA
+    int full_begin;  // steps kk in full_begin .. full_end - 1 see every (query, key) pair of the CTA
+    int full_end;
 };
+
+// floor(a / FM_STEP_M) for any sign of a.
+__device__ __forceinline__ long long fm_floor_steps(long long a) {
+    return a >= 0 ? a / FM_STEP_M : -((-a + FM_STEP_M - 1) / FM_STEP_M);
+}
 
 // The key tile of the x-th CTA: index order (no lists to order by).
 __device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params&, int, int, int x) { return x; }
@@ -25,9 +32,27 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
     const long long lo = p.window_right >= $WINDOW_INFINITE ? 0 : max(0LL, (long long)s.n0 - p.diag_offset - p.window_right);
     const long long hi = p.window_left >= $WINDOW_INFINITE ? (long long)p.seqlen_q - 1
                                                           : min((long long)p.seqlen_q - 1, n_end - p.diag_offset + p.window_left);
+    s.full_begin = 0;
+    s.full_end = 0;
     if (lo > hi) { s.num_steps = 0; s.m_first = 0; return s; }
     s.m_first = (int)(lo / FM_STEP_M);
     s.num_steps = (int)(hi / FM_STEP_M) - s.m_first + 1;
+    // The steps that need no mask, once per schedule (fm_step_at's test per step is kk in this range):
+    // rows i0 = FM_STEP_M m .. i1 = i0 + FM_STEP_M - 1 see all keys n0 .. n0 + FM_CTA_N - 1 iff
+    //   left:  i1 + diag_offset - window_left <= n0, i.e. m <= floor((n0 - (FM_STEP_M - 1) - diag_offset + window_left) / FM_STEP_M);
+    //   right: n0 + FM_CTA_N - 1 <= i0 + diag_offset + window_right, i.e. m >= -floor(-(n0 + FM_CTA_N - 1 - diag_offset - window_right) / FM_STEP_M);
+    //   and the CTA's last key is below seqlen_k.
+    if (s.n0 + FM_CTA_N <= p.seqlen_k) {
+        const long long m_last = (long long)s.m_first + s.num_steps - 1;
+        const long long m_hi = p.window_left >= $WINDOW_INFINITE ? m_last
+            : min(m_last, fm_floor_steps((long long)s.n0 - (FM_STEP_M - 1) - p.diag_offset + p.window_left));
+        const long long m_lo = p.window_right >= $WINDOW_INFINITE ? (long long)s.m_first
+            : max((long long)s.m_first, -fm_floor_steps(-((long long)s.n0 + FM_CTA_N - 1 - p.diag_offset - p.window_right)));
+        if (m_lo <= m_hi) {
+            s.full_begin = (int)(m_lo - s.m_first);
+            s.full_end = (int)(m_hi - s.m_first) + 1;
+        }
+    }
     return s;
 }
 
@@ -43,11 +68,7 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
     t.m = s.m_first + kk;
     t.mask_tile = -1;
     t.word = 0;
-    const long long i0 = (long long)t.m * FM_STEP_M, i1 = i0 + FM_STEP_M - 1;
-    const bool left_ok = p.window_left >= $WINDOW_INFINITE || i1 + p.diag_offset - p.window_left <= (long long)s.n0;
-    const bool right_ok = p.window_right >= $WINDOW_INFINITE || (long long)s.n0 + FM_CTA_N - 1 <= i0 + p.diag_offset + p.window_right;
-    const bool bound_ok = s.n0 + FM_CTA_N <= p.seqlen_k;
-    t.partial = (left_ok && right_ok && bound_ok) ? 0 : 1;
+    t.partial = (kk >= s.full_begin && kk < s.full_end) ? 0 : 1;
     return t;
 }
 
