@@ -521,7 +521,32 @@ def trace(name, spec, P, dev, H, D, out_dir):
     tag = "doc" if "document" in name else "causal"
     prof.export_chrome_trace(os.path.join(out_dir, f"trace_{tag}_r{dist.get_rank()}.json"))
     plan.__dict__.pop("_prepared", None)
+    del ql, kl, vl, dol
     torch.cuda.empty_cache()
+    if dist.get_rank() == 0 and spec.get("whole") is not None:
+        # the one-GPU step's kernels, for comparison
+        mask = spec["whole"]()
+        if not mask.has_transposed:
+            mask = mask.with_transposed(device=dev)
+        mask.to(dev)
+        q, k, v, do = (torch.randn(1, H, S, D, device=dev, dtype=torch.bfloat16,
+                                   generator=g) for _ in range(4))
+        for t in (q, k, v):
+            t.requires_grad_()
+
+        def one():
+            fragmask.attention(q, k, v, mask).backward(do)
+        for _ in range(3):
+            one()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(2):
+                one()
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(os.path.join(out_dir, f"trace_{tag}_1gpu.json"))
+        del q, k, v, do
+        torch.cuda.empty_cache()
+    dist.barrier()
 
 
 def print_phases(report):
