@@ -431,8 +431,8 @@ def causal_candidates(S, P, chunk=128):
 
 
 def sweep(name, spec, P, dev, H, D):
-    """Measured overlapped steps of other plans (and backward modes) of one case."""
-    from fragmask.distributed import _attention as A, _plan
+    """Measured overlapped steps of other plans of one case."""
+    from fragmask.distributed import _plan
 
     S, desc = spec["S"], spec["desc"]
     g = torch.Generator(device=dev).manual_seed(5)
@@ -456,22 +456,14 @@ def sweep(name, spec, P, dev, H, D):
         for t in (ql, kl, vl):
             t.requires_grad_()
         fd.prepare(vplan, desc, device=dev)
-        if label in ("planner", "zigzag in 4"):
-            modes = (False, "cat", "prebuilt")
-        else:
-            modes = (False, "prebuilt") if "document" in name else (False,)
-        for mode in modes:
-            A.BACKWARD_ONE_CALL = mode
-            try:
-                def step():
-                    o = fd.attention(ql, kl, vl, vplan, desc)
-                    o.backward(dol)
-                mine, slowest = step_ms(step)
-                ph = phases(step)
-            finally:
-                A.BACKWARD_ONE_CALL = False
+        for _ in (0,):
+            def step():
+                o = fd.attention(ql, kl, vl, vplan, desc)
+                o.backward(dol)
+            mine, slowest = step_ms(step)
+            ph = phases(step)
             rt = vplan.remote_tiles().tolist()
-            row = {"plan": label, "backward_one_call": mode, "two_gpu_ms": slowest,
+            row = {"plan": label, "two_gpu_ms": slowest,
                    "per_rank_ms": all_values(mine), "remote_rows_tiles": rt,
                    "pairs_imbalance": vplan.imbalance,
                    "tiles_per_rank": np.bincount(
@@ -483,7 +475,7 @@ def sweep(name, spec, P, dev, H, D):
                    "phases": ph}
             rows.append(row)
             if dist.get_rank() == 0:
-                print(f"SWEEP {name} | {label} | bwd one call {mode} | "
+                print(f"SWEEP {name} | {label} | "
                       f"{slowest:.3f} ms | per rank "
                       f"{', '.join(f'{x:.3f}' for x in row['per_rank_ms'])} | phases "
                       f"{', '.join(f'{x:.3f}' for x in row['phase_sum_per_rank'])} | "
@@ -493,6 +485,66 @@ def sweep(name, spec, P, dev, H, D):
         del ql, kl, vl, dol
         torch.cuda.empty_cache()
     return rows
+
+
+def ab(name, spec, P, dev, H, D, base_module, rounds=5):
+    """The overlapped step of ``base_module`` (another fragmask.distributed, e.g. the
+    main branch's installed beside this one) against this one, alternated over
+    ``rounds`` in one process on the same inputs (and this one with packed K/V sends,
+    and for documents with the best two-rank plan in 256-token chunks): medians of the
+    slowest rank's step."""
+    import importlib
+    from fragmask.distributed import _attention as A, _plan
+
+    base = importlib.import_module(base_module)
+    S, desc = spec["S"], spec["desc"]
+    g = torch.Generator(device=dev).manual_seed(5)
+    plan = fd.plan(desc, P)
+    ql, kl, vl, dol = (torch.randn(1, H, plan.local_seqlen, D, device=dev,
+                                   dtype=torch.bfloat16, generator=g) for _ in range(4))
+    for t in (ql, kl, vl):
+        t.requires_grad_()
+    bdesc = _same_description(base, desc)
+    variants = [("base", base, base.plan(bdesc, P), bdesc, None),
+                ("this", fd, plan, desc, None),
+                ("this, K/V packed", fd, plan, desc, 0)]
+    if "document" in name:
+        cand = doc_candidates(desc, P, chunk=256, keep=1)
+        if cand:
+            variants.append((f"this, 256-token chunks ({cand[0][0]})", fd,
+                             _plan.Plan(desc, P, 256, cand[0][1], "chunk 256"), desc, None))
+    for _, mod, vplan, vdesc, _ in variants:
+        mod.prepare(vplan, vdesc, device=dev)
+    times = {v[0]: [] for v in variants}
+    keep = A.MAX_WIRE_PIECES
+    for _ in range(rounds):
+        for label, mod, vplan, vdesc, pieces in variants:
+            A.MAX_WIRE_PIECES = keep if pieces is None else pieces
+            try:
+                def step():
+                    o = mod.attention(ql, kl, vl, vplan, vdesc)
+                    o.backward(dol)
+                times[label].append(step_ms(step)[1])
+            finally:
+                A.MAX_WIRE_PIECES = keep
+    out = {label: {"median_ms": float(np.median(t)), "all_ms": t}
+           for label, t in times.items()}
+    for _, _, vplan, _, _ in variants:
+        vplan.__dict__.pop("_prepared", None)
+    if dist.get_rank() == 0:
+        for label, r in out.items():
+            print(f"AB {name} | {label} | median {r['median_ms']:.3f} ms | "
+                  f"{', '.join(f'{x:.3f}' for x in r['all_ms'])}", flush=True)
+    del ql, kl, vl, dol
+    torch.cuda.empty_cache()
+    return out
+
+
+def _same_description(module, desc):
+    """``desc`` rebuilt from ``module``'s classes (its planner checks them by type)."""
+    if isinstance(desc, fd.Intervals):
+        return module.Intervals(desc.lo, desc.hi)
+    return desc
 
 
 def trace(name, spec, P, dev, H, D, out_dir):
@@ -599,6 +651,10 @@ def main():
     ap.add_argument("--sweep", action="store_true",
                     help="also measure other plans and backward modes (documents, causal)")
     ap.add_argument("--trace", default="", help="folder for torch.profiler traces")
+    ap.add_argument("--ab", default="",
+                    help="another fragmask.distributed module (e.g. a copy of the main "
+                         "branch's as fragmask.distributed_base) to alternate with this "
+                         "one (documents, causal)")
     ap.add_argument("--lean", action="store_true",
                     help="skip the exchange-alone and forward-only rows; fewer steps")
     args = ap.parse_args()
@@ -628,6 +684,12 @@ def main():
             except Exception as e:
                 if rank == 0:
                     print(f"{name} sweep: FAILED {type(e).__name__}: {e}", flush=True)
+        if args.ab and ("document" in name or name == "causal"):
+            try:
+                report[name + " ab"] = ab(name, spec, P, dev, H, D, args.ab)
+            except Exception as e:
+                if rank == 0:
+                    print(f"{name} ab: FAILED {type(e).__name__}: {e}", flush=True)
         if args.trace and ("document" in name or name == "causal"):
             try:
                 trace(name, spec, P, dev, H, D, args.trace)

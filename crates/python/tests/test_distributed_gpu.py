@@ -213,20 +213,21 @@ class ContextParallel(unittest.TestCase):
                     self.assertLessEqual((a_o.double() - b_o.double()).abs().max().item(),
                                          2 * ulp * o_p.abs().max().item() + 1e-6)
 
-    def test_one_backward_call_over_own_and_received_keys_matches_fp32(self):
+    def test_k_v_sent_packed_or_by_pieces_match_fp32(self):
         from fragmask.distributed import _attention
 
         S = 4096
         picked = cases(S)
-        for mode in ("cat", "prebuilt"):
+        keep = _attention.MAX_WIRE_PIECES
+        for pieces in (0, 4096):          # always one packed buffer; always by pieces
             for name in ("document-causal GQA", "causal", "top-k per head"):
                 desc, H, Hk, chunk, block, dtype = picked[name]
-                with self.subTest(mode=mode, mask=name):
-                    _attention.BACKWARD_ONE_CALL = mode
+                with self.subTest(pieces=pieces, mask=name):
+                    _attention.MAX_WIRE_PIECES = pieces
                     try:
                         self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
                     finally:
-                        _attention.BACKWARD_ONE_CALL = False
+                        _attention.MAX_WIRE_PIECES = keep
 
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))

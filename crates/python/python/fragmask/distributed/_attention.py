@@ -364,13 +364,6 @@ def phase_table(marks):
 
 _SIDE = {}
 
-# How the overlapped backward runs the received keys: False, one backward call per
-# step then the own keys' (their dK/dV travel during the own call); "cat": one call
-# over the own and received keys concatenated in the backward, the dK/dV returns after
-# it; "prebuilt": the same call over a concatenation the forward's side stream built
-# while the own keys' forward ran (bench/cp_bench.py measures all three).
-BACKWARD_ONE_CALL = False
-
 
 class _Streams:
     """The compute stream (torch's current) and the side stream the exchange is
@@ -387,6 +380,16 @@ class _Streams:
             if side is None:
                 side = _SIDE[device.index] = torch.cuda.Stream(device)
             self.side = side
+
+    def packed(self):
+        """An event at the side stream's current point (None on the CPU)."""
+        if not self.cuda:
+            return None
+        import torch
+
+        ev = torch.cuda.Event()
+        ev.record(self.side)
+        return ev
 
     def on_side(self):
         import contextlib
@@ -408,6 +411,29 @@ def _post(pairs, group):
     if not ops:
         return []
     return dist.batch_isend_irecv(ops)
+
+
+# The forward sends K/V as one piece per (batch, head, run of consecutive tokens): views
+# of k and v, no packing kernel, when there are at most this many pieces per tensor
+# (the same on both sides: the runs are the plan's); else one packed buffer. 0: always
+# packed.
+MAX_WIRE_PIECES = 32
+# Packed sends: the compute stream waits for the packing before the own keys' forward.
+# A packing kernel queued beside a running attention kernel waits for its last wave,
+# and the transfer after it (bench/cp_bench.py --trace).
+WAIT_FOR_PACKING = True
+
+
+def _by_pieces(t, runs):
+    """Whether a transfer of ``runs`` ((start, end) tokens) of a [B, H, S, D] tensor
+    like ``t`` goes as one message per (b, h, run)."""
+    return 0 < t.shape[0] * t.shape[1] * len(runs) <= MAX_WIRE_PIECES
+
+
+def _pieces(t, runs):
+    """The (b, h, run) views of t's tokens, in wire order."""
+    return [t[b, h, a:e] for b in range(t.shape[0]) for h in range(t.shape[1])
+            for a, e in runs]
 
 
 def _wait(works):
@@ -463,7 +489,7 @@ def _part_backward(q, k, v, o, lse, do, mask, scale):
                              scale)
 
 
-def _overlapped_forward(q, k, v, prep, group, scale, for_backward=False):
+def _overlapped_forward(q, k, v, prep, group, scale):
     """(o, lse, received K/V per step). Step 0's chunks are packed and posted on the
     side stream before the own keys' attention; each later step is posted as soon as
     the one before has landed, before that one is computed (``forward_events``)."""
@@ -475,10 +501,6 @@ def _overlapped_forward(q, k, v, prep, group, scale, for_backward=False):
     works = [None] * len(steps)
     keep = []
     o = lse = None
-    cat = None
-    if for_backward and BACKWARD_ONE_CALL == "prebuilt" and steps and streams.cuda:
-        total = k.shape[2] + sum(st.recv_len for st in steps)
-        cat = (k.new_empty((B, Hk, total, Dk)), v.new_empty((B, Hk, total, Dv)))
     _mark("start")
     for ev in forward_events(len(steps)):
         kind = ev[0]
@@ -490,25 +512,43 @@ def _overlapped_forward(q, k, v, prep, group, scale, for_backward=False):
                 # allocated on the compute stream, which reads them
                 recv[i] = (k.new_empty((B, Hk, st.recv_len, Dk)),
                            v.new_empty((B, Hk, st.recv_len, Dv)))
+            copied = False
             with streams.on_side():
                 _mark("start", "side")
                 if prep.step_send[i] is not None:
-                    ks, vs = (_take(t, prep.step_send[i]) for t in (k, v))
-                    keep.append((ks, vs))
-                    pairs += [("send", ks, prep.peer_dst[i]), ("send", vs, prep.peer_dst[i])]
+                    runs = st.send_runs
+                    if _by_pieces(k, runs):
+                        for t in (k, v):
+                            for piece in _pieces(t, runs):
+                                if not piece.is_contiguous():
+                                    piece = piece.contiguous()
+                                    copied = True
+                                keep.append(piece)
+                                pairs.append(("send", piece, prep.peer_dst[i]))
+                    else:
+                        ks, vs = (_take(t, prep.step_send[i]) for t in (k, v))
+                        copied = copied or ks.data_ptr() != k.data_ptr()
+                        keep.append((ks, vs))
+                        pairs += [("send", ks, prep.peer_dst[i]),
+                                  ("send", vs, prep.peer_dst[i])]
                 if recv[i] is not None:
-                    pairs += [("recv", recv[i][0], prep.peer_src[i]),
-                              ("recv", recv[i][1], prep.peer_src[i])]
+                    pieces = [(a, a + n) for a, n in st.recv_runs]
+                    if _by_pieces(k, pieces):
+                        pairs += [("recv", piece, prep.peer_src[i])
+                                  for buf in recv[i] for piece in _pieces(buf, pieces)]
+                    else:
+                        pairs += [("recv", recv[i][0], prep.peer_src[i]),
+                                  ("recv", recv[i][1], prep.peer_src[i])]
+                packed = streams.packed() if copied and WAIT_FOR_PACKING else None
                 works[i] = _post(pairs, group)
                 _mark("pack + post K/V", "side")
-                if cat is not None and i == 0:
-                    S0 = k.shape[2]
-                    cat[0][:, :, :S0].copy_(k)
-                    cat[1][:, :, :S0].copy_(v)
-                    _mark("own K/V into the concatenation", "side")
                 if PROFILE is not None:
                     _wait(works[i])             # the side stream only (timing)
                     _mark("K/V in flight", "side")
+            if packed is not None:
+                # The compute stream's next kernel waits for the packing, so the
+                # transfer's NCCL kernel (launched before it) takes its SMs first.
+                streams.compute.wait_event(packed)
         elif kind == "own":
             o, lse = _part_forward(q, k, v, prep.own_mask, scale)
             _mark("own keys forward")
@@ -526,24 +566,7 @@ def _overlapped_forward(q, k, v, prep, group, scale, for_backward=False):
             _merge_into(o, lse, sel, o_p, lse_p)
             _mark("merge")
     del keep
-    if cat is not None:
-        off = k.shape[2]
-        for i in _by_source(steps, recv):
-            n = steps[i].recv_len
-            cat[0][:, :, off:off + n].copy_(recv[i][0])
-            cat[1][:, :, off:off + n].copy_(recv[i][1])
-            off += n
-        streams.compute.wait_stream(streams.side)   # the own part's copy
-        _mark("received K/V into the concatenation")
-        recv = recv + [cat]
     return o, lse, recv
-
-
-def _by_source(steps, recv):
-    """The steps that received keys, in key order (``plan.kv_positions``: by source
-    rank)."""
-    return sorted((i for i in range(len(steps)) if recv[i] is not None),
-                  key=lambda i: steps[i].src)
 
 
 def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
@@ -560,8 +583,6 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     dq_parts = []
     dq = dk = dv = None
     _mark("start")
-    if BACKWARD_ONE_CALL and steps:        # the same on every rank: the posts match
-        return _one_call_backward(q, k, v, o, lse, do, recv, prep, group, scale, streams)
     for ev in backward_events(len(steps)):
         kind = ev[0]
         if kind == "compute":
@@ -615,50 +636,6 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     return dq, dk, dv
 
 
-def _one_call_backward(q, k, v, o, lse, do, recv, prep, group, scale, streams):
-    """The backward as one call over the own and received keys (``BACKWARD_ONE_CALL``):
-    the received keys' dK/dV go back to their owners after it, not overlapped."""
-    import torch
-
-    steps = prep.steps
-    order = _by_source(steps, recv[:len(steps)])
-    S = k.shape[2]
-    if len(recv) > len(steps):
-        kc, vc = recv[-1]
-    else:
-        kc = torch.cat([k] + [recv[i][0] for i in order], dim=2)
-        vc = torch.cat([v] + [recv[i][1] for i in order], dim=2)
-        _mark("concatenate K/V")
-    dq, dkc, dvc = _part_backward(q, kc, vc, o, lse, do, prep.mask, scale)
-    _mark("one backward call")
-    grads, off = [None] * len(steps), S
-    for i in order:
-        n = steps[i].recv_len
-        grads[i] = (dkc[:, :, off:off + n].contiguous(), dvc[:, :, off:off + n].contiguous())
-        off += n
-    dk, dv = dkc[:, :, :S], dvc[:, :, :S]
-    back, works = [None] * len(steps), []
-    pairs = []
-    for i, st in enumerate(steps):
-        if prep.step_send[i] is not None:
-            n = st.send_local.size
-            back[i] = (k.new_empty((k.shape[0], k.shape[1], n, k.shape[3])),
-                       v.new_empty((v.shape[0], v.shape[1], n, v.shape[3])))
-            pairs += [("recv", back[i][0], prep.peer_dst[i]),
-                      ("recv", back[i][1], prep.peer_dst[i])]
-        if grads[i] is not None:
-            pairs += [("send", grads[i][0], prep.peer_src[i]),
-                      ("send", grads[i][1], prep.peer_src[i])]
-    with streams.on_side():
-        works = _post(pairs, group)
-    _wait(works)
-    _mark("wait for dK/dV")
-    _add_returned(dk, dv, back, prep)
-    _mark("dK/dV adds")
-    del grads
-    return dq, dk, dv
-
-
 def _add_returned(dk, dv, back, prep):
     """Adds the dK/dV the other ranks returned to the rank's own: with one step, in
     place (each token at most once: one rounding of an fp32 sum); with several, summed
@@ -699,7 +676,7 @@ def _overlapped_fn():
 
         @staticmethod
         def forward(ctx, q, k, v, prep, group, scale):
-            o, lse, recv = _overlapped_forward(q, k, v, prep, group, scale, True)
+            o, lse, recv = _overlapped_forward(q, k, v, prep, group, scale)
             ctx.mark_non_differentiable(lse)
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.recv, ctx.prep, ctx.group, ctx.scale = recv, prep, group, scale
