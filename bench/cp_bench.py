@@ -491,8 +491,8 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     """The overlapped step of ``base_module`` (another fragmask.distributed, e.g. the
     main branch's installed beside this one) against this one, alternated over
     ``rounds`` in one process on the same inputs (and this one with packed K/V sends,
-    and for documents with the best two-rank plan in 256-token chunks): medians of the
-    slowest rank's step."""
+    with tile lists for every part, and for documents with the best two-rank plan in
+    256-token chunks): medians of the slowest rank's step."""
     import importlib
     from fragmask.distributed import _attention as A, _plan
 
@@ -505,28 +505,32 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     for t in (ql, kl, vl):
         t.requires_grad_()
     bdesc = _same_description(base, desc)
-    variants = [("base", base, base.plan(bdesc, P), bdesc, None),
-                ("this", fd, plan, desc, None),
-                ("this, K/V packed", fd, plan, desc, 0)]
+    variants = [("base", base, base.plan(bdesc, P), bdesc, {}),
+                ("this", fd, plan, desc, {}),
+                ("this, K/V packed", fd, plan, desc, {"MAX_WIRE_PIECES": 0}),
+                ("this, tile lists for every part", fd, plan, desc,
+                 {"UNMASKED_PARTS": False})]
     if "document" in name:
         cand = doc_candidates(desc, P, chunk=256, keep=1)
         if cand:
             variants.append((f"this, 256-token chunks ({cand[0][0]})", fd,
-                             _plan.Plan(desc, P, 256, cand[0][1], "chunk 256"), desc, None))
+                             _plan.Plan(desc, P, 256, cand[0][1], "chunk 256"), desc, {}))
     for _, mod, vplan, vdesc, _ in variants:
         mod.prepare(vplan, vdesc, device=dev)
     times = {v[0]: [] for v in variants}
-    keep = A.MAX_WIRE_PIECES
     for _ in range(rounds):
-        for label, mod, vplan, vdesc, pieces in variants:
-            A.MAX_WIRE_PIECES = keep if pieces is None else pieces
+        for label, mod, vplan, vdesc, flags in variants:
+            keep = {f: getattr(A, f) for f in flags}
+            for f, x in flags.items():
+                setattr(A, f, x)
             try:
                 def step():
                     o = mod.attention(ql, kl, vl, vplan, vdesc)
                     o.backward(dol)
-                times[label].append(step_ms(step)[1])
+                times[label].append(step_ms(step, *spec.get("steps", STEPS))[1])
             finally:
-                A.MAX_WIRE_PIECES = keep
+                for f, x in keep.items():
+                    setattr(A, f, x)
     out = {label: {"median_ms": float(np.median(t)), "all_ms": t}
            for label, t in times.items()}
     for _, _, vplan, _, _ in variants:
