@@ -490,11 +490,11 @@ def sweep(name, spec, P, dev, H, D):
 def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     """The overlapped step of ``base_module`` (another fragmask.distributed, e.g. the
     main branch's installed beside this one) against this one, alternated over
-    ``rounds`` in one process on the same inputs (and this one with packed K/V sends,
-    with tile lists for every part, and for documents with the best two-rank plan in
-    256-token chunks): medians of the slowest rank's step."""
+    ``rounds`` in one process on the same inputs (and this one without its wait for the
+    K/V packing, and with tile lists for every part): medians of the slowest rank's
+    step."""
     import importlib
-    from fragmask.distributed import _attention as A, _plan
+    from fragmask.distributed import _attention as A
 
     base = importlib.import_module(base_module)
     S, desc = spec["S"], spec["desc"]
@@ -507,14 +507,10 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     bdesc = _same_description(base, desc)
     variants = [("base", base, base.plan(bdesc, P), bdesc, {}),
                 ("this", fd, plan, desc, {}),
-                ("this, K/V packed", fd, plan, desc, {"MAX_WIRE_PIECES": 0}),
+                ("this, no wait for the packing", fd, plan, desc,
+                 {"WAIT_FOR_PACKING": False}),
                 ("this, tile lists for every part", fd, plan, desc,
                  {"UNMASKED_PARTS": False})]
-    if "document" in name:
-        cand = doc_candidates(desc, P, chunk=256, keep=1)
-        if cand:
-            variants.append((f"this, 256-token chunks ({cand[0][0]})", fd,
-                             _plan.Plan(desc, P, 256, cand[0][1], "chunk 256"), desc, {}))
     for _, mod, vplan, vdesc, _ in variants:
         mod.prepare(vplan, vdesc, device=dev)
     times = {v[0]: [] for v in variants}

@@ -652,37 +652,6 @@ class OverlappedSchedule(unittest.TestCase):
                         self.assertTrue(all(pt.call()[0] is None for pt, _ in parts),
                                         name)
 
-    def test_every_receive_is_cut_into_the_pieces_its_sender_sends(self):
-        for seed in SEEDS:
-            rng = np.random.default_rng(seed)
-            for name, mask in mask_families(rng, 2048).items():
-                for P in (2, 3, 4):
-                    if 2048 % (128 * P):
-                        continue
-                    p = fd.plan(mask, P)
-                    sched = [schedule(p, r) for r in range(P)]
-                    for r in range(P):
-                        for st in sched[r]:
-                            with self.subTest(seed=seed, mask=name, P=P, rank=r,
-                                              step=st.distance):
-                                peer = sched[st.src][st.distance - 1]
-                                self.assertEqual(peer.dst, r)
-                                # one receive piece per sent run, of its length, in order
-                                self.assertEqual([n for _, n in st.recv_runs],
-                                                 [b - a for a, b in peer.send_runs])
-                                offs = [o for o, _ in st.recv_runs]
-                                self.assertEqual(offs, list(np.cumsum(
-                                    [0] + [n for _, n in st.recv_runs])[:-1]))
-                                self.assertEqual(sum(n for _, n in st.recv_runs),
-                                                 st.recv_len)
-                                # the sent runs are the sender's tokens of those chunks
-                                sent = np.concatenate([np.arange(a, b) for a, b in
-                                                       peer.send_runs] or [[]])
-                                got = p.positions(st.src)[sent.astype(np.int64)]
-                                want = (st.recv_chunks[:, None] * p.chunk
-                                        + np.arange(p.chunk)).reshape(-1)
-                                np.testing.assert_array_equal(got, want)
-
     def test_a_steps_rows_are_every_row_that_sees_one_of_its_keys(self):
         for seed in SEEDS:
             rng = np.random.default_rng(seed)

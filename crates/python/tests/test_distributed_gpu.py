@@ -213,21 +213,21 @@ class ContextParallel(unittest.TestCase):
                     self.assertLessEqual((a_o.double() - b_o.double()).abs().max().item(),
                                          2 * ulp * o_p.abs().max().item() + 1e-6)
 
-    def test_k_v_sent_packed_or_by_pieces_match_fp32(self):
+    def test_with_and_without_waiting_for_the_packing_match_fp32(self):
         from fragmask.distributed import _attention
 
         S = 4096
         picked = cases(S)
-        keep = _attention.MAX_WIRE_PIECES
-        for pieces in (0, 4096):          # always one packed buffer; always by pieces
+        keep = _attention.WAIT_FOR_PACKING
+        for wait in (True, False):
             for name in ("document-causal GQA", "causal", "top-k per head"):
                 desc, H, Hk, chunk, block, dtype = picked[name]
-                with self.subTest(pieces=pieces, mask=name):
-                    _attention.MAX_WIRE_PIECES = pieces
+                with self.subTest(wait=wait, mask=name):
+                    _attention.WAIT_FOR_PACKING = wait
                     try:
                         self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
                     finally:
-                        _attention.MAX_WIRE_PIECES = keep
+                        _attention.WAIT_FOR_PACKING = keep
 
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))

@@ -449,27 +449,11 @@ def _post(pairs, group):
     return dist.batch_isend_irecv(ops)
 
 
-# The forward sends K/V as one piece per (batch, head, run of consecutive tokens): views
-# of k and v, no packing kernel, when there are at most this many pieces per tensor
-# (the same on both sides: the runs are the plan's); else one packed buffer. 0: always
-# packed.
-MAX_WIRE_PIECES = 32
-# Packed sends: the compute stream waits for the packing before the own keys' forward.
-# A packing kernel queued beside a running attention kernel waits for its last wave,
-# and the transfer after it (bench/cp_bench.py --trace).
+# Packed sends: the compute stream waits for the packing before its next kernel (the own
+# keys' forward). A packing kernel queued on the side stream beside a running attention
+# kernel starts only after that kernel's last wave, and the transfer after it
+# (docs/distributed.md, "How a call runs"). False: the previous order.
 WAIT_FOR_PACKING = True
-
-
-def _by_pieces(t, runs):
-    """Whether a transfer of ``runs`` ((start, end) tokens) of a [B, H, S, D] tensor
-    like ``t`` goes as one message per (b, h, run)."""
-    return 0 < t.shape[0] * t.shape[1] * len(runs) <= MAX_WIRE_PIECES
-
-
-def _pieces(t, runs):
-    """The (b, h, run) views of t's tokens, in wire order."""
-    return [t[b, h, a:e] for b in range(t.shape[0]) for h in range(t.shape[1])
-            for a, e in runs]
 
 
 def _wait(works):
@@ -554,42 +538,27 @@ def _overlapped_forward(q, k, v, prep, group, scale):
                 # allocated on the compute stream, which reads them
                 recv[i] = (k.new_empty((B, Hk, st.recv_len, Dk)),
                            v.new_empty((B, Hk, st.recv_len, Dv)))
-            copied = False
+            packed = None
             with streams.on_side():
                 _mark("start", "side")
                 if prep.step_send[i] is not None:
-                    runs = st.send_runs
-                    if _by_pieces(k, runs):
-                        for t in (k, v):
-                            for piece in _pieces(t, runs):
-                                if not piece.is_contiguous():
-                                    piece = piece.contiguous()
-                                    copied = True
-                                keep.append(piece)
-                                pairs.append(("send", piece, prep.peer_dst[i]))
-                    else:
-                        ks, vs = (_take(t, prep.step_send[i]) for t in (k, v))
-                        copied = copied or ks.data_ptr() != k.data_ptr()
-                        keep.append((ks, vs))
-                        pairs += [("send", ks, prep.peer_dst[i]),
-                                  ("send", vs, prep.peer_dst[i])]
+                    ks, vs = (_take(t, prep.step_send[i]) for t in (k, v))
+                    keep.append((ks, vs))
+                    pairs += [("send", ks, prep.peer_dst[i]), ("send", vs, prep.peer_dst[i])]
+                    if WAIT_FOR_PACKING and (ks.data_ptr() != k.data_ptr()
+                                             or vs.data_ptr() != v.data_ptr()):
+                        packed = streams.packed()
                 if recv[i] is not None:
-                    pieces = [(a, a + n) for a, n in st.recv_runs]
-                    if _by_pieces(k, pieces):
-                        pairs += [("recv", piece, prep.peer_src[i])
-                                  for buf in recv[i] for piece in _pieces(buf, pieces)]
-                    else:
-                        pairs += [("recv", recv[i][0], prep.peer_src[i]),
-                                  ("recv", recv[i][1], prep.peer_src[i])]
-                packed = streams.packed() if copied and WAIT_FOR_PACKING else None
+                    pairs += [("recv", recv[i][0], prep.peer_src[i]),
+                              ("recv", recv[i][1], prep.peer_src[i])]
                 works[i] = _post(pairs, group)
                 _mark("pack + post K/V", "side")
                 if PROFILE is not None:
                     _wait(works[i])             # the side stream only (timing)
                     _mark("K/V in flight", "side")
             if packed is not None:
-                # The compute stream's next kernel waits for the packing, so the
-                # transfer's NCCL kernel (launched before it) takes its SMs first.
+                # The compute stream's next kernel waits for the packing: the transfer's
+                # NCCL kernel, launched before it, is not left behind its last wave.
                 streams.compute.wait_event(packed)
         elif kind == "own":
             o, lse = _part_forward(q, k, v, prep.own_part, scale)

@@ -102,10 +102,7 @@ class Step:
     ``send_local``: the rank's local token indices sent to ``dst`` (its chunks,
     ascending); ``rows``: the rank's local query tokens whose rows read any of
     ``recv_chunks`` (ascending: the only rows the step's attention and merge touch);
-    ``row_runs``: ``rows`` as (start, end) runs of consecutive tokens.
-    ``send_runs``: ``send_local`` as (start, end) runs of consecutive local tokens;
-    ``recv_runs``: the receive buffer as (offset, length) pieces, one per run of the
-    sender's ``send_runs`` (the same pieces, seen from the receiving side)."""
+    ``row_runs``: ``rows`` as (start, end) runs of consecutive tokens."""
 
     distance: int
     src: int
@@ -115,8 +112,6 @@ class Step:
     send_local: np.ndarray
     rows: np.ndarray
     row_runs: tuple
-    send_runs: tuple = ()
-    recv_runs: tuple = ()
 
 
 def _reads(needs, q_chunks, k_chunks):
@@ -158,15 +153,9 @@ def schedule(plan, rank, needs=None):
         send = np.searchsorted(mine, plan.send_chunks[rank][dst])
         reading = np.flatnonzero(_reads(needs, mine, recv))
         rows = _tokens(reading, C)
-        send_local = _tokens(send, C)
-        # The sender's local tokens of the chunks received: its send runs, in order.
-        theirs = _runs(_tokens(np.searchsorted(plan.chunks[src], recv), C))
-        offsets = np.cumsum([0] + [b - a for a, b in theirs])
         steps.append(Step(distance=s, src=src, dst=dst, recv_chunks=recv,
-                          recv_len=int(recv.size * C), send_local=send_local,
-                          rows=rows, row_runs=_runs(rows), send_runs=_runs(send_local),
-                          recv_runs=tuple((int(o), int(b - a)) for o, (a, b)
-                                          in zip(offsets, theirs))))
+                          recv_len=int(recv.size * C), send_local=_tokens(send, C),
+                          rows=rows, row_runs=_runs(rows)))
     return steps
 
 
