@@ -626,14 +626,16 @@ class OverlappedSchedule(unittest.TestCase):
                     for r in range(P):
                         rows = p.positions(r)
                         parts = [(A._Part(mask.local_mask_cpu(rows, rows, partial=True),
-                                          causal=A._one_causal_document(mask, rows)),
-                                  rows)]
+                                          causal=A._one_causal_document(mask, rows),
+                                          full=A._sees_all(mask, rows, rows)), rows)]
                         for st in schedule(p, r):
                             if st.recv_len and st.rows.size:
                                 keys = (st.recv_chunks[:, None] * p.chunk
                                         + np.arange(p.chunk)).reshape(-1)
                                 parts.append((A._Part(mask.local_mask_cpu(
-                                    rows[st.rows], keys, partial=True)), rows[st.rows]))
+                                    rows[st.rows], keys, partial=True),
+                                    full=A._sees_all(mask, rows[st.rows], keys)),
+                                    rows[st.rows]))
                         for part, prow in parts:
                             with self.subTest(seed=seed, mask=name, P=P, rank=r):
                                 m, causal = part.call()

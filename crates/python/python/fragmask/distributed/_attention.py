@@ -65,23 +65,26 @@ class Prepared:
         # How each part's call is made (``_Part``): the own keys as plain causal
         # attention where they are one causal document, a step's keys without a mask
         # where its rows see all of them.
-        self.own_part = _Part(self.own_mask, causal=_one_causal_document(mask, self.rows))
+        self.own_part = _Part(self.own_mask, causal=_one_causal_document(mask, self.rows),
+                              full=_sees_all(mask, self.rows, self.rows))
         needs = None if mask is plan.mask else mask.chunk_needs(plan.chunk)
         self.steps = [st for st in schedule(plan, rank, needs)
                       if st.recv_len or st.send_local.size] if self.exchange else []
-        self.step_rows, self.step_masks, self.step_send = [], [], []
+        self.step_rows, self.step_masks, self.step_parts, self.step_send = [], [], [], []
         C = plan.chunk
         for st in self.steps:
             keys = (st.recv_chunks[:, None] * C + np.arange(C)[None, :]).reshape(-1)
             if st.recv_len and st.rows.size:
                 self.step_rows.append(_row_selector(st, self.local_len, idx))
                 self.step_masks.append(self._pack(self.rows[st.rows], keys))
+                self.step_parts.append(_Part(self.step_masks[-1],
+                                             full=_sees_all(mask, self.rows[st.rows], keys)))
             else:
                 self.step_rows.append(None)
                 self.step_masks.append(None)
+                self.step_parts.append(None)
             self.step_send.append(_token_selector(st.send_local, idx)
                                   if st.send_local.size else None)
-        self.step_parts = [None if m is None else _Part(m) for m in self.step_masks]
         self.step_send_idx = [idx(st.send_local) for st in self.steps]
         # The same selections as runs of consecutive local tokens with their offsets in
         # the step's buffer ((start, end, offset)): few runs add by slices, many by
@@ -117,19 +120,24 @@ UNMASKED_PARTS = True
 
 class _Part:
     """One attention call's mask: ``mask`` (a fragmask.Mask), or, with
-    ``UNMASKED_PARTS``, none (``causal`` True: causal, else every key) where the mask
-    is that."""
+    ``UNMASKED_PARTS``, none where the description says the mask is plain causal
+    (``causal``) or every row sees every key (``full``)."""
 
-    def __init__(self, mask, causal=False):
-        self.mask, self.causal = mask, bool(causal)
-        st = mask.stats()
-        self.full = st["tiles"] > 0 and st["full"] == st["tiles"]
+    def __init__(self, mask, causal=False, full=False):
+        self.mask, self.causal, self.full = mask, bool(causal), bool(full)
 
     def call(self):
         """(mask, causal) of the call."""
         if UNMASKED_PARTS and (self.full or self.causal):
             return None, self.causal and not self.full
         return self.mask, False
+
+
+def _sees_all(desc, rows, keys):
+    """Whether the description says every row sees every key (interval masks; False
+    for the others, which are not asked)."""
+    sees_all = getattr(desc, "sees_all", None)
+    return bool(sees_all(rows, keys)) if sees_all is not None else False
 
 
 def _one_causal_document(desc, rows):
