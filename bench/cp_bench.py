@@ -9,7 +9,12 @@ slowest rank's. Also: each rank's attention alone (its gathered keys, no exchang
 the load balance), the K/V bytes each rank sends against a full K/V all-gather, the
 one-off per-step costs (planner on the CPU, the rank's mask pack), and, for the causal
 mask, PyTorch's context_parallel with SDPA on the same GPUs. Prints one line per
-measurement and a JSON summary on rank 0."""
+measurement and a JSON summary on rank 0.
+
+For the document and causal cases: ``--ab MODULE`` alternates another copy of
+fragmask.distributed (e.g. the main branch's, installed as
+fragmask.distributed_base) with this one in one process, ``--sweep`` measures other
+plans, ``--trace DIR`` writes torch.profiler traces of the sharded and one-GPU steps."""
 
 import argparse
 import datetime
@@ -456,31 +461,31 @@ def sweep(name, spec, P, dev, H, D):
         for t in (ql, kl, vl):
             t.requires_grad_()
         fd.prepare(vplan, desc, device=dev)
-        for _ in (0,):
-            def step():
-                o = fd.attention(ql, kl, vl, vplan, desc)
-                o.backward(dol)
-            mine, slowest = step_ms(step)
-            ph = phases(step)
-            rt = vplan.remote_tiles().tolist()
-            row = {"plan": label, "two_gpu_ms": slowest,
-                   "per_rank_ms": all_values(mine), "remote_rows_tiles": rt,
-                   "pairs_imbalance": vplan.imbalance,
-                   "tiles_per_rank": np.bincount(
-                       vplan.owner, weights=desc.chunk_tiles(vplan.chunk),
-                       minlength=P).tolist(),
-                   "phase_sum_per_rank": [sum(v for k, v in t.items()
-                                              if k.startswith("compute"))
-                                          for t in ph],
-                   "phases": ph}
-            rows.append(row)
-            if dist.get_rank() == 0:
-                print(f"SWEEP {name} | {label} | "
-                      f"{slowest:.3f} ms | per rank "
-                      f"{', '.join(f'{x:.3f}' for x in row['per_rank_ms'])} | phases "
-                      f"{', '.join(f'{x:.3f}' for x in row['phase_sum_per_rank'])} | "
-                      f"remote {rt} | tiles {row['tiles_per_rank']} | "
-                      f"pairs imb {vplan.imbalance:.4f}", flush=True)
+
+        def step():
+            o = fd.attention(ql, kl, vl, vplan, desc)
+            o.backward(dol)
+        mine, slowest = step_ms(step)
+        ph = phases(step)
+        rt = vplan.remote_tiles().tolist()
+        row = {"plan": label, "two_gpu_ms": slowest,
+               "per_rank_ms": all_values(mine), "remote_rows_tiles": rt,
+               "pairs_imbalance": vplan.imbalance,
+               "tiles_per_rank": np.bincount(
+                   vplan.owner, weights=desc.chunk_tiles(vplan.chunk),
+                   minlength=P).tolist(),
+               "phase_sum_per_rank": [sum(v for k, v in t.items()
+                                          if k.startswith("compute"))
+                                      for t in ph],
+               "phases": ph}
+        rows.append(row)
+        if dist.get_rank() == 0:
+            print(f"SWEEP {name} | {label} | "
+                  f"{slowest:.3f} ms | per rank "
+                  f"{', '.join(f'{x:.3f}' for x in row['per_rank_ms'])} | phases "
+                  f"{', '.join(f'{x:.3f}' for x in row['phase_sum_per_rank'])} | "
+                  f"remote {rt} | tiles {row['tiles_per_rank']} | "
+                  f"pairs imb {vplan.imbalance:.4f}", flush=True)
         vplan.__dict__.pop("_prepared", None)
         del ql, kl, vl, dol
         torch.cuda.empty_cache()
