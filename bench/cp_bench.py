@@ -9,7 +9,12 @@ slowest rank's. Also: each rank's attention alone (its gathered keys, no exchang
 the load balance), the K/V bytes each rank sends against a full K/V all-gather, the
 one-off per-step costs (planner on the CPU, the rank's mask pack), and, for the causal
 mask, PyTorch's context_parallel with SDPA on the same GPUs. Prints one line per
-measurement and a JSON summary on rank 0."""
+measurement and a JSON summary on rank 0.
+
+For the document and causal cases: ``--ab MODULE`` alternates another copy of
+fragmask.distributed (e.g. the main branch's, installed as
+fragmask.distributed_base) with this one in one process, ``--sweep`` measures other
+plans, ``--trace DIR`` writes torch.profiler traces of the sharded and one-GPU steps."""
 
 import argparse
 import datetime
@@ -356,6 +361,251 @@ def sdpa_context_parallel(S, H, D, P, dev, g, ours_ms):
         return {"sdpa_context_parallel_error": f"{type(e).__name__}: {e}"[:300]}
 
 
+def doc_candidates(desc, P, chunk=128, keep=10):
+    """Two-rank plans of an interval mask for the sweep: every subset of its segments
+    (cut at document boundaries) for rank 0, filled with the head or tail of one other
+    segment, whose visible pairs are within 3% of half; scored by the rank's own tiles
+    plus REMOTE_TILE x remote tiles plus REMOTE_CALL per rank with remote rows (tile
+    units, ~1 us each on H100). Returns [(label, owner)]: the best by that score and
+    the best by tiles alone."""
+    from fragmask.distributed import _plan
+
+    n = desc.seqlen // chunk
+    m = n // P
+    work = np.asarray(desc.chunk_work(chunk), np.float64)
+    tiles = np.asarray(desc.chunk_tiles(chunk), np.float64)
+    needs = desc.chunk_needs(chunk)
+    cross = _plan._cut_costs(needs, n)
+    bounds = _plan._cheap_cuts(cross, n)
+    k = bounds.size - 1
+    if P != 2 or k > 16:
+        return []
+    a, b = bounds[:-1], bounds[1:]
+    cw = np.concatenate(([0.0], np.cumsum(work)))
+    W = cw[b] - cw[a]
+    size = b - a
+    subsets = np.arange(1 << k, dtype=np.int64)
+    inc = ((subsets[:, None] >> np.arange(k)) & 1).astype(bool)
+    s0, w0 = inc @ size, inc @ W
+    half = cw[-1] / 2
+    owners = []
+    for i in np.flatnonzero(s0 == m):
+        if abs(w0[i] - half) <= 0.03 * half:
+            owners.append(np.where(np.repeat(inc[i], size), 0, 1))
+    for j in range(k):
+        idx = np.flatnonzero(~inc[:, j] & (s0 < m) & (m - s0 < size[j]))
+        for i in idx:
+            r = m - s0[i]
+            for head in (True, False):
+                lo = a[j] if head else b[j] - r
+                pw = w0[i] + cw[lo + r] - cw[lo]
+                if abs(pw - half) > 0.03 * half:
+                    continue
+                owner = np.where(np.repeat(inc[i], size), 0, 1)
+                owner[lo:lo + r] = 0
+                owners.append(owner)
+    scored = []
+    for owner in owners:
+        remote = _plan._remote_tiles(needs, owner, P)
+        t = np.bincount(owner, weights=tiles, minlength=P)       # incl. remote tiles
+        own = t - remote[:, 1]
+        model = own + 1.4 * remote[:, 1] + 200.0 * (remote[:, 0] > 0)
+        scored.append((float(model.max()), float(t.max()), owner))
+    out = []
+    seen = set()
+    for label, key in (("model", 0), ("tiles", 1)):
+        for sc in sorted(scored, key=lambda x: x[key])[:keep if key == 0 else 3]:
+            h = sc[2].tobytes()
+            if h in seen:
+                continue
+            seen.add(h)
+            out.append((f"{label} {sc[0]:.0f}/{sc[1]:.0f}", sc[2]))
+    return out
+
+
+def causal_candidates(S, P, chunk=128):
+    n = S // chunk
+    idx = np.arange(n)
+    out = []
+    for segs in (4, 8, 16):
+        seg = idx * segs // n
+        pat = np.where(seg % 4 < 2, seg % 2, 1 - seg % 2)  # 0 1 1 0 0 1 1 0 ...
+        out.append((f"zigzag in {segs}", pat.astype(np.int64)))
+    out.append(("zigzag in 4, ranks swapped", 1 - out[0][1]))
+    return out
+
+
+def sweep(name, spec, P, dev, H, D):
+    """Measured overlapped steps of other plans of one case."""
+    from fragmask.distributed import _plan
+
+    S, desc = spec["S"], spec["desc"]
+    g = torch.Generator(device=dev).manual_seed(5)
+    dt = torch.bfloat16
+    plan0 = fd.plan(desc, P)
+    if "document" in name:
+        cands = [("planner", plan0.owner, 128),
+                 ("planner, tolerance 0.02", fd.plan(desc, P, tolerance=0.02).owner, 128),
+                 ("planner, chunk 256", fd.plan(desc, P, chunk=256).owner, 256)]
+        cands += [(lab, o, 128) for lab, o in doc_candidates(desc, P)]
+        cands += [("chunk 256 " + lab, o, 256)
+                  for lab, o in doc_candidates(desc, P, chunk=256, keep=4)]
+    else:
+        cands = [(lab, o, 128) for lab, o in causal_candidates(S, P)]
+    rows = []
+    for label, owner, chunk in cands:
+        vplan = _plan.Plan(desc, P, chunk, np.asarray(owner, np.int64), label)
+        S_loc = vplan.local_seqlen
+        ql, kl, vl, dol = (torch.randn(1, H, S_loc, D, device=dev, dtype=dt, generator=g)
+                           for _ in range(4))
+        for t in (ql, kl, vl):
+            t.requires_grad_()
+        fd.prepare(vplan, desc, device=dev)
+
+        def step():
+            o = fd.attention(ql, kl, vl, vplan, desc)
+            o.backward(dol)
+        mine, slowest = step_ms(step)
+        ph = phases(step)
+        rt = vplan.remote_tiles().tolist()
+        row = {"plan": label, "two_gpu_ms": slowest,
+               "per_rank_ms": all_values(mine), "remote_rows_tiles": rt,
+               "pairs_imbalance": vplan.imbalance,
+               "tiles_per_rank": np.bincount(
+                   vplan.owner, weights=desc.chunk_tiles(vplan.chunk),
+                   minlength=P).tolist(),
+               "phase_sum_per_rank": [sum(v for k, v in t.items()
+                                          if k.startswith("compute"))
+                                      for t in ph],
+               "phases": ph}
+        rows.append(row)
+        if dist.get_rank() == 0:
+            print(f"SWEEP {name} | {label} | "
+                  f"{slowest:.3f} ms | per rank "
+                  f"{', '.join(f'{x:.3f}' for x in row['per_rank_ms'])} | phases "
+                  f"{', '.join(f'{x:.3f}' for x in row['phase_sum_per_rank'])} | "
+                  f"remote {rt} | tiles {row['tiles_per_rank']} | "
+                  f"pairs imb {vplan.imbalance:.4f}", flush=True)
+        vplan.__dict__.pop("_prepared", None)
+        del ql, kl, vl, dol
+        torch.cuda.empty_cache()
+    return rows
+
+
+def ab(name, spec, P, dev, H, D, base_module, rounds=5):
+    """The overlapped step of ``base_module`` (another fragmask.distributed, e.g. the
+    main branch's installed beside this one) against this one, alternated over
+    ``rounds`` in one process on the same inputs (and this one without its wait for the
+    K/V packing, and with tile lists for every part): medians of the slowest rank's
+    step."""
+    import importlib
+    from fragmask.distributed import _attention as A
+
+    base = importlib.import_module(base_module)
+    S, desc = spec["S"], spec["desc"]
+    g = torch.Generator(device=dev).manual_seed(5)
+    plan = fd.plan(desc, P)
+    ql, kl, vl, dol = (torch.randn(1, H, plan.local_seqlen, D, device=dev,
+                                   dtype=torch.bfloat16, generator=g) for _ in range(4))
+    for t in (ql, kl, vl):
+        t.requires_grad_()
+    bdesc = _same_description(base, desc)
+    variants = [("base", base, base.plan(bdesc, P), bdesc, {}),
+                ("this", fd, plan, desc, {}),
+                ("this, no wait for the packing", fd, plan, desc,
+                 {"WAIT_FOR_PACKING": False}),
+                ("this, tile lists for every part", fd, plan, desc,
+                 {"UNMASKED_PARTS": False})]
+    for _, mod, vplan, vdesc, _ in variants:
+        mod.prepare(vplan, vdesc, device=dev)
+    times = {v[0]: [] for v in variants}
+    for _ in range(rounds):
+        for label, mod, vplan, vdesc, flags in variants:
+            keep = {f: getattr(A, f) for f in flags}
+            for f, x in flags.items():
+                setattr(A, f, x)
+            try:
+                def step():
+                    o = mod.attention(ql, kl, vl, vplan, vdesc)
+                    o.backward(dol)
+                times[label].append(step_ms(step, *spec.get("steps", STEPS))[1])
+            finally:
+                for f, x in keep.items():
+                    setattr(A, f, x)
+    out = {label: {"median_ms": float(np.median(t)), "all_ms": t}
+           for label, t in times.items()}
+    for _, _, vplan, _, _ in variants:
+        vplan.__dict__.pop("_prepared", None)
+    if dist.get_rank() == 0:
+        for label, r in out.items():
+            print(f"AB {name} | {label} | median {r['median_ms']:.3f} ms | "
+                  f"{', '.join(f'{x:.3f}' for x in r['all_ms'])}", flush=True)
+    del ql, kl, vl, dol
+    torch.cuda.empty_cache()
+    return out
+
+
+def _same_description(module, desc):
+    """``desc`` rebuilt from ``module``'s classes (its planner checks them by type)."""
+    if isinstance(desc, fd.Intervals):
+        return module.Intervals(desc.lo, desc.hi)
+    return desc
+
+
+def trace(name, spec, P, dev, H, D, out_dir):
+    """A torch.profiler trace of two overlapped steps per rank (chrome json)."""
+    from torch.profiler import profile, ProfilerActivity
+
+    S, desc = spec["S"], spec["desc"]
+    plan = fd.plan(desc, P)
+    g = torch.Generator(device=dev).manual_seed(5)
+    ql, kl, vl, dol = (torch.randn(1, H, plan.local_seqlen, D, device=dev,
+                                   dtype=torch.bfloat16, generator=g) for _ in range(4))
+    for t in (ql, kl, vl):
+        t.requires_grad_()
+
+    def step():
+        o = fd.attention(ql, kl, vl, plan, desc)
+        o.backward(dol)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    dist.barrier()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(2):
+            step()
+        torch.cuda.synchronize()
+    tag = "doc" if "document" in name else "causal"
+    prof.export_chrome_trace(os.path.join(out_dir, f"trace_{tag}_r{dist.get_rank()}.json"))
+    plan.__dict__.pop("_prepared", None)
+    del ql, kl, vl, dol
+    torch.cuda.empty_cache()
+    if dist.get_rank() == 0 and spec.get("whole") is not None:
+        # the one-GPU step's kernels, for comparison
+        mask = spec["whole"]()
+        if not mask.has_transposed:
+            mask = mask.with_transposed(device=dev)
+        mask.to(dev)
+        q, k, v, do = (torch.randn(1, H, S, D, device=dev, dtype=torch.bfloat16,
+                                   generator=g) for _ in range(4))
+        for t in (q, k, v):
+            t.requires_grad_()
+
+        def one():
+            fragmask.attention(q, k, v, mask).backward(do)
+        for _ in range(3):
+            one()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(2):
+                one()
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(os.path.join(out_dir, f"trace_{tag}_1gpu.json"))
+        del q, k, v, do
+        torch.cuda.empty_cache()
+    dist.barrier()
+
+
 def print_phases(report):
     for name, row in report.items():
         per_rank = row.get("phases_ms_per_rank")
@@ -403,6 +653,13 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also measure other plans and backward modes (documents, causal)")
+    ap.add_argument("--trace", default="", help="folder for torch.profiler traces")
+    ap.add_argument("--ab", default="",
+                    help="another fragmask.distributed module (e.g. a copy of the main "
+                         "branch's as fragmask.distributed_base) to alternate with this "
+                         "one (documents, causal)")
     ap.add_argument("--lean", action="store_true",
                     help="skip the exchange-alone and forward-only rows; fewer steps")
     args = ap.parse_args()
@@ -426,6 +683,24 @@ def main():
             if rank == 0:
                 print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
             report[name] = {"error": f"{type(e).__name__}: {e}"[:400]}
+        if args.sweep and ("document" in name or name == "causal"):
+            try:
+                report[name + " sweep"] = sweep(name, spec, P, dev, H, D)
+            except Exception as e:
+                if rank == 0:
+                    print(f"{name} sweep: FAILED {type(e).__name__}: {e}", flush=True)
+        if args.ab and ("document" in name or name == "causal"):
+            try:
+                report[name + " ab"] = ab(name, spec, P, dev, H, D, args.ab)
+            except Exception as e:
+                if rank == 0:
+                    print(f"{name} ab: FAILED {type(e).__name__}: {e}", flush=True)
+        if args.trace and ("document" in name or name == "causal"):
+            try:
+                trace(name, spec, P, dev, H, D, args.trace)
+            except Exception as e:
+                if rank == 0:
+                    print(f"{name} trace: FAILED {type(e).__name__}: {e}", flush=True)
         if rank == 0 and args.json:         # what finished survives a timeout
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1)

@@ -611,6 +611,49 @@ class OverlappedSchedule(unittest.TestCase):
                                 np.testing.assert_array_equal(g, want)
                                 self.assertEqual(st.recv_len, want.size)
 
+    def test_a_part_called_without_tile_lists_is_causal_or_full_where_its_mask_is(self):
+        from fragmask.distributed import _attention as A
+
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            families = dict(mask_families(rng, 2048))
+            families["causal"] = fd.Intervals.causal(2048)
+            families["full"] = fd.Intervals.documents(np.zeros(2048, np.int64),
+                                                      causal=False)
+            for name, mask in families.items():
+                for P in (1, 2, 4):
+                    p = fd.plan(mask, P)
+                    for r in range(P):
+                        rows = p.positions(r)
+                        parts = [(A._Part(mask.local_mask_cpu(rows, rows, partial=True),
+                                          causal=A._one_causal_document(mask, rows),
+                                          full=A._sees_all(mask, rows, rows)), rows)]
+                        for st in schedule(p, r):
+                            if st.recv_len and st.rows.size:
+                                keys = (st.recv_chunks[:, None] * p.chunk
+                                        + np.arange(p.chunk)).reshape(-1)
+                                parts.append((A._Part(mask.local_mask_cpu(
+                                    rows[st.rows], keys, partial=True),
+                                    full=A._sees_all(mask, rows[st.rows], keys)),
+                                    rows[st.rows]))
+                        for part, prow in parts:
+                            with self.subTest(seed=seed, mask=name, P=P, rank=r):
+                                m, causal = part.call()
+                                if m is part.mask:
+                                    self.assertFalse(causal)
+                                    continue
+                                dense = part.mask.to_dense()[0]
+                                n, k = dense.shape[-2:]
+                                want = (np.tril(np.ones((n, k), bool)) if causal
+                                        else np.ones((n, k), bool))
+                                np.testing.assert_array_equal(dense, want[None].repeat(
+                                    dense.shape[0], 0))
+                    if name in ("causal", "full") and P > 1:
+                        # the zigzag shard's own keys are one causal document, a step's
+                        # keys all seen: neither part needs tile lists
+                        self.assertTrue(all(pt.call()[0] is None for pt, _ in parts),
+                                        name)
+
     def test_a_steps_rows_are_every_row_that_sees_one_of_its_keys(self):
         for seed in SEEDS:
             rng = np.random.default_rng(seed)
@@ -755,8 +798,8 @@ def _gloo_rank(rank, world, store_path, out_path):
 
     from fragmask.distributed import _attention as A
 
-    def dense(mask):
-        return mask.to_dense()[0]      # [Hm, Sq, Sk]
+    def dense(part):
+        return part.mask.to_dense()[0]      # [Hm, Sq, Sk]
 
     def part_forward(q, k, v, mask, scale):
         o, lse = numpy_attention(q[0].double().numpy(), k[0].double().numpy(),

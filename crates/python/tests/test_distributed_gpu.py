@@ -213,6 +213,22 @@ class ContextParallel(unittest.TestCase):
                     self.assertLessEqual((a_o.double() - b_o.double()).abs().max().item(),
                                          2 * ulp * o_p.abs().max().item() + 1e-6)
 
+    def test_with_and_without_waiting_for_the_packing_match_fp32(self):
+        from fragmask.distributed import _attention
+
+        S = 4096
+        picked = cases(S)
+        keep = _attention.WAIT_FOR_PACKING
+        for wait in (True, False):
+            for name in ("document-causal GQA", "causal", "top-k per head"):
+                desc, H, Hk, chunk, block, dtype = picked[name]
+                with self.subTest(wait=wait, mask=name):
+                    _attention.WAIT_FOR_PACKING = wait
+                    try:
+                        self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
+                    finally:
+                        _attention.WAIT_FOR_PACKING = keep
+
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))
         self.run_case("bshd", desc, 4, 2, 128, (128, 128), torch.bfloat16, 2048,

@@ -62,19 +62,27 @@ class Prepared:
         self._mask = None
         # The overlapped path: own keys, then one part per step that moves anything.
         self.own_mask = self._pack(self.rows, self.rows)
+        # How each part's call is made (``_Part``): the own keys as plain causal
+        # attention where they are one causal document, a step's keys without a mask
+        # where its rows see all of them.
+        self.own_part = _Part(self.own_mask, causal=_one_causal_document(mask, self.rows),
+                              full=_sees_all(mask, self.rows, self.rows))
         needs = None if mask is plan.mask else mask.chunk_needs(plan.chunk)
         self.steps = [st for st in schedule(plan, rank, needs)
                       if st.recv_len or st.send_local.size] if self.exchange else []
-        self.step_rows, self.step_masks, self.step_send = [], [], []
+        self.step_rows, self.step_masks, self.step_parts, self.step_send = [], [], [], []
         C = plan.chunk
         for st in self.steps:
             keys = (st.recv_chunks[:, None] * C + np.arange(C)[None, :]).reshape(-1)
             if st.recv_len and st.rows.size:
                 self.step_rows.append(_row_selector(st, self.local_len, idx))
                 self.step_masks.append(self._pack(self.rows[st.rows], keys))
+                self.step_parts.append(_Part(self.step_masks[-1],
+                                             full=_sees_all(mask, self.rows[st.rows], keys)))
             else:
                 self.step_rows.append(None)
                 self.step_masks.append(None)
+                self.step_parts.append(None)
             self.step_send.append(_token_selector(st.send_local, idx)
                                   if st.send_local.size else None)
         self.step_send_idx = [idx(st.send_local) for st in self.steps]
@@ -102,6 +110,42 @@ class Prepared:
                 self._mask = self._desc.local_mask(self.rows, self.keys, self.device,
                                                    block=self._block)
         return self._mask
+
+
+# Parts whose mask is plain causal (the own keys of a causal mask) or sees every key (a
+# step's keys under causal or full attention) run without tile lists: fragmask's
+# window forward and backward, as a one-GPU causal call does. False: always the lists.
+UNMASKED_PARTS = True
+
+
+class _Part:
+    """One attention call's mask: ``mask`` (a fragmask.Mask), or, with
+    ``UNMASKED_PARTS``, none where the description says the mask is plain causal
+    (``causal``) or every row sees every key (``full``)."""
+
+    def __init__(self, mask, causal=False, full=False):
+        self.mask, self.causal, self.full = mask, bool(causal), bool(full)
+
+    def call(self):
+        """(mask, causal) of the call."""
+        if UNMASKED_PARTS and (self.full or self.causal):
+            return None, self.causal and not self.full
+        return self.mask, False
+
+
+def _sees_all(desc, rows, keys):
+    """Whether the description says every row sees every key (interval masks; False
+    for the others, which are not asked)."""
+    sees_all = getattr(desc, "sees_all", None)
+    return bool(sees_all(rows, keys)) if sees_all is not None else False
+
+
+def _one_causal_document(desc, rows):
+    """Whether the rows against themselves are causal with one document (the own keys
+    of a causal mask's zigzag shard)."""
+    own = getattr(desc, "own_documents", None)
+    docs = own(rows) if own is not None else None
+    return docs is not None and docs[0] == "causal" and not docs[1].any()
 
 
 def _row_selector(step, local_len, idx):
@@ -381,6 +425,16 @@ class _Streams:
                 side = _SIDE[device.index] = torch.cuda.Stream(device)
             self.side = side
 
+    def packed(self):
+        """An event at the side stream's current point (None on the CPU)."""
+        if not self.cuda:
+            return None
+        import torch
+
+        ev = torch.cuda.Event()
+        ev.record(self.side)
+        return ev
+
     def on_side(self):
         import contextlib
         import torch
@@ -401,6 +455,13 @@ def _post(pairs, group):
     if not ops:
         return []
     return dist.batch_isend_irecv(ops)
+
+
+# Packed sends: the compute stream waits for the packing before its next kernel (the own
+# keys' forward). A packing kernel queued on the side stream beside a running attention
+# kernel starts only after that kernel's last wave, and the transfer after it
+# (docs/distributed.md, "How a call runs"). False: the previous order.
+WAIT_FOR_PACKING = True
 
 
 def _wait(works):
@@ -435,23 +496,29 @@ def _merge_into(o, lse, sel, o_p, lse_p):
     merge_into_(o, lse, o_p, lse_p, sel)
 
 
-def _part_forward(q, k, v, mask, scale):
+def _part_forward(q, k, v, part, scale):
     """(o, fp32 lse) of q against one part of the keys (fragmask.attention)."""
-    return _fm_attention(q, k, v, mask, scale=scale, return_lse=True)
+    mask, causal = part.call()
+    return _fm_attention(q, k, v, mask, causal=causal, scale=scale, return_lse=True)
 
 
-def _part_backward(q, k, v, o, lse, do, mask, scale):
+def _part_backward(q, k, v, o, lse, do, part, scale):
     """(dq, dk, dv) of one part of the keys given the merged (o, lse) of all parts:
     fragmask's backward kernel (``fragmask::attention_backward``) with the part's mask
-    and its transposed lists."""
+    and its transposed lists (or none: ``_Part``)."""
     from .. import _ops
 
     torch = _ops._torch()
     _ops._register()
+    mask, causal = part.call()
+    scale = q.shape[3] ** -0.5 if scale is None else float(scale)
+    if mask is None:
+        none = (None,) * 6
+        return _ops._backward_op(q, k, v, o, lse, do, *none, *none, [], causal, [-1, -1],
+                                 scale)
     lists = _ops._device_lists(torch, mask, q.device)
     tlists, bwd_id = _ops._device_transposed(torch, mask, q.device)
     meta = list(mask._meta) + [bwd_id]
-    scale = q.shape[3] ** -0.5 if scale is None else float(scale)
     return _ops._backward_op(q, k, v, o, lse, do, *lists, *tlists, meta, False, [-1, -1],
                              scale)
 
@@ -479,12 +546,16 @@ def _overlapped_forward(q, k, v, prep, group, scale):
                 # allocated on the compute stream, which reads them
                 recv[i] = (k.new_empty((B, Hk, st.recv_len, Dk)),
                            v.new_empty((B, Hk, st.recv_len, Dv)))
+            packed = None
             with streams.on_side():
                 _mark("start", "side")
                 if prep.step_send[i] is not None:
                     ks, vs = (_take(t, prep.step_send[i]) for t in (k, v))
                     keep.append((ks, vs))
                     pairs += [("send", ks, prep.peer_dst[i]), ("send", vs, prep.peer_dst[i])]
+                    if WAIT_FOR_PACKING and (ks.data_ptr() != k.data_ptr()
+                                             or vs.data_ptr() != v.data_ptr()):
+                        packed = streams.packed()
                 if recv[i] is not None:
                     pairs += [("recv", recv[i][0], prep.peer_src[i]),
                               ("recv", recv[i][1], prep.peer_src[i])]
@@ -493,15 +564,19 @@ def _overlapped_forward(q, k, v, prep, group, scale):
                 if PROFILE is not None:
                     _wait(works[i])             # the side stream only (timing)
                     _mark("K/V in flight", "side")
+            if packed is not None:
+                # The compute stream's next kernel waits for the packing: the transfer's
+                # NCCL kernel, launched before it, is not left behind its last wave.
+                streams.compute.wait_event(packed)
         elif kind == "own":
-            o, lse = _part_forward(q, k, v, prep.own_mask, scale)
+            o, lse = _part_forward(q, k, v, prep.own_part, scale)
             _mark("own keys forward")
         elif kind == "wait":
             _wait(works[ev[1]])
             _mark("wait for K/V")
         else:
             i = ev[1]
-            sel, m = prep.step_rows[i], prep.step_masks[i]
+            sel, m = prep.step_rows[i], prep.step_parts[i]
             if m is None:
                 continue
             kr, vr = recv[i]
@@ -531,7 +606,7 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
         kind = ev[0]
         if kind == "compute":
             i = ev[1]
-            st, sel, m = steps[i], prep.step_rows[i], prep.step_masks[i]
+            st, sel, m = steps[i], prep.step_rows[i], prep.step_parts[i]
             if recv[i] is None:
                 continue
             kr, vr = recv[i]
@@ -566,7 +641,7 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
                     _wait(works[i])             # the side stream only (timing)
                     _mark("dK/dV in flight", "side")
         elif kind == "own":
-            dq, dk, dv = _part_backward(q, k, v, o, lse, do, prep.own_mask, scale)
+            dq, dk, dv = _part_backward(q, k, v, o, lse, do, prep.own_part, scale)
             _mark("own keys backward")
             for sel, runs, dqs in dq_parts:      # fp32 adds, one rounding each
                 _add_runs(dq, sel, runs, dqs)

@@ -129,6 +129,14 @@ class Intervals:
         _, first, last = self.chunk_needs(chunk)
         return np.maximum(last - first + 1, 0).astype(np.float64)
 
+    def sees_all(self, rows, keys):
+        """Whether every row of ``rows`` sees every key position of ``keys`` (each
+        row's interval holds them all): a part that needs no mask."""
+        rows, keys = np.asarray(rows, dtype=np.int64), np.asarray(keys, dtype=np.int64)
+        if rows.size == 0 or keys.size == 0:
+            return False
+        return bool(self.lo[rows].max() <= keys.min() and self.hi[rows].min() >= keys.max())
+
     def own_documents(self, rows):
         """``(predicate, local doc ids)`` when the mask of ``rows`` against the same
         positions is causal (``"causal"``) or full (``"all"``) within runs of consecutive
