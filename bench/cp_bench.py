@@ -274,6 +274,14 @@ def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
         row["one_gpu_ms"] = one.item()
         row["two_over_one"] = row["two_gpu_ms"] / row["one_gpu_ms"]
         row["speedup"] = row["one_gpu_ms"] / row["two_gpu_ms"]
+    if hasattr(desc, "row_counts"):
+        # Masks shared by every head: visible pairs x H x 4D FLOPs forward, 2.5x that
+        # backward (the FLOPs the kernels must do, not dense-equivalent), per GPU.
+        flops = float(plan.work.sum()) * H * 4 * D * 3.5
+        row["visible_pairs"] = float(plan.work.sum())
+        row["tflops_per_gpu"] = flops / (row["two_gpu_ms"] * 1e-3) / P / 1e12
+        if row.get("one_gpu_ms"):
+            row["tflops_one_gpu"] = flops / (row["one_gpu_ms"] * 1e-3) / 1e12
     if spec.get("sdpa_cp"):
         row.update(sdpa_context_parallel(S, H, D, P, dev, g, row["two_gpu_ms"]))
     report[name] = row
@@ -285,7 +293,8 @@ def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
               flush=True)
         keys = ("one_gpu_ms", "two_gpu_ms", "two_gpu_one_call_ms", "two_over_one", "speedup",
                 "attention_slowest_over_mean", "bytes_vs_allgather",
-                "sdpa_context_parallel_ms", "fragmask_over_sdpa_cp_throughput")
+                "sdpa_context_parallel_ms", "fragmask_over_sdpa_cp_throughput",
+                "tflops_per_gpu", "tflops_one_gpu")
         print(f"SUMMARY {name}: " + ", ".join(
             f"{k} {row[k]:.3f}" for k in keys if isinstance(row.get(k), float)), flush=True)
         for vname, v in row.get("variants", {}).items():
