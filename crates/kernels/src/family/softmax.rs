@@ -270,10 +270,8 @@ pub struct StepWords<'a> {
 /// row max (a predicated `FMNMX`, the bits moved into predicates seven at a time by `R2P`)
 /// and its probability becomes 0 after the exponential, where the `MUFU.EX2` throughput
 /// leaves issue slots free; P, the max and the sums equal those of `-inf` then
-/// [`wgmma_online`]. The exponent loop tests a copy of the words made by a shuffle of each
-/// lane with itself, so the two loops read different registers and ptxas moves each into
-/// predicates with `R2P` (seen in SASS: one register tested in both loops gets a `LOP3`
-/// per value in both, and its complement a `LOP3` per value in the second).
+/// [`wgmma_online`]. The exponent loop tests the complement of the words: testing the same
+/// word in both loops makes ptxas test every bit with its own `LOP3` in both (seen in SASS).
 pub fn wgmma_online_words(rows: &WgmmaRows, words: &StepWords<'_>) -> String {
     let WgmmaRows {
         s_values,
@@ -291,7 +289,7 @@ pub fn wgmma_online_words(rows: &WgmmaRows, words: &StepWords<'_>) -> String {
     let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
     let p = probability("s[i]", "scale_log2", "m_scaled[r]");
     let kept = value_word("bits.w");
-    let copy = value_word("copy");
+    let hidden = value_word("hidden");
     format!(
         "// The online softmax of a partial step, the mask words applied inside it: value i counts when its bit\n\
          // (bit i % 32 of {kept}) is set.\n\
@@ -314,14 +312,14 @@ pub fn wgmma_online_words(rows: &WgmmaRows, words: &StepWords<'_>) -> String {
          \x20       row_max[r] = m_new[r];\n\
          \x20       row_sum[r] *= corr[r];\n\
          \x20   }}\n\
-         \x20   unsigned copy[{n_words}];   // the words again, in other registers (see the component)\n\
+         \x20   unsigned hidden[{n_words}];   // bit set: value left out (the complement, see the component)\n\
          #pragma unroll\n\
-         \x20   for (int j = 0; j < {n_words}; ++j) copy[j] = __shfl_sync(0xffffffffu, bits.w[j], threadIdx.x % 32u);\n\
+         \x20   for (int j = 0; j < {n_words}; ++j) hidden[j] = ~bits.w[j];\n\
          #pragma unroll\n\
          \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
          \x20       const int r = {s_row_slot};\n\
          \x20       s[i] = {p};\n\
-         \x20       if ((({copy} >> (i % 32)) & 1u) == 0u) s[i] = 0.f;\n\
+         \x20       if ((({hidden} >> (i % 32)) & 1u) != 0u) s[i] = 0.f;\n\
          \x20       row_sum[r] += s[i];   // per-thread partial sum; the quad reduction happens once, at the end\n\
          \x20   }}\n\
          }}\n",
@@ -441,17 +439,17 @@ mod tests {
                 value_word: &word,
             },
         );
-        // The max only over set bits; the probability of a cleared bit (tested in the
-        // shuffled copy) is 0 before it reaches the sum.
+        // The max only over set bits; the probability of a cleared bit (set in the
+        // complement) is 0 before it reaches the sum.
         assert!(text.contains(
             "if (((bits.w[i / 32] >> (i % 32)) & 1u) != 0u) m_new[r] = fmaxf(m_new[r], s[i]);"
         ));
-        assert!(text.contains("copy[j] = __shfl_sync(0xffffffffu, bits.w[j], threadIdx.x % 32u);"));
+        assert!(text.contains("hidden[j] = ~bits.w[j];"));
         let zero = text
-            .find("if (((copy[i / 32] >> (i % 32)) & 1u) == 0u) s[i] = 0.f;")
+            .find("if (((hidden[i / 32] >> (i % 32)) & 1u) != 0u) s[i] = 0.f;")
             .unwrap();
         assert!(zero < text.find("row_sum[r] += s[i];").unwrap());
-        assert!(text.contains("unsigned copy[2];"));
+        assert!(text.contains("unsigned hidden[2];"));
         // The same guard and probability as the unmasked step.
         let plain = wgmma_online(&rows);
         for piece in [
