@@ -153,10 +153,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("LDS128", ptx::LDS128.to_string()),
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
-        (
-            "ONLINE_SOFTMAX",
-            online_softmax(k.mask(), &g, &softmax_rows),
-        ),
+        ("ONLINE_SOFTMAX", online_softmax(k.mask(), &g, &softmax_rows)),
         (
             "ROW_FINISH",
             softmax::finish(

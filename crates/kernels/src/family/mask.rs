@@ -222,16 +222,6 @@ mod tests {
     }
 
     #[test]
-    fn a_value_word_indexes_its_slot_then_its_word() {
-        assert_eq!(
-            row_block_value_word("bits.w", 2),
-            "bits.w[(i / FM_BLOCK_VALUES) * 2 + (i % FM_BLOCK_VALUES) / 32]"
-        );
-        // The words apply is in the softmax now: no per-value bit test is left here.
-        assert!(!ROW_BLOCK_WORDS.contains(">> (i % 32)"));
-    }
-
-    #[test]
     fn words_are_loaded_with_the_widest_vector_that_fits() {
         let four = row_block_words(Some(4), 1, 256);
         assert!(four.contains("const uint4 v = __ldg"));

@@ -418,49 +418,6 @@ mod tests {
     }
 
     #[test]
-    fn masked_step_leaves_a_cleared_bit_out_of_the_max_and_the_sum() {
-        let rows = WgmmaRows {
-            s_values: 64,
-            s_row_slot: "((i / 2) % 2)".to_string(),
-            s_layout: "S".to_string(),
-            s_doc: String::new(),
-            o_values: 64,
-            o_row_slot: "((i / 2) % 2)".to_string(),
-            o_layout: "O".to_string(),
-            row_slot_stride: 8,
-            partners: [1, 2],
-        };
-        let word = |array: &str| format!("{array}[i / 32]");
-        let text = wgmma_online_words(
-            &rows,
-            &StepWords {
-                words_type: "fm_mask_bits",
-                words: 2,
-                value_word: &word,
-            },
-        );
-        // The max only over set bits; the probability of a cleared bit (set in the
-        // complement) is 0 before it reaches the sum.
-        assert!(text.contains(
-            "if (((bits.w[i / 32] >> (i % 32)) & 1u) != 0u) m_new[r] = fmaxf(m_new[r], s[i]);"
-        ));
-        assert!(text.contains("hidden[j] = ~bits.w[j];"));
-        let zero = text
-            .find("if (((hidden[i / 32] >> (i % 32)) & 1u) != 0u) s[i] = 0.f;")
-            .unwrap();
-        assert!(zero < text.find("row_sum[r] += s[i];").unwrap());
-        assert!(text.contains("unsigned hidden[2];"));
-        // The same guard and probability as the unmasked step.
-        let plain = wgmma_online(&rows);
-        for piece in [
-            "m_scaled[r] = (m_new[r] == FM_NEG_INF) ? 0.f : m_new[r] * scale_log2;",
-            "s[i] = fm_exp2(fmaf(s[i], scale_log2, -m_scaled[r]));",
-        ] {
-            assert!(text.contains(piece) && plain.contains(piece), "{piece}");
-        }
-    }
-
-    #[test]
     fn paired_update_folds_both_tiles_into_one_sum() {
         let one = mma_sync_update(&["s"], 16, [1, 2], "");
         let two = mma_sync_update(&["s", "s1"], 16, [1, 2], "");
