@@ -153,7 +153,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("LDS128", ptx::LDS128.to_string()),
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
-        ("ONLINE_SOFTMAX", online_softmax(k.mask(), &g, &softmax_rows)),
+        ("ONLINE_SOFTMAX", softmax::wgmma_online(&softmax_rows)),
         (
             "ROW_FINISH",
             softmax::finish(
@@ -361,25 +361,6 @@ fn mask_bits(mode: MaskMode, g: &Geometry) -> String {
     mask::row_block_words(words_per_block, g.step_blocks(), g.mask_threads())
 }
 
-/// The softmax component of the kernel's mode: the online softmax, and for tile lists its
-/// step on a partial step's words as well.
-fn online_softmax(mode: MaskMode, g: &Geometry, rows: &softmax::WgmmaRows) -> String {
-    let mut text = softmax::wgmma_online(rows);
-    if mode == MaskMode::Blocks {
-        let per_block = g.mask_words_per_thread();
-        let value_word = |array: &str| mask::row_block_value_word(array, per_block);
-        text.push_str(&softmax::wgmma_online_words(
-            rows,
-            &softmax::StepWords {
-                words_type: "fm_mask_bits",
-                words: per_block * g.step_blocks(),
-                value_word: &value_word,
-            },
-        ));
-    }
-    text
-}
-
 fn mask_apply(mode: MaskMode) -> &'static str {
     match mode {
         MaskMode::Window | MaskMode::Documents => mask::ROW_BLOCK_WINDOW,
@@ -398,23 +379,6 @@ fn mainloop(
     // (`kv_tile_offsets`) and the key block in the same iteration put two dependent load
     // latencies on every iteration's critical path (SASS: an `R2UR` right after each `LDG`).
     // A step past the end reads nothing (`fm_tile_at`: every slot missing, no words).
-    // The mask and softmax of a step. Window and documents: the -inf pass of partial steps,
-    // then the softmax. Blocks: the words are applied inside the softmax of a partial step
-    // (family::softmax::wgmma_online_words); the -inf pass keeps the key bound only.
-    let softmax_step = match mode {
-        MaskMode::Window | MaskMode::Documents => {
-            "if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);\n\
-             \x20           fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);"
-        }
-        MaskMode::Blocks => {
-            "if (t.partial) {\n\
-             \x20               fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);   // key bound of the last block\n\
-             \x20               fm_online_softmax_words(s_acc, bits, row_max, row_sum, corr, p.scale_log2);\n\
-             \x20           } else {\n\
-             \x20               fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);\n\
-             \x20           }"
-        }
-    };
     let (tile_first, tile_kk, prefetch_first, prefetch_next, lists_ahead) = match mode {
         MaskMode::Blocks => (
             "t_next",
@@ -475,7 +439,6 @@ fn mainloop(
         ("PREFETCH_FIRST", prefetch_first.to_string()),
         ("PREFETCH_NEXT", prefetch_next.to_string()),
         ("LISTS_AHEAD", lists_ahead.to_string()),
-        ("SOFTMAX_STEP", softmax_step.to_string()),
         ("PP_INIT", init),
         ("PP_SYNC", sync),
         ("PP_ARRIVE", arrive),
@@ -525,8 +488,9 @@ const MAINLOOP_SERIAL: &str = r#"
             fm_wgmma_wait<0>();
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(stage));
+            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
             float corr[2];
-            $SOFTMAX_STEP
+            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
             fm_rescale_o(o_acc, corr);
             fm_convert_p(s_acc, p_frag);
             fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
@@ -560,7 +524,8 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_wgmma_wait<0>();
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(0));
-            $SOFTMAX_STEP
+            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
             fm_convert_p(s_acc, p_frag);
         }
         for (int kk = 1; kk < sched.num_tiles; ++kk) {
@@ -584,7 +549,8 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_wgmma_wait<1>();                                             // S_kk is ready
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(stage));
-            $SOFTMAX_STEP
+            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
             fm_fence_array(s_acc);
             // ptxas schedules wgmma.wait_group as early as it can, which would put the wait before the
             // softmax (seen in SASS). A shared store of a value that depends on every exp keeps it after.

@@ -5,9 +5,7 @@
 //! - [`ROW_BLOCK_WINDOW`], [`ROW_BLOCK_WORDS`]: the forward's `S` (rows are queries,
 //!   `$LAYOUT_S`), window bounds (rows and keys counted from the schedule's row 0, the
 //!   keys bounded by `$KEY_BOUND`, the schedule's `Placement::key_bound`) or
-//!   FragmentNative words ([`row_block_words`] loads them; the softmax of a partial step
-//!   applies them, [`row_block_value_word`] names a value's word, and `fm_apply_mask`
-//!   keeps the key bound of the last block);
+//!   FragmentNative words ([`row_block_words`] loads them);
 //! - [`KEY_TILE_WINDOW`], [`KEY_TILE_WORDS`]: the backward's `Sᵀ` (rows are keys,
 //!   `$LAYOUT_ST`), window bounds or the transposed FragmentNative words.
 //!
@@ -51,16 +49,21 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
 }
 "#;
 
-/// The forward's FragmentNative mask outside the words: the key bound of the last block. The
-/// words themselves are applied inside the softmax of a partial step
-/// (`family::softmax::wgmma_online_words`, value `i`'s bit in [`row_block_value_word`]).
+/// The forward's FragmentNative mask: one bit per value, plus the key bound of the last block.
 pub const ROW_BLOCK_WORDS: &str = r#"// ---- mask application: FragmentNative words ----
 // Consumer thread ct = 128*wg + lt holds the $S_VALUES values of $LAYOUT_S. Slot h's values are
 // h*FM_BLOCK_VALUES .. (h+1)*FM_BLOCK_VALUES-1, in the register order of the mask tile's own accumulator
 // (checked by the generator); bit b of word w of slot h is the mask bit of its value 32*w + b, loaded by
-// fm_load_mask_bits and applied by fm_online_softmax_words. Here: the key bound of the last block.
+// fm_load_mask_bits.
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
                                               const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
+#pragma unroll
+    for (int i = 0; i < $S_VALUES; ++i) {
+        // FragmentNative order: value i <-> slot i / FM_BLOCK_VALUES, bit (i % 32) of that slot's word (i % FM_BLOCK_VALUES) / 32
+        const int h = i / FM_BLOCK_VALUES;
+        const unsigned word = bits.w[h * $MASK_WORDS + (i % FM_BLOCK_VALUES) / 32];
+        if (((word >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
+    }
 #pragma unroll
     for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
         const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
@@ -75,13 +78,6 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
     }
 }
 "#;
-
-/// The word of `array` (one thread's words of a step, [`row_block_words`]) holding the bit
-/// of S value `i`: FragmentNative order, value `i` is value `i % FM_BLOCK_VALUES` of slot
-/// `i / FM_BLOCK_VALUES`, bit `i % 32` of that slot's word `(i % FM_BLOCK_VALUES) / 32`.
-pub fn row_block_value_word(array: &str, words_per_block: u32) -> String {
-    format!("{array}[(i / FM_BLOCK_VALUES) * {words_per_block} + (i % FM_BLOCK_VALUES) / 32]")
-}
 
 /// The backward's window mask on `Sᵀ`: per key row slot, one visible query interval.
 pub const KEY_TILE_WINDOW: &str = r#"// Values of S^T outside the window or past seqlen_k become -inf (partial steps only). Per row slot r (key

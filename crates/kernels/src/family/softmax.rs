@@ -6,8 +6,6 @@
 //! - [`wgmma_online`]: the wgmma kernels (`fm_online_softmax` and `fm_rescale_o` over a
 //!   `m64nN` accumulator, the row slots read off `family::fragment::FragmentMap`); the
 //!   running max is kept unscaled and the scale is fused into the exponent;
-//!   [`wgmma_online_words`] is its step on a partial step of mask words, the bits applied
-//!   in the max and exponent loops;
 //! - [`mma_sync_update`]: decode's `mma.sync` m16n8 tiles (`SM80_C_LAYOUT`), one or several
 //!   16-key tiles under one update; the scores arrive scaled (the mask step scales them,
 //!   [`MMA_SYNC_SCALE_MAX`] when nothing is masked) and the tile's sum is folded into the
@@ -249,80 +247,6 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          }}\n",
         x0 = partners[0],
         x1 = partners[1],
-    )
-}
-
-/// The words of a partial step as [`wgmma_online_words`] reads them (the mask component's
-/// FragmentNative order, `family::mask`).
-pub struct StepWords<'a> {
-    /// The CUDA type holding one thread's words of a step, with an array `w`.
-    pub words_type: &'a str,
-    /// Words per thread of a step.
-    pub words: u32,
-    /// The word holding value `i`'s bit (bit `i % 32`), a CUDA expression of `i` indexing
-    /// the array named by its argument.
-    pub value_word: &'a dyn Fn(&str) -> String,
-}
-
-/// `fm_online_softmax_words(s, bits, row_max, row_sum, corr, scale_log2)`: the step of
-/// [`wgmma_online`] on a partial step of FragmentNative words, the mask applied inside the
-/// softmax instead of a `-inf` pass before it. A value whose bit is 0 is left out of the
-/// row max (a predicated `FMNMX`, the bits moved into predicates seven at a time by `R2P`)
-/// and its probability becomes 0 after the exponential, where the `MUFU.EX2` throughput
-/// leaves issue slots free; P, the max and the sums equal those of `-inf` then
-/// [`wgmma_online`]. The exponent loop tests the complement of the words: testing the same
-/// word in both loops makes ptxas test every bit with its own `LOP3` in both (seen in SASS).
-pub fn wgmma_online_words(rows: &WgmmaRows, words: &StepWords<'_>) -> String {
-    let WgmmaRows {
-        s_values,
-        s_row_slot,
-        s_layout,
-        partners,
-        ..
-    } = rows;
-    let StepWords {
-        words_type,
-        words: n_words,
-        value_word,
-    } = words;
-    let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
-    let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
-    let p = probability("s[i]", "scale_log2", "m_scaled[r]");
-    let kept = value_word("bits.w");
-    let hidden = value_word("hidden");
-    format!(
-        "// The online softmax of a partial step, the mask words applied inside it: value i counts when its bit\n\
-         // (bit i % 32 of {kept}) is set.\n\
-         __device__ __forceinline__ void fm_online_softmax_words(float (&s)[{s_values}], const {words_type}& bits,\n\
-         \x20                                                       float (&row_max)[2], float (&row_sum)[2], float (&corr)[2],\n\
-         \x20                                                       float scale_log2) {{\n\
-         \x20   float m_new[2] = {{row_max[0], row_max[1]}};\n\
-         #pragma unroll\n\
-         \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
-         \x20       const int r = {s_row_slot};   // {s_layout} value row slot\n\
-         \x20       if ((({kept} >> (i % 32)) & 1u) != 0u) m_new[r] = fmaxf(m_new[r], s[i]);\n\
-         \x20   }}\n\
-         \x20   float m_scaled[2];\n\
-         #pragma unroll\n\
-         \x20   for (int r = 0; r < 2; ++r) {{\n\
-         {max_reduce}\
-         \x20       // A row with nothing visible so far keeps max -inf; subtract 0 instead so exp2 gives 0, not NaN.\n\
-         \x20       {guard}\n\
-         \x20       corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);\n\
-         \x20       row_max[r] = m_new[r];\n\
-         \x20       row_sum[r] *= corr[r];\n\
-         \x20   }}\n\
-         \x20   unsigned hidden[{n_words}];   // bit set: value left out (the complement, see the component)\n\
-         #pragma unroll\n\
-         \x20   for (int j = 0; j < {n_words}; ++j) hidden[j] = ~bits.w[j];\n\
-         #pragma unroll\n\
-         \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
-         \x20       const int r = {s_row_slot};\n\
-         \x20       s[i] = {p};\n\
-         \x20       if ((({hidden} >> (i % 32)) & 1u) != 0u) s[i] = 0.f;\n\
-         \x20       row_sum[r] += s[i];   // per-thread partial sum; the quad reduction happens once, at the end\n\
-         \x20   }}\n\
-         }}\n",
     )
 }
 
