@@ -374,15 +374,32 @@ fn mainloop(
     mode: MaskMode,
     warpgroups: u32,
 ) -> Result<String, ConfigError> {
-    let (prefetch_first, prefetch_next) = match mode {
+    // Tile lists (Blocks): read two steps ahead of their use and the words one step ahead, so
+    // no global load is consumed in the iteration that issues it. Reading the words' address
+    // (`kv_tile_offsets`) and the key block in the same iteration put two dependent load
+    // latencies on every iteration's critical path (SASS: an `R2UR` right after each `LDG`).
+    // A step past the end reads nothing (`fm_tile_at`: every slot missing, no words).
+    let (tile_first, tile_kk, prefetch_first, prefetch_next, lists_ahead) = match mode {
         MaskMode::Blocks => (
-            "fm_mask_bits bits_next = fm_load_mask_bits(p, fm_tile_at(p, sched, 0), ct);",
+            "t_next",
+            "t_next",
+            "fm_tile t_next = fm_tile_at(p, sched, 0);\n\
+             \x20       fm_mask_bits bits_next = fm_load_mask_bits(p, t_next, ct);\n\
+             \x20       fm_tile t_after = fm_tile_at(p, sched, 1);",
             "const fm_mask_bits bits = bits_next;\n\
-             \x20           if (kk + 1 < sched.num_tiles) bits_next = fm_load_mask_bits(p, fm_tile_at(p, sched, kk + 1), ct);",
+             \x20           t_next = t_after;\n\
+             \x20           bits_next = fm_load_mask_bits(p, t_next, ct);     // words of step kk + 1",
+            // After the GEMMs are issued: ptxas moves the (warp-uniform) lists into uniform
+            // registers right after their loads, so the load latency overlaps the wait for S
+            // here instead of stalling the top of the loop.
+            "t_after = fm_tile_at(p, sched, kk + 2);                  // lists of step kk + 2",
         ),
         MaskMode::Window | MaskMode::Documents => (
+            "fm_tile_at(p, sched, 0)",
+            "fm_tile_at(p, sched, kk)",
             "const fm_mask_bits bits_next = fm_mask_all();",
             "const fm_mask_bits bits = bits_next;",
+            "// (window schedule: no tile lists to read ahead)",
         ),
     };
     let body = if overlap {
@@ -417,14 +434,20 @@ fn mainloop(
     } else {
         ("PP_ARRIVE_PV", arrive_pv)
     };
-    let values: Vec<(&str, String)> = vec![
+    let mut values: Vec<(&str, String)> = vec![
+        ("TILE_KK", tile_kk.to_string()),
         ("PREFETCH_FIRST", prefetch_first.to_string()),
         ("PREFETCH_NEXT", prefetch_next.to_string()),
+        ("LISTS_AHEAD", lists_ahead.to_string()),
         ("PP_INIT", init),
         ("PP_SYNC", sync),
         ("PP_ARRIVE", arrive),
         (last_point.0, last_point.1),
     ];
+    // Only the overlapped loop peels its first step.
+    if overlap {
+        values.push(("TILE_FIRST", tile_first.to_string()));
+    }
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
 }
 
@@ -453,7 +476,7 @@ const MAINLOOP_SERIAL: &str = r#"
         $PREFETCH_FIRST
         $PP_INIT
         for (int kk = 0; kk < sched.num_tiles; ++kk) {
-            const fm_tile t = fm_tile_at(p, sched, kk);
+            const fm_tile t = $TILE_KK;
             $PREFETCH_NEXT
             const int stage = kk % FM_STAGES;
             const unsigned phase = (unsigned)(kk / FM_STAGES) & 1u;
@@ -461,6 +484,7 @@ const MAINLOOP_SERIAL: &str = r#"
             $PP_SYNC
             fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
             $PP_ARRIVE
+            $LISTS_AHEAD
             fm_wgmma_wait<0>();
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(stage));
@@ -488,7 +512,7 @@ const MAINLOOP_OVERLAP: &str = r#"
         $PP_INIT
         {
             // Tile 0: QK^T, mask, softmax; its PV is issued in the next iteration.
-            const fm_tile t = fm_tile_at(p, sched, 0);
+            const fm_tile t = $TILE_FIRST;
             const int kk = 0;
             (void)kk;
             $PREFETCH_NEXT
@@ -496,6 +520,7 @@ const MAINLOOP_OVERLAP: &str = r#"
             $PP_SYNC
             fm_qk(s_acc, q_base, smem_k);
             $PP_ARRIVE
+            $LISTS_AHEAD
             fm_wgmma_wait<0>();
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(0));
@@ -504,7 +529,7 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_convert_p(s_acc, p_frag);
         }
         for (int kk = 1; kk < sched.num_tiles; ++kk) {
-            const fm_tile t = fm_tile_at(p, sched, kk);
+            const fm_tile t = $TILE_KK;
             $PREFETCH_NEXT
             const int stage = kk % FM_STAGES;
             const unsigned phase = (unsigned)(kk / FM_STAGES) & 1u;
@@ -520,6 +545,7 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
             fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);      // O += P_{kk-1} V_{kk-1} (async)
             $PP_ARRIVE
+            $LISTS_AHEAD
             fm_wgmma_wait<1>();                                             // S_kk is ready
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(stage));
