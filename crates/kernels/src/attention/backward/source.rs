@@ -330,6 +330,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("MASK_WORDS", mask_words.to_string()),
         ("DETERMINISTIC", u32::from(k.deterministic()).to_string()),
         ("KV_REGISTERS", u32::from(k.kv_registers()).to_string()),
+        // Column-pair loads of lse and Dsum pay off where K and V sit in registers (head dim 64):
+        // A/B on the H100, docs/backward.md.
+        ("LSE_PAIRS", u32::from(k.kv_registers()).to_string()),
         ("KV_FRAG_REGS", (d / 4).to_string()),
         (
             "Q_CHUNK_BYTES",

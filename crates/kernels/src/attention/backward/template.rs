@@ -18,6 +18,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_MASK_WORDS $MASK_WORDS            // words per thread per mask tile
 #define FM_DETERMINISTIC $DETERMINISTIC
 #define FM_KV_REGISTERS $KV_REGISTERS         // K and V of the warpgroup's keys as RS A fragments (S^T, dP^T)
+#define FM_LSE_PAIRS $LSE_PAIRS               // lse and Dsum read as column pairs (8-byte loads); see docs/backward.md
 #define FM_Q_CHUNK_BYTES $Q_CHUNK_BYTES      // one 64-column chunk of a Q/dO tile: Q(0, 64) of its layout
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES     // one 64-column chunk of K/V: K(0, 64)
 #define FM_Q_TILE_BYTES $Q_TILE_BYTES      // FM_STEP_M x D
@@ -294,10 +295,12 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
                 // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
-                // arrivals), read after the waits above as this thread's $ST_PAIRS column pairs: value i's columns
-                // q_col + $VALUE_COL_ST and its pair partner's are adjacent, from an even column, pair slot
-                // fm_st_pair_slot[i] at column q_col + fm_st_pair_col[slot] (the generator derives both from
-                // $LAYOUT_ST and checks them), so each pair is one 8-byte load.
+                // arrivals), read after the waits above.
+#if FM_LSE_PAIRS
+                // As this thread's $ST_PAIRS column pairs: value i's columns q_col + $VALUE_COL_ST and its pair
+                // partner's are adjacent, from an even column, pair slot fm_st_pair_slot[i] at column
+                // q_col + fm_st_pair_col[slot] (the generator derives both from $LAYOUT_ST and checks them), so
+                // each pair is one 8-byte load.
                 constexpr int fm_st_pair_slot[$ST_VALUES] = $ST_PAIR_SLOTS;
                 constexpr int fm_st_pair_col[$ST_PAIRS] = $ST_PAIR_COLS;
                 const unsigned lse_row = smem_lse + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
@@ -321,6 +324,20 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                     const float2 d2 = dsum_p[fm_st_pair_slot[i]];
                     dp_acc[i] = s_acc[i] * (dp_acc[i] - (($VALUE_COL_ST) % 2 ? d2.y : d2.x));   // dS^T
                 }
+#else
+                // Through generic pointers, one float per value; equal columns share a load.
+                const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
+                const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    const float lse = lse_s[q_col + $VALUE_COL_ST];   // $LAYOUT_ST value mode: query column
+                    s_acc[i] = $P_RECOMPUTE;   // P^T
+                }
+                fm_wgmma_wait<0>();
+                fm_fence_array(dp_acc);
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
+#endif
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
