@@ -641,7 +641,8 @@ impl AttentionRunner {
         ws: &mut BackwardWorkspace,
     ) -> Result<(), AttentionError> {
         // Nothing is uploaded here: the documents grid needs a plan (`plan_backward`).
-        let resolved = self.resolve(q, k, v, o, lse, d_o, mask, opts, grads, ws, Upload::Refused)?;
+        let resolved =
+            self.resolve(q, k, v, o, lse, d_o, mask, opts, grads, ws, Upload::Refused)?;
         // SAFETY: the caller guarantees the addresses (this function's contract); shapes
         // and strides were checked by `resolve`.
         unsafe { resolved.launch(stream) }
@@ -828,7 +829,10 @@ impl AttentionRunner {
         let items = super::documents::key_tile_items(docs, kernel.cta_n(), STEP_M);
         let count = u32::try_from(items.len())
             .ok()
-            .filter(|&n| n.checked_mul(kernel.d_split()).is_some_and(|x| x <= i32::MAX as u32))
+            .filter(|&n| {
+                n.checked_mul(kernel.d_split())
+                    .is_some_and(|x| x <= i32::MAX as u32)
+            })
             .ok_or_else(|| AttentionError::Shape("too many document key tiles".into()))?;
         params.window_left = WINDOW_INFINITE;
         params.window_right = match docs.kind() {

@@ -290,3 +290,45 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
     return below * FM_SUB + n_cta % FM_SUB;
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::template::fill;
+
+    fn walk(grid: KeyGrid) -> String {
+        let mut values = grid.values();
+        values.push(("WINDOW_INFINITE", super::super::WINDOW_INFINITE.to_string()));
+        fill(WINDOW, &values).unwrap()
+    }
+
+    #[test]
+    fn the_key_tile_walk_is_the_call_s_or_a_document_s() {
+        let global = walk(KeyGrid::Global);
+        assert!(global.contains("int n_cta) {\n    fm_schedule s;\n    s.n0 = n_cta * FM_CTA_N;"));
+        assert!(global.contains("min(s.n0 + FM_CTA_N, p.seqlen_k) - 1"));
+        assert!(!global.contains("item"));
+        let documents = walk(KeyGrid::Documents);
+        // Keys from the document's first token, bounded by its end; queries from its first
+        // token to its last; a step straddling either edge is not full.
+        assert!(documents.contains("int n_cta, int4 item) {"));
+        assert!(documents.contains("s.n0 = item.x + n_cta * FM_CTA_N;"));
+        assert!(documents.contains("min(s.n0 + FM_CTA_N, (item.x + item.y)) - 1"));
+        assert!(documents.contains("max((long long)item.x, (long long)s.n0 - p.diag_offset"));
+        assert!(documents.contains("((long long)item.x + item.y) / FM_STEP_M - 1"));
+        assert!(documents.contains("((long long)item.x + FM_STEP_M - 1) / FM_STEP_M"));
+        assert!(
+            documents.contains("    s.q0 = item.x;\n    s.end = item.x + item.y;\n    return s;")
+        );
+        assert!(!documents.contains("p.seqlen_q") && !documents.contains("p.seqlen_k"));
+        let place = KeyGrid::Documents.placement();
+        assert!(place.cta_item.contains("p.doc_items") && place.cta_block == "doc_item.z");
+        assert_eq!(KeyGrid::Global.placement().key_end, "p.seqlen_k");
+        let (g, d) = (
+            KeyGrid::Global.mask_values(),
+            KeyGrid::Documents.mask_values(),
+        );
+        assert_eq!(g[1].1, "");
+        assert!(d[1].1.contains("sched.q0") && d[0].1 == "sched.end");
+    }
+}
