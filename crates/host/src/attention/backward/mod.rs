@@ -649,7 +649,8 @@ impl AttentionRunner {
     }
 
     /// Compiles and loads the backward kernels of `head_dim` in window mode and for masks
-    /// of `block` (e.g. `(128, 128)`), so that no later call compiles.
+    /// of `block` (e.g. `(128, 128)`; with it, the documents grid where the options allow
+    /// it), so that no later call compiles.
     pub fn warm_up_backward(
         &self,
         head_dim: usize,
@@ -660,6 +661,14 @@ impl AttentionRunner {
         let mut modes = vec![BackwardMask::Window];
         if let Some((block_m, block_n)) = block {
             modes.push(BackwardMask::Blocks { block_m, block_n });
+            // A mask with documents may run the documents grid (never deterministic).
+            if !opts.deterministic
+                && opts
+                    .documents_grid
+                    .unwrap_or(super::choice::BACKWARD_DOCUMENTS_GRID)
+            {
+                modes.push(BackwardMask::Documents);
+            }
         }
         for mode in modes {
             let k = super::choice::backward_config(d, mode, opts)?;
