@@ -166,7 +166,7 @@ pub struct AttentionArgs {
     /// Run the correctness sweep against the CPU f64 reference and exit.
     #[arg(long)]
     selftest: bool,
-    /// With --selftest: only the cases whose name contains this text (e.g. "documents").
+    /// With --selftest (forward or backward): only the cases whose name contains this text (e.g. "documents").
     #[arg(long)]
     cases: Option<String>,
     /// Print the generated CUDA source for --head-dim and the mask mode, then exit.
@@ -234,7 +234,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         },
         (false, true, true, _) => Mode {
             name: "--selftest --backward",
-            uses: Some(&["selftest", "backward", "seed"]),
+            uses: Some(&["selftest", "backward", "cases", "seed"]),
         },
         (false, false, true, true) => Mode {
             name: "--backward --bench",
@@ -445,7 +445,12 @@ pub fn run(args: AttentionArgs) -> CmdResult {
     let Some(validated) = validated else {
         let runner = AttentionRunner::new(&device).map_err(|e| e.to_string())?;
         if args.backward {
-            return backward::run_selftest(&runner, args.forward.seed, device.name());
+            return backward::run_selftest(
+                &runner,
+                args.forward.seed,
+                args.cases.as_deref(),
+                device.name(),
+            );
         }
         return run_selftest(&runner, &args.forward, args.cases.as_deref(), device.name());
     };

@@ -297,20 +297,38 @@ pub fn backward(
 }
 
 /// `fragmask attention --selftest --backward`: the backward sweep.
-pub fn run_selftest(runner: &AttentionRunner, seed: u64, device: &str) -> CmdResult {
+pub fn run_selftest(
+    runner: &AttentionRunner,
+    seed: u64,
+    only: Option<&str>,
+    device: &str,
+) -> CmdResult {
     println!(
         "attention backward selftest on {device}: GPU vs CPU f64 reference (tolerance {})",
         bwd_selftest::GRAD_TOLERANCE
     );
     let mut failures = 0;
-    for (i, case) in bwd_selftest::default_cases().iter().enumerate() {
+    // Each case keeps its index in the default sweep (and so its seed) under --cases.
+    let cases: Vec<(usize, bwd_selftest::BackwardCase)> = bwd_selftest::default_cases()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, c)| only.is_none_or(|o| c.name.contains(o)))
+        .collect();
+    if cases.is_empty() {
+        return Err(format!(
+            "--cases {}: no backward selftest case matches",
+            only.unwrap_or_default()
+        ));
+    }
+    for (i, case) in &cases {
+        let i = *i;
         match bwd_selftest::run_case(runner, case, seed.wrapping_add(i as u64)) {
             Ok(r) => {
                 if !r.passed {
                     failures += 1;
                 }
                 println!(
-                    "{} {:<52} dq {:.2e} dk {:.2e} dv {:.2e}  bad {}  empty-row errors {}  nondeterministic runs {}",
+                    "{} {:<52} dq {:.2e} dk {:.2e} dv {:.2e}  bad {}  empty-row errors {}  nondeterministic runs {}{}",
                     if r.passed { "PASS" } else { "FAIL" },
                     r.name,
                     r.rel_err[0],
@@ -318,7 +336,8 @@ pub fn run_selftest(runner: &AttentionRunner, seed: u64, device: &str) -> CmdRes
                     r.rel_err[2],
                     r.bad_values,
                     r.empty_row_errors,
-                    r.nondeterministic_runs
+                    r.nondeterministic_runs,
+                    if r.documents_grid { "  (documents grid)" } else { "" }
                 );
             }
             Err(x) => {

@@ -124,7 +124,7 @@ pub fn run(args: InspectArgs) -> CmdResult {
     }
     if let Some(d) = packed.documents() {
         println!(
-            "documents: {} contiguous, {} within each (the forward runs the documents grid)",
+            "documents: {} contiguous, {} within each (the forward runs the documents grid, and so does the backward unless deterministic)",
             d.count(),
             d.kind().name()
         );

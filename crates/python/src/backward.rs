@@ -122,6 +122,7 @@ fn cached_plan(
     g: &gpu::Gpu,
     key: &BackwardKey,
     ws: &BackwardWorkspace,
+    stream: u64,
 ) -> PyResult<Arc<BackwardPlan>> {
     let cached = plans()
         .lock()
@@ -131,7 +132,11 @@ fn cached_plan(
     if let Some(p) = cached {
         return Ok(p);
     }
-    let p = Arc::new(plan_backward(g, key, ws)?);
+    // A mask with documents runs the documents grid, whose plan uploads its work-item
+    // table: a first call made while the stream is captured into a CUDA graph plans the
+    // tile lists instead, which upload nothing.
+    let capturing = gpu::capturing(g, stream)?;
+    let p = Arc::new(plan_backward(g, key, ws, capturing)?);
     let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= MAX_CACHED_PLANS {
         cache.clear();
@@ -192,7 +197,7 @@ pub(crate) fn attention_backward_plan(
         .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
     let ws = workspace(device, stream, &cuda_stream, &shape)?;
     let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
-    let plan = cached_plan(&g, &key, &ws)?;
+    let plan = cached_plan(&g, &key, &ws, stream)?;
     Ok(BackwardPlanHandle {
         gpu: g,
         plan,
@@ -274,6 +279,7 @@ fn plan_backward(
     g: &gpu::Gpu,
     key: &BackwardKey,
     ws: &BackwardWorkspace,
+    capturing: bool,
 ) -> PyResult<BackwardPlan> {
     let what = "fragmask.attention backward";
     let scale = f64::from_bits(key.scale) as f32;
@@ -321,6 +327,7 @@ fn plan_backward(
     let opts = BackwardOptions {
         scale: Some(scale),
         dtype: key.fp16.then_some(ActDtype::F16),
+        documents_grid: capturing.then_some(false),
         ..BackwardOptions::default()
     };
     g.attention

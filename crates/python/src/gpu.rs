@@ -447,7 +447,7 @@ pub(crate) fn attention_launch(
 }
 
 /// Whether torch's `stream` of `g`'s device is being captured into a CUDA graph.
-fn capturing(g: &Gpu, stream: u64) -> PyResult<bool> {
+pub(crate) fn capturing(g: &Gpu, stream: u64) -> PyResult<bool> {
     // SAFETY: `stream` is torch's current stream of this device (the wrapper reads it).
     let cuda_stream = unsafe { g.device.borrowed_stream(stream) };
     let status = cuda_stream

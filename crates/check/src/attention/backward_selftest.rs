@@ -8,10 +8,15 @@
 //! dV is within `||x - ref|| / ||ref|| < 2e-2`, and the dQ rows of queries with no visible
 //! key are exactly 0. Block-mask cases pack their predicate with the masks crate's packer at
 //! the case's tile, with the transposed lists; the reference reads the packed mask.
+//! Documents cases pack a causal or full document predicate (which keeps its document
+//! boundaries) and fail unless the backward ran the documents grid, where the call allows
+//! it (not deterministic, not the raw-pointer launch of the fp16 cases, which run the
+//! tile lists of the same mask).
 
 use std::sync::Arc;
 
 use fragmask_host::cudarc::driver::DevicePtr;
+use fragmask_kernels::attention::backward::BackwardMask;
 use fragmask_kernels::attention::{ActDtype, Geometry};
 use fragmask_masks::{MaskShape, PackOptions, TransposedLists};
 
@@ -46,6 +51,15 @@ pub enum BackwardCaseMask {
         /// Visibility.
         visible: Predicate,
     },
+    /// Contiguous documents of these lengths (summing to `Sq == Sk`), causal or full
+    /// within each, packed at 128x128 from the document-id predicate (with the transposed
+    /// lists), so the mask keeps its documents.
+    Documents {
+        /// Tokens of each document.
+        lengths: Vec<usize>,
+        /// Causal within each document (else full).
+        causal: bool,
+    },
 }
 
 /// One backward case.
@@ -76,6 +90,8 @@ pub struct BackwardCaseResult {
     pub empty_row_errors: usize,
     /// Runs whose gradients differ in some bit from the first run's.
     pub nondeterministic_runs: usize,
+    /// Whether the backward ran the documents grid.
+    pub documents_grid: bool,
     /// Verdict.
     pub passed: bool,
 }
@@ -108,6 +124,13 @@ fn blocks(tile: Geometry, heads: usize, visible: Predicate) -> BackwardCaseMask 
     }
 }
 
+fn documents(lengths: &[usize], causal: bool) -> BackwardCaseMask {
+    BackwardCaseMask::Documents {
+        lengths: lengths.to_vec(),
+        causal,
+    }
+}
+
 fn random(keep: f64, seed: u64) -> Predicate {
     crate::synthetic::random_tokens(keep, seed)
 }
@@ -136,6 +159,66 @@ pub fn default_cases() -> Vec<BackwardCase> {
         ..red
     };
     let mut cases = vec![
+        // The documents grid: lengths off the 64- and 128-token grids (steps straddling two
+        // documents), one-token documents, a single document, a document longer than S/2;
+        // causal and full within documents; GQA, head dims 64/128/256, dQ by atomics; the
+        // deterministic mode and fp16's raw launch run the tile lists of the same masks.
+        (
+            "documents causal ragged d128 gqa 4/2",
+            shape(1, 4, 2, 512, 512, 128),
+            documents(&[100, 1, 157, 126, 128], true),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "documents full ragged d128",
+            shape(1, 2, 2, 400, 400, 128),
+            documents(&[70, 200, 130], false),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "documents causal single d64",
+            shape(1, 2, 2, 300, 300, 64),
+            documents(&[300], true),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "documents causal long (> S/2) gqa 2 d256",
+            shape(1, 2, 1, 400, 400, 256),
+            documents(&[40, 300, 60], true),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "documents full long (> S/2) one-token d64",
+            shape(1, 2, 2, 256, 256, 64),
+            documents(&[33, 1, 219, 3], false),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "dQ atomics: documents causal d128",
+            shape(1, 2, 2, 380, 380, 128),
+            documents(&[90, 190, 100], true),
+            red,
+            1,
+        ),
+        (
+            "fp16 documents causal (tile lists, raw launch) d128",
+            shape(1, 2, 2, 380, 380, 128),
+            documents(&[90, 190, 100], true),
+            f16,
+            1,
+        ),
+        (
+            "deterministic documents causal (tile lists) x3 d128",
+            shape(1, 2, 2, 380, 380, 128),
+            documents(&[90, 190, 100], true),
+            det,
+            3,
+        ),
         (
             "none d128",
             shape(1, 2, 2, 256, 256, 128),
@@ -467,11 +550,32 @@ pub fn run_case(
             heads,
             visible,
         } => Some(pack_case(case, tile, *batch, *heads, visible)?),
+        BackwardCaseMask::Documents { lengths, causal } => {
+            let mut packed = super::selftest::pack_documents(
+                &case.name,
+                &s,
+                lengths,
+                *causal,
+                &Geometry::TILE_128X128,
+            )?;
+            let backward = TransposedLists::default_accumulator(packed.accumulator())
+                .map_err(AttentionError::Masks)?;
+            packed
+                .add_transposed(&backward, &PackOptions::default())
+                .map_err(AttentionError::Masks)?;
+            if packed.documents().is_none() {
+                return Err(AttentionError::Mask(format!(
+                    "case {}: the transposed lists lost the documents",
+                    case.name
+                )));
+            }
+            Some(packed)
+        }
     };
     let visible = |b: usize, h: usize, i: usize, j: usize| match (&case.mask, &host_mask) {
         (_, Some(m)) => m.get(b, h, i, j),
         (BackwardCaseMask::Window(w), None) => j < s.seqlen_k && w.is_visible(i, j),
-        (BackwardCaseMask::Blocks { .. }, None) => false,
+        (BackwardCaseMask::Blocks { .. } | BackwardCaseMask::Documents { .. }, None) => false,
     };
     let scale = case
         .opts
@@ -499,13 +603,14 @@ pub fn run_case(
         Some(m) => Mask::Blocks(m),
         None => match &case.mask {
             BackwardCaseMask::Window(w) => Mask::Window(*w),
-            BackwardCaseMask::Blocks { .. } => Mask::none(),
+            BackwardCaseMask::Blocks { .. } | BackwardCaseMask::Documents { .. } => Mask::none(),
         },
     };
     let mut ws = BackwardWorkspace::new(stream, &s)?;
     let mut grads = runner.alloc_gradients(&s)?;
     let mut first: Option<[Vec<u16>; 3]> = None;
     let mut nondeterministic_runs = 0;
+    let mut documents_grid = false;
     for _ in 0..case.runs.max(1) {
         for t in [&mut grads.dq, &mut grads.dk, &mut grads.dv] {
             stream
@@ -552,9 +657,11 @@ pub fn run_case(
                 )?;
             }
         } else {
-            runner.backward_into(
+            let prepared = runner.prepare_backward(
                 &q, &k, &v, &o, &lse_dev, &d_o, &mask, &case.opts, &mut ws, &mut grads,
             )?;
+            documents_grid = prepared.kernel().mask() == BackwardMask::Documents;
+            prepared.launch()?;
         }
         stream
             .synchronize()
@@ -614,7 +721,13 @@ pub fn run_case(
                 .count();
         }
     }
+    // A documents case names the mode it tests: one that fell back to the lists where the
+    // grid applies fails.
+    let want_grid = matches!(case.mask, BackwardCaseMask::Documents { .. })
+        && !fp16
+        && !case.opts.deterministic;
     let passed = bad == 0
+        && documents_grid == want_grid
         && empty_row_errors == 0
         && nondeterministic_runs == 0
         && rel_err.iter().all(|&e| e < GRAD_TOLERANCE);
@@ -624,6 +737,7 @@ pub fn run_case(
         bad_values: bad,
         empty_row_errors,
         nondeterministic_runs,
+        documents_grid,
         passed,
     })
 }

@@ -621,8 +621,9 @@ pub fn run_case(
 
 /// Packs documents of `lengths` (causal or full within each) from the document-id
 /// predicate, as `--predicate causal,doc=ids.npy` does, and checks that the packed mask
-/// kept the documents and decodes to them everywhere.
-fn pack_documents(
+/// kept the documents and decodes to them everywhere (the backward's selftest packs its
+/// documents cases here too).
+pub(crate) fn pack_documents(
     name: &str,
     s: &AttentionShape,
     lengths: &[usize],

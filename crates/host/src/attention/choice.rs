@@ -225,6 +225,29 @@ pub fn forward_mode(
     }
 }
 
+/// Whether the backward runs the documents grid where it applies (see
+/// [`backward_documents`]) when the call's options do not say.
+pub const BACKWARD_DOCUMENTS_GRID: bool = true;
+
+/// The documents the backward's documents grid ([`BackwardMask::Documents`]) runs for a
+/// call with packed mask `mask`: its documents when it has them, `Sq == Sk` equals their
+/// length, the call is not deterministic (a query step straddling two documents is
+/// visited by the key tiles of both, in no fixed order) and `opts.documents_grid`
+/// (default [`BACKWARD_DOCUMENTS_GRID`]) allows it; otherwise `None` (the tile lists).
+pub fn backward_documents<'a>(
+    shape: &AttentionShape,
+    mask: &'a PackedMask,
+    opts: &BackwardOptions,
+) -> Option<&'a fragmask_masks::Documents> {
+    let enabled = opts.documents_grid.unwrap_or(BACKWARD_DOCUMENTS_GRID);
+    mask.documents().filter(|d| {
+        enabled
+            && !opts.deterministic
+            && shape.seqlen_q == shape.seqlen_k
+            && shape.seqlen_q == d.seqlen()
+    })
+}
+
 /// The backward configuration of a call: the mask's tile (with its transposed lists, in
 /// the default backward accumulator) or the window mode, at `head_dim`, with `opts`.
 pub fn backward_kernel(

@@ -112,6 +112,77 @@ pub fn tiles(items: &[WorkItem]) -> (u64, u64) {
     })
 }
 
+/// One (document, key tile of the document) of the backward's documents grid: the key
+/// tile's keys are `start + n_block * cta_n ..` (clipped to the document), and it walks the
+/// sequence's 64-query steps from the first its keys are seen by to the document's last
+/// (`family::schedule::key_tile::KeyGrid::Documents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyTileItem {
+    /// The document's index.
+    pub document: u32,
+    /// Its first token.
+    pub start: u32,
+    /// Its tokens.
+    pub len: u32,
+    /// The key tile within the document.
+    pub n_block: u32,
+    /// Query steps of `step_m` rows the tile walks (per query head).
+    pub steps: u32,
+}
+
+/// The query steps of `step_m` rows key tile `n_block` (of `cta_n` keys) of a document
+/// at `start` of `len` tokens walks under `kind`: causal, from the step of the tile's
+/// first key to the document's last token; full, every step of the document.
+pub fn key_tile_steps(
+    kind: DocumentKind,
+    start: u32,
+    len: u32,
+    n_block: u32,
+    cta_n: u32,
+    step_m: u32,
+) -> u32 {
+    let (s, l, m) = (u64::from(start), u64::from(len), u64::from(step_m));
+    let first = match kind {
+        DocumentKind::Causal => s + u64::from(n_block) * u64::from(cta_n),
+        DocumentKind::Full => s,
+    };
+    let last = s + l - 1;
+    (last / m - first / m + 1) as u32
+}
+
+/// Every (document, key tile) of `documents` with key tiles of `cta_n` keys and query
+/// steps of `step_m` rows, most steps first (ties in document then key-tile order).
+pub fn key_tile_items(documents: &Documents, cta_n: u32, step_m: u32) -> Vec<KeyTileItem> {
+    let mut items = Vec::new();
+    for d in 0..documents.count() {
+        let range = documents.range(d);
+        // Documents lie inside a sequence the packer accepted (<= i32::MAX tokens).
+        let (start, len) = (range.start as u32, range.len() as u32);
+        for n_block in 0..len.div_ceil(cta_n) {
+            items.push(KeyTileItem {
+                document: d as u32,
+                start,
+                len,
+                n_block,
+                steps: key_tile_steps(documents.kind(), start, len, n_block, cta_n, step_m),
+            });
+        }
+    }
+    items.sort_by_key(|item| std::cmp::Reverse(item.steps));
+    items
+}
+
+/// The backward kernel's table of `items`: [`ITEM_INTS`] ints each (start, length, key
+/// tile, document), in launch order.
+pub fn key_tile_table(items: &[KeyTileItem]) -> Vec<i32> {
+    items
+        .iter()
+        .flat_map(|i| {
+            [i.start, i.len, i.n_block, i.document].map(|x| i32::try_from(x).unwrap_or(i32::MAX))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +204,24 @@ mod tests {
         assert!(items
             .iter()
             .all(|i| (i.key_blocks, i.partial_blocks) == (3, 1)));
+    }
+
+    #[test]
+    fn key_tiles_of_a_causal_document_at_token_100_walk_its_steps_from_their_first_key() {
+        let docs = Documents::new(DocumentKind::Causal, vec![0, 100, 400]).unwrap();
+        let items = key_tile_items(&docs, 128, 64);
+        let got: Vec<(u32, u32, u32)> = items
+            .iter()
+            .map(|i| (i.document, i.n_block, i.steps))
+            .collect();
+        // Document 1 (tokens 100..400): tile 0 (keys 100..) walks steps 1..=6, tile 1
+        // (keys 228..) steps 3..=6, tile 2 (keys 356..) step 5..=6; document 0 (0..100):
+        // steps 0..=1.
+        assert_eq!(got, vec![(1, 0, 6), (1, 1, 4), (0, 0, 2), (1, 2, 2)]);
+        assert_eq!(key_tile_table(&items)[..4], [100, 300, 0, 1]);
+        let full = Documents::new(DocumentKind::Full, vec![0, 100, 400]).unwrap();
+        assert!(key_tile_items(&full, 128, 64)
+            .iter()
+            .all(|i| i.steps == if i.document == 0 { 2 } else { 6 }));
     }
 }

@@ -80,6 +80,9 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
 "#;
 
 /// The backward's window mask on `Sᵀ`: per key row slot, one visible query interval.
+///
+/// `$KEY_BOUND` and `$QUERY_BOUNDS` are the walk's (`family::schedule::key_tile::KeyGrid::mask_values`):
+/// the call's keys, or a document's keys and queries.
 pub const KEY_TILE_WINDOW: &str = r#"// Values of S^T outside the window or past seqlen_k become -inf (partial steps only). Per row slot r (key
 // key_row + $ROW_SLOT_STRIDE * r) the visible queries are one interval, taken relative to this thread's first
 // query column and clamped to int, so each value costs two integer compares.
@@ -92,8 +95,8 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_b
         const long long base = (long long)t.m * FM_STEP_M + q_col;   // query of column offset 0
         long long l = p.window_right >= $WINDOW_INFINITE ? -1 : key - p.diag_offset - p.window_right - base;
         long long h = p.window_left >= $WINDOW_INFINITE ? (1LL << 20) : key - p.diag_offset + p.window_left - base;
-        if (key >= p.seqlen_k) h = -(1LL << 20);   // key past the end: nothing visible
-        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
+        if (key >= $KEY_BOUND) h = -(1LL << 20);   // key past the end: nothing visible
+$QUERY_BOUNDS        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
         hi[r] = (int)max(min(h, 1LL << 20), -(1LL << 20));
     }
 #pragma unroll

@@ -70,6 +70,10 @@ pub struct BackwardOptions {
     pub stages: Option<u32>,
     /// How dQ is reduced; `None` is the default ([`DqReduce::Bulk`]).
     pub dq_reduce: Option<DqReduce>,
+    /// Whether a mask with document boundaries runs the documents grid
+    /// ([`BackwardMask::Documents`], [`super::choice::backward_documents`]) rather than
+    /// its tile lists; `None` is the default ([`super::choice::BACKWARD_DOCUMENTS_GRID`]).
+    pub documents_grid: Option<bool>,
 }
 
 /// dQ `[B, H, Sq, D]`, dK and dV `[B, H_kv, Sk, D]`, in the element type of the call.
@@ -336,8 +340,12 @@ struct Resolved {
     kernel: BackwardKernel,
     shape: AttentionShape,
     /// CTAs of the main kernel along x per column group: the key tiles, or with a dispatch
-    /// order every sub-tile of every mask key tile (those past the keys exit).
+    /// order every sub-tile of every mask key tile (those past the keys exit), or the
+    /// documents grid's work items.
     ctas: u32,
+    /// The documents grid's work-item table (`BackwardParams::doc_items`), uploaded once
+    /// when the call was resolved and kept while the parameters point at it.
+    doc_items: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl Resolved {
@@ -590,8 +598,9 @@ impl AttentionRunner {
             opts,
             out,
             ws,
+            Upload::Allowed,
         )?;
-        if let Some((ptr, block_n)) = order {
+        if let (Some((ptr, block_n)), None) = (order, &resolved.doc_items) {
             let sub = (block_n / resolved.kernel.cta_n()).max(1);
             resolved.params.0.tile_order = ptr;
             resolved.ctas = (resolved.params.0.mask_n_blocks as u32).saturating_mul(sub);
@@ -631,14 +640,17 @@ impl AttentionRunner {
         grads: RawGradients,
         ws: &mut BackwardWorkspace,
     ) -> Result<(), AttentionError> {
-        let resolved = self.resolve(q, k, v, o, lse, d_o, mask, opts, grads, ws)?;
+        // Nothing is uploaded here: the documents grid needs a plan (`plan_backward`).
+        let resolved =
+            self.resolve(q, k, v, o, lse, d_o, mask, opts, grads, ws, Upload::Refused)?;
         // SAFETY: the caller guarantees the addresses (this function's contract); shapes
         // and strides were checked by `resolve`.
         unsafe { resolved.launch(stream) }
     }
 
     /// Compiles and loads the backward kernels of `head_dim` in window mode and for masks
-    /// of `block` (e.g. `(128, 128)`), so that no later call compiles.
+    /// of `block` (e.g. `(128, 128)`; with it, the documents grid where the options allow
+    /// it), so that no later call compiles.
     pub fn warm_up_backward(
         &self,
         head_dim: usize,
@@ -649,6 +661,14 @@ impl AttentionRunner {
         let mut modes = vec![BackwardMask::Window];
         if let Some((block_m, block_n)) = block {
             modes.push(BackwardMask::Blocks { block_m, block_n });
+            // A mask with documents may run the documents grid (never deterministic).
+            if !opts.deterministic
+                && opts
+                    .documents_grid
+                    .unwrap_or(super::choice::BACKWARD_DOCUMENTS_GRID)
+            {
+                modes.push(BackwardMask::Documents);
+            }
         }
         for mode in modes {
             let k = super::choice::backward_config(d, mode, opts)?;
@@ -671,6 +691,7 @@ impl AttentionRunner {
         opts: &BackwardOptions,
         grads: RawGradients,
         ws: &BackwardWorkspace,
+        upload: Upload,
     ) -> Result<Resolved, AttentionError> {
         let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
         check_shape("o", o.shape, shape.q_shape())?;
@@ -700,7 +721,17 @@ impl AttentionRunner {
                 Some(*m)
             }
         };
-        let kernel = backward_kernel(shape.head_dim, host_mask, opts)?;
+        let documents = host_mask
+            .and_then(|m| super::choice::backward_documents(&shape, m, opts))
+            .filter(|_| upload == Upload::Allowed);
+        let kernel = match documents {
+            Some(_) => super::choice::backward_config(
+                u32::try_from(shape.head_dim).unwrap_or(0),
+                BackwardMask::Documents,
+                opts,
+            )?,
+            None => backward_kernel(shape.head_dim, host_mask, opts)?,
+        };
         let dt = kernel.dtype();
         let n = kernel.cta_n();
         let maps = [
@@ -776,7 +807,13 @@ impl AttentionRunner {
                 params.q_words = bwd.words;
             }
         }
-        let ctas = kernel.n_ctas(shape.seqlen_k as u32);
+        let mut ctas = kernel.n_ctas(shape.seqlen_k as u32);
+        let mut doc_items = None;
+        if let Some(docs) = documents {
+            let (table, items) = self.backward_documents_params(&mut params, docs, &kernel)?;
+            ctas = items;
+            doc_items = Some(table);
+        }
         Ok(Resolved {
             functions,
             maps,
@@ -784,8 +821,53 @@ impl AttentionRunner {
             kernel,
             shape,
             ctas,
+            doc_items,
         })
     }
+
+    /// The documents grid of `docs` ([`super::choice::backward_documents`]): the window
+    /// of its kind on the call's own coordinates (diagonal offset 0; the kernel bounds
+    /// each walk by its document) and the work-item table, uploaded here once and
+    /// synchronised so a launch on any stream reads it. Returns the table and its items.
+    fn backward_documents_params(
+        &self,
+        params: &mut BackwardParams,
+        docs: &fragmask_masks::Documents,
+        kernel: &BackwardKernel,
+    ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
+        let items = super::documents::key_tile_items(docs, kernel.cta_n(), STEP_M);
+        let count = u32::try_from(items.len())
+            .ok()
+            .filter(|&n| {
+                n.checked_mul(kernel.d_split())
+                    .is_some_and(|x| x <= i32::MAX as u32)
+            })
+            .ok_or_else(|| AttentionError::Shape("too many document key tiles".into()))?;
+        params.window_left = WINDOW_INFINITE;
+        params.window_right = match docs.kind() {
+            fragmask_masks::DocumentKind::Causal => 0,
+            fragmask_masks::DocumentKind::Full => WINDOW_INFINITE,
+        };
+        params.diag_offset = 0;
+        let table = self
+            .stream
+            .clone_htod(&super::documents::key_tile_table(&items))
+            .map_err(driver("uploading the backward documents grid's work items"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("uploading the backward documents grid's work items"))?;
+        params.doc_items = table.device_ptr(&self.stream).0;
+        Ok((Arc::new(table), count))
+    }
+}
+
+/// Whether resolving a call may upload the documents grid's work items (a plan or a
+/// prepared call: yes; a raw launch, which allocates and synchronises nothing: no, it
+/// runs the tile lists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upload {
+    Allowed,
+    Refused,
 }
 
 /// A device block mask as a raw backward mask (its transposed lists must be there).

@@ -15,6 +15,7 @@ use cudarc::driver::{sys, CudaStream};
 
 use super::{
     BackwardOptions, BackwardWorkspace, RawBackwardMask, RawGradients, Resolved, TensorMapArg,
+    Upload,
 };
 use crate::attention::{driver, AttentionError, AttentionRunner, AttentionShape, RawTensor};
 
@@ -94,6 +95,7 @@ impl AttentionRunner {
             opts,
             grads,
             ws,
+            Upload::Allowed,
         )?;
         Ok(BackwardPlan { resolved })
     }
@@ -164,6 +166,7 @@ impl BackwardPlan {
             kernel: r.kernel,
             shape: r.shape,
             ctas: r.ctas,
+            doc_items: r.doc_items.clone(),
         };
         // SAFETY: the plan's checks hold for these shapes and strides; the addresses are
         // this function's contract.

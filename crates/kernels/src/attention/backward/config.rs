@@ -29,6 +29,13 @@ pub enum BackwardMask {
         /// Keys of the mask tile.
         block_n: u32,
     },
+    /// Contiguous documents, causal or full within each (FlashAttention's varlen grid on
+    /// the key side): one CTA per (document, key tile of the document) work item of
+    /// `BackwardParams::doc_items`, the key tile aligned to the document's first token,
+    /// walking the document's query steps with the window schedule and mask; no mask
+    /// words. Not deterministic (a query step straddling two documents is visited by the
+    /// key tiles of both).
+    Documents,
 }
 
 /// How the main kernel adds its dQ chunks into the f32 accumulator.
@@ -211,6 +218,16 @@ impl BackwardKernel {
         ];
         let mut kernels = Vec::new();
         for d in [64, 128, 256] {
+            // The documents grid: never deterministic.
+            for (deterministic, dtype, reduce) in variants {
+                if !deterministic {
+                    kernels.push(
+                        Self::default_for(d, BackwardMask::Documents)?
+                            .with_dtype(dtype)?
+                            .with_dq_reduce(reduce),
+                    );
+                }
+            }
             for mask in masks {
                 for (deterministic, dtype, reduce) in variants {
                     kernels.push(
@@ -360,6 +377,7 @@ impl BackwardKernel {
         let mask = match self.mask {
             BackwardMask::Window => "window".to_string(),
             BackwardMask::Blocks { block_m, block_n } => format!("blocks {block_m}x{block_n}"),
+            BackwardMask::Documents => "documents".to_string(),
         };
         format!(
             "bwd {}k/{}wg {} d{}{} {} s{}{}",

@@ -87,6 +87,8 @@ crate::abi_struct! {
         full_kv_indices: Ptr("const int*"),
         /// [plane, mask key tiles] the mask's key tiles, most visited query tiles first (CTA dispatch order; null: index order).
         tile_order: Ptr("const int*"),
+        /// Documents grid: [items, 4] work items (document start, length, key tile, document), 16-byte aligned.
+        doc_items: Ptr("const int*"),
         /// Element stride of O between batches.
         o_stride_b: I64("long long"),
         /// Element stride of O between heads.

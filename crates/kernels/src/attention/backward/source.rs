@@ -18,7 +18,8 @@ use crate::family::epilogue;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_rs_k_major, wgmma_ss_name, wgmma_ss_trans};
-use crate::family::schedule::{key_tile, WINDOW_INFINITE};
+use crate::family::schedule::key_tile::{self, KeyGrid};
+use crate::family::schedule::WINDOW_INFINITE;
 use crate::family::sm90::PRODUCER_REGS;
 use crate::family::smem::OperandTile;
 use crate::family::softmax;
@@ -249,6 +250,22 @@ fn brace_list(v: &[u32]) -> String {
 }
 
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
+    // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
+    let grid = match k.mask() {
+        BackwardMask::Documents => {
+            if k.deterministic() {
+                return Err(ConfigError::Layout(
+                    "the documents grid has no deterministic dQ order (a query step straddling two \
+                     documents is visited by the key tiles of both)"
+                        .into(),
+                ));
+            }
+            KeyGrid::Documents
+        }
+        BackwardMask::Window | BackwardMask::Blocks { .. } => KeyGrid::Global,
+    };
+    let place = grid.placement();
+    let key_row0 = format!("{} + (int)row", place.key_row0);
     let d = k.head_dim();
     let dkv = k.dkv();
     // Sᵀ, dPᵀ and a dQ chunk: m64n64 accumulators; dK and dV: m64n{dkv}.
@@ -288,15 +305,15 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             cols: "FM_DKV",
             chunk_bytes: "FM_KV_CHUNK_BYTES",
             barrier_id: "5 + wg",
-            global_row: "n_cta * FM_CTA_N + (int)row",
-            row_limit: "p.seqlen_k",
+            global_row: &key_row0,
+            row_limit: place.key_end,
             dst_offset: "(kv_row0 + grow) * FM_D + col",
         },
         "            ",
     )
     .map_err(|e| ConfigError::Layout(format!("dK/dV staging: {}", e.0)))?;
     let (mask_threads, mask_words, halves, sub) = match k.mask() {
-        BackwardMask::Window => (128 * k.warpgroups(), 1, 1, 1),
+        BackwardMask::Window | BackwardMask::Documents => (128 * k.warpgroups(), 1, 1, 1),
         BackwardMask::Blocks { block_m, block_n } => {
             let (threads, words) = check_mask_words(&st, block_m, block_n)?;
             (threads, words, block_m / STEP_M, block_n / k.cta_n())
@@ -420,8 +437,15 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
     values.extend(dq_pieces(k, &st));
+    values.push(("CTA_ITEM", place.cta_item.to_string()));
+    values.push(("CTA_BLOCK", place.cta_block.to_string()));
+    values.push(("SCHEDULE_ITEM", place.schedule_item.to_string()));
+    values.push(("KEY_ROW0", place.key_row0.to_string()));
+    values.push(("KEY_END", place.key_end.to_string()));
     match k.mask() {
-        BackwardMask::Window => {
+        BackwardMask::Window | BackwardMask::Documents => {
+            values.extend(grid.values());
+            values.extend(grid.mask_values());
             values.push(("VALUE_ROW_SLOT_ST", st.value_row_slot_expr("i")));
             values.push(("ROW_SLOT_STRIDE", st.row_slot_stride()?.to_string()));
             values.push(("SCHEDULE", key_tile::WINDOW.to_string()));

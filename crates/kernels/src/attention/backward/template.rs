@@ -126,7 +126,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const int batch = (int)blockIdx.z;
     const int group = p.heads / p.kv_heads;   // query heads per K/V head (GQA / MQA)
     // The key tile (the dispatch order of the group's first head; uniform over the CTA).
-    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, (int)(blockIdx.x / FM_DSPLIT));
+$CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_BLOCK);
     if (n_cta < 0) return;
     const unsigned warpgroup = fm_warpgroup_index();
 
@@ -161,7 +161,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
             for (int gi = 0; gi < group; ++gi) {
                 const int head = kv_head * group + gi;
                 const long long bh = (long long)batch * p.heads + head;
-                const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta);
+                const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
                 for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
                     const fm_step t = fm_step_at(p, sched, batch, head, kk);
                     if (!kv_loaded) {
@@ -170,8 +170,8 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                             fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
 #pragma unroll
                             for (int c = 0; c < FM_D_CHUNKS; ++c) {
-                                fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
-                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_KV, 64 * c, n_cta * FM_CTA_N, kv_head, batch);
+                                fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_KV, 64 * c, $KEY_ROW0, kv_head, batch);
+                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_KV, 64 * c, $KEY_ROW0, kv_head, batch);
                             }
                         }
                         kv_loaded = true;
@@ -252,7 +252,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         for (int gi = 0; gi < group; ++gi) {
             const int head = kv_head * group + gi;
             const long long bh = (long long)batch * p.heads + head;
-            const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta);
+            const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
             for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
                 const fm_step t = fm_step_at(p, sched, batch, head, kk);
                 $LOAD_WORD
@@ -401,7 +401,7 @@ $DQ_STORE
             }
         }
         $DQ_DRAIN   // no bulk read of the staging buffers outlives the CTA
-        // ---- epilogue: dK * scale and dV, $ACT, keys < seqlen_k ----
+        // ---- epilogue: dK * scale and dV, $ACT, keys < $KEY_END ----
         const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
         if (((reinterpret_cast<unsigned long long>(p.dk) | reinterpret_cast<unsigned long long>(p.dv)) & 15ull) == 0ull) {
             // dK and dV through shared memory: once every consumer's last dQ GEMM (which reads all of the
@@ -412,9 +412,9 @@ $KV_STAGED        } else {
 #pragma unroll
             for (int i = 0; i < $DKV_VALUES; i += 2) {
                 // $LAYOUT_DKV value mode: values i, i+1 are adjacent columns of one row (checked by the generator)
-                const int key = n_cta * FM_CTA_N + 64 * wg + kv_row + $VALUE_ROW_DKV;
+                const int key = $KEY_ROW0 + 64 * wg + kv_row + $VALUE_ROW_DKV;
                 const int col = d0 + kv_col + $VALUE_COL_DKV;
-                if (key < p.seqlen_k) {
+                if (key < $KEY_END) {
                     const long long off = (kv_row0 + key) * FM_D + col;
                     *reinterpret_cast<unsigned*>(p.dk + off) = fm_act2(dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
                     *reinterpret_cast<unsigned*>(p.dv + off) = fm_act2(dv_acc[i], dv_acc[i + 1]);

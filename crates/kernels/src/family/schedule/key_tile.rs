@@ -3,9 +3,15 @@
 //! `fm_bwd_params`, `FM_CTA_N`, `FM_STEP_M`, and for the lists `FM_SUB`, `FM_HALVES`.
 //! Each defines `fm_cta_of_block` (the key tile of the x-th CTA: index order, or the
 //! host's largest-first order) and `fm_step_rank` (the deterministic dQ order).
+//! The window walk's `$WALK_*` placeholders place it on the whole sequence or inside one
+//! document of the documents grid ([`KeyGrid::values`]).
 
 /// Window mode: the query steps a key tile sees, computed from the bounds.
-pub const WINDOW: &str = r#"// ---- schedule: window mode (causal / sliding window / none) ----
+///
+/// The walk of the whole sequence ([`KeyGrid::Global`]) and of one document
+/// ([`KeyGrid::Documents`]) is this one text; the global walk's is the window kernel's as
+/// it was.
+pub const WINDOW: &str = r#"// ---- schedule: window mode (causal / sliding window / none)$WALK_TITLE ----
 // Query i sees key j iff i + diag_offset - window_left <= j <= i + diag_offset + window_right and j < seqlen_k.
 // Keys n0..n_end of this CTA are seen by queries j - diag_offset - window_right ..= j - diag_offset + window_left
 // of each key j: one interval over the CTA, walked in FM_STEP_M-query steps from the lowest.
@@ -15,7 +21,7 @@ struct fm_schedule {
     int n0;          // first key of the CTA
     int full_begin;  // steps kk in full_begin .. full_end - 1 see every (query, key) pair of the CTA
     int full_end;
-};
+$WALK_FIELDS};
 
 // floor(a / FM_STEP_M) for any sign of a.
 __device__ __forceinline__ long long fm_floor_steps(long long a) {
@@ -25,13 +31,13 @@ __device__ __forceinline__ long long fm_floor_steps(long long a) {
 // The key tile of the x-th CTA: index order (no lists to order by).
 __device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params&, int, int, int x) { return x; }
 
-__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta$WALK_ITEM_PARAM) {
     fm_schedule s;
-    s.n0 = n_cta * FM_CTA_N;
-    const long long n_end = min(s.n0 + FM_CTA_N, p.seqlen_k) - 1;
-    const long long lo = p.window_right >= $WINDOW_INFINITE ? 0 : max(0LL, (long long)s.n0 - p.diag_offset - p.window_right);
-    const long long hi = p.window_left >= $WINDOW_INFINITE ? (long long)p.seqlen_q - 1
-                                                          : min((long long)p.seqlen_q - 1, n_end - p.diag_offset + p.window_left);
+    s.n0 = $WALK_KEY0n_cta * FM_CTA_N;
+    const long long n_end = min(s.n0 + FM_CTA_N, $WALK_KEY_END) - 1;
+    const long long lo = p.window_right >= $WINDOW_INFINITE ? $WALK_Q_FIRST : max($WALK_Q_FIRST_LL, (long long)s.n0 - p.diag_offset - p.window_right);
+    const long long hi = p.window_left >= $WINDOW_INFINITE ? $WALK_Q_LAST
+                                                          : min($WALK_Q_LAST, n_end - p.diag_offset + p.window_left);
     s.full_begin = 0;
     s.full_end = 0;
     if (lo > hi) { s.num_steps = 0; s.m_first = 0; return s; }
@@ -42,18 +48,18 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
     //   left:  i1 + diag_offset - window_left <= n0, i.e. m <= floor((n0 - (FM_STEP_M - 1) - diag_offset + window_left) / FM_STEP_M);
     //   right: n0 + FM_CTA_N - 1 <= i0 + diag_offset + window_right, i.e. m >= -floor(-(n0 + FM_CTA_N - 1 - diag_offset - window_right) / FM_STEP_M);
     //   and the CTA's last key is below seqlen_k.
-    if (s.n0 + FM_CTA_N <= p.seqlen_k) {
-        const long long m_last = (long long)s.m_first + s.num_steps - 1;
+    if (s.n0 + FM_CTA_N <= $WALK_KEY_END) {
+        const long long m_last = $WALK_M_LAST;
         const long long m_hi = p.window_left >= $WINDOW_INFINITE ? m_last
             : min(m_last, fm_floor_steps((long long)s.n0 - (FM_STEP_M - 1) - p.diag_offset + p.window_left));
-        const long long m_lo = p.window_right >= $WINDOW_INFINITE ? (long long)s.m_first
-            : max((long long)s.m_first, -fm_floor_steps(-((long long)s.n0 + FM_CTA_N - 1 - p.diag_offset - p.window_right)));
+        const long long m_lo = p.window_right >= $WINDOW_INFINITE ? $WALK_M_FIRST
+            : max($WALK_M_FIRST, -fm_floor_steps(-((long long)s.n0 + FM_CTA_N - 1 - p.diag_offset - p.window_right)));
         if (m_lo <= m_hi) {
             s.full_begin = (int)(m_lo - s.m_first);
             s.full_end = (int)(m_hi - s.m_first) + 1;
         }
     }
-    return s;
+$WALK_PLACE    return s;
 }
 
 struct fm_step {
@@ -80,6 +86,131 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
     return n_cta - (int)(first_key / FM_CTA_N);
 }
 "#;
+
+/// The documents grid's work item of a CTA (FlashAttention's varlen grid over
+/// `cu_seqlens`, on the key side): `BackwardParams::doc_items` holds, per work item, the
+/// document's first token, its length, the key tile within the document and the
+/// document; the host writes them most query steps first. Fills `$CTA_ITEM` of the
+/// backward's kernel.
+pub const DOCUMENTS_ITEM: &str = r#"    // Documents grid: work item blockIdx.x / FM_DSPLIT = p.doc_items[4 x .. 4 x + 3] = (first token of its
+    // document, the document's length, the key tile within the document, the document), one 16-byte load. The
+    // key tile's keys are doc_item.x + FM_CTA_N * doc_item.z ..; its walk is the document's (the window schedule).
+    const int4 doc_item = __ldg(reinterpret_cast<const int4*>(p.doc_items) + blockIdx.x / FM_DSPLIT);
+"#;
+
+/// The grid a key-tile window walk runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyGrid {
+    /// Key tiles of the whole sequence (`n_cta` from the grid).
+    Global,
+    /// (document, key tile of the document) work items ([`DOCUMENTS_ITEM`]): the key
+    /// tile starts at the document's first token and sees the document's keys; the query
+    /// steps stay the sequence's 64-row steps (so lse, Dsum and the dQ accumulator are
+    /// addressed as in every other mode), from the document's first to its last, and a
+    /// step straddling the document's edge is partial (its other rows are masked).
+    Documents,
+}
+
+/// Where a key-tile walk's keys and queries sit, as the expressions the backward's
+/// kernel pastes: the CTA's work item (`cta_item`, a statement or nothing), the `x`
+/// argument of `fm_cta_of_block` (`cta_block`), the schedule's extra argument
+/// (`schedule_item`), the key row of the tile's key 0 (`key_row0`, beside the kernel's
+/// `n_cta`) and the keys below which gradients are written (`key_end`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyPlacement {
+    /// Statements run once per CTA before `n_cta` (the documents grid's item load).
+    pub cta_item: &'static str,
+    /// The `x` of `fm_cta_of_block`.
+    pub cta_block: &'static str,
+    /// Appended to `fm_make_schedule`'s arguments.
+    pub schedule_item: &'static str,
+    /// Global key of the tile's key 0 (TMA row of K and V, dK/dV rows).
+    pub key_row0: &'static str,
+    /// dK/dV rows written: `key < key_end`.
+    pub key_end: &'static str,
+}
+
+impl KeyGrid {
+    /// The values of [`WINDOW`]'s `$WALK_*` placeholders.
+    pub fn values(self) -> Vec<(&'static str, String)> {
+        let v: [(&'static str, &'static str); 11] = match self {
+            KeyGrid::Global => [
+                ("WALK_TITLE", ""),
+                ("WALK_FIELDS", ""),
+                ("WALK_ITEM_PARAM", ""),
+                ("WALK_KEY0", ""),
+                ("WALK_KEY_END", "p.seqlen_k"),
+                ("WALK_Q_FIRST", "0"),
+                ("WALK_Q_FIRST_LL", "0LL"),
+                ("WALK_Q_LAST", "(long long)p.seqlen_q - 1"),
+                ("WALK_M_LAST", "(long long)s.m_first + s.num_steps - 1"),
+                ("WALK_M_FIRST", "(long long)s.m_first"),
+                ("WALK_PLACE", ""),
+            ],
+            KeyGrid::Documents => [
+                ("WALK_TITLE", " inside each document of the documents grid"),
+                (
+                    "WALK_FIELDS",
+                    "    int q0;          // the document's first token (global query and key)\n    int end;         // one past its last token\n",
+                ),
+                ("WALK_ITEM_PARAM", ", int4 item"),
+                ("WALK_KEY0", "item.x + "),
+                ("WALK_KEY_END", "(item.x + item.y)"),
+                ("WALK_Q_FIRST", "(long long)item.x"),
+                ("WALK_Q_FIRST_LL", "(long long)item.x"),
+                ("WALK_Q_LAST", "((long long)item.x + item.y - 1)"),
+                // Full steps lie inside the document: rows from its first token (ceil) to its
+                // last (floor); a step straddling an edge holds another document's rows.
+                (
+                    "WALK_M_LAST",
+                    "min((long long)s.m_first + s.num_steps - 1, ((long long)item.x + item.y) / FM_STEP_M - 1)",
+                ),
+                (
+                    "WALK_M_FIRST",
+                    "max((long long)s.m_first, ((long long)item.x + FM_STEP_M - 1) / FM_STEP_M)",
+                ),
+                ("WALK_PLACE", "    s.q0 = item.x;\n    s.end = item.x + item.y;\n"),
+            ],
+        };
+        v.into_iter().map(|(k, x)| (k, x.to_string())).collect()
+    }
+
+    /// Where the grid's keys sit ([`KeyPlacement`]).
+    pub fn placement(self) -> KeyPlacement {
+        match self {
+            KeyGrid::Global => KeyPlacement {
+                cta_item: "",
+                cta_block: "(int)(blockIdx.x / FM_DSPLIT)",
+                schedule_item: "",
+                key_row0: "n_cta * FM_CTA_N",
+                key_end: "p.seqlen_k",
+            },
+            KeyGrid::Documents => KeyPlacement {
+                cta_item: DOCUMENTS_ITEM,
+                cta_block: "doc_item.z",
+                schedule_item: ", doc_item",
+                key_row0: "(doc_item.x + n_cta * FM_CTA_N)",
+                key_end: "(doc_item.x + doc_item.y)",
+            },
+        }
+    }
+
+    /// The values of the window mask's (`family::mask::KEY_TILE_WINDOW`) bounds: the
+    /// keys (`$KEY_BOUND`) and, inside a document, the queries (`$QUERY_BOUNDS`).
+    pub fn mask_values(self) -> Vec<(&'static str, String)> {
+        let (key_bound, query_bounds) = match self {
+            KeyGrid::Global => ("p.seqlen_k", ""),
+            KeyGrid::Documents => (
+                "sched.end",
+                "        // Queries outside the document (a straddling step's other rows) see nothing.\n        l = max(l, (long long)sched.q0 - base);\n        h = min(h, (long long)sched.end - 1 - base);\n",
+            ),
+        };
+        vec![
+            ("KEY_BOUND", key_bound.to_string()),
+            ("QUERY_BOUNDS", query_bounds.to_string()),
+        ]
+    }
+}
 
 /// Listed blocks: the mask's transposed lists (partial query tiles, then full ones),
 /// each tile taken in `block_m / 64` steps.
@@ -159,3 +290,45 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
     return below * FM_SUB + n_cta % FM_SUB;
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::template::fill;
+
+    fn walk(grid: KeyGrid) -> String {
+        let mut values = grid.values();
+        values.push(("WINDOW_INFINITE", super::super::WINDOW_INFINITE.to_string()));
+        fill(WINDOW, &values).unwrap()
+    }
+
+    #[test]
+    fn the_key_tile_walk_is_the_call_s_or_a_document_s() {
+        let global = walk(KeyGrid::Global);
+        assert!(global.contains("int n_cta) {\n    fm_schedule s;\n    s.n0 = n_cta * FM_CTA_N;"));
+        assert!(global.contains("min(s.n0 + FM_CTA_N, p.seqlen_k) - 1"));
+        assert!(!global.contains("item"));
+        let documents = walk(KeyGrid::Documents);
+        // Keys from the document's first token, bounded by its end; queries from its first
+        // token to its last; a step straddling either edge is not full.
+        assert!(documents.contains("int n_cta, int4 item) {"));
+        assert!(documents.contains("s.n0 = item.x + n_cta * FM_CTA_N;"));
+        assert!(documents.contains("min(s.n0 + FM_CTA_N, (item.x + item.y)) - 1"));
+        assert!(documents.contains("max((long long)item.x, (long long)s.n0 - p.diag_offset"));
+        assert!(documents.contains("((long long)item.x + item.y) / FM_STEP_M - 1"));
+        assert!(documents.contains("((long long)item.x + FM_STEP_M - 1) / FM_STEP_M"));
+        assert!(
+            documents.contains("    s.q0 = item.x;\n    s.end = item.x + item.y;\n    return s;")
+        );
+        assert!(!documents.contains("p.seqlen_q") && !documents.contains("p.seqlen_k"));
+        let place = KeyGrid::Documents.placement();
+        assert!(place.cta_item.contains("p.doc_items") && place.cta_block == "doc_item.z");
+        assert_eq!(KeyGrid::Global.placement().key_end, "p.seqlen_k");
+        let (g, d) = (
+            KeyGrid::Global.mask_values(),
+            KeyGrid::Documents.mask_values(),
+        );
+        assert_eq!(g[1].1, "");
+        assert!(d[1].1.contains("sched.q0") && d[0].1 == "sched.end");
+    }
+}
