@@ -25,36 +25,8 @@ import fragmask
 from fragmask import _ops as ops
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from python_overhead import host_us  # noqa: E402  (the same CPU timer as the overhead table)
-
-
-class Bare1(torch.autograd.Function):
-    """No kernel: an allocation forward of one input, an identity backward."""
-
-    @staticmethod
-    def forward(ctx, x):
-        out = x.new_empty(x.shape)
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
-
-
-class Bare3(torch.autograd.Function):
-    """No kernel: q, k, v in, an allocation out; the backward returns three gradients
-    (the incoming one for each), as an attention's does."""
-
-    @staticmethod
-    def forward(ctx, q, k, v):
-        out = q.new_empty(q.shape)
-        ctx.save_for_backward(q, k, v, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return g, g, g
+# The overhead table's CPU timer and its kernel-free floors (one input; q, k, v).
+from python_overhead import host_us, _Bare as Bare1, _Bare3 as Bare3  # noqa: E402
 
 
 def rows():

@@ -6,11 +6,13 @@
 //! other; and the choice takes the grid exactly for a mask with documents at `Sq == Sk`
 //! outside the deterministic mode, unless the options turn it off.
 
+mod documents_common;
 #[path = "../../../tests/support/proptest_ci.rs"]
 mod proptest_ci;
 
 use std::collections::HashSet;
 
+use documents_common::documents;
 use fragmask_host::attention::backward::BackwardOptions;
 use fragmask_host::attention::blockmask::pack_for_kernel;
 use fragmask_host::attention::choice::backward_documents;
@@ -18,16 +20,8 @@ use fragmask_host::attention::documents::{key_tile_items, key_tile_table, ITEM_I
 use fragmask_host::attention::AttentionShape;
 use fragmask_kernels::attention::backward::STEP_M;
 use fragmask_kernels::attention::Geometry;
-use fragmask_masks::{DocumentIds, DocumentKind, Documents, Predicate, PredicateMask};
+use fragmask_masks::{DocumentIds, DocumentKind, Predicate, PredicateMask};
 use proptest::prelude::*;
-
-fn documents(lengths: &[usize], kind: DocumentKind) -> Documents {
-    let mut starts = vec![0u32];
-    for &len in lengths {
-        starts.push(starts.last().unwrap() + len as u32);
-    }
-    Documents::new(kind, starts).unwrap()
-}
 
 fn floor_div(a: i64, b: i64) -> i64 {
     a.div_euclid(b)

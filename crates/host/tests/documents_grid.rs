@@ -2,24 +2,18 @@
 //! cover every (document, row block) once, longest first, with the window walk's blocks;
 //! the choice takes it exactly for a mask with documents, no split-KV and `Sq == Sk`.
 
+mod documents_common;
 #[path = "../../../tests/support/proptest_ci.rs"]
 mod proptest_ci;
 
+use documents_common::documents;
 use fragmask_host::attention::blockmask::pack_for_kernel;
 use fragmask_host::attention::choice::forward_mode;
 use fragmask_host::attention::documents::{item_table, tiles, work_items, ITEM_INTS};
 use fragmask_host::attention::{AttentionOptions, AttentionShape};
 use fragmask_kernels::attention::{Geometry, MaskMode};
-use fragmask_masks::{DocumentIds, DocumentKind, Documents, Predicate, PredicateMask};
+use fragmask_masks::{DocumentIds, DocumentKind, Predicate, PredicateMask};
 use proptest::prelude::*;
-
-fn documents(lengths: &[usize], kind: DocumentKind) -> Documents {
-    let mut starts = vec![0u32];
-    for &len in lengths {
-        starts.push(starts.last().unwrap() + len as u32);
-    }
-    Documents::new(kind, starts).unwrap()
-}
 
 fn lengths_strategy() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(
