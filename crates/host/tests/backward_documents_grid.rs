@@ -12,15 +12,13 @@ mod proptest_ci;
 
 use std::collections::HashSet;
 
-use documents_common::documents;
+use documents_common::{documents, packed_documents};
 use fragmask_host::attention::backward::BackwardOptions;
-use fragmask_host::attention::blockmask::pack_for_kernel;
 use fragmask_host::attention::choice::backward_documents;
 use fragmask_host::attention::documents::{key_tile_items, key_tile_table, ITEM_INTS};
 use fragmask_host::attention::AttentionShape;
 use fragmask_kernels::attention::backward::STEP_M;
-use fragmask_kernels::attention::Geometry;
-use fragmask_masks::{DocumentIds, DocumentKind, Predicate, PredicateMask};
+use fragmask_masks::DocumentKind;
 use proptest::prelude::*;
 
 fn floor_div(a: i64, b: i64) -> i64 {
@@ -150,15 +148,8 @@ proptest! {
         grid in prop_oneof![Just(None), Just(Some(true)), Just(Some(false))],
         longer_k in any::<bool>(),
     ) {
-        let ids: Vec<i64> = lengths
-            .iter()
-            .enumerate()
-            .flat_map(|(d, &len)| std::iter::repeat_n(d as i64, len))
-            .collect();
-        let s = ids.len();
-        let docs = Predicate::Document(DocumentIds::new(&ids));
-        let predicate = if causal { Predicate::causal() & docs } else { docs };
-        let packed = pack_for_kernel(&PredicateMask::new(s, s, predicate).unwrap(), &Geometry::TILE_128X128).unwrap();
+        let s: usize = lengths.iter().sum();
+        let packed = packed_documents(&lengths, causal);
         let shape = AttentionShape {
             batch: 1,
             heads: 2,

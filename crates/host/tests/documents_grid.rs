@@ -6,7 +6,7 @@ mod documents_common;
 #[path = "../../../tests/support/proptest_ci.rs"]
 mod proptest_ci;
 
-use documents_common::documents;
+use documents_common::{documents, packed_documents};
 use fragmask_host::attention::blockmask::pack_for_kernel;
 use fragmask_host::attention::choice::forward_mode;
 use fragmask_host::attention::documents::{item_table, tiles, work_items, ITEM_INTS};
@@ -81,15 +81,8 @@ proptest! {
         splits in prop_oneof![Just(None), Just(Some(1u32)), Just(Some(3u32))],
         longer_k in any::<bool>(),
     ) {
-        let ids: Vec<i64> = lengths
-            .iter()
-            .enumerate()
-            .flat_map(|(d, &len)| std::iter::repeat_n(d as i64, len))
-            .collect();
-        let s = ids.len();
-        let docs = Predicate::Document(DocumentIds::new(&ids));
-        let predicate = if causal { Predicate::causal() & docs } else { docs };
-        let packed = pack_for_kernel(&PredicateMask::new(s, s, predicate).unwrap(), &Geometry::TILE_128X128).unwrap();
+        let s: usize = lengths.iter().sum();
+        let packed = packed_documents(&lengths, causal);
         prop_assert!(packed.documents().is_some());
         let shape = AttentionShape {
             batch: 1,

@@ -198,17 +198,6 @@ impl BackwardKernel {
     /// not, with dQ by bulk reductions or atomics. The NVRTC compile test and
     /// `examples/kernel_fingerprints` both walk it.
     pub fn compile_sweep() -> Result<Vec<Self>, ConfigError> {
-        let masks = [
-            BackwardMask::Window,
-            BackwardMask::Blocks {
-                block_m: 128,
-                block_n: 128,
-            },
-            BackwardMask::Blocks {
-                block_m: 64,
-                block_n: 64,
-            },
-        ];
         let variants = [
             (false, ActDtype::Bf16, DqReduce::Bulk),
             (true, ActDtype::Bf16, DqReduce::Bulk),
@@ -228,7 +217,7 @@ impl BackwardKernel {
                     );
                 }
             }
-            for mask in masks {
+            for mask in SWEEP_MASKS {
                 for (deterministic, dtype, reduce) in variants {
                     kernels.push(
                         Self::default_for(d, mask)?
@@ -405,23 +394,27 @@ impl BackwardKernel {
     }
 }
 
+/// The masks whose default kernels the compile sweep and the configuration tests cover: a
+/// window and 128x128 and 64x64 mask tiles.
+pub(crate) const SWEEP_MASKS: [BackwardMask; 3] = [
+    BackwardMask::Window,
+    BackwardMask::Blocks {
+        block_m: 128,
+        block_n: 128,
+    },
+    BackwardMask::Blocks {
+        block_m: 64,
+        block_n: 64,
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn k_and_v_are_held_in_registers_exactly_where_they_fit() {
-        for mask in [
-            BackwardMask::Window,
-            BackwardMask::Blocks {
-                block_m: 128,
-                block_n: 128,
-            },
-            BackwardMask::Blocks {
-                block_m: 64,
-                block_n: 64,
-            },
-        ] {
+        for mask in SWEEP_MASKS {
             for d in [64, 128, 256] {
                 let k = BackwardKernel::default_for(d, mask).unwrap();
                 assert_eq!(k.kv_registers(), d == 64, "{k:?}");
@@ -436,17 +429,7 @@ mod tests {
     #[test]
     fn defaults_fit_and_bad_configurations_are_refused() {
         for d in [64, 128, 256] {
-            for mask in [
-                BackwardMask::Window,
-                BackwardMask::Blocks {
-                    block_m: 128,
-                    block_n: 128,
-                },
-                BackwardMask::Blocks {
-                    block_m: 64,
-                    block_n: 64,
-                },
-            ] {
+            for mask in SWEEP_MASKS {
                 let k = BackwardKernel::default_for(d, mask).unwrap();
                 assert!(k.smem_bytes() <= MAX_DYNAMIC_SMEM, "{k:?}");
             }

@@ -749,17 +749,7 @@ mod tests {
     #[test]
     fn every_default_configuration_generates() {
         for d in [64, 128, 256] {
-            for mask in [
-                BackwardMask::Window,
-                BackwardMask::Blocks {
-                    block_m: 128,
-                    block_n: 128,
-                },
-                BackwardMask::Blocks {
-                    block_m: 64,
-                    block_n: 64,
-                },
-            ] {
+            for mask in super::super::config::SWEEP_MASKS {
                 for det in [false, true] {
                     let k = BackwardKernel::default_for(d, mask)
                         .unwrap()
