@@ -48,6 +48,32 @@ fn documents_grid_variants_compile_without_spills_and_use_hgmma() {
     }
 }
 
+#[test]
+fn persistent_variants_compile_without_spills_and_use_hgmma() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // The persistent CTAs of the sweep alone (the sweep above has them too): at least the
+    // 128x128 tile at head dim 128 and the 64-token tile, in every mask mode.
+    let persistent = AttentionKernel::persistent_sweep().unwrap();
+    for (g, d) in [(Geometry::TILE_128X128, 128), (Geometry::TILE_64X64, 128)] {
+        for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
+            assert!(
+                persistent
+                    .iter()
+                    .any(|k| k.geometry() == g && k.head_dim() == d && k.mask() == mode),
+                "{g} d{d} {mode:?} missing from the persistent sweep"
+            );
+        }
+    }
+    for k in &persistent {
+        assert!(k.persistent() && !k.split_kv(), "{k:?}");
+        let src = k.source().unwrap();
+        assert!(src.contains("#define FM_PERSISTENT 1") && src.contains("p.work"), "{k:?}");
+        compiles_without_spills_and_uses_hgmma(k);
+    }
+}
+
 /// `k` compiles to sm_90a with no spills, ptxas honours setmaxnreg and keeps wgmma
 /// asynchronous, and (with cuobjdump) its SASS has HGMMA and no local memory.
 fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {

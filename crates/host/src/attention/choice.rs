@@ -225,6 +225,50 @@ pub fn forward_mode(
     }
 }
 
+/// Whether a forward of `kernel` over `tiles` work tiles, with `splits` split-KV splits,
+/// on `slots` SM slots (SMs times the geometry's CTAs per SM), runs persistent CTAs
+/// ([`AttentionKernel::with_persistent`], docs/architecture.md "Persistent forward").
+/// `opts.persistent` decides when set: `Some(true)` is an error with split-KV, where the
+/// second Q buffer does not fit or past [`super::persistent::MAX_WORK_TILES`]. Unset, the
+/// default is [`persistent_by_default`].
+pub fn forward_persistent(
+    kernel: &AttentionKernel,
+    splits: u32,
+    tiles: usize,
+    slots: usize,
+    opts: &AttentionOptions,
+) -> Result<bool, AttentionError> {
+    let fits = kernel
+        .geometry()
+        .persistent_fits(kernel.head_dim(), kernel.stages());
+    match opts.persistent {
+        Some(false) => Ok(false),
+        Some(true) if splits > 1 => Err(AttentionError::Config(
+            fragmask_kernels::attention::ConfigError::Persistent(format!(
+                "persistent CTAs do not run split-KV ({splits} splits)"
+            )),
+        )),
+        Some(true) => {
+            super::persistent::tile_count(tiles, 1, 1)?;
+            kernel
+                .with_persistent(true)
+                .map(|_| true)
+                .map_err(AttentionError::Config)
+        }
+        None => Ok(splits == 1
+            && fits
+            && tiles <= super::persistent::MAX_WORK_TILES
+            && persistent_by_default(kernel, tiles, slots)),
+    }
+}
+
+/// The default of [`forward_persistent`]: persistent CTAs where a CTA gets more than one
+/// work tile (more tiles than SM slots) on the kernels whose second Q buffer fits.
+pub fn persistent_by_default(kernel: &AttentionKernel, tiles: usize, slots: usize) -> bool {
+    let _ = kernel;
+    tiles > slots
+}
+
 /// Whether the backward runs the documents grid where it applies (see
 /// [`backward_documents`]) when the call's options do not say.
 pub const BACKWARD_DOCUMENTS_GRID: bool = true;

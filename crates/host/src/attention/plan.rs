@@ -18,7 +18,7 @@ use fragmask_masks::{DocumentKind, PackedMask};
 use crate::launch::Launch;
 
 use super::{
-    base_params, blocks_params, choice, documents, driver, encode_strided_map, enqueue_forward,
+    base_params, blocks_params, choice, documents, driver, persistent, encode_strided_map, enqueue_forward,
     splits, window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape,
     Params, RawMask, RawTensor, TensorMapArg,
 };
@@ -47,6 +47,8 @@ pub struct AttentionPlan {
     /// The documents grid's work-item table (`AttentionParams::doc_items`), uploaded
     /// once at planning and shared by the plan's clones.
     doc_items: Option<Arc<CudaSlice<i32>>>,
+    /// Persistent CTAs' work table (`AttentionParams::work`), uploaded once at planning.
+    work: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl std::fmt::Debug for AttentionPlan {
@@ -133,25 +135,108 @@ impl AttentionRunner {
             None => (0, 0),
         };
         params.num_splits = n as i32;
+        // Persistent CTAs (choice::forward_persistent): the work table, uploaded once.
+        let g = kernel.geometry();
+        let tiles = (params.m_blocks.max(0) as usize)
+            .saturating_mul(shape.heads)
+            .saturating_mul(shape.batch);
+        let slots = self.sm_count()?.saturating_mul(g.ctas_per_sm() as usize);
+        let slots = match opts.persistent_ctas {
+            Some(0) => {
+                return Err(AttentionError::Shape(
+                    "persistent CTAs: the CTA count must be at least 1".into(),
+                ))
+            }
+            Some(n) => slots.min(n as usize),
+            None => slots,
+        };
+        let persistent = choice::forward_persistent(&kernel, n, tiles, slots, opts)?;
         // Split-KV support is compiled in only where the call has several splits.
-        let kernel = kernel.with_split_kv(n > 1);
+        let kernel = kernel
+            .with_split_kv(n > 1)
+            .with_persistent(persistent)
+            .map_err(AttentionError::Config)?;
+        let mut work = None;
+        let grid = if persistent {
+            let table = self.work_params(&mut params, &kernel, host_mask, &shape, slots)?;
+            let ctas = table.1;
+            work = Some(table.0);
+            (ctas, 1, 1)
+        } else {
+            (launch.grid_x, shape.heads as u32, shape.batch as u32)
+        };
         let (func, combine) = self.functions(&kernel)?;
         Ok(AttentionPlan {
             func,
             combine: launch.combine_grid.map(|grid| (combine, grid)),
             maps,
             params: Params(params),
-            launch: Launch::new(
-                (launch.grid_x, shape.heads as u32, shape.batch as u32),
-                kernel.threads(),
-            )
-            .smem(kernel.smem_bytes()),
+            launch: Launch::new(grid, kernel.threads()).smem(kernel.smem_bytes()),
             kernel,
             shape,
             splits: n,
             workspace_floats,
             doc_items,
+            work,
         })
+    }
+
+    /// The work table of a persistent launch of `kernel` ([`persistent::work_table`] over
+    /// the steps of every work tile, on `slots` SM slots), uploaded here once and
+    /// synchronised so a run on any stream reads it; returns it with the CTA count.
+    fn work_params(
+        &self,
+        params: &mut super::AttentionParams,
+        kernel: &AttentionKernel,
+        host_mask: Option<&PackedMask>,
+        shape: &AttentionShape,
+        slots: usize,
+    ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
+        let g = kernel.geometry();
+        let planes = shape
+            .heads
+            .checked_mul(shape.batch)
+            .ok_or_else(|| AttentionError::Shape("heads x batch overflows".into()))?;
+        let per_tile;
+        let per_row_block;
+        let steps = match (kernel.mask(), host_mask) {
+            (MaskMode::Blocks, Some(mask)) => {
+                per_tile = persistent::list_steps(params, mask, &g)?;
+                persistent::TileSteps::PerTile(&per_tile)
+            }
+            (MaskMode::Documents, Some(mask)) => {
+                let docs = mask.documents().ok_or_else(|| {
+                    AttentionError::Mask("the documents grid needs a mask with documents".into())
+                })?;
+                per_row_block =
+                    persistent::document_steps(&documents::work_items(docs, &g), &g);
+                persistent::TileSteps::PerRowBlock {
+                    steps: &per_row_block,
+                    planes,
+                }
+            }
+            _ => {
+                per_row_block = persistent::window_steps(params, &g);
+                persistent::TileSteps::PerRowBlock {
+                    steps: &per_row_block,
+                    planes,
+                }
+            }
+        };
+        let tiles = persistent::tile_count(steps.len(), 1, 1)?;
+        let ctas = persistent::cta_count(tiles, slots);
+        let table = persistent::work_table(&steps, ctas)?;
+        let ctas = u32::try_from(ctas)
+            .map_err(|_| AttentionError::Shape("too many persistent CTAs".into()))?;
+        let table = self
+            .stream
+            .clone_htod(&table)
+            .map_err(driver("uploading the persistent CTAs' work table"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("uploading the persistent CTAs' work table"))?;
+        params.work = table.device_ptr(&self.stream).0;
+        Ok((Arc::new(table), ctas))
     }
 
     /// The documents grid of `host` (which has documents, [`choice::forward_mode`]): the
@@ -205,6 +290,11 @@ pub(crate) struct BoundRun {
 }
 
 impl AttentionPlan {
+    /// Whether the plan runs persistent CTAs (its work table was uploaded at planning).
+    pub fn persistent(&self) -> bool {
+        self.work.is_some()
+    }
+
     /// Whether the plan runs the documents grid ([`MaskMode::Documents`]; its work-item
     /// table was uploaded at planning).
     pub fn documents_grid(&self) -> bool {
