@@ -69,7 +69,10 @@ fn persistent_variants_compile_without_spills_and_use_hgmma() {
     for k in &persistent {
         assert!(k.persistent() && !k.split_kv(), "{k:?}");
         let src = k.source().unwrap();
-        assert!(src.contains("#define FM_PERSISTENT 1") && src.contains("p.work"), "{k:?}");
+        assert!(
+            src.contains("#define FM_PERSISTENT 1") && src.contains("p.work"),
+            "{k:?}"
+        );
         compiles_without_spills_and_uses_hgmma(k);
     }
 }

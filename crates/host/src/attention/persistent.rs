@@ -32,10 +32,7 @@ pub const MAX_WORK_TILES: usize = 1 << 22;
 /// the whole sequence's walk): the key blocks from the lowest to the highest visible one,
 /// `step_blocks` per step.
 pub fn window_steps(params: &AttentionParams, geometry: &Geometry) -> Vec<u32> {
-    let (bm, bn) = (
-        i64::from(geometry.block_m()),
-        i64::from(geometry.block_n()),
-    );
+    let (bm, bn) = (i64::from(geometry.block_m()), i64::from(geometry.block_n()));
     let step = i64::from(geometry.step_blocks().max(1));
     let (sq, sk) = (i64::from(params.seqlen_q), i64::from(params.seqlen_k));
     let n_blocks = i64::from(params.n_blocks);
@@ -218,6 +215,7 @@ impl TileSteps<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn check_table(table: &[i32], ctas: usize, tiles: usize) {
         assert_eq!(table.len(), ctas + 1 + tiles);
@@ -234,6 +232,45 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&s| s));
+    }
+
+    /// Each CTA's estimated half steps (two per step, one per tile).
+    fn loads(table: &[i32], ctas: usize, s: &TileSteps<'_>) -> Vec<u64> {
+        (0..ctas)
+            .map(|c| {
+                table[ctas + 1 + table[c] as usize..ctas + 1 + table[c + 1] as usize]
+                    .iter()
+                    .map(|&t| 2 * u64::from(s.get(t as usize)) + TILE_OVERHEAD_HALF_STEPS)
+                    .sum()
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(super::super::proptest_ci::config(64))]
+
+        #[test]
+        fn every_tile_runs_once_in_launch_order_and_no_cta_idles_past_the_longest_tile(
+            steps in proptest::collection::vec(0u32..300, 1..300),
+            planes in 1usize..6,
+            ctas in 1usize..400,
+            per_tile in any::<bool>(),
+        ) {
+            let s = if per_tile {
+                TileSteps::PerTile(&steps)
+            } else {
+                TileSteps::PerRowBlock { steps: &steps, planes }
+            };
+            let ctas = cta_count(s.len(), ctas);
+            let table = work_table(&s, ctas).unwrap();
+            check_table(&table, ctas, s.len());
+            // List scheduling: a CTA got its last tile while it was the least loaded, so no
+            // CTA ends more than one tile's cost after another.
+            let l = loads(&table, ctas, &s);
+            let longest = (0..s.len()).map(|t| 2 * u64::from(s.get(t)) + TILE_OVERHEAD_HALF_STEPS).max().unwrap_or(0);
+            let (lo, hi) = (*l.iter().min().unwrap(), *l.iter().max().unwrap());
+            prop_assert!(hi - lo <= longest, "loads {}..{} longest {}", lo, hi, longest);
+        }
     }
 
     #[test]
@@ -258,14 +295,7 @@ mod tests {
             planes: 16,
         };
         let table = work_table(&s, 132).unwrap();
-        let loads: Vec<u64> = (0..132)
-            .map(|c| {
-                table[133 + table[c] as usize..133 + table[c + 1] as usize]
-                    .iter()
-                    .map(|&t| 2 * u64::from(s.get(t as usize)) + 1)
-                    .sum()
-            })
-            .collect();
+        let loads = loads(&table, 132, &s);
         let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
         assert!(hi - lo <= 2 * 128 + 1, "loads {lo}..{hi}");
     }

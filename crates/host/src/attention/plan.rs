@@ -18,9 +18,9 @@ use fragmask_masks::{DocumentKind, PackedMask};
 use crate::launch::Launch;
 
 use super::{
-    base_params, blocks_params, choice, documents, driver, persistent, encode_strided_map, enqueue_forward,
-    splits, window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape,
-    Params, RawMask, RawTensor, TensorMapArg,
+    base_params, blocks_params, choice, documents, driver, encode_strided_map, enqueue_forward,
+    persistent, splits, window_params, AttentionError, AttentionOptions, AttentionRunner,
+    AttentionShape, Params, RawMask, RawTensor, TensorMapArg,
 };
 
 /// The address a plan's tensor maps are encoded with before a run patches in the call's
@@ -208,8 +208,7 @@ impl AttentionRunner {
                 let docs = mask.documents().ok_or_else(|| {
                     AttentionError::Mask("the documents grid needs a mask with documents".into())
                 })?;
-                per_row_block =
-                    persistent::document_steps(&documents::work_items(docs, &g), &g);
+                per_row_block = persistent::document_steps(&documents::work_items(docs, &g), &g);
                 persistent::TileSteps::PerRowBlock {
                     steps: &per_row_block,
                     planes,
