@@ -229,6 +229,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "lookahead",
         "mask",
         "synthetic_mask",
+        "persistent",
     ];
     match (args.emit_source || args.inspect, args.selftest, args.backward, args.bench) {
         (true, ..) => Mode {
@@ -370,6 +371,10 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         };
         let k = choice::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
             .map_err(|e| format!("--head-dim {}: {}{e}", args.head_dim, config_flags(fwd)))?;
+        // --persistent on shows the persistent form (the runtime picks it per call).
+        let k = k
+            .with_persistent(fwd.persistent == Some(true))
+            .map_err(|e| format!("--persistent on: {e}"))?;
         if args.emit_source {
             print!("{}", k.source().map_err(|e| e.to_string())?);
             return Ok(ExitCode::SUCCESS);
