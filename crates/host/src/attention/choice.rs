@@ -11,10 +11,11 @@
 //! compile what this module picks, so a warmed call never compiles.
 
 use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
-use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
+use fragmask_kernels::attention::{ActDtype, AttentionKernel, ConfigError, Geometry, MaskMode};
 use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
 use super::backward::{transposed_lists, BackwardOptions};
+use super::persistent::TileSteps;
 use super::{blockmask, AttentionError, AttentionOptions, AttentionShape};
 
 /// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
@@ -225,48 +226,56 @@ pub fn forward_mode(
     }
 }
 
-/// Whether a forward of `kernel` over `tiles` work tiles, with `splits` split-KV splits,
-/// on `slots` SM slots (SMs times the geometry's CTAs per SM), runs persistent CTAs
+/// Whether a forward of `kernel` with `splits` split-KV splits on `slots` SM slots (SMs
+/// times the geometry's CTAs per SM) runs persistent CTAs
 /// ([`AttentionKernel::with_persistent`], docs/architecture.md "Persistent forward").
+/// `steps` are its work tiles' steps, where the caller computed them (always when
+/// `opts.persistent` is `Some(true)` or [`persistent_by_default`] holds).
 /// `opts.persistent` decides when set: `Some(true)` is an error with split-KV, where the
-/// second Q buffer does not fit or past [`super::persistent::MAX_WORK_TILES`]. Unset, the
-/// default is [`persistent_by_default`].
+/// second Q buffer does not fit or past [`super::persistent::MAX_WORK_TILES`]. Unset:
+/// [`persistent_by_default`], one split, more tiles than slots, and a table that balances
+/// ([`TileSteps::balances`]).
 pub fn forward_persistent(
     kernel: &AttentionKernel,
     splits: u32,
-    tiles: usize,
+    steps: Option<&TileSteps>,
     slots: usize,
     opts: &AttentionOptions,
 ) -> Result<bool, AttentionError> {
-    let fits = kernel
-        .geometry()
-        .persistent_fits(kernel.head_dim(), kernel.stages());
     match opts.persistent {
         Some(false) => Ok(false),
-        Some(true) if splits > 1 => Err(AttentionError::Config(
-            fragmask_kernels::attention::ConfigError::Persistent(format!(
-                "persistent CTAs do not run split-KV ({splits} splits)"
-            )),
-        )),
+        Some(true) if splits > 1 => Err(AttentionError::Config(ConfigError::Persistent(format!(
+            "persistent CTAs do not run split-KV ({splits} splits)"
+        )))),
         Some(true) => {
-            super::persistent::tile_count(tiles, 1, 1)?;
+            super::persistent::tile_count(steps.map_or(0, TileSteps::len), 1, 1)?;
             kernel
                 .with_persistent(true)
                 .map(|_| true)
                 .map_err(AttentionError::Config)
         }
         None => Ok(splits == 1
-            && fits
-            && tiles <= super::persistent::MAX_WORK_TILES
-            && persistent_by_default(kernel, tiles, slots)),
+            && persistent_by_default(kernel)
+            && steps.is_some_and(|s| {
+                s.len() > slots && s.len() <= super::persistent::MAX_WORK_TILES && s.balances(slots)
+            })),
     }
 }
 
-/// The default of [`forward_persistent`]: persistent CTAs where a CTA gets more than one
-/// work tile (more tiles than SM slots) on the kernels whose second Q buffer fits.
-pub fn persistent_by_default(kernel: &AttentionKernel, tiles: usize, slots: usize) -> bool {
-    let _ = kernel;
-    tiles > slots
+/// The kernels that run persistent CTAs by default, where they measured faster than the
+/// one-tile grid (an H100, interleaved, 2 rounds; docs/architecture.md "Persistent
+/// forward"): the window walk and the documents grid on the 128x128 tile at head dim 128
+/// (causal window 1024 at S = 16384 0.968 of the one-tile time, 12 documents 0.993,
+/// causal S = 8192 0.990, S = 16384 0.994, no mask S = 4096 0.992). Not the tile lists
+/// (write-up 002's 10% and 50% of 64-token blocks 1.009 and 1.042, random 50% of tokens
+/// 1.118) nor 192x128 at head dim 64 (1.009 causal, 1.014 no mask).
+pub fn persistent_by_default(kernel: &AttentionKernel) -> bool {
+    kernel.mask() != MaskMode::Blocks
+        && kernel.geometry() == Geometry::TILE_128X128
+        && kernel.head_dim() == 128
+        && kernel
+            .geometry()
+            .persistent_fits(kernel.head_dim(), kernel.stages())
 }
 
 /// Whether the backward runs the documents grid where it applies (see

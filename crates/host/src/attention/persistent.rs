@@ -13,7 +13,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use fragmask_kernels::attention::{AttentionParams, Geometry, WINDOW_INFINITE};
+use fragmask_kernels::attention::{AttentionParams, Geometry, MaskMode, WINDOW_INFINITE};
 use fragmask_masks::PackedMask;
 
 use super::documents::WorkItem;
@@ -137,7 +137,7 @@ pub fn cta_count(tiles: usize, slots: usize) -> usize {
 /// 0, CTA 1, ... Each tile goes, in launch order, to the CTA with the fewest estimated half
 /// steps so far (two per step plus one per tile), the lowest index on a tie; every tile
 /// appears exactly once, and each CTA runs its tiles in launch order.
-pub fn work_table(steps: &TileSteps<'_>, ctas: usize) -> Result<Vec<i32>, AttentionError> {
+pub fn work_table(steps: &TileSteps, ctas: usize) -> Result<Vec<i32>, AttentionError> {
     let tiles = steps.len();
     if tiles > MAX_WORK_TILES || ctas == 0 {
         return Err(AttentionError::Shape(format!(
@@ -152,7 +152,7 @@ pub fn work_table(steps: &TileSteps<'_>, ctas: usize) -> Result<Vec<i32>, Attent
             break;
         };
         owner.push(cta as u32);
-        let cost = 2 * u64::from(steps.get(t)) + TILE_OVERHEAD_HALF_STEPS;
+        let cost = steps.cost(t);
         load.push(Reverse((so_far + cost, cta)));
     }
     // Counting sort by CTA, keeping each CTA's tiles in launch order.
@@ -176,21 +176,54 @@ pub fn work_table(steps: &TileSteps<'_>, ctas: usize) -> Result<Vec<i32>, Attent
 }
 
 /// The steps of a call's work tiles in launch order.
-#[derive(Debug, Clone, Copy)]
-pub enum TileSteps<'a> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TileSteps {
     /// One count per row-block index x, the same in each of `planes` (head, batch) planes
     /// (the window walk and the documents grid).
     PerRowBlock {
         /// Steps of row-block index x.
-        steps: &'a [u32],
+        steps: Vec<u32>,
         /// Heads times batch.
         planes: usize,
     },
     /// One count per tile (the block lists, which differ by head and batch).
-    PerTile(&'a [u32]),
+    PerTile(Vec<u32>),
 }
 
-impl TileSteps<'_> {
+/// The steps of every work tile of a call of `mode` ([`window_steps`], [`list_steps`] of
+/// `mask`, or [`document_steps`] of its documents) over `planes` (head, batch) planes.
+pub fn tile_steps(
+    params: &AttentionParams,
+    mode: MaskMode,
+    mask: Option<&PackedMask>,
+    geometry: &Geometry,
+    planes: usize,
+) -> Result<TileSteps, AttentionError> {
+    Ok(match (mode, mask) {
+        (MaskMode::Blocks, Some(mask)) => TileSteps::PerTile(list_steps(params, mask, geometry)?),
+        (MaskMode::Documents, Some(mask)) => {
+            let docs = mask.documents().ok_or_else(|| {
+                AttentionError::Mask("the documents grid needs a mask with documents".into())
+            })?;
+            TileSteps::PerRowBlock {
+                steps: document_steps(&super::documents::work_items(docs, geometry), geometry),
+                planes,
+            }
+        }
+        (MaskMode::Window, _) => TileSteps::PerRowBlock {
+            steps: window_steps(params, geometry),
+            planes,
+        },
+        (_, None) => {
+            return Err(AttentionError::Mask(format!(
+                "the {} mode needs a packed mask",
+                mode.name()
+            )))
+        }
+    })
+}
+
+impl TileSteps {
     /// Tiles of the call.
     pub fn len(&self) -> usize {
         match self {
@@ -202,6 +235,23 @@ impl TileSteps<'_> {
     /// Whether the call has no tile.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Estimated half steps of tile `t`: two per key step, one for the tile.
+    fn cost(&self, t: usize) -> u64 {
+        2 * u64::from(self.get(t)) + TILE_OVERHEAD_HALF_STEPS
+    }
+
+    /// Whether the static table can balance `slots` CTAs: the longest tile's estimate is
+    /// at most a third of a CTA's mean share. Where one tile is a large part of a CTA's
+    /// work (causal S = 4096: 32 of a mean 64 steps per CTA), an estimate that misses the
+    /// real cost of the longest tiles ends CTAs far apart, while the one-tile grid's
+    /// dispatch measures it (an H100, 2 rounds: causal S = 4096 1.014 of the one-tile
+    /// time, S = 8192 0.990).
+    pub fn balances(&self, slots: usize) -> bool {
+        let total: u64 = (0..self.len()).map(|t| self.cost(t)).sum();
+        let longest = (0..self.len()).map(|t| self.cost(t)).max().unwrap_or(0);
+        longest.saturating_mul(3).saturating_mul(slots as u64) <= total
     }
 
     fn get(&self, t: usize) -> u32 {
@@ -235,12 +285,12 @@ mod tests {
     }
 
     /// Each CTA's estimated half steps (two per step, one per tile).
-    fn loads(table: &[i32], ctas: usize, s: &TileSteps<'_>) -> Vec<u64> {
+    fn loads(table: &[i32], ctas: usize, s: &TileSteps) -> Vec<u64> {
         (0..ctas)
             .map(|c| {
                 table[ctas + 1 + table[c] as usize..ctas + 1 + table[c + 1] as usize]
                     .iter()
-                    .map(|&t| 2 * u64::from(s.get(t as usize)) + TILE_OVERHEAD_HALF_STEPS)
+                    .map(|&t| s.cost(t as usize))
                     .sum()
             })
             .collect()
@@ -257,9 +307,9 @@ mod tests {
             per_tile in any::<bool>(),
         ) {
             let s = if per_tile {
-                TileSteps::PerTile(&steps)
+                TileSteps::PerTile(steps)
             } else {
-                TileSteps::PerRowBlock { steps: &steps, planes }
+                TileSteps::PerRowBlock { steps, planes }
             };
             let ctas = cta_count(s.len(), ctas);
             let table = work_table(&s, ctas).unwrap();
@@ -267,7 +317,7 @@ mod tests {
             // List scheduling: a CTA got its last tile while it was the least loaded, so no
             // CTA ends more than one tile's cost after another.
             let l = loads(&table, ctas, &s);
-            let longest = (0..s.len()).map(|t| 2 * u64::from(s.get(t)) + TILE_OVERHEAD_HALF_STEPS).max().unwrap_or(0);
+            let longest = (0..s.len()).map(|t| s.cost(t)).max().unwrap_or(0);
             let (lo, hi) = (*l.iter().min().unwrap(), *l.iter().max().unwrap());
             prop_assert!(hi - lo <= longest, "loads {}..{} longest {}", lo, hi, longest);
         }
@@ -277,10 +327,7 @@ mod tests {
     fn every_tile_is_run_once_in_launch_order_per_cta() {
         for (rows, planes, ctas) in [(128, 16, 132), (5, 1, 132), (364, 12, 264), (1, 1, 1)] {
             let steps: Vec<u32> = (0..rows).map(|x| (rows - x) as u32).collect();
-            let s = TileSteps::PerRowBlock {
-                steps: &steps,
-                planes,
-            };
+            let s = TileSteps::PerRowBlock { steps, planes };
             let ctas = ctas.min(s.len());
             check_table(&work_table(&s, ctas).unwrap(), ctas, s.len());
         }
@@ -290,14 +337,28 @@ mod tests {
     fn causal_tiles_balance_within_one_tile_of_the_mean() {
         // S = 16384, 128-row blocks, 16 heads, 132 CTAs: x = 0 is the longest (128 steps).
         let steps: Vec<u32> = (0..128u32).map(|x| 128 - x).collect();
-        let s = TileSteps::PerRowBlock {
-            steps: &steps,
-            planes: 16,
-        };
+        let s = TileSteps::PerRowBlock { steps, planes: 16 };
         let table = work_table(&s, 132).unwrap();
         let loads = loads(&table, 132, &s);
         let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
         assert!(hi - lo <= 2 * 128 + 1, "loads {lo}..{hi}");
+    }
+
+    #[test]
+    fn long_causal_walks_balance_and_short_ones_with_few_tiles_per_cta_do_not() {
+        // Causal at 128x128, 16 heads, 132 CTAs: S = 4096 (32 row blocks) has a longest
+        // tile of half a CTA's share, S = 8192 of a quarter.
+        let causal = |rows: u32| TileSteps::PerRowBlock {
+            steps: (0..rows).map(|x| rows - x).collect(),
+            planes: 16,
+        };
+        assert!(!causal(32).balances(132));
+        assert!(causal(64).balances(132));
+        assert!(causal(128).balances(132));
+        // Equal tiles balance whenever each CTA gets three.
+        let equal = |tiles: usize| TileSteps::PerTile(vec![9; tiles]);
+        assert!(equal(3 * 132).balances(132));
+        assert!(!equal(2 * 132).balances(132));
     }
 
     #[test]

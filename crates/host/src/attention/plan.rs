@@ -125,8 +125,10 @@ impl AttentionRunner {
                 }
             }
         }
+        // Persistent CTAs asked for: one split unless the call names a count.
         let n = match mode {
             MaskMode::Documents => 1,
+            _ if opts.persistent == Some(true) && opts.splits.is_none() => 1,
             _ => self.planned_splits(&kernel, &shape, host_mask, opts)?,
         };
         let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
@@ -137,9 +139,6 @@ impl AttentionRunner {
         params.num_splits = n as i32;
         // Persistent CTAs (choice::forward_persistent): the work table, uploaded once.
         let g = kernel.geometry();
-        let tiles = (params.m_blocks.max(0) as usize)
-            .saturating_mul(shape.heads)
-            .saturating_mul(shape.batch);
         let slots = self.sm_count()?.saturating_mul(g.ctas_per_sm() as usize);
         let slots = match opts.persistent_ctas {
             Some(0) => {
@@ -150,20 +149,44 @@ impl AttentionRunner {
             Some(n) => slots.min(n as usize),
             None => slots,
         };
-        let persistent = choice::forward_persistent(&kernel, n, tiles, slots, opts)?;
+        let planes = shape
+            .heads
+            .checked_mul(shape.batch)
+            .ok_or_else(|| AttentionError::Shape("heads x batch overflows".into()))?;
+        let candidate = match opts.persistent {
+            Some(on) => on,
+            None => n == 1 && choice::persistent_by_default(&kernel),
+        };
+        let steps = if candidate {
+            Some(persistent::tile_steps(
+                &params,
+                kernel.mask(),
+                host_mask,
+                &g,
+                planes,
+            )?)
+        } else {
+            None
+        };
+        let persistent = choice::forward_persistent(&kernel, n, steps.as_ref(), slots, opts)?;
         // Split-KV support is compiled in only where the call has several splits.
         let kernel = kernel
             .with_split_kv(n > 1)
             .with_persistent(persistent)
             .map_err(AttentionError::Config)?;
         let mut work = None;
-        let grid = if persistent {
-            let table = self.work_params(&mut params, &kernel, host_mask, &shape, slots)?;
-            let ctas = table.1;
-            work = Some(table.0);
-            (ctas, 1, 1)
-        } else {
-            (launch.grid_x, shape.heads as u32, shape.batch as u32)
+        let grid = match (persistent, &steps) {
+            (true, Some(steps)) => {
+                let (table, ctas) = self.work_params(&mut params, steps, slots)?;
+                work = Some(table);
+                (ctas, 1, 1)
+            }
+            (true, None) => {
+                return Err(AttentionError::Shape(
+                    "persistent CTAs without their work tiles' steps".into(),
+                ))
+            }
+            _ => (launch.grid_x, shape.heads as u32, shape.batch as u32),
         };
         let (func, combine) = self.functions(&kernel)?;
         Ok(AttentionPlan {
@@ -181,50 +204,18 @@ impl AttentionRunner {
         })
     }
 
-    /// The work table of a persistent launch of `kernel` ([`persistent::work_table`] over
-    /// the steps of every work tile, on `slots` SM slots), uploaded here once and
+    /// The work table of a persistent launch over the work tiles of `steps`
+    /// ([`persistent::work_table`], on `slots` SM slots), uploaded here once and
     /// synchronised so a run on any stream reads it; returns it with the CTA count.
     fn work_params(
         &self,
         params: &mut super::AttentionParams,
-        kernel: &AttentionKernel,
-        host_mask: Option<&PackedMask>,
-        shape: &AttentionShape,
+        steps: &persistent::TileSteps,
         slots: usize,
     ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
-        let g = kernel.geometry();
-        let planes = shape
-            .heads
-            .checked_mul(shape.batch)
-            .ok_or_else(|| AttentionError::Shape("heads x batch overflows".into()))?;
-        let per_tile;
-        let per_row_block;
-        let steps = match (kernel.mask(), host_mask) {
-            (MaskMode::Blocks, Some(mask)) => {
-                per_tile = persistent::list_steps(params, mask, &g)?;
-                persistent::TileSteps::PerTile(&per_tile)
-            }
-            (MaskMode::Documents, Some(mask)) => {
-                let docs = mask.documents().ok_or_else(|| {
-                    AttentionError::Mask("the documents grid needs a mask with documents".into())
-                })?;
-                per_row_block = persistent::document_steps(&documents::work_items(docs, &g), &g);
-                persistent::TileSteps::PerRowBlock {
-                    steps: &per_row_block,
-                    planes,
-                }
-            }
-            _ => {
-                per_row_block = persistent::window_steps(params, &g);
-                persistent::TileSteps::PerRowBlock {
-                    steps: &per_row_block,
-                    planes,
-                }
-            }
-        };
         let tiles = persistent::tile_count(steps.len(), 1, 1)?;
         let ctas = persistent::cta_count(tiles, slots);
-        let table = persistent::work_table(&steps, ctas)?;
+        let table = persistent::work_table(steps, ctas)?;
         let ctas = u32::try_from(ctas)
             .map_err(|_| AttentionError::Shape("too many persistent CTAs".into()))?;
         let table = self
