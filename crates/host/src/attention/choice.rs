@@ -359,10 +359,68 @@ pub fn backward_config(
 
 #[cfg(test)]
 mod tests {
+    use fragmask_kernels::attention::{AttentionParams, WINDOW_INFINITE};
     use fragmask_masks::DenseMask;
 
     use super::*;
     use crate::attention::blockmask::pack_for_kernel;
+    use crate::attention::persistent::{tile_steps, window_steps};
+
+    #[test]
+    fn persistent_ctas_by_default_on_long_window_walks_of_the_128_tile_only() {
+        let opts = AttentionOptions::default();
+        let k = |d, mode| AttentionKernel::default_for(d, mode).unwrap();
+        // H = 16, S x S, 132 SMs: the suite's forward rows.
+        let window = |s: i32, left: i32, right: i32, g: Geometry| {
+            let p = AttentionParams {
+                seqlen_q: s,
+                seqlen_k: s,
+                m_blocks: g.m_blocks(s as u32) as i32,
+                n_blocks: g.n_blocks(s as u32) as i32,
+                window_left: left,
+                window_right: right,
+                heads: 16,
+                batch: 1,
+                ..AttentionParams::default()
+            };
+            tile_steps(&p, MaskMode::Window, None, &g, 16).unwrap()
+        };
+        let g = Geometry::TILE_128X128;
+        let inf = WINDOW_INFINITE;
+        let on = |kernel: &AttentionKernel, steps| {
+            forward_persistent(kernel, 1, Some(&steps), 132, &opts).unwrap()
+        };
+        let k128 = k(128, MaskMode::Window);
+        assert!(on(&k128, window(16384, 1024, 0, g)));
+        assert!(on(&k128, window(16384, inf, 0, g)));
+        assert!(on(&k128, window(8192, inf, 0, g)));
+        assert!(on(&k128, window(4096, inf, inf, g)));
+        // Causal S = 4096: the longest tile is half a CTA's share.
+        assert!(!on(&k128, window(4096, inf, 0, g)));
+        // Few tiles (one wave), split-KV, the lists, head dim 64: the one-tile grid.
+        assert!(!on(&k128, window(1024, inf, inf, g)));
+        assert!(
+            !forward_persistent(&k128, 2, Some(&window(16384, 1024, 0, g)), 132, &opts).unwrap()
+        );
+        assert!(!on(&k(128, MaskMode::Blocks), window(16384, 1024, 0, g)));
+        let g64 = Geometry::TILE_192X128;
+        assert!(!on(&k(64, MaskMode::Window), window(16384, 1024, 0, g64)));
+        // The options decide when set.
+        let force = |persistent| AttentionOptions {
+            persistent: Some(persistent),
+            ..opts
+        };
+        let short = window(4096, inf, 0, g);
+        assert!(forward_persistent(&k128, 1, Some(&short), 132, &force(true)).unwrap());
+        assert!(!forward_persistent(&k128, 1, Some(&short), 132, &force(false)).unwrap());
+        assert!(forward_persistent(&k128, 3, Some(&short), 132, &force(true)).is_err());
+        let d256 = k(256, MaskMode::Window);
+        assert!(forward_persistent(&d256, 1, Some(&short), 132, &force(true)).is_err());
+        assert_eq!(
+            window_steps(&AttentionParams::default(), &g),
+            Vec::<u32>::new()
+        );
+    }
 
     #[test]
     fn a_mask_fixes_the_tile_and_the_caller_may_pick_its_variant() {
