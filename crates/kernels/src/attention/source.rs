@@ -95,7 +95,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             row_limit: "$ROW_BOUND",
             dst_offset: "($ROW_BASE + grow) * FM_D + col",
         },
-        "            ",
+        "                ",
     )
     .map_err(|e| ConfigError::Layout(format!("O staging: {}", e.0)))?;
     let s_values = s_map.values();
@@ -178,7 +178,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
                     log2: Log2::Approx,
                 },
                 quad,
-                "            ",
+                "                ",
             ),
         ),
         ("QUAD_LEADER", quad_leader_expr(&s_map)),
@@ -494,111 +494,111 @@ fn pingpong_not_last(warpgroups: u32) -> String {
 
 /// Consumer main loop, no overlap: QK^T, wait, softmax, PV, wait.
 const MAINLOOP_SERIAL: &str = r#"
-        $PREFETCH_FIRST
-        $PP_INIT
-        for (int kk = 0; kk < sched.num_tiles; ++kk) {
-            const fm_tile t = $TILE_KK;
-            $PREFETCH_NEXT
-            const int stage = (pipe + kk) % FM_STAGES;
-            const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
-            fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
-            $PP_SYNC
-            fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
-            $PP_ARRIVE
-            $LISTS_AHEAD
-            fm_wgmma_wait<0>();
-            fm_fence_array(s_acc);
-            fm_consumer_release(FM_BAR_K_EMPTY(stage));
-            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
-            float corr[2];
-            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-            fm_rescale_o(o_acc, corr);
-            fm_convert_p(s_acc, p_frag);
-            fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
-            $PP_SYNC
-            fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
-            $PP_ARRIVE_PV
-            fm_wgmma_wait<0>();
-            fm_fence_array(o_acc);
-            fm_fence_array(p_frag);
-            fm_consumer_release(FM_BAR_V_EMPTY(stage));
-        }
+            $PREFETCH_FIRST
+            $PP_INIT
+            for (int kk = 0; kk < sched.num_tiles; ++kk) {
+                const fm_tile t = $TILE_KK;
+                $PREFETCH_NEXT
+                const int stage = (pipe + kk) % FM_STAGES;
+                const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
+                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+                $PP_SYNC
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
+                $PP_ARRIVE
+                $LISTS_AHEAD
+                fm_wgmma_wait<0>();
+                fm_fence_array(s_acc);
+                fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                float corr[2];
+                fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                fm_rescale_o(o_acc, corr);
+                fm_convert_p(s_acc, p_frag);
+                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
+                $PP_SYNC
+                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
+                $PP_ARRIVE_PV
+                fm_wgmma_wait<0>();
+                fm_fence_array(o_acc);
+                fm_fence_array(p_frag);
+                fm_consumer_release(FM_BAR_V_EMPTY(stage));
+            }
 "#;
 
 /// Consumer main loop with FlashAttention-3's intra-warpgroup overlap: the QK^T of
 /// tile kk and the PV of tile kk-1 are in flight while the softmax of tile kk runs.
 const MAINLOOP_OVERLAP: &str = r#"
-        $PREFETCH_FIRST
-        float corr[2];
-        $PP_INIT
-        {
-            // Tile 0: QK^T, mask, softmax; its PV is issued in the next iteration.
-            const fm_tile t = $TILE_FIRST;
-            const int kk = 0;
-            (void)kk;
-            $PREFETCH_NEXT
-            const int stage = pipe % FM_STAGES;
-            const unsigned phase = (unsigned)(pipe / FM_STAGES) & 1u;
-            fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
-            $PP_SYNC
-            fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
-            $PP_ARRIVE
-            $LISTS_AHEAD
-            fm_wgmma_wait<0>();
-            fm_fence_array(s_acc);
-            fm_consumer_release(FM_BAR_K_EMPTY(stage));
-            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
-            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-            fm_convert_p(s_acc, p_frag);
-        }
-        for (int kk = 1; kk < sched.num_tiles; ++kk) {
-            const fm_tile t = $TILE_KK;
-            $PREFETCH_NEXT
-            const int stage = (pipe + kk) % FM_STAGES;
-            const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
-            const int prev_stage = (pipe + kk - 1) % FM_STAGES;
-            const unsigned prev_phase = (unsigned)((pipe + kk - 1) / FM_STAGES) & 1u;
-            fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
-            $PP_SYNC
-            fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);          // S_kk = Q K_kk^T (async)
-            // O was accumulated against the max before tile kk-1; move it to the max after tile kk-1
-            // (corr of the previous softmax) before P_{kk-1} V_{kk-1} is added. FlashAttention-3 order:
-            // nothing after the wait<0> below touches O, so the softmax can overlap the PV.
-            fm_rescale_o(o_acc, corr);
-            fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
-            fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);      // O += P_{kk-1} V_{kk-1} (async)
-            $PP_ARRIVE
-            $LISTS_AHEAD
-            fm_wgmma_wait<1>();                                             // S_kk is ready
-            fm_fence_array(s_acc);
-            fm_consumer_release(FM_BAR_K_EMPTY(stage));
-            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
-            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-            fm_fence_array(s_acc);
-            // ptxas schedules wgmma.wait_group as early as it can, which would put the wait before the
-            // softmax (seen in SASS). A shared store of a value that depends on every exp keeps it after.
-            fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
-            fm_wgmma_wait<0>();                                             // PV_{kk-1} done
-            fm_fence_array(o_acc);
-            fm_fence_array(p_frag);
-            fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
-            fm_convert_p(s_acc, p_frag);
-        }
-        {
-            // PV of the last tile.
-            const int last = pipe + sched.num_tiles - 1;
-            const int stage = last % FM_STAGES;
-            const unsigned phase = (unsigned)(last / FM_STAGES) & 1u;
-            fm_rescale_o(o_acc, corr);
-            fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
-            $PP_SYNC
-            fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
-            $PP_ARRIVE_LAST
-            fm_wgmma_wait<0>();
-            fm_fence_array(o_acc);
-            fm_fence_array(p_frag);
-            fm_consumer_release(FM_BAR_V_EMPTY(stage));
-        }
+            $PREFETCH_FIRST
+            float corr[2];
+            $PP_INIT
+            {
+                // Tile 0: QK^T, mask, softmax; its PV is issued in the next iteration.
+                const fm_tile t = $TILE_FIRST;
+                const int kk = 0;
+                (void)kk;
+                $PREFETCH_NEXT
+                const int stage = pipe % FM_STAGES;
+                const unsigned phase = (unsigned)(pipe / FM_STAGES) & 1u;
+                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+                $PP_SYNC
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
+                $PP_ARRIVE
+                $LISTS_AHEAD
+                fm_wgmma_wait<0>();
+                fm_fence_array(s_acc);
+                fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                fm_convert_p(s_acc, p_frag);
+            }
+            for (int kk = 1; kk < sched.num_tiles; ++kk) {
+                const fm_tile t = $TILE_KK;
+                $PREFETCH_NEXT
+                const int stage = (pipe + kk) % FM_STAGES;
+                const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
+                const int prev_stage = (pipe + kk - 1) % FM_STAGES;
+                const unsigned prev_phase = (unsigned)((pipe + kk - 1) / FM_STAGES) & 1u;
+                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+                $PP_SYNC
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);          // S_kk = Q K_kk^T (async)
+                // O was accumulated against the max before tile kk-1; move it to the max after tile kk-1
+                // (corr of the previous softmax) before P_{kk-1} V_{kk-1} is added. FlashAttention-3 order:
+                // nothing after the wait<0> below touches O, so the softmax can overlap the PV.
+                fm_rescale_o(o_acc, corr);
+                fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
+                fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);      // O += P_{kk-1} V_{kk-1} (async)
+                $PP_ARRIVE
+                $LISTS_AHEAD
+                fm_wgmma_wait<1>();                                             // S_kk is ready
+                fm_fence_array(s_acc);
+                fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                fm_fence_array(s_acc);
+                // ptxas schedules wgmma.wait_group as early as it can, which would put the wait before the
+                // softmax (seen in SASS). A shared store of a value that depends on every exp keeps it after.
+                fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
+                fm_wgmma_wait<0>();                                             // PV_{kk-1} done
+                fm_fence_array(o_acc);
+                fm_fence_array(p_frag);
+                fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
+                fm_convert_p(s_acc, p_frag);
+            }
+            {
+                // PV of the last tile.
+                const int last = pipe + sched.num_tiles - 1;
+                const int stage = last % FM_STAGES;
+                const unsigned phase = (unsigned)(last / FM_STAGES) & 1u;
+                fm_rescale_o(o_acc, corr);
+                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
+                $PP_SYNC
+                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
+                $PP_ARRIVE_LAST
+                fm_wgmma_wait<0>();
+                fm_fence_array(o_acc);
+                fm_fence_array(p_frag);
+                fm_consumer_release(FM_BAR_V_EMPTY(stage));
+            }
 "#;
 
 const TEMPLATE: &str = r#"
@@ -848,72 +848,72 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
             (void)split;
             (void)m_block;
             (void)kv_head;
-        const int qb = wq % FM_Q_BUFFERS;
-        const unsigned q_tile = smem_q + (unsigned)qb * FM_Q_TILE_BYTES;   // this tile's Q buffer
+            const int qb = wq % FM_Q_BUFFERS;
+            const unsigned q_tile = smem_q + (unsigned)qb * FM_Q_TILE_BYTES;   // this tile's Q buffer
 #pragma unroll
-        for (int i = 0; i < $O_VALUES; ++i) o_acc[i] = 0.f;
-        row_max[0] = row_max[1] = FM_NEG_INF;
-        row_sum[0] = row_sum[1] = 0.f;
-        // Q: this warpgroup's 64 rows start at byte Q(64 * wg, 0) of the Q tile (layout above).
-        const unsigned q_base = q_tile + (unsigned)wg * $Q_WG_STRIDEu;
-        // Persistent: every tile's Q phase completes (loaded, or arrived on for a tile without steps), and the
-        // epilogue stages O in this buffer only after its Q is in.
-        if (FM_PERSISTENT || sched.num_tiles > 0) fm_mbar_wait(FM_BAR_Q_FULL(qb), (unsigned)(wq / FM_Q_BUFFERS) & 1u);
+            for (int i = 0; i < $O_VALUES; ++i) o_acc[i] = 0.f;
+            row_max[0] = row_max[1] = FM_NEG_INF;
+            row_sum[0] = row_sum[1] = 0.f;
+            // Q: this warpgroup's 64 rows start at byte Q(64 * wg, 0) of the Q tile (layout above).
+            const unsigned q_base = q_tile + (unsigned)wg * $Q_WG_STRIDEu;
+            // Persistent: every tile's Q phase completes (loaded, or arrived on for a tile without steps), and the
+            // epilogue stages O in this buffer only after its Q is in.
+            if (FM_PERSISTENT || sched.num_tiles > 0) fm_mbar_wait(FM_BAR_Q_FULL(qb), (unsigned)(wq / FM_Q_BUFFERS) & 1u);
 
-        if (sched.num_tiles > 0) {
+            if (sched.num_tiles > 0) {
 $MAINLOOP
-        }
-
-        // ---- epilogue: finish the row sums, normalise, store O ($ACT) and lse ----
-        float inv[2], lse[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-$ROW_FINISH
-        }
-        const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
-        // The schedule's row r is global row $ROW_BASE + r of o and lse, written while r < $ROW_BOUND
-        // (a document's rows on the documents grid, which never splits).
-        // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
-        // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
-        const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
-        const long long ws_row0 = (long long)split * p.batch * p.heads * p.seqlen_q + head_row0;
-        // $LAYOUT_O thread mode: base row $O_THREAD_ROW (== frag_row - 64*wg), base column $O_THREAD_COL.
-        const int o_row = 64 * wg + $O_THREAD_ROW;
-        const int o_col = $O_THREAD_COL;
-        if (!to_workspace && (reinterpret_cast<unsigned long long>(p.o) & 15ull) == 0ull) {
-            // O through shared memory: this warpgroup's own Q rows (no wgmma reads them after its last
-            // QK^T) take O by stmatrix in the Q tile's layout; then each thread writes 16-byte pieces,
-            // whole rows per warp (FlashAttention-3/4 stage O in shared memory too).
-            const int sm_lt = (lt & ~31) | (4 * (lt & 7));
-$O_STAGED        } else {
-#pragma unroll
-            for (int i = 0; i < $O_VALUES; i += 2) {
-                // $LAYOUT_O value mode: values i, i+1 are adjacent columns of one row (checked by the generator).
-                const int row = sched.m0 + o_row + $VALUE_ROW_O;
-                const int col = o_col + $VALUE_COL_O;
-                const int r = $VALUE_ROW_O / $ROW_SLOT_STRIDE;
-                if (row < $ROW_BOUND && to_workspace) {
-                    *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
-                } else if (row < $ROW_BOUND) {
-                    unsigned* dst = reinterpret_cast<unsigned*>(p.o + ($ROW_BASE + row) * FM_D + col);
-                    *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
-                }
             }
-        }
-        if ($QUAD_LEADER) {
+
+            // ---- epilogue: finish the row sums, normalise, store O ($ACT) and lse ----
+            float inv[2], lse[2];
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                const int row = sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
-                if (row < $ROW_BOUND) (to_workspace ? p.ws_lse[ws_row0 + row] : p.lse[$ROW_BASE + row]) = lse[r];
+$ROW_FINISH
             }
-        }
-        if (FM_PERSISTENT) {
-            // The staged O's shared-memory reads (generic proxy) are ordered before the TMA write (async proxy)
-            // of the buffer's next Q, which the producer issues once every consumer warp has arrived.
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            fm_consumer_release(FM_BAR_Q_EMPTY(qb));
-        }
-        pipe += sched.num_tiles;
+            const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
+            // The schedule's row r is global row $ROW_BASE + r of o and lse, written while r < $ROW_BOUND
+            // (a document's rows on the documents grid, which never splits).
+            // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
+            // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
+            const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
+            const long long ws_row0 = (long long)split * p.batch * p.heads * p.seqlen_q + head_row0;
+            // $LAYOUT_O thread mode: base row $O_THREAD_ROW (== frag_row - 64*wg), base column $O_THREAD_COL.
+            const int o_row = 64 * wg + $O_THREAD_ROW;
+            const int o_col = $O_THREAD_COL;
+            if (!to_workspace && (reinterpret_cast<unsigned long long>(p.o) & 15ull) == 0ull) {
+                // O through shared memory: this warpgroup's own Q rows (no wgmma reads them after its last
+                // QK^T) take O by stmatrix in the Q tile's layout; then each thread writes 16-byte pieces,
+                // whole rows per warp (FlashAttention-3/4 stage O in shared memory too).
+                const int sm_lt = (lt & ~31) | (4 * (lt & 7));
+$O_STAGED            } else {
+#pragma unroll
+                for (int i = 0; i < $O_VALUES; i += 2) {
+                    // $LAYOUT_O value mode: values i, i+1 are adjacent columns of one row (checked by the generator).
+                    const int row = sched.m0 + o_row + $VALUE_ROW_O;
+                    const int col = o_col + $VALUE_COL_O;
+                    const int r = $VALUE_ROW_O / $ROW_SLOT_STRIDE;
+                    if (row < $ROW_BOUND && to_workspace) {
+                        *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
+                    } else if (row < $ROW_BOUND) {
+                        unsigned* dst = reinterpret_cast<unsigned*>(p.o + ($ROW_BASE + row) * FM_D + col);
+                        *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
+                    }
+                }
+            }
+            if ($QUAD_LEADER) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int row = sched.m0 + frag_row + $ROW_SLOT_STRIDE * r;
+                    if (row < $ROW_BOUND) (to_workspace ? p.ws_lse[ws_row0 + row] : p.lse[$ROW_BASE + row]) = lse[r];
+                }
+            }
+            if (FM_PERSISTENT) {
+                // The staged O's shared-memory reads (generic proxy) are ordered before the TMA write (async proxy)
+                // of the buffer's next Q, which the producer issues once every consumer warp has arrived.
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                fm_consumer_release(FM_BAR_Q_EMPTY(qb));
+            }
+            pipe += sched.num_tiles;
         }
     }
 }
