@@ -233,8 +233,8 @@ pub fn forward_mode(
 /// `opts.persistent` is `Some(true)` or [`persistent_by_default`] holds).
 /// `opts.persistent` decides when set: `Some(true)` is an error with split-KV, where the
 /// second Q buffer does not fit or past [`super::persistent::MAX_WORK_TILES`]. Unset:
-/// [`persistent_by_default`], one split, more tiles than slots, and a table that balances
-/// ([`TileSteps::balances`]).
+/// [`persistent_by_default`], one split, more tiles than slots, a table that balances
+/// ([`TileSteps::balances`]) and walks of at most [`PERSISTENT_MAX_MEAN_STEPS`] on average.
 pub fn forward_persistent(
     kernel: &AttentionKernel,
     splits: u32,
@@ -257,10 +257,19 @@ pub fn forward_persistent(
         None => Ok(splits == 1
             && persistent_by_default(kernel)
             && steps.is_some_and(|s| {
-                s.len() > slots && s.len() <= super::persistent::MAX_WORK_TILES && s.balances(slots)
+                s.len() > slots
+                    && s.len() <= super::persistent::MAX_WORK_TILES
+                    && s.balances(slots)
+                    && s.mean_at_most(PERSISTENT_MAX_MEAN_STEPS)
             })),
     }
 }
+
+/// The longest mean walk (key steps per work tile) that runs persistent CTAs by default:
+/// the saving is per tile, so long walks gain nothing. An H100, against the one-tile grid:
+/// causal S = 16384 (64.5 steps on average) 0.994 twice; no mask S = 16384 (128 steps)
+/// 1.004 and 1.025 (docs/architecture.md "Persistent forward").
+pub const PERSISTENT_MAX_MEAN_STEPS: u32 = 96;
 
 /// The kernels that run persistent CTAs by default, where they measured faster than the
 /// one-tile grid (an H100, interleaved, 2 rounds; docs/architecture.md "Persistent
@@ -395,6 +404,9 @@ mod tests {
         assert!(on(&k128, window(16384, inf, 0, g)));
         assert!(on(&k128, window(8192, inf, 0, g)));
         assert!(on(&k128, window(4096, inf, inf, g)));
+        // No mask at S = 16384: 128 steps per tile, nothing to save.
+        assert!(!on(&k128, window(16384, inf, inf, g)));
+        assert!(on(&k128, window(8192, inf, inf, g)));
         // Causal S = 4096: the longest tile is half a CTA's share.
         assert!(!on(&k128, window(4096, inf, 0, g)));
         // Few tiles (one wave), split-KV, the lists, head dim 64: the one-tile grid.

@@ -254,6 +254,12 @@ impl TileSteps {
         longest.saturating_mul(3).saturating_mul(slots as u64) <= total
     }
 
+    /// Whether the tiles' mean walk is at most `steps` key steps.
+    pub fn mean_at_most(&self, steps: u32) -> bool {
+        let total: u64 = (0..self.len()).map(|t| u64::from(self.get(t))).sum();
+        total <= u64::from(steps).saturating_mul(self.len() as u64)
+    }
+
     fn get(&self, t: usize) -> u32 {
         match self {
             TileSteps::PerRowBlock { steps, .. } => steps[t % steps.len()],
