@@ -27,11 +27,12 @@ fn documents_grid_variants_compile_without_spills_and_use_hgmma() {
     if !nvrtc_or_skip() {
         return;
     }
-    // The documents grid's variants of the sweep alone (the sweep above has them too).
+    // The documents grid's one-tile variants of the sweep alone (the sweep above has them
+    // too; the persistent ones are the next test's).
     let documents: Vec<AttentionKernel> = AttentionKernel::compile_sweep()
         .unwrap()
         .into_iter()
-        .filter(|k| k.mask() == MaskMode::Documents)
+        .filter(|k| k.mask() == MaskMode::Documents && !k.persistent())
         .collect();
     assert_eq!(
         documents.len(),
@@ -44,6 +45,35 @@ fn documents_grid_variants_compile_without_spills_and_use_hgmma() {
             .sum::<usize>()
     );
     for k in &documents {
+        compiles_without_spills_and_uses_hgmma(k);
+    }
+}
+
+#[test]
+fn persistent_variants_compile_without_spills_and_use_hgmma() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // The persistent CTAs of the sweep alone (the sweep above has them too): at least the
+    // 128x128 tile at head dim 128 and the 64-token tile, in every mask mode.
+    let persistent = AttentionKernel::persistent_sweep().unwrap();
+    for (g, d) in [(Geometry::TILE_128X128, 128), (Geometry::TILE_64X64, 128)] {
+        for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
+            assert!(
+                persistent
+                    .iter()
+                    .any(|k| k.geometry() == g && k.head_dim() == d && k.mask() == mode),
+                "{g} d{d} {mode:?} missing from the persistent sweep"
+            );
+        }
+    }
+    for k in &persistent {
+        assert!(k.persistent() && !k.split_kv(), "{k:?}");
+        let src = k.source().unwrap();
+        assert!(
+            src.contains("#define FM_PERSISTENT 1") && src.contains("p.work"),
+            "{k:?}"
+        );
         compiles_without_spills_and_uses_hgmma(k);
     }
 }

@@ -89,6 +89,8 @@ const SAMPLES: &[(&str, &str)] = &[
     ("packer_only", ""),
     ("page_size", "16"),
     ("pattern", "random"),
+    ("persistent", "on"),
+    ("persistent_ctas", "2"),
     ("pingpong", "true"),
     ("planes", "1"),
     ("predicate", "causal"),

@@ -145,6 +145,24 @@ pub struct ForwardArgs {
     /// decode: 64 queries against 23296 keys).
     #[arg(long)]
     splits: Option<u32>,
+    /// Persistent CTAs (one per SM slot, each walking a list of row blocks): on or off.
+    /// Default: the runtime's choice (on where a CTA gets several row blocks and the
+    /// second Q buffer fits; never with --splits above 1).
+    #[arg(long, value_parser = parse_on_off)]
+    persistent: Option<bool>,
+    /// The most persistent CTAs (default: one per SM slot); fewer give each more row
+    /// blocks (for checking the tile loop on small shapes).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    persistent_ctas: Option<u32>,
+}
+
+/// `on` / `off` (also `true` / `false`).
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("expected on or off, got '{text}'")),
+    }
 }
 
 /// Arguments of `fragmask attention`.
@@ -192,7 +210,8 @@ macro_rules! forward_ids {
     ($($extra:literal),*) => {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
-          "lookahead", "block", "splits", $($extra),*]
+          "lookahead", "block", "splits", "persistent",
+          "persistent_ctas", $($extra),*]
     };
 }
 
@@ -210,6 +229,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "lookahead",
         "mask",
         "synthetic_mask",
+        "persistent",
     ];
     match (args.emit_source || args.inspect, args.selftest, args.backward, args.bench) {
         (true, ..) => Mode {
@@ -305,6 +325,8 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         geometry: geometry_flag(args).ok().flatten(),
         dtype: None,
         splits: args.splits,
+        persistent: args.persistent,
+        persistent_ctas: args.persistent_ctas,
     }
 }
 
@@ -349,6 +371,10 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         };
         let k = choice::kernel_config(args.head_dim as usize, mode_of(fwd), geometry, &opts(fwd))
             .map_err(|e| format!("--head-dim {}: {}{e}", args.head_dim, config_flags(fwd)))?;
+        // --persistent on shows the persistent form (the runtime picks it per call).
+        let k = k
+            .with_persistent(fwd.persistent == Some(true))
+            .map_err(|e| format!("--persistent on: {e}"))?;
         if args.emit_source {
             print!("{}", k.source().map_err(|e| e.to_string())?);
             return Ok(ExitCode::SUCCESS);

@@ -261,7 +261,8 @@ pub(crate) fn cached_plan(
 /// The host's plan of a forward (every check, kernel choice, splits, tensor maps). A
 /// mask with documents runs the documents grid, whose plan uploads its work-item table:
 /// a first call made while `stream` is being captured into a CUDA graph plans the tile
-/// lists instead (a copy of the mask without its documents), which upload nothing.
+/// lists instead (a copy of the mask without its documents), which upload nothing. So do
+/// persistent CTAs (their work table): such a call runs one CTA per work tile.
 fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<AttentionPlan> {
     let raw = |(shape, strides): ([usize; 4], [usize; 4])| {
         if key.bshd {
@@ -338,10 +339,15 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
             ))
         }
     };
+    let capturing_now = match stream {
+        Some(s) => capturing(g, s)?,
+        None => false,
+    };
     let opts = AttentionOptions {
         scale: Some(scale),
         dtype: key.fp16.then_some(ActDtype::F16),
         splits: (key.splits > 0).then_some(key.splits),
+        persistent: capturing_now.then_some(false),
         ..AttentionOptions::default()
     };
     g.attention

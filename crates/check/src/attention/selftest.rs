@@ -102,6 +102,8 @@ pub struct CaseResult {
     /// The mask mode the forward ran (a documents case must run
     /// [`MaskMode::Documents`]).
     pub mode: MaskMode,
+    /// Whether the forward ran persistent CTAs (a case asking for them must).
+    pub persistent: bool,
     /// Verdict.
     pub passed: bool,
 }
@@ -141,6 +143,12 @@ pub fn default_cases() -> Vec<Case> {
     };
     let split = |n| AttentionOptions {
         splits: Some(n),
+        ..def
+    };
+    // Persistent CTAs, at most 3 of them (many work tiles each), the geometry's default stages.
+    let persistent = || AttentionOptions {
+        persistent: Some(true),
+        persistent_ctas: Some(3),
         ..def
     };
     let blocks = |batch, heads, visible: Predicate| CaseMask::Blocks {
@@ -421,6 +429,73 @@ pub fn default_cases() -> Vec<Case> {
                 ..def
             },
         ),
+        // Persistent CTAs, capped at 3 so each CTA runs many work tiles: the K/V stages
+        // and phases and the two Q buffers run on across tiles; tiles without steps
+        // (empty rows, an empty mask) sit between tiles with steps.
+        (
+            "persistent causal d128 gqa 4/2 700x700",
+            shape(2, 4, 2, 700, 700, 128),
+            CaseMask::Window(Window::causal()),
+            persistent(),
+        ),
+        (
+            "persistent dense d64 odd 197x333 gqa 4/2",
+            shape(2, 4, 2, 197, 333, 64),
+            CaseMask::Window(Window::NONE),
+            persistent(),
+        ),
+        (
+            "persistent window 50/20 d128 serial 390x390",
+            shape(1, 3, 3, 390, 390, 128),
+            win(Some(50), Some(20), 0),
+            AttentionOptions {
+                overlap: Some(false),
+                ..persistent()
+            },
+        ),
+        (
+            "persistent causal rows empty d128 offset -300",
+            shape(1, 4, 4, 700, 700, 128),
+            win(None, Some(0), -300),
+            persistent(),
+        ),
+        (
+            "persistent blocks random 50% d128 per-head 500x400",
+            shape(2, 2, 2, 500, 400, 128),
+            blocks(2, 2, random_tokens(0.5, 21)),
+            persistent(),
+        ),
+        (
+            "persistent blocks rows fully masked d128 700x300",
+            shape(1, 3, 3, 700, 300, 128),
+            blocks(
+                1,
+                1,
+                Arc::new(|_, _, i, j| i % 7 != 3 && (i + 2 * j) % 5 != 0 && (i / 64) % 3 != 1),
+            ),
+            persistent(),
+        ),
+        (
+            "persistent blocks empty mask d128 300x300",
+            shape(1, 2, 2, 300, 300, 128),
+            blocks(1, 1, Arc::new(|_, _, _, _| false)),
+            persistent(),
+        ),
+        (
+            "persistent documents causal ragged d128 gqa 4/2",
+            shape(2, 4, 2, 1000, 1000, 128),
+            docs(&[1, 200, 127, 129, 300, 1, 242], true),
+            persistent(),
+        ),
+        (
+            "persistent fp16 blocks block-sparse d128 640x640",
+            shape(1, 2, 2, 640, 640, 128),
+            blocks(1, 2, block_sparse(0.3, 0.5, 22)),
+            AttentionOptions {
+                dtype: Some(ActDtype::F16),
+                ..persistent()
+            },
+        ),
     ];
     cases
         .drain(..)
@@ -441,7 +516,12 @@ pub fn cases_for(geometry: Geometry) -> Vec<Case> {
         .into_iter()
         .filter_map(|mut case| {
             case.opts.geometry = Some(geometry);
-            kernel_config(case.shape.head_dim, case.mask.mode(), geometry, &case.opts).ok()?;
+            let k =
+                kernel_config(case.shape.head_dim, case.mask.mode(), geometry, &case.opts).ok()?;
+            // A persistent case runs only where the geometry has room for its second Q buffer.
+            if case.opts.persistent == Some(true) {
+                k.with_persistent(true).ok()?;
+            }
             case.name = format!("[{}] {}", geometry.name(), case.name);
             Some(case)
         })
@@ -504,6 +584,7 @@ pub fn run_case(
         _ => unreachable!("blocks case always has a device mask"),
     };
     let mode;
+    let ran_persistent;
 
     let mut out = runner.alloc_output(&s)?;
     let stream = runner.stream();
@@ -531,6 +612,7 @@ pub fn run_case(
         };
         let plan = runner.plan(&raw(&q), &raw(&k), &raw(&v), &raw_mask, &opts)?;
         mode = plan.kernel.mask();
+        ran_persistent = plan.persistent();
         let workspace = SplitWorkspace::new(stream, &plan)?;
         let (ws_o, ws_lse) = workspace.device_ptrs(stream);
         let ptrs = PlanPointers {
@@ -549,6 +631,7 @@ pub fn run_case(
     } else {
         let launch = runner.prepare(&q, &k, &v, &mask, &case.opts, &mut out)?;
         mode = launch.kernel.mask();
+        ran_persistent = launch.kernel.persistent();
         launch.launch()?;
     }
     stream
@@ -606,7 +689,8 @@ pub fn run_case(
         && empty_row_errors == 0
         && rel_err < O_TOLERANCE
         && lse_err < 2e-2
-        && (case.mask.mode() != MaskMode::Documents || mode == MaskMode::Documents);
+        && (case.mask.mode() != MaskMode::Documents || mode == MaskMode::Documents)
+        && (case.opts.persistent != Some(true) || ran_persistent);
     Ok(CaseResult {
         name: case.name.clone(),
         rel_err,
@@ -615,6 +699,7 @@ pub fn run_case(
         empty_row_errors,
         partial_tiles: host_mask.map_or(0, |m| m.partial_tiles()),
         mode,
+        persistent: ran_persistent,
         passed,
     })
 }

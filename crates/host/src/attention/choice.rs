@@ -11,10 +11,11 @@
 //! compile what this module picks, so a warmed call never compiles.
 
 use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
-use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode};
+use fragmask_kernels::attention::{ActDtype, AttentionKernel, ConfigError, Geometry, MaskMode};
 use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
 use super::backward::{transposed_lists, BackwardOptions};
+use super::persistent::TileSteps;
 use super::{blockmask, AttentionError, AttentionOptions, AttentionShape};
 
 /// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
@@ -225,6 +226,67 @@ pub fn forward_mode(
     }
 }
 
+/// Whether a forward of `kernel` with `splits` split-KV splits on `slots` SM slots (SMs
+/// times the geometry's CTAs per SM) runs persistent CTAs
+/// ([`AttentionKernel::with_persistent`], docs/architecture.md "Persistent forward").
+/// `steps` are its work tiles' steps, where the caller computed them (always when
+/// `opts.persistent` is `Some(true)` or [`persistent_by_default`] holds).
+/// `opts.persistent` decides when set: `Some(true)` is an error with split-KV, where the
+/// second Q buffer does not fit or past [`super::persistent::MAX_WORK_TILES`]. Unset:
+/// [`persistent_by_default`], one split, more tiles than slots, a table that balances
+/// ([`TileSteps::balances`]) and walks of at most [`PERSISTENT_MAX_MEAN_STEPS`] on average.
+pub fn forward_persistent(
+    kernel: &AttentionKernel,
+    splits: u32,
+    steps: Option<&TileSteps>,
+    slots: usize,
+    opts: &AttentionOptions,
+) -> Result<bool, AttentionError> {
+    match opts.persistent {
+        Some(false) => Ok(false),
+        Some(true) if splits > 1 => Err(AttentionError::Config(ConfigError::Persistent(format!(
+            "persistent CTAs do not run split-KV ({splits} splits)"
+        )))),
+        Some(true) => {
+            super::persistent::tile_count(steps.map_or(0, TileSteps::len), 1, 1)?;
+            kernel
+                .with_persistent(true)
+                .map(|_| true)
+                .map_err(AttentionError::Config)
+        }
+        None => Ok(splits == 1
+            && persistent_by_default(kernel)
+            && steps.is_some_and(|s| {
+                s.len() > slots
+                    && s.len() <= super::persistent::MAX_WORK_TILES
+                    && s.balances(slots)
+                    && s.mean_at_most(PERSISTENT_MAX_MEAN_STEPS)
+            })),
+    }
+}
+
+/// The longest mean walk (key steps per work tile) that runs persistent CTAs by default:
+/// the saving is per tile, so long walks gain nothing. An H100, against the one-tile grid:
+/// causal S = 16384 (64.5 steps on average) 0.994 twice; no mask S = 16384 (128 steps)
+/// 1.004 and 1.025 (docs/architecture.md "Persistent forward").
+pub const PERSISTENT_MAX_MEAN_STEPS: u32 = 96;
+
+/// The kernels that run persistent CTAs by default, where they measured faster than the
+/// one-tile grid (an H100, interleaved, 2 rounds; docs/architecture.md "Persistent
+/// forward"): the window walk and the documents grid on the 128x128 tile at head dim 128
+/// (causal window 1024 at S = 16384 0.968 of the one-tile time, 12 documents 0.993,
+/// causal S = 8192 0.990, S = 16384 0.994, no mask S = 4096 0.992). Not the tile lists
+/// (write-up 002's 10% and 50% of 64-token blocks 1.009 and 1.042, random 50% of tokens
+/// 1.118) nor 192x128 at head dim 64 (1.009 causal, 1.014 no mask).
+pub fn persistent_by_default(kernel: &AttentionKernel) -> bool {
+    kernel.mask() != MaskMode::Blocks
+        && kernel.geometry() == Geometry::TILE_128X128
+        && kernel.head_dim() == 128
+        && kernel
+            .geometry()
+            .persistent_fits(kernel.head_dim(), kernel.stages())
+}
+
 /// Whether the backward runs the documents grid where it applies (see
 /// [`backward_documents`]) when the call's options do not say.
 pub const BACKWARD_DOCUMENTS_GRID: bool = true;
@@ -306,10 +368,71 @@ pub fn backward_config(
 
 #[cfg(test)]
 mod tests {
+    use fragmask_kernels::attention::{AttentionParams, WINDOW_INFINITE};
     use fragmask_masks::DenseMask;
 
     use super::*;
     use crate::attention::blockmask::pack_for_kernel;
+    use crate::attention::persistent::{tile_steps, window_steps};
+
+    #[test]
+    fn persistent_ctas_by_default_on_long_window_walks_of_the_128_tile_only() {
+        let opts = AttentionOptions::default();
+        let k = |d, mode| AttentionKernel::default_for(d, mode).unwrap();
+        // H = 16, S x S, 132 SMs: the suite's forward rows.
+        let window = |s: i32, left: i32, right: i32, g: Geometry| {
+            let p = AttentionParams {
+                seqlen_q: s,
+                seqlen_k: s,
+                m_blocks: g.m_blocks(s as u32) as i32,
+                n_blocks: g.n_blocks(s as u32) as i32,
+                window_left: left,
+                window_right: right,
+                heads: 16,
+                batch: 1,
+                ..AttentionParams::default()
+            };
+            tile_steps(&p, MaskMode::Window, None, &g, 16).unwrap()
+        };
+        let g = Geometry::TILE_128X128;
+        let inf = WINDOW_INFINITE;
+        let on = |kernel: &AttentionKernel, steps| {
+            forward_persistent(kernel, 1, Some(&steps), 132, &opts).unwrap()
+        };
+        let k128 = k(128, MaskMode::Window);
+        assert!(on(&k128, window(16384, 1024, 0, g)));
+        assert!(on(&k128, window(16384, inf, 0, g)));
+        assert!(on(&k128, window(8192, inf, 0, g)));
+        assert!(on(&k128, window(4096, inf, inf, g)));
+        // No mask at S = 16384: 128 steps per tile, nothing to save.
+        assert!(!on(&k128, window(16384, inf, inf, g)));
+        assert!(on(&k128, window(8192, inf, inf, g)));
+        // Causal S = 4096: the longest tile is half a CTA's share.
+        assert!(!on(&k128, window(4096, inf, 0, g)));
+        // Few tiles (one wave), split-KV, the lists, head dim 64: the one-tile grid.
+        assert!(!on(&k128, window(1024, inf, inf, g)));
+        assert!(
+            !forward_persistent(&k128, 2, Some(&window(16384, 1024, 0, g)), 132, &opts).unwrap()
+        );
+        assert!(!on(&k(128, MaskMode::Blocks), window(16384, 1024, 0, g)));
+        let g64 = Geometry::TILE_192X128;
+        assert!(!on(&k(64, MaskMode::Window), window(16384, 1024, 0, g64)));
+        // The options decide when set.
+        let force = |persistent| AttentionOptions {
+            persistent: Some(persistent),
+            ..opts
+        };
+        let short = window(4096, inf, 0, g);
+        assert!(forward_persistent(&k128, 1, Some(&short), 132, &force(true)).unwrap());
+        assert!(!forward_persistent(&k128, 1, Some(&short), 132, &force(false)).unwrap());
+        assert!(forward_persistent(&k128, 3, Some(&short), 132, &force(true)).is_err());
+        let d256 = k(256, MaskMode::Window);
+        assert!(forward_persistent(&d256, 1, Some(&short), 132, &force(true)).is_err());
+        assert_eq!(
+            window_steps(&AttentionParams::default(), &g),
+            Vec::<u32>::new()
+        );
+    }
 
     #[test]
     fn a_mask_fixes_the_tile_and_the_caller_may_pick_its_variant() {

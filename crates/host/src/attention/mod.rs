@@ -32,6 +32,7 @@ pub mod blockmask;
 pub mod choice;
 pub mod compile;
 pub mod documents;
+pub mod persistent;
 pub mod plan;
 
 #[cfg(test)]
@@ -346,6 +347,14 @@ pub struct AttentionOptions {
     /// combine kernel merges. `None` or 1: no split. For calls with few row blocks and
     /// many keys (write-up 002's decode: one 64-row block per head against 23296 keys).
     pub splits: Option<u32>,
+    /// Persistent CTAs (docs/architecture.md, "Persistent forward"): `None` is
+    /// [`choice::forward_persistent`]'s default for the kernel; `Some(true)` asks for them
+    /// (an error with split-KV or where the configuration cannot have them), `Some(false)`
+    /// runs one CTA per work tile.
+    pub persistent: Option<bool>,
+    /// The most CTAs of a persistent launch; `None` is one per SM slot. Fewer give each
+    /// CTA more work tiles (the selftests run several tiles per CTA on small shapes).
+    pub persistent_ctas: Option<u32>,
 }
 
 /// Output of one attention call.
@@ -919,14 +928,31 @@ impl AttentionRunner {
             for split_kv in [false, true] {
                 self.function(&kernel.with_split_kv(split_kv))?;
             }
+            self.warm_up_persistent(&kernel, opts)?;
         }
         // The documents grid never splits.
-        self.function(&choice::call_kernel(
-            head_dim,
-            MaskMode::Documents,
-            None,
-            opts,
-        )?)?;
+        let documents = choice::call_kernel(head_dim, MaskMode::Documents, None, opts)?;
+        self.function(&documents)?;
+        self.warm_up_persistent(&documents, opts)
+    }
+
+    /// Compiles the persistent form of `kernel` where a call may pick it
+    /// ([`choice::forward_persistent`]: not turned off, and the second Q buffer fits).
+    fn warm_up_persistent(
+        &self,
+        kernel: &AttentionKernel,
+        opts: &AttentionOptions,
+    ) -> Result<(), AttentionError> {
+        if opts.persistent != Some(false)
+            && kernel
+                .geometry()
+                .persistent_fits(kernel.head_dim(), kernel.stages())
+        {
+            let persistent = kernel
+                .with_persistent(true)
+                .map_err(AttentionError::Config)?;
+            self.function(&persistent)?;
+        }
         Ok(())
     }
 }

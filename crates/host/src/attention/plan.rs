@@ -19,8 +19,8 @@ use crate::launch::Launch;
 
 use super::{
     base_params, blocks_params, choice, documents, driver, encode_strided_map, enqueue_forward,
-    splits, window_params, AttentionError, AttentionOptions, AttentionRunner, AttentionShape,
-    Params, RawMask, RawTensor, TensorMapArg,
+    persistent, splits, window_params, AttentionError, AttentionOptions, AttentionRunner,
+    AttentionShape, Params, RawMask, RawTensor, TensorMapArg,
 };
 
 /// The address a plan's tensor maps are encoded with before a run patches in the call's
@@ -47,6 +47,8 @@ pub struct AttentionPlan {
     /// The documents grid's work-item table (`AttentionParams::doc_items`), uploaded
     /// once at planning and shared by the plan's clones.
     doc_items: Option<Arc<CudaSlice<i32>>>,
+    /// Persistent CTAs' work table (`AttentionParams::work`), uploaded once at planning.
+    work: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl std::fmt::Debug for AttentionPlan {
@@ -123,8 +125,10 @@ impl AttentionRunner {
                 }
             }
         }
+        // Persistent CTAs asked for: one split unless the call names a count.
         let n = match mode {
             MaskMode::Documents => 1,
+            _ if opts.persistent == Some(true) && opts.splits.is_none() => 1,
             _ => self.planned_splits(&kernel, &shape, host_mask, opts)?,
         };
         let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
@@ -133,25 +137,96 @@ impl AttentionRunner {
             None => (0, 0),
         };
         params.num_splits = n as i32;
+        // Persistent CTAs (choice::forward_persistent): the work table, uploaded once.
+        let g = kernel.geometry();
+        let slots = self.sm_count()?.saturating_mul(g.ctas_per_sm() as usize);
+        let slots = match opts.persistent_ctas {
+            Some(0) => {
+                return Err(AttentionError::Shape(
+                    "persistent CTAs: the CTA count must be at least 1".into(),
+                ))
+            }
+            Some(n) => slots.min(n as usize),
+            None => slots,
+        };
+        let planes = shape
+            .heads
+            .checked_mul(shape.batch)
+            .ok_or_else(|| AttentionError::Shape("heads x batch overflows".into()))?;
+        let candidate = match opts.persistent {
+            Some(on) => on,
+            None => n == 1 && choice::persistent_by_default(&kernel),
+        };
+        let steps = if candidate {
+            Some(persistent::tile_steps(
+                &params,
+                kernel.mask(),
+                host_mask,
+                &g,
+                planes,
+            )?)
+        } else {
+            None
+        };
+        let persistent = choice::forward_persistent(&kernel, n, steps.as_ref(), slots, opts)?;
         // Split-KV support is compiled in only where the call has several splits.
-        let kernel = kernel.with_split_kv(n > 1);
+        let kernel = kernel
+            .with_split_kv(n > 1)
+            .with_persistent(persistent)
+            .map_err(AttentionError::Config)?;
+        let mut work = None;
+        let grid = match (persistent, &steps) {
+            (true, Some(steps)) => {
+                let (table, ctas) = self.work_params(&mut params, steps, slots)?;
+                work = Some(table);
+                (ctas, 1, 1)
+            }
+            (true, None) => {
+                return Err(AttentionError::Shape(
+                    "persistent CTAs without their work tiles' steps".into(),
+                ))
+            }
+            _ => (launch.grid_x, shape.heads as u32, shape.batch as u32),
+        };
         let (func, combine) = self.functions(&kernel)?;
         Ok(AttentionPlan {
             func,
             combine: launch.combine_grid.map(|grid| (combine, grid)),
             maps,
             params: Params(params),
-            launch: Launch::new(
-                (launch.grid_x, shape.heads as u32, shape.batch as u32),
-                kernel.threads(),
-            )
-            .smem(kernel.smem_bytes()),
+            launch: Launch::new(grid, kernel.threads()).smem(kernel.smem_bytes()),
             kernel,
             shape,
             splits: n,
             workspace_floats,
             doc_items,
+            work,
         })
+    }
+
+    /// The work table of a persistent launch over the work tiles of `steps`
+    /// ([`persistent::work_table`], on `slots` SM slots), uploaded here once and
+    /// synchronised so a run on any stream reads it; returns it with the CTA count.
+    fn work_params(
+        &self,
+        params: &mut super::AttentionParams,
+        steps: &persistent::TileSteps,
+        slots: usize,
+    ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
+        let tiles = persistent::tile_count(steps.len(), 1, 1)?;
+        let ctas = persistent::cta_count(tiles, slots);
+        let table = persistent::work_table(steps, ctas)?;
+        let ctas = u32::try_from(ctas)
+            .map_err(|_| AttentionError::Shape("too many persistent CTAs".into()))?;
+        let table = self
+            .stream
+            .clone_htod(&table)
+            .map_err(driver("uploading the persistent CTAs' work table"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("uploading the persistent CTAs' work table"))?;
+        params.work = table.device_ptr(&self.stream).0;
+        Ok((Arc::new(table), ctas))
     }
 
     /// The documents grid of `host` (which has documents, [`choice::forward_mode`]): the
@@ -205,6 +280,11 @@ pub(crate) struct BoundRun {
 }
 
 impl AttentionPlan {
+    /// Whether the plan runs persistent CTAs (its work table was uploaded at planning).
+    pub fn persistent(&self) -> bool {
+        self.work.is_some()
+    }
+
     /// Whether the plan runs the documents grid ([`MaskMode::Documents`]; its work-item
     /// table was uploaded at planning).
     pub fn documents_grid(&self) -> bool {

@@ -251,6 +251,26 @@ impl Geometry {
             + self.smem_overhead()
     }
 
+    /// Dynamic shared memory of a persistent block ([`crate::attention::AttentionKernel::with_persistent`]):
+    /// a second Q buffer, so the next work tile's Q loads while this one's O is staged in
+    /// the first.
+    pub const fn persistent_smem_bytes(&self, head_dim: u32, stages: u32) -> u32 {
+        self.smem_bytes(head_dim, stages) + self.q_tile_bytes(head_dim)
+    }
+
+    /// Whether a persistent block with `stages` K/V stages fits in [`Self::smem_budget`].
+    pub const fn persistent_fits(&self, head_dim: u32, stages: u32) -> bool {
+        match (
+            self.block_m.checked_mul(head_dim),
+            self.step_n().checked_mul(head_dim),
+        ) {
+            (Some(q), Some(kv)) if q <= u32::MAX / 8 && kv <= u32::MAX / 16 && stages <= 8 => {
+                self.persistent_smem_bytes(head_dim, stages) <= self.smem_budget()
+            }
+            _ => false,
+        }
+    }
+
     /// Most K/V stages that fit (at most 4; 0 for a head dim of 0 or one whose tiles
     /// overflow or leave no room).
     pub const fn max_stages(&self, head_dim: u32) -> u32 {
@@ -351,6 +371,11 @@ static_assertions::const_assert!(Geometry::TILE_64X64_SINGLE.max_stages(128) >= 
 static_assertions::const_assert!(Geometry::TILE_128X80.max_stages(256) >= 2);
 static_assertions::const_assert!(Geometry::TILE_128X80.overlap_fits(256));
 static_assertions::const_assert!(!Geometry::TILE_128X128.overlap_fits(256));
+// Persistent CTAs hold two Q tiles beside the default stages: 128x128 at head dim 128 with two
+// stages, the 64-token tile with its one stage, 192x128 at head dim 64 with three.
+static_assertions::const_assert!(Geometry::TILE_128X128.persistent_fits(128, 2));
+static_assertions::const_assert!(Geometry::TILE_64X64.persistent_fits(128, 1));
+static_assertions::const_assert!(Geometry::TILE_192X128.persistent_fits(64, 3));
 // Head dim 64 runs the overlapped loop on its 192x128 default tile.
 static_assertions::const_assert!(Geometry::TILE_192X128.overlap_fits(64));
 

@@ -121,6 +121,8 @@ pub enum ConfigError {
     },
     /// The fragment layout could not be turned into index expressions.
     Layout(String),
+    /// Persistent CTAs refused for this configuration (the reason).
+    Persistent(String),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -183,6 +185,7 @@ impl core::fmt::Display for ConfigError {
                 write!(f, "{stages} K/V stages do not fit; use 1..={max}")
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
+            ConfigError::Persistent(why) => write!(f, "{why}"),
         }
     }
 }
@@ -207,6 +210,7 @@ pub struct AttentionKernel {
     pingpong: bool,
     lookahead: bool,
     split_kv: bool,
+    persistent: bool,
 }
 
 impl AttentionKernel {
@@ -243,6 +247,7 @@ impl AttentionKernel {
             pingpong: false,
             lookahead: true,
             split_kv: false,
+            persistent: false,
         })
     }
 
@@ -285,6 +290,37 @@ impl AttentionKernel {
     /// Whether split-KV support is compiled in.
     pub fn split_kv(&self) -> bool {
         self.split_kv
+    }
+
+    /// Persistent CTAs (docs/architecture.md, "Persistent forward"): the launch has about
+    /// one CTA per SM slot, each walking a list of work tiles (row block, head, batch) from
+    /// `AttentionParams::work`; the K/V pipeline's stages and phases run on across tiles,
+    /// and a second Q buffer lets the next tile's Q and first K/V load while this tile's
+    /// last steps and O epilogue run. Refused with split-KV (a split grid has its own
+    /// combine) and where the second Q buffer does not fit beside the stages
+    /// ([`Geometry::persistent_fits`]).
+    pub fn with_persistent(mut self, persistent: bool) -> Result<Self, ConfigError> {
+        if persistent && self.split_kv {
+            return Err(ConfigError::Persistent(
+                "persistent CTAs do not run split-KV".into(),
+            ));
+        }
+        if persistent && !self.geometry.persistent_fits(self.head_dim, self.stages) {
+            return Err(ConfigError::Persistent(format!(
+                "two Q tiles and {} K/V stages of the {} tile at head dim {} do not fit in \
+                 shared memory",
+                self.stages,
+                self.geometry.name(),
+                self.head_dim
+            )));
+        }
+        self.persistent = persistent;
+        Ok(self)
+    }
+
+    /// Whether the CTAs are persistent ([`Self::with_persistent`]).
+    pub fn persistent(&self) -> bool {
+        self.persistent
     }
 
     /// Turns FlashAttention-3's inter-warpgroup ping-pong on or off (named barriers pass
@@ -372,6 +408,28 @@ impl AttentionKernel {
             Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
                 .with_dtype(ActDtype::F16)?,
         );
+        kernels.extend(Self::persistent_sweep()?);
+        Ok(kernels)
+    }
+
+    /// The persistent variants ([`Self::with_persistent`]) the compile sweep and the
+    /// selftest cover: the default configuration of every geometry and head dim where the
+    /// second Q buffer fits, in every mask mode.
+    pub fn persistent_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
+        let mut kernels = Vec::new();
+        for g in Geometry::SUPPORTED {
+            for d in [64, 128, 256] {
+                if !g.supports_head_dim(d) {
+                    continue;
+                }
+                for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
+                    let default = Self::default_for_geometry(g, d, mode)?;
+                    if g.persistent_fits(d, default.stages()) {
+                        kernels.push(default.with_persistent(true)?);
+                    }
+                }
+            }
+        }
         Ok(kernels)
     }
 
@@ -426,9 +484,15 @@ impl AttentionKernel {
         self.geometry.threads()
     }
 
-    /// Dynamic shared memory to launch with ([`Geometry::smem_bytes`]).
+    /// Dynamic shared memory to launch with ([`Geometry::smem_bytes`], or
+    /// [`Geometry::persistent_smem_bytes`] with persistent CTAs).
     pub fn smem_bytes(&self) -> u32 {
-        self.geometry.smem_bytes(self.head_dim, self.stages)
+        if self.persistent {
+            self.geometry
+                .persistent_smem_bytes(self.head_dim, self.stages)
+        } else {
+            self.geometry.smem_bytes(self.head_dim, self.stages)
+        }
     }
 
     /// Query-row blocks for `seqlen_q` (the grid's x extent).
@@ -444,7 +508,7 @@ impl AttentionKernel {
     /// A short label: `128x128 d128 blocks s2 overlap pp`.
     pub fn label(&self) -> String {
         format!(
-            "{} {} d{} {} s{}{}{}{}",
+            "{} {} d{} {} s{}{}{}{}{}",
             self.geometry.name(),
             self.dtype.name(),
             self.head_dim,
@@ -453,6 +517,7 @@ impl AttentionKernel {
             if self.overlap { " overlap" } else { "" },
             if self.pingpong { " pp" } else { "" },
             if self.lookahead { "" } else { " nola" },
+            if self.persistent { " persistent" } else { "" },
         )
     }
 
@@ -489,6 +554,8 @@ crate::abi_struct! {
         ws_lse: Ptr("float*"),
         /// Documents grid: [m_blocks, 4] work items (document start, length, row block, document), 16-byte aligned.
         doc_items: Ptr("const int*"),
+        /// Persistent CTAs: [ctas + 1] offsets, then every CTA's work tiles in turn (indices of the one-tile grid's CTAs).
+        work: Ptr("const int*"),
         /// B.
         batch: I32("int"),
         /// H (query heads).
@@ -536,10 +603,10 @@ mod tests {
             core::mem::size_of::<AttentionParams>(),
             AttentionParams::ABI.size()
         );
-        // 11 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
+        // 12 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
         assert_eq!(
             AttentionParams::ABI.size(),
-            (11 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
+            (12 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
         );
     }
 

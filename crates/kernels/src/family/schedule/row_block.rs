@@ -235,3 +235,70 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
     return t;
 }
 "#;
+
+/// How a forward CTA gets its work tiles (row block, head, batch): one from the launch grid
+/// ([`WORK_GRID`]), or a list of them from the host's table ([`WORK_PERSISTENT`]). Both
+/// define `FM_PERSISTENT`, `FM_Q_BUFFERS`, `fm_work` and `fm_work_begin/end/at`; the
+/// skeleton loops `w` over `[fm_work_begin, fm_work_end)`, which for the grid is the one
+/// iteration `w = 0` (a constant trip count: the loop folds away).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowWork {
+    /// One work tile per CTA.
+    Grid,
+    /// Persistent CTAs walking the host's per-CTA tile lists.
+    Persistent,
+}
+
+impl RowWork {
+    /// The component's text.
+    pub fn text(self) -> &'static str {
+        match self {
+            RowWork::Grid => WORK_GRID,
+            RowWork::Persistent => WORK_PERSISTENT,
+        }
+    }
+}
+
+/// One work tile per CTA, read off the grid: x counts the row blocks' splits from the
+/// last row block (longest first, causal), y is the head, z the batch.
+pub const WORK_GRID: &str = r#"// ---- work tiles: one per CTA, from the grid (x: the row blocks' splits, last row block first; y: head; z: batch) ----
+#define FM_PERSISTENT 0
+#define FM_Q_BUFFERS 1                   // one Q tile: the CTA runs one work tile
+struct fm_work { int split; int m_block; int head; int batch; };
+__device__ __forceinline__ int fm_work_begin(const fm_attn_params&) { return 0; }
+__device__ __forceinline__ int fm_work_end(const fm_attn_params&) { return 1; }
+__device__ __forceinline__ fm_work fm_work_at(const fm_attn_params&, int, unsigned num_splits) {
+    fm_work t;
+    t.split = (int)(blockIdx.x % num_splits);
+    t.m_block = (int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits);
+    t.head = (int)blockIdx.y;
+    t.batch = (int)blockIdx.z;
+    return t;
+}
+"#;
+
+/// Persistent CTAs (FlashAttention-3's `StaticPersistentTileScheduler` and FlashAttention-4's
+/// `tile_scheduler.py` run one CTA per SM over a tile loop; docs/architecture.md,
+/// "Persistent forward"): `AttentionParams::work` holds `gridDim.x + 1` offsets, then the
+/// tiles; CTA c runs tiles `[work[c], work[c + 1])` in order, each the linear index of a
+/// CTA of the one-tile grid ([`WORK_GRID`], one split): `x + m_blocks (head + heads batch)`.
+pub const WORK_PERSISTENT: &str = r#"// ---- work tiles: persistent CTAs; p.work = [gridDim.x + 1 offsets | tiles] ----
+// CTA c runs tiles p.work[gridDim.x + 1 + w] for w in [p.work[c], p.work[c + 1]), each the index x + m_blocks (head +
+// heads batch) of a CTA of the one-tile grid (x: the row block counted from the last). The host lists them in that
+// grid's launch order, each given to the CTA an estimate of its steps says is free first (attention::persistent).
+#define FM_PERSISTENT 1
+#define FM_Q_BUFFERS 2                   // two Q tiles: the next tile's Q loads while this one's O is staged
+struct fm_work { int split; int m_block; int head; int batch; };
+__device__ __forceinline__ int fm_work_begin(const fm_attn_params& p) { return __ldg(p.work + blockIdx.x); }
+__device__ __forceinline__ int fm_work_end(const fm_attn_params& p) { return __ldg(p.work + blockIdx.x + 1); }
+__device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int w, unsigned) {
+    const int tile = __ldg(p.work + gridDim.x + 1 + w);
+    const int rest = tile / p.m_blocks;
+    fm_work t;
+    t.split = 0;
+    t.m_block = p.m_blocks - 1 - (tile - rest * p.m_blocks);
+    t.head = rest % p.heads;
+    t.batch = rest / p.heads;
+    return t;
+}
+"#;
