@@ -133,6 +133,10 @@ pub struct ForwardArgs {
     /// Producer reads the tile list one tile ahead: true or false.
     #[arg(long)]
     lookahead: Option<bool>,
+    /// Exp2 emulation: on steps with no masked value, one value pair in every N takes its
+    /// exp2 on the FMA pipe instead of the SFU (0: off, the default; at most 64).
+    #[arg(long, value_name = "N")]
+    exp2_emulation: Option<u32>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
     /// 192x128. Default: a --mask file's own tile, else the head dim's (192x128 at 64,
     /// 128x128 at 128, 128x80 at 256, or 128x128 at 256 for a --dense-mask or
@@ -192,7 +196,7 @@ macro_rules! forward_ids {
     ($($extra:literal),*) => {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
-          "lookahead", "block", "splits", $($extra),*]
+          "lookahead", "exp2_emulation", "block", "splits", $($extra),*]
     };
 }
 
@@ -208,6 +212,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "no_overlap",
         "pingpong",
         "lookahead",
+        "exp2_emulation",
         "mask",
         "synthetic_mask",
     ];
@@ -229,6 +234,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
                 "no_overlap",
                 "pingpong",
                 "lookahead",
+                "exp2_emulation",
                 "seed",
             ]),
         },
@@ -277,6 +283,9 @@ fn config_flags(args: &ForwardArgs) -> String {
     if let Some(l) = args.lookahead {
         given.push(format!("--lookahead {l}"));
     }
+    if let Some(n) = args.exp2_emulation {
+        given.push(format!("--exp2-emulation {n}"));
+    }
     if let Some(b) = &args.block {
         given.push(format!("--block {b}"));
     }
@@ -305,6 +314,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         geometry: geometry_flag(args).ok().flatten(),
         dtype: None,
         splits: args.splits,
+        exp2_emulation: args.exp2_emulation,
     }
 }
 
@@ -865,6 +875,9 @@ fn run_selftest(
         }
         if args.lookahead.is_some() {
             case.opts.lookahead = args.lookahead;
+        }
+        if args.exp2_emulation.is_some() {
+            case.opts.exp2_emulation = args.exp2_emulation;
         }
         match selftest::run_case(runner, &case, args.seed.wrapping_add(i as u64)) {
             Ok(r) => {

@@ -52,6 +52,9 @@ pub const COMBINE_THREADS: u32 = 128;
 pub const MAX_SPLITS: u32 = 128;
 pub use crate::family::schedule::WINDOW_INFINITE;
 
+/// Largest period of [`AttentionKernel::with_exp2_emulation`] (one pair in 64).
+pub const MAX_EXP2_EMULATION: u32 = 64;
+
 /// How the kernel decides which keys each query sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MaskMode {
@@ -121,6 +124,8 @@ pub enum ConfigError {
     },
     /// The fragment layout could not be turned into index expressions.
     Layout(String),
+    /// An exp2 emulation period above [`MAX_EXP2_EMULATION`].
+    Exp2Emulation(u32),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -183,6 +188,10 @@ impl core::fmt::Display for ConfigError {
                 write!(f, "{stages} K/V stages do not fit; use 1..={max}")
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
+            ConfigError::Exp2Emulation(n) => write!(
+                f,
+                "exp2 emulation period {n} is not supported (0 = off, 1..={MAX_EXP2_EMULATION})"
+            ),
         }
     }
 }
@@ -207,6 +216,7 @@ pub struct AttentionKernel {
     pingpong: bool,
     lookahead: bool,
     split_kv: bool,
+    exp2_emulation: u32,
 }
 
 impl AttentionKernel {
@@ -243,6 +253,7 @@ impl AttentionKernel {
             pingpong: false,
             lookahead: true,
             split_kv: false,
+            exp2_emulation: 0,
         })
     }
 
@@ -270,6 +281,23 @@ impl AttentionKernel {
     /// Whether the producer's tile-list lookahead is on.
     pub fn lookahead(&self) -> bool {
         self.lookahead
+    }
+
+    /// Exp2 emulation on steps with no masked value: with `every > 0`, one value pair in
+    /// every `every` of S takes its exp2 on the FMA pipe (`family::softmax::EXP2_POLY`)
+    /// instead of the SFU; 0 (the default) keeps every exp2 on the SFU. At most
+    /// [`MAX_EXP2_EMULATION`].
+    pub fn with_exp2_emulation(mut self, every: u32) -> Result<Self, ConfigError> {
+        if every > MAX_EXP2_EMULATION {
+            return Err(ConfigError::Exp2Emulation(every));
+        }
+        self.exp2_emulation = every;
+        Ok(self)
+    }
+
+    /// The exp2 emulation period (0: off), [`Self::with_exp2_emulation`].
+    pub fn exp2_emulation(&self) -> u32 {
+        self.exp2_emulation
     }
 
     /// Compiles in split-KV support (docs/architecture.md, "Split-KV forward"): the split

@@ -188,7 +188,30 @@ pub struct WgmmaRows {
     pub row_slot_stride: u32,
     /// The lanes sharing a row ([`quad_partners`]).
     pub partners: [u32; 2],
+    /// With `n > 0`, [`wgmma_online`] also emits `fm_online_softmax_full`, for steps with no
+    /// masked value: one value pair in every `n` (pairs `j` with `j % n == n - 1`) takes its
+    /// exp2 from [`EXP2_POLY`] on the FMA pipe instead of the SFU.
+    pub emulate_every: u32,
 }
+
+/// `fm_exp2_poly(x)`: `2^x` on the FMA pipe, for finite `x <= 0` (a step with no masked
+/// value; `x` below -127 gives a value under 2^-126 instead of 0). `floor(x)` comes from
+/// one add of 1.5 * 2^23 rounded down (the integer lands in the low mantissa bits, which
+/// shifted by 23 add to the exponent of the result), `2^f` for `f` in [0, 1) from a cubic
+/// fitted here for the least maximum relative error (8.6e-5, under bf16's 3.9e-3 rounding
+/// of P). The SFU takes 8 cycles per warp instruction (16 results per clock per SM, CUDA
+/// C++ Programming Guide, "Arithmetic Instructions"), the softmax's longest pipe at head
+/// dim 64; this trades one SFU instruction for nine issue slots (FlashAttention-4's
+/// `ex2_emulation` on SM100 does the same).
+pub const EXP2_POLY: &str = r#"// 2^x on the FMA pipe (finite x <= 0): 2^floor(x) * p(x - floor(x)), p a cubic with p(0) = 1.
+__device__ __forceinline__ float fm_exp2_poly(float x) {
+    x = fmaxf(x, -127.f);
+    const float t = __fadd_rd(x, 12582912.f);        // 1.5 * 2^23 + floor(x): floor(x) in the low bits
+    const float f = x - (t - 12582912.f);            // x - floor(x), in [0, 1)
+    const float q = fmaf(fmaf(fmaf(0.07706460f, f, 0.22764766f), f, 0.69511619f), f, 1.f);
+    return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
+}
+"#;
 
 /// `fm_online_softmax(s, row_max, row_sum, corr, scale_log2)`: folds one step of S into the
 /// running (unscaled) max and the per-thread partial sums, leaves P in `s` and the
@@ -205,7 +228,13 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
         o_layout,
         row_slot_stride,
         partners,
+        emulate_every,
     } = rows;
+    let full = if *emulate_every == 0 {
+        String::new()
+    } else {
+        online_full(rows)
+    };
     let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
     let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
     let p = probability("s[i]", "scale_log2", "m_scaled[r]");
@@ -238,6 +267,7 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          \x20       row_sum[r] += s[i];   // per-thread partial sum; the quad reduction happens once, at the end\n\
          \x20   }}\n\
          }}\n\
+         {full}\
          \n\
          __device__ __forceinline__ void fm_rescale_o(float (&o)[{o_values}], const float (&corr)[2]) {{\n\
          #pragma unroll\n\
@@ -247,6 +277,52 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          }}\n",
         x0 = partners[0],
         x1 = partners[1],
+    )
+}
+
+/// `fm_online_softmax_full`: [`wgmma_online`]'s update for a step with no masked value,
+/// every `emulate_every`-th value pair's exp2 from [`EXP2_POLY`].
+fn online_full(rows: &WgmmaRows) -> String {
+    let WgmmaRows {
+        s_values,
+        s_row_slot,
+        partners,
+        emulate_every,
+        ..
+    } = rows;
+    let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
+    let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
+    let p = probability("s[i]", "scale_log2", "m_scaled[r]");
+    format!(
+        "\n{EXP2_POLY}// The same update for a step with no masked value: value pairs j with j % {n} == {last} take\n\
+         // exp2 on the FMA pipe (fm_exp2_poly), the others on the SFU.\n\
+         __device__ __forceinline__ void fm_online_softmax_full(float (&s)[{s_values}], float (&row_max)[2], float (&row_sum)[2],\n\
+         \x20                                                      float (&corr)[2], float scale_log2) {{\n\
+         \x20   float m_new[2] = {{row_max[0], row_max[1]}};\n\
+         #pragma unroll\n\
+         \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
+         \x20       const int r = {s_row_slot};\n\
+         \x20       m_new[r] = fmaxf(m_new[r], s[i]);\n\
+         \x20   }}\n\
+         \x20   float m_scaled[2];\n\
+         #pragma unroll\n\
+         \x20   for (int r = 0; r < 2; ++r) {{\n\
+         {max_reduce}\
+         \x20       {guard}\n\
+         \x20       corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);\n\
+         \x20       row_max[r] = m_new[r];\n\
+         \x20       row_sum[r] *= corr[r];\n\
+         \x20   }}\n\
+         #pragma unroll\n\
+         \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
+         \x20       const int r = {s_row_slot};\n\
+         \x20       if ((i / 2) % {n} == {last}) s[i] = fm_exp2_poly(fmaf(s[i], scale_log2, -m_scaled[r]));\n\
+         \x20       else s[i] = {p};\n\
+         \x20       row_sum[r] += s[i];\n\
+         \x20   }}\n\
+         }}\n",
+        n = emulate_every,
+        last = emulate_every - 1,
     )
 }
 
