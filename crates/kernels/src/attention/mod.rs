@@ -284,7 +284,7 @@ impl AttentionKernel {
     }
 
     /// Exp2 emulation on steps with no masked value: with `every > 0`, one value pair in
-    /// every `every` of S takes its exp2 on the FMA pipe (`family::softmax::EXP2_POLY`)
+    /// every `every` of S takes its exp2 on the FMA pipe (`family::softmax::exp2_poly`)
     /// instead of the SFU; 0 (the default) keeps every exp2 on the SFU. At most
     /// [`MAX_EXP2_EMULATION`].
     pub fn with_exp2_emulation(mut self, every: u32) -> Result<Self, ConfigError> {

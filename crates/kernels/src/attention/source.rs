@@ -374,7 +374,7 @@ fn mask_apply(mode: MaskMode) -> &'static str {
 
 /// `fm_mask_softmax`: one step's mask (partial steps only) and online softmax; with exp2
 /// emulation (`emulate_every > 0`), a step with no masked value takes
-/// `fm_online_softmax_full` (part of its exp2 on the FMA pipe, `softmax::EXP2_POLY`).
+/// `fm_online_softmax_full` (part of its exp2 on the FMA pipe, `softmax::exp2_poly`).
 fn mask_softmax(g: &Geometry, emulate_every: u32) -> String {
     let sv = g.values_per_thread();
     let full = "fm_online_softmax_full(s, row_max, row_sum, corr, p.scale_log2);";
