@@ -137,6 +137,10 @@ pub struct ForwardArgs {
     /// exp2 on the FMA pipe instead of the SFU (0: off, the default; at most 64).
     #[arg(long, value_name = "N")]
     exp2_emulation: Option<u32>,
+    /// Lazy rescale: a row keeps its running max while a step's max is at most 2^8 above
+    /// it, and O is rescaled only when a row moved (true or false; default false).
+    #[arg(long)]
+    lazy_rescale: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
     /// 192x128. Default: a --mask file's own tile, else the head dim's (192x128 at 64,
     /// 128x128 at 128, 128x80 at 256, or 128x128 at 256 for a --dense-mask or
@@ -196,7 +200,7 @@ macro_rules! forward_ids {
     ($($extra:literal),*) => {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
-          "lookahead", "exp2_emulation", "block", "splits", $($extra),*]
+          "lookahead", "exp2_emulation", "lazy_rescale", "block", "splits", $($extra),*]
     };
 }
 
@@ -213,6 +217,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "pingpong",
         "lookahead",
         "exp2_emulation",
+        "lazy_rescale",
         "mask",
         "synthetic_mask",
     ];
@@ -235,6 +240,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
                 "pingpong",
                 "lookahead",
                 "exp2_emulation",
+                "lazy_rescale",
                 "seed",
             ]),
         },
@@ -286,6 +292,9 @@ fn config_flags(args: &ForwardArgs) -> String {
     if let Some(n) = args.exp2_emulation {
         given.push(format!("--exp2-emulation {n}"));
     }
+    if let Some(l) = args.lazy_rescale {
+        given.push(format!("--lazy-rescale {l}"));
+    }
     if let Some(b) = &args.block {
         given.push(format!("--block {b}"));
     }
@@ -315,6 +324,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         dtype: None,
         splits: args.splits,
         exp2_emulation: args.exp2_emulation,
+        lazy_rescale: args.lazy_rescale,
     }
 }
 
@@ -878,6 +888,9 @@ fn run_selftest(
         }
         if args.exp2_emulation.is_some() {
             case.opts.exp2_emulation = args.exp2_emulation;
+        }
+        if args.lazy_rescale.is_some() {
+            case.opts.lazy_rescale = args.lazy_rescale;
         }
         match selftest::run_case(runner, &case, args.seed.wrapping_add(i as u64)) {
             Ok(r) => {

@@ -349,6 +349,9 @@ pub struct AttentionOptions {
     /// Exp2 emulation period on steps with no masked value
     /// ([`AttentionKernel::with_exp2_emulation`]); `None` is off.
     pub exp2_emulation: Option<u32>,
+    /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
+    /// `None` is off.
+    pub lazy_rescale: Option<bool>,
 }
 
 /// Output of one attention call.

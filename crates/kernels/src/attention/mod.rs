@@ -217,6 +217,7 @@ pub struct AttentionKernel {
     lookahead: bool,
     split_kv: bool,
     exp2_emulation: u32,
+    lazy_rescale: bool,
 }
 
 impl AttentionKernel {
@@ -254,6 +255,7 @@ impl AttentionKernel {
             lookahead: true,
             split_kv: false,
             exp2_emulation: 0,
+            lazy_rescale: false,
         })
     }
 
@@ -298,6 +300,19 @@ impl AttentionKernel {
     /// The exp2 emulation period (0: off), [`Self::with_exp2_emulation`].
     pub fn exp2_emulation(&self) -> u32 {
         self.exp2_emulation
+    }
+
+    /// Lazy rescale (`family::softmax::WgmmaRows::lazy_rescale`): a row keeps its running
+    /// max while a step's max is at most 2^8 above it, and O is rescaled only when a row
+    /// of the thread moved. Off by default. The softmax scale must be positive.
+    pub fn with_lazy_rescale(mut self, lazy: bool) -> Self {
+        self.lazy_rescale = lazy;
+        self
+    }
+
+    /// Whether lazy rescale is on ([`Self::with_lazy_rescale`]).
+    pub fn lazy_rescale(&self) -> bool {
+        self.lazy_rescale
     }
 
     /// Compiles in split-KV support (docs/architecture.md, "Split-KV forward"): the split

@@ -103,6 +103,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         row_slot_stride: s_map.row_slot_stride()?,
         partners: quad,
         emulate_every: k.exp2_emulation(),
+        lazy_rescale: k.lazy_rescale(),
     };
     let mut values: Vec<(&str, String)> = vec![
         ("D_CHUNKS", (d / 64).to_string()),

@@ -192,6 +192,39 @@ pub struct WgmmaRows {
     /// masked value: one value pair in every `n` (pairs `j` with `j % n == n - 1`) takes its
     /// exp2 from [`exp2_poly`] on the FMA pipe instead of the SFU.
     pub emulate_every: u32,
+    /// Keep a row's running max while a step's max exceeds it by at most
+    /// [`LAZY_RESCALE_LOG2`] (base-2 units of the scaled scores): P stays at most
+    /// `2^LAZY_RESCALE_LOG2`, the correction is exactly 1 and `fm_rescale_o` returns early
+    /// when neither of the thread's rows moved (FlashAttention-4's SM100 conditional
+    /// rescaling). Assumes a positive scale.
+    pub lazy_rescale: bool,
+}
+
+/// The headroom of [`WgmmaRows::lazy_rescale`]: P up to 2^8 (bf16 and the f32 sums hold it).
+pub const LAZY_RESCALE_LOG2: f32 = 8.0;
+
+/// The lazy-rescale test of one row (empty without lazy rescale): keep the running max
+/// when the step's max is at most [`LAZY_RESCALE_LOG2`] above it. A row with nothing
+/// visible yet (max -inf) never passes (`inf` or NaN compare false).
+fn lazy_keep(lazy: bool) -> String {
+    if lazy {
+        format!(
+            "        // Lazy rescale: keep the running max while the step's is at most {l} above it (log2 units).\n        \
+             if ((m_new[r] - row_max[r]) * scale_log2 <= {l:.1}f) m_new[r] = row_max[r];\n",
+            l = LAZY_RESCALE_LOG2
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// The correction of the previous O for row r: exactly 1 where lazy rescale kept the max.
+fn correction(lazy: bool) -> &'static str {
+    if lazy {
+        "corr[r] = (m_new[r] == row_max[r]) ? 1.f : fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"
+    } else {
+        "corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"
+    }
 }
 
 /// The cubic `p(f) = 1 + c1 f + c2 f^2 + c3 f^3` of [`exp2_poly`] (`[c1, c2, c3]`): `2^f`
@@ -248,6 +281,7 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
         row_slot_stride,
         partners,
         emulate_every,
+        lazy_rescale,
     } = rows;
     let full = if *emulate_every == 0 {
         String::new()
@@ -273,9 +307,10 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          #pragma unroll\n\
          \x20   for (int r = 0; r < 2; ++r) {{\n\
          {max_reduce}\
+         {lazy}\
          \x20       // A row with nothing visible so far keeps max -inf; subtract 0 instead so exp2 gives 0, not NaN.\n\
          \x20       {guard}\n\
-         \x20       corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);\n\
+         \x20       {corr}\n\
          \x20       row_max[r] = m_new[r];\n\
          \x20       row_sum[r] *= corr[r];\n\
          \x20   }}\n\
@@ -289,6 +324,7 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          {full}\
          \n\
          __device__ __forceinline__ void fm_rescale_o(float (&o)[{o_values}], const float (&corr)[2]) {{\n\
+         {skip}\
          #pragma unroll\n\
          \x20   for (int i = 0; i < {o_values}; ++i) {{\n\
          \x20       o[i] *= corr[{o_row_slot}];   // {o_layout} value row offset\n\
@@ -296,6 +332,13 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          }}\n",
         x0 = partners[0],
         x1 = partners[1],
+        lazy = lazy_keep(*lazy_rescale),
+        corr = correction(*lazy_rescale),
+        skip = if *lazy_rescale {
+            "\x20   if (corr[0] == 1.f && corr[1] == 1.f) return;   // lazy rescale: neither row moved its max\n"
+        } else {
+            ""
+        },
     )
 }
 
@@ -307,6 +350,7 @@ fn online_full(rows: &WgmmaRows) -> String {
         s_row_slot,
         partners,
         emulate_every,
+        lazy_rescale,
         ..
     } = rows;
     let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
@@ -327,8 +371,9 @@ fn online_full(rows: &WgmmaRows) -> String {
          #pragma unroll\n\
          \x20   for (int r = 0; r < 2; ++r) {{\n\
          {max_reduce}\
+         {lazy}\
          \x20       {guard}\n\
-         \x20       corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);\n\
+         \x20       {corr}\n\
          \x20       row_max[r] = m_new[r];\n\
          \x20       row_sum[r] *= corr[r];\n\
          \x20   }}\n\
@@ -343,6 +388,8 @@ fn online_full(rows: &WgmmaRows) -> String {
         n = emulate_every,
         last = emulate_every - 1,
         poly = exp2_poly(),
+        lazy = lazy_keep(*lazy_rescale),
+        corr = correction(*lazy_rescale),
     )
 }
 
@@ -456,6 +503,7 @@ mod tests {
             row_slot_stride: 8,
             partners: [1, 2],
             emulate_every: every,
+            lazy_rescale: false,
         };
         let off = wgmma_online(&rows(0));
         assert!(!off.contains("fm_exp2_poly") && !off.contains("fm_online_softmax_full"));
