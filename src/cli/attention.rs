@@ -620,7 +620,8 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         Some(MaskInput::Packed(m)) => Some(m.as_ref()),
         _ => None,
     };
-    choice::call_kernel(shape.head_dim, mode_of(args), packed, &opts(args))
+    let no_mask = mask.is_none().then_some(&window);
+    choice::call_kernel(shape.head_dim, mode_of(args), packed, no_mask, &opts(args))
         .map_err(|x| format!("{}{x}", config_flags(args)))?;
     Ok(Validated {
         source,
@@ -705,8 +706,10 @@ pub fn forward(
         .prepare(&q, &k, &v, &mask, &o, &mut out)
         .map_err(|e| e.to_string())?;
     let kernel = launch.kernel;
-    // The documents grid visits each document's own tiles, not the mask's lists.
+    // The documents grid visits each document's own tiles, not the mask's lists; a call
+    // with no mask the tiles of the kernel's own geometry (choice::call_kernel).
     let (visited, partial) = match (kernel.mask(), &block_mask) {
+        (_, None) => inputs::window_tiles(&window, &shape, &kernel.geometry()),
         (MaskMode::Documents, Some(m)) => m.documents().map_or((visited, partial), |docs| {
             let (v, p) = documents::tiles(&documents::work_items(docs, &kernel.geometry()));
             let planes = (shape.batch * shape.heads) as u64;

@@ -126,6 +126,16 @@ pub enum ConfigError {
     Layout(String),
     /// An exp2 emulation period above [`MAX_EXP2_EMULATION`].
     Exp2Emulation(u32),
+    /// A tile that serves the window mode only (P in shared memory: no registers are left
+    /// for tile lists and mask words), asked for another mask mode.
+    GeometryMode {
+        /// The tile.
+        geometry: Geometry,
+        /// The mask mode asked for.
+        mode: MaskMode,
+    },
+    /// Split-KV on a tile with P in shared memory (its split epilogue spills).
+    GeometrySplit(Geometry),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -188,6 +198,19 @@ impl core::fmt::Display for ConfigError {
                 write!(f, "{stages} K/V stages do not fit; use 1..={max}")
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
+            ConfigError::GeometryMode { geometry, mode } => write!(
+                f,
+                "tile {} serves computed masks (no mask, causal, sliding window) only, not the {} \
+                 mode; supported: {}",
+                geometry.name(),
+                mode.name(),
+                Geometry::supported_list()
+            ),
+            ConfigError::GeometrySplit(g) => write!(
+                f,
+                "tile {} does not run split-KV; name another tile or no tile",
+                g.name()
+            ),
             ConfigError::Exp2Emulation(n) => write!(
                 f,
                 "exp2 emulation period {n} is not supported (0 = off, 1..={MAX_EXP2_EMULATION})"
@@ -236,6 +259,12 @@ impl AttentionKernel {
         }
         if !geometry.supports_head_dim(head_dim) {
             return Err(ConfigError::GeometryHeadDim { geometry, head_dim });
+        }
+        if geometry.pv_from_smem() && mask != MaskMode::Window {
+            return Err(ConfigError::GeometryMode {
+                geometry,
+                mode: mask,
+            });
         }
         if overlap && !geometry.overlap_fits(head_dim) {
             return Err(ConfigError::Overlap { head_dim });
@@ -367,8 +396,8 @@ impl AttentionKernel {
     }
 
     /// Every variant the compile sweeps cover: the default of every geometry and head dim
-    /// in both mask modes, with and without split-KV; every loop variant (overlap x
-    /// ping-pong) of the 128x128 tile; fp16 defaults. The NVRTC compile test and
+    /// in every mask mode it serves, with and without split-KV (where it splits); every
+    /// loop variant (overlap x ping-pong) of the 128x128 tile; fp16 defaults. The NVRTC compile test and
     /// `examples/kernel_fingerprints` (the SASS of each, for refactors) both walk it.
     pub fn compile_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
         let mut kernels = Vec::new();
@@ -378,13 +407,21 @@ impl AttentionKernel {
                     continue;
                 }
                 for mode in [MaskMode::Window, MaskMode::Blocks] {
+                    // A window-only tile (P in shared memory) has no Blocks or Documents
+                    // kernel.
+                    if g.pv_from_smem() && mode != MaskMode::Window {
+                        continue;
+                    }
                     let default = Self::default_for_geometry(g, d, mode)?;
                     // The documents grid: the default configuration of every geometry
                     // (it never splits).
-                    if mode == MaskMode::Window {
+                    if mode == MaskMode::Window && !g.pv_from_smem() {
                         kernels.push(Self::default_for_geometry(g, d, MaskMode::Documents)?);
                     }
-                    kernels.push(default.with_split_kv(true));
+                    // A tile with P in shared memory never splits (ConfigError::GeometrySplit).
+                    if !g.pv_from_smem() {
+                        kernels.push(default.with_split_kv(true));
+                    }
                     if g != Geometry::TILE_128X128 {
                         kernels.push(default);
                         continue;
@@ -415,6 +452,11 @@ impl AttentionKernel {
             Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
                 .with_dtype(ActDtype::F16)?,
         );
+        // The head-dim-64 tile of calls with no mask, fp16.
+        kernels.push(
+            Self::default_for_geometry(Geometry::TILE_192X192, 64, MaskMode::Window)?
+                .with_dtype(ActDtype::F16)?,
+        );
         Ok(kernels)
     }
 
@@ -435,8 +477,11 @@ impl AttentionKernel {
         let wanted = if head_dim == 64 { 3 } else { 2 };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
-        Self::new(geometry, head_dim, mask, stages, overlap)?
-            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)
+        // With P in shared memory, lazy rescale is what leaves ptxas the registers to keep
+        // the overlapped loop free of spills (tests/attention_compile.rs).
+        Ok(Self::new(geometry, head_dim, mask, stages, overlap)?
+            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)?
+            .with_lazy_rescale(geometry.pv_from_smem()))
     }
 
     /// The tile geometry.
@@ -621,9 +666,21 @@ mod tests {
                     );
                     continue;
                 }
-                for mode in [MaskMode::Window, MaskMode::Blocks] {
-                    let k = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
+                for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
+                    let k = AttentionKernel::default_for_geometry(g, d, mode);
+                    if g.pv_from_smem() && mode != MaskMode::Window {
+                        assert_eq!(
+                            k,
+                            Err(ConfigError::GeometryMode {
+                                geometry: g,
+                                mode
+                            })
+                        );
+                        continue;
+                    }
+                    let k = k.unwrap();
                     assert!(k.smem_bytes() <= g.smem_budget(), "{k:?}");
+                    assert_eq!(k.lazy_rescale(), g.pv_from_smem(), "{k:?}");
                 }
             }
         }
@@ -695,6 +752,7 @@ mod tests {
                         if !g.supports_head_dim(d)
                             || (overlap && !g.overlap_fits(d))
                             || (pingpong && g.consumer_warpgroups() != 2)
+                            || (g.pv_from_smem() && mode != MaskMode::Window)
                         {
                             continue;
                         }
