@@ -65,7 +65,6 @@ const SAMPLES: &[(&str, &str)] = &[
     ("dtype", "bf16"),
     ("emit_source", ""),
     ("encoding", "row-major"),
-    ("exp2_emulation", "8"),
     ("graph", ""),
     ("head_dim", "128"),
     ("head_major", ""),

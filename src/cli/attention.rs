@@ -133,12 +133,9 @@ pub struct ForwardArgs {
     /// Producer reads the tile list one tile ahead: true or false.
     #[arg(long)]
     lookahead: Option<bool>,
-    /// Exp2 emulation: on steps with no masked value, one value pair in every N takes its
-    /// exp2 on the FMA pipe instead of the SFU (0: off, the default; at most 64).
-    #[arg(long, value_name = "N")]
-    exp2_emulation: Option<u32>,
-    /// Lazy rescale: a row keeps its running max while a step's max is at most 2^8 above
-    /// it, and O is rescaled only when a row moved (true or false; default false).
+    /// Lazy rescale of the online softmax: a row keeps its running max while a step's max
+    /// is at most 2^8 above it, and O is rescaled only when a row moved (true or false;
+    /// default true).
     #[arg(long)]
     lazy_rescale: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
@@ -200,7 +197,7 @@ macro_rules! forward_ids {
     ($($extra:literal),*) => {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
-          "lookahead", "exp2_emulation", "lazy_rescale", "block", "splits", $($extra),*]
+          "lookahead", "lazy_rescale", "block", "splits", $($extra),*]
     };
 }
 
@@ -216,7 +213,6 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "no_overlap",
         "pingpong",
         "lookahead",
-        "exp2_emulation",
         "lazy_rescale",
         "mask",
         "synthetic_mask",
@@ -239,7 +235,6 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
                 "no_overlap",
                 "pingpong",
                 "lookahead",
-                "exp2_emulation",
                 "lazy_rescale",
                 "seed",
             ]),
@@ -289,9 +284,6 @@ fn config_flags(args: &ForwardArgs) -> String {
     if let Some(l) = args.lookahead {
         given.push(format!("--lookahead {l}"));
     }
-    if let Some(n) = args.exp2_emulation {
-        given.push(format!("--exp2-emulation {n}"));
-    }
     if let Some(l) = args.lazy_rescale {
         given.push(format!("--lazy-rescale {l}"));
     }
@@ -323,7 +315,6 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         geometry: geometry_flag(args).ok().flatten(),
         dtype: None,
         splits: args.splits,
-        exp2_emulation: args.exp2_emulation,
         lazy_rescale: args.lazy_rescale,
     }
 }
@@ -888,9 +879,6 @@ fn run_selftest(
         }
         if args.lookahead.is_some() {
             case.opts.lookahead = args.lookahead;
-        }
-        if args.exp2_emulation.is_some() {
-            case.opts.exp2_emulation = args.exp2_emulation;
         }
         if args.lazy_rescale.is_some() {
             case.opts.lazy_rescale = args.lazy_rescale;

@@ -32,7 +32,6 @@ pub(super) fn serves(args: &ForwardArgs, inputs: &Validated, timed: bool, output
         && !args.no_overlap
         && args.pingpong.is_none()
         && args.lookahead.is_none()
-        && args.exp2_emulation.is_none()
         && args.lazy_rescale.is_none()
 }
 

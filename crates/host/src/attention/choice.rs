@@ -38,7 +38,6 @@ pub fn kernel_config(
     )
     .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
     .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
-    .and_then(|k| k.with_exp2_emulation(opts.exp2_emulation.unwrap_or(default.exp2_emulation())))
     .map(|k| k.with_lazy_rescale(opts.lazy_rescale.unwrap_or(default.lazy_rescale())))
     .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
     .map_err(AttentionError::Config)
@@ -417,6 +416,6 @@ mod tests {
         assert_eq!(split_fallback(&dense, 1, &opts).unwrap(), None);
         let back = split_fallback(&dense, 4, &opts).unwrap().unwrap();
         assert_eq!(back.geometry(), Geometry::TILE_192X128);
-        assert!(!back.lazy_rescale());
+        assert!(back.lazy_rescale());
     }
 }

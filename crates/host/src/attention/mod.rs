@@ -346,11 +346,8 @@ pub struct AttentionOptions {
     /// combine kernel merges. `None` or 1: no split. For calls with few row blocks and
     /// many keys (write-up 002's decode: one 64-row block per head against 23296 keys).
     pub splits: Option<u32>,
-    /// Exp2 emulation period on steps with no masked value
-    /// ([`AttentionKernel::with_exp2_emulation`]); `None` is off.
-    pub exp2_emulation: Option<u32>,
     /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
-    /// `None` is off.
+    /// `None` is the kernel configuration's default (on).
     pub lazy_rescale: Option<bool>,
 }
 

@@ -52,9 +52,6 @@ pub const COMBINE_THREADS: u32 = 128;
 pub const MAX_SPLITS: u32 = 128;
 pub use crate::family::schedule::WINDOW_INFINITE;
 
-/// Largest period of [`AttentionKernel::with_exp2_emulation`] (one pair in 64).
-pub const MAX_EXP2_EMULATION: u32 = 64;
-
 /// How the kernel decides which keys each query sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MaskMode {
@@ -124,8 +121,6 @@ pub enum ConfigError {
     },
     /// The fragment layout could not be turned into index expressions.
     Layout(String),
-    /// An exp2 emulation period above [`MAX_EXP2_EMULATION`].
-    Exp2Emulation(u32),
     /// A tile that serves the window mode only (P in shared memory: no registers are left
     /// for tile lists and mask words), asked for another mask mode.
     GeometryMode {
@@ -211,10 +206,6 @@ impl core::fmt::Display for ConfigError {
                 "tile {} does not run split-KV; name another tile or no tile",
                 g.name()
             ),
-            ConfigError::Exp2Emulation(n) => write!(
-                f,
-                "exp2 emulation period {n} is not supported (0 = off, 1..={MAX_EXP2_EMULATION})"
-            ),
         }
     }
 }
@@ -239,7 +230,6 @@ pub struct AttentionKernel {
     pingpong: bool,
     lookahead: bool,
     split_kv: bool,
-    exp2_emulation: u32,
     lazy_rescale: bool,
 }
 
@@ -283,7 +273,6 @@ impl AttentionKernel {
             pingpong: false,
             lookahead: true,
             split_kv: false,
-            exp2_emulation: 0,
             lazy_rescale: false,
         })
     }
@@ -314,26 +303,10 @@ impl AttentionKernel {
         self.lookahead
     }
 
-    /// Exp2 emulation on steps with no masked value: with `every > 0`, one value pair in
-    /// every `every` of S takes its exp2 on the FMA pipe (`family::softmax::exp2_poly`)
-    /// instead of the SFU; 0 (the default) keeps every exp2 on the SFU. At most
-    /// [`MAX_EXP2_EMULATION`].
-    pub fn with_exp2_emulation(mut self, every: u32) -> Result<Self, ConfigError> {
-        if every > MAX_EXP2_EMULATION {
-            return Err(ConfigError::Exp2Emulation(every));
-        }
-        self.exp2_emulation = every;
-        Ok(self)
-    }
-
-    /// The exp2 emulation period (0: off), [`Self::with_exp2_emulation`].
-    pub fn exp2_emulation(&self) -> u32 {
-        self.exp2_emulation
-    }
-
     /// Lazy rescale (`family::softmax::WgmmaRows::lazy_rescale`): a row keeps its running
     /// max while a step's max is at most 2^8 above it, and O is rescaled only when a row
-    /// of the thread moved. Off by default. The softmax scale must be positive.
+    /// of the thread moved. Off in [`Self::new`], on in [`Self::default_for_geometry`].
+    /// The softmax scale must be positive (the host checks it).
     pub fn with_lazy_rescale(mut self, lazy: bool) -> Self {
         self.lazy_rescale = lazy;
         self
@@ -477,11 +450,12 @@ impl AttentionKernel {
         let wanted = if head_dim == 64 { 3 } else { 2 };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
-        // With P in shared memory, lazy rescale is what leaves ptxas the registers to keep
-        // the overlapped loop free of spills (tests/attention_compile.rs).
+        // Lazy rescale everywhere (measured on an H100, docs/PERF.md "Attention forward"); with
+        // P in shared memory it is also what leaves ptxas the registers to keep the
+        // overlapped loop free of spills (tests/attention_compile.rs).
         Ok(Self::new(geometry, head_dim, mask, stages, overlap)?
             .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)?
-            .with_lazy_rescale(geometry.pv_from_smem()))
+            .with_lazy_rescale(true))
     }
 
     /// The tile geometry.
@@ -680,7 +654,7 @@ mod tests {
                     }
                     let k = k.unwrap();
                     assert!(k.smem_bytes() <= g.smem_budget(), "{k:?}");
-                    assert_eq!(k.lazy_rescale(), g.pv_from_smem(), "{k:?}");
+                    assert!(k.lazy_rescale(), "{k:?}");
                 }
             }
         }

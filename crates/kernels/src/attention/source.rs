@@ -102,7 +102,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         o_layout: format!("CLayout_64x{} = {}", o_map.n(), o_map.layout_text()),
         row_slot_stride: s_map.row_slot_stride()?,
         partners: quad,
-        emulate_every: k.exp2_emulation(),
         lazy_rescale: k.lazy_rescale(),
     };
     let (p_decl, stage_p) = p_staging(
@@ -164,7 +163,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("LDS128", ptx::LDS128.to_string()),
         ("ROW_SLOT_STRIDE", s_map.row_slot_stride()?.to_string()),
         ("ONLINE_SOFTMAX", softmax::wgmma_online(&softmax_rows)),
-        ("MASK_SOFTMAX", mask_softmax(&g, k.exp2_emulation())),
         (
             "ROW_FINISH",
             softmax::finish(
@@ -190,7 +188,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         (
             "WGMMA_SS",
             ptx::wgmma_ss(g.step_n(), k.dtype().mma_ptx_type())
-                + &ptx::wgmma_ss_zero(g.step_n(), k.dtype().mma_ptx_type())
                 + &if g.pv_from_smem() {
                     ptx::wgmma_ss_trans(d, k.dtype().mma_ptx_type(), false, true)
                 } else {
@@ -295,8 +292,8 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
         s,
         "// S = Q K^T: Q (this warpgroup's 64 rows) and K are K-major; k-step j reads Q(.., 16j..16j+15) and\n\
          // K(.., 16j..16j+15), whose slices start at bytes Q(0, 16j) and K(0, 16j).\n\
-         // k-step 0 overwrites S with outputs only: the previous tile's S is dead from its last read on.\n\
          __device__ __forceinline__ void fm_qk(float (&s)[{sv}], unsigned q_base, unsigned k_base) {{\n\
+         \x20   fm_fence_array(s);\n\
          \x20   fm_wgmma_fence();\n\
          \x20   const unsigned q_start = fm_desc_start(q_base), k_start = fm_desc_start(k_base);",
         sv = n / 2
@@ -306,9 +303,8 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
         let (q16, k16) = (ops.q.k_step_offset16(j)?, ops.k.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    fm_wgmma_m64n{n}k16_ss{zero}(s, fm_desc_at(q_start, {q16}u, FM_DESC_Q), fm_desc_at(k_start, {k16}u, FM_DESC_K){scale});   // k-step {j}: Q(0, {c}) = byte {qb}, K(0, {c}) = byte {kb}",
-            zero = if j == 0 { "_zero" } else { "" },
-            scale = if j == 0 { "" } else { ", 1" },
+            "    fm_wgmma_m64n{n}k16_ss(s, fm_desc_at(q_start, {q16}u, FM_DESC_Q), fm_desc_at(k_start, {k16}u, FM_DESC_K), {scale});   // k-step {j}: Q(0, {c}) = byte {qb}, K(0, {c}) = byte {kb}",
+            scale = u32::from(j > 0),
             c = 16 * j,
         );
     }
@@ -486,38 +482,6 @@ fn p_staging(
     Ok((decl, stage))
 }
 
-/// `fm_mask_softmax`: one step's mask (partial steps only) and online softmax; with exp2
-/// emulation (`emulate_every > 0`), a step with no masked value takes
-/// `fm_online_softmax_full` (part of its exp2 on the FMA pipe, `softmax::exp2_poly`).
-fn mask_softmax(g: &Geometry, emulate_every: u32) -> String {
-    let sv = g.values_per_thread();
-    let full = "fm_online_softmax_full(s, row_max, row_sum, corr, p.scale_log2);";
-    if emulate_every == 0 {
-        return format!(
-            "// One step: the mask of a partial step, then the online softmax.\n\
-             __device__ __forceinline__ void fm_mask_softmax(float (&s)[{sv}], const fm_attn_params& p, const fm_schedule& sched,\n\
-             \x20                                               const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col,\n\
-             \x20                                               float (&row_max)[2], float (&row_sum)[2], float (&corr)[2]) {{\n\
-             \x20   if (t.partial) fm_apply_mask(s, p, sched, t, bits, frag_row, frag_col);\n\
-             \x20   fm_online_softmax(s, row_max, row_sum, corr, p.scale_log2);\n\
-             }}\n"
-        );
-    }
-    format!(
-        "// One step: the mask of a partial step, then the online softmax.\n\
-         __device__ __forceinline__ void fm_mask_softmax(float (&s)[{sv}], const fm_attn_params& p, const fm_schedule& sched,\n\
-         \x20                                               const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col,\n\
-         \x20                                               float (&row_max)[2], float (&row_sum)[2], float (&corr)[2]) {{\n\
-         \x20   if (t.partial) {{\n\
-         \x20       fm_apply_mask(s, p, sched, t, bits, frag_row, frag_col);\n\
-         \x20       fm_online_softmax(s, row_max, row_sum, corr, p.scale_log2);\n\
-         \x20   }} else {{\n\
-         \x20       {full}\n\
-         \x20   }}\n\
-         }}\n"
-    )
-}
-
 fn mainloop(
     overlap: bool,
     pingpong: bool,
@@ -653,8 +617,9 @@ const MAINLOOP_SERIAL: &str = r#"
             fm_wgmma_wait<0>();
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(stage));
+            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
             float corr[2];
-            fm_mask_softmax(s_acc, p, sched, t, bits, frag_row, frag_col, row_max, row_sum, corr);
+            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
             fm_rescale_o(o_acc, corr);
             $CONVERT_P
             fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
@@ -688,7 +653,8 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_wgmma_wait<0>();
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(0));
-            fm_mask_softmax(s_acc, p, sched, t, bits, frag_row, frag_col, row_max, row_sum, corr);
+            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
             $CONVERT_P
         }
         for (int kk = 1; kk < sched.num_tiles; ++kk) {
@@ -712,7 +678,8 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_wgmma_wait<1>();                                             // S_kk is ready
             fm_fence_array(s_acc);
             fm_consumer_release(FM_BAR_K_EMPTY(stage));
-            fm_mask_softmax(s_acc, p, sched, t, bits, frag_row, frag_col, row_max, row_sum, corr);
+            if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+            fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
             fm_fence_array(s_acc);
             // ptxas schedules wgmma.wait_group as early as it can, which would put the wait before the
             // softmax (seen in SASS). A shared store of a value that depends on every exp keeps it after.
@@ -803,7 +770,6 @@ __device__ __forceinline__ void fm_load_kv_step(unsigned dst, const fm_tensor_ma
 }
 $GEMMS
 $ONLINE_SOFTMAX
-$MASK_SOFTMAX
 // P ($ACT) as the RS A operand: register pair (2m, 2m+1) of S -> A register m (DESIGN fact 5).
 __device__ __forceinline__ void fm_convert_p(const float (&s)[$S_VALUES], unsigned (&pf)[$P_REGS]) {
 #pragma unroll

@@ -335,44 +335,6 @@ pub fn wgmma_ss_trans(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> String 
     s
 }
 
-/// `fm_wgmma_m64n{n}k16_ss_zero`: D = A(smem) * B(smem), both K-major, scale-d 0. D's registers
-/// are outputs only (`"=f"`), so the compiler does not keep the values D held before live up
-/// to the GEMM (the `"+f"` form of [`wgmma_ss`] does, even with scale-d 0).
-pub fn wgmma_ss_zero(n: u32, ty: &str) -> String {
-    let regs = n / 2;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "// D[64x{n}] = A[64x16] * B[16x{n}], A and B K-major from shared memory; D is written only.\n\
-         // PTX ISA 9.7.15.5 wgmma.mma_async (scale-d false).\n\
-         __device__ __forceinline__ void fm_wgmma_m64n{n}k16_ss_zero(float (&d)[{regs}], unsigned long long desc_a,\n\
-         \x20                                                         unsigned long long desc_b) {{\n\
-         \x20   asm volatile(\n\
-         \x20       \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n\"\n\
-         \x20       \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \"",
-        sd = regs + 2
-    );
-    push_reg_list(&mut s, regs);
-    let _ = writeln!(
-        s,
-        "        \" %{a}, %{b}, p, 1, 1, 0, 0;\\n}}\\n\"",
-        a = regs,
-        b = regs + 1
-    );
-    s.push_str("        : ");
-    for i in 0..regs {
-        if i > 0 {
-            s.push_str(", ");
-            if i % 8 == 0 {
-                s.push_str("\n          ");
-            }
-        }
-        let _ = write!(s, "\"=f\"(d[{i}])");
-    }
-    s.push_str("\n        : \"l\"(desc_a), \"l\"(desc_b), \"r\"(0));\n}\n");
-    s
-}
-
 /// `fm_wgmma_m64n{n}k16_rs`: D += A(registers) * B(smem), B MN-major (imm-trans-b 1).
 pub fn wgmma_rs(n: u32, ty: &str) -> String {
     wgmma_rs_with(n, ty, true)

@@ -188,10 +188,6 @@ pub struct WgmmaRows {
     pub row_slot_stride: u32,
     /// The lanes sharing a row ([`quad_partners`]).
     pub partners: [u32; 2],
-    /// With `n > 0`, [`wgmma_online`] also emits `fm_online_softmax_full`, for steps with no
-    /// masked value: one value pair in every `n` (pairs `j` with `j % n == n - 1`) takes its
-    /// exp2 from [`exp2_poly`] on the FMA pipe instead of the SFU.
-    pub emulate_every: u32,
     /// Keep a row's running max while a step's max exceeds it by at most
     /// [`LAZY_RESCALE_LOG2`] (base-2 units of the scaled scores): P stays at most
     /// `2^LAZY_RESCALE_LOG2`, the correction is exactly 1 and `fm_rescale_o` returns early
@@ -227,44 +223,6 @@ fn correction(lazy: bool) -> &'static str {
     }
 }
 
-/// The cubic `p(f) = 1 + c1 f + c2 f^2 + c3 f^3` of [`exp2_poly`] (`[c1, c2, c3]`): `2^f`
-/// on `[0, 1)`, fitted here by iteratively reweighted least squares for the least maximum
-/// relative error (8.6e-5, under bf16's 3.9e-3 rounding of P).
-pub const EXP2_POLY_COEFFS: [f32; 3] = [0.695_116_2, 0.227_647_66, 0.077_064_6];
-
-/// `fm_exp2_poly(x)`: `2^x` on the FMA pipe, for finite `x <= 0` (a step with no masked
-/// value; `x` below -127 gives a value under 2^-126 instead of 0). `floor(x)` comes from
-/// one add of 1.5 * 2^23 rounded down (the integer lands in the low mantissa bits, which
-/// shifted by 23 add to the exponent of the result), `2^f` for `f = x - floor(x)` from
-/// [`EXP2_POLY_COEFFS`]. The SFU takes 8 cycles per warp instruction (16 results per clock
-/// per SM, CUDA C++ Programming Guide, "Arithmetic Instructions"), the softmax's longest
-/// pipe at head dim 64; this trades one SFU instruction for nine issue slots
-/// (FlashAttention-4's `ex2_emulation` on SM100 does the same).
-pub fn exp2_poly() -> String {
-    let [c1, c2, c3] = EXP2_POLY_COEFFS;
-    format!(
-        "// 2^x on the FMA pipe (finite x <= 0): 2^floor(x) * p(x - floor(x)), p a cubic with p(0) = 1.\n\
-         __device__ __forceinline__ float fm_exp2_poly(float x) {{\n\
-         \x20   x = fmaxf(x, -127.f);\n\
-         \x20   const float t = __fadd_rd(x, 12582912.f);        // 1.5 * 2^23 + floor(x): floor(x) in the low bits\n\
-         \x20   const float f = x - (t - 12582912.f);            // x - floor(x), in [0, 1)\n\
-         \x20   const float q = fmaf(fmaf(fmaf({c3:e}f, f, {c2:e}f), f, {c1:e}f), f, 1.f);\n\
-         \x20   return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));\n\
-         }}\n"
-    )
-}
-
-/// [`exp2_poly`]'s arithmetic on the host (f32, the same operations in the same order),
-/// for tests of its error.
-pub fn exp2_poly_host(x: f32) -> f32 {
-    let [c1, c2, c3] = EXP2_POLY_COEFFS;
-    let x = x.max(-127.0);
-    let n = x.floor();
-    let f = x - n;
-    let q = c3.mul_add(f, c2).mul_add(f, c1).mul_add(f, 1.0);
-    f32::from_bits(q.to_bits().wrapping_add((n as i32 as u32) << 23))
-}
-
 /// `fm_online_softmax(s, row_max, row_sum, corr, scale_log2)`: folds one step of S into the
 /// running (unscaled) max and the per-thread partial sums, leaves P in `s` and the
 /// correction of the previous O in `corr`; `fm_rescale_o(o, corr)` applies it. The quad
@@ -280,14 +238,8 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
         o_layout,
         row_slot_stride,
         partners,
-        emulate_every,
         lazy_rescale,
     } = rows;
-    let full = if *emulate_every == 0 {
-        String::new()
-    } else {
-        online_full(rows)
-    };
     let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
     let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
     let p = probability("s[i]", "scale_log2", "m_scaled[r]");
@@ -321,7 +273,6 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          \x20       row_sum[r] += s[i];   // per-thread partial sum; the quad reduction happens once, at the end\n\
          \x20   }}\n\
          }}\n\
-         {full}\
          \n\
          __device__ __forceinline__ void fm_rescale_o(float (&o)[{o_values}], const float (&corr)[2]) {{\n\
          {skip}\
@@ -339,57 +290,6 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
         } else {
             ""
         },
-    )
-}
-
-/// `fm_online_softmax_full`: [`wgmma_online`]'s update for a step with no masked value,
-/// every `emulate_every`-th value pair's exp2 from [`exp2_poly`].
-fn online_full(rows: &WgmmaRows) -> String {
-    let WgmmaRows {
-        s_values,
-        s_row_slot,
-        partners,
-        emulate_every,
-        lazy_rescale,
-        ..
-    } = rows;
-    let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
-    let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
-    let p = probability("s[i]", "scale_log2", "m_scaled[r]");
-    format!(
-        "\n{poly}// The same update for a step with no masked value: value pairs j with j % {n} == {last} take\n\
-         // exp2 on the FMA pipe (fm_exp2_poly), the others on the SFU.\n\
-         __device__ __forceinline__ void fm_online_softmax_full(float (&s)[{s_values}], float (&row_max)[2], float (&row_sum)[2],\n\
-         \x20                                                      float (&corr)[2], float scale_log2) {{\n\
-         \x20   float m_new[2] = {{row_max[0], row_max[1]}};\n\
-         #pragma unroll\n\
-         \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
-         \x20       const int r = {s_row_slot};\n\
-         \x20       m_new[r] = fmaxf(m_new[r], s[i]);\n\
-         \x20   }}\n\
-         \x20   float m_scaled[2];\n\
-         #pragma unroll\n\
-         \x20   for (int r = 0; r < 2; ++r) {{\n\
-         {max_reduce}\
-         {lazy}\
-         \x20       {guard}\n\
-         \x20       {corr}\n\
-         \x20       row_max[r] = m_new[r];\n\
-         \x20       row_sum[r] *= corr[r];\n\
-         \x20   }}\n\
-         #pragma unroll\n\
-         \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
-         \x20       const int r = {s_row_slot};\n\
-         \x20       if ((i / 2) % {n} == {last}) s[i] = fm_exp2_poly(fmaf(s[i], scale_log2, -m_scaled[r]));\n\
-         \x20       else s[i] = {p};\n\
-         \x20       row_sum[r] += s[i];\n\
-         \x20   }}\n\
-         }}\n",
-        n = emulate_every,
-        last = emulate_every - 1,
-        poly = exp2_poly(),
-        lazy = lazy_keep(*lazy_rescale),
-        corr = correction(*lazy_rescale),
     )
 }
 
@@ -468,31 +368,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn emulated_exp2_is_within_1e_4_relative_of_exp2_on_the_softmax_range() {
-        // x = s * scale - max <= 0; below -126 the result is subnormal or tiny. Every f32
-        // step of 1/4096 over [-126, 0] plus the integers and the values just below them.
-        let mut worst = 0.0f64;
-        let mut x = -126.0f64;
-        while x <= 0.0 {
-            for v in [x, x - 1e-6] {
-                let got = exp2_poly_host(v as f32) as f64;
-                let want = (v as f32 as f64).exp2();
-                worst = worst.max(((got - want) / want).abs());
-            }
-            x += 1.0 / 4096.0;
-        }
-        assert!(worst < 1.0e-4, "max relative error {worst:e}");
-        // Far below the range: no wrap of the exponent into a large value.
-        for v in [-127.0f32, -200.0, -1e30] {
-            let y = exp2_poly_host(v);
-            assert!((0.0..=1.2e-38).contains(&y), "{v} -> {y:e}");
-        }
-        assert_eq!(exp2_poly_host(0.0), 1.0);
-    }
-
-    #[test]
-    fn the_emulated_softmax_is_emitted_only_with_a_period() {
-        let rows = |every| WgmmaRows {
+    fn lazy_rescale_keeps_the_max_within_2_pow_8_and_skips_an_unmoved_rescale() {
+        let rows = |lazy| WgmmaRows {
             s_values: 64,
             s_row_slot: "((i / 2) % 2)".into(),
             s_layout: "S".into(),
@@ -502,14 +379,21 @@ mod tests {
             o_layout: "O".into(),
             row_slot_stride: 8,
             partners: [1, 2],
-            emulate_every: every,
-            lazy_rescale: false,
+            lazy_rescale: lazy,
         };
-        let off = wgmma_online(&rows(0));
-        assert!(!off.contains("fm_exp2_poly") && !off.contains("fm_online_softmax_full"));
-        let on = wgmma_online(&rows(8));
-        assert!(on.contains("fm_online_softmax_full") && on.contains("(i / 2) % 8 == 7"));
-        assert!(on.contains("__device__ __forceinline__ float fm_exp2_poly(float x)"));
+        let eager = wgmma_online(&rows(false));
+        assert!(eager.contains("corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"));
+        assert!(!eager.contains("Lazy") && !eager.contains("return;"));
+        let lazy = wgmma_online(&rows(true));
+        assert!(lazy.contains("if ((m_new[r] - row_max[r]) * scale_log2 <= 8.0f) m_new[r] = row_max[r];"));
+        assert!(lazy.contains("corr[r] = (m_new[r] == row_max[r]) ? 1.f : fm_exp2("));
+        assert!(lazy.contains("if (corr[0] == 1.f && corr[1] == 1.f) return;"));
+        // The keep test sits after the row's quad reduction and before the empty-row guard.
+        let (keep, guard) = (
+            lazy.find("m_new[r] = row_max[r];").unwrap(),
+            lazy.find("m_scaled[r] = (m_new[r] == FM_NEG_INF)").unwrap(),
+        );
+        assert!(lazy.find("__shfl_xor_sync").unwrap() < keep && keep < guard);
     }
 
     #[test]
