@@ -224,8 +224,8 @@ pub fn dense_geometry(head_dim: usize, opts: &AttentionOptions) -> Geometry {
 
 /// The kernel a call with `splits > 1` runs instead of `kernel` where `kernel`'s tile
 /// keeps P in shared memory ([`Geometry::pv_from_smem`]: its split-KV epilogue does not fit
-/// in registers): the head dim's default tile, unless the caller named the tile. `None`:
-/// keep `kernel`.
+/// in registers): the head dim's default tile, unless the caller named the tile (then the
+/// call runs unsplit, or is refused if it asked for splits). `None`: keep `kernel`.
 pub fn split_fallback(
     kernel: &AttentionKernel,
     splits: u32,

@@ -137,6 +137,9 @@ impl AttentionRunner {
         }
         let n = match mode {
             MaskMode::Documents => 1,
+            // A named tile with P in shared memory runs unsplit unless splits were asked for
+            // (refused below); an unnamed one fell back to a splitting tile above.
+            _ if kernel.geometry().pv_from_smem() && opts.splits.is_none() => 1,
             _ => self.planned_splits(&kernel, &shape, host_mask, opts)?,
         };
         let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
