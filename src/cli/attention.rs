@@ -139,10 +139,11 @@ pub struct ForwardArgs {
     #[arg(long)]
     lazy_rescale: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
-    /// 192x128. Default: a --mask file's own tile, else the head dim's (192x128 at 64,
-    /// 128x128 at 128, 128x80 at 256, or 128x128 at 256 for a --dense-mask or
-    /// --synthetic-mask that visits fewer keys on it). --selftest without it sweeps every
-    /// geometry.
+    /// 192x128, 192x192 (head dim 64, no mask / causal / window only: P through shared
+    /// memory). Default: a --mask file's own tile, else the head dim's (192x192 at 64 with
+    /// no mask, 192x128 at 64 otherwise, 128x128 at 128, 128x80 at 256, or 128x128 at 256
+    /// for a --dense-mask or --synthetic-mask that visits fewer keys on it). --selftest
+    /// without it sweeps every geometry.
     #[arg(long)]
     block: Option<String>,
     /// Split-KV: cut each row block's key steps into this many splits (1..=128), merged

@@ -643,13 +643,7 @@ mod tests {
                 for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
                     let k = AttentionKernel::default_for_geometry(g, d, mode);
                     if g.pv_from_smem() && mode != MaskMode::Window {
-                        assert_eq!(
-                            k,
-                            Err(ConfigError::GeometryMode {
-                                geometry: g,
-                                mode
-                            })
-                        );
+                        assert_eq!(k, Err(ConfigError::GeometryMode { geometry: g, mode }));
                         continue;
                     }
                     let k = k.unwrap();

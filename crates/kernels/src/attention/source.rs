@@ -562,7 +562,10 @@ fn mainloop(
     // P from registers (`p_frag`, RS) or from the warpgroup's rows of the P tile (`p_smem`).
     values.extend(if pv_from_smem {
         [
-            ("CONVERT_P", "fm_stage_p(s_acc, smem_p, wg, lt);".to_string()),
+            (
+                "CONVERT_P",
+                "fm_stage_p(s_acc, smem_p, wg, lt);".to_string(),
+            ),
             ("PV_A", "p_smem".to_string()),
             ("FENCE_P", "// (P is in shared memory)".to_string()),
         ]

@@ -385,7 +385,8 @@ mod tests {
         assert!(eager.contains("corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"));
         assert!(!eager.contains("Lazy") && !eager.contains("return;"));
         let lazy = wgmma_online(&rows(true));
-        assert!(lazy.contains("if ((m_new[r] - row_max[r]) * scale_log2 <= 8.0f) m_new[r] = row_max[r];"));
+        assert!(lazy
+            .contains("if ((m_new[r] - row_max[r]) * scale_log2 <= 8.0f) m_new[r] = row_max[r];"));
         assert!(lazy.contains("corr[r] = (m_new[r] == row_max[r]) ? 1.f : fm_exp2("));
         assert!(lazy.contains("if (corr[0] == 1.f && corr[1] == 1.f) return;"));
         // The keep test sits after the row's quad reduction and before the empty-row guard.
