@@ -37,7 +37,6 @@ fn documents_grid_variants_compile_without_spills_and_use_hgmma() {
         documents.len(),
         Geometry::SUPPORTED
             .iter()
-            .filter(|g| !g.pv_from_smem())
             .map(|g| [64, 128, 256]
                 .iter()
                 .filter(|&&d| g.supports_head_dim(d))

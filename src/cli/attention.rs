@@ -139,11 +139,10 @@ pub struct ForwardArgs {
     #[arg(long)]
     lazy_rescale: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
-    /// 192x128, 192x192 (head dim 64, no mask / causal / window only: P through shared
-    /// memory). Default: a --mask file's own tile, else the head dim's (192x192 at 64 with
-    /// no mask, 192x128 at 64 otherwise, 128x128 at 128, 128x80 at 256, or 128x128 at 256
-    /// for a --dense-mask or --synthetic-mask that visits fewer keys on it). --selftest
-    /// without it sweeps every geometry.
+    /// 192x128. Default: a --mask file's own tile, else the head dim's (192x128 at 64,
+    /// 128x128 at 128, 128x80 at 256, or 128x128 at 256 for a --dense-mask or
+    /// --synthetic-mask that visits fewer keys on it). --selftest without it sweeps every
+    /// geometry.
     #[arg(long)]
     block: Option<String>,
     /// Split-KV: cut each row block's key steps into this many splits (1..=128), merged
@@ -612,8 +611,7 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         Some(MaskInput::Packed(m)) => Some(m.as_ref()),
         _ => None,
     };
-    let no_mask = mask.is_none().then_some(&window);
-    choice::call_kernel(shape.head_dim, mode_of(args), packed, no_mask, &opts(args))
+    choice::call_kernel(shape.head_dim, mode_of(args), packed, &opts(args))
         .map_err(|x| format!("{}{x}", config_flags(args)))?;
     Ok(Validated {
         source,
@@ -698,10 +696,8 @@ pub fn forward(
         .prepare(&q, &k, &v, &mask, &o, &mut out)
         .map_err(|e| e.to_string())?;
     let kernel = launch.kernel;
-    // The documents grid visits each document's own tiles, not the mask's lists; a call
-    // with no mask the tiles of the kernel's own geometry (choice::call_kernel).
+    // The documents grid visits each document's own tiles, not the mask's lists.
     let (visited, partial) = match (kernel.mask(), &block_mask) {
-        (_, None) => inputs::window_tiles(&window, &shape, &kernel.geometry()),
         (MaskMode::Documents, Some(m)) => m.documents().map_or((visited, partial), |docs| {
             let (v, p) = documents::tiles(&documents::work_items(docs, &kernel.geometry()));
             let planes = (shape.batch * shape.heads) as u64;

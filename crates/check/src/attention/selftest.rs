@@ -442,10 +442,6 @@ pub fn cases_for(geometry: Geometry) -> Vec<Case> {
         .filter_map(|mut case| {
             case.opts.geometry = Some(geometry);
             kernel_config(case.shape.head_dim, case.mask.mode(), geometry, &case.opts).ok()?;
-            // A tile with P in shared memory does not split (ConfigError::GeometrySplit).
-            if geometry.pv_from_smem() && case.opts.splits.is_some_and(|n| n > 1) {
-                return None;
-            }
             case.name = format!("[{}] {}", geometry.name(), case.name);
             Some(case)
         })

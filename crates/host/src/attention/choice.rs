@@ -15,7 +15,7 @@ use fragmask_kernels::attention::{ActDtype, AttentionKernel, Geometry, MaskMode}
 use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
 use super::backward::{transposed_lists, BackwardOptions};
-use super::{blockmask, AttentionError, AttentionOptions, AttentionShape, Window};
+use super::{blockmask, AttentionError, AttentionOptions, AttentionShape};
 
 /// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
 /// launches (compiles nothing; refuses unsupported stages / overlap / ping-pong / head dims).
@@ -191,52 +191,15 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-/// The kernel a call launches: [`dense_geometry`] for a window-mode call with no mask at
-/// all (`window` given and unbounded on both sides), else [`call_geometry`]; then
-/// [`kernel_config`]. A split-KV call never runs the dense tile ([`split_fallback`]).
+/// The kernel a call launches: [`call_geometry`] then [`kernel_config`].
 pub fn call_kernel(
     head_dim: usize,
     mode: MaskMode,
     mask: Option<&PackedMask>,
-    window: Option<&Window>,
     opts: &AttentionOptions,
 ) -> Result<AttentionKernel, AttentionError> {
-    let unbounded = window.is_some_and(|w| w.left.is_none() && w.right.is_none());
-    let g = if mask.is_none() && mode == MaskMode::Window && unbounded {
-        dense_geometry(head_dim, opts)
-    } else {
-        call_geometry(head_dim, mask, opts)?
-    };
+    let g = call_geometry(head_dim, mask, opts)?;
     kernel_config(head_dim, mode, g, opts)
-}
-
-/// The geometry of a call with no mask at all: `opts.geometry`, else FlashAttention-3's
-/// non-causal head-dim-64 tile 192x192 (P through shared memory) at head dim 64, else the
-/// head dim's default. Causal and windowed calls keep 192x128 (FlashAttention-3 takes
-/// 128-key tiles under a causal or local mask too: a wider tile visits more masked keys
-/// on the diagonal).
-pub fn dense_geometry(head_dim: usize, opts: &AttentionOptions) -> Geometry {
-    opts.geometry.unwrap_or(match head_dim {
-        64 => Geometry::TILE_192X192,
-        d => AttentionKernel::default_geometry(u32::try_from(d).unwrap_or(0)),
-    })
-}
-
-/// The kernel a call with `splits > 1` runs instead of `kernel` where `kernel`'s tile
-/// keeps P in shared memory ([`Geometry::pv_from_smem`]: its split-KV epilogue does not fit
-/// in registers): the head dim's default tile, unless the caller named the tile (then the
-/// call runs unsplit, or is refused if it asked for splits). `None`: keep `kernel`.
-pub fn split_fallback(
-    kernel: &AttentionKernel,
-    splits: u32,
-    opts: &AttentionOptions,
-) -> Result<Option<AttentionKernel>, AttentionError> {
-    if splits <= 1 || !kernel.geometry().pv_from_smem() || opts.geometry.is_some() {
-        return Ok(None);
-    }
-    let d = kernel.head_dim() as usize;
-    let g = call_geometry(d, None, opts)?;
-    kernel_config(d, kernel.mask(), g, opts).map(Some)
 }
 
 /// The forward's mask mode for a call with a packed mask: the documents grid
@@ -375,47 +338,5 @@ mod tests {
         ] {
             assert_eq!(call_geometry(d, None, &with(None)).unwrap(), g);
         }
-    }
-
-    #[test]
-    fn only_unmasked_head_dim_64_calls_run_the_dense_tile_and_never_split() {
-        let opts = AttentionOptions::default();
-        let causal = Window {
-            left: None,
-            right: Some(0),
-            diag_offset: 0,
-        };
-        let kernel = |d, w: Option<&Window>, o: &AttentionOptions| {
-            call_kernel(d, MaskMode::Window, None, w, o).unwrap()
-        };
-        assert_eq!(
-            kernel(64, Some(&Window::NONE), &opts).geometry(),
-            Geometry::TILE_192X192
-        );
-        for w in [Some(&causal), None] {
-            assert_eq!(kernel(64, w, &opts).geometry(), Geometry::TILE_192X128);
-        }
-        assert_eq!(
-            kernel(128, Some(&Window::NONE), &opts).geometry(),
-            Geometry::TILE_128X128
-        );
-        // The documents grid and tile lists keep their tiles.
-        let docs = call_kernel(64, MaskMode::Documents, None, Some(&Window::NONE), &opts);
-        assert_eq!(docs.unwrap().geometry(), Geometry::TILE_192X128);
-        // A named tile wins.
-        let named = AttentionOptions {
-            geometry: Some(Geometry::TILE_128X128),
-            ..AttentionOptions::default()
-        };
-        assert_eq!(
-            kernel(64, Some(&Window::NONE), &named).geometry(),
-            Geometry::TILE_128X128
-        );
-        // A split call falls back to the default tile, a single one keeps the dense tile.
-        let dense = kernel(64, Some(&Window::NONE), &opts);
-        assert_eq!(split_fallback(&dense, 1, &opts).unwrap(), None);
-        let back = split_fallback(&dense, 4, &opts).unwrap().unwrap();
-        assert_eq!(back.geometry(), Geometry::TILE_192X128);
-        assert!(back.lazy_rescale());
     }
 }

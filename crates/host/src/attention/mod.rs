@@ -918,20 +918,15 @@ impl AttentionRunner {
     /// so that no later call compiles (CUDA-graph capture, latency-sensitive first calls).
     pub fn warm_up(&self, head_dim: usize, opts: &AttentionOptions) -> Result<(), AttentionError> {
         for mode in [MaskMode::Window, MaskMode::Blocks] {
-            let kernel = choice::call_kernel(head_dim, mode, None, None, opts)?;
+            let kernel = choice::call_kernel(head_dim, mode, None, opts)?;
             for split_kv in [false, true] {
                 self.function(&kernel.with_split_kv(split_kv))?;
             }
         }
-        // A call with no mask at all (its own tile at head dim 64; never split there).
-        let dense =
-            choice::call_kernel(head_dim, MaskMode::Window, None, Some(&Window::NONE), opts)?;
-        self.function(&dense)?;
         // The documents grid never splits.
         self.function(&choice::call_kernel(
             head_dim,
             MaskMode::Documents,
-            None,
             None,
             opts,
         )?)?;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
-use fragmask_kernels::attention::{AttentionKernel, ConfigError, MaskMode, WINDOW_INFINITE};
+use fragmask_kernels::attention::{AttentionKernel, MaskMode, WINDOW_INFINITE};
 use fragmask_masks::{DocumentKind, PackedMask};
 
 use crate::launch::Launch;
@@ -105,19 +105,7 @@ impl AttentionRunner {
                 )));
             }
         }
-        let window = match mask {
-            RawMask::Window(w) => Some(w),
-            RawMask::Blocks(..) => None,
-        };
-        let kernel = choice::call_kernel(shape.head_dim, mode, host_mask, window, opts)?;
-        // Split-KV calls never run a tile with P in shared memory (choice::split_fallback).
-        let kernel = match mode {
-            MaskMode::Documents => kernel,
-            _ => {
-                let n = self.planned_splits(&kernel, &shape, host_mask, opts)?;
-                choice::split_fallback(&kernel, n, opts)?.unwrap_or(kernel)
-            }
-        };
+        let kernel = choice::call_kernel(shape.head_dim, mode, host_mask, opts)?;
         let (g, dt) = (kernel.geometry(), kernel.dtype());
         let maps = [
             encode_strided_map(PLACEHOLDER_ADDRESS, q.shape, q.strides, g.block_m(), dt)?,
@@ -137,9 +125,6 @@ impl AttentionRunner {
         }
         let n = match mode {
             MaskMode::Documents => 1,
-            // A named tile with P in shared memory runs unsplit unless splits were asked for
-            // (refused below); an unnamed one fell back to a splitting tile above.
-            _ if kernel.geometry().pv_from_smem() && opts.splits.is_none() => 1,
             _ => self.planned_splits(&kernel, &shape, host_mask, opts)?,
         };
         let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
@@ -147,11 +132,6 @@ impl AttentionRunner {
             Some(_) => launch.workspace_len(&shape)?,
             None => (0, 0),
         };
-        if n > 1 && kernel.geometry().pv_from_smem() {
-            return Err(AttentionError::Config(ConfigError::GeometrySplit(
-                kernel.geometry(),
-            )));
-        }
         params.num_splits = n as i32;
         // Split-KV support is compiled in only where the call has several splits.
         let kernel = kernel.with_split_kv(n > 1);

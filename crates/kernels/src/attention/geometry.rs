@@ -31,7 +31,6 @@ pub struct Geometry {
     consumer_warpgroups: u32,
     ctas_per_sm: u32,
     step_blocks: u32,
-    pv_from_smem: bool,
 }
 
 impl Geometry {
@@ -53,22 +52,15 @@ impl Geometry {
     pub const TILE_128X80: Geometry = Geometry::new(128, 80, 2, 1);
     /// 192 x 128 tiles, three consumer warpgroups (FlashAttention-3's head-dim-64 tile M).
     pub const TILE_192X128: Geometry = Geometry::new(192, 128, 3, 1);
-    /// 192 x 192 tiles, three consumer warpgroups, P through shared memory (FlashAttention-3's
-    /// head-dim-64 tile without a causal or local mask, `MmaPV_is_RS = false`): S of 96 and
-    /// O of 32 registers leave no room for P in registers under the 160 of three consumer
-    /// warpgroups, so each warpgroup stores P (bf16) by `stmatrix` into its own 64 rows of
-    /// a K-major tile that the PV wgmma reads as its A operand.
-    pub const TILE_192X192: Geometry = Geometry::new(192, 192, 3, 1).with_pv_from_smem();
 
     /// Every geometry the generator emits.
-    pub const SUPPORTED: [Geometry; 7] = [
+    pub const SUPPORTED: [Geometry; 6] = [
         Geometry::TILE_128X128,
         Geometry::TILE_64X64,
         Geometry::TILE_64X64_SINGLE,
         Geometry::TILE_128X64,
         Geometry::TILE_128X80,
         Geometry::TILE_192X128,
-        Geometry::TILE_192X192,
     ];
 
     const fn new(block_m: u32, block_n: u32, consumer_warpgroups: u32, ctas_per_sm: u32) -> Self {
@@ -78,27 +70,6 @@ impl Geometry {
             consumer_warpgroups,
             ctas_per_sm,
             step_blocks: 1,
-            pv_from_smem: false,
-        }
-    }
-
-    const fn with_pv_from_smem(mut self) -> Self {
-        self.pv_from_smem = true;
-        self
-    }
-
-    /// Whether P goes through shared memory (an SS PV wgmma) instead of registers (RS).
-    pub const fn pv_from_smem(&self) -> bool {
-        self.pv_from_smem
-    }
-
-    /// Bytes of the P tile (`block_m x step_n` bf16) of a geometry with P in shared memory;
-    /// 0 otherwise.
-    pub const fn p_tile_bytes(&self) -> u32 {
-        if self.pv_from_smem {
-            self.block_m * self.step_n() * 2
-        } else {
-            0
         }
     }
 
@@ -149,8 +120,7 @@ impl Geometry {
         }
     }
 
-    /// `"128x128"`, `"64x64/2"` (2 key blocks per step), ... (the key blocks per step tell
-    /// the variants of one tile apart; a tile has one P placement).
+    /// `"128x128"`, `"64x64/2"` (2 key blocks per step), ...
     pub fn name(&self) -> String {
         if self.step_blocks == 1 {
             format!("{}x{}", self.block_m, self.block_n)
@@ -268,11 +238,10 @@ impl Geometry {
         self.step_n() * head_dim * 2
     }
 
-    /// Bytes besides Q, K and V: the P tile ([`Self::p_tile_bytes`]), the mbarriers (256
-    /// bytes) and a 4-byte scratch word per consumer thread, plus 1 KiB of slack to align
-    /// the base to the 1024-byte swizzle atom.
+    /// Bytes after the tiles: the mbarriers (256 bytes) and a 4-byte scratch word per
+    /// consumer thread, plus 1 KiB of slack to align the base to the 1024-byte swizzle atom.
     pub const fn smem_overhead(&self) -> u32 {
-        self.p_tile_bytes() + 1024 + 256 + 4 * self.mask_threads()
+        1024 + 256 + 4 * self.mask_threads()
     }
 
     /// Dynamic shared memory of a block with `stages` K and V buffers.
@@ -307,15 +276,9 @@ impl Geometry {
         }
     }
 
-    /// Live f32/b32 registers of the overlapped main loop per consumer thread: O, S and P
-    /// (P only where it stays in registers).
+    /// Live f32/b32 registers of the overlapped main loop per consumer thread: O, S and P.
     pub const fn loop_registers(&self, head_dim: u32) -> u32 {
-        let p = if self.pv_from_smem {
-            0
-        } else {
-            self.values_per_thread() / 2
-        };
-        head_dim / 2 + self.values_per_thread() + p
+        head_dim / 2 + self.values_per_thread() + self.values_per_thread() / 2
     }
 
     /// Registers per thread at kernel entry: the launch bounds' share of the register file
@@ -390,11 +353,6 @@ static_assertions::const_assert!(Geometry::TILE_128X80.overlap_fits(256));
 static_assertions::const_assert!(!Geometry::TILE_128X128.overlap_fits(256));
 // Head dim 64 runs the overlapped loop on its 192x128 default tile.
 static_assertions::const_assert!(Geometry::TILE_192X128.overlap_fits(64));
-// 192x192 at head dim 64: the overlapped loop with P in shared memory (S 96 + O 32), two
-// stages beside the 72 KiB P tile; head dim 128 does not fit.
-static_assertions::const_assert!(Geometry::TILE_192X192.overlap_fits(64));
-static_assertions::const_assert!(Geometry::TILE_192X192.max_stages(64) == 2);
-static_assertions::const_assert!(!Geometry::TILE_192X192.supports_head_dim(128));
 
 #[cfg(test)]
 mod tests {

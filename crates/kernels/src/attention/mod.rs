@@ -121,16 +121,6 @@ pub enum ConfigError {
     },
     /// The fragment layout could not be turned into index expressions.
     Layout(String),
-    /// A tile that serves the window mode only (P in shared memory: no registers are left
-    /// for tile lists and mask words), asked for another mask mode.
-    GeometryMode {
-        /// The tile.
-        geometry: Geometry,
-        /// The mask mode asked for.
-        mode: MaskMode,
-    },
-    /// Split-KV on a tile with P in shared memory (its split epilogue spills).
-    GeometrySplit(Geometry),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -193,19 +183,6 @@ impl core::fmt::Display for ConfigError {
                 write!(f, "{stages} K/V stages do not fit; use 1..={max}")
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
-            ConfigError::GeometryMode { geometry, mode } => write!(
-                f,
-                "tile {} serves computed masks (no mask, causal, sliding window) only, not the {} \
-                 mode; supported: {}",
-                geometry.name(),
-                mode.name(),
-                Geometry::supported_list()
-            ),
-            ConfigError::GeometrySplit(g) => write!(
-                f,
-                "tile {} does not run split-KV; name another tile or no tile",
-                g.name()
-            ),
         }
     }
 }
@@ -249,12 +226,6 @@ impl AttentionKernel {
         }
         if !geometry.supports_head_dim(head_dim) {
             return Err(ConfigError::GeometryHeadDim { geometry, head_dim });
-        }
-        if geometry.pv_from_smem() && mask != MaskMode::Window {
-            return Err(ConfigError::GeometryMode {
-                geometry,
-                mode: mask,
-            });
         }
         if overlap && !geometry.overlap_fits(head_dim) {
             return Err(ConfigError::Overlap { head_dim });
@@ -305,8 +276,9 @@ impl AttentionKernel {
 
     /// Lazy rescale (`family::softmax::WgmmaRows::lazy_rescale`): a row keeps its running
     /// max while a step's max is at most 2^8 above it, and O is rescaled only when a row
-    /// of the thread moved. Off in [`Self::new`], on in [`Self::default_for_geometry`].
-    /// The softmax scale must be positive (the host checks it).
+    /// of the thread moved. Off in [`Self::new`], on in [`Self::default_for_geometry`]
+    /// (bench/results/history.md, 2026-11-26 "head dim 64 and lazy rescale"). The softmax
+    /// scale must be positive (the host checks it).
     pub fn with_lazy_rescale(mut self, lazy: bool) -> Self {
         self.lazy_rescale = lazy;
         self
@@ -369,8 +341,8 @@ impl AttentionKernel {
     }
 
     /// Every variant the compile sweeps cover: the default of every geometry and head dim
-    /// in every mask mode it serves, with and without split-KV (where it splits); every
-    /// loop variant (overlap x ping-pong) of the 128x128 tile; fp16 defaults. The NVRTC compile test and
+    /// in both mask modes, with and without split-KV; every loop variant (overlap x
+    /// ping-pong) of the 128x128 tile; fp16 defaults. The NVRTC compile test and
     /// `examples/kernel_fingerprints` (the SASS of each, for refactors) both walk it.
     pub fn compile_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
         let mut kernels = Vec::new();
@@ -380,21 +352,13 @@ impl AttentionKernel {
                     continue;
                 }
                 for mode in [MaskMode::Window, MaskMode::Blocks] {
-                    // A window-only tile (P in shared memory) has no Blocks or Documents
-                    // kernel.
-                    if g.pv_from_smem() && mode != MaskMode::Window {
-                        continue;
-                    }
                     let default = Self::default_for_geometry(g, d, mode)?;
                     // The documents grid: the default configuration of every geometry
                     // (it never splits).
-                    if mode == MaskMode::Window && !g.pv_from_smem() {
+                    if mode == MaskMode::Window {
                         kernels.push(Self::default_for_geometry(g, d, MaskMode::Documents)?);
                     }
-                    // A tile with P in shared memory never splits (ConfigError::GeometrySplit).
-                    if !g.pv_from_smem() {
-                        kernels.push(default.with_split_kv(true));
-                    }
+                    kernels.push(default.with_split_kv(true));
                     if g != Geometry::TILE_128X128 {
                         kernels.push(default);
                         continue;
@@ -425,11 +389,6 @@ impl AttentionKernel {
             Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
                 .with_dtype(ActDtype::F16)?,
         );
-        // The head-dim-64 tile of calls with no mask, fp16.
-        kernels.push(
-            Self::default_for_geometry(Geometry::TILE_192X192, 64, MaskMode::Window)?
-                .with_dtype(ActDtype::F16)?,
-        );
         Ok(kernels)
     }
 
@@ -450,9 +409,6 @@ impl AttentionKernel {
         let wanted = if head_dim == 64 { 3 } else { 2 };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
-        // Lazy rescale everywhere (measured on an H100, docs/PERF.md "Attention forward"); with
-        // P in shared memory it is also what leaves ptxas the registers to keep the
-        // overlapped loop free of spills (tests/attention_compile.rs).
         Ok(Self::new(geometry, head_dim, mask, stages, overlap)?
             .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)?
             .with_lazy_rescale(true))
@@ -640,13 +596,8 @@ mod tests {
                     );
                     continue;
                 }
-                for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
-                    let k = AttentionKernel::default_for_geometry(g, d, mode);
-                    if g.pv_from_smem() && mode != MaskMode::Window {
-                        assert_eq!(k, Err(ConfigError::GeometryMode { geometry: g, mode }));
-                        continue;
-                    }
-                    let k = k.unwrap();
+                for mode in [MaskMode::Window, MaskMode::Blocks] {
+                    let k = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
                     assert!(k.smem_bytes() <= g.smem_budget(), "{k:?}");
                     assert!(k.lazy_rescale(), "{k:?}");
                 }
@@ -720,7 +671,6 @@ mod tests {
                         if !g.supports_head_dim(d)
                             || (overlap && !g.overlap_fits(d))
                             || (pingpong && g.consumer_warpgroups() != 2)
-                            || (g.pv_from_smem() && mode != MaskMode::Window)
                         {
                             continue;
                         }

@@ -19,9 +19,6 @@ pub(super) struct Operands {
     pub q: OperandTile,
     pub k: OperandTile,
     pub v: OperandTile,
-    /// P (`block_m x step_n`, K-major like Q: the A operand of `P V`) where the geometry
-    /// keeps P in shared memory ([`Geometry::pv_from_smem`]).
-    pub p: Option<OperandTile>,
 }
 
 impl Operands {
@@ -33,36 +30,7 @@ impl Operands {
             q: OperandTile::k_major("Q", g.block_m(), head_dim, 64)?,
             k: OperandTile::k_major("K", g.step_n(), head_dim, g.step_n())?,
             v: OperandTile::mn_major("V", head_dim, g.step_n(), head_dim)?,
-            p: if g.pv_from_smem() {
-                Some(OperandTile::k_major("P", g.block_m(), g.step_n(), 64)?)
-            } else {
-                None
-            },
         })
-    }
-
-    /// Byte offset of warpgroup `wg`'s 64 rows in the P tile (`bytes(64 wg, 0)`, checked
-    /// linear in `wg`), and the bytes of one 64-column chunk of it (`bytes(0, 64)`).
-    pub fn p_warpgroup_stride_and_chunk(&self, g: &Geometry) -> Result<(u32, u32), ConfigError> {
-        let p = self
-            .p
-            .as_ref()
-            .ok_or_else(|| ConfigError::Layout("no P tile: P stays in registers".into()))?;
-        let stride = p.bytes(64, 0)?;
-        for wg in 0..g.consumer_warpgroups() {
-            if p.bytes(64 * wg, 0)? != wg * stride {
-                return Err(ConfigError::Layout(format!(
-                    "P rows of warpgroup {wg} are not {stride} bytes apart"
-                )));
-            }
-        }
-        let chunk = p.extent().0 * 128;
-        if p.extent().1 > 64 && p.bytes(0, 64)? != chunk {
-            return Err(ConfigError::Layout(format!(
-                "P's second 64-column chunk is not at byte {chunk}"
-            )));
-        }
-        Ok((stride, chunk))
     }
 
     /// Byte offset of warpgroup `wg`'s 64 query rows in the Q tile: `bytes(64 wg, 0)`,

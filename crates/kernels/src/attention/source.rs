@@ -104,14 +104,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         partners: quad,
         lazy_rescale: k.lazy_rescale(),
     };
-    let (p_decl, stage_p) = p_staging(
-        &ops,
-        &g,
-        &s_map,
-        s_values,
-        k.dtype().mma_ptx_type(),
-        k.pingpong(),
-    )?;
     let mut values: Vec<(&str, String)> = vec![
         ("D_CHUNKS", (d / 64).to_string()),
         ("D", d.to_string()),
@@ -187,12 +179,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("GEMMS", gemms(&ops, &g, d)?),
         (
             "WGMMA_SS",
-            ptx::wgmma_ss(g.step_n(), k.dtype().mma_ptx_type())
-                + &if g.pv_from_smem() {
-                    ptx::wgmma_ss_trans(d, k.dtype().mma_ptx_type(), false, true)
-                } else {
-                    String::new()
-                },
+            ptx::wgmma_ss(g.step_n(), k.dtype().mma_ptx_type()),
         ),
         ("WGMMA_RS", ptx::wgmma_rs(d, k.dtype().mma_ptx_type())),
         ("MATH", ptx::MATH.to_string()),
@@ -208,17 +195,8 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
         (
             "MAINLOOP",
-            mainloop(
-                k.overlap(),
-                k.pingpong(),
-                k.mask(),
-                g.consumer_warpgroups(),
-                g.pv_from_smem(),
-            )?,
+            mainloop(k.overlap(), k.pingpong(), k.mask(), g.consumer_warpgroups())?,
         ),
-        ("P_TILE_BYTES", g.p_tile_bytes().to_string()),
-        ("P_DECL", p_decl),
-        ("STAGE_P", stage_p),
         ("SPLIT_KV", u32::from(k.split_kv()).to_string()),
         ("KERNEL", KERNEL_NAME.to_string()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
@@ -285,7 +263,7 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
     let mut s = String::from(
         "// ---- the two GEMMs; shared-memory operands from gmma-frag (family/smem.rs) ----\n",
     );
-    for tile in [&ops.q, &ops.k, &ops.v].into_iter().chain(ops.p.as_ref()) {
+    for tile in [&ops.q, &ops.k, &ops.v] {
         s.push_str(&tile.declare_descriptor());
     }
     let _ = writeln!(
@@ -309,37 +287,6 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
         );
     }
     s.push_str("    fm_wgmma_commit();\n    fm_fence_array(s);\n}\n\n");
-    if let Some(p) = &ops.p {
-        if p.k_steps() != ops.v.k_steps() {
-            return Err(ConfigError::Layout(format!(
-                "P has {} k-steps, V {}",
-                p.k_steps(),
-                ops.v.k_steps()
-            )));
-        }
-        let _ = writeln!(
-            s,
-            "// O += P V: P from shared memory (this warpgroup's 64 rows of the P tile, K-major, staged by\n\
-             // fm_stage_p), V MN-major; k-block j reads P(.., 16j..16j+15) and V(.., 16j..16j+15).\n\
-             __device__ __forceinline__ void fm_pv(float (&o)[{ov}], unsigned p_base, unsigned v_base) {{\n\
-             \x20   fm_fence_array(o);\n\
-             \x20   fm_wgmma_fence();\n\
-             \x20   const unsigned p_start = fm_desc_start(p_base), v_start = fm_desc_start(v_base);",
-            ov = d / 2,
-        );
-        for j in 0..ops.v.k_steps() {
-            let (pb, p16) = (p.k_step_bytes(j)?, p.k_step_offset16(j)?);
-            let (vb, v16) = (ops.v.k_step_bytes(j)?, ops.v.k_step_offset16(j)?);
-            let _ = writeln!(
-                s,
-                "    {name}(o, fm_desc_at(p_start, {p16}u, FM_DESC_P), fm_desc_at(v_start, {v16}u, FM_DESC_V), 1);   // k-block {j}: P(0, {c}) = byte {pb}, V(0, {c}) = byte {vb}",
-                name = ptx::wgmma_ss_name(d, false, true),
-                c = 16 * j,
-            );
-        }
-        s.push_str("    fm_wgmma_commit();\n    fm_fence_array(o);\n}\n");
-        return Ok(s);
-    }
     let _ = writeln!(
         s,
         "// O += P V: P from registers, k-block j = keys 16j..16j+15 = values 8j..8j+7 of S (docs/architecture.md\n\
@@ -422,72 +369,11 @@ fn mask_apply(mode: MaskMode) -> &'static str {
     }
 }
 
-/// The consumer's P: its declaration (`p_frag`, the RS A registers; or `p_smem`, the
-/// warpgroup's rows of the P tile) and, with P in shared memory, `fm_stage_p` (the
-/// stmatrix pass of `family::epilogue` into the P tile, proven by `epilogue::check_tile`,
-/// then the proxy fence and the warpgroup's barrier before the PV wgmma reads it).
-fn p_staging(
-    ops: &Operands,
-    g: &Geometry,
-    s_map: &FragmentMap,
-    s_values: u32,
-    act: &str,
-    pingpong: bool,
-) -> Result<(String, String), ConfigError> {
-    let Some(p) = &ops.p else {
-        return Ok((format!("unsigned p_frag[{}];", s_values / 2), String::new()));
-    };
-    let (stride, chunk) = ops.p_warpgroup_stride_and_chunk(g)?;
-    epilogue::check_tile(p, g.block_m(), g.step_n(), chunk, "P")
-        .map_err(|e| ConfigError::Layout(e.0))?;
-    let chunk_bytes = format!("{chunk}u");
-    let stores = epilogue::emit_stores(
-        s_map,
-        &epilogue::Stores {
-            tensors: &[epilogue::StagedTensor {
-                smem: "smem_p",
-                pack: "fm_act2(s[2 * mi], s[2 * mi + 1])",
-                dst: "",
-            }],
-            pair_prelude: "",
-            row0: "64 * wg",
-            col0: "0",
-            chunk_bytes: &chunk_bytes,
-        },
-        "    ",
-    )
-    .map_err(|e| ConfigError::Layout(format!("P staging: {}", e.0)))?;
-    let decl = format!(
-        "const unsigned p_smem = smem_p + (unsigned)wg * {stride}u;   // this warpgroup's 64 rows of the P tile"
-    );
-    // Every warp's rows must be stored before the PV wgmma reads them: with ping-pong, the
-    // warpgroup's turn barrier (all 128 of its threads) comes between this pass and every
-    // PV issue in both loops; without, the warpgroup's own barrier (the epilogue's id).
-    let sync = if pingpong {
-        "\x20   // every warp's rows are in shared memory at the ping-pong barrier before the PV issue\n"
-    } else {
-        "\x20   fm_named_sync<128>(8 + wg);   // every warp's rows of P are in shared memory\n"
-    };
-    let stage = format!(
-        "// P ({act}) of warpgroup wg into its 64 rows of the P tile (K-major, 128-byte swizzle): the A operand of\n\
-         // the shared-memory PV wgmma (FlashAttention-3's MmaPV_is_RS = false). The proxy fence makes the generic\n\
-         // stores visible to wgmma; a barrier of the warpgroup's 128 threads, every warp's rows.\n\
-         __device__ __forceinline__ void fm_stage_p(const float (&s)[{s_values}], unsigned smem_p, int wg, int lt) {{\n\
-         \x20   const int sm_lt = (lt & ~31) | (4 * (lt & 7));\n\
-         {stores}\
-         \x20   asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");   // generic-proxy stores -> wgmma reads\n\
-         {sync}\
-         }}\n"
-    );
-    Ok((decl, stage))
-}
-
 fn mainloop(
     overlap: bool,
     pingpong: bool,
     mode: MaskMode,
     warpgroups: u32,
-    pv_from_smem: bool,
 ) -> Result<String, ConfigError> {
     // Tile lists (Blocks): read two steps ahead of their use and the words one step ahead, so
     // no global load is consumed in the iteration that issues it. Reading the words' address
@@ -559,23 +445,6 @@ fn mainloop(
         ("PP_ARRIVE", arrive),
         (last_point.0, last_point.1),
     ];
-    // P from registers (`p_frag`, RS) or from the warpgroup's rows of the P tile (`p_smem`).
-    values.extend(if pv_from_smem {
-        [
-            (
-                "CONVERT_P",
-                "fm_stage_p(s_acc, smem_p, wg, lt);".to_string(),
-            ),
-            ("PV_A", "p_smem".to_string()),
-            ("FENCE_P", "// (P is in shared memory)".to_string()),
-        ]
-    } else {
-        [
-            ("CONVERT_P", "fm_convert_p(s_acc, p_frag);".to_string()),
-            ("PV_A", "p_frag".to_string()),
-            ("FENCE_P", "fm_fence_array(p_frag);".to_string()),
-        ]
-    });
     // Only the overlapped loop peels its first step.
     if overlap {
         values.push(("TILE_FIRST", tile_first.to_string()));
@@ -624,14 +493,14 @@ const MAINLOOP_SERIAL: &str = r#"
             float corr[2];
             fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
             fm_rescale_o(o_acc, corr);
-            $CONVERT_P
+            fm_convert_p(s_acc, p_frag);
             fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
             $PP_SYNC
-            fm_pv(o_acc, $PV_A, smem_v + stage * FM_KV_TILE_BYTES);
+            fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
             $PP_ARRIVE_PV
             fm_wgmma_wait<0>();
             fm_fence_array(o_acc);
-            $FENCE_P
+            fm_fence_array(p_frag);
             fm_consumer_release(FM_BAR_V_EMPTY(stage));
         }
 "#;
@@ -658,7 +527,7 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_consumer_release(FM_BAR_K_EMPTY(0));
             if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
             fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-            $CONVERT_P
+            fm_convert_p(s_acc, p_frag);
         }
         for (int kk = 1; kk < sched.num_tiles; ++kk) {
             const fm_tile t = $TILE_KK;
@@ -675,7 +544,7 @@ const MAINLOOP_OVERLAP: &str = r#"
             // nothing after the wait<0> below touches O, so the softmax can overlap the PV.
             fm_rescale_o(o_acc, corr);
             fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
-            fm_pv(o_acc, $PV_A, smem_v + prev_stage * FM_KV_TILE_BYTES);      // O += P_{kk-1} V_{kk-1} (async)
+            fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);      // O += P_{kk-1} V_{kk-1} (async)
             $PP_ARRIVE
             $LISTS_AHEAD
             fm_wgmma_wait<1>();                                             // S_kk is ready
@@ -689,9 +558,9 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
             fm_wgmma_wait<0>();                                             // PV_{kk-1} done
             fm_fence_array(o_acc);
-            $FENCE_P
+            fm_fence_array(p_frag);
             fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
-            $CONVERT_P
+            fm_convert_p(s_acc, p_frag);
         }
         {
             // PV of the last tile.
@@ -701,11 +570,11 @@ const MAINLOOP_OVERLAP: &str = r#"
             fm_rescale_o(o_acc, corr);
             fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
             $PP_SYNC
-            fm_pv(o_acc, $PV_A, smem_v + stage * FM_KV_TILE_BYTES);
+            fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
             $PP_ARRIVE_LAST
             fm_wgmma_wait<0>();
             fm_fence_array(o_acc);
-            $FENCE_P
+            fm_fence_array(p_frag);
             fm_consumer_release(FM_BAR_V_EMPTY(stage));
         }
 "#;
@@ -726,7 +595,6 @@ const TEMPLATE: &str = r#"
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES          // one 64-column chunk (TMA box) of K or V
 #define FM_Q_TILE_BYTES $Q_TILE_BYTES           // the Q tile, block_m x D bf16
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES          // one K or V tile, block_n x D bf16
-#define FM_P_TILE_BYTES $P_TILE_BYTES          // the P tile, block_m x step_n bf16, where P goes through shared memory
 $NEG_INF
 
 $TENSOR_MAP
@@ -779,7 +647,6 @@ __device__ __forceinline__ void fm_convert_p(const float (&s)[$S_VALUES], unsign
     for (int m = 0; m < $P_REGS; ++m) pf[m] = fm_act2(s[2 * m], s[2 * m + 1]);
 }
 
-$STAGE_P
 // A shared-memory store ptxas will not move across wgmma.wait_group (see the main loop).
 __device__ __forceinline__ void fm_pin_before_wait(unsigned scratch, float value) {
     asm volatile("st.shared.f32 [%0], %1;" :: "r"(scratch), "f"(value) : "memory");
@@ -804,8 +671,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const unsigned smem_q = (fm_smem_u32(fm_smem_raw) + 1023u) & ~1023u;
     const unsigned smem_k = smem_q + FM_Q_TILE_BYTES;
     const unsigned smem_v = smem_k + FM_STAGES * FM_KV_TILE_BYTES;
-    const unsigned smem_p = smem_v + FM_STAGES * FM_KV_TILE_BYTES;   // P tile: FM_P_TILE_BYTES (0 when P stays in registers)
-    const unsigned bars = smem_p + FM_P_TILE_BYTES;
+    const unsigned bars = smem_v + FM_STAGES * FM_KV_TILE_BYTES;
 #define FM_BAR_Q (bars)
 #define FM_BAR_K_FULL(s) (bars + 8u * (1u + (unsigned)(s)))
 #define FM_BAR_V_FULL(s) (bars + 8u * (1u + FM_STAGES + (unsigned)(s)))
@@ -918,7 +784,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         float row_max[2] = {FM_NEG_INF, FM_NEG_INF};
         float row_sum[2] = {0.f, 0.f};
         float s_acc[$S_VALUES];
-        $P_DECL
+        unsigned p_frag[$P_REGS];
         // Q: this warpgroup's 64 rows start at byte Q(64 * wg, 0) of the Q tile (layout above).
         const unsigned q_base = smem_q + (unsigned)wg * $Q_WG_STRIDEu;
 

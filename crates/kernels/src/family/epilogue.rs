@@ -83,24 +83,11 @@ pub fn check_tile(
     Ok(())
 }
 
-/// The stmatrix pass of a staged tile: what [`emit_stores`] writes.
-pub struct Stores<'a> {
-    /// The tensors (only `smem` and `pack` are read).
-    pub tensors: &'a [StagedTensor<'a>],
-    /// Statements run per pair before the packs (may read `mi`), or empty.
-    pub pair_prelude: &'a str,
-    /// Tile row of the warpgroup's accumulator row 0 (e.g. `64 * wg`).
-    pub row0: &'a str,
-    /// Tile column of the accumulator's column 0.
-    pub col0: &'a str,
-    /// Bytes of one 64-column chunk of the tile.
-    pub chunk_bytes: &'a str,
-}
-
-/// The stmatrix pass alone (no barrier, no write-out): accumulator `map` packed into 16-bit
-/// pairs and stored into rows of the staging tile (checked by [`check_tile`]), e.g. P as the
-/// A operand of a shared-memory wgmma. Reads `lt` and `sm_lt` as [`emit`] does.
-pub fn emit_stores(map: &FragmentMap, s: &Stores<'_>, indent: &str) -> Result<String, LayoutError> {
+/// The staged epilogue of accumulator `map` (checked by [`FragmentMap::check_stmatrix`]; the
+/// tile by [`check_tile`]): the stmatrix pass, the warpgroup barrier, the 16-byte write-out.
+/// Reads `lt` (the thread's index in its warpgroup) and `sm_lt` (`(lt & ~31) | (4 * (lt & 7))`:
+/// the warp's thread whose pair starts stmatrix row `lane % 8`), both defined by the kernel.
+pub fn emit(map: &FragmentMap, s: &Staging<'_>, indent: &str) -> Result<String, LayoutError> {
     map.check_stmatrix()?;
     let x4 = map.values() / 8;
     let (tr, tc) = (map.thread_row_expr("sm_lt"), map.thread_col_expr("sm_lt"));
@@ -176,28 +163,6 @@ pub fn emit_stores(map: &FragmentMap, s: &Stores<'_>, indent: &str) -> Result<St
         );
     }
     line(0, "}");
-    Ok(o)
-}
-
-/// The staged epilogue of accumulator `map` (checked by [`FragmentMap::check_stmatrix`]; the
-/// tile by [`check_tile`]): the stmatrix pass, the warpgroup barrier, the 16-byte write-out.
-/// Reads `lt` (the thread's index in its warpgroup) and `sm_lt` (`(lt & ~31) | (4 * (lt & 7))`:
-/// the warp's thread whose pair starts stmatrix row `lane % 8`), both defined by the kernel.
-pub fn emit(map: &FragmentMap, s: &Staging<'_>, indent: &str) -> Result<String, LayoutError> {
-    let mut o = emit_stores(
-        map,
-        &Stores {
-            tensors: s.tensors,
-            pair_prelude: s.pair_prelude,
-            row0: s.row0,
-            col0: s.col0,
-            chunk_bytes: s.chunk_bytes,
-        },
-        indent,
-    )?;
-    let mut line = |depth: usize, text: &str| {
-        let _ = writeln!(o, "{indent}{}{text}", "    ".repeat(depth));
-    };
     line(
         0,
         &format!(
