@@ -75,6 +75,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("json", "o.json"),
     ("k", "k.npy"),
     ("kv_heads", "1"),
+    ("lazy_rescale", "true"),
     ("lengths", "full"),
     ("lookahead", "true"),
     ("lse_out", "lse.npy"),

@@ -133,6 +133,11 @@ pub struct ForwardArgs {
     /// Producer reads the tile list one tile ahead: true or false.
     #[arg(long)]
     lookahead: Option<bool>,
+    /// Lazy rescale of the online softmax: a row keeps its running max while a step's max
+    /// is at most 2^8 above it, and O is rescaled only when a row moved (true or false;
+    /// default true).
+    #[arg(long)]
+    lazy_rescale: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
     /// 192x128. Default: a --mask file's own tile, else the head dim's (192x128 at 64,
     /// 128x128 at 128, 128x80 at 256, or 128x128 at 256 for a --dense-mask or
@@ -210,7 +215,7 @@ macro_rules! forward_ids {
     ($($extra:literal),*) => {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
-          "lookahead", "block", "splits", "persistent",
+          "lookahead", "lazy_rescale", "block", "splits", "persistent",
           "persistent_ctas", $($extra),*]
     };
 }
@@ -227,6 +232,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "no_overlap",
         "pingpong",
         "lookahead",
+        "lazy_rescale",
         "mask",
         "synthetic_mask",
         "persistent",
@@ -249,6 +255,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
                 "no_overlap",
                 "pingpong",
                 "lookahead",
+                "lazy_rescale",
                 "seed",
             ]),
         },
@@ -297,6 +304,9 @@ fn config_flags(args: &ForwardArgs) -> String {
     if let Some(l) = args.lookahead {
         given.push(format!("--lookahead {l}"));
     }
+    if let Some(l) = args.lazy_rescale {
+        given.push(format!("--lazy-rescale {l}"));
+    }
     if let Some(b) = &args.block {
         given.push(format!("--block {b}"));
     }
@@ -327,6 +337,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         splits: args.splits,
         persistent: args.persistent,
         persistent_ctas: args.persistent_ctas,
+        lazy_rescale: args.lazy_rescale,
     }
 }
 
@@ -891,6 +902,9 @@ fn run_selftest(
         }
         if args.lookahead.is_some() {
             case.opts.lookahead = args.lookahead;
+        }
+        if args.lazy_rescale.is_some() {
+            case.opts.lazy_rescale = args.lazy_rescale;
         }
         match selftest::run_case(runner, &case, args.seed.wrapping_add(i as u64)) {
             Ok(r) => {

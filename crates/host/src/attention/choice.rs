@@ -39,6 +39,7 @@ pub fn kernel_config(
     )
     .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
     .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
+    .map(|k| k.with_lazy_rescale(opts.lazy_rescale.unwrap_or(default.lazy_rescale())))
     .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
     .map_err(AttentionError::Config)
 }

@@ -355,6 +355,9 @@ pub struct AttentionOptions {
     /// The most CTAs of a persistent launch; `None` is one per SM slot. Fewer give each
     /// CTA more work tiles (the selftests run several tiles per CTA on small shapes).
     pub persistent_ctas: Option<u32>,
+    /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
+    /// `None` is the kernel configuration's default (on).
+    pub lazy_rescale: Option<bool>,
 }
 
 /// Output of one attention call.

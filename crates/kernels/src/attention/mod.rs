@@ -211,6 +211,7 @@ pub struct AttentionKernel {
     lookahead: bool,
     split_kv: bool,
     persistent: bool,
+    lazy_rescale: bool,
 }
 
 impl AttentionKernel {
@@ -248,6 +249,7 @@ impl AttentionKernel {
             lookahead: true,
             split_kv: false,
             persistent: false,
+            lazy_rescale: false,
         })
     }
 
@@ -275,6 +277,21 @@ impl AttentionKernel {
     /// Whether the producer's tile-list lookahead is on.
     pub fn lookahead(&self) -> bool {
         self.lookahead
+    }
+
+    /// Lazy rescale (`family::softmax::WgmmaRows::lazy_rescale`): a row keeps its running
+    /// max while a step's max is at most 2^8 above it, and O is rescaled only when a row
+    /// of the thread moved. Off in [`Self::new`], on in [`Self::default_for_geometry`]
+    /// (bench/results/history.md, 2026-11-26 "head dim 64 and lazy rescale"). The softmax
+    /// scale must be positive (the host checks it).
+    pub fn with_lazy_rescale(mut self, lazy: bool) -> Self {
+        self.lazy_rescale = lazy;
+        self
+    }
+
+    /// Whether lazy rescale is on ([`Self::with_lazy_rescale`]).
+    pub fn lazy_rescale(&self) -> bool {
+        self.lazy_rescale
     }
 
     /// Compiles in split-KV support (docs/architecture.md, "Split-KV forward"): the split
@@ -450,8 +467,9 @@ impl AttentionKernel {
         let wanted = if head_dim == 64 { 3 } else { 2 };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
-        Self::new(geometry, head_dim, mask, stages, overlap)?
-            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)
+        Ok(Self::new(geometry, head_dim, mask, stages, overlap)?
+            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)?
+            .with_lazy_rescale(true))
     }
 
     /// The tile geometry.
@@ -648,6 +666,7 @@ mod tests {
                 for mode in [MaskMode::Window, MaskMode::Blocks] {
                     let k = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
                     assert!(k.smem_bytes() <= g.smem_budget(), "{k:?}");
+                    assert!(k.lazy_rescale(), "{k:?}");
                 }
             }
         }

@@ -114,6 +114,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         o_layout: format!("CLayout_64x{} = {}", o_map.n(), o_map.layout_text()),
         row_slot_stride: s_map.row_slot_stride()?,
         partners: quad,
+        lazy_rescale: k.lazy_rescale(),
     };
     let mut values: Vec<(&str, String)> = vec![
         ("D_CHUNKS", (d / 64).to_string()),

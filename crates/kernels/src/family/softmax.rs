@@ -188,6 +188,39 @@ pub struct WgmmaRows {
     pub row_slot_stride: u32,
     /// The lanes sharing a row ([`quad_partners`]).
     pub partners: [u32; 2],
+    /// Keep a row's running max while a step's max exceeds it by at most
+    /// [`LAZY_RESCALE_LOG2`] (base-2 units of the scaled scores): P stays at most
+    /// `2^LAZY_RESCALE_LOG2`, the correction is exactly 1 and `fm_rescale_o` returns early
+    /// when neither of the thread's rows moved (FlashAttention-4's SM100 conditional
+    /// rescaling). Assumes a positive scale.
+    pub lazy_rescale: bool,
+}
+
+/// The headroom of [`WgmmaRows::lazy_rescale`]: P up to 2^8 (bf16 and the f32 sums hold it).
+pub const LAZY_RESCALE_LOG2: f32 = 8.0;
+
+/// The lazy-rescale test of one row (empty without lazy rescale): keep the running max
+/// when the step's max is at most [`LAZY_RESCALE_LOG2`] above it. A row with nothing
+/// visible yet (max -inf) never passes (`inf` or NaN compare false).
+fn lazy_keep(lazy: bool) -> String {
+    if lazy {
+        format!(
+            "        // Lazy rescale: keep the running max while the step's is at most {l} above it (log2 units).\n        \
+             if ((m_new[r] - row_max[r]) * scale_log2 <= {l:.1}f) m_new[r] = row_max[r];\n",
+            l = LAZY_RESCALE_LOG2
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// The correction of the previous O for row r: exactly 1 where lazy rescale kept the max.
+fn correction(lazy: bool) -> &'static str {
+    if lazy {
+        "corr[r] = (m_new[r] == row_max[r]) ? 1.f : fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"
+    } else {
+        "corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"
+    }
 }
 
 /// `fm_online_softmax(s, row_max, row_sum, corr, scale_log2)`: folds one step of S into the
@@ -205,6 +238,7 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
         o_layout,
         row_slot_stride,
         partners,
+        lazy_rescale,
     } = rows;
     let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
     let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
@@ -225,9 +259,10 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          #pragma unroll\n\
          \x20   for (int r = 0; r < 2; ++r) {{\n\
          {max_reduce}\
+         {lazy}\
          \x20       // A row with nothing visible so far keeps max -inf; subtract 0 instead so exp2 gives 0, not NaN.\n\
          \x20       {guard}\n\
-         \x20       corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);\n\
+         \x20       {corr}\n\
          \x20       row_max[r] = m_new[r];\n\
          \x20       row_sum[r] *= corr[r];\n\
          \x20   }}\n\
@@ -240,6 +275,7 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          }}\n\
          \n\
          __device__ __forceinline__ void fm_rescale_o(float (&o)[{o_values}], const float (&corr)[2]) {{\n\
+         {skip}\
          #pragma unroll\n\
          \x20   for (int i = 0; i < {o_values}; ++i) {{\n\
          \x20       o[i] *= corr[{o_row_slot}];   // {o_layout} value row offset\n\
@@ -247,6 +283,13 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          }}\n",
         x0 = partners[0],
         x1 = partners[1],
+        lazy = lazy_keep(*lazy_rescale),
+        corr = correction(*lazy_rescale),
+        skip = if *lazy_rescale {
+            "\x20   if (corr[0] == 1.f && corr[1] == 1.f) return;   // lazy rescale: neither row moved its max\n"
+        } else {
+            ""
+        },
     )
 }
 
@@ -323,6 +366,36 @@ pub fn mma_sync_update(scores: &[&str], n_tiles: u32, partners: [u32; 2], indent
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lazy_rescale_keeps_the_max_within_2_pow_8_and_skips_an_unmoved_rescale() {
+        let rows = |lazy| WgmmaRows {
+            s_values: 64,
+            s_row_slot: "((i / 2) % 2)".into(),
+            s_layout: "S".into(),
+            s_doc: String::new(),
+            o_values: 32,
+            o_row_slot: "((i / 2) % 2)".into(),
+            o_layout: "O".into(),
+            row_slot_stride: 8,
+            partners: [1, 2],
+            lazy_rescale: lazy,
+        };
+        let eager = wgmma_online(&rows(false));
+        assert!(eager.contains("corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"));
+        assert!(!eager.contains("Lazy") && !eager.contains("return;"));
+        let lazy = wgmma_online(&rows(true));
+        assert!(lazy
+            .contains("if ((m_new[r] - row_max[r]) * scale_log2 <= 8.0f) m_new[r] = row_max[r];"));
+        assert!(lazy.contains("corr[r] = (m_new[r] == row_max[r]) ? 1.f : fm_exp2("));
+        assert!(lazy.contains("if (corr[0] == 1.f && corr[1] == 1.f) return;"));
+        // The keep test sits after the row's quad reduction and before the empty-row guard.
+        let (keep, guard) = (
+            lazy.find("m_new[r] = row_max[r];").unwrap(),
+            lazy.find("m_scaled[r] = (m_new[r] == FM_NEG_INF)").unwrap(),
+        );
+        assert!(lazy.find("__shfl_xor_sync").unwrap() < keep && keep < guard);
+    }
 
     #[test]
     fn quad_partners_of_the_mma_layouts_are_lanes_xor_1_and_2() {
