@@ -452,6 +452,10 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             values.push(("MASK_APPLY", mask::KEY_TILE_WINDOW.to_string()));
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push((
+                "WG_LIVE",
+                "t.partial == 0 || fm_keys_see_step(p, sched, t, 64 * wg)".to_string(),
+            ));
+            values.push((
                 "LOAD_WORD",
                 "const unsigned word = 0xffffffffu;   // window mode reads no words".to_string(),
             ));
@@ -459,6 +463,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         BackwardMask::Blocks { .. } => {
             values.push(("VALUE_ROW_ST", st.value_row_expr("i")));
             values.push(("SCHEDULE", key_tile::LISTS.to_string()));
+            // Every listed step is kept for both warpgroups (a warpgroup's zero words are applied).
+            values.push(("WG_LIVE", "true".to_string()));
             values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             values.push((
                 "LOAD_WORD",
@@ -502,6 +508,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             ));
             v.push(("DQ_BEFORE_SYNC", String::new()));
             v.push(("DQ_DRAIN", String::new()));
+            v.push(("DQ_DRAIN_READ", String::new()));
             v.push(("POSTPROCESS", POST_ROWS.to_string()));
         }
         DqReduce::Bulk => {
@@ -537,6 +544,9 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                 "if (lt == 0) fm_bulk_wait_read0();   // the staging buffers' previous bulk reads are done before they are rewritten".to_string(),
             ));
             v.push(("DQ_DRAIN", "if (lt == 0) fm_bulk_wait0();".to_string()));
+            // Before the CTA exits only the staging buffers' reads must be done (CUTLASS's TMA store tail);
+            // the reductions' global writes complete with the grid, before the postprocess's griddepcontrol.wait.
+            v.push(("DQ_DRAIN_READ", "if (lt == 0) fm_bulk_wait_read0();".to_string()));
             v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
         }
     }
