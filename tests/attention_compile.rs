@@ -139,7 +139,7 @@ fn every_backward_variant_compiles_without_spills_or_serialised_wgmmas() {
         }
         // ptxas serialises every wgmma of a kernel (a wait after each issue) when it cannot
         // prove the accumulators untouched between issue and wait, e.g. where a branch joins
-        // in between (the skipped GEMMs of an empty warpgroup step sit in one branch).
+        // in between (a warpgroup's GEMMs issued on some steps only did that).
         if c.log
             .contains("wgmma.mma_async instructions are serialized")
         {

@@ -107,21 +107,6 @@ $QUERY_BOUNDS        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
         if (c < lo[r] || c > hi[r]) s[i] = FM_NEG_INF;
     }
 }
-
-// Whether any of the 64 keys key_row0 .. key_row0 + 63 of the CTA sees a query of step t (a partial step's
-// warpgroup test; uniform over the warpgroup). Key j sees queries j - diag_offset - window_right ..=
-// j - diag_offset + window_left, so the keys below the key bound see queries from the first key's lowest to the
-// last key's highest (a superset when the window is empty: then the step is kept, and masked as before).
-__device__ __forceinline__ bool fm_keys_see_step(const fm_bwd_params& p, const fm_schedule& sched, const fm_step& t,
-                                                 int key_row0) {
-    const long long k0 = (long long)sched.n0 + key_row0;
-    const long long k1 = min(k0 + 63, (long long)$KEY_BOUND - 1);
-    if (k0 > k1) return false;
-    const long long base = (long long)t.m * FM_STEP_M;   // query of column offset 0
-    long long l = p.window_right >= $WINDOW_INFINITE ? -1 : k0 - p.diag_offset - p.window_right - base;
-    long long h = p.window_left >= $WINDOW_INFINITE ? (1LL << 20) : k1 - p.diag_offset + p.window_left - base;
-$QUERY_BOUNDS    return max(l, 0LL) <= min(h, (long long)FM_STEP_M - 1);
-}
 "#;
 
 /// The backward's FragmentNative mask on `Sᵀ`: bit i of the step's word is value i.

@@ -452,10 +452,6 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             values.push(("MASK_APPLY", mask::KEY_TILE_WINDOW.to_string()));
             values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
             values.push((
-                "WG_LIVE",
-                "t.partial == 0 || fm_keys_see_step(p, sched, t, 64 * wg)".to_string(),
-            ));
-            values.push((
                 "LOAD_WORD",
                 "const unsigned word = 0xffffffffu;   // window mode reads no words".to_string(),
             ));
@@ -463,8 +459,6 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         BackwardMask::Blocks { .. } => {
             values.push(("VALUE_ROW_ST", st.value_row_expr("i")));
             values.push(("SCHEDULE", key_tile::LISTS.to_string()));
-            // Every listed step is kept for both warpgroups (a warpgroup's zero words are applied).
-            values.push(("WG_LIVE", "true".to_string()));
             values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             values.push((
                 "LOAD_WORD",

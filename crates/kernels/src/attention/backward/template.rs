@@ -116,11 +116,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const unsigned smem_dsum = smem_lse + FM_STAGES * FM_STEP_M * 4;     // Dsum of each stage's queries
     const unsigned smem_dqs = smem_dsum + FM_STAGES * FM_STEP_M * 4;     // dQ staging: [FM_WG][FM_DQ_BUFS] chunks
     const unsigned bars = smem_dqs + FM_WG * FM_DQ_BUFS * $DQ_CHUNK_BYTES;
-#define FM_BAR_K (bars)
-#define FM_BAR_V (bars + 8u * (1u + 3u * FM_STAGES))
-#define FM_BAR_Q_FULL(s) (bars + 8u * (1u + (unsigned)(s)))
-#define FM_BAR_DO_FULL(s) (bars + 8u * (1u + FM_STAGES + (unsigned)(s)))
-#define FM_BAR_EMPTY(s) (bars + 8u * (1u + 2u * FM_STAGES + (unsigned)(s)))
+#define FM_BAR_Q_FULL(s) (bars + 8u * (unsigned)(s))
+#define FM_BAR_DO_FULL(s) (bars + 8u * (FM_STAGES + (unsigned)(s)))
+#define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
 
     const int split = (int)(blockIdx.x % FM_DSPLIT);
     const int batch = (int)blockIdx.z;
@@ -138,8 +136,6 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
         fm_prefetch_tensormap(&tma_k);
         fm_prefetch_tensormap(&tma_v);
         fm_prefetch_tensormap(&tma_do);
-        fm_mbar_init(FM_BAR_K, 1);
-        fm_mbar_init(FM_BAR_V, 1);
 #pragma unroll
         for (int s = 0; s < FM_STAGES; ++s) {
             fm_mbar_init(FM_BAR_Q_FULL(s), 1 + 32);    // lane 0's transaction arrival + the 32 lse/Dsum copies
@@ -168,33 +164,33 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
                 for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
                     const fm_step t = fm_step_at(p, sched, batch, head, kk);
-                    // K and V of the CTA, once (only when some step is visited, so no load outlives the CTA), in the
-                    // order the first step reads them: K, then the step's Q (S^T = K Q^T), then V and dO (dP^T = V dO^T),
-                    // each of K and V on its own barrier, so the first S^T starts before V has arrived.
+                    // K and V of the CTA come with its first step (only when some step is visited, so no load outlives
+                    // the CTA), in the order that step reads them: K and Q on the stage's Q barrier (S^T = K Q^T), then
+                    // V and dO on its dO barrier (dP^T = V dO^T). The first S^T waits for K and Q only, and the
+                    // consumers' waits for the stage cover K and V with no wait of their own.
                     const bool first = !kv_loaded;
                     kv_loaded = true;
-                    if (first && lane == 0) {
-                        fm_mbar_expect_tx(FM_BAR_K, FM_KV_TILE_BYTES);
-#pragma unroll
-                        for (int c = 0; c < FM_D_CHUNKS; ++c)
-                            fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_K, 64 * c, $KEY_ROW0, kv_head, batch);
-                    }
+                    const unsigned kv_bytes = first ? FM_KV_TILE_BYTES : 0u;
                     const unsigned stage = it % FM_STAGES;
                     const unsigned phase = (it / FM_STAGES) & 1u;
                     fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
                     if (lane == 0) {
-                        fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES);
+                        fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES + kv_bytes);
+                        if (first) {
+#pragma unroll
+                            for (int c = 0; c < FM_D_CHUNKS; ++c)
+                                fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_Q_FULL(stage), 64 * c, $KEY_ROW0, kv_head, batch);
+                        }
 #pragma unroll
                         for (int c = 0; c < FM_D_CHUNKS; ++c)
                             fm_tma_load_4d(smem_q + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(stage),
                                            64 * c, t.m * FM_STEP_M, head, batch);
+                        fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES + kv_bytes);
                         if (first) {
-                            fm_mbar_expect_tx(FM_BAR_V, FM_KV_TILE_BYTES);
 #pragma unroll
                             for (int c = 0; c < FM_D_CHUNKS; ++c)
-                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_V, 64 * c, $KEY_ROW0, kv_head, batch);
+                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_DO_FULL(stage), 64 * c, $KEY_ROW0, kv_head, batch);
                         }
-                        fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES);
 #pragma unroll
                         for (int c = 0; c < FM_D_CHUNKS; ++c)
                             fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
@@ -267,10 +263,11 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 $LOAD_WORD
                 const unsigned stage = it % FM_STAGES;
                 const unsigned phase = (it / FM_STAGES) & 1u;
-                if (it == 0) {
-                    fm_mbar_wait(FM_BAR_K, 0u);   // V: before the first dP^T
 #if FM_KV_REGISTERS
-                    fm_mbar_wait(FM_BAR_V, 0u);
+                if (it == 0) {
+                    // K and V arrived with the first step's Q and dO.
+                    fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
+                    fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
                     // The RS A fragments of K and V by ldmatrix.x4: for k-step j, lane l of warp lt / 32 gives key row
                     // 64 wg + 16 (lt / 32) + l % 8 + 8 ((l / 8) % 2), column 16 j + 8 (l / 16) (the generator checks
                     // the bytes against the tile's layout and the registers against the RS A operand).
@@ -283,92 +280,74 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                         fm_ldmatrix_x4(smem_k + b, k_frag[4 * j], k_frag[4 * j + 1], k_frag[4 * j + 2], k_frag[4 * j + 3]);
                         fm_ldmatrix_x4(smem_v + b, v_frag[4 * j], v_frag[4 * j + 1], v_frag[4 * j + 2], v_frag[4 * j + 3]);
                     }
-#endif
                 }
+#endif
                 const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
                 const unsigned ds_buf = it & 1u;
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
-                unsigned p_a[$A_REGS], ds_a[$A_REGS];
-                // Whether this warpgroup's 64 keys see some query of the step (uniform over the warpgroup; on a
-                // partial step of a window walk it may be none: the first diagonal step of the upper keys, the
-                // window's last step of the lower ones). If none, P = dS = 0: no S^T, dP^T, dV or dK GEMM; the
-                // zero dS still goes to shared memory for the dQ chunks, and the stage is waited for and released
-                // as on every step.
-                const bool live = $WG_LIVE;
                 fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
-                // One branch from the S^T issue to dS (ptxas serialises every wgmma of the kernel when a branch
-                // joins between a wgmma's issue and its wait).
-                if (live) {
 #if FM_KV_REGISTERS
-                    fm_keys_queries_rs(s_acc, k_frag, desc_q + q_off16);    // S^T = K Q^T
+                fm_keys_queries_rs(s_acc, k_frag, desc_q + q_off16);    // S^T = K Q^T
 #else
-                    fm_keys_queries_t(s_acc, desc_k, desc_q + q_off16);    // S^T = K Q^T
-                    if (it == 0) fm_mbar_wait(FM_BAR_V, 0u);
+                fm_keys_queries_t(s_acc, desc_k, desc_q + q_off16);    // S^T = K Q^T
 #endif
-                    fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
+                fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
 #if FM_KV_REGISTERS
-                    fm_keys_queries_rs(dp_acc, v_frag, desc_do + q_off16);  // dP^T = V dO^T
+                fm_keys_queries_rs(dp_acc, v_frag, desc_do + q_off16);  // dP^T = V dO^T
 #else
-                    fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
+                fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
 #endif
-                    fm_wgmma_wait<1>();
-                    fm_fence_array(s_acc);
-                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
-                    // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
-                    // arrivals), read after the waits above.
+                fm_wgmma_wait<1>();
+                fm_fence_array(s_acc);
+                if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
+                // lse (log2) and Dsum of the step's queries (copied by the producer warp before its full-barrier
+                // arrivals), read after the waits above.
 #if FM_LSE_PAIRS
-                    // As this thread's $ST_PAIRS column pairs: value i's columns q_col + $VALUE_COL_ST and its pair
-                    // partner's are adjacent, from an even column, pair slot fm_st_pair_slot[i] at column
-                    // q_col + fm_st_pair_col[slot] (the generator derives both from $LAYOUT_ST and checks them), so
-                    // each pair is one 8-byte load.
-                    constexpr int fm_st_pair_slot[$ST_VALUES] = $ST_PAIR_SLOTS;
-                    constexpr int fm_st_pair_col[$ST_PAIRS] = $ST_PAIR_COLS;
-                    const unsigned lse_row = smem_lse + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
-                    const unsigned dsum_row = smem_dsum + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
-                    float2 lse_p[$ST_PAIRS];
+                // As this thread's $ST_PAIRS column pairs: value i's columns q_col + $VALUE_COL_ST and its pair
+                // partner's are adjacent, from an even column, pair slot fm_st_pair_slot[i] at column
+                // q_col + fm_st_pair_col[slot] (the generator derives both from $LAYOUT_ST and checks them), so
+                // each pair is one 8-byte load.
+                constexpr int fm_st_pair_slot[$ST_VALUES] = $ST_PAIR_SLOTS;
+                constexpr int fm_st_pair_col[$ST_PAIRS] = $ST_PAIR_COLS;
+                const unsigned lse_row = smem_lse + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
+                const unsigned dsum_row = smem_dsum + stage * FM_STEP_M * 4 + (unsigned)q_col * 4u;
+                float2 lse_p[$ST_PAIRS];
 #pragma unroll
-                    for (int k = 0; k < $ST_PAIRS; ++k) lse_p[k] = fm_lds64_f2(lse_row + 4u * fm_st_pair_col[k]);
+                for (int k = 0; k < $ST_PAIRS; ++k) lse_p[k] = fm_lds64_f2(lse_row + 4u * fm_st_pair_col[k]);
 #pragma unroll
-                    for (int i = 0; i < $ST_VALUES; ++i) {
-                        const float2 l2 = lse_p[fm_st_pair_slot[i]];
-                        const float lse = ($VALUE_COL_ST) % 2 ? l2.y : l2.x;
-                        s_acc[i] = $P_RECOMPUTE;   // P^T
-                    }
-                    fm_wgmma_wait<0>();
-                    fm_fence_array(dp_acc);
-                    float2 dsum_p[$ST_PAIRS];
-#pragma unroll
-                    for (int k = 0; k < $ST_PAIRS; ++k) dsum_p[k] = fm_lds64_f2(dsum_row + 4u * fm_st_pair_col[k]);
-#pragma unroll
-                    for (int i = 0; i < $ST_VALUES; ++i) {
-                        const float2 d2 = dsum_p[fm_st_pair_slot[i]];
-                        dp_acc[i] = s_acc[i] * (dp_acc[i] - (($VALUE_COL_ST) % 2 ? d2.y : d2.x));   // dS^T
-                    }
-#else
-                    // Through generic pointers, one float per value; equal columns share a load.
-                    const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
-                    const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
-#pragma unroll
-                    for (int i = 0; i < $ST_VALUES; ++i) {
-                        const float lse = lse_s[q_col + $VALUE_COL_ST];   // $LAYOUT_ST value mode: query column
-                        s_acc[i] = $P_RECOMPUTE;   // P^T
-                    }
-                    fm_wgmma_wait<0>();
-                    fm_fence_array(dp_acc);
-#pragma unroll
-                    for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
-#endif
-                    fm_convert_a(s_acc, p_a);
-                    fm_convert_a(dp_acc, ds_a);
-                } else {
-#if !FM_KV_REGISTERS
-                    if (it == 0) fm_mbar_wait(FM_BAR_V, 0u);
-#endif
-                    fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
-#pragma unroll
-                    for (int m = 0; m < $A_REGS; ++m) { p_a[m] = 0u; ds_a[m] = 0u; }
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    const float2 l2 = lse_p[fm_st_pair_slot[i]];
+                    const float lse = ($VALUE_COL_ST) % 2 ? l2.y : l2.x;
+                    s_acc[i] = $P_RECOMPUTE;   // P^T
                 }
+                fm_wgmma_wait<0>();
+                fm_fence_array(dp_acc);
+                float2 dsum_p[$ST_PAIRS];
+#pragma unroll
+                for (int k = 0; k < $ST_PAIRS; ++k) dsum_p[k] = fm_lds64_f2(dsum_row + 4u * fm_st_pair_col[k]);
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    const float2 d2 = dsum_p[fm_st_pair_slot[i]];
+                    dp_acc[i] = s_acc[i] * (dp_acc[i] - (($VALUE_COL_ST) % 2 ? d2.y : d2.x));   // dS^T
+                }
+#else
+                // Through generic pointers, one float per value; equal columns share a load.
+                const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
+                const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) {
+                    const float lse = lse_s[q_col + $VALUE_COL_ST];   // $LAYOUT_ST value mode: query column
+                    s_acc[i] = $P_RECOMPUTE;   // P^T
+                }
+                fm_wgmma_wait<0>();
+                fm_fence_array(dp_acc);
+#pragma unroll
+                for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
+#endif
+                unsigned p_a[$A_REGS], ds_a[$A_REGS];
+                fm_convert_a(s_acc, p_a);
+                fm_convert_a(dp_acc, ds_a);
                 // dS^T -> shared memory as the MN-major A operand of dQ = dS K: $DS_LAYOUT_DOC.
                 // stmatrix.m8n8.x4 (PTX ISA 9.7.14.5.16): registers 4g..4g+3 of the warp are four 8x8 matrices
                 // (checked by the generator); lane 8j + r gives row r of matrix j = register m = 4g + j: the 8
@@ -378,7 +357,7 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 for (int g = 0; g < $X4_STORES; ++g)
                     fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
-                if (live) fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
+                fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
@@ -398,14 +377,14 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 for (int u = 0; u < (FM_DKV / 64 + FM_WG - 1) / FM_WG; ++u) {
                     const int c = wg + FM_WG * u;
                     if (c >= FM_DKV / 64) {
-                        if (u == 0 && live) fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q (no dQ chunk here)
+                        if (u == 0) fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q (no dQ chunk here)
                         break;
                     }
                     const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
                     float dq_acc[$ST_VALUES];
                     // dQ chunk = dS K(:, col0..)
                     fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16), desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));
-                    if (u == 0 && live) {
+                    if (u == 0) {
                         fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q
                         fm_wgmma_wait<1>();
                     } else {
