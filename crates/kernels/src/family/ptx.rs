@@ -60,11 +60,6 @@ __device__ __forceinline__ void fm_tma_load_4d(unsigned dst, const fm_tensor_map
         " [%0], [%1, {%3, %4, %5, %6}], [%2];"
         :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
 }
-// 4-D tiled prefetch into L2 (PTX ISA cp.async.bulk.prefetch.tensor): no shared memory, no barrier.
-__device__ __forceinline__ void fm_tma_prefetch_4d(const fm_tensor_map* map, int c0, int c1, int c2, int c3) {
-    asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];"
-                 :: "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
-}
 __device__ __forceinline__ void fm_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void fm_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void fm_wgmma_wait() {

@@ -442,17 +442,6 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     values.push(("SCHEDULE_ITEM", place.schedule_item.to_string()));
     values.push(("KEY_ROW0", place.key_row0.to_string()));
     values.push(("KEY_END", place.key_end.to_string()));
-    // The key tiles of the next wave into L2 (not on the documents grid, whose work items are
-    // its own table's).
-    let (prefetch_fn, prefetch) = match k.mask() {
-        BackwardMask::Documents => (String::new(), String::new()),
-        _ => (
-            PREFETCH_NEXT_WAVE.to_string(),
-            "if (threadIdx.x == 32u) fm_prefetch_next_wave(p, &tma_k, &tma_v, group);   // warp 1, before its registers go".to_string(),
-        ),
-    };
-    values.push(("PREFETCH_NEXT_FN", prefetch_fn));
-    values.push(("PREFETCH_NEXT", prefetch));
     match k.mask() {
         BackwardMask::Window | BackwardMask::Documents => {
             values.extend(grid.values());
@@ -486,37 +475,6 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     src.push_str(&body);
     Ok(src)
 }
-
-/// The K and V tiles of the CTA dispatched one wave after this one, prefetched into L2 by a
-/// lane of the producer warpgroup's second warp before the warpgroup gives up its registers
-/// (after `setmaxnreg.dec` its 24 do not hold the dispatch arithmetic without spills): every key tile is read by one CTA only, so its first
-/// step otherwise waits for K and V from HBM (Nsight Compute: a third of the per-CTA cost of
-/// a window walk). One CTA per SM, so "one wave later" is this CTA's linear block index plus
-/// the SM count (`%nsmid`, at least the SM count; a prefetch is a hint, and one past the
-/// grid or of the wrong tile costs only its bytes).
-const PREFETCH_NEXT_WAVE: &str = r#"// The K and V tiles of the CTA dispatched one wave later into L2 (docs/backward.md).
-__device__ __forceinline__ void fm_prefetch_next_wave(const fm_bwd_params& p, const fm_tensor_map* tk,
-                                                      const fm_tensor_map* tv, int group) {
-    unsigned nsm;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
-    // (blockIdx.x + nsm, blockIdx.y, blockIdx.z) carried into y and z (x fastest in the dispatch order).
-    unsigned bx = blockIdx.x + nsm, by = blockIdx.y + bx / gridDim.x, bz = blockIdx.z;
-    bx %= gridDim.x;
-    bz += by / gridDim.y;
-    by %= gridDim.y;
-    if (bz >= gridDim.z) return;
-    const int batch = (int)bz;
-    int kv_head = (int)by, x = (int)(bx / FM_DSPLIT);
-    fm_dispatch(p, batch, kv_head, x);
-    const int n = fm_cta_of_block(p, batch, kv_head * group, x);
-    if (n < 0) return;
-#pragma unroll
-    for (int c = 0; c < FM_D_CHUNKS; ++c) {
-        fm_tma_prefetch_4d(tk, 64 * c, n * FM_CTA_N, kv_head, batch);
-        fm_tma_prefetch_4d(tv, 64 * c, n * FM_CTA_N, kv_head, batch);
-    }
-}
-"#;
 
 /// The dQ epilogue of each reduction mode: the store of a chunk, what runs before the dS
 /// barrier, the drain of bulk reductions, and the postprocess that reads the accumulator.

@@ -92,7 +92,6 @@ $SCHEDULE
 $MASK_APPLY
 $GEMMS
 
-$PREFETCH_NEXT_FN
 // Pairs (2m, 2m+1) of an m64n64 accumulator -> $ACTx2 register m: the RS A operand (docs/architecture.md fact 5).
 __device__ __forceinline__ void fm_convert_a(const float (&s)[$ST_VALUES], unsigned (&a)[$A_REGS]) {
 #pragma unroll
@@ -154,7 +153,6 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
 
     if (warpgroup == 0u) {
         // ---------------- producer: warp 0; lane 0 issues every TMA load, the 32 lanes copy lse and Dsum ----------------
-        $PREFETCH_NEXT
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $PRODUCER_REGS;\n" ::: "memory");
         if (threadIdx.x < 32u) {
             const int lane = (int)threadIdx.x;
