@@ -121,11 +121,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
 
     const int split = (int)(blockIdx.x % FM_DSPLIT);
+    const int kv_head = (int)blockIdx.y;
     const int batch = (int)blockIdx.z;
     const int group = p.heads / p.kv_heads;   // query heads per K/V head (GQA / MQA)
-    // The K/V head and x of the CTA in the schedule's dispatch order.
-    int kv_head = (int)blockIdx.y, cta_x = (int)(blockIdx.x / FM_DSPLIT);
-    fm_dispatch(p, batch, kv_head, cta_x);
     // The key tile (the dispatch order of the group's first head; uniform over the CTA).
 $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_BLOCK);
     if (n_cta < 0) return;

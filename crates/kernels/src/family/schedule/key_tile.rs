@@ -62,10 +62,6 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
 $WALK_PLACE    return s;
 }
 
-// The CTA's K/V head and key tile x in dispatch order (blockIdx.y = kv_head and x as given on entry).
-__device__ __forceinline__ void fm_dispatch(const fm_bwd_params& p, int batch, int& kv_head, int& x) {
-$WALK_DISPATCH}
-
 struct fm_step {
     int m;           // query step: rows FM_STEP_M * m ..
     int mask_tile;   // -1: no mask words (window mode)
@@ -89,42 +85,6 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
     const long long first_key = p.window_left >= $WINDOW_INFINITE ? 0 : max(0LL, i0 + p.diag_offset - p.window_left);
     return n_cta - (int)(first_key / FM_CTA_N);
 }
-"#;
-
-/// The global window walk's dispatch order (the body of `fm_dispatch`): with a finite
-/// left window, the key tiles whose walk the sequence's end does not cut ("full") walk at
-/// most the same number of steps, and the cut ones fewer the later they start. Those go
-/// last, longest first, so that they fill the last wave (largest-first order over the
-/// whole grid; the index order puts each head's short tiles between the next head's long
-/// ones), while the full tiles keep the index order, head by head, so that a wave's CTAs
-/// share one head's Q, dO and dQ rows in L2. Where the first cut tile walks more steps
-/// than the last full one (a right window reaching the sequence's start), and in the
-/// deterministic mode (its CTAs wait for lower-ranked ones), the index order stays.
-const GLOBAL_DISPATCH: &str = r#"#if !FM_DETERMINISTIC
-    if (p.window_left >= $WINDOW_INFINITE) return;
-    const int ctas = (int)(gridDim.x / FM_DSPLIT);
-    // Tile n's last key n FM_CTA_N + FM_CTA_N - 1 is seen up to query n FM_CTA_N + FM_CTA_N - 1 - diag_offset
-    // + window_left: its walk is full iff that query is below seqlen_q, i.e. for n < full.
-    const long long a = (long long)p.seqlen_q - FM_CTA_N + p.diag_offset - p.window_left;
-    const long long f = (a >= 0 ? a / FM_CTA_N : -((-a + FM_CTA_N - 1) / FM_CTA_N)) + 1;
-    const int full = (int)max(0LL, min((long long)ctas, f));
-    // The later tiles walk fewer steps the later they start (their first query grows with n) unless that first
-    // query is clamped at 0 (a right window reaching the sequence's start): then tile `full`, the longest of
-    // them, walks more than tile full - 1, and the index order stays.
-    if (full > 0 && full < ctas
-        && fm_make_schedule(p, batch, 0, full).num_steps > fm_make_schedule(p, batch, 0, full - 1).num_steps) return;
-    const int w = kv_head * ctas + x;   // dispatch index within the batch (x fastest, then the head)
-    if (w < p.kv_heads * full) {
-        kv_head = w / full;
-        x = w % full;
-    } else {
-        const int r = w - p.kv_heads * full;
-        kv_head = r % p.kv_heads;
-        x = full + r / p.kv_heads;
-    }
-#else
-    (void)p; (void)batch; (void)kv_head; (void)x;
-#endif
 "#;
 
 /// The documents grid's work item of a CTA (FlashAttention's varlen grid over
@@ -173,10 +133,9 @@ pub struct KeyPlacement {
 impl KeyGrid {
     /// The values of [`WINDOW`]'s `$WALK_*` placeholders.
     pub fn values(self) -> Vec<(&'static str, String)> {
-        let v: [(&'static str, &'static str); 12] = match self {
+        let v: [(&'static str, &'static str); 11] = match self {
             KeyGrid::Global => [
                 ("WALK_TITLE", ""),
-                ("WALK_DISPATCH", GLOBAL_DISPATCH),
                 ("WALK_FIELDS", ""),
                 ("WALK_ITEM_PARAM", ""),
                 ("WALK_KEY0", ""),
@@ -190,8 +149,6 @@ impl KeyGrid {
             ],
             KeyGrid::Documents => [
                 ("WALK_TITLE", " inside each document of the documents grid"),
-                // The host writes the work items most query steps first.
-                ("WALK_DISPATCH", "    (void)p; (void)batch; (void)kv_head; (void)x;\n"),
                 (
                     "WALK_FIELDS",
                     "    int q0;          // the document's first token (global query and key)\n    int end;         // one past its last token\n",
@@ -223,7 +180,7 @@ impl KeyGrid {
         match self {
             KeyGrid::Global => KeyPlacement {
                 cta_item: "",
-                cta_block: "cta_x",
+                cta_block: "(int)(blockIdx.x / FM_DSPLIT)",
                 schedule_item: "",
                 key_row0: "n_cta * FM_CTA_N",
                 key_end: "p.seqlen_k",
@@ -280,9 +237,6 @@ __device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params& p, int batch
     const int n = __ldg(p.tile_order + at) * FM_SUB + x % FM_SUB;
     return n < p.n_ctas ? n : -1;
 }
-
-// The CTA's K/V head and x: as launched (the lists' own order is fm_cta_of_block's).
-__device__ __forceinline__ void fm_dispatch(const fm_bwd_params&, int, int&, int&) {}
 
 __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
     fm_schedule s;
