@@ -261,10 +261,9 @@ pub fn default_cases() -> Vec<BackwardCase> {
             BackwardOptions::default(),
             1,
         ),
-        // Sliding windows at head dim 128 (the window's last step of a key tile holds no
+        // Sliding windows at head dim 128: the window's last step of a key tile holds no
         // visible pair for its lower 64 keys; with a right window and an offset, the first
-        // steps none for its upper 64), whose key tiles cut by the sequence's end are
-        // dispatched after the full-length ones.
+        // steps none for its upper 64.
         (
             "window 300:0 700 d128",
             shape(1, 2, 2, 700, 700, 128),
