@@ -261,6 +261,23 @@ pub fn default_cases() -> Vec<BackwardCase> {
             BackwardOptions::default(),
             1,
         ),
+        // Sliding windows at head dim 128: the window's last step of a key tile holds no
+        // visible pair for its lower 64 keys; with a right window and an offset, the first
+        // steps none for its upper 64.
+        (
+            "window 300:0 700 d128",
+            shape(1, 2, 2, 700, 700, 128),
+            window(Some(300), Some(0), 0),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
+            "window 100:40 offset 30, 450x500 d128",
+            shape(1, 2, 2, 450, 500, 128),
+            window(Some(100), Some(40), 30),
+            BackwardOptions::default(),
+            1,
+        ),
         (
             "gqa 2 causal 190 d128",
             shape(1, 4, 2, 190, 190, 128),

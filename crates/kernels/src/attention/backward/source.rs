@@ -502,6 +502,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             ));
             v.push(("DQ_BEFORE_SYNC", String::new()));
             v.push(("DQ_DRAIN", String::new()));
+            v.push(("DQ_DRAIN_READ", String::new()));
             v.push(("POSTPROCESS", POST_ROWS.to_string()));
         }
         DqReduce::Bulk => {
@@ -537,6 +538,12 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                 "if (lt == 0) fm_bulk_wait_read0();   // the staging buffers' previous bulk reads are done before they are rewritten".to_string(),
             ));
             v.push(("DQ_DRAIN", "if (lt == 0) fm_bulk_wait0();".to_string()));
+            // Before the CTA exits only the staging buffers' reads must be done (CUTLASS's TMA store tail);
+            // the reductions' global writes complete with the grid, before the postprocess's griddepcontrol.wait.
+            v.push((
+                "DQ_DRAIN_READ",
+                "if (lt == 0) fm_bulk_wait_read0();".to_string(),
+            ));
             v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
         }
     }

@@ -116,10 +116,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const unsigned smem_dsum = smem_lse + FM_STAGES * FM_STEP_M * 4;     // Dsum of each stage's queries
     const unsigned smem_dqs = smem_dsum + FM_STAGES * FM_STEP_M * 4;     // dQ staging: [FM_WG][FM_DQ_BUFS] chunks
     const unsigned bars = smem_dqs + FM_WG * FM_DQ_BUFS * $DQ_CHUNK_BYTES;
-#define FM_BAR_KV (bars)
-#define FM_BAR_Q_FULL(s) (bars + 8u * (1u + (unsigned)(s)))
-#define FM_BAR_DO_FULL(s) (bars + 8u * (1u + FM_STAGES + (unsigned)(s)))
-#define FM_BAR_EMPTY(s) (bars + 8u * (1u + 2u * FM_STAGES + (unsigned)(s)))
+#define FM_BAR_Q_FULL(s) (bars + 8u * (unsigned)(s))
+#define FM_BAR_DO_FULL(s) (bars + 8u * (FM_STAGES + (unsigned)(s)))
+#define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
 
     const int split = (int)(blockIdx.x % FM_DSPLIT);
     const int kv_head = (int)blockIdx.y;
@@ -135,7 +134,6 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
         fm_prefetch_tensormap(&tma_k);
         fm_prefetch_tensormap(&tma_v);
         fm_prefetch_tensormap(&tma_do);
-        fm_mbar_init(FM_BAR_KV, 1);
 #pragma unroll
         for (int s = 0; s < FM_STAGES; ++s) {
             fm_mbar_init(FM_BAR_Q_FULL(s), 1 + 32);    // lane 0's transaction arrival + the 32 lse/Dsum copies
@@ -164,28 +162,33 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
                 for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
                     const fm_step t = fm_step_at(p, sched, batch, head, kk);
-                    if (!kv_loaded) {
-                        // K and V of the CTA, once (only when some step is visited, so no load outlives the CTA).
-                        if (lane == 0) {
-                            fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
-#pragma unroll
-                            for (int c = 0; c < FM_D_CHUNKS; ++c) {
-                                fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_KV, 64 * c, $KEY_ROW0, kv_head, batch);
-                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_KV, 64 * c, $KEY_ROW0, kv_head, batch);
-                            }
-                        }
-                        kv_loaded = true;
-                    }
+                    // K and V of the CTA come with its first step (only when some step is visited, so no load outlives
+                    // the CTA), in the order that step reads them: K and Q on the stage's Q barrier (S^T = K Q^T), then
+                    // V and dO on its dO barrier (dP^T = V dO^T). The first S^T waits for K and Q only, and the
+                    // consumers' waits for the stage cover K and V with no wait of their own.
+                    const bool first = !kv_loaded;
+                    kv_loaded = true;
+                    const unsigned kv_bytes = first ? FM_KV_TILE_BYTES : 0u;
                     const unsigned stage = it % FM_STAGES;
                     const unsigned phase = (it / FM_STAGES) & 1u;
                     fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
                     if (lane == 0) {
-                        fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES);
+                        fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES + kv_bytes);
+                        if (first) {
+#pragma unroll
+                            for (int c = 0; c < FM_D_CHUNKS; ++c)
+                                fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_Q_FULL(stage), 64 * c, $KEY_ROW0, kv_head, batch);
+                        }
 #pragma unroll
                         for (int c = 0; c < FM_D_CHUNKS; ++c)
                             fm_tma_load_4d(smem_q + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(stage),
                                            64 * c, t.m * FM_STEP_M, head, batch);
-                        fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES);
+                        fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES + kv_bytes);
+                        if (first) {
+#pragma unroll
+                            for (int c = 0; c < FM_D_CHUNKS; ++c)
+                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_DO_FULL(stage), 64 * c, $KEY_ROW0, kv_head, batch);
+                        }
 #pragma unroll
                         for (int c = 0; c < FM_D_CHUNKS; ++c)
                             fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
@@ -258,9 +261,11 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 $LOAD_WORD
                 const unsigned stage = it % FM_STAGES;
                 const unsigned phase = (it / FM_STAGES) & 1u;
-                if (it == 0) {
-                    fm_mbar_wait(FM_BAR_KV, 0u);
 #if FM_KV_REGISTERS
+                if (it == 0) {
+                    // K and V arrived with the first step's Q and dO.
+                    fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
+                    fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
                     // The RS A fragments of K and V by ldmatrix.x4: for k-step j, lane l of warp lt / 32 gives key row
                     // 64 wg + 16 (lt / 32) + l % 8 + 8 ((l / 8) % 2), column 16 j + 8 (l / 16) (the generator checks
                     // the bytes against the tile's layout and the registers against the RS A operand).
@@ -273,8 +278,8 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                         fm_ldmatrix_x4(smem_k + b, k_frag[4 * j], k_frag[4 * j + 1], k_frag[4 * j + 2], k_frag[4 * j + 3]);
                         fm_ldmatrix_x4(smem_v + b, v_frag[4 * j], v_frag[4 * j + 1], v_frag[4 * j + 2], v_frag[4 * j + 3]);
                     }
-#endif
                 }
+#endif
                 const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
                 const unsigned ds_buf = it & 1u;
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
@@ -400,7 +405,7 @@ $DQ_STORE
 #endif
             }
         }
-        $DQ_DRAIN   // no bulk read of the staging buffers outlives the CTA
+        $DQ_DRAIN_READ   // no bulk read of the staging buffers outlives the CTA (their global writes need not complete here)
         // ---- epilogue: dK * scale and dV, $ACT, keys < $KEY_END ----
         const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
         if (((reinterpret_cast<unsigned long long>(p.dk) | reinterpret_cast<unsigned long long>(p.dv)) & 15ull) == 0ull) {
