@@ -31,6 +31,8 @@ cases=(
   "fwd-64tok-persistent|$fwd --block 64x64 --synthetic-mask random:0.5 --persistent on --persistent-ctas 3"
   "fwd-splitkv|attention --random 1,2,2,64,2048,128 --synthetic-mask random:0.5 --splits 4"
   "bwd-causal|$fwd --backward --causal"
+  "bwd-window|attention --random 1,2,2,1100,1100,128 --backward --window 300,0"
+  "bwd-window-d64|attention --random 1,2,2,450,500,64 --backward --window 100,40 --diag-offset 30"
   "bwd-docs|$fwd --backward --mask $logs/docs.safetensors"
   "bwd-random50|$fwd --backward --synthetic-mask random:0.5"
   "bwd-d64-causal|attention --random 1,2,2,512,512,64 --backward --causal"
