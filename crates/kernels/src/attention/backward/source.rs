@@ -347,6 +347,12 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("MASK_WORDS", mask_words.to_string()),
         ("DETERMINISTIC", u32::from(k.deterministic()).to_string()),
         ("KV_REGISTERS", u32::from(k.kv_registers()).to_string()),
+        // K and V ride on the first step's Q/dO barriers only where that measured faster: the window and
+        // documents walks at head dims 128 and 256 (docs/backward.md, "Causal and window rows").
+        (
+            "KV_OWN_BARRIER",
+            u32::from(k.kv_registers() || matches!(k.mask(), BackwardMask::Blocks { .. })).to_string(),
+        ),
         // Column-pair loads of lse and Dsum pay off where K and V sit in registers (head dim 64):
         // A/B on the H100, docs/backward.md.
         ("LSE_PAIRS", u32::from(k.kv_registers()).to_string()),

@@ -18,6 +18,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_MASK_WORDS $MASK_WORDS            // words per thread per mask tile
 #define FM_DETERMINISTIC $DETERMINISTIC
 #define FM_KV_REGISTERS $KV_REGISTERS         // K and V of the warpgroup's keys as RS A fragments (S^T, dP^T)
+#define FM_KV_OWN_BARRIER $KV_OWN_BARRIER       // K and V load first on a barrier of their own (else with the first step's Q and dO)
 #define FM_LSE_PAIRS $LSE_PAIRS               // lse and Dsum read as column pairs (8-byte loads); see docs/backward.md
 #define FM_Q_CHUNK_BYTES $Q_CHUNK_BYTES      // one 64-column chunk of a Q/dO tile: Q(0, 64) of its layout
 #define FM_KV_CHUNK_BYTES $KV_CHUNK_BYTES     // one 64-column chunk of K/V: K(0, 64)
@@ -119,7 +120,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_Q_FULL(s) (bars + 8u * (unsigned)(s))
 #define FM_BAR_DO_FULL(s) (bars + 8u * (FM_STAGES + (unsigned)(s)))
 #define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
-#if FM_KV_REGISTERS
+#if FM_KV_OWN_BARRIER
 #define FM_BAR_KV (bars + 8u * (3u * FM_STAGES))   // K and V held in registers: loaded first, on a barrier of their own
 #endif
 
@@ -137,7 +138,7 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
         fm_prefetch_tensormap(&tma_k);
         fm_prefetch_tensormap(&tma_v);
         fm_prefetch_tensormap(&tma_do);
-#if FM_KV_REGISTERS
+#if FM_KV_OWN_BARRIER
         fm_mbar_init(FM_BAR_KV, 1);
 #endif
 #pragma unroll
@@ -172,9 +173,9 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                     // the CTA), in the order that step reads them: K and Q on the stage's Q barrier (S^T = K Q^T), then
                     // V and dO on its dO barrier (dP^T = V dO^T). The first S^T waits for K and Q only, and the
                     // consumers' waits for the stage cover K and V with no wait of their own. Held in registers
-                    // (FM_KV_REGISTERS), K and V load first on their own barrier: the consumers read them into
-                    // registers before the first step (measured: the shared barriers were 2-3% slower there).
-#if FM_KV_REGISTERS
+                    // (head dim 64) or with tile lists, K and V load first on their own barrier (FM_KV_OWN_BARRIER;
+                    // measured: the shared barriers were 2-6% slower there).
+#if FM_KV_OWN_BARRIER
                     if (!kv_loaded && lane == 0) {
                         fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
 #pragma unroll
@@ -281,9 +282,10 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 $LOAD_WORD
                 const unsigned stage = it % FM_STAGES;
                 const unsigned phase = (it / FM_STAGES) & 1u;
-#if FM_KV_REGISTERS
+#if FM_KV_OWN_BARRIER
                 if (it == 0) {
                     fm_mbar_wait(FM_BAR_KV, 0u);   // K and V, loaded first on their own barrier
+#if FM_KV_REGISTERS
                     // The RS A fragments of K and V by ldmatrix.x4: for k-step j, lane l of warp lt / 32 gives key row
                     // 64 wg + 16 (lt / 32) + l % 8 + 8 ((l / 8) % 2), column 16 j + 8 (l / 16) (the generator checks
                     // the bytes against the tile's layout and the registers against the RS A operand).
@@ -296,6 +298,7 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                         fm_ldmatrix_x4(smem_k + b, k_frag[4 * j], k_frag[4 * j + 1], k_frag[4 * j + 2], k_frag[4 * j + 3]);
                         fm_ldmatrix_x4(smem_v + b, v_frag[4 * j], v_frag[4 * j + 1], v_frag[4 * j + 2], v_frag[4 * j + 3]);
                     }
+#endif
                 }
 #endif
                 const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
