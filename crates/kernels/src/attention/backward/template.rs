@@ -174,7 +174,7 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                     // V and dO on its dO barrier (dP^T = V dO^T). The first S^T waits for K and Q only, and the
                     // consumers' waits for the stage cover K and V with no wait of their own. Held in registers
                     // (head dim 64) or with tile lists, K and V load first on their own barrier (FM_KV_OWN_BARRIER;
-                    // measured: the shared barriers were 2-6% slower there).
+                    // A/B on the H100: the shared barriers were 2-4% slower there).
 #if FM_KV_OWN_BARRIER
                     if (!kv_loaded && lane == 0) {
                         fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
