@@ -240,10 +240,27 @@ def ab_section(ab_runs):
     newest = {}
     for d in ab_runs:
         newest[d["a"]] = d
-    newest = {a: remeasured(d, ab_runs) for a, d in newest.items()}
+    # Beside the newest A/B against the newest baseline, its widest one (the whole table)
+    # where a later, narrower A/B against another build B followed it.
+    widest = {}
+    for d in ab_runs:
+        w = widest.get(d["a"])
+        if w is None or len(d["rows"]) > len(w["rows"]):
+            widest[d["a"]] = d
+    latest = {a: remeasured(d, ab_runs) for a, d in newest.items()}
+    newest = {(a, d["b"]): d for a, d in latest.items()}
+    # Only for the newest baseline: older baselines keep one table each.
+    recent = ab_runs[-1]["a"]
+    d = widest[recent]
+    if (recent, d["b"]) not in newest:
+        newest[(recent, d["b"])] = remeasured(d, ab_runs)
     open_rows = []
-    for a, d in sorted(newest.items()):
+    for (a, _), d in sorted(newest.items()):
+        # A row the newest A/B against this baseline measured again is judged by it alone.
+        again = set() if d is latest[a] else {tuple(r["key"]) for r in latest[a]["rows"]}
         for r in d["rows"]:
+            if tuple(r["key"]) in again:
+                continue
             if r.get("ratio") is not None and r["min"] > 1.02:
                 w, system = r["key"][0], r["key"][1]
                 if len(r["key"]) > 2 and r["key"][2]:
@@ -252,7 +269,8 @@ def ab_section(ab_runs):
                                  f"({repeats(d, r['rounds'])}, `{r.get('file', d['file'])}`)")
     if open_rows:
         out += ["### Open regressions", "",
-                "Rows slower than a baseline build in the newest A/B against it:", ""] + open_rows + [""]
+                "Rows slower than a baseline build in the newest A/B against it (or in its widest one, "
+                "where no later A/B measured the row again):", ""] + open_rows + [""]
     for d in sorted(newest.values(), key=lambda d: d["file"]):
         on = f", {short_device(d['device'])}" if d.get("device") else ""
         out += [f"### {d['a']} (A) vs {d['b']} (B), {repeats(d, d['rounds'])}{on} "

@@ -152,6 +152,20 @@ class Ratios(unittest.TestCase):
         self.assertNotIn("(`ab-1.json`)", text)
         self.assertIn("Earlier A/B runs, superseded by the tables above: `ab-1.json`", text)
 
+    def test_the_widest_ab_against_a_baseline_stays_beside_a_later_narrower_one(self):
+        fwd, bwd = ("fwd", "fragmask_cli", ""), ("bwd", "fragmask_cli", "")
+        whole = {"a": "base", "b": "merged", "rounds": 1, "file": "ab-1.json",
+                 "rows": ab.ratio_table([{fwd: 1.0, bwd: 1.0}], [{fwd: 1.1, bwd: 1.1}])}
+        fix = {"a": "base", "b": "fixed", "rounds": 3, "file": "ab-2.json",
+               "rows": ab.ratio_table([{bwd: 1.0}] * 3, [{bwd: 0.9}] * 3)}
+        text = "\n".join(report.ab_section([whole, fix]))
+        self.assertIn("(`ab-1.json`)", text)   # the whole table keeps its table
+        self.assertIn("(`ab-2.json`)", text)   # beside the newest A/B
+        opened = text.split("### Open regressions")[1].split("###")[0]
+        self.assertIn("`fwd`", opened)          # measured only by the whole table
+        self.assertNotIn("`bwd`", opened)       # measured again, faster, by the newest A/B
+        self.assertNotIn("superseded", text)
+
     def test_a_row_measured_again_by_the_same_two_builds_takes_the_later_measurement(self):
         noisy, steady = ("noisy", "fragmask_cli", ""), ("steady", "fragmask_cli", "")
         full = {"a": "base", "b": "new", "rounds": 1, "file": "ab-1.json", "interleaved": True,
