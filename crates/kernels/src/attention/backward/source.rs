@@ -351,7 +351,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         // documents walks at head dims 128 and 256 (docs/backward.md, "Causal and window rows").
         (
             "KV_OWN_BARRIER",
-            u32::from(k.kv_registers() || matches!(k.mask(), BackwardMask::Blocks { .. })).to_string(),
+            u32::from(k.kv_registers() || matches!(k.mask(), BackwardMask::Blocks { .. }))
+                .to_string(),
         ),
         // Column-pair loads of lse and Dsum pay off where K and V sit in registers (head dim 64):
         // A/B on the H100, docs/backward.md.
