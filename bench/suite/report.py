@@ -240,26 +240,24 @@ def ab_section(ab_runs):
     newest = {}
     for d in ab_runs:
         newest[d["a"]] = d
-    # Beside the newest A/B against the newest baseline, its widest one (the whole table)
-    # where a later, narrower A/B against another build B followed it.
-    widest = {}
-    for d in ab_runs:
-        w = widest.get(d["a"])
-        if w is None or len(d["rows"]) > len(w["rows"]):
-            widest[d["a"]] = d
-    latest = {a: remeasured(d, ab_runs) for a, d in newest.items()}
-    newest = {(a, d["b"]): d for a, d in latest.items()}
-    # Only for the newest baseline: older baselines keep one table each.
+    newest = {(a, d["b"]): remeasured(d, ab_runs) for a, d in newest.items()}
+    # The newest baseline keeps a table for every build B timed against it (a merged build's
+    # whole table beside the narrower A/Bs of its fixes); older baselines keep their newest one.
     recent = ab_runs[-1]["a"]
-    d = widest[recent]
-    if (recent, d["b"]) not in newest:
-        newest[(recent, d["b"])] = remeasured(d, ab_runs)
+    for d in ab_runs:
+        if d["a"] == recent and (recent, d["b"]) not in newest:
+            newest[(recent, d["b"])] = remeasured(d, ab_runs)
+    # A row of the newest baseline is judged by its latest measurement, whichever B it timed.
+    latest_file = {}
+    for (a, _), d in newest.items():
+        if a == recent:
+            for r in d["rows"]:
+                f = r.get("file", d["file"])
+                latest_file[tuple(r["key"])] = max(f, latest_file.get(tuple(r["key"]), ""))
     open_rows = []
     for (a, _), d in sorted(newest.items()):
-        # A row the newest A/B against this baseline measured again is judged by it alone.
-        again = set() if d is latest[a] else {tuple(r["key"]) for r in latest[a]["rows"]}
         for r in d["rows"]:
-            if tuple(r["key"]) in again:
+            if a == recent and r.get("file", d["file"]) != latest_file[tuple(r["key"])]:
                 continue
             if r.get("ratio") is not None and r["min"] > 1.02:
                 w, system = r["key"][0], r["key"][1]
@@ -269,8 +267,8 @@ def ab_section(ab_runs):
                                  f"({repeats(d, r['rounds'])}, `{r.get('file', d['file'])}`)")
     if open_rows:
         out += ["### Open regressions", "",
-                "Rows slower than a baseline build in the newest A/B against it (or in its widest one, "
-                "where no later A/B measured the row again):", ""] + open_rows + [""]
+                "Rows slower than a baseline build in the newest A/B against it (against the newest "
+                "baseline: in the latest A/B that timed the row, whichever build B):", ""] + open_rows + [""]
     for d in sorted(newest.values(), key=lambda d: d["file"]):
         on = f", {short_device(d['device'])}" if d.get("device") else ""
         out += [f"### {d['a']} (A) vs {d['b']} (B), {repeats(d, d['rounds'])}{on} "

@@ -147,12 +147,27 @@ class Ratios(unittest.TestCase):
         self.assertIn("`slow`", opened)
         self.assertNotIn("`fast`", opened)  # slower only in the older A/B against the same baseline
         self.assertIn("Not in both builds (failed, unsupported or not run in one): `gone`", text)
-        # Only the newest A/B against a baseline has a table; the older one is named once.
+        # Against the newest baseline every build B keeps its table; its rows are judged by
+        # their latest timing (`fast`, slower in ab-1, faster in the later ab-2).
         self.assertIn("(`ab-2.json`)", text)
-        self.assertNotIn("(`ab-1.json`)", text)
-        self.assertIn("Earlier A/B runs, superseded by the tables above: `ab-1.json`", text)
+        self.assertIn("(`ab-1.json`)", text)
+        self.assertNotIn("superseded", text)
 
-    def test_the_widest_ab_against_a_baseline_stays_beside_a_later_narrower_one(self):
+    def test_an_older_baseline_keeps_only_its_newest_ab(self):
+        row = ("row", "fragmask_cli", "")
+        first = {"a": "base0", "b": "x", "rounds": 1, "file": "ab-1.json",
+                 "rows": ab.ratio_table([{row: 1.0}], [{row: 1.5}])}
+        second = {"a": "base0", "b": "y", "rounds": 1, "file": "ab-2.json",
+                  "rows": ab.ratio_table([{row: 1.0}], [{row: 1.0}])}
+        recent = {"a": "base1", "b": "z", "rounds": 1, "file": "ab-3.json",
+                  "rows": ab.ratio_table([{row: 1.0}], [{row: 1.0}])}
+        text = "\n".join(report.ab_section([first, second, recent]))
+        self.assertIn("(`ab-2.json`)", text)
+        self.assertIn("(`ab-3.json`)", text)
+        self.assertIn("Earlier A/B runs, superseded by the tables above: `ab-1.json`", text)
+        self.assertNotIn("### Open regressions", text)
+
+    def test_every_build_timed_against_the_newest_baseline_keeps_its_table_and_rows_take_their_latest_timing(self):
         fwd, bwd = ("fwd", "fragmask_cli", ""), ("bwd", "fragmask_cli", "")
         whole = {"a": "base", "b": "merged", "rounds": 1, "file": "ab-1.json",
                  "rows": ab.ratio_table([{fwd: 1.0, bwd: 1.0}], [{fwd: 1.1, bwd: 1.1}])}
