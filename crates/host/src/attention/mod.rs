@@ -647,6 +647,19 @@ impl AttentionRunner {
         Ok(*self.sm_count.get_or_init(|| n.max(1) as usize))
     }
 
+    /// Uploads a plan's work table once (the documents grids' work items, persistent CTAs'
+    /// tiles) and synchronises, so a run on any stream reads it: the buffer and its address.
+    pub(crate) fn upload_table(
+        &self,
+        table: &[i32],
+        what: &'static str,
+    ) -> Result<(Arc<CudaSlice<i32>>, u64), AttentionError> {
+        let buf = self.stream.clone_htod(table).map_err(driver(what))?;
+        self.stream.synchronize().map_err(driver(what))?;
+        let ptr = buf.device_ptr(&self.stream).0;
+        Ok((Arc::new(buf), ptr))
+    }
+
     /// Copies bf16 bits to a new device tensor.
     pub fn upload_bf16(
         &self,

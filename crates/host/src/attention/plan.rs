@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 use fragmask_kernels::attention::{AttentionKernel, MaskMode, WINDOW_INFINITE};
 use fragmask_masks::{DocumentKind, PackedMask};
 
@@ -218,15 +218,10 @@ impl AttentionRunner {
         let table = persistent::work_table(steps, ctas)?;
         let ctas = u32::try_from(ctas)
             .map_err(|_| AttentionError::Shape("too many persistent CTAs".into()))?;
-        let table = self
-            .stream
-            .clone_htod(&table)
-            .map_err(driver("uploading the persistent CTAs' work table"))?;
-        self.stream
-            .synchronize()
-            .map_err(driver("uploading the persistent CTAs' work table"))?;
-        params.work = table.device_ptr(&self.stream).0;
-        Ok((Arc::new(table), ctas))
+        let (table, ptr) =
+            self.upload_table(&table, "uploading the persistent CTAs' work table")?;
+        params.work = ptr;
+        Ok((table, ctas))
     }
 
     /// The documents grid of `host` (which has documents, [`choice::forward_mode`]): the
@@ -251,15 +246,12 @@ impl AttentionRunner {
             DocumentKind::Full => WINDOW_INFINITE,
         };
         params.diag_offset = 0;
-        let table = self
-            .stream
-            .clone_htod(&documents::item_table(&items))
-            .map_err(driver("uploading the documents grid's work items"))?;
-        self.stream
-            .synchronize()
-            .map_err(driver("uploading the documents grid's work items"))?;
-        params.doc_items = table.device_ptr(&self.stream).0;
-        Ok(Arc::new(table))
+        let (table, ptr) = self.upload_table(
+            &documents::item_table(&items),
+            "uploading the documents grid's work items",
+        )?;
+        params.doc_items = ptr;
+        Ok(table)
     }
 }
 

@@ -849,15 +849,12 @@ impl AttentionRunner {
             fragmask_masks::DocumentKind::Full => WINDOW_INFINITE,
         };
         params.diag_offset = 0;
-        let table = self
-            .stream
-            .clone_htod(&super::documents::key_tile_table(&items))
-            .map_err(driver("uploading the backward documents grid's work items"))?;
-        self.stream
-            .synchronize()
-            .map_err(driver("uploading the backward documents grid's work items"))?;
-        params.doc_items = table.device_ptr(&self.stream).0;
-        Ok((Arc::new(table), count))
+        let (table, ptr) = self.upload_table(
+            &super::documents::key_tile_table(&items),
+            "uploading the backward documents grid's work items",
+        )?;
+        params.doc_items = ptr;
+        Ok((table, count))
     }
 }
 
