@@ -350,18 +350,18 @@ pub fn wgmma_rs_k_major(n: u32, ty: &str) -> String {
 fn wgmma_rs_with(n: u32, ty: &str, trans_b: bool) -> String {
     let regs = n / 2;
     let mut s = String::new();
+    // The K-major form's `scale_d` is operand regs + 5 (after D, a0..a3 and desc_b).
     let (name, b_major, scale_arg, pred, scale_d) = if trans_b {
-        ("rs", "MN-major (imm-trans-b = 1)", "", "", "1")
+        ("rs", "MN-major (imm-trans-b = 1)", "", String::new(), "1")
     } else {
         (
             "rs_kb",
             "K-major (imm-trans-b = 0); scale_d = 0 overwrites D",
             ", int scale_d",
-            "\\n.reg .pred p;\\nsetp.ne.b32 p, %SD, 0;",
+            format!("\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;", regs + 5),
             "p",
         )
     };
-    let pred = pred.replace("SD", &(regs + 5).to_string());
     let _ = writeln!(
         s,
         "// D[64x{n}] += A[64x16] * B[16x{n}], A from registers (four {ty}x2 per thread),\n\
@@ -418,5 +418,29 @@ fn push_operands(s: &mut String, regs: u32) {
             }
         }
         let _ = write!(s, "\"+f\"(d[{i}])");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The K-major RS wgmma's `scale_d` predicate reads operand `regs + 5`: the `scale_d`
+    /// input after D's `n / 2` registers, a0..a3 and `desc_b`.
+    #[test]
+    fn rs_k_major_predicate_names_the_scale_d_operand() {
+        for n in [64u32, 128, 256] {
+            let text = wgmma_rs_k_major(n, "bf16");
+            let operand = n / 2 + 5;
+            assert!(
+                text.contains(&format!("setp.ne.b32 p, %{operand}, 0;")),
+                "n={n}"
+            );
+            assert!(text.contains("\"r\"(scale_d)"), "n={n}");
+            assert!(!text.contains("%SD"), "n={n}");
+            // The MN-major form takes no predicate and always accumulates.
+            let rs = wgmma_rs(n, "bf16");
+            assert!(!rs.contains("setp.ne.b32"), "n={n}");
+        }
     }
 }
