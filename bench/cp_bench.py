@@ -510,7 +510,6 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     import importlib
     from fragmask.distributed import _attention as A
 
-    base = importlib.import_module(base_module)
     S, desc = spec["S"], spec["desc"]
     g = torch.Generator(device=dev).manual_seed(5)
     plan = fd.plan(desc, P)
@@ -518,13 +517,19 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
                                    dtype=torch.bfloat16, generator=g) for _ in range(4))
     for t in (ql, kl, vl):
         t.requires_grad_()
-    bdesc = _same_description(base, desc)
-    variants = [("base", base, base.plan(bdesc, P), bdesc, {}),
-                ("this", fd, plan, desc, {}),
-                ("this, no wait for the packing", fd, plan, desc,
-                 {"WAIT_FOR_PACKING": False}),
-                ("this, tile lists for every part", fd, plan, desc,
-                 {"UNMASKED_PARTS": False})]
+    if base_module == "flags":
+        # this build alone: its staged backward against its previous backward
+        variants = [("previous backward", fd, plan, desc, {"STAGED_BACKWARD": False}),
+                    ("staged backward", fd, plan, desc, {})]
+    else:
+        base = importlib.import_module(base_module)
+        bdesc = _same_description(base, desc)
+        variants = [("base", base, base.plan(bdesc, P), bdesc, {}),
+                    ("this", fd, plan, desc, {}),
+                    ("this, no wait for the packing", fd, plan, desc,
+                     {"WAIT_FOR_PACKING": False}),
+                    ("this, tile lists for every part", fd, plan, desc,
+                     {"UNMASKED_PARTS": False})]
     for _, mod, vplan, vdesc, _ in variants:
         mod.prepare(vplan, vdesc, device=dev)
     times = {v[0]: [] for v in variants}
@@ -668,7 +673,8 @@ def main():
     ap.add_argument("--ab", default="",
                     help="another fragmask.distributed module (e.g. a copy of the main "
                          "branch's as fragmask.distributed_base) to alternate with this "
-                         "one (documents, causal)")
+                         "one (documents, causal), or 'flags': this one's staged backward "
+                         "against its previous backward")
     ap.add_argument("--lean", action="store_true",
                     help="skip the exchange-alone and forward-only rows; fewer steps")
     args = ap.parse_args()

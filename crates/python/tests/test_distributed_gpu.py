@@ -229,6 +229,22 @@ class ContextParallel(unittest.TestCase):
                     finally:
                         _attention.WAIT_FOR_PACKING = keep
 
+    def test_the_staged_and_the_previous_backward_match_fp32(self):
+        from fragmask.distributed import _attention
+
+        S = 4096
+        picked = cases(S)
+        keep = _attention.STAGED_BACKWARD
+        for staged in (True, False):
+            for name in ("document-causal GQA", "causal", "top-k per head"):
+                desc, H, Hk, chunk, block, dtype = picked[name]
+                with self.subTest(staged=staged, mask=name):
+                    _attention.STAGED_BACKWARD = staged
+                    try:
+                        self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
+                    finally:
+                        _attention.STAGED_BACKWARD = keep
+
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))
         self.run_case("bshd", desc, 4, 2, 128, (128, 128), torch.bfloat16, 2048,

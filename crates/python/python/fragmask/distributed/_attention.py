@@ -86,6 +86,12 @@ class Prepared:
             self.step_send.append(_token_selector(st.send_local, idx)
                                   if st.send_local.size else None)
         self.step_send_idx = [idx(st.send_local) for st in self.steps]
+        # The staged backward (``STAGED_BACKWARD``): how each step's part sits in the own
+        # part's rows (``_staged_rows``), packed lazily for a part over all rows.
+        self.step_staged = [_staged_rows(sel, self.local_len)
+                            if self.step_parts[i] is not None else None
+                            for i, sel in enumerate(self.step_rows)]
+        self._step_all_rows = {}
         # The same selections as runs of consecutive local tokens with their offsets in
         # the step's buffer ((start, end, offset)): few runs add by slices, many by
         # index_add_ (_add_runs).
@@ -94,6 +100,19 @@ class Prepared:
         # Global ranks of the steps' peers (P2P ops name global ranks).
         self.peer_src = [_global_rank(group, st.src) for st in self.steps]
         self.peer_dst = [_global_rank(group, st.dst) for st in self.steps]
+
+    def all_rows_part(self, i):
+        """Step i's keys against all the rank's rows (rows that read none of them have
+        empty lists): the staged backward's part where the step's rows are not one
+        aligned run (packed when first used)."""
+        part = self._step_all_rows.get(i)
+        if part is None:
+            st, C = self.steps[i], self.plan.chunk
+            keys = (st.recv_chunks[:, None] * C + np.arange(C)[None, :]).reshape(-1)
+            part = self._step_all_rows[i] = _Part(
+                self._pack(self.rows, keys),
+                full=_sees_all(self._desc, self.rows, keys))
+        return part
 
     def _pack(self, rows, keys):
         if self.device.type == "cpu":
@@ -156,6 +175,25 @@ def _row_selector(step, local_len, idx):
         a, b = runs[0]
         return None if (a, b) == (0, local_len) else slice(a, b)
     return idx(step.rows)
+
+
+# Rows of the staged backward's workspace runs: a step's rows that are one run of whole
+# 128-row runs (the backward's workspace padding) share the own part's rows in place.
+STAGED_ROW_RUN = 128
+
+
+def _staged_rows(sel, local_len):
+    """Where a step's part runs in the staged backward: ``("same", 0)`` (its rows are
+    all the rank's), ``("offset", a)`` (one run of rows a.. of whole 128-row runs: the
+    part runs on that slice, its workspace rows offset), or ``("all", 0)`` (other row
+    sets: the part runs over all the rank's rows with a mask of every row)."""
+    if sel is None:
+        return ("same", 0)
+    if isinstance(sel, slice):
+        a, b = sel.start, sel.stop
+        if a % STAGED_ROW_RUN == 0 and (b - a) % STAGED_ROW_RUN == 0:
+            return ("offset", int(a))
+    return ("all", 0)
 
 
 def _runs_of(tokens):
@@ -588,11 +626,172 @@ def _overlapped_forward(q, k, v, prep, group, scale):
     return o, lse, recv
 
 
+# The staged backward: every part's main kernel sums into one dQ accumulator over the
+# rank's rows (the own part's preprocess first, its postprocess last: one dQ cast, no dq
+# adds, no copies of a step's rows of o and dO), and dK and dV travel as one buffer.
+# False: each part is a whole backward call and its dq is added to the own part's.
+STAGED_BACKWARD = True
+
+
+def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, offset):
+    """Enqueues the kernels ``stages`` ((pre, main, post)) of one part's backward with
+    the workspace rows of a call over ``rows`` query rows, this part's starting at
+    ``offset`` (``attention_backward_stages``); dk and dv receive the part's key
+    gradients, dq (written by the postprocess) the sum of every part's."""
+    from .. import _ops
+
+    torch = _ops._torch()
+    mask, causal = part.call()
+    scale = q.shape[3] ** -0.5 if scale is None else float(scale)
+    dev = q.device
+    lists = tlists = None
+    mask_id = 0
+    if mask is not None:
+        lists = tuple(t.data_ptr() for t in _ops._device_lists(torch, mask, dev))
+        tl, mask_id = _ops._device_transposed(torch, mask, dev)
+        tlists = tuple(t.data_ptr() for t in tl)
+    pre, main, post = stages
+    _ops._API["attention_backward_stages"](
+        _ops._view(q), _ops._view(k), _ops._view(v), _ops._view(o), lse.data_ptr(),
+        _ops._view(do), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), mask_id, lists,
+        tlists, causal, -1, -1, scale, _ops._get_stream(dev.index), dev.index,
+        q.dtype == torch.float16, pre, main, post, rows, offset)
+
+
+class _CpuStages:
+    """The staged backward on the CPU (the gloo tests): the accumulator is an f64
+    tensor over the rank's rows, each part's dq (``_part_backward``) added at its
+    rows."""
+
+    def __init__(self, q):
+        self.acc = None
+        self.q = q
+
+    def __call__(self, q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows,
+                 offset, sel=None):
+        import torch
+
+        pre, main, post = stages
+        if pre:
+            self.acc = torch.zeros(self.q.shape, dtype=torch.float64)
+        if main:
+            dqs, dks, dvs = _part_backward(q, k, v, o, lse, do, part, scale)
+            dk.copy_(dks)
+            dv.copy_(dvs)
+            if sel is not None and not isinstance(sel, slice):
+                self.acc.index_add_(2, sel, dqs.to(torch.float64))
+            else:
+                self.acc[:, :, offset:offset + q.shape[2]] += dqs.to(torch.float64)
+        if post:
+            dq.copy_(self.acc.to(dq.dtype))
+
+
+def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
+    """(dq, dk, dv) of the staged backward: the own part's preprocess; each step's main
+    kernel (on its aligned run of rows, or over all the rank's rows with a mask of every
+    row), its dK and dV posted back to the owner as one buffer at once; the own part's
+    main kernel and postprocess while they travel; then the returned dK/dV added to the
+    rank's own (``backward_events``)."""
+    import torch
+
+    streams = _Streams(q.device)
+    steps = prep.steps
+    S = q.shape[2]
+    B, Hk, _, D = k.shape
+    joint = tuple(k.shape) == tuple(v.shape)
+    back = [None] * len(steps)
+    works = [None] * len(steps)
+    grads = [None] * len(steps)
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if joint:
+        dkv = k.new_empty((2,) + tuple(k.shape))
+        dk, dv = dkv[0], dkv[1]
+        dkv_rows = dkv.view(2 * B, Hk, S, D)      # both as one [2B, Hk, S, D] tensor
+    else:
+        dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
+    stage = _stage_backward if streams.cuda else _CpuStages(q)
+    own = prep.own_part
+    _mark("start")
+    stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (True, False, False), S, 0)
+    for ev in backward_events(len(steps)):
+        kind = ev[0]
+        if kind == "compute":
+            i = ev[1]
+            if recv[i] is None:
+                continue
+            kr, vr = recv[i]
+            n = kr.shape[2]
+            if joint:
+                gk = k.new_empty((2, B, Hk, n, D))
+                grads[i] = (gk,)
+                gdk, gdv = gk[0], gk[1]
+            else:
+                gdk, gdv = torch.empty_like(kr), torch.empty_like(vr)
+                grads[i] = (gdk, gdv)
+            how = prep.step_staged[i]
+            if how is None:
+                for g in grads[i]:
+                    g.zero_()
+                continue
+            mode, offset = how
+            sel = prep.step_rows[i]
+            if mode == "all":
+                part, rows_sel, offset = prep.all_rows_part(i), None, 0
+            else:
+                part, rows_sel = prep.step_parts[i], sel
+            qs, os_, ls, ds = (_rows_of(t, rows_sel) for t in (q, o, lse, do))
+            if stage is _stage_backward:
+                stage(qs, kr, vr, os_, ls, ds, part, scale, dq, gdk, gdv,
+                      (False, True, False), S, offset)
+            else:
+                stage(qs, kr, vr, os_, ls, ds, part, scale, dq, gdk, gdv,
+                      (False, True, False), S, offset, sel=rows_sel)
+            _mark("received keys backward")
+        elif kind == "post":
+            i = ev[1]
+            st = steps[i]
+            pairs = []
+            if prep.step_send[i] is not None:
+                n = st.send_local.size
+                if joint:
+                    back[i] = (k.new_empty((2, B, Hk, n, D)),)
+                else:
+                    back[i] = (k.new_empty((B, Hk, n, D)), v.new_empty((B, Hk, n, v.shape[3])))
+            with streams.on_side():
+                _mark("start", "side")
+                if grads[i] is not None:
+                    pairs += [("send", g, prep.peer_src[i]) for g in grads[i]]
+                if back[i] is not None:
+                    pairs += [("recv", b, prep.peer_dst[i]) for b in back[i]]
+                works[i] = _post(pairs, group)
+                _mark("post dK/dV", "side")
+                if PROFILE is not None:
+                    _wait(works[i])             # the side stream only (timing)
+                    _mark("dK/dV in flight", "side")
+        elif kind == "own":
+            stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (False, True, True), S, 0)
+            _mark("own keys backward")
+        else:
+            _wait(works[ev[1]])
+            _mark("wait for dK/dV")
+    if joint:
+        _add_returned((dkv_rows,), [None if b is None else (b[0].view(2 * B, Hk, -1, D),)
+                                    for b in back], prep)
+    else:
+        _add_returned((dk, dv), back, prep)
+    _mark("dK/dV adds")
+    del grads
+    return dq, dk, dv
+
+
 def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     """(dq, dk, dv): each step's part first, its dK/dV posted back to the owner at
     once; the own keys' part while they travel; then the returned dK/dV added to the
-    rank's own (``backward_events``)."""
+    rank's own (``backward_events``). With ``STAGED_BACKWARD``, ``_staged_backward``."""
     import torch
+
+    if STAGED_BACKWARD:
+        return _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale)
 
     streams = _Streams(q.device)
     steps = prep.steps
@@ -649,29 +848,30 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
         else:
             _wait(works[ev[1]])
             _mark("wait for dK/dV")
-    _add_returned(dk, dv, back, prep)
+    _add_returned((dk, dv), back, prep)
     _mark("dK/dV adds")
     del grads
     return dq, dk, dv
 
 
-def _add_returned(dk, dv, back, prep):
-    """Adds the dK/dV the other ranks returned to the rank's own: with one step, in
-    place (each token at most once: one rounding of an fp32 sum); with several, summed
-    in fp32 over the rows sent and rounded once."""
+def _add_returned(dsts, back, prep):
+    """Adds the gradients the other ranks returned to the rank's own (``dsts``: dK and
+    dV, or both as one tensor; ``back[i]``: step i's returned tensors in the same
+    order, or None): with one step, in place (each token at most once: one rounding of
+    an fp32 sum); with several, summed in fp32 over the rows sent and rounded once."""
     got = [i for i, b in enumerate(back) if b is not None]
     if not got:
         return
     if len(got) == 1:
         i = got[0]
-        sel, (bk, bv) = prep.step_send[i], back[i]
-        for d, b in ((dk, bk), (dv, bv)):
+        sel = prep.step_send[i]
+        for d, b in zip(dsts, back[i]):
             _add_runs(d, sel, prep.step_send_runs[i], b)
         return
     import torch
 
     rows = prep.send_rows
-    for d, j in ((dk, 0), (dv, 1)):
+    for j, d in enumerate(dsts):
         wide = torch.promote_types(d.dtype, torch.float32)
         acc = d.index_select(2, rows).to(wide)
         for i in got:
