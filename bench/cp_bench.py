@@ -520,7 +520,9 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     if base_module == "flags":
         # this build alone: its staged backward against its previous backward
         variants = [("previous backward", fd, plan, desc, {"STAGED_BACKWARD": False}),
-                    ("staged backward", fd, plan, desc, {})]
+                    ("staged backward", fd, plan, desc, {}),
+                    ("staged backward, returned dK/dV by index_add_", fd, plan, desc,
+                     {"MAX_SLICE_RUNS": 1})]
     else:
         base = importlib.import_module(base_module)
         bdesc = _same_description(base, desc)

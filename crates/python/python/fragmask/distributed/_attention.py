@@ -631,6 +631,9 @@ def _overlapped_forward(q, k, v, prep, group, scale):
 # adds, no copies of a step's rows of o and dO), and dK and dV travel as one buffer.
 # False: each part is a whole backward call and its dq is added to the own part's.
 STAGED_BACKWARD = True
+# Every step's part over all the rank's rows, whatever its rows (the GPU tests' check of
+# that placement on masks whose rows would run on an aligned run).
+STAGED_ALL_ROWS = False
 
 
 def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, offset):
@@ -735,7 +738,7 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
                 continue
             mode, offset = how
             sel = prep.step_rows[i]
-            if mode == "all":
+            if mode == "all" or STAGED_ALL_ROWS:
                 part, rows_sel, offset = prep.all_rows_part(i), None, 0
             else:
                 part, rows_sel = prep.step_parts[i], sel
