@@ -522,7 +522,9 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
         variants = [("previous backward", fd, plan, desc, {"STAGED_BACKWARD": False}),
                     ("staged backward", fd, plan, desc, {}),
                     ("staged backward, returned dK/dV by index_add_", fd, plan, desc,
-                     {"MAX_SLICE_RUNS": 1})]
+                     {"MAX_SLICE_RUNS": 1}),
+                    ("staged backward, parts side by side", fd, plan, desc,
+                     {"CONCURRENT_PARTS": True})]
     else:
         base = importlib.import_module(base_module)
         bdesc = _same_description(base, desc)

@@ -22,6 +22,28 @@ use crate::gpu::{self, View};
 
 type Workspaces = Mutex<HashMap<(usize, u64), Arc<Mutex<BackwardWorkspace>>>>;
 
+fn workspaces() -> &'static Workspaces {
+    static CACHE: OnceLock<Workspaces> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The workspace of (device, stream) that an earlier preprocess filled: it must exist
+/// and fit `shape` (a fresh one would hold no preprocess).
+fn filled_workspace(
+    device: usize,
+    stream: u64,
+    shape: &AttentionShape,
+) -> PyResult<Arc<Mutex<BackwardWorkspace>>> {
+    let cache = workspaces().lock().unwrap_or_else(|e| e.into_inner());
+    match cache.get(&(device, stream)) {
+        Some(ws) if ws.lock().unwrap_or_else(|e| e.into_inner()).fits(shape) => Ok(ws.clone()),
+        _ => Err(PyRuntimeError::new_err(
+            "fragmask.attention backward (stages): no preprocess of these rows on the \
+             workspace's stream (run the first call's preprocess first)",
+        )),
+    }
+}
+
 /// The workspace of (device, stream), at least as large as `shape` needs.
 fn workspace(
     device: usize,
@@ -29,11 +51,7 @@ fn workspace(
     cuda_stream: &Arc<fragmask_host::cudarc::driver::CudaStream>,
     shape: &AttentionShape,
 ) -> PyResult<Arc<Mutex<BackwardWorkspace>>> {
-    static CACHE: OnceLock<Workspaces> = OnceLock::new();
-    let mut cache = CACHE
-        .get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut cache = workspaces().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(ws) = cache.get(&(device, stream)) {
         if ws.lock().unwrap_or_else(|e| e.into_inner()).fits(shape) {
             return Ok(ws.clone());
@@ -123,11 +141,14 @@ pub(crate) fn attention_backward_launch(
 /// `row_offset` where this call's rows begin among them. A call with other rows than
 /// `rows` enqueues its main kernel only (rows a whole number of 128-row runs). `dq` is
 /// written by the postprocess only. Every call uses the default (bulk) dQ reduction.
+/// `ws_stream` (default `stream`) names the stream whose workspace the kernels use: a
+/// main kernel enqueued on another stream, ordered after the preprocess and before the
+/// postprocess by the caller's events, sums into the same accumulator.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, mask_id, lists, tlists, causal,
                     window_left, window_right, scale, stream, device, fp16, pre, main, post,
-                    rows, row_offset))]
+                    rows, row_offset, ws_stream=None))]
 pub(crate) fn attention_backward_stages(
     q: View,
     k: View,
@@ -153,6 +174,7 @@ pub(crate) fn attention_backward_stages(
     post: bool,
     rows: usize,
     row_offset: usize,
+    ws_stream: Option<u64>,
 ) -> PyResult<()> {
     let what = "fragmask.attention backward (stages)";
     let handle = attention_backward_plan(
@@ -198,7 +220,13 @@ pub(crate) fn attention_backward_stages(
         seqlen_q: rows.max(shape.seqlen_q),
         ..shape
     };
-    let ws = workspace(device, stream, &cuda_stream, &layout)?;
+    // A run with its preprocess may allocate the workspace; a run without one uses the
+    // workspace that preprocess filled (of `ws_stream`, default this stream).
+    let ws = if pre {
+        workspace(device, stream, &cuda_stream, &layout)?
+    } else {
+        filled_workspace(device, ws_stream.unwrap_or(stream), &layout)?
+    };
     let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
     let ptrs = BackwardPointers {
         q: q.0,
@@ -210,8 +238,10 @@ pub(crate) fn attention_backward_stages(
         grads: RawGradients { dq, dk, dv },
     };
     // SAFETY: the plan was made from these views just above; the wrapper passes live torch
-    // tensors and the stages of one part's calls in order on this stream (the device API's
-    // contract), so the shared workspace holds the preprocess of these rows.
+    // tensors and the stages of one part's calls in order on this stream, or on another
+    // stream ordered by events after the preprocess and before the postprocess of
+    // `ws_stream` (the device API's contract), so the shared workspace holds the
+    // preprocess of these rows and no launch zeroes or casts it meanwhile.
     unsafe { handle.plan.run_stages(&cuda_stream, &ptrs, &ws, &stages) }
         .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }

@@ -234,19 +234,20 @@ class ContextParallel(unittest.TestCase):
 
         S = 4096
         picked = cases(S)
-        keep = _attention.STAGED_BACKWARD, _attention.STAGED_ALL_ROWS
+        A = _attention
+        keep = A.STAGED_BACKWARD, A.STAGED_ALL_ROWS, A.CONCURRENT_PARTS
         # staged (each part on its rows), staged with every part over all the rank's
-        # rows, the previous backward
-        for staged, all_rows in ((True, False), (True, True), (False, False)):
+        # rows, staged with the parts side by side on two streams, the previous backward
+        for flags in ((True, False, False), (True, True, False), (True, False, True),
+                      (False, False, False)):
             for name in ("document-causal GQA", "causal", "top-k per head"):
                 desc, H, Hk, chunk, block, dtype = picked[name]
-                with self.subTest(staged=staged, all_rows=all_rows, mask=name):
-                    _attention.STAGED_BACKWARD = staged
-                    _attention.STAGED_ALL_ROWS = all_rows
+                with self.subTest(flags=flags, mask=name):
+                    A.STAGED_BACKWARD, A.STAGED_ALL_ROWS, A.CONCURRENT_PARTS = flags
                     try:
                         self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
                     finally:
-                        _attention.STAGED_BACKWARD, _attention.STAGED_ALL_ROWS = keep
+                        A.STAGED_BACKWARD, A.STAGED_ALL_ROWS, A.CONCURRENT_PARTS = keep
 
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))

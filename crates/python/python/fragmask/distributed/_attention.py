@@ -445,12 +445,20 @@ def phase_table(marks):
 
 
 _SIDE = {}
+_PARTS = {}
+
+# Parts beside each other (``CONCURRENT_PARTS``): the forward's received keys' parts run
+# on a parts stream as their K/V land, beside the own keys' part, and are merged after
+# both; the staged backward's own keys' main kernel runs on the parts stream beside the
+# steps' main kernels. Each kernel's last wave leaves SMs idle that the other's blocks
+# (queued behind it) then fill. False: one after the other on the compute stream.
+CONCURRENT_PARTS = False
 
 
 class _Streams:
-    """The compute stream (torch's current) and the side stream the exchange is
-    packed and posted from (one per device, kept). On the CPU (the gloo tests) both
-    are the same and waits are no-ops."""
+    """The compute stream (torch's current), the side stream the exchange is packed
+    and posted from, and the parts stream (one of each per device, kept). On the CPU
+    (the gloo tests) all are the same and waits are no-ops."""
 
     def __init__(self, device):
         import torch
@@ -462,6 +470,37 @@ class _Streams:
             if side is None:
                 side = _SIDE[device.index] = torch.cuda.Stream(device)
             self.side = side
+            parts = _PARTS.get(device.index)
+            if parts is None:
+                parts = _PARTS[device.index] = torch.cuda.Stream(device)
+            self.parts = parts
+
+    def point(self, stream):
+        """An event at ``stream``'s current point (None on the CPU)."""
+        if not self.cuda:
+            return None
+        import torch
+
+        ev = torch.cuda.Event()
+        ev.record(stream)
+        return ev
+
+    def on_parts(self, after=None):
+        """The parts stream as the current one, after the compute stream's point
+        ``after`` (an event) if given."""
+        import contextlib
+        import torch
+
+        if not self.cuda:
+            return contextlib.nullcontext()
+        if after is not None:
+            self.parts.wait_event(after)
+        return torch.cuda.stream(self.parts)
+
+    def join_parts(self):
+        """The compute stream waits for what the parts stream has queued."""
+        if self.cuda:
+            self.compute.wait_stream(self.parts)
 
     def packed(self):
         """An event at the side stream's current point (None on the CPU)."""
@@ -566,13 +605,17 @@ def _overlapped_forward(q, k, v, prep, group, scale):
     side stream before the own keys' attention; each later step is posted as soon as
     the one before has landed, before that one is computed (``forward_events``)."""
     streams = _Streams(q.device)
+    concurrent = CONCURRENT_PARTS and streams.cuda
     B, Hk, _, Dk = k.shape
     Dv = v.shape[3]
     steps = prep.steps
     recv = [None] * len(steps)
     works = [None] * len(steps)
     keep = []
+    pending = []
     o = lse = None
+    # the parts stream starts where the inputs are ready
+    start = streams.point(streams.compute) if concurrent else None
     _mark("start")
     for ev in forward_events(len(steps)):
         kind = ev[0]
@@ -610,18 +653,36 @@ def _overlapped_forward(q, k, v, prep, group, scale):
             o, lse = _part_forward(q, k, v, prep.own_part, scale)
             _mark("own keys forward")
         elif kind == "wait":
-            _wait(works[ev[1]])
-            _mark("wait for K/V")
+            if concurrent:
+                with streams.on_parts(after=start):
+                    _wait(works[ev[1]])
+            else:
+                _wait(works[ev[1]])
+                _mark("wait for K/V")
         else:
             i = ev[1]
             sel, m = prep.step_rows[i], prep.step_parts[i]
             if m is None:
                 continue
             kr, vr = recv[i]
+            if concurrent:
+                with streams.on_parts(after=start):
+                    o_p, lse_p = _part_forward(_rows_of(q, sel), kr, vr, m, scale)
+                # made on the parts stream, merged on the compute stream
+                o_p.record_stream(streams.compute)
+                lse_p.record_stream(streams.compute)
+                pending.append((sel, o_p, lse_p))
+                continue
             o_p, lse_p = _part_forward(_rows_of(q, sel), kr, vr, m, scale)
             _mark("received keys forward")
             _merge_into(o, lse, sel, o_p, lse_p)
             _mark("merge")
+    if concurrent:
+        streams.join_parts()
+        _mark("received keys forward")
+        for sel, o_p, lse_p in pending:
+            _merge_into(o, lse, sel, o_p, lse_p)
+        _mark("merge")
     del keep
     return o, lse, recv
 
@@ -636,10 +697,12 @@ STAGED_BACKWARD = True
 STAGED_ALL_ROWS = False
 
 
-def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, offset):
-    """Enqueues the kernels ``stages`` ((pre, main, post)) of one part's backward with
-    the workspace rows of a call over ``rows`` query rows, this part's starting at
-    ``offset`` (``attention_backward_stages``); dk and dv receive the part's key
+def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, offset,
+                    ws_stream=None):
+    """Enqueues the kernels ``stages`` ((pre, main, post)) of one part's backward on the
+    current stream with the workspace rows of a call over ``rows`` query rows, this
+    part's starting at ``offset`` (``attention_backward_stages``), in the workspace of
+    ``ws_stream`` (default the current stream); dk and dv receive the part's key
     gradients, dq (written by the postprocess) the sum of every part's."""
     from .. import _ops
 
@@ -658,7 +721,8 @@ def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, 
         _ops._view(q), _ops._view(k), _ops._view(v), _ops._view(o), lse.data_ptr(),
         _ops._view(do), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), mask_id, lists,
         tlists, causal, -1, -1, scale, _ops._get_stream(dev.index), dev.index,
-        q.dtype == torch.float16, pre, main, post, rows, offset)
+        q.dtype == torch.float16, pre, main, post, rows, offset,
+        None if ws_stream is None else ws_stream.cuda_stream)
 
 
 class _CpuStages:
@@ -713,9 +777,11 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     else:
         dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
     stage = _stage_backward if streams.cuda else _CpuStages(q)
+    concurrent = CONCURRENT_PARTS and streams.cuda
     own = prep.own_part
     _mark("start")
     stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (True, False, False), S, 0)
+    pre_done = streams.point(streams.compute) if concurrent else None
     for ev in backward_events(len(steps)):
         kind = ev[0]
         if kind == "compute":
@@ -772,7 +838,19 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
                     _wait(works[i])             # the side stream only (timing)
                     _mark("dK/dV in flight", "side")
         elif kind == "own":
-            stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (False, True, True), S, 0)
+            if concurrent:
+                # the own keys' main kernel beside the steps' (after the preprocess only),
+                # on the compute stream's workspace; its postprocess after both
+                with streams.on_parts(after=pre_done):
+                    _stage_backward(q, k, v, o, lse, do, own, scale, dq, dk, dv,
+                                    (False, True, False), S, 0,
+                                    ws_stream=streams.compute)
+                streams.join_parts()
+                _stage_backward(q, k, v, o, lse, do, own, scale, dq, dk, dv,
+                                (False, False, True), S, 0)
+            else:
+                stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (False, True, True), S,
+                      0)
             _mark("own keys backward")
         else:
             _wait(works[ev[1]])
