@@ -259,7 +259,9 @@ impl BackwardPlan {
 }
 
 fn too_many_rows(rows: usize) -> AttentionError {
-    AttentionError::Shape(format!("{rows} query rows do not fit the kernels' int rows"))
+    AttentionError::Shape(format!(
+        "{rows} query rows do not fit the kernels' int rows"
+    ))
 }
 
 /// The shape whose workspace a run with shared rows indexes (the sharing call's rows),
