@@ -215,7 +215,7 @@ impl BackwardPlan {
         let r = &self.resolved;
         let layout = match stages.rows {
             None => r.shape,
-            Some(shared) => shared_layout(r, shared, stages)?,
+            Some(shared) => shared_layout(r.shape, r.kernel.deterministic(), shared, stages)?,
         };
         if !ws.fits(&layout) {
             return Err(AttentionError::Shape(format!(
@@ -267,11 +267,11 @@ fn too_many_rows(rows: usize) -> AttentionError {
 /// The shape whose workspace a run with shared rows indexes (the sharing call's rows),
 /// after checking that the call's rows are whole padded runs inside them.
 fn shared_layout(
-    r: &super::Resolved,
+    s: AttentionShape,
+    deterministic: bool,
     shared: SharedRows,
     stages: &BackwardStages,
 ) -> Result<AttentionShape, AttentionError> {
-    let s = r.shape;
     let pad = super::ROW_PAD as usize;
     let end = shared.offset.checked_add(s.seqlen_q);
     if stages.pre || stages.post {
@@ -281,7 +281,7 @@ fn shared_layout(
                 .to_string(),
         ));
     }
-    if r.kernel.deterministic() {
+    if deterministic {
         return Err(AttentionError::Shape(
             "a backward run over shared rows cannot be deterministic (its semaphores are \
              laid out per call)"
@@ -300,4 +300,63 @@ fn shared_layout(
         seqlen_q: shared.seqlen_q,
         ..s
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(seqlen_q: usize) -> AttentionShape {
+        AttentionShape {
+            batch: 1,
+            heads: 4,
+            kv_heads: 2,
+            seqlen_q,
+            seqlen_k: 1024,
+            head_dim: 128,
+        }
+    }
+
+    const MAIN: BackwardStages = BackwardStages {
+        pre: false,
+        main: true,
+        post: false,
+        rows: None,
+    };
+
+    fn rows(offset: usize, seqlen_q: usize) -> SharedRows {
+        SharedRows { offset, seqlen_q }
+    }
+
+    #[test]
+    fn shared_rows_index_the_sharing_calls_workspace() {
+        let got = shared_layout(shape(256), false, rows(384, 1024), &MAIN).unwrap();
+        assert_eq!(got, shape(1024));
+        // the last whole run
+        assert!(shared_layout(shape(256), false, rows(768, 1024), &MAIN).is_ok());
+    }
+
+    #[test]
+    fn shared_rows_past_the_sharing_call_or_not_whole_runs_are_refused() {
+        for (sq, offset, total) in [
+            (256, 896, 1024),        // past the end
+            (256, 64, 1024),         // offset not a multiple of 128
+            (192, 0, 1024),          // rows not a multiple of 128
+            (256, usize::MAX, 1024), // overflow
+        ] {
+            assert!(
+                shared_layout(shape(sq), false, rows(offset, total), &MAIN).is_err(),
+                "{sq} rows at {offset} of {total}"
+            );
+        }
+    }
+
+    #[test]
+    fn shared_rows_run_the_main_kernel_only_and_not_deterministic() {
+        for (pre, post) in [(true, false), (false, true)] {
+            let stages = BackwardStages { pre, post, ..MAIN };
+            assert!(shared_layout(shape(256), false, rows(0, 1024), &stages).is_err());
+        }
+        assert!(shared_layout(shape(256), true, rows(0, 1024), &MAIN).is_err());
+    }
 }
