@@ -381,12 +381,16 @@ impl Resolved {
         // The main kernel and the postprocess launch under programmatic dependent launch
         // (each waits, griddepcontrol.wait, for the previous kernel's writes before its
         // first read of them): their launch and prologue overlap the previous kernel's tail.
+        // Only behind their own call's previous kernel: a main kernel enqueued behind
+        // another call's main kernel would hold every SM it frees (its blocks resident,
+        // waiting) ahead of a kernel another stream queued meanwhile (the dK/dV transfer
+        // of a context-parallel backward, docs/distributed.md).
         let main = Launch::new(
             (self.ctas * self.kernel.d_split(), s.kv_heads as u32, batch),
             self.kernel.threads(),
         )
         .smem(self.kernel.smem_bytes())
-        .dependent(true);
+        .dependent(run_pre);
         let post = match self.kernel.dq_reduce() {
             // One warp per query row of the row-major accumulator.
             DqReduce::Atomics => Launch::new(
@@ -399,7 +403,7 @@ impl Resolved {
                 128,
             ),
         }
-        .dependent(true);
+        .dependent(run_main);
         let params = [KernelArg::new(&self.params)];
         if run_pre {
             // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live

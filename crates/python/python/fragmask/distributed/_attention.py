@@ -238,6 +238,20 @@ def _token_selector(tokens, idx):
     return idx(tokens)
 
 
+def high_priority_group(group=None):
+    """A NCCL process group over the ranks of ``group`` (default: every rank) whose
+    streams have high priority, for ``attention(..., group=...)``: the exchange's NCCL
+    kernels then take the SMs the attention kernels free before the attention kernels'
+    next blocks, so a transfer queued beside an attention kernel runs beside it instead
+    of after its last wave (docs/distributed.md). A collective call
+    (``torch.distributed.new_group``): every process of the default group calls it,
+    once, in the same order."""
+    dist = _dist()
+    ranks = None if group is None else dist.get_process_group_ranks(group)
+    opts = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
+    return dist.new_group(ranks=ranks, backend="nccl", pg_options=opts)
+
+
 def _global_rank(group, r):
     if group is None:
         return r
@@ -447,12 +461,14 @@ def phase_table(marks):
 _SIDE = {}
 _PARTS = {}
 
-# Parts beside each other (``CONCURRENT_PARTS``): the forward's received keys' parts run
-# on a parts stream as their K/V land, beside the own keys' part, and are merged after
-# both; the staged backward's own keys' main kernel runs on the parts stream beside the
-# steps' main kernels. Each kernel's last wave leaves SMs idle that the other's blocks
-# (queued behind it) then fill. False: one after the other on the compute stream.
-CONCURRENT_PARTS = False
+# Parts beside each other: with ``CONCURRENT_FORWARD`` the forward's received keys'
+# parts run on a parts stream as their K/V land, beside the own keys' part, and are
+# merged after both; with ``CONCURRENT_BACKWARD`` the staged backward's own keys' main
+# kernel runs on the parts stream beside the steps' main kernels. Each kernel's last wave
+# leaves SMs idle that the other's blocks (queued behind it) then fill. False: one after
+# the other on the compute stream.
+CONCURRENT_FORWARD = False
+CONCURRENT_BACKWARD = False
 
 
 class _Streams:
@@ -605,7 +621,7 @@ def _overlapped_forward(q, k, v, prep, group, scale):
     side stream before the own keys' attention; each later step is posted as soon as
     the one before has landed, before that one is computed (``forward_events``)."""
     streams = _Streams(q.device)
-    concurrent = CONCURRENT_PARTS and streams.cuda
+    concurrent = CONCURRENT_FORWARD and streams.cuda
     B, Hk, _, Dk = k.shape
     Dv = v.shape[3]
     steps = prep.steps
@@ -777,7 +793,7 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     else:
         dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
     stage = _stage_backward if streams.cuda else _CpuStages(q)
-    concurrent = CONCURRENT_PARTS and streams.cuda
+    concurrent = CONCURRENT_BACKWARD and streams.cuda
     own = prep.own_part
     _mark("start")
     stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (True, False, False), S, 0)
