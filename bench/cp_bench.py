@@ -526,17 +526,18 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
         # this build alone: its staged backward against its previous backward, on the
         # default group and on a high-priority NCCL group, and the parts side by side
         hp = HIGH_PRIORITY
-        side = {"CONCURRENT_FORWARD": True, "CONCURRENT_BACKWARD": True}
-        variants = [("previous backward", fd, plan, desc, {"STAGED_BACKWARD": False}, None),
-                    ("staged backward", fd, plan, desc, {}, None)]
+        prev = {"STAGED_BACKWARD": False, "CONCURRENT_FORWARD": False}
+        staged = {"STAGED_BACKWARD": True, "CONCURRENT_FORWARD": False}
+        side = {"STAGED_BACKWARD": True, "CONCURRENT_FORWARD": True}
+        variants = [("previous backward", fd, plan, desc, prev, None),
+                    ("staged backward", fd, plan, desc, staged, None)]
         if hp is not None:
-            variants += [("previous backward, high-priority NCCL", fd, plan, desc,
-                          {"STAGED_BACKWARD": False}, hp),
-                         ("staged backward, high-priority NCCL", fd, plan, desc, {}, hp),
+            variants += [("previous backward, high-priority NCCL", fd, plan, desc, prev,
+                          hp),
+                         ("staged backward, high-priority NCCL", fd, plan, desc, staged,
+                          hp),
                          ("staged, high-priority NCCL, forward parts side by side", fd,
-                          plan, desc, {"CONCURRENT_FORWARD": True}, hp),
-                         ("staged, high-priority NCCL, all parts side by side", fd, plan,
-                          desc, side, hp)]
+                          plan, desc, side, hp)]
     else:
         base = importlib.import_module(base_module)
         bdesc = _same_description(base, desc)

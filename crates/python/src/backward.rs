@@ -140,15 +140,14 @@ pub(crate) fn attention_backward_launch(
 /// preprocess laid out this stream's workspace (the first of the calls), and
 /// `row_offset` where this call's rows begin among them. A call with other rows than
 /// `rows` enqueues its main kernel only (rows a whole number of 128-row runs). `dq` is
-/// written by the postprocess only. Every call uses the default (bulk) dQ reduction.
-/// `ws_stream` (default `stream`) names the stream whose workspace the kernels use: a
-/// main kernel enqueued on another stream, ordered after the preprocess and before the
-/// postprocess by the caller's events, sums into the same accumulator.
+/// written by the postprocess only. Every call uses the default (bulk) dQ reduction and
+/// the workspace of (device, `stream`): a run without the preprocess needs the one an
+/// earlier run's preprocess filled there.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, mask_id, lists, tlists, causal,
                     window_left, window_right, scale, stream, device, fp16, pre, main, post,
-                    rows, row_offset, ws_stream=None))]
+                    rows, row_offset))]
 pub(crate) fn attention_backward_stages(
     q: View,
     k: View,
@@ -174,7 +173,6 @@ pub(crate) fn attention_backward_stages(
     post: bool,
     rows: usize,
     row_offset: usize,
-    ws_stream: Option<u64>,
 ) -> PyResult<()> {
     let what = "fragmask.attention backward (stages)";
     let handle = attention_backward_plan(
@@ -221,11 +219,11 @@ pub(crate) fn attention_backward_stages(
         ..shape
     };
     // A run with its preprocess may allocate the workspace; a run without one uses the
-    // workspace that preprocess filled (of `ws_stream`, default this stream).
+    // workspace an earlier preprocess on this stream filled.
     let ws = if pre {
         workspace(device, stream, &cuda_stream, &layout)?
     } else {
-        filled_workspace(device, ws_stream.unwrap_or(stream), &layout)?
+        filled_workspace(device, stream, &layout)?
     };
     let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
     let ptrs = BackwardPointers {
@@ -238,10 +236,8 @@ pub(crate) fn attention_backward_stages(
         grads: RawGradients { dq, dk, dv },
     };
     // SAFETY: the plan was made from these views just above; the wrapper passes live torch
-    // tensors and the stages of one part's calls in order on this stream, or on another
-    // stream ordered by events after the preprocess and before the postprocess of
-    // `ws_stream` (the device API's contract), so the shared workspace holds the
-    // preprocess of these rows and no launch zeroes or casts it meanwhile.
+    // tensors and the stages of one backward's calls in order on this stream (the device
+    // API's contract), so the shared workspace holds the preprocess of these rows.
     unsafe { handle.plan.run_stages(&cuda_stream, &ptrs, &ws, &stages) }
         .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }

@@ -710,6 +710,28 @@ class OverlappedSchedule(unittest.TestCase):
                 self.assertLess(bev.index(("post", i)), own)
                 self.assertGreater(bev.index(("wait", i)), own)
 
+    def test_automatic_switches_follow_the_nccl_streams_priority(self):
+        """``None`` switches (the staged backward, the forward's parts side by side) are
+        on where the group's NCCL streams have high priority: here, outside a process
+        group, only ``TORCH_NCCL_HIGH_PRIORITY`` says so; set switches are as set."""
+        from fragmask.distributed import _attention as A
+
+        keep = os.environ.pop("TORCH_NCCL_HIGH_PRIORITY", None)
+        try:
+            for env, want in ((None, False), ("1", True), ("0", False), ("true", True)):
+                with self.subTest(env=env):
+                    if env is not None:
+                        os.environ["TORCH_NCCL_HIGH_PRIORITY"] = env
+                    A._HIGH_PRIORITY.clear()
+                    self.assertEqual(A._switch(None, None), want)
+                    self.assertTrue(A._switch(True, None))
+                    self.assertFalse(A._switch(False, None))
+        finally:
+            os.environ.pop("TORCH_NCCL_HIGH_PRIORITY", None)
+            if keep is not None:
+                os.environ["TORCH_NCCL_HIGH_PRIORITY"] = keep
+            A._HIGH_PRIORITY.clear()
+
     def test_the_staged_backward_places_each_part_on_rows_that_give_the_same_gradients(self):
         """The staged backward runs a step's part on all the rank's rows, on one aligned
         run of them (its workspace rows offset), or over all the rows with a mask of
@@ -878,7 +900,10 @@ def _gloo_rank(rank, world, store_path, out_path):
                             world_size=world)
     try:
         results = {}
-        for name, (mask, H, Hk, D) in _gloo_cases().items():
+        for (name, (mask, H, Hk, D)), staged in ((c, st) for st in (False, True)
+                                                 for c in _gloo_cases().items()):
+            # the previous backward and the staged one (one dq accumulator)
+            A.STAGED_BACKWARD = staged
             S = mask.seqlen
             p = fd.plan(mask, world)
             g = torch.Generator().manual_seed(3)
@@ -895,9 +920,9 @@ def _gloo_rank(rank, world, store_path, out_path):
                 bufs = [torch.empty_like(t) for _ in range(world)]
                 dist.all_gather(bufs, t.contiguous())
                 parts.append(p.unshard(bufs, dim=2))
-            results[name] = {"got": parts, "q": q, "k": k, "v": v, "do": do,
-                             "steps": len(fd.prepare(p, device="cpu").steps),
-                             "moved": p.traffic() > 0}
+            results[(name, staged)] = {"got": parts, "q": q, "k": k, "v": v, "do": do,
+                                       "steps": len(fd.prepare(p, device="cpu").steps),
+                                       "moved": p.traffic() > 0}
         if rank == 0:
             torch.save(results, out_path)
     finally:
@@ -923,9 +948,10 @@ class OverlappedPathOverGloo(unittest.TestCase):
                 mp.spawn(_gloo_rank, args=(world, os.path.join(tmp, "store"), out),
                          nprocs=world, join=True)
                 res = torch.load(out)
-            for name, (mask, *_) in _gloo_cases().items():
-                with self.subTest(mask=name, world=world):
-                    r = res[name]
+            for (name, (mask, *_)), staged in ((c, st) for st in (False, True)
+                                               for c in _gloo_cases().items()):
+                with self.subTest(mask=name, world=world, staged=staged):
+                    r = res[(name, staged)]
                     self.assertTrue(r["moved"])        # the exchange ran
                     self.assertGreaterEqual(r["steps"], 1)
                     dense = mask.dense()

@@ -461,14 +461,13 @@ def phase_table(marks):
 _SIDE = {}
 _PARTS = {}
 
-# Parts beside each other: with ``CONCURRENT_FORWARD`` the forward's received keys'
-# parts run on a parts stream as their K/V land, beside the own keys' part, and are
-# merged after both; with ``CONCURRENT_BACKWARD`` the staged backward's own keys' main
-# kernel runs on the parts stream beside the steps' main kernels. Each kernel's last wave
-# leaves SMs idle that the other's blocks (queued behind it) then fill. False: one after
-# the other on the compute stream.
-CONCURRENT_FORWARD = False
-CONCURRENT_BACKWARD = False
+# The forward's received keys' parts beside the own keys' part (``CONCURRENT_FORWARD``):
+# they run on a parts stream as their K/V land, their blocks queued behind the own
+# part's, so the own kernel's last wave is filled, and are merged after both. False: one
+# after the other on the compute stream. None (default): on where the group's NCCL
+# streams have high priority (``_nccl_high_priority``), the configuration it was
+# measured faster in (docs/distributed.md, "Measurements").
+CONCURRENT_FORWARD = None
 
 
 class _Streams:
@@ -536,6 +535,39 @@ class _Streams:
             return contextlib.nullcontext()
         self.side.wait_stream(self.compute)    # what the side stream reads is ready
         return torch.cuda.stream(self.side)
+
+
+def _switch(flag, group):
+    """A switch's value: True or False as set, or (None) whether the group's NCCL
+    streams have high priority."""
+    return _nccl_high_priority(group) if flag is None else bool(flag)
+
+
+_HIGH_PRIORITY = {}
+
+
+def _nccl_high_priority(group):
+    """Whether the group's NCCL streams have high priority (its options, as
+    ``high_priority_group`` makes them, or ``TORCH_NCCL_HIGH_PRIORITY``), looked up once
+    per group; False without torch.distributed or NCCL."""
+    import os
+
+    key = id(group)
+    hit = _HIGH_PRIORITY.get(key)
+    if hit is not None and hit[0] is group:
+        return hit[1]
+    high = os.environ.get("TORCH_NCCL_HIGH_PRIORITY", "").lower() in ("1", "true", "yes")
+    try:
+        import torch
+
+        dist = _dist()
+        pg = group if group is not None else dist.distributed_c10d._get_default_group()
+        high = high or bool(pg._get_backend(torch.device("cuda")).options
+                            .is_high_priority_stream)
+    except Exception:    # no torch, no process group, not NCCL: the variable alone
+        pass
+    _HIGH_PRIORITY[key] = (group, high)
+    return high
 
 
 def _post(pairs, group):
@@ -621,7 +653,7 @@ def _overlapped_forward(q, k, v, prep, group, scale):
     side stream before the own keys' attention; each later step is posted as soon as
     the one before has landed, before that one is computed (``forward_events``)."""
     streams = _Streams(q.device)
-    concurrent = CONCURRENT_FORWARD and streams.cuda
+    concurrent = streams.cuda and _switch(CONCURRENT_FORWARD, group)
     B, Hk, _, Dk = k.shape
     Dv = v.shape[3]
     steps = prep.steps
@@ -706,20 +738,21 @@ def _overlapped_forward(q, k, v, prep, group, scale):
 # The staged backward: every part's main kernel sums into one dQ accumulator over the
 # rank's rows (the own part's preprocess first, its postprocess last: one dQ cast, no dq
 # adds, no copies of a step's rows of o and dO), and dK and dV travel as one buffer.
-# False: each part is a whole backward call and its dq is added to the own part's.
-STAGED_BACKWARD = True
+# False: each part is a whole backward call and its dq is added to the own part's. None
+# (default): staged where the group's NCCL streams have high priority; on default-
+# priority streams the dK/dV transfer queued behind the own keys' main kernel ran late
+# and the staged backward measured slower on the causal mask (docs/distributed.md).
+STAGED_BACKWARD = None
 # Every step's part over all the rank's rows, whatever its rows (the GPU tests' check of
 # that placement on masks whose rows would run on an aligned run).
 STAGED_ALL_ROWS = False
 
 
-def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, offset,
-                    ws_stream=None):
+def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, offset):
     """Enqueues the kernels ``stages`` ((pre, main, post)) of one part's backward on the
     current stream with the workspace rows of a call over ``rows`` query rows, this
-    part's starting at ``offset`` (``attention_backward_stages``), in the workspace of
-    ``ws_stream`` (default the current stream); dk and dv receive the part's key
-    gradients, dq (written by the postprocess) the sum of every part's."""
+    part's starting at ``offset`` (``attention_backward_stages``); dk and dv receive the
+    part's key gradients, dq (written by the postprocess) the sum of every part's."""
     from .. import _ops
 
     torch = _ops._torch()
@@ -737,8 +770,7 @@ def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, 
         _ops._view(q), _ops._view(k), _ops._view(v), _ops._view(o), lse.data_ptr(),
         _ops._view(do), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), mask_id, lists,
         tlists, causal, -1, -1, scale, _ops._get_stream(dev.index), dev.index,
-        q.dtype == torch.float16, pre, main, post, rows, offset,
-        None if ws_stream is None else ws_stream.cuda_stream)
+        q.dtype == torch.float16, pre, main, post, rows, offset)
 
 
 class _CpuStages:
@@ -793,11 +825,9 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     else:
         dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
     stage = _stage_backward if streams.cuda else _CpuStages(q)
-    concurrent = CONCURRENT_BACKWARD and streams.cuda
     own = prep.own_part
     _mark("start")
     stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (True, False, False), S, 0)
-    pre_done = streams.point(streams.compute) if concurrent else None
     for ev in backward_events(len(steps)):
         kind = ev[0]
         if kind == "compute":
@@ -854,19 +884,7 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
                     _wait(works[i])             # the side stream only (timing)
                     _mark("dK/dV in flight", "side")
         elif kind == "own":
-            if concurrent:
-                # the own keys' main kernel beside the steps' (after the preprocess only),
-                # on the compute stream's workspace; its postprocess after both
-                with streams.on_parts(after=pre_done):
-                    _stage_backward(q, k, v, o, lse, do, own, scale, dq, dk, dv,
-                                    (False, True, False), S, 0,
-                                    ws_stream=streams.compute)
-                streams.join_parts()
-                _stage_backward(q, k, v, o, lse, do, own, scale, dq, dk, dv,
-                                (False, False, True), S, 0)
-            else:
-                stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (False, True, True), S,
-                      0)
+            stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (False, True, True), S, 0)
             _mark("own keys backward")
         else:
             _wait(works[ev[1]])
@@ -887,7 +905,7 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     rank's own (``backward_events``). With ``STAGED_BACKWARD``, ``_staged_backward``."""
     import torch
 
-    if STAGED_BACKWARD:
+    if _switch(STAGED_BACKWARD, group):
         return _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale)
 
     streams = _Streams(q.device)
