@@ -737,7 +737,8 @@ def _overlapped_forward(q, k, v, prep, group, scale):
 
 # The staged backward: every part's main kernel sums into one dQ accumulator over the
 # rank's rows (the own part's preprocess first, its postprocess last: one dQ cast, no dq
-# adds, no copies of a step's rows of o and dO), and dK and dV travel as one buffer.
+# adds, no copies of a step's rows of o and dO), and dK and dV share one buffer (one
+# add per run of returned tokens).
 # False: each part is a whole backward call and its dq is added to the own part's. None
 # (default): staged where the group's NCCL streams have high priority; on default-
 # priority streams the dK/dV transfer queued behind the own keys' main kernel ran late
@@ -804,7 +805,7 @@ class _CpuStages:
 def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     """(dq, dk, dv) of the staged backward: the own part's preprocess; each step's main
     kernel (on its aligned run of rows, or over all the rank's rows with a mask of every
-    row), its dK and dV posted back to the owner as one buffer at once; the own part's
+    row), its dK and dV posted back to the owner at once; the own part's
     main kernel and postprocess while they travel; then the returned dK/dV added to the
     rank's own (``backward_events``)."""
     import torch
@@ -838,8 +839,8 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
             n = kr.shape[2]
             if joint:
                 gk = k.new_empty((2, B, Hk, n, D))
-                grads[i] = (gk,)
                 gdk, gdv = gk[0], gk[1]
+                grads[i] = (gdk, gdv)
             else:
                 gdk, gdv = torch.empty_like(kr), torch.empty_like(vr)
                 grads[i] = (gdk, gdv)
@@ -869,6 +870,8 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
             if prep.step_send[i] is not None:
                 n = st.send_local.size
                 if joint:
+                    # one buffer, received as its dK and dV halves: the messages are the
+                    # previous backward's, so ranks that chose differently still match
                     back[i] = (k.new_empty((2, B, Hk, n, D)),)
                 else:
                     back[i] = (k.new_empty((B, Hk, n, D)), v.new_empty((B, Hk, n, v.shape[3])))
@@ -877,7 +880,8 @@ def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
                 if grads[i] is not None:
                     pairs += [("send", g, prep.peer_src[i]) for g in grads[i]]
                 if back[i] is not None:
-                    pairs += [("recv", b, prep.peer_dst[i]) for b in back[i]]
+                    halves = (back[i][0][0], back[i][0][1]) if joint else back[i]
+                    pairs += [("recv", b, prep.peer_dst[i]) for b in halves]
                 works[i] = _post(pairs, group)
                 _mark("post dK/dV", "side")
                 if PROFILE is not None:
