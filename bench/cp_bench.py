@@ -31,6 +31,8 @@ import fragmask.distributed as fd
 
 
 STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5; the document case 3, 20)
+GROUP = None        # the sharded steps' group (--group high-priority: HIGH_PRIORITY)
+HIGH_PRIORITY = None   # fragmask.distributed.high_priority_group(), made at start
 
 
 def step_ms(fn, warmup=None, iters=None):
@@ -183,7 +185,8 @@ def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
     plan_ms = (time.perf_counter() - t0) * 1e3
     g = torch.Generator(device=dev).manual_seed(5)
     dt = torch.bfloat16
-    row = {"S": S, "H": H, "D": D, "P": P, "plan_ms_cpu": plan_ms,
+    row = {"S": S, "H": H, "D": D, "P": P, "group": "default" if GROUP is None else
+           "high-priority NCCL streams", "plan_ms_cpu": plan_ms,
            "strategy": plan.strategy, "work_imbalance": plan.imbalance}
     # The whole step on one GPU (rank 0 alone; the others wait for its verdict, so a
     # failure there fails every rank at the same point).
@@ -206,16 +209,16 @@ def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
         t.requires_grad_()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    prep = fd.prepare(plan, desc, device=dev)
+    prep = fd.prepare(plan, desc, device=dev, group=GROUP)
     torch.cuda.synchronize()
     row["prepare_ms"] = all_values((time.perf_counter() - t0) * 1e3)
 
     def sharded():
-        o = fd.attention(ql, kl, vl, plan, desc)
+        o = fd.attention(ql, kl, vl, plan, desc, group=GROUP)
         o.backward(dol)
 
     def sharded_one_call():
-        o = fd.attention(ql, kl, vl, plan, desc, overlap=False)
+        o = fd.attention(ql, kl, vl, plan, desc, overlap=False, group=GROUP)
         o.backward(dol)
     mine, slowest = step_ms(sharded)
     row["two_gpu_ms"] = slowest
@@ -233,13 +236,13 @@ def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
         gk = torch.randn(1, H, prep.kv_len, D, device=dev, dtype=dt, generator=g)
 
         def exchange():
-            kg, vg = fd.gather_kv(kl, vl, prep)
+            kg, vg = fd.gather_kv(kl, vl, prep, GROUP)
             if kg.requires_grad:
                 torch.autograd.backward([kg, vg], [gk, gk])
         mine, slowest = step_ms(exchange)
         row["exchange_fwd_bwd_ms"] = all_values(mine)
     # Each rank's attention alone (keys already gathered): the load balance.
-    kg, vg = (t.detach() for t in fd.gather_kv(kl.detach(), vl.detach(), prep))
+    kg, vg = (t.detach() for t in fd.gather_kv(kl.detach(), vl.detach(), prep, GROUP))
     kg, vg = kg.contiguous().requires_grad_(), vg.contiguous().requires_grad_()
     qd = ql.detach().requires_grad_()
 
@@ -253,8 +256,10 @@ def _run_case(name, spec, H, D, rank, P, dev, report, lean=False):
     if not lean:
         # Forward only (inference): the overlapped path against one call.
         with torch.no_grad():
-            fo, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=True))
-            fp, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=False))
+            fo, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=True,
+                                                 group=GROUP))
+            fp, _ = step_ms(lambda: fd.attention(ql, kl, vl, plan, desc, overlap=False,
+                                                 group=GROUP))
         row["forward_overlapped_ms"] = max(all_values(fo))
         row["forward_one_call_ms"] = max(all_values(fp))
     # Traffic: K and V bf16 of the chunks each rank sends vs an all-gather of K/V.
@@ -329,10 +334,10 @@ def variants(plan, desc, P, dev, ql, kl, vl, dol):
             ("torch merge", plan, False)):
         _merge.FUSED = fused
         try:
-            fd.prepare(vplan, desc, device=dev)
+            fd.prepare(vplan, desc, device=dev, group=GROUP)
 
             def step():
-                o = fd.attention(ql, kl, vl, vplan, desc)
+                o = fd.attention(ql, kl, vl, vplan, desc, group=GROUP)
                 o.backward(dol)
             _, slowest = step_ms(step)
         finally:
@@ -469,10 +474,10 @@ def sweep(name, spec, P, dev, H, D):
                            for _ in range(4))
         for t in (ql, kl, vl):
             t.requires_grad_()
-        fd.prepare(vplan, desc, device=dev)
+        fd.prepare(vplan, desc, device=dev, group=GROUP)
 
         def step():
-            o = fd.attention(ql, kl, vl, vplan, desc)
+            o = fd.attention(ql, kl, vl, vplan, desc, group=GROUP)
             o.backward(dol)
         mine, slowest = step_ms(step)
         ph = phases(step)
@@ -510,7 +515,6 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     import importlib
     from fragmask.distributed import _attention as A
 
-    base = importlib.import_module(base_module)
     S, desc = spec["S"], spec["desc"]
     g = torch.Generator(device=dev).manual_seed(5)
     plan = fd.plan(desc, P)
@@ -518,24 +522,42 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
                                    dtype=torch.bfloat16, generator=g) for _ in range(4))
     for t in (ql, kl, vl):
         t.requires_grad_()
-    bdesc = _same_description(base, desc)
-    variants = [("base", base, base.plan(bdesc, P), bdesc, {}),
-                ("this", fd, plan, desc, {}),
-                ("this, no wait for the packing", fd, plan, desc,
-                 {"WAIT_FOR_PACKING": False}),
-                ("this, tile lists for every part", fd, plan, desc,
-                 {"UNMASKED_PARTS": False})]
-    for _, mod, vplan, vdesc, _ in variants:
-        mod.prepare(vplan, vdesc, device=dev)
+    if base_module == "flags":
+        # this build alone: its staged backward against its previous backward, on the
+        # default group and on a high-priority NCCL group, and the parts side by side
+        hp = HIGH_PRIORITY
+        prev = {"STAGED_BACKWARD": False, "CONCURRENT_FORWARD": False}
+        staged = {"STAGED_BACKWARD": True, "CONCURRENT_FORWARD": False}
+        side = {"STAGED_BACKWARD": True, "CONCURRENT_FORWARD": True}
+        variants = [("previous backward", fd, plan, desc, prev, None),
+                    ("staged backward", fd, plan, desc, staged, None)]
+        if hp is not None:
+            variants += [("previous backward, high-priority NCCL", fd, plan, desc, prev,
+                          hp),
+                         ("staged backward, high-priority NCCL", fd, plan, desc, staged,
+                          hp),
+                         ("staged, high-priority NCCL, forward parts side by side", fd,
+                          plan, desc, side, hp)]
+    else:
+        base = importlib.import_module(base_module)
+        bdesc = _same_description(base, desc)
+        variants = [("base", base, base.plan(bdesc, P), bdesc, {}, None),
+                    ("this", fd, plan, desc, {}, None),
+                    ("this, no wait for the packing", fd, plan, desc,
+                     {"WAIT_FOR_PACKING": False}, None),
+                    ("this, tile lists for every part", fd, plan, desc,
+                     {"UNMASKED_PARTS": False}, None)]
+    for _, mod, vplan, vdesc, _, grp in variants:
+        mod.prepare(vplan, vdesc, device=dev, group=grp)
     times = {v[0]: [] for v in variants}
     for _ in range(rounds):
-        for label, mod, vplan, vdesc, flags in variants:
+        for label, mod, vplan, vdesc, flags, grp in variants:
             keep = {f: getattr(A, f) for f in flags}
             for f, x in flags.items():
                 setattr(A, f, x)
             try:
                 def step():
-                    o = mod.attention(ql, kl, vl, vplan, vdesc)
+                    o = mod.attention(ql, kl, vl, vplan, vdesc, group=grp)
                     o.backward(dol)
                 times[label].append(step_ms(step, *spec.get("steps", STEPS))[1])
             finally:
@@ -543,7 +565,7 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
                     setattr(A, f, x)
     out = {label: {"median_ms": float(np.median(t)), "all_ms": t}
            for label, t in times.items()}
-    for _, _, vplan, _, _ in variants:
+    for _, _, vplan, _, _, _ in variants:
         vplan.__dict__.pop("_prepared", None)
     if dist.get_rank() == 0:
         for label, r in out.items():
@@ -574,7 +596,7 @@ def trace(name, spec, P, dev, H, D, out_dir):
         t.requires_grad_()
 
     def step():
-        o = fd.attention(ql, kl, vl, plan, desc)
+        o = fd.attention(ql, kl, vl, plan, desc, group=GROUP)
         o.backward(dol)
     for _ in range(3):
         step()
@@ -668,11 +690,16 @@ def main():
     ap.add_argument("--ab", default="",
                     help="another fragmask.distributed module (e.g. a copy of the main "
                          "branch's as fragmask.distributed_base) to alternate with this "
-                         "one (documents, causal)")
+                         "one (documents, causal), or 'flags': this one's staged backward "
+                         "against its previous backward")
     ap.add_argument("--lean", action="store_true",
                     help="skip the exchange-alone and forward-only rows; fewer steps")
+    ap.add_argument("--group", default="default", choices=("default", "high-priority"),
+                    help="the process group of the sharded steps: the default group, or "
+                         "fragmask.distributed.high_priority_group() (NCCL streams of "
+                         "high priority)")
     args = ap.parse_args()
-    global STEPS
+    global STEPS, GROUP, HIGH_PRIORITY
     if args.lean:
         STEPS = (2, 5)
     rank = int(os.environ["RANK"])
@@ -680,6 +707,11 @@ def main():
     dev = torch.device("cuda", torch.cuda.current_device())
     dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=4), device_id=dev)
     P = dist.get_world_size()
+    try:
+        HIGH_PRIORITY = fd.high_priority_group()
+    except Exception as e:      # reported; the default group's rows still run
+        print(f"high_priority_group: FAILED {type(e).__name__}: {e}", flush=True)
+    GROUP = HIGH_PRIORITY if args.group == "high-priority" else None
     fragmask.warmup(head_dims=(128,), lightning=(), packer_tiles=((128, 128),))
     report = {}
     H, D = 16, 128

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use fragmask_host::attention::backward::{
-    BackwardOptions, BackwardPlan, BackwardPointers, BackwardWorkspace, RawBackwardMask,
-    RawGradients,
+    BackwardOptions, BackwardPlan, BackwardPointers, BackwardStages, BackwardWorkspace, DqReduce,
+    RawBackwardMask, RawGradients, SharedRows,
 };
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
 use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
@@ -22,6 +22,28 @@ use crate::gpu::{self, View};
 
 type Workspaces = Mutex<HashMap<(usize, u64), Arc<Mutex<BackwardWorkspace>>>>;
 
+fn workspaces() -> &'static Workspaces {
+    static CACHE: OnceLock<Workspaces> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The workspace of (device, stream) that an earlier preprocess filled: it must exist
+/// and fit `shape` (a fresh one would hold no preprocess).
+fn filled_workspace(
+    device: usize,
+    stream: u64,
+    shape: &AttentionShape,
+) -> PyResult<Arc<Mutex<BackwardWorkspace>>> {
+    let cache = workspaces().lock().unwrap_or_else(|e| e.into_inner());
+    match cache.get(&(device, stream)) {
+        Some(ws) if ws.lock().unwrap_or_else(|e| e.into_inner()).fits(shape) => Ok(ws.clone()),
+        _ => Err(PyRuntimeError::new_err(
+            "fragmask.attention backward (stages): no preprocess of these rows on the \
+             workspace's stream (run the first call's preprocess first)",
+        )),
+    }
+}
+
 /// The workspace of (device, stream), at least as large as `shape` needs.
 fn workspace(
     device: usize,
@@ -29,11 +51,7 @@ fn workspace(
     cuda_stream: &Arc<fragmask_host::cudarc::driver::CudaStream>,
     shape: &AttentionShape,
 ) -> PyResult<Arc<Mutex<BackwardWorkspace>>> {
-    static CACHE: OnceLock<Workspaces> = OnceLock::new();
-    let mut cache = CACHE
-        .get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut cache = workspaces().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(ws) = cache.get(&(device, stream)) {
         if ws.lock().unwrap_or_else(|e| e.into_inner()).fits(shape) {
             return Ok(ws.clone());
@@ -114,6 +132,114 @@ pub(crate) fn attention_backward_launch(
     // The addresses are q's, k's, v's, o's and dO's own: the plan was made from their
     // views (shapes and strides) just above.
     handle.run(q.0, k.0, v.0, o.0, lse, d_o.0, dq, dk, dv, stream)
+}
+
+/// [`attention_backward_launch`] in stages, for calls over the same query rows that
+/// sum into one dQ (the parts of a context-parallel backward): `pre`, `main`, `post` say
+/// which of the three kernels to enqueue; `rows` are the query rows of the call whose
+/// preprocess laid out this stream's workspace (the first of the calls), and
+/// `row_offset` where this call's rows begin among them. A call with other rows than
+/// `rows` enqueues its main kernel only (rows a whole number of 128-row runs). `dq` is
+/// written by the postprocess only. Every call uses the default (bulk) dQ reduction and
+/// the workspace of (device, `stream`): a run without the preprocess needs the one an
+/// earlier run's preprocess filled there.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, mask_id, lists, tlists, causal,
+                    window_left, window_right, scale, stream, device, fp16, pre, main, post,
+                    rows, row_offset))]
+pub(crate) fn attention_backward_stages(
+    q: View,
+    k: View,
+    v: View,
+    o: View,
+    lse: u64,
+    d_o: View,
+    dq: u64,
+    dk: u64,
+    dv: u64,
+    mask_id: u64,
+    lists: Option<[u64; 6]>,
+    tlists: Option<[u64; 6]>,
+    causal: bool,
+    window_left: i64,
+    window_right: i64,
+    scale: f64,
+    stream: u64,
+    device: usize,
+    fp16: bool,
+    pre: bool,
+    main: bool,
+    post: bool,
+    rows: usize,
+    row_offset: usize,
+) -> PyResult<()> {
+    let what = "fragmask.attention backward (stages)";
+    let handle = attention_backward_plan(
+        q,
+        k,
+        v,
+        o,
+        d_o,
+        mask_id,
+        lists,
+        tlists,
+        causal,
+        window_left,
+        window_right,
+        scale,
+        stream,
+        device,
+        fp16,
+    )?;
+    if handle.plan.dq_reduce() != DqReduce::Bulk {
+        return Err(PyValueError::new_err(format!(
+            "{what}: the plan reduces dQ with atomics; staged calls share the bulk accumulator"
+        )));
+    }
+    let shape = handle.plan.shape();
+    let shared = if row_offset == 0 && rows == shape.seqlen_q {
+        None
+    } else {
+        Some(SharedRows {
+            offset: row_offset,
+            seqlen_q: rows,
+        })
+    };
+    let stages = BackwardStages {
+        pre,
+        main,
+        post,
+        rows: shared,
+    };
+    // SAFETY: torch's current stream of the plan's device, read by the wrapper.
+    let cuda_stream = unsafe { handle.gpu.device.borrowed_stream(stream) };
+    let layout = AttentionShape {
+        seqlen_q: rows.max(shape.seqlen_q),
+        ..shape
+    };
+    // A run with its preprocess may allocate the workspace; a run without one uses the
+    // workspace an earlier preprocess on this stream filled.
+    let ws = if pre {
+        workspace(device, stream, &cuda_stream, &layout)?
+    } else {
+        filled_workspace(device, stream, &layout)?
+    };
+    let ws = ws.lock().unwrap_or_else(|e| e.into_inner());
+    let ptrs = BackwardPointers {
+        q: q.0,
+        k: k.0,
+        v: v.0,
+        o: o.0,
+        d_o: d_o.0,
+        lse,
+        grads: RawGradients { dq, dk, dv },
+    };
+    // SAFETY: the plan was made from these views just above; the wrapper passes live torch
+    // tensors and the stages of one backward's calls in order on this stream (the device
+    // API's contract), so the shared workspace holds the preprocess of these rows.
+    unsafe { handle.plan.run_stages(&cuda_stream, &ptrs, &ws, &stages) }
+        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }
 
 /// The plan of `key`: the cached one, or made now (with `ws`, a workspace that fits it)

@@ -67,6 +67,10 @@ pub(crate) fn claim_device_api(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         wrap_pyfunction!(crate::merge::merge_into_launch, py)?,
     )?;
     api.set_item(
+        "attention_backward_stages",
+        wrap_pyfunction!(crate::backward::attention_backward_stages, py)?,
+    )?;
+    api.set_item(
         "attention_backward_plan",
         wrap_pyfunction!(crate::backward::attention_backward_plan, py)?,
     )?;

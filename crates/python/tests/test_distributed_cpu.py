@@ -710,6 +710,89 @@ class OverlappedSchedule(unittest.TestCase):
                 self.assertLess(bev.index(("post", i)), own)
                 self.assertGreater(bev.index(("wait", i)), own)
 
+    def test_automatic_switches_follow_the_nccl_streams_priority(self):
+        """``None`` switches (the staged backward, the forward's parts side by side) are
+        on where the group's NCCL streams have high priority: here, outside a process
+        group, only ``TORCH_NCCL_HIGH_PRIORITY`` says so; set switches are as set."""
+        from fragmask.distributed import _attention as A
+
+        keep = os.environ.pop("TORCH_NCCL_HIGH_PRIORITY", None)
+        try:
+            for env, want in ((None, False), ("1", True), ("0", False), ("true", True)):
+                with self.subTest(env=env):
+                    if env is not None:
+                        os.environ["TORCH_NCCL_HIGH_PRIORITY"] = env
+                    A._HIGH_PRIORITY.clear()
+                    self.assertEqual(A._switch(None, None), want)
+                    self.assertTrue(A._switch(True, None))
+                    self.assertFalse(A._switch(False, None))
+        finally:
+            os.environ.pop("TORCH_NCCL_HIGH_PRIORITY", None)
+            if keep is not None:
+                os.environ["TORCH_NCCL_HIGH_PRIORITY"] = keep
+            A._HIGH_PRIORITY.clear()
+
+    def test_the_staged_backward_places_each_part_on_rows_that_give_the_same_gradients(self):
+        """The staged backward runs a step's part on all the rank's rows, on one aligned
+        run of them (its workspace rows offset), or over all the rows with a mask of
+        every row: the rows it names are the step's, and the all-rows part's gradients
+        (f64) equal the step rows' part's, with zero dq on the other rows."""
+        from fragmask.distributed import _attention as A
+
+        H, Hk, D, S = 2, 1, 8, 1024
+        for seed in SEEDS[:2]:
+            rng = np.random.default_rng(seed)
+            families = dict(mask_families(rng, S))
+            families["causal"] = fd.Intervals.causal(S)
+            for name, mask in families.items():
+                dense = mask.dense()
+                q, do, o = rng.standard_normal((3, H, S, D))
+                k, v = rng.standard_normal((2, Hk, S, D))
+                lse = rng.standard_normal((H, S)) + 8.0
+                for P, chunk in ((2, 128), (4, 128), (2, 64)):
+                    p = fd.plan(mask, P, chunk=chunk)
+                    n = S // P
+                    for r in range(P):
+                        rows = p.positions(r)
+                        for st in schedule(p, r):
+                            if not (st.recv_len and st.rows.size):
+                                continue
+                            with self.subTest(seed=seed, mask=name, P=P, chunk=chunk,
+                                              rank=r, step=st.distance):
+                                sel = A._row_selector(st, n, np.asarray)
+                                mode, offset = A._staged_rows(sel, n)
+                                if mode == "same":
+                                    np.testing.assert_array_equal(st.rows, np.arange(n))
+                                    continue
+                                if mode == "offset":
+                                    self.assertEqual(offset % A.STAGED_ROW_RUN, 0)
+                                    self.assertEqual(st.rows.size % A.STAGED_ROW_RUN, 0)
+                                    np.testing.assert_array_equal(
+                                        st.rows, np.arange(offset, offset + st.rows.size))
+                                    continue
+                                self.assertEqual((mode, offset), ("all", 0))
+                                keys = (st.recv_chunks[:, None] * p.chunk
+                                        + np.arange(p.chunk)).reshape(-1)
+                                every = mask.local_mask_cpu(rows, keys, (chunk, chunk),
+                                                            partial=True).to_dense()[0]
+                                np.testing.assert_array_equal(
+                                    every, dense[:, rows][:, :, keys])
+                                kr, vr = k[:, keys], v[:, keys]
+                                qr, orr, dor = (t[:, rows] for t in (q, o, do))
+                                lr = lse[:, rows]
+                                a = numpy_attention_backward(qr, kr, vr, orr, lr, dor,
+                                                             every)
+                                b = numpy_attention_backward(
+                                    qr[:, st.rows], kr, vr, orr[:, st.rows],
+                                    lr[:, st.rows], dor[:, st.rows],
+                                    every[:, st.rows])
+                                np.testing.assert_allclose(a[0][:, st.rows], b[0],
+                                                           atol=1e-12)
+                                others = np.setdiff1d(np.arange(n), st.rows)
+                                self.assertEqual(np.abs(a[0][:, others]).max(initial=0), 0)
+                                for x, y in zip(a[1:], b[1:]):
+                                    np.testing.assert_allclose(x, y, atol=1e-12)
+
     def test_the_steps_forward_and_backward_equal_attention_over_the_whole_sequence(self):
         """Own keys, then each step's keys on the step's rows only, merged; the
         backward of every part from the merged (o, lse), the received keys' dK/dV
@@ -817,7 +900,10 @@ def _gloo_rank(rank, world, store_path, out_path):
                             world_size=world)
     try:
         results = {}
-        for name, (mask, H, Hk, D) in _gloo_cases().items():
+        for (name, (mask, H, Hk, D)), staged in ((c, st) for st in (False, True)
+                                                 for c in _gloo_cases().items()):
+            # the previous backward and the staged one (one dq accumulator)
+            A.STAGED_BACKWARD = staged
             S = mask.seqlen
             p = fd.plan(mask, world)
             g = torch.Generator().manual_seed(3)
@@ -834,9 +920,9 @@ def _gloo_rank(rank, world, store_path, out_path):
                 bufs = [torch.empty_like(t) for _ in range(world)]
                 dist.all_gather(bufs, t.contiguous())
                 parts.append(p.unshard(bufs, dim=2))
-            results[name] = {"got": parts, "q": q, "k": k, "v": v, "do": do,
-                             "steps": len(fd.prepare(p, device="cpu").steps),
-                             "moved": p.traffic() > 0}
+            results[(name, staged)] = {"got": parts, "q": q, "k": k, "v": v, "do": do,
+                                       "steps": len(fd.prepare(p, device="cpu").steps),
+                                       "moved": p.traffic() > 0}
         if rank == 0:
             torch.save(results, out_path)
     finally:
@@ -862,9 +948,10 @@ class OverlappedPathOverGloo(unittest.TestCase):
                 mp.spawn(_gloo_rank, args=(world, os.path.join(tmp, "store"), out),
                          nprocs=world, join=True)
                 res = torch.load(out)
-            for name, (mask, *_) in _gloo_cases().items():
-                with self.subTest(mask=name, world=world):
-                    r = res[name]
+            for (name, (mask, *_)), staged in ((c, st) for st in (False, True)
+                                               for c in _gloo_cases().items()):
+                with self.subTest(mask=name, world=world, staged=staged):
+                    r = res[(name, staged)]
                     self.assertTrue(r["moved"])        # the exchange ran
                     self.assertGreaterEqual(r["steps"], 1)
                     dense = mask.dense()

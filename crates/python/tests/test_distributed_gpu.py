@@ -95,7 +95,8 @@ class ContextParallel(unittest.TestCase):
         dist.all_gather(parts, t.contiguous())
         return plan.unshard(parts, dim=dim)
 
-    def run_case(self, name, desc, H, Hk, chunk, block, dtype, S, layout="bhsd"):
+    def run_case(self, name, desc, H, Hk, chunk, block, dtype, S, layout="bhsd",
+                 group=None):
         B, D = 1, 128
         plan = fd.plan(desc, self.P, chunk=chunk)
         g = torch.Generator(device=self.dev).manual_seed(99)
@@ -122,7 +123,8 @@ class ContextParallel(unittest.TestCase):
         args = shard
         if layout == "bshd":
             args = [t.transpose(1, 2) for t in shard]
-        o, lse = fd.attention(*args, plan, block=block, return_lse=True, layout=layout)
+        o, lse = fd.attention(*args, plan, block=block, return_lse=True, layout=layout,
+                              group=group)
         if layout == "bshd":
             o = o.transpose(1, 2)
         o.backward(plan.shard(do, self.rank, dim=2))
@@ -130,13 +132,14 @@ class ContextParallel(unittest.TestCase):
         got_lse = self.gather(plan, lse, dim=2)
         # the one-call path (one exchange, one attention call), forward and backward
         again = [t.detach().clone().requires_grad_() for t in shard]
-        o2 = fd.attention(*again, plan, block=block, overlap=False)
+        o2 = fd.attention(*again, plan, block=block, overlap=False, group=group)
         o2.backward(plan.shard(do, self.rank, dim=2))
         one_call = [self.gather(plan, t) for t in (o2.detach(),) + tuple(t.grad for t in again)]
         # forward only (no autograd): the overlapped path against the one call
         with torch.no_grad():
-            ov = fd.attention(*[t.detach() for t in shard], plan, block=block, overlap=True)
-            plain = fd.attention(*[t.detach() for t in shard], plan, block=block,
+            ov = fd.attention(*[t.detach() for t in shard], plan, block=block, overlap=True,
+                              group=group)
+            plain = fd.attention(*[t.detach() for t in shard], plan, block=block, group=group,
                                  overlap=False)
         ov_all = self.gather(plan, ov)
         # every collective is behind us: a failed check below cannot strand another rank
@@ -228,6 +231,39 @@ class ContextParallel(unittest.TestCase):
                         self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
                     finally:
                         _attention.WAIT_FOR_PACKING = keep
+
+    def test_the_staged_and_the_previous_backward_match_fp32(self):
+        from fragmask.distributed import _attention
+
+        S = 4096
+        picked = cases(S)
+        A = _attention
+        names = ("STAGED_BACKWARD", "STAGED_ALL_ROWS", "CONCURRENT_FORWARD")
+        keep = [getattr(A, n) for n in names]
+        # staged (each part on its rows), staged with every part over all the rank's
+        # rows, staged with the forward's parts side by side on two streams, the
+        # previous backward
+        for flags in ((True, False, False), (True, True, False), (True, False, True),
+                      (False, False, False)):
+            for name in ("document-causal GQA", "causal", "top-k per head"):
+                desc, H, Hk, chunk, block, dtype = picked[name]
+                with self.subTest(flags=flags, mask=name):
+                    for n, f in zip(names, flags):
+                        setattr(A, n, f)
+                    try:
+                        self.run_case(name, desc, H, Hk, chunk, block, dtype, S)
+                    finally:
+                        for n, f in zip(names, keep):
+                            setattr(A, n, f)
+
+    def test_a_high_priority_group_matches_fp32(self):
+        group = fd.high_priority_group()
+        S = 4096
+        picked = cases(S)
+        for name in ("document-causal GQA", "causal"):
+            desc, H, Hk, chunk, block, dtype = picked[name]
+            with self.subTest(mask=name):
+                self.run_case(name, desc, H, Hk, chunk, block, dtype, S, group=group)
 
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))

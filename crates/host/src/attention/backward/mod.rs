@@ -30,7 +30,7 @@
 
 mod plan;
 
-pub use plan::{BackwardPlan, BackwardPointers};
+pub use plan::{BackwardPlan, BackwardPointers, BackwardStages, SharedRows};
 
 pub use fragmask_kernels::attention::backward::DqReduce;
 // The backward's kernel choice lives with the forward's ([`super::choice`]).
@@ -355,6 +355,22 @@ impl Resolved {
     /// Every address in `params` and the maps must be live for the shape (checked by the
     /// callers' validation), until the kernels complete on `stream`.
     unsafe fn launch(&self, stream: &Arc<CudaStream>) -> Result<(), AttentionError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.launch_stages(stream, [true; 3]) }
+    }
+
+    /// Enqueues the kernels `[pre, main, post]` says, in that order (`launch` enqueues
+    /// all three).
+    ///
+    /// # Safety
+    /// As [`Self::launch`]; a main kernel run without its preprocess reads a workspace that
+    /// an earlier preprocess on `stream` filled for its rows, a postprocess without its main
+    /// kernel casts what earlier main kernels reduced there.
+    unsafe fn launch_stages(
+        &self,
+        stream: &Arc<CudaStream>,
+        [run_pre, run_main, run_post]: [bool; 3],
+    ) -> Result<(), AttentionError> {
         let s = &self.shape;
         let rows = padded_rows(s.seqlen_q).unwrap_or(0) as u32;
         let (heads, batch) = (s.heads as u32, s.batch as u32);
@@ -365,12 +381,16 @@ impl Resolved {
         // The main kernel and the postprocess launch under programmatic dependent launch
         // (each waits, griddepcontrol.wait, for the previous kernel's writes before its
         // first read of them): their launch and prologue overlap the previous kernel's tail.
+        // Only behind their own call's previous kernel: a main kernel enqueued behind
+        // another call's main kernel would hold every SM it frees (its blocks resident,
+        // waiting) ahead of a kernel another stream queued meanwhile (the dK/dV transfer
+        // of a context-parallel backward, docs/distributed.md).
         let main = Launch::new(
             (self.ctas * self.kernel.d_split(), s.kv_heads as u32, batch),
             self.kernel.threads(),
         )
         .smem(self.kernel.smem_bytes())
-        .dependent(true);
+        .dependent(run_pre);
         let post = match self.kernel.dq_reduce() {
             // One warp per query row of the row-major accumulator.
             DqReduce::Atomics => Launch::new(
@@ -383,11 +403,14 @@ impl Resolved {
                 128,
             ),
         }
-        .dependent(true);
+        .dependent(run_main);
         let params = [KernelArg::new(&self.params)];
-        // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live (contract).
-        unsafe { launch(stream, &self.functions.pre, pre, &params) }
-            .map_err(driver("launching the backward preprocess"))?;
+        if run_pre {
+            // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live
+            // (contract).
+            unsafe { launch(stream, &self.functions.pre, pre, &params) }
+                .map_err(driver("launching the backward preprocess"))?;
+        }
         let [q, k, v, d_o] = &self.maps;
         let main_args = [
             KernelArg::new(q),
@@ -396,12 +419,16 @@ impl Resolved {
             KernelArg::new(d_o),
             KernelArg::new(&self.params),
         ];
-        // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
-        unsafe { launch(stream, &self.functions.main, main, &main_args) }
-            .map_err(driver("launching the backward kernel"))?;
-        // SAFETY: as the preprocess (fm_bwd_params by value).
-        unsafe { launch(stream, &self.functions.post, post, &params) }
-            .map_err(driver("launching the backward postprocess"))?;
+        if run_main {
+            // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
+            unsafe { launch(stream, &self.functions.main, main, &main_args) }
+                .map_err(driver("launching the backward kernel"))?;
+        }
+        if run_post {
+            // SAFETY: as the preprocess (fm_bwd_params by value).
+            unsafe { launch(stream, &self.functions.post, post, &params) }
+                .map_err(driver("launching the backward postprocess"))?;
+        }
         Ok(())
     }
 }

@@ -57,6 +57,46 @@ pub struct BackwardPointers {
     pub grads: RawGradients,
 }
 
+/// Which of a backward's three kernels a run enqueues ([`BackwardPlan::run_stages`]),
+/// and where the call's query rows lie in a workspace that several calls share.
+///
+/// Calls over the same query rows against different keys (the parts of one context-parallel
+/// backward, docs/distributed.md) can share one workspace: the first enqueues the
+/// preprocess, each enqueues its main kernel (they sum into one f32 dQ accumulator), the
+/// last enqueues the postprocess, which casts the sum once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardStages {
+    /// The preprocess (lse in log2, `Dsum`, the accumulator zeroed).
+    pub pre: bool,
+    /// The main kernel (dK, dV, and dQ reduced into the accumulator).
+    pub main: bool,
+    /// The postprocess (dQ cast from the accumulator).
+    pub post: bool,
+    /// `None`: the workspace's rows are the call's own. `Some`: the call's rows are a run
+    /// of the rows of a call with more of them (no preprocess or postprocess of its own).
+    pub rows: Option<SharedRows>,
+}
+
+impl BackwardStages {
+    /// All three kernels over the call's own rows (what [`BackwardPlan::run`] enqueues).
+    pub const ALL: Self = Self {
+        pre: true,
+        main: true,
+        post: true,
+        rows: None,
+    };
+}
+
+/// The call's query rows as rows `offset..offset + Sq` of a call with `seqlen_q` rows
+/// (same batch and heads), whose preprocess filled the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedRows {
+    /// First row, a multiple of 128 (the workspace's row padding).
+    pub offset: usize,
+    /// The rows of the call that owns the workspace's layout.
+    pub seqlen_q: usize,
+}
+
 impl AttentionRunner {
     /// Plans a backward over tensors with the shapes and strides of `q`, `k`, `v`, `o`
     /// and `d_o` (their `ptr` fields are not read: each run brings its own), checked as
@@ -132,6 +172,35 @@ impl BackwardPlan {
         ptrs: &BackwardPointers,
         ws: &BackwardWorkspace,
     ) -> Result<(), AttentionError> {
+        // SAFETY: the caller's contract, which is `run_stages`' with all three kernels.
+        unsafe { self.run_stages(stream, ptrs, ws, &BackwardStages::ALL) }
+    }
+
+    /// The dQ reduction of the planned kernel (runs that share a workspace's accumulator
+    /// must use one).
+    pub fn dq_reduce(&self) -> super::DqReduce {
+        self.resolved.kernel.dq_reduce()
+    }
+
+    /// As [`Self::run`], enqueuing only the kernels `stages` names, with the call's rows
+    /// placed in the workspace as `stages.rows` says. Checks that the workspace fits the
+    /// rows it names and that shared rows are whole 128-row runs inside them, in
+    /// non-deterministic mode (whose semaphores are laid out per call); a run with shared
+    /// rows enqueues neither the preprocess nor the postprocess.
+    ///
+    /// # Safety
+    /// As [`Self::run`]. Also: a main kernel or postprocess enqueued without the
+    /// preprocess reads the workspace as an earlier preprocess on `stream` left it, for a
+    /// call with these rows (or, with `stages.rows`, the sharing call's rows, of the same
+    /// batch, heads and head dimension) and the same O, dO and lse there; every run that
+    /// reduces into the accumulator is of a plan with the same [`Self::dq_reduce`].
+    pub unsafe fn run_stages(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptrs: &BackwardPointers,
+        ws: &BackwardWorkspace,
+        stages: &BackwardStages,
+    ) -> Result<(), AttentionError> {
         let g = ptrs.grads;
         if [ptrs.q, ptrs.k, ptrs.v, ptrs.d_o, g.dq, g.dk, g.dv]
             .iter()
@@ -144,10 +213,13 @@ impl BackwardPlan {
             )));
         }
         let r = &self.resolved;
-        if !ws.fits(&r.shape) {
+        let layout = match stages.rows {
+            None => r.shape,
+            Some(shared) => shared_layout(r.shape, r.kernel.deterministic(), shared, stages)?,
+        };
+        if !ws.fits(&layout) {
             return Err(AttentionError::Shape(format!(
-                "the backward workspace is too small for {:?}",
-                r.shape
+                "the backward workspace is too small for {layout:?}"
             )));
         }
         let mut maps = r.maps;
@@ -159,6 +231,17 @@ impl BackwardPlan {
         (p.o, p.d_o, p.lse) = (ptrs.o, ptrs.d_o, ptrs.lse);
         (p.dq, p.dk, p.dv) = (g.dq, g.dk, g.dv);
         [p.lse_log2, p.dsum, p.dq_accum, p.sem] = ws.device_ptrs(stream);
+        if let Some(shared) = stages.rows {
+            // The workspace is laid out by the sharing call's padded rows: [B, H, rows]
+            // and [B, H, rows, D] f32 (the Bulk accumulator's 64-row steps are D * 64
+            // floats each), so the call's rows start `offset` rows in.
+            let rows = super::padded_rows(shared.seqlen_q).unwrap_or(0);
+            p.seqlen_q_pad = i32::try_from(rows).map_err(|_| too_many_rows(rows))?;
+            let offset = shared.offset as u64;
+            p.lse_log2 += 4 * offset;
+            p.dsum += 4 * offset;
+            p.dq_accum += 4 * offset * r.shape.head_dim as u64;
+        }
         let call = Resolved {
             functions: r.functions.clone(),
             maps,
@@ -168,8 +251,112 @@ impl BackwardPlan {
             ctas: r.ctas,
             doc_items: r.doc_items.clone(),
         };
-        // SAFETY: the plan's checks hold for these shapes and strides; the addresses are
-        // this function's contract.
-        unsafe { call.launch(stream) }
+        // SAFETY: the plan's checks hold for these shapes and strides, the workspace fits
+        // the rows the parameters name (checked above); the addresses and the workspace's
+        // contents are this function's contract.
+        unsafe { call.launch_stages(stream, [stages.pre, stages.main, stages.post]) }
+    }
+}
+
+fn too_many_rows(rows: usize) -> AttentionError {
+    AttentionError::Shape(format!(
+        "{rows} query rows do not fit the kernels' int rows"
+    ))
+}
+
+/// The shape whose workspace a run with shared rows indexes (the sharing call's rows),
+/// after checking that the call's rows are whole padded runs inside them.
+fn shared_layout(
+    s: AttentionShape,
+    deterministic: bool,
+    shared: SharedRows,
+    stages: &BackwardStages,
+) -> Result<AttentionShape, AttentionError> {
+    let pad = super::ROW_PAD as usize;
+    let end = shared.offset.checked_add(s.seqlen_q);
+    if stages.pre || stages.post {
+        return Err(AttentionError::Shape(
+            "a backward run over shared rows enqueues its main kernel only (the sharing call \
+             runs the preprocess and the postprocess)"
+                .to_string(),
+        ));
+    }
+    if deterministic {
+        return Err(AttentionError::Shape(
+            "a backward run over shared rows cannot be deterministic (its semaphores are \
+             laid out per call)"
+                .to_string(),
+        ));
+    }
+    if shared.offset % pad != 0 || s.seqlen_q % pad != 0 || end.is_none_or(|e| e > shared.seqlen_q)
+    {
+        return Err(AttentionError::Shape(format!(
+            "shared rows: the call's {} rows at row {} must be whole runs of {pad} rows \
+             inside the sharing call's {}",
+            s.seqlen_q, shared.offset, shared.seqlen_q
+        )));
+    }
+    Ok(AttentionShape {
+        seqlen_q: shared.seqlen_q,
+        ..s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(seqlen_q: usize) -> AttentionShape {
+        AttentionShape {
+            batch: 1,
+            heads: 4,
+            kv_heads: 2,
+            seqlen_q,
+            seqlen_k: 1024,
+            head_dim: 128,
+        }
+    }
+
+    const MAIN: BackwardStages = BackwardStages {
+        pre: false,
+        main: true,
+        post: false,
+        rows: None,
+    };
+
+    fn rows(offset: usize, seqlen_q: usize) -> SharedRows {
+        SharedRows { offset, seqlen_q }
+    }
+
+    #[test]
+    fn shared_rows_index_the_sharing_calls_workspace() {
+        let got = shared_layout(shape(256), false, rows(384, 1024), &MAIN).unwrap();
+        assert_eq!(got, shape(1024));
+        // the last whole run
+        assert!(shared_layout(shape(256), false, rows(768, 1024), &MAIN).is_ok());
+    }
+
+    #[test]
+    fn shared_rows_past_the_sharing_call_or_not_whole_runs_are_refused() {
+        for (sq, offset, total) in [
+            (256, 896, 1024),        // past the end
+            (256, 64, 1024),         // offset not a multiple of 128
+            (192, 0, 1024),          // rows not a multiple of 128
+            (256, usize::MAX, 1024), // overflow
+        ] {
+            assert!(
+                shared_layout(shape(sq), false, rows(offset, total), &MAIN).is_err(),
+                "{sq} rows at {offset} of {total}"
+            );
+        }
+    }
+
+    #[test]
+    fn shared_rows_run_the_main_kernel_only_and_not_deterministic() {
+        for (pre, post) in [(true, false), (false, true)] {
+            let stages = BackwardStages { pre, post, ..MAIN };
+            assert!(shared_layout(shape(256), false, rows(0, 1024), &stages).is_err());
+        }
+        assert!(shared_layout(shape(256), true, rows(0, 1024), &MAIN).is_err());
     }
 }

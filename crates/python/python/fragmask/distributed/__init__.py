@@ -7,9 +7,10 @@ The planner and the mask descriptions need numpy only; ``attention`` needs torch
 
 from ._masks import BlockLists, DenseRows, Intervals, TopK
 from ._merge import merge_states, merge_states_numpy
-from ._attention import Prepared, attention, gather_kv, prepare
+from ._attention import Prepared, attention, gather_kv, high_priority_group, prepare
 from ._plan import Plan, plan
 
 
 __all__ = ["BlockLists", "DenseRows", "Intervals", "Plan", "Prepared", "TopK", "attention",
-           "gather_kv", "merge_states", "merge_states_numpy", "plan", "prepare"]
+           "gather_kv", "high_priority_group", "merge_states", "merge_states_numpy", "plan",
+           "prepare"]

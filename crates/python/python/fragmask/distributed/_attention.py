@@ -86,6 +86,12 @@ class Prepared:
             self.step_send.append(_token_selector(st.send_local, idx)
                                   if st.send_local.size else None)
         self.step_send_idx = [idx(st.send_local) for st in self.steps]
+        # The staged backward (``STAGED_BACKWARD``): how each step's part sits in the own
+        # part's rows (``_staged_rows``), packed lazily for a part over all rows.
+        self.step_staged = [_staged_rows(sel, self.local_len)
+                            if self.step_parts[i] is not None else None
+                            for i, sel in enumerate(self.step_rows)]
+        self._step_all_rows = {}
         # The same selections as runs of consecutive local tokens with their offsets in
         # the step's buffer ((start, end, offset)): few runs add by slices, many by
         # index_add_ (_add_runs).
@@ -94,6 +100,19 @@ class Prepared:
         # Global ranks of the steps' peers (P2P ops name global ranks).
         self.peer_src = [_global_rank(group, st.src) for st in self.steps]
         self.peer_dst = [_global_rank(group, st.dst) for st in self.steps]
+
+    def all_rows_part(self, i):
+        """Step i's keys against all the rank's rows (rows that read none of them have
+        empty lists): the staged backward's part where the step's rows are not one
+        aligned run (packed when first used)."""
+        part = self._step_all_rows.get(i)
+        if part is None:
+            st, C = self.steps[i], self.plan.chunk
+            keys = (st.recv_chunks[:, None] * C + np.arange(C)[None, :]).reshape(-1)
+            part = self._step_all_rows[i] = _Part(
+                self._pack(self.rows, keys),
+                full=_sees_all(self._desc, self.rows, keys))
+        return part
 
     def _pack(self, rows, keys):
         if self.device.type == "cpu":
@@ -158,6 +177,25 @@ def _row_selector(step, local_len, idx):
     return idx(step.rows)
 
 
+# Rows of the staged backward's workspace runs: a step's rows that are one run of whole
+# 128-row runs (the backward's workspace padding) share the own part's rows in place.
+STAGED_ROW_RUN = 128
+
+
+def _staged_rows(sel, local_len):
+    """Where a step's part runs in the staged backward: ``("same", 0)`` (its rows are
+    all the rank's), ``("offset", a)`` (one run of rows a.. of whole 128-row runs: the
+    part runs on that slice, its workspace rows offset), or ``("all", 0)`` (other row
+    sets: the part runs over all the rank's rows with a mask of every row)."""
+    if sel is None:
+        return ("same", 0)
+    if isinstance(sel, slice):
+        a, b = sel.start, sel.stop
+        if a % STAGED_ROW_RUN == 0 and (b - a) % STAGED_ROW_RUN == 0:
+            return ("offset", int(a))
+    return ("all", 0)
+
+
 def _runs_of(tokens):
     """Ascending tokens as (start, end) runs of consecutive ones."""
     from ._exchange import _runs
@@ -198,6 +236,20 @@ def _token_selector(tokens, idx):
     if tokens[-1] - tokens[0] + 1 == tokens.size:
         return slice(int(tokens[0]), int(tokens[-1]) + 1)
     return idx(tokens)
+
+
+def high_priority_group(group=None):
+    """A NCCL process group over the ranks of ``group`` (default: every rank) whose
+    streams have high priority, for ``attention(..., group=...)``: the exchange's NCCL
+    kernels then take the SMs the attention kernels free before the attention kernels'
+    next blocks, so a transfer queued beside an attention kernel runs beside it instead
+    of after its last wave (docs/distributed.md). A collective call
+    (``torch.distributed.new_group``): every process of the default group calls it,
+    once, in the same order."""
+    dist = _dist()
+    ranks = None if group is None else dist.get_process_group_ranks(group)
+    opts = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
+    return dist.new_group(ranks=ranks, backend="nccl", pg_options=opts)
 
 
 def _global_rank(group, r):
@@ -407,12 +459,21 @@ def phase_table(marks):
 
 
 _SIDE = {}
+_PARTS = {}
+
+# The forward's received keys' parts beside the own keys' part (``CONCURRENT_FORWARD``):
+# they run on a parts stream as their K/V land, their blocks queued behind the own
+# part's, so the own kernel's last wave is filled, and are merged after both. False: one
+# after the other on the compute stream. None (default): on where the group's NCCL
+# streams have high priority (``_nccl_high_priority``), the configuration it was
+# measured faster in (docs/distributed.md, "Measurements").
+CONCURRENT_FORWARD = None
 
 
 class _Streams:
-    """The compute stream (torch's current) and the side stream the exchange is
-    packed and posted from (one per device, kept). On the CPU (the gloo tests) both
-    are the same and waits are no-ops."""
+    """The compute stream (torch's current), the side stream the exchange is packed
+    and posted from, and the parts stream (one of each per device, kept). On the CPU
+    (the gloo tests) all are the same and waits are no-ops."""
 
     def __init__(self, device):
         import torch
@@ -424,6 +485,37 @@ class _Streams:
             if side is None:
                 side = _SIDE[device.index] = torch.cuda.Stream(device)
             self.side = side
+            parts = _PARTS.get(device.index)
+            if parts is None:
+                parts = _PARTS[device.index] = torch.cuda.Stream(device)
+            self.parts = parts
+
+    def point(self, stream):
+        """An event at ``stream``'s current point (None on the CPU)."""
+        if not self.cuda:
+            return None
+        import torch
+
+        ev = torch.cuda.Event()
+        ev.record(stream)
+        return ev
+
+    def on_parts(self, after=None):
+        """The parts stream as the current one, after the compute stream's point
+        ``after`` (an event) if given."""
+        import contextlib
+        import torch
+
+        if not self.cuda:
+            return contextlib.nullcontext()
+        if after is not None:
+            self.parts.wait_event(after)
+        return torch.cuda.stream(self.parts)
+
+    def join_parts(self):
+        """The compute stream waits for what the parts stream has queued."""
+        if self.cuda:
+            self.compute.wait_stream(self.parts)
 
     def packed(self):
         """An event at the side stream's current point (None on the CPU)."""
@@ -443,6 +535,39 @@ class _Streams:
             return contextlib.nullcontext()
         self.side.wait_stream(self.compute)    # what the side stream reads is ready
         return torch.cuda.stream(self.side)
+
+
+def _switch(flag, group):
+    """A switch's value: True or False as set, or (None) whether the group's NCCL
+    streams have high priority."""
+    return _nccl_high_priority(group) if flag is None else bool(flag)
+
+
+_HIGH_PRIORITY = {}
+
+
+def _nccl_high_priority(group):
+    """Whether the group's NCCL streams have high priority (its options, as
+    ``high_priority_group`` makes them, or ``TORCH_NCCL_HIGH_PRIORITY``), looked up once
+    per group; False without torch.distributed or NCCL."""
+    import os
+
+    key = id(group)
+    hit = _HIGH_PRIORITY.get(key)
+    if hit is not None and hit[0] is group:
+        return hit[1]
+    high = os.environ.get("TORCH_NCCL_HIGH_PRIORITY", "").lower() in ("1", "true", "yes")
+    try:
+        import torch
+
+        dist = _dist()
+        pg = group if group is not None else dist.distributed_c10d._get_default_group()
+        high = high or bool(pg._get_backend(torch.device("cuda")).options
+                            .is_high_priority_stream)
+    except Exception:    # no torch, no process group, not NCCL: the variable alone
+        pass
+    _HIGH_PRIORITY[key] = (group, high)
+    return high
 
 
 def _post(pairs, group):
@@ -528,13 +653,17 @@ def _overlapped_forward(q, k, v, prep, group, scale):
     side stream before the own keys' attention; each later step is posted as soon as
     the one before has landed, before that one is computed (``forward_events``)."""
     streams = _Streams(q.device)
+    concurrent = streams.cuda and _switch(CONCURRENT_FORWARD, group)
     B, Hk, _, Dk = k.shape
     Dv = v.shape[3]
     steps = prep.steps
     recv = [None] * len(steps)
     works = [None] * len(steps)
     keep = []
+    pending = []
     o = lse = None
+    # the parts stream starts where the inputs are ready
+    start = streams.point(streams.compute) if concurrent else None
     _mark("start")
     for ev in forward_events(len(steps)):
         kind = ev[0]
@@ -572,27 +701,216 @@ def _overlapped_forward(q, k, v, prep, group, scale):
             o, lse = _part_forward(q, k, v, prep.own_part, scale)
             _mark("own keys forward")
         elif kind == "wait":
-            _wait(works[ev[1]])
-            _mark("wait for K/V")
+            if concurrent:
+                with streams.on_parts(after=start):
+                    _wait(works[ev[1]])
+            else:
+                _wait(works[ev[1]])
+                _mark("wait for K/V")
         else:
             i = ev[1]
             sel, m = prep.step_rows[i], prep.step_parts[i]
             if m is None:
                 continue
             kr, vr = recv[i]
+            if concurrent:
+                with streams.on_parts(after=start):
+                    o_p, lse_p = _part_forward(_rows_of(q, sel), kr, vr, m, scale)
+                # made on the parts stream, merged on the compute stream
+                o_p.record_stream(streams.compute)
+                lse_p.record_stream(streams.compute)
+                pending.append((sel, o_p, lse_p))
+                continue
             o_p, lse_p = _part_forward(_rows_of(q, sel), kr, vr, m, scale)
             _mark("received keys forward")
             _merge_into(o, lse, sel, o_p, lse_p)
             _mark("merge")
+    if concurrent:
+        streams.join_parts()
+        _mark("received keys forward")
+        for sel, o_p, lse_p in pending:
+            _merge_into(o, lse, sel, o_p, lse_p)
+        _mark("merge")
     del keep
     return o, lse, recv
+
+
+# The staged backward: every part's main kernel sums into one dQ accumulator over the
+# rank's rows (the own part's preprocess first, its postprocess last: one dQ cast, no dq
+# adds, no copies of a step's rows of o and dO), and dK and dV share one buffer (one
+# add per run of returned tokens).
+# False: each part is a whole backward call and its dq is added to the own part's. None
+# (default): staged where the group's NCCL streams have high priority; on default-
+# priority streams the dK/dV transfer queued behind the own keys' main kernel ran late
+# and the staged backward measured slower on the causal mask (docs/distributed.md).
+STAGED_BACKWARD = None
+# Every step's part over all the rank's rows, whatever its rows (the GPU tests' check of
+# that placement on masks whose rows would run on an aligned run).
+STAGED_ALL_ROWS = False
+
+
+def _stage_backward(q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows, offset):
+    """Enqueues the kernels ``stages`` ((pre, main, post)) of one part's backward on the
+    current stream with the workspace rows of a call over ``rows`` query rows, this
+    part's starting at ``offset`` (``attention_backward_stages``); dk and dv receive the
+    part's key gradients, dq (written by the postprocess) the sum of every part's."""
+    from .. import _ops
+
+    torch = _ops._torch()
+    mask, causal = part.call()
+    scale = q.shape[3] ** -0.5 if scale is None else float(scale)
+    dev = q.device
+    lists = tlists = None
+    mask_id = 0
+    if mask is not None:
+        lists = tuple(t.data_ptr() for t in _ops._device_lists(torch, mask, dev))
+        tl, mask_id = _ops._device_transposed(torch, mask, dev)
+        tlists = tuple(t.data_ptr() for t in tl)
+    pre, main, post = stages
+    _ops._API["attention_backward_stages"](
+        _ops._view(q), _ops._view(k), _ops._view(v), _ops._view(o), lse.data_ptr(),
+        _ops._view(do), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), mask_id, lists,
+        tlists, causal, -1, -1, scale, _ops._get_stream(dev.index), dev.index,
+        q.dtype == torch.float16, pre, main, post, rows, offset)
+
+
+class _CpuStages:
+    """The staged backward on the CPU (the gloo tests): the accumulator is an f64
+    tensor over the rank's rows, each part's dq (``_part_backward``) added at its
+    rows."""
+
+    def __init__(self, q):
+        self.acc = None
+        self.q = q
+
+    def __call__(self, q, k, v, o, lse, do, part, scale, dq, dk, dv, stages, rows,
+                 offset, sel=None):
+        import torch
+
+        pre, main, post = stages
+        if pre:
+            self.acc = torch.zeros(self.q.shape, dtype=torch.float64)
+        if main:
+            dqs, dks, dvs = _part_backward(q, k, v, o, lse, do, part, scale)
+            dk.copy_(dks)
+            dv.copy_(dvs)
+            if sel is not None and not isinstance(sel, slice):
+                self.acc.index_add_(2, sel, dqs.to(torch.float64))
+            else:
+                self.acc[:, :, offset:offset + q.shape[2]] += dqs.to(torch.float64)
+        if post:
+            dq.copy_(self.acc.to(dq.dtype))
+
+
+def _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale):
+    """(dq, dk, dv) of the staged backward: the own part's preprocess; each step's main
+    kernel (on its aligned run of rows, or over all the rank's rows with a mask of every
+    row), its dK and dV posted back to the owner at once; the own part's
+    main kernel and postprocess while they travel; then the returned dK/dV added to the
+    rank's own (``backward_events``)."""
+    import torch
+
+    streams = _Streams(q.device)
+    steps = prep.steps
+    S = q.shape[2]
+    B, Hk, _, D = k.shape
+    joint = tuple(k.shape) == tuple(v.shape)
+    back = [None] * len(steps)
+    works = [None] * len(steps)
+    grads = [None] * len(steps)
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if joint:
+        dkv = k.new_empty((2,) + tuple(k.shape))
+        dk, dv = dkv[0], dkv[1]
+        dkv_rows = dkv.view(2 * B, Hk, S, D)      # both as one [2B, Hk, S, D] tensor
+    else:
+        dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
+    stage = _stage_backward if streams.cuda else _CpuStages(q)
+    own = prep.own_part
+    _mark("start")
+    stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (True, False, False), S, 0)
+    for ev in backward_events(len(steps)):
+        kind = ev[0]
+        if kind == "compute":
+            i = ev[1]
+            if recv[i] is None:
+                continue
+            kr, vr = recv[i]
+            n = kr.shape[2]
+            if joint:
+                gk = k.new_empty((2, B, Hk, n, D))
+                gdk, gdv = gk[0], gk[1]
+                grads[i] = (gdk, gdv)
+            else:
+                gdk, gdv = torch.empty_like(kr), torch.empty_like(vr)
+                grads[i] = (gdk, gdv)
+            how = prep.step_staged[i]
+            if how is None:
+                for g in grads[i]:
+                    g.zero_()
+                continue
+            mode, offset = how
+            sel = prep.step_rows[i]
+            if mode == "all" or STAGED_ALL_ROWS:
+                part, rows_sel, offset = prep.all_rows_part(i), None, 0
+            else:
+                part, rows_sel = prep.step_parts[i], sel
+            qs, os_, ls, ds = (_rows_of(t, rows_sel) for t in (q, o, lse, do))
+            if stage is _stage_backward:
+                stage(qs, kr, vr, os_, ls, ds, part, scale, dq, gdk, gdv,
+                      (False, True, False), S, offset)
+            else:
+                stage(qs, kr, vr, os_, ls, ds, part, scale, dq, gdk, gdv,
+                      (False, True, False), S, offset, sel=rows_sel)
+            _mark("received keys backward")
+        elif kind == "post":
+            i = ev[1]
+            st = steps[i]
+            pairs = []
+            if prep.step_send[i] is not None:
+                n = st.send_local.size
+                if joint:
+                    # one buffer, received as its dK and dV halves: the messages are the
+                    # previous backward's, so ranks that chose differently still match
+                    back[i] = (k.new_empty((2, B, Hk, n, D)),)
+                else:
+                    back[i] = (k.new_empty((B, Hk, n, D)), v.new_empty((B, Hk, n, v.shape[3])))
+            with streams.on_side():
+                _mark("start", "side")
+                if grads[i] is not None:
+                    pairs += [("send", g, prep.peer_src[i]) for g in grads[i]]
+                if back[i] is not None:
+                    halves = (back[i][0][0], back[i][0][1]) if joint else back[i]
+                    pairs += [("recv", b, prep.peer_dst[i]) for b in halves]
+                works[i] = _post(pairs, group)
+                _mark("post dK/dV", "side")
+                if PROFILE is not None:
+                    _wait(works[i])             # the side stream only (timing)
+                    _mark("dK/dV in flight", "side")
+        elif kind == "own":
+            stage(q, k, v, o, lse, do, own, scale, dq, dk, dv, (False, True, True), S, 0)
+            _mark("own keys backward")
+        else:
+            _wait(works[ev[1]])
+            _mark("wait for dK/dV")
+    if joint:
+        _add_returned((dkv_rows,), [None if b is None else (b[0].view(2 * B, Hk, -1, D),)
+                                    for b in back], prep)
+    else:
+        _add_returned((dk, dv), back, prep)
+    _mark("dK/dV adds")
+    del grads
+    return dq, dk, dv
 
 
 def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     """(dq, dk, dv): each step's part first, its dK/dV posted back to the owner at
     once; the own keys' part while they travel; then the returned dK/dV added to the
-    rank's own (``backward_events``)."""
+    rank's own (``backward_events``). With ``STAGED_BACKWARD``, ``_staged_backward``."""
     import torch
+
+    if _switch(STAGED_BACKWARD, group):
+        return _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale)
 
     streams = _Streams(q.device)
     steps = prep.steps
@@ -649,29 +967,30 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
         else:
             _wait(works[ev[1]])
             _mark("wait for dK/dV")
-    _add_returned(dk, dv, back, prep)
+    _add_returned((dk, dv), back, prep)
     _mark("dK/dV adds")
     del grads
     return dq, dk, dv
 
 
-def _add_returned(dk, dv, back, prep):
-    """Adds the dK/dV the other ranks returned to the rank's own: with one step, in
-    place (each token at most once: one rounding of an fp32 sum); with several, summed
-    in fp32 over the rows sent and rounded once."""
+def _add_returned(dsts, back, prep):
+    """Adds the gradients the other ranks returned to the rank's own (``dsts``: dK and
+    dV, or both as one tensor; ``back[i]``: step i's returned tensors in the same
+    order, or None): with one step, in place (each token at most once: one rounding of
+    an fp32 sum); with several, summed in fp32 over the rows sent and rounded once."""
     got = [i for i, b in enumerate(back) if b is not None]
     if not got:
         return
     if len(got) == 1:
         i = got[0]
-        sel, (bk, bv) = prep.step_send[i], back[i]
-        for d, b in ((dk, bk), (dv, bv)):
+        sel = prep.step_send[i]
+        for d, b in zip(dsts, back[i]):
             _add_runs(d, sel, prep.step_send_runs[i], b)
         return
     import torch
 
     rows = prep.send_rows
-    for d, j in ((dk, 0), (dv, 1)):
+    for j, d in enumerate(dsts):
         wide = torch.promote_types(d.dtype, torch.float32)
         acc = d.index_select(2, rows).to(wide)
         for i in got:
