@@ -59,11 +59,18 @@ pub fn call_geometry(
             match opts.geometry {
                 // The mask fixes the tile; the caller may pick a variant of it (key blocks
                 // per step).
-                Some(want) if tile(&want) != tile(&g) => Err(AttentionError::MaskLayout {
-                    field: "tile",
-                    found: format!("{}x{}", g.block_m(), g.block_n()),
-                    expected: format!("{}x{}", want.block_m(), want.block_n()),
-                }),
+                // A shared-K/V geometry reads its query blocks' own tiles.
+                Some(want) if tile(&want.mask_geometry()) != tile(&g) => {
+                    Err(AttentionError::MaskLayout {
+                        field: "tile",
+                        found: format!("{}x{}", g.block_m(), g.block_n()),
+                        expected: format!(
+                            "{}x{}",
+                            want.mask_geometry().block_m(),
+                            want.mask_geometry().block_n()
+                        ),
+                    })
+                }
                 Some(want) => Ok(want),
                 None => Ok(g),
             }
@@ -201,6 +208,50 @@ pub fn call_kernel(
 ) -> Result<AttentionKernel, AttentionError> {
     let g = call_geometry(head_dim, mask, opts)?;
     kernel_config(head_dim, mode, g, opts)
+}
+
+/// The share of a plan's K/V block loads at or under which the shared-K/V tile is the
+/// default (its loads over the one-block tile's, [`super::shared_kv::load_ratio`]).
+pub const SHARED_KV_MAX_LOAD_RATIO: f64 = 0.97;
+
+/// The kernel of a tile-list call on the 64-token tile ([`Geometry::TILE_64X64`], chosen
+/// from its mask with no geometry named) when its query blocks share K/V
+/// ([`Geometry::TILE_64X64_SHARED`]), or `None` to keep `kernel`. `opts.shared_kv`
+/// decides when set (`Some(true)` is an error where the call cannot have it: another
+/// tile, split-KV, persistent CTAs, a head dim the tile does not hold). Unset: on for
+/// one split where the pairs load at most [`SHARED_KV_MAX_LOAD_RATIO`] of the one-block
+/// tile's K/V blocks (`load_ratio`, computed only then).
+pub fn shared_kv(
+    kernel: &AttentionKernel,
+    splits: u32,
+    opts: &AttentionOptions,
+    load_ratio: impl FnOnce() -> f64,
+) -> Result<Option<AttentionKernel>, AttentionError> {
+    let g = kernel.geometry();
+    let shared = Geometry::TILE_64X64_SHARED;
+    let named = opts.geometry.is_some();
+    let fits = kernel.mask() == MaskMode::Blocks
+        && g == Geometry::TILE_64X64
+        && splits == 1
+        && opts.persistent != Some(true)
+        && shared.supports_head_dim(kernel.head_dim());
+    let on = match opts.shared_kv {
+        Some(false) => false,
+        Some(true) if fits => true,
+        Some(true) => {
+            return Err(AttentionError::Config(ConfigError::SharedKv(format!(
+                "shared K/V needs a tile-list call on the 64x64 tile with one split and no                  persistent CTAs, at a head dim the {} tile holds (this call: {}, {} split(s))",
+                shared.name(),
+                g.name(),
+                splits
+            ))))
+        }
+        None => fits && !named && load_ratio() <= SHARED_KV_MAX_LOAD_RATIO,
+    };
+    if !on {
+        return Ok(None);
+    }
+    kernel_config(kernel.head_dim() as usize, kernel.mask(), shared, opts).map(Some)
 }
 
 /// The forward's mask mode for a call with a packed mask: the documents grid
