@@ -793,7 +793,9 @@ pub fn forward(
     }
 
     let g = kernel.geometry();
-    let tile_flops = 4.0 * f64::from(g.block_m() * g.block_n()) * shape.head_dim as f64;
+    // A visited tile is one of the mask's (64 x 64 for each query block of the shared-K/V tile).
+    let tile_flops =
+        4.0 * f64::from(g.mask_geometry().block_m() * g.block_n()) * shape.head_dim as f64;
     let (median, min, iters) = timing.as_ref().map_or((f64::NAN, f64::NAN, 0), |t| {
         (t.median_ms, t.min_ms, t.samples_ms.len())
     });
