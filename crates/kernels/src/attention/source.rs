@@ -615,7 +615,10 @@ $SKIP                }
 /// Overlapped shared-K/V loop: as [`MAINLOOP_OVERLAP`], the PV of the warpgroup's previous
 /// step runs beside this step's QK^T and softmax while its steps are consecutive; a
 /// skipped step first finishes that PV (its V stays held otherwise, and the producer
-/// could not refill the stage a later step of this warpgroup needs).
+/// could not refill the stage a later step of this warpgroup needs). Each of the three
+/// paths (skip, first step after a finished PV, overlapped step) waits for every wgmma it
+/// issued before the paths join: ptxas serialises every wgmma of the kernel when an
+/// accumulator may still be in flight where paths join (C7518).
 const MAINLOOP_SHARED_OVERLAP: &str = r#"            float corr[2];
             bool pending = false;   // P of pipeline step `prev` waits for its PV
             int prev = 0;
@@ -649,21 +652,27 @@ $SKIP                }
                     fm_rescale_o(o_acc, corr);
                     fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
                     fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);
-                }
-                t_after = fm_tile_at(p, sched, kk + 2);           // lists of step kk + 2
-                if (pending) fm_wgmma_wait<1>();                  // S_kk is ready
-                else fm_wgmma_wait<0>();
-                fm_fence_array(s_acc);
-                fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
-                fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-                fm_fence_array(s_acc);
-                if (pending) {
+                    t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
+                    fm_wgmma_wait<1>();                           // S_kk is ready
+                    fm_fence_array(s_acc);
+                    fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                    fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                    fm_fence_array(s_acc);
                     fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
-                    fm_wgmma_wait<0>();                                         // PV_prev done
+                    fm_wgmma_wait<0>();                           // PV_prev done
                     fm_fence_array(o_acc);
                     fm_fence_array(p_frag);
                     fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
+                } else {
+                    // The warpgroup's first step, or the first after a skip: no PV to run beside it.
+                    t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
+                    fm_wgmma_wait<0>();
+                    fm_fence_array(s_acc);
+                    fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                    fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                    fm_fence_array(s_acc);
                 }
                 fm_convert_p(s_acc, p_frag);
                 pending = true;
