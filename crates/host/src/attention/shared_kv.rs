@@ -6,8 +6,9 @@
 //!
 //! - **Pairs**: in each plane, query block `a` (in order) takes the unpaired block `b`
 //!   whose list shares the most key blocks with its own (greedy matching on bitsets), so
-//!   the CTA loads each shared block once; past [`GREEDY_MAX_WORK`] bit-word operations per
-//!   plane, neighbours `(2i, 2i + 1)` pair up instead.
+//!   the CTA loads each shared block once. It looks at the next `window` unpaired blocks
+//!   only, the window set so a call spends at most [`GREEDY_MAX_WORK`] bit-word
+//!   operations (every block at write-up 002's 364 blocks per plane).
 //! - **Steps**: two key blocks per step. The blocks both lists hold pair up among
 //!   themselves (both warpgroups compute the step), and so do the blocks of one list only
 //!   (the other warpgroup skips the step), so a warpgroup rarely computes half a step; the
@@ -29,9 +30,20 @@ pub const HEADER_INTS: usize = 4;
 pub const NOT_MINE: i32 = -2;
 /// A full block of the warpgroup's list (no words).
 pub const FULL: i32 = -1;
-/// Most 64-bit word operations the greedy pairing spends on one plane
-/// (`m_blocks² / 2 × words per row`); larger planes pair neighbours.
-pub const GREEDY_MAX_WORK: usize = 1 << 26;
+/// Most 64-bit word operations the greedy pairing of one call spends (`planes ×
+/// m_blocks × window × words per row`; about 30 ms).
+pub const GREEDY_MAX_WORK: usize = 1 << 25;
+
+/// Candidates each query block compares ([`pair_blocks`]'s `window`) so that `planes`
+/// planes of `m_blocks` rows of `n_blocks` key blocks stay within [`GREEDY_MAX_WORK`]
+/// (at least 1: neighbours).
+pub fn greedy_window(planes: usize, m_blocks: usize, n_blocks: usize) -> usize {
+    let per_candidate = planes
+        .saturating_mul(m_blocks)
+        .saturating_mul(n_blocks.div_ceil(64).max(1))
+        .max(1);
+    (GREEDY_MAX_WORK / per_candidate).max(1)
+}
 
 /// One list row's blocks: the key block and its mask tile (>= 0 partial, [`FULL`]).
 fn row_blocks(mask: &PackedMask, row: usize) -> Vec<(i32, i32)> {
@@ -47,20 +59,16 @@ fn row_blocks(mask: &PackedMask, row: usize) -> Vec<(i32, i32)> {
 }
 
 /// The pairs of a plane's `rows` lists (query blocks `0..rows.len()`): `(a, b)` with
-/// `b = None` for a block left alone (an odd count).
-pub fn pair_blocks(rows: &[Vec<(i32, i32)>], n_blocks: usize) -> Vec<(usize, Option<usize>)> {
+/// `b = None` for a block left alone (an odd count). Each block `a`, in order, takes the
+/// one of the next `window` unpaired blocks that shares the most key blocks with it (the
+/// nearest on a tie; `window` 1 pairs neighbours).
+pub fn pair_blocks(
+    rows: &[Vec<(i32, i32)>],
+    n_blocks: usize,
+    window: usize,
+) -> Vec<(usize, Option<usize>)> {
     let m = rows.len();
     let words = n_blocks.div_ceil(64).max(1);
-    let greedy = m
-        .checked_mul(m)
-        .and_then(|x| x.checked_mul(words))
-        .is_some_and(|work| work / 2 <= GREEDY_MAX_WORK);
-    if !greedy {
-        return (0..m)
-            .step_by(2)
-            .map(|a| (a, (a + 1 < m).then_some(a + 1)))
-            .collect();
-    }
     let bits: Vec<Vec<u64>> = rows
         .iter()
         .map(|r| {
@@ -84,10 +92,13 @@ pub fn pair_blocks(rows: &[Vec<(i32, i32)>], n_blocks: usize) -> Vec<(usize, Opt
         paired[a] = true;
         // The unpaired block sharing most blocks with a; ties go to the nearest.
         let mut best: Option<(u32, usize)> = None;
-        for (b, done) in paired.iter().enumerate().skip(a + 1) {
-            if *done {
-                continue;
-            }
+        let candidates = paired
+            .iter()
+            .enumerate()
+            .skip(a + 1)
+            .filter(|(_, done)| !**done)
+            .take(window.max(1));
+        for (b, _) in candidates {
             let shared: u32 = bits[a]
                 .iter()
                 .zip(&bits[b])
@@ -208,11 +219,12 @@ pub fn table(mask: &PackedMask, geometry: &Geometry) -> Result<PairTable, Attent
         .ok_or_else(too_large)?;
     let mut out = vec![0i32; headers];
     let (mut loads, mut own_loads) = (0u64, 0u64);
+    let window = greedy_window(planes, m_blocks, n_blocks);
     for plane in 0..planes {
         let rows: Vec<Vec<(i32, i32)>> = (0..m_blocks)
             .map(|m| row_blocks(mask, plane * m_blocks + m))
             .collect();
-        for (pair, (a, b)) in pair_blocks(&rows, n_blocks).into_iter().enumerate() {
+        for (pair, (a, b)) in pair_blocks(&rows, n_blocks, window).into_iter().enumerate() {
             let rows_b = b.map_or(&[][..], |b| &rows[b]);
             let steps = pair_steps(&rows[a], rows_b);
             own_loads += (rows[a].len() + rows_b.len()) as u64;
@@ -304,15 +316,73 @@ mod tests {
         /// Every query block of a plane is in exactly one pair.
         #[test]
         fn pairs_cover_every_query_block_once(
-            rows in proptest::collection::vec(sorted_unique(200), 0..30)
+            rows in proptest::collection::vec(sorted_unique(200), 0..30), window in 1usize..40
         ) {
             let rows: Vec<Vec<(i32, i32)>> = rows.iter().map(|r| list(r, 0)).collect();
-            let pairs = pair_blocks(&rows, 200);
+            let pairs = pair_blocks(&rows, 200, window);
             let mut seen: Vec<usize> = pairs.iter().flat_map(|&(a, b)| std::iter::once(a).chain(b)).collect();
             seen.sort_unstable();
             prop_assert_eq!(seen, (0..rows.len()).collect::<Vec<_>>());
             prop_assert_eq!(pairs.len(), rows.len().div_ceil(2));
         }
+    }
+
+    #[test]
+    fn the_table_of_a_packed_mask_walks_each_query_blocks_own_list() {
+        use super::super::blockmask::{pack_for_kernel, FnMask};
+        use fragmask_masks::{MaskShape, TileClass};
+        // 2 heads, 7 query blocks (odd: one pair has no second block), 9 key blocks, the
+        // last partial; some blocks whole, some partial, one row empty.
+        let shape = MaskShape::new(1, 2, 420, 560).unwrap();
+        let visible = |_b: usize, h: usize, i: usize, j: usize| {
+            let (qb, kb) = (i / 64, j / 64);
+            let hash = (qb * 7 + kb * 13 + h * 5) % 11;
+            qb != 3 && (hash < 3 || (hash == 4 && (i + j) % 3 == 0))
+        };
+        let mask = pack_for_kernel(&FnMask::new(shape, visible), &Geometry::TILE_64X64).unwrap();
+        let table = table(&mask, &Geometry::TILE_64X64_SHARED).unwrap();
+        let (mb, ints) = (mask.grid().m_blocks, &table.ints);
+        let mut own_loads = 0;
+        for plane in 0..2 {
+            let mut seen = Vec::new();
+            for pair in 0..mb.div_ceil(2) {
+                let h = &ints[(plane * mb + pair) * HEADER_INTS..][..HEADER_INTS];
+                let (first, steps) = (h[2] as usize, h[3] as usize);
+                for (wg, &block) in h[..2].iter().enumerate() {
+                    if block < 0 {
+                        continue;
+                    }
+                    let row = plane * mb + block as usize;
+                    seen.push(block as usize);
+                    let mut got: Vec<(usize, TileClass)> = Vec::new();
+                    for s in ints[first..first + steps * STEP_INTS].chunks(STEP_INTS) {
+                        for slot in 0..2 {
+                            let tile = s[2 + 2 * wg + slot];
+                            if tile == NOT_MINE {
+                                continue;
+                            }
+                            let class = if tile == FULL {
+                                TileClass::Full
+                            } else {
+                                TileClass::Partial(tile as usize)
+                            };
+                            got.push((s[slot] as usize, class));
+                        }
+                    }
+                    got.sort_unstable_by_key(|g| g.0);
+                    let want: Vec<(usize, TileClass)> = (0..mask.grid().n_blocks)
+                        .map(|n| (n, mask.lists().tile_class(row, n)))
+                        .filter(|(_, c)| *c != TileClass::Empty)
+                        .collect();
+                    own_loads += want.len() as u64;
+                    assert_eq!(got, want, "plane {plane} block {block}");
+                }
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, (0..mb).collect::<Vec<_>>());
+        }
+        assert_eq!(table.own_loads, own_loads);
+        assert!(table.loads <= table.own_loads);
     }
 
     #[test]
@@ -323,6 +393,14 @@ mod tests {
             list(&[1, 2, 3], 0),
             list(&[7, 8], 0),
         ];
-        assert_eq!(pair_blocks(&rows, 16), vec![(0, Some(2)), (1, Some(3))]);
+        assert_eq!(pair_blocks(&rows, 16, 8), vec![(0, Some(2)), (1, Some(3))]);
+        assert_eq!(pair_blocks(&rows, 16, 1), vec![(0, Some(1)), (2, Some(3))]);
+    }
+
+    #[test]
+    fn the_greedy_window_covers_write_up_002_and_shrinks_for_long_sequences() {
+        assert!(greedy_window(12, 364, 364) >= 364);
+        assert!(greedy_window(32, 4096, 4096) < 64);
+        assert_eq!(greedy_window(usize::MAX, usize::MAX, usize::MAX), 1);
     }
 }
