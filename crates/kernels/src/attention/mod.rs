@@ -625,8 +625,6 @@ crate::abi_struct! {
         doc_items: Ptr("const int*"),
         /// Persistent CTAs: [ctas + 1] offsets, then every CTA's work tiles in turn (indices of the one-tile grid's CTAs).
         work: Ptr("const int*"),
-        /// Shared-K/V tile: [Bm, Hm, Mb] int4 pair headers (query blocks a and b, first step, steps), then 8 ints per step.
-        pair_steps: Ptr("const int*"),
         /// B.
         batch: I32("int"),
         /// H (query heads).
@@ -657,6 +655,8 @@ crate::abi_struct! {
         scale: F32("float"),
         /// Splits of each row block's steps (1: o and lse directly; more: workspace + combine).
         num_splits: I32("int"),
+        /// Shared-K/V tile (last: the other fields keep their offsets): [Bm, Hm, Mb] int4 pair headers (query blocks a and b, first step, steps), then 8 ints per step.
+        pair_steps: Ptr("const int*"),
     }
 }
 
