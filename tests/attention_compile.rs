@@ -80,6 +80,30 @@ fn persistent_variants_compile_without_spills_and_use_hgmma() {
 
 /// `k` compiles to sm_90a with no spills, ptxas honours setmaxnreg and keeps wgmma
 /// asynchronous, and (with cuobjdump) its SASS has HGMMA and no local memory.
+#[test]
+fn shared_kv_variants_compile_without_spills_and_use_hgmma() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // The shared-K/V tile's variants alone (the sweep above has them too): both loops at
+    // head dim 128, each walking the pairs' step table with the warpgroup's own words.
+    let shared = AttentionKernel::shared_kv_sweep().unwrap();
+    assert!(shared.iter().any(|k| k.overlap() && k.head_dim() == 128));
+    assert!(shared.iter().any(|k| !k.overlap() && k.head_dim() == 128));
+    for k in &shared {
+        assert!(
+            k.geometry().shared_kv() && k.mask() == MaskMode::Blocks,
+            "{k:?}"
+        );
+        let src = k.source().unwrap();
+        assert!(
+            src.contains("p.pair_steps") && src.contains("fm_load_mask_bits(p, t_next, lt)"),
+            "{k:?}"
+        );
+        compiles_without_spills_and_uses_hgmma(k);
+    }
+}
+
 fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {
     let compiled = compile_kernel(k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
     // A register count proves ptxas' report for the kernel was found, so the spill count
@@ -93,7 +117,8 @@ fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {
     assert!(
         !compiled.log.contains("C7508")
             && !compiled.log.contains("C7510")
-            && !compiled.log.contains("C7512"),
+            && !compiled.log.contains("C7512")
+            && !compiled.log.contains("C7518"),
         "{k:?}: ptxas ignored setmaxnreg or serialised wgmma:\n{}",
         compiled.log
     );
@@ -119,6 +144,7 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
         (Geometry::TILE_128X128, MaskMode::Window),
         (Geometry::TILE_128X128, MaskMode::Blocks),
         (Geometry::TILE_64X64, MaskMode::Blocks),
+        (Geometry::TILE_64X64_SHARED, MaskMode::Blocks),
     ] {
         let k = AttentionKernel::default_for_geometry(g, 128, mode).unwrap();
         let compiled = compile_kernel(&k).unwrap();

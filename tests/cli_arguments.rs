@@ -92,6 +92,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("pattern", "random"),
     ("persistent", "on"),
     ("persistent_ctas", "2"),
+    ("shared_kv", "on"),
     ("pingpong", "true"),
     ("planes", "1"),
     ("predicate", "causal"),

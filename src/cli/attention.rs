@@ -139,7 +139,8 @@ pub struct ForwardArgs {
     #[arg(long)]
     lazy_rescale: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
-    /// 192x128. Default: a --mask file's own tile, else the head dim's (192x128 at 64,
+    /// 192x128; 64x64/2x2 is the 64-token tile with two query blocks sharing K/V per CTA
+    /// (tile lists only). Default: a --mask file's own tile, else the head dim's (192x128 at 64,
     /// 128x128 at 128, 128x80 at 256, or 128x128 at 256 for a --dense-mask or
     /// --synthetic-mask that visits fewer keys on it). --selftest without it sweeps every
     /// geometry.
@@ -159,6 +160,12 @@ pub struct ForwardArgs {
     /// blocks (for checking the tile loop on small shapes).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     persistent_ctas: Option<u32>,
+    /// Shared K/V on the 64-token tile (two 64-row query blocks per CTA walk the union of
+    /// their key-block lists, each block loaded once): on or off. Default: the runtime's
+    /// choice (on for a 64x64 tile-list call with one split where the pairs load fewer
+    /// blocks). `--block 64x64/2x2` names the tile.
+    #[arg(long, value_parser = parse_on_off)]
+    shared_kv: Option<bool>,
 }
 
 /// `on` / `off` (also `true` / `false`).
@@ -216,7 +223,7 @@ macro_rules! forward_ids {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "lazy_rescale", "block", "splits", "persistent",
-          "persistent_ctas", $($extra),*]
+          "persistent_ctas", "shared_kv", $($extra),*]
     };
 }
 
@@ -338,6 +345,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         persistent: args.persistent,
         persistent_ctas: args.persistent_ctas,
         lazy_rescale: args.lazy_rescale,
+        shared_kv: args.shared_kv,
     }
 }
 
@@ -785,7 +793,9 @@ pub fn forward(
     }
 
     let g = kernel.geometry();
-    let tile_flops = 4.0 * f64::from(g.block_m() * g.block_n()) * shape.head_dim as f64;
+    // A visited tile is one of the mask's (64 x 64 for each query block of the shared-K/V tile).
+    let tile_flops =
+        4.0 * f64::from(g.mask_geometry().block_m() * g.block_n()) * shape.head_dim as f64;
     let (median, min, iters) = timing.as_ref().map_or((f64::NAN, f64::NAN, 0), |t| {
         (t.median_ms, t.min_ms, t.samples_ms.len())
     });
@@ -879,7 +889,10 @@ fn run_selftest(
     let mut failures = 0;
     let geometries = match geometry_flag(args)? {
         Some(g) => vec![g],
-        None => Geometry::SUPPORTED.to_vec(),
+        None => Geometry::SUPPORTED
+            .into_iter()
+            .chain(Geometry::SHARED)
+            .collect(),
     };
     let cases: Vec<selftest::Case> = geometries
         .into_iter()

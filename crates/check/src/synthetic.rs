@@ -104,3 +104,11 @@ pub fn block_sparse(tiles: f64, inside: f64, seed: u64) -> Predicate {
         synthetic_visible(Synthetic::BlockSparse(tiles, inside), seed, b, h, i, j)
     })
 }
+
+/// 64-token block lists (write-up 002's block sparsity): each 64 x 64 block of the plane
+/// kept whole with probability `keep`.
+pub fn blocks64(keep: f64, seed: u64) -> Predicate {
+    Arc::new(move |b, h, i, j| {
+        synthetic_visible(Synthetic::Random(keep), seed, b, h, i / 64, j / 64)
+    })
+}

@@ -348,6 +348,8 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
         dtype: key.fp16.then_some(ActDtype::F16),
         splits: (key.splits > 0).then_some(key.splits),
         persistent: capturing_now.then_some(false),
+        // The shared-K/V tile's step table is uploaded at planning, which capture forbids.
+        shared_kv: capturing_now.then_some(false),
         ..AttentionOptions::default()
     };
     g.attention

@@ -30,7 +30,7 @@ use fragmask_host::attention::{
 
 use super::reference::attention_reference;
 use crate::numeric::{bf16_to_f32, f16_to_f32, f32_to_bf16};
-pub use crate::synthetic::{block_sparse, random_tokens, Predicate};
+pub use crate::synthetic::{block_sparse, blocks64, random_tokens, Predicate};
 
 /// Tolerance on the relative L2 error of O.
 pub const O_TOLERANCE: f64 = 2e-2;
@@ -342,6 +342,24 @@ pub fn default_cases() -> Vec<Case> {
             },
         ),
         (
+            "blocks 64-token lists 10% d128 per-head odd 900x1500",
+            shape(2, 2, 2, 900, 1500, 128),
+            blocks(2, 2, blocks64(0.1, 22)),
+            def,
+        ),
+        (
+            "blocks 64-token lists 50% d64 broadcast gqa 4/2 700x700",
+            shape(1, 4, 2, 700, 700, 64),
+            blocks(1, 1, blocks64(0.5, 23)),
+            def,
+        ),
+        (
+            "blocks 64-token lists 30% d128 serial 640x1280",
+            shape(1, 2, 2, 640, 1280, 128),
+            blocks(1, 2, blocks64(0.3, 24)),
+            serial,
+        ),
+        (
             "blocks top-k k=Sk/8 d128 256x512",
             shape(1, 2, 2, 256, 512, 128),
             blocks(1, 2, random_tokens(0.125, 15)),
@@ -516,6 +534,12 @@ pub fn cases_for(geometry: Geometry) -> Vec<Case> {
         .into_iter()
         .filter_map(|mut case| {
             case.opts.geometry = Some(geometry);
+            // The shared-K/V tile runs one split on the one-tile grid.
+            if geometry.shared_kv()
+                && (case.opts.splits.is_some_and(|n| n > 1) || case.opts.persistent.is_some())
+            {
+                return None;
+            }
             let k =
                 kernel_config(case.shape.head_dim, case.mask.mode(), geometry, &case.opts).ok()?;
             // A persistent case runs only where the geometry has room for its second Q buffer.

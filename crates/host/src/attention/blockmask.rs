@@ -41,8 +41,11 @@ pub fn words_per_tile(geometry: &Geometry) -> usize {
     (geometry.mask_threads() * geometry.mask_words_per_thread()) as usize
 }
 
-/// The tile of `geometry`: `block_m x block_n` over its consumer warpgroups, no SwapAB.
+/// The tile a mask for `geometry` is packed at ([`Geometry::mask_geometry`]: a
+/// shared-K/V geometry's query blocks each read a 64x64 mask tile): `block_m x block_n`
+/// over its consumer warpgroups, no SwapAB.
 pub fn kernel_accumulator(geometry: &Geometry) -> Result<TiledAccumulator, AttentionError> {
+    let geometry = geometry.mask_geometry();
     TiledAccumulator::new(
         geometry.block_m(),
         geometry.block_n(),

@@ -59,11 +59,18 @@ pub fn call_geometry(
             match opts.geometry {
                 // The mask fixes the tile; the caller may pick a variant of it (key blocks
                 // per step).
-                Some(want) if tile(&want) != tile(&g) => Err(AttentionError::MaskLayout {
-                    field: "tile",
-                    found: format!("{}x{}", g.block_m(), g.block_n()),
-                    expected: format!("{}x{}", want.block_m(), want.block_n()),
-                }),
+                // A shared-K/V geometry reads its query blocks' own tiles.
+                Some(want) if tile(&want.mask_geometry()) != tile(&g) => {
+                    Err(AttentionError::MaskLayout {
+                        field: "tile",
+                        found: format!("{}x{}", g.block_m(), g.block_n()),
+                        expected: format!(
+                            "{}x{}",
+                            want.mask_geometry().block_m(),
+                            want.mask_geometry().block_n()
+                        ),
+                    })
+                }
                 Some(want) => Ok(want),
                 None => Ok(g),
             }
@@ -201,6 +208,54 @@ pub fn call_kernel(
 ) -> Result<AttentionKernel, AttentionError> {
     let g = call_geometry(head_dim, mask, opts)?;
     kernel_config(head_dim, mode, g, opts)
+}
+
+/// The share of a plan's K/V block loads at or under which the shared-K/V tile is the
+/// default (its loads over the one-block tile's, [`super::shared_kv::PairTable::load_ratio`]).
+/// Measured on one H100 (write-up 002, interleaved A/B against the one-block tile's build):
+/// loads 0.88 of the one-block tile's (10% of blocks) ran 0.962 and 0.985 (48-64-token
+/// blocks) of its time, loads 0.72 (50%) 0.956 and 0.919; between 0.9 and 1 the gain is
+/// unmeasured, so the one-block tile stays there.
+pub const SHARED_KV_MAX_LOAD_RATIO: f64 = 0.9;
+
+/// The kernel of a tile-list call on the 64-token tile ([`Geometry::TILE_64X64`], chosen
+/// from its mask with no geometry named) when its query blocks share K/V
+/// ([`Geometry::TILE_64X64_SHARED`]), or `None` to keep `kernel`. `opts.shared_kv`
+/// decides when set (`Some(true)` is an error where the call cannot have it: another
+/// tile, split-KV, persistent CTAs, a head dim the tile does not hold). Unset: on for
+/// one split where the pairs load at most [`SHARED_KV_MAX_LOAD_RATIO`] of the one-block
+/// tile's K/V blocks (`load_ratio`, computed only then).
+pub fn shared_kv(
+    kernel: &AttentionKernel,
+    splits: u32,
+    opts: &AttentionOptions,
+    load_ratio: impl FnOnce() -> f64,
+) -> Result<Option<AttentionKernel>, AttentionError> {
+    let g = kernel.geometry();
+    let shared = Geometry::TILE_64X64_SHARED;
+    let named = opts.geometry.is_some();
+    let fits = kernel.mask() == MaskMode::Blocks
+        && g == Geometry::TILE_64X64
+        && splits == 1
+        && opts.persistent != Some(true)
+        && shared.supports_head_dim(kernel.head_dim());
+    let on = match opts.shared_kv {
+        Some(false) => false,
+        Some(true) if fits => true,
+        Some(true) => {
+            return Err(AttentionError::Config(ConfigError::SharedKv(format!(
+                "shared K/V needs a tile-list call on the 64x64 tile with one split and no                  persistent CTAs, at a head dim the {} tile holds (this call: {}, {} split(s))",
+                shared.name(),
+                g.name(),
+                splits
+            ))))
+        }
+        None => fits && !named && load_ratio() <= SHARED_KV_MAX_LOAD_RATIO,
+    };
+    if !on {
+        return Ok(None);
+    }
+    kernel_config(kernel.head_dim() as usize, kernel.mask(), shared, opts).map(Some)
 }
 
 /// The forward's mask mode for a call with a packed mask: the documents grid
@@ -375,6 +430,52 @@ mod tests {
     use super::*;
     use crate::attention::blockmask::pack_for_kernel;
     use crate::attention::persistent::{tile_steps, window_steps};
+
+    #[test]
+    fn shared_kv_by_default_only_for_one_split_64_token_lists_that_load_less() {
+        let tile =
+            AttentionKernel::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)
+                .unwrap();
+        let def = AttentionOptions::default();
+        let pick = |k: &AttentionKernel, splits, opts: &AttentionOptions, ratio: f64| {
+            shared_kv(k, splits, opts, || ratio).map(|k| k.map(|k| k.geometry()))
+        };
+        let shared = Some(Geometry::TILE_64X64_SHARED);
+        assert_eq!(pick(&tile, 1, &def, 0.88).unwrap(), shared);
+        assert_eq!(
+            pick(&tile, 1, &def, SHARED_KV_MAX_LOAD_RATIO).unwrap(),
+            shared
+        );
+        assert_eq!(pick(&tile, 1, &def, 0.95).unwrap(), None);
+        // Split-KV, a named geometry, persistent CTAs, another tile or mode: the one-block tile.
+        assert_eq!(pick(&tile, 4, &def, 0.5).unwrap(), None);
+        let named = AttentionOptions {
+            geometry: Some(Geometry::TILE_64X64),
+            ..def
+        };
+        assert_eq!(pick(&tile, 1, &named, 0.5).unwrap(), None);
+        let persistent = AttentionOptions {
+            persistent: Some(true),
+            ..def
+        };
+        assert_eq!(pick(&tile, 1, &persistent, 0.5).unwrap(), None);
+        let wide = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
+        assert_eq!(pick(&wide, 1, &def, 0.5).unwrap(), None);
+        // Asked for: on wherever it fits, whatever the loads; an error elsewhere.
+        let on = AttentionOptions {
+            shared_kv: Some(true),
+            ..def
+        };
+        let forced = shared_kv(&tile, 1, &on, || unreachable!("not weighed when asked for"));
+        assert_eq!(forced.unwrap().map(|k| k.stages()), Some(3));
+        assert!(pick(&tile, 4, &on, 0.5).is_err());
+        assert!(pick(&wide, 1, &on, 0.5).is_err());
+        let off = AttentionOptions {
+            shared_kv: Some(false),
+            ..def
+        };
+        assert_eq!(pick(&tile, 1, &off, 0.1).unwrap(), None);
+    }
 
     #[test]
     fn persistent_ctas_by_default_on_long_window_walks_of_the_128_tile_only() {

@@ -34,6 +34,7 @@ pub mod compile;
 pub mod documents;
 pub mod persistent;
 pub mod plan;
+pub mod shared_kv;
 
 #[cfg(test)]
 #[path = "../../../../tests/support/proptest_ci.rs"]
@@ -358,6 +359,11 @@ pub struct AttentionOptions {
     /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
     /// `None` is the kernel configuration's default (on).
     pub lazy_rescale: Option<bool>,
+    /// Shared K/V of two 64-token query blocks per CTA ([`Geometry::TILE_64X64_SHARED`]):
+    /// `None` is [`choice::shared_kv`]'s default for a 64x64 tile-list call with no
+    /// geometry named; `Some(true)` asks for it (an error where the call cannot have it),
+    /// `Some(false)` keeps the one-block tile (its step table is not uploaded).
+    pub shared_kv: Option<bool>,
 }
 
 /// Output of one attention call.

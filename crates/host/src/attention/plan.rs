@@ -12,15 +12,15 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
-use fragmask_kernels::attention::{AttentionKernel, MaskMode, WINDOW_INFINITE};
+use fragmask_kernels::attention::{AttentionKernel, Geometry, MaskMode, WINDOW_INFINITE};
 use fragmask_masks::{DocumentKind, PackedMask};
 
 use crate::launch::Launch;
 
 use super::{
     base_params, blocks_params, choice, documents, driver, encode_strided_map, enqueue_forward,
-    persistent, splits, window_params, AttentionError, AttentionOptions, AttentionRunner,
-    AttentionShape, Params, RawMask, RawTensor, TensorMapArg,
+    persistent, shared_kv, splits, window_params, AttentionError, AttentionOptions,
+    AttentionRunner, AttentionShape, Params, RawMask, RawTensor, TensorMapArg,
 };
 
 /// The address a plan's tensor maps are encoded with before a run patches in the call's
@@ -49,6 +49,9 @@ pub struct AttentionPlan {
     doc_items: Option<Arc<CudaSlice<i32>>>,
     /// Persistent CTAs' work table (`AttentionParams::work`), uploaded once at planning.
     work: Option<Arc<CudaSlice<i32>>>,
+    /// The shared-K/V tile's pairs and steps (`AttentionParams::pair_steps`), uploaded
+    /// once at planning.
+    pair_steps: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl std::fmt::Debug for AttentionPlan {
@@ -108,14 +111,46 @@ impl AttentionRunner {
             }
         }
         let kernel = choice::call_kernel(shape.head_dim, mode, host_mask, opts)?;
+        // The 64-token tile's query blocks may share their K/V loads (choice::shared_kv):
+        // the pairs' table is built to weigh that, and kept for the upload below.
+        let mut shared_table = None;
+        let kernel = match host_mask {
+            Some(host) if mode == MaskMode::Blocks && !kernel.geometry().shared_kv() => {
+                let splits = match opts.splits {
+                    Some(n) => n,
+                    None if kernel.geometry() == Geometry::TILE_64X64 => {
+                        self.planned_splits(&kernel, &shape, host_mask, opts)?
+                    }
+                    None => 1,
+                };
+                let mut built = None;
+                let chosen = choice::shared_kv(&kernel, splits, opts, || {
+                    let table = shared_kv::table(host, &Geometry::TILE_64X64_SHARED);
+                    let ratio = table.as_ref().map_or(f64::INFINITY, |t| t.load_ratio());
+                    built = table.ok();
+                    ratio
+                })?;
+                match chosen {
+                    Some(k) => {
+                        shared_table = built;
+                        k
+                    }
+                    None => kernel,
+                }
+            }
+            _ => kernel,
+        };
         let (g, dt) = (kernel.geometry(), kernel.dtype());
+        // Q boxes of the block's rows (of each query block's 64 on the shared-K/V tile).
+        let q_box = g.mask_geometry().block_m();
         let maps = [
-            encode_strided_map(PLACEHOLDER_ADDRESS, q.shape, q.strides, g.block_m(), dt)?,
+            encode_strided_map(PLACEHOLDER_ADDRESS, q.shape, q.strides, q_box, dt)?,
             encode_strided_map(PLACEHOLDER_ADDRESS, k.shape, k.strides, g.block_n(), dt)?,
             encode_strided_map(PLACEHOLDER_ADDRESS, v.shape, v.strides, g.block_n(), dt)?,
         ];
         let mut params = base_params(&shape, &kernel, opts, 0, 0);
         let mut doc_items = None;
+        let mut pair_steps = None;
         match mask {
             RawMask::Window(w) => window_params(&mut params, w),
             RawMask::Blocks(host, lists) => {
@@ -123,11 +158,33 @@ impl AttentionRunner {
                 if mode == MaskMode::Documents {
                     doc_items = Some(self.documents_params(&mut params, host, &kernel)?);
                 }
+                if g.shared_kv() {
+                    let table = match shared_table.take() {
+                        Some(t) => t,
+                        None => shared_kv::table(host, &g)?,
+                    };
+                    pair_steps = Some(self.shared_kv_params(&mut params, host, &table)?);
+                }
             }
+        }
+        if g.shared_kv() && pair_steps.is_none() {
+            return Err(AttentionError::Shape(format!(
+                "the {} tile runs tile lists only",
+                g.name()
+            )));
+        }
+        if g.shared_kv() && (opts.splits.is_some_and(|n| n > 1) || opts.persistent == Some(true)) {
+            return Err(AttentionError::Config(
+                fragmask_kernels::attention::ConfigError::SharedKv(format!(
+                    "the {} tile runs one split on the one-tile grid",
+                    g.name()
+                )),
+            ));
         }
         // Persistent CTAs asked for: one split unless the call names a count.
         let n = match mode {
             MaskMode::Documents => 1,
+            _ if g.shared_kv() => 1,
             _ if opts.persistent == Some(true) && opts.splits.is_none() => 1,
             _ => self.planned_splits(&kernel, &shape, host_mask, opts)?,
         };
@@ -155,7 +212,7 @@ impl AttentionRunner {
             .ok_or_else(|| AttentionError::Shape("heads x batch overflows".into()))?;
         let candidate = match opts.persistent {
             Some(on) => on,
-            None => n == 1 && choice::persistent_by_default(&kernel),
+            None => n == 1 && choice::persistent_by_default(&kernel) && !g.shared_kv(),
         };
         let steps = if candidate {
             Some(persistent::tile_steps(
@@ -201,7 +258,33 @@ impl AttentionRunner {
             workspace_floats,
             doc_items,
             work,
+            pair_steps,
         })
+    }
+
+    /// The shared-K/V tile's pairs of query blocks and their union walks
+    /// ([`shared_kv::table`]), uploaded here once and synchronised so a run on any stream
+    /// reads it. The headers are rows of the mask's `[Bm, Hm, Mb]` (64-row blocks), so the
+    /// list strides are set in those rows; `m_blocks` (the grid's x) stays the pairs.
+    fn shared_kv_params(
+        &self,
+        params: &mut super::AttentionParams,
+        host: &PackedMask,
+        table: &shared_kv::PairTable,
+    ) -> Result<Arc<CudaSlice<i32>>, AttentionError> {
+        let (h, mb) = (host.shape(), host.grid().m_blocks);
+        let mb =
+            i32::try_from(mb).map_err(|_| AttentionError::Shape("too many query blocks".into()))?;
+        params.mask_head_stride = if h.heads > 1 { mb } else { 0 };
+        params.mask_batch_stride = if h.batch > 1 {
+            mb.checked_mul(h.heads as i32)
+                .ok_or_else(|| AttentionError::Shape("mask rows overflow".into()))?
+        } else {
+            0
+        };
+        let (table, ptr) = self.upload_table(&table.ints, "uploading the shared-K/V step table")?;
+        params.pair_steps = ptr;
+        Ok(table)
     }
 
     /// The work table of a persistent launch over the work tiles of `steps`
@@ -275,6 +358,12 @@ impl AttentionPlan {
     /// Whether the plan runs persistent CTAs (its work table was uploaded at planning).
     pub fn persistent(&self) -> bool {
         self.work.is_some()
+    }
+
+    /// Whether the plan runs the shared-K/V tile (its pairs' step table was uploaded at
+    /// planning).
+    pub fn shared_kv(&self) -> bool {
+        self.pair_steps.is_some()
     }
 
     /// Whether the plan runs the documents grid ([`MaskMode::Documents`]; its work-item

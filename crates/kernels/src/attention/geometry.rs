@@ -31,6 +31,7 @@ pub struct Geometry {
     consumer_warpgroups: u32,
     ctas_per_sm: u32,
     step_blocks: u32,
+    shared_kv: bool,
 }
 
 impl Geometry {
@@ -52,8 +53,23 @@ impl Geometry {
     pub const TILE_128X80: Geometry = Geometry::new(128, 80, 2, 1);
     /// 192 x 128 tiles, three consumer warpgroups (FlashAttention-3's head-dim-64 tile M).
     pub const TILE_192X128: Geometry = Geometry::new(192, 128, 3, 1);
+    /// Two 64-token query blocks per block that share their K/V loads (`64x64/2x2`): two
+    /// consumer warpgroups, each owning one 64-row query block of a [`Self::TILE_64X64`]
+    /// mask (any two row blocks of a plane, paired by the host), walk the union of their
+    /// key-block lists, two key blocks per step; a key block both lists hold is loaded
+    /// once, and a warpgroup skips the steps its own list does not hold
+    /// (docs/architecture.md, "Shared K/V of the 64-token tile"). Tile lists only, from a
+    /// plan (the pairs' step table is built at planning).
+    pub const TILE_64X64_SHARED: Geometry = Geometry::new(128, 64, 2, 1)
+        .with_step_blocks(2)
+        .with_shared_kv();
 
-    /// Every geometry the generator emits.
+    /// The geometries whose query blocks share K/V ([`Self::shared_kv`]): emitted for tile
+    /// lists only, so they are kept apart from [`Self::SUPPORTED`], whose geometries run
+    /// every mask mode.
+    pub const SHARED: [Geometry; 1] = [Geometry::TILE_64X64_SHARED];
+
+    /// Every geometry the generator emits for every mask mode.
     pub const SUPPORTED: [Geometry; 6] = [
         Geometry::TILE_128X128,
         Geometry::TILE_64X64,
@@ -70,12 +86,35 @@ impl Geometry {
             consumer_warpgroups,
             ctas_per_sm,
             step_blocks: 1,
+            shared_kv: false,
         }
     }
 
     const fn with_step_blocks(mut self, step_blocks: u32) -> Self {
         self.step_blocks = step_blocks;
         self
+    }
+
+    const fn with_shared_kv(mut self) -> Self {
+        self.shared_kv = true;
+        self
+    }
+
+    /// Whether each consumer warpgroup owns its own 64-row query block of a
+    /// [`Self::mask_geometry`] mask and the block walks the union of their key-block lists
+    /// ([`Self::TILE_64X64_SHARED`]).
+    pub const fn shared_kv(&self) -> bool {
+        self.shared_kv
+    }
+
+    /// The geometry a mask for this one is packed at: itself, or for a shared-K/V geometry
+    /// the one-warpgroup tile of each of its query blocks ([`Self::TILE_64X64`]).
+    pub const fn mask_geometry(&self) -> Geometry {
+        if self.shared_kv {
+            Geometry::new(64, self.block_n, 1, 2).with_step_blocks(self.step_blocks)
+        } else {
+            *self
+        }
     }
 
     /// The preferred supported geometry of a `block_m x block_n` tile over `warpgroups`
@@ -99,8 +138,28 @@ impl Geometry {
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let bad = || ConfigError::GeometryName(text.to_string());
         let (tile, step) = match text.split_once('/') {
-            Some((tile, step)) => (tile, Some(step.trim().parse::<u32>().map_err(|_| bad())?)),
+            Some((tile, step)) => (tile, Some(step.trim())),
             None => (text, None),
+        };
+        // `MxN/SxQ`: Q query blocks per block sharing K/V (Self::SHARED).
+        if let Some((step, query_blocks)) = step.and_then(|s| s.split_once(['x', 'X'])) {
+            let step: u32 = step.trim().parse().map_err(|_| bad())?;
+            let query_blocks: u32 = query_blocks.trim().parse().map_err(|_| bad())?;
+            let (m, n) = tile.split_once(['x', 'X']).ok_or_else(bad)?;
+            let m: u32 = m.trim().parse().map_err(|_| bad())?;
+            let n: u32 = n.trim().parse().map_err(|_| bad())?;
+            return Self::SHARED
+                .into_iter()
+                .find(|g| {
+                    (g.mask_geometry().block_m, g.block_n) == (m, n)
+                        && g.step_blocks == step
+                        && g.consumer_warpgroups == query_blocks
+                })
+                .ok_or_else(bad);
+        }
+        let step = match step {
+            Some(s) => Some(s.parse::<u32>().map_err(|_| bad())?),
+            None => None,
         };
         let (m, n) = tile.split_once(['x', 'X']).ok_or_else(bad)?;
         let m: u32 = m.trim().parse().map_err(|_| bad())?;
@@ -120,9 +179,16 @@ impl Geometry {
         }
     }
 
-    /// `"128x128"`, `"64x64/2"` (2 key blocks per step), ...
+    /// `"128x128"`, `"64x64/2"` (2 key blocks per step), `"64x64/2x2"` (and 2 query
+    /// blocks sharing K/V), ...
     pub fn name(&self) -> String {
-        if self.step_blocks == 1 {
+        if self.shared_kv {
+            let tile = self.mask_geometry();
+            format!(
+                "{}x{}/{}x{}",
+                tile.block_m, tile.block_n, self.step_blocks, self.consumer_warpgroups
+            )
+        } else if self.step_blocks == 1 {
             format!("{}x{}", self.block_m, self.block_n)
         } else {
             format!("{}x{}/{}", self.block_m, self.block_n, self.step_blocks)
@@ -132,6 +198,9 @@ impl Geometry {
     /// `MxN/S` with the key blocks per step always spelled out (`64x64/1`): parses back to
     /// exactly this geometry.
     pub fn spec(&self) -> String {
+        if self.shared_kv {
+            return self.name();
+        }
         format!("{}x{}/{}", self.block_m, self.block_n, self.step_blocks)
     }
 
@@ -139,6 +208,7 @@ impl Geometry {
     pub fn supported_list() -> String {
         Self::SUPPORTED
             .iter()
+            .chain(Self::SHARED.iter())
             .map(|g| format!("{} ({} wg)", g.name(), g.consumer_warpgroups))
             .collect::<Vec<_>>()
             .join(", ")
@@ -179,8 +249,18 @@ impl Geometry {
         128 * (1 + self.consumer_warpgroups)
     }
 
-    /// Consumer threads: the `threads` axis of the FragmentNative words.
+    /// Consumer threads of the mask's tile: the `threads` axis of the FragmentNative
+    /// words (one warpgroup's 128 where each warpgroup owns its own query block).
     pub const fn mask_threads(&self) -> u32 {
+        if self.shared_kv {
+            128
+        } else {
+            128 * self.consumer_warpgroups
+        }
+    }
+
+    /// Consumer threads of the block.
+    pub const fn consumer_threads(&self) -> u32 {
         128 * self.consumer_warpgroups
     }
 
@@ -241,7 +321,7 @@ impl Geometry {
     /// Bytes after the tiles: the mbarriers (256 bytes) and a 4-byte scratch word per
     /// consumer thread, plus 1 KiB of slack to align the base to the 1024-byte swizzle atom.
     pub const fn smem_overhead(&self) -> u32 {
-        1024 + 256 + 4 * self.mask_threads()
+        1024 + 256 + 4 * self.consumer_threads()
     }
 
     /// Dynamic shared memory of a block with `stages` K and V buffers.
@@ -313,6 +393,11 @@ impl Geometry {
     /// 256), and O, S and P of the serial loop leave 16 of the consumer's registers
     /// (192x128 at head dim 128 spills; 128x128 at 256 fits exactly).
     pub const fn supports_head_dim(&self, head_dim: u32) -> bool {
+        // The shared-K/V tile holds its mask tile's head dims (ptxas serialises its
+        // wgmmas and spills at 256).
+        if self.shared_kv && !self.mask_geometry().supports_head_dim(head_dim) {
+            return false;
+        }
         head_dim / 2 + 32 <= self.entry_regs()
             && self.loop_registers(head_dim) + 16 <= self.consumer_regs()
     }

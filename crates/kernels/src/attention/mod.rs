@@ -123,6 +123,9 @@ pub enum ConfigError {
     Layout(String),
     /// Persistent CTAs refused for this configuration (the reason).
     Persistent(String),
+    /// A shared-K/V geometry ([`Geometry::shared_kv`]) with what it does not run: a mask
+    /// mode other than tile lists, split-KV, persistent CTAs or ping-pong (the reason).
+    SharedKv(String),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -186,6 +189,7 @@ impl core::fmt::Display for ConfigError {
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
             ConfigError::Persistent(why) => write!(f, "{why}"),
+            ConfigError::SharedKv(why) => write!(f, "{why}"),
         }
     }
 }
@@ -237,6 +241,13 @@ impl AttentionKernel {
         let max = geometry.max_stages(head_dim);
         if !(1..=max).contains(&stages) {
             return Err(ConfigError::Stages { stages, max });
+        }
+        if geometry.shared_kv() && mask != MaskMode::Blocks {
+            return Err(ConfigError::SharedKv(format!(
+                "the {} tile walks tile lists only, not the {} mode",
+                geometry.name(),
+                mask.name()
+            )));
         }
         Ok(Self {
             geometry,
@@ -322,6 +333,12 @@ impl AttentionKernel {
                 "persistent CTAs do not run split-KV".into(),
             ));
         }
+        if persistent && self.geometry.shared_kv() {
+            return Err(ConfigError::Persistent(format!(
+                "the {} tile runs one pair of query blocks per CTA, not persistent CTAs",
+                self.geometry.name()
+            )));
+        }
         if persistent && !self.geometry.persistent_fits(self.head_dim, self.stages) {
             return Err(ConfigError::Persistent(format!(
                 "two Q tiles and {} K/V stages of the {} tile at head dim {} do not fit in \
@@ -349,6 +366,12 @@ impl AttentionKernel {
         let warpgroups = self.geometry.consumer_warpgroups();
         if pingpong && !(2..=3).contains(&warpgroups) {
             return Err(ConfigError::PingPong { warpgroups });
+        }
+        if pingpong && self.geometry.shared_kv() {
+            return Err(ConfigError::SharedKv(format!(
+                "the {} tile's warpgroups skip different steps: no ping-pong turn to pass",
+                self.geometry.name()
+            )));
         }
         self.pingpong = pingpong;
         Ok(self)
@@ -425,7 +448,29 @@ impl AttentionKernel {
             Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
                 .with_dtype(ActDtype::F16)?,
         );
+        kernels.extend(Self::shared_kv_sweep()?);
         kernels.extend(Self::persistent_sweep()?);
+        Ok(kernels)
+    }
+
+    /// The shared-K/V variants ([`Geometry::SHARED`], tile lists only) the compile sweep
+    /// and the selftest cover: the default of every head dim that fits, both loops at
+    /// head dim 128, fp16.
+    pub fn shared_kv_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
+        let mut kernels = Vec::new();
+        for g in Geometry::SHARED {
+            for d in [64, 128, 256] {
+                if !g.supports_head_dim(d) {
+                    continue;
+                }
+                let default = Self::default_for_geometry(g, d, MaskMode::Blocks)?;
+                kernels.push(default);
+                if d == 128 {
+                    kernels.push(Self::new(g, d, MaskMode::Blocks, 2, !default.overlap())?);
+                    kernels.push(default.with_dtype(ActDtype::F16)?);
+                }
+            }
+        }
         Ok(kernels)
     }
 
@@ -464,11 +509,17 @@ impl AttentionKernel {
         if head_dim != 64 && head_dim != 128 && head_dim != 256 {
             return Err(ConfigError::HeadDim(head_dim));
         }
-        let wanted = if head_dim == 64 { 3 } else { 2 };
+        // The shared-K/V tile takes what fits: its warpgroups run apart by up to the
+        // stages between them.
+        let wanted = if head_dim == 64 || geometry.shared_kv() {
+            3
+        } else {
+            2
+        };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
         Ok(Self::new(geometry, head_dim, mask, stages, overlap)?
-            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2)?
+            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2 && !geometry.shared_kv())?
             .with_lazy_rescale(true))
     }
 
@@ -604,6 +655,8 @@ crate::abi_struct! {
         scale: F32("float"),
         /// Splits of each row block's steps (1: o and lse directly; more: workspace + combine).
         num_splits: I32("int"),
+        /// Shared-K/V tile (last: the other fields keep their offsets): [Bm, Hm, Mb] int4 pair headers (query blocks a and b, first step, steps), then 8 ints per step.
+        pair_steps: Ptr("const int*"),
     }
 }
 
@@ -621,10 +674,10 @@ mod tests {
             core::mem::size_of::<AttentionParams>(),
             AttentionParams::ABI.size()
         );
-        // 12 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
+        // 13 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
         assert_eq!(
             AttentionParams::ABI.size(),
-            (12 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
+            (13 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
         );
     }
 

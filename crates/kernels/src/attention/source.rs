@@ -41,6 +41,12 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             "persistent CTAs do not run split-KV".into(),
         ));
     }
+    if g.shared_kv() && (k.split_kv() || k.persistent() || k.mask() != MaskMode::Blocks) {
+        return Err(ConfigError::SharedKv(format!(
+            "the {} tile runs tile lists on the one-tile grid only (no split-KV, no persistent CTAs)",
+            g.name()
+        )));
+    }
     let work = if k.persistent() {
         RowWork::Persistent
     } else {
@@ -202,12 +208,34 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("ACT2", ptx::act2(k.dtype().mma_ptx_type())),
         ("ACT", k.dtype().mma_ptx_type().to_string()),
         ("SPLIT_RANGE", SPLIT_RANGE.to_string()),
-        ("SCHEDULE", schedule(k.mask()).to_string()),
+        ("SCHEDULE", schedule(k.mask(), &g).to_string()),
         ("MASK_BITS", mask_bits(k.mask(), &g)),
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
         (
             "MAINLOOP",
-            mainloop(k.overlap(), k.pingpong(), k.mask(), g.consumer_warpgroups())?,
+            if g.shared_kv() {
+                shared_mainloop(k.overlap())?
+            } else {
+                mainloop(k.overlap(), k.pingpong(), k.mask(), g.consumer_warpgroups())?
+            },
+        ),
+        (
+            "Q_LOAD",
+            if g.shared_kv() {
+                Q_LOAD_SHARED
+            } else {
+                Q_LOAD_BLOCK
+            }
+            .to_string(),
+        ),
+        (
+            "CONSUMER_SCHEDULE",
+            if g.shared_kv() {
+                "fm_warpgroup_view(p, fm_work_schedule(p, work), wg)"
+            } else {
+                "fm_work_schedule(p, work)"
+            }
+            .to_string(),
         ),
         ("SPLIT_KV", u32::from(k.split_kv()).to_string()),
         ("KERNEL", KERNEL_NAME.to_string()),
@@ -227,8 +255,14 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         MaskMode::Documents => RowGrid::Documents,
         MaskMode::Window | MaskMode::Blocks => RowGrid::Global,
     };
-    let place = grid.placement();
-    values.push(("Q_ROW", place.q_row.to_string()));
+    let place = if g.shared_kv() {
+        row_block::SHARED_PLACEMENT
+    } else {
+        grid.placement()
+    };
+    if !g.shared_kv() {
+        values.push(("Q_ROW", place.q_row.to_string()));
+    }
     values.push(("ROW_BASE", place.row_base.to_string()));
     values.push(("KV_ROW0", place.kv_row0.to_string()));
     values.push(("ROW_BOUND", place.row_bound.to_string()));
@@ -261,6 +295,26 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     }));
     Ok(src)
 }
+
+/// The producer's Q load of the one-tile kernels: the block's `block_m` rows, one TMA box
+/// per 64-column chunk.
+const Q_LOAD_BLOCK: &str = "#pragma unroll
+                    for (int c = 0; c < FM_D_CHUNKS; ++c)
+                        fm_tma_load_4d(smem_q + qb * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(qb), 64 * c, $Q_ROW, head, batch);
+";
+
+/// The producer's Q load of the shared-K/V tile: each warpgroup's own 64-row query block
+/// (one TMA box of 64 rows per chunk) at byte Q(64 wg, 64 c) of the Q tile; a warpgroup
+/// without a block loads warpgroup 0's rows again, so the barrier's bytes stay the tile's.
+const Q_LOAD_SHARED: &str = "#pragma unroll
+                    for (int wg = 0; wg < $CONSUMER_WARPGROUPS; ++wg) {
+                        const int qm = sched.m_block[wg] >= 0 ? sched.m_block[wg] : sched.m_block[0];
+#pragma unroll
+                        for (int c = 0; c < FM_D_CHUNKS; ++c)
+                            fm_tma_load_4d(smem_q + qb * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES + (unsigned)wg * $Q_WG_STRIDEu, &tma_q,
+                                           FM_BAR_Q_FULL(qb), 64 * c, qm * 64, head, batch);   // byte Q(64 wg, 64 c) of the Q operand tile (attention/smem.rs: q_warpgroup_stride, chunk bytes)
+                    }
+";
 
 /// Row `row_id` of the combine is row `(b H + h) Sq + t` of o `[B, H, Sq, D]`; split s's
 /// partial of it is row `s B H Sq + row_id` of the workspace.
@@ -367,9 +421,10 @@ fn quad_leader_expr(map: &FragmentMap) -> String {
     format!("({} == 0)", map.thread_col_expr("lt"))
 }
 
-fn schedule(mode: MaskMode) -> &'static str {
+fn schedule(mode: MaskMode, g: &Geometry) -> &'static str {
     match mode {
         MaskMode::Window | MaskMode::Documents => row_block::WINDOW,
+        MaskMode::Blocks if g.shared_kv() => row_block::SHARED_LISTS,
         MaskMode::Blocks => row_block::LISTS,
     }
 }
@@ -492,6 +547,150 @@ fn pingpong_not_last(warpgroups: u32) -> String {
         format!("wg != {}", warpgroups.saturating_sub(1))
     }
 }
+
+/// The shared-K/V tile's consumer loop ([`MAINLOOP_SHARED_OVERLAP`] or
+/// [`MAINLOOP_SHARED_SERIAL`]): the lists read ahead as in [`mainloop`], the words of the
+/// warpgroup's own mask tile (thread `lt` of its 128).
+fn shared_mainloop(overlap: bool) -> Result<String, ConfigError> {
+    let body = if overlap {
+        MAINLOOP_SHARED_OVERLAP
+    } else {
+        MAINLOOP_SHARED_SERIAL
+    };
+    let body = fill(body, &[("SKIP", SHARED_SKIP.to_string())])
+        .map_err(|e| ConfigError::Layout(e.to_string()))?;
+    Ok([SHARED_PREFETCH, &body].concat())
+}
+
+/// The shared-K/V loops' list prefetch: entries of the next two steps, words of the next.
+const SHARED_PREFETCH: &str = r#"
+            // Tile lists read ahead as in the one-block loops: entries two steps ahead, words one step ahead. The words
+            // are the warpgroup's own mask tile's (consumer thread lt of its 128).
+            fm_tile t_next = fm_tile_at(p, sched, 0);
+            fm_mask_bits bits_next = fm_load_mask_bits(p, t_next, lt);
+            fm_tile t_after = fm_tile_at(p, sched, 1);
+"#;
+
+/// A step of the union walk that is not this warpgroup's: it waits for the stage's K and V
+/// (so its arrivals land in the stage's current phase) and releases them.
+const SHARED_SKIP: &str = r#"                    fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+                    fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                    fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
+                    fm_consumer_release(FM_BAR_V_EMPTY(stage));
+                    continue;
+"#;
+
+/// Serial shared-K/V loop: a step of the warpgroup's list runs QK^T, softmax, PV as the
+/// serial one-block loop; any other step is skipped.
+const MAINLOOP_SHARED_SERIAL: &str = r#"            for (int kk = 0; kk < sched.num_tiles; ++kk) {
+                const fm_tile t = t_next;
+                const fm_mask_bits bits = bits_next;
+                t_next = t_after;
+                bits_next = fm_load_mask_bits(p, t_next, lt);     // words of step kk + 1
+                t_after = fm_tile_at(p, sched, kk + 2);           // lists of step kk + 2
+                const int stage = (pipe + kk) % FM_STAGES;
+                const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
+                if (t.skip) {
+                    // Not this warpgroup's step (warpgroup-uniform): release the stage.
+$SKIP                }
+                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
+                fm_wgmma_wait<0>();
+                fm_fence_array(s_acc);
+                fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                float corr[2];
+                fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                fm_rescale_o(o_acc, corr);
+                fm_convert_p(s_acc, p_frag);
+                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
+                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
+                fm_wgmma_wait<0>();
+                fm_fence_array(o_acc);
+                fm_fence_array(p_frag);
+                fm_consumer_release(FM_BAR_V_EMPTY(stage));
+            }
+"#;
+
+/// Overlapped shared-K/V loop: as [`MAINLOOP_OVERLAP`], the PV of the warpgroup's previous
+/// step runs beside this step's QK^T and softmax while its steps are consecutive; a
+/// skipped step first finishes that PV (its V stays held otherwise, and the producer
+/// could not refill the stage a later step of this warpgroup needs). Each of the three
+/// paths (skip, first step after a finished PV, overlapped step) waits for every wgmma it
+/// issued before the paths join: ptxas serialises every wgmma of the kernel when an
+/// accumulator may still be in flight where paths join (C7518).
+const MAINLOOP_SHARED_OVERLAP: &str = r#"            float corr[2];
+            bool pending = false;   // P of pipeline step `prev` waits for its PV
+            int prev = 0;
+            for (int kk = 0; kk < sched.num_tiles; ++kk) {
+                const fm_tile t = t_next;
+                const fm_mask_bits bits = bits_next;
+                t_next = t_after;
+                bits_next = fm_load_mask_bits(p, t_next, lt);     // words of step kk + 1
+                const int stage = (pipe + kk) % FM_STAGES;
+                const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
+                const int prev_stage = prev % FM_STAGES;
+                const unsigned prev_phase = (unsigned)(prev / FM_STAGES) & 1u;
+                if (t.skip) {
+                    // Not this warpgroup's step (warpgroup-uniform): finish the pending PV, release the stage.
+                    t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
+                    if (pending) {
+                        fm_rescale_o(o_acc, corr);
+                        fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
+                        fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);
+                        fm_wgmma_wait<0>();
+                        fm_fence_array(o_acc);
+                        fm_fence_array(p_frag);
+                        fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
+                        pending = false;
+                    }
+$SKIP                }
+                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);          // S_kk = Q K_kk^T (async)
+                if (pending) {
+                    // O moves to the max after step prev (its softmax's corr), then O += P_prev V_prev (async).
+                    fm_rescale_o(o_acc, corr);
+                    fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
+                    fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);
+                    t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
+                    fm_wgmma_wait<1>();                           // S_kk is ready
+                    fm_fence_array(s_acc);
+                    fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                    fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                    fm_fence_array(s_acc);
+                    fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
+                    fm_wgmma_wait<0>();                           // PV_prev done
+                    fm_fence_array(o_acc);
+                    fm_fence_array(p_frag);
+                    fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
+                } else {
+                    // The warpgroup's first step, or the first after a skip: no PV to run beside it.
+                    t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
+                    fm_wgmma_wait<0>();
+                    fm_fence_array(s_acc);
+                    fm_consumer_release(FM_BAR_K_EMPTY(stage));
+                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                    fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
+                    fm_fence_array(s_acc);
+                }
+                fm_convert_p(s_acc, p_frag);
+                pending = true;
+                prev = pipe + kk;
+            }
+            if (pending) {
+                // PV of the warpgroup's last step.
+                const int stage = prev % FM_STAGES;
+                const unsigned phase = (unsigned)(prev / FM_STAGES) & 1u;
+                fm_rescale_o(o_acc, corr);
+                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
+                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
+                fm_wgmma_wait<0>();
+                fm_fence_array(o_acc);
+                fm_fence_array(p_frag);
+                fm_consumer_release(FM_BAR_V_EMPTY(stage));
+            }
+"#;
 
 /// Consumer main loop, no overlap: QK^T, wait, softmax, PV, wait.
 const MAINLOOP_SERIAL: &str = r#"
@@ -772,10 +971,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
                 if (FM_PERSISTENT) fm_mbar_wait(FM_BAR_Q_EMPTY(qb), ((unsigned)(wq / FM_Q_BUFFERS) & 1u) ^ 1u);
                 if (sched.num_tiles > 0) {
                     fm_mbar_expect_tx(FM_BAR_Q_FULL(qb), FM_Q_TILE_BYTES);
-#pragma unroll
-                    for (int c = 0; c < FM_D_CHUNKS; ++c)
-                        fm_tma_load_4d(smem_q + qb * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(qb), 64 * c, $Q_ROW, head, batch);
-                } else if (FM_PERSISTENT) {
+$Q_LOAD                } else if (FM_PERSISTENT) {
                     fm_mbar_arrive(FM_BAR_Q_FULL(qb));   // no steps: nothing to load, the buffer's phase moves on
                     continue;
                 } else {
@@ -845,7 +1041,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
             const fm_work work = fm_work_at(p, w, num_splits);
             const int split = work.split, m_block = work.m_block, head = work.head, batch = work.batch;
             const int kv_head = head / (p.heads / p.kv_heads);          // GQA / MQA
-            const fm_schedule sched = fm_work_schedule(p, work);
+            const fm_schedule sched = $CONSUMER_SCHEDULE;
             (void)split;
             (void)m_block;
             (void)kv_head;

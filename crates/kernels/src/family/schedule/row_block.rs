@@ -178,6 +178,18 @@ impl RowGrid {
     }
 }
 
+/// Where the shared-K/V tile's rows sit ([`SHARED_LISTS`]): each warpgroup's own query
+/// block, through its view of the schedule (`fm_warpgroup_view`: `sched.m0` puts the
+/// warpgroup's row `64 wg` at its block's first row, `sched.rows` is 0 for a warpgroup
+/// without a block). Its Q rows are loaded per warpgroup, so `q_row` is not used.
+pub const SHARED_PLACEMENT: Placement = Placement {
+    q_row: "",
+    row_base: "head_row0",
+    kv_row0: "0",
+    row_bound: "sched.rows",
+    key_bound: "p.seqlen_k",
+};
+
 /// Listed blocks: FlexAttention-style partial then full block lists of the row.
 pub const LISTS: &str = r#"// ---- tile schedule: FlexAttention-style block lists + FragmentNative words ----
 // Row (batch, head, m_block) of the [Bm, Hm, Mb] lists is batch*mask_batch_stride + head*mask_head_stride
@@ -299,6 +311,104 @@ __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int w, un
     t.m_block = p.m_blocks - 1 - (tile - rest * p.m_blocks);
     t.head = rest % p.heads;
     t.batch = rest / p.heads;
+    return t;
+}
+"#;
+
+/// Shared K/V of two query blocks (`Geometry::TILE_64X64_SHARED`): the CTA walks the host's
+/// step table of a pair of 64-row query blocks, the union of their key-block lists two
+/// blocks per step (docs/architecture.md, "Shared K/V of the 64-token tile"). The producer
+/// loads every step's blocks once; consumer warpgroup `wg` computes the slots its own
+/// block's list holds and skips a step that holds none of them (a warpgroup-uniform
+/// branch). `AttentionParams::pair_steps`:
+/// - headers: int4 at row `batch * mask_batch_stride + head * mask_head_stride + pair` of
+///   `[Bm, Hm, Mb]` = (query block of warpgroup 0, of warpgroup 1 or -1, the int offset of
+///   the pair's first step in `pair_steps`, its steps);
+/// - steps: 8 ints = (key block of slot 0, of slot 1 or -1, then per warpgroup and slot
+///   its mask tile: >= 0 the words' tile (partial), -1 full, -2 not in this warpgroup's
+///   list).
+///
+/// Needs `fm_attn_params`, `FM_BLOCK_N`, `FM_STEP_BLOCKS` (2).
+pub const SHARED_LISTS: &str = r#"// ---- tile schedule: the union of two query blocks' lists (host step table) + FragmentNative words ----
+static_assert(FM_STEP_BLOCKS == 2, "the shared-K/V step table holds two key blocks per step");
+#define FM_NOT_MINE (-2)   // a step-table slot outside this warpgroup's list
+struct fm_schedule {
+    int num_tiles;    // steps of the pair's union walk
+    int kk0;          // 0: the shared-K/V tile never splits
+    int step0;        // int offset of step 0 in p.pair_steps
+    int m_block[2];   // the query blocks of warpgroups 0 and 1 (-1: none)
+    int wg;           // the view: -1 the producer's (every slot's block), else warpgroup wg's own
+    int m0;           // global row of the block's row 0 in the view: a warpgroup's row 64*wg is its block's first row
+    int rows;         // rows the view writes (row < rows): seqlen_q, or 0 for a warpgroup without a query block
+};
+
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int pair) {
+    fm_schedule s;
+    const int list_row = batch * p.mask_batch_stride + head * p.mask_head_stride + pair;   // [Bm, Hm, Mb] row
+    const int4 h = __ldg(reinterpret_cast<const int4*>(p.pair_steps) + list_row);
+    s.m_block[0] = h.x;
+    s.m_block[1] = h.y;
+    s.step0 = h.z;
+    s.num_tiles = h.w;
+    s.kk0 = 0;
+    s.wg = -1;
+    s.m0 = h.x * 64;
+    s.rows = p.seqlen_q;
+    return s;
+}
+
+// Warpgroup wg's view of the pair's schedule: its row 64*wg is row 0 of its own query block.
+__device__ __forceinline__ fm_schedule fm_warpgroup_view(const fm_attn_params& p, fm_schedule s, int wg) {
+    const int m_block = wg == 0 ? s.m_block[0] : s.m_block[1];   // constant indices: no local memory
+    s.wg = wg;
+    s.m0 = (m_block >= 0 ? m_block * 64 : 0) - 64 * wg;
+    s.rows = m_block >= 0 ? p.seqlen_q : 0;
+    return s;
+}
+
+// One step: two key blocks side by side in the S tile (block h at columns h*FM_BLOCK_N..).
+struct fm_tile {
+    int n_block[FM_STEP_BLOCKS];    // key block of each slot in the view; -1: no block, or not this warpgroup's (masked)
+    int mask_tile[FM_STEP_BLOCKS];  // index along dim 0 of words [tiles, $MASK_THREADS threads, $MASK_WORDS words]; -1: no words
+    int partial;                    // 1: apply the mask (words, a slot not in the view, or the key bound of the last block)
+    int skip;                       // 1: no slot is this warpgroup's: it only releases the step's stage
+};
+
+__device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_schedule& s, int kk) {
+    fm_tile t;
+    t.partial = 0;
+    t.skip = 0;
+    if (kk >= s.num_tiles) {   // past the end: nothing read
+#pragma unroll
+        for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+            t.n_block[h] = -1;
+            t.mask_tile[h] = -1;
+        }
+        t.partial = 1;
+        t.skip = 1;
+        return t;
+    }
+    const int4* entry = reinterpret_cast<const int4*>(p.pair_steps + s.step0) + 2 * kk;
+    const int4 e0 = __ldg(entry);
+    const int n[2] = {e0.x, e0.y};
+    int tile[2] = {e0.z, e0.w};
+    if (s.wg == 1) {
+        const int4 e1 = __ldg(entry + 1);
+        tile[0] = e1.x;
+        tile[1] = e1.y;
+    }
+    int mine = 0;
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const bool in_view = n[h] >= 0 && (s.wg < 0 || tile[h] != FM_NOT_MINE);
+        t.n_block[h] = in_view ? n[h] : -1;
+        t.mask_tile[h] = in_view && s.wg >= 0 ? tile[h] : -1;
+        mine += in_view ? 1 : 0;
+        if (!in_view || t.mask_tile[h] >= 0) t.partial = 1;
+        // A full block still needs the key bound when it reaches past seqlen_k (K is zero-filled there).
+        if (in_view && (long long)n[h] * FM_BLOCK_N + FM_BLOCK_N > (long long)p.seqlen_k) t.partial = 1;
+    }
+    t.skip = mine == 0;
     return t;
 }
 "#;
