@@ -159,6 +159,11 @@ pub struct ForwardArgs {
     /// blocks (for checking the tile loop on small shapes).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     persistent_ctas: Option<u32>,
+    /// (head, batch) planes per section of the launch order: a section's row blocks run
+    /// longest first with its planes side by side. Default: the runtime's choice (causal
+    /// calls: the heads whose K/V fit in L2); 1 is the plain order (head after head).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    head_section: Option<u32>,
 }
 
 /// `on` / `off` (also `true` / `false`).
@@ -216,7 +221,7 @@ macro_rules! forward_ids {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "lazy_rescale", "block", "splits", "persistent",
-          "persistent_ctas", $($extra),*]
+          "persistent_ctas", "head_section", $($extra),*]
     };
 }
 
@@ -338,6 +343,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         persistent: args.persistent,
         persistent_ctas: args.persistent_ctas,
         lazy_rescale: args.lazy_rescale,
+        head_section: args.head_section,
     }
 }
 

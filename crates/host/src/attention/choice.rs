@@ -288,6 +288,50 @@ pub fn persistent_by_default(kernel: &AttentionKernel) -> bool {
             .persistent_fits(kernel.head_dim(), kernel.stages())
 }
 
+/// The L2 bytes a launch-order section's K/V may take: FlashAttention-4's
+/// `SingleTileLPTScheduler` budget (50 MiB, an H100's L2 being 50 MB).
+pub const SECTION_L2_BYTES: u64 = 50 << 20;
+
+/// The (head, batch) planes per section of a forward's launch order
+/// (`AttentionParams::head_section`; docs/architecture.md, "Launch order"): `opts.head_section`
+/// when set (at least 1), else, for a causal walk of the window mode (`params`: every
+/// key to the left, none to the right past the diagonal; the row blocks' walks differ,
+/// so their order matters), FlashAttention-4's L2 swizzle for causal calls: the largest
+/// power of two of KV heads whose K and V (`Sk * 2 D` elements each) fit in
+/// [`SECTION_L2_BYTES`], at most the call's KV heads, times the query heads per KV head
+/// (a section's planes share those K/V heads); 1 (the plain order) otherwise.
+pub fn head_section(
+    shape: &AttentionShape,
+    kernel: &AttentionKernel,
+    params: &fragmask_kernels::attention::AttentionParams,
+    opts: &AttentionOptions,
+) -> Result<u32, AttentionError> {
+    if let Some(n) = opts.head_section {
+        return if n == 0 {
+            Err(AttentionError::Shape(
+                "the launch order's head section must be at least 1".into(),
+            ))
+        } else {
+            Ok(n)
+        };
+    }
+    let causal_walk = kernel.mask() == MaskMode::Window
+        && params.window_left >= fragmask_kernels::attention::WINDOW_INFINITE
+        && params.window_right < fragmask_kernels::attention::WINDOW_INFINITE;
+    if !causal_walk || shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 {
+        return Ok(1);
+    }
+    let element = kernel.dtype().size() as u64;
+    let kv_head_bytes = (shape.seqlen_k as u64)
+        .saturating_mul(2 * shape.head_dim as u64)
+        .saturating_mul(element)
+        .max(1);
+    let fit = (SECTION_L2_BYTES / kv_head_bytes).max(1);
+    let kv_section = (1u64 << fit.ilog2()).min(shape.kv_heads as u64);
+    let group = (shape.heads / shape.kv_heads) as u64;
+    Ok(u32::try_from(kv_section.saturating_mul(group)).unwrap_or(u32::MAX))
+}
+
 /// Whether the backward runs the documents grid where it applies (see
 /// [`backward_documents`]) when the call's options do not say.
 pub const BACKWARD_DOCUMENTS_GRID: bool = true;

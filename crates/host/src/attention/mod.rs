@@ -358,6 +358,10 @@ pub struct AttentionOptions {
     /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
     /// `None` is the kernel configuration's default (on).
     pub lazy_rescale: Option<bool>,
+    /// (head, batch) planes per section of the forward's launch order
+    /// ([`choice::head_section`]; docs/architecture.md, "Launch order"): `None` is the
+    /// choice's default, `Some(1)` the plain order (each head's row blocks in turn).
+    pub head_section: Option<u32>,
 }
 
 /// Output of one attention call.

@@ -125,6 +125,8 @@ impl AttentionRunner {
                 }
             }
         }
+        params.head_section =
+            i32::try_from(choice::head_section(&shape, &kernel, &params, opts)?).unwrap_or(i32::MAX);
         // Persistent CTAs asked for: one split unless the call names a count.
         let n = match mode {
             MaskMode::Documents => 1,
@@ -177,7 +179,8 @@ impl AttentionRunner {
         let mut work = None;
         let grid = match (persistent, &steps) {
             (true, Some(steps)) => {
-                let (table, ctas) = self.work_params(&mut params, steps, slots)?;
+                let section = params.head_section.max(1) as usize;
+                let (table, ctas) = self.work_params(&mut params, steps, slots, section)?;
                 work = Some(table);
                 (ctas, 1, 1)
             }
@@ -205,17 +208,19 @@ impl AttentionRunner {
     }
 
     /// The work table of a persistent launch over the work tiles of `steps`
-    /// ([`persistent::work_table`], on `slots` SM slots), uploaded here once and
+    /// ([`persistent::work_table`], on `slots` SM slots, dealt in the launch order of
+    /// `section` planes per section), uploaded here once and
     /// synchronised so a run on any stream reads it; returns it with the CTA count.
     fn work_params(
         &self,
         params: &mut super::AttentionParams,
         steps: &persistent::TileSteps,
         slots: usize,
+        section: usize,
     ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
         let tiles = persistent::tile_count(steps.len(), 1, 1)?;
         let ctas = persistent::cta_count(tiles, slots);
-        let table = persistent::work_table(steps, ctas)?;
+        let table = persistent::work_table(steps, ctas, section)?;
         let ctas = u32::try_from(ctas)
             .map_err(|_| AttentionError::Shape("too many persistent CTAs".into()))?;
         let (table, ptr) =

@@ -604,6 +604,8 @@ crate::abi_struct! {
         scale: F32("float"),
         /// Splits of each row block's steps (1: o and lse directly; more: workspace + combine).
         num_splits: I32("int"),
+        /// One-tile grid: (head, batch) planes per section of its launch order (0 or 1: the plain grid order).
+        head_section: I32("int"),
     }
 }
 
@@ -621,10 +623,10 @@ mod tests {
             core::mem::size_of::<AttentionParams>(),
             AttentionParams::ABI.size()
         );
-        // 12 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
+        // 12 pointers, 14 ints, 2 floats, padded to the pointers' alignment.
         assert_eq!(
             AttentionParams::ABI.size(),
-            (12 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
+            (12 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8)
         );
     }
 
