@@ -480,6 +480,49 @@ mod tests {
     }
 
     #[test]
+    fn causal_calls_launch_in_sections_of_the_heads_whose_kv_fit_in_l2() {
+        let opts = AttentionOptions::default();
+        let section = |heads, kv_heads, s, left, right, opts: &AttentionOptions| {
+            let shape = AttentionShape {
+                batch: 1,
+                heads,
+                kv_heads,
+                seqlen_q: s,
+                seqlen_k: s,
+                head_dim: 128,
+            };
+            let k = AttentionKernel::default_for(128, MaskMode::Window).unwrap();
+            let p = AttentionParams {
+                window_left: left,
+                window_right: right,
+                ..AttentionParams::default()
+            };
+            head_section(&shape, &k, &p, opts)
+        };
+        let inf = WINDOW_INFINITE;
+        // K and V of one head: 8 MiB at S = 16384 (4 heads fit 50 MiB), 2 MiB at 4096.
+        assert_eq!(section(16, 16, 16384, inf, 0, &opts).unwrap(), 4);
+        assert_eq!(section(16, 16, 8192, inf, 0, &opts).unwrap(), 8);
+        assert_eq!(section(16, 16, 4096, inf, 0, &opts).unwrap(), 16);
+        // GQA: 4 KV heads' groups of query heads.
+        assert_eq!(section(32, 8, 16384, inf, 0, &opts).unwrap(), 16);
+        assert_eq!(section(64, 8, 16384, inf, 0, &opts).unwrap(), 32);
+        // At most the call's KV heads; one KV head past the budget is a section of one group.
+        assert_eq!(section(8, 2, 4096, inf, 0, &opts).unwrap(), 8);
+        assert_eq!(section(8, 2, 1 << 20, inf, 0, &opts).unwrap(), 4);
+        // No mask and a window keep the plain order (their walks are equal or nearly).
+        assert_eq!(section(16, 16, 16384, inf, inf, &opts).unwrap(), 1);
+        assert_eq!(section(16, 16, 16384, 1024, 0, &opts).unwrap(), 1);
+        // The option decides when set; 0 is an error.
+        let with = |n| AttentionOptions {
+            head_section: Some(n),
+            ..opts
+        };
+        assert_eq!(section(16, 16, 16384, inf, inf, &with(3)).unwrap(), 3);
+        assert!(section(16, 16, 16384, inf, 0, &with(0)).is_err());
+    }
+
+    #[test]
     fn a_mask_fixes_the_tile_and_the_caller_may_pick_its_variant() {
         let dense = DenseMask::new(&[1u8; 128 * 128], &[128, 128]).unwrap();
         let m = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();
