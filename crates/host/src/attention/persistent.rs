@@ -159,7 +159,10 @@ pub fn grid_tile(lin: usize, xs: usize, planes: usize, section: usize) -> (usize
 /// documents grid's per-row-block steps; the plain order (tile index) for the lists.
 fn dealing_order(steps: &TileSteps, section: usize) -> Vec<usize> {
     match steps {
-        TileSteps::PerRowBlock { steps: per_x, planes } if section > 1 && !per_x.is_empty() => {
+        TileSteps::PerRowBlock {
+            steps: per_x,
+            planes,
+        } if section > 1 && !per_x.is_empty() => {
             let xs = per_x.len();
             (0..steps.len())
                 .map(|lin| {

@@ -125,8 +125,8 @@ impl AttentionRunner {
                 }
             }
         }
-        params.head_section =
-            i32::try_from(choice::head_section(&shape, &kernel, &params, opts)?).unwrap_or(i32::MAX);
+        params.head_section = i32::try_from(choice::head_section(&shape, &kernel, &params, opts)?)
+            .unwrap_or(i32::MAX);
         // Persistent CTAs asked for: one split unless the call names a count.
         let n = match mode {
             MaskMode::Documents => 1,
