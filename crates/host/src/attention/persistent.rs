@@ -175,6 +175,25 @@ fn dealing_order(steps: &TileSteps, section: usize) -> Vec<usize> {
     }
 }
 
+/// The estimated end, in half steps ([`TileSteps`]' cost: two per step, one per tile), of
+/// the last of `slots` SM slots that take the tiles of `steps` in launch order with
+/// `section` planes per section, each the next tile when it frees (list scheduling: the
+/// one-tile grid's dispatch, and [`work_table`]'s dealing).
+pub fn makespan(steps: &TileSteps, slots: usize, section: usize) -> u64 {
+    let slots = slots.clamp(1, steps.len().max(1));
+    let mut free: BinaryHeap<Reverse<u64>> = (0..slots).map(|_| Reverse(0)).collect();
+    let mut end = 0;
+    for t in dealing_order(steps, section) {
+        let Some(Reverse(at)) = free.pop() else {
+            break;
+        };
+        let done = at + steps.cost(t);
+        end = end.max(done);
+        free.push(Reverse(done));
+    }
+    end
+}
+
 /// The work table of `ctas` persistent CTAs over the work tiles of `steps` (tile t = x +
 /// m_blocks (head + heads batch)): `ctas + 1` offsets, then the tiles of CTA 0, CTA 1, ...
 /// Each tile goes, in launch order ([`grid_tile`] with `section` planes per section for

@@ -125,8 +125,6 @@ impl AttentionRunner {
                 }
             }
         }
-        params.head_section = i32::try_from(choice::head_section(&shape, &kernel, &params, opts)?)
-            .unwrap_or(i32::MAX);
         // Persistent CTAs asked for: one split unless the call names a count.
         let n = match mode {
             MaskMode::Documents => 1,
@@ -141,16 +139,20 @@ impl AttentionRunner {
         params.num_splits = n as i32;
         // Persistent CTAs (choice::forward_persistent): the work table, uploaded once.
         let g = kernel.geometry();
-        let slots = self.sm_count()?.saturating_mul(g.ctas_per_sm() as usize);
+        let sm_slots = self.sm_count()?.saturating_mul(g.ctas_per_sm() as usize);
         let slots = match opts.persistent_ctas {
             Some(0) => {
                 return Err(AttentionError::Shape(
                     "persistent CTAs: the CTA count must be at least 1".into(),
                 ))
             }
-            Some(n) => slots.min(n as usize),
-            None => slots,
+            Some(n) => sm_slots.min(n as usize),
+            None => sm_slots,
         };
+        // The launch order (choice::head_section): a causal walk's sections where they end
+        // the launch earlier.
+        let section = choice::head_section(&shape, &kernel, &params, n, sm_slots, opts)?;
+        params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
         let planes = shape
             .heads
             .checked_mul(shape.batch)
@@ -170,7 +172,8 @@ impl AttentionRunner {
         } else {
             None
         };
-        let persistent = choice::forward_persistent(&kernel, n, steps.as_ref(), slots, opts)?;
+        let persistent =
+            choice::forward_persistent(&kernel, n, steps.as_ref(), slots, section, opts)?;
         // Split-KV support is compiled in only where the call has several splits.
         let kernel = kernel
             .with_split_kv(n > 1)
@@ -179,8 +182,8 @@ impl AttentionRunner {
         let mut work = None;
         let grid = match (persistent, &steps) {
             (true, Some(steps)) => {
-                let section = params.head_section.max(1) as usize;
-                let (table, ctas) = self.work_params(&mut params, steps, slots, section)?;
+                let (table, ctas) =
+                    self.work_params(&mut params, steps, slots, section as usize)?;
                 work = Some(table);
                 (ctas, 1, 1)
             }
