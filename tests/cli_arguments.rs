@@ -68,6 +68,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("graph", ""),
     ("head_dim", "128"),
     ("head_major", ""),
+    ("head_section", "4"),
     ("heads", "1"),
     ("inputs", "i.safetensors"),
     ("inspect", ""),

@@ -166,6 +166,11 @@ pub struct ForwardArgs {
     /// blocks). `--block 64x64/2x2` names the tile.
     #[arg(long, value_parser = parse_on_off)]
     shared_kv: Option<bool>,
+    /// (head, batch) planes per section of the launch order: a section's row blocks run
+    /// longest first with its planes side by side. Default: the runtime's choice (causal
+    /// calls: the heads whose K/V fit in L2); 1 is the plain order (head after head).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    head_section: Option<u32>,
 }
 
 /// `on` / `off` (also `true` / `false`).
@@ -223,7 +228,7 @@ macro_rules! forward_ids {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "lazy_rescale", "block", "splits", "persistent",
-          "persistent_ctas", "shared_kv", $($extra),*]
+          "persistent_ctas", "shared_kv", "head_section", $($extra),*]
     };
 }
 
@@ -346,6 +351,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         persistent_ctas: args.persistent_ctas,
         lazy_rescale: args.lazy_rescale,
         shared_kv: args.shared_kv,
+        head_section: args.head_section,
     }
 }
 

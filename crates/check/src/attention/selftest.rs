@@ -447,6 +447,44 @@ pub fn default_cases() -> Vec<Case> {
                 ..def
             },
         ),
+        // Launch-order sections (the one-tile grid's fm_work_at and the persistent table's
+        // dealing order): sections of 3 and 5 of 12 (head, batch) planes, the last 5 narrower.
+        (
+            "sections of 3 causal d128 gqa 6/3 batch 2 400x400",
+            shape(2, 6, 3, 400, 400, 128),
+            CaseMask::Window(Window::causal()),
+            AttentionOptions {
+                head_section: Some(3),
+                ..def
+            },
+        ),
+        (
+            "sections of 5 causal bottom-right d64 gqa 6/2 batch 2 300x500",
+            shape(2, 6, 2, 300, 500, 64),
+            win(None, Some(0), 200),
+            AttentionOptions {
+                head_section: Some(5),
+                ..def
+            },
+        ),
+        (
+            "split 3 sections of 5 causal d128 gqa 6/3 batch 2 130x900",
+            shape(2, 6, 3, 130, 900, 128),
+            win(None, Some(0), 770),
+            AttentionOptions {
+                head_section: Some(5),
+                ..split(3)
+            },
+        ),
+        (
+            "persistent sections of 5 causal d128 gqa 6/3 batch 2 500x500",
+            shape(2, 6, 3, 500, 500, 128),
+            CaseMask::Window(Window::causal()),
+            AttentionOptions {
+                head_section: Some(5),
+                ..persistent()
+            },
+        ),
         // Persistent CTAs, capped at 3 so each CTA runs many work tiles: the K/V stages
         // and phases and the two Q buffers run on across tiles; tiles without steps
         // (empty rows, an empty mask) sit between tiles with steps.

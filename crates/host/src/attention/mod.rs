@@ -364,6 +364,10 @@ pub struct AttentionOptions {
     /// geometry named; `Some(true)` asks for it (an error where the call cannot have it),
     /// `Some(false)` keeps the one-block tile (its step table is not uploaded).
     pub shared_kv: Option<bool>,
+    /// (head, batch) planes per section of the forward's launch order
+    /// ([`choice::head_section`]; docs/architecture.md, "Launch order"): `None` is the
+    /// choice's default, `Some(1)` the plain order (each head's row blocks in turn).
+    pub head_section: Option<u32>,
 }
 
 /// Output of one attention call.

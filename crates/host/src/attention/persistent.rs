@@ -132,12 +132,79 @@ pub fn cta_count(tiles: usize, slots: usize) -> usize {
     slots.min(tiles).max(1)
 }
 
-/// The work table of `ctas` persistent CTAs over the work tiles of `steps` (launch order,
-/// tile t = x + m_blocks (head + heads batch)): `ctas + 1` offsets, then the tiles of CTA
-/// 0, CTA 1, ... Each tile goes, in launch order, to the CTA with the fewest estimated half
-/// steps so far (two per step plus one per tile), the lowest index on a tie; every tile
-/// appears exactly once, and each CTA runs its tiles in launch order.
-pub fn work_table(steps: &TileSteps, ctas: usize) -> Result<Vec<i32>, AttentionError> {
+/// The work tile at launch position `lin` of a one-tile grid of `xs` row-block splits by
+/// `planes` (head, batch) planes in sections of `section` planes: `(xi, plane)`, the
+/// grid's x index (row-block splits counted from the last row block) and plane. The
+/// host's copy of the kernel's `fm_work_at` (`family::schedule::row_block::WORK_GRID`):
+/// sections of `section` planes one after the other, and inside a section the x indices
+/// in turn, the section's planes fastest (FlashAttention-4's `SingleTileLPTScheduler`);
+/// the last section holds the planes left over. A section of 0 or 1 plane is the plain
+/// grid order (x fastest, then plane). `lin` must be below `xs * planes`.
+pub fn grid_tile(lin: usize, xs: usize, planes: usize, section: usize) -> (usize, usize) {
+    let section = section.clamp(1, planes.max(1));
+    if section == 1 {
+        return (lin % xs.max(1), lin / xs.max(1));
+    }
+    let per_section = section * xs;
+    let sec = lin / per_section;
+    let rem = lin - sec * per_section;
+    let first = sec * section;
+    let width = section.min(planes - first);
+    let xi = rem / width;
+    (xi, first + (rem - xi * width))
+}
+
+/// The order in which [`work_table`] deals the tiles of `steps`: launch order
+/// ([`grid_tile`] with `section` planes per section) for the window walk's and the
+/// documents grid's per-row-block steps; the plain order (tile index) for the lists.
+fn dealing_order(steps: &TileSteps, section: usize) -> Vec<usize> {
+    match steps {
+        TileSteps::PerRowBlock {
+            steps: per_x,
+            planes,
+        } if section > 1 && !per_x.is_empty() => {
+            let xs = per_x.len();
+            (0..steps.len())
+                .map(|lin| {
+                    let (xi, plane) = grid_tile(lin, xs, *planes, section);
+                    xi + xs * plane
+                })
+                .collect()
+        }
+        _ => (0..steps.len()).collect(),
+    }
+}
+
+/// The estimated end, in half steps ([`TileSteps`]' cost: two per step, one per tile), of
+/// the last of `slots` SM slots that take the tiles of `steps` in launch order with
+/// `section` planes per section, each the next tile when it frees (list scheduling: the
+/// one-tile grid's dispatch, and [`work_table`]'s dealing).
+pub fn makespan(steps: &TileSteps, slots: usize, section: usize) -> u64 {
+    let slots = slots.clamp(1, steps.len().max(1));
+    let mut free: BinaryHeap<Reverse<u64>> = (0..slots).map(|_| Reverse(0)).collect();
+    let mut end = 0;
+    for t in dealing_order(steps, section) {
+        let Some(Reverse(at)) = free.pop() else {
+            break;
+        };
+        let done = at + steps.cost(t);
+        end = end.max(done);
+        free.push(Reverse(done));
+    }
+    end
+}
+
+/// The work table of `ctas` persistent CTAs over the work tiles of `steps` (tile t = x +
+/// m_blocks (head + heads batch)): `ctas + 1` offsets, then the tiles of CTA 0, CTA 1, ...
+/// Each tile goes, in launch order ([`grid_tile`] with `section` planes per section for
+/// per-row-block steps; tile order for the lists), to the CTA with the fewest estimated
+/// half steps so far (two per step plus one per tile), the lowest index on a tie; every
+/// tile appears exactly once, and each CTA runs its tiles in launch order.
+pub fn work_table(
+    steps: &TileSteps,
+    ctas: usize,
+    section: usize,
+) -> Result<Vec<i32>, AttentionError> {
     let tiles = steps.len();
     if tiles > MAX_WORK_TILES || ctas == 0 {
         return Err(AttentionError::Shape(format!(
@@ -145,9 +212,10 @@ pub fn work_table(steps: &TileSteps, ctas: usize) -> Result<Vec<i32>, AttentionE
         )));
     }
     let ctas = ctas.min(tiles.max(1));
+    let dealt = dealing_order(steps, section);
     let mut load: BinaryHeap<Reverse<(u64, usize)>> = (0..ctas).map(|c| Reverse((0, c))).collect();
     let mut owner = Vec::with_capacity(tiles);
-    for t in 0..tiles {
+    for &t in &dealt {
         let Some(Reverse((so_far, cta))) = load.pop() else {
             break;
         };
@@ -165,7 +233,7 @@ pub fn work_table(steps: &TileSteps, ctas: usize) -> Result<Vec<i32>, AttentionE
     }
     let mut next = offsets.clone();
     let mut order = vec![0i32; tiles];
-    for (t, &c) in owner.iter().enumerate() {
+    for (&t, &c) in dealt.iter().zip(owner.iter()) {
         order[next[c as usize]] = t as i32;
         next[c as usize] += 1;
     }
@@ -273,7 +341,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn check_table(table: &[i32], ctas: usize, tiles: usize) {
+    /// Every tile once; each CTA's tiles in the order `dealt` (tile indices in launch order).
+    fn check_table(table: &[i32], ctas: usize, dealt: &[usize]) {
+        let tiles = dealt.len();
+        let mut position = vec![usize::MAX; tiles];
+        for (i, &t) in dealt.iter().enumerate() {
+            position[t] = i;
+        }
         assert_eq!(table.len(), ctas + 1 + tiles);
         assert_eq!(table[0], 0);
         assert_eq!(table[ctas] as usize, tiles);
@@ -281,7 +355,11 @@ mod tests {
         let mut seen = vec![false; tiles];
         for c in 0..ctas {
             let own = &table[ctas + 1 + table[c] as usize..ctas + 1 + table[c + 1] as usize];
-            assert!(own.windows(2).all(|w| w[0] < w[1]), "CTA {c}: launch order");
+            assert!(
+                own.windows(2)
+                    .all(|w| position[w[0] as usize] < position[w[1] as usize]),
+                "CTA {c}: launch order"
+            );
             for &t in own {
                 assert!(!seen[t as usize], "tile {t} twice");
                 seen[t as usize] = true;
@@ -311,6 +389,7 @@ mod tests {
             planes in 1usize..6,
             ctas in 1usize..400,
             per_tile in any::<bool>(),
+            section in 1usize..8,
         ) {
             let s = if per_tile {
                 TileSteps::PerTile(steps)
@@ -318,8 +397,8 @@ mod tests {
                 TileSteps::PerRowBlock { steps, planes }
             };
             let ctas = cta_count(s.len(), ctas);
-            let table = work_table(&s, ctas).unwrap();
-            check_table(&table, ctas, s.len());
+            let table = work_table(&s, ctas, section).unwrap();
+            check_table(&table, ctas, &dealing_order(&s, section));
             // List scheduling: a CTA got its last tile while it was the least loaded, so no
             // CTA ends more than one tile's cost after another.
             let l = loads(&table, ctas, &s);
@@ -329,13 +408,46 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(super::super::proptest_ci::config(64))]
+
+        #[test]
+        fn the_launch_order_visits_every_tile_once_sections_in_turn_longest_first(
+            xs in 1usize..40,
+            planes in 1usize..40,
+            section in 0usize..50,
+        ) {
+            let tiles = xs * planes;
+            let mut seen = vec![false; tiles];
+            let width = section.clamp(1, planes);
+            let mut last: Option<(usize, usize)> = None;
+            for lin in 0..tiles {
+                let (xi, plane) = grid_tile(lin, xs, planes, section);
+                prop_assert!(xi < xs && plane < planes);
+                prop_assert!(!seen[xi + xs * plane], "tile ({}, {}) twice", xi, plane);
+                seen[xi + xs * plane] = true;
+                // Sections in turn; inside one, x never decreases (longest row block first).
+                if let Some((px, pp)) = last {
+                    let (ps, s) = (pp / width, plane / width);
+                    prop_assert!(ps < s || (ps == s && px <= xi));
+                }
+                last = Some((xi, plane));
+            }
+            // A section of one plane is the plain grid order.
+            prop_assert_eq!(grid_tile(tiles - 1, xs, planes, 1), (xs - 1, planes - 1));
+        }
+    }
+
     #[test]
     fn every_tile_is_run_once_in_launch_order_per_cta() {
         for (rows, planes, ctas) in [(128, 16, 132), (5, 1, 132), (364, 12, 264), (1, 1, 1)] {
             let steps: Vec<u32> = (0..rows).map(|x| (rows - x) as u32).collect();
             let s = TileSteps::PerRowBlock { steps, planes };
             let ctas = ctas.min(s.len());
-            check_table(&work_table(&s, ctas).unwrap(), ctas, s.len());
+            for section in [1, 4, 5] {
+                let table = work_table(&s, ctas, section).unwrap();
+                check_table(&table, ctas, &dealing_order(&s, section));
+            }
         }
     }
 
@@ -344,10 +456,25 @@ mod tests {
         // S = 16384, 128-row blocks, 16 heads, 132 CTAs: x = 0 is the longest (128 steps).
         let steps: Vec<u32> = (0..128u32).map(|x| 128 - x).collect();
         let s = TileSteps::PerRowBlock { steps, planes: 16 };
-        let table = work_table(&s, 132).unwrap();
+        let table = work_table(&s, 132, 1).unwrap();
         let loads = loads(&table, 132, &s);
         let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
         assert!(hi - lo <= 2 * 128 + 1, "loads {lo}..{hi}");
+    }
+
+    #[test]
+    fn sections_deal_longest_first_and_end_the_ctas_within_a_short_tile() {
+        // Causal S = 4096 at 128x128, 16 heads, 132 CTAs, one section of every head: the
+        // tiles are dealt longest first (list scheduling in LPT order), so the CTAs end
+        // within a few steps of each other; head after head ends them a long tile apart.
+        let steps: Vec<u32> = (0..32u32).map(|x| 32 - x).collect();
+        let s = TileSteps::PerRowBlock { steps, planes: 16 };
+        let spread = |section| {
+            let l = loads(&work_table(&s, 132, section).unwrap(), 132, &s);
+            l.iter().max().unwrap() - l.iter().min().unwrap()
+        };
+        assert!(spread(16) <= 2 * 2 + 1, "sections: {}", spread(16));
+        assert!(spread(1) > 2 * 16, "plain: {}", spread(1));
     }
 
     #[test]

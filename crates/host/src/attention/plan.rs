@@ -196,16 +196,20 @@ impl AttentionRunner {
         params.num_splits = n as i32;
         // Persistent CTAs (choice::forward_persistent): the work table, uploaded once.
         let g = kernel.geometry();
-        let slots = self.sm_count()?.saturating_mul(g.ctas_per_sm() as usize);
+        let sm_slots = self.sm_count()?.saturating_mul(g.ctas_per_sm() as usize);
         let slots = match opts.persistent_ctas {
             Some(0) => {
                 return Err(AttentionError::Shape(
                     "persistent CTAs: the CTA count must be at least 1".into(),
                 ))
             }
-            Some(n) => slots.min(n as usize),
-            None => slots,
+            Some(n) => sm_slots.min(n as usize),
+            None => sm_slots,
         };
+        // The launch order (choice::head_section): a causal walk's sections where they end
+        // the launch earlier.
+        let section = choice::head_section(&shape, &kernel, &params, n, sm_slots, opts)?;
+        params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
         let planes = shape
             .heads
             .checked_mul(shape.batch)
@@ -225,7 +229,8 @@ impl AttentionRunner {
         } else {
             None
         };
-        let persistent = choice::forward_persistent(&kernel, n, steps.as_ref(), slots, opts)?;
+        let persistent =
+            choice::forward_persistent(&kernel, n, steps.as_ref(), slots, section, opts)?;
         // Split-KV support is compiled in only where the call has several splits.
         let kernel = kernel
             .with_split_kv(n > 1)
@@ -234,7 +239,8 @@ impl AttentionRunner {
         let mut work = None;
         let grid = match (persistent, &steps) {
             (true, Some(steps)) => {
-                let (table, ctas) = self.work_params(&mut params, steps, slots)?;
+                let (table, ctas) =
+                    self.work_params(&mut params, steps, slots, section as usize)?;
                 work = Some(table);
                 (ctas, 1, 1)
             }
@@ -288,17 +294,19 @@ impl AttentionRunner {
     }
 
     /// The work table of a persistent launch over the work tiles of `steps`
-    /// ([`persistent::work_table`], on `slots` SM slots), uploaded here once and
+    /// ([`persistent::work_table`], on `slots` SM slots, dealt in the launch order of
+    /// `section` planes per section), uploaded here once and
     /// synchronised so a run on any stream reads it; returns it with the CTA count.
     fn work_params(
         &self,
         params: &mut super::AttentionParams,
         steps: &persistent::TileSteps,
         slots: usize,
+        section: usize,
     ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
         let tiles = persistent::tile_count(steps.len(), 1, 1)?;
         let ctas = persistent::cta_count(tiles, slots);
-        let table = persistent::work_table(steps, ctas)?;
+        let table = persistent::work_table(steps, ctas, section)?;
         let ctas = u32::try_from(ctas)
             .map_err(|_| AttentionError::Shape("too many persistent CTAs".into()))?;
         let (table, ptr) =

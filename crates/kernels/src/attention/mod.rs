@@ -655,6 +655,8 @@ crate::abi_struct! {
         scale: F32("float"),
         /// Splits of each row block's steps (1: o and lse directly; more: workspace + combine).
         num_splits: I32("int"),
+        /// One-tile grid: (head, batch) planes per section of its launch order (0 or 1: the plain grid order).
+        head_section: I32("int"),
         /// Shared-K/V tile (last: the other fields keep their offsets): [Bm, Hm, Mb] int4 pair headers (query blocks a and b, first step, steps), then 8 ints per step.
         pair_steps: Ptr("const int*"),
     }
@@ -674,10 +676,10 @@ mod tests {
             core::mem::size_of::<AttentionParams>(),
             AttentionParams::ABI.size()
         );
-        // 13 pointers, 13 ints, 2 floats, padded to the pointers' alignment.
+        // 13 pointers, 14 ints, 2 floats, padded to the pointers' alignment.
         assert_eq!(
             AttentionParams::ABI.size(),
-            (13 * 8 + 13 * 4 + 2 * 4usize).next_multiple_of(8)
+            (13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8)
         );
     }
 

@@ -271,20 +271,42 @@ impl RowWork {
     }
 }
 
-/// One work tile per CTA, read off the grid: x counts the row blocks' splits from the
-/// last row block (longest first, causal), y is the head, z the batch.
-pub const WORK_GRID: &str = r#"// ---- work tiles: one per CTA, from the grid (x: the row blocks' splits, last row block first; y: head; z: batch) ----
+/// One work tile per CTA, read off the grid in launch order (the linear block index,
+/// x fastest): sections of `p.head_section` (head, batch) planes, and inside a section
+/// the row blocks' splits from the last row block (longest first, causal) with the
+/// section's planes fastest (FlashAttention-4's `SingleTileLPTScheduler`: a section's
+/// K/V fit in L2, and the whole launch runs longest first). A section of one plane is
+/// the grid itself: x the row blocks' splits, y the head, z the batch. The host's mirror
+/// is `attention::persistent::grid_tile`.
+pub const WORK_GRID: &str = r#"// ---- work tiles: one per CTA, from the grid in launch order: sections of p.head_section (head, batch) planes; in a
+// section the row blocks' splits (last row block first), the section's planes fastest ----
 #define FM_PERSISTENT 0
 #define FM_Q_BUFFERS 1                   // one Q tile: the CTA runs one work tile
 struct fm_work { int split; int m_block; int head; int batch; };
 __device__ __forceinline__ int fm_work_begin(const fm_attn_params&) { return 0; }
 __device__ __forceinline__ int fm_work_end(const fm_attn_params&) { return 1; }
-__device__ __forceinline__ fm_work fm_work_at(const fm_attn_params&, int, unsigned num_splits) {
+__device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int, unsigned num_splits) {
     fm_work t;
-    t.split = (int)(blockIdx.x % num_splits);
-    t.m_block = (int)(gridDim.x / num_splits - 1u - blockIdx.x / num_splits);
-    t.head = (int)blockIdx.y;
-    t.batch = (int)blockIdx.z;
+    const unsigned xs = gridDim.x;                                     // row blocks x splits
+    const unsigned planes = gridDim.y * gridDim.z;                     // heads x batch
+    const unsigned section = p.head_section > 1 ? min((unsigned)p.head_section, planes) : 1u;
+    unsigned xi, plane;
+    if (section == 1u) {
+        xi = blockIdx.x;
+        plane = blockIdx.y + gridDim.y * blockIdx.z;
+    } else {
+        const unsigned lin = blockIdx.x + xs * (blockIdx.y + gridDim.y * blockIdx.z);
+        const unsigned sec = lin / (section * xs);
+        const unsigned rem = lin - sec * section * xs;
+        const unsigned first = sec * section;                           // the section's first plane
+        const unsigned width = min(section, planes - first);            // the last section may be narrower
+        xi = rem / width;
+        plane = first + (rem - xi * width);
+    }
+    t.split = (int)(xi % num_splits);
+    t.m_block = (int)(xs / num_splits - 1u - xi / num_splits);
+    t.head = (int)(plane % gridDim.y);
+    t.batch = (int)(plane / gridDim.y);
     return t;
 }
 "#;
