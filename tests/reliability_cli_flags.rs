@@ -607,3 +607,48 @@ fn help_and_presets_name_workloads_not_internal_documents() {
         valid_without_gpu(&["bench", "decode", "--preset", preset]);
     }
 }
+
+#[test]
+fn forced_shared_kv_and_persistent_ctas_the_call_cannot_take_are_refused_before_the_gpu() {
+    let shape = ["attention", "--random", "1,2,2,512,512,128"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        shape.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    // Shared K/V on a causal (window-mode) call: no 64-token tile lists.
+    refused(&with(&["--causal", "--shared-kv", "on"]), &["shared K/V"]);
+    // The shared-K/V tile named with persistent CTAs.
+    refused(
+        &with(&[
+            "--block",
+            "64x64/2x2",
+            "--synthetic-mask",
+            "random:0.5",
+            "--persistent",
+            "on",
+        ]),
+        &["persistent"],
+    );
+    // Persistent CTAs with split-KV asked for.
+    refused(
+        &with(&[
+            "--synthetic-mask",
+            "random:0.5",
+            "--persistent",
+            "on",
+            "--splits",
+            "2",
+        ]),
+        &["persistent", "split"],
+    );
+    // What the kernels can take stays valid.
+    valid_without_gpu(&with(&[
+        "--block",
+        "64x64",
+        "--synthetic-mask",
+        "random:0.5",
+        "--shared-kv",
+        "on",
+    ]));
+    valid_without_gpu(&with(&["--causal", "--persistent", "on"]));
+    valid_without_gpu(&with(&["--causal", "--head-section", "4000000000"]));
+}

@@ -207,7 +207,24 @@ pub fn call_kernel(
     opts: &AttentionOptions,
 ) -> Result<AttentionKernel, AttentionError> {
     let g = call_geometry(head_dim, mask, opts)?;
-    kernel_config(head_dim, mode, g, opts)
+    let kernel = kernel_config(head_dim, mode, g, opts)?;
+    // Forced choices the kernel cannot take fail here, before any GPU work: the plan's own
+    // checks ([`forward_persistent`], [`shared_kv`]) with the call's requested splits.
+    let splits = opts.splits.unwrap_or(1);
+    if opts.persistent == Some(true) {
+        if splits > 1 {
+            return Err(AttentionError::Config(ConfigError::Persistent(format!(
+                "persistent CTAs do not run split-KV ({splits} splits)"
+            ))));
+        }
+        kernel
+            .with_persistent(true)
+            .map_err(AttentionError::Config)?;
+    }
+    if opts.shared_kv == Some(true) {
+        shared_kv(&kernel, splits, opts, || 0.0)?;
+    }
+    Ok(kernel)
 }
 
 /// The share of a plan's K/V block loads at or under which the shared-K/V tile is the
@@ -244,7 +261,8 @@ pub fn shared_kv(
         Some(true) if fits => true,
         Some(true) => {
             return Err(AttentionError::Config(ConfigError::SharedKv(format!(
-                "shared K/V needs a tile-list call on the 64x64 tile with one split and no                  persistent CTAs, at a head dim the {} tile holds (this call: {}, {} split(s))",
+                "shared K/V needs a tile-list call on the 64x64 tile with one split and no \
+                 persistent CTAs, at a head dim the {} tile holds (this call: {}, {} split(s))",
                 shared.name(),
                 g.name(),
                 splits
