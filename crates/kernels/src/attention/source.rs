@@ -521,9 +521,11 @@ fn mainloop(
         ("PP_ARRIVE", arrive),
         (last_point.0, last_point.1),
     ];
-    // Only the overlapped loop peels its first step.
+    // Only the overlapped loop peels its first step; the serial one runs the shared step.
     if overlap {
         values.push(("TILE_FIRST", tile_first.to_string()));
+    } else {
+        values.push(("SERIAL_STEP", SERIAL_STEP.to_string()));
     }
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
 }
@@ -557,8 +559,16 @@ fn shared_mainloop(overlap: bool) -> Result<String, ConfigError> {
     } else {
         MAINLOOP_SHARED_SERIAL
     };
-    let body = fill(body, &[("SKIP", SHARED_SKIP.to_string())])
-        .map_err(|e| ConfigError::Layout(e.to_string()))?;
+    let mut values = vec![("SKIP", SHARED_SKIP.to_string())];
+    if !overlap {
+        // The one-block serial step, without ping-pong (one warpgroup per query block) and
+        // with the lists read ahead at the top of the step (SHARED_PREFETCH).
+        values.push(("SERIAL_STEP", SERIAL_STEP.to_string()));
+        for point in ["PP_SYNC", "PP_ARRIVE", "PP_ARRIVE_PV", "LISTS_AHEAD"] {
+            values.push((point, String::new()));
+        }
+    }
+    let body = fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;
     Ok([SHARED_PREFETCH, &body].concat())
 }
 
@@ -593,23 +603,7 @@ const MAINLOOP_SHARED_SERIAL: &str = r#"            for (int kk = 0; kk < sched.
                 if (t.skip) {
                     // Not this warpgroup's step (warpgroup-uniform): release the stage.
 $SKIP                }
-                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
-                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
-                fm_wgmma_wait<0>();
-                fm_fence_array(s_acc);
-                fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
-                float corr[2];
-                fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-                fm_rescale_o(o_acc, corr);
-                fm_convert_p(s_acc, p_frag);
-                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
-                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
-                fm_wgmma_wait<0>();
-                fm_fence_array(o_acc);
-                fm_fence_array(p_frag);
-                fm_consumer_release(FM_BAR_V_EMPTY(stage));
-            }
+$SERIAL_STEP            }
 "#;
 
 /// Overlapped shared-K/V loop: as [`MAINLOOP_OVERLAP`], the PV of the warpgroup's previous
@@ -701,7 +695,13 @@ const MAINLOOP_SERIAL: &str = r#"
                 $PREFETCH_NEXT
                 const int stage = (pipe + kk) % FM_STAGES;
                 const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
-                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+$SERIAL_STEP            }
+"#;
+
+/// One step of the serial loops ([`MAINLOOP_SERIAL`], [`MAINLOOP_SHARED_SERIAL`]) once
+/// the step's `t`, `bits`, `stage` and `phase` are known: QK^T, wait, mask, softmax, PV,
+/// wait, with the ping-pong points and the lists' read-ahead as placeholders.
+const SERIAL_STEP: &str = r#"                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
                 $PP_SYNC
                 fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
                 $PP_ARRIVE
@@ -722,7 +722,6 @@ const MAINLOOP_SERIAL: &str = r#"
                 fm_fence_array(o_acc);
                 fm_fence_array(p_frag);
                 fm_consumer_release(FM_BAR_V_EMPTY(stage));
-            }
 "#;
 
 /// Consumer main loop with FlashAttention-3's intra-warpgroup overlap: the QK^T of
