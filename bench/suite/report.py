@@ -226,38 +226,40 @@ def repeats(ab_run, n):
 
 
 def ab_section(ab_runs):
-    """One table per baseline build A, from the newest A/B file against it: B/A per row,
-    median over rounds and its spread, for the rows whose whole spread lies above 1.02
-    (slower) or below 0.98 (faster); the rest are counted. Rows only one build has are named in one line. The slower rows
-    come first, as the open regressions; older A/B files are named in one line each."""
+    """The current state of the A/B record: the tables of the current builds only. The
+    newest A/B file names the newest baseline; every build timed against it is a current
+    build, and each keeps its table (a merged build's whole table beside the narrower A/Bs of
+    its fixes). An A/B of an older baseline (the start of an issue, say) keeps its table only
+    where its build B is a current build; the rest are named in one line as superseded
+    (bench/results/history.md keeps what they found). Per table: B/A per row, median over rounds
+    and its spread, for the rows whose whole spread lies above 1.02 (slower) or below 0.98
+    (faster); the rest are counted. Rows only one build has are named in one line. The slower
+    rows come first, as the open regressions, each row judged by its latest measurement
+    against its baseline."""
     if not ab_runs:
         return []
     out = ["## A/B of builds", "",
            "Two builds timed alternately on one GPU (`run.py --ab`, `bench/suite/device_ab.sh`); "
            "B/A is the median over rounds, the spread its min-max. An interleaved A/B (`--interleave`, "
            "the `fragmask_cli` rows of attention workloads) runs each row's two binaries back to back "
-           "in ABBA order; its B/A is the median over adjacent pairs.", ""]
+           "in ABBA order; its B/A is the median over adjacent pairs. Only the current builds' A/Bs "
+           "are shown.", ""]
+    recent = ab_runs[-1]["a"]
+    current = {d["b"] for d in ab_runs if d["a"] == recent}
     newest = {}
     for d in ab_runs:
-        newest[d["a"]] = d
-    newest = {(a, d["b"]): remeasured(d, ab_runs) for a, d in newest.items()}
-    # The newest baseline keeps a table for every build B timed against it (a merged build's
-    # whole table beside the narrower A/Bs of its fixes); older baselines keep their newest one.
-    recent = ab_runs[-1]["a"]
-    for d in ab_runs:
-        if d["a"] == recent and (recent, d["b"]) not in newest:
-            newest[(recent, d["b"])] = remeasured(d, ab_runs)
-    # A row of the newest baseline is judged by its latest measurement, whichever B it timed.
+        if d["a"] == recent or d["b"] in current:
+            newest[(d["a"], d["b"])] = remeasured(d, ab_runs)
+    # Against each baseline, a row is judged by its latest measurement, whichever current B it timed.
     latest_file = {}
     for (a, _), d in newest.items():
-        if a == recent:
-            for r in d["rows"]:
-                f = r.get("file", d["file"])
-                latest_file[tuple(r["key"])] = max(f, latest_file.get(tuple(r["key"]), ""))
+        for r in d["rows"]:
+            k = (a, tuple(r["key"]))
+            latest_file[k] = max(r.get("file", d["file"]), latest_file.get(k, ""))
     open_rows = []
     for (a, _), d in sorted(newest.items()):
         for r in d["rows"]:
-            if a == recent and r.get("file", d["file"]) != latest_file[tuple(r["key"])]:
+            if r.get("file", d["file"]) != latest_file[(a, tuple(r["key"]))]:
                 continue
             if r.get("ratio") is not None and r["min"] > 1.02:
                 w, system = r["key"][0], r["key"][1]
@@ -267,8 +269,8 @@ def ab_section(ab_runs):
                                  f"({repeats(d, r['rounds'])}, `{r.get('file', d['file'])}`)")
     if open_rows:
         out += ["### Open regressions", "",
-                "Rows slower than a baseline build in the newest A/B against it (against the newest "
-                "baseline: in the latest A/B that timed the row, whichever build B):", ""] + open_rows + [""]
+                "Rows slower than a baseline build in the current builds' A/Bs against it (each row "
+                "judged by its latest measurement against that baseline):", ""] + open_rows + [""]
     for d in sorted(newest.values(), key=lambda d: d["file"]):
         on = f", {short_device(d['device'])}" if d.get("device") else ""
         out += [f"### {d['a']} (A) vs {d['b']} (B), {repeats(d, d['rounds'])}{on} "
@@ -299,9 +301,11 @@ def ab_section(ab_runs):
     shown = {f for d in newest.values() for f in d.get("files", [d["file"]])}
     older = [d for d in ab_runs if d["file"] not in shown]
     if older:
-        out += ["Earlier A/B runs, superseded by the tables above: "
-                + ", ".join(f"`{d['file']}` ({d['a']} vs {d['b']}, {repeats(d, d['rounds'])})"
-                            for d in older), ""]
+        builds = sorted({d["b"] for d in older})
+        out += [f"Superseded: {len(older)} earlier A/B run{'s' if len(older) != 1 else ''} of "
+                f"{len(builds)} earlier build{'s' if len(builds) != 1 else ''} ("
+                + ", ".join(builds) + "), from `" + older[0]["file"] + "` to `" + older[-1]["file"]
+                + "`; bench/results/history.md keeps what they found.", ""]
     return out
 
 

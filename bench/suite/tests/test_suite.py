@@ -153,19 +153,26 @@ class Ratios(unittest.TestCase):
         self.assertIn("(`ab-1.json`)", text)
         self.assertNotIn("superseded", text)
 
-    def test_an_older_baseline_keeps_only_its_newest_ab(self):
+    def test_an_older_baseline_keeps_a_table_only_where_its_build_b_is_a_current_build(self):
         row = ("row", "fragmask_cli", "")
         first = {"a": "base0", "b": "x", "rounds": 1, "file": "ab-1.json",
                  "rows": ab.ratio_table([{row: 1.0}], [{row: 1.5}])}
         second = {"a": "base0", "b": "y", "rounds": 1, "file": "ab-2.json",
                   "rows": ab.ratio_table([{row: 1.0}], [{row: 1.0}])}
-        recent = {"a": "base1", "b": "z", "rounds": 1, "file": "ab-3.json",
+        start = {"a": "start", "b": "z", "rounds": 1, "file": "ab-3.json",
+                 "rows": ab.ratio_table([{row: 1.0}], [{row: 1.3}])}
+        recent = {"a": "base1", "b": "z", "rounds": 1, "file": "ab-4.json",
                   "rows": ab.ratio_table([{row: 1.0}], [{row: 1.0}])}
-        text = "\n".join(report.ab_section([first, second, recent]))
-        self.assertIn("(`ab-2.json`)", text)
-        self.assertIn("(`ab-3.json`)", text)
-        self.assertIn("Earlier A/B runs, superseded by the tables above: `ab-1.json`", text)
-        self.assertNotIn("### Open regressions", text)
+        text = "\n".join(report.ab_section([first, second, start, recent]))
+        self.assertNotIn("(`ab-1.json`)", text)
+        self.assertNotIn("(`ab-2.json`)", text)   # base0's builds are not current
+        self.assertIn("(`ab-3.json`)", text)      # the start against the current build z
+        self.assertIn("(`ab-4.json`)", text)
+        self.assertIn("Superseded: 2 earlier A/B runs of 2 earlier builds (x, y), from `ab-1.json` "
+                      "to `ab-2.json`", text)
+        opened = text.split("### Open regressions")[1].split("###")[0]
+        self.assertIn("`row` (fragmask_cli): z takes 1.300x the time of start", opened)
+        self.assertNotIn("the time of base1", opened)
 
     def test_every_build_timed_against_the_newest_baseline_keeps_its_table_and_rows_take_their_latest_timing(self):
         fwd, bwd = ("fwd", "fragmask_cli", ""), ("bwd", "fragmask_cli", "")
