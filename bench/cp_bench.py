@@ -32,6 +32,8 @@ import fragmask.distributed as fd
 
 STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5; the document case 3, 20)
 GROUP = None        # the sharded steps' group (--group high-priority: HIGH_PRIORITY)
+CTA_GROUPS = {}     # --ctas: {label: group} of NCCL groups with max_ctas, made at start
+SWEEP_OWNERS = None  # --sweep-owners: {label: owner per chunk} for the document sweep
 HIGH_PRIORITY = None   # fragmask.distributed.high_priority_group(), made at start
 
 
@@ -457,7 +459,10 @@ def sweep(name, spec, P, dev, H, D):
     g = torch.Generator(device=dev).manual_seed(5)
     dt = torch.bfloat16
     plan0 = fd.plan(desc, P)
-    if "document" in name:
+    if "document" in name and SWEEP_OWNERS is not None:
+        cands = [("planner", plan0.owner, 128)]
+        cands += [(lab, np.asarray(o, np.int64), 128) for lab, o in SWEEP_OWNERS.items()]
+    elif "document" in name:
         cands = [("planner", plan0.owner, 128),
                  ("planner, tolerance 0.02", fd.plan(desc, P, tolerance=0.02).owner, 128),
                  ("planner, chunk 256", fd.plan(desc, P, chunk=256).owner, 256)]
@@ -538,6 +543,13 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
                           hp),
                          ("staged, high-priority NCCL, forward parts side by side", fd,
                           plan, desc, side, hp)]
+    elif base_module == "groups":
+        # this build alone on the default group, the high-priority group, and the groups
+        # of --ctas (NCCL kernels of at most N CTAs), each with its automatic switches
+        variants = [("default group", fd, plan, desc, {}, None)]
+        if HIGH_PRIORITY is not None:
+            variants.append(("high-priority group", fd, plan, desc, {}, HIGH_PRIORITY))
+        variants += [(label, fd, plan, desc, {}, grp) for label, grp in CTA_GROUPS.items()]
     else:
         base = importlib.import_module(base_module)
         bdesc = _same_description(base, desc)
@@ -687,6 +699,14 @@ def main():
     ap.add_argument("--sweep", action="store_true",
                     help="also measure other plans and backward modes (documents, causal)")
     ap.add_argument("--trace", default="", help="folder for torch.profiler traces")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --ab")
+    ap.add_argument("--ctas", default="",
+                    help="comma-separated N: also make NCCL groups whose kernels use at "
+                         "most N CTAs (high-priority and default-priority streams), for "
+                         "--ab groups")
+    ap.add_argument("--sweep-owners", default="",
+                    help="an .npz of {label: chunk owners} (128-token chunks): the document "
+                         "sweep's candidates, with the planner's")
     ap.add_argument("--ab", default="",
                     help="another fragmask.distributed module (e.g. a copy of the main "
                          "branch's as fragmask.distributed_base) to alternate with this "
@@ -699,7 +719,10 @@ def main():
                          "fragmask.distributed.high_priority_group() (NCCL streams of "
                          "high priority)")
     args = ap.parse_args()
-    global STEPS, GROUP, HIGH_PRIORITY
+    global STEPS, GROUP, HIGH_PRIORITY, SWEEP_OWNERS
+    if args.sweep_owners:
+        with np.load(args.sweep_owners) as z:
+            SWEEP_OWNERS = {k: z[k] for k in z.files}
     if args.lean:
         STEPS = (2, 5)
     rank = int(os.environ["RANK"])
@@ -712,6 +735,13 @@ def main():
     except Exception as e:      # reported; the default group's rows still run
         print(f"high_priority_group: FAILED {type(e).__name__}: {e}", flush=True)
     GROUP = HIGH_PRIORITY if args.group == "high-priority" else None
+    for n in [int(x) for x in args.ctas.split(",") if x]:
+        for hp in (True, False):
+            label = f"{'high' if hp else 'default'}-priority group, max_ctas {n}"
+            try:
+                CTA_GROUPS[label] = fd.high_priority_group(max_ctas=n, high_priority=hp)
+            except Exception as e:     # reported; the other rows still run
+                print(f"{label}: FAILED {type(e).__name__}: {e}", flush=True)
     fragmask.warmup(head_dims=(128,), lightning=(), packer_tiles=((128, 128),))
     report = {}
     H, D = 16, 128
@@ -732,7 +762,8 @@ def main():
                     print(f"{name} sweep: FAILED {type(e).__name__}: {e}", flush=True)
         if args.ab and ("document" in name or name == "causal"):
             try:
-                report[name + " ab"] = ab(name, spec, P, dev, H, D, args.ab)
+                report[name + " ab"] = ab(name, spec, P, dev, H, D, args.ab,
+                                          rounds=args.rounds)
             except Exception as e:
                 if rank == 0:
                     print(f"{name} ab: FAILED {type(e).__name__}: {e}", flush=True)
