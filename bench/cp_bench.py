@@ -553,12 +553,13 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     else:
         base = importlib.import_module(base_module)
         bdesc = _same_description(base, desc)
-        variants = [("base", base, base.plan(bdesc, P), bdesc, {}, None),
-                    ("this", fd, plan, desc, {}, None),
-                    ("this, no wait for the packing", fd, plan, desc,
-                     {"WAIT_FOR_PACKING": False}, None),
-                    ("this, tile lists for every part", fd, plan, desc,
-                     {"UNMASKED_PARTS": False}, None)]
+        # on the run's group (--group), both alike
+        variants = [("base", base, base.plan(bdesc, P), bdesc, {}, GROUP),
+                    ("this", fd, plan, desc, {}, GROUP)]
+        if "document" in name:
+            chunked = fd.plan(desc, P, token_cuts=False)
+            variants.append(("this, 128-token chunks (no token cuts)", fd, chunked, desc,
+                             {}, GROUP))
     for _, mod, vplan, vdesc, _, grp in variants:
         mod.prepare(vplan, vdesc, device=dev, group=grp)
     times = {v[0]: [] for v in variants}
