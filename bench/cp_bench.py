@@ -560,6 +560,8 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
             chunked = fd.plan(desc, P, token_cuts=False)
             variants.append(("this, 128-token chunks (no token cuts)", fd, chunked, desc,
                              {}, GROUP))
+            variants.append(("this, previous backward (STAGED_BACKWARD=False)", fd, plan,
+                             desc, {"STAGED_BACKWARD": False}, GROUP))
     for _, mod, vplan, vdesc, _, grp in variants:
         mod.prepare(vplan, vdesc, device=dev, group=grp)
     times = {v[0]: [] for v in variants}
