@@ -32,7 +32,6 @@ import fragmask.distributed as fd
 
 STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5; the document case 3, 20)
 GROUP = None        # the sharded steps' group (--group high-priority: HIGH_PRIORITY)
-CTA_GROUPS = {}     # --ctas: {label: group} of NCCL groups with max_ctas, made at start
 SWEEP_OWNERS = None  # --sweep-owners: {label: owner per chunk} for the document sweep
 HIGH_PRIORITY = None   # fragmask.distributed.high_priority_group(), made at start
 
@@ -543,13 +542,6 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
                           hp),
                          ("staged, high-priority NCCL, forward parts side by side", fd,
                           plan, desc, side, hp)]
-    elif base_module == "groups":
-        # this build alone on the default group, the high-priority group, and the groups
-        # of --ctas (NCCL kernels of at most N CTAs), each with its automatic switches
-        variants = [("default group", fd, plan, desc, {}, None)]
-        if HIGH_PRIORITY is not None:
-            variants.append(("high-priority group", fd, plan, desc, {}, HIGH_PRIORITY))
-        variants += [(label, fd, plan, desc, {}, grp) for label, grp in CTA_GROUPS.items()]
     else:
         base = importlib.import_module(base_module)
         bdesc = _same_description(base, desc)
@@ -703,10 +695,6 @@ def main():
                     help="also measure other plans and backward modes (documents, causal)")
     ap.add_argument("--trace", default="", help="folder for torch.profiler traces")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of --ab")
-    ap.add_argument("--ctas", default="",
-                    help="comma-separated N: also make NCCL groups whose kernels use at "
-                         "most N CTAs (high-priority and default-priority streams), for "
-                         "--ab groups")
     ap.add_argument("--sweep-owners", default="",
                     help="an .npz of {label: chunk owners} (128-token chunks): the document "
                          "sweep's candidates, with the planner's")
@@ -738,13 +726,6 @@ def main():
     except Exception as e:      # reported; the default group's rows still run
         print(f"high_priority_group: FAILED {type(e).__name__}: {e}", flush=True)
     GROUP = HIGH_PRIORITY if args.group == "high-priority" else None
-    for n in [int(x) for x in args.ctas.split(",") if x]:
-        for hp in (True, False):
-            label = f"{'high' if hp else 'default'}-priority group, max_ctas {n}"
-            try:
-                CTA_GROUPS[label] = fd.high_priority_group(max_ctas=n, high_priority=hp)
-            except Exception as e:     # reported; the other rows still run
-                print(f"{label}: FAILED {type(e).__name__}: {e}", flush=True)
     fragmask.warmup(head_dims=(128,), lightning=(), packer_tiles=((128, 128),))
     report = {}
     H, D = 16, 128

@@ -240,23 +240,17 @@ def _token_selector(tokens, idx):
     return idx(tokens)
 
 
-def high_priority_group(group=None, *, max_ctas=None, high_priority=True):
+def high_priority_group(group=None):
     """A NCCL process group over the ranks of ``group`` (default: every rank) whose
     streams have high priority, for ``attention(..., group=...)``: the exchange's NCCL
     kernels then take the SMs the attention kernels free before the attention kernels'
     next blocks, so a transfer queued beside an attention kernel runs beside it instead
-    of after its last wave (docs/distributed.md). ``max_ctas``: at most this many CTAs
-    (SMs) per NCCL kernel (``ncclConfig_t.maxCTAs``; NCCL's default for two NVLink peers
-    is up to 32): a send/receive kernel resident beside an attention kernel, or
-    spinning for a late peer, holds its SMs from the attention kernel's blocks.
-    ``high_priority=False`` keeps default-priority streams (with ``max_ctas`` alone). A
-    collective call (``torch.distributed.new_group``): every process of the default
-    group calls it, once, in the same order."""
+    of after its last wave (docs/distributed.md). A collective call
+    (``torch.distributed.new_group``): every process of the default group calls it,
+    once, in the same order."""
     dist = _dist()
     ranks = None if group is None else dist.get_process_group_ranks(group)
-    opts = dist.ProcessGroupNCCL.Options(is_high_priority_stream=bool(high_priority))
-    if max_ctas is not None:
-        opts.config.max_ctas = int(max_ctas)
+    opts = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
     return dist.new_group(ranks=ranks, backend="nccl", pg_options=opts)
 
 
