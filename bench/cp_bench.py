@@ -102,7 +102,18 @@ def hashed_rows(S, keep, seed):
     return rows
 
 
-def case_list(quick):
+def doc_ids(seed, S, n=None):
+    """Document ids of ``n`` causal documents of random lengths (``n`` random in 4..24
+    when None) over S tokens, seeded."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 25)) if n is None else n
+    lengths = rng.integers(1, 100, size=n).astype(np.float64)
+    lengths = np.maximum((lengths / lengths.sum() * S).astype(np.int64), 1)
+    lengths[-1] += S - lengths.sum()
+    return np.repeat(np.arange(n), lengths)
+
+
+def case_list(quick, doc_seeds=()):
     rng = np.random.default_rng(2026)
     S_doc = 16384 if quick else 65536
     lengths = rng.integers(1, 100, size=12).astype(np.float64)
@@ -136,6 +147,14 @@ def case_list(quick):
             whole=lambda: fragmask.Mask.from_dense(hashed_rows(S_rand, 0.5, 7)(
                 np.arange(S_rand)), transposed=True)),
     }
+    for seed in doc_seeds:
+        # more document masks (--doc-seeds): does the plan hold beyond the one above?
+        sids = doc_ids(seed, S_doc)
+        cases[f"document-causal seed {seed} ({sids.max() + 1} docs)"] = dict(
+            desc=fd.Intervals.documents(sids), S=S_doc,
+            whole=lambda sids=sids: fragmask.Mask.from_predicate("causal", S_doc,
+                                                                 doc_ids=sids),
+            steps=(3, 20))
     return cases
 
 
@@ -552,8 +571,6 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
             chunked = fd.plan(desc, P, token_cuts=False)
             variants.append(("this, 128-token chunks (no token cuts)", fd, chunked, desc,
                              {}, GROUP))
-            variants.append(("this, previous backward (STAGED_BACKWARD=False)", fd, plan,
-                             desc, {"STAGED_BACKWARD": False}, GROUP))
     for _, mod, vplan, vdesc, _, grp in variants:
         mod.prepare(vplan, vdesc, device=dev, group=grp)
     times = {v[0]: [] for v in variants}
@@ -695,6 +712,9 @@ def main():
                     help="also measure other plans and backward modes (documents, causal)")
     ap.add_argument("--trace", default="", help="folder for torch.profiler traces")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of --ab")
+    ap.add_argument("--doc-seeds", default="",
+                    help="comma-separated seeds: more 64k-token document masks (4 to 24 "
+                         "causal documents of random lengths)")
     ap.add_argument("--sweep-owners", default="",
                     help="an .npz of {label: chunk owners} (128-token chunks): the document "
                          "sweep's candidates, with the planner's")
@@ -729,7 +749,8 @@ def main():
     fragmask.warmup(head_dims=(128,), lightning=(), packer_tiles=((128, 128),))
     report = {}
     H, D = 16, 128
-    for name, spec in case_list(args.quick).items():
+    seeds = [int(x) for x in args.doc_seeds.split(",") if x]
+    for name, spec in case_list(args.quick, seeds).items():
         if args.only and not any(w in name for w in args.only.split(",")):
             continue
         try:
@@ -751,7 +772,7 @@ def main():
             except Exception as e:
                 if rank == 0:
                     print(f"{name} ab: FAILED {type(e).__name__}: {e}", flush=True)
-        if args.trace and ("document" in name or name == "causal"):
+        if args.trace and ("document" in name and "seed" not in name or name == "causal"):
             try:
                 trace(name, spec, P, dev, H, D, args.trace)
             except Exception as e:

@@ -54,8 +54,6 @@ class Prepared:
         # Whether any rank sends anything: the same on every rank, so all of them enter
         # the collective or none does.
         self.exchange = plan.traffic() > 0
-        # The most tokens any rank sends (every rank alike): its dK/dV return's size.
-        self.max_sent_tokens = int(plan.sent_tokens().max()) if plan.world_size > 1 else 0
         self.rows = plan.positions(rank)
         self.keys = plan.kv_positions(rank)
         self.heads = mask.heads
@@ -539,21 +537,6 @@ class _Streams:
         return torch.cuda.stream(self.side)
 
 
-def _staged(flag, group, return_bytes):
-    """``STAGED_BACKWARD``'s value: as set, else on where the group's NCCL streams have
-    high priority or the largest dK/dV return (``return_bytes``, the same on every
-    rank: the plan's) is at most ``STAGED_SMALL_RETURN_BYTES``."""
-    if flag is not None:
-        return bool(flag)
-    return return_bytes <= STAGED_SMALL_RETURN_BYTES or _nccl_high_priority(group)
-
-
-def _token_bytes(k, v):
-    """Bytes of one token's K and V (all batches and heads)."""
-    B, Hk = k.shape[:2]
-    return B * Hk * (k.shape[3] * k.element_size() + v.shape[3] * v.element_size())
-
-
 def _switch(flag, group):
     """A switch's value: True or False as set, or (None) whether the group's NCCL
     streams have high priority."""
@@ -761,12 +744,6 @@ def _overlapped_forward(q, k, v, prep, group, scale):
 # priority streams the dK/dV transfer queued behind the own keys' main kernel ran late
 # and the staged backward measured slower on the causal mask (docs/distributed.md).
 STAGED_BACKWARD = None
-# On default-priority NCCL streams the staged backward is automatic too where every
-# step's dK/dV return is at most this many bytes: its transfer, queued behind the own
-# keys' main kernel, then takes tens of microseconds after it, less than the staged
-# backward saves (the second preprocess and postprocess, the rows' copies, the dq adds).
-# A document mask planned with token cuts returns a split document's few hundred keys.
-STAGED_SMALL_RETURN_BYTES = 16 << 20
 # Every step's part over all the rank's rows, whatever its rows (the GPU tests' check of
 # that placement on masks whose rows would run on an aligned run).
 STAGED_ALL_ROWS = False
@@ -932,7 +909,7 @@ def _overlapped_backward(q, k, v, o, lse, do, recv, prep, group, scale):
     rank's own (``backward_events``). With ``STAGED_BACKWARD``, ``_staged_backward``."""
     import torch
 
-    if _staged(STAGED_BACKWARD, group, prep.max_sent_tokens * _token_bytes(k, v)):
+    if _switch(STAGED_BACKWARD, group):
         return _staged_backward(q, k, v, o, lse, do, recv, prep, group, scale)
 
     streams = _Streams(q.device)
