@@ -283,9 +283,10 @@ def _time_cost(owner, tiles, needs, P):
 # split to fill a rank read remote keys. The estimated cost of a rank, in visible
 # pairs (what the planner balances): its rows' pairs, plus REMOTE_PAIR per pair its
 # rows read from other ranks (a second kernel pass over them), REMOTE_ROW per row that
-# reads remote keys (its gather, merge and dq add: about 2.5% of one tile's time per
-# row), REMOTE_PASS per rank with any such row (the remote pass's launches and wave
-# tails, about 50 us: a pass of this many pairs at one H100's rate).
+# reads remote keys (its gather, merge and dq add: a sixteenth of a full 128 x 128
+# tile's pairs per row), REMOTE_PASS per rank with any such row (the remote passes'
+# launches and wave tails: about 50 us, the time of this many pairs at 16 heads on one
+# H100). Set from the phase tables of 2xH100 runs (docs/distributed.md), not fitted.
 REMOTE_PAIR = 1.0
 REMOTE_ROW = 1000.0
 REMOTE_PASS = 1.0e6
@@ -343,7 +344,7 @@ def _token_segments(pairs, needs, P, limit):
             continue
         r = room[idx]
         for head in (True, False):
-            lo = a[j] + 0 * r if head else b[j] - r
+            lo = np.full(r.size, a[j]) if head else b[j] - r
             hi = lo + r
             cut = hi if head else lo
             pw = w0[idx] + cw[hi] - cw[lo]
