@@ -32,6 +32,7 @@ import fragmask.distributed as fd
 
 STEPS = (3, 10)     # warm-up and timed steps (--lean: 2, 5; the document case 3, 20)
 GROUP = None        # the sharded steps' group (--group high-priority: HIGH_PRIORITY)
+SWEEP_OWNERS = None  # --sweep-owners: {label: owner per chunk} for the document sweep
 HIGH_PRIORITY = None   # fragmask.distributed.high_priority_group(), made at start
 
 
@@ -101,7 +102,18 @@ def hashed_rows(S, keep, seed):
     return rows
 
 
-def case_list(quick):
+def doc_ids(seed, S, n=None):
+    """Document ids of ``n`` causal documents of random lengths (``n`` random in 4..24
+    when None) over S tokens, seeded."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 25)) if n is None else n
+    lengths = rng.integers(1, 100, size=n).astype(np.float64)
+    lengths = np.maximum((lengths / lengths.sum() * S).astype(np.int64), 1)
+    lengths[-1] += S - lengths.sum()
+    return np.repeat(np.arange(n), lengths)
+
+
+def case_list(quick, doc_seeds=()):
     rng = np.random.default_rng(2026)
     S_doc = 16384 if quick else 65536
     lengths = rng.integers(1, 100, size=12).astype(np.float64)
@@ -135,6 +147,14 @@ def case_list(quick):
             whole=lambda: fragmask.Mask.from_dense(hashed_rows(S_rand, 0.5, 7)(
                 np.arange(S_rand)), transposed=True)),
     }
+    for seed in doc_seeds:
+        # more document masks (--doc-seeds): does the plan hold beyond the one above?
+        sids = doc_ids(seed, S_doc)
+        cases[f"document-causal seed {seed} ({sids.max() + 1} docs)"] = dict(
+            desc=fd.Intervals.documents(sids), S=S_doc,
+            whole=lambda sids=sids: fragmask.Mask.from_predicate("causal", S_doc,
+                                                                 doc_ids=sids),
+            steps=(3, 20))
     return cases
 
 
@@ -457,7 +477,10 @@ def sweep(name, spec, P, dev, H, D):
     g = torch.Generator(device=dev).manual_seed(5)
     dt = torch.bfloat16
     plan0 = fd.plan(desc, P)
-    if "document" in name:
+    if "document" in name and SWEEP_OWNERS is not None:
+        cands = [("planner", plan0.owner, 128)]
+        cands += [(lab, np.asarray(o, np.int64), 128) for lab, o in SWEEP_OWNERS.items()]
+    elif "document" in name:
         cands = [("planner", plan0.owner, 128),
                  ("planner, tolerance 0.02", fd.plan(desc, P, tolerance=0.02).owner, 128),
                  ("planner, chunk 256", fd.plan(desc, P, chunk=256).owner, 256)]
@@ -541,12 +564,13 @@ def ab(name, spec, P, dev, H, D, base_module, rounds=5):
     else:
         base = importlib.import_module(base_module)
         bdesc = _same_description(base, desc)
-        variants = [("base", base, base.plan(bdesc, P), bdesc, {}, None),
-                    ("this", fd, plan, desc, {}, None),
-                    ("this, no wait for the packing", fd, plan, desc,
-                     {"WAIT_FOR_PACKING": False}, None),
-                    ("this, tile lists for every part", fd, plan, desc,
-                     {"UNMASKED_PARTS": False}, None)]
+        # on the run's group (--group), both alike
+        variants = [("base", base, base.plan(bdesc, P), bdesc, {}, GROUP),
+                    ("this", fd, plan, desc, {}, GROUP)]
+        if "document" in name:
+            chunked = fd.plan(desc, P, token_cuts=False)
+            variants.append(("this, 128-token chunks (no token cuts)", fd, chunked, desc,
+                             {}, GROUP))
     for _, mod, vplan, vdesc, _, grp in variants:
         mod.prepare(vplan, vdesc, device=dev, group=grp)
     times = {v[0]: [] for v in variants}
@@ -687,6 +711,13 @@ def main():
     ap.add_argument("--sweep", action="store_true",
                     help="also measure other plans and backward modes (documents, causal)")
     ap.add_argument("--trace", default="", help="folder for torch.profiler traces")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --ab")
+    ap.add_argument("--doc-seeds", default="",
+                    help="comma-separated seeds: more 64k-token document masks (4 to 24 "
+                         "causal documents of random lengths)")
+    ap.add_argument("--sweep-owners", default="",
+                    help="an .npz of {label: chunk owners} (128-token chunks): the document "
+                         "sweep's candidates, with the planner's")
     ap.add_argument("--ab", default="",
                     help="another fragmask.distributed module (e.g. a copy of the main "
                          "branch's as fragmask.distributed_base) to alternate with this "
@@ -699,7 +730,10 @@ def main():
                          "fragmask.distributed.high_priority_group() (NCCL streams of "
                          "high priority)")
     args = ap.parse_args()
-    global STEPS, GROUP, HIGH_PRIORITY
+    global STEPS, GROUP, HIGH_PRIORITY, SWEEP_OWNERS
+    if args.sweep_owners:
+        with np.load(args.sweep_owners) as z:
+            SWEEP_OWNERS = {k: z[k] for k in z.files}
     if args.lean:
         STEPS = (2, 5)
     rank = int(os.environ["RANK"])
@@ -715,7 +749,8 @@ def main():
     fragmask.warmup(head_dims=(128,), lightning=(), packer_tiles=((128, 128),))
     report = {}
     H, D = 16, 128
-    for name, spec in case_list(args.quick).items():
+    seeds = [int(x) for x in args.doc_seeds.split(",") if x]
+    for name, spec in case_list(args.quick, seeds).items():
         if args.only and not any(w in name for w in args.only.split(",")):
             continue
         try:
@@ -732,11 +767,12 @@ def main():
                     print(f"{name} sweep: FAILED {type(e).__name__}: {e}", flush=True)
         if args.ab and ("document" in name or name == "causal"):
             try:
-                report[name + " ab"] = ab(name, spec, P, dev, H, D, args.ab)
+                report[name + " ab"] = ab(name, spec, P, dev, H, D, args.ab,
+                                          rounds=args.rounds)
             except Exception as e:
                 if rank == 0:
                     print(f"{name} ab: FAILED {type(e).__name__}: {e}", flush=True)
-        if args.trace and ("document" in name or name == "causal"):
+        if args.trace and ("document" in name and "seed" not in name or name == "causal"):
             try:
                 trace(name, spec, P, dev, H, D, args.trace)
             except Exception as e:

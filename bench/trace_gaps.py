@@ -53,7 +53,7 @@ def main(paths):
             a0, a1 = n["ts"], n["ts"] + n["dur"]
             ov = sum(max(0, min(a1, e["ts"] + e["dur"]) - max(a0, e["ts"])) for e in att)
             print(f"    nccl {n['dur']/1e3:.3f} ms at +{(a0-l[0]['ts'])/1e3:.3f} ms, "
-                  f"beside attention {ov/1e3:.3f} ms")
+                  f"beside attention {ov/1e3:.3f} ms, grid {n['args'].get('grid')}")
 
 
 if __name__ == "__main__":

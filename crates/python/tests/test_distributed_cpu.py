@@ -240,13 +240,57 @@ class PlannerProperties(unittest.TestCase):
         lengths = np.maximum((lengths / lengths.sum() * 65536).astype(np.int64), 1)
         lengths[-1] += 65536 - lengths.sum()
         mask = fd.Intervals.documents(np.repeat(np.arange(12), lengths))
+        for token_cuts in (False, True):
+            with self.subTest(token_cuts=token_cuts):
+                p = fd.plan(mask, 2, token_cuts=token_cuts)
+                self.assertLessEqual(p.imbalance, 0.025)
+                rows = p.remote_tiles()[:, 0] * p.chunk          # in tokens
+                self.assertLessEqual(rows.max(), 65536 // 2 // 5, p.remote_tiles())
+                contiguous = fd.plan(mask, 2, strategies=["contiguous"])
+                self.assertLess(rows.sum(), contiguous.remote_tiles()[:, 0].sum() * 128)
+
+    def test_token_cuts_leave_one_document_split_and_read_fewer_remote_rows(self):
+        # The benchmark's mask: no document starts on a 128-token boundary, so the chunk
+        # plan leaves slivers of documents on the other rank; in 1-token chunks only the
+        # document that fills rank 0 is split.
+        rng = np.random.default_rng(2026)
+        lengths = rng.integers(1, 100, size=12).astype(np.float64)
+        lengths = np.maximum((lengths / lengths.sum() * 65536).astype(np.int64), 1)
+        lengths[-1] += 65536 - lengths.sum()
+        ids = np.repeat(np.arange(12), lengths)
+        mask = fd.Intervals.documents(ids)
+        chunked = fd.plan(mask, 2, token_cuts=False)
         p = fd.plan(mask, 2)
-        n = 65536 // p.chunk
+        self.assertEqual((p.chunk, p.strategy), (1, "segments, token cuts"))
+        self.assertEqual(sorted(p.permutation.tolist()), list(range(65536)))
         self.assertLessEqual(p.imbalance, 0.025)
-        rows = p.remote_tiles()[:, 0]
-        self.assertLessEqual(rows.max(), n // 2 // 5, p.remote_tiles())   # under 20%
-        contiguous = fd.plan(mask, 2, strategies=["contiguous"])
-        self.assertLess(rows.sum(), contiguous.remote_tiles()[:, 0].sum())
+        on = [set(np.unique(ids[p.positions(r)]).tolist()) for r in range(2)]
+        self.assertLessEqual(len(on[0] & on[1]), 1, on)
+        self.assertLess(p.remote_tiles()[:, 0].sum(),
+                        chunked.remote_tiles()[:, 0].sum() * chunked.chunk)
+        self.assertLess(p.sent_tokens().sum(), chunked.sent_tokens().sum())
+        np.testing.assert_array_equal(p.permutation, fd.plan(mask, 2).permutation)
+
+    def test_token_cuts_are_taken_only_where_they_cost_less_than_the_chunk_plan(self):
+        from fragmask.distributed._plan import _token_cost
+
+        for seed in SEEDS:
+            rng = np.random.default_rng(seed)
+            for causal in (True, False):
+                mask = fd.Intervals.documents(random_docs(rng, 16384), causal=causal)
+                pairs, needs = mask.chunk_work(1), mask.chunk_needs(1)
+                for P in (2, 4):
+                    with self.subTest(seed=seed, causal=causal, P=P):
+                        p = fd.plan(mask, P)
+                        chunked = fd.plan(mask, P, token_cuts=False)
+                        self.assertEqual(chunked.chunk, 128)
+                        self.assertLessEqual(p.imbalance, 0.1)
+                        if p.chunk == 1:
+                            self.assertLess(
+                                _token_cost(p.owner, pairs, needs, P),
+                                _token_cost(np.repeat(chunked.owner, 128), pairs, needs, P))
+                        else:
+                            np.testing.assert_array_equal(p.owner, chunked.owner)
 
     def test_two_way_splits_are_taken_only_where_the_greedy_misses_the_aim_and_hold_the_counts(self):
         from fragmask.distributed._plan import _cut_costs, _segments

@@ -96,9 +96,9 @@ class ContextParallel(unittest.TestCase):
         return plan.unshard(parts, dim=dim)
 
     def run_case(self, name, desc, H, Hk, chunk, block, dtype, S, layout="bhsd",
-                 group=None):
+                 group=None, token_cuts=True):
         B, D = 1, 128
-        plan = fd.plan(desc, self.P, chunk=chunk)
+        plan = fd.plan(desc, self.P, chunk=chunk, token_cuts=token_cuts)
         g = torch.Generator(device=self.dev).manual_seed(99)
         q = torch.randn(B, H, S, D, device=self.dev, dtype=dtype, generator=g)
         k, v = (torch.randn(B, Hk, S, D, device=self.dev, dtype=dtype, generator=g)
@@ -264,6 +264,20 @@ class ContextParallel(unittest.TestCase):
             desc, H, Hk, chunk, block, dtype = picked[name]
             with self.subTest(mask=name):
                 self.run_case(name, desc, H, Hk, chunk, block, dtype, S, group=group)
+
+    def test_documents_planned_in_tokens_and_in_128_token_chunks_match_fp32(self):
+        # The document masks above are planned in 1-token chunks (documents cut at their
+        # own boundaries); the same masks in 128-token chunks, and a check that the
+        # token plan was the one run.
+        for S, n in ((4096, 5), (8192, 12)):
+            desc = fd.Intervals.documents(docs(np.random.default_rng(S), S, n))
+            for token_cuts in (True, False):
+                with self.subTest(S=S, token_cuts=token_cuts):
+                    plan = fd.plan(desc, self.P, token_cuts=token_cuts)
+                    if not token_cuts:
+                        self.assertEqual(plan.chunk, 128)
+                    self.run_case(f"documents {S}, chunk {plan.chunk}", desc, 4, 2, 128,
+                                  (128, 128), torch.bfloat16, S, token_cuts=token_cuts)
 
     def test_bshd_layout(self):
         desc = fd.Intervals.documents(docs(np.random.default_rng(3), 2048, 3))

@@ -274,6 +274,105 @@ def _time_cost(owner, tiles, needs, P):
     return float(cost.max())
 
 
+# Token cuts (``plan(..., token_cuts=True)``): an interval mask whose documents do not
+# start on chunk boundaries leaves, wherever two neighbouring documents go to different
+# ranks, a sliver of one inside the other's boundary chunk; every row of that document
+# then reads the sliver's keys from the other rank (a remote pass and a merge over the
+# whole document), or the sliver's rows read the whole other document. Planned in
+# 1-token chunks, documents are cut at their own boundaries and only the documents
+# split to fill a rank read remote keys. The estimated cost of a rank, in visible
+# pairs (what the planner balances): its rows' pairs, plus REMOTE_PAIR per pair its
+# rows read from other ranks (a second kernel pass over them), REMOTE_ROW per row that
+# reads remote keys (its gather, merge and dq add: a sixteenth of a full 128 x 128
+# tile's pairs per row), REMOTE_PASS per rank with any such row (the remote passes'
+# launches and wave tails: about 50 us, the time of this many pairs at 16 heads on one
+# H100). Set from the phase tables of 2xH100 runs (docs/distributed.md), not fitted.
+REMOTE_PAIR = 1.0
+REMOTE_ROW = 1000.0
+REMOTE_PASS = 1.0e6
+# Token-level two-way splits scored exactly (the best of the estimate).
+TOKEN_TOP = 4
+
+
+def _token_cost(owner, pairs, needs, P):
+    """The slower rank's estimated cost (REMOTE_*) of a plan in 1-token chunks."""
+    remote = _remote_tiles(needs, owner, P)
+    load = np.bincount(owner, weights=pairs, minlength=P)
+    cost = (load + REMOTE_PAIR * remote[:, 1] + REMOTE_ROW * remote[:, 0]
+            + REMOTE_PASS * (remote[:, 0] > 0))
+    return float(cost.max())
+
+
+def _token_segments(pairs, needs, P, limit):
+    """The owner of each token of an interval mask cut at its documents' boundaries
+    (``_cheap_cuts`` of the 1-token crossing counts): with two ranks and at most
+    ``MAX_TWO_WAY_SEGMENTS`` segments, every subset of whole segments for rank 0 filled
+    to S/2 tokens with the head or tail of one other segment, the cheapest by
+    ``_token_cost`` among those whose heavier rank's pairs stay within ``limit``; else
+    the greedy of ``_segments`` over the segments. None where the mask has no inner
+    boundary to cut at, or no split holds the limit."""
+    S = pairs.size
+    m = S // P
+    cross = _cut_costs(needs, S)
+    bounds = _cheap_cuts(cross, S)
+    k = bounds.size - 1
+    if k < 2:
+        return None
+    if P != 2 or k > MAX_TWO_WAY_SEGMENTS:
+        owner = _greedy_segments(bounds, pairs, cross, P, m)
+        if np.bincount(owner, weights=pairs, minlength=P).max() > limit:
+            return None
+        return owner
+    a, b = bounds[:-1], bounds[1:]
+    size = b - a
+    cw = np.concatenate(([0.0], np.cumsum(pairs)))
+    W = cw[b] - cw[a]
+    total = cw[-1]
+    subsets = np.arange(1 << k, dtype=np.int64)
+    inc = ((subsets[:, None] >> np.arange(k)) & 1).astype(bool)
+    s0, w0 = inc @ size, inc @ W
+    room = m - s0
+    found = []            # (estimate, heavier pairs, subset, segment or -1, start, end)
+    whole = np.flatnonzero(room == 0)
+    if whole.size:
+        heavy = np.maximum(w0[whole], total - w0[whole])
+        found.append((heavy, heavy, whole, np.full(whole.size, -1),
+                      np.zeros(whole.size, np.int64), np.zeros(whole.size, np.int64)))
+    for j in range(k):
+        idx = np.flatnonzero(~inc[:, j] & (room > 0) & (room < size[j]))
+        if not idx.size:
+            continue
+        r = room[idx]
+        for head in (True, False):
+            lo = np.full(r.size, a[j]) if head else b[j] - r
+            hi = lo + r
+            cut = hi if head else lo
+            pw = w0[idx] + cw[hi] - cw[lo]
+            heavy = np.maximum(pw, total - pw)
+            # causal documents: the rows after the cut read the keys before it
+            extra = REMOTE_PAIR * cross[cut] + REMOTE_ROW * (b[j] - cut) + REMOTE_PASS
+            reader = total - pw if head else pw
+            est = np.maximum(heavy, reader + extra)
+            found.append((est, heavy, idx, np.full(idx.size, j), lo, hi))
+    if not found:
+        return None
+    est, heavy, sub, seg, lo, hi = (np.concatenate(x) for x in zip(*found))
+    ok = np.flatnonzero(heavy <= limit)
+    if not ok.size:
+        return None
+    best = None
+    for i in ok[np.argsort(est[ok], kind="stable")[:TOKEN_TOP]]:
+        owner = np.ones(S, dtype=np.int64)
+        for t in np.flatnonzero(inc[sub[i]]):
+            owner[a[t]:b[t]] = 0
+        if seg[i] >= 0:
+            owner[lo[i]:hi[i]] = 0
+        key = (_token_cost(owner, pairs, needs, 2), int(i))
+        if best is None or key < best[0]:
+            best = (key, owner)
+    return best[1]
+
+
 def _cheap_cuts(cross, n):
     """The segment bounds: 0, the boundaries that are local minima of ``cross`` and at
     most half its mean, n."""
@@ -438,7 +537,7 @@ def _refine(owner, work, P, target, max_swaps):
 
 
 def plan(mask, world_size, chunk=128, *, tolerance=0.1, balance="pairs", strategies=None,
-         max_swaps=None):
+         max_swaps=None, token_cuts=True):
     """Plans context parallelism of ``mask`` (a description from
     ``fragmask.distributed``: ``Intervals``, ``BlockLists``, ``TopK``, ``DenseRows``)
     over ``world_size`` ranks in chunks of ``chunk`` tokens (a multiple of the
@@ -452,7 +551,13 @@ def plan(mask, world_size, chunk=128, *, tolerance=0.1, balance="pairs", strateg
     ``balance="tiles"`` balances nonempty (query chunk, key chunk) tiles instead, what
     the kernels spend their time on (a partial tile costs a full one); ``plan.work``
     stays the visible pairs. Deterministic: every rank computes the same plan from the
-    same description."""
+    same description.
+
+    ``token_cuts`` (interval masks with document boundaries, balancing pairs, with the
+    ``segments`` start): also plans in 1-token chunks, documents cut at their own
+    boundaries rather than the chunks', and takes that plan where its estimated time
+    (``_token_cost``: the slower rank's pairs plus what its remote reads cost) is lower;
+    ``plan.chunk`` is then 1 and ``plan.strategy`` ``"segments, token cuts"``."""
     P = int(world_size)
     chunk = int(chunk)
     if P < 1:
@@ -504,8 +609,29 @@ def plan(mask, world_size, chunk=128, *, tolerance=0.1, balance="pairs", strateg
             best = (key, owner, name)
     if best is None:
         raise ValueError("the segments strategy needs an interval mask (Intervals)")
+    if token_cuts and cross is not None and balance == "pairs" and chunk > 1:
+        tok = _token_plan(mask, P, chunk, best[1], mean * (1 + tolerance / 4))
+        if tok is not None:
+            return tok
     p = Plan(mask, P, chunk, best[1], best[2], pairs, needs)
     p.balance = balance
     loads = np.bincount(best[1], weights=work, minlength=P)
     p.balanced_imbalance = float(loads.max() / mean - 1) if mean > 0 else 0.0
+    return p
+
+
+def _token_plan(mask, P, chunk, owner, limit):
+    """The plan in 1-token chunks of ``_token_segments`` where its ``_token_cost`` is
+    below that of ``owner`` (the chunk plan, each chunk's tokens), else None."""
+    pairs = np.asarray(mask.chunk_work(1), dtype=np.float64)
+    needs = mask.chunk_needs(1)
+    tokens = _token_segments(pairs, needs, P, limit)
+    if tokens is None:
+        return None
+    if _token_cost(tokens, pairs, needs, P) >= _token_cost(np.repeat(owner, chunk), pairs,
+                                                            needs, P):
+        return None
+    p = Plan(mask, P, 1, tokens, "segments, token cuts", pairs, needs)
+    p.balance = "pairs"
+    p.balanced_imbalance = p.imbalance
     return p
