@@ -345,7 +345,8 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
         s,
         "// S = Q K^T: Q (this warpgroup's 64 rows) and K are K-major; k-step j reads Q(.., 16j..16j+15) and\n\
          // K(.., 16j..16j+15), whose slices start at bytes Q(0, 16j) and K(0, 16j).\n\
-         __device__ __forceinline__ void fm_qk(float (&s)[{sv}], unsigned q_base, unsigned k_base) {{\n\
+         // scale_d0: the first k-step's scale-d (0: S = QK^T; 1: S += QK^T, onto the mask bias of fm_mask_bias).\n\
+         __device__ __forceinline__ void fm_qk(float (&s)[{sv}], unsigned q_base, unsigned k_base, int scale_d0) {{\n\
          \x20   fm_fence_array(s);\n\
          \x20   fm_wgmma_fence();\n\
          \x20   const unsigned q_start = fm_desc_start(q_base), k_start = fm_desc_start(k_base);",
@@ -357,7 +358,7 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32) -> Result<String, ConfigError> {
         let _ = writeln!(
             s,
             "    fm_wgmma_m64n{n}k16_ss(s, fm_desc_at(q_start, {q16}u, FM_DESC_Q), fm_desc_at(k_start, {k16}u, FM_DESC_K), {scale});   // k-step {j}: Q(0, {c}) = byte {qb}, K(0, {c}) = byte {kb}",
-            scale = u32::from(j > 0),
+            scale = if j > 0 { "1" } else { "scale_d0" },
             c = 16 * j,
         );
     }
@@ -445,6 +446,26 @@ fn mask_apply(mode: MaskMode) -> &'static str {
     }
 }
 
+/// How a step of a consumer loop meets the mask, `(before QK^T, after S)`: the first
+/// k-step's scale-d `s_init`, and the apply on partial steps. The overlapped loops on tile
+/// lists start S at the mask words' bias (`fm_mask_bias` of `family::mask`; 1 on partial
+/// steps) and bound only the last key block after the GEMM. The window modes have no words;
+/// the serial loops keep the select pass after the GEMM (the bias keeps S live across the
+/// top of the step, and the head-dim-256 serial kernel then spills).
+fn step_mask(mode: MaskMode, overlap: bool) -> (&'static str, &'static str) {
+    const NO_BIAS: &str =
+        "const int s_init = 0;                               // QK^T overwrites S";
+    const APPLY: &str =
+        "if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);";
+    match (mode, overlap) {
+        (MaskMode::Blocks, true) => (
+            "const int s_init = fm_mask_bias(s_acc, t, bits);   // masked scores start at -inf; QK^T accumulates onto them",
+            "if (t.partial) fm_apply_key_bound(s_acc, p, t, frag_col);   // the words were S's starting value",
+        ),
+        _ => (NO_BIAS, APPLY),
+    }
+}
+
 fn mainloop(
     overlap: bool,
     pingpong: bool,
@@ -512,6 +533,8 @@ fn mainloop(
         ("PP_ARRIVE_PV", arrive_pv)
     };
     let mut values: Vec<(&str, String)> = vec![
+        ("MASK_BIAS", step_mask(mode, overlap).0.to_string()),
+        ("MASK_STEP", step_mask(mode, overlap).1.to_string()),
         ("TILE_KK", tile_kk.to_string()),
         ("PREFETCH_FIRST", prefetch_first.to_string()),
         ("PREFETCH_NEXT", prefetch_next.to_string()),
@@ -559,7 +582,13 @@ fn shared_mainloop(overlap: bool) -> Result<String, ConfigError> {
     } else {
         MAINLOOP_SHARED_SERIAL
     };
-    let mut values = vec![("SKIP", SHARED_SKIP.to_string())];
+    // Shared K/V runs on tile lists only.
+    let (bias, apply) = step_mask(MaskMode::Blocks, overlap);
+    let mut values = vec![
+        ("SKIP", SHARED_SKIP.to_string()),
+        ("MASK_BIAS", bias.to_string()),
+        ("MASK_STEP", apply.to_string()),
+    ];
     if !overlap {
         // The one-block serial step, without ping-pong (one warpgroup per query block) and
         // with the lists read ahead at the top of the step (SHARED_PREFETCH).
@@ -639,8 +668,9 @@ const MAINLOOP_SHARED_OVERLAP: &str = r#"            float corr[2];
                         pending = false;
                     }
 $SKIP                }
+                $MASK_BIAS
                 fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
-                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);          // S_kk = Q K_kk^T (async)
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES, s_init);          // S_kk = Q K_kk^T (async)
                 if (pending) {
                     // O moves to the max after step prev (its softmax's corr), then O += P_prev V_prev (async).
                     fm_rescale_o(o_acc, corr);
@@ -650,7 +680,7 @@ $SKIP                }
                     fm_wgmma_wait<1>();                           // S_kk is ready
                     fm_fence_array(s_acc);
                     fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                    $MASK_STEP
                     fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                     fm_fence_array(s_acc);
                     fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
@@ -664,7 +694,7 @@ $SKIP                }
                     fm_wgmma_wait<0>();
                     fm_fence_array(s_acc);
                     fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                    $MASK_STEP
                     fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                     fm_fence_array(s_acc);
                 }
@@ -701,15 +731,16 @@ $SERIAL_STEP            }
 /// One step of the serial loops ([`MAINLOOP_SERIAL`], [`MAINLOOP_SHARED_SERIAL`]) once
 /// the step's `t`, `bits`, `stage` and `phase` are known: QK^T, wait, mask, softmax, PV,
 /// wait, with the ping-pong points and the lists' read-ahead as placeholders.
-const SERIAL_STEP: &str = r#"                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
+const SERIAL_STEP: &str = r#"                $MASK_BIAS
+                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
                 $PP_SYNC
-                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES, s_init);
                 $PP_ARRIVE
                 $LISTS_AHEAD
                 fm_wgmma_wait<0>();
                 fm_fence_array(s_acc);
                 fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                $MASK_STEP
                 float corr[2];
                 fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                 fm_rescale_o(o_acc, corr);
@@ -738,15 +769,16 @@ const MAINLOOP_OVERLAP: &str = r#"
                 $PREFETCH_NEXT
                 const int stage = pipe % FM_STAGES;
                 const unsigned phase = (unsigned)(pipe / FM_STAGES) & 1u;
+                $MASK_BIAS
                 fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
                 $PP_SYNC
-                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES, s_init);
                 $PP_ARRIVE
                 $LISTS_AHEAD
                 fm_wgmma_wait<0>();
                 fm_fence_array(s_acc);
                 fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                $MASK_STEP
                 fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                 fm_convert_p(s_acc, p_frag);
             }
@@ -757,9 +789,10 @@ const MAINLOOP_OVERLAP: &str = r#"
                 const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
                 const int prev_stage = (pipe + kk - 1) % FM_STAGES;
                 const unsigned prev_phase = (unsigned)((pipe + kk - 1) / FM_STAGES) & 1u;
+                $MASK_BIAS
                 fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
                 $PP_SYNC
-                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES);          // S_kk = Q K_kk^T (async)
+                fm_qk(s_acc, q_base, smem_k + stage * FM_KV_TILE_BYTES, s_init);          // S_kk = Q K_kk^T (async)
                 // O was accumulated against the max before tile kk-1; move it to the max after tile kk-1
                 // (corr of the previous softmax) before P_{kk-1} V_{kk-1} is added. FlashAttention-3 order:
                 // nothing after the wait<0> below touches O, so the softmax can overlap the PV.
@@ -771,7 +804,7 @@ const MAINLOOP_OVERLAP: &str = r#"
                 fm_wgmma_wait<1>();                                             // S_kk is ready
                 fm_fence_array(s_acc);
                 fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);
+                $MASK_STEP
                 fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                 fm_fence_array(s_acc);
                 // ptxas schedules wgmma.wait_group as early as it can, which would put the wait before the

@@ -5,7 +5,9 @@
 //! - [`ROW_BLOCK_WINDOW`], [`ROW_BLOCK_WORDS`]: the forward's `S` (rows are queries,
 //!   `$LAYOUT_S`), window bounds (rows and keys counted from the schedule's row 0, the
 //!   keys bounded by `$KEY_BOUND`, the schedule's `Placement::key_bound`) or
-//!   FragmentNative words ([`row_block_words`] loads them);
+//!   FragmentNative words ([`row_block_words`] loads them; [`ROW_BLOCK_WORDS`] also
+//!   defines `fm_mask_bias`, which writes them into S as its starting value before QK^T,
+//!   and `fm_apply_key_bound`, all that is left after the GEMM then);
 //! - [`KEY_TILE_WINDOW`], [`KEY_TILE_WORDS`]: the backward's `Sᵀ` (rows are keys,
 //!   `$LAYOUT_ST`), window bounds or the transposed FragmentNative words.
 //!
@@ -50,11 +52,33 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
 "#;
 
 /// The forward's FragmentNative mask: one bit per value, plus the key bound of the last block.
+///
+/// Two ways to meet a step: `fm_apply_mask`, the select pass on S after QK^T (then the key
+/// bound, `fm_apply_key_bound`); or `fm_mask_bias` before QK^T is issued, which writes the
+/// words into S as its starting value (0 where the bit is set, `-inf` where it is not) for
+/// the first k-step to accumulate onto (scale-d 1): a masked score is `-inf` when the GEMM
+/// completes (`-inf` plus a finite product), and only `fm_apply_key_bound` runs after it.
 pub const ROW_BLOCK_WORDS: &str = r#"// ---- mask application: FragmentNative words ----
 // Consumer thread ct = 128*wg + lt holds the $S_VALUES values of $LAYOUT_S. Slot h's values are
 // h*FM_BLOCK_VALUES .. (h+1)*FM_BLOCK_VALUES-1, in the register order of the mask tile's own accumulator
 // (checked by the generator); bit b of word w of slot h is the mask bit of its value 32*w + b, loaded by
 // fm_load_mask_bits.
+// Key bound of the last block (TMA zero-fills K past seqlen_k; those scores must not count).
+__device__ __forceinline__ void fm_apply_key_bound(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_tile& t,
+                                                   int frag_col) {
+#pragma unroll
+    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
+        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
+        if (t.n_block[h] >= 0 && n0 + FM_BLOCK_N > (long long)p.seqlen_k) {
+            const int cols_left = p.seqlen_k - (int)n0 - frag_col;
+#pragma unroll
+            for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
+                if ($VALUE_COL_S - h * FM_BLOCK_N >= cols_left) s[i] = FM_NEG_INF;   // $LAYOUT_S value column
+            }
+        }
+    }
+}
+// The select pass after QK^T: a cleared bit's value becomes -inf.
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_attn_params& p, const fm_schedule& sched,
                                               const fm_tile& t, const fm_mask_bits& bits, int frag_row, int frag_col) {
 #pragma unroll
@@ -64,18 +88,21 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
         const unsigned word = bits.w[h * $MASK_WORDS + (i % FM_BLOCK_VALUES) / 32];
         if (((word >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
     }
+    fm_apply_key_bound(s, p, t, frag_col);
+}
+// The mask as S's starting value, written before QK^T is issued (S is dead then: P was converted): 0 where the
+// bit is set, -inf where it is not. Returns the first k-step's scale-d: 1 (QK^T accumulates onto the bias, so a
+// masked score is -inf + a finite product = -inf) on partial steps, 0 (QK^T overwrites S) on the others.
+__device__ __forceinline__ int fm_mask_bias(float (&s)[$S_VALUES], const fm_tile& t, const fm_mask_bits& bits) {
+    if (!t.partial) return 0;
 #pragma unroll
-    for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
-        const long long n0 = (long long)t.n_block[h] * FM_BLOCK_N;
-        if (t.n_block[h] >= 0 && n0 + FM_BLOCK_N > (long long)p.seqlen_k) {
-            // Key bound of the last block (TMA zero-fills K past seqlen_k; those scores must not count).
-            const int cols_left = p.seqlen_k - (int)n0 - frag_col;
-#pragma unroll
-            for (int i = h * FM_BLOCK_VALUES; i < (h + 1) * FM_BLOCK_VALUES; ++i) {
-                if ($VALUE_COL_S - h * FM_BLOCK_N >= cols_left) s[i] = FM_NEG_INF;   // $LAYOUT_S value column
-            }
-        }
+    for (int i = 0; i < $S_VALUES; ++i) {
+        // FragmentNative order, as in fm_apply_mask
+        const int h = i / FM_BLOCK_VALUES;
+        const unsigned word = bits.w[h * $MASK_WORDS + (i % FM_BLOCK_VALUES) / 32];
+        s[i] = ((word >> (i % 32)) & 1u) != 0u ? 0.f : FM_NEG_INF;
     }
+    return 1;
 }
 "#;
 
@@ -218,6 +245,7 @@ mod tests {
         ] {
             assert_eq!(text.matches("void fm_apply_mask(").count(), 1);
         }
+        assert_eq!(ROW_BLOCK_WORDS.matches("int fm_mask_bias(").count(), 1);
     }
 
     #[test]
