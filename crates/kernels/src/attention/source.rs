@@ -214,9 +214,15 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         (
             "MAINLOOP",
             if g.shared_kv() {
-                shared_mainloop(k.overlap())?
+                shared_mainloop(k.overlap(), d)?
             } else {
-                mainloop(k.overlap(), k.pingpong(), k.mask(), g.consumer_warpgroups())?
+                mainloop(
+                    k.overlap(),
+                    k.pingpong(),
+                    k.mask(),
+                    g.consumer_warpgroups(),
+                    d,
+                )?
             },
         ),
         (
@@ -446,18 +452,24 @@ fn mask_apply(mode: MaskMode) -> &'static str {
     }
 }
 
+/// The largest head dim whose overlapped tile-list loops start S at the mask bias.
+const MASK_BIAS_MAX_HEAD_DIM: u32 = 128;
+
 /// How a step of a consumer loop meets the mask, `(before QK^T, after S)`: the first
 /// k-step's scale-d `s_init`, and the apply on partial steps. The overlapped loops on tile
 /// lists start S at the mask words' bias (`fm_mask_bias` of `family::mask`; 1 on partial
 /// steps) and bound only the last key block after the GEMM. The window modes have no words;
 /// the serial loops keep the select pass after the GEMM (the bias keeps S live across the
-/// top of the step, and the head-dim-256 serial kernel then spills).
-fn step_mask(mode: MaskMode, overlap: bool) -> (&'static str, &'static str) {
+/// top of the step, and the head-dim-256 serial kernel then spills), and so do the loops at
+/// head dims above [`MASK_BIAS_MAX_HEAD_DIM`]: the 128x80 overlapped kernel at head dim 256
+/// took 1.053x the select pass's time with the bias (`fwd.d256.s16384.random50`, 3 ABBA
+/// pairs, 1.027-1.068, H100; bench/results/session-2026-11-26h).
+fn step_mask(mode: MaskMode, overlap: bool, head_dim: u32) -> (&'static str, &'static str) {
     const NO_BIAS: &str =
         "const int s_init = 0;                               // QK^T overwrites S";
     const APPLY: &str =
         "if (t.partial) fm_apply_mask(s_acc, p, sched, t, bits, frag_row, frag_col);";
-    match (mode, overlap) {
+    match (mode, overlap && head_dim <= MASK_BIAS_MAX_HEAD_DIM) {
         (MaskMode::Blocks, true) => (
             "const int s_init = fm_mask_bias(s_acc, t, bits);   // masked scores start at -inf; QK^T accumulates onto them",
             "if (t.partial) fm_apply_key_bound(s_acc, p, t, frag_col);   // the words were S's starting value",
@@ -471,6 +483,7 @@ fn mainloop(
     pingpong: bool,
     mode: MaskMode,
     warpgroups: u32,
+    head_dim: u32,
 ) -> Result<String, ConfigError> {
     // Tile lists (Blocks): read two steps ahead of their use and the words one step ahead, so
     // no global load is consumed in the iteration that issues it. Reading the words' address
@@ -532,9 +545,10 @@ fn mainloop(
     } else {
         ("PP_ARRIVE_PV", arrive_pv)
     };
+    let (mask_bias, mask_step) = step_mask(mode, overlap, head_dim);
     let mut values: Vec<(&str, String)> = vec![
-        ("MASK_BIAS", step_mask(mode, overlap).0.to_string()),
-        ("MASK_STEP", step_mask(mode, overlap).1.to_string()),
+        ("MASK_BIAS", mask_bias.to_string()),
+        ("MASK_STEP", mask_step.to_string()),
         ("TILE_KK", tile_kk.to_string()),
         ("PREFETCH_FIRST", prefetch_first.to_string()),
         ("PREFETCH_NEXT", prefetch_next.to_string()),
@@ -576,14 +590,14 @@ fn pingpong_not_last(warpgroups: u32) -> String {
 /// The shared-K/V tile's consumer loop ([`MAINLOOP_SHARED_OVERLAP`] or
 /// [`MAINLOOP_SHARED_SERIAL`]): the lists read ahead as in [`mainloop`], the words of the
 /// warpgroup's own mask tile (thread `lt` of its 128).
-fn shared_mainloop(overlap: bool) -> Result<String, ConfigError> {
+fn shared_mainloop(overlap: bool, head_dim: u32) -> Result<String, ConfigError> {
     let body = if overlap {
         MAINLOOP_SHARED_OVERLAP
     } else {
         MAINLOOP_SHARED_SERIAL
     };
     // Shared K/V runs on tile lists only.
-    let (bias, apply) = step_mask(MaskMode::Blocks, overlap);
+    let (bias, apply) = step_mask(MaskMode::Blocks, overlap, head_dim);
     let mut values = vec![
         ("SKIP", SHARED_SKIP.to_string()),
         ("MASK_BIAS", bias.to_string()),
