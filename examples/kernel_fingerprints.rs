@@ -16,8 +16,29 @@ use fragmask::host::toolchain::find_tool;
 use fragmask::kernels::attention::backward::BackwardKernel;
 use fragmask::kernels::attention::{ActDtype, AttentionKernel};
 
-fn sass_of(source: &str, cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
+/// The longest label kept whole in a file name (names stay under 255 bytes with the
+/// extension); a longer one keeps its first `MAX_LABEL - 17` bytes and a hash of the rest.
+const MAX_LABEL: usize = 200;
+
+/// A file-name-safe label, the same for the same kernel in every build.
+fn file_label(label: &str) -> String {
     let label = label.replace(['/', ' ', '{', '}', ',', ':'], "_");
+    if label.len() <= MAX_LABEL {
+        return label;
+    }
+    // FNV-1a 64 (stable across Rust versions, unlike std's DefaultHasher).
+    let hash = label.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut cut = MAX_LABEL - 17;
+    while !label.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{hash:016x}", &label[..cut])
+}
+
+fn sass_of(source: &str, cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
+    let label = file_label(label);
     std::fs::write(dir.join(format!("{label}.cu")), source).map_err(|e| e.to_string())?;
     let cubin_path = dir.join(format!("{label}.cubin"));
     std::fs::write(&cubin_path, cubin).map_err(|e| e.to_string())?;
