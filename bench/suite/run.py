@@ -130,50 +130,70 @@ CHILD_GRACE_S = 60
 
 def run_isolated(args, selected, child_argv, child_cmd=None):
     """Runs each workload in its own process (``--isolate``), so that a peer that kills its
-    CUDA context (an illegal address, an abort) loses that workload's rows only: they are
-    written as ``failed`` rows naming the exit status and the last line of its output.
-    ``child_cmd(name, output)`` gives the command of one workload (tests pass their own)."""
+    CUDA context (an illegal address, an abort) loses that workload's rows only. Where such a
+    process dies, each system it left without a row runs again alone, in a process of its
+    own, so the failure is charged to the system that caused it: its rows are written as
+    ``failed`` rows naming the exit status and the last line of its output.
+    ``child_cmd(name, output, systems)`` gives the command of one workload (``systems``: a
+    list of one system for a retry, else None); tests pass their own."""
     import re
     import tempfile
     if child_cmd is None:
-        def child_cmd(name, output):
-            return [sys.executable, os.path.abspath(__file__), *child_argv,
-                    "--only", f"^{re.escape(name)}$", "--output", output]
+        def child_cmd(name, output, systems=None):
+            cmd = [sys.executable, os.path.abspath(__file__), *child_argv,
+                   "--only", f"^{re.escape(name)}$", "--output", output]
+            return cmd + (["--systems", ",".join(systems)] if systems else [])
     systems_filter = set(args.systems.split(",")) if args.systems else None
     start = time.time()
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     wrote_meta = False
+
+    def run_child(name, child_out, systems):
+        """(lines of its output file, why it is missing rows, whether the budget stopped it)."""
+        if os.path.exists(child_out):
+            os.remove(child_out)
+        # With a budget, a workload may overrun it by at most CHILD_GRACE_S, so the
+        # caller's outer timeout (budget + more than that) never cuts the file short.
+        limit = None
+        if args.budget_s:
+            limit = max(args.budget_s - (time.time() - start), 0) + CHILD_GRACE_S
+        stopped = None
+        try:
+            proc = subprocess.run(child_cmd(name, child_out, systems), capture_output=True,
+                                  text=True, timeout=limit)
+        except subprocess.TimeoutExpired as e:
+            out_text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            proc = subprocess.CompletedProcess(e.cmd, None, out_text, "")
+            stopped = f"stopped after {limit:.0f} s (time budget)"
+        sys.stdout.write(proc.stdout)
+        lines = []
+        if os.path.exists(child_out):
+            with open(child_out) as f:
+                lines = [json.loads(x) for x in f if x.strip()]
+        tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
+        why = (stopped or f"process exited with status {proc.returncode}: {tail}")[:300]
+        return lines, why, stopped is not None
+
     with open(args.output, "w") as out, tempfile.TemporaryDirectory() as tmp:
         for w in selected:
             systems = [s for s in w["systems"] if systems_filter is None or s in systems_filter]
             child_out = os.path.join(tmp, "rows.jsonl")
-            if os.path.exists(child_out):
-                os.remove(child_out)
+            failed_why = {}
             if args.budget_s and time.time() - start > args.budget_s:
-                lines, why = [], f"time budget of {args.budget_s} s spent"
-                status = "skipped"
+                lines, status = [], "skipped"
+                failed_why = {s: f"time budget of {args.budget_s} s spent" for s in systems}
             else:
-                # With a budget, a workload may overrun it by at most CHILD_GRACE_S, so the
-                # caller's outer timeout (budget + more than that) never cuts the file short.
-                limit = None
-                if args.budget_s:
-                    limit = max(args.budget_s - (time.time() - start), 0) + CHILD_GRACE_S
-                stopped = None
-                try:
-                    proc = subprocess.run(child_cmd(w["name"], child_out), capture_output=True,
-                                          text=True, timeout=limit)
-                except subprocess.TimeoutExpired as e:
-                    out_text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-                    proc = subprocess.CompletedProcess(e.cmd, None, out_text, "")
-                    stopped = f"stopped after {limit:.0f} s (time budget)"
-                sys.stdout.write(proc.stdout)
-                lines = []
-                if os.path.exists(child_out):
-                    with open(child_out) as f:
-                        lines = [json.loads(x) for x in f if x.strip()]
-                tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
-                why = (stopped or f"process exited with status {proc.returncode}: {tail}")[:300]
                 status = "failed"
+                lines, why, stopped = run_child(w["name"], child_out, None)
+                have = {x["system"] for x in lines if x.get("kind") == "row"}
+                missing = [s for s in systems if s not in have]
+                if len(missing) > 1 and not stopped:
+                    for s in missing:
+                        more, why_s, _ = run_child(w["name"], child_out, [s])
+                        lines += [x for x in more if x.get("kind") == "meta" or x.get("system") == s]
+                        failed_why[s] = why_s
+                else:
+                    failed_why = {s: why for s in missing}
             meta = [x for x in lines if x.get("kind") == "meta"]
             rows = [x for x in lines if x.get("kind") == "row"]
             if meta and not wrote_meta:
@@ -184,7 +204,9 @@ def run_isolated(args, selected, child_argv, child_cmd=None):
                 if system not in have:
                     rows.append({"kind": "row", "workload": w["name"], "family": w["family"],
                                  "variant": "", "system": system, "status": status, "ms": None,
-                                 "note": why})
+                                 "note": failed_why.get(system, "no row")})
+            if failed_why:
+                add_ratios(rows)  # rows of systems run again alone had no fragmask row beside them
             for x in rows:
                 out.write(json.dumps(x) + "\n")
                 if x["system"] not in have:

@@ -236,8 +236,8 @@ class Isolation(unittest.TestCase):
             output = os.path.join(tmp, "out.jsonl")
             args = run_mod.argparse.Namespace(systems="fragmask,sdpa", output=output, budget_s=budget_s)
 
-            def child_cmd(name, child_out):
-                return [sys.executable, "-c", child_script, name, child_out]
+            def child_cmd(name, child_out, systems=None):
+                return [sys.executable, "-c", child_script, name, child_out, ",".join(systems or [])]
             with redirect_stdout(io.StringIO()):
                 run_mod.run_isolated(args, selected, [], child_cmd)
             with open(output) as f:
@@ -258,8 +258,31 @@ class Isolation(unittest.TestCase):
         crashed = [x for x in rows if x["workload"] == "fwd.s16384.none"]
         self.assertEqual(sorted(x["system"] for x in crashed), ["fragmask", "sdpa"])
         self.assertTrue(all(x["status"] == "failed" and "illegal memory access" in x["note"] for x in crashed))
+        # Each system was run again alone, and failed alone too.
+        self.assertTrue(all("status 1" in x["note"] for x in crashed))
         ran = [x for x in rows if x["workload"] == "fwd.s16384.causal"]
         self.assertEqual([x["status"] for x in ran], ["ok", "ok"])
+        self.assertEqual([x["kind"] for x in lines].count("meta"), 1)
+
+    def test_a_crash_is_charged_to_the_system_that_crashes_alone_and_the_others_keep_their_rows(self):
+        script = (
+            "import json, sys\n"
+            "name, out, only = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+            "systems = only.split(',') if only else ['fragmask', 'sdpa']\n"
+            "if 'sdpa' in systems:\n"
+            "    sys.stderr.write('CUDA error: an illegal memory access was encountered\\n'); sys.exit(1)\n"
+            "with open(out, 'w') as f:\n"
+            "    f.write(json.dumps({'kind': 'meta', 'commit': 'c'}) + '\\n')\n"
+            "    for s in systems:\n"
+            "        f.write(json.dumps({'kind': 'row', 'workload': name, 'system': s, 'status': 'ok', 'ms': 1.0}) + '\\n')\n")
+        lines = self._run(script)
+        rows = [x for x in lines if x["kind"] == "row"]
+        for name in ("fwd.s16384.none", "fwd.s16384.causal"):
+            got = {x["system"]: x for x in rows if x["workload"] == name}
+            self.assertEqual(sorted(got), ["fragmask", "sdpa"])
+            self.assertEqual(got["fragmask"]["status"], "ok")
+            self.assertEqual(got["sdpa"]["status"], "failed")
+            self.assertIn("illegal memory access", got["sdpa"]["note"])
         self.assertEqual([x["kind"] for x in lines].count("meta"), 1)
 
     def test_a_workload_overrunning_the_budget_is_stopped_and_the_rest_are_skipped_rows(self):
