@@ -202,67 +202,91 @@ MAX_TWO_WAY_SEGMENTS = 16
 ROW_CHUNK_TILES = 2.0
 
 
-def _two_way(bounds, work, tiles, cross, needs, m, limit, top=32):
-    """Two ranks: rank 0 takes every subset of whole segments in turn, filled to m
-    chunks with the head or the tail of one other segment; among the choices whose
-    heavier rank's ``work`` is at most ``limit``, the one whose slower rank has the
-    fewest tiles plus remote tiles plus ``ROW_CHUNK_TILES`` per query chunk that reads
-    remote keys (the kernels' time: a partial tile costs a full one, a remote tile a
-    pass of its own, a remote row its gather and merge). The ``top`` best by an estimate (the split's
-    crossing pairs charged to both ranks) are scored exactly. None if no choice holds
-    the limit."""
+def _two_way_choices(bounds, m):
+    """Every way for rank 0 of two to hold ``m`` chunks: a subset of whole segments
+    (``bounds``), filled where it holds fewer with the head or the tail of one other
+    segment. Returns ``inc`` (subset x segment membership) and the choices as arrays
+    ``(sub, seg, lo, hi)``: the subset, the segment cut (-1: none) and the chunks
+    ``[lo, hi)`` taken from it (empty where none is cut); whole subsets first, then per
+    segment its heads, then its tails (the planners' tie order). None for no choice."""
     k = bounds.size - 1
     a, b = bounds[:-1], bounds[1:]
     size = b - a
-    cw = np.concatenate(([0.0], np.cumsum(work)))
-    ct = np.concatenate(([0.0], np.cumsum(tiles)))
-    W, T = cw[b] - cw[a], ct[b] - ct[a]
     subsets = np.arange(1 << k, dtype=np.int64)
     inc = ((subsets[:, None] >> np.arange(k)) & 1).astype(bool)
-    s0, w0, t0 = inc @ size, inc @ W, inc @ T
-    room = m - s0
-    total_w, total_t = cw[-1], ct[-1]
-    found = []              # (estimate, heavier work, subset, segment cut or -1, head?)
+    room = m - inc @ size
+    parts = []
     whole = np.flatnonzero(room == 0)
     if whole.size:
-        found.append((np.maximum(t0[whole], total_t - t0[whole]),
-                      np.maximum(w0[whole], total_w - w0[whole]), whole,
-                      np.full(whole.size, -1), np.zeros(whole.size, dtype=bool)))
+        none = np.zeros(whole.size, np.int64)
+        parts.append((whole, none - 1, none, none))
     for j in range(k):
         idx = np.flatnonzero(~inc[:, j] & (room > 0) & (room < size[j]))
         if not idx.size:
             continue
         r = room[idx]
         for head in (True, False):
-            lo = a[j] if head else b[j] - r
-            hi = lo + r
-            cut = hi if head else lo
-            pw, pt = w0[idx] + cw[hi] - cw[lo], t0[idx] + ct[hi] - ct[lo]
-            est = np.maximum(pt, total_t - pt) + cross[cut]
-            found.append((est, np.maximum(pw, total_w - pw), idx, np.full(idx.size, j),
-                          np.full(idx.size, head)))
-    if not found:
-        return None
-    est, heavy, sub, seg, head = (np.concatenate(x) for x in zip(*found))
+            lo = np.full(r.size, a[j]) if head else b[j] - r
+            parts.append((idx, np.full(idx.size, j), lo, lo + r))
+    if not parts:
+        return inc, None
+    return inc, tuple(np.concatenate(x) for x in zip(*parts))
+
+
+def _two_way_owner(bounds, inc, n, sub, seg, lo, hi):
+    """The owner (0 or 1) of each of ``n`` chunks under one ``_two_way_choices`` choice."""
+    owner = np.ones(n, dtype=np.int64)
+    for t in np.flatnonzero(inc[sub]):
+        owner[bounds[t]:bounds[t + 1]] = 0
+    if seg >= 0:
+        owner[lo:hi] = 0
+    return owner
+
+
+def _two_way_best(bounds, inc, choices, est, heavy, limit, top, cost):
+    """Among the choices whose heavier rank's load ``heavy`` is at most ``limit``, the
+    ``top`` best by ``est`` scored exactly by ``cost(owner)`` (ties: the earlier choice);
+    the owner array of the best, or None if no choice holds the limit."""
     ok = np.flatnonzero(heavy <= limit)
     if not ok.size:
         return None
-    order = ok[np.argsort(est[ok], kind="stable")[:top]]
-    n = work.size
+    n = int(bounds[-1])
     best = None
-    for i in order:
-        owner = np.ones(n, dtype=np.int64)
-        for t in np.flatnonzero(inc[sub[i]]):
-            owner[a[t]:b[t]] = 0
-        j = seg[i]
-        if j >= 0:
-            r = room[sub[i]]
-            lo = a[j] if head[i] else b[j] - r
-            owner[lo:lo + r] = 0
-        key = (_time_cost(owner, tiles, needs, 2), int(i))
+    for i in ok[np.argsort(est[ok], kind="stable")[:top]]:
+        owner = _two_way_owner(bounds, inc, n, *(int(x[i]) for x in choices))
+        key = (cost(owner), int(i))
         if best is None or key < best[0]:
             best = (key, owner)
     return best[1]
+
+
+def _prefix(x):
+    """Prefix sums with a leading 0: the sum of ``x[lo:hi]`` is ``c[hi] - c[lo]``."""
+    return np.concatenate(([0.0], np.cumsum(x)))
+
+
+def _two_way(bounds, work, tiles, cross, needs, m, limit, top=32):
+    """Two ranks: rank 0 takes every subset of whole segments in turn, filled to m
+    chunks with the head or the tail of one other segment (``_two_way_choices``); among
+    the choices whose heavier rank's ``work`` is at most ``limit``, the one whose slower
+    rank has the fewest tiles plus remote tiles plus ``ROW_CHUNK_TILES`` per query chunk
+    that reads remote keys (the kernels' time: a partial tile costs a full one, a remote
+    tile a pass of its own, a remote row its gather and merge). The ``top`` best by an
+    estimate (the split's crossing pairs charged to both ranks) are scored exactly. None
+    if no choice holds the limit."""
+    inc, choices = _two_way_choices(bounds, m)
+    if choices is None:
+        return None
+    sub, seg, lo, hi = choices
+    a, b = bounds[:-1], bounds[1:]
+    cw, ct = _prefix(work), _prefix(tiles)
+    w0 = (inc @ (cw[b] - cw[a]))[sub] + cw[hi] - cw[lo]
+    t0 = (inc @ (ct[b] - ct[a]))[sub] + ct[hi] - ct[lo]
+    cut = np.where(lo == a[seg], hi, lo)            # a head ends at its cut, a tail starts at it
+    est = np.maximum(t0, ct[-1] - t0) + np.where(seg >= 0, cross[cut], 0.0)
+    heavy = np.maximum(w0, cw[-1] - w0)
+    return _two_way_best(bounds, inc, choices, est, heavy, limit, top,
+                         lambda owner: _time_cost(owner, tiles, needs, 2))
 
 
 def _time_cost(owner, tiles, needs, P):
@@ -323,54 +347,23 @@ def _token_segments(pairs, needs, P, limit):
         if np.bincount(owner, weights=pairs, minlength=P).max() > limit:
             return None
         return owner
+    inc, choices = _two_way_choices(bounds, m)
+    if choices is None:
+        return None
+    sub, seg, lo, hi = choices
     a, b = bounds[:-1], bounds[1:]
-    size = b - a
-    cw = np.concatenate(([0.0], np.cumsum(pairs)))
-    W = cw[b] - cw[a]
+    cw = _prefix(pairs)
     total = cw[-1]
-    subsets = np.arange(1 << k, dtype=np.int64)
-    inc = ((subsets[:, None] >> np.arange(k)) & 1).astype(bool)
-    s0, w0 = inc @ size, inc @ W
-    room = m - s0
-    found = []            # (estimate, heavier pairs, subset, segment or -1, start, end)
-    whole = np.flatnonzero(room == 0)
-    if whole.size:
-        heavy = np.maximum(w0[whole], total - w0[whole])
-        found.append((heavy, heavy, whole, np.full(whole.size, -1),
-                      np.zeros(whole.size, np.int64), np.zeros(whole.size, np.int64)))
-    for j in range(k):
-        idx = np.flatnonzero(~inc[:, j] & (room > 0) & (room < size[j]))
-        if not idx.size:
-            continue
-        r = room[idx]
-        for head in (True, False):
-            lo = np.full(r.size, a[j]) if head else b[j] - r
-            hi = lo + r
-            cut = hi if head else lo
-            pw = w0[idx] + cw[hi] - cw[lo]
-            heavy = np.maximum(pw, total - pw)
-            # causal documents: the rows after the cut read the keys before it
-            extra = REMOTE_PAIR * cross[cut] + REMOTE_ROW * (b[j] - cut) + REMOTE_PASS
-            reader = total - pw if head else pw
-            est = np.maximum(heavy, reader + extra)
-            found.append((est, heavy, idx, np.full(idx.size, j), lo, hi))
-    if not found:
-        return None
-    est, heavy, sub, seg, lo, hi = (np.concatenate(x) for x in zip(*found))
-    ok = np.flatnonzero(heavy <= limit)
-    if not ok.size:
-        return None
-    best = None
-    for i in ok[np.argsort(est[ok], kind="stable")[:TOKEN_TOP]]:
-        owner = np.ones(S, dtype=np.int64)
-        for t in np.flatnonzero(inc[sub[i]]):
-            owner[a[t]:b[t]] = 0
-        if seg[i] >= 0:
-            owner[lo[i]:hi[i]] = 0
-        key = (_token_cost(owner, pairs, needs, 2), int(i))
-        if best is None or key < best[0]:
-            best = (key, owner)
-    return best[1]
+    pw = (inc @ (cw[b] - cw[a]))[sub] + cw[hi] - cw[lo]
+    heavy = np.maximum(pw, total - pw)
+    head = lo == a[seg]
+    cut = np.where(head, hi, lo)
+    # causal documents: the rows after the cut read the keys before it
+    extra = REMOTE_PAIR * cross[cut] + REMOTE_ROW * (b[seg] - cut) + REMOTE_PASS
+    reader = np.where(head, total - pw, pw)
+    est = np.where(seg >= 0, np.maximum(heavy, reader + extra), heavy)
+    return _two_way_best(bounds, inc, choices, est, heavy, limit, TOKEN_TOP,
+                         lambda owner: _token_cost(owner, pairs, needs, 2))
 
 
 def _cheap_cuts(cross, n):
