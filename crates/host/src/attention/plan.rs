@@ -151,6 +151,7 @@ impl AttentionRunner {
         let mut params = base_params(&shape, &kernel, opts, 0, 0);
         let mut doc_items = None;
         let mut pair_steps = None;
+        let mut pair_table = None;
         match mask {
             RawMask::Window(w) => window_params(&mut params, w),
             RawMask::Blocks(host, lists) => {
@@ -164,6 +165,7 @@ impl AttentionRunner {
                         None => shared_kv::table(host, &g)?,
                     };
                     pair_steps = Some(self.shared_kv_params(&mut params, host, &table)?);
+                    pair_table = Some(table);
                 }
             }
         }
@@ -173,10 +175,10 @@ impl AttentionRunner {
                 g.name()
             )));
         }
-        if g.shared_kv() && (opts.splits.is_some_and(|n| n > 1) || opts.persistent == Some(true)) {
+        if g.shared_kv() && opts.splits.is_some_and(|n| n > 1) {
             return Err(AttentionError::Config(
                 fragmask_kernels::attention::ConfigError::SharedKv(format!(
-                    "the {} tile runs one split on the one-tile grid",
+                    "the {} tile runs one split",
                     g.name()
                 )),
             ));
@@ -216,9 +218,17 @@ impl AttentionRunner {
             .ok_or_else(|| AttentionError::Shape("heads x batch overflows".into()))?;
         let candidate = match opts.persistent {
             Some(on) => on,
-            None => n == 1 && choice::persistent_by_default(&kernel) && !g.shared_kv(),
+            None if g.shared_kv() => choice::shared_kv_persistent(opts),
+            None => n == 1 && choice::persistent_by_default(&kernel),
         };
-        let steps = if candidate {
+        let steps = if candidate && g.shared_kv() {
+            let table = pair_table.as_ref().ok_or_else(|| {
+                AttentionError::Shape("the shared-K/V tile without its step table".into())
+            })?;
+            Some(persistent::TileSteps::PerTile(shared_kv::launch_steps(
+                table, &params,
+            )?))
+        } else if candidate {
             Some(persistent::tile_steps(
                 &params,
                 kernel.mask(),
