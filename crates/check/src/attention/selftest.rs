@@ -572,8 +572,10 @@ pub fn cases_for(geometry: Geometry) -> Vec<Case> {
         .into_iter()
         .filter_map(|mut case| {
             case.opts.geometry = Some(geometry);
-            // The shared-K/V tile runs one split (persistent CTAs with the stages that fit).
-            if geometry.shared_kv() && case.opts.splits.is_some_and(|n| n > 1) {
+            // The shared-K/V tile runs one split on the one-tile grid.
+            if geometry.shared_kv()
+                && (case.opts.splits.is_some_and(|n| n > 1) || case.opts.persistent.is_some())
+            {
                 return None;
             }
             let k =

@@ -30,17 +30,11 @@ pub fn kernel_config(
         .map_err(|_| AttentionError::Shape(format!("head dim {head_dim} not supported")))?;
     let default =
         AttentionKernel::default_for_geometry(geometry, d, mode).map_err(AttentionError::Config)?;
-    // The shared-K/V tile's persistent CTAs take the stages that fit beside two Q buffers.
-    let stages = if geometry.shared_kv() && shared_kv_persistent(opts) {
-        geometry.persistent_stages(d, default.stages())
-    } else {
-        default.stages()
-    };
     AttentionKernel::new(
         geometry,
         d,
         mode,
-        opts.stages.unwrap_or(stages),
+        opts.stages.unwrap_or(default.stages()),
         opts.overlap.unwrap_or(default.overlap()),
     )
     .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
@@ -233,18 +227,6 @@ pub fn call_kernel(
     Ok(kernel)
 }
 
-/// Whether the shared-K/V tile ([`Geometry::TILE_64X64_SHARED`]) runs persistent CTAs
-/// when `opts.persistent` is unset (docs/architecture.md, "Shared K/V of the 64-token
-/// tile"): two Q buffers and two K/V stages, so a CTA's next pair loads its Q and first
-/// K/V while this pair's last steps and O epilogue run.
-pub const SHARED_KV_PERSISTENT_BY_DEFAULT: bool = true;
-
-/// Whether a call on the shared-K/V tile runs persistent CTAs: `opts.persistent` when
-/// set, else [`SHARED_KV_PERSISTENT_BY_DEFAULT`].
-pub fn shared_kv_persistent(opts: &AttentionOptions) -> bool {
-    opts.persistent.unwrap_or(SHARED_KV_PERSISTENT_BY_DEFAULT)
-}
-
 /// The share of a plan's K/V block loads at or under which the shared-K/V tile is the
 /// default (its loads over the one-block tile's, [`super::shared_kv::PairTable::load_ratio`]).
 /// Measured on one H100 (write-up 002, interleaved A/B against the one-block tile's build):
@@ -272,14 +254,15 @@ pub fn shared_kv(
     let fits = kernel.mask() == MaskMode::Blocks
         && g == Geometry::TILE_64X64
         && splits == 1
+        && opts.persistent != Some(true)
         && shared.supports_head_dim(kernel.head_dim());
     let on = match opts.shared_kv {
         Some(false) => false,
         Some(true) if fits => true,
         Some(true) => {
             return Err(AttentionError::Config(ConfigError::SharedKv(format!(
-                "shared K/V needs a tile-list call on the 64x64 tile with one split, at a \
-                 head dim the {} tile holds (this call: {}, {} split(s))",
+                "shared K/V needs a tile-list call on the 64x64 tile with one split and no \
+                 persistent CTAs, at a head dim the {} tile holds (this call: {}, {} split(s))",
                 shared.name(),
                 g.name(),
                 splits
@@ -350,13 +333,6 @@ pub fn forward_persistent(
                 .map(|_| true)
                 .map_err(AttentionError::Config)
         }
-        // The shared-K/V tile: SHARED_KV_PERSISTENT_BY_DEFAULT where its stages leave room
-        // (its kernel took the persistent stages then, [`kernel_config`], so it stays
-        // persistent with few tiles too: a CTA per tile).
-        None if kernel.geometry().shared_kv() => Ok(splits == 1
-            && SHARED_KV_PERSISTENT_BY_DEFAULT
-            && kernel.with_persistent(true).is_ok()
-            && steps.is_some_and(|s| s.len() <= super::persistent::MAX_WORK_TILES)),
         None => Ok(splits == 1
             && persistent_by_default(kernel)
             && steps.is_some_and(|s| {
@@ -573,7 +549,7 @@ mod tests {
             shared
         );
         assert_eq!(pick(&tile, 1, &def, 0.95).unwrap(), None);
-        // Split-KV, a named geometry, another tile or mode: the one-block tile.
+        // Split-KV, a named geometry, persistent CTAs, another tile or mode: the one-block tile.
         assert_eq!(pick(&tile, 4, &def, 0.5).unwrap(), None);
         let named = AttentionOptions {
             geometry: Some(Geometry::TILE_64X64),
@@ -584,11 +560,7 @@ mod tests {
             persistent: Some(true),
             ..def
         };
-        // Persistent CTAs: the shared tile with the stages that fit beside two Q buffers.
-        let both = shared_kv(&tile, 1, &persistent, || 0.5).unwrap().unwrap();
-        assert_eq!(both.geometry(), Geometry::TILE_64X64_SHARED);
-        assert_eq!(both.stages(), 2);
-        assert!(both.with_persistent(true).is_ok());
+        assert_eq!(pick(&tile, 1, &persistent, 0.5).unwrap(), None);
         let wide = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
         assert_eq!(pick(&wide, 1, &def, 0.5).unwrap(), None);
         // Asked for: on wherever it fits, whatever the loads; an error elsewhere.
@@ -597,20 +569,6 @@ mod tests {
             ..def
         };
         let forced = shared_kv(&tile, 1, &on, || unreachable!("not weighed when asked for"));
-        // Three stages on the one-tile grid, two beside the persistent CTAs' two Q buffers.
-        let stages = if SHARED_KV_PERSISTENT_BY_DEFAULT {
-            2
-        } else {
-            3
-        };
-        assert_eq!(forced.unwrap().map(|k| k.stages()), Some(stages));
-        let grid = AttentionOptions {
-            persistent: Some(false),
-            ..on
-        };
-        let forced = shared_kv(&tile, 1, &grid, || {
-            unreachable!("not weighed when asked for")
-        });
         assert_eq!(forced.unwrap().map(|k| k.stages()), Some(3));
         assert!(pick(&tile, 4, &on, 0.5).is_err());
         assert!(pick(&wide, 1, &on, 0.5).is_err());

@@ -151,7 +151,6 @@ impl AttentionRunner {
         let mut params = base_params(&shape, &kernel, opts, 0, 0);
         let mut doc_items = None;
         let mut pair_steps = None;
-        let mut pair_table = None;
         match mask {
             RawMask::Window(w) => window_params(&mut params, w),
             RawMask::Blocks(host, lists) => {
@@ -165,7 +164,6 @@ impl AttentionRunner {
                         None => shared_kv::table(host, &g)?,
                     };
                     pair_steps = Some(self.shared_kv_params(&mut params, host, &table)?);
-                    pair_table = Some(table);
                 }
             }
         }
@@ -175,10 +173,10 @@ impl AttentionRunner {
                 g.name()
             )));
         }
-        if g.shared_kv() && opts.splits.is_some_and(|n| n > 1) {
+        if g.shared_kv() && (opts.splits.is_some_and(|n| n > 1) || opts.persistent == Some(true)) {
             return Err(AttentionError::Config(
                 fragmask_kernels::attention::ConfigError::SharedKv(format!(
-                    "the {} tile runs one split",
+                    "the {} tile runs one split on the one-tile grid",
                     g.name()
                 )),
             ));
@@ -218,17 +216,9 @@ impl AttentionRunner {
             .ok_or_else(|| AttentionError::Shape("heads x batch overflows".into()))?;
         let candidate = match opts.persistent {
             Some(on) => on,
-            None if g.shared_kv() => choice::shared_kv_persistent(opts),
-            None => n == 1 && choice::persistent_by_default(&kernel),
+            None => n == 1 && choice::persistent_by_default(&kernel) && !g.shared_kv(),
         };
-        let steps = if candidate && g.shared_kv() {
-            let table = pair_table.as_ref().ok_or_else(|| {
-                AttentionError::Shape("the shared-K/V tile without its step table".into())
-            })?;
-            Some(persistent::TileSteps::PerTile(shared_kv::launch_steps(
-                table, &params,
-            )?))
-        } else if candidate {
+        let steps = if candidate {
             Some(persistent::tile_steps(
                 &params,
                 kernel.mask(),

@@ -201,42 +201,6 @@ impl PairTable {
     }
 }
 
-/// Steps of every pair (work tile) of a call in the one-tile grid's launch order (x, the
-/// pair counted from the last, fastest, then head, then batch), read from `table`'s
-/// headers at the kernel's rows `batch * mask_batch_stride + head * mask_head_stride +
-/// pair` (`params`' strides as the plan set them): the persistent CTAs' work estimate
-/// ([`super::persistent::work_table`]).
-pub fn launch_steps(
-    table: &PairTable,
-    params: &fragmask_kernels::attention::AttentionParams,
-) -> Result<Vec<u32>, AttentionError> {
-    let pairs = params.m_blocks.max(0) as usize;
-    let (heads, batch) = (params.heads.max(0) as usize, params.batch.max(0) as usize);
-    let (bs, hs) = (
-        params.mask_batch_stride.max(0) as usize,
-        params.mask_head_stride.max(0) as usize,
-    );
-    let tiles = super::persistent::tile_count(pairs, heads, batch)?;
-    let mut steps = Vec::with_capacity(tiles);
-    for b in 0..batch {
-        for h in 0..heads {
-            for x in 0..pairs {
-                let row = b * bs + h * hs + (pairs - 1 - x);
-                let count = row
-                    .checked_mul(HEADER_INTS)
-                    .and_then(|i| table.ints.get(i + 3))
-                    .ok_or_else(|| {
-                        AttentionError::Mask(format!(
-                            "pair row {row} is outside the shared-K/V step table"
-                        ))
-                    })?;
-                steps.push((*count).max(0) as u32);
-            }
-        }
-    }
-    Ok(steps)
-}
-
 /// The step table of `mask` for `geometry` (a shared-K/V one).
 pub fn table(mask: &PackedMask, geometry: &Geometry) -> Result<PairTable, AttentionError> {
     if !geometry.shared_kv() {

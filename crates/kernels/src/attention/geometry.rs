@@ -351,20 +351,6 @@ impl Geometry {
         }
     }
 
-    /// The most K/V stages, at most `wanted` (and at least 1), that fit beside the
-    /// persistent block's two Q buffers ([`Self::persistent_fits`]); 1 where none does.
-    pub const fn persistent_stages(&self, head_dim: u32, wanted: u32) -> u32 {
-        let mut stages = if wanted > 8 { 8 } else { wanted };
-        while stages > 1 && !self.persistent_fits(head_dim, stages) {
-            stages -= 1;
-        }
-        if stages == 0 {
-            1
-        } else {
-            stages
-        }
-    }
-
     /// Most K/V stages that fit (at most 4; 0 for a head dim of 0 or one whose tiles
     /// overflow or leave no room).
     pub const fn max_stages(&self, head_dim: u32) -> u32 {

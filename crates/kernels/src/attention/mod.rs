@@ -333,6 +333,12 @@ impl AttentionKernel {
                 "persistent CTAs do not run split-KV".into(),
             ));
         }
+        if persistent && self.geometry.shared_kv() {
+            return Err(ConfigError::Persistent(format!(
+                "the {} tile runs one pair of query blocks per CTA, not persistent CTAs",
+                self.geometry.name()
+            )));
+        }
         if persistent && !self.geometry.persistent_fits(self.head_dim, self.stages) {
             return Err(ConfigError::Persistent(format!(
                 "two Q tiles and {} K/V stages of the {} tile at head dim {} do not fit in \
@@ -462,12 +468,6 @@ impl AttentionKernel {
                 if d == 128 {
                     kernels.push(Self::new(g, d, MaskMode::Blocks, 2, !default.overlap())?);
                     kernels.push(default.with_dtype(ActDtype::F16)?);
-                    // Persistent CTAs: two Q buffers leave room for two stages.
-                    let stages = g.persistent_stages(d, default.stages());
-                    kernels.push(
-                        Self::new(g, d, MaskMode::Blocks, stages, default.overlap())?
-                            .with_persistent(true)?,
-                    );
                 }
             }
         }

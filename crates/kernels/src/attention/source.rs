@@ -41,9 +41,9 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             "persistent CTAs do not run split-KV".into(),
         ));
     }
-    if g.shared_kv() && (k.split_kv() || k.mask() != MaskMode::Blocks) {
+    if g.shared_kv() && (k.split_kv() || k.persistent() || k.mask() != MaskMode::Blocks) {
         return Err(ConfigError::SharedKv(format!(
-            "the {} tile runs tile lists with one split only (no split-KV)",
+            "the {} tile runs tile lists on the one-tile grid only (no split-KV, no persistent CTAs)",
             g.name()
         )));
     }
