@@ -343,6 +343,10 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                     fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
                     fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO (this half's columns)
                     fm_named_sync<FM_CONSUMERS>(8);   // half 1's dS^T is in the dS buffer
+                    // dV has run under half 1's dS^T: complete it here, so that P^T's registers are free for the dQ chunks.
+                    fm_wgmma_wait<0>();
+                    fm_fence_array(dv_acc);
+                    fm_fence_array(p_a);
                     // dS^T back into the RS A registers: ldmatrix at the stmatrix addresses (the inverse of the store).
 #pragma unroll
                     for (int g = 0; g < $X4_STORES; ++g)
