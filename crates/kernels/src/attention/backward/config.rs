@@ -508,6 +508,34 @@ mod tests {
     }
 
     #[test]
+    fn head_dim_256_defaults_to_both_column_halves_in_one_cta_within_shared_memory() {
+        for mask in SWEEP_MASKS {
+            let k = BackwardKernel::default_for(256, mask).unwrap();
+            assert!(
+                k.pair() && k.grid_split() == 1 && k.threads() == 384,
+                "{k:?}"
+            );
+            assert!(k.smem_bytes() <= MAX_DYNAMIC_SMEM, "{k:?}");
+            assert!(k.source().is_ok());
+            // Two stages fit only without the bulk dQ staging.
+            let two = BackwardKernel::new(1, 256, 2, 2, mask)
+                .unwrap()
+                .with_pair(true)
+                .unwrap();
+            assert!(two.source().is_err());
+            assert!(two.with_dq_reduce(DqReduce::Atomics).source().is_ok());
+            // The two-CTA column split stays available.
+            let split = k.with_pair(false).unwrap();
+            assert!(split.grid_split() == 2 && split.threads() == 256);
+            assert!(split.source().is_ok());
+        }
+        for d in [64, 128] {
+            let k = BackwardKernel::default_for(d, BackwardMask::Window).unwrap();
+            assert!(!k.pair() && k.with_pair(true).is_err());
+        }
+    }
+
+    #[test]
     fn defaults_fit_and_bad_configurations_are_refused() {
         for d in [64, 128, 256] {
             for mask in SWEEP_MASKS {
