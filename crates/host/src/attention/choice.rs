@@ -516,6 +516,7 @@ pub fn backward_config(
     if let Some(stages) = opts.stages {
         k = BackwardKernel::new(k.warpgroups(), d, k.d_split(), stages, mode)
             .and_then(|s| s.with_kv_registers(k.kv_registers()))
+            .and_then(|s| s.with_pair(k.pair()))
             .map_err(AttentionError::Config)?;
     }
     Ok(k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16))

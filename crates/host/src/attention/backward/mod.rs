@@ -386,7 +386,11 @@ impl Resolved {
         // waiting) ahead of a kernel another stream queued meanwhile (the dK/dV transfer
         // of a context-parallel backward, docs/distributed.md).
         let main = Launch::new(
-            (self.ctas * self.kernel.d_split(), s.kv_heads as u32, batch),
+            (
+                self.ctas * self.kernel.grid_split(),
+                s.kv_heads as u32,
+                batch,
+            ),
             self.kernel.threads(),
         )
         .smem(self.kernel.smem_bytes())
@@ -866,7 +870,7 @@ impl AttentionRunner {
         let count = u32::try_from(items.len())
             .ok()
             .filter(|&n| {
-                n.checked_mul(kernel.d_split())
+                n.checked_mul(kernel.grid_split())
                     .is_some_and(|x| x <= i32::MAX as u32)
             })
             .ok_or_else(|| AttentionError::Shape("too many document key tiles".into()))?;

@@ -55,6 +55,11 @@ pub enum DqReduce {
 /// Bytes of one staged dQ chunk (64 x 64 f32).
 pub const DQ_CHUNK_BYTES: u32 = STEP_M * 64 * 4;
 
+/// Bytes of the pair mode's probability exchange: the f32 `Pᵀ` of one step (64 keys x
+/// [`STEP_M`] queries), written by the warpgroup that computes `Sᵀ` and read by the one that
+/// computes `dPᵀ` ([`BackwardKernel::with_pair`]).
+pub const P_EXCHANGE_BYTES: u32 = 64 * STEP_M * 4;
+
 /// A validated backward configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BackwardKernel {
@@ -67,6 +72,7 @@ pub struct BackwardKernel {
     deterministic: bool,
     dq_reduce: DqReduce,
     kv_registers: bool,
+    pair: bool,
 }
 
 /// dQ chunks (64 columns) one warpgroup computes per step: `dkv / 64` over the warpgroups.
@@ -95,6 +101,13 @@ pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32) -> u32 {
     let per_stage = 2 * STEP_M * head_dim * 2 + 2 * STEP_M * 4;
     let ds = 2 * STEP_M * cta_n * 2;
     1024 + kv + stages * per_stage + ds + 256
+}
+
+/// Bytes of shared memory of the pair mode ([`BackwardKernel::with_pair`]) before the dQ
+/// staging: one key group of 64 keys, its two column halves in two consumer warpgroups,
+/// and the f32 probability exchange.
+pub const fn pair_smem_bytes(head_dim: u32, stages: u32) -> u32 {
+    smem_bytes(1, head_dim, stages) + P_EXCHANGE_BYTES
 }
 
 /// Whether a consumer thread also holds its warpgroup's 64 rows of K and V as RS-mode A
@@ -127,6 +140,9 @@ const_assert!(registers_fit(1, 128));
 const_assert!(!registers_fit(1, 256));
 const_assert!(kv_registers_fit(64, 64));
 const_assert!(!kv_registers_fit(128, 128));
+// The pair mode at head dim 256: one Q/dO stage with two dQ staging buffers per warpgroup.
+const_assert!(pair_smem_bytes(256, 1) + 2 * 2 * DQ_CHUNK_BYTES <= MAX_DYNAMIC_SMEM);
+const_assert!(pair_smem_bytes(256, 2) + 2 * DQ_CHUNK_BYTES > MAX_DYNAMIC_SMEM);
 
 impl BackwardKernel {
     /// Validates a configuration: `warpgroups` consumer warpgroups of 64 keys each (1 or 2),
@@ -190,6 +206,7 @@ impl BackwardKernel {
             deterministic: false,
             dq_reduce: DqReduce::Bulk,
             kv_registers: false,
+            pair: false,
         })
     }
 
@@ -242,9 +259,59 @@ impl BackwardKernel {
             _ if narrow => (1, 1),
             _ => (2, 1),
         };
+        if d_split == 2 {
+            // Head dim 256: both column halves in one CTA (one Q/dO stage: shared memory).
+            return Self::new(warpgroups, head_dim, d_split, 1, mask)?.with_pair(true);
+        }
         let k = Self::new(warpgroups, head_dim, d_split, 2, mask)?;
         let fits = kv_registers_fit(head_dim, k.dkv());
         k.with_kv_registers(fits)
+    }
+
+    /// The pair mode: the `d_split = 2` column halves of one 64-key tile in two consumer
+    /// warpgroups of one CTA instead of two CTAs. Warpgroup half 0 computes `Sᵀ` and `Pᵀ`,
+    /// half 1 `dPᵀ` and `dSᵀ`; `Pᵀ` (f32) and `dSᵀ` (the dQ operand) are exchanged
+    /// through shared memory, so each GEMM runs once per (key tile, step); each half then
+    /// adds its dK/dV columns and its dQ chunks as a column split would.
+    pub fn with_pair(mut self, pair: bool) -> Result<Self, ConfigError> {
+        if pair {
+            if self.warpgroups != 1 || self.d_split != 2 || self.kv_registers {
+                return Err(ConfigError::Layout(format!(
+                    "the pair mode takes one 64-key warpgroup, two column halves and K/V in shared \
+                     memory, not {} warpgroup(s), {} column group(s)",
+                    self.warpgroups, self.d_split
+                )));
+            }
+            // The dQ staging comes on top with bulk reductions: `source` refuses a configuration
+            // whose total does not fit (two stages take `DqReduce::Atomics`).
+            if pair_smem_bytes(self.head_dim, self.stages) > MAX_DYNAMIC_SMEM {
+                return Err(ConfigError::Stages {
+                    stages: self.stages,
+                    max: 2,
+                });
+            }
+        }
+        self.pair = pair;
+        Ok(self)
+    }
+
+    /// Whether the column halves share a CTA (see [`Self::with_pair`]).
+    pub fn pair(&self) -> bool {
+        self.pair
+    }
+
+    /// Consumer warpgroups per 64-key group: 2 in the pair mode, else 1.
+    pub fn column_warpgroups(&self) -> u32 {
+        if self.pair {
+            self.d_split
+        } else {
+            1
+        }
+    }
+
+    /// CTAs per key tile along x: the column groups not held by one CTA.
+    pub fn grid_split(&self) -> u32 {
+        self.d_split / self.column_warpgroups()
     }
 
     /// K and V of each warpgroup's keys held in registers as the A operands of `Sᵀ` and
@@ -296,6 +363,15 @@ impl BackwardKernel {
     pub fn dq_buffers(&self) -> u32 {
         match self.dq_reduce {
             DqReduce::Atomics => 0,
+            DqReduce::Bulk if self.pair => {
+                let chunks = dq_chunks_per_warpgroup(1, self.dkv());
+                let base = pair_smem_bytes(self.head_dim, self.stages);
+                if base + 2 * chunks * DQ_CHUNK_BYTES <= MAX_DYNAMIC_SMEM {
+                    chunks
+                } else {
+                    1
+                }
+            }
             DqReduce::Bulk => dq_buffers(self.warpgroups, self.head_dim, self.dkv(), self.stages),
         }
     }
@@ -347,13 +423,17 @@ impl BackwardKernel {
 
     /// Threads per CTA of the main kernel: a producer warpgroup and the consumers.
     pub fn threads(&self) -> u32 {
-        128 * (1 + self.warpgroups)
+        128 * (1 + self.warpgroups * self.column_warpgroups())
     }
 
     /// Dynamic shared memory of the main kernel (with the dQ staging buffers).
     pub fn smem_bytes(&self) -> u32 {
-        smem_bytes(self.warpgroups, self.head_dim, self.stages)
-            + self.warpgroups * self.dq_buffers() * DQ_CHUNK_BYTES
+        let base = if self.pair {
+            pair_smem_bytes(self.head_dim, self.stages)
+        } else {
+            smem_bytes(self.warpgroups, self.head_dim, self.stages)
+        };
+        base + self.warpgroups * self.column_warpgroups() * self.dq_buffers() * DQ_CHUNK_BYTES
     }
 
     /// Key tiles (CTAs along x per column group) for `seqlen_k`.
@@ -386,6 +466,7 @@ impl BackwardKernel {
             DqReduce::Atomics => " red",
             DqReduce::Bulk => "",
         } + if self.kv_registers { " kvr" } else { "" }
+            + if self.pair { " pair" } else { "" }
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).
@@ -423,6 +504,34 @@ mod tests {
                 assert_eq!(forced.is_ok(), d == 64, "{forced:?}");
                 assert!(!k.with_kv_registers(false).unwrap().kv_registers());
             }
+        }
+    }
+
+    #[test]
+    fn head_dim_256_defaults_to_both_column_halves_in_one_cta_within_shared_memory() {
+        for mask in SWEEP_MASKS {
+            let k = BackwardKernel::default_for(256, mask).unwrap();
+            assert!(
+                k.pair() && k.grid_split() == 1 && k.threads() == 384,
+                "{k:?}"
+            );
+            assert!(k.smem_bytes() <= MAX_DYNAMIC_SMEM, "{k:?}");
+            assert!(k.source().is_ok());
+            // Two stages fit only without the bulk dQ staging.
+            let two = BackwardKernel::new(1, 256, 2, 2, mask)
+                .unwrap()
+                .with_pair(true)
+                .unwrap();
+            assert!(two.source().is_err());
+            assert!(two.with_dq_reduce(DqReduce::Atomics).source().is_ok());
+            // The two-CTA column split stays available.
+            let split = k.with_pair(false).unwrap();
+            assert!(split.grid_split() == 2 && split.threads() == 256);
+            assert!(split.source().is_ok());
+        }
+        for d in [64, 128] {
+            let k = BackwardKernel::default_for(d, BackwardMask::Window).unwrap();
+            assert!(!k.pair() && k.with_pair(true).is_err());
         }
     }
 

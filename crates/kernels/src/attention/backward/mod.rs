@@ -6,6 +6,8 @@
 //!   (`+inf` for rows with no visible key and for padding rows, so their P is 0), the f32 dQ
 //!   accumulator and the deterministic mode's semaphores zeroed;
 //! - [`KERNEL_NAME`]: one CTA per `(key tile of 64·W keys, dK/dV column split, KV head, batch)`
+//!   (at head dim 256 both column halves of a 64-key tile are two consumer warpgroups of one
+//!   CTA, [`BackwardKernel::with_pair`])
 //!   walking the query heads of its GQA group and, for each, the 64-query steps its tile
 //!   visits (window bounds in the kernel, or the mask's transposed lists). Per step:
 //!   `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` (wgmma SS, keys as the MMA rows: SwapAB, so `Pᵀ` and `dSᵀ`

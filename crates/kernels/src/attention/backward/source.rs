@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use fragmask_gmma_frag::TiledAccumulator;
 
-use super::config::CONSUMER_REGS;
+use super::config::{CONSUMER_REGS, P_EXCHANGE_BYTES};
 use super::template::{POST_FRAGMENT, POST_ROWS, TEMPLATE};
 use super::{
     BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, KERNEL_NAME,
@@ -243,6 +243,44 @@ fn column_pairs(st: &FragmentMap) -> Result<ColumnPairs, ConfigError> {
     })
 }
 
+/// The pair mode's P exchange ([`BackwardKernel::with_pair`]): value `i` of consumer thread
+/// `lt` (the m64n64 `Sᵀ` fragment, identical in both halves, so the writer's value `i` is the
+/// reader's value `i`) at byte `16 (128 ⌊i / 4⌋ + lt) + 4 (i mod 4)`: four values per 16-byte
+/// access, consecutive threads at consecutive 16 bytes. Checked one-to-one onto the
+/// [`P_EXCHANGE_BYTES`] buffer with 16-byte aligned quads. Returns the emitted byte
+/// expression of value `i` (a multiple of 4) of thread `lt`.
+fn p_exchange(st: &FragmentMap) -> Result<String, ConfigError> {
+    let byte = |lt: u32, i: u32| 16 * (128 * (i / 4) + lt) + 4 * (i % 4);
+    let mut seen = vec![false; (P_EXCHANGE_BYTES / 4) as usize];
+    for lt in 0..128 {
+        if byte(lt, 0) % 16 != 0 {
+            return Err(ConfigError::Layout(format!(
+                "P exchange: thread {lt}'s first quad is not 16-byte aligned"
+            )));
+        }
+        for i in 0..st.values() {
+            let b = byte(lt, i);
+            let slot = seen.get_mut((b / 4) as usize).ok_or_else(|| {
+                ConfigError::Layout(format!(
+                    "P exchange: thread {lt} value {i} at byte {b} is past {P_EXCHANGE_BYTES}"
+                ))
+            })?;
+            if *slot || (i % 4 != 0 && b != byte(lt, i - i % 4) + 4 * (i % 4)) {
+                return Err(ConfigError::Layout(format!(
+                    "P exchange: thread {lt} value {i} at byte {b} overlaps or leaves its quad"
+                )));
+            }
+            *slot = true;
+        }
+    }
+    if seen.iter().any(|&s| !s) {
+        return Err(ConfigError::Layout(
+            "P exchange: the buffer is not covered".into(),
+        ));
+    }
+    Ok("16u * (128u * (unsigned)(i / 4) + (unsigned)lt)".into())
+}
+
 /// `{a, b, ...}`: a C array initialiser.
 fn brace_list(v: &[u32]) -> String {
     let items: Vec<String> = v.iter().map(u32::to_string).collect();
@@ -250,6 +288,12 @@ fn brace_list(v: &[u32]) -> String {
 }
 
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
+    if k.smem_bytes() > crate::family::sm90::MAX_DYNAMIC_SMEM {
+        return Err(ConfigError::Stages {
+            stages: k.stages(),
+            max: k.stages() - 1,
+        });
+    }
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
@@ -304,7 +348,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             col0: "d0",
             cols: "FM_DKV",
             chunk_bytes: "FM_KV_CHUNK_BYTES",
-            barrier_id: "5 + wg",
+            barrier_id: "5 + cw",
             global_row: &key_row0,
             row_limit: place.key_end,
             dst_offset: "(kv_row0 + grow) * FM_D + col",
@@ -340,6 +384,18 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("STEP_M", STEP_M.to_string()),
         ("DKV", dkv.to_string()),
         ("DSPLIT", k.d_split().to_string()),
+        ("PAIR", u32::from(k.pair()).to_string()),
+        ("CWG", k.column_warpgroups().to_string()),
+        (
+            "CONSUMERS",
+            (128 * k.warpgroups() * k.column_warpgroups()).to_string(),
+        ),
+        ("GRID_SPLIT", k.grid_split().to_string()),
+        (
+            "PX_BYTES",
+            if k.pair() { P_EXCHANGE_BYTES } else { 0 }.to_string(),
+        ),
+        ("PX_BYTE_EXPR", p_exchange(&st)?),
         ("STAGES", k.stages().to_string()),
         ("SUB", sub.to_string()),
         ("HALVES", halves.to_string()),
@@ -420,6 +476,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("THREAD_COL_ST_SM", st.thread_col_expr("sm_lt")),
         ("X4_STORES", (st.values() / 8).to_string()),
         ("VALUE_COL_ST", st.value_col_expr("i")),
+        ("VALUE_COL_ST_J", st.value_col_expr("j")),
         ("VALUE_ROW_DKV", dkv_map.value_row_expr("i")),
         ("VALUE_COL_DKV", dkv_map.value_col_expr("i")),
         ("KV_STAGED", kv_staged),
@@ -524,10 +581,10 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             v.push((
                 "DQ_STORE",
                 r#"                    const int use = u;   // this warpgroup's chunk index in the step (c = wg + FM_WG * u)
-                    const unsigned buf = smem_dqs + (unsigned)(wg * FM_DQ_BUFS + use % FM_DQ_BUFS) * $DQ_CHUNK_BYTESu;
+                    const unsigned buf = smem_dqs + (unsigned)(cw * FM_DQ_BUFS + use % FM_DQ_BUFS) * $DQ_CHUNK_BYTESu;
                     if (use >= FM_DQ_BUFS) {   // buffer reused within the step: wait for its previous bulk read
                         if (lt == 0) fm_bulk_wait_read0();
-                        fm_named_sync<128>(3 + wg);
+                        fm_named_sync<128>(3 + cw);
                     }
 #pragma unroll
                     for (int j = 0; j < $ST_VALUES / 2; ++j) {
@@ -536,7 +593,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                                      "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
                     }
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> bulk copy reads
-                    fm_named_sync<128>(3 + wg);
+                    fm_named_sync<128>(3 + cw);
                     if (lt == 0) fm_bulk_reduce_add(dq_step + (long long)(col0 / 64) * (FM_STEP_M * 64), buf, $DQ_CHUNK_BYTESu);"#
                     .to_string(),
             ));

@@ -10,7 +10,12 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_CTA_N $CTA_N                // keys per CTA
 #define FM_STEP_M $STEP_M               // queries per step
 #define FM_DKV $DKV                  // dK/dV columns per CTA (D / FM_DSPLIT)
-#define FM_DSPLIT $DSPLIT                // dK/dV column groups (CTAs per key tile)
+#define FM_DSPLIT $DSPLIT                // dK/dV column groups
+#define FM_PAIR $PAIR                  // the column groups of a key tile in FM_CWG warpgroups of one CTA (BackwardKernel::with_pair)
+#define FM_CWG $CWG                   // consumer warpgroups per 64-key group (column halves)
+#define FM_CONSUMERS $CONSUMERS            // consumer threads (128 * FM_WG * FM_CWG)
+#define FM_GRID_SPLIT $GRID_SPLIT            // CTAs per key tile (FM_DSPLIT / FM_CWG)
+#define FM_PX_BYTES $PX_BYTES           // the pair mode's P exchange (f32, [FM_STEP_M * 64 / 4][128 threads][4]); 0 otherwise
 #define FM_STAGES $STAGES                // Q/dO stages
 #define FM_SUB $SUB                   // CTAs per mask key tile
 #define FM_HALVES $HALVES                // steps per mask query tile (its block_m / FM_STEP_M)
@@ -106,7 +111,7 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
         const __grid_constant__ fm_bwd_params p)
 {
     extern __shared__ __align__(1024) unsigned char fm_smem_raw[];
-    // K | V | Q[stages] | dO[stages] | dS[2] | lse[stages] | Dsum[stages] | dQ staging | barriers; tiles 1024-byte aligned.
+    // K | V | Q[stages] | dO[stages] | dS[2] | lse[stages] | Dsum[stages] | dQ staging | P exchange | barriers; tiles 1024-byte aligned.
     const unsigned smem_raw_u32 = fm_smem_u32(fm_smem_raw);
     const unsigned smem_k = (smem_raw_u32 + 1023u) & ~1023u;
     const unsigned smem_v = smem_k + FM_KV_TILE_BYTES;
@@ -115,8 +120,10 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const unsigned smem_ds = smem_do + FM_STAGES * FM_Q_TILE_BYTES;
     const unsigned smem_lse = smem_ds + 2 * FM_DS_BYTES;                 // lse (log2) of each stage's queries
     const unsigned smem_dsum = smem_lse + FM_STAGES * FM_STEP_M * 4;     // Dsum of each stage's queries
-    const unsigned smem_dqs = smem_dsum + FM_STAGES * FM_STEP_M * 4;     // dQ staging: [FM_WG][FM_DQ_BUFS] chunks
-    const unsigned bars = smem_dqs + FM_WG * FM_DQ_BUFS * $DQ_CHUNK_BYTES;
+    const unsigned smem_dqs = smem_dsum + FM_STAGES * FM_STEP_M * 4;     // dQ staging: [FM_WG * FM_CWG][FM_DQ_BUFS] chunks
+    const unsigned smem_px = smem_dqs + FM_WG * FM_CWG * FM_DQ_BUFS * $DQ_CHUNK_BYTES;   // P exchange (pair mode)
+    const unsigned bars = smem_px + FM_PX_BYTES;
+    (void)smem_px;
 #define FM_BAR_Q_FULL(s) (bars + 8u * (unsigned)(s))
 #define FM_BAR_DO_FULL(s) (bars + 8u * (FM_STAGES + (unsigned)(s)))
 #define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
@@ -124,7 +131,9 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_KV (bars + 8u * (3u * FM_STAGES))   // K and V held in registers: loaded first, on a barrier of their own
 #endif
 
-    const int split = (int)(blockIdx.x % FM_DSPLIT);
+    // The consumer warpgroup's column group: the CTA's (x % FM_GRID_SPLIT) and, in the pair mode, its half.
+    const int half = threadIdx.x < 128u ? 0 : (int)((threadIdx.x / 128u - 1u) % FM_CWG);
+    const int split = (int)(blockIdx.x % FM_GRID_SPLIT) * FM_CWG + half;
     const int kv_head = (int)blockIdx.y;
     const int batch = (int)blockIdx.z;
     const int group = p.heads / p.kv_heads;   // query heads per K/V head (GQA / MQA)
@@ -145,7 +154,7 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
         for (int s = 0; s < FM_STAGES; ++s) {
             fm_mbar_init(FM_BAR_Q_FULL(s), 1 + 32);    // lane 0's transaction arrival + the 32 lse/Dsum copies
             fm_mbar_init(FM_BAR_DO_FULL(s), 1 + 32);
-            fm_mbar_init(FM_BAR_EMPTY(s), 128 * FM_WG);   // one arrival per consumer thread
+            fm_mbar_init(FM_BAR_EMPTY(s), FM_CONSUMERS);   // one arrival per consumer thread
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -229,9 +238,10 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
             }
         }
     } else {
-        // ---------------- consumers: warpgroup wg owns keys 64*wg .. 64*wg+63 of the CTA ----------------
+        // ---------------- consumers: warpgroup cw owns keys 64*wg .. 64*wg+63 of the CTA, columns of group `split` ----------------
         asm volatile("setmaxnreg.inc.sync.aligned.u32 $CONSUMER_REGS;\n" ::: "memory");
-        const int wg = (int)warpgroup - 1;
+        const int cw = (int)warpgroup - 1;   // consumer warpgroup
+        const int wg = cw / FM_CWG;          // its 64-key group
         const int lt = (int)(threadIdx.x % 128u);
         const int ct = (int)threadIdx.x - 128;
         // Thread of the mask's backward accumulator: key group (n_cta % FM_SUB) * FM_WG + wg of the mask tile.
@@ -305,6 +315,73 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 const unsigned ds_buf = it & 1u;
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
+                unsigned p_a[$A_REGS], ds_a[$A_REGS];
+                const unsigned ds_st = ds_s + ds_st0;
+#if FM_PAIR
+                // Pair mode: half 0 computes S^T and P^T, half 1 dP^T and dS^T (each GEMM once per step); P^T (f32) goes
+                // through the exchange buffer to half 1 and dS^T through the dS buffer to half 0 (named barriers 7 and 8 of
+                // both halves' 256 threads). Then each half adds its own columns of dV, dK and its dQ chunks.
+                // The exchange: value i of thread lt ($LAYOUT_ST, the same fragment in both halves) at byte $PX_BYTE_EXPR.
+                if (half == 0) {
+                    fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
+                    fm_keys_queries_t(s_acc, desc_k, desc_q + q_off16);    // S^T = K Q^T
+                    fm_wgmma_wait<0>();
+                    fm_fence_array(s_acc);
+                    if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
+                    const float* lse_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_lse + stage * FM_STEP_M * 4 - smem_raw_u32));
+#pragma unroll
+                    for (int i = 0; i < $ST_VALUES; ++i) {
+                        const float lse = lse_s[q_col + $VALUE_COL_ST];   // $LAYOUT_ST value mode: query column
+                        s_acc[i] = $P_RECOMPUTE;   // P^T
+                    }
+#pragma unroll
+                    for (int i = 0; i < $ST_VALUES; i += 4)
+                        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" :: "r"(smem_px + (unsigned)($PX_BYTE_EXPR)),
+                                     "f"(s_acc[i]), "f"(s_acc[i + 1]), "f"(s_acc[i + 2]), "f"(s_acc[i + 3]) : "memory");
+                    fm_named_arrive<FM_CONSUMERS>(7);   // P^T is in the exchange
+                    fm_convert_a(s_acc, p_a);
+                    fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
+                    fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO (this half's columns)
+                    fm_named_sync<FM_CONSUMERS>(8);   // half 1's dS^T is in the dS buffer
+                    // dV has run under half 1's dS^T: complete it here, so that P^T's registers are free for the dQ chunks.
+                    fm_wgmma_wait<0>();
+                    fm_fence_array(dv_acc);
+                    fm_fence_array(p_a);
+                    // dS^T back into the RS A registers: ldmatrix at the stmatrix addresses (the inverse of the store).
+#pragma unroll
+                    for (int g = 0; g < $X4_STORES; ++g)
+                        fm_ldmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
+                } else {
+                    fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
+                    fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
+                    fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);             // Q (dK), covered for half 0 above
+                    fm_wgmma_wait<0>();
+                    fm_fence_array(dp_acc);
+                    const float* dsum_s = reinterpret_cast<const float*>(fm_smem_raw + (smem_dsum + stage * FM_STEP_M * 4 - smem_raw_u32));
+                    fm_named_sync<FM_CONSUMERS>(7);   // half 0's P^T is in the exchange
+                    // Four values at a time: P^T into the A registers (pairs 2m, 2m + 1 -> register m, as fm_convert_a) and
+                    // dS^T = P^T o (dP^T - Dsum) ($LAYOUT_ST value mode: query column q_col + $VALUE_COL_ST).
+#pragma unroll
+                    for (int i = 0; i < $ST_VALUES; i += 4) {
+                        const uint4 v = fm_lds128(smem_px + (unsigned)($PX_BYTE_EXPR));
+                        const float pv[4] = {__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
+                        p_a[i / 2] = fm_act2(pv[0], pv[1]);
+                        p_a[i / 2 + 1] = fm_act2(pv[2], pv[3]);
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int j = i + e;
+                            dp_acc[j] = pv[e] * (dp_acc[j] - dsum_s[q_col + $VALUE_COL_ST_J]);   // dS^T
+                        }
+                    }
+                    fm_convert_a(dp_acc, ds_a);
+#pragma unroll
+                    for (int g = 0; g < $X4_STORES; ++g)
+                        fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
+                    fm_named_arrive<FM_CONSUMERS>(8);   // dS^T is in the dS buffer
+                    fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO (this half's columns)
+                }
+#else
                 fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
 #if FM_KV_REGISTERS
                 fm_keys_queries_rs(s_acc, k_frag, desc_q + q_off16);    // S^T = K Q^T
@@ -364,29 +441,28 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
 #endif
-                unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
                 // dS^T -> shared memory as the MN-major A operand of dQ = dS K: $DS_LAYOUT_DOC.
                 // stmatrix.m8n8.x4 (PTX ISA 9.7.14.5.16): registers 4g..4g+3 of the warp are four 8x8 matrices
                 // (checked by the generator); lane 8j + r gives row r of matrix j = register m = 4g + j: the 8
                 // queries of one key, at the pair 2m of the warp's thread 4r.
-                const unsigned ds_st = ds_s + ds_st0;
 #pragma unroll
                 for (int g = 0; g < $X4_STORES; ++g)
                     fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                 fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
+#endif
 #if FM_DETERMINISTIC
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
-                if (ct < 32) {   // the first consumer warp: rank (warp-wide), then lane 0 waits for its turn
+                if (ct - 128 * half < 32) {   // the column group's first consumer warp: rank (warp-wide), then lane 0 waits for its turn
                     const int rank = fm_step_rank(p, batch, head, n_cta, t.m);
-                    if (ct == 0) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
+                    if (ct == 128 * half) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
                     __syncwarp();
                 }
 #endif
                 $DQ_BEFORE_SYNC
-                fm_named_sync<128 * FM_WG>(1);   // every warpgroup's dS is in shared memory
+                fm_named_sync<FM_CONSUMERS>(1);   // every warpgroup's dS is in shared memory
                 $DQ_ROWS
                 // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
                 // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
@@ -421,8 +497,8 @@ $DQ_STORE
 #if FM_DETERMINISTIC
                 $DQ_DRAIN
                 __threadfence();
-                fm_named_sync<128 * FM_WG>(2);   // every reduction of this CTA is issued and fenced
-                if (ct == 0) atomicAdd(p.sem + sem_index, 1);
+                fm_named_sync<FM_CONSUMERS>(2);   // every reduction of this CTA is issued and fenced
+                if (ct == 128 * half) atomicAdd(p.sem + sem_index, 1);
 #endif
             }
         }
@@ -433,7 +509,7 @@ $DQ_STORE
             // dK and dV through shared memory: once every consumer's last dQ GEMM (which reads all of the
             // CTA's K rows) is complete, each warpgroup's own K and V rows take its dK and dV, then whole rows
             // go to global memory in 16-byte pieces.
-            fm_named_sync<128 * FM_WG>(1);   // no wgmma reads K or V any more
+            fm_named_sync<FM_CONSUMERS>(1);   // no wgmma reads K or V any more
 $KV_STAGED        } else {
 #pragma unroll
             for (int i = 0; i < $DKV_VALUES; i += 2) {

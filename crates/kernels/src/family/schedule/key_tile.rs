@@ -92,10 +92,10 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
 /// document's first token, its length, the key tile within the document and the
 /// document; the host writes them most query steps first. Fills `$CTA_ITEM` of the
 /// backward's kernel.
-pub const DOCUMENTS_ITEM: &str = r#"    // Documents grid: work item blockIdx.x / FM_DSPLIT = p.doc_items[4 x .. 4 x + 3] = (first token of its
+pub const DOCUMENTS_ITEM: &str = r#"    // Documents grid: work item blockIdx.x / FM_GRID_SPLIT = p.doc_items[4 x .. 4 x + 3] = (first token of its
     // document, the document's length, the key tile within the document, the document), one 16-byte load. The
     // key tile's keys are doc_item.x + FM_CTA_N * doc_item.z ..; its walk is the document's (the window schedule).
-    const int4 doc_item = __ldg(reinterpret_cast<const int4*>(p.doc_items) + blockIdx.x / FM_DSPLIT);
+    const int4 doc_item = __ldg(reinterpret_cast<const int4*>(p.doc_items) + blockIdx.x / FM_GRID_SPLIT);
 "#;
 
 /// The grid a key-tile window walk runs on.
@@ -180,7 +180,7 @@ impl KeyGrid {
         match self {
             KeyGrid::Global => KeyPlacement {
                 cta_item: "",
-                cta_block: "(int)(blockIdx.x / FM_DSPLIT)",
+                cta_block: "(int)(blockIdx.x / FM_GRID_SPLIT)",
                 schedule_item: "",
                 key_row0: "n_cta * FM_CTA_N",
                 key_end: "p.seqlen_k",
