@@ -132,7 +132,11 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #endif
 
     // The consumer warpgroup's column group: the CTA's (x % FM_GRID_SPLIT) and, in the pair mode, its half.
+#if FM_PAIR
     const int half = threadIdx.x < 128u ? 0 : (int)((threadIdx.x / 128u - 1u) % FM_CWG);
+#else
+    const int half = 0;
+#endif
     const int split = (int)(blockIdx.x % FM_GRID_SPLIT) * FM_CWG + half;
     const int kv_head = (int)blockIdx.y;
     const int batch = (int)blockIdx.z;
@@ -315,9 +319,9 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 const unsigned ds_buf = it & 1u;
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
+#if FM_PAIR
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 const unsigned ds_st = ds_s + ds_st0;
-#if FM_PAIR
                 // Pair mode: half 0 computes S^T and P^T, half 1 dP^T and dS^T (each GEMM once per step); P^T (f32) goes
                 // through the exchange buffer to half 1 and dS^T through the dS buffer to half 0 (named barriers 7 and 8 of
                 // both halves' 256 threads). Then each half adds its own columns of dV, dK and its dQ chunks.
@@ -441,12 +445,14 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
 #pragma unroll
                 for (int i = 0; i < $ST_VALUES; ++i) dp_acc[i] = s_acc[i] * (dp_acc[i] - dsum_s[q_col + $VALUE_COL_ST]);   // dS^T
 #endif
+                unsigned p_a[$A_REGS], ds_a[$A_REGS];
                 fm_convert_a(s_acc, p_a);
                 fm_convert_a(dp_acc, ds_a);
                 // dS^T -> shared memory as the MN-major A operand of dQ = dS K: $DS_LAYOUT_DOC.
                 // stmatrix.m8n8.x4 (PTX ISA 9.7.14.5.16): registers 4g..4g+3 of the warp are four 8x8 matrices
                 // (checked by the generator); lane 8j + r gives row r of matrix j = register m = 4g + j: the 8
                 // queries of one key, at the pair 2m of the warp's thread 4r.
+                const unsigned ds_st = ds_s + ds_st0;
 #pragma unroll
                 for (int g = 0; g < $X4_STORES; ++g)
                     fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
