@@ -523,8 +523,8 @@ pub fn backward_config(
         None => k.with_fitting_stages(),
     }
     .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
-        .map(|k| k.with_deterministic(opts.deterministic))
-        .map_err(AttentionError::Config)
+    .map(|k| k.with_deterministic(opts.deterministic))
+    .map_err(AttentionError::Config)
 }
 
 #[cfg(test)]

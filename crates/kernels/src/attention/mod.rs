@@ -186,7 +186,10 @@ impl core::fmt::Display for ConfigError {
                 "ping-pong needs 2 or 3 consumer warpgroups, this tile has {warpgroups}"
             ),
             ConfigError::Stages { stages, max } => {
-                write!(f, "{stages} pipeline stages do not fit in shared memory; use 1..={max}")
+                write!(
+                    f,
+                    "{stages} pipeline stages do not fit in shared memory; use 1..={max}"
+                )
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
             ConfigError::Persistent(why) => write!(f, "{why}"),
