@@ -61,7 +61,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("dim", "128"),
     ("dim_v", "128"),
     ("distinct_tiles", "16"),
-    ("dq_atomics", ""),
+    ("dq_reduce", "atomics"),
     ("dtype", "bf16"),
     ("emit_source", ""),
     ("encoding", "row-major"),

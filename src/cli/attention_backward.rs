@@ -18,6 +18,14 @@ use fragmask::masks::{PackOptions, TransposedLists};
 use super::{block_tiles, geometry_flag, opts, ForwardArgs, Source, Validated};
 use crate::cli::CmdResult;
 
+/// `--dq-reduce`: the values of [`bwd::DqReduce`].
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DqReduceFlag {
+    Bulk,
+    Atomics,
+    FragmentAtomics,
+}
+
 /// The backward's own flags, beside the forward's inputs and masks.
 #[derive(Args, Debug, Default, Clone)]
 pub struct BackwardFlags {
@@ -28,10 +36,11 @@ pub struct BackwardFlags {
     /// `do`, or its only tensor). Default: random (seeded by --seed).
     #[arg(long = "d-o")]
     pub d_o: Option<std::path::PathBuf>,
-    /// Reduce dQ with red.global.add from registers instead of TMA bulk reductions (for A/B
-    /// measurements).
-    #[arg(long)]
-    pub dq_atomics: bool,
+    /// How dQ is reduced (for A/B measurements): `bulk` (default: TMA bulk reductions of
+    /// staged chunks), `atomics` (red.global.add from registers, row-major accumulator),
+    /// `fragment-atomics` (red.global.add from registers, in the bulk accumulator's order).
+    #[arg(long, value_enum)]
+    pub dq_reduce: Option<DqReduceFlag>,
     /// Q/dO pipeline stages of the backward (default 2).
     #[arg(long)]
     pub bwd_stages: Option<u32>,
@@ -127,7 +136,11 @@ fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
     BackwardOptions {
         scale: args.scale,
         deterministic: flags.deterministic,
-        dq_reduce: flags.dq_atomics.then_some(bwd::DqReduce::Atomics),
+        dq_reduce: flags.dq_reduce.map(|f| match f {
+            DqReduceFlag::Bulk => bwd::DqReduce::Bulk,
+            DqReduceFlag::Atomics => bwd::DqReduce::Atomics,
+            DqReduceFlag::FragmentAtomics => bwd::DqReduce::FragmentAtomics,
+        }),
         stages: flags.bwd_stages,
         ..BackwardOptions::default()
     }

@@ -192,7 +192,7 @@ pub(crate) fn attention_backward_stages(
         device,
         fp16,
     )?;
-    if handle.plan.dq_reduce() != DqReduce::Bulk {
+    if handle.plan.dq_reduce() == DqReduce::Atomics {
         return Err(PyValueError::new_err(format!(
             "{what}: the plan reduces dQ with atomics; staged calls share the bulk accumulator"
         )));

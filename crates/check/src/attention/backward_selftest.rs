@@ -158,6 +158,10 @@ pub fn default_cases() -> Vec<BackwardCase> {
         deterministic: true,
         ..red
     };
+    let red_fragment = BackwardOptions {
+        dq_reduce: Some(DqReduce::FragmentAtomics),
+        ..BackwardOptions::default()
+    };
     let mut cases = vec![
         // The documents grid: lengths off the 64- and 128-token grids (steps straddling two
         // documents), one-token documents, a single document, a document longer than S/2;
@@ -437,6 +441,30 @@ pub fn default_cases() -> Vec<BackwardCase> {
             blocks(t64, 1, random(0.5, 19)),
             red,
             1,
+        ),
+        (
+            "dQ fragment-order atomics: causal bottom-right 150x260 d128",
+            shape(1, 2, 2, 150, 260, 128),
+            window(None, Some(0), 110),
+            red_fragment,
+            1,
+        ),
+        (
+            "dQ fragment-order atomics: [128x128] random 50% gqa 2 d64",
+            shape(1, 4, 2, 300, 280, 64),
+            blocks(t128, 4, random(0.5, 20)),
+            red_fragment,
+            1,
+        ),
+        (
+            "dQ fragment-order atomics: deterministic causal x10 d256",
+            shape(1, 2, 2, 256, 256, 256),
+            window(None, Some(0), 0),
+            BackwardOptions {
+                deterministic: true,
+                ..red_fragment
+            },
+            10,
         ),
         (
             "dQ atomics: deterministic causal x10 d128",

@@ -10,7 +10,7 @@
 //! ([`super::AttentionRunner::warm_up`], [`super::AttentionRunner::warm_up_backward`])
 //! compile what this module picks, so a warmed call never compiles.
 
-use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask, DqReduce};
+use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask};
 use fragmask_kernels::attention::{ActDtype, AttentionKernel, ConfigError, Geometry, MaskMode};
 use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
@@ -504,25 +504,27 @@ pub fn backward_kernel(
 }
 
 /// The backward configuration of `mode` (window, or a mask tile) at head dim `d` with
-/// `opts`: the kernels crate's default for the mode, then the options' stages, dtype,
-/// determinism and dQ reduction. [`backward_kernel`] checks a call's mask first;
-/// `warm_up_backward` compiles the configurations of the modes it is given.
+/// `opts`: the kernels crate's default for the mode, then the options' dQ reduction,
+/// stages (default: the mode's default, or fewer where the chosen reduction leaves room
+/// for fewer), dtype and determinism; the whole shared memory is checked here, before any
+/// GPU. [`backward_kernel`] checks a call's mask first; `warm_up_backward` compiles the
+/// configurations of the modes it is given.
 pub fn backward_config(
     d: u32,
     mode: BackwardMask,
     opts: &BackwardOptions,
 ) -> Result<BackwardKernel, AttentionError> {
     let mut k = BackwardKernel::default_for(d, mode).map_err(AttentionError::Config)?;
-    if let Some(stages) = opts.stages {
-        k = BackwardKernel::new(k.warpgroups(), d, k.d_split(), stages, mode)
-            .and_then(|s| s.with_kv_registers(k.kv_registers()))
-            .and_then(|s| s.with_pair(k.pair()))
-            .map_err(AttentionError::Config)?;
+    if let Some(reduce) = opts.dq_reduce {
+        k = k.with_dq_reduce(reduce);
     }
-    Ok(k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16))
-        .map_err(AttentionError::Config)?
-        .with_deterministic(opts.deterministic)
-        .with_dq_reduce(opts.dq_reduce.unwrap_or(DqReduce::Bulk)))
+    match opts.stages {
+        Some(stages) => k.with_stages(stages),
+        None => k.with_fitting_stages(),
+    }
+    .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
+    .map(|k| k.with_deterministic(opts.deterministic))
+    .map_err(AttentionError::Config)
 }
 
 #[cfg(test)]

@@ -87,7 +87,8 @@ pub enum ConfigError {
         /// The head dimension.
         head_dim: u32,
     },
-    /// Pipeline stages outside what fits in shared memory.
+    /// Pipeline stages (the forward's K/V, the backward's Q/dO) outside what fits in shared
+    /// memory.
     Stages {
         /// The rejected stage count.
         stages: u32,
@@ -185,7 +186,10 @@ impl core::fmt::Display for ConfigError {
                 "ping-pong needs 2 or 3 consumer warpgroups, this tile has {warpgroups}"
             ),
             ConfigError::Stages { stages, max } => {
-                write!(f, "{stages} K/V stages do not fit; use 1..={max}")
+                write!(
+                    f,
+                    "{stages} pipeline stages do not fit in shared memory; use 1..={max}"
+                )
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
             ConfigError::Persistent(why) => write!(f, "{why}"),

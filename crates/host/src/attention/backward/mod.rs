@@ -66,9 +66,11 @@ pub struct BackwardOptions {
     pub deterministic: bool,
     /// Element type of every tensor: bf16 (`None`) or fp16.
     pub dtype: Option<ActDtype>,
-    /// Q/dO pipeline stages; `None` is the default (2).
+    /// Q/dO pipeline stages; `None` is the default (2, or 1 where the dQ reduction leaves
+    /// room for one only).
     pub stages: Option<u32>,
-    /// How dQ is reduced; `None` is the default ([`DqReduce::Bulk`]).
+    /// How dQ is reduced; `None` is the head dim's default (`BackwardKernel::default_for`:
+    /// [`DqReduce::Bulk`], at head dim 256 [`DqReduce::FragmentAtomics`]).
     pub dq_reduce: Option<DqReduce>,
     /// Whether a mask with document boundaries runs the documents grid
     /// ([`BackwardMask::Documents`], [`super::choice::backward_documents`]) rather than
@@ -402,7 +404,7 @@ impl Resolved {
                 32 * ROWS_PER_BLOCK,
             ),
             // One block of 128 threads per (64-query step, 64-column chunk).
-            DqReduce::Bulk => Launch::new(
+            DqReduce::Bulk | DqReduce::FragmentAtomics => Launch::new(
                 (rows / STEP_M * (s.head_dim as u32 / 64), heads, batch),
                 128,
             ),

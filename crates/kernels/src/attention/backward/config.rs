@@ -50,7 +50,14 @@ pub enum DqReduce {
     /// (`[B, H, Sq_pad/64, D/64, 16 pairs, 128 threads, 2]`), which the postprocess maps
     /// back through the same fragment layout.
     Bulk,
+    /// `red.global.add.v2.f32` from the registers into [`DqReduce::Bulk`]'s register-order
+    /// accumulator: pair j of thread t at `[j][t]`, so each warp's reduction covers 256
+    /// contiguous bytes, with no staging in shared memory; the same postprocess as `Bulk`.
+    FragmentAtomics,
 }
+
+/// Most Q/dO stages a configuration takes.
+pub const MAX_STAGES: u32 = 4;
 
 /// Bytes of one staged dQ chunk (64 x 64 f32).
 pub const DQ_CHUNK_BYTES: u32 = STEP_M * 64 * 4;
@@ -140,7 +147,9 @@ const_assert!(registers_fit(1, 128));
 const_assert!(!registers_fit(1, 256));
 const_assert!(kv_registers_fit(64, 64));
 const_assert!(!kv_registers_fit(128, 128));
-// The pair mode at head dim 256: one Q/dO stage with two dQ staging buffers per warpgroup.
+// The pair mode at head dim 256: two Q/dO stages fit only with dQ reductions that need no
+// staging buffers; one stage with two staging buffers per warpgroup.
+const_assert!(pair_smem_bytes(256, 2) <= MAX_DYNAMIC_SMEM);
 const_assert!(pair_smem_bytes(256, 1) + 2 * 2 * DQ_CHUNK_BYTES <= MAX_DYNAMIC_SMEM);
 const_assert!(pair_smem_bytes(256, 2) + 2 * DQ_CHUNK_BYTES > MAX_DYNAMIC_SMEM);
 
@@ -174,7 +183,7 @@ impl BackwardKernel {
             )));
         }
         let mut max = 0;
-        while max < 4 && smem_bytes(warpgroups, head_dim, max + 1) <= MAX_DYNAMIC_SMEM {
+        while max < MAX_STAGES && smem_bytes(warpgroups, head_dim, max + 1) <= MAX_DYNAMIC_SMEM {
             max += 1;
         }
         if !(1..=max).contains(&stages) {
@@ -189,14 +198,7 @@ impl BackwardKernel {
                 });
             }
         }
-        if smem_bytes(warpgroups, head_dim, stages) + warpgroups * DQ_CHUNK_BYTES > MAX_DYNAMIC_SMEM
-        {
-            return Err(ConfigError::Stages {
-                stages,
-                max: stages - 1,
-            });
-        }
-        Ok(Self {
+        let k = Self {
             warpgroups,
             head_dim,
             d_split,
@@ -207,41 +209,59 @@ impl BackwardKernel {
             dq_reduce: DqReduce::Bulk,
             kv_registers: false,
             pair: false,
-        })
+        };
+        k.check_smem()?;
+        Ok(k)
     }
 
     /// Every variant the compile sweeps cover: the default of head dims 64/128/256 for a
     /// window and for 128x128 and 64x64 mask tiles, each in bf16 and fp16, deterministic or
-    /// not, with dQ by bulk reductions or atomics. The NVRTC compile test and
+    /// not, with dQ by bulk reductions or atomics (row-major, and in register order). The NVRTC compile test and
     /// `examples/kernel_fingerprints` both walk it.
     pub fn compile_sweep() -> Result<Vec<Self>, ConfigError> {
+        use DqReduce::{Atomics, Bulk, FragmentAtomics};
+        // (deterministic, dtype, dQ reduction; None: the head dim's default).
         let variants = [
-            (false, ActDtype::Bf16, DqReduce::Bulk),
-            (true, ActDtype::Bf16, DqReduce::Bulk),
-            (false, ActDtype::F16, DqReduce::Bulk),
-            (false, ActDtype::Bf16, DqReduce::Atomics),
-            (true, ActDtype::Bf16, DqReduce::Atomics),
+            (false, ActDtype::Bf16, None),
+            (true, ActDtype::Bf16, None),
+            (false, ActDtype::F16, None),
+            (false, ActDtype::Bf16, Some(Bulk)),
+            (true, ActDtype::Bf16, Some(Bulk)),
+            (false, ActDtype::Bf16, Some(Atomics)),
+            (true, ActDtype::Bf16, Some(Atomics)),
+            (false, ActDtype::Bf16, Some(FragmentAtomics)),
         ];
         let mut kernels = Vec::new();
+        let mut push = |k: Self| {
+            if !kernels.contains(&k) {
+                kernels.push(k);
+            }
+        };
         for d in [64, 128, 256] {
-            // The documents grid: never deterministic.
-            for (deterministic, dtype, reduce) in variants {
-                if !deterministic {
-                    kernels.push(
-                        Self::default_for(d, BackwardMask::Documents)?
-                            .with_dtype(dtype)?
-                            .with_dq_reduce(reduce),
-                    );
+            for mask in std::iter::once(BackwardMask::Documents).chain(SWEEP_MASKS) {
+                for (deterministic, dtype, reduce) in variants {
+                    // The documents grid is never deterministic.
+                    if deterministic && mask == BackwardMask::Documents {
+                        continue;
+                    }
+                    let mut k = Self::default_for(d, mask)?
+                        .with_dtype(dtype)?
+                        .with_deterministic(deterministic);
+                    if let Some(reduce) = reduce {
+                        k = k.with_dq_reduce(reduce).with_fitting_stages()?;
+                    }
+                    push(k);
                 }
             }
-            for mask in SWEEP_MASKS {
-                for (deterministic, dtype, reduce) in variants {
-                    kernels.push(
-                        Self::default_for(d, mask)?
-                            .with_dtype(dtype)?
-                            .with_deterministic(deterministic)
-                            .with_dq_reduce(reduce),
-                    );
+            // Head dim 256's two-CTA column split (`with_pair(false)`).
+            if d == 256 {
+                for mask in [BackwardMask::Window, SWEEP_MASKS[1]] {
+                    let split = Self::default_for(d, mask)?
+                        .with_dq_reduce(Bulk)
+                        .with_fitting_stages()?
+                        .with_pair(false)?
+                        .with_stages(2)?;
+                    push(split);
                 }
             }
         }
@@ -250,8 +270,9 @@ impl BackwardKernel {
 
     /// The default configuration of a head dim and mask: 128 keys over two warpgroups at
     /// head dims 64 and 128 (64 keys over one where the mask tile has 64 keys), 64 keys over
-    /// one warpgroup at 256 with dK/dV in two column halves; two Q/dO stages; K and V in
-    /// registers where they fit (head dim 64).
+    /// one warpgroup at 256 with dK/dV in two column halves of one CTA (the pair mode) and dQ
+    /// by [`DqReduce::FragmentAtomics`], whose lack of staging buffers leaves room for the
+    /// second Q/dO stage; two Q/dO stages; K and V in registers where they fit (head dim 64).
     pub fn default_for(head_dim: u32, mask: BackwardMask) -> Result<Self, ConfigError> {
         let narrow = matches!(mask, BackwardMask::Blocks { block_n, .. } if block_n < 128);
         let (warpgroups, d_split) = match head_dim {
@@ -260,8 +281,10 @@ impl BackwardKernel {
             _ => (2, 1),
         };
         if d_split == 2 {
-            // Head dim 256: both column halves in one CTA (one Q/dO stage: shared memory).
-            return Self::new(warpgroups, head_dim, d_split, 1, mask)?.with_pair(true);
+            return Self::new(warpgroups, head_dim, d_split, 1, mask)?
+                .with_pair(true)?
+                .with_dq_reduce(DqReduce::FragmentAtomics)
+                .with_stages(2);
         }
         let k = Self::new(warpgroups, head_dim, d_split, 2, mask)?;
         let fits = kv_registers_fit(head_dim, k.dkv());
@@ -282,17 +305,56 @@ impl BackwardKernel {
                     self.warpgroups, self.d_split
                 )));
             }
-            // The dQ staging comes on top with bulk reductions: `source` refuses a configuration
-            // whose total does not fit (two stages take `DqReduce::Atomics`).
-            if pair_smem_bytes(self.head_dim, self.stages) > MAX_DYNAMIC_SMEM {
-                return Err(ConfigError::Stages {
-                    stages: self.stages,
-                    max: 2,
-                });
-            }
         }
         self.pair = pair;
+        self.check_smem()?;
         Ok(self)
+    }
+
+    /// The same configuration with `stages` Q/dO stages, checked whole
+    /// ([`Self::check_smem`]).
+    pub fn with_stages(mut self, stages: u32) -> Result<Self, ConfigError> {
+        let max = self.max_stages();
+        if stages == 0 || stages > max {
+            return Err(ConfigError::Stages { stages, max });
+        }
+        self.stages = stages;
+        Ok(self)
+    }
+
+    /// The same configuration with its stages cut to [`Self::max_stages`] where they do not
+    /// fit (a dQ reduction with staging buffers at head dim 256 takes one stage).
+    pub fn with_fitting_stages(self) -> Result<Self, ConfigError> {
+        let stages = self.stages.min(self.max_stages()).max(1);
+        self.with_stages(stages)
+    }
+
+    /// The most Q/dO stages this configuration fits in shared memory with everything
+    /// else it holds (the pair exchange, the dQ staging of its reduction); 0 if none.
+    pub fn max_stages(&self) -> u32 {
+        let mut k = *self;
+        let mut max = 0;
+        while max < MAX_STAGES {
+            k.stages = max + 1;
+            if k.smem_bytes() > MAX_DYNAMIC_SMEM {
+                break;
+            }
+            max += 1;
+        }
+        max
+    }
+
+    /// Refuses a configuration whose whole shared memory ([`Self::smem_bytes`]: buffers,
+    /// pair exchange and dQ staging) exceeds the SM's, naming the most stages that fit.
+    /// Every builder that changes the total calls it; the generator calls it again.
+    pub fn check_smem(&self) -> Result<(), ConfigError> {
+        if self.smem_bytes() > MAX_DYNAMIC_SMEM {
+            return Err(ConfigError::Stages {
+                stages: self.stages,
+                max: self.max_stages(),
+            });
+        }
+        Ok(())
     }
 
     /// Whether the column halves share a CTA (see [`Self::with_pair`]).
@@ -348,7 +410,11 @@ impl BackwardKernel {
         self
     }
 
-    /// The dQ reduction (default [`DqReduce::Bulk`]).
+    /// The dQ reduction (default [`DqReduce::Bulk`], at head dim 256
+    /// [`DqReduce::FragmentAtomics`]). The bulk reduction's staging buffers shrink to one
+    /// per warpgroup where shared memory is short, so every reduction fits wherever
+    /// another does, except the pair mode's second stage, which only the atomics leave
+    /// room for: [`Self::check_smem`] refuses it.
     pub fn with_dq_reduce(mut self, dq_reduce: DqReduce) -> Self {
         self.dq_reduce = dq_reduce;
         self
@@ -362,7 +428,7 @@ impl BackwardKernel {
     /// Staging buffers per warpgroup for the bulk dQ path (0 with atomics).
     pub fn dq_buffers(&self) -> u32 {
         match self.dq_reduce {
-            DqReduce::Atomics => 0,
+            DqReduce::Atomics | DqReduce::FragmentAtomics => 0,
             DqReduce::Bulk if self.pair => {
                 let chunks = dq_chunks_per_warpgroup(1, self.dkv());
                 let base = pair_smem_bytes(self.head_dim, self.stages);
@@ -464,6 +530,7 @@ impl BackwardKernel {
             if self.deterministic { " det" } else { "" }
         ) + match self.dq_reduce {
             DqReduce::Atomics => " red",
+            DqReduce::FragmentAtomics => " red-fragment",
             DqReduce::Bulk => "",
         } + if self.kv_registers { " kvr" } else { "" }
             + if self.pair { " pair" } else { "" }
@@ -517,13 +584,17 @@ mod tests {
             );
             assert!(k.smem_bytes() <= MAX_DYNAMIC_SMEM, "{k:?}");
             assert!(k.source().is_ok());
-            // Two stages fit only without the bulk dQ staging.
-            let two = BackwardKernel::new(1, 256, 2, 2, mask)
-                .unwrap()
-                .with_pair(true)
-                .unwrap();
-            assert!(two.source().is_err());
-            assert!(two.with_dq_reduce(DqReduce::Atomics).source().is_ok());
+            // Two stages, with the dQ reductions that need no staging buffers.
+            assert_eq!((k.stages(), k.dq_reduce()), (2, DqReduce::FragmentAtomics));
+            assert_eq!(k.max_stages(), 2);
+            let bulk = k.with_dq_reduce(DqReduce::Bulk);
+            assert_eq!(
+                bulk.check_smem(),
+                Err(ConfigError::Stages { stages: 2, max: 1 })
+            );
+            assert!(bulk.source().is_err());
+            assert!(bulk.with_stages(1).unwrap().source().is_ok());
+            assert!(k.with_dq_reduce(DqReduce::Atomics).source().is_ok());
             // The two-CTA column split stays available.
             let split = k.with_pair(false).unwrap();
             assert!(split.grid_split() == 2 && split.threads() == 256);
@@ -532,6 +603,31 @@ mod tests {
         for d in [64, 128] {
             let k = BackwardKernel::default_for(d, BackwardMask::Window).unwrap();
             assert!(!k.pair() && k.with_pair(true).is_err());
+        }
+    }
+
+    /// `max_stages` is exact: that many stages pass the whole check, one more does not.
+    #[test]
+    fn max_stages_is_the_largest_count_the_whole_check_accepts() {
+        for d in [64, 128, 256] {
+            for mask in SWEEP_MASKS {
+                let def = BackwardKernel::default_for(d, mask).unwrap();
+                for reduce in [DqReduce::Bulk, DqReduce::Atomics, DqReduce::FragmentAtomics] {
+                    let k = def.with_dq_reduce(reduce);
+                    let max = k.max_stages();
+                    assert!(max >= 1, "{k:?}");
+                    assert!(k.with_stages(max).is_ok(), "{k:?}");
+                    assert_eq!(
+                        k.with_stages(max + 1).unwrap_err(),
+                        ConfigError::Stages {
+                            stages: max + 1,
+                            max
+                        },
+                        "{k:?}"
+                    );
+                    assert!(k.with_stages(0).is_err());
+                }
+            }
         }
     }
 

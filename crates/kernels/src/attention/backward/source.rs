@@ -288,12 +288,7 @@ fn brace_list(v: &[u32]) -> String {
 }
 
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
-    if k.smem_bytes() > crate::family::sm90::MAX_DYNAMIC_SMEM {
-        return Err(ConfigError::Stages {
-            stages: k.stages(),
-            max: k.stages() - 1,
-        });
-    }
+    k.check_smem()?;
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
@@ -540,6 +535,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     Ok(src)
 }
 
+/// The step's dQ chunks in the register-order accumulator (`DqReduce::Bulk` and
+/// `DqReduce::FragmentAtomics`).
+const DQ_STEP_CHUNKS: &str = "// [B, H, Sq_pad/64, D/64] chunks of FM_STEP_M x 64 f32 in register order
+                                 float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * (long long)(FM_D / 64) * (FM_STEP_M * 64);";
+
 /// The dQ epilogue of each reduction mode: the store of a chunk, what runs before the dS
 /// barrier, the drain of bulk reductions, and the postprocess that reads the accumulator.
 fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)> {
@@ -569,15 +569,28 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             v.push(("DQ_DRAIN_READ", String::new()));
             v.push(("POSTPROCESS", POST_ROWS.to_string()));
         }
+        DqReduce::FragmentAtomics => {
+            v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
+            v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
+            v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
+            v.push((
+                "DQ_STORE",
+                r#"                    float* dq_chunk = dq_step + (long long)(col0 / 64) * (FM_STEP_M * 64);
+#pragma unroll
+                    for (int j = 0; j < $ST_VALUES / 2; ++j)
+                        // pair j of thread lt at [j][lt] (the bulk path's register order): a warp adds 256 contiguous bytes
+                        fm_red_add2(dq_chunk + (j * 128 + lt) * 2, dq_acc[2 * j], dq_acc[2 * j + 1]);"#
+                    .to_string(),
+            ));
+            v.push(("DQ_BEFORE_SYNC", String::new()));
+            v.push(("DQ_DRAIN", String::new()));
+            v.push(("DQ_DRAIN_READ", String::new()));
+            v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
+        }
         DqReduce::Bulk => {
             v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
             v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
-            v.push((
-                "DQ_ROWS",
-                "// [B, H, Sq_pad/64, D/64] chunks of FM_STEP_M x 64 f32 in register order
-                                 float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * (long long)(FM_D / 64) * (FM_STEP_M * 64);"
-                    .to_string(),
-            ));
+            v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
             v.push((
                 "DQ_STORE",
                 r#"                    const int use = u;   // this warpgroup's chunk index in the step (c = wg + FM_WG * u)
