@@ -218,8 +218,21 @@ class Ratios(unittest.TestCase):
         self.assertNotIn("vs_fragmask", rows[0])
 
 
-if __name__ == "__main__":
-    unittest.main()
+
+def crashing_child(crash_if):
+    """A workload child for ``run_isolated``: it writes an ok row for each system it is given
+    (all of fragmask and sdpa when none), unless ``crash_if`` (a Python expression of ``name``
+    and ``systems``) holds, where it dies with a CUDA error on stderr."""
+    return (
+        "import json, sys\n"
+        "name, out, only = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+        "systems = only.split(',') if only else ['fragmask', 'sdpa']\n"
+        f"if {crash_if}:\n"
+        "    sys.stderr.write('CUDA error: an illegal memory access was encountered\\n'); sys.exit(1)\n"
+        "with open(out, 'w') as f:\n"
+        "    f.write(json.dumps({'kind': 'meta', 'commit': 'c'}) + '\\n')\n"
+        "    for s in systems:\n"
+        "        f.write(json.dumps({'kind': 'row', 'workload': name, 'system': s, 'status': 'ok', 'ms': 1.0}) + '\\n')\n")
 
 
 class Isolation(unittest.TestCase):
@@ -244,16 +257,7 @@ class Isolation(unittest.TestCase):
                 return [run_mod.json.loads(x) for x in f]
 
     def test_a_crashing_workload_becomes_failed_rows_and_the_next_one_still_runs(self):
-        script = (
-            "import json, sys\n"
-            "name, out = sys.argv[1], sys.argv[2]\n"
-            "if name == 'fwd.s16384.none':\n"
-            "    sys.stderr.write('CUDA error: an illegal memory access was encountered\\n'); sys.exit(1)\n"
-            "with open(out, 'w') as f:\n"
-            "    f.write(json.dumps({'kind': 'meta', 'commit': 'c'}) + '\\n')\n"
-            "    for s in ('fragmask', 'sdpa'):\n"
-            "        f.write(json.dumps({'kind': 'row', 'workload': name, 'system': s, 'status': 'ok', 'ms': 1.0}) + '\\n')\n")
-        lines = self._run(script)
+        lines = self._run(crashing_child("name == 'fwd.s16384.none'"))
         rows = [x for x in lines if x["kind"] == "row"]
         crashed = [x for x in rows if x["workload"] == "fwd.s16384.none"]
         self.assertEqual(sorted(x["system"] for x in crashed), ["fragmask", "sdpa"])
@@ -265,17 +269,7 @@ class Isolation(unittest.TestCase):
         self.assertEqual([x["kind"] for x in lines].count("meta"), 1)
 
     def test_a_crash_is_charged_to_the_system_that_crashes_alone_and_the_others_keep_their_rows(self):
-        script = (
-            "import json, sys\n"
-            "name, out, only = sys.argv[1], sys.argv[2], sys.argv[3]\n"
-            "systems = only.split(',') if only else ['fragmask', 'sdpa']\n"
-            "if 'sdpa' in systems:\n"
-            "    sys.stderr.write('CUDA error: an illegal memory access was encountered\\n'); sys.exit(1)\n"
-            "with open(out, 'w') as f:\n"
-            "    f.write(json.dumps({'kind': 'meta', 'commit': 'c'}) + '\\n')\n"
-            "    for s in systems:\n"
-            "        f.write(json.dumps({'kind': 'row', 'workload': name, 'system': s, 'status': 'ok', 'ms': 1.0}) + '\\n')\n")
-        lines = self._run(script)
+        lines = self._run(crashing_child("'sdpa' in systems"))
         rows = [x for x in lines if x["kind"] == "row"]
         for name in ("fwd.s16384.none", "fwd.s16384.causal"):
             got = {x["system"]: x for x in rows if x["workload"] == name}
@@ -301,3 +295,7 @@ class Isolation(unittest.TestCase):
             strip_selection(["--quick", "--only", "^a$", "--shard=1/2", "--fa4", "/x", "--output", "o",
                              "--site", "/s", "--systems", "fragmask"]),
             ["--fa4", "/x", "--site", "/s", "--systems", "fragmask"])
+
+
+if __name__ == "__main__":
+    unittest.main()
