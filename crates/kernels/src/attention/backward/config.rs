@@ -297,14 +297,12 @@ impl BackwardKernel {
     /// through shared memory, so each GEMM runs once per (key tile, step); each half then
     /// adds its dK/dV columns and its dQ chunks as a column split would.
     pub fn with_pair(mut self, pair: bool) -> Result<Self, ConfigError> {
-        if pair {
-            if self.warpgroups != 1 || self.d_split != 2 || self.kv_registers {
-                return Err(ConfigError::Layout(format!(
-                    "the pair mode takes one 64-key warpgroup, two column halves and K/V in shared \
-                     memory, not {} warpgroup(s), {} column group(s)",
-                    self.warpgroups, self.d_split
-                )));
-            }
+        if pair && (self.warpgroups != 1 || self.d_split != 2 || self.kv_registers) {
+            return Err(ConfigError::Layout(format!(
+                "the pair mode takes one 64-key warpgroup, two column halves and K/V in shared \
+                 memory, not {} warpgroup(s), {} column group(s)",
+                self.warpgroups, self.d_split
+            )));
         }
         self.pair = pair;
         self.check_smem()?;
