@@ -243,12 +243,16 @@ pub const LDMATRIX_X4: &str = r#"__device__ __forceinline__ void fm_ldmatrix_x4(
 }
 "#;
 
-/// Reductions into global memory: `red.global.add.v2.f32` (PTX ISA 9.7.13.6), the TMA bulk
+/// Reductions into global memory: `red.global.add.v2.f32` and `.v4.f32` (PTX ISA 9.7.13.6), the TMA bulk
 /// reduction `cp.reduce.async.bulk` (9.7.9.25.4) with its group commit and waits, and an
 /// acquire load (9.7.9.8 `ld.acquire`) for semaphores (the backward's dQ).
 pub const GLOBAL_REDUCE: &str = r#"// f32x2 reduction into global memory (PTX ISA 9.7.13.6 red, vector form, sm_90).
 __device__ __forceinline__ void fm_red_add2(float* dst, float a, float b) {
     asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(a), "f"(b) : "memory");
+}
+// f32x4 reduction into global memory (the same instruction's .v4 form; 16-byte aligned).
+__device__ __forceinline__ void fm_red_add4(float* dst, float a, float b, float c, float d) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(dst), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
 }
 // TMA bulk reduction shared -> global (PTX ISA 9.7.9.25.4 cp.reduce.async.bulk), its group commit and waits.
 __device__ __forceinline__ void fm_bulk_reduce_add(float* dst, unsigned src, unsigned bytes) {

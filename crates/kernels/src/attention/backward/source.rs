@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use fragmask_gmma_frag::TiledAccumulator;
 
 use super::config::{CONSUMER_REGS, P_EXCHANGE_BYTES};
-use super::template::{POST_FRAGMENT, POST_ROWS, TEMPLATE};
+use super::template::{POST_FRAGMENT, POST_READ_PAIRS, POST_READ_QUADS, POST_ROWS, TEMPLATE};
 use super::{
     BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, KERNEL_NAME,
     POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, STEP_M,
@@ -577,15 +577,20 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                 "DQ_STORE",
                 r#"                    float* dq_chunk = dq_step + (long long)(col0 / 64) * (FM_STEP_M * 64);
 #pragma unroll
-                    for (int j = 0; j < $ST_VALUES / 2; ++j)
-                        // pair j of thread lt at [j][lt] (the bulk path's register order): a warp adds 256 contiguous bytes
-                        fm_red_add2(dq_chunk + (j * 128 + lt) * 2, dq_acc[2 * j], dq_acc[2 * j + 1]);"#
+                    for (int q = 0; q < $ST_VALUES / 4; ++q)
+                        // values 4q..4q+3 of thread lt at [q][lt] (register order): a warp adds 512 contiguous bytes (16-byte aligned: chunks are 16 KiB)
+                        fm_red_add4(dq_chunk + (q * 128 + lt) * 4, dq_acc[4 * q], dq_acc[4 * q + 1], dq_acc[4 * q + 2], dq_acc[4 * q + 3]);"#
                     .to_string(),
             ));
             v.push(("DQ_BEFORE_SYNC", String::new()));
             v.push(("DQ_DRAIN", String::new()));
             v.push(("DQ_DRAIN_READ", String::new()));
             v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
+            v.push(("POST_READ", POST_READ_QUADS.to_string()));
+            v.push((
+                "POST_CHUNK_ORDER",
+                "[8 quads q][128 threads lt][4]: values 4q..4q+3 of thread lt".to_string(),
+            ));
         }
         DqReduce::Bulk => {
             v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
@@ -622,6 +627,11 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                 "if (lt == 0) fm_bulk_wait_read0();".to_string(),
             ));
             v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
+            v.push(("POST_READ", POST_READ_PAIRS.to_string()));
+            v.push((
+                "POST_CHUNK_ORDER",
+                "[16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt".to_string(),
+            ));
         }
     }
     v

@@ -550,11 +550,12 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 }
 "#;
 
-/// The fragment-order postprocess (bulk mode): one block per (64-query step, 64-column
-/// chunk), thread `lt` reads the pairs it staged and writes them where the accumulator layout
-/// puts them.
+/// The fragment-order postprocess (`DqReduce::Bulk`, `DqReduce::FragmentAtomics`): one block
+/// per (64-query step, 64-column chunk), thread `lt` reads the values it added
+/// (`$POST_READ`: [`POST_READ_PAIRS`] or [`POST_READ_QUADS`]) and writes them where the
+/// accumulator layout puts them.
 pub(super) const POST_FRAGMENT: &str = r#"// ---------------- postprocess: dQ = scale * accumulator (chunks in $LAYOUT_DQ register order), cast ----------------
-// Chunk (step m, columns 64*chunk..) of (batch, head) is [16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt.
+// Chunk (step m, columns 64*chunk..) of (batch, head): $POST_CHUNK_ORDER.
 extern "C" __global__ void __launch_bounds__(128)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
@@ -563,8 +564,7 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
     const int lt = (int)threadIdx.x;
     const long long bh = (long long)batch * p.heads + head;
-    const float2* src = reinterpret_cast<const float2*>(
-        p.dq_accum + ((bh * (p.seqlen_q_pad / FM_STEP_M) + m) * FM_D_CHUNKS + chunk) * (FM_STEP_M * 64));
+    const float* chunk_src = p.dq_accum + ((bh * (p.seqlen_q_pad / FM_STEP_M) + m) * FM_D_CHUNKS + chunk) * (FM_STEP_M * 64);
     // The chunk's 64 x 64 values as bf16/fp16 pairs, staged so that the stores below fill whole
     // 32-byte sectors (a thread's pairs sit four lanes to a row in the accumulator layout).
     // One word of padding per row keeps the register-order writes off a single bank.
@@ -572,13 +572,7 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
     // $LAYOUT_DQ thread mode: base row and column of thread lt within the chunk.
     const int trow = $THREAD_ROW_DQ;
     const int tcol = $THREAD_COL_DQ;
-#pragma unroll
-    for (int j = 0; j < $ST_VALUES / 2; ++j) {
-        const float2 v = src[j * 128 + lt];
-        // $LAYOUT_DQ value mode: values 2j, 2j+1 at row offset $VALUE_ROW_DQ_2J, columns $VALUE_COL_DQ_2J (+1, checked adjacent; even)
-        fm_dq_tile[trow + $VALUE_ROW_DQ_2J][(tcol + $VALUE_COL_DQ_2J) / 2] = fm_act2(v.x * p.scale, v.y * p.scale);
-    }
-    __syncthreads();
+$POST_READ    __syncthreads();
     // Row-major write-out: warp w stores rows w, w + 4, ...; lane c the pair at columns 2c, 2c + 1,
     // so each warp store is one row's 128 contiguous bytes.
     const int warp = lt / 32, lane = lt % 32;
@@ -590,4 +584,30 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
         }
     }
 }
+"#;
+
+/// The postprocess's read of a chunk in pairs (`DqReduce::Bulk`: pair j of thread lt at `[j][lt]`).
+pub(super) const POST_READ_PAIRS: &str = r#"    const float2* src = reinterpret_cast<const float2*>(chunk_src);
+#pragma unroll
+    for (int j = 0; j < $ST_VALUES / 2; ++j) {
+        const float2 v = src[j * 128 + lt];
+        // $LAYOUT_DQ value mode: values 2j, 2j+1 at row offset $VALUE_ROW_DQ_2J, columns $VALUE_COL_DQ_2J (+1, checked adjacent; even)
+        fm_dq_tile[trow + $VALUE_ROW_DQ_2J][(tcol + $VALUE_COL_DQ_2J) / 2] = fm_act2(v.x * p.scale, v.y * p.scale);
+    }
+"#;
+
+/// The postprocess's read of a chunk in quads (`DqReduce::FragmentAtomics`: values 4q..4q+3
+/// of thread lt at `[q][lt]`), each quad two pairs of the same mapping.
+pub(super) const POST_READ_QUADS: &str = r#"    const float4* src = reinterpret_cast<const float4*>(chunk_src);
+#pragma unroll
+    for (int q = 0; q < $ST_VALUES / 4; ++q) {
+        const float4 quad = src[q * 128 + lt];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int j = 2 * q + h;
+            const float2 v = h == 0 ? make_float2(quad.x, quad.y) : make_float2(quad.z, quad.w);
+            // $LAYOUT_DQ value mode: values 2j, 2j+1 at row offset $VALUE_ROW_DQ_2J, columns $VALUE_COL_DQ_2J (+1, checked adjacent; even)
+            fm_dq_tile[trow + $VALUE_ROW_DQ_2J][(tcol + $VALUE_COL_DQ_2J) / 2] = fm_act2(v.x * p.scale, v.y * p.scale);
+        }
+    }
 "#;
