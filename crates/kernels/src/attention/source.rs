@@ -603,14 +603,7 @@ fn shared_mainloop(overlap: bool, head_dim: u32) -> Result<String, ConfigError> 
         ("MASK_BIAS", bias.to_string()),
         ("MASK_STEP", apply.to_string()),
     ];
-    if overlap {
-        let finish = if SHARED_KEEP_PENDING {
-            SHARED_SKIP_FINISH_AT_STAGE
-        } else {
-            SHARED_SKIP_FINISH
-        };
-        values.push(("SKIP_FINISH", finish.to_string()));
-    } else {
+    if !overlap {
         // The one-block serial step, without ping-pong (one warpgroup per query block) and
         // with the lists read ahead at the top of the step (SHARED_PREFETCH).
         values.push(("SERIAL_STEP", SERIAL_STEP.to_string()));
@@ -639,23 +632,6 @@ const SHARED_SKIP: &str = r#"                    fm_mbar_wait(FM_BAR_K_FULL(stag
                     fm_consumer_release(FM_BAR_V_EMPTY(stage));
                     continue;
 "#;
-
-/// Whether the overlapped shared-K/V loop keeps the pending PV across skipped steps
-/// ([`SHARED_SKIP_FINISH_AT_STAGE`]) instead of finishing it at the first skip
-/// ([`SHARED_SKIP_FINISH`]).
-const SHARED_KEEP_PENDING: bool = false;
-
-/// The overlapped loop's skip: finish the pending PV first.
-const SHARED_SKIP_FINISH: &str = "                    if (pending) {";
-
-/// The overlapped loop's skip: keep the pending PV of step `prev` in flight (its V held)
-/// until the skipped step reuses `prev`'s stage, where waiting for this step's V would
-/// wait for the producer's refill of the V the warpgroup holds. Before that, the skip's
-/// waits need only loads of steps after `prev` into other stages, and the producer loads
-/// a step's K before the previous step's V, so the warpgroup's next step's QK^T finds its
-/// K and runs beside the pending PV.
-const SHARED_SKIP_FINISH_AT_STAGE: &str =
-    "                    if (pending && pipe + kk - prev >= FM_STAGES) {   // the skipped step reuses prev's stage";
 
 /// Serial shared-K/V loop: a step of the warpgroup's list runs QK^T, softmax, PV as the
 /// serial one-block loop; any other step is skipped.
@@ -693,9 +669,9 @@ const MAINLOOP_SHARED_OVERLAP: &str = r#"            float corr[2];
                 const int prev_stage = prev % FM_STAGES;
                 const unsigned prev_phase = (unsigned)(prev / FM_STAGES) & 1u;
                 if (t.skip) {
-                    // Not this warpgroup's step (warpgroup-uniform): release the stage.
+                    // Not this warpgroup's step (warpgroup-uniform): finish the pending PV, release the stage.
                     t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
-$SKIP_FINISH
+                    if (pending) {
                         fm_rescale_o(o_acc, corr);
                         fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
                         fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);
