@@ -12,9 +12,9 @@
 //! - **Steps**: two key blocks per step. The blocks both lists hold pair up among
 //!   themselves (both warpgroups compute the step), and so do the blocks of one list only
 //!   (the other warpgroup skips the step), so a warpgroup rarely computes half a step; the
-//!   three kinds of step take turns (both, a only, b only, ...) so that each warpgroup has
-//!   work within the stages in flight. The at most three blocks left over share the last
-//!   steps.
+//!   three kinds of step take turns, [`STEP_RUN`] steps each (both, a only, b only, ...),
+//!   so that each warpgroup has work within the stages in flight. The at most three blocks
+//!   left over share the last steps.
 
 use fragmask_kernels::attention::Geometry;
 use fragmask_masks::PackedMask;
@@ -117,9 +117,22 @@ pub fn pair_blocks(
     pairs
 }
 
+/// Steps of one kind each turn of [`pair_steps`] takes (see [`pair_steps_in_runs`]): two
+/// give a warpgroup consecutive steps, so its overlapped loop has a PV beside the next QKᵀ
+/// (write-up 002 at 50% of blocks 0.952 of one step per turn, 10% 0.996; H100,
+/// bench/results/vsao-2026-11-27/).
+pub const STEP_RUN: usize = 2;
+
 /// The steps of one pair (`a`'s and `b`'s sorted blocks with their mask tiles), each
-/// `[n0, n1, a0, a1, b0, b1, 0, 0]` ([`STEP_INTS`]).
+/// `[n0, n1, a0, a1, b0, b1, 0, 0]` ([`STEP_INTS`]), in runs of [`STEP_RUN`].
 pub fn pair_steps(a: &[(i32, i32)], b: &[(i32, i32)]) -> Vec<[i32; STEP_INTS]> {
+    pair_steps_in_runs(a, b, STEP_RUN)
+}
+
+/// [`pair_steps`] with the kinds taking turns `run` steps at a time (at least 1): both,
+/// ..., a only, ..., b only, ..., both, ... A kind whose blocks run out leaves the turn to
+/// the others; the at most three blocks left over (one per kind) share the last steps.
+pub fn pair_steps_in_runs(a: &[(i32, i32)], b: &[(i32, i32)], run: usize) -> Vec<[i32; STEP_INTS]> {
     // (key block, a's tile, b's tile) of the three kinds.
     let (mut both, mut only_a, mut only_b) = (Vec::new(), Vec::new(), Vec::new());
     let (mut i, mut j) = (0, 0);
@@ -155,14 +168,19 @@ pub fn pair_steps(a: &[(i32, i32)], b: &[(i32, i32)]) -> Vec<[i32; STEP_INTS]> {
     loop {
         let mut any = false;
         for q in queues.iter_mut() {
-            match (q.next(), q.peek().copied()) {
-                (Some(x), Some(_)) => {
-                    let y = q.next();
-                    steps.push(step(x, y));
-                    any = true;
+            for _ in 0..run.max(1) {
+                match (q.next(), q.peek().copied()) {
+                    (Some(x), Some(_)) => {
+                        let y = q.next();
+                        steps.push(step(x, y));
+                        any = true;
+                    }
+                    (Some(x), None) => {
+                        left.push(x);
+                        break;
+                    }
+                    (None, _) => break,
                 }
-                (Some(x), None) => left.push(x),
-                (None, _) => {}
             }
         }
         if !any {
@@ -311,6 +329,44 @@ mod tests {
             let kind = |s: &[i32; STEP_INTS], h: usize| (s[2 + h] != NOT_MINE, s[4 + h] != NOT_MINE);
             let mixed = steps.iter().filter(|s| s[1] < 0 || kind(s, 0) != kind(s, 1)).count();
             prop_assert!(mixed <= 2, "{mixed} mixed steps");
+        }
+
+        /// With `run` steps per turn, every list entry is in exactly one step, and each
+        /// kind's runs of consecutive steps (the steps of one list or both, at most two
+        /// mixed steps aside) are `run` long, but for the kind's last run.
+        #[test]
+        fn steps_of_a_kind_come_in_runs_of_the_given_length(
+            a in sorted_unique(120), b in sorted_unique(120), run in 1usize..5
+        ) {
+            let (la, lb) = (list(&a, 0), list(&b, 1000));
+            let steps = pair_steps_in_runs(&la, &lb, run);
+            let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+            for s in &steps {
+                for h in 0..2 {
+                    if s[2 + h] != NOT_MINE { got_a.push((s[h], s[2 + h])); }
+                    if s[4 + h] != NOT_MINE { got_b.push((s[h], s[4 + h])); }
+                }
+            }
+            got_a.sort_unstable();
+            got_b.sort_unstable();
+            prop_assert_eq!(got_a, la);
+            prop_assert_eq!(got_b, lb);
+            let kind = |s: &[i32; STEP_INTS], h: usize| (s[2 + h] != NOT_MINE, s[4 + h] != NOT_MINE);
+            let mixed = |s: &[i32; STEP_INTS]| s[1] < 0 || kind(s, 0) != kind(s, 1);
+            let whole: Vec<_> = steps.iter().take_while(|s| !mixed(s)).map(|s| kind(s, 0)).collect();
+            prop_assert!(steps.len() - whole.len() <= 2, "mixed steps only at the end");
+            let mut runs: Vec<((bool, bool), usize)> = Vec::new();
+            for k in whole {
+                match runs.last_mut() {
+                    Some((last, n)) if *last == k => *n += 1,
+                    _ => runs.push((k, 1)),
+                }
+            }
+            for (i, (k, n)) in runs.iter().enumerate() {
+                let kinds_last = runs[i + 1..].iter().all(|(other, _)| other != k);
+                prop_assert!(kinds_last || *n == run, "run {i} of kind {k:?}: {n} steps, not {run}");
+                prop_assert!(*n >= 1);
+            }
         }
 
         /// Every query block of a plane is in exactly one pair.
