@@ -859,4 +859,35 @@ mod tests {
             }
         }
     }
+
+    /// Each reduction into the register-order accumulator is read back by the postprocess
+    /// in its own order: the bulk path's staged pairs `[j][lt]`, the atomics' quads `[q][lt]`.
+    #[test]
+    fn each_register_order_reduction_gets_the_postprocess_of_its_own_order() {
+        for d in [64, 128, 256] {
+            for mask in super::super::config::SWEEP_MASKS {
+                let k = BackwardKernel::default_for(d, mask).unwrap();
+                let bulk = k
+                    .with_dq_reduce(DqReduce::Bulk)
+                    .with_fitting_stages()
+                    .unwrap()
+                    .source()
+                    .unwrap();
+                assert!(
+                    bulk.contains("fm_bulk_reduce_add(dq_step") && !bulk.contains("fm_red_add4(dq")
+                );
+                assert!(bulk.contains("src[j * 128 + lt]") && !bulk.contains("src[q * 128 + lt]"));
+                let quads = k
+                    .with_dq_reduce(DqReduce::FragmentAtomics)
+                    .source()
+                    .unwrap();
+                assert!(quads.contains("fm_red_add4(dq_chunk + (q * 128 + lt) * 4"));
+                assert!(!quads.contains("fm_bulk_reduce_add(dq_step"));
+                assert!(
+                    quads.contains("src[q * 128 + lt]") && !quads.contains("src[j * 128 + lt]")
+                );
+                assert!(!quads.contains('$'), "{k:?}");
+            }
+        }
+    }
 }
