@@ -194,7 +194,7 @@ pub(crate) fn attention_backward_stages(
     )?;
     if handle.plan.dq_reduce() == DqReduce::Atomics {
         return Err(PyValueError::new_err(format!(
-            "{what}: the plan reduces dQ with atomics; staged calls share the bulk accumulator"
+            "{what}: the plan reduces dQ with row-major atomics; staged calls share the register-order accumulator (bulk or fragment-order atomics)"
         )));
     }
     let shape = handle.plan.shape();
