@@ -50,9 +50,11 @@ pub enum DqReduce {
     /// (`[B, H, Sq_pad/64, D/64, 16 pairs, 128 threads, 2]`), which the postprocess maps
     /// back through the same fragment layout.
     Bulk,
-    /// `red.global.add.v2.f32` from the registers into [`DqReduce::Bulk`]'s register-order
-    /// accumulator: pair j of thread t at `[j][t]`, so each warp's reduction covers 256
-    /// contiguous bytes, with no staging in shared memory; the same postprocess as `Bulk`.
+    /// `red.global.add.v4.f32` from the registers into a register-order accumulator:
+    /// values 4q..4q+3 of thread t at `[q][t]` of each chunk
+    /// (`[B, H, Sq_pad/64, D/64, 8 quads, 128 threads, 4]`), so each warp's reduction
+    /// covers 512 contiguous bytes, with no staging in shared memory; the postprocess reads
+    /// the quads through the same fragment layout as `Bulk`'s pairs.
     FragmentAtomics,
 }
 
@@ -215,8 +217,9 @@ impl BackwardKernel {
     }
 
     /// Every variant the compile sweeps cover: the default of head dims 64/128/256 for a
-    /// window and for 128x128 and 64x64 mask tiles, each in bf16 and fp16, deterministic or
-    /// not, with dQ by bulk reductions or atomics (row-major, and in register order). The NVRTC compile test and
+    /// window, the documents grid and 128x128 and 64x64 mask tiles, each in bf16 and fp16,
+    /// deterministic or not, with each dQ reduction (bulk, row-major atomics, fragment-order
+    /// atomics), and head dim 256's two-CTA column split. The NVRTC compile test and
     /// `examples/kernel_fingerprints` both walk it.
     pub fn compile_sweep() -> Result<Vec<Self>, ConfigError> {
         use DqReduce::{Atomics, Bulk, FragmentAtomics};

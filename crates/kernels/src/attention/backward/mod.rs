@@ -13,7 +13,8 @@
 //!   `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` (wgmma SS, keys as the MMA rows: SwapAB, so `Pᵀ` and `dSᵀ`
 //!   are the RS A operand, docs/architecture.md fact 5), `dV += Pᵀ dO`, `dK += dSᵀ Q` (RS,
 //!   registers for the whole CTA), `dS` to shared memory and `dQ += dS K` (SS) reduced into the
-//!   f32 accumulator with `red.global.add.v2.f32`;
+//!   f32 accumulator ([`DqReduce`]: TMA bulk reductions of staged chunks, or `red.global.add`
+//!   from the registers, in the accumulator's register order or row-major);
 //! - [`POST_KERNEL_NAME`]: `dQ = scale · accumulator` to bf16/fp16.
 //!
 //! Conventions are the forward's ([`super`]): natural-log `lse`, window semantics, GQA head
