@@ -184,13 +184,6 @@ impl BackwardKernel {
                  registers; split head dim {head_dim} into more column groups"
             )));
         }
-        let mut max = 0;
-        while max < MAX_STAGES && smem_bytes(warpgroups, head_dim, max + 1) <= MAX_DYNAMIC_SMEM {
-            max += 1;
-        }
-        if !(1..=max).contains(&stages) {
-            return Err(ConfigError::Stages { stages, max });
-        }
         if let BackwardMask::Blocks { block_m, block_n } = mask {
             if block_m % STEP_M != 0 || block_m == 0 || block_n % cta_n != 0 || block_n > 128 {
                 return Err(ConfigError::Geometry {
@@ -200,20 +193,19 @@ impl BackwardKernel {
                 });
             }
         }
-        let k = Self {
+        Self {
             warpgroups,
             head_dim,
             d_split,
-            stages,
+            stages: 1,
             mask,
             dtype: ActDtype::Bf16,
             deterministic: false,
             dq_reduce: DqReduce::Bulk,
             kv_registers: false,
             pair: false,
-        };
-        k.check_smem()?;
-        Ok(k)
+        }
+        .with_stages(stages)
     }
 
     /// Every variant the compile sweeps cover: the default of head dims 64/128/256 for a
