@@ -251,12 +251,7 @@ impl BackwardKernel {
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
                 for mask in [BackwardMask::Window, SWEEP_MASKS[1]] {
-                    let split = Self::default_for(d, mask)?
-                        .with_dq_reduce(Bulk)
-                        .with_fitting_stages()?
-                        .with_pair(false)?
-                        .with_stages(2)?;
-                    push(split);
+                    push(Self::new(1, d, 2, 2, mask)?);
                 }
             }
         }
