@@ -145,6 +145,7 @@ def tiny_rows(rows=None, registered=True, flex_rows=True):
         lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
     plan = fragmask.AttentionPlan(q, k, v, causal=True)
     rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
+    default_device_rows(rows, q, k, v)
     decode_rows(rows, q.shape[-1])
 
     if flex_rows:
@@ -243,6 +244,19 @@ def autograd_floor_rows(rows, x, k=None, v=None):
         x.grad = k.grad = v.grad = None
 
 
+def default_device_rows(rows, q, k, v):
+    """The no-grad rows again under ``torch.set_default_device("cuda")``, whose
+    function mode every torch call then passes through."""
+    torch.set_default_device("cuda")
+    try:
+        rows["attention no-grad, default device set"] = overhead(
+            lambda: fragmask.attention(q, k, v, causal=True))
+        rows["SDPA no-grad, default device set"] = overhead(
+            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    finally:
+        torch.set_default_device(None)
+
+
 def decode_rows(rows, D):
     """Adds the decode rows (one token, 8 heads, a 256-key cache: ``decode``,
     ``DecodePlan.run``, SDPA's) and lightning decode's (H=64, D=E=96, B=1, one token)."""
@@ -278,6 +292,7 @@ def op_rows(rows=None):
         lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
     plan = fragmask.AttentionPlan(q, k, v, causal=True)
     rows["AttentionPlan.run"] = overhead(lambda: plan.run(q, k, v))
+    default_device_rows(rows, q, k, v)
     decode_rows(rows, q.shape[-1])
     qg, kg, vg = tiny_inputs(True)
     rows["attention autograd forward"] = overhead(

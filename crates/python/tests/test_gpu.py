@@ -151,6 +151,83 @@ class AttentionTests(unittest.TestCase):
         finally:
             _ops._ops = saved
 
+    def test_default_device_mode_keeps_the_fast_path_and_its_results(self):
+        """torch.set_default_device and `with torch.device(...)` push a DeviceContext
+        function mode; attention (with and without autograd), decode and lightning_decode
+        still skip the registered ops under it, and give the op path's results. Any other
+        function mode still takes the registered op."""
+        from fragmask import _ops
+        from torch.overrides import TorchFunctionMode
+
+        q, k, v = self.qkv(1, 2, 2, 256, 256, 128)
+        m = Mask.from_predicate("causal", 256)
+        via_op = _ops._attention_op_path(q, k, v, m, False, None, None, False, "bhsd")
+        dq1 = torch.randn(1, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
+        kc = torch.randn(1, 256, 8, 128, device="cuda", dtype=torch.bfloat16)
+        dec_ref = fragmask.decode(dq1, kc, kc)
+        lq, lk, lv = (torch.randn(1, 2, 1, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        kv0, slope = torch.randn(1, 2, 64, 64, device="cuda"), torch.rand(2, device="cuda")
+        kv_ref = kv0.clone()
+        lin_ref = fragmask.lightning_decode(lq, lk, lv, kv_ref, slope)
+        saved = (_ops._ops, _ops._register_decode)
+
+        def broken(*args):
+            raise AssertionError("the registered op was called")
+
+        class Other(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        # torch.set_default_device(None) removes the mode; a device would leave one behind.
+        had_default = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not None
+        previous = torch.get_default_device() if had_default else None
+        try:
+            for scope in ("set_default_device", "with torch.device"):
+                entered = None
+                if scope == "set_default_device":
+                    torch.set_default_device("cuda")
+                else:
+                    entered = torch.device("cuda")
+                    entered.__enter__()
+                try:
+                    self.assertTrue(torch._C._is_torch_function_mode_enabled(), scope)
+                    _ops._ops, _ops._register_decode = (broken, broken), None
+                    try:
+                        fast = fragmask.attention(q, k, v, m)
+                        qg = q.clone().requires_grad_()
+                        fragmask.attention(qg, k, v, m).sum().backward()
+                        dec = fragmask.decode(dq1, kc, kc)
+                        kv = kv0.clone()
+                        lin = fragmask.lightning_decode(lq, lk, lv, kv, slope)
+                    finally:
+                        _ops._ops, _ops._register_decode = saved
+                    self.assertTrue(torch.equal(fast, via_op), scope)
+                    self.assertIsNotNone(qg.grad, scope)
+                    self.assertTrue(torch.equal(dec, dec_ref), scope)
+                    self.assertTrue(torch.equal(lin, lin_ref) and torch.equal(kv, kv_ref), scope)
+                    # Another function mode on top of it: the registered op, same result.
+                    calls = []
+                    attention_op, lightning_op = _ops._register()
+
+                    def counting(*args):
+                        calls.append(1)
+                        return attention_op(*args)
+
+                    _ops._ops = (counting, lightning_op)
+                    try:
+                        with Other():
+                            other = fragmask.attention(q, k, v, m)
+                    finally:
+                        _ops._ops = saved[0]
+                    self.assertEqual(len(calls), 1, scope)
+                    self.assertTrue(torch.equal(other, via_op), scope)
+                finally:
+                    if entered is not None:
+                        entered.__exit__(None, None, None)
+                    torch.set_default_device(previous)
+        finally:
+            _ops._ops, _ops._register_decode = saved
+
     def test_64_token_tile_masks_reach_the_op(self):
         B, H, Sq, Sk, D = 1, 2, 200, 330, 128
         q, k, v = self.qkv(B, H, H, Sq, Sk, D)

@@ -9,11 +9,12 @@ allocates every output.
 
 Eager calls of ``attention``, ``decode`` and ``lightning_decode`` on plain CUDA tensors
 skip the custom-op dispatch: when nothing traces or transforms the call (no
-torch.compile / export, no dispatch or function mode such as FakeTensorMode, no
-functorch transform, no JIT trace) the wrapper launches directly, through the same
-extension functions the registered ops' implementations call, so both give the same
-results and errors. With autograd through the inputs, ``attention`` runs a
-``torch.autograd.Function`` whose forward and backward call the extension directly.
+torch.compile / export, no dispatch or function mode such as FakeTensorMode other than
+``torch.set_default_device``'s, no functorch transform, no JIT trace) the wrapper
+launches directly, through the same extension functions the registered ops'
+implementations call, so both give the same results and errors. With autograd through
+the inputs, ``attention`` runs a ``torch.autograd.Function`` whose forward and backward
+call the extension directly.
 Everything else goes through the registered ops (``register_autograd`` included), which
 opcheck, ``torch.compile(fullgraph=True)`` and CUDA graphs use.
 
@@ -122,8 +123,9 @@ def _init_fast(torch):
     if any(p is None for p in probes):
         _plain = _untraced = None  # an unknown torch: always take the registered ops
         return
-    dispatch_modes, function_modes, functorch, tracing = probes
+    dispatch_modes, any_function_mode, functorch, tracing = probes
     grad = C.is_grad_enabled
+    function_modes = _other_function_modes(torch, any_function_mode)
 
     def plain(q, k, v):
         """Nothing intercepts a call on q, k, v: the fast path is the op's semantics."""
@@ -139,6 +141,33 @@ def _init_fast(torch):
 
     _plain = plain
     _untraced = untraced
+
+
+def _other_function_modes(torch, any_function_mode):
+    """A check for an active torch-function mode other than torch's default-device mode.
+
+    ``torch.set_default_device`` and ``with torch.device(...)`` push a ``DeviceContext``
+    mode, which only gives a device to factory calls without one. The fast paths make
+    every tensor from an input (``new_empty``, ``empty_like``) or with an explicit device,
+    so under that mode they are still the op's semantics, and it should not send every call
+    through the registered ops. Any other mode does. Without the probes (an unknown torch),
+    every mode counts."""
+    C = torch._C
+    depth = getattr(C, "_len_torch_function_stack", None)
+    mode_at = getattr(C, "_get_function_stack_at", None)
+    try:
+        from torch.utils._device import DeviceContext
+    except ImportError:
+        DeviceContext = None
+    if depth is None or mode_at is None or DeviceContext is None:
+        return any_function_mode
+
+    def other_function_modes():
+        if not any_function_mode():
+            return False
+        return any(type(mode_at(i)) is not DeviceContext for i in range(depth()))
+
+    return other_function_modes
 
 
 def _register():
