@@ -9,12 +9,13 @@ allocates every output.
 
 Eager calls of ``attention``, ``decode`` and ``lightning_decode`` on plain CUDA tensors
 skip the custom-op dispatch: when nothing traces or transforms the call (no
-torch.compile / export, no dispatch or function mode such as FakeTensorMode other than
-``torch.set_default_device``'s, no functorch transform, no JIT trace) the wrapper
-launches directly, through the same extension functions the registered ops'
-implementations call, so both give the same results and errors. With autograd through
-the inputs, ``attention`` runs a ``torch.autograd.Function`` whose forward and backward
-call the extension directly.
+torch.compile / export, no dispatch or function mode such as FakeTensorMode, no
+functorch transform, no JIT trace) the wrapper launches directly, through the same
+extension functions the registered ops' implementations call, so both give the same
+results and errors. With autograd through the inputs, ``attention`` runs a
+``torch.autograd.Function`` whose forward and backward call the extension directly.
+Under ``torch.set_default_device`` alone the ops run with torch-function handling off,
+so they too take the fast path (``_default_device_probe``).
 Everything else goes through the registered ops (``register_autograd`` included), which
 opcheck, ``torch.compile(fullgraph=True)`` and CUDA graphs use.
 
@@ -89,6 +90,7 @@ _i32 = None
 _Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_delete = None
 _empty_like = _contiguous = _capturing = None
 _is_compiling = _plain = _untraced = None
+_default_device_only = _no_torch_function = None
 _RAW_ALLOC = None
 
 
@@ -123,9 +125,13 @@ def _init_fast(torch):
     if any(p is None for p in probes):
         _plain = _untraced = None  # an unknown torch: always take the registered ops
         return
-    dispatch_modes, any_function_mode, functorch, tracing = probes
+    dispatch_modes, function_modes, functorch, tracing = probes
     grad = C.is_grad_enabled
-    function_modes = _other_function_modes(torch, any_function_mode)
+    global _default_device_only, _no_torch_function
+    _default_device_only = _default_device_probe(torch, function_modes)
+    _no_torch_function = getattr(C, "DisableTorchFunction", None)
+    if _no_torch_function is None:
+        _default_device_only = None
 
     def plain(q, k, v):
         """Nothing intercepts a call on q, k, v: the fast path is the op's semantics."""
@@ -143,31 +149,32 @@ def _init_fast(torch):
     _untraced = untraced
 
 
-def _other_function_modes(torch, any_function_mode):
-    """A check for an active torch-function mode other than torch's default-device mode.
+def _default_device_probe(torch, function_modes):
+    """A check that torch-function modes are active and every one is torch's default-device
+    mode (``None`` where this torch lacks the probes).
 
     ``torch.set_default_device`` and ``with torch.device(...)`` push a ``DeviceContext``
-    mode, which only gives a device to factory calls without one. The fast paths make
-    every tensor from an input (``new_empty``, ``empty_like``) or with an explicit device,
-    so under that mode they are still the op's semantics, and it should not send every call
-    through the registered ops. Any other mode does. Without the probes (an unknown torch),
-    every mode counts."""
+    mode, which only gives a device to factory calls without one. fragmask's ops make every
+    tensor from an input (``new_empty``, ``empty_like``) or with an explicit device, so they
+    mean the same under it. The public ops then run with torch-function handling off
+    (``torch._C.DisableTorchFunction``): the eager fast path instead of the registered ops,
+    and no Python mode call per tensor method inside. Any other mode keeps them on."""
     C = torch._C
     depth = getattr(C, "_len_torch_function_stack", None)
     mode_at = getattr(C, "_get_function_stack_at", None)
+    enabled = getattr(C, "_is_torch_function_enabled", None)   # False inside the switch-off
     try:
         from torch.utils._device import DeviceContext
     except ImportError:
-        DeviceContext = None
-    if depth is None or mode_at is None or DeviceContext is None:
-        return any_function_mode
+        return None
+    if depth is None or mode_at is None or enabled is None:
+        return None
 
-    def other_function_modes():
-        if not any_function_mode():
-            return False
-        return any(type(mode_at(i)) is not DeviceContext for i in range(depth()))
+    def default_device_only():
+        return (function_modes() and enabled() and not _is_compiling()
+                and all(type(mode_at(i)) is DeviceContext for i in range(depth())))
 
-    return other_function_modes
+    return default_device_only
 
 
 def _register():
@@ -439,6 +446,10 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     """
     if _T is None:
         _torch()
+    if _default_device_only is not None and _default_device_only():
+        with _no_torch_function():
+            return attention(q, k, v, mask, causal=causal, window=window, scale=scale,
+                             return_lse=return_lse, layout=layout, splits=splits)
     # Eager fast path: plain bf16 or fp16 CUDA tensors of one device, nothing tracing or
     # transforming the call (see the module docs). Shapes, strides, the mask's fit,
     # the window and the scale are checked by the extension's plan before it launches;
@@ -809,6 +820,9 @@ def lightning_decode(q, k, v, kv, slope, *, out=None):
     [B, H, n, E]; with ``out`` (a contiguous tensor of v's shape, dtype and device) o is
     written there and ``out`` returned, so a decode loop allocates nothing per step."""
     torch = _T if _T is not None else _torch()
+    if _default_device_only is not None and _default_device_only():
+        with _no_torch_function():
+            return lightning_decode(q, k, v, kv, slope, out=out)
     # Eager fast path: plain contiguous CUDA tensors of one device, nothing tracing the
     # call: the op's body without the dispatcher (the plan checked dtypes, shapes and
     # ranks once per key; a run checks that out overlaps no input, from the addresses
@@ -1176,6 +1190,12 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
     an index out of range reads a clamped key, never out of bounds); no causal, window,
     ``seqlens_k``, ``block_table`` or mask with it."""
     torch = _T if _T is not None else _torch()
+    if _default_device_only is not None and _default_device_only():
+        with _no_torch_function():
+            return decode(q, k_cache, v_cache, block_table=block_table, seqlens_k=seqlens_k,
+                          cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q, causal=causal,
+                          window=window, scale=scale, splits=splits, return_lse=return_lse,
+                          mask=mask, topk_indices=topk_indices)
     what = "fragmask.decode"
     if splits is not None:
         splits = _count_arg(what, "splits", splits, 1)
