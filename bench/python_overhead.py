@@ -253,6 +253,8 @@ def default_device_rows(rows, q, k, v):
             lambda: fragmask.attention(q, k, v, causal=True))
         rows["SDPA no-grad, default device set"] = overhead(
             lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        plan = fragmask.AttentionPlan(q, k, v, causal=True)
+        rows["AttentionPlan.run, default device set"] = overhead(lambda: plan.run(q, k, v))
     finally:
         torch.set_default_device(None)
 

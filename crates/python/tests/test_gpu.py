@@ -154,8 +154,8 @@ class AttentionTests(unittest.TestCase):
     def test_default_device_mode_keeps_the_fast_path_and_its_results(self):
         """torch.set_default_device and `with torch.device(...)` push a DeviceContext
         function mode; attention (with and without autograd), decode and lightning_decode
-        still skip the registered ops under it, and give the op path's results. Any other
-        function mode still takes the registered op."""
+        still skip the registered ops under it and give the op path's results, as the
+        plans' run does. Any other function mode still takes the registered op."""
         from fragmask import _ops
         from torch.overrides import TorchFunctionMode
 
@@ -169,6 +169,9 @@ class AttentionTests(unittest.TestCase):
         kv0, slope = torch.randn(1, 2, 64, 64, device="cuda"), torch.rand(2, device="cuda")
         kv_ref = kv0.clone()
         lin_ref = fragmask.lightning_decode(lq, lk, lv, kv_ref, slope)
+        plan = fragmask.AttentionPlan(q, k, v, m.to("cuda"))
+        dplan = fragmask.DecodePlan(dq1, kc, kc)
+        plan_ref, dplan_ref = plan.run(q, k, v), dplan.run(dq1, kc, kc)
         saved = (_ops._ops, _ops._register_decode)
 
         def broken(*args):
@@ -199,8 +202,10 @@ class AttentionTests(unittest.TestCase):
                         dec = fragmask.decode(dq1, kc, kc)
                         kv = kv0.clone()
                         lin = fragmask.lightning_decode(lq, lk, lv, kv, slope)
+                        ran, dran = plan.run(q, k, v), dplan.run(dq1, kc, kc)
                     finally:
                         _ops._ops, _ops._register_decode = saved
+                    self.assertTrue(torch.equal(ran, plan_ref) and torch.equal(dran, dplan_ref), scope)
                     self.assertTrue(torch.equal(fast, via_op), scope)
                     self.assertIsNotNone(qg.grad, scope)
                     self.assertTrue(torch.equal(dec, dec_ref), scope)

@@ -14,8 +14,8 @@ functorch transform, no JIT trace) the wrapper launches directly, through the sa
 extension functions the registered ops' implementations call, so both give the same
 results and errors. With autograd through the inputs, ``attention`` runs a
 ``torch.autograd.Function`` whose forward and backward call the extension directly.
-Under ``torch.set_default_device`` alone the ops run with torch-function handling off,
-so they too take the fast path (``_default_device_probe``).
+Under ``torch.set_default_device`` alone the ops and the plans' ``run`` go on with
+torch-function handling off, so they too take the fast path (``_default_device_probe``).
 Everything else goes through the registered ops (``register_autograd`` included), which
 opcheck, ``torch.compile(fullgraph=True)`` and CUDA graphs use.
 
@@ -1422,6 +1422,9 @@ class AttentionPlan:
         """The forward of q, k, v (the plan's shapes, strides, dtype and device): the
         output in q's layout (and the fp32 lse ``[B, H, Sq]`` with ``return_lse``).
         Runs that share a plan share its split-KV workspace: run them on one stream."""
+        if _default_device_only is not None and _default_device_only():
+            with _no_torch_function():
+                return self.run(q, k, v, return_lse=return_lse)
         dtype, device = self._dtype, self._device
         if not (type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
                 and q.dtype is dtype and k.dtype is dtype and v.dtype is dtype
@@ -1540,6 +1543,11 @@ class DecodePlan:
             cu_seqlens_q=None, return_lse=False):
         """The decode of q over the caches (the plan's shapes and dtypes, contiguous, on
         its device): o like q (and lse with ``return_lse``)."""
+        if _default_device_only is not None and _default_device_only():
+            with _no_torch_function():
+                return self.run(q, k_cache, v_cache, block_table=block_table,
+                                seqlens_k=seqlens_k, cu_seqlens_q=cu_seqlens_q,
+                                return_lse=return_lse)
         dtype, device = self._dtype, self._device
         if (self._plain and block_table is None and seqlens_k is None
                 and cu_seqlens_q is None and type(q) is _Tensor and type(k_cache) is _Tensor
