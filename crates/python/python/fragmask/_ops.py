@@ -91,6 +91,9 @@ _Tensor = _bf16 = _f16 = _f32 = _get_stream = _get_device = _raw_alloc = _raw_de
 _empty_like = _contiguous = _capturing = None
 _is_compiling = _plain = _untraced = None
 _default_device_only = _no_torch_function = None
+# The C check that a torch-function mode is on (a builtin: no Python frame per call), before
+# the default-device probe; never true where that probe is missing.
+_function_mode_on = bool
 _RAW_ALLOC = None
 
 
@@ -127,11 +130,13 @@ def _init_fast(torch):
         return
     dispatch_modes, function_modes, functorch, tracing = probes
     grad = C.is_grad_enabled
-    global _default_device_only, _no_torch_function
+    global _default_device_only, _no_torch_function, _function_mode_on
     _default_device_only = _default_device_probe(torch, function_modes)
     _no_torch_function = getattr(C, "DisableTorchFunction", None)
     if _no_torch_function is None:
         _default_device_only = None
+    if _default_device_only is not None:
+        _function_mode_on = function_modes
 
     def plain(q, k, v):
         """Nothing intercepts a call on q, k, v: the fast path is the op's semantics."""
@@ -446,7 +451,7 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     """
     if _T is None:
         _torch()
-    if _default_device_only is not None and _default_device_only():
+    if _function_mode_on() and _default_device_only():
         with _no_torch_function():
             return attention(q, k, v, mask, causal=causal, window=window, scale=scale,
                              return_lse=return_lse, layout=layout, splits=splits)
@@ -820,7 +825,7 @@ def lightning_decode(q, k, v, kv, slope, *, out=None):
     [B, H, n, E]; with ``out`` (a contiguous tensor of v's shape, dtype and device) o is
     written there and ``out`` returned, so a decode loop allocates nothing per step."""
     torch = _T if _T is not None else _torch()
-    if _default_device_only is not None and _default_device_only():
+    if _function_mode_on() and _default_device_only():
         with _no_torch_function():
             return lightning_decode(q, k, v, kv, slope, out=out)
     # Eager fast path: plain contiguous CUDA tensors of one device, nothing tracing the
@@ -1190,7 +1195,7 @@ def decode(q, k_cache, v_cache, *, block_table=None, seqlens_k=None, cu_seqlens_
     an index out of range reads a clamped key, never out of bounds); no causal, window,
     ``seqlens_k``, ``block_table`` or mask with it."""
     torch = _T if _T is not None else _torch()
-    if _default_device_only is not None and _default_device_only():
+    if _function_mode_on() and _default_device_only():
         with _no_torch_function():
             return decode(q, k_cache, v_cache, block_table=block_table, seqlens_k=seqlens_k,
                           cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q, causal=causal,
@@ -1422,7 +1427,7 @@ class AttentionPlan:
         """The forward of q, k, v (the plan's shapes, strides, dtype and device): the
         output in q's layout (and the fp32 lse ``[B, H, Sq]`` with ``return_lse``).
         Runs that share a plan share its split-KV workspace: run them on one stream."""
-        if _default_device_only is not None and _default_device_only():
+        if _function_mode_on() and _default_device_only():
             with _no_torch_function():
                 return self.run(q, k, v, return_lse=return_lse)
         dtype, device = self._dtype, self._device
@@ -1543,7 +1548,7 @@ class DecodePlan:
             cu_seqlens_q=None, return_lse=False):
         """The decode of q over the caches (the plan's shapes and dtypes, contiguous, on
         its device): o like q (and lse with ``return_lse``)."""
-        if _default_device_only is not None and _default_device_only():
+        if _function_mode_on() and _default_device_only():
             with _no_torch_function():
                 return self.run(q, k_cache, v_cache, block_table=block_table,
                                 seqlens_k=seqlens_k, cu_seqlens_q=cu_seqlens_q,
