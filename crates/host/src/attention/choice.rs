@@ -308,11 +308,14 @@ pub fn forward_mode(
 /// `opts.persistent` decides when set: `Some(true)` is an error with split-KV, where the
 /// second Q buffer does not fit or past [`super::persistent::MAX_WORK_TILES`]. Unset:
 /// [`persistent_by_default`], one split, more tiles than slots, a table that balances
-/// ([`TileSteps::balances`], or dealt longest first: `section` above 1, [`head_section`])
-/// and walks of at most [`PERSISTENT_MAX_MEAN_STEPS`] on average. Dealt longest first, the
-/// last tiles dealt are the shortest and the CTAs end together: causal S = 4096 at H = 16,
-/// where the plain table does not balance, took 0.969 of the one-tile grid's time in the
-/// same order (an H100, 2 rounds: 0.1167 against 0.1204 ms).
+/// ([`TileSteps::balances`], or dealt longest first: `section` above 1, [`head_section`],
+/// or the documents grid, whose items each head deals longest first,
+/// [`super::documents::work_items`]) and walks of at most [`PERSISTENT_MAX_MEAN_STEPS`] on
+/// average. Dealt longest first, the last tiles dealt are the shortest and the CTAs end
+/// together: causal S = 4096 at H = 16, where the plain table does not balance, took 0.969
+/// of the one-tile grid's time in the same order (an H100, 2 rounds: 0.1167 against 0.1204
+/// ms); 12 causal documents at S = 4096 and 8192, where it does not balance either, 0.978
+/// and 0.973 (an H200, 3 rounds; `bench/results/session-2026-11-27k/knobs/`).
 pub fn forward_persistent(
     kernel: &AttentionKernel,
     splits: u32,
@@ -338,7 +341,7 @@ pub fn forward_persistent(
             && steps.is_some_and(|s| {
                 s.len() > slots
                     && s.len() <= super::persistent::MAX_WORK_TILES
-                    && (section > 1 || s.balances(slots))
+                    && (section > 1 || kernel.mask() == MaskMode::Documents || s.balances(slots))
                     && s.mean_at_most(PERSISTENT_MAX_MEAN_STEPS)
             })),
     }
@@ -626,6 +629,20 @@ mod tests {
             !forward_persistent(&k128, 2, Some(&window(16384, 1024, 0, g)), 132, 1, &opts).unwrap()
         );
         assert!(!on(&k(128, MaskMode::Blocks), window(16384, 1024, 0, g)));
+        // 12 causal documents of S = 8192, one of 4096 tokens: its last row block is more
+        // than a third of a CTA's share, but each head deals its items longest first.
+        let starts: Vec<u32> = std::iter::once(0)
+            .chain((0..=11).map(|d| 4096 + d * 4096 / 11))
+            .collect();
+        let docs =
+            fragmask_masks::Documents::new(fragmask_masks::DocumentKind::Causal, starts).unwrap();
+        let items = crate::attention::documents::work_items(&docs, &g);
+        let doc_steps = TileSteps::PerRowBlock {
+            steps: crate::attention::persistent::document_steps(&items, &g),
+            planes: 16,
+        };
+        assert!(!doc_steps.balances(132));
+        assert!(on(&k(128, MaskMode::Documents), doc_steps));
         let g64 = Geometry::TILE_192X128;
         assert!(!on(&k(64, MaskMode::Window), window(16384, 1024, 0, g64)));
         // The options decide when set.
