@@ -163,7 +163,9 @@ def _default_device_probe(torch, function_modes):
     tensor from an input (``new_empty``, ``empty_like``) or with an explicit device, so they
     mean the same under it. The public ops then run with torch-function handling off
     (``torch._C.DisableTorchFunction``): the eager fast path instead of the registered ops,
-    and no Python mode call per tensor method inside. Any other mode keeps them on."""
+    and no Python mode call per tensor method inside. Any other mode keeps them on. Each
+    entry (the three ops, the plans' ``run``) re-enters itself inline: a decorator would
+    add a Python frame to every call without modes."""
     C = torch._C
     depth = getattr(C, "_len_torch_function_stack", None)
     mode_at = getattr(C, "_get_function_stack_at", None)
