@@ -500,7 +500,9 @@ impl AttentionKernel {
     }
 
     /// The default configuration of `geometry`: the intra-warpgroup overlap wherever it
-    /// fits in registers, inter-warpgroup ping-pong with it, and K/V
+    /// fits in registers, inter-warpgroup ping-pong with it (not for the tile lists at head
+    /// dim 128, whose partial steps write the mask bias before each QK^T: random 50% of
+    /// tokens at S = 16384 took 0.934 of the ping-pong time, an H100, 3 rounds), and K/V
     /// stages by head dim (3 at 64, 2 at 128 and 256, measured on an H100, docs/PERF.md
     /// "Attention forward"), fewer where shared memory has no room for them.
     pub fn default_for_geometry(
@@ -523,7 +525,12 @@ impl AttentionKernel {
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
         Ok(Self::new(geometry, head_dim, mask, stages, overlap)?
-            .with_pingpong(overlap && geometry.consumer_warpgroups() >= 2 && !geometry.shared_kv())?
+            .with_pingpong(
+                overlap
+                    && geometry.consumer_warpgroups() >= 2
+                    && !geometry.shared_kv()
+                    && !(mask == MaskMode::Blocks && head_dim == 128),
+            )?
             .with_lazy_rescale(true))
     }
 

@@ -262,7 +262,9 @@ impl BackwardKernel {
     /// head dims 64 and 128 (64 keys over one where the mask tile has 64 keys), 64 keys over
     /// one warpgroup at 256 with dK/dV in two column halves of one CTA (the pair mode) and dQ
     /// by [`DqReduce::FragmentAtomics`], whose lack of staging buffers leaves room for the
-    /// second Q/dO stage; two Q/dO stages; K and V in registers where they fit (head dim 64).
+    /// second Q/dO stage; two Q/dO stages (three on the 64-key tile at head dim 128:
+    /// write-up 002's 10% of 64-token blocks took 0.977 of the two-stage time, an H100,
+    /// 3 rounds); K and V in registers where they fit (head dim 64).
     pub fn default_for(head_dim: u32, mask: BackwardMask) -> Result<Self, ConfigError> {
         let narrow = matches!(mask, BackwardMask::Blocks { block_n, .. } if block_n < 128);
         let (warpgroups, d_split) = match head_dim {
@@ -276,7 +278,8 @@ impl BackwardKernel {
                 .with_dq_reduce(DqReduce::FragmentAtomics)
                 .with_stages(2);
         }
-        let k = Self::new(warpgroups, head_dim, d_split, 2, mask)?;
+        let stages = if narrow && head_dim == 128 { 3 } else { 2 };
+        let k = Self::new(warpgroups, head_dim, d_split, stages, mask)?;
         let fits = kv_registers_fit(head_dim, k.dkv());
         k.with_kv_registers(fits)
     }
