@@ -500,9 +500,10 @@ impl AttentionKernel {
     }
 
     /// The default configuration of `geometry`: the intra-warpgroup overlap wherever it
-    /// fits in registers, inter-warpgroup ping-pong with it (not for the tile lists at head
-    /// dim 128, whose partial steps write the mask bias before each QK^T: random 50% of
-    /// tokens at S = 16384 took 0.934 of the ping-pong time, an H100, 3 rounds), and K/V
+    /// fits in registers, inter-warpgroup ping-pong with it (not for the tile lists on the
+    /// 128x128 tile at head dim 128, whose partial steps write the mask bias before each
+    /// QK^T: random 50% of tokens at S = 16384 took 0.934 of the ping-pong time, an H100,
+    /// 3 rounds; the other list geometries were not measured and keep it), and K/V
     /// stages by head dim (3 at 64, 2 at 128 and 256, measured on an H100, docs/PERF.md
     /// "Attention forward"), fewer where shared memory has no room for them.
     pub fn default_for_geometry(
@@ -529,7 +530,9 @@ impl AttentionKernel {
                 overlap
                     && geometry.consumer_warpgroups() >= 2
                     && !geometry.shared_kv()
-                    && !(mask == MaskMode::Blocks && head_dim == 128),
+                    && !(mask == MaskMode::Blocks
+                        && head_dim == 128
+                        && geometry == Geometry::TILE_128X128),
             )?
             .with_lazy_rescale(true))
     }
