@@ -43,6 +43,20 @@ class AttentionTests(unittest.TestCase):
             ts = [t.transpose(1, 2).contiguous() for t in ts]
         return ts
 
+    @staticmethod
+    def counting_ops(calls):
+        """The registered ops, the attention op wrapped to append to `calls` per call (the
+        value for `_ops._ops` in tests that check which path a call took)."""
+        from fragmask import _ops
+
+        attention_op, lightning_op = _ops._register()
+
+        def counting(*args):
+            calls.append(1)
+            return attention_op(*args)
+
+        return counting, lightning_op
+
     def sdpa(self, q, k, v, mask=None, causal=False, layout="bhsd"):
         if layout == "bshd":
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))
@@ -112,13 +126,7 @@ class AttentionTests(unittest.TestCase):
         # Autograd through the inputs and dispatch modes take the registered op.
         q, k, v = self.qkv(1, 2, 2, 128, 128, 64)
         calls = []
-        attention_op, lightning_op = _ops._register()
-
-        def counting(*args):
-            calls.append(1)
-            return attention_op(*args)
-
-        _ops._ops = (counting, lightning_op)
+        _ops._ops = self.counting_ops(calls)
         try:
             fragmask.attention(q, k, v)
             self.assertEqual(calls, [])
@@ -212,13 +220,7 @@ class AttentionTests(unittest.TestCase):
                     self.assertTrue(torch.equal(lin, lin_ref) and torch.equal(kv, kv_ref), scope)
                     # Another function mode on top of it: the registered op, same result.
                     calls = []
-                    attention_op, lightning_op = _ops._register()
-
-                    def counting(*args):
-                        calls.append(1)
-                        return attention_op(*args)
-
-                    _ops._ops = (counting, lightning_op)
+                    _ops._ops = self.counting_ops(calls)
                     try:
                         with Other():
                             other = fragmask.attention(q, k, v, m)
