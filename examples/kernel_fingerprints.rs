@@ -4,7 +4,8 @@
 //! the machine code unchanged: `diff -r before/ after/` (docs/codegen.md).
 //! Needs NVRTC and cuobjdump (scripts/install-cuda-toolchain.sh), no GPU.
 //!
-//! `cargo run --release --example kernel_fingerprints -- OUT_DIR`
+//! `cargo run --release --example kernel_fingerprints -- OUT_DIR [FILTER]` (FILTER: only the
+//! variants whose label contains it, e.g. `bwd-bwd_128k_2wg_bf16_d128_blocks`).
 
 use std::path::Path;
 use std::process::Command;
@@ -64,7 +65,9 @@ fn sass_of(source: &str, cubin: &[u8], dir: &Path, label: &str) -> Result<(), St
 fn main() -> Result<(), String> {
     let dir = std::env::args()
         .nth(1)
-        .ok_or("usage: kernel_fingerprints OUT_DIR")?;
+        .ok_or("usage: kernel_fingerprints OUT_DIR [FILTER]")?;
+    let filter = std::env::args().nth(2).unwrap_or_default();
+    let wanted = |label: &str| label.contains(filter.as_str());
     let dir = Path::new(&dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let mut n = 0;
@@ -73,11 +76,17 @@ fn main() -> Result<(), String> {
         let label = format!("fwd-{k:?}")
             .replace("AttentionKernel { geometry: Geometry { ", "")
             .replace([' ', '{', '}', ',', ':'], "_");
+        if !wanted(&label) {
+            continue;
+        }
         let c = compile_kernel(&k).map_err(|e| format!("{label}: {e}"))?;
         sass_of(&c.source, &c.cubin, dir, &label)?;
         n += 1;
     }
     for k in BackwardKernel::compile_sweep().map_err(|e| e.to_string())? {
+        if !wanted(&file_label(&format!("bwd-{}", k.label()))) {
+            continue;
+        }
         let c = compile_backward(&k).map_err(|e| format!("{}: {e}", k.label()))?;
         sass_of(&c.source, &c.cubin, dir, &format!("bwd-{}", k.label()))?;
         n += 1;
@@ -95,7 +104,7 @@ fn main() -> Result<(), String> {
         }
         .map_err(|e| format!("{}: {e}", case.label))?;
         let label = format!("dec-{:?}", plan.config).replace([' ', '{', '}', ',', ':'], "_");
-        if !seen.insert(label.clone()) {
+        if !wanted(&label) || !seen.insert(label.clone()) {
             continue;
         }
         let src =
@@ -110,6 +119,9 @@ fn main() -> Result<(), String> {
         for dtype in [ActDtype::Bf16, ActDtype::F16] {
             for c in fragmask::kernels::lightning::LightningConfig::candidates(dk, dv, dtype) {
                 let label = format!("lin-{c:?}").replace([' ', '{', '}', ',', ':'], "_");
+                if !wanted(&label) {
+                    continue;
+                }
                 let src =
                     fragmask::kernels::lightning::source::source(c).map_err(|e| e.to_string())?;
                 let cubin = compiler

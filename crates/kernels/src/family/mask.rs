@@ -16,6 +16,9 @@
 
 use std::fmt::Write as _;
 
+use super::fragment::FragmentMap;
+use super::LayoutError;
+
 /// The forward's window mask: per row slot, one visible column interval.
 pub const ROW_BLOCK_WINDOW: &str = r#"// ---- mask application: window mode ----
 // Values of S outside the window, past the key bound ($KEY_BOUND) or in a missing slot become -inf (only called on
@@ -137,18 +140,48 @@ $QUERY_BOUNDS        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
 "#;
 
 /// The backward's FragmentNative mask on `Sᵀ`: bit i of the step's word is value i.
+/// `$KEY_BOUND_CLEAR` is [`key_bound_clear`]'s text.
 pub const KEY_TILE_WORDS: &str = r#"// Bit i of this thread's word of the step is value i of S^T (the generator checked the correspondence with the
-// mask's backward accumulator for every thread and value); keys past seqlen_k are masked too.
+// mask's backward accumulator for every thread and value). Keys past seqlen_k are masked too: fm_key_keep, once per
+// walk, clears the bits of their row slots, and each step's word is ANDed with it, so that each value is one bit
+// test and one select (R2P and FSEL).
+__device__ __forceinline__ unsigned fm_key_keep(const fm_bwd_params& p, const fm_schedule& sched, int key_row) {
+    unsigned w = 0xffffffffu;
+    const int key0 = sched.n0 + key_row;   // $LAYOUT_ST row slot 0's key
+$KEY_BOUND_CLEAR    return w;
+}
+
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
                                               const fm_step& t, unsigned word, int key_row, int q_col) {
 #pragma unroll
-    for (int i = 0; i < $ST_VALUES; ++i) {
-        // $LAYOUT_ST value mode: key row offset $VALUE_ROW_ST
-        const int key = sched.n0 + key_row + $VALUE_ROW_ST;
-        if (((word >> i) & 1u) == 0u || key >= p.seqlen_k) s[i] = FM_NEG_INF;
-    }
+    for (int i = 0; i < $ST_VALUES; ++i)
+        if (((word >> i) & 1u) == 0u) s[i] = FM_NEG_INF;
 }
 "#;
+
+/// The key bound of [`KEY_TILE_WORDS`]: for each row slot of `st` (a thread's values lie
+/// in rows `key_row + slot row`), one line that clears the bits of that slot's values
+/// from `w` when its key is past `seqlen_k`. The masks come from the layout; the word
+/// holds one bit per value, so at most 32 values.
+pub fn key_bound_clear(st: &FragmentMap, indent: &str) -> Result<String, LayoutError> {
+    if st.values() > 32 {
+        return Err(LayoutError(format!(
+            "{} values per thread do not fit one 32-bit mask word",
+            st.values()
+        )));
+    }
+    let mut out = String::new();
+    for (slot, row) in st.row_slots().iter().enumerate() {
+        let bits = (0..st.values())
+            .filter(|&v| st.value_row_slot(v) == slot)
+            .fold(0u32, |m, v| m | (1 << v));
+        let _ = writeln!(
+            out,
+            "{indent}if (key0 + {row} >= p.seqlen_k) w &= ~0x{bits:08x}u;   // row slot {slot}: its values' bits"
+        );
+    }
+    Ok(out)
+}
 
 /// The mask component's per-thread words: `fm_mask_bits` holds the FragmentNative words of
 /// one step for one consumer thread (`ceil(block_n / 2 / 32)` per key block, the step's
@@ -257,5 +290,44 @@ mod tests {
         assert!(two.contains("const uint2 v = __ldg") && two.contains("unsigned w[4]"));
         let window = row_block_words(None, 1, 128);
         assert!(window.contains("window mode reads no words") && !window.contains("__ldg"));
+    }
+
+    /// Parses `key0 + ROW >= p.seqlen_k) w &= ~0xBITS` lines back into (row, bits).
+    fn clears(text: &str) -> Vec<(u32, u32)> {
+        text.lines()
+            .map(|l| {
+                let row = l
+                    .split("key0 + ")
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap();
+                let bits = l.split("~0x").nth(1).unwrap().split('u').next().unwrap();
+                (row.parse().unwrap(), u32::from_str_radix(bits, 16).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn key_bound_clears_exactly_the_bits_of_each_value_past_the_key_bound() {
+        let st = FragmentMap::new(64).unwrap();
+        let lines = clears(&key_bound_clear(&st, "").unwrap());
+        assert_eq!(lines.len(), st.row_slots().len());
+        // For every key bound relative to the thread's first key row, the bits left are
+        // exactly the values whose key row is below it.
+        for bound in -2i64..20 {
+            let mut w = u32::MAX;
+            for &(row, bits) in &lines {
+                if i64::from(row) >= bound {
+                    w &= !bits;
+                }
+            }
+            for v in 0..st.values() {
+                let visible = i64::from(st.value_row(v)) < bound;
+                assert_eq!(w >> v & 1 == 1, visible, "bound {bound} value {v}");
+            }
+        }
+        assert!(key_bound_clear(&FragmentMap::new(128).unwrap(), "").is_err());
     }
 }

@@ -514,18 +514,28 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
                 "LOAD_WORD",
                 "const unsigned word = 0xffffffffu;   // window mode reads no words".to_string(),
             ));
+            values.push(("KEY_KEEP", String::new()));
         }
         BackwardMask::Blocks { .. } => {
-            values.push(("VALUE_ROW_ST", st.value_row_expr("i")));
+            values.push((
+                "KEY_BOUND_CLEAR",
+                mask::key_bound_clear(&st, "    ").map_err(layout_err)?,
+            ));
+            values.push((
+                "KEY_KEEP",
+                "const unsigned key_keep = fm_key_keep(p, sched, key_row);   // this thread's keys below seqlen_k"
+                    .to_string(),
+            ));
             values.push(("SCHEDULE", key_tile::LISTS.to_string()));
             values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             values.push((
                 "LOAD_WORD",
                 "// One load per thread per partial step: word t.word of this thread's FragmentNative words\n\
                  \x20               // ([tiles, FM_MASK_THREADS, FM_MASK_WORDS], masks::TransposedLists::q_words).\n\
-                 \x20               const unsigned word = t.mask_tile >= 0\n\
+                 \x20               // Keys past seqlen_k cleared (key_keep, once per walk).\n\
+                 \x20               const unsigned word = (t.mask_tile >= 0\n\
                  \x20                   ? __ldg(p.q_words + ((long long)t.mask_tile * FM_MASK_THREADS + mask_thread) * FM_MASK_WORDS + t.word)\n\
-                 \x20                   : 0xffffffffu;"
+                 \x20                   : 0xffffffffu) & key_keep;"
                     .to_string(),
             ));
         }

@@ -291,6 +291,7 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
             const int head = kv_head * group + gi;
             const long long bh = (long long)batch * p.heads + head;
             const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
+            $KEY_KEEP
             for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
                 const fm_step t = fm_step_at(p, sched, batch, head, kk);
                 $LOAD_WORD
