@@ -5,7 +5,7 @@
 //! Needs NVRTC and cuobjdump (scripts/install-cuda-toolchain.sh), no GPU.
 //!
 //! `cargo run --release --example kernel_fingerprints -- OUT_DIR [FILTER]` (FILTER: only the
-//! variants whose label contains it, e.g. `bwd-bwd_128k_2wg_bf16_d128_blocks`).
+//! variants whose file name contains it, e.g. `bwd-bwd_128k_2wg_bf16_d128_blocks`).
 
 use std::path::Path;
 use std::process::Command;
@@ -67,7 +67,8 @@ fn main() -> Result<(), String> {
         .nth(1)
         .ok_or("usage: kernel_fingerprints OUT_DIR [FILTER]")?;
     let filter = std::env::args().nth(2).unwrap_or_default();
-    let wanted = |label: &str| label.contains(filter.as_str());
+    // Matched against the file name a label gets, the one the folder shows.
+    let wanted = |label: &str| file_label(label).contains(filter.as_str());
     let dir = Path::new(&dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let mut n = 0;
@@ -84,7 +85,7 @@ fn main() -> Result<(), String> {
         n += 1;
     }
     for k in BackwardKernel::compile_sweep().map_err(|e| e.to_string())? {
-        if !wanted(&file_label(&format!("bwd-{}", k.label()))) {
+        if !wanted(&format!("bwd-{}", k.label())) {
             continue;
         }
         let c = compile_backward(&k).map_err(|e| format!("{}: {e}", k.label()))?;
