@@ -279,13 +279,13 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
             name: "--backward --bench",
             uses: Some(forward_ids!(
                 "warmup", "iters", "out", "bench", "backward", "deterministic", "d_o",
-                "dq_reduce", "bwd_stages"
+                "dq_reduce", "bwd_stages", "bwd_step"
             )),
         },
         (false, false, true, false) => Mode {
             name: "--backward (--warmup and --iters need --bench)",
             uses: Some(forward_ids!(
-                "out", "backward", "deterministic", "d_o", "dq_reduce", "bwd_stages"
+                "out", "backward", "deterministic", "d_o", "dq_reduce", "bwd_stages", "bwd_step"
             )),
         },
         (false, false, false, true) => Mode {
@@ -446,9 +446,13 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         && (args.backward_flags.deterministic
             || args.backward_flags.d_o.is_some()
             || args.backward_flags.dq_reduce.is_some()
-            || args.backward_flags.bwd_stages.is_some())
+            || args.backward_flags.bwd_stages.is_some()
+            || args.backward_flags.bwd_step.is_some())
     {
-        return Err("--deterministic, --d-o, --dq-reduce and --bwd-stages need --backward".into());
+        return Err(
+            "--deterministic, --d-o, --dq-reduce, --bwd-stages and --bwd-step need --backward"
+                .into(),
+        );
     }
     if args.backward && args.lse_out.is_some() {
         return Err("--lse-out: the backward writes dq, dk, dv to --out only".into());

@@ -44,6 +44,10 @@ pub struct BackwardFlags {
     /// Q/dO pipeline stages of the backward (default 2).
     #[arg(long)]
     pub bwd_stages: Option<u32>,
+    /// Queries per backward step (for A/B measurements): 64, or 128 for head dim 64's
+    /// window walk (no mask, causal, sliding window). Default: the head dim's.
+    #[arg(long)]
+    pub bwd_step: Option<u32>,
 }
 
 /// Arguments of `fragmask bench backward`.
@@ -123,7 +127,10 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
     bwd::backward_kernel(v.shape.head_dim, packed, &backward_opts(args, flags)).map_err(|e| {
         let stages = flags
             .bwd_stages
-            .map_or(String::new(), |n| format!("--bwd-stages {n}: "));
+            .map_or(String::new(), |n| format!("--bwd-stages {n}: "))
+            + &flags
+                .bwd_step
+                .map_or(String::new(), |n| format!("--bwd-step {n}: "));
         match &args.mask {
             Some(p) => format!("{stages}--mask {}: {e}", p.display()),
             None => format!("{stages}{e}"),
@@ -142,6 +149,7 @@ fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
             DqReduceFlag::FragmentAtomics => bwd::DqReduce::FragmentAtomics,
         }),
         stages: flags.bwd_stages,
+        step_m: flags.bwd_step,
         ..BackwardOptions::default()
     }
 }

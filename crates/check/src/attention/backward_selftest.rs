@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use fragmask_host::cudarc::driver::DevicePtr;
-use fragmask_kernels::attention::backward::BackwardMask;
+use fragmask_kernels::attention::backward::{BackwardMask, WIDE_STEP_M};
 use fragmask_kernels::attention::{ActDtype, Geometry};
 use fragmask_masks::{MaskShape, PackOptions, TransposedLists};
 
@@ -161,6 +161,28 @@ pub fn default_cases() -> Vec<BackwardCase> {
     let red_fragment = BackwardOptions {
         dq_reduce: Some(DqReduce::FragmentAtomics),
         ..BackwardOptions::default()
+    };
+    // Head dim 64's 128-query step (BackwardKernel::with_step_m): its window walk only.
+    let wide = BackwardOptions {
+        step_m: Some(WIDE_STEP_M),
+        ..BackwardOptions::default()
+    };
+    // The 64-query step at head dim 64 (K and V in registers), no longer the window's default.
+    let narrow = BackwardOptions {
+        step_m: Some(64),
+        ..BackwardOptions::default()
+    };
+    let wide_f16 = BackwardOptions {
+        dtype: Some(ActDtype::F16),
+        ..wide
+    };
+    let wide_red = BackwardOptions {
+        dq_reduce: Some(DqReduce::Atomics),
+        ..wide
+    };
+    let wide_red_fragment = BackwardOptions {
+        dq_reduce: Some(DqReduce::FragmentAtomics),
+        ..wide
     };
     let mut cases = vec![
         // The documents grid: lengths off the 64- and 128-token grids (steps straddling two
@@ -329,6 +351,107 @@ pub fn default_cases() -> Vec<BackwardCase> {
             shape(1, 1, 1, 190, 190, 64),
             none.clone(),
             f16,
+            1,
+        ),
+        // The 128-query step: lengths off the 128-row grid (TMA zero-fill, padded lse rows),
+        // both causal alignments (empty rows), windows with offsets, GQA and MQA, fp16, and
+        // each dQ reduction (two 64-query chunks per step, one per warpgroup).
+        (
+            "wide step: none 256x192 d64",
+            shape(1, 2, 2, 256, 192, 64),
+            none.clone(),
+            wide,
+            1,
+        ),
+        (
+            "wide step: none odd 200x317 d64",
+            shape(1, 2, 2, 200, 317, 64),
+            none.clone(),
+            wide,
+            1,
+        ),
+        (
+            "wide step: causal 300 d64",
+            shape(1, 2, 2, 300, 300, 64),
+            window(None, Some(0), 0),
+            wide,
+            1,
+        ),
+        (
+            "wide step: causal top-left 260x150 (empty rows) d64",
+            shape(1, 1, 1, 260, 150, 64),
+            window(None, Some(0), -130),
+            wide,
+            1,
+        ),
+        (
+            "wide step: causal bottom-right 190x400 d64",
+            shape(1, 2, 2, 190, 400, 64),
+            window(None, Some(0), 210),
+            wide,
+            1,
+        ),
+        (
+            "wide step: window 64:32 333 d64",
+            shape(1, 2, 2, 333, 333, 64),
+            window(Some(64), Some(32), 0),
+            wide,
+            1,
+        ),
+        (
+            "wide step: window 100:40 offset 30, 450x500 d64",
+            shape(1, 2, 2, 450, 500, 64),
+            window(Some(100), Some(40), 30),
+            wide,
+            1,
+        ),
+        (
+            "wide step: gqa 2 causal 190 d64",
+            shape(1, 4, 2, 190, 190, 64),
+            window(None, Some(0), 0),
+            wide,
+            1,
+        ),
+        (
+            "wide step: mqa 4 none 130x70 d64",
+            shape(1, 4, 1, 130, 70, 64),
+            none.clone(),
+            wide,
+            1,
+        ),
+        (
+            "wide step: fp16 causal 300 d64",
+            shape(1, 2, 2, 300, 300, 64),
+            window(None, Some(0), 0),
+            wide_f16,
+            1,
+        ),
+        (
+            "wide step: dQ atomics causal 300 d64",
+            shape(1, 2, 2, 300, 300, 64),
+            window(None, Some(0), 0),
+            wide_red,
+            1,
+        ),
+        (
+            "wide step: dQ fragment-order atomics none 256x256 d64",
+            shape(1, 2, 2, 256, 256, 64),
+            none.clone(),
+            wide_red_fragment,
+            1,
+        ),
+        (
+            "64-query step: causal 300 d64",
+            shape(1, 2, 2, 300, 300, 64),
+            window(None, Some(0), 0),
+            narrow,
+            1,
+        ),
+        (
+            "64-query step: window 64:32 odd 333x250 d64",
+            shape(1, 2, 2, 333, 250, 64),
+            window(Some(64), Some(32), 0),
+            narrow,
             1,
         ),
         (
@@ -656,6 +779,8 @@ pub fn run_case(
     let mut first: Option<[Vec<u16>; 3]> = None;
     let mut nondeterministic_runs = 0;
     let mut documents_grid = false;
+    // The step the kernel ran at: a case that names a step fails if another one ran.
+    let mut step_m = None;
     for _ in 0..case.runs.max(1) {
         for t in [&mut grads.dq, &mut grads.dk, &mut grads.dv] {
             stream
@@ -684,6 +809,16 @@ pub fn run_case(
                 dv: grads.dv.data.device_ptr(stream).0,
             };
             let lse_ptr = lse_dev.device_ptr(stream).0;
+            if let RawBackwardMask::Window(_) = raw_mask {
+                step_m = Some(
+                    fragmask_host::attention::choice::backward_config(
+                        s.head_dim as u32,
+                        BackwardMask::Window,
+                        &case.opts,
+                    )?
+                    .step_m(),
+                );
+            }
             // SAFETY: every buffer is a live allocation of this runner's context sized for
             // `s`, alive until the synchronize below.
             unsafe {
@@ -706,6 +841,7 @@ pub fn run_case(
                 &q, &k, &v, &o, &lse_dev, &d_o, &mask, &case.opts, &mut ws, &mut grads,
             )?;
             documents_grid = prepared.kernel().mask() == BackwardMask::Documents;
+            step_m = Some(prepared.kernel().step_m());
             prepared.launch()?;
         }
         stream
@@ -773,6 +909,7 @@ pub fn run_case(
         && !case.opts.deterministic;
     let passed = bad == 0
         && documents_grid == want_grid
+        && case.opts.step_m.is_none_or(|want| step_m == Some(want))
         && empty_row_errors == 0
         && nondeterministic_runs == 0
         && rel_err.iter().all(|&e| e < GRAD_TOLERANCE);

@@ -10,7 +10,7 @@
 //! ([`super::AttentionRunner::warm_up`], [`super::AttentionRunner::warm_up_backward`])
 //! compile what this module picks, so a warmed call never compiles.
 
-use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask};
+use fragmask_kernels::attention::backward::{BackwardKernel, BackwardMask, STEP_M, WIDE_STEP_M};
 use fragmask_kernels::attention::{ActDtype, AttentionKernel, ConfigError, Geometry, MaskMode};
 use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
@@ -506,9 +506,23 @@ pub fn backward_kernel(
     backward_config(d, mode, opts)
 }
 
+/// Queries per backward step where the call does not name one: [`WIDE_STEP_M`] for head dim
+/// 64's window walk (no mask, causal, sliding windows) outside the deterministic mode,
+/// [`STEP_M`] elsewhere. The wide step against the 64-query step with K and V in registers
+/// (one H100, 4 interleaved rounds, S = 16384, H = 16): no mask 0.950, causal 0.960,
+/// S = 8192 no mask 0.949, S = 4096 causal 0.972, window 1024 0.976 (docs/backward.md).
+pub fn backward_step_m(d: u32, mode: BackwardMask, deterministic: bool) -> u32 {
+    if d == 64 && mode == BackwardMask::Window && !deterministic {
+        WIDE_STEP_M
+    } else {
+        STEP_M
+    }
+}
+
 /// The backward configuration of `mode` (window, or a mask tile) at head dim `d` with
-/// `opts`: the kernels crate's default for the mode, then the options' dQ reduction,
-/// stages (default: the mode's default, or fewer where the chosen reduction leaves room
+/// `opts`: the kernels crate's default for the mode, then the options' dQ reduction, step
+/// ([`backward_step_m`] unless named), stages (default: the mode's default, or fewer where
+/// the chosen reduction leaves room
 /// for fewer), dtype and determinism; the whole shared memory is checked here, before any
 /// GPU. [`backward_kernel`] checks a call's mask first; `warm_up_backward` compiles the
 /// configurations of the modes it is given.
@@ -521,12 +535,23 @@ pub fn backward_config(
     if let Some(reduce) = opts.dq_reduce {
         k = k.with_dq_reduce(reduce);
     }
+    let step_m = opts
+        .step_m
+        .unwrap_or_else(|| backward_step_m(d, mode, opts.deterministic));
+    if step_m != k.step_m() {
+        // The wide step holds K and V in shared memory (BackwardKernel::with_step_m).
+        k = k
+            .with_kv_registers(false)
+            .and_then(|k| k.with_step_m(step_m))
+            .map_err(AttentionError::Config)?;
+    }
     match opts.stages {
         Some(stages) => k.with_stages(stages),
         None => k.with_fitting_stages(),
     }
     .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
     .map(|k| k.with_deterministic(opts.deterministic))
+    .and_then(|k| k.check_step().map(|()| k))
     .map_err(AttentionError::Config)
 }
 
@@ -538,6 +563,53 @@ mod tests {
     use super::*;
     use crate::attention::blockmask::pack_for_kernel;
     use crate::attention::persistent::{tile_steps, window_steps};
+
+    #[test]
+    fn the_wide_backward_step_is_chosen_exactly_for_head_dim_64_windows_and_can_be_named_off() {
+        let modes = [
+            BackwardMask::Window,
+            BackwardMask::Documents,
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128,
+            },
+        ];
+        for d in [64, 128, 256] {
+            for mode in modes {
+                for deterministic in [false, true] {
+                    if deterministic && mode == BackwardMask::Documents {
+                        continue;
+                    }
+                    let opts = BackwardOptions {
+                        deterministic,
+                        ..BackwardOptions::default()
+                    };
+                    let k = backward_config(d, mode, &opts).unwrap();
+                    let wide = d == 64 && mode == BackwardMask::Window && !deterministic;
+                    assert_eq!(k.step_m(), if wide { WIDE_STEP_M } else { STEP_M }, "{k:?}");
+                    assert!(!(wide && k.kv_registers()), "{k:?}");
+                    // Named: the 64-query step keeps the head dim's K/V registers; the wide
+                    // step is refused where it does not run, before any GPU.
+                    let narrow = BackwardOptions {
+                        step_m: Some(STEP_M),
+                        ..opts
+                    };
+                    let n = backward_config(d, mode, &narrow).unwrap();
+                    assert_eq!(n.step_m(), STEP_M);
+                    assert_eq!(n.kv_registers(), d == 64, "{n:?}");
+                    let named = BackwardOptions {
+                        step_m: Some(WIDE_STEP_M),
+                        ..opts
+                    };
+                    assert_eq!(
+                        backward_config(d, mode, &named).is_ok(),
+                        wide,
+                        "{d} {mode:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn shared_kv_by_default_only_for_one_split_64_token_lists_that_load_less() {

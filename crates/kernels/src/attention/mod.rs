@@ -127,6 +127,9 @@ pub enum ConfigError {
     /// A shared-K/V geometry ([`Geometry::shared_kv`]) with what it does not run: a mask
     /// mode other than tile lists, split-KV, persistent CTAs or ping-pong (the reason).
     SharedKv(String),
+    /// A backward step size ([`backward::BackwardKernel::with_step_m`]) with a
+    /// configuration it does not run (the reason).
+    BackwardStep(String),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -194,6 +197,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
             ConfigError::Persistent(why) => write!(f, "{why}"),
             ConfigError::SharedKv(why) => write!(f, "{why}"),
+            ConfigError::BackwardStep(why) => write!(f, "{why}"),
         }
     }
 }

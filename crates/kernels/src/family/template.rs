@@ -4,7 +4,8 @@
 //!
 //! Unlike chained `str::replace`, the pass cannot let a short name eat a longer one
 //! (`$D` in `$D_CHUNKS`), and it refuses a template that names a placeholder nobody
-//! provides, or a value that no placeholder uses: either is a generator bug.
+//! provides, a value that no placeholder uses, or two values of one name: each is a
+//! generator bug.
 
 use std::collections::BTreeSet;
 
@@ -18,6 +19,8 @@ pub enum TemplateError {
     /// Placeholders still present after the last expansion round (a value refers to
     /// itself, directly or not).
     TooDeep(String),
+    /// Two values given under one name (only the first would ever be used).
+    Duplicate(String),
 }
 
 impl core::fmt::Display for TemplateError {
@@ -31,6 +34,7 @@ impl core::fmt::Display for TemplateError {
                 f,
                 "template placeholder ${n} still unexpanded after {MAX_ROUNDS} rounds"
             ),
+            TemplateError::Duplicate(n) => write!(f, "template value ${n} given twice"),
         }
     }
 }
@@ -86,6 +90,10 @@ fn round(
 
 /// Fills `template` with `values` (`(NAME, value)`, NAME without the `$`).
 pub fn fill(template: &str, values: &[(&str, String)]) -> Result<String, TemplateError> {
+    let mut names = BTreeSet::new();
+    if let Some((n, _)) = values.iter().find(|(n, _)| !names.insert(*n)) {
+        return Err(TemplateError::Duplicate(n.to_string()));
+    }
     let mut used = BTreeSet::new();
     let mut text = template.to_string();
     for _ in 0..MAX_ROUNDS {
@@ -140,7 +148,11 @@ mod tests {
     }
 
     #[test]
-    fn unknown_unused_and_cyclic_placeholders_are_errors() {
+    fn unknown_unused_duplicate_and_cyclic_placeholders_are_errors() {
+        assert_eq!(
+            fill("$A", &v(&[("A", "1"), ("A", "2")])),
+            Err(TemplateError::Duplicate("A".into()))
+        );
         assert_eq!(
             fill("$NOPE", &v(&[])),
             Err(TemplateError::Unknown("NOPE".into()))

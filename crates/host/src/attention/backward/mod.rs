@@ -40,8 +40,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use fragmask_kernels::attention::backward::{
-    BackwardKernel, BackwardMask, BackwardParams, KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME,
-    ROWS_PER_BLOCK, ROW_PAD, STEP_M,
+    BackwardKernel, BackwardMask, BackwardParams, DQ_CHUNK_ROWS, KERNEL_NAME, POST_KERNEL_NAME,
+    PRE_KERNEL_NAME, ROWS_PER_BLOCK, ROW_PAD, STEP_M,
 };
 use fragmask_kernels::attention::{ActDtype, WINDOW_INFINITE};
 use fragmask_masks::{PackedMask, TransposedLists};
@@ -72,6 +72,9 @@ pub struct BackwardOptions {
     /// How dQ is reduced; `None` is the head dim's default (`BackwardKernel::default_for`:
     /// [`DqReduce::Bulk`], at head dim 256 [`DqReduce::FragmentAtomics`]).
     pub dq_reduce: Option<DqReduce>,
+    /// Queries per step of the main kernel (`BackwardKernel::with_step_m`: 64, or 128 for
+    /// head dim 64's window walk); `None` is the default.
+    pub step_m: Option<u32>,
     /// Whether a mask with document boundaries runs the documents grid
     /// ([`BackwardMask::Documents`], [`super::choice::backward_documents`]) rather than
     /// its tile lists; `None` is the default ([`super::choice::BACKWARD_DOCUMENTS_GRID`]).
@@ -403,9 +406,13 @@ impl Resolved {
                 ((s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK), heads, batch),
                 32 * ROWS_PER_BLOCK,
             ),
-            // One block of 128 threads per (64-query step, 64-column chunk).
+            // One block of 128 threads per (64-query chunk, 64-column chunk).
             DqReduce::Bulk | DqReduce::FragmentAtomics => Launch::new(
-                (rows / STEP_M * (s.head_dim as u32 / 64), heads, batch),
+                (
+                    rows / DQ_CHUNK_ROWS * (s.head_dim as u32 / 64),
+                    heads,
+                    batch,
+                ),
                 128,
             ),
         }
@@ -768,10 +775,10 @@ impl AttentionRunner {
         let dt = kernel.dtype();
         let n = kernel.cta_n();
         let maps = [
-            encode_strided_map(q.ptr, q.shape, q.strides, STEP_M, dt)?,
+            encode_strided_map(q.ptr, q.shape, q.strides, kernel.step_m(), dt)?,
             encode_strided_map(k.ptr, k.shape, k.strides, n, dt)?,
             encode_strided_map(v.ptr, v.shape, v.strides, n, dt)?,
-            encode_strided_map(d_o.ptr, d_o.shape, d_o.strides, STEP_M, dt)?,
+            encode_strided_map(d_o.ptr, d_o.shape, d_o.strides, kernel.step_m(), dt)?,
         ];
         let functions = self.backward_functions(&kernel)?;
         let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
@@ -868,7 +875,7 @@ impl AttentionRunner {
         docs: &fragmask_masks::Documents,
         kernel: &BackwardKernel,
     ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
-        let items = super::documents::key_tile_items(docs, kernel.cta_n(), STEP_M);
+        let items = super::documents::key_tile_items(docs, kernel.cta_n(), kernel.step_m());
         let count = u32::try_from(items.len())
             .ok()
             .filter(|&n| {

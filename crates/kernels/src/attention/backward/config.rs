@@ -4,17 +4,19 @@
 
 use static_assertions::const_assert;
 
-use super::STEP_M;
+use super::{DQ_CHUNK_ROWS, STEP_M, WIDE_STEP_M};
 use crate::attention::ConfigError;
 use crate::family::dtype::ActDtype;
 use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS, SM_REGISTERS};
 
 /// What a consumer thread asks `setmaxnreg.inc` for (FlashAttention-3's 240).
 pub(super) const CONSUMER_REGS: u32 = 240;
-/// f32 registers a consumer thread needs besides dK and dV: `Sᵀ` and `dPᵀ` (32 each at
-/// m64n64), one dQ chunk (32), and the bf16 `Pᵀ`/`dSᵀ` A operands (16 each) while
-/// the dQ chunk is live, with addresses.
-const STEP_REGS: u32 = 96;
+/// f32 registers a consumer thread needs besides dK and dV at a step of `step_m` queries:
+/// `Sᵀ` and `dPᵀ` (`step_m / 2` each), then one dQ chunk (32) beside the bf16 `Pᵀ`/`dSᵀ`
+/// A operands (`step_m / 4` each), with addresses: 96 at 64 queries, 160 at 128.
+const fn step_regs(step_m: u32) -> u32 {
+    step_m + 32
+}
 
 /// How the backward decides which (query, key) pairs are visible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,7 +64,7 @@ pub enum DqReduce {
 pub const MAX_STAGES: u32 = 4;
 
 /// Bytes of one staged dQ chunk (64 x 64 f32).
-pub const DQ_CHUNK_BYTES: u32 = STEP_M * 64 * 4;
+pub const DQ_CHUNK_BYTES: u32 = DQ_CHUNK_ROWS * 64 * 4;
 
 /// Bytes of the pair mode's probability exchange: the f32 `Pᵀ` of one step (64 keys x
 /// [`STEP_M`] queries), written by the warpgroup that computes `Sᵀ` and read by the one that
@@ -82,18 +84,21 @@ pub struct BackwardKernel {
     dq_reduce: DqReduce,
     kv_registers: bool,
     pair: bool,
+    step_m: u32,
 }
 
-/// dQ chunks (64 columns) one warpgroup computes per step: `dkv / 64` over the warpgroups.
-pub const fn dq_chunks_per_warpgroup(warpgroups: u32, dkv: u32) -> u32 {
-    (dkv / 64).div_ceil(warpgroups)
+/// dQ chunks (64 queries x 64 columns) one warpgroup computes per step: the step's
+/// `step_m / 64` query halves times `dkv / 64` column chunks, over the warpgroups.
+pub const fn dq_chunks_per_warpgroup(warpgroups: u32, dkv: u32, step_m: u32) -> u32 {
+    (step_m / DQ_CHUNK_ROWS * (dkv / 64)).div_ceil(warpgroups)
 }
 
 /// Staging buffers per warpgroup of the bulk dQ path: one per chunk where shared memory
 /// has room, else one (reused, waiting for its previous bulk read).
-pub const fn dq_buffers(warpgroups: u32, head_dim: u32, dkv: u32, stages: u32) -> u32 {
-    let chunks = dq_chunks_per_warpgroup(warpgroups, dkv);
-    let all = smem_bytes(warpgroups, head_dim, stages) + warpgroups * chunks * DQ_CHUNK_BYTES;
+pub const fn dq_buffers(warpgroups: u32, head_dim: u32, dkv: u32, stages: u32, step_m: u32) -> u32 {
+    let chunks = dq_chunks_per_warpgroup(warpgroups, dkv, step_m);
+    let all =
+        smem_bytes(warpgroups, head_dim, stages, step_m) + warpgroups * chunks * DQ_CHUNK_BYTES;
     if all <= MAX_DYNAMIC_SMEM {
         chunks
     } else {
@@ -103,12 +108,12 @@ pub const fn dq_buffers(warpgroups: u32, head_dim: u32, dkv: u32, stages: u32) -
 
 /// Bytes of the shared memory a configuration uses (const fn: K, V, the Q/dO stages with
 /// their lse/Dsum rows, two dS buffers, barriers, and the 1024-byte alignment slack; the dQ
-/// staging comes on top).
-pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32) -> u32 {
+/// staging comes on top), at steps of `step_m` queries.
+pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32, step_m: u32) -> u32 {
     let cta_n = 64 * warpgroups;
     let kv = 2 * cta_n * head_dim * 2;
-    let per_stage = 2 * STEP_M * head_dim * 2 + 2 * STEP_M * 4;
-    let ds = 2 * STEP_M * cta_n * 2;
+    let per_stage = 2 * step_m * head_dim * 2 + 2 * step_m * 4;
+    let ds = 2 * step_m * cta_n * 2;
     1024 + kv + stages * per_stage + ds + 256
 }
 
@@ -116,21 +121,21 @@ pub const fn smem_bytes(warpgroups: u32, head_dim: u32, stages: u32) -> u32 {
 /// staging: one key group of 64 keys, its two column halves in two consumer warpgroups,
 /// and the f32 probability exchange.
 pub const fn pair_smem_bytes(head_dim: u32, stages: u32) -> u32 {
-    smem_bytes(1, head_dim, stages) + P_EXCHANGE_BYTES
+    smem_bytes(1, head_dim, stages, STEP_M) + P_EXCHANGE_BYTES
 }
 
 /// Whether a consumer thread also holds its warpgroup's 64 rows of K and V as RS-mode A
 /// fragments (`head_dim / 2` registers: 2 · 64 · head_dim bf16 over 128 threads), so that
 /// `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` read only Q and dO from shared memory.
 pub const fn kv_registers_fit(head_dim: u32, dkv: u32) -> bool {
-    dkv + STEP_REGS + head_dim / 2 <= CONSUMER_REGS
+    dkv + step_regs(STEP_M) + head_dim / 2 <= CONSUMER_REGS
 }
 
 /// Whether `warpgroups` consumer warpgroups holding dK and dV of `dkv` columns fit the
-/// register file with one producer warpgroup.
-pub const fn registers_fit(warpgroups: u32, dkv: u32) -> bool {
+/// register file with one producer warpgroup, at steps of `step_m` queries.
+pub const fn registers_fit(warpgroups: u32, dkv: u32, step_m: u32) -> bool {
     // dK and dV: 2 * 64 * dkv / 128 f32 per thread.
-    let needed = dkv + STEP_REGS;
+    let needed = dkv + step_regs(step_m);
     needed <= CONSUMER_REGS
         && (PRODUCER_REGS + warpgroups * CONSUMER_REGS) * 128 <= SM_REGISTERS
         && warpgroups >= 1
@@ -139,14 +144,19 @@ pub const fn registers_fit(warpgroups: u32, dkv: u32) -> bool {
 
 // The defaults fit: 128 keys over two warpgroups at head dim 128 with two stages, and
 // 64 keys over one at head dim 256 (dK/dV split in two column halves).
-// The producer warp copies lse and Dsum two queries per lane: a step is 2 x 32 queries.
-const_assert!(STEP_M == 64);
-const_assert!(smem_bytes(2, 128, 2) <= MAX_DYNAMIC_SMEM);
-const_assert!(smem_bytes(2, 64, 2) <= MAX_DYNAMIC_SMEM);
-const_assert!(smem_bytes(1, 256, 2) <= MAX_DYNAMIC_SMEM);
-const_assert!(registers_fit(2, 128));
-const_assert!(registers_fit(1, 128));
-const_assert!(!registers_fit(1, 256));
+// The producer warp copies lse and Dsum two queries per lane per 64 queries of a step.
+const_assert!(STEP_M % 64 == 0 && WIDE_STEP_M % 64 == 0);
+const_assert!(smem_bytes(2, 128, 2, STEP_M) <= MAX_DYNAMIC_SMEM);
+const_assert!(smem_bytes(2, 64, 2, STEP_M) <= MAX_DYNAMIC_SMEM);
+const_assert!(smem_bytes(1, 256, 2, STEP_M) <= MAX_DYNAMIC_SMEM);
+const_assert!(registers_fit(2, 128, STEP_M));
+const_assert!(registers_fit(1, 128, STEP_M));
+const_assert!(!registers_fit(1, 256, STEP_M));
+// Head dim 64's wide step: two stages and one staging buffer per warpgroup fit, and the
+// registers of 128-query `Sᵀ`/`dPᵀ` beside dK and dV of 64 columns (no K/V registers).
+const_assert!(smem_bytes(2, 64, 2, WIDE_STEP_M) + 2 * DQ_CHUNK_BYTES <= MAX_DYNAMIC_SMEM);
+const_assert!(registers_fit(2, 64, WIDE_STEP_M));
+const_assert!(!registers_fit(2, 128, WIDE_STEP_M));
 const_assert!(kv_registers_fit(64, 64));
 const_assert!(!kv_registers_fit(128, 128));
 // The pair mode at head dim 256: two Q/dO stages fit only with dQ reductions that need no
@@ -178,7 +188,7 @@ impl BackwardKernel {
             return Err(geometry_err());
         }
         let dkv = head_dim / d_split;
-        if dkv % 64 != 0 || !registers_fit(warpgroups, dkv) {
+        if dkv % 64 != 0 || !registers_fit(warpgroups, dkv, STEP_M) {
             return Err(ConfigError::Layout(format!(
                 "dK and dV of {dkv} columns over {warpgroups} warpgroup(s) do not fit in \
                  registers; split head dim {head_dim} into more column groups"
@@ -204,6 +214,7 @@ impl BackwardKernel {
             dq_reduce: DqReduce::Bulk,
             kv_registers: false,
             pair: false,
+            step_m: STEP_M,
         }
         .with_stages(stages)
     }
@@ -246,6 +257,18 @@ impl BackwardKernel {
                         k = k.with_dq_reduce(reduce).with_fitting_stages()?;
                     }
                     push(k);
+                }
+            }
+            // Head dim 64's wide step (`with_step_m(WIDE_STEP_M)`) with each dQ reduction
+            // and in fp16.
+            if d == 64 {
+                let wide = Self::default_for(d, BackwardMask::Window)?
+                    .with_kv_registers(false)?
+                    .with_step_m(WIDE_STEP_M)?;
+                push(wide);
+                push(wide.with_dtype(ActDtype::F16)?);
+                for reduce in [Atomics, FragmentAtomics] {
+                    push(wide.with_dq_reduce(reduce).with_fitting_stages()?);
                 }
             }
             // Head dim 256's two-CTA column split (`with_pair(false)`).
@@ -370,11 +393,13 @@ impl BackwardKernel {
     /// K and V of each warpgroup's keys held in registers as the A operands of `Sᵀ` and
     /// `dPᵀ` (RS-mode wgmma) instead of read from shared memory by every step.
     pub fn with_kv_registers(mut self, kv_registers: bool) -> Result<Self, ConfigError> {
-        if kv_registers && !kv_registers_fit(self.head_dim, self.dkv()) {
+        if kv_registers && (!kv_registers_fit(self.head_dim, self.dkv()) || self.step_m != STEP_M) {
             return Err(ConfigError::Layout(format!(
-                "K and V of head dim {} do not fit in registers beside dK and dV of {} columns",
+                "K and V of head dim {} do not fit in registers beside dK and dV of {} columns \
+                 at {}-query steps",
                 self.head_dim,
-                self.dkv()
+                self.dkv(),
+                self.step_m
             )));
         }
         self.kv_registers = kv_registers;
@@ -384,6 +409,51 @@ impl BackwardKernel {
     /// Whether K and V are held in registers (see [`Self::with_kv_registers`]).
     pub fn kv_registers(&self) -> bool {
         self.kv_registers
+    }
+
+    /// Queries per step: [`STEP_M`], or [`WIDE_STEP_M`] (FlashAttention-3/4's 128-query
+    /// `m_block_size` at head dim 64): `Sᵀ`/`dPᵀ` are m64n128, the step's dS holds two
+    /// 64-query halves and warpgroup `wg` computes half `wg`'s dQ chunk, so the two
+    /// warpgroups share the dQ GEMM that one of them runs at 64 queries. Taken by head dim
+    /// 64's window walk with two warpgroups, K and V in shared memory (their registers do
+    /// not fit beside 128-query `Sᵀ` and `dPᵀ`), one column group, not deterministic.
+    pub fn with_step_m(mut self, step_m: u32) -> Result<Self, ConfigError> {
+        if step_m != STEP_M && step_m != WIDE_STEP_M {
+            return Err(ConfigError::BackwardStep(format!(
+                "a backward step is {STEP_M} or {WIDE_STEP_M} queries, not {step_m}"
+            )));
+        }
+        self.step_m = step_m;
+        self.check_step()?;
+        self.with_fitting_stages()
+    }
+
+    /// Refuses a wide step ([`Self::with_step_m`]) outside the configurations it takes;
+    /// the generator calls it again, after every builder.
+    pub fn check_step(&self) -> Result<(), ConfigError> {
+        let fits = self.step_m == STEP_M
+            || (self.head_dim == 64
+                && self.warpgroups == 2
+                && self.d_split == 1
+                && !self.pair
+                && !self.kv_registers
+                && !self.deterministic
+                && self.mask == BackwardMask::Window
+                && registers_fit(self.warpgroups, self.dkv(), self.step_m));
+        if !fits {
+            return Err(ConfigError::BackwardStep(format!(
+                "the {}-query step takes head dim 64's window walk on two warpgroups with K and \
+                 V in shared memory, not deterministic: not {}",
+                self.step_m,
+                self.label()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Queries per step (see [`Self::with_step_m`]).
+    pub fn step_m(&self) -> u32 {
+        self.step_m
     }
 
     /// The element type of q, k, v, o, dO and the gradients (bf16 or fp16).
@@ -421,7 +491,7 @@ impl BackwardKernel {
         match self.dq_reduce {
             DqReduce::Atomics | DqReduce::FragmentAtomics => 0,
             DqReduce::Bulk if self.pair => {
-                let chunks = dq_chunks_per_warpgroup(1, self.dkv());
+                let chunks = dq_chunks_per_warpgroup(1, self.dkv(), self.step_m);
                 let base = pair_smem_bytes(self.head_dim, self.stages);
                 if base + 2 * chunks * DQ_CHUNK_BYTES <= MAX_DYNAMIC_SMEM {
                     chunks
@@ -429,7 +499,13 @@ impl BackwardKernel {
                     1
                 }
             }
-            DqReduce::Bulk => dq_buffers(self.warpgroups, self.head_dim, self.dkv(), self.stages),
+            DqReduce::Bulk => dq_buffers(
+                self.warpgroups,
+                self.head_dim,
+                self.dkv(),
+                self.stages,
+                self.step_m,
+            ),
         }
     }
 
@@ -488,7 +564,7 @@ impl BackwardKernel {
         let base = if self.pair {
             pair_smem_bytes(self.head_dim, self.stages)
         } else {
-            smem_bytes(self.warpgroups, self.head_dim, self.stages)
+            smem_bytes(self.warpgroups, self.head_dim, self.stages, self.step_m)
         };
         base + self.warpgroups * self.column_warpgroups() * self.dq_buffers() * DQ_CHUNK_BYTES
     }
@@ -525,6 +601,7 @@ impl BackwardKernel {
             DqReduce::Bulk => "",
         } + if self.kv_registers { " kvr" } else { "" }
             + if self.pair { " pair" } else { "" }
+            + if self.step_m != STEP_M { " q128" } else { "" }
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).

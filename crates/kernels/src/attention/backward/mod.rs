@@ -35,9 +35,14 @@ pub const KERNEL_NAME: &str = "fragmask_attention_bwd";
 pub const PRE_KERNEL_NAME: &str = "fragmask_attention_bwd_pre";
 /// Name of the postprocess kernel (dQ scale and cast).
 pub const POST_KERNEL_NAME: &str = "fragmask_attention_bwd_post";
-/// Queries per step of the main kernel (the N of `Sᵀ`), and the padding unit of the
-/// workspace rows together with [`ROW_PAD`].
+/// Queries per step of the main kernel (the N of `Sᵀ`) by default; head dim 64's window
+/// walk takes [`WIDE_STEP_M`] ([`BackwardKernel::step_m`]).
 pub const STEP_M: u32 = 64;
+/// The wide step: 128 queries, FlashAttention-3/4's `m_block_size` at head dim 64.
+pub const WIDE_STEP_M: u32 = 128;
+/// Query rows of one dQ chunk of the accumulator (the m64n64 dQ GEMM's rows): a step holds
+/// `step_m / 64` of them, and the postprocess takes one chunk per block.
+pub const DQ_CHUNK_ROWS: u32 = 64;
 /// Query rows of the workspace (`lse_log2`, `dsum`, the dQ accumulator) are padded to a
 /// multiple of this (every mask tile's `block_m` divides it), so no step reads past them.
 pub const ROW_PAD: u32 = 128;

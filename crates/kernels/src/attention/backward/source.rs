@@ -9,8 +9,8 @@ use fragmask_gmma_frag::TiledAccumulator;
 use super::config::{CONSUMER_REGS, P_EXCHANGE_BYTES};
 use super::template::{POST_FRAGMENT, POST_READ_PAIRS, POST_READ_QUADS, POST_ROWS, TEMPLATE};
 use super::{
-    BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, KERNEL_NAME,
-    POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, STEP_M,
+    BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, DQ_CHUNK_ROWS,
+    KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK,
 };
 use crate::attention::ConfigError;
 use crate::cuda::PRELUDE;
@@ -36,27 +36,28 @@ struct Tiles {
     kv: OperandTile,
     /// K as the MN-major B operand of `dQ = dS K` (N = 64 columns of D, K = the CTA's keys).
     k_mn: OperandTile,
-    /// Q and dO of a step, K-major: the B operand of `Sᵀ` / `dPᵀ` (N = 64 queries).
+    /// Q and dO of a step, K-major: the B operand of `Sᵀ` / `dPᵀ` (N = the step's queries).
     q: OperandTile,
     /// Q and dO as the MN-major B operand of `dK += dSᵀ Q` / `dV += Pᵀ dO` (N = dK/dV columns).
     q_mn: OperandTile,
-    /// dS, MN-major (queries contiguous): the A operand of `dQ = dS K`.
+    /// dS, MN-major (queries contiguous; atoms along the keys first, so each 64-query half
+    /// is one tile of its own): the A operand of `dQ = dS K`, 64 queries per wgmma.
     ds: OperandTile,
 }
 
 impl Tiles {
     fn new(k: &BackwardKernel) -> Result<Self, ConfigError> {
-        let (d, n, dkv) = (k.head_dim(), k.cta_n(), k.dkv());
+        let (d, n, dkv, sm) = (k.head_dim(), k.cta_n(), k.dkv(), k.step_m());
         let t = Tiles {
             kv: OperandTile::k_major("K", n, d, 64)?,
             k_mn: OperandTile::mn_major("K_MN", d, n, 64)?,
-            q: OperandTile::k_major("Q", STEP_M, d, STEP_M)?,
-            q_mn: OperandTile::mn_major("Q_MN", d, STEP_M, dkv)?,
-            ds: OperandTile::mn_major("DS", STEP_M, n, STEP_M)?,
+            q: OperandTile::k_major("Q", sm, d, sm)?,
+            q_mn: OperandTile::mn_major("Q_MN", d, sm, dkv)?,
+            ds: OperandTile::mn_major("DS", sm, n, DQ_CHUNK_ROWS)?,
         };
         // One set of bytes, two views: the MN-major views read exactly the bytes TMA wrote
         // for the K-major tiles.
-        for (kmaj, mn, rows) in [(&t.kv, &t.k_mn, n), (&t.q, &t.q_mn, STEP_M)] {
+        for (kmaj, mn, rows) in [(&t.kv, &t.k_mn, n), (&t.q, &t.q_mn, sm)] {
             for r in 0..rows {
                 for c in 0..d {
                     if kmaj.swizzled_bytes(r, c)? != mn.swizzled_bytes(c, r)? {
@@ -77,6 +78,10 @@ impl Tiles {
         }
         for wg in 0..k.warpgroups() {
             t.kv.check_start(t.kv.bytes(64 * wg, 0)?)?;
+        }
+        // Each 64-query half of dS is the A operand of a dQ chunk.
+        for half in 0..sm / DQ_CHUNK_ROWS {
+            t.ds.check_start(t.ds.bytes(DQ_CHUNK_ROWS * half, 0)?)?;
         }
         Ok(t)
     }
@@ -167,23 +172,30 @@ fn check_stmatrix(st: &FragmentMap, ds: &DsAffine) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The dS stores of a thread, `g = 0 .. values / 8`, as one offset and an XOR: the kernel
-/// computes store 0's swizzled byte once and takes store `g` at `that ^ (x · g)`. Checked for
-/// every warpgroup, thread and store against the affine formula and the swizzle; `x · g`
-/// stays below 1024, the dS buffers' alignment, so the XOR commutes with adding the buffer's
-/// address. Returns `x`.
-fn ds_store_xor(st: &FragmentMap, ds: &DsAffine, warpgroups: u32) -> Result<u32, ConfigError> {
+/// The dS stores of a thread, `g = 0 .. values / 8`, as one offset, an XOR and the half's
+/// offset: the kernel computes store 0's swizzled byte once and takes store `g` at
+/// `(that ^ (x · (g mod per_half))) + ⌊g / per_half⌋ · half_bytes`, `per_half` being the
+/// stores of one 64-query half of the step. Checked for every warpgroup, thread and store
+/// against the affine formula and the swizzle; `x · g` stays below 1024, the dS buffers' and
+/// halves' alignment, so the XOR commutes with adding their addresses. Returns
+/// `(x, per_half)`.
+fn ds_store_xor(
+    st: &FragmentMap,
+    ds: &DsAffine,
+    warpgroups: u32,
+) -> Result<(u32, u32), ConfigError> {
     let stores = st.values() / 8;
+    let per_half = stores / (st.n() / DQ_CHUNK_ROWS);
     let byte = |wg: u32, lt: u32, g: u32| -> u32 {
         // The template's stmatrix row: register m = 4g + lane / 8 of thread sm_lt (the warp's
         // thread whose fragment row is lane % 8 at column 0), values 2m, 2m + 1.
         let sm_lt = (lt & !31) | (4 * (lt & 7));
         let m = 4 * g + (lt % 32) / 8;
         let (key, q) = st.coord(sm_lt, 2 * m);
-        let linear = q * ds.q_bytes + (64 * wg + key) * ds.key_bytes;
-        linear ^ (((linear >> 7) & 7) << 4)
+        let linear = (q % DQ_CHUNK_ROWS) * ds.q_bytes + (64 * wg + key) * ds.key_bytes;
+        (q / DQ_CHUNK_ROWS) * ds.half_bytes + (linear ^ (((linear >> 7) & 7) << 4))
     };
-    let x = if stores > 1 {
+    let x = if per_half > 1 {
         byte(0, 0, 1) ^ byte(0, 0, 0)
     } else {
         0
@@ -191,17 +203,20 @@ fn ds_store_xor(st: &FragmentMap, ds: &DsAffine, warpgroups: u32) -> Result<u32,
     for wg in 0..warpgroups {
         for lt in 0..128 {
             for g in 0..stores {
-                let (want, got) = (byte(wg, lt, g), byte(wg, lt, 0) ^ (x * g));
-                if want != got || x * g >= 1024 {
+                let (half, gh) = (g / per_half, g % per_half);
+                let want = byte(wg, lt, g);
+                let got = (byte(wg, lt, 0) ^ (x * gh)) + half * ds.half_bytes;
+                if want != got || x * gh >= 1024 {
                     return Err(ConfigError::Layout(format!(
                         "dS store {g} of warpgroup {wg} thread {lt} is at byte {want}, not {got} \
-                         (store 0 XOR {x} * {g}, below the 1024-byte buffer alignment)"
+                         (store 0 XOR {x} * {gh}, below the 1024-byte buffer alignment, plus half \
+                         {half})"
                     )));
                 }
             }
         }
     }
-    Ok(x)
+    Ok((x, per_half))
 }
 
 /// The query-column pairs of a thread's Sᵀ values, where the kernel reads lse and Dsum 8 bytes
@@ -281,6 +296,46 @@ fn p_exchange(st: &FragmentMap) -> Result<String, ConfigError> {
     Ok("16u * (128u * (unsigned)(i / 4) + (unsigned)lt)".into())
 }
 
+/// The producer lane's copy of the step's lse and Dsum rows into the stage: `step_m / 32`
+/// consecutive floats per lane, one vector load and one vector store each (`float2` at 64
+/// queries, `float4` at 128: the rows are 16-byte aligned, padded to 128 queries).
+fn lse_copy(step_m: u32) -> Result<String, ConfigError> {
+    let (ty, regs) = match step_m / 32 {
+        2 => ("float2", ["x", "y"].as_slice()),
+        4 => ("float4", ["x", "y", "z", "w"].as_slice()),
+        n => {
+            return Err(ConfigError::Layout(format!(
+                "lse/Dsum copy: {n} floats per producer lane"
+            )))
+        }
+    };
+    let (n, operands) = (regs.len(), (1..=regs.len()).map(|i| format!("%{i}")));
+    let operands: Vec<String> = operands.collect();
+    let rows = [
+        ("l", "p.lse_log2", "smem_lse"),
+        ("d", "p.dsum", "smem_dsum"),
+    ];
+    let mut s = String::new();
+    // Both loads before the stores (each store's "memory" clobber orders it after them).
+    for (var, src, _) in rows {
+        let _ = writeln!(
+            s,
+            "                    const {ty} {var} = __ldg(reinterpret_cast<const {ty}*>({src} + row0) + lane);"
+        );
+    }
+    for (var, _, dst) in rows {
+        let args: Vec<String> = regs.iter().map(|r| format!("\"f\"({var}.{r})")).collect();
+        let _ = writeln!(
+            s,
+            "                    asm volatile(\"st.shared.v{n}.f32 [%0], {{{ops}}};\" :: \"r\"({dst} + stage * FM_STEP_M * 4 + {b} * lane), {args} : \"memory\");",
+            ops = operands.join(", "),
+            b = 4 * n,
+            args = args.join(", ")
+        );
+    }
+    Ok(s)
+}
+
 /// `{a, b, ...}`: a C array initialiser.
 fn brace_list(v: &[u32]) -> String {
     let items: Vec<String> = v.iter().map(u32::to_string).collect();
@@ -289,6 +344,7 @@ fn brace_list(v: &[u32]) -> String {
 
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     k.check_smem()?;
+    k.check_step()?;
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
@@ -307,16 +363,19 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let key_row0 = format!("{} + (int)row", place.key_row0);
     let d = k.head_dim();
     let dkv = k.dkv();
-    // Sᵀ, dPᵀ and a dQ chunk: m64n64 accumulators; dK and dV: m64n{dkv}.
-    let st = FragmentMap::new(STEP_M).map_err(|e| ConfigError::Layout(e.0))?;
+    // Sᵀ and dPᵀ: m64n{step_m} accumulators; a dQ chunk m64n64; dK and dV: m64n{dkv}.
+    let sm = k.step_m();
+    let st = FragmentMap::new(sm).map_err(|e| ConfigError::Layout(e.0))?;
+    let dq_map = FragmentMap::new(DQ_CHUNK_ROWS).map_err(|e| ConfigError::Layout(e.0))?;
     let dkv_map = FragmentMap::new(dkv).map_err(|e| ConfigError::Layout(e.0))?;
     st.check_adjacent_pairs()?;
+    dq_map.check_adjacent_pairs()?;
     dkv_map.check_adjacent_pairs()?;
-    check_even_pairs(&st)?;
+    check_even_pairs(&dq_map)?;
     let tiles = Tiles::new(k)?;
-    let ds = ds_affine(&tiles.ds, k.cta_n())?;
+    let ds = ds_affine(&tiles.ds, sm, k.cta_n())?;
     check_stmatrix(&st, &ds)?;
-    let ds_g_xor = ds_store_xor(&st, &ds, k.warpgroups())?;
+    let (ds_g_xor, ds_g_per_half) = ds_store_xor(&st, &ds, k.warpgroups())?;
     let pairs = column_pairs(&st)?;
     if k.kv_registers() {
         check_kv_fragments(&tiles.kv, d, k.warpgroups())?;
@@ -355,7 +414,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         BackwardMask::Window | BackwardMask::Documents => (128 * k.warpgroups(), 1, 1, 1),
         BackwardMask::Blocks { block_m, block_n } => {
             let (threads, words) = check_mask_words(&st, block_m, block_n)?;
-            (threads, words, block_m / STEP_M, block_n / k.cta_n())
+            (threads, words, block_m / sm, block_n / k.cta_n())
         }
     };
     let ty = k.dtype().mma_ptx_type();
@@ -376,7 +435,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("D_CHUNKS", (d / 64).to_string()),
         ("WARPGROUPS", k.warpgroups().to_string()),
         ("CTA_N", k.cta_n().to_string()),
-        ("STEP_M", STEP_M.to_string()),
+        ("STEP_M", sm.to_string()),
+        ("DQ_CHUNK_ROWS", DQ_CHUNK_ROWS.to_string()),
+        ("LSE_COPY", lse_copy(sm)?),
+        ("DQ_HALVES", (sm / DQ_CHUNK_ROWS).to_string()),
+        ("DQ_ITEMS", (sm / DQ_CHUNK_ROWS * (dkv / 64)).to_string()),
         ("DKV", dkv.to_string()),
         ("DSPLIT", k.d_split().to_string()),
         ("PAIR", u32::from(k.pair()).to_string()),
@@ -390,7 +453,14 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             "PX_BYTES",
             if k.pair() { P_EXCHANGE_BYTES } else { 0 }.to_string(),
         ),
-        ("PX_BYTE_EXPR", p_exchange(&st)?),
+        (
+            "PX_BYTE_EXPR",
+            if k.pair() {
+                p_exchange(&st)?
+            } else {
+                "0u /* no P exchange outside the pair mode */".into()
+            },
+        ),
         ("STAGES", k.stages().to_string()),
         ("SUB", sub.to_string()),
         ("HALVES", halves.to_string()),
@@ -445,6 +515,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("CONSUMER_REGS", CONSUMER_REGS.to_string()),
         ("GEMMS", gemms(k, &tiles, ty)?),
         ("ST_VALUES", st.values().to_string()),
+        ("DQ_VALUES", dq_map.values().to_string()),
         ("A_REGS", (st.values() / 2).to_string()),
         ("DKV_VALUES", dkv_map.values().to_string()),
         (
@@ -457,14 +528,14 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ),
         (
             "LAYOUT_DQ",
-            format!("CLayout_64x{} = {}", st.n(), st.layout_text()),
+            format!("CLayout_64x{} = {}", dq_map.n(), dq_map.layout_text()),
         ),
         ("THREAD_ROW_ST", st.thread_row_expr("lt")),
         ("THREAD_COL_ST", st.thread_col_expr("lt")),
         ("THREAD_ROW_DKV", dkv_map.thread_row_expr("lt")),
         ("THREAD_COL_DKV", dkv_map.thread_col_expr("lt")),
-        ("THREAD_ROW_DQ", st.thread_row_expr("lt")),
-        ("THREAD_COL_DQ", st.thread_col_expr("lt")),
+        ("THREAD_ROW_DQ", dq_map.thread_row_expr("lt")),
+        ("THREAD_COL_DQ", dq_map.thread_col_expr("lt")),
         ("VALUE_ROW_ST_2M", st.value_row_expr("(2 * sm_m)")),
         ("VALUE_COL_ST_2M", st.value_col_expr("(2 * sm_m)")),
         ("THREAD_ROW_ST_SM", st.thread_row_expr("sm_lt")),
@@ -491,11 +562,13 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("DS_Q_BYTES", ds.q_bytes.to_string()),
         ("DS_KEY_BYTES", ds.key_bytes.to_string()),
         ("DS_G_XOR", ds_g_xor.to_string()),
+        ("DS_G_PER_HALF", ds_g_per_half.to_string()),
+        ("DS_HALF_BYTES", ds.half_bytes.to_string()),
         ("ST_PAIRS", pairs.cols.len().to_string()),
         ("ST_PAIR_SLOTS", brace_list(&pairs.slot_of_value)),
         ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
-    values.extend(dq_pieces(k, &st));
+    values.extend(dq_pieces(k, &dq_map));
     values.push(("CTA_ITEM", place.cta_item.to_string()));
     values.push(("CTA_BLOCK", place.cta_block.to_string()));
     values.push(("SCHEDULE_ITEM", place.schedule_item.to_string()));
@@ -547,8 +620,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
 
 /// The step's dQ chunks in the register-order accumulator (`DqReduce::Bulk` and
 /// `DqReduce::FragmentAtomics`).
-const DQ_STEP_CHUNKS: &str = "// [B, H, Sq_pad/64, D/64] chunks of FM_STEP_M x 64 f32 in register order
-                                 float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * (long long)(FM_D / 64) * (FM_STEP_M * 64);";
+const DQ_STEP_CHUNKS: &str = "// [B, H, Sq_pad/64, D/64] chunks of FM_DQ_ROWS x 64 f32 in register order; the step's first row block
+                                 float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_DQ_ROWS) + (long long)t.m * FM_DQ_HALVES) * (long long)(FM_D / 64) * (FM_DQ_ROWS * 64);";
 
 /// The dQ epilogue of each reduction mode: the store of a chunk, what runs before the dS
 /// barrier, the drain of bulk reductions, and the postprocess that reads the accumulator.
@@ -568,9 +641,9 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             v.push((
                 "DQ_STORE",
                 "#pragma unroll
-                                     for (int i = 0; i < $ST_VALUES; i += 2) {
-                                         // $LAYOUT_DQ value mode: row dq_row + $VALUE_ROW_DQ, columns dq_col + $VALUE_COL_DQ (+1, checked adjacent)
-                                         fm_red_add2(dq_rows + (long long)(dq_row + $VALUE_ROW_DQ) * FM_D + col0 + dq_col + $VALUE_COL_DQ, dq_acc[i], dq_acc[i + 1]);
+                                     for (int i = 0; i < $DQ_VALUES; i += 2) {
+                                         // $LAYOUT_DQ value mode: row dq_row + $VALUE_ROW_DQ of query half qh, columns dq_col + $VALUE_COL_DQ (+1, checked adjacent)
+                                         fm_red_add2(dq_rows + (long long)(FM_DQ_ROWS * qh + dq_row + $VALUE_ROW_DQ) * FM_D + col0 + dq_col + $VALUE_COL_DQ, dq_acc[i], dq_acc[i + 1]);
                                      }"
                     .to_string(),
             ));
@@ -585,9 +658,9 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
             v.push((
                 "DQ_STORE",
-                r#"                    float* dq_chunk = dq_step + (long long)(col0 / 64) * (FM_STEP_M * 64);
+                r#"                    float* dq_chunk = dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64);
 #pragma unroll
-                    for (int q = 0; q < $ST_VALUES / 4; ++q)
+                    for (int q = 0; q < $DQ_VALUES / 4; ++q)
                         // values 4q..4q+3 of thread lt at [q][lt] (register order): a warp adds 512 contiguous bytes (16-byte aligned: chunks are 16 KiB)
                         fm_red_add4(dq_chunk + (q * 128 + lt) * 4, dq_acc[4 * q], dq_acc[4 * q + 1], dq_acc[4 * q + 2], dq_acc[4 * q + 3]);"#
                     .to_string(),
@@ -615,14 +688,14 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                         fm_named_sync<128>(3 + cw);
                     }
 #pragma unroll
-                    for (int j = 0; j < $ST_VALUES / 2; ++j) {
+                    for (int j = 0; j < $DQ_VALUES / 2; ++j) {
                         // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
                         asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(buf + (unsigned)(j * 128 + lt) * 8u),
                                      "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
                     }
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> bulk copy reads
                     fm_named_sync<128>(3 + cw);
-                    if (lt == 0) fm_bulk_reduce_add(dq_step + (long long)(col0 / 64) * (FM_STEP_M * 64), buf, $DQ_CHUNK_BYTESu);"#
+                    if (lt == 0) fm_bulk_reduce_add(dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64), buf, $DQ_CHUNK_BYTESu);"#
                     .to_string(),
             ));
             v.push((
@@ -653,17 +726,21 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
 struct DsAffine {
     q_bytes: u32,
     key_bytes: u32,
+    /// Bytes of one 64-query half (its offset in the tile; a multiple of 1024).
+    half_bytes: u32,
     doc: String,
 }
 
-fn ds_affine(ds: &OperandTile, cta_n: u32) -> Result<DsAffine, ConfigError> {
+fn ds_affine(ds: &OperandTile, step_m: u32, cta_n: u32) -> Result<DsAffine, ConfigError> {
     let q_bytes = ds.bytes(1, 0)?;
     let key_bytes = ds.bytes(0, 1)?;
-    for q in 0..STEP_M {
+    let half_bytes = DQ_CHUNK_ROWS * cta_n * 2;
+    for q in 0..step_m {
         for key in 0..cta_n {
-            let linear = q * q_bytes + key * key_bytes;
-            let sw = linear ^ (((linear >> 7) & 7) << 4);
-            if ds.bytes(q, key)? != linear || ds.swizzled_bytes(q, key)? != sw {
+            let linear = (q % DQ_CHUNK_ROWS) * q_bytes + key * key_bytes;
+            let half = (q / DQ_CHUNK_ROWS) * half_bytes;
+            let sw = half + (linear ^ (((linear >> 7) & 7) << 4));
+            if ds.bytes(q, key)? != half + linear || ds.swizzled_bytes(q, key)? != sw {
                 return Err(ConfigError::Layout(format!(
                     "dS ({q}, {key}) is not at the affine swizzled byte {sw}"
                 )));
@@ -673,9 +750,10 @@ fn ds_affine(ds: &OperandTile, cta_n: u32) -> Result<DsAffine, ConfigError> {
     Ok(DsAffine {
         q_bytes,
         key_bytes,
+        half_bytes,
         doc: format!(
-            "gmma-frag SmemAtom<MN, SW128> tile_k_first({STEP_M}, {cta_n}): (q, key) at byte \
-             sw128({q_bytes} q + {key_bytes} key)"
+            "gmma-frag SmemAtom<MN, SW128> tile_k_first({step_m}, {cta_n}): (q, key) at byte \
+             {half_bytes} (q / 64) + sw128({q_bytes} (q % 64) + {key_bytes} key)"
         ),
     })
 }
@@ -693,7 +771,7 @@ fn check_mask_words(
     let warpgroups = if block_n % 128 == 0 { 2 } else { 1 };
     let acc = TiledAccumulator::new(block_m, block_n, warpgroups, true)
         .map_err(|e| ConfigError::Layout(format!("backward accumulator: {e:?}")))?;
-    let (groups, halves) = (block_n / 64, block_m / STEP_M);
+    let (groups, halves) = (block_n / 64, block_m / st.n());
     if acc.threads() != 128 * groups || acc.values_per_thread() != 32 * halves {
         return Err(ConfigError::Layout(format!(
             "the {block_m}x{block_n} backward accumulator has {} threads x {} values, not one \
@@ -728,18 +806,18 @@ fn check_mask_words(
 
 /// The five GEMMs, one wgmma per k-step written out with its operand bytes.
 fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError> {
-    let (d, dkv, n) = (k.head_dim(), k.dkv(), k.cta_n());
+    let (d, dkv, n, sm) = (k.head_dim(), k.dkv(), k.cta_n(), k.step_m());
     let mut s = String::from(
         "// ---- the GEMMs; shared-memory operands from gmma-frag (family/smem.rs) ----\n",
     );
     for tile in [&t.kv, &t.k_mn, &t.q, &t.q_mn, &t.ds] {
         s.push_str(&tile.declare_descriptor());
     }
-    s.push_str(&wgmma_ss_trans(STEP_M, ty, false, false));
-    s.push_str(&wgmma_ss_trans(STEP_M, ty, true, true));
+    s.push_str(&wgmma_ss_trans(sm, ty, false, false));
+    s.push_str(&wgmma_ss_trans(DQ_CHUNK_ROWS, ty, true, true));
     s.push_str(&wgmma_rs(dkv, ty));
     if k.kv_registers() {
-        s.push_str(&wgmma_rs_k_major(STEP_M, ty));
+        s.push_str(&wgmma_rs_k_major(sm, ty));
         let _ = writeln!(
             s,
             "// S^T = K Q^T and dP^T = V dO^T with K / V from registers (RS mode; k-step j = a[4j..4j+3], the\n\
@@ -747,14 +825,14 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
              __device__ __forceinline__ void fm_keys_queries_rs(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned long long b_desc) {{\n\
              \x20   fm_fence_array(acc);\n\
              \x20   fm_wgmma_fence();",
-            v = STEP_M / 2,
+            v = sm / 2,
             r = d / 4
         );
         for j in 0..d / 16 {
             let (bb, b16) = (t.q.k_step_bytes(j)?, t.q.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    fm_wgmma_m64n{STEP_M}k16_rs_kb(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull, {sc});   // k-step {j}: B(0, {c}) = byte {bb}",
+                "    fm_wgmma_m64n{sm}k16_rs_kb(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull, {sc});   // k-step {j}: B(0, {c}) = byte {bb}",
                 a0 = 4 * j,
                 a1 = 4 * j + 1,
                 a2 = 4 * j + 2,
@@ -765,19 +843,19 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         }
         s.push_str("    fm_wgmma_commit();\n    fm_fence_array(acc);\n}\n");
     }
-    let ss = wgmma_ss_name(STEP_M, false, false);
-    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: A = 64 keys (K-major), B = 64 queries (K-major), K = D.
+    let ss = wgmma_ss_name(sm, false, false);
+    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: A = 64 keys (K-major), B = the step's queries (K-major), K = D.
     // One function for both: V and dO are tiles of K's and Q's layouts.
     {
         let _ = writeln!(
             s,
-            "// S^T = K Q^T and dP^T = V dO^T (V, dO: the layouts of K, Q): A = 64 keys, B = 64 queries, both\n\
+            "// S^T = K Q^T and dP^T = V dO^T (V, dO: the layouts of K, Q): A = 64 keys, B = {sm} queries, both\n\
              // K-major, K = D; k-step j reads A(.., 16j..) and B(.., 16j..) at bytes A(0, 16j), B(0, 16j).\n\
              // a_desc, b_desc: the descriptors of A(0, 0) and B(0, 0) (fm_desc, FM_DESC_K and FM_DESC_Q bits).\n\
              __device__ __forceinline__ void fm_keys_queries_t(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
              \x20   fm_fence_array(acc);\n\
              \x20   fm_wgmma_fence();",
-            v = STEP_M / 2
+            v = sm / 2
         );
         for j in 0..d / 16 {
             let (ab, bb) = (t.kv.k_step_bytes(j)?, t.q.k_step_bytes(j)?);
@@ -797,15 +875,15 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         let _ = writeln!(
             s,
             "// dV += P^T dO and dK += dS^T Q: A from registers (k-block j = queries 16j..16j+15 = values 8j..8j+7\n\
-             // of the m64n64 accumulator, docs/architecture.md fact 5); B (dO or Q) MN-major, k-block j at byte B(0, 16j).\n\
+             // of the m64n{sm} accumulator, docs/architecture.md fact 5); B (dO or Q) MN-major, k-block j at byte B(0, 16j).\n\
              // b_desc: the descriptor of B(0, 0) (fm_desc, FM_DESC_Q_MN bits).\n\
              __device__ __forceinline__ void fm_kv_grad(float (&acc)[{v}], const unsigned (&a)[{r}], unsigned long long b_desc) {{\n\
              \x20   fm_fence_array(acc);\n\
              \x20   fm_wgmma_fence();",
             v = dkv / 2,
-            r = STEP_M / 4
+            r = sm / 4
         );
-        for j in 0..STEP_M / 16 {
+        for j in 0..sm / 16 {
             let (bb, b16) = (t.q_mn.k_step_bytes(j)?, t.q_mn.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
@@ -820,16 +898,16 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         s.push_str("    fm_wgmma_commit();\n}\n");
     }
     // dQ chunk = dS K(:, chunk): A = dS MN-major (64 queries x CTA keys), B = K MN-major, K = the CTA's keys.
-    let ta = wgmma_ss_name(STEP_M, true, true);
+    let ta = wgmma_ss_name(DQ_CHUNK_ROWS, true, true);
     let _ = writeln!(
         s,
         "// dQ(:, 64-column chunk) = dS K(:, chunk): A = dS (MN-major, queries contiguous), B = K (MN-major,\n\
          // D contiguous); k-step j = keys 16j..16j+15 at bytes dS(0, 16j) and K_MN(0, 16j).\n\
-         // a_desc, b_desc: the descriptors of dS(0, 0) and K_MN(0, 0) (fm_desc, FM_DESC_DS and FM_DESC_K_MN bits).\n\
+         // a_desc, b_desc: the descriptors of the query half's dS(0, 0) and K_MN(0, 0) (fm_desc, FM_DESC_DS and FM_DESC_K_MN bits).\n\
          __device__ __forceinline__ void fm_dq(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
          \x20   fm_fence_array(acc);\n\
          \x20   fm_wgmma_fence();",
-        v = STEP_M / 2
+        v = DQ_CHUNK_ROWS / 2
     );
     for j in 0..n / 16 {
         let (ab, bb) = (t.ds.k_step_bytes(j)?, t.k_mn.k_step_bytes(j)?);

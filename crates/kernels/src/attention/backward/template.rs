@@ -9,6 +9,10 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_WG $WARPGROUPS                  // consumer warpgroups, 64 keys each
 #define FM_CTA_N $CTA_N                // keys per CTA
 #define FM_STEP_M $STEP_M               // queries per step
+#define FM_DQ_ROWS $DQ_CHUNK_ROWS              // query rows of a dQ chunk (the m64n64 dQ GEMM)
+#define FM_DQ_HALVES $DQ_HALVES              // 64-query halves of a step (FM_STEP_M / FM_DQ_ROWS)
+#define FM_DQ_ITEMS $DQ_ITEMS               // dQ chunks of a step: halves x FM_DKV / 64 column chunks
+#define FM_DS_HALF_BYTES $DS_HALF_BYTES     // one 64-query half of a dS buffer
 #define FM_DKV $DKV                  // dK/dV columns per CTA (D / FM_DSPLIT)
 #define FM_DSPLIT $DSPLIT                // dK/dV column groups
 #define FM_PAIR $PAIR                  // the column groups of a key tile in FM_CWG warpgroups of one CTA (BackwardKernel::with_pair)
@@ -228,14 +232,11 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                             fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
                                            64 * c, t.m * FM_STEP_M, head, batch);
                     }
-                    // lse (log2) and Dsum of the step's FM_STEP_M = 2 * 32 queries: lane l copies queries 2l, 2l+1 from the
-                    // preprocess's padded rows with plain loads and stores, then arrives (release) on the full barriers,
-                    // which count the TMA transaction arrival and these 32.
+                    // lse (log2) and Dsum of the step's FM_STEP_M queries: lane l copies the FM_STEP_M / 32 consecutive
+                    // queries from FM_STEP_M / 32 * l of the preprocess's padded rows with one vector load and store each,
+                    // then arrives (release) on the full barriers, which count the TMA transaction arrival and these 32.
                     const long long row0 = bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M;
-                    const float2 l = __ldg(reinterpret_cast<const float2*>(p.lse_log2 + row0) + lane);
-                    const float2 d = __ldg(reinterpret_cast<const float2*>(p.dsum + row0) + lane);
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_lse + stage * FM_STEP_M * 4 + 8 * lane), "f"(l.x), "f"(l.y) : "memory");
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(smem_dsum + stage * FM_STEP_M * 4 + 8 * lane), "f"(d.x), "f"(d.y) : "memory");
+$LSE_COPY
                     fm_mbar_arrive(FM_BAR_Q_FULL(stage));
                     fm_mbar_arrive(FM_BAR_DO_FULL(stage));
                 }
@@ -277,7 +278,8 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
         const unsigned long long desc_do_mn = fm_desc(smem_do, FM_DESC_Q_MN) + $DKV_OFFSET16_EXPR;
         const unsigned long long desc_ds = fm_desc(smem_ds, FM_DESC_DS);
         // This thread's dS stmatrix address for g = 0 within a dS buffer (the generator checks that store g is at
-        // this offset XOR $DS_G_XOR * g, and the buffers are 1024-byte aligned, so the XOR commutes with the add).
+        // this offset XOR $DS_G_XOR * (g % $DS_G_PER_HALF), plus its 64-query half's $DS_HALF_BYTES * (g / $DS_G_PER_HALF);
+        // the buffers and halves are 1024-byte aligned, so the XOR commutes with the adds).
         // Store g = 0: register sm_m = (lt % 32) / 8, values 2 sm_m, 2 sm_m + 1 of thread sm_lt: key row
         // 64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M, query column $THREAD_COL_ST_SM + $VALUE_COL_ST_2M ($LAYOUT_ST).
         const int sm_m = (lt % 32) / 8;
@@ -355,7 +357,8 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                     // dS^T back into the RS A registers: ldmatrix at the stmatrix addresses (the inverse of the store).
 #pragma unroll
                     for (int g = 0; g < $X4_STORES; ++g)
-                        fm_ldmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
+                        fm_ldmatrix_x4(((ds_st ^ ($DS_G_XORu * (g % $DS_G_PER_HALF))) + (unsigned)(g / $DS_G_PER_HALF) * FM_DS_HALF_BYTES),
+                                       ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 } else {
                     fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
                     fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
@@ -381,7 +384,8 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                     fm_convert_a(dp_acc, ds_a);
 #pragma unroll
                     for (int g = 0; g < $X4_STORES; ++g)
-                        fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
+                        fm_stmatrix_x4(((ds_st ^ ($DS_G_XORu * (g % $DS_G_PER_HALF))) + (unsigned)(g / $DS_G_PER_HALF) * FM_DS_HALF_BYTES),
+                                       ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                     fm_named_arrive<FM_CONSUMERS>(8);   // dS^T is in the dS buffer
                     fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO (this half's columns)
@@ -456,7 +460,8 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 const unsigned ds_st = ds_s + ds_st0;
 #pragma unroll
                 for (int g = 0; g < $X4_STORES; ++g)
-                    fm_stmatrix_x4(ds_st ^ ($DS_G_XORu * g), ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
+                    fm_stmatrix_x4(((ds_st ^ ($DS_G_XORu * (g % $DS_G_PER_HALF))) + (unsigned)(g / $DS_G_PER_HALF) * FM_DS_HALF_BYTES),
+                                   ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                 fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #endif
@@ -474,18 +479,23 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                 // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
                 // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
                 // FlashAttention-4's flash_bwd_sm90 order).
-                // Chunks c = wg + FM_WG * u of the CTA's FM_DKV / 64.
+                // Chunks item = wg + FM_WG * u of the step's FM_DQ_ITEMS: column chunk c = item % (FM_DKV / 64) of
+                // query half qh = item / (FM_DKV / 64).
 #pragma unroll 1
-                for (int u = 0; u < (FM_DKV / 64 + FM_WG - 1) / FM_WG; ++u) {
-                    const int c = wg + FM_WG * u;
-                    if (c >= FM_DKV / 64) {
+                for (int u = 0; u < (FM_DQ_ITEMS + FM_WG - 1) / FM_WG; ++u) {
+                    const int item = wg + FM_WG * u;
+                    if (item >= FM_DQ_ITEMS) {
                         if (u == 0) fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q (no dQ chunk here)
                         break;
                     }
-                    const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63
-                    float dq_acc[$ST_VALUES];
-                    // dQ chunk = dS K(:, col0..)
-                    fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16), desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));
+                    // (one half: qh is 0 at compile time, and c the item)
+                    const int c = FM_DQ_HALVES == 1 ? item : item % (FM_DKV / 64);
+                    const int qh = FM_DQ_HALVES == 1 ? 0 : item / (FM_DKV / 64);
+                    const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63 of queries FM_DQ_ROWS * qh ..
+                    float dq_acc[$DQ_VALUES];
+                    // dQ chunk = dS(half qh) K(:, col0..)
+                    fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16) + (unsigned)qh * (FM_DS_HALF_BYTES / 16),
+                          desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));
                     if (u == 0) {
                         fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q
                         fm_wgmma_wait<1>();
@@ -556,7 +566,7 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 /// (`$POST_READ`: [`POST_READ_PAIRS`] or [`POST_READ_QUADS`]) and writes them where the
 /// accumulator layout puts them.
 pub(super) const POST_FRAGMENT: &str = r#"// ---------------- postprocess: dQ = scale * accumulator (chunks in $LAYOUT_DQ register order), cast ----------------
-// Chunk (step m, columns 64*chunk..) of (batch, head): $POST_CHUNK_ORDER.
+// Chunk (rows FM_DQ_ROWS * m.., columns 64*chunk..) of (batch, head): $POST_CHUNK_ORDER.
 extern "C" __global__ void __launch_bounds__(128)
 $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
 {
@@ -565,11 +575,11 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
     const int head = (int)blockIdx.y, batch = (int)blockIdx.z;
     const int lt = (int)threadIdx.x;
     const long long bh = (long long)batch * p.heads + head;
-    const float* chunk_src = p.dq_accum + ((bh * (p.seqlen_q_pad / FM_STEP_M) + m) * FM_D_CHUNKS + chunk) * (FM_STEP_M * 64);
+    const float* chunk_src = p.dq_accum + ((bh * (p.seqlen_q_pad / FM_DQ_ROWS) + m) * FM_D_CHUNKS + chunk) * (FM_DQ_ROWS * 64);
     // The chunk's 64 x 64 values as bf16/fp16 pairs, staged so that the stores below fill whole
     // 32-byte sectors (a thread's pairs sit four lanes to a row in the accumulator layout).
     // One word of padding per row keeps the register-order writes off a single bank.
-    __shared__ unsigned fm_dq_tile[FM_STEP_M][33];
+    __shared__ unsigned fm_dq_tile[FM_DQ_ROWS][33];
     // $LAYOUT_DQ thread mode: base row and column of thread lt within the chunk.
     const int trow = $THREAD_ROW_DQ;
     const int tcol = $THREAD_COL_DQ;
@@ -577,8 +587,8 @@ $POST_READ    __syncthreads();
     // Row-major write-out: warp w stores rows w, w + 4, ...; lane c the pair at columns 2c, 2c + 1,
     // so each warp store is one row's 128 contiguous bytes.
     const int warp = lt / 32, lane = lt % 32;
-    for (int r = warp; r < FM_STEP_M; r += 4) {
-        const int row = m * FM_STEP_M + r;
+    for (int r = warp; r < FM_DQ_ROWS; r += 4) {
+        const int row = m * FM_DQ_ROWS + r;
         if (row < p.seqlen_q) {
             unsigned* dst = reinterpret_cast<unsigned*>(p.dq + (bh * p.seqlen_q + row) * FM_D + chunk * 64);
             dst[lane] = fm_dq_tile[r][lane];
@@ -590,7 +600,7 @@ $POST_READ    __syncthreads();
 /// The postprocess's read of a chunk in pairs (`DqReduce::Bulk`: pair j of thread lt at `[j][lt]`).
 pub(super) const POST_READ_PAIRS: &str = r#"    const float2* src = reinterpret_cast<const float2*>(chunk_src);
 #pragma unroll
-    for (int j = 0; j < $ST_VALUES / 2; ++j) {
+    for (int j = 0; j < $DQ_VALUES / 2; ++j) {
         const float2 v = src[j * 128 + lt];
         // $LAYOUT_DQ value mode: values 2j, 2j+1 at row offset $VALUE_ROW_DQ_2J, columns $VALUE_COL_DQ_2J (+1, checked adjacent; even)
         fm_dq_tile[trow + $VALUE_ROW_DQ_2J][(tcol + $VALUE_COL_DQ_2J) / 2] = fm_act2(v.x * p.scale, v.y * p.scale);
@@ -601,7 +611,7 @@ pub(super) const POST_READ_PAIRS: &str = r#"    const float2* src = reinterpret_
 /// of thread lt at `[q][lt]`), each quad two pairs of the same mapping.
 pub(super) const POST_READ_QUADS: &str = r#"    const float4* src = reinterpret_cast<const float4*>(chunk_src);
 #pragma unroll
-    for (int q = 0; q < $ST_VALUES / 4; ++q) {
+    for (int q = 0; q < $DQ_VALUES / 4; ++q) {
         const float4 quad = src[q * 128 + lt];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
