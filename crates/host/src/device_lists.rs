@@ -122,19 +122,13 @@ impl DeviceBlockLists {
     /// cudarc's stream-order tracking of each list until they are dropped (after the
     /// launches are enqueued).
     pub fn raw<'a>(&'a self, stream: &'a CudaStream) -> (RawBlockLists, [SyncOnDrop<'a>; 5]) {
-        let (num_blocks, g0) = self.num_blocks.device_ptr(stream);
-        let (indices, g1) = self.indices.device_ptr(stream);
-        let (full_num_blocks, g2) = self.full_num_blocks.device_ptr(stream);
-        let (full_indices, g3) = self.full_indices.device_ptr(stream);
-        let (tile_offsets, g4) = self.tile_offsets.device_ptr(stream);
-        let raw = RawBlockLists {
-            num_blocks,
-            indices,
-            full_num_blocks,
-            full_indices,
-            tile_offsets,
-        };
-        (raw, [g0, g1, g2, g3, g4])
+        split_guards([
+            self.num_blocks.device_ptr(stream),
+            self.indices.device_ptr(stream),
+            self.full_num_blocks.device_ptr(stream),
+            self.full_indices.device_ptr(stream),
+            self.tile_offsets.device_ptr(stream),
+        ])
     }
 
     /// As [`Self::raw`], for kernels that write the lists.
@@ -142,19 +136,13 @@ impl DeviceBlockLists {
         &'a mut self,
         stream: &'a CudaStream,
     ) -> (RawBlockLists, [SyncOnDrop<'a>; 5]) {
-        let (num_blocks, g0) = self.num_blocks.device_ptr_mut(stream);
-        let (indices, g1) = self.indices.device_ptr_mut(stream);
-        let (full_num_blocks, g2) = self.full_num_blocks.device_ptr_mut(stream);
-        let (full_indices, g3) = self.full_indices.device_ptr_mut(stream);
-        let (tile_offsets, g4) = self.tile_offsets.device_ptr_mut(stream);
-        let raw = RawBlockLists {
-            num_blocks,
-            indices,
-            full_num_blocks,
-            full_indices,
-            tile_offsets,
-        };
-        (raw, [g0, g1, g2, g3, g4])
+        split_guards([
+            self.num_blocks.device_ptr_mut(stream),
+            self.indices.device_ptr_mut(stream),
+            self.full_num_blocks.device_ptr_mut(stream),
+            self.full_indices.device_ptr_mut(stream),
+            self.tile_offsets.device_ptr_mut(stream),
+        ])
     }
 
     /// Copies the first `rows` counts and `rows × row_len` entries back (waits for
@@ -166,13 +154,7 @@ impl DeviceBlockLists {
         rows: usize,
         row_len: usize,
     ) -> crate::Result<BlockLists> {
-        let get = |d: &CudaSlice<i32>, n: usize| -> crate::Result<Vec<i32>> {
-            let mut v = stream
-                .clone_dtoh(d)
-                .map_err(crate::Error::driver("reading tile lists"))?;
-            v.truncate(n);
-            Ok(v)
-        };
+        let get = |d: &CudaSlice<i32>, n: usize| read_i32s(stream, d, n, "reading tile lists");
         let entries = rows * row_len;
         let lists = [
             get(&self.num_blocks, rows)?,
@@ -185,4 +167,29 @@ impl DeviceBlockLists {
             crate::Error::InvalidArgument(format!("tile lists read back from the device: {e}"))
         })
     }
+}
+
+/// The five lists' addresses (in [`BlockLists::parts`]' order) apart from the guards
+/// that `device_ptr` / `device_ptr_mut` returned with them.
+fn split_guards(parts: [(u64, SyncOnDrop<'_>); 5]) -> (RawBlockLists, [SyncOnDrop<'_>; 5]) {
+    let [(a, g0), (b, g1), (c, g2), (d, g3), (e, g4)] = parts;
+    (
+        RawBlockLists::from_array([a, b, c, d, e]),
+        [g0, g1, g2, g3, g4],
+    )
+}
+
+/// The first `n` values of `slice`, copied to the host on `stream`; a failure names
+/// `what`.
+pub(crate) fn read_i32s(
+    stream: &Arc<CudaStream>,
+    slice: &CudaSlice<i32>,
+    n: usize,
+    what: &'static str,
+) -> crate::Result<Vec<i32>> {
+    let mut values = stream
+        .clone_dtoh(slice)
+        .map_err(crate::Error::driver(what))?;
+    values.truncate(n);
+    Ok(values)
 }

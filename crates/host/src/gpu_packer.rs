@@ -28,7 +28,7 @@ use fragmask_masks::{BlockLists, Encoding, ListDirection, PackedMask, TiledAccum
 
 use crate::device::multiprocessors;
 use crate::device::Device;
-use crate::device_lists::{DeviceBlockLists, RawBlockLists};
+use crate::device_lists::{read_i32s, DeviceBlockLists, RawBlockLists};
 use crate::error::codegen;
 use crate::error::{Error, Result};
 use crate::launch::{launch, KernelArg, Launch};
@@ -335,14 +335,15 @@ impl GpuPacker {
         // the buffers' sizes; `vector_ok` is set only when 16-byte (8-byte) loads are
         // aligned.
         unsafe {
-            launch(
+            launch_row(
                 stream,
                 &self.tiles,
-                Launch::new((self.tile_blocks.min(capacity as u32), 1, 1), acc.threads()),
+                self.tile_blocks.min(capacity as u32),
+                acc.threads(),
                 &args,
-            )
-        }
-        .map_err(Error::driver("launching the packer tile kernel"))?;
+                "launching the packer tile kernel",
+            )?
+        };
         let args = [
             KernelArg::new(&out.classes),
             KernelArg::new(&rows),
@@ -359,14 +360,15 @@ impl GpuPacker {
         // one CTA reads `rows * nb` classes and writes `rows` counts, `rows * nb` list
         // entries, at most `rows * nb` partial sources and one count: the buffer sizes.
         unsafe {
-            launch(
+            launch_row(
                 stream,
                 &self.lists,
-                Launch::new((1, 1, 1), LIST_THREADS),
+                1,
+                LIST_THREADS,
                 &args,
-            )
-        }
-        .map_err(Error::driver("launching the packer list kernel"))?;
+                "launching the packer list kernel",
+            )?
+        };
         let args = [
             KernelArg::new(&out.scratch),
             KernelArg::new(&out.partial_source),
@@ -378,18 +380,15 @@ impl GpuPacker {
         // const int* count, int capacity, u32* words)` copies at most `capacity` (= tiles)
         // tiles from scratch slots below `tiles` into `words`, sized `tiles * wpt`.
         unsafe {
-            launch(
+            launch_row(
                 stream,
                 &self.compact,
-                Launch::new(
-                    (self.compact_blocks.min(capacity.max(1) as u32), 1, 1),
-                    COMPACT_THREADS,
-                ),
+                self.compact_blocks.min(capacity.max(1) as u32),
+                COMPACT_THREADS,
                 &args,
+                "launching the packer compaction kernel",
             )
         }
-        .map_err(Error::driver("launching the packer compaction kernel"))?;
-        Ok(())
     }
 
     /// Words per partial tile of the packer's tile (FragmentNative).
@@ -405,15 +404,8 @@ impl GpuPacker {
     /// Waits for the stream and copies the result back.
     pub fn download(&self, buffers: &PackBuffers) -> Result<GpuPacked> {
         let s = &self.stream;
-        let get = |d: &CudaSlice<i32>, n: usize| -> Result<Vec<i32>> {
-            let mut v = s
-                .clone_dtoh(d)
-                .map_err(Error::driver("reading packer lists"))?;
-            v.truncate(n);
-            Ok(v)
-        };
         let shape = buffers.shape;
-        let count = get(&buffers.partial_count, 1)?[0];
+        let count = read_i32s(s, &buffers.partial_count, 1, "reading packer lists")?[0];
         let count = usize::try_from(count)
             .map_err(|_| Error::InvalidArgument(format!("partial count {count}")))?;
         let wpt = self.kernels.words_per_tile();
@@ -631,6 +623,28 @@ impl GpuTransposer {
         let s = &self.stream;
         let (forward, _i0) = pack.lists.raw(s);
         let (words, _i5) = pack.words.device_ptr(s);
+        // SAFETY: the inputs are live buffers of this context sized for the pack's
+        // shape by `GpuPacker::buffers` (`tiles` tiles of words: the capacity, checked
+        // above), borrowed until the launches are enqueued; the pack's writes are
+        // ordered before these kernels on the shared stream.
+        unsafe { self.enqueue_into(forward, words, out) }
+    }
+
+    /// Enqueues the three kernels on the transposer's stream over the forward lists
+    /// and words at `forward` and `words` into `out` (borrowed for the launches).
+    ///
+    /// # Safety
+    /// `forward` and `words` must address a valid packed mask's forward lists for
+    /// `out`'s shape and `out`'s capacity in tiles of forward words: live allocations
+    /// of this context, valid until the stream has run the kernels, with their writes
+    /// ordered before this call on the transposer's stream.
+    unsafe fn enqueue_into(
+        &self,
+        forward: RawBlockLists,
+        words: u64,
+        out: &mut TransposeBuffers,
+    ) -> Result<()> {
+        let s = &self.stream;
         let (classes, _g0) = out.classes.device_ptr_mut(s);
         let (tile_word, _g1) = out.tile_word.device_ptr_mut(s);
         let (partial_source, _g2) = out.partial_source.device_ptr_mut(s);
@@ -647,10 +661,9 @@ impl GpuTransposer {
             partial_count,
             q_words,
         };
-        // SAFETY: every address is a live buffer of this context sized for `shape` by
-        // `GpuPacker::buffers` (inputs, `tiles` tiles of words) and `Self::buffers`
-        // (capacity = tiles, checked above), borrowed for the call; the pack's writes
-        // are ordered before these kernels on the shared stream.
+        // SAFETY: the inputs by this function's contract; the outputs sized for
+        // `out.shape` and `out.capacity` by `Self::buffers` and borrowed mutably until
+        // the launches are enqueued.
         unsafe { self.enqueue_raw(s, out.shape, out.capacity, &raw) }
     }
 
@@ -726,17 +739,15 @@ impl GpuTransposer {
         // entries (counts clamped to 0..nb) and writes classes and tile_word entries of
         // the row only, at listed blocks in 0..nb: inside the `tiles` entries.
         unsafe {
-            launch(
+            launch_row(
                 stream,
                 &self.classes,
-                Launch::new(
-                    ((rows as u32).div_ceil(warps_per_cta), 1, 1),
-                    CLASSES_THREADS,
-                ),
+                (rows as u32).div_ceil(warps_per_cta),
+                CLASSES_THREADS,
                 &args,
-            )
-        }
-        .map_err(Error::driver("launching the transposed class kernel"))?;
+                "launching the transposed class kernel",
+            )?
+        };
         let args = [
             KernelArg::new(&b.classes),
             KernelArg::new(&q_rows),
@@ -755,14 +766,15 @@ impl GpuTransposer {
         // counts, `rows * mb` list entries, at most `tiles` partial sources and one
         // count: the buffers' sizes.
         unsafe {
-            launch(
+            launch_row(
                 stream,
                 &self.lists,
-                Launch::new((1, 1, 1), LIST_THREADS),
+                1,
+                LIST_THREADS,
                 &args,
-            )
-        }
-        .map_err(Error::driver("launching the transposed list kernel"))?;
+                "launching the transposed list kernel",
+            )?
+        };
         let args = [
             KernelArg::new(&b.words),
             KernelArg::new(&b.tile_word),
@@ -778,32 +790,22 @@ impl GpuTransposer {
         // partial_source entries are tiles below `tiles` (the list kernel's), and
         // tile_word is written for every partial tile.
         unsafe {
-            launch(
+            launch_row(
                 stream,
                 &self.transcode,
-                Launch::new(
-                    (self.transcode_blocks.min(capacity.max(1) as u32), 1, 1),
-                    self.kernels.threads(),
-                ),
+                self.transcode_blocks.min(capacity.max(1) as u32),
+                self.kernels.threads(),
                 &args,
+                "launching the transcode kernel",
             )
         }
-        .map_err(Error::driver("launching the transcode kernel"))?;
-        Ok(())
     }
 
     /// Waits for the stream and copies the transposed lists and words back.
     pub fn download(&self, buffers: &TransposeBuffers) -> Result<GpuTransposed> {
         let s = &self.stream;
-        let get = |d: &CudaSlice<i32>, n: usize| -> Result<Vec<i32>> {
-            let mut v = s
-                .clone_dtoh(d)
-                .map_err(Error::driver("reading transposed lists"))?;
-            v.truncate(n);
-            Ok(v)
-        };
         let shape = buffers.shape;
-        let count = get(&buffers.partial_count, 1)?[0];
+        let count = read_i32s(s, &buffers.partial_count, 1, "reading transposed lists")?[0];
         let count = usize::try_from(count)
             .ok()
             .filter(|&c| c <= buffers.capacity)
@@ -854,35 +856,38 @@ impl GpuTransposer {
             s.clone_htod(mask.words())
         }
         .map_err(Error::driver("uploading mask words"))?;
-        let capacity = mask.partial_tiles();
-        let mut out = self.buffers(shape, capacity)?;
+        let mut out = self.buffers(shape, mask.partial_tiles())?;
         {
             let (forward, _a) = forward.raw(s);
             let (w, _f) = words.device_ptr(s);
-            let (classes, _g0) = out.classes.device_ptr_mut(s);
-            let (tile_word, _g1) = out.tile_word.device_ptr_mut(s);
-            let (partial_source, _g2) = out.partial_source.device_ptr_mut(s);
-            let (transposed, _g3) = out.lists.raw_mut(s);
-            let (partial_count, _g8) = out.partial_count.device_ptr_mut(s);
-            let (q_words, _g9) = out.q_words.device_ptr_mut(s);
-            let raw = RawTransposeBuffers {
-                forward,
-                words: w,
-                classes,
-                tile_word,
-                partial_source,
-                transposed,
-                partial_count,
-                q_words,
-            };
-            // SAFETY: the inputs are copies of a validated PackedMask's lists and
-            // `capacity` tiles of words, the outputs sized for `shape` and `capacity`
-            // by `Self::buffers`; all borrowed until the launches are enqueued, and
-            // the stream orders the uploads before them.
-            unsafe { self.enqueue_raw(s, shape, capacity, &raw)? };
+            // SAFETY: the inputs are copies of a validated PackedMask's lists (of
+            // `shape`) and its `partial_tiles()` tiles of words (`out`'s capacity),
+            // borrowed until the launches are enqueued; the stream orders the uploads
+            // before them.
+            unsafe { self.enqueue_into(forward, w, &mut out)? };
         }
         let (lists, q_words) = self.download(&out)?.into_parts();
         mask.attach_transposed(self.backward(), lists, q_words)
             .map_err(|e| Error::InvalidArgument(format!("the GPU's transposed lists: {e}")))
     }
+}
+
+/// Launches `func` on `stream` as one row of `blocks` blocks of `threads` threads with
+/// `args`; a failure names `what`.
+///
+/// # Safety
+/// As [`launch`]'s for that shape: `args` match the kernel's parameters, every address
+/// in them is valid for what the kernel reads and writes until it has run on `stream`,
+/// and `blocks` and `threads` are within the function's limits.
+unsafe fn launch_row(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    blocks: u32,
+    threads: u32,
+    args: &[KernelArg<'_>],
+    what: &'static str,
+) -> Result<()> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch(stream, func, Launch::new((blocks, 1, 1), threads), args) }
+        .map_err(Error::driver(what))
 }

@@ -294,12 +294,16 @@ pub(crate) fn decode_plan(
     };
     let plan = plan_of(&call, multiprocessors.max(1), splits)?;
     let (o, lse) = plan.workspace_floats().map_err(err)?;
+    Ok((plan.num_splits, o, lse, lse_shape(&plan)))
+}
+
+/// The lse's shape of `plan`: `[H, total_q]` for varlen queries, else `[B, H, Sq]`.
+pub(crate) fn lse_shape(plan: &DecodePlan) -> Vec<usize> {
     let s = plan.shape;
-    let lse_shape = match plan.total_q {
+    match plan.total_q {
         Some(t) => vec![s.heads, t],
         None => vec![s.batch, s.heads, s.seqlen_q],
-    };
-    Ok((plan.num_splits, o, lse, lse_shape))
+    }
 }
 
 /// The host's plan of a call described by shapes and dtype names (`decode_plan`'s

@@ -100,11 +100,7 @@ fn host_array<T: pyo3::buffer::Element + Copy>(
         pyo3::exceptions::PyTypeError::new_err(format!(
             "{what}: expected a buffer of {} (a numpy array), got {}: {}",
             std::any::type_name::<T>(),
-            object
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into()),
+            type_name(object),
             e.value(py)
         ))
     })?;
@@ -117,6 +113,15 @@ fn host_array<T: pyo3::buffer::Element + Copy>(
         .to_vec(py)
         .map_err(|e| value_error(format!("{what}: {e}")))?;
     Ok((values, buffer.shape().to_vec()))
+}
+
+/// The name of `object`'s type for error messages ("?" when it has none).
+fn type_name(object: &Bound<'_, PyAny>) -> String {
+    object
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// `(batch, heads, seqlen_q)` of CSR top-k lists, each optional.
@@ -136,11 +141,7 @@ pub(crate) fn int_arg(value: &Bound<'_, PyAny>, what: &str, lo: u64, hi: u64) ->
     if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "{what} must be an int, not {}",
-            value
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into())
+            type_name(value)
         )));
     }
     match value.extract::<i128>() {

@@ -228,11 +228,7 @@ pub(crate) fn decode_plan(
         head_major,
     )?;
     let workspace = plan.workspace_floats().map_err(crate::decode::err)?;
-    let s = plan.shape;
-    let lse_shape = match plan.total_q {
-        Some(t) => vec![s.heads, t],
-        None => vec![s.batch, s.heads, s.seqlen_q],
-    };
+    let lse_shape = crate::decode::lse_shape(&plan);
     let runner = crate::decode::runner(device, plan.config)?;
     Ok(DecodePlanHandle {
         gpu: g,
