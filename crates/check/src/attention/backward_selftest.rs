@@ -180,8 +180,9 @@ pub fn default_cases() -> Vec<BackwardCase> {
         dq_reduce: Some(DqReduce::Atomics),
         ..wide
     };
-    let wide_red_fragment = BackwardOptions {
-        dq_reduce: Some(DqReduce::FragmentAtomics),
+    // (the wide step's default reduction is fragment-order atomics; bulk when named)
+    let wide_bulk = BackwardOptions {
+        dq_reduce: Some(DqReduce::Bulk),
         ..wide
     };
     let mut cases = vec![
@@ -434,10 +435,10 @@ pub fn default_cases() -> Vec<BackwardCase> {
             1,
         ),
         (
-            "wide step: dQ fragment-order atomics none 256x256 d64",
+            "wide step: dQ bulk reductions none 256x256 d64",
             shape(1, 2, 2, 256, 256, 64),
             none.clone(),
-            wide_red_fragment,
+            wide_bulk,
             1,
         ),
         (

@@ -70,7 +70,8 @@ pub struct BackwardOptions {
     /// room for one only).
     pub stages: Option<u32>,
     /// How dQ is reduced; `None` is the head dim's default (`BackwardKernel::default_for`:
-    /// [`DqReduce::Bulk`], at head dim 256 [`DqReduce::FragmentAtomics`]).
+    /// [`DqReduce::Bulk`], at head dim 256 [`DqReduce::FragmentAtomics`]; the wide step's
+    /// is [`DqReduce::FragmentAtomics`], `choice::backward_config`).
     pub dq_reduce: Option<DqReduce>,
     /// Queries per step of the main kernel (`BackwardKernel::with_step_m`: 64, or 128 for
     /// head dim 64's window walk); `None` is the default.
