@@ -17,7 +17,7 @@ use fragmask_host::attention::backward::BackwardOptions;
 use fragmask_host::attention::choice::backward_documents;
 use fragmask_host::attention::documents::{key_tile_items, key_tile_table, ITEM_INTS};
 use fragmask_host::attention::AttentionShape;
-use fragmask_kernels::attention::backward::STEP_M;
+use fragmask_kernels::attention::backward::{STEP_M, WIDE_STEP_M};
 use fragmask_masks::DocumentKind;
 use proptest::prelude::*;
 
@@ -27,10 +27,16 @@ fn floor_div(a: i64, b: i64) -> i64 {
 
 /// The key tile's walk as the kernel computes it (`fm_make_schedule` of the window
 /// schedule with the documents grid's values; window `(inf, 0)` causal or `(inf, inf)`
-/// full, diagonal offset 0): (first step, steps, full steps `begin..end` relative to the
-/// first).
-fn kernel_walk(causal: bool, start: i64, len: i64, n: i64, cta_n: i64) -> (i64, i64, i64, i64) {
-    let step = i64::from(STEP_M);
+/// full, diagonal offset 0) in steps of `step` queries: (first step, steps, full steps
+/// `begin..end` relative to the first).
+fn kernel_walk(
+    causal: bool,
+    start: i64,
+    len: i64,
+    n: i64,
+    cta_n: i64,
+    step: i64,
+) -> (i64, i64, i64, i64) {
     let end = start + len;
     let n0 = start + n * cta_n;
     let lo = if causal { start.max(n0) } else { start };
@@ -79,10 +85,11 @@ proptest! {
         lengths in prop::collection::vec(prop_oneof![Just(1usize), 1usize..200, 200usize..1500], 1..12),
         causal in any::<bool>(),
         cta_n in prop::sample::select(vec![64u32, 128]),
+        step_m in prop::sample::select(vec![STEP_M, WIDE_STEP_M]),
     ) {
         let kind = if causal { DocumentKind::Causal } else { DocumentKind::Full };
         let docs = documents(&lengths, kind);
-        let items = key_tile_items(&docs, cta_n, STEP_M);
+        let items = key_tile_items(&docs, cta_n, step_m);
         let mut seen: Vec<(u32, u32)> = items.iter().map(|i| (i.document, i.n_block)).collect();
         seen.sort_unstable();
         let want: Vec<(u32, u32)> = lengths
@@ -93,7 +100,7 @@ proptest! {
         prop_assert_eq!(seen, want);
         prop_assert!(items.windows(2).all(|w| w[0].steps >= w[1].steps));
         for i in &items {
-            let (_, steps, _, _) = kernel_walk(causal, i.start.into(), i.len.into(), i.n_block.into(), cta_n.into());
+            let (_, steps, _, _) = kernel_walk(causal, i.start.into(), i.len.into(), i.n_block.into(), cta_n.into(), step_m.into());
             prop_assert_eq!(i64::from(i.steps), steps, "{:?}", i);
         }
         let table = key_tile_table(&items);
@@ -106,15 +113,16 @@ proptest! {
         lengths in prop::collection::vec(prop_oneof![Just(1usize), 1usize..150, 150usize..400], 1..5),
         causal in any::<bool>(),
         cta_n in prop::sample::select(vec![64u32, 128]),
+        step_m in prop::sample::select(vec![STEP_M, WIDE_STEP_M]),
     ) {
         let kind = if causal { DocumentKind::Causal } else { DocumentKind::Full };
         let docs = documents(&lengths, kind);
         let s = docs.seqlen() as i64;
-        let step = i64::from(STEP_M);
+        let step = i64::from(step_m);
         let mut got = HashSet::new();
-        for item in key_tile_items(&docs, cta_n, STEP_M) {
+        for item in key_tile_items(&docs, cta_n, step_m) {
             let (start, len, n, cn) = (i64::from(item.start), i64::from(item.len), i64::from(item.n_block), i64::from(cta_n));
-            let (m_first, steps, begin, full_end) = kernel_walk(causal, start, len, n, cn);
+            let (m_first, steps, begin, full_end) = kernel_walk(causal, start, len, n, cn, step);
             let n0 = start + n * cn;
             for kk in 0..steps {
                 let m = m_first + kk;

@@ -442,6 +442,27 @@ pub fn default_cases() -> Vec<BackwardCase> {
             1,
         ),
         (
+            "wide step: documents causal ragged gqa 4/2 d64",
+            shape(1, 4, 2, 512, 512, 64),
+            documents(&[100, 1, 157, 126, 128], true),
+            wide,
+            1,
+        ),
+        (
+            "wide step: documents full ragged d64",
+            shape(1, 2, 2, 400, 400, 64),
+            documents(&[70, 200, 130], false),
+            wide,
+            1,
+        ),
+        (
+            "64-query step: documents causal ragged d64",
+            shape(1, 2, 2, 380, 380, 64),
+            documents(&[90, 190, 100], true),
+            narrow,
+            1,
+        ),
+        (
             "64-query step: causal 300 d64",
             shape(1, 2, 2, 300, 300, 64),
             window(None, Some(0), 0),

@@ -270,6 +270,12 @@ impl BackwardKernel {
                 for reduce in [Atomics, FragmentAtomics] {
                     push(wide.with_dq_reduce(reduce).with_fitting_stages()?);
                 }
+                let documents = Self::default_for(d, BackwardMask::Documents)?
+                    .with_kv_registers(false)?
+                    .with_step_m(WIDE_STEP_M)?;
+                for reduce in [Bulk, FragmentAtomics] {
+                    push(documents.with_dq_reduce(reduce).with_fitting_stages()?);
+                }
             }
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
@@ -415,8 +421,9 @@ impl BackwardKernel {
     /// `m_block_size` at head dim 64): `Sᵀ`/`dPᵀ` are m64n128, the step's dS holds two
     /// 64-query halves and warpgroup `wg` computes half `wg`'s dQ chunk, so the two
     /// warpgroups share the dQ GEMM that one of them runs at 64 queries. Taken by head dim
-    /// 64's window walk with two warpgroups, K and V in shared memory (their registers do
-    /// not fit beside 128-query `Sᵀ` and `dPᵀ`), one column group, not deterministic.
+    /// 64's window walk and documents grid with two warpgroups, K and V in shared memory
+    /// (their registers do not fit beside 128-query `Sᵀ` and `dPᵀ`), one column group, not
+    /// deterministic; not by tile lists (their mask words are per 64-query step).
     pub fn with_step_m(mut self, step_m: u32) -> Result<Self, ConfigError> {
         if step_m != STEP_M && step_m != WIDE_STEP_M {
             return Err(ConfigError::BackwardStep(format!(
@@ -438,12 +445,12 @@ impl BackwardKernel {
                 && !self.pair
                 && !self.kv_registers
                 && !self.deterministic
-                && self.mask == BackwardMask::Window
+                && matches!(self.mask, BackwardMask::Window | BackwardMask::Documents)
                 && registers_fit(self.warpgroups, self.dkv(), self.step_m));
         if !fits {
             return Err(ConfigError::BackwardStep(format!(
-                "the {}-query step takes head dim 64's window walk on two warpgroups with K and \
-                 V in shared memory, not deterministic: not {}",
+                "the {}-query step takes head dim 64's window walk or documents grid on two \
+                 warpgroups with K and V in shared memory, not deterministic: not {}",
                 self.step_m,
                 self.label()
             )));
