@@ -510,12 +510,17 @@ pub fn backward_kernel(
 
 /// Queries per backward step where the call does not name one (its dQ reduction: fragment-order
 /// atomics, [`backward_config`]): [`WIDE_STEP_M`] for head dim
-/// 64's window walk (no mask, causal, sliding windows) and documents grid outside the
-/// deterministic mode, [`STEP_M`] elsewhere. The wide step against the 64-query step with K and V in registers
+/// 64's window walk (no mask, causal, sliding windows), documents grid and 128x128 mask
+/// tiles outside the deterministic mode, [`STEP_M`] elsewhere (64-key mask tiles run one
+/// warpgroup). The wide step against the 64-query step with K and V in registers
 /// (one H100, 4 interleaved rounds, S = 16384, H = 16): no mask 0.950, causal 0.960,
 /// S = 8192 no mask 0.949, S = 4096 causal 0.972, window 1024 0.976 (docs/backward.md).
 pub fn backward_step_m(d: u32, mode: BackwardMask, deterministic: bool) -> u32 {
-    if d == 64 && matches!(mode, BackwardMask::Window | BackwardMask::Documents) && !deterministic {
+    let wide_mode = match mode {
+        BackwardMask::Window | BackwardMask::Documents => true,
+        BackwardMask::Blocks { block_m, block_n } => block_m % WIDE_STEP_M == 0 && block_n == 128,
+    };
+    if d == 64 && wide_mode && !deterministic {
         WIDE_STEP_M
     } else {
         STEP_M
@@ -572,13 +577,17 @@ mod tests {
     use crate::attention::persistent::{tile_steps, window_steps};
 
     #[test]
-    fn the_wide_backward_step_is_chosen_exactly_for_head_dim_64_windows_and_documents() {
+    fn the_wide_backward_step_is_chosen_exactly_for_head_dim_64_and_128_query_modes() {
         let modes = [
             BackwardMask::Window,
             BackwardMask::Documents,
             BackwardMask::Blocks {
                 block_m: 128,
                 block_n: 128,
+            },
+            BackwardMask::Blocks {
+                block_m: 64,
+                block_n: 64,
             },
         ];
         for d in [64, 128, 256] {
@@ -592,7 +601,7 @@ mod tests {
                         ..BackwardOptions::default()
                     };
                     let k = backward_config(d, mode, &opts).unwrap();
-                    let wide = d == 64 && mode != modes[2] && !deterministic;
+                    let wide = d == 64 && mode != modes[3] && !deterministic;
                     assert_eq!(k.step_m(), if wide { WIDE_STEP_M } else { STEP_M }, "{k:?}");
                     assert!(!(wide && k.kv_registers()), "{k:?}");
                     if wide {

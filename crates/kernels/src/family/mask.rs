@@ -139,8 +139,8 @@ $QUERY_BOUNDS        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
 }
 "#;
 
-/// The backward's FragmentNative mask on `Sᵀ`: bit i of the step's word is value i.
-/// `$KEY_BOUND_CLEAR` is [`key_bound_clear`]'s text.
+/// The backward's FragmentNative mask on `Sᵀ` of a 64-query step (32 values a thread): bit i
+/// of the step's word is value i. `$KEY_BOUND_CLEAR` is [`key_bound_clear`]'s text.
 pub const KEY_TILE_WORDS: &str = r#"// Bit i of this thread's word of the step is value i of S^T (the generator checked the correspondence with the
 // mask's backward accumulator for every thread and value). Keys past seqlen_k are masked too: fm_key_keep, once per
 // walk, clears the bits of their row slots, and each step's word is ANDed with it, so that each value is one bit
@@ -159,25 +159,56 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_b
 }
 "#;
 
-/// The key bound of [`KEY_TILE_WORDS`]: for each row slot of `st` (a thread's values lie
-/// in rows `key_row + slot row`), one line that clears the bits of that slot's values
-/// from `w` when its key is past `seqlen_k`. The masks come from the layout; the word
-/// holds one bit per value, so at most 32 values.
+/// The same on `Sᵀ` of a 128-query step (64 values a thread, two words: `x` holds values
+/// 0..31, `y` values 32..63), for head dim 64's wide step on 128-query mask tiles.
+pub const KEY_TILE_WORD_PAIRS: &str = r#"// Bit i % 32 of word i / 32 (x, y) of this thread's words of the step is value i of S^T (the generator checked the
+// correspondence with the mask's backward accumulator for every thread and value). Keys past seqlen_k are masked too:
+// fm_key_keep, once per walk, clears the bits of their row slots, and each step's words are ANDed with it.
+__device__ __forceinline__ uint2 fm_key_keep(const fm_bwd_params& p, const fm_schedule& sched, int key_row) {
+    uint2 w = make_uint2(0xffffffffu, 0xffffffffu);
+    const int key0 = sched.n0 + key_row;   // $LAYOUT_ST row slot 0's key
+$KEY_BOUND_CLEAR    return w;
+}
+
+__device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
+                                              const fm_step& t, uint2 word, int key_row, int q_col) {
+#pragma unroll
+    for (int i = 0; i < $ST_VALUES; ++i)
+        if ((((i < 32 ? word.x : word.y) >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
+}
+"#;
+
+/// The key bound of [`KEY_TILE_WORDS`] and [`KEY_TILE_WORD_PAIRS`]: for each row slot of
+/// `st` (a thread's values lie in rows `key_row + slot row`), one line that clears the bits
+/// of that slot's values from the word `w` (32 values), or from `w.x` and `w.y` (64), when
+/// its key is past `seqlen_k`. The masks come from the layout.
 pub fn key_bound_clear(st: &FragmentMap, indent: &str) -> Result<String, LayoutError> {
-    if st.values() > 32 {
+    let words = st.values().div_ceil(32);
+    if !(1..=2).contains(&words) {
         return Err(LayoutError(format!(
-            "{} values per thread do not fit one 32-bit mask word",
+            "{} values per thread do not fit one or two 32-bit mask words",
             st.values()
         )));
     }
     let mut out = String::new();
     for (slot, row) in st.row_slots().iter().enumerate() {
-        let bits = (0..st.values())
-            .filter(|&v| st.value_row_slot(v) == slot)
-            .fold(0u32, |m, v| m | (1 << v));
+        let bits = |w: u32| {
+            (32 * w..(32 * w + 32).min(st.values()))
+                .filter(|&v| st.value_row_slot(v) == slot)
+                .fold(0u32, |m, v| m | (1 << (v % 32)))
+        };
+        let clear = if words == 1 {
+            format!("w &= ~0x{:08x}u;", bits(0))
+        } else {
+            format!(
+                "{{ w.x &= ~0x{:08x}u; w.y &= ~0x{:08x}u; }}",
+                bits(0),
+                bits(1)
+            )
+        };
         let _ = writeln!(
             out,
-            "{indent}if (key0 + {row} >= p.seqlen_k) w &= ~0x{bits:08x}u;   // row slot {slot}: its values' bits"
+            "{indent}if (key0 + {row} >= p.seqlen_k) {clear}   // row slot {slot}: its values' bits"
         );
     }
     Ok(out)
@@ -293,7 +324,8 @@ mod tests {
     }
 
     /// Parses `key0 + ROW >= p.seqlen_k) w &= ~0xBITS` lines back into (row, bits).
-    fn clears(text: &str) -> Vec<(u32, u32)> {
+    /// (row, the bits cleared from each word) of each line.
+    fn clears(text: &str) -> Vec<(u32, Vec<u32>)> {
         text.lines()
             .map(|l| {
                 let row = l
@@ -303,31 +335,42 @@ mod tests {
                     .split(' ')
                     .next()
                     .unwrap();
-                let bits = l.split("~0x").nth(1).unwrap().split('u').next().unwrap();
-                (row.parse().unwrap(), u32::from_str_radix(bits, 16).unwrap())
+                let bits = l
+                    .split("~0x")
+                    .skip(1)
+                    .map(|b| u32::from_str_radix(b.split('u').next().unwrap(), 16).unwrap())
+                    .collect();
+                (row.parse().unwrap(), bits)
             })
             .collect()
     }
 
     #[test]
     fn key_bound_clears_exactly_the_bits_of_each_value_past_the_key_bound() {
-        let st = FragmentMap::new(64).unwrap();
-        let lines = clears(&key_bound_clear(&st, "").unwrap());
-        assert_eq!(lines.len(), st.row_slots().len());
-        // For every key bound relative to the thread's first key row, the bits left are
-        // exactly the values whose key row is below it.
-        for bound in -2i64..20 {
-            let mut w = u32::MAX;
-            for &(row, bits) in &lines {
-                if i64::from(row) >= bound {
-                    w &= !bits;
+        // 64-query steps (one word) and 128-query steps (two).
+        for n in [64, 128] {
+            let st = FragmentMap::new(n).unwrap();
+            let lines = clears(&key_bound_clear(&st, "").unwrap());
+            assert_eq!(lines.len(), st.row_slots().len());
+            // For every key bound relative to the thread's first key row, the bits left are
+            // exactly the values whose key row is below it.
+            for bound in -2i64..20 {
+                let mut w = vec![u32::MAX; st.values().div_ceil(32) as usize];
+                for (row, bits) in &lines {
+                    assert_eq!(bits.len(), w.len());
+                    if i64::from(*row) >= bound {
+                        for (word, b) in w.iter_mut().zip(bits) {
+                            *word &= !b;
+                        }
+                    }
+                }
+                for v in 0..st.values() {
+                    let visible = i64::from(st.value_row(v)) < bound;
+                    let bit = w[(v / 32) as usize] >> (v % 32) & 1 == 1;
+                    assert_eq!(bit, visible, "n {n} bound {bound} value {v}");
                 }
             }
-            for v in 0..st.values() {
-                let visible = i64::from(st.value_row(v)) < bound;
-                assert_eq!(w >> v & 1 == 1, visible, "bound {bound} value {v}");
-            }
         }
-        assert!(key_bound_clear(&FragmentMap::new(128).unwrap(), "").is_err());
+        assert!(key_bound_clear(&FragmentMap::new(256).unwrap(), "").is_err());
     }
 }

@@ -276,6 +276,17 @@ impl BackwardKernel {
                 for reduce in [Bulk, FragmentAtomics] {
                     push(documents.with_dq_reduce(reduce).with_fitting_stages()?);
                 }
+                let lists = Self::default_for(d, SWEEP_MASKS[1])?
+                    .with_kv_registers(false)?
+                    .with_step_m(WIDE_STEP_M)?;
+                for reduce in [Bulk, FragmentAtomics] {
+                    push(lists.with_dq_reduce(reduce).with_fitting_stages()?);
+                }
+                push(
+                    lists
+                        .with_dtype(ActDtype::F16)?
+                        .with_dq_reduce(FragmentAtomics),
+                );
             }
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
@@ -421,9 +432,10 @@ impl BackwardKernel {
     /// `m_block_size` at head dim 64): `Sᵀ`/`dPᵀ` are m64n128, the step's dS holds two
     /// 64-query halves and warpgroup `wg` computes half `wg`'s dQ chunk, so the two
     /// warpgroups share the dQ GEMM that one of them runs at 64 queries. Taken by head dim
-    /// 64's window walk and documents grid with two warpgroups, K and V in shared memory
-    /// (their registers do not fit beside 128-query `Sᵀ` and `dPᵀ`), one column group, not
-    /// deterministic; not by tile lists (their mask words are per 64-query step).
+    /// 64's window walk, documents grid and tile lists of 128-query mask tiles (two mask
+    /// words a thread per step) with two warpgroups, K and V in shared memory (their
+    /// registers do not fit beside 128-query `Sᵀ` and `dPᵀ`), one column group, not
+    /// deterministic.
     pub fn with_step_m(mut self, step_m: u32) -> Result<Self, ConfigError> {
         if step_m != STEP_M && step_m != WIDE_STEP_M {
             return Err(ConfigError::BackwardStep(format!(
@@ -445,12 +457,19 @@ impl BackwardKernel {
                 && !self.pair
                 && !self.kv_registers
                 && !self.deterministic
-                && matches!(self.mask, BackwardMask::Window | BackwardMask::Documents)
+                && match self.mask {
+                    BackwardMask::Window | BackwardMask::Documents => true,
+                    // Whole 128-query steps of the tile, two words a thread each.
+                    BackwardMask::Blocks { block_m, block_n } => {
+                        block_m % self.step_m == 0 && block_n == 128
+                    }
+                }
                 && registers_fit(self.warpgroups, self.dkv(), self.step_m));
         if !fits {
             return Err(ConfigError::BackwardStep(format!(
-                "the {}-query step takes head dim 64's window walk or documents grid on two \
-                 warpgroups with K and V in shared memory, not deterministic: not {}",
+                "the {}-query step takes head dim 64's window walk, documents grid or 128x128 \
+                 mask tiles on two warpgroups with K and V in shared memory, not deterministic: \
+                 not {}",
                 self.step_m,
                 self.label()
             )));

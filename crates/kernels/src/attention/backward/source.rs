@@ -594,23 +594,46 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
                 "KEY_BOUND_CLEAR",
                 mask::key_bound_clear(&st, "    ").map_err(layout_err)?,
             ));
-            values.push((
-                "KEY_KEEP",
-                "const unsigned key_keep = fm_key_keep(p, sched, key_row);   // this thread's keys below seqlen_k"
-                    .to_string(),
-            ));
             values.push(("SCHEDULE", key_tile::LISTS.to_string()));
-            values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
-            values.push((
-                "LOAD_WORD",
-                "// One load per thread per partial step: word t.word of this thread's FragmentNative words\n\
-                 \x20               // ([tiles, FM_MASK_THREADS, FM_MASK_WORDS], masks::TransposedLists::q_words).\n\
-                 \x20               // Keys past seqlen_k cleared (key_keep, once per walk).\n\
-                 \x20               const unsigned word = (t.mask_tile >= 0\n\
-                 \x20                   ? __ldg(p.q_words + ((long long)t.mask_tile * FM_MASK_THREADS + mask_thread) * FM_MASK_WORDS + t.word)\n\
-                 \x20                   : 0xffffffffu) & key_keep;"
-                    .to_string(),
-            ));
+            // A 64-query step reads one word of the thread's words, a 128-query step two.
+            if st.values() <= 32 {
+                values.push((
+                    "KEY_KEEP",
+                    "const unsigned key_keep = fm_key_keep(p, sched, key_row);   // this thread's keys below seqlen_k"
+                        .to_string(),
+                ));
+                values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
+                values.push((
+                    "LOAD_WORD",
+                    "// One load per thread per partial step: word t.word of this thread's FragmentNative words\n\
+                     \x20               // ([tiles, FM_MASK_THREADS, FM_MASK_WORDS], masks::TransposedLists::q_words).\n\
+                     \x20               // Keys past seqlen_k cleared (key_keep, once per walk).\n\
+                     \x20               const unsigned word = (t.mask_tile >= 0\n\
+                     \x20                   ? __ldg(p.q_words + ((long long)t.mask_tile * FM_MASK_THREADS + mask_thread) * FM_MASK_WORDS + t.word)\n\
+                     \x20                   : 0xffffffffu) & key_keep;"
+                        .to_string(),
+                ));
+            } else {
+                values.push((
+                    "KEY_KEEP",
+                    "const uint2 key_keep = fm_key_keep(p, sched, key_row);   // this thread's keys below seqlen_k"
+                        .to_string(),
+                ));
+                values.push(("MASK_APPLY", mask::KEY_TILE_WORD_PAIRS.to_string()));
+                values.push((
+                    "LOAD_WORD",
+                    "// Two loads per thread per partial step: words 2 t.word, 2 t.word + 1 of this thread's FragmentNative\n\
+                     \x20               // words ([tiles, FM_MASK_THREADS, FM_MASK_WORDS], masks::TransposedLists::q_words).\n\
+                     \x20               // Keys past seqlen_k cleared (key_keep, once per walk).\n\
+                     \x20               uint2 word = key_keep;\n\
+                     \x20               if (t.mask_tile >= 0) {\n\
+                     \x20                   const unsigned* w = p.q_words + ((long long)t.mask_tile * FM_MASK_THREADS + mask_thread) * FM_MASK_WORDS + 2 * t.word;\n\
+                     \x20                   word.x &= __ldg(w);\n\
+                     \x20                   word.y &= __ldg(w + 1);\n\
+                     \x20               }"
+                        .to_string(),
+                ));
+            }
         }
     }
     let body = fill(TEMPLATE, &values).map_err(layout_err)?;
@@ -759,10 +782,11 @@ fn ds_affine(ds: &OperandTile, step_m: u32, cta_n: u32) -> Result<DsAffine, Conf
 }
 
 /// The mask's backward accumulator (SwapAB, `block_n / 64` warpgroups) against the
-/// kernel's steps: for key group `g` of the tile, query half `h`, thread `t` and value `i`
-/// of the `m64n64` `Sᵀ`, the tile element is that of the mask accumulator's thread
-/// `128 g + t`, value `32 h + i`, i.e. bit `i` of word `h`. Returns the mask's threads and
-/// words per thread.
+/// kernel's steps: for key group `g` of the tile, query part `h` (a step's worth of the
+/// tile's queries), thread `t` and value `i` of the `m64n{step}` `Sᵀ`, the tile element is
+/// that of the mask accumulator's thread `128 g + t`, value `values · h + i`, i.e. bit
+/// `i % 32` of word `(values · h + i) / 32`. Returns the mask's threads and words per
+/// thread.
 fn check_mask_words(
     st: &FragmentMap,
     block_m: u32,
@@ -771,29 +795,33 @@ fn check_mask_words(
     let warpgroups = if block_n % 128 == 0 { 2 } else { 1 };
     let acc = TiledAccumulator::new(block_m, block_n, warpgroups, true)
         .map_err(|e| ConfigError::Layout(format!("backward accumulator: {e:?}")))?;
-    let (groups, halves) = (block_n / 64, block_m / st.n());
-    if acc.threads() != 128 * groups || acc.values_per_thread() != 32 * halves {
+    let (groups, parts, values) = (block_n / 64, block_m / st.n(), st.values());
+    if acc.threads() != 128 * groups
+        || acc.values_per_thread() != values * parts
+        || values % 32 != 0
+    {
         return Err(ConfigError::Layout(format!(
             "the {block_m}x{block_n} backward accumulator has {} threads x {} values, not one \
-             64-key group per warpgroup and one word per 64-query step",
+             64-key group per warpgroup and whole words per {}-query step",
             acc.threads(),
-            acc.values_per_thread()
+            acc.values_per_thread(),
+            st.n()
         )));
     }
     for g in 0..groups {
-        for h in 0..halves {
+        for h in 0..parts {
             for t in 0..128 {
-                for i in 0..st.values() {
+                for i in 0..values {
                     let (key, q) = st.coord(t, i);
                     let found = acc
-                        .coord(128 * g + t, 32 * h + i)
+                        .coord(128 * g + t, values * h + i)
                         .map_err(|e| ConfigError::Layout(format!("{e:?}")))?;
-                    if found != (64 * h + q, 64 * g + key) {
+                    if found != (st.n() * h + q, 64 * g + key) {
                         return Err(ConfigError::Layout(format!(
                             "mask thread {} value {} is {found:?}, the step's value is ({}, {})",
                             128 * g + t,
-                            32 * h + i,
-                            64 * h + q,
+                            values * h + i,
+                            st.n() * h + q,
                             64 * g + key
                         )));
                     }
@@ -801,7 +829,7 @@ fn check_mask_words(
             }
         }
     }
-    Ok((acc.threads(), halves))
+    Ok((acc.threads(), acc.values_per_thread() / 32))
 }
 
 /// The five GEMMs, one wgmma per k-step written out with its operand bytes.
