@@ -870,16 +870,15 @@ pub fn run_case(
                 dv: grads.dv.data.device_ptr(stream).0,
             };
             let lse_ptr = lse_dev.device_ptr(stream).0;
-            if let RawBackwardMask::Window(_) = raw_mask {
-                step_m = Some(
-                    fragmask_host::attention::choice::backward_config(
-                        s.head_dim as u32,
-                        BackwardMask::Window,
-                        &case.opts,
-                    )?
-                    .step_m(),
-                );
-            }
+            // The raw launch's kernel, as it chooses it (window or the mask's tile).
+            step_m = Some(
+                fragmask_host::attention::choice::backward_kernel(
+                    s.head_dim,
+                    device_mask.as_ref().map(|m| &m.host),
+                    &case.opts,
+                )?
+                .step_m(),
+            );
             // SAFETY: every buffer is a live allocation of this runner's context sized for
             // `s`, alive until the synchronize below.
             unsafe {
