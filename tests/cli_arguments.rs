@@ -48,6 +48,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("blocks", "b.safetensors"),
     ("blocks_num", "n.npy"),
     ("bwd_stages", "2"),
+    ("bwd_step", "128"),
     ("cases", "documents"),
     ("causal", ""),
     ("check", ""),
