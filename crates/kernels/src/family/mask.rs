@@ -139,46 +139,53 @@ $QUERY_BOUNDS        lo[r] = (int)max(min(l, 1LL << 20), -(1LL << 20));
 }
 "#;
 
-/// The backward's FragmentNative mask on `Sᵀ` of a 64-query step (32 values a thread): bit i
-/// of the step's word is value i. `$KEY_BOUND_CLEAR` is [`key_bound_clear`]'s text.
-pub const KEY_TILE_WORDS: &str = r#"// Bit i of this thread's word of the step is value i of S^T (the generator checked the correspondence with the
-// mask's backward accumulator for every thread and value). Keys past seqlen_k are masked too: fm_key_keep, once per
-// walk, clears the bits of their row slots, and each step's word is ANDed with it, so that each value is one bit
-// test and one select (R2P and FSEL).
-__device__ __forceinline__ unsigned fm_key_keep(const fm_bwd_params& p, const fm_schedule& sched, int key_row) {
-    unsigned w = 0xffffffffu;
+/// The backward's FragmentNative mask on `Sᵀ`: bit `i % 32` of word `i / 32` of the step's
+/// words is value i. A 64-query step has one word a thread (`unsigned`), a 128-query step
+/// two (`uint2`: `x` holds values 0..31, `y` values 32..63); [`key_tile_word_values`] fills
+/// `$MASK_WORD_T`, `$MASK_WORD_ALL` and `$MASK_WORD_OF_VALUE`, and `$KEY_BOUND_CLEAR` is
+/// [`key_bound_clear`]'s text.
+pub const KEY_TILE_WORDS: &str = r#"// Bit i % 32 of word i / 32 of this thread's words of the step ($MASK_WORD_T) is value i of S^T (the generator
+// checked the correspondence with the mask's backward accumulator for every thread and value). Keys past seqlen_k
+// are masked too: fm_key_keep, once per walk, clears the bits of their row slots, and each step's words are ANDed
+// with it, so that each value is one bit test and one select (R2P and FSEL).
+__device__ __forceinline__ $MASK_WORD_T fm_key_keep(const fm_bwd_params& p, const fm_schedule& sched, int key_row) {
+    $MASK_WORD_T w = $MASK_WORD_ALL;
     const int key0 = sched.n0 + key_row;   // $LAYOUT_ST row slot 0's key
 $KEY_BOUND_CLEAR    return w;
 }
 
 __device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
-                                              const fm_step& t, unsigned word, int key_row, int q_col) {
+                                              const fm_step& t, $MASK_WORD_T word, int key_row, int q_col) {
 #pragma unroll
     for (int i = 0; i < $ST_VALUES; ++i)
-        if (((word >> i) & 1u) == 0u) s[i] = FM_NEG_INF;
+        if ((($MASK_WORD_OF_VALUE >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
 }
 "#;
 
-/// The same on `Sᵀ` of a 128-query step (64 values a thread, two words: `x` holds values
-/// 0..31, `y` values 32..63), for head dim 64's wide step on 128-query mask tiles.
-pub const KEY_TILE_WORD_PAIRS: &str = r#"// Bit i % 32 of word i / 32 (x, y) of this thread's words of the step is value i of S^T (the generator checked the
-// correspondence with the mask's backward accumulator for every thread and value). Keys past seqlen_k are masked too:
-// fm_key_keep, once per walk, clears the bits of their row slots, and each step's words are ANDed with it.
-__device__ __forceinline__ uint2 fm_key_keep(const fm_bwd_params& p, const fm_schedule& sched, int key_row) {
-    uint2 w = make_uint2(0xffffffffu, 0xffffffffu);
-    const int key0 = sched.n0 + key_row;   // $LAYOUT_ST row slot 0's key
-$KEY_BOUND_CLEAR    return w;
+/// The values of [`KEY_TILE_WORDS`]' word placeholders for a thread's `values` of `Sᵀ`:
+/// one word (at most 32 values) or two (at most 64).
+pub fn key_tile_word_values(values: u32) -> Result<Vec<(&'static str, String)>, LayoutError> {
+    let (ty, all, of_value) = match values.div_ceil(32) {
+        1 => ("unsigned", "0xffffffffu", "word"),
+        2 => (
+            "uint2",
+            "make_uint2(0xffffffffu, 0xffffffffu)",
+            "(i < 32 ? word.x : word.y)",
+        ),
+        _ => {
+            return Err(LayoutError(format!(
+                "{values} values per thread do not fit one or two 32-bit mask words"
+            )))
+        }
+    };
+    Ok(vec![
+        ("MASK_WORD_T", ty.to_string()),
+        ("MASK_WORD_ALL", all.to_string()),
+        ("MASK_WORD_OF_VALUE", of_value.to_string()),
+    ])
 }
 
-__device__ __forceinline__ void fm_apply_mask(float (&s)[$ST_VALUES], const fm_bwd_params& p, const fm_schedule& sched,
-                                              const fm_step& t, uint2 word, int key_row, int q_col) {
-#pragma unroll
-    for (int i = 0; i < $ST_VALUES; ++i)
-        if ((((i < 32 ? word.x : word.y) >> (i % 32)) & 1u) == 0u) s[i] = FM_NEG_INF;
-}
-"#;
-
-/// The key bound of [`KEY_TILE_WORDS`] and [`KEY_TILE_WORD_PAIRS`]: for each row slot of
+/// The key bound of [`KEY_TILE_WORDS`]: for each row slot of
 /// `st` (a thread's values lie in rows `key_row + slot row`), one line that clears the bits
 /// of that slot's values from the word `w` (32 values), or from `w.x` and `w.y` (64), when
 /// its key is past `seqlen_k`. The masks come from the layout.

@@ -595,33 +595,24 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
                 mask::key_bound_clear(&st, "    ").map_err(layout_err)?,
             ));
             values.push(("SCHEDULE", key_tile::LISTS.to_string()));
+            values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
+            values.extend(mask::key_tile_word_values(st.values()).map_err(layout_err)?);
+            values.push((
+                "KEY_KEEP",
+                "const $MASK_WORD_T key_keep = fm_key_keep(p, sched, key_row);   // this thread's keys below seqlen_k"
+                    .to_string(),
+            ));
             // A 64-query step reads one word of the thread's words, a 128-query step two.
-            if st.values() <= 32 {
-                values.push((
-                    "KEY_KEEP",
-                    "const unsigned key_keep = fm_key_keep(p, sched, key_row);   // this thread's keys below seqlen_k"
-                        .to_string(),
-                ));
-                values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
-                values.push((
-                    "LOAD_WORD",
+            values.push((
+                "LOAD_WORD",
+                if st.values() <= 32 {
                     "// One load per thread per partial step: word t.word of this thread's FragmentNative words\n\
                      \x20               // ([tiles, FM_MASK_THREADS, FM_MASK_WORDS], masks::TransposedLists::q_words).\n\
                      \x20               // Keys past seqlen_k cleared (key_keep, once per walk).\n\
                      \x20               const unsigned word = (t.mask_tile >= 0\n\
                      \x20                   ? __ldg(p.q_words + ((long long)t.mask_tile * FM_MASK_THREADS + mask_thread) * FM_MASK_WORDS + t.word)\n\
                      \x20                   : 0xffffffffu) & key_keep;"
-                        .to_string(),
-                ));
-            } else {
-                values.push((
-                    "KEY_KEEP",
-                    "const uint2 key_keep = fm_key_keep(p, sched, key_row);   // this thread's keys below seqlen_k"
-                        .to_string(),
-                ));
-                values.push(("MASK_APPLY", mask::KEY_TILE_WORD_PAIRS.to_string()));
-                values.push((
-                    "LOAD_WORD",
+                } else {
                     "// Two loads per thread per partial step: words 2 t.word, 2 t.word + 1 of this thread's FragmentNative\n\
                      \x20               // words ([tiles, FM_MASK_THREADS, FM_MASK_WORDS], masks::TransposedLists::q_words).\n\
                      \x20               // Keys past seqlen_k cleared (key_keep, once per walk).\n\
@@ -631,9 +622,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
                      \x20                   word.x &= __ldg(w);\n\
                      \x20                   word.y &= __ldg(w + 1);\n\
                      \x20               }"
-                        .to_string(),
-                ));
-            }
+                }
+                .to_string(),
+            ));
         }
     }
     let body = fill(TEMPLATE, &values).map_err(layout_err)?;
