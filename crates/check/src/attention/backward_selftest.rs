@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use fragmask_host::cudarc::driver::DevicePtr;
-use fragmask_kernels::attention::backward::{BackwardMask, WIDE_STEP_M};
+use fragmask_kernels::attention::backward::{BackwardMask, STEP_M, WIDE_STEP_M};
 use fragmask_kernels::attention::{ActDtype, Geometry};
 use fragmask_masks::{MaskShape, PackOptions, TransposedLists};
 
@@ -162,14 +162,15 @@ pub fn default_cases() -> Vec<BackwardCase> {
         dq_reduce: Some(DqReduce::FragmentAtomics),
         ..BackwardOptions::default()
     };
-    // Head dim 64's 128-query step (BackwardKernel::with_step_m): its window walk only.
+    // Head dim 64's 128-query step (BackwardKernel::with_step_m): window walks, the
+    // documents grid and 128x128 tile lists.
     let wide = BackwardOptions {
         step_m: Some(WIDE_STEP_M),
         ..BackwardOptions::default()
     };
-    // The 64-query step at head dim 64 (K and V in registers), no longer the window's default.
+    // The 64-query step at head dim 64 (K and V in registers), no longer the default there.
     let narrow = BackwardOptions {
-        step_m: Some(64),
+        step_m: Some(STEP_M),
         ..BackwardOptions::default()
     };
     let wide_f16 = BackwardOptions {

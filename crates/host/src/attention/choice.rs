@@ -516,11 +516,13 @@ pub fn backward_kernel(
 /// (one H100, 4 interleaved rounds, S = 16384, H = 16): no mask 0.950, causal 0.960,
 /// S = 8192 no mask 0.949, S = 4096 causal 0.972, window 1024 0.976 (docs/backward.md).
 pub fn backward_step_m(d: u32, mode: BackwardMask, deterministic: bool) -> u32 {
-    let wide_mode = match mode {
-        BackwardMask::Window | BackwardMask::Documents => true,
-        BackwardMask::Blocks { block_m, block_n } => block_m % WIDE_STEP_M == 0 && block_n == 128,
-    };
-    if d == 64 && wide_mode && !deterministic {
+    // Where the wide step runs is the kernels crate's rule (`BackwardKernel::check_step`);
+    // the choice is to take it wherever it does.
+    let wide = BackwardKernel::default_for(d, mode)
+        .and_then(|k| k.with_kv_registers(false))
+        .map(|k| k.with_deterministic(deterministic))
+        .and_then(|k| k.with_step_m(WIDE_STEP_M));
+    if wide.is_ok() {
         WIDE_STEP_M
     } else {
         STEP_M

@@ -36,7 +36,8 @@ pub const PRE_KERNEL_NAME: &str = "fragmask_attention_bwd_pre";
 /// Name of the postprocess kernel (dQ scale and cast).
 pub const POST_KERNEL_NAME: &str = "fragmask_attention_bwd_post";
 /// Queries per step of the main kernel (the N of `Sᵀ`) by default; head dim 64's window
-/// walk takes [`WIDE_STEP_M`] ([`BackwardKernel::step_m`]).
+/// walk, documents grid and 128x128 tile lists take [`WIDE_STEP_M`]
+/// ([`BackwardKernel::with_step_m`]).
 pub const STEP_M: u32 = 64;
 /// The wide step: 128 queries, FlashAttention-3/4's `m_block_size` at head dim 64.
 pub const WIDE_STEP_M: u32 = 128;

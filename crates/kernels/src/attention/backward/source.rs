@@ -309,8 +309,8 @@ fn lse_copy(step_m: u32) -> Result<String, ConfigError> {
             )))
         }
     };
-    let (n, operands) = (regs.len(), (1..=regs.len()).map(|i| format!("%{i}")));
-    let operands: Vec<String> = operands.collect();
+    let n = regs.len();
+    let operands: Vec<String> = (1..=n).map(|i| format!("%{i}")).collect();
     let rows = [
         ("l", "p.lse_log2", "smem_lse"),
         ("d", "p.dsum", "smem_dsum"),
