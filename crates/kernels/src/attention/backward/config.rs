@@ -655,6 +655,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_wide_step_is_refused_with_a_typed_error_outside_its_configurations() {
+        let d64 = BackwardKernel::default_for(64, BackwardMask::Window).unwrap();
+        // Not a step size; K and V still in registers; deterministic; other head dims; 64-key tiles.
+        for bad in [
+            d64.with_kv_registers(false).unwrap().with_step_m(96),
+            d64.with_step_m(WIDE_STEP_M),
+            d64.with_kv_registers(false)
+                .unwrap()
+                .with_deterministic(true)
+                .with_step_m(WIDE_STEP_M),
+            BackwardKernel::default_for(128, BackwardMask::Window)
+                .unwrap()
+                .with_step_m(WIDE_STEP_M),
+            BackwardKernel::default_for(64, SWEEP_MASKS[2])
+                .unwrap()
+                .with_kv_registers(false)
+                .unwrap()
+                .with_step_m(WIDE_STEP_M),
+        ] {
+            assert!(matches!(bad, Err(ConfigError::BackwardStep(_))), "{bad:?}");
+        }
+        let wide = d64
+            .with_kv_registers(false)
+            .unwrap()
+            .with_step_m(WIDE_STEP_M)
+            .unwrap();
+        assert_eq!(wide.step_m(), WIDE_STEP_M);
+        assert!(wide.label().ends_with(" q128"));
+        // K and V cannot go back into registers at the wide step, and a deterministic wide
+        // kernel does not generate.
+        assert!(wide.with_kv_registers(true).is_err());
+        assert!(wide.with_deterministic(true).source().is_err());
+    }
+
+    #[test]
     fn k_and_v_are_held_in_registers_exactly_where_they_fit() {
         for mask in SWEEP_MASKS {
             for d in [64, 128, 256] {
