@@ -78,6 +78,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("k", "k.npy"),
     ("kv_heads", "1"),
     ("lazy_rescale", "true"),
+    ("q_registers", "true"),
     ("lengths", "full"),
     ("lookahead", "true"),
     ("lse_out", "lse.npy"),

@@ -138,6 +138,11 @@ pub struct ForwardArgs {
     /// default true).
     #[arg(long)]
     lazy_rescale: Option<bool>,
+    /// Q held in registers as the RS A operand of S = Q K^T, so each k-step reads only K
+    /// from shared memory (true or false; default: the kernel's choice). Refused where its
+    /// registers do not fit.
+    #[arg(long)]
+    q_registers: Option<bool>,
     /// Tile geometry MxN: 128x128, 64x64 (64-token block sparsity), 128x64, 128x80,
     /// 192x128; 64x64/2x2 is the 64-token tile with two query blocks sharing K/V per CTA
     /// (tile lists only). Default: a --mask file's own tile, else the head dim's (192x128 at 64,
@@ -227,7 +232,7 @@ macro_rules! forward_ids {
     ($($extra:literal),*) => {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
-          "lookahead", "lazy_rescale", "block", "splits", "persistent",
+          "lookahead", "lazy_rescale", "q_registers", "block", "splits", "persistent",
           "persistent_ctas", "shared_kv", "head_section", $($extra),*]
     };
 }
@@ -245,6 +250,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "pingpong",
         "lookahead",
         "lazy_rescale",
+        "q_registers",
         "mask",
         "synthetic_mask",
         "persistent",
@@ -268,6 +274,7 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
                 "pingpong",
                 "lookahead",
                 "lazy_rescale",
+                "q_registers",
                 "seed",
             ]),
         },
@@ -319,6 +326,9 @@ fn config_flags(args: &ForwardArgs) -> String {
     if let Some(l) = args.lazy_rescale {
         given.push(format!("--lazy-rescale {l}"));
     }
+    if let Some(q) = args.q_registers {
+        given.push(format!("--q-registers {q}"));
+    }
     if let Some(b) = &args.block {
         given.push(format!("--block {b}"));
     }
@@ -350,6 +360,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         persistent: args.persistent,
         persistent_ctas: args.persistent_ctas,
         lazy_rescale: args.lazy_rescale,
+        q_registers: args.q_registers,
         shared_kv: args.shared_kv,
         head_section: args.head_section,
     }
@@ -928,6 +939,9 @@ fn run_selftest(
         }
         if args.lazy_rescale.is_some() {
             case.opts.lazy_rescale = args.lazy_rescale;
+        }
+        if args.q_registers.is_some() {
+            case.opts.q_registers = args.q_registers;
         }
         match selftest::run_case(runner, &case, args.seed.wrapping_add(i as u64)) {
             Ok(r) => {

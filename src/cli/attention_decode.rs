@@ -33,6 +33,7 @@ pub(super) fn serves(args: &ForwardArgs, inputs: &Validated, timed: bool, output
         && args.pingpong.is_none()
         && args.lookahead.is_none()
         && args.lazy_rescale.is_none()
+        && args.q_registers.is_none()
 }
 
 /// Times the decode kernel on `shape` (random inputs, rotated over 1 GiB of caches) and

@@ -43,6 +43,7 @@ pub fn kernel_config(
     .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
     .map(|k| k.with_lazy_rescale(opts.lazy_rescale.unwrap_or(default.lazy_rescale())))
     .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
+    .and_then(|k| k.with_q_registers(opts.q_registers.unwrap_or(default.q_registers())))
     .map_err(AttentionError::Config)
 }
 

@@ -359,6 +359,9 @@ pub struct AttentionOptions {
     /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
     /// `None` is the kernel configuration's default (on).
     pub lazy_rescale: Option<bool>,
+    /// Q in registers for `S = Q K^T` ([`AttentionKernel::with_q_registers`]); `None` is
+    /// the kernel configuration's default.
+    pub q_registers: Option<bool>,
     /// Shared K/V of two 64-token query blocks per CTA ([`Geometry::TILE_64X64_SHARED`]):
     /// `None` is [`choice::shared_kv`]'s default for a 64x64 tile-list call with no
     /// geometry named; `Some(true)` asks for it (an error where the call cannot have it),

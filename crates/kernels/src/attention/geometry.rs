@@ -410,6 +410,14 @@ impl Geometry {
         self.loop_registers(head_dim) + OVERLAP_MARGIN <= self.consumer_regs()
     }
 
+    /// Whether Q's `head_dim / 4` registers ([`super::AttentionKernel::with_q_registers`])
+    /// fit beside the loop's O, S and P with the margin of its loop (the overlapped loop's
+    /// [`OVERLAP_MARGIN`], the serial loop's 16).
+    pub const fn q_registers_fit(&self, head_dim: u32, overlap: bool) -> bool {
+        let margin = if overlap { OVERLAP_MARGIN } else { 16 };
+        self.loop_registers(head_dim) + head_dim / 4 + margin <= self.consumer_regs()
+    }
+
     /// Query-row blocks for `seqlen_q` (the grid's x extent).
     pub const fn m_blocks(&self, seqlen_q: u32) -> u32 {
         seqlen_q.div_ceil(self.block_m)

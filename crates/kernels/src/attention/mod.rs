@@ -130,6 +130,14 @@ pub enum ConfigError {
     /// A backward step size ([`backward::BackwardKernel::with_step_m`]) with a
     /// configuration it does not run (the reason).
     BackwardStep(String),
+    /// Q in registers ([`AttentionKernel::with_q_registers`]) where its registers do not
+    /// fit beside the loop's accumulators.
+    QRegisters {
+        /// The tile.
+        geometry: Geometry,
+        /// The head dimension.
+        head_dim: u32,
+    },
 }
 
 impl core::fmt::Display for ConfigError {
@@ -198,6 +206,13 @@ impl core::fmt::Display for ConfigError {
             ConfigError::Persistent(why) => write!(f, "{why}"),
             ConfigError::SharedKv(why) => write!(f, "{why}"),
             ConfigError::BackwardStep(why) => write!(f, "{why}"),
+            ConfigError::QRegisters { geometry, head_dim } => write!(
+                f,
+                "Q in registers does not fit the {} tile at head dim {head_dim} \
+                 ({} registers of Q beside the loop's O, S and P)",
+                geometry.name(),
+                head_dim / 4
+            ),
         }
     }
 }
@@ -224,6 +239,7 @@ pub struct AttentionKernel {
     split_kv: bool,
     persistent: bool,
     lazy_rescale: bool,
+    q_registers: bool,
 }
 
 impl AttentionKernel {
@@ -269,6 +285,7 @@ impl AttentionKernel {
             split_kv: false,
             persistent: false,
             lazy_rescale: false,
+            q_registers: false,
         })
     }
 
@@ -311,6 +328,26 @@ impl AttentionKernel {
     /// Whether lazy rescale is on ([`Self::with_lazy_rescale`]).
     pub fn lazy_rescale(&self) -> bool {
         self.lazy_rescale
+    }
+
+    /// Q as the register (RS) A operand of `S = Q K^T`, loaded once per query tile by
+    /// `ldmatrix` (FlashAttention-2's `Q_in_regs`): each QK^T k-step then reads only K
+    /// from shared memory. Costs `head_dim / 4` registers per consumer thread; refused
+    /// where they do not fit beside the loop's O, S and P ([`Geometry::q_registers_fit`]).
+    pub fn with_q_registers(mut self, q_registers: bool) -> Result<Self, ConfigError> {
+        if q_registers && !self.geometry.q_registers_fit(self.head_dim, self.overlap) {
+            return Err(ConfigError::QRegisters {
+                geometry: self.geometry,
+                head_dim: self.head_dim,
+            });
+        }
+        self.q_registers = q_registers;
+        Ok(self)
+    }
+
+    /// Whether Q is held in registers ([`Self::with_q_registers`]).
+    pub fn q_registers(&self) -> bool {
+        self.q_registers
     }
 
     /// Compiles in split-KV support (docs/architecture.md, "Split-KV forward"): the split
@@ -509,7 +546,12 @@ impl AttentionKernel {
     /// QK^T: random 50% of tokens at S = 16384 took 0.934 of the ping-pong time, an H100,
     /// 3 rounds; the other list geometries were not measured and keep it), and K/V
     /// stages by head dim (3 at 64, 2 at 128 and 256, measured on an H100, docs/PERF.md
-    /// "Attention forward"), fewer where shared memory has no room for them.
+    /// "Attention forward"), fewer where shared memory has no room for them. Q sits in
+    /// registers ([`Self::with_q_registers`]) for the window and documents walks on the
+    /// 128x128 tile at head dim 128 (where it was measured): one H100, 3 rounds against Q in shared
+    /// memory, S = 16384 no mask 0.978, causal 0.986, GQA 32:8 causal 0.943, window 1024
+    /// 0.993; the tile lists were slower with it (random 50% 1.114, top-k 1.053,
+    /// write-up 002's 50% 1.038), so they keep Q in shared memory.
     pub fn default_for_geometry(
         geometry: Geometry,
         head_dim: u32,
@@ -529,7 +571,7 @@ impl AttentionKernel {
         };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
-        Ok(Self::new(geometry, head_dim, mask, stages, overlap)?
+        Self::new(geometry, head_dim, mask, stages, overlap)?
             .with_pingpong(
                 overlap
                     && geometry.consumer_warpgroups() >= 2
@@ -538,7 +580,13 @@ impl AttentionKernel {
                         && head_dim == 128
                         && geometry == Geometry::TILE_128X128),
             )?
-            .with_lazy_rescale(true))
+            .with_lazy_rescale(true)
+            .with_q_registers(
+                mask != MaskMode::Blocks
+                    && geometry == Geometry::TILE_128X128
+                    && head_dim == 128
+                    && geometry.q_registers_fit(head_dim, overlap),
+            )
     }
 
     /// The tile geometry.
@@ -839,5 +887,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn q_registers_run_where_they_fit_and_are_refused_elsewhere_before_any_gpu() {
+        for g in Geometry::SUPPORTED {
+            for d in [64, 128, 256] {
+                if !g.supports_head_dim(d) {
+                    continue;
+                }
+                for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
+                    let k = AttentionKernel::default_for_geometry(g, d, mode).unwrap();
+                    // The default: the 128x128 window and documents walks at head dim 128.
+                    assert_eq!(
+                        k.q_registers(),
+                        g == Geometry::TILE_128X128 && d == 128 && mode != MaskMode::Blocks,
+                        "{k:?}"
+                    );
+                    let asked = k.with_q_registers(true);
+                    if g.q_registers_fit(d, k.overlap()) {
+                        let src = asked.unwrap().source().unwrap();
+                        // Every k-step of S = Q K^T takes its A registers; none reads Q's descriptor.
+                        for j in 0..d / 16 {
+                            assert!(
+                                src.contains(&format!("k16_rs_kb(s, q[{}]", 4 * j)),
+                                "{g} d{d}"
+                            );
+                        }
+                        assert!(!src.contains("fm_desc_at(q_start"), "{g} d{d}");
+                        assert!(src.contains("fm_ldmatrix_a_offset(lt, j, FM_Q_CHUNK_BYTES)"));
+                        assert!(!src.contains('$'));
+                    } else {
+                        assert_eq!(
+                            asked,
+                            Err(ConfigError::QRegisters {
+                                geometry: g,
+                                head_dim: d
+                            })
+                        );
+                    }
+                    let off = k.with_q_registers(false).unwrap().source().unwrap();
+                    assert!(
+                        off.contains("fm_desc_at(q_start") && !off.contains("q_operand[4 * j]")
+                    );
+                }
+            }
+        }
+        // Head dim 64's 192x128 tile has no room for Q's 16 registers (O, S, P and the
+        // margin take its 160).
+        assert!(!Geometry::TILE_192X128.q_registers_fit(64, true));
+        assert!(Geometry::TILE_128X128.q_registers_fit(128, true));
     }
 }

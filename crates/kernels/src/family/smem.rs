@@ -245,3 +245,104 @@ impl OperandTile {
         &self.descriptor
     }
 }
+
+/// The RS A fragment of a K-major operand tile's 64-row warpgroup slices by
+/// `ldmatrix.x4` (CUDA text, needs `fm_sw128`): the byte offset, within warpgroup `wg`'s
+/// rows, that lane `lt % 32` of warp `lt / 32` gives for k-step `j`: row
+/// `16 (lt / 32) + l % 8 + 8 ((l / 8) % 2)`, column `16 j + 8 (l / 16)`, in the 64-column
+/// chunks of `chunk` bytes. [`OperandTile::check_ldmatrix_a`] proves the bytes and the
+/// registers.
+pub const LDMATRIX_A_OFFSET: &str = r#"// The RS A fragment of k-step j by ldmatrix.x4: lane l of warp lt / 32 gives row 16 (lt / 32) + l % 8 + 8 ((l / 8) % 2)
+// of the warpgroup's 64 rows, column 16 j + 8 (l / 16); registers 0..3 are A registers 4 j .. 4 j + 3 (family/smem.rs:
+// OperandTile::check_ldmatrix_a proves the bytes against the tile's layout and the registers against the RS A operand).
+__device__ __forceinline__ unsigned fm_ldmatrix_a_offset(int lt, int j, unsigned chunk) {
+    const int lane = lt % 32;
+    const unsigned row = (unsigned)(16 * (lt / 32) + lane % 8 + 8 * ((lane / 8) % 2));
+    const unsigned col = (unsigned)(16 * j + 8 * (lane / 16));
+    return (col / 64u) * chunk + fm_sw128(128u * row + 2u * (col % 64u));
+}
+"#;
+
+impl OperandTile {
+    /// Proves [`LDMATRIX_A_OFFSET`] for this K-major tile of `64 * warpgroups` rows:
+    /// the bytes lane `l` of warp `w` of warpgroup `wg` addresses for k-step `j`
+    /// (`wg`'s rows at `64 wg` rows, a multiple of the 1024-byte swizzle atom, plus the
+    /// helper's offset) hold that row's 8 columns in this layout, and `ldmatrix`'s
+    /// register `r` of thread `t` (matrix r's row t / 4, columns 2 (t % 4), + 1) is
+    /// register `4 j + r` of the RS A operand: the pair `(2m, 2m + 1)`, m = 4 j + r, of the
+    /// m64n{cols} accumulator layout (docs/architecture.md fact 5). Every element.
+    pub fn check_ldmatrix_a(&self, warpgroups: u32) -> Result<(), LayoutError> {
+        let (rows, cols) = self.extent;
+        if self.major != Major::K || rows != 64 * warpgroups || cols % 16 != 0 {
+            return Err(LayoutError(format!(
+                "{}: ldmatrix A fragments need a K-major tile of 64 rows per warpgroup, not {rows}x{cols}",
+                self.name
+            )));
+        }
+        let acc = super::fragment::FragmentMap::new(cols).map_err(|e| LayoutError(e.0))?;
+        let chunk = rows * 128;
+        for wg in 0..warpgroups {
+            for w in 0..4 {
+                for j in 0..cols / 16 {
+                    for l in 0..32 {
+                        let r = 16 * w + l % 8 + 8 * ((l / 8) % 2);
+                        let col = 16 * j + 8 * (l / 16);
+                        let linear = 128 * r + 2 * (col % 64);
+                        let emitted = 64 * wg * 128
+                            + (col / 64) * chunk
+                            + (linear ^ (((linear >> 7) & 7) << 4));
+                        for c in 0..8 {
+                            if self.swizzled_bytes(64 * wg + r, col + c)? != emitted + 2 * c {
+                                return Err(LayoutError(format!(
+                                    "{}: A fragment ({}, {}) is not at byte {}",
+                                    self.name,
+                                    64 * wg + r,
+                                    col + c,
+                                    emitted + 2 * c
+                                )));
+                            }
+                        }
+                    }
+                    for t in 0..32 {
+                        for r in 0..4 {
+                            let m = 4 * j + r;
+                            let got = (
+                                16 * w + 8 * (r % 2) + t / 4,
+                                16 * j + 8 * (r / 2) + 2 * (t % 4),
+                            );
+                            let (want_row, want_col) = acc.coord(32 * w + t, 2 * m);
+                            let hi = acc.coord(32 * w + t, 2 * m + 1);
+                            if got != (want_row, want_col) || hi != (want_row, want_col + 1) {
+                                return Err(LayoutError(format!(
+                                    "{}: ldmatrix register {r} of thread {} at {got:?} is not A register {m} at ({want_row}, {want_col})",
+                                    self.name,
+                                    32 * w + t
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldmatrix_a_fragments_are_the_rs_a_operand_of_every_k_major_tile() {
+        for warpgroups in 1..=3 {
+            for cols in [64, 128, 256] {
+                let tile = OperandTile::k_major("Q", 64 * warpgroups, cols, 64).unwrap();
+                tile.check_ldmatrix_a(warpgroups).unwrap();
+                // A tile whose rows are not the warpgroups' is refused, not misread.
+                assert!(tile.check_ldmatrix_a(warpgroups + 1).is_err());
+            }
+        }
+        let v = OperandTile::mn_major("V", 128, 64, 128).unwrap();
+        assert!(v.check_ldmatrix_a(1).is_err());
+    }
+}

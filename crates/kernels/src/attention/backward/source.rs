@@ -87,59 +87,6 @@ impl Tiles {
     }
 }
 
-/// The K/V A fragments of `Sᵀ = K Qᵀ` and `dPᵀ = V dOᵀ` in registers (RS mode), loaded once
-/// per CTA by `ldmatrix.x4`: for k-step j, lane l of warp w of warpgroup wg gives the address
-/// of key row `64 wg + 16 w + l % 8 + 8 ((l / 8) % 2)`, column `16 j + 8 (l / 16)`, at the
-/// emitted byte `(col / 64) · chunk + sw128(128 · row + 2 · (col % 64))`; register r of thread t
-/// then holds matrix r's row t / 4, columns 2 (t % 4), + 1, which must be register `4 j + r`
-/// of the RS A operand: the pair `(2m, 2m + 1)`, m = 4 j + r, of the m64n{head_dim}
-/// accumulator layout (docs/architecture.md fact 5). Both checked for every element.
-fn check_kv_fragments(kv: &OperandTile, head_dim: u32, warpgroups: u32) -> Result<(), ConfigError> {
-    let acc = FragmentMap::new(head_dim).map_err(|e| ConfigError::Layout(e.0))?;
-    let chunk = 64 * warpgroups * 128;
-    for wg in 0..warpgroups {
-        for w in 0..4 {
-            for j in 0..head_dim / 16 {
-                for l in 0..32 {
-                    let row = 64 * wg + 16 * w + l % 8 + 8 * ((l / 8) % 2);
-                    let col = 16 * j + 8 * (l / 16);
-                    let linear = 128 * row + 2 * (col % 64);
-                    let emitted = (col / 64) * chunk + (linear ^ (((linear >> 7) & 7) << 4));
-                    for c in 0..8 {
-                        if kv.swizzled_bytes(row, col + c)? != emitted + 2 * c {
-                            return Err(ConfigError::Layout(format!(
-                                "K/V fragment: ({row}, {}) is not at byte {}",
-                                col + c,
-                                emitted + 2 * c
-                            )));
-                        }
-                    }
-                }
-                for t in 0..32 {
-                    for r in 0..4 {
-                        let m = 4 * j + r;
-                        let got = (
-                            16 * w + 8 * (r % 2) + t / 4,
-                            16 * j + 8 * (r / 2) + 2 * (t % 4),
-                        );
-                        let (want_row, want_col) = acc.coord(32 * w + t, 2 * m);
-                        let (hi_row, hi_col) = acc.coord(32 * w + t, 2 * m + 1);
-                        if got != (want_row, want_col)
-                            || (hi_row, hi_col) != (want_row, want_col + 1)
-                        {
-                            return Err(ConfigError::Layout(format!(
-                                "K/V fragment: ldmatrix register {r} of thread {} at {got:?} is not A register {m} at ({want_row}, {want_col})",
-                                32 * w + t
-                            )));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The dQ postprocess stages value pairs `(2j, 2j + 1)` of a dQ chunk as one bf16x2 word at
 /// word column `col / 2`: every pair must start on an even column, for every thread.
 fn check_even_pairs(map: &FragmentMap) -> Result<(), ConfigError> {
@@ -378,7 +325,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     let (ds_g_xor, ds_g_per_half) = ds_store_xor(&st, &ds, k.warpgroups())?;
     let pairs = column_pairs(&st)?;
     if k.kv_registers() {
-        check_kv_fragments(&tiles.kv, d, k.warpgroups())?;
+        // K/V rows as RS A fragments by ldmatrix (family/smem.rs, `LDMATRIX_A_OFFSET`).
+        tiles
+            .kv
+            .check_ldmatrix_a(k.warpgroups())
+            .map_err(layout_err)?;
     }
     // The epilogue stages dK and dV in each warpgroup's own K and V rows (family::epilogue).
     epilogue::check_tile(&tiles.kv, k.cta_n(), d, k.cta_n() * 128, "dK/dV").map_err(layout_err)?;
@@ -502,7 +453,10 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("STMATRIX_SW128", ptx::STMATRIX_SW128.to_string()),
         ("LDS128", ptx::LDS128.to_string()),
         ("LDS64", ptx::LDS64.to_string()),
-        ("LDMATRIX_X4", ptx::LDMATRIX_X4.to_string()),
+        (
+            "LDMATRIX_X4",
+            [ptx::LDMATRIX_X4, crate::family::smem::LDMATRIX_A_OFFSET].concat(),
+        ),
         ("ACT2", ptx::act2(ty)),
         ("ACT", ty.to_string()),
         ("ACT_TO_F32", act_to_f32.to_string()),

@@ -303,15 +303,11 @@ $LSE_COPY
                 if (it == 0) {
                     fm_mbar_wait(FM_BAR_KV, 0u);   // K and V, loaded first on their own barrier
 #if FM_KV_REGISTERS
-                    // The RS A fragments of K and V by ldmatrix.x4: for k-step j, lane l of warp lt / 32 gives key row
-                    // 64 wg + 16 (lt / 32) + l % 8 + 8 ((l / 8) % 2), column 16 j + 8 (l / 16) (the generator checks
-                    // the bytes against the tile's layout and the registers against the RS A operand).
-                    const int lane = lt % 32;
-                    const unsigned row = (unsigned)(64 * wg + 16 * (lt / 32) + lane % 8 + 8 * ((lane / 8) % 2));
+                    // The RS A fragments of K and V by ldmatrix.x4 from the warpgroup's 64 key rows (byte K(64 wg, 0) =
+                    // 64 wg * 128, in every 64-column chunk; fm_ldmatrix_a_offset).
 #pragma unroll
                     for (int j = 0; j < FM_D / 16; ++j) {
-                        const unsigned col = (unsigned)(16 * j + 8 * (lane / 16));
-                        const unsigned b = (col / 64u) * FM_KV_CHUNK_BYTES + fm_sw128(128u * row + 2u * (col % 64u));
+                        const unsigned b = (unsigned)wg * 8192u + fm_ldmatrix_a_offset(lt, j, FM_KV_CHUNK_BYTES);
                         fm_ldmatrix_x4(smem_k + b, k_frag[4 * j], k_frag[4 * j + 1], k_frag[4 * j + 2], k_frag[4 * j + 3]);
                         fm_ldmatrix_x4(smem_v + b, v_frag[4 * j], v_frag[4 * j + 1], v_frag[4 * j + 2], v_frag[4 * j + 3]);
                     }
