@@ -204,3 +204,84 @@ fn every_backward_variant_compiles_without_spills_or_serialised_wgmmas() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Registers written by one SASS line (`@P` predicate and `/*addr*/` stripped): its first
+/// operand when it is a general register, widened by the opcode's width (`.64`, `.WIDE`
+/// two registers; `.128`, `LDSM ... .4` four). Empty for stores, branches and the like.
+fn sass_written_registers(line: &str) -> Vec<u32> {
+    let body = line.split(';').next().unwrap_or("");
+    let mut words = body.split_whitespace().filter(|w| !w.starts_with("/*"));
+    let mut opcode = words.next().unwrap_or("");
+    if opcode.starts_with('@') {
+        opcode = words.next().unwrap_or("");
+    }
+    let Some(dst) = words.next() else {
+        return Vec::new();
+    };
+    let Some(n) = dst
+        .trim_end_matches(',')
+        .strip_prefix('R')
+        .and_then(|r| r.parse::<u32>().ok())
+    else {
+        return Vec::new();
+    };
+    if opcode.starts_with("ST") || opcode.starts_with("RED") || opcode.starts_with("HGMMA") {
+        return Vec::new();
+    }
+    let width = if opcode.contains(".128") || (opcode.starts_with("LDSM") && opcode.ends_with(".4"))
+    {
+        4
+    } else if opcode.contains(".64") || opcode.contains(".WIDE") {
+        2
+    } else {
+        1
+    };
+    (n..n + width).collect()
+}
+
+#[test]
+fn q_register_fragments_are_written_only_by_their_ldmatrix() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // Q's RS A registers stay Q's through the whole loop: ptxas gave them to P in the serial
+    // loop (now refused), so every Q-register kernel of the sweep is checked in its SASS.
+    let kernels: Vec<AttentionKernel> = AttentionKernel::compile_sweep()
+        .unwrap()
+        .into_iter()
+        .filter(|k| k.q_registers())
+        .collect();
+    assert!(!kernels.is_empty(), "the sweep has Q-register kernels");
+    for k in kernels {
+        let compiled = compile_kernel(&k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
+        let Some(sass) =
+            nvrtc::sass_or_skip(fragmask::check::attention::kernel_sass_text(&compiled))
+        else {
+            return;
+        };
+        let fwd: Vec<&str> = sass
+            .lines()
+            .skip_while(|l| !l.contains("Function : fragmask_attention_fwd"))
+            .skip(1)
+            .take_while(|l| !l.contains("Function :"))
+            .collect();
+        // QK^T's wgmmas read K K-major (no tnspB); each takes four A registers from its first.
+        let mut q_regs = std::collections::BTreeSet::new();
+        for l in fwd.iter().filter(|l| l.contains("HGMMA") && !l.contains("tnspB")) {
+            let a = l
+                .split_whitespace()
+                .filter_map(|w| w.trim_end_matches(',').strip_prefix('R'))
+                .filter_map(|r| r.parse::<u32>().ok())
+                .nth(1)
+                .unwrap_or_else(|| panic!("{k:?}: no A register in {l}"));
+            q_regs.extend(a..a + 4);
+        }
+        assert_eq!(q_regs.len() as u32, k.head_dim() / 4, "{k:?}: {q_regs:?}");
+        for l in &fwd {
+            let written = sass_written_registers(l);
+            if written.iter().any(|r| q_regs.contains(r)) {
+                assert!(l.contains("LDSM"), "{k:?}: Q's register written by {l}");
+            }
+        }
+    }
+}

@@ -43,7 +43,14 @@ pub fn kernel_config(
     .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
     .map(|k| k.with_lazy_rescale(opts.lazy_rescale.unwrap_or(default.lazy_rescale())))
     .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
-    .and_then(|k| k.with_q_registers(opts.q_registers.unwrap_or(default.q_registers())))
+    // The default's Q registers need its overlapped loop: a call that turns the overlap
+    // off keeps Q in shared memory unless it asks for them (then a ConfigError).
+    .and_then(|k| {
+        let q_registers = opts
+            .q_registers
+            .unwrap_or(default.q_registers() && k.overlap());
+        k.with_q_registers(q_registers)
+    })
     .map_err(AttentionError::Config)
 }
 

@@ -411,11 +411,9 @@ impl Geometry {
     }
 
     /// Whether Q's `head_dim / 4` registers ([`super::AttentionKernel::with_q_registers`])
-    /// fit beside the loop's O, S and P with the margin of its loop (the overlapped loop's
-    /// [`OVERLAP_MARGIN`], the serial loop's 16).
-    pub const fn q_registers_fit(&self, head_dim: u32, overlap: bool) -> bool {
-        let margin = if overlap { OVERLAP_MARGIN } else { 16 };
-        self.loop_registers(head_dim) + head_dim / 4 + margin <= self.consumer_regs()
+    /// fit beside the overlapped loop's O, S and P with its [`OVERLAP_MARGIN`].
+    pub const fn q_registers_fit(&self, head_dim: u32) -> bool {
+        self.loop_registers(head_dim) + head_dim / 4 + OVERLAP_MARGIN <= self.consumer_regs()
     }
 
     /// Query-row blocks for `seqlen_q` (the grid's x extent).

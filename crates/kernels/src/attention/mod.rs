@@ -130,14 +130,9 @@ pub enum ConfigError {
     /// A backward step size ([`backward::BackwardKernel::with_step_m`]) with a
     /// configuration it does not run (the reason).
     BackwardStep(String),
-    /// Q in registers ([`AttentionKernel::with_q_registers`]) where its registers do not
-    /// fit beside the loop's accumulators.
-    QRegisters {
-        /// The tile.
-        geometry: Geometry,
-        /// The head dimension.
-        head_dim: u32,
-    },
+    /// Q in registers ([`AttentionKernel::with_q_registers`]) with what it does not run:
+    /// the serial loop, or a tile and head dim where its registers do not fit (the reason).
+    QRegisters(String),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -206,13 +201,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::Persistent(why) => write!(f, "{why}"),
             ConfigError::SharedKv(why) => write!(f, "{why}"),
             ConfigError::BackwardStep(why) => write!(f, "{why}"),
-            ConfigError::QRegisters { geometry, head_dim } => write!(
-                f,
-                "Q in registers does not fit the {} tile at head dim {head_dim} \
-                 ({} registers of Q beside the loop's O, S and P)",
-                geometry.name(),
-                head_dim / 4
-            ),
+            ConfigError::QRegisters(why) => write!(f, "{why}"),
         }
     }
 }
@@ -333,13 +322,24 @@ impl AttentionKernel {
     /// Q as the register (RS) A operand of `S = Q K^T`, loaded once per query tile by
     /// `ldmatrix` (FlashAttention-2's `Q_in_regs`): each QK^T k-step then reads only K
     /// from shared memory. Costs `head_dim / 4` registers per consumer thread; refused
-    /// where they do not fit beside the loop's O, S and P ([`Geometry::q_registers_fit`]).
+    /// where they do not fit beside the loop's O, S and P ([`Geometry::q_registers_fit`]),
+    /// and with the serial loop, where ptxas (NVRTC 13.0) gave P the registers of Q inside
+    /// the loop (every multi-step serial selftest case failed; `tests/attention_compile.rs`
+    /// checks in the SASS that only Q's `ldmatrix` writes them).
     pub fn with_q_registers(mut self, q_registers: bool) -> Result<Self, ConfigError> {
-        if q_registers && !self.geometry.q_registers_fit(self.head_dim, self.overlap) {
-            return Err(ConfigError::QRegisters {
-                geometry: self.geometry,
-                head_dim: self.head_dim,
-            });
+        if q_registers && !self.overlap {
+            return Err(ConfigError::QRegisters(
+                "Q in registers runs with the overlapped loop only (not with --no-overlap)".into(),
+            ));
+        }
+        if q_registers && !self.geometry.q_registers_fit(self.head_dim) {
+            return Err(ConfigError::QRegisters(format!(
+                "Q in registers does not fit the {} tile at head dim {} ({} registers of Q \
+                 beside the loop's O, S and P)",
+                self.geometry.name(),
+                self.head_dim,
+                self.head_dim / 4
+            )));
         }
         self.q_registers = q_registers;
         Ok(self)
@@ -446,7 +446,8 @@ impl AttentionKernel {
 
     /// Every variant the compile sweeps cover: the default of every geometry and head dim
     /// in both mask modes, with and without split-KV; every loop variant (overlap x
-    /// ping-pong) of the 128x128 tile; fp16 defaults. The NVRTC compile test and
+    /// ping-pong) of the 128x128 tile, with Q in registers too where its default has
+    /// them; fp16 defaults. The NVRTC compile test and
     /// `examples/kernel_fingerprints` (the SASS of each, for refactors) both walk it.
     pub fn compile_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
         let mut kernels = Vec::new();
@@ -475,10 +476,13 @@ impl AttentionKernel {
                         if overlap && !g.overlap_fits(d) {
                             continue;
                         }
-                        kernels.push(
-                            Self::new(g, d, mode, default.stages(), overlap)?
-                                .with_pingpong(pingpong)?,
-                        );
+                        let k = Self::new(g, d, mode, default.stages(), overlap)?
+                            .with_pingpong(pingpong)?;
+                        kernels.push(k);
+                        // Q in registers on each overlapped loop of its default walks.
+                        if default.q_registers() && overlap {
+                            kernels.push(k.with_q_registers(true)?);
+                        }
                     }
                 }
             }
@@ -585,7 +589,8 @@ impl AttentionKernel {
                 mask != MaskMode::Blocks
                     && geometry == Geometry::TILE_128X128
                     && head_dim == 128
-                    && geometry.q_registers_fit(head_dim, overlap),
+                    && overlap
+                    && geometry.q_registers_fit(head_dim),
             )
     }
 
@@ -905,7 +910,7 @@ mod tests {
                         "{k:?}"
                     );
                     let asked = k.with_q_registers(true);
-                    if g.q_registers_fit(d, k.overlap()) {
+                    if k.overlap() && g.q_registers_fit(d) {
                         let src = asked.unwrap().source().unwrap();
                         // Every k-step of S = Q K^T takes its A registers; none reads Q's descriptor.
                         for j in 0..d / 16 {
@@ -918,14 +923,14 @@ mod tests {
                         assert!(src.contains("fm_ldmatrix_a_offset(lt, j, FM_Q_CHUNK_BYTES)"));
                         assert!(!src.contains('$'));
                     } else {
-                        assert_eq!(
-                            asked,
-                            Err(ConfigError::QRegisters {
-                                geometry: g,
-                                head_dim: d
-                            })
-                        );
+                        assert!(matches!(asked, Err(ConfigError::QRegisters(_))), "{g} d{d}");
                     }
+                    // The serial loop refuses them (ptxas reused Q's registers there).
+                    let serial = AttentionKernel::new(g, d, mode, k.stages(), false).unwrap();
+                    assert!(matches!(
+                        serial.with_q_registers(true),
+                        Err(ConfigError::QRegisters(_))
+                    ));
                     let off = k.with_q_registers(false).unwrap().source().unwrap();
                     assert!(
                         off.contains("fm_desc_at(q_start") && !off.contains("q_operand[4 * j]")
@@ -935,7 +940,7 @@ mod tests {
         }
         // Head dim 64's 192x128 tile has no room for Q's 16 registers (O, S, P and the
         // margin take its 160).
-        assert!(!Geometry::TILE_192X128.q_registers_fit(64, true));
-        assert!(Geometry::TILE_128X128.q_registers_fit(128, true));
+        assert!(!Geometry::TILE_192X128.q_registers_fit(64));
+        assert!(Geometry::TILE_128X128.q_registers_fit(128));
     }
 }
