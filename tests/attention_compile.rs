@@ -267,7 +267,10 @@ fn q_register_fragments_are_written_only_by_their_ldmatrix() {
             .collect();
         // QK^T's wgmmas read K K-major (no tnspB); each takes four A registers from its first.
         let mut q_regs = std::collections::BTreeSet::new();
-        for l in fwd.iter().filter(|l| l.contains("HGMMA") && !l.contains("tnspB")) {
+        for l in fwd
+            .iter()
+            .filter(|l| l.contains("HGMMA") && !l.contains("tnspB"))
+        {
             let a = l
                 .split_whitespace()
                 .filter_map(|w| w.trim_end_matches(',').strip_prefix('R'))
