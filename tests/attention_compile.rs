@@ -239,6 +239,44 @@ fn sass_written_registers(line: &str) -> Vec<u32> {
     (n..n + width).collect()
 }
 
+/// In `function`'s SASS, the A registers of every RS wgmma whose B operand is K-major (no
+/// `tnspB`: the forward's QK^T with Q in registers, the backward's S^T / dP^T with K and V in
+/// registers) are loop-invariant fragments: `count` registers that no instruction but their
+/// `LDSM` writes. ptxas broke this once (the forward's serial loop gave them to P).
+fn check_invariant_a_fragments(label: &str, sass: &str, function: &str, count: usize) {
+    let body: Vec<&str> = sass
+        .lines()
+        .skip_while(|l| !l.contains(&format!("Function : {function}")))
+        .skip(1)
+        .take_while(|l| !l.contains("Function :"))
+        .collect();
+    let mut a_regs = std::collections::BTreeSet::new();
+    for l in body
+        .iter()
+        .filter(|l| l.contains("HGMMA") && !l.contains("tnspB"))
+    {
+        // HGMMA D, A, desc: the A operand is the second general register; an SS wgmma has
+        // none (its A is a descriptor).
+        if let Some(a) = l
+            .split_whitespace()
+            .filter_map(|w| w.trim_end_matches(',').strip_prefix('R'))
+            .filter_map(|r| r.parse::<u32>().ok())
+            .nth(1)
+        {
+            a_regs.extend(a..a + 4);
+        }
+    }
+    assert_eq!(a_regs.len(), count, "{label}: A registers {a_regs:?}");
+    for l in &body {
+        if sass_written_registers(l).iter().any(|r| a_regs.contains(r)) {
+            assert!(
+                l.contains("LDSM"),
+                "{label}: an A fragment register written by {l}"
+            );
+        }
+    }
+}
+
 #[test]
 fn q_register_fragments_are_written_only_by_their_ldmatrix() {
     if !nvrtc_or_skip() {
@@ -259,32 +297,33 @@ fn q_register_fragments_are_written_only_by_their_ldmatrix() {
         else {
             return;
         };
-        let fwd: Vec<&str> = sass
-            .lines()
-            .skip_while(|l| !l.contains("Function : fragmask_attention_fwd"))
-            .skip(1)
-            .take_while(|l| !l.contains("Function :"))
-            .collect();
-        // QK^T's wgmmas read K K-major (no tnspB); each takes four A registers from its first.
-        let mut q_regs = std::collections::BTreeSet::new();
-        for l in fwd
-            .iter()
-            .filter(|l| l.contains("HGMMA") && !l.contains("tnspB"))
-        {
-            let a = l
-                .split_whitespace()
-                .filter_map(|w| w.trim_end_matches(',').strip_prefix('R'))
-                .filter_map(|r| r.parse::<u32>().ok())
-                .nth(1)
-                .unwrap_or_else(|| panic!("{k:?}: no A register in {l}"));
-            q_regs.extend(a..a + 4);
-        }
-        assert_eq!(q_regs.len() as u32, k.head_dim() / 4, "{k:?}: {q_regs:?}");
-        for l in &fwd {
-            let written = sass_written_registers(l);
-            if written.iter().any(|r| q_regs.contains(r)) {
-                assert!(l.contains("LDSM"), "{k:?}: Q's register written by {l}");
-            }
-        }
+        let label = format!("{k:?}");
+        let count = k.head_dim() as usize / 4;
+        check_invariant_a_fragments(&label, &sass, "fragmask_attention_fwd", count);
+    }
+}
+
+#[test]
+fn kv_register_fragments_are_written_only_by_their_ldmatrix() {
+    use fragmask::host::attention::backward::compile_backward;
+    use fragmask::kernels::attention::backward::{BackwardKernel, KERNEL_NAME};
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // The backward's K and V RS A fragments (head dim 64, 64-query steps), the same check.
+    let kernels: Vec<BackwardKernel> = BackwardKernel::compile_sweep()
+        .unwrap()
+        .into_iter()
+        .filter(|k| k.kv_registers())
+        .collect();
+    assert!(!kernels.is_empty(), "the sweep has K/V-register kernels");
+    for k in kernels {
+        let c = compile_backward(&k).unwrap_or_else(|e| panic!("{}: {e}", k.label()));
+        let Some(sass) = nvrtc::sass_or_skip(fragmask::check::sass::disassemble(&c.cubin)) else {
+            return;
+        };
+        // K's and V's fragments: head_dim / 4 registers each.
+        let count = k.head_dim() as usize / 2;
+        check_invariant_a_fragments(&k.label(), &sass, KERNEL_NAME, count);
     }
 }
