@@ -377,11 +377,8 @@ fn qk_q_registers(ops: &Operands, g: &Geometry, d: u32) -> Result<String, Config
         let (kb, k16) = (ops.k.k_step_bytes(j)?, ops.k.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    fm_wgmma_m64n{n}k16_rs_kb(s, q[{a0}], q[{a1}], q[{a2}], q[{a3}], fm_desc_at(k_start, {k16}u, FM_DESC_K), {scale});   // k-step {j}: K(0, {c}) = byte {kb}",
-            a0 = 4 * j,
-            a1 = 4 * j + 1,
-            a2 = 4 * j + 2,
-            a3 = 4 * j + 3,
+            "    fm_wgmma_m64n{n}k16_rs_kb(s, {a}, fm_desc_at(k_start, {k16}u, FM_DESC_K), {scale});   // k-step {j}: K(0, {c}) = byte {kb}",
+            a = ptx::rs_a_registers("q", j),
             scale = if j > 0 { "1" } else { "scale_d0" },
             c = 16 * j,
         );
@@ -463,11 +460,8 @@ fn gemms(ops: &Operands, g: &Geometry, d: u32, q_registers: bool) -> Result<Stri
         let (vb, v16) = (ops.v.k_step_bytes(j)?, ops.v.k_step_offset16(j)?);
         let _ = writeln!(
             s,
-            "    fm_wgmma_m64n{d}k16_rs(o, pf[{a0}], pf[{a1}], pf[{a2}], pf[{a3}], fm_desc_at(v_start, {v16}u, FM_DESC_V));   // k-block {j}: V(0, {c}) = byte {vb}",
-            a0 = 4 * j,
-            a1 = 4 * j + 1,
-            a2 = 4 * j + 2,
-            a3 = 4 * j + 3,
+            "    fm_wgmma_m64n{d}k16_rs(o, {a}, fm_desc_at(v_start, {v16}u, FM_DESC_V));   // k-block {j}: V(0, {c}) = byte {vb}",
+            a = ptx::rs_a_registers("pf", j),
             c = 16 * j,
         );
     }

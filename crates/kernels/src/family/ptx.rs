@@ -339,6 +339,15 @@ pub fn wgmma_ss_trans(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> String 
     s
 }
 
+/// The four A registers of k-step `j` of an RS wgmma whose A fragment is the array `name`
+/// (registers `4j .. 4j + 3`, docs/architecture.md fact 5): `name[4j], .., name[4j+3]`.
+pub fn rs_a_registers(name: &str, j: u32) -> String {
+    (0..4)
+        .map(|r| format!("{name}[{}]", 4 * j + r))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `fm_wgmma_m64n{n}k16_rs`: D += A(registers) * B(smem), B MN-major (imm-trans-b 1).
 pub fn wgmma_rs(n: u32, ty: &str) -> String {
     wgmma_rs_with(n, ty, true)

@@ -805,11 +805,8 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             let (bb, b16) = (t.q.k_step_bytes(j)?, t.q.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    fm_wgmma_m64n{sm}k16_rs_kb(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull, {sc});   // k-step {j}: B(0, {c}) = byte {bb}",
-                a0 = 4 * j,
-                a1 = 4 * j + 1,
-                a2 = 4 * j + 2,
-                a3 = 4 * j + 3,
+                "    fm_wgmma_m64n{sm}k16_rs_kb(acc, {a}, b_desc + {b16}ull, {sc});   // k-step {j}: B(0, {c}) = byte {bb}",
+                a = ptx::rs_a_registers("a", j),
                 sc = u32::from(j > 0),
                 c = 16 * j
             );
@@ -860,11 +857,8 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
             let (bb, b16) = (t.q_mn.k_step_bytes(j)?, t.q_mn.k_step_offset16(j)?);
             let _ = writeln!(
                 s,
-                "    fm_wgmma_m64n{dkv}k16_rs(acc, a[{a0}], a[{a1}], a[{a2}], a[{a3}], b_desc + {b16}ull);   // k-block {j}: B(0, {c}) = byte {bb}",
-                a0 = 4 * j,
-                a1 = 4 * j + 1,
-                a2 = 4 * j + 2,
-                a3 = 4 * j + 3,
+                "    fm_wgmma_m64n{dkv}k16_rs(acc, {a}, b_desc + {b16}ull);   // k-block {j}: B(0, {c}) = byte {bb}",
+                a = ptx::rs_a_registers("a", j),
                 c = 16 * j
             );
         }
