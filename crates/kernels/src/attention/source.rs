@@ -80,6 +80,11 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     // `check_tile` proves the Q tile's staging bytes, `emit` the fragment's stmatrix mapping).
     epilogue::check_tile(&ops.q, g.block_m(), d, q_chunk, "O")
         .map_err(|e| ConfigError::Layout(e.0))?;
+    // Q in registers: every lane's ldmatrix bytes and registers proven against Q's layout
+    // and the RS A operand (family/smem.rs).
+    if k.q_registers() {
+        ops.q.check_ldmatrix_a(g.consumer_warpgroups())?;
+    }
     let o_row_slot = format!(
         "const int r = {} / {};   // the pair's row slot ($LAYOUT_O)",
         o_map.value_row_expr("(2 * mi)"),
@@ -200,9 +205,8 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("Q_OPERAND_DECL", q_operand(k.q_registers()).0.to_string()),
         ("Q_FRAGMENT", q_operand(k.q_registers()).1.to_string()),
         (
-            "LDMATRIX",
+            "Q_REGISTER_HELPERS",
             if k.q_registers() {
-                ops.q.check_ldmatrix_a(g.consumer_warpgroups())?;
                 [
                     ptx::LDMATRIX_X4,
                     crate::family::smem::LDMATRIX_A_OFFSET,
@@ -948,7 +952,7 @@ $GRID_DEPENDENCY
 $NAMED_BARRIERS
 $STMATRIX_SW128
 $LDS128
-$LDMATRIX
+$Q_REGISTER_HELPERS
 $ACT2
 $SPLIT_RANGE
 $SCHEDULE
