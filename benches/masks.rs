@@ -179,38 +179,12 @@ fn dense_pairs(c: &mut Criterion) {
             black_box(pack(&mask, &acc, Encoding::FragmentNative, &options).unwrap());
             start.elapsed()
         };
-        let ratios = RefCell::new(Vec::new());
         group.throughput(Throughput::Bytes(2 * (s * s) as u64));
-        group.bench_function(BenchmarkId::new("plain_and_fragment_native", s), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for i in 0..iters {
-                    let (p, f) = if i % 2 == 0 {
-                        let p = plain();
-                        (p, fused())
-                    } else {
-                        let f = fused();
-                        (plain(), f)
-                    };
-                    total += p + f;
-                    ratios.borrow_mut().push(p.as_secs_f64() / f.as_secs_f64());
-                }
-                total
-            })
-        });
-        let mut ratios = ratios.into_inner();
-        if ratios.is_empty() {
-            continue; // filtered out by the command line
-        }
-        ratios.sort_by(f64::total_cmp);
-        let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
-        println!(
-            "dense_bool_pairs/{s}: plain / fragment_native time, {} interleaved pairs: \
-             median {:.3}x, quartiles [{:.3}x, {:.3}x]",
-            ratios.len(),
-            at(0.5),
-            at(0.25),
-            at(0.75)
+        let id = BenchmarkId::new("plain_and_fragment_native", s);
+        let ratios = interleaved_ratios(&mut group, id, plain, fused);
+        print_ratios(
+            &format!("dense_bool_pairs/{s}: plain / fragment_native time"),
+            ratios,
         );
     }
     group.finish();
@@ -245,41 +219,62 @@ fn transposed_pairs(c: &mut Criterion) {
             );
             start.elapsed()
         };
-        let ratios = RefCell::new(Vec::new());
         group.throughput(Throughput::Bytes(2 * (s * s) as u64));
-        group.bench_function(BenchmarkId::new("forward_and_transposed", s), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for i in 0..iters {
-                    let (f, t) = if i % 2 == 0 {
-                        let f = forward();
-                        (f, both())
-                    } else {
-                        let t = both();
-                        (forward(), t)
-                    };
-                    total += f + t;
-                    ratios.borrow_mut().push(t.as_secs_f64() / f.as_secs_f64());
-                }
-                total
-            })
-        });
-        let mut ratios = ratios.into_inner();
-        if ratios.is_empty() {
-            continue; // filtered out by the command line
-        }
-        ratios.sort_by(f64::total_cmp);
-        let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
-        println!(
-            "transposed_pairs/{s}: pack_transposed / pack time, {} interleaved pairs: \
-             median {:.3}x, quartiles [{:.3}x, {:.3}x]",
-            ratios.len(),
-            at(0.5),
-            at(0.25),
-            at(0.75)
+        let id = BenchmarkId::new("forward_and_transposed", s);
+        let ratios = interleaved_ratios(&mut group, id, both, forward);
+        print_ratios(
+            &format!("transposed_pairs/{s}: pack_transposed / pack time"),
+            ratios,
         );
     }
     group.finish();
+}
+
+/// Times `first` and `second` in interleaved pairs (the order flipped every pair) as one
+/// benchmark `id` of `group`, and returns each pair's time ratio `first / second`: drift
+/// of the box's memory bandwidth over seconds cannot bias a ratio of neighbours. Empty
+/// when the command line filtered the benchmark out.
+fn interleaved_ratios(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    first: impl Fn() -> Duration,
+    second: impl Fn() -> Duration,
+) -> Vec<f64> {
+    let ratios = RefCell::new(Vec::new());
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for i in 0..iters {
+                let (a, z) = if i % 2 == 0 {
+                    let a = first();
+                    (a, second())
+                } else {
+                    let z = second();
+                    (first(), z)
+                };
+                total += a + z;
+                ratios.borrow_mut().push(a.as_secs_f64() / z.as_secs_f64());
+            }
+            total
+        })
+    });
+    ratios.into_inner()
+}
+
+/// Prints the median, quartiles and count of per-pair ratios (nothing when empty).
+fn print_ratios(what: &str, mut ratios: Vec<f64>) {
+    if ratios.is_empty() {
+        return;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "{what}, {} interleaved pairs: median {:.3}x, quartiles [{:.3}x, {:.3}x]",
+        ratios.len(),
+        at(0.5),
+        at(0.25),
+        at(0.75)
+    );
 }
 
 fn topk(c: &mut Criterion) {
