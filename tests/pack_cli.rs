@@ -575,20 +575,8 @@ fn documented_python_decoder_decodes_packed_files() {
             args.push("--swap-ab");
         }
         ok(&args);
-        let script = "import sys, numpy as np\nexec(open(sys.argv[1]).read())\n\
-             got = decode_dense(sys.argv[2])\n\
-             want = np.load(sys.argv[3]).astype(bool)\n\
-             assert got.shape == want.shape, (got.shape, want.shape)\n\
-             assert (got == want).all(), int((got != want).sum())\nprint('ok')\n";
-        let run = Command::new(&python)
-            .args(["-c", script, s(&decoder), s(&out), s(&input)])
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "{block} swap={swap}: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
+        let what = format!("{block} swap={swap}");
+        python::assert_decodes_to(&python, &decoder, "decode_dense", &out, &input, &what);
     }
 }
 

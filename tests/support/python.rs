@@ -26,3 +26,36 @@ pub fn numpy_safetensors_python() -> Option<String> {
     );
     None
 }
+
+/// Runs the docs/masks.md decoder `decoder` (a Python file) on the packed file `packed`
+/// with its function `decode` and asserts that the result equals the bool `.npy` mask
+/// `want`, shape and every element; `what` names the case in a failure.
+pub fn assert_decodes_to(
+    python: &str,
+    decoder: &std::path::Path,
+    decode: &str,
+    packed: &std::path::Path,
+    want: &std::path::Path,
+    what: &str,
+) {
+    let script = format!(
+        "import sys, numpy as np\nexec(open(sys.argv[1]).read())\n\
+         got = {decode}(sys.argv[2])\n\
+         want = np.load(sys.argv[3]).astype(bool)\n\
+         assert got.shape == want.shape, (got.shape, want.shape)\n\
+         assert (got == want).all(), int((got != want).sum())\nprint('ok')\n"
+    );
+    let run = Command::new(python)
+        .arg("-c")
+        .arg(&script)
+        .arg(decoder)
+        .arg(packed)
+        .arg(want)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
