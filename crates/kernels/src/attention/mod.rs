@@ -575,7 +575,7 @@ impl AttentionKernel {
         };
         let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
         let overlap = geometry.overlap_fits(head_dim);
-        Self::new(geometry, head_dim, mask, stages, overlap)?
+        let k = Self::new(geometry, head_dim, mask, stages, overlap)?
             .with_pingpong(
                 overlap
                     && geometry.consumer_warpgroups() >= 2
@@ -584,14 +584,11 @@ impl AttentionKernel {
                         && head_dim == 128
                         && geometry == Geometry::TILE_128X128),
             )?
-            .with_lazy_rescale(true)
-            .with_q_registers(
-                mask != MaskMode::Blocks
-                    && geometry == Geometry::TILE_128X128
-                    && head_dim == 128
-                    && overlap
-                    && geometry.q_registers_fit(head_dim),
-            )
+            .with_lazy_rescale(true);
+        // Q in registers where it was measured, wherever `with_q_registers` takes them.
+        let q_registers =
+            mask != MaskMode::Blocks && geometry == Geometry::TILE_128X128 && head_dim == 128;
+        Ok(k.with_q_registers(q_registers).unwrap_or(k))
     }
 
     /// The tile geometry.

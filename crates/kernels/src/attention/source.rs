@@ -84,6 +84,15 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
     // and the RS A operand (family/smem.rs).
     if k.q_registers() {
         ops.q.check_ldmatrix_a(g.consumer_warpgroups())?;
+        // q_base steps by Q_WG_STRIDE, the proof by WARPGROUP_ROWS_BYTES: the same rows
+        // (one warpgroup has only the rows at 0).
+        if g.consumer_warpgroups() > 1
+            && ops.q_warpgroup_stride(&g)? != crate::family::smem::WARPGROUP_ROWS_BYTES
+        {
+            return Err(ConfigError::Layout(
+                "Q's warpgroup rows are not where the ldmatrix fragments were proven".into(),
+            ));
+        }
     }
     let o_row_slot = format!(
         "const int r = {} / {};   // the pair's row slot ($LAYOUT_O)",
@@ -129,6 +138,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         partners: quad,
         lazy_rescale: k.lazy_rescale(),
     };
+    let (q_decl, q_load) = q_operand(k.q_registers());
     let mut values: Vec<(&str, String)> = vec![
         ("D_CHUNKS", (d / 64).to_string()),
         ("D", d.to_string()),
@@ -202,8 +212,8 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("KV_TILE_BYTES", ops.k.tile_bytes().to_string()),
         ("Q_WG_STRIDE", ops.q_warpgroup_stride(&g)?.to_string()),
         ("GEMMS", gemms(&ops, &g, d, k.q_registers())?),
-        ("Q_OPERAND_DECL", q_operand(k.q_registers()).0.to_string()),
-        ("Q_FRAGMENT", q_operand(k.q_registers()).1.to_string()),
+        ("Q_OPERAND_DECL", q_decl.to_string()),
+        ("Q_FRAGMENT", q_load.to_string()),
         (
             "Q_REGISTER_HELPERS",
             if k.q_registers() {

@@ -246,6 +246,11 @@ impl OperandTile {
     }
 }
 
+/// Bytes of one warpgroup's 64 rows in a 64-column chunk of a K-major SW128 tile (64
+/// rows of one 128-byte swizzle row each): warpgroup `wg`'s rows start at `wg` times this
+/// in every chunk, which [`OperandTile::check_ldmatrix_a`] proves with the fragments.
+pub const WARPGROUP_ROWS_BYTES: u32 = 64 * 128;
+
 /// The RS A fragment of a K-major operand tile's 64-row warpgroup slices by
 /// `ldmatrix.x4` (CUDA text, needs `fm_sw128`): the byte offset, within warpgroup `wg`'s
 /// rows, that lane `lt % 32` of warp `lt / 32` gives for k-step `j`: row
@@ -266,8 +271,8 @@ __device__ __forceinline__ unsigned fm_ldmatrix_a_offset(int lt, int j, unsigned
 impl OperandTile {
     /// Proves [`LDMATRIX_A_OFFSET`] for this K-major tile of `64 * warpgroups` rows:
     /// the bytes lane `l` of warp `w` of warpgroup `wg` addresses for k-step `j`
-    /// (`wg`'s rows at `64 wg` rows, a multiple of the 1024-byte swizzle atom, plus the
-    /// helper's offset) hold that row's 8 columns in this layout, and `ldmatrix`'s
+    /// (`wg` times [`WARPGROUP_ROWS_BYTES`], a multiple of the 1024-byte swizzle atom, plus
+    /// the helper's offset) hold that row's 8 columns in this layout, and `ldmatrix`'s
     /// register `r` of thread `t` (matrix r's row t / 4, columns 2 (t % 4), + 1) is
     /// register `4 j + r` of the RS A operand: the pair `(2m, 2m + 1)`, m = 4 j + r, of the
     /// m64n{cols} accumulator layout (docs/architecture.md fact 5). Every element.
@@ -288,7 +293,7 @@ impl OperandTile {
                         let r = 16 * w + l % 8 + 8 * ((l / 8) % 2);
                         let col = 16 * j + 8 * (l / 16);
                         let linear = 128 * r + 2 * (col % 64);
-                        let emitted = 64 * wg * 128
+                        let emitted = wg * WARPGROUP_ROWS_BYTES
                             + (col / 64) * chunk
                             + (linear ^ (((linear >> 7) & 7) << 4));
                         for c in 0..8 {

@@ -419,6 +419,10 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("MASK_WORDS", mask_words.to_string()),
         ("DETERMINISTIC", u32::from(k.deterministic()).to_string()),
         ("KV_REGISTERS", u32::from(k.kv_registers()).to_string()),
+        (
+            "KV_WG_BYTES",
+            crate::family::smem::WARPGROUP_ROWS_BYTES.to_string(),
+        ),
         // K and V ride on the first step's Q/dO barriers only where that measured faster: the window and
         // documents walks at head dims 128 and 256 (docs/backward.md, "Causal and window rows").
         (

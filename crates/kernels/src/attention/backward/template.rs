@@ -303,11 +303,11 @@ $LSE_COPY
                 if (it == 0) {
                     fm_mbar_wait(FM_BAR_KV, 0u);   // K and V, loaded first on their own barrier
 #if FM_KV_REGISTERS
-                    // The RS A fragments of K and V by ldmatrix.x4 from the warpgroup's 64 key rows (byte K(64 wg, 0) =
-                    // 64 wg * 128, in every 64-column chunk; fm_ldmatrix_a_offset).
+                    // The RS A fragments of K and V by ldmatrix.x4 from the warpgroup's 64 key rows (wg * $KV_WG_BYTES
+                    // bytes into every 64-column chunk; fm_ldmatrix_a_offset, both proven by the generator).
 #pragma unroll
                     for (int j = 0; j < FM_D / 16; ++j) {
-                        const unsigned b = (unsigned)wg * 8192u + fm_ldmatrix_a_offset(lt, j, FM_KV_CHUNK_BYTES);
+                        const unsigned b = (unsigned)wg * $KV_WG_BYTESu + fm_ldmatrix_a_offset(lt, j, FM_KV_CHUNK_BYTES);
                         fm_ldmatrix_x4(smem_k + b, k_frag[4 * j], k_frag[4 * j + 1], k_frag[4 * j + 2], k_frag[4 * j + 3]);
                         fm_ldmatrix_x4(smem_v + b, v_frag[4 * j], v_frag[4 * j + 1], v_frag[4 * j + 2], v_frag[4 * j + 3]);
                     }
