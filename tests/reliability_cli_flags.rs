@@ -652,3 +652,39 @@ fn forced_shared_kv_and_persistent_ctas_the_call_cannot_take_are_refused_before_
     valid_without_gpu(&with(&["--causal", "--persistent", "on"]));
     valid_without_gpu(&with(&["--causal", "--head-section", "4000000000"]));
 }
+
+#[test]
+fn q_registers_the_call_cannot_take_are_refused_before_the_gpu() {
+    // Head dim 64's 192x128 tile has no room for Q's registers.
+    refused(
+        &[
+            "attention",
+            "--random",
+            "1,2,2,256,256,64",
+            "--q-registers",
+            "true",
+        ],
+        &["--q-registers true", "does not fit the 192x128 tile"],
+    );
+    // The serial loop refuses them (ptxas gave P their registers there).
+    refused(
+        &[
+            "attention",
+            "--random",
+            "1,2,2,256,256,128",
+            "--no-overlap",
+            "--q-registers",
+            "true",
+        ],
+        &["overlapped loop only"],
+    );
+    // Without asking for them, --no-overlap keeps Q in shared memory and the call is valid.
+    valid_without_gpu(&["attention", "--random", "1,2,2,256,256,128", "--no-overlap"]);
+    valid_without_gpu(&[
+        "attention",
+        "--random",
+        "1,2,2,256,256,128",
+        "--q-registers",
+        "true",
+    ]);
+}
