@@ -137,6 +137,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("transposed_warpgroups", "1"),
     ("v", "v.npy"),
     ("warmup", "1"),
+    ("warmup_ms", "100"),
     ("warpgroups", "1"),
     ("window", "1,1"),
     ("window_left", "8"),

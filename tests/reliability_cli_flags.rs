@@ -688,3 +688,50 @@ fn q_registers_the_call_cannot_take_are_refused_before_the_gpu() {
         "true",
     ]);
 }
+
+#[test]
+fn a_timed_warm_up_is_bounded_and_needs_a_benchmark() {
+    let shape = "1,2,2,256,256,128";
+    refused(
+        &[
+            "bench",
+            "attention",
+            "--random",
+            shape,
+            "--warmup-ms",
+            "60001",
+        ],
+        &["--warmup-ms 60001", "at most 60000"],
+    );
+    refused(
+        &[
+            "bench",
+            "backward",
+            "--random",
+            shape,
+            "--warmup-ms",
+            "70000",
+        ],
+        &["--warmup-ms 70000", "at most 60000"],
+    );
+    refused(
+        &["attention", "--random", shape, "--warmup-ms", "100"],
+        &["--warmup-ms"],
+    );
+    valid_without_gpu(&[
+        "bench",
+        "backward",
+        "--random",
+        shape,
+        "--warmup-ms",
+        "1000",
+    ]);
+    valid_without_gpu(&[
+        "attention",
+        "--random",
+        shape,
+        "--bench",
+        "--warmup-ms",
+        "0",
+    ]);
+}

@@ -133,7 +133,8 @@ def run(args, selected):
             out = os.path.join(rounds_dir, f"round{r}-{side}-{file_label(commit)}.jsonl")
             cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
                    "--systems", systems, "--commit", commit, "--output", out,
-                   "--warmup", str(args.warmup), "--iters", str(args.iters)]
+                   "--warmup", str(args.warmup), "--iters", str(args.iters),
+                   "--warmup-ms", str(args.warmup_ms)]
             if site:
                 cmd += ["--site", site]
             if binary:
@@ -169,7 +170,8 @@ def run_interleaved(args, names, build_a, build_b, path, rounds_dir):
     cmd = [sys.executable, os.path.join(HERE, "run.py"), "--only", f"^({names})$",
            "--systems", args.systems or "fragmask_cli", "--ab-bins", bin_a, bin_b,
            "--rounds", str(args.rounds), "--commit", f"{commit_a} vs {commit_b}", "--output", out,
-           "--warmup", str(args.warmup), "--iters", str(args.iters)]
+           "--warmup", str(args.warmup), "--iters", str(args.iters),
+           "--warmup-ms", str(args.warmup_ms)]
     if site_a:
         cmd += ["--site", site_a]
     if args.budget_s:

@@ -128,7 +128,7 @@ def run(args, selected):
     meta = {"kind": "meta", "interleaved": True, "commit": args.commit or "", "device": device_name(),
             "date": now.strftime("%Y-%m-%d"), "time": now.strftime("%H:%M:%SZ"),
             "bin_a": binaries["A"], "bin_b": binaries["B"], "pairs": args.rounds,
-            "warmup": args.warmup, "iters": args.iters, "host": platform.node()}
+            "warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "host": platform.node()}
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with open(args.output, "w") as out:
         out.write(json.dumps(meta) + "\n")

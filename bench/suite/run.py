@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from suite import workloads as wl  # noqa: E402
 from suite import ab as ab_mode  # noqa: E402
+from suite import common  # noqa: E402
 
 
 class Context:
@@ -87,7 +88,7 @@ def run_workloads(args, selected):
         "time": datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%SZ"),
         "torch": torch.__version__, "fragmask": fm_version,
         "python": platform.python_version(), "quick": args.quick, "shard": args.shard,
-        "warmup": args.warmup, "iters": args.iters, "host": platform.node(),
+        "warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "host": platform.node(),
     }
     from suite import peers
     fa4_mod, fa4_why = peers.fa4()
@@ -243,6 +244,9 @@ def main(argv=None):
     ap.add_argument("--output", help="results file (default OUT/suite-DATE-TIME-COMMIT.jsonl)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup-ms", type=int, default=0,
+                    help="then warm up for this many milliseconds (every system, and the fragmask "
+                         "binary's --warmup-ms), so timed calls run at the sustained, power-capped clocks")
     ap.add_argument("--budget-s", type=float, default=0, help="skip (and report) workloads after this many seconds")
     ap.add_argument("--isolate", action="store_true",
                     help="each workload in its own process: a crash (illegal address) costs its rows only")
@@ -259,6 +263,9 @@ def main(argv=None):
                     help="internal (--ab --interleave): time the selected rows with these two binaries "
                          "in ABBA pairs (--rounds pairs per row)")
     args = ap.parse_args(argv)
+    if not 0 <= args.warmup_ms <= 60000:
+        ap.error(f"--warmup-ms {args.warmup_ms}: expected 0..=60000")
+    common.WARMUP_MS = args.warmup_ms
     _, workloads = wl.load(args.list)
     selected = wl.select(workloads, args.quick, args.only, args.shard)
     if args.list_workloads:

@@ -115,6 +115,10 @@ pub struct ForwardArgs {
     /// Warm-up launches before timing.
     #[arg(long, default_value_t = 10)]
     warmup: usize,
+    /// Then warm up until this many milliseconds have passed (0..=60000; 0: none), so the
+    /// timed launches run at the clocks a sustained load settles at under the power cap.
+    #[arg(long, default_value_t = 0)]
+    warmup_ms: u32,
     /// Timed launches.
     #[arg(long, default_value_t = 50)]
     iters: usize,
@@ -285,22 +289,22 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         (false, false, true, true) => Mode {
             name: "--backward --bench",
             uses: Some(forward_ids!(
-                "warmup", "iters", "out", "bench", "backward", "deterministic", "d_o",
+                "warmup", "warmup_ms", "iters", "out", "bench", "backward", "deterministic", "d_o",
                 "dq_reduce", "bwd_stages", "bwd_step"
             )),
         },
         (false, false, true, false) => Mode {
-            name: "--backward (--warmup and --iters need --bench)",
+            name: "--backward (--warmup, --warmup-ms and --iters need --bench)",
             uses: Some(forward_ids!(
                 "out", "backward", "deterministic", "d_o", "dq_reduce", "bwd_stages", "bwd_step"
             )),
         },
         (false, false, false, true) => Mode {
             name: "--bench (the gradient flags need --backward)",
-            uses: Some(forward_ids!("warmup", "iters", "out", "lse_out", "bench")),
+            uses: Some(forward_ids!("warmup", "warmup_ms", "iters", "out", "lse_out", "bench")),
         },
         (false, false, false, false) => Mode {
-            name: "a forward run (the gradient flags need --backward, --warmup and --iters need --bench)",
+            name: "a forward run (the gradient flags need --backward, --warmup, --warmup-ms and --iters need --bench)",
             uses: Some(forward_ids!("out", "lse_out")),
         },
     }
@@ -560,6 +564,17 @@ pub struct Validated {
 /// Most `--warmup` / `--iters` launches.
 const MAX_LAUNCHES: usize = 1_000_000;
 
+/// Longest `--warmup-ms`.
+const MAX_WARMUP_MS: u32 = 60_000;
+
+/// The untimed launches of `--bench`: `--warmup`, then more for `--warmup-ms`.
+pub(crate) fn warmup(args: &ForwardArgs) -> attn_check::Warmup {
+    attn_check::Warmup {
+        calls: args.warmup,
+        ms: args.warmup_ms,
+    }
+}
+
 /// Reads an input file (bounded by [`inputs::MAX_FILE_BYTES`]); errors name the flag.
 fn read_input(path: &Path, flag: &str) -> Result<Vec<u8>, String> {
     read_file_limited(path, inputs::MAX_FILE_BYTES).map_err(|e| format!("{flag}: {e}"))
@@ -593,6 +608,12 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         if n > MAX_LAUNCHES {
             return Err(format!("{flag} {n}: expected at most {MAX_LAUNCHES}"));
         }
+    }
+    if args.warmup_ms > MAX_WARMUP_MS {
+        return Err(format!(
+            "--warmup-ms {}: expected at most {MAX_WARMUP_MS}",
+            args.warmup_ms
+        ));
     }
     let window = match &args.window {
         Some(w) => inputs::parse_window(w, args.diag_offset).map_err(e)?,
@@ -769,7 +790,7 @@ pub fn forward(
     let mut timing = None;
     if timed && args.iters > 0 {
         timing = Some(
-            attn_check::time_launches(&launch, args.warmup, args.iters)
+            attn_check::time_launches(&launch, warmup(args), args.iters)
                 .map_err(|e| e.to_string())?,
         );
     }

@@ -54,6 +54,7 @@ pub(super) fn bench_decode(device: &Device, args: &ForwardArgs, s: &AttentionSha
     let plan = runner.plan(shape, s.seqlen_k, None).map_err(e)?;
     let timing = TimingConfig {
         warmup: args.warmup,
+        warmup_ms: args.warmup_ms,
         runs: args.iters,
     };
     let (_, roof_gbps) = copy_roof(&runner, 1 << 30, timing).map_err(e)?;

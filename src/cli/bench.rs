@@ -344,6 +344,7 @@ fn apply(args: ApplyArgs) -> CmdResult {
         distinct_tiles: args.distinct_tiles,
         timing: TimingConfig {
             warmup: 5,
+            warmup_ms: 0,
             runs: args.runs,
         },
         ..ApplyBenchOptions::default()
@@ -537,6 +538,7 @@ fn packer(args: PackerArgs) -> CmdResult {
         &stream,
         TimingConfig {
             warmup: 3,
+            warmup_ms: 0,
             runs: args.runs,
         },
         |_| packer.enqueue(&dense, &mut buffers),
@@ -551,6 +553,7 @@ fn packer(args: PackerArgs) -> CmdResult {
         let mut t_buffers = transposer.buffers(shape, shape.tiles()).map_err(host_err)?;
         let config = TimingConfig {
             warmup: 3,
+            warmup_ms: 0,
             runs: args.runs,
         };
         let alone = time_on_stream(&stream, config, |_| {
@@ -577,6 +580,7 @@ fn packer(args: PackerArgs) -> CmdResult {
         &stream,
         TimingConfig {
             warmup: 3,
+            warmup_ms: 0,
             runs: args.runs,
         },
         |s| {

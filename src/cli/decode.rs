@@ -1157,6 +1157,7 @@ pub fn bench_run(args: BenchDecodeArgs) -> CmdResult {
     };
     let timing = TimingConfig {
         warmup: args.warmup,
+        warmup_ms: 0,
         runs: args.iters,
     };
     let compiler = Compiler::new();

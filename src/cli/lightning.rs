@@ -423,6 +423,7 @@ pub fn bench_run(args: BenchLightningArgs) -> CmdResult {
         .with_dependent_launch(!args.no_dependent_launch);
     let timing = TimingConfig {
         warmup: args.warmup,
+        warmup_ms: 0,
         runs: args.iters,
     };
     let (copy_ms, roof) = copy_roof(&decode, 1 << 30, timing).map_err(|e| e.to_string())?;

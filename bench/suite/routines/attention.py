@@ -491,9 +491,10 @@ def cli_command(binary, p, extra, warmup, iters, tmp):
                       "--block", "64x64", "--warpgroups", "1"] + more)
     else:
         raise CliUnsupported(f"no CLI flag for {kind}")
+    timed_warmup = ["--warmup-ms", str(int(common.WARMUP_MS))] if common.WARMUP_MS else []
     return [binary, "bench", "backward" if backward else "attention", "--random",
             f"{b},{h},{hkv},{sq},{sk},{d}", "--json", "--warmup", str(max(warmup, 5)),
-            "--iters", str(max(iters, 20))] + flags
+            "--iters", str(max(iters, 20))] + timed_warmup + flags
 
 
 class CliFailed(Exception):

@@ -91,7 +91,7 @@ class Interleaved(unittest.TestCase):
         self.assertEqual(len(selected), len(names))
         out = os.path.join(self.tmp, "out")
         args = argparse.Namespace(ab=list(builds), interleave=True, rounds=rounds, systems=systems,
-                                  out=out, warmup=1, iters=2, fa4=None, budget_s=0)
+                                  out=out, warmup=1, warmup_ms=0, iters=2, fa4=None, budget_s=0)
         # The subprocess's stdout goes to the real stdout; capture it at the file level.
         with tempfile.TemporaryFile("w+") as text, redirect_stdout(text):
             with mock.patch.object(ab.subprocess, "run",
@@ -181,6 +181,25 @@ class Interleaved(unittest.TestCase):
             cmd = interleave.command(w, "fragmask_cli", ctx.bin, 1, 2, tmp)
         self.assertEqual(calls(self.log)[0]["args"], cmd[1:])
 
+    def test_a_timed_warm_up_reaches_the_binary_and_both_sides_run_it(self):
+        from suite import common
+        a, b = self.builds()
+        (w,) = [w for w in self.workloads if w["name"] == "fwd.s16384.window1024"]
+        saved = common.WARMUP_MS
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                common.WARMUP_MS = 0
+                plain = interleave.command(w, "fragmask_cli", os.path.join(a, "fragmask"), 1, 2, tmp)
+                common.WARMUP_MS = 750
+                warm = interleave.command(w, "fragmask_cli", os.path.join(a, "fragmask"), 1, 2, tmp)
+                interleave.time_pairs(warm, {"A": os.path.join(a, "fragmask"), "B": os.path.join(b, "fragmask")},
+                                      1, attention.run_cli)
+        finally:
+            common.WARMUP_MS = saved
+        self.assertNotIn("--warmup-ms", plain)
+        self.assertEqual(warm[warm.index("--warmup-ms") + 1], "750")
+        self.assertEqual([c["args"] for c in calls(self.log)], [warm[1:], warm[1:]])
+
     def test_rows_that_cannot_interleave_are_reported_as_not_interleaved(self):
         report, printed = self.ab(["fwd.s16384.none", "dec.cli.serving"], 1, self.builds(),
                                   systems="fragmask,fragmask_cli")
@@ -212,7 +231,7 @@ class DefaultAB(unittest.TestCase):
         _, workloads = wl.load()
         selected = [w for w in workloads if w["name"] in ("fwd.s16384.none", "fwd.s16384.causal")]
         args = argparse.Namespace(ab=[os.path.join(tmp, "A"), os.path.join(tmp, "B")], rounds=2,
-                                  systems="fragmask_cli", out=os.path.join(tmp, "out"), warmup=1, iters=2,
+                                  systems="fragmask_cli", out=os.path.join(tmp, "out"), warmup=1, warmup_ms=0, iters=2,
                                   fa4=None, budget_s=0)
         runs = []
         with mock.patch.object(ab.subprocess, "run", side_effect=lambda cmd, **kw: runs.append(cmd)), \

@@ -297,5 +297,19 @@ class Isolation(unittest.TestCase):
             ["--fa4", "/x", "--site", "/s", "--systems", "fragmask"])
 
 
+class TimedWarmup(unittest.TestCase):
+    def test_the_timed_warm_up_keeps_calling_until_its_milliseconds_have_passed(self):
+        import time
+        import types
+        from suite import common
+        calls, syncs = [], []
+        torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: syncs.append(1)))
+        start = time.perf_counter()
+        common.warm_for(torch, lambda: calls.append(1), 30, batch=4)
+        self.assertGreaterEqual(time.perf_counter() - start, 0.030)
+        self.assertGreaterEqual(len(calls), 4)
+        self.assertEqual(len(calls), 4 * len(syncs))   # whole batches, each synchronised
+
+
 if __name__ == "__main__":
     unittest.main()

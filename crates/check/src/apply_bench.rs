@@ -355,6 +355,7 @@ impl Default for ApplyBenchOptions {
             distinct_tiles: 65536,
             timing: TimingConfig {
                 warmup: 5,
+                warmup_ms: 0,
                 runs: 30,
             },
             seed: 0x5eed,

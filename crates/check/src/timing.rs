@@ -9,6 +9,7 @@
 //! Statistics are computed by [`Timing::from_samples`], a pure function.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use fragmask_host::cudarc::driver::{sys, CudaStream};
 
@@ -19,6 +20,10 @@ use fragmask_host::{Error, Result};
 pub struct TimingConfig {
     /// Untimed runs first (JIT, caches, clocks).
     pub warmup: usize,
+    /// Then more untimed runs until this many milliseconds have passed since the first
+    /// of them (0: none), so that the timed runs see the clocks a sustained load settles
+    /// at under the power cap, not the boost of a GPU that was idle a moment before.
+    pub warmup_ms: u32,
     /// Timed runs (at least 1).
     pub runs: usize,
 }
@@ -27,6 +32,7 @@ impl Default for TimingConfig {
     fn default() -> Self {
         Self {
             warmup: 3,
+            warmup_ms: 0,
             runs: 20,
         }
     }
@@ -87,8 +93,11 @@ fn nearest_rank(sorted: &[f64], pct: f64) -> f64 {
     sorted[rank.clamp(1, n) - 1]
 }
 
-/// Times `work` on `stream`: `config.warmup` untimed calls, then
-/// `config.runs` calls each bracketed by CUDA events.
+/// Untimed calls in a batch of the timed warm-up between two checks of the host clock.
+const WARMUP_BATCH: usize = 4;
+
+/// Times `work` on `stream`: `config.warmup` untimed calls (and more until
+/// `config.warmup_ms` have passed), then `config.runs` calls each bracketed by CUDA events.
 pub fn time_on_stream<F>(
     stream: &Arc<CudaStream>,
     config: TimingConfig,
@@ -102,12 +111,22 @@ where
             "timing needs at least one run".into(),
         ));
     }
+    let warm_start = Instant::now();
     for _ in 0..config.warmup {
         work(stream)?;
     }
     stream
         .synchronize()
         .map_err(Error::driver("synchronising after warm-up"))?;
+    let warm_for = Duration::from_millis(u64::from(config.warmup_ms));
+    while warm_start.elapsed() < warm_for {
+        for _ in 0..WARMUP_BATCH {
+            work(stream)?;
+        }
+        stream
+            .synchronize()
+            .map_err(Error::driver("synchronising after warm-up"))?;
+    }
     let ctx = stream.context();
     let mut samples = Vec::with_capacity(config.runs);
     for _ in 0..config.runs {

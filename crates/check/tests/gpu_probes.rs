@@ -77,6 +77,7 @@ fn gpu_timing_measures_a_launch() {
         &stream,
         TimingConfig {
             warmup: 2,
+            warmup_ms: 0,
             runs: 11,
         },
         |s| kernel.launch(s, &mut out),

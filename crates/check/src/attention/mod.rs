@@ -17,12 +17,13 @@ use crate::timing::{time_on_stream, Timing, TimingConfig};
 /// Times `launch` between CUDA events: `warmup` calls, then `iters` calls.
 fn time_calls(
     stream: &std::sync::Arc<fragmask_host::cudarc::driver::CudaStream>,
-    warmup: usize,
+    warmup: Warmup,
     iters: usize,
     launch: impl Fn() -> Result<(), AttentionError>,
 ) -> Result<Timing, AttentionError> {
     let config = TimingConfig {
-        warmup,
+        warmup: warmup.calls,
+        warmup_ms: warmup.ms,
         runs: iters,
     };
     time_on_stream(stream, config, |_| {
@@ -34,21 +35,31 @@ fn time_calls(
     .map_err(AttentionError::Host)
 }
 
+/// The untimed launches before a timing: `calls`, then more until `ms` milliseconds have
+/// passed ([`TimingConfig::warmup_ms`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Warmup {
+    /// Untimed launches.
+    pub calls: usize,
+    /// Then more until this many milliseconds have passed since the first (0: none).
+    pub ms: u32,
+}
+
 /// CUDA-event timing of a prepared forward launch through [`time_on_stream`]:
-/// `warmup` launches, then `iters` launches each between two events.
+/// the `warmup` launches, then `iters` launches each between two events.
 pub fn time_launches(
     launch: &PreparedLaunch<'_>,
-    warmup: usize,
+    warmup: Warmup,
     iters: usize,
 ) -> Result<Timing, AttentionError> {
     time_calls(launch.stream(), warmup, iters, || launch.launch())
 }
 
 /// CUDA-event timing of a prepared backward (the three kernels together):
-/// `warmup` calls, then `iters` calls each between two events.
+/// the `warmup` calls, then `iters` calls each between two events.
 pub fn time_backward(
     launch: &PreparedBackward<'_>,
-    warmup: usize,
+    warmup: Warmup,
     iters: usize,
 ) -> Result<Timing, AttentionError> {
     time_calls(launch.stream(), warmup, iters, || launch.launch())
