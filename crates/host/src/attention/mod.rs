@@ -721,6 +721,7 @@ impl AttentionRunner {
         // them earlier (poisoning tests) overwrite them first.
         let o = unsafe { self.stream.alloc::<u16>(q.iter().product()) }
             .map_err(driver("allocating O"))?;
+        // SAFETY: as O: the kernel writes every lse value it is asked for before any read.
         let lse = unsafe { self.stream.alloc::<f32>(shape.lse_len()) }
             .map_err(driver("allocating lse"))?;
         Ok(AttentionOutput {
