@@ -181,7 +181,9 @@ def family_table(family, names, best, titles):
 
 
 CONVENTIONS = """Times are medians of CUDA-event-timed calls after warm-up, on one GPU, every
-system of a row in the same process and run (bench/suite/run.py). **TF/s** is
+system of a row in the same process and run (bench/suite/run.py). The warm-up is counted
+(5 calls), so the clocks are those of a short burst; at the sustained, power-capped clocks
+(`--warmup-ms`) the same kernels ran 1.03–1.17× slower on an H100 (bench/README.md). **TF/s** is
 dense-equivalent: 4·B·H·Sq·Sk·D FLOPs for a forward and 2.5× that for a backward, whatever
 the mask keeps, so a mask that skips work shows more than the dense peak. **of roof** is a
 device-to-device copy with the same memory traffic (the bytes a decode step or packer must
