@@ -17,9 +17,10 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-# Milliseconds of untimed calls every timer (these and the fragmask binary's, through
-# ``--warmup-ms``) runs after its counted warm-up, so that the timed calls see the clocks a
-# sustained load settles at under the power cap; set once per run by run.py's --warmup-ms.
+# Every timer (these and the fragmask binary's, through ``--warmup-ms``) keeps warming up
+# until this many milliseconds have passed since its first warm-up call, so that the timed
+# calls see the clocks a sustained load settles at under the power cap; set once per run
+# by run.py's --warmup-ms.
 WARMUP_MS = 0
 
 
@@ -35,14 +36,17 @@ def warm_for(torch, fn, ms, batch=4):
 
 def cuda_ms(torch, fn, warmup=5, iters=20, inner=1, head_start=True):
     """Median over ``iters`` of the CUDA-event time of ``inner`` back-to-back calls of
-    ``fn``, divided by ``inner``, after ``warmup`` untimed calls and then ``WARMUP_MS`` of
-    them; also the p10/p90. ``head_start=False`` times what the GPU sees when the host
-    issues calls as they come (host overhead included where it exceeds the GPU time)."""
+    ``fn``, divided by ``inner``, after ``warmup`` untimed calls and more until
+    ``WARMUP_MS`` have passed since the first; also the p10/p90. ``head_start=False``
+    times what the GPU sees when the host issues calls as they come (host overhead
+    included where it exceeds the GPU time)."""
+    import time
+    start = time.perf_counter()
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    if WARMUP_MS:
-        warm_for(torch, fn, WARMUP_MS)
+    if WARMUP_MS:   # the rest of WARMUP_MS since the first warm-up call, as the binary's --warmup-ms
+        warm_for(torch, fn, WARMUP_MS - (time.perf_counter() - start) * 1e3)
     times = []
     # A GPU-side sleep ahead of each sample lets the host enqueue the start event, the calls
     # and the end event before the GPU reaches them, so the time is the GPU's (a call's host
