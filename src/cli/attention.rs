@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use fragmask::check::attention::{self as attn_check, selftest};
 use fragmask::check::numeric;
+use fragmask::check::timing::TimingConfig;
 use fragmask::host::attention::{
     choice, compile, documents, AttentionOptions, AttentionRunner, AttentionShape, Mask,
     PackedMask, Window,
@@ -567,11 +568,12 @@ const MAX_LAUNCHES: usize = 1_000_000;
 /// Longest `--warmup-ms`.
 const MAX_WARMUP_MS: u32 = 60_000;
 
-/// The untimed launches of `--bench`: `--warmup`, then more for `--warmup-ms`.
-pub(crate) fn warmup(args: &ForwardArgs) -> attn_check::Warmup {
-    attn_check::Warmup {
-        calls: args.warmup,
-        ms: args.warmup_ms,
+/// The timing of `--bench`: `--warmup` launches, more for `--warmup-ms`, then `--iters`.
+pub(crate) fn bench_timing(args: &ForwardArgs) -> TimingConfig {
+    TimingConfig {
+        warmup: args.warmup,
+        warmup_ms: args.warmup_ms,
+        runs: args.iters,
     }
 }
 
@@ -790,8 +792,7 @@ pub fn forward(
     let mut timing = None;
     if timed && args.iters > 0 {
         timing = Some(
-            attn_check::time_launches(&launch, warmup(args), args.iters)
-                .map_err(|e| e.to_string())?,
+            attn_check::time_launches(&launch, bench_timing(args)).map_err(|e| e.to_string())?,
         );
     }
     drop(launch);

@@ -245,7 +245,7 @@ pub fn backward(
         .map_err(|x| format!("backward kernels failed: {x}"))?;
     let mut timing = None;
     if timed && args.iters > 0 {
-        timing = Some(time_backward(&launch, super::warmup(args), args.iters).map_err(e)?);
+        timing = Some(time_backward(&launch, super::bench_timing(args)).map_err(e)?);
     }
     drop(launch);
 

@@ -7,7 +7,6 @@
 //! (or any tile flag) keeps the forward.
 
 use fragmask::check::decode::bench::{bench, copy_roof, BenchExtra};
-use fragmask::check::timing::TimingConfig;
 use fragmask::host::attention::{AttentionShape, Window};
 use fragmask::host::decode::{DecodeRunner, DecodeShape};
 use fragmask::host::{Compiler, Device};
@@ -52,11 +51,7 @@ pub(super) fn bench_decode(device: &Device, args: &ForwardArgs, s: &AttentionSha
     let e = |e: fragmask::host::decode::DecodeError| e.to_string();
     let runner = DecodeRunner::for_shape(device, &Compiler::new(), &shape).map_err(e)?;
     let plan = runner.plan(shape, s.seqlen_k, None).map_err(e)?;
-    let timing = TimingConfig {
-        warmup: args.warmup,
-        warmup_ms: args.warmup_ms,
-        runs: args.iters,
-    };
+    let timing = super::bench_timing(args);
     let (_, roof_gbps) = copy_roof(&runner, 1 << 30, timing).map_err(e)?;
     let row = bench(
         &runner,

@@ -14,18 +14,12 @@ use fragmask_kernels::attention::KERNEL_NAME;
 use crate::sass::{self, KernelSass};
 use crate::timing::{time_on_stream, Timing, TimingConfig};
 
-/// Times `launch` between CUDA events: `warmup` calls, then `iters` calls.
+/// Times `launch` between CUDA events as `config` says.
 fn time_calls(
     stream: &std::sync::Arc<fragmask_host::cudarc::driver::CudaStream>,
-    warmup: Warmup,
-    iters: usize,
+    config: TimingConfig,
     launch: impl Fn() -> Result<(), AttentionError>,
 ) -> Result<Timing, AttentionError> {
-    let config = TimingConfig {
-        warmup: warmup.calls,
-        warmup_ms: warmup.ms,
-        runs: iters,
-    };
     time_on_stream(stream, config, |_| {
         launch().map_err(|e| match e {
             AttentionError::Host(e) => e,
@@ -35,34 +29,22 @@ fn time_calls(
     .map_err(AttentionError::Host)
 }
 
-/// The untimed launches before a timing: `calls`, then more until `ms` milliseconds have
-/// passed ([`TimingConfig::warmup_ms`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Warmup {
-    /// Untimed launches.
-    pub calls: usize,
-    /// Then more until this many milliseconds have passed since the first (0: none).
-    pub ms: u32,
-}
-
-/// CUDA-event timing of a prepared forward launch through [`time_on_stream`]:
-/// the `warmup` launches, then `iters` launches each between two events.
+/// CUDA-event timing of a prepared forward launch through [`time_on_stream`]: the
+/// warm-up launches of `config`, then `config.runs` launches each between two events.
 pub fn time_launches(
     launch: &PreparedLaunch<'_>,
-    warmup: Warmup,
-    iters: usize,
+    config: TimingConfig,
 ) -> Result<Timing, AttentionError> {
-    time_calls(launch.stream(), warmup, iters, || launch.launch())
+    time_calls(launch.stream(), config, || launch.launch())
 }
 
-/// CUDA-event timing of a prepared backward (the three kernels together):
-/// the `warmup` calls, then `iters` calls each between two events.
+/// CUDA-event timing of a prepared backward (the three kernels together): the warm-up
+/// calls of `config`, then `config.runs` calls each between two events.
 pub fn time_backward(
     launch: &PreparedBackward<'_>,
-    warmup: Warmup,
-    iters: usize,
+    config: TimingConfig,
 ) -> Result<Timing, AttentionError> {
-    time_calls(launch.stream(), warmup, iters, || launch.launch())
+    time_calls(launch.stream(), config, || launch.launch())
 }
 
 /// The SASS of a compiled forward kernel (`cuobjdump -sass` and `-res-usage`, with
