@@ -6,7 +6,8 @@
 #
 # Profiles every kernel of one call (bench/suite/ncu_pair.py, --profile-from-start off) with the
 # full section set and per-instruction sampling, and writes to $OUT/ncu-SYSTEM-PASS*:
-# .raw.csv (every metric), .sass.csv (the SASS with samples and stall reasons per instruction).
+# .raw.csv (every metric), .sass.csv (the SASS with samples and stall reasons per instruction);
+# with NCU_BUNDLE=1 the three files as one ncu-SYSTEM-PASS*.tar.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:?usage: ncu_pair.sh BUILD SYSTEM PASS [--causal]}
@@ -22,3 +23,9 @@ echo "ncu $tag rc=$?"
 ncu -i "$rep.ncu-rep" --page raw --csv > "$OUT/ncu-$tag.raw.csv" 2>/dev/null
 ncu -i "$rep.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu-$tag.sass.csv" 2>/dev/null
 gzip -f "$OUT/ncu-$tag.sass.csv" "$OUT/ncu-$tag.raw.csv"
+# NCU_BUNDLE=1: the three files of this call as one $OUT/ncu-TAG.tar (a device call returns at
+# most 8 files; ncu_summary.py reads the bundles as it reads the files).
+if [ "${NCU_BUNDLE:-0}" = 1 ]; then
+    tar -cf "$OUT/ncu-$tag.tar" -C "$OUT" "ncu-$tag.log" "ncu-$tag.raw.csv.gz" "ncu-$tag.sass.csv.gz" \
+        && rm -f "$OUT/ncu-$tag.log" "$OUT/ncu-$tag.raw.csv.gz" "$OUT/ncu-$tag.sass.csv.gz"
+fi

@@ -1,12 +1,14 @@
 """Side-by-side headline metrics of ncu_pair.sh's raw CSVs (one column per kernel).
 
-    python3 bench/suite/ncu_summary.py DIR     # reads DIR/*.raw.csv[.gz]
+    python3 bench/suite/ncu_summary.py DIR     # reads DIR/*.raw.csv[.gz] and the ones in DIR/*.tar
 """
 import csv
 import glob
 import gzip
+import io
 import re
 import sys
+import tarfile
 
 KEEP = [
     ("time ms", "gpu__time_duration.sum", 1),
@@ -22,10 +24,15 @@ KEEP = [
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 
 
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        rows = list(csv.reader(f))
+def load(path, data=None):
+    """(header, rows) of a raw CSV: the file at ``path``, or ``data`` (its bytes) named so."""
+    if data is not None:
+        text = (gzip.decompress(data) if path.endswith(".gz") else data).decode()
+        rows = list(csv.reader(io.StringIO(text)))
+    else:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            rows = list(csv.reader(f))
     head = rows[0]
     body = [r for r in rows[2:] if len(r) == len(head)]   # row 1 holds the units
     return head, body
@@ -38,11 +45,21 @@ def num(s):
         return None
 
 
+def raw_csvs(folder):
+    """(name, header, rows) of every raw CSV in ``folder``, loose or in an NCU_BUNDLE tar."""
+    out = [(p.split("/")[-1],) + load(p) for p in glob.glob(f"{folder}/*.raw.csv*")]
+    for bundle in glob.glob(f"{folder}/*.tar"):
+        with tarfile.open(bundle) as tar:
+            for m in tar.getmembers():
+                if m.isfile() and ".raw.csv" in m.name:
+                    out.append((m.name,) + load(m.name, tar.extractfile(m).read()))
+    return sorted(out, key=lambda x: x[0])
+
+
 def main():
-    for path in sorted(glob.glob(f"{sys.argv[1]}/*.raw.csv*")):
-        head, body = load(path)
+    for name, head, body in raw_csvs(sys.argv[1]):
         col = {h: i for i, h in enumerate(head)}
-        print(f"== {path.split('/')[-1]}")
+        print(f"== {name}")
         for r in body:
             name = r[col.get("Kernel Name", 0)][:60]
             vals = []

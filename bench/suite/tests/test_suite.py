@@ -311,5 +311,27 @@ class TimedWarmup(unittest.TestCase):
         self.assertEqual(len(calls), 4 * len(syncs))   # whole batches, each synchronised
 
 
+
+class NcuBundles(unittest.TestCase):
+    def test_raw_csvs_read_loose_files_and_ncu_bundle_tars_alike(self):
+        import gzip
+        import tarfile
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+        import ncu_summary
+        table = '"Kernel Name","gpu__time_duration.sum"\n"","msecond"\n"k","1.5"\n'
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "ncu-a-bwd.raw.csv.gz"), "wb") as f:
+                f.write(gzip.compress(table.encode()))
+            inner = os.path.join(d, "ncu-b-bwd.raw.csv.gz")
+            with open(inner, "wb") as f:
+                f.write(gzip.compress(table.replace('"k"', '"j"').encode()))
+            with tarfile.open(os.path.join(d, "ncu-b-bwd.tar"), "w") as tar:
+                tar.add(inner, arcname="ncu-b-bwd.raw.csv.gz")
+            os.remove(inner)
+            got = ncu_summary.raw_csvs(d)
+        self.assertEqual([(n, body) for n, _, body in got],
+                         [("ncu-a-bwd.raw.csv.gz", [["k", "1.5"]]), ("ncu-b-bwd.raw.csv.gz", [["j", "1.5"]])])
+
+
 if __name__ == "__main__":
     unittest.main()
