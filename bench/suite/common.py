@@ -26,7 +26,6 @@ WARMUP_MS = 0
 
 def warm_for(torch, fn, ms, batch=4):
     """Calls ``fn`` in batches of ``batch`` until ``ms`` milliseconds have passed."""
-    import time
     end = time.perf_counter() + ms / 1e3
     while time.perf_counter() < end:
         for _ in range(batch):
@@ -40,7 +39,6 @@ def cuda_ms(torch, fn, warmup=5, iters=20, inner=1, head_start=True):
     ``WARMUP_MS`` have passed since the first; also the p10/p90. ``head_start=False``
     times what the GPU sees when the host issues calls as they come (host overhead
     included where it exceeds the GPU time)."""
-    import time
     start = time.perf_counter()
     for _ in range(warmup):
         fn()

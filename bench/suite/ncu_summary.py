@@ -26,13 +26,11 @@ STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.r
 
 def load(path, data=None):
     """(header, rows) of a raw CSV: the file at ``path``, or ``data`` (its bytes) named so."""
-    if data is not None:
-        text = (gzip.decompress(data) if path.endswith(".gz") else data).decode()
-        rows = list(csv.reader(io.StringIO(text)))
-    else:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            rows = list(csv.reader(f))
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
+    text = (gzip.decompress(data) if path.endswith(".gz") else data).decode()
+    rows = list(csv.reader(io.StringIO(text)))
     head = rows[0]
     body = [r for r in rows[2:] if len(r) == len(head)]   # row 1 holds the units
     return head, body
@@ -61,7 +59,7 @@ def main():
         col = {h: i for i, h in enumerate(head)}
         print(f"== {name}")
         for r in body:
-            name = r[col.get("Kernel Name", 0)][:60]
+            kernel = r[col.get("Kernel Name", 0)][:60]
             vals = []
             for label, metric, mul in KEEP:
                 if metric in col and num(r[col[metric]]) is not None:
@@ -72,7 +70,7 @@ def main():
                 if m and num(r[i]):
                     stalls.append((num(r[i]), m.group(1)))
             stalls.sort(reverse=True)
-            print(f"  {name}\n    " + " ".join(vals))
+            print(f"  {kernel}\n    " + " ".join(vals))
             print("    stalls/issue: " + " ".join(f"{n}={v:.2f}" for v, n in stalls[:8]))
 
 
