@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 import fragmask
 from fragmask import Mask, _ops
+from suite.common import median_of_rounds  # bench/ is this script's folder, on sys.path
 
 
 def events_ms(fn, n=200, reps=5):
@@ -659,33 +660,6 @@ def target_rows(results):
     rows.append(("decode shape through fragmask.attention (fraction of copy roof)",
                  ">= 0.90", de.get("attention_fraction_of_roof"), None, None))
     return rows
-
-
-def median_of_rounds(rounds):
-    """One row set from several rounds of the same rows: each numeric field the median
-    of the rounds that measured it (a field missing from a round, or a round's error,
-    is left out); other values from the first round. ``rounds`` keeps every round."""
-    merged = {}
-    for name, first in rounds[0].items():
-        if not isinstance(first, dict):
-            merged[name] = first
-            continue
-        row = {}
-        for key, value in first.items():
-            got = [r[name][key] for r in rounds
-                   if isinstance(r.get(name), dict)
-                   and isinstance(r[name].get(key), (int, float))
-                   and not isinstance(r[name].get(key), bool)]
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and got:
-                got.sort()
-                mid = len(got) // 2
-                row[key] = got[mid] if len(got) % 2 else (got[mid - 1] + got[mid]) / 2
-            else:
-                row[key] = value
-        merged[name] = row
-    if len(rounds) > 1:
-        merged["rounds"] = [dict(r) for r in rounds]
-    return merged
 
 
 def in_rounds(section, n):

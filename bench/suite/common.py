@@ -17,6 +17,31 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def median_of_rounds(rounds):
+    """One set of rows ({name: {field: value}}) from several rounds of the same rows: each
+    numeric field is the median of the rounds that measured it (a round missing the row or
+    field, or holding an error there, is left out); other values come from the first round.
+    With more than one round, ``"rounds"`` keeps every round."""
+    merged = {}
+    for name, first in rounds[0].items():
+        if not isinstance(first, dict):
+            merged[name] = first
+            continue
+        row = {}
+        for key, value in first.items():
+            got = [r[name][key] for r in rounds
+                   if isinstance(r.get(name), dict) and _number(r[name].get(key))]
+            row[key] = statistics.median(got) if _number(value) and got else value
+        merged[name] = row
+    if len(rounds) > 1:
+        merged["rounds"] = [dict(r) for r in rounds]
+    return merged
+
+
 # Every timer (these and the fragmask binary's, through ``--warmup-ms``) keeps warming up
 # until this many milliseconds have passed since its first warm-up call, so that the timed
 # calls see the clocks a sustained load settles at under the power cap; set once per run

@@ -312,6 +312,21 @@ class TimedWarmup(unittest.TestCase):
 
 
 
+class MedianOfRounds(unittest.TestCase):
+    def test_each_numeric_field_is_the_median_of_the_rounds_that_measured_it(self):
+        from suite.common import median_of_rounds
+        rounds = [{"a": {"us": 9.0, "note": "x", "n": 3}, "b": {"us": 1.0}, "label": "first"},
+                  {"a": {"us": 1.0, "n": 1}, "b": {"error": "boom"}},
+                  {"a": {"us": 5.0}, "b": {"us": 3.0}, "label": "third"}]
+        merged = median_of_rounds(rounds)
+        self.assertEqual(merged["a"], {"us": 5.0, "note": "x", "n": 2.0})
+        self.assertEqual(merged["b"], {"us": 2.0})       # the round with an error left out
+        self.assertEqual(merged["label"], "first")
+        self.assertEqual(len(merged["rounds"]), 3)
+        self.assertNotIn("rounds", median_of_rounds(rounds[:1]))
+        self.assertEqual(median_of_rounds([{"a": {"error": "boom"}}]), {"a": {"error": "boom"}})
+
+
 class NcuBundles(unittest.TestCase):
     def test_raw_csvs_read_loose_files_and_ncu_bundle_tars_alike(self):
         import gzip
