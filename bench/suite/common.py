@@ -137,6 +137,32 @@ def row(system, status=OK, ms=None, note="", **extra):
     return r
 
 
+def merge_repeats(rounds):
+    """One row per (system, variant) from several runs of a workload's routine (each a list
+    of rows, the systems in the routine's order, so the runs alternate the systems): where
+    every run measured the system, each numeric field is its median over the runs and
+    ``repeats_ms`` keeps the runs' times; otherwise the first run's row that is not ok
+    stands (a failure or a refusal is reported, never hidden by a later success)."""
+    by_key = {}
+    for rows in rounds:
+        for r in rows:
+            by_key.setdefault((r["system"], r.get("variant", "")), []).append(r)
+    merged = []
+    for got in by_key.values():
+        bad = [r for r in got if r["status"] != OK]
+        if bad or len(got) < len(rounds):
+            merged.append(dict(bad[0] if bad else got[0]))
+            continue
+        m = dict(got[0])
+        for key, value in got[0].items():
+            values = [r.get(key) for r in got]
+            if _number(value) and all(_number(v) for v in values):
+                m[key] = statistics.median(values)
+        m["repeats_ms"] = [r["ms"] for r in got]
+        merged.append(m)
+    return merged
+
+
 def attempt(system, fn):
     """Runs ``fn() -> row`` and turns an exception into a ``failed`` row (reason kept)."""
     try:

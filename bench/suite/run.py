@@ -80,7 +80,7 @@ def run_workloads(args, selected):
     except ImportError as e:  # a binary-only build (A/B): its Python rows fail with the reason
         fm_version = f"not importable ({e})"
     from suite import routines
-    from suite.common import row, FAILED
+    from suite.common import row, FAILED, merge_repeats
     device = torch.cuda.get_device_name()
     meta = {
         "kind": "meta", "commit": commit_of(args), "device": device,
@@ -88,7 +88,8 @@ def run_workloads(args, selected):
         "time": datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%SZ"),
         "torch": torch.__version__, "fragmask": fm_version,
         "python": platform.python_version(), "quick": args.quick, "shard": args.shard,
-        "warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "host": platform.node(),
+        "warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "repeat": args.repeat,
+        "host": platform.node(),
     }
     from suite import peers
     fa4_mod, fa4_why = peers.fa4()
@@ -107,13 +108,16 @@ def run_workloads(args, selected):
             if args.budget_s and t0 - start > args.budget_s:
                 rows = [row(s, "skipped", note=f"time budget of {args.budget_s} s spent") for s in systems]
             else:
-                try:
-                    rows = routines.get(w["routine"])(ctx, w["params"], systems)
-                except Exception as e:
-                    msg = f"{type(e).__name__}: {e}".replace("\n", " ")[:300]
-                    rows = [row(s, FAILED, note=f"workload setup: {msg}") for s in systems]
-                torch.cuda.synchronize()
-                torch.cuda.empty_cache()
+                runs = []
+                for _ in range(args.repeat):
+                    try:
+                        runs.append(routines.get(w["routine"])(ctx, w["params"], systems))
+                    except Exception as e:
+                        msg = f"{type(e).__name__}: {e}".replace("\n", " ")[:300]
+                        runs.append([row(s, FAILED, note=f"workload setup: {msg}") for s in systems])
+                    torch.cuda.synchronize()
+                    torch.cuda.empty_cache()
+                rows = runs[0] if args.repeat == 1 else merge_repeats(runs)
             add_ratios(rows)
             for r in rows:
                 full = {"kind": "row", "workload": w["name"], "family": w["family"],
@@ -247,6 +251,9 @@ def main(argv=None):
     ap.add_argument("--warmup-ms", type=int, default=0,
                     help="then warm up for this many milliseconds (every system, and the fragmask "
                          "binary's --warmup-ms), so timed calls run at the sustained, power-capped clocks")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each workload's systems this many times in turn (1 to 9); a "
+                    "row reports each field's median, and repeats_ms the runs' times")
     ap.add_argument("--budget-s", type=float, default=0, help="skip (and report) workloads after this many seconds")
     ap.add_argument("--isolate", action="store_true",
                     help="each workload in its own process: a crash (illegal address) costs its rows only")
@@ -266,6 +273,10 @@ def main(argv=None):
     if not 0 <= args.warmup_ms <= 60000:
         ap.error(f"--warmup-ms {args.warmup_ms}: expected 0..=60000")
     common.WARMUP_MS = args.warmup_ms
+    if not 1 <= args.repeat <= 9:
+        ap.error(f"--repeat {args.repeat}: expected 1..=9")
+    if args.repeat > 1 and (args.ab or args.ab_bins):
+        ap.error("--repeat is for side-by-side runs; an A/B has --rounds")
     _, workloads = wl.load(args.list)
     selected = wl.select(workloads, args.quick, args.only, args.shard)
     if args.list_workloads:

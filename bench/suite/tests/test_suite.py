@@ -327,6 +327,62 @@ class MedianOfRounds(unittest.TestCase):
         self.assertEqual(median_of_rounds([{"a": {"error": "boom"}}]), {"a": {"error": "boom"}})
 
 
+class Repeat(unittest.TestCase):
+    """``--repeat N``: each workload's systems run N times in turn; a row is their median."""
+
+    def test_fields_are_medians_over_the_runs_and_a_failure_in_any_run_is_kept(self):
+        from suite.common import merge_repeats, row
+        runs = [[row("fragmask", "ok", 3.0, tflops=30.0), row("fa4", "ok", 1.0), row("flex", "ok", 5.0)],
+                [row("fragmask", "ok", 1.0, tflops=10.0), row("fa4", "failed", note="boom"), row("flex", "ok", 6.0)],
+                [row("fragmask", "ok", 2.0, tflops=20.0), row("fa4", "ok", 2.0)]]
+        got = {r["system"]: r for r in merge_repeats(runs)}
+        self.assertEqual((got["fragmask"]["ms"], got["fragmask"]["tflops"]), (2.0, 20.0))
+        self.assertEqual(got["fragmask"]["repeats_ms"], [3.0, 1.0, 2.0])
+        self.assertEqual((got["fa4"]["status"], got["fa4"]["note"]), ("failed", "boom"))
+        self.assertEqual(got["flex"]["status"], "ok")     # missing from one run: not a median
+        self.assertNotIn("repeats_ms", got["flex"])
+        self.assertEqual(list(got), ["fragmask", "fa4", "flex"])
+
+    def test_run_workloads_calls_each_routine_repeat_times_and_writes_one_row_per_system(self):
+        import types
+        from suite import run as run_mod, routines as routines_mod
+        from suite.common import row
+        calls = []
+
+        def fake_routine(ctx, params, systems):
+            calls.append(list(systems))
+            n = len(calls)
+            return [row(s, "ok", float(n + i)) for i, s in enumerate(systems)]
+
+        cuda = types.SimpleNamespace(get_device_name=lambda: "fake GPU", synchronize=lambda: None,
+                                     empty_cache=lambda: None)
+        fake_torch = types.SimpleNamespace(__version__="0", cuda=cuda,
+                                           _dynamo=types.SimpleNamespace(config=types.SimpleNamespace()))
+        self.addCleanup(sys.modules.pop, "torch", None)
+        sys.modules["torch"] = fake_torch
+        original_get = routines_mod.get
+        self.addCleanup(setattr, routines_mod, "get", original_get)
+        routines_mod.get = lambda name: fake_routine
+        selected = [{"name": "w1", "family": "forward", "routine": "attention", "params": {},
+                     "systems": ["fragmask", "sdpa"]}]
+        with tempfile.TemporaryDirectory() as tmp:
+            output = os.path.join(tmp, "out.jsonl")
+            args = run_mod.argparse.Namespace(
+                fa4=None, quick=False, shard=None, warmup=5, warmup_ms=0, iters=20, repeat=3,
+                output=output, bin=None, systems=None, budget_s=0, commit="abc1234")
+            with redirect_stdout(io.StringIO()):
+                run_mod.run_workloads(args, selected)
+            with open(output) as f:
+                lines = [run_mod.json.loads(x) for x in f]
+        self.assertEqual(len(calls), 3)
+        self.assertEqual(lines[0]["repeat"], 3)
+        rows = {x["system"]: x for x in lines if x["kind"] == "row"}
+        self.assertEqual(rows["fragmask"]["repeats_ms"], [1.0, 2.0, 3.0])
+        self.assertEqual(rows["fragmask"]["ms"], 2.0)
+        self.assertEqual(rows["sdpa"]["ms"], 3.0)
+        self.assertAlmostEqual(rows["sdpa"]["vs_fragmask"], 1.5)
+
+
 class NcuBundles(unittest.TestCase):
     def test_raw_csvs_read_loose_files_and_ncu_bundle_tars_alike(self):
         import gzip
