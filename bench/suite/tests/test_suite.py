@@ -358,8 +358,14 @@ class Repeat(unittest.TestCase):
                                      empty_cache=lambda: None)
         fake_torch = types.SimpleNamespace(__version__="0", cuda=cuda,
                                            _dynamo=types.SimpleNamespace(config=types.SimpleNamespace()))
-        self.addCleanup(sys.modules.pop, "torch", None)
-        sys.modules["torch"] = fake_torch
+        # Fake torch and fragmask modules for the run (the CI venv has the real fragmask
+        # installed, whose import would reach for torch's tensor types).
+        fakes = {"torch": fake_torch, "fragmask": types.SimpleNamespace(__version__="fake")}
+        for name, fake in fakes.items():
+            saved = sys.modules.get(name)
+            self.addCleanup(lambda n=name, m=saved: sys.modules.__setitem__(n, m) if m is not None
+                            else sys.modules.pop(n, None))
+            sys.modules[name] = fake
         original_get = routines_mod.get
         self.addCleanup(setattr, routines_mod, "get", original_get)
         routines_mod.get = lambda name: fake_routine
