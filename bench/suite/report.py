@@ -140,7 +140,7 @@ def cell(r, family):
     return " · ".join(parts)
 
 
-def family_table(family, names, best, titles):
+def family_table(family, names, best, titles, dates=True):
     """Markdown lines of one family's table and the notes on missing/failed peers."""
     present = [n for n in names if n in best]
     if not present:
@@ -151,7 +151,8 @@ def family_table(family, names, best, titles):
             if r["system"] not in systems:
                 systems.append(r["system"])
     systems.sort(key=lambda s: SYSTEM_ORDER.index(s) if s in SYSTEM_ORDER else len(SYSTEM_ORDER))
-    head = ["workload"] + [SYSTEM_NAMES.get(s, s) for s in systems] + ["device, date, commit"]
+    head = ["workload"] + [SYSTEM_NAMES.get(s, s) for s in systems] + [
+        "device, date, commit" if dates else "device, commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     notes = {}
     for n in present:
@@ -165,8 +166,9 @@ def family_table(family, names, best, titles):
             label = titles.get(n, n) + (f" [{var}]" if var else "")
             cells = [label] + [cell(by.get(s), family) for s in systems]
             date = rows[0].get("date", meta.get("date", ""))
-            cells.append(f"{short_device(rows[0].get('device', meta.get('device', '')))}, {date}, "
-                         f"{rows[0].get('commit', meta.get('commit', ''))}")
+            cells.append(f"{short_device(rows[0].get('device', meta.get('device', '')))}, "
+                         + (f"{date}, " if dates else "")
+                         + f"{rows[0].get('commit', meta.get('commit', ''))}")
             lines.append("| " + " | ".join(cells) + " |")
             for r in by.values():
                 if r["status"] != "ok":
@@ -374,7 +376,8 @@ def readme_block(runs, workloads):
     for family, title in FAMILY_TITLES:
         if family not in README_ROWS:
             continue
-        lines = family_table(family, README_ROWS[family], best, titles)
+        # README carries no dates (docs/reliability.md, "first hour"): the commit keys a row.
+        lines = family_table(family, README_ROWS[family], best, titles, dates=False)
         lines = [x for x in lines if not x.startswith("- ")]  # reasons live in docs/PERF.md
         while lines and not lines[-1]:
             lines.pop()
@@ -383,7 +386,7 @@ def readme_block(runs, workloads):
     for dev, dev_runs in sorted(others.items()):
         newest = max(dev_runs, key=lambda mr: (mr[0].get("date", ""), mr[0].get("time", "")))[0]
         out += [f"These rows are from {short_device(PRIMARY_DEVICE)} runs. The newest run on a lent "
-                f"{short_device(dev)} ({newest.get('date', '')}, commit {newest.get('commit', '')}"
+                f"{short_device(dev)} (commit {newest.get('commit', '')}"
                 + (", the --quick list" if newest.get("quick") else "")
                 + f") is in docs/PERF.md, \"On {short_device(dev)}\".", ""]
     out += ["Conventions, every other row and the reasons for missing peers: [docs/PERF.md](docs/PERF.md).",
