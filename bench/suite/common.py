@@ -21,6 +21,17 @@ def _number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def median_fields(rows):
+    """A copy of the first of ``rows`` (dicts measuring the same thing) whose numeric fields
+    are each the median over the rows that hold a number there."""
+    out = dict(rows[0])
+    for key, value in rows[0].items():
+        got = [r[key] for r in rows if _number(r.get(key))]
+        if _number(value) and got:
+            out[key] = statistics.median(got)
+    return out
+
+
 def median_of_rounds(rounds):
     """One set of rows ({name: {field: value}}) from several rounds of the same rows: each
     numeric field is the median of the rounds that measured it (a round missing the row or
@@ -31,12 +42,7 @@ def median_of_rounds(rounds):
         if not isinstance(first, dict):
             merged[name] = first
             continue
-        row = {}
-        for key, value in first.items():
-            got = [r[name][key] for r in rounds
-                   if isinstance(r.get(name), dict) and _number(r[name].get(key))]
-            row[key] = statistics.median(got) if _number(value) and got else value
-        merged[name] = row
+        merged[name] = median_fields([r[name] for r in rounds if isinstance(r.get(name), dict)])
     if len(rounds) > 1:
         merged["rounds"] = [dict(r) for r in rounds]
     return merged
@@ -153,11 +159,7 @@ def merge_repeats(rounds):
         if bad or len(got) < len(rounds):
             merged.append(dict(bad[0] if bad else got[0]))
             continue
-        m = dict(got[0])
-        for key, value in got[0].items():
-            values = [r.get(key) for r in got]
-            if _number(value) and all(_number(v) for v in values):
-                m[key] = statistics.median(values)
+        m = median_fields(got)
         m["repeats_ms"] = [r["ms"] for r in got]
         merged.append(m)
     return merged
