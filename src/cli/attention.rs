@@ -184,7 +184,7 @@ pub struct ForwardArgs {
 }
 
 /// `on` / `off` (also `true` / `false`).
-fn parse_on_off(text: &str) -> Result<bool, String> {
+pub(crate) fn parse_on_off(text: &str) -> Result<bool, String> {
     match text {
         "on" | "true" => Ok(true),
         "off" | "false" => Ok(false),
@@ -291,13 +291,14 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
             name: "--backward --bench",
             uses: Some(forward_ids!(
                 "warmup", "warmup_ms", "iters", "out", "bench", "backward", "deterministic", "d_o",
-                "dq_reduce", "bwd_stages", "bwd_step"
+                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step"
             )),
         },
         (false, false, true, false) => Mode {
             name: "--backward (--warmup, --warmup-ms and --iters need --bench)",
             uses: Some(forward_ids!(
-                "out", "backward", "deterministic", "d_o", "dq_reduce", "bwd_stages", "bwd_step"
+                "out", "backward", "deterministic", "d_o", "dq_reduce", "dq_writer", "bwd_stages",
+                "bwd_step"
             )),
         },
         (false, false, false, true) => Mode {
@@ -462,11 +463,13 @@ pub fn run(args: AttentionArgs) -> CmdResult {
         && (args.backward_flags.deterministic
             || args.backward_flags.d_o.is_some()
             || args.backward_flags.dq_reduce.is_some()
+            || args.backward_flags.dq_writer.is_some()
             || args.backward_flags.bwd_stages.is_some()
             || args.backward_flags.bwd_step.is_some())
     {
         return Err(
-            "--deterministic, --d-o, --dq-reduce, --bwd-stages and --bwd-step need --backward"
+            "--deterministic, --d-o, --dq-reduce, --dq-writer, --bwd-stages and --bwd-step need \
+             --backward"
                 .into(),
         );
     }

@@ -44,6 +44,10 @@ pub struct BackwardFlags {
     /// Q/dO pipeline stages of the backward (default 2).
     #[arg(long)]
     pub bwd_stages: Option<u32>,
+    /// Whether a writer warp issues the bulk dQ reductions (for A/B measurements): `on`
+    /// (an error where the configuration does not take it) or `off`. Default: on where it fits.
+    #[arg(long, value_parser = super::parse_on_off)]
+    pub dq_writer: Option<bool>,
     /// Queries per backward step (for A/B measurements): 64, or 128 for head dim 64's
     /// window walk (no mask, causal, sliding window). Default: the head dim's.
     #[arg(long)]
@@ -150,6 +154,7 @@ fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
         }),
         stages: flags.bwd_stages,
         step_m: flags.bwd_step,
+        dq_writer: flags.dq_writer,
         ..BackwardOptions::default()
     }
 }

@@ -186,6 +186,12 @@ pub fn default_cases() -> Vec<BackwardCase> {
         dq_reduce: Some(DqReduce::Bulk),
         ..wide
     };
+    // The bulk reductions issued by the consumers themselves, without the writer warp
+    // (the default issues them from it where it fits: BackwardKernel::with_dq_writer).
+    let no_writer = BackwardOptions {
+        dq_writer: Some(false),
+        ..BackwardOptions::default()
+    };
     let mut cases = vec![
         // The documents grid: lengths off the 64- and 128-token grids (steps straddling two
         // documents), one-token documents, a single document, a document longer than S/2;
@@ -266,6 +272,13 @@ pub fn default_cases() -> Vec<BackwardCase> {
             shape(2, 2, 2, 300, 300, 128),
             window(None, Some(0), 0),
             BackwardOptions::default(),
+            1,
+        ),
+        (
+            "no dQ writer warp: causal bottom-right 300x300 d128",
+            shape(2, 2, 2, 300, 300, 128),
+            window(None, Some(0), 0),
+            no_writer,
             1,
         ),
         (
@@ -521,6 +534,20 @@ pub fn default_cases() -> Vec<BackwardCase> {
             shape(1, 2, 2, 300, 280, 128),
             blocks(t128, 2, random(0.5, 7)),
             BackwardOptions::default(),
+            1,
+        ),
+        (
+            "no dQ writer warp: [128x128] random 50% 300x280 d128",
+            shape(1, 2, 2, 300, 280, 128),
+            blocks(t128, 2, random(0.5, 7)),
+            no_writer,
+            1,
+        ),
+        (
+            "no dQ writer warp: documents causal ragged d128",
+            shape(1, 2, 2, 380, 380, 128),
+            documents(&[90, 190, 100], true),
+            no_writer,
             1,
         ),
         (

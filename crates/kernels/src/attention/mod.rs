@@ -133,6 +133,9 @@ pub enum ConfigError {
     /// Q in registers ([`AttentionKernel::with_q_registers`]) with what it does not run:
     /// the serial loop, or a tile and head dim where its registers do not fit (the reason).
     QRegisters(String),
+    /// The backward's dQ writer warp ([`backward::BackwardKernel::with_dq_writer`]) with a
+    /// configuration it does not run (the reason).
+    DqWriter(String),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -202,6 +205,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::SharedKv(why) => write!(f, "{why}"),
             ConfigError::BackwardStep(why) => write!(f, "{why}"),
             ConfigError::QRegisters(why) => write!(f, "{why}"),
+            ConfigError::DqWriter(why) => write!(f, "{why}"),
         }
     }
 }

@@ -73,6 +73,10 @@ pub struct BackwardOptions {
     /// [`DqReduce::Bulk`], at head dim 256 [`DqReduce::FragmentAtomics`]; the wide step's
     /// is [`DqReduce::FragmentAtomics`], `choice::backward_config`).
     pub dq_reduce: Option<DqReduce>,
+    /// Whether a writer warp issues the bulk dQ reductions (`BackwardKernel::with_dq_writer`;
+    /// an error where the configuration does not take it); `None` is the default
+    /// ([`super::choice::BACKWARD_DQ_WRITER`], where it fits).
+    pub dq_writer: Option<bool>,
     /// Queries per step of the main kernel (`BackwardKernel::with_step_m`: 64, or 128 for
     /// head dim 64's window walk); `None` is the default.
     pub step_m: Option<u32>,

@@ -11,6 +11,13 @@ use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS, SM_REGISTERS};
 
 /// What a consumer thread asks `setmaxnreg.inc` for (FlashAttention-3's 240).
 pub(super) const CONSUMER_REGS: u32 = 240;
+/// The register split with the dQ writer warp ([`BackwardKernel::with_dq_writer`]): the
+/// producer warpgroup keeps 40 (at 24 and 32 the producer warp's walk spilled 16-48 bytes
+/// beside the writer's loop, NVRTC 13.0), the consumers 232, which fill the register file
+/// beside it at two consumer warpgroups.
+pub(super) const WRITER_PRODUCER_REGS: u32 = 40;
+pub(super) const WRITER_CONSUMER_REGS: u32 = 232;
+const_assert!((WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS);
 /// f32 registers a consumer thread needs besides dK and dV at a step of `step_m` queries:
 /// `Sᵀ` and `dPᵀ` (`step_m / 2` each), then one dQ chunk (32) beside the bf16 `Pᵀ`/`dSᵀ`
 /// A operands (`step_m / 4` each), with addresses: 96 at 64 queries, 160 at 128.
@@ -85,6 +92,7 @@ pub struct BackwardKernel {
     kv_registers: bool,
     pair: bool,
     step_m: u32,
+    dq_writer: bool,
 }
 
 /// dQ chunks (64 queries x 64 columns) one warpgroup computes per step: the step's
@@ -215,6 +223,7 @@ impl BackwardKernel {
             kv_registers: false,
             pair: false,
             step_m: STEP_M,
+            dq_writer: false,
         }
         .with_stages(stages)
     }
@@ -222,7 +231,7 @@ impl BackwardKernel {
     /// Every variant the compile sweeps cover: the default of head dims 64/128/256 for a
     /// window, the documents grid and 128x128 and 64x64 mask tiles, each in bf16 and fp16,
     /// deterministic or not, with each dQ reduction (bulk, row-major atomics, fragment-order
-    /// atomics), and head dim 256's two-CTA column split. The NVRTC compile test and
+    /// atomics), the dQ writer warp where it fits, and head dim 256's two-CTA column split. The NVRTC compile test and
     /// `examples/kernel_fingerprints` both walk it.
     pub fn compile_sweep() -> Result<Vec<Self>, ConfigError> {
         use DqReduce::{Atomics, Bulk, FragmentAtomics};
@@ -257,6 +266,11 @@ impl BackwardKernel {
                         k = k.with_dq_reduce(reduce).with_fitting_stages()?;
                     }
                     push(k);
+                }
+                // The dQ writer warp, where the default takes it.
+                let k = Self::default_for(d, mask)?;
+                if k.dq_writer_fits() {
+                    push(k.with_dq_writer(true)?);
                 }
             }
             // Head dim 64's wide step (`with_step_m(WIDE_STEP_M)`) with each dQ reduction
@@ -512,6 +526,71 @@ impl BackwardKernel {
         self.dq_reduce
     }
 
+    /// The bulk dQ reductions issued by a writer warp of the producer warpgroup
+    /// (FlashAttention-3's dQ path, `flash_bwd_sm90`'s `dQaccum_store`): a consumer
+    /// warpgroup waits on a named barrier until the writer has read its staging buffer's
+    /// previous chunk, stores the chunk and its destination, and only arrives on a second
+    /// barrier, where the writer issues the reduction; the consumers neither wait for one
+    /// another's stores nor for a bulk read. Taken by [`DqReduce::Bulk`] on 64-query steps
+    /// where every consumer warpgroup computes exactly one dQ chunk per step (head dim 128
+    /// on two warpgroups, head dim 64 on one), outside the deterministic mode and the pair
+    /// mode ([`Self::check_dq_writer`]); at head dim 64's wide step the consumers spilled
+    /// 28 bytes in the 232 registers the writer leaves them.
+    pub fn with_dq_writer(mut self, dq_writer: bool) -> Result<Self, ConfigError> {
+        self.dq_writer = dq_writer;
+        self.check_dq_writer()?;
+        Ok(self)
+    }
+
+    /// Whether a writer warp issues the bulk dQ reductions ([`Self::with_dq_writer`]).
+    pub fn dq_writer(&self) -> bool {
+        self.dq_writer
+    }
+
+    /// Registers per thread of a consumer warpgroup after `setmaxnreg.inc`.
+    pub fn consumer_regs(&self) -> u32 {
+        if self.dq_writer {
+            WRITER_CONSUMER_REGS
+        } else {
+            CONSUMER_REGS
+        }
+    }
+
+    /// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
+    pub fn producer_regs(&self) -> u32 {
+        if self.dq_writer {
+            WRITER_PRODUCER_REGS
+        } else {
+            PRODUCER_REGS
+        }
+    }
+
+    /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
+    /// with one chunk per consumer warpgroup, one staging buffer each, neither deterministic
+    /// nor the pair mode.
+    pub fn dq_writer_fits(&self) -> bool {
+        self.dq_reduce == DqReduce::Bulk
+            && !self.deterministic
+            && !self.pair
+            && self.step_m == STEP_M
+            && self.dkv() / 64 == self.warpgroups
+            && self.dq_buffers() == 1
+            && (WRITER_PRODUCER_REGS + self.warpgroups * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS
+    }
+
+    /// Refuses the writer warp ([`Self::with_dq_writer`]) where it does not fit; the
+    /// generator calls it again, after every builder.
+    pub fn check_dq_writer(&self) -> Result<(), ConfigError> {
+        if self.dq_writer && !self.dq_writer_fits() {
+            return Err(ConfigError::DqWriter(format!(
+                "the dQ writer warp takes bulk dQ reductions on 64-query steps with one chunk \
+                 per consumer warpgroup, not deterministic, not the pair mode: not {}",
+                self.label()
+            )));
+        }
+        Ok(())
+    }
+
     /// Staging buffers per warpgroup for the bulk dQ path (0 with atomics).
     pub fn dq_buffers(&self) -> u32 {
         match self.dq_reduce {
@@ -628,6 +707,7 @@ impl BackwardKernel {
         } + if self.kv_registers { " kvr" } else { "" }
             + if self.pair { " pair" } else { "" }
             + if self.step_m != STEP_M { " q128" } else { "" }
+            + if self.dq_writer { " dqw" } else { "" }
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use fragmask_gmma_frag::TiledAccumulator;
 
-use super::config::{CONSUMER_REGS, P_EXCHANGE_BYTES};
+use super::config::P_EXCHANGE_BYTES;
 use super::template::{POST_FRAGMENT, POST_READ_PAIRS, POST_READ_QUADS, POST_ROWS, TEMPLATE};
 use super::{
     BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, DQ_CHUNK_ROWS,
@@ -20,7 +20,6 @@ use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_rs_k_major, wgmma_ss_name, wgmma_ss_trans};
 use crate::family::schedule::key_tile::{self, KeyGrid};
 use crate::family::schedule::WINDOW_INFINITE;
-use crate::family::sm90::PRODUCER_REGS;
 use crate::family::smem::OperandTile;
 use crate::family::softmax;
 use crate::family::template::fill;
@@ -292,6 +291,7 @@ fn brace_list(v: &[u32]) -> String {
 pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     k.check_smem()?;
     k.check_step()?;
+    k.check_dq_writer()?;
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
@@ -469,8 +469,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("POST_KERNEL", POST_KERNEL_NAME.to_string()),
         ("KERNEL", KERNEL_NAME.to_string()),
         ("THREADS", k.threads().to_string()),
-        ("PRODUCER_REGS", PRODUCER_REGS.to_string()),
-        ("CONSUMER_REGS", CONSUMER_REGS.to_string()),
+        ("PRODUCER_REGS", k.producer_regs().to_string()),
+        ("CONSUMER_REGS", k.consumer_regs().to_string()),
         ("GEMMS", gemms(k, &tiles, ty)?),
         ("ST_VALUES", st.values().to_string()),
         ("DQ_VALUES", dq_map.values().to_string()),
@@ -595,13 +595,66 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
 const DQ_STEP_CHUNKS: &str = "// [B, H, Sq_pad/64, D/64] chunks of FM_DQ_ROWS x 64 f32 in register order; the step's first row block
                                  float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_DQ_ROWS) + (long long)t.m * FM_DQ_HALVES) * (long long)(FM_D / 64) * (FM_DQ_ROWS * 64);";
 
+/// The writer warp's store of a chunk (`BackwardKernel::with_dq_writer`): wait until the
+/// writer has read this warpgroup's staging buffer, store the chunk in register order, and
+/// arrive (no wait) on the barrier the writer waits on.
+const DQ_WRITER_STORE: &str = r#"                    const unsigned buf = smem_dqs + (unsigned)cw * $DQ_CHUNK_BYTESu;
+                    fm_named_sync<128 + 32>(FM_BAR_DQ_EMPTY + cw);   // the writer has read this buffer's previous chunk
+#pragma unroll
+                    for (int j = 0; j < $DQ_VALUES / 2; ++j) {
+                        // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(buf + (unsigned)(j * 128 + lt) * 8u),
+                                     "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
+                    }
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> the writer's bulk copy reads
+                    fm_named_arrive<128 + 32>(FM_BAR_DQ_FULL + cw);   // the chunk is staged"#;
+
+/// The writer warp (warp 1 of the producer warpgroup; FlashAttention-3's `dQaccum_store`):
+/// it walks the CTA's steps as the producer warp does; per step it hands every staging
+/// buffer back once its previous bulk read is complete, then issues each warpgroup's
+/// reduction (chunk `wg` of the step, as the consumers number them) as the chunk arrives.
+const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
+            // ---------------- dQ writer: warp 1 issues the consumers' bulk dQ reductions ----------------
+            const int lane = (int)threadIdx.x - 32;
+            const int d0 = split * FM_DKV;   // first dQ column of this CTA
+            for (int gi = 0; gi < group; ++gi) {
+                const int head = kv_head * group + gi;
+                const long long bh = (long long)batch * p.heads + head;
+                const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
+                for (int kk = 0; kk < sched.num_steps; ++kk) {
+                    const fm_step t = fm_step_at(p, sched, batch, head, kk);
+                    $DQ_ROWS
+                    if (lane == 0) fm_bulk_wait_read0();   // every staging buffer's previous chunk has been read
+                    __syncwarp();
+#pragma unroll
+                    for (int w = 0; w < FM_WG; ++w) fm_named_arrive<128 + 32>(FM_BAR_DQ_EMPTY + w);
+#pragma unroll
+                    for (int w = 0; w < FM_WG; ++w) {
+                        // warpgroup w's chunk of the step: item w, column chunk c of query half qh
+                        const int c = FM_DQ_HALVES == 1 ? w : w % (FM_DKV / 64);
+                        const int qh = FM_DQ_HALVES == 1 ? 0 : w / (FM_DKV / 64);
+                        const int col0 = d0 + 64 * c;
+                        fm_named_sync<128 + 32>(FM_BAR_DQ_FULL + w);
+                        if (lane == 0)
+                            fm_bulk_reduce_add(dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64),
+                                               smem_dqs + (unsigned)w * $DQ_CHUNK_BYTESu, $DQ_CHUNK_BYTESu);
+                    }
+                }
+            }
+            if (lane == 0) fm_bulk_wait_read0();   // no bulk read of the staging buffers outlives the CTA
+"#;
+
 /// The dQ epilogue of each reduction mode: the store of a chunk, what runs before the dS
 /// barrier, the drain of bulk reductions, and the postprocess that reads the accumulator.
 fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)> {
     let mut v = vec![
         ("DQ_BUFS", k.dq_buffers().to_string()),
         ("DQ_CHUNK_BYTES", DQ_CHUNK_BYTES.to_string()),
+        ("DQ_WRITER", u32::from(k.dq_writer()).to_string()),
     ];
+    if !k.dq_writer() {
+        v.push(("DQ_WRITER_WARP", String::new()));
+    }
     match k.dq_reduce() {
         DqReduce::Atomics => {
             v.push(("VALUE_ROW_DQ", dq.value_row_expr("i")));
@@ -645,6 +698,22 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             v.push((
                 "POST_CHUNK_ORDER",
                 "[8 quads q][128 threads lt][4]: values 4q..4q+3 of thread lt".to_string(),
+            ));
+        }
+        DqReduce::Bulk if k.dq_writer() => {
+            v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
+            v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
+            v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
+            v.push(("DQ_STORE", DQ_WRITER_STORE.to_string()));
+            v.push(("DQ_BEFORE_SYNC", String::new()));
+            v.push(("DQ_DRAIN", String::new()));
+            v.push(("DQ_DRAIN_READ", String::new()));
+            v.push(("DQ_WRITER_WARP", DQ_WRITER_WARP.to_string()));
+            v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
+            v.push(("POST_READ", POST_READ_PAIRS.to_string()));
+            v.push((
+                "POST_CHUNK_ORDER",
+                "[16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt".to_string(),
             ));
         }
         DqReduce::Bulk => {

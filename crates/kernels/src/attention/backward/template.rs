@@ -35,6 +35,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_KV_TILE_BYTES $KV_TILE_BYTES     // FM_CTA_N x D
 #define FM_DS_BYTES $DS_BYTES           // one dS buffer, FM_STEP_M x FM_CTA_N
 #define FM_DQ_BUFS $DQ_BUFS                // dQ staging buffers per warpgroup (bulk reduction; 0: atomics)
+#define FM_DQ_WRITER $DQ_WRITER              // a writer warp issues the bulk dQ reductions (BackwardKernel::with_dq_writer)
 $NEG_INF
 #define FM_POS_INF (__int_as_float(0x7f800000u))
 
@@ -133,6 +134,11 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
 #if FM_KV_OWN_BARRIER
 #define FM_BAR_KV (bars + 8u * (3u * FM_STAGES))   // K and V held in registers: loaded first, on a barrier of their own
+#endif
+#if FM_DQ_WRITER
+    // The writer warp's named barriers: a consumer warpgroup's 128 threads and the writer's 32.
+#define FM_BAR_DQ_EMPTY 9    // + warpgroup: the writer has read the staging buffer
+#define FM_BAR_DQ_FULL 11    // + warpgroup: the chunk is staged
 #endif
 
     // The consumer warpgroup's column group: the CTA's (x % FM_GRID_SPLIT) and, in the pair mode, its half.
@@ -241,7 +247,7 @@ $LSE_COPY
                     fm_mbar_arrive(FM_BAR_DO_FULL(stage));
                 }
             }
-        }
+$DQ_WRITER_WARP        }
     } else {
         // ---------------- consumers: warpgroup cw owns keys 64*wg .. 64*wg+63 of the CTA, columns of group `split` ----------------
         asm volatile("setmaxnreg.inc.sync.aligned.u32 $CONSUMER_REGS;\n" ::: "memory");
