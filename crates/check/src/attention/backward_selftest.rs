@@ -610,6 +610,13 @@ pub fn default_cases() -> Vec<BackwardCase> {
             1,
         ),
         (
+            "no dQ writer warp: [64x64] random 50% d128",
+            shape(1, 2, 2, 256, 320, 128),
+            blocks(t64, 2, random(0.5, 12)),
+            no_writer,
+            1,
+        ),
+        (
             "[64x64] block lists 30% odd 250x200 d128",
             shape(1, 2, 2, 250, 200, 128),
             blocks(t64, 2, {

@@ -17,6 +17,9 @@ pub(super) const CONSUMER_REGS: u32 = 240;
 /// beside it at two consumer warpgroups.
 pub(super) const WRITER_PRODUCER_REGS: u32 = 40;
 pub(super) const WRITER_CONSUMER_REGS: u32 = 232;
+/// Staging buffers the dQ writer warp serves per CTA (named barriers 9..12: one empty and
+/// one full barrier each).
+pub(super) const MAX_DQ_WRITER_BUFFERS: u32 = 2;
 const_assert!((WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS);
 /// f32 registers a consumer thread needs besides dK and dV at a step of `step_m` queries:
 /// `Sᵀ` and `dPᵀ` (`step_m / 2` each), then one dQ chunk (32) beside the bf16 `Pᵀ`/`dSᵀ`
@@ -532,10 +535,10 @@ impl BackwardKernel {
     /// previous chunk, stores the chunk and its destination, and only arrives on a second
     /// barrier, where the writer issues the reduction; the consumers neither wait for one
     /// another's stores nor for a bulk read. Taken by [`DqReduce::Bulk`] on 64-query steps
-    /// where every consumer warpgroup computes exactly one dQ chunk per step (head dim 128
-    /// on two warpgroups, head dim 64 on one), outside the deterministic mode and the pair
-    /// mode ([`Self::check_dq_writer`]); at head dim 64's wide step the consumers spilled
-    /// 28 bytes in the 232 registers the writer leaves them.
+    /// where the CTA stages at most two chunks per step, one buffer each (head dim 128 on
+    /// two warpgroups, head dims 64 and 128 on the 64-token tile's one), outside the
+    /// deterministic mode and the pair mode ([`Self::check_dq_writer`]); at head dim 64's
+    /// wide step the consumers spilled 28 bytes in the 232 registers the writer leaves them.
     pub fn with_dq_writer(mut self, dq_writer: bool) -> Result<Self, ConfigError> {
         self.dq_writer = dq_writer;
         self.check_dq_writer()?;
@@ -566,15 +569,19 @@ impl BackwardKernel {
     }
 
     /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
-    /// with one chunk per consumer warpgroup, one staging buffer each, neither deterministic
-    /// nor the pair mode.
+    /// with the same chunks per consumer warpgroup, one staging buffer per chunk, at most
+    /// [`MAX_DQ_WRITER_BUFFERS`] in the CTA, neither deterministic nor the pair mode.
     pub fn dq_writer_fits(&self) -> bool {
+        let chunks = dq_chunks_per_warpgroup(self.warpgroups, self.dkv(), self.step_m);
         self.dq_reduce == DqReduce::Bulk
             && !self.deterministic
             && !self.pair
             && self.step_m == STEP_M
-            && self.dkv() / 64 == self.warpgroups
-            && self.dq_buffers() == 1
+            // every warpgroup computes the same number of chunks per step, each staged in a
+            // buffer of its own, and their empty/full barrier pairs fit named barriers 9..12
+            && self.dkv() / 64 == self.warpgroups * chunks
+            && self.dq_buffers() == chunks
+            && self.warpgroups * chunks <= MAX_DQ_WRITER_BUFFERS
             && (WRITER_PRODUCER_REGS + self.warpgroups * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS
     }
 
@@ -583,8 +590,8 @@ impl BackwardKernel {
     pub fn check_dq_writer(&self) -> Result<(), ConfigError> {
         if self.dq_writer && !self.dq_writer_fits() {
             return Err(ConfigError::DqWriter(format!(
-                "the dQ writer warp takes bulk dQ reductions on 64-query steps with one chunk \
-                 per consumer warpgroup, not deterministic, not the pair mode: not {}",
+                "the dQ writer warp takes bulk dQ reductions on 64-query steps with at most two \
+                 staged chunks per CTA, not deterministic, not the pair mode: not {}",
                 self.label()
             )));
         }

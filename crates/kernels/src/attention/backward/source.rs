@@ -598,8 +598,9 @@ const DQ_STEP_CHUNKS: &str = "// [B, H, Sq_pad/64, D/64] chunks of FM_DQ_ROWS x 
 /// The writer warp's store of a chunk (`BackwardKernel::with_dq_writer`): wait until the
 /// writer has read this warpgroup's staging buffer, store the chunk in register order, and
 /// arrive (no wait) on the barrier the writer waits on.
-const DQ_WRITER_STORE: &str = r#"                    const unsigned buf = smem_dqs + (unsigned)cw * $DQ_CHUNK_BYTESu;
-                    fm_named_sync<128 + 32>(FM_BAR_DQ_EMPTY + cw);   // the writer has read this buffer's previous chunk
+const DQ_WRITER_STORE: &str = r#"                    const int b = cw * FM_DQ_BUFS + u;   // the chunk's staging buffer: chunk u of this warpgroup
+                    const unsigned buf = smem_dqs + (unsigned)b * $DQ_CHUNK_BYTESu;
+                    fm_named_sync<128 + 32>(FM_BAR_DQ_EMPTY + b);   // the writer has read this buffer's previous chunk
 #pragma unroll
                     for (int j = 0; j < $DQ_VALUES / 2; ++j) {
                         // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
@@ -607,12 +608,13 @@ const DQ_WRITER_STORE: &str = r#"                    const unsigned buf = smem_d
                                      "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
                     }
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> the writer's bulk copy reads
-                    fm_named_arrive<128 + 32>(FM_BAR_DQ_FULL + cw);   // the chunk is staged"#;
+                    fm_named_arrive<128 + 32>(FM_BAR_DQ_FULL + b);   // the chunk is staged"#;
 
 /// The writer warp (warp 1 of the producer warpgroup; FlashAttention-3's `dQaccum_store`):
 /// it walks the CTA's steps as the producer warp does; per step it hands every staging
-/// buffer back once its previous bulk read is complete, then issues each warpgroup's
-/// reduction (chunk `wg` of the step, as the consumers number them) as the chunk arrives.
+/// buffer back once its previous bulk read is complete, then issues the reduction of each
+/// buffer `b` (chunk `u = b % FM_DQ_BUFS` of warpgroup `b / FM_DQ_BUFS`: the step's item
+/// `wg + FM_WG * u`, as the consumers number them) as the chunk arrives.
 const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
             // ---------------- dQ writer: warp 1 issues the consumers' bulk dQ reductions ----------------
             const int lane = (int)threadIdx.x - 32;
@@ -627,17 +629,18 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
                     if (lane == 0) fm_bulk_wait_read0();   // every staging buffer's previous chunk has been read
                     __syncwarp();
 #pragma unroll
-                    for (int w = 0; w < FM_WG; ++w) fm_named_arrive<128 + 32>(FM_BAR_DQ_EMPTY + w);
+                    for (int b = 0; b < FM_WG * FM_DQ_BUFS; ++b) fm_named_arrive<128 + 32>(FM_BAR_DQ_EMPTY + b);
 #pragma unroll
-                    for (int w = 0; w < FM_WG; ++w) {
-                        // warpgroup w's chunk of the step: item w, column chunk c of query half qh
-                        const int c = FM_DQ_HALVES == 1 ? w : w % (FM_DKV / 64);
-                        const int qh = FM_DQ_HALVES == 1 ? 0 : w / (FM_DKV / 64);
+                    for (int b = 0; b < FM_WG * FM_DQ_BUFS; ++b) {
+                        // buffer b: chunk u of warpgroup w, the step's item w + FM_WG * u (column chunk c of query half qh)
+                        const int item = b / FM_DQ_BUFS + FM_WG * (b % FM_DQ_BUFS);
+                        const int c = FM_DQ_HALVES == 1 ? item : item % (FM_DKV / 64);
+                        const int qh = FM_DQ_HALVES == 1 ? 0 : item / (FM_DKV / 64);
                         const int col0 = d0 + 64 * c;
-                        fm_named_sync<128 + 32>(FM_BAR_DQ_FULL + w);
+                        fm_named_sync<128 + 32>(FM_BAR_DQ_FULL + b);
                         if (lane == 0)
                             fm_bulk_reduce_add(dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64),
-                                               smem_dqs + (unsigned)w * $DQ_CHUNK_BYTESu, $DQ_CHUNK_BYTESu);
+                                               smem_dqs + (unsigned)b * $DQ_CHUNK_BYTESu, $DQ_CHUNK_BYTESu);
                     }
                 }
             }

@@ -136,9 +136,10 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_KV (bars + 8u * (3u * FM_STAGES))   // K and V held in registers: loaded first, on a barrier of their own
 #endif
 #if FM_DQ_WRITER
-    // The writer warp's named barriers: a consumer warpgroup's 128 threads and the writer's 32.
-#define FM_BAR_DQ_EMPTY 9    // + warpgroup: the writer has read the staging buffer
-#define FM_BAR_DQ_FULL 11    // + warpgroup: the chunk is staged
+    // The writer warp's named barriers, per staging buffer b = cw * FM_DQ_BUFS + u (at most 2): a consumer
+    // warpgroup's 128 threads and the writer's 32.
+#define FM_BAR_DQ_EMPTY 9    // + b: the writer has read the staging buffer
+#define FM_BAR_DQ_FULL 11    // + b: the chunk is staged
 #endif
 
     // The consumer warpgroup's column group: the CTA's (x % FM_GRID_SPLIT) and, in the pair mode, its half.
