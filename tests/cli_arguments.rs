@@ -63,6 +63,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("dim_v", "128"),
     ("distinct_tiles", "16"),
     ("dq_reduce", "atomics"),
+    ("dq_writer", "off"),
     ("dtype", "bf16"),
     ("emit_source", ""),
     ("encoding", "row-major"),
