@@ -44,7 +44,7 @@ pub struct BackwardFlags {
     /// Q/dO pipeline stages of the backward (default 2).
     #[arg(long)]
     pub bwd_stages: Option<u32>,
-    /// Whether a writer warp issues the bulk dQ reductions (for A/B measurements): `on`
+    /// Whether a writer warp starts the bulk dQ reductions (for A/B measurements): `on`
     /// (an error where the configuration does not take it) or `off`. Default: on where it fits.
     #[arg(long, value_parser = super::parse_on_off)]
     pub dq_writer: Option<bool>,

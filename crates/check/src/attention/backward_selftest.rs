@@ -192,7 +192,34 @@ pub fn default_cases() -> Vec<BackwardCase> {
         dq_writer: Some(false),
         ..BackwardOptions::default()
     };
+    // The window walk's launch order in sections of planes (BackwardOptions::head_section),
+    // named so that small shapes take it: every key tile of every plane exactly once.
+    let sections = |n| BackwardOptions {
+        head_section: Some(n),
+        ..BackwardOptions::default()
+    };
     let mut cases = vec![
+        (
+            "launch sections of 3 planes (last narrower): causal batch 2 gqa 4/2 300 d128",
+            shape(2, 4, 2, 300, 300, 128),
+            window(None, Some(0), 0),
+            sections(3),
+            1,
+        ),
+        (
+            "launch sections of 4 planes: causal bottom-right batch 3 gqa 4/2 200x330 d128",
+            shape(3, 4, 2, 200, 330, 128),
+            window(None, Some(0), 130),
+            sections(4),
+            1,
+        ),
+        (
+            "launch sections of 3 planes: window 100:0 batch 2 d64 (wide step)",
+            shape(2, 2, 2, 450, 450, 64),
+            window(Some(100), Some(0), 0),
+            sections(3),
+            1,
+        ),
         // The documents grid: lengths off the 64- and 128-token grids (steps straddling two
         // documents), one-token documents, a single document, a document longer than S/2;
         // causal and full within documents; GQA, head dims 64/128/256, dQ by atomics; the

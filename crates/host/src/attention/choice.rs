@@ -458,6 +458,101 @@ pub fn l2_head_section(shape: &AttentionShape, kernel: &AttentionKernel) -> u32 
     u32::try_from(kv_section.saturating_mul(group)).unwrap_or(u32::MAX)
 }
 
+/// The steps of each key tile of the backward's window walk on the whole sequence (the
+/// kernel's `fm_make_schedule`: the `step_m`-query steps between the first and the last
+/// query that sees one of the tile's keys), per key tile in grid order, over the `group`
+/// query heads a CTA walks.
+pub fn backward_window_steps(
+    params: &fragmask_kernels::attention::backward::BackwardParams,
+    cta_n: u32,
+    step_m: u32,
+    group: u32,
+) -> Vec<u32> {
+    use fragmask_kernels::attention::WINDOW_INFINITE;
+    let (sq, sk) = (i64::from(params.seqlen_q), i64::from(params.seqlen_k));
+    let (cta_n, step) = (i64::from(cta_n.max(1)), i64::from(step_m.max(1)));
+    let diag = i64::from(params.diag_offset);
+    (0..((sk + cta_n - 1) / cta_n).max(0))
+        .map(|n| {
+            let n0 = n * cta_n;
+            let n_end = (n0 + cta_n).min(sk) - 1;
+            let lo = if params.window_right >= WINDOW_INFINITE {
+                0
+            } else {
+                (n0 - diag - i64::from(params.window_right)).max(0)
+            };
+            let hi = if params.window_left >= WINDOW_INFINITE {
+                sq - 1
+            } else {
+                (sq - 1).min(n_end - diag + i64::from(params.window_left))
+            };
+            let steps = if lo > hi {
+                0
+            } else {
+                hi / step - lo / step + 1
+            };
+            u32::try_from(steps.saturating_mul(i64::from(group))).unwrap_or(u32::MAX)
+        })
+        .collect()
+}
+
+/// The (KV head, batch) planes per section of the backward's launch order
+/// (`BackwardParams::head_section`, `key_tile::WINDOW_ORDER`) on `slots` SMs: for a
+/// causal walk of the window mode on the whole sequence, outside the deterministic mode
+/// and with one CTA per key tile, FlashAttention-4's L2 section (the largest power of two
+/// of planes whose queries, dO and f32 dQ rows fit in [`SECTION_L2_BYTES`]) where the
+/// list-scheduling estimate ([`persistent::makespan`]) ends the launch at least
+/// [`SECTION_MIN_GAIN`] earlier than the grid's order (which starts each plane's longest
+/// key tiles after the previous plane's shortest: causal S = 4096 and 8192 at H = 16);
+/// else 1.
+pub fn backward_head_section(
+    shape: &AttentionShape,
+    kernel: &BackwardKernel,
+    params: &fragmask_kernels::attention::backward::BackwardParams,
+    slots: usize,
+) -> u32 {
+    use fragmask_kernels::attention::WINDOW_INFINITE;
+    let causal_walk =
+        params.window_left >= WINDOW_INFINITE && params.window_right < WINDOW_INFINITE;
+    if kernel.mask() != BackwardMask::Window
+        || kernel.deterministic()
+        || kernel.grid_split() != 1
+        || !causal_walk
+        || shape.kv_heads == 0
+        || shape.heads % shape.kv_heads != 0
+    {
+        return 1;
+    }
+    let group = (shape.heads / shape.kv_heads) as u64;
+    let element = kernel.dtype().size() as u64;
+    let d = shape.head_dim as u64;
+    // A plane's rows: Q and dO (element), the f32 dQ accumulator, of each of its query heads.
+    let plane_bytes = (shape.seqlen_q as u64)
+        .saturating_mul(group)
+        .saturating_mul(2 * d * element + 4 * d)
+        .max(1);
+    let planes = shape.kv_heads.saturating_mul(shape.batch);
+    let fit = (SECTION_L2_BYTES / plane_bytes).max(1);
+    let section = (1u64 << fit.ilog2()).min(planes as u64) as usize;
+    if section <= 1 {
+        return 1;
+    }
+    let steps = TileSteps::PerRowBlock {
+        steps: backward_window_steps(params, kernel.cta_n(), kernel.step_m(), group as u32),
+        planes,
+    };
+    if steps.len() <= slots || steps.len() > SECTION_MAX_ESTIMATED_TILES {
+        return 1;
+    }
+    let plain = super::persistent::makespan(&steps, slots, 1) as f64;
+    let sections = super::persistent::makespan(&steps, slots, section) as f64;
+    if sections < plain * (1.0 - SECTION_MIN_GAIN) {
+        u32::try_from(section).unwrap_or(1)
+    } else {
+        1
+    }
+}
+
 /// Whether the backward runs the documents grid where it applies (see
 /// [`backward_documents`]) when the call's options do not say.
 pub const BACKWARD_DOCUMENTS_GRID: bool = true;
@@ -581,6 +676,34 @@ pub fn backward_config(
         k.with_dq_writer(writer)
     })
     .map_err(AttentionError::Config)
+    .and_then(|k| check_backward_head_section(&k, opts.head_section).map(|()| k))
+}
+
+/// Refuses a named launch-order section (`BackwardOptions::head_section`) of 0, and one
+/// above 1 where the grid's order stays: masks, the deterministic mode (its CTAs wait for
+/// lower-ranked ones in index order), column-split CTAs.
+fn check_backward_head_section(
+    k: &BackwardKernel,
+    section: Option<u32>,
+) -> Result<(), AttentionError> {
+    match section {
+        Some(0) => Err(AttentionError::Shape(
+            "the backward's head section must be at least 1".into(),
+        )),
+        Some(n)
+            if n > 1
+                && (k.mask() != BackwardMask::Window
+                    || k.deterministic()
+                    || k.grid_split() != 1) =>
+        {
+            Err(AttentionError::Shape(format!(
+                "a backward head section of {n} takes the window walk (no mask, causal, \
+                 windows) outside the deterministic mode, one CTA per key tile: not {}",
+                k.label()
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Whether the backward's bulk dQ reductions go through the writer warp
@@ -593,6 +716,7 @@ pub const BACKWARD_DQ_WRITER: bool = true;
 
 #[cfg(test)]
 mod tests {
+    use fragmask_kernels::attention::backward::BackwardParams;
     use fragmask_kernels::attention::{AttentionParams, WINDOW_INFINITE};
     use fragmask_masks::DenseMask;
 
@@ -652,6 +776,112 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn bwd_window(sq: i32, sk: i32, left: i32, right: i32, diag: i32) -> BackwardParams {
+        BackwardParams {
+            seqlen_q: sq,
+            seqlen_k: sk,
+            window_left: left,
+            window_right: right,
+            diag_offset: diag,
+            ..BackwardParams::default()
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(super::super::proptest_ci::config(64))]
+        /// Each key tile's step count is the number of 64-query steps holding a query that
+        /// sees one of its keys (query i sees key j iff i + diag - left <= j <= i + diag +
+        /// right and j < Sk), times the group: the kernel walks that interval of steps.
+        #[test]
+        fn backward_window_steps_count_the_steps_that_see_each_key_tile(
+            sq in 1i32..700, sk in 1i32..700,
+            left in proptest::prop_oneof![0i32..400, proptest::strategy::Just(WINDOW_INFINITE)],
+            right in proptest::prop_oneof![0i32..400, proptest::strategy::Just(WINDOW_INFINITE)],
+            diag in -300i32..300, group in 1u32..4,
+        ) {
+            let p = bwd_window(sq, sk, left, right, diag);
+            let got = backward_window_steps(&p, 128, 64, group);
+            proptest::prop_assert_eq!(got.len(), (sk as usize).div_ceil(128));
+            for (n, &g) in got.iter().enumerate() {
+                let keys = (n as i64 * 128)..((n as i64 + 1) * 128).min(sk as i64);
+                let sees = |i: i64| keys.clone().any(|j| {
+                    (left >= WINDOW_INFINITE || i + diag as i64 - left as i64 <= j)
+                        && (right >= WINDOW_INFINITE || j <= i + diag as i64 + right as i64)
+                });
+                let rows: Vec<i64> = (0..sq as i64).filter(|&i| sees(i)).collect();
+                let want = match (rows.first(), rows.last()) {
+                    (Some(a), Some(b)) => (b / 64 - a / 64 + 1) as u32 * group,
+                    _ => 0,
+                };
+                proptest::prop_assert_eq!(g, want, "key tile {}", n);
+            }
+        }
+    }
+
+    #[test]
+    fn backward_launch_sections_only_where_the_causal_walk_ends_earlier() {
+        let k = backward_config(128, BackwardMask::Window, &BackwardOptions::default()).unwrap();
+        let shape = |s: usize, heads, kv_heads| AttentionShape {
+            batch: 1,
+            heads,
+            kv_heads,
+            seqlen_q: s,
+            seqlen_k: s,
+            head_dim: 128,
+        };
+        let causal = |s| bwd_window(s, s, WINDOW_INFINITE, 0, 0);
+        // Causal S = 4096 and 8192 at H = 16: each plane's queries, dO and dQ rows take
+        // 4 and 8 MiB, so 8 and 4 planes per section; S = 8192 GQA 32:8 (four heads a
+        // plane): 32 MiB, one plane (no section).
+        assert_eq!(
+            backward_head_section(&shape(4096, 16, 16), &k, &causal(4096), 132),
+            8
+        );
+        assert_eq!(
+            backward_head_section(&shape(8192, 16, 16), &k, &causal(8192), 132),
+            4
+        );
+        assert_eq!(
+            backward_head_section(&shape(8192, 32, 8), &k, &causal(8192), 132),
+            1
+        );
+        // S = 16384: the grid's order is within 2% of the sections' estimate.
+        assert_eq!(
+            backward_head_section(&shape(16384, 16, 16), &k, &causal(16384), 132),
+            1
+        );
+        // No mask: every key tile walks as far, nothing to reorder.
+        let none = bwd_window(8192, 8192, WINDOW_INFINITE, WINDOW_INFINITE, 0);
+        assert_eq!(
+            backward_head_section(&shape(8192, 16, 16), &k, &none, 132),
+            1
+        );
+        // The deterministic mode keeps the grid's order, and refuses a named section.
+        let det = BackwardOptions {
+            deterministic: true,
+            ..BackwardOptions::default()
+        };
+        let kd = backward_config(128, BackwardMask::Window, &det).unwrap();
+        assert_eq!(
+            backward_head_section(&shape(8192, 16, 16), &kd, &causal(8192), 132),
+            1
+        );
+        let named = |n, deterministic| BackwardOptions {
+            head_section: Some(n),
+            deterministic,
+            ..BackwardOptions::default()
+        };
+        assert!(backward_config(128, BackwardMask::Window, &named(4, true)).is_err());
+        assert!(backward_config(128, BackwardMask::Window, &named(0, false)).is_err());
+        assert!(backward_config(128, BackwardMask::Window, &named(4, false)).is_ok());
+        let lists = BackwardMask::Blocks {
+            block_m: 128,
+            block_n: 128,
+        };
+        assert!(backward_config(128, lists, &named(4, false)).is_err());
+        assert!(backward_config(128, lists, &named(1, false)).is_ok());
     }
 
     #[test]

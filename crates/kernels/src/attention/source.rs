@@ -278,7 +278,14 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("SPLIT_KV", u32::from(k.split_kv()).to_string()),
         ("KERNEL", KERNEL_NAME.to_string()),
         ("PTX_HELPERS", ptx::TMA_WGMMA.to_string()),
-        ("WORK", work.text().to_string()),
+        (
+            "WORK",
+            match work {
+                // The one-tile grid reads its tile off the launch order's sections.
+                RowWork::Grid => [crate::family::schedule::SECTION_TILE, work.text()].concat(),
+                RowWork::Persistent => work.text().to_string(),
+            },
+        ),
         (
             "WORK_KIND",
             match work {

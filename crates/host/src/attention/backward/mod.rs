@@ -77,6 +77,11 @@ pub struct BackwardOptions {
     /// an error where the configuration does not take it); `None` is the default
     /// ([`super::choice::BACKWARD_DQ_WRITER`], where it fits).
     pub dq_writer: Option<bool>,
+    /// (KV head, batch) planes per section of the window walk's launch order
+    /// (`BackwardParams::head_section`; 1: the grid's order); `None` is the default
+    /// ([`super::choice::backward_head_section`]). An error with a mask, in the
+    /// deterministic mode or with column-split CTAs, which keep the grid's order.
+    pub head_section: Option<u32>,
     /// Queries per step of the main kernel (`BackwardKernel::with_step_m`: 64, or 128 for
     /// head dim 64's window walk); `None` is the default.
     pub step_m: Option<u32>,
@@ -827,6 +832,16 @@ impl AttentionRunner {
                 params.window_left = clamp(w.left);
                 params.window_right = clamp(w.right);
                 params.diag_offset = w.diag_offset;
+                let section = match opts.head_section {
+                    Some(n) => n,
+                    None => super::choice::backward_head_section(
+                        &shape,
+                        &kernel,
+                        &params,
+                        self.sm_count()?,
+                    ),
+                };
+                params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
             }
             RawBackwardMask::Blocks(m, fwd, bwd) => {
                 let ms = m.shape();

@@ -527,6 +527,27 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
     values.extend(dq_pieces(k, &dq_map));
+    // The window walk on the whole sequence reads its CTA's place off the launch order's
+    // sections; the lists (their own dispatch order) and the documents grid take the grid's.
+    let (cta_order, cta_place, cta_place_doc) = match k.mask() {
+        BackwardMask::Window => (
+            [
+                crate::family::schedule::SECTION_TILE,
+                key_tile::WINDOW_ORDER,
+            ]
+            .concat(),
+            "fm_backward_cta(p)",
+            "the launch order's sections of p.head_section planes (fm_backward_cta)",
+        ),
+        BackwardMask::Blocks { .. } | BackwardMask::Documents => (
+            String::new(),
+            "make_uint3(blockIdx.x, blockIdx.y, blockIdx.z)",
+            "the grid's",
+        ),
+    };
+    values.push(("CTA_ORDER", cta_order));
+    values.push(("CTA_PLACE", cta_place.to_string()));
+    values.push(("CTA_PLACE_DOC", cta_place_doc.to_string()));
     values.push(("CTA_ITEM", place.cta_item.to_string()));
     values.push(("CTA_BLOCK", place.cta_block.to_string()));
     values.push(("SCHEDULE_ITEM", place.schedule_item.to_string()));

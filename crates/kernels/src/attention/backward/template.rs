@@ -99,6 +99,7 @@ $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
 }
 
 $POSTPROCESS
+$CTA_ORDER
 $SCHEDULE
 $MASK_APPLY
 $GEMMS
@@ -148,9 +149,11 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #else
     const int half = 0;
 #endif
-    const int split = (int)(blockIdx.x % FM_GRID_SPLIT) * FM_CWG + half;
-    const int kv_head = (int)blockIdx.y;
-    const int batch = (int)blockIdx.z;
+    // The CTA's place (x, KV head, batch): $CTA_PLACE_DOC.
+    const uint3 cta = $CTA_PLACE;
+    const int split = (int)(cta.x % FM_GRID_SPLIT) * FM_CWG + half;
+    const int kv_head = (int)cta.y;
+    const int batch = (int)cta.z;
     const int group = p.heads / p.kv_heads;   // query heads per K/V head (GQA / MQA)
     // The key tile (the dispatch order of the group's first head; uniform over the CTA).
 $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_BLOCK);

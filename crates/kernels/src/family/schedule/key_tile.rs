@@ -180,7 +180,7 @@ impl KeyGrid {
         match self {
             KeyGrid::Global => KeyPlacement {
                 cta_item: "",
-                cta_block: "(int)(blockIdx.x / FM_GRID_SPLIT)",
+                cta_block: "(int)(cta.x / FM_GRID_SPLIT)",
                 schedule_item: "",
                 key_row0: "n_cta * FM_CTA_N",
                 key_end: "p.seqlen_k",
@@ -211,6 +211,20 @@ impl KeyGrid {
         ]
     }
 }
+
+/// The window walk's launch order on the whole sequence: the grid (x the key tiles,
+/// longest first under a causal mask, y the KV heads, z the batch) read off
+/// [`super::SECTION_TILE`]'s sections of `p.head_section` (KV head, batch) planes, so
+/// that the longest key tiles of every plane of a section start before any shorter one
+/// and a section's queries stay in L2 (FlashAttention-4's `SingleTileLPTBwdScheduler`,
+/// which it runs only in its deterministic mode). The host's mirror is
+/// `attention::persistent::grid_tile`.
+pub const WINDOW_ORDER: &str = r#"// The CTA's (x, KV head, batch) in the launch order of p.head_section planes per section (1: the grid's own).
+__device__ __forceinline__ uint3 fm_backward_cta(const fm_bwd_params& p) {
+    const uint2 at = fm_section_tile(p.head_section);
+    return make_uint3(at.x, at.y % gridDim.y, at.y / gridDim.y);
+}
+"#;
 
 /// Listed blocks: the mask's transposed lists (partial query tiles, then full ones),
 /// each tile taken in `block_m / 64` steps.

@@ -29,6 +29,35 @@ __device__ __forceinline__ int fm_split_start(int total, int split, int splits) 
 }
 "#;
 
+/// The launch order of a one-tile grid (docs/architecture.md, "Launch order"; FlashAttention-4's
+/// `SingleTileLPTScheduler`): the CTA of linear block index `x + xs (y + ys z)` (the order
+/// the hardware dispatches them) takes x index `xi` of (head or KV head, batch) plane
+/// `plane`, with the planes cut into sections of `section`: the sections one after the
+/// other, and inside a section the x indices in order with the section's planes fastest.
+/// A section of one plane is the grid itself. The host's mirror is
+/// `attention::persistent::grid_tile`.
+pub const SECTION_TILE: &str = r#"// ---- launch order: sections of head_section planes (y + gridDim.y z), x in order inside a section, planes fastest ----
+__device__ __forceinline__ uint2 fm_section_tile(int head_section) {
+    const unsigned xs = gridDim.x;
+    const unsigned planes = gridDim.y * gridDim.z;
+    const unsigned section = head_section > 1 ? min((unsigned)head_section, planes) : 1u;
+    unsigned xi, plane;
+    if (section == 1u) {
+        xi = blockIdx.x;
+        plane = blockIdx.y + gridDim.y * blockIdx.z;
+    } else {
+        const unsigned lin = blockIdx.x + xs * (blockIdx.y + gridDim.y * blockIdx.z);
+        const unsigned sec = lin / (section * xs);
+        const unsigned rem = lin - sec * section * xs;
+        const unsigned first = sec * section;                 // the section's first plane
+        const unsigned width = min(section, planes - first);  // the last section may be narrower
+        xi = rem / width;
+        plane = first + (rem - xi * width);
+    }
+    return make_uint2(xi, plane);
+}
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;

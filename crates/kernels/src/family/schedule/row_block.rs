@@ -288,21 +288,8 @@ __device__ __forceinline__ int fm_work_end(const fm_attn_params&) { return 1; }
 __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int, unsigned num_splits) {
     fm_work t;
     const unsigned xs = gridDim.x;                                     // row blocks x splits
-    const unsigned planes = gridDim.y * gridDim.z;                     // heads x batch
-    const unsigned section = p.head_section > 1 ? min((unsigned)p.head_section, planes) : 1u;
-    unsigned xi, plane;
-    if (section == 1u) {
-        xi = blockIdx.x;
-        plane = blockIdx.y + gridDim.y * blockIdx.z;
-    } else {
-        const unsigned lin = blockIdx.x + xs * (blockIdx.y + gridDim.y * blockIdx.z);
-        const unsigned sec = lin / (section * xs);
-        const unsigned rem = lin - sec * section * xs;
-        const unsigned first = sec * section;                           // the section's first plane
-        const unsigned width = min(section, planes - first);            // the last section may be narrower
-        xi = rem / width;
-        plane = first + (rem - xi * width);
-    }
+    const uint2 at = fm_section_tile(p.head_section);                 // (x index, plane)
+    const unsigned xi = at.x, plane = at.y;
     t.split = (int)(xi % num_splits);
     t.m_block = (int)(xs / num_splits - 1u - xi / num_splits);
     t.head = (int)(plane % gridDim.y);
