@@ -724,22 +724,25 @@ mod tests {
     use crate::attention::blockmask::pack_for_kernel;
     use crate::attention::persistent::{tile_steps, window_steps};
 
-    #[test]
-    fn the_wide_backward_step_is_chosen_exactly_for_head_dim_64_and_128_query_modes() {
-        let modes = [
-            BackwardMask::Window,
-            BackwardMask::Documents,
-            BackwardMask::Blocks {
-                block_m: 128,
-                block_n: 128,
-            },
-            BackwardMask::Blocks {
-                block_m: 64,
-                block_n: 64,
-            },
-        ];
+    /// The backward's modes: the window walk, the documents grid, 128x128 and 64x64 tiles.
+    const BACKWARD_MODES: [BackwardMask; 4] = [
+        BackwardMask::Window,
+        BackwardMask::Documents,
+        BackwardMask::Blocks {
+            block_m: 128,
+            block_n: 128,
+        },
+        BackwardMask::Blocks {
+            block_m: 64,
+            block_n: 64,
+        },
+    ];
+
+    /// Calls `f` with every head dim, mode and determinism the backward takes (the
+    /// documents grid is never deterministic), the default options of each.
+    fn each_backward_call(mut f: impl FnMut(u32, BackwardMask, BackwardOptions)) {
         for d in [64, 128, 256] {
-            for mode in modes {
+            for mode in BACKWARD_MODES {
                 for deterministic in [false, true] {
                     if deterministic && mode == BackwardMask::Documents {
                         continue;
@@ -748,34 +751,42 @@ mod tests {
                         deterministic,
                         ..BackwardOptions::default()
                     };
-                    let k = backward_config(d, mode, &opts).unwrap();
-                    let wide = d == 64 && mode != modes[3] && !deterministic;
-                    assert_eq!(k.step_m(), if wide { WIDE_STEP_M } else { STEP_M }, "{k:?}");
-                    assert!(!(wide && k.kv_registers()), "{k:?}");
-                    if wide {
-                        assert_eq!(k.dq_reduce(), DqReduce::FragmentAtomics, "{k:?}");
-                    }
-                    // Named: the 64-query step keeps the head dim's K/V registers; the wide
-                    // step is refused where it does not run, before any GPU.
-                    let narrow = BackwardOptions {
-                        step_m: Some(STEP_M),
-                        ..opts
-                    };
-                    let n = backward_config(d, mode, &narrow).unwrap();
-                    assert_eq!(n.step_m(), STEP_M);
-                    assert_eq!(n.kv_registers(), d == 64, "{n:?}");
-                    let named = BackwardOptions {
-                        step_m: Some(WIDE_STEP_M),
-                        ..opts
-                    };
-                    assert_eq!(
-                        backward_config(d, mode, &named).is_ok(),
-                        wide,
-                        "{d} {mode:?}"
-                    );
+                    f(d, mode, opts);
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_wide_backward_step_is_chosen_exactly_for_head_dim_64_and_128_query_modes() {
+        each_backward_call(|d, mode, opts| {
+            let deterministic = opts.deterministic;
+            let k = backward_config(d, mode, &opts).unwrap();
+            let wide = d == 64 && mode != BACKWARD_MODES[3] && !deterministic;
+            assert_eq!(k.step_m(), if wide { WIDE_STEP_M } else { STEP_M }, "{k:?}");
+            assert!(!(wide && k.kv_registers()), "{k:?}");
+            if wide {
+                assert_eq!(k.dq_reduce(), DqReduce::FragmentAtomics, "{k:?}");
+            }
+            // Named: the 64-query step keeps the head dim's K/V registers; the wide
+            // step is refused where it does not run, before any GPU.
+            let narrow = BackwardOptions {
+                step_m: Some(STEP_M),
+                ..opts
+            };
+            let n = backward_config(d, mode, &narrow).unwrap();
+            assert_eq!(n.step_m(), STEP_M);
+            assert_eq!(n.kv_registers(), d == 64, "{n:?}");
+            let named = BackwardOptions {
+                step_m: Some(WIDE_STEP_M),
+                ..opts
+            };
+            assert_eq!(
+                backward_config(d, mode, &named).is_ok(),
+                wide,
+                "{d} {mode:?}"
+            );
+        });
     }
 
     fn bwd_window(sq: i32, sk: i32, left: i32, right: i32, diag: i32) -> BackwardParams {
@@ -886,45 +897,23 @@ mod tests {
 
     #[test]
     fn the_dq_writer_warp_is_taken_by_default_exactly_where_it_fits_and_refused_elsewhere() {
-        let modes = [
-            BackwardMask::Window,
-            BackwardMask::Documents,
-            BackwardMask::Blocks {
-                block_m: 128,
-                block_n: 128,
-            },
-            BackwardMask::Blocks {
-                block_m: 64,
-                block_n: 64,
-            },
-        ];
-        for d in [64, 128, 256] {
-            for mode in modes {
-                for deterministic in [false, true] {
-                    if deterministic && mode == BackwardMask::Documents {
-                        continue;
-                    }
-                    let opts = BackwardOptions {
-                        deterministic,
-                        ..BackwardOptions::default()
-                    };
-                    let k = backward_config(d, mode, &opts).unwrap();
-                    let fits = k.dq_writer_fits();
-                    assert_eq!(k.dq_writer(), BACKWARD_DQ_WRITER && fits, "{k:?}");
-                    let on = BackwardOptions {
-                        dq_writer: Some(true),
-                        ..opts
-                    };
-                    assert_eq!(backward_config(d, mode, &on).is_ok(), fits, "{k:?}");
-                    let off = BackwardOptions {
-                        dq_writer: Some(false),
-                        ..opts
-                    };
-                    assert!(!backward_config(d, mode, &off).unwrap().dq_writer());
-                }
-            }
-        }
+        each_backward_call(|d, mode, opts| {
+            let k = backward_config(d, mode, &opts).unwrap();
+            let fits = k.dq_writer_fits();
+            assert_eq!(k.dq_writer(), BACKWARD_DQ_WRITER && fits, "{k:?}");
+            let on = BackwardOptions {
+                dq_writer: Some(true),
+                ..opts
+            };
+            assert_eq!(backward_config(d, mode, &on).is_ok(), fits, "{k:?}");
+            let off = BackwardOptions {
+                dq_writer: Some(false),
+                ..opts
+            };
+            assert!(!backward_config(d, mode, &off).unwrap().dq_writer());
+        });
         // Head dim 128 on two warpgroups takes it; the deterministic mode never does.
+        let modes = BACKWARD_MODES;
         let k = backward_config(128, modes[0], &BackwardOptions::default()).unwrap();
         assert!(k.dq_writer_fits());
         let det = BackwardOptions {

@@ -616,19 +616,23 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
 const DQ_STEP_CHUNKS: &str = "// [B, H, Sq_pad/64, D/64] chunks of FM_DQ_ROWS x 64 f32 in register order; the step's first row block
                                  float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_DQ_ROWS) + (long long)t.m * FM_DQ_HALVES) * (long long)(FM_D / 64) * (FM_DQ_ROWS * 64);";
 
+/// A chunk's staging store (bulk reductions): pair j of thread lt at `[j][lt]` of the
+/// buffer `buf`, then the proxy fence that orders the stores before the bulk copy's reads.
+const DQ_STAGE_PAIRS: &str = r#"#pragma unroll
+                    for (int j = 0; j < $DQ_VALUES / 2; ++j) {
+                        // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(buf + (unsigned)(j * 128 + lt) * 8u),
+                                     "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
+                    }
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> the bulk copy's reads"#;
+
 /// The writer warp's store of a chunk (`BackwardKernel::with_dq_writer`): wait until the
 /// writer has read this warpgroup's staging buffer, store the chunk in register order, and
 /// arrive (no wait) on the barrier the writer waits on.
 const DQ_WRITER_STORE: &str = r#"                    const int b = cw * FM_DQ_BUFS + u;   // the chunk's staging buffer: chunk u of this warpgroup
                     const unsigned buf = smem_dqs + (unsigned)b * $DQ_CHUNK_BYTESu;
                     fm_named_sync<128 + 32>(FM_BAR_DQ_EMPTY + b);   // the writer has read this buffer's previous chunk
-#pragma unroll
-                    for (int j = 0; j < $DQ_VALUES / 2; ++j) {
-                        // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
-                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(buf + (unsigned)(j * 128 + lt) * 8u),
-                                     "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
-                    }
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> the writer's bulk copy reads
+$DQ_STAGE_PAIRS
                     fm_named_arrive<128 + 32>(FM_BAR_DQ_FULL + b);   // the chunk is staged"#;
 
 /// The writer warp (warp 1 of the producer warpgroup; FlashAttention-3's `dQaccum_store`):
@@ -728,22 +732,20 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
             v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
             v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
             v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
+            v.push(("DQ_STAGE_PAIRS", DQ_STAGE_PAIRS.to_string()));
             v.push(("DQ_STORE", DQ_WRITER_STORE.to_string()));
+            // The writer warp waits for the bulk reads; the consumers never do.
             v.push(("DQ_BEFORE_SYNC", String::new()));
             v.push(("DQ_DRAIN", String::new()));
             v.push(("DQ_DRAIN_READ", String::new()));
             v.push(("DQ_WRITER_WARP", DQ_WRITER_WARP.to_string()));
-            v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
-            v.push(("POST_READ", POST_READ_PAIRS.to_string()));
-            v.push((
-                "POST_CHUNK_ORDER",
-                "[16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt".to_string(),
-            ));
+            v.extend(bulk_postprocess());
         }
         DqReduce::Bulk => {
             v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
             v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
             v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
+            v.push(("DQ_STAGE_PAIRS", DQ_STAGE_PAIRS.to_string()));
             v.push((
                 "DQ_STORE",
                 r#"                    const int use = u;   // this warpgroup's chunk index in the step (c = wg + FM_WG * u)
@@ -752,13 +754,7 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                         if (lt == 0) fm_bulk_wait_read0();
                         fm_named_sync<128>(3 + cw);
                     }
-#pragma unroll
-                    for (int j = 0; j < $DQ_VALUES / 2; ++j) {
-                        // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
-                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(buf + (unsigned)(j * 128 + lt) * 8u),
-                                     "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
-                    }
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> bulk copy reads
+$DQ_STAGE_PAIRS
                     fm_named_sync<128>(3 + cw);
                     if (lt == 0) fm_bulk_reduce_add(dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64), buf, $DQ_CHUNK_BYTESu);"#
                     .to_string(),
@@ -774,15 +770,22 @@ fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)
                 "DQ_DRAIN_READ",
                 "if (lt == 0) fm_bulk_wait_read0();".to_string(),
             ));
-            v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
-            v.push(("POST_READ", POST_READ_PAIRS.to_string()));
-            v.push((
-                "POST_CHUNK_ORDER",
-                "[16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt".to_string(),
-            ));
+            v.extend(bulk_postprocess());
         }
     }
     v
+}
+
+/// The bulk reductions' postprocess: the fragment-order read of each chunk in pairs.
+fn bulk_postprocess() -> [(&'static str, String); 3] {
+    [
+        ("POSTPROCESS", POST_FRAGMENT.to_string()),
+        ("POST_READ", POST_READ_PAIRS.to_string()),
+        (
+            "POST_CHUNK_ORDER",
+            "[16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt".to_string(),
+        ),
+    ]
 }
 
 /// The dS tile's byte of `(query, key)`, checked affine before the swizzle
