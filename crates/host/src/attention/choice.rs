@@ -500,7 +500,8 @@ pub fn backward_window_steps(
 /// (`BackwardParams::head_section`, `key_tile::WINDOW_ORDER`) on `slots` SMs: for a
 /// causal walk of the window mode on the whole sequence, outside the deterministic mode
 /// and with one CTA per key tile, FlashAttention-4's L2 section (the largest power of two
-/// of planes whose queries, dO and f32 dQ rows fit in [`SECTION_L2_BYTES`]) where the
+/// of planes whose query head's Q, dO and f32 dQ rows fit in [`SECTION_L2_BYTES`]; a CTA
+/// walks its group's query heads one after another) where the
 /// list-scheduling estimate ([`persistent::makespan`]) ends the launch at least
 /// [`SECTION_MIN_GAIN`] earlier than the grid's order (which starts each plane's longest
 /// key tiles after the previous plane's shortest: causal S = 4096 and 8192 at H = 16);
@@ -526,9 +527,9 @@ pub fn backward_head_section(
     let group = (shape.heads / shape.kv_heads) as u64;
     let element = kernel.dtype().size() as u64;
     let d = shape.head_dim as u64;
-    // A plane's rows: Q and dO (element), the f32 dQ accumulator, of each of its query heads.
+    // The rows a plane's CTAs read at a time: Q and dO (element) and the f32 dQ accumulator
+    // of one query head (a CTA walks its group's heads one after another).
     let plane_bytes = (shape.seqlen_q as u64)
-        .saturating_mul(group)
         .saturating_mul(2 * d * element + 4 * d)
         .max(1);
     let planes = shape.kv_heads.saturating_mul(shape.batch);
@@ -843,9 +844,9 @@ mod tests {
             head_dim: 128,
         };
         let causal = |s| bwd_window(s, s, WINDOW_INFINITE, 0, 0);
-        // Causal S = 4096 and 8192 at H = 16: each plane's queries, dO and dQ rows take
-        // 4 and 8 MiB, so 8 and 4 planes per section; S = 8192 GQA 32:8 (four heads a
-        // plane): 32 MiB, one plane (no section).
+        // Causal S = 4096 and 8192 at H = 16: a query head's rows, dO and dQ take 4 and
+        // 8 MiB, so 8 and 4 planes per section; GQA 32:8 at S = 8192 as many (a CTA walks
+        // its four query heads one after another).
         assert_eq!(
             backward_head_section(&shape(4096, 16, 16), &k, &causal(4096), 132),
             8
@@ -856,7 +857,7 @@ mod tests {
         );
         assert_eq!(
             backward_head_section(&shape(8192, 32, 8), &k, &causal(8192), 132),
-            1
+            4
         );
         // S = 16384: the grid's order is within 2% of the sections' estimate.
         assert_eq!(
