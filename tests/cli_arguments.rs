@@ -68,6 +68,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("emit_source", ""),
     ("encoding", "row-major"),
     ("graph", ""),
+    ("group_slices", "2"),
     ("head_dim", "128"),
     ("head_major", ""),
     ("head_section", "4"),

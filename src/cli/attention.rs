@@ -180,7 +180,7 @@ pub struct ForwardArgs {
     /// longest first with its planes side by side. Default: the runtime's choice (causal
     /// calls: the heads whose K/V fit in L2); 1 is the plain order (head after head).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    head_section: Option<u32>,
+    pub(crate) head_section: Option<u32>,
 }
 
 /// `on` / `off` (also `true` / `false`).
@@ -291,14 +291,14 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
             name: "--backward --bench",
             uses: Some(forward_ids!(
                 "warmup", "warmup_ms", "iters", "out", "bench", "backward", "deterministic", "d_o",
-                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step"
+                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step", "group_slices"
             )),
         },
         (false, false, true, false) => Mode {
             name: "--backward (--warmup, --warmup-ms and --iters need --bench)",
             uses: Some(forward_ids!(
                 "out", "backward", "deterministic", "d_o", "dq_reduce", "dq_writer", "bwd_stages",
-                "bwd_step"
+                "bwd_step", "group_slices"
             )),
         },
         (false, false, false, true) => Mode {
@@ -465,11 +465,12 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             || args.backward_flags.dq_reduce.is_some()
             || args.backward_flags.dq_writer.is_some()
             || args.backward_flags.bwd_stages.is_some()
-            || args.backward_flags.bwd_step.is_some())
+            || args.backward_flags.bwd_step.is_some()
+            || args.backward_flags.group_slices.is_some())
     {
         return Err(
-            "--deterministic, --d-o, --dq-reduce, --dq-writer, --bwd-stages and --bwd-step need \
-             --backward"
+            "--deterministic, --d-o, --dq-reduce, --dq-writer, --bwd-stages, --bwd-step and \
+             --group-slices need --backward"
                 .into(),
         );
     }

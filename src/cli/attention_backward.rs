@@ -52,6 +52,11 @@ pub struct BackwardFlags {
     /// window walk (no mask, causal, sliding window). Default: the head dim's.
     #[arg(long)]
     pub bwd_step: Option<u32>,
+    /// CTAs of one cluster that share each KV head's query heads per key tile (for A/B
+    /// measurements): 1, 2, 4 or 8, dividing the query heads per KV head; 1 walks them all in
+    /// one CTA. Default: one query head per CTA under a causal mask, else 1.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub group_slices: Option<u32>,
 }
 
 /// Arguments of `fragmask bench backward`.
@@ -128,6 +133,9 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
     if flags.bwd_stages == Some(0) {
         return Err("--bwd-stages 0: the backward needs at least 1 Q/dO stage".into());
     }
+    if let Some(n) = flags.group_slices {
+        bwd::check_group_slices(&v.shape, n).map_err(|e| format!("--group-slices {n}: {e}"))?;
+    }
     bwd::backward_kernel(v.shape.head_dim, packed, &backward_opts(args, flags)).map_err(|e| {
         let stages = flags
             .bwd_stages
@@ -155,6 +163,8 @@ fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
         stages: flags.bwd_stages,
         step_m: flags.bwd_step,
         dq_writer: flags.dq_writer,
+        head_section: args.head_section,
+        group_slices: flags.group_slices,
         ..BackwardOptions::default()
     }
 }

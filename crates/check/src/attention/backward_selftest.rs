@@ -198,7 +198,49 @@ pub fn default_cases() -> Vec<BackwardCase> {
         head_section: Some(n),
         ..BackwardOptions::default()
     };
+    // A GQA group's query heads split over a cluster of CTAs per key tile
+    // (BackwardOptions::group_slices), reduced through distributed shared memory.
+    let slices = |n, section| BackwardOptions {
+        group_slices: Some(n),
+        head_section: section,
+        ..BackwardOptions::default()
+    };
     let mut cases = vec![
+        (
+            "group slices 2: causal batch 2 gqa 8/2 700 d128",
+            shape(2, 8, 2, 700, 700, 128),
+            window(None, Some(0), 0),
+            slices(2, None),
+            1,
+        ),
+        (
+            "group slices 4 (one head each): causal bottom-right gqa 8/2 300x500 d128",
+            shape(1, 8, 2, 300, 500, 128),
+            window(None, Some(0), 200),
+            slices(4, None),
+            1,
+        ),
+        (
+            "group slices 8 in launch sections of 4: causal batch 3 gqa 16/2 260 d128",
+            shape(3, 16, 2, 260, 260, 128),
+            window(None, Some(0), 0),
+            slices(8, Some(4)),
+            1,
+        ),
+        (
+            "group slices 2: window 100:30 gqa 4/1 450 d128",
+            shape(1, 4, 1, 450, 450, 128),
+            window(Some(100), Some(30), 0),
+            slices(2, None),
+            1,
+        ),
+        (
+            "group slices 2: no mask mqa 2/1 333x190 d128",
+            shape(1, 2, 1, 333, 190, 128),
+            window(None, None, 0),
+            slices(2, None),
+            1,
+        ),
         (
             "launch sections of 3 planes (last narrower): causal batch 2 gqa 4/2 300 d128",
             shape(2, 4, 2, 300, 300, 128),

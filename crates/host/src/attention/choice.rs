@@ -18,7 +18,7 @@ use fragmask_masks::{MaskSource, PackedMask, Region, TransposedLists};
 
 use super::backward::{transposed_lists, BackwardOptions};
 use super::persistent::TileSteps;
-use super::{blockmask, AttentionError, AttentionOptions, AttentionShape};
+use super::{blockmask, AttentionError, AttentionOptions, AttentionShape, Window};
 
 /// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
 /// launches (compiles nothing; refuses unsupported stages / overlap / ping-pong / head dims).
@@ -524,7 +524,10 @@ pub fn backward_head_section(
     {
         return 1;
     }
-    let group = (shape.heads / shape.kv_heads) as u64;
+    // Group slices (BackwardKernel::with_group_slices): each CTA walks `group / slices`
+    // query heads, and x runs the slices' key tiles one slice after the other.
+    let slices = kernel.group_slices().max(1);
+    let group = (shape.heads / shape.kv_heads) as u64 / u64::from(slices);
     let element = kernel.dtype().size() as u64;
     let d = shape.head_dim as u64;
     // The rows a plane's CTAs read at a time: Q and dO (element) and the f32 dQ accumulator
@@ -538,8 +541,9 @@ pub fn backward_head_section(
     if section <= 1 {
         return 1;
     }
+    let tile_steps = backward_window_steps(params, kernel.cta_n(), kernel.step_m(), group as u32);
     let steps = TileSteps::PerRowBlock {
-        steps: backward_window_steps(params, kernel.cta_n(), kernel.step_m(), group as u32),
+        steps: tile_steps.repeat(slices as usize),
         planes,
     };
     if steps.len() <= slots || steps.len() > SECTION_MAX_ESTIMATED_TILES {
@@ -676,8 +680,25 @@ pub fn backward_config(
             .unwrap_or(BACKWARD_DQ_WRITER && k.dq_writer_fits());
         k.with_dq_writer(writer)
     })
+    .and_then(|k| match opts.group_slices {
+        Some(n) => k.with_group_slices(n),
+        None => Ok(k),
+    })
     .map_err(AttentionError::Config)
     .and_then(|k| check_backward_head_section(&k, opts.head_section).map(|()| k))
+}
+
+/// Refuses `slices` GQA group slices (`BackwardOptions::group_slices`) that do not divide
+/// the query heads per KV head of `shape` (the kernel's own rule is
+/// `BackwardKernel::check_group_slices`).
+pub fn check_group_slices(shape: &AttentionShape, slices: u32) -> Result<(), AttentionError> {
+    let group = shape.heads / shape.kv_heads.max(1);
+    if slices == 0 || group % slices as usize != 0 {
+        return Err(AttentionError::Shape(format!(
+            "{slices} GQA group slices do not divide the group of {group} query heads per KV head"
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a named launch-order section (`BackwardOptions::head_section`) of 0, and one
@@ -704,6 +725,32 @@ fn check_backward_head_section(
             )))
         }
         _ => Ok(()),
+    }
+}
+
+/// The GQA group slices of the backward's window walk (`BackwardKernel::with_group_slices`)
+/// for a call without `BackwardOptions::group_slices`: under a causal mask, two query heads
+/// per CTA for groups of 4 or more (a power of two the kernel takes); 1 elsewhere. A CTA
+/// that walks its whole group runs walks of a different length per key tile, so the CTAs
+/// of a KV head drift onto different query heads and their rows leave L2 (GQA 64:8
+/// causal, S = 16384, one H100: L2 hit rate 79% against 97% for 16 heads;
+/// `session-2026-11-27r/gqa-diag/`). One H200, S = 16384 causal, against one slice, two
+/// runs of two rounds each (`session-2026-11-27r/gs-atomics/`): 64:8 two heads per CTA
+/// 0.902-0.907, one 0.911-0.912, four 0.915-0.917; 32:8 at batch 2 two heads
+/// 0.978-0.980, one 0.990-0.995. The caller checks that
+/// the workspace holds the accumulators.
+pub fn backward_group_slices(shape: &AttentionShape, kernel: &BackwardKernel, w: &Window) -> u32 {
+    /// Query heads each CTA walks.
+    const HEADS_PER_CTA: u32 = 2;
+    let causal_walk = w.left.is_none() && w.right.is_some();
+    let group = (shape.heads / shape.kv_heads.max(1)) as u32;
+    if !causal_walk || group < 2 * HEADS_PER_CTA || !group.is_power_of_two() {
+        return 1;
+    }
+    let slices = group / HEADS_PER_CTA;
+    match kernel.with_group_slices(slices) {
+        Ok(_) => slices,
+        Err(_) => 1,
     }
 }
 
@@ -893,6 +940,58 @@ mod tests {
             block_n: 128,
         };
         assert!(backward_config(128, lists, &named(4, false)).is_err());
+        assert!(backward_config(128, lists, &named(1, false)).is_ok());
+    }
+
+    #[test]
+    fn group_slices_default_to_two_heads_per_cta_under_a_causal_mask_only() {
+        let k = backward_config(128, BackwardMask::Window, &BackwardOptions::default()).unwrap();
+        let shape = |heads, kv_heads| AttentionShape {
+            batch: 1,
+            heads,
+            kv_heads,
+            seqlen_q: 4096,
+            seqlen_k: 4096,
+            head_dim: 128,
+        };
+        let causal = Window::causal();
+        let none = Window::NONE;
+        let sliding = Window {
+            left: Some(1024),
+            right: Some(0),
+            diag_offset: 0,
+        };
+        assert_eq!(backward_group_slices(&shape(64, 8), &k, &causal), 4);
+        assert_eq!(backward_group_slices(&shape(32, 8), &k, &causal), 2);
+        assert_eq!(backward_group_slices(&shape(16, 4), &k, &causal), 2);
+        for (heads, kv_heads) in [(16, 8), (16, 16), (12, 4), (24, 8)] {
+            assert_eq!(backward_group_slices(&shape(heads, kv_heads), &k, &causal), 1);
+        }
+        for w in [none, sliding] {
+            assert_eq!(backward_group_slices(&shape(64, 8), &k, &w), 1);
+        }
+        let det = BackwardOptions {
+            deterministic: true,
+            ..BackwardOptions::default()
+        };
+        let kd = backward_config(128, BackwardMask::Window, &det).unwrap();
+        assert_eq!(backward_group_slices(&shape(64, 8), &kd, &causal), 1);
+        // A named count must divide the group; the kernel refuses the modes it does not run.
+        assert!(check_group_slices(&shape(32, 8), 4).is_ok());
+        assert!(check_group_slices(&shape(32, 8), 8).is_err());
+        assert!(check_group_slices(&shape(32, 8), 0).is_err());
+        let named = |n, deterministic| BackwardOptions {
+            group_slices: Some(n),
+            deterministic,
+            ..BackwardOptions::default()
+        };
+        assert!(backward_config(128, BackwardMask::Window, &named(2, false)).is_ok());
+        assert!(backward_config(128, BackwardMask::Window, &named(2, true)).is_err());
+        let lists = BackwardMask::Blocks {
+            block_m: 128,
+            block_n: 128,
+        };
+        assert!(backward_config(128, lists, &named(2, false)).is_err());
         assert!(backward_config(128, lists, &named(1, false)).is_ok());
     }
 

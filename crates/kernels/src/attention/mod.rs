@@ -136,6 +136,9 @@ pub enum ConfigError {
     /// The backward's dQ writer warp ([`backward::BackwardKernel::with_dq_writer`]) with a
     /// configuration it does not run (the reason).
     DqWriter(String),
+    /// The backward's GQA group slices ([`backward::BackwardKernel::with_group_slices`])
+    /// with a configuration they do not run (the reason).
+    GroupSlices(String),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -206,6 +209,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::BackwardStep(why) => write!(f, "{why}"),
             ConfigError::QRegisters(why) => write!(f, "{why}"),
             ConfigError::DqWriter(why) => write!(f, "{why}"),
+            ConfigError::GroupSlices(why) => write!(f, "{why}"),
         }
     }
 }

@@ -34,14 +34,14 @@ pub use plan::{BackwardPlan, BackwardPointers, BackwardStages, SharedRows};
 
 pub use fragmask_kernels::attention::backward::DqReduce;
 // The backward's kernel choice lives with the forward's ([`super::choice`]).
-pub use super::choice::backward_kernel;
+pub use super::choice::{backward_kernel, check_group_slices};
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use cudarc::driver::{sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, BackwardParams, DQ_CHUNK_ROWS, KERNEL_NAME, POST_KERNEL_NAME,
-    PRE_KERNEL_NAME, ROWS_PER_BLOCK, ROW_PAD, STEP_M,
+    POST_KV_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, ROW_PAD, STEP_M,
 };
 use fragmask_kernels::attention::{ActDtype, WINDOW_INFINITE};
 use fragmask_masks::{PackedMask, TransposedLists};
@@ -82,6 +82,12 @@ pub struct BackwardOptions {
     /// ([`super::choice::backward_head_section`]). An error with a mask, in the
     /// deterministic mode or with column-split CTAs, which keep the grid's order.
     pub head_section: Option<u32>,
+    /// CTAs of one cluster that share a GQA group's query heads per key tile
+    /// (`BackwardKernel::with_group_slices`: 1, 2, 4 or 8, dividing the group; 1: one CTA
+    /// walks the whole group); `None` is the default
+    /// ([`super::choice::backward_group_slices`]). An error where the kernel does not
+    /// take them (masks, the deterministic mode, column-split CTAs).
+    pub group_slices: Option<u32>,
     /// Queries per step of the main kernel (`BackwardKernel::with_step_m`: 64, or 128 for
     /// head dim 64's window walk); `None` is the default.
     pub step_m: Option<u32>,
@@ -103,14 +109,32 @@ pub struct Gradients {
 }
 
 /// The backward's scratch: lse in log2 and `Dsum` (`[B, H, Sq_pad]` f32), the f32 dQ
-/// accumulator (`[B, H, Sq_pad, D]`), and the deterministic mode's semaphores, for every
-/// call whose shape [`Self::fits`]. `Sq_pad` is `Sq` rounded up to 128.
+/// accumulator (`[B, H, Sq_pad, D]`), the deterministic mode's semaphores, for every
+/// call whose shape [`Self::fits`], and for GQA shapes the f32 dK and dV accumulators of
+/// the group slices (`[B, Hkv, Sk, D]` each; `BackwardKernel::with_group_slices`,
+/// [`Self::fits_kv_accum`]). `Sq_pad` is `Sq` rounded up to 128.
 #[derive(Debug)]
 pub struct BackwardWorkspace {
     lse_log2: CudaSlice<f32>,
     dsum: CudaSlice<f32>,
     dq_accum: CudaSlice<f32>,
     sem: CudaSlice<i32>,
+    dk_accum: CudaSlice<f32>,
+    dv_accum: CudaSlice<f32>,
+}
+
+/// Elements of each f32 dK/dV accumulator of the group slices for `shape`: `[B, Hkv, Sk,
+/// D]` where query heads share a KV head (GQA, MQA), else none.
+fn kv_accum_len(shape: &AttentionShape) -> Result<usize, AttentionError> {
+    if shape.heads <= shape.kv_heads {
+        return Ok(0);
+    }
+    shape
+        .batch
+        .checked_mul(shape.kv_heads)
+        .and_then(|n| n.checked_mul(shape.seqlen_k))
+        .and_then(|n| n.checked_mul(shape.head_dim))
+        .ok_or_else(|| AttentionError::Shape(format!("backward workspace of {shape:?} overflows")))
 }
 
 /// Rows of the workspace for `seqlen_q`: rounded up to [`ROW_PAD`].
@@ -141,10 +165,14 @@ impl BackwardWorkspace {
             // SAFETY: the preprocess writes every element before the main kernel reads it.
             unsafe { stream.alloc::<f32>(n) }.map_err(driver("allocating the backward workspace"))
         };
+        let kv = kv_accum_len(shape)?.max(1);
         Ok(Self {
             lse_log2: alloc(rows)?,
             dsum: alloc(rows)?,
             dq_accum: alloc(accum)?,
+            // SAFETY: as above (the launch zeroes them before the main kernel adds into them).
+            dk_accum: alloc(kv)?,
+            dv_accum: alloc(kv)?,
             // SAFETY: as above (the preprocess zeroes the semaphores).
             sem: unsafe { stream.alloc::<i32>(sem.max(1)) }
                 .map_err(driver("allocating the backward workspace"))?,
@@ -161,6 +189,13 @@ impl BackwardWorkspace {
         })
     }
 
+    /// Whether the group slices' dK and dV accumulators hold `shape`'s keys (a GQA shape
+    /// at most this workspace's `B · Hkv · Sk · D`).
+    pub fn fits_kv_accum(&self, shape: &AttentionShape) -> bool {
+        kv_accum_len(shape)
+            .is_ok_and(|n| n > 0 && self.dk_accum.len() >= n && self.dv_accum.len() >= n)
+    }
+
     /// Device addresses `[lse_log2, dsum, dq_accum, sem]`.
     fn device_ptrs(&self, stream: &Arc<CudaStream>) -> [u64; 4] {
         [
@@ -168,6 +203,14 @@ impl BackwardWorkspace {
             self.dsum.device_ptr(stream).0,
             self.dq_accum.device_ptr(stream).0,
             self.sem.device_ptr(stream).0,
+        ]
+    }
+
+    /// Device addresses `[dk_accum, dv_accum]` of the group slices.
+    fn kv_accum_ptrs(&self, stream: &Arc<CudaStream>) -> [u64; 2] {
+        [
+            self.dk_accum.device_ptr(stream).0,
+            self.dv_accum.device_ptr(stream).0,
         ]
     }
 }
@@ -279,6 +322,8 @@ pub(crate) struct BackwardFunctions {
     pre: CudaFunction,
     main: CudaFunction,
     post: CudaFunction,
+    /// The kv postprocess of group slices (`BackwardKernel::with_group_slices`).
+    post_kv: Option<CudaFunction>,
 }
 
 /// The backward's compiled cubin and ptxas' report of the main kernel.
@@ -400,9 +445,11 @@ impl Resolved {
         // another call's main kernel would hold every SM it frees (its blocks resident,
         // waiting) ahead of a kernel another stream queued meanwhile (the dK/dV transfer
         // of a context-parallel backward, docs/distributed.md).
+        // Group slices (BackwardKernel::with_group_slices): x runs each slice's key tiles.
+        let slices = self.kernel.group_slices();
         let main = Launch::new(
             (
-                self.ctas * self.kernel.grid_split(),
+                self.ctas * self.kernel.grid_split() * slices,
                 s.kv_heads as u32,
                 batch,
             ),
@@ -410,6 +457,16 @@ impl Resolved {
         )
         .smem(self.kernel.smem_bytes())
         .dependent(run_pre);
+        // One warp per key row of the dK/dV accumulators, behind the main kernel.
+        let post_kv = Launch::new(
+            (
+                (s.seqlen_k as u32).div_ceil(ROWS_PER_BLOCK),
+                s.kv_heads as u32,
+                batch,
+            ),
+            32 * ROWS_PER_BLOCK,
+        )
+        .dependent(true);
         let post = match self.kernel.dq_reduce() {
             // One warp per query row of the row-major accumulator.
             DqReduce::Atomics => Launch::new(
@@ -428,6 +485,20 @@ impl Resolved {
         }
         .dependent(run_main);
         let params = [KernelArg::new(&self.params)];
+        let post_kv_fn = self.functions.post_kv.as_ref().filter(|_| slices > 1);
+        if let (true, Some(_)) = (run_main, post_kv_fn) {
+            // The group slices add into the dK and dV accumulators: zero the call's
+            // [B, Hkv, Sk, D] of each first (the workspace fits them: checked when resolved).
+            let n = s.batch * s.kv_heads * s.seqlen_k * s.head_dim;
+            for ptr in [self.params.0.dk_accum, self.params.0.dv_accum] {
+                // SAFETY: `ptr` is a live f32 allocation of the workspace with at least `n`
+                // elements (`BackwardWorkspace::fits_kv_accum`), used by this call's kernels
+                // only, in stream order.
+                unsafe { sys::cuMemsetD32Async(ptr, 0, n, stream.cu_stream()) }
+                    .result()
+                    .map_err(driver("zeroing the backward's dK/dV accumulators"))?;
+            }
+        }
         if run_pre {
             // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live
             // (contract).
@@ -446,6 +517,11 @@ impl Resolved {
             // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
             unsafe { launch(stream, &self.functions.main, main, &main_args) }
                 .map_err(driver("launching the backward kernel"))?;
+            if let Some(f) = post_kv_fn {
+                // SAFETY: as the preprocess (fm_bwd_params by value).
+                unsafe { launch(stream, f, post_kv, &params) }
+                    .map_err(driver("launching the backward kv postprocess"))?;
+            }
         }
         if run_post {
             // SAFETY: as the preprocess (fm_bwd_params by value).
@@ -502,7 +578,16 @@ impl AttentionRunner {
         let module = module_cache::load::<AttentionError>(
             self.stream().context(),
             ContentDigest::of_variant("attention backward", config),
-            &[PRE_KERNEL_NAME, KERNEL_NAME, POST_KERNEL_NAME],
+            if config.group_slices() > 1 {
+                &[
+                    PRE_KERNEL_NAME,
+                    KERNEL_NAME,
+                    POST_KERNEL_NAME,
+                    POST_KV_KERNEL_NAME,
+                ]
+            } else {
+                &[PRE_KERNEL_NAME, KERNEL_NAME, POST_KERNEL_NAME]
+            },
             || Ok(compile_backward_with(&self.compiler, config)?.cubin),
             |m| Ok(m.allow_dynamic_shared_memory(KERNEL_NAME, config.smem_bytes())?),
         )?;
@@ -510,6 +595,11 @@ impl AttentionRunner {
             pre: module.function(PRE_KERNEL_NAME)?,
             main: module.function(KERNEL_NAME)?,
             post: module.function(POST_KERNEL_NAME)?,
+            post_kv: if config.group_slices() > 1 {
+                Some(module.function(POST_KV_KERNEL_NAME)?)
+            } else {
+                None
+            },
         })
     }
 
@@ -782,6 +872,23 @@ impl AttentionRunner {
             )?,
             None => backward_kernel(shape.head_dim, host_mask, opts)?,
         };
+        let slices = match (opts.group_slices, mask) {
+            (Some(n), _) => n,
+            (None, RawBackwardMask::Window(w)) if ws.fits_kv_accum(&shape) => {
+                super::choice::backward_group_slices(&shape, &kernel, w)
+            }
+            (None, _) => 1,
+        };
+        super::choice::check_group_slices(&shape, slices)?;
+        if slices > 1 && !ws.fits_kv_accum(&shape) {
+            return Err(AttentionError::Shape(format!(
+                "{slices} GQA group slices add dK and dV into the workspace's f32 accumulators, \
+                 which do not hold {shape:?} (a workspace made for a GQA shape with as many keys)"
+            )));
+        }
+        let kernel = kernel
+            .with_group_slices(slices)
+            .map_err(AttentionError::Config)?;
         let dt = kernel.dtype();
         let n = kernel.cta_n();
         let maps = [
@@ -793,6 +900,7 @@ impl AttentionRunner {
         let functions = self.backward_functions(&kernel)?;
         let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
         let [lse_log2, dsum, dq_accum, sem] = ws.device_ptrs(&self.stream);
+        let [dk_accum, dv_accum] = ws.kv_accum_ptrs(&self.stream);
         let i64s = |x: usize| x as i64;
         let mut params = BackwardParams {
             o: o.ptr,
@@ -802,6 +910,8 @@ impl AttentionRunner {
             dsum,
             dq_accum,
             sem,
+            dk_accum,
+            dv_accum,
             dq: grads.dq,
             dk: grads.dk,
             dv: grads.dv,

@@ -217,7 +217,7 @@ impl BackwardPlan {
             None => r.shape,
             Some(shared) => shared_layout(r.shape, r.kernel.deterministic(), shared, stages)?,
         };
-        if !ws.fits(&layout) {
+        if !ws.fits(&layout) || (r.kernel.group_slices() > 1 && !ws.fits_kv_accum(&r.shape)) {
             return Err(AttentionError::Shape(format!(
                 "the backward workspace is too small for {layout:?}"
             )));
@@ -231,6 +231,7 @@ impl BackwardPlan {
         (p.o, p.d_o, p.lse) = (ptrs.o, ptrs.d_o, ptrs.lse);
         (p.dq, p.dk, p.dv) = (g.dq, g.dk, g.dv);
         [p.lse_log2, p.dsum, p.dq_accum, p.sem] = ws.device_ptrs(stream);
+        [p.dk_accum, p.dv_accum] = ws.kv_accum_ptrs(stream);
         if let Some(shared) = stages.rows {
             // The workspace is laid out by the sharing call's padded rows: [B, H, rows]
             // and [B, H, rows, D] f32 (the Bulk accumulator's 64-row steps are D * 64

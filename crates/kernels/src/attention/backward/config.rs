@@ -96,7 +96,12 @@ pub struct BackwardKernel {
     pair: bool,
     step_m: u32,
     dq_writer: bool,
+    group_slices: u32,
 }
+
+/// The most CTAs a GQA group's query heads are split over per key tile
+/// ([`BackwardKernel::with_group_slices`]).
+pub const MAX_GROUP_SLICES: u32 = 16;
 
 /// dQ chunks (64 queries x 64 columns) one warpgroup computes per step: the step's
 /// `step_m / 64` query halves times `dkv / 64` column chunks, over the warpgroups.
@@ -227,6 +232,7 @@ impl BackwardKernel {
             pair: false,
             step_m: STEP_M,
             dq_writer: false,
+            group_slices: 1,
         }
         .with_stages(stages)
     }
@@ -234,7 +240,8 @@ impl BackwardKernel {
     /// Every variant the compile sweeps cover: the default of head dims 64/128/256 for a
     /// window, the documents grid and 128x128 and 64x64 mask tiles, each in bf16 and fp16,
     /// deterministic or not, with each dQ reduction (bulk, row-major atomics, fragment-order
-    /// atomics), the dQ writer warp where it fits, and head dim 256's two-CTA column split. The NVRTC compile test and
+    /// atomics), the dQ writer warp where it fits, GQA group slices of 2 and 8 where the
+    /// window walk takes them, and head dim 256's two-CTA column split. The NVRTC compile test and
     /// `examples/kernel_fingerprints` both walk it.
     pub fn compile_sweep() -> Result<Vec<Self>, ConfigError> {
         use DqReduce::{Atomics, Bulk, FragmentAtomics};
@@ -274,6 +281,13 @@ impl BackwardKernel {
                 let k = Self::default_for(d, mask)?;
                 if k.dq_writer_fits() {
                     push(k.with_dq_writer(true)?);
+                }
+                // GQA group slices (2 and 8) where the window walk takes them.
+                for slices in [2, 8] {
+                    let writer = k.with_dq_writer(k.dq_writer_fits())?;
+                    if let Ok(sliced) = writer.with_group_slices(slices) {
+                        push(sliced);
+                    }
                 }
             }
             // Head dim 64's wide step (`with_step_m(WIDE_STEP_M)`) with each dQ reduction
@@ -598,6 +612,49 @@ impl BackwardKernel {
         Ok(())
     }
 
+    /// The query heads of a GQA group split over `slices` CTAs per key tile (1: one CTA
+    /// walks them all, summing dK and dV in registers). Each CTA walks `group / slices`
+    /// heads and adds its dK and dV into f32 accumulators (`BackwardParams::dk_accum`,
+    /// `dv_accum`: `red.global.add`, zeroed before the main kernel), which a fourth kernel
+    /// casts ([`super::POST_KV_KERNEL_NAME`]); the grid's x runs one slice's key tiles after
+    /// the other's, so the CTAs running at once walk the same query head, as they do
+    /// without GQA (FlashAttention-3/4's GQA backward, `dk_accum`). Taken by the window walk
+    /// without the column split or the pair mode, outside the deterministic mode (the
+    /// accumulators' sums are not ordered; [`Self::check_group_slices`]).
+    pub fn with_group_slices(mut self, slices: u32) -> Result<Self, ConfigError> {
+        self.group_slices = slices;
+        self.check_group_slices()?;
+        Ok(self)
+    }
+
+    /// CTAs per key tile that share the GQA group's query heads
+    /// ([`Self::with_group_slices`]).
+    pub fn group_slices(&self) -> u32 {
+        self.group_slices
+    }
+
+    /// Refuses group slices ([`Self::with_group_slices`]) where they do not run; the
+    /// generator calls it again, after every builder.
+    pub fn check_group_slices(&self) -> Result<(), ConfigError> {
+        let s = self.group_slices;
+        let ok = s == 1
+            || (s.is_power_of_two()
+                && s <= MAX_GROUP_SLICES
+                && self.mask == BackwardMask::Window
+                && !self.deterministic
+                && !self.pair
+                && self.d_split == 1);
+        if !ok {
+            return Err(ConfigError::GroupSlices(format!(
+                "GQA group slices take a power of two up to {MAX_GROUP_SLICES} CTAs of the window \
+                 walk, without the column split, the pair mode or the deterministic mode: not {s} \
+                 slices of {}",
+                self.label()
+            )));
+        }
+        Ok(())
+    }
+
     /// Staging buffers per warpgroup for the bulk dQ path (0 with atomics).
     pub fn dq_buffers(&self) -> u32 {
         match self.dq_reduce {
@@ -715,6 +772,11 @@ impl BackwardKernel {
             + if self.pair { " pair" } else { "" }
             + if self.step_m != STEP_M { " q128" } else { "" }
             + if self.dq_writer { " dqw" } else { "" }
+            + &if self.group_slices > 1 {
+                format!(" gs{}", self.group_slices)
+            } else {
+                String::new()
+            }
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).
@@ -740,6 +802,38 @@ pub(crate) const SWEEP_MASKS: [BackwardMask; 3] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_slices_run_only_the_window_walk_outside_the_deterministic_and_split_modes() {
+        let window = BackwardKernel::default_for(128, BackwardMask::Window).unwrap();
+        for slices in [1, 2, 4, 8, MAX_GROUP_SLICES] {
+            let k = window.with_group_slices(slices).unwrap();
+            assert_eq!(k.group_slices(), slices);
+            assert!(k.source().is_ok(), "{}", k.label());
+        }
+        let d256 = BackwardKernel::default_for(256, BackwardMask::Window).unwrap();
+        for bad in [
+            window.with_group_slices(0),
+            window.with_group_slices(3),
+            window.with_group_slices(2 * MAX_GROUP_SLICES),
+            window.with_deterministic(true).with_group_slices(2),
+            BackwardKernel::default_for(128, SWEEP_MASKS[1])
+                .unwrap()
+                .with_group_slices(2),
+            BackwardKernel::default_for(128, BackwardMask::Documents)
+                .unwrap()
+                .with_group_slices(2),
+            d256.with_group_slices(2),
+            BackwardKernel::new(1, 256, 2, 2, BackwardMask::Window)
+                .unwrap()
+                .with_group_slices(2),
+        ] {
+            assert!(matches!(bad, Err(ConfigError::GroupSlices(_))), "{bad:?}");
+        }
+        // A builder after the slices cannot slip a refused mode past the generator.
+        let sliced = window.with_group_slices(4).unwrap().with_deterministic(true);
+        assert!(matches!(sliced.source(), Err(ConfigError::GroupSlices(_))));
+    }
 
     #[test]
     fn the_wide_step_is_refused_with_a_typed_error_outside_its_configurations() {

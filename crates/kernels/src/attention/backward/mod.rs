@@ -27,7 +27,7 @@ mod config;
 mod source;
 mod template;
 
-pub use config::{BackwardKernel, BackwardMask, DqReduce, DQ_CHUNK_BYTES};
+pub use config::{BackwardKernel, BackwardMask, DqReduce, DQ_CHUNK_BYTES, MAX_GROUP_SLICES};
 
 /// Name of the generated main (dK, dV, dQ-accumulate) kernel.
 pub const KERNEL_NAME: &str = "fragmask_attention_bwd";
@@ -35,6 +35,9 @@ pub const KERNEL_NAME: &str = "fragmask_attention_bwd";
 pub const PRE_KERNEL_NAME: &str = "fragmask_attention_bwd_pre";
 /// Name of the postprocess kernel (dQ scale and cast).
 pub const POST_KERNEL_NAME: &str = "fragmask_attention_bwd_post";
+/// Name of the kv postprocess kernel (dK, dV cast from their f32 accumulators), generated
+/// only with GQA group slices ([`BackwardKernel::with_group_slices`]).
+pub const POST_KV_KERNEL_NAME: &str = "fragmask_attention_bwd_post_kv";
 /// Queries per step of the main kernel (the N of `Sᵀ`) by default; head dim 64's window
 /// walk, documents grid and 128x128 tile lists take [`WIDE_STEP_M`]
 /// ([`BackwardKernel::with_step_m`]).
@@ -68,6 +71,10 @@ crate::abi_struct! {
         dq_accum: Ptr("float*"),
         /// [B, H, Sq_pad / 64, d_split] semaphores of the deterministic mode.
         sem: Ptr("int*"),
+        /// [B, Hkv, Sk, D] f32 dK accumulator of the group slices (zeroed before the main kernel).
+        dk_accum: Ptr("float*"),
+        /// [B, Hkv, Sk, D] f32 dV accumulator of the group slices (zeroed before the main kernel).
+        dv_accum: Ptr("float*"),
         /// [B, H, Sq, D] dQ output (contiguous).
         dq: Ptr("unsigned short*"),
         /// [B, Hkv, Sk, D] dK output (contiguous).

@@ -10,7 +10,7 @@ use super::config::P_EXCHANGE_BYTES;
 use super::template::{POST_FRAGMENT, POST_READ_PAIRS, POST_READ_QUADS, POST_ROWS, TEMPLATE};
 use super::{
     BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, DQ_CHUNK_ROWS,
-    KERNEL_NAME, POST_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK,
+    KERNEL_NAME, POST_KERNEL_NAME, POST_KV_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK,
 };
 use crate::attention::ConfigError;
 use crate::cuda::PRELUDE;
@@ -292,6 +292,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     k.check_smem()?;
     k.check_step()?;
     k.check_dq_writer()?;
+    k.check_group_slices()?;
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
@@ -400,6 +401,15 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             (128 * k.warpgroups() * k.column_warpgroups()).to_string(),
         ),
         ("GRID_SPLIT", k.grid_split().to_string()),
+        ("GROUP_SLICES", k.group_slices().to_string()),
+        (
+            "GROUP_ADD",
+            if k.group_slices() > 1 { GROUP_ADD } else { "" }.to_string(),
+        ),
+        (
+            "POST_KV",
+            if k.group_slices() > 1 { POST_KV } else { "" }.to_string(),
+        ),
         (
             "PX_BYTES",
             if k.pair() { P_EXCHANGE_BYTES } else { 0 }.to_string(),
@@ -527,6 +537,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
     values.extend(dq_pieces(k, &dq_map));
+    if k.group_slices() > 1 {
+        values.push(("POST_KV_KERNEL", POST_KV_KERNEL_NAME.to_string()));
+    }
     // The window walk on the whole sequence reads its CTA's place off the launch order's
     // sections; the lists (their own dispatch order) and the documents grid take the grid's.
     let (cta_order, cta_place, cta_place_doc) = match k.mask() {
@@ -644,7 +657,7 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
             // ---------------- dQ writer: warp 1 issues the consumers' bulk dQ reductions ----------------
             const int lane = (int)threadIdx.x - 32;
             const int d0 = split * FM_DKV;   // first dQ column of this CTA
-            for (int gi = 0; gi < group; ++gi) {
+            for (int gi = g0; gi < g1; ++gi) {
                 const int head = kv_head * group + gi;
                 const long long bh = (long long)batch * p.heads + head;
                 const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
@@ -670,6 +683,48 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
                 }
             }
             if (lane == 0) fm_bulk_wait_read0();   // no bulk read of the staging buffers outlives the CTA
+"#;
+
+/// The group slices' epilogue ([`BackwardKernel::with_group_slices`]), consumer threads:
+/// this CTA's `dK · scale` and `dV` (its slice of the group's query heads) added into the
+/// f32 accumulators `[B, Hkv, Sk, D]` from the registers (row-major, `red.global.add.v2.f32`),
+/// which the kv postprocess ([`POST_KV`]) casts. (Staging both in shared memory for two TMA
+/// bulk reductions ran the same: 64:8 causal 1.004, one H200, 2 rounds;
+/// `session-2026-11-27r/gs-atomics/`.)
+const GROUP_ADD: &str = r#"        // ---- epilogue (group slices): dK * scale and dV added into the f32 accumulators [B, Hkv, Sk, D], keys < $KEY_END ----
+        const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
+#pragma unroll
+        for (int i = 0; i < $DKV_VALUES; i += 2) {
+            // $LAYOUT_DKV value mode: values i, i+1 are adjacent columns of one row (checked by the generator)
+            const int key = $KEY_ROW0 + 64 * wg + kv_row + $VALUE_ROW_DKV;
+            const int col = d0 + kv_col + $VALUE_COL_DKV;
+            if (key < $KEY_END) {
+                const long long off = (kv_row0 + key) * FM_D + col;
+                fm_red_add2(p.dk_accum + off, dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
+                fm_red_add2(p.dv_accum + off, dv_acc[i], dv_acc[i + 1]);
+            }
+        }"#;
+
+/// The kv postprocess of the group slices ([`BackwardKernel::with_group_slices`]): dK and
+/// dV cast from their f32 accumulators, one warp per key row.
+const POST_KV: &str = r#"// ---------------- kv postprocess (group slices): dK, dV cast from the f32 accumulators [B, Hkv, Sk, D] ----------------
+extern "C" __global__ void __launch_bounds__(32 * $ROWS_PER_BLOCK)
+$POST_KV_KERNEL(const __grid_constant__ fm_bwd_params p)
+{
+    fm_wait_prior_grids();   // the main kernel's dK/dV reductions
+    const int row = (int)(blockIdx.x * $ROWS_PER_BLOCK + threadIdx.x / 32u);
+    const int lane = (int)(threadIdx.x % 32u);
+    const int kv_head = (int)blockIdx.y, batch = (int)blockIdx.z;
+    if (row >= p.seqlen_k) return;
+    const long long off = (((long long)batch * p.kv_heads + kv_head) * p.seqlen_k + row) * FM_D;
+    const float2* dk = reinterpret_cast<const float2*>(p.dk_accum + off);
+    const float2* dv = reinterpret_cast<const float2*>(p.dv_accum + off);
+    for (int c = lane; c < FM_D / 2; c += 32) {
+        const float2 k = dk[c], v = dv[c];
+        reinterpret_cast<unsigned*>(p.dk + off)[c] = fm_act2(k.x, k.y);
+        reinterpret_cast<unsigned*>(p.dv + off)[c] = fm_act2(v.x, v.y);
+    }
+}
 "#;
 
 /// The dQ epilogue of each reduction mode: the store of a chunk, what runs before the dS

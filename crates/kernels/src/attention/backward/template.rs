@@ -19,6 +19,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_CWG $CWG                   // consumer warpgroups per 64-key group (column halves)
 #define FM_CONSUMERS $CONSUMERS            // consumer threads (128 * FM_WG * FM_CWG)
 #define FM_GRID_SPLIT $GRID_SPLIT            // CTAs per key tile (FM_DSPLIT / FM_CWG)
+#define FM_GROUP_SLICES $GROUP_SLICES          // CTAs per key tile sharing the GQA group's query heads (BackwardKernel::with_group_slices)
 #define FM_PX_BYTES $PX_BYTES           // the pair mode's P exchange (f32, [FM_STEP_M * 64 / 4][128 threads][4]); 0 otherwise
 #define FM_STAGES $STAGES                // Q/dO stages
 #define FM_SUB $SUB                   // CTAs per mask key tile
@@ -99,6 +100,7 @@ $PRE_KERNEL(const __grid_constant__ fm_bwd_params p)
 }
 
 $POSTPROCESS
+$POST_KV
 $CTA_ORDER
 $SCHEDULE
 $MASK_APPLY
@@ -150,11 +152,24 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
     const int half = 0;
 #endif
     // The CTA's place (x, KV head, batch): $CTA_PLACE_DOC.
+#if FM_GROUP_SLICES > 1
+    // Group slices: x is slice * (the key tiles' x extent) + x of the tile, so each slice's key tiles run in the
+    // launch order one after another (the query heads of a KV head one slice at a time, as separate heads are).
+    const uint3 cta_slice = $CTA_PLACE;
+    const unsigned tiles_x = gridDim.x / FM_GROUP_SLICES;
+    const uint3 cta = make_uint3(cta_slice.x % tiles_x, cta_slice.y, cta_slice.z);
+    const int slice = (int)(cta_slice.x / tiles_x);
+#else
     const uint3 cta = $CTA_PLACE;
+    const int slice = 0;
+#endif
     const int split = (int)(cta.x % FM_GRID_SPLIT) * FM_CWG + half;
     const int kv_head = (int)cta.y;
     const int batch = (int)cta.z;
     const int group = p.heads / p.kv_heads;   // query heads per K/V head (GQA / MQA)
+    // The query heads this CTA walks: its slice of the group.
+    const int slice_heads = group / FM_GROUP_SLICES;
+    const int g0 = slice * slice_heads, g1 = g0 + slice_heads;
     // The key tile (the dispatch order of the group's first head; uniform over the CTA).
 $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_BLOCK);
     if (n_cta < 0) return;
@@ -190,7 +205,7 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
             const int lane = (int)threadIdx.x;
             unsigned it = 0;
             bool kv_loaded = false;
-            for (int gi = 0; gi < group; ++gi) {
+            for (int gi = g0; gi < g1; ++gi) {
                 const int head = kv_head * group + gi;
                 const long long bh = (long long)batch * p.heads + head;
                 const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
@@ -299,7 +314,7 @@ $DQ_WRITER_WARP        }
         const unsigned ds_st0 = fm_sw128((unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
                                          + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES);
         unsigned it = 0;
-        for (int gi = 0; gi < group; ++gi) {
+        for (int gi = g0; gi < g1; ++gi) {
             const int head = kv_head * group + gi;
             const long long bh = (long long)batch * p.heads + head;
             const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
@@ -526,6 +541,9 @@ $DQ_STORE
             }
         }
         $DQ_DRAIN_READ   // no bulk read of the staging buffers outlives the CTA (their global writes need not complete here)
+#if FM_GROUP_SLICES > 1
+$GROUP_ADD
+#else
         // ---- epilogue: dK * scale and dV, $ACT, keys < $KEY_END ----
         const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
         if (((reinterpret_cast<unsigned long long>(p.dk) | reinterpret_cast<unsigned long long>(p.dv)) & 15ull) == 0ull) {
@@ -546,6 +564,7 @@ $KV_STAGED        } else {
                 }
             }
         }
+#endif
     }
 }
 "#;
