@@ -965,7 +965,10 @@ mod tests {
         assert_eq!(backward_group_slices(&shape(32, 8), &k, &causal), 2);
         assert_eq!(backward_group_slices(&shape(16, 4), &k, &causal), 2);
         for (heads, kv_heads) in [(16, 8), (16, 16), (12, 4), (24, 8)] {
-            assert_eq!(backward_group_slices(&shape(heads, kv_heads), &k, &causal), 1);
+            assert_eq!(
+                backward_group_slices(&shape(heads, kv_heads), &k, &causal),
+                1
+            );
         }
         for w in [none, sliding] {
             assert_eq!(backward_group_slices(&shape(64, 8), &k, &w), 1);

@@ -831,7 +831,10 @@ mod tests {
             assert!(matches!(bad, Err(ConfigError::GroupSlices(_))), "{bad:?}");
         }
         // A builder after the slices cannot slip a refused mode past the generator.
-        let sliced = window.with_group_slices(4).unwrap().with_deterministic(true);
+        let sliced = window
+            .with_group_slices(4)
+            .unwrap()
+            .with_deterministic(true);
         assert!(matches!(sliced.source(), Err(ConfigError::GroupSlices(_))));
     }
 
