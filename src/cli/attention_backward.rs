@@ -52,9 +52,10 @@ pub struct BackwardFlags {
     /// window walk (no mask, causal, sliding window). Default: the head dim's.
     #[arg(long)]
     pub bwd_step: Option<u32>,
-    /// CTAs of one cluster that share each KV head's query heads per key tile (for A/B
-    /// measurements): 1, 2, 4 or 8, dividing the query heads per KV head; 1 walks them all in
-    /// one CTA. Default: one query head per CTA under a causal mask, else 1.
+    /// CTAs per key tile that share each KV head's query heads, adding dK and dV into f32
+    /// accumulators (for A/B measurements): a power of two up to 16 dividing the query heads
+    /// per KV head; 1 walks them all in one CTA. Default: two query heads per CTA under a
+    /// causal mask with 4 or more query heads per KV head, else 1.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub group_slices: Option<u32>,
 }

@@ -82,9 +82,9 @@ pub struct BackwardOptions {
     /// ([`super::choice::backward_head_section`]). An error with a mask, in the
     /// deterministic mode or with column-split CTAs, which keep the grid's order.
     pub head_section: Option<u32>,
-    /// CTAs of one cluster that share a GQA group's query heads per key tile
-    /// (`BackwardKernel::with_group_slices`: 1, 2, 4 or 8, dividing the group; 1: one CTA
-    /// walks the whole group); `None` is the default
+    /// CTAs per key tile that share a GQA group's query heads, adding dK and dV into the
+    /// workspace's f32 accumulators (`BackwardKernel::with_group_slices`: a power of two
+    /// dividing the group; 1: one CTA walks the whole group); `None` is the default
     /// ([`super::choice::backward_group_slices`]). An error where the kernel does not
     /// take them (masks, the deterministic mode, column-split CTAs).
     pub group_slices: Option<u32>,

@@ -1,7 +1,8 @@
 //! Masked attention backward for SM90 (H100): dQ, dK, dV from Q, K, V, O, lse and dO
 //! (docs/backward.md; FlashAttention-3's backward structure, read for understanding).
 //!
-//! [`BackwardKernel::source`] generates one header-free translation unit with three kernels:
+//! [`BackwardKernel::source`] generates one header-free translation unit with three kernels
+//! (four with GQA group slices):
 //! - [`PRE_KERNEL_NAME`]: `Dsum = rowsum(dO ∘ O)` (f32), `lse` moved to the log2 domain
 //!   (`+inf` for rows with no visible key and for padding rows, so their P is 0), the f32 dQ
 //!   accumulator and the deterministic mode's semaphores zeroed;
@@ -15,11 +16,15 @@
 //!   registers for the whole CTA), `dS` to shared memory and `dQ += dS K` (SS) reduced into the
 //!   f32 accumulator ([`DqReduce`]: TMA bulk reductions of staged chunks, or `red.global.add`
 //!   from the registers, in the accumulator's register order or row-major);
-//! - [`POST_KERNEL_NAME`]: `dQ = scale · accumulator` to bf16/fp16.
+//! - [`POST_KERNEL_NAME`]: `dQ = scale · accumulator` to bf16/fp16;
+//! - [`POST_KV_KERNEL_NAME`] (only with [`BackwardKernel::with_group_slices`]): dK and dV cast
+//!   from their f32 accumulators.
 //!
 //! Conventions are the forward's ([`super`]): natural-log `lse`, window semantics, GQA head
 //! `h / (H / Hkv)`. dK and dV are summed over the query heads of a group in registers (one CTA
-//! walks all of them), so they need no atomics and are deterministic; dQ is deterministic in
+//! walks all of them), so they need no atomics and are deterministic, unless group slices
+//! split the heads over several CTAs, which add into f32 accumulators (docs/backward.md,
+//! "GQA"; refused in the deterministic mode); dQ is deterministic in
 //! [`BackwardKernel::with_deterministic`] mode (a per-(query step, split) semaphore orders the
 //! reductions by key tile, as FlashAttention-3's `Deterministic`).
 
