@@ -537,8 +537,12 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
     values.extend(dq_pieces(k, &dq_map));
+    values.push(("DKV_PAIRS_CAST", dkv_pairs("DKV_STORE_CAST")));
+    values.push(("DKV_STORE_CAST", DKV_STORE_CAST.to_string()));
     if k.group_slices() > 1 {
         values.push(("POST_KV_KERNEL", POST_KV_KERNEL_NAME.to_string()));
+        values.push(("DKV_PAIRS_ADD", dkv_pairs("DKV_STORE_ADD")));
+        values.push(("DKV_STORE_ADD", DKV_STORE_ADD.to_string()));
     }
     // The window walk on the whole sequence reads its CTA's place off the launch order's
     // sections; the lists (their own dispatch order) and the documents grid take the grid's.
@@ -693,17 +697,35 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
 /// `session-2026-11-27r/gs-atomics/`.)
 const GROUP_ADD: &str = r#"        // ---- epilogue (group slices): dK * scale and dV added into the f32 accumulators [B, Hkv, Sk, D], keys < $KEY_END ----
         const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
-#pragma unroll
-        for (int i = 0; i < $DKV_VALUES; i += 2) {
-            // $LAYOUT_DKV value mode: values i, i+1 are adjacent columns of one row (checked by the generator)
-            const int key = $KEY_ROW0 + 64 * wg + kv_row + $VALUE_ROW_DKV;
-            const int col = d0 + kv_col + $VALUE_COL_DKV;
-            if (key < $KEY_END) {
-                const long long off = (kv_row0 + key) * FM_D + col;
-                fm_red_add2(p.dk_accum + off, dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
-                fm_red_add2(p.dv_accum + off, dv_acc[i], dv_acc[i + 1]);
-            }
-        }"#;
+$DKV_PAIRS_ADD"#;
+
+/// The dK/dV epilogue's walk over a thread's value pairs from the registers: the key and
+/// column of pair `i` ($LAYOUT_DKV), then, for the keys below the bound, the placeholder
+/// `store` (`off`: the element offset of the pair in `[B, Hkv, Sk, D]`): [`DKV_STORE_CAST`]
+/// to the outputs, or the group slices' [`DKV_STORE_ADD`] into the f32 accumulators.
+fn dkv_pairs(store: &str) -> String {
+    format!(
+        r#"#pragma unroll
+            for (int i = 0; i < $DKV_VALUES; i += 2) {{
+                // $LAYOUT_DKV value mode: values i, i+1 are adjacent columns of one row (checked by the generator)
+                const int key = $KEY_ROW0 + 64 * wg + kv_row + $VALUE_ROW_DKV;
+                const int col = d0 + kv_col + $VALUE_COL_DKV;
+                if (key < $KEY_END) {{
+                    const long long off = (kv_row0 + key) * FM_D + col;
+${store}
+                }}
+            }}"#
+    )
+}
+
+/// [`dkv_pairs`]' store of the outputs: `dK · scale` and `dV` cast to the element type.
+const DKV_STORE_CAST: &str = "                    *reinterpret_cast<unsigned*>(p.dk + off) = fm_act2(dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
+                    *reinterpret_cast<unsigned*>(p.dv + off) = fm_act2(dv_acc[i], dv_acc[i + 1]);";
+
+/// [`dkv_pairs`]' store of the group slices: `dK · scale` and `dV` added into the f32
+/// accumulators.
+const DKV_STORE_ADD: &str = "                    fm_red_add2(p.dk_accum + off, dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
+                    fm_red_add2(p.dv_accum + off, dv_acc[i], dv_acc[i + 1]);";
 
 /// The kv postprocess of the group slices ([`BackwardKernel::with_group_slices`]): dK and
 /// dV cast from their f32 accumulators, one warp per key row.

@@ -552,17 +552,7 @@ $GROUP_ADD
             // go to global memory in 16-byte pieces.
             fm_named_sync<FM_CONSUMERS>(1);   // no wgmma reads K or V any more
 $KV_STAGED        } else {
-#pragma unroll
-            for (int i = 0; i < $DKV_VALUES; i += 2) {
-                // $LAYOUT_DKV value mode: values i, i+1 are adjacent columns of one row (checked by the generator)
-                const int key = $KEY_ROW0 + 64 * wg + kv_row + $VALUE_ROW_DKV;
-                const int col = d0 + kv_col + $VALUE_COL_DKV;
-                if (key < $KEY_END) {
-                    const long long off = (kv_row0 + key) * FM_D + col;
-                    *reinterpret_cast<unsigned*>(p.dk + off) = fm_act2(dk_acc[i] * p.scale, dk_acc[i + 1] * p.scale);
-                    *reinterpret_cast<unsigned*>(p.dv + off) = fm_act2(dv_acc[i], dv_acc[i + 1]);
-                }
-            }
+$DKV_PAIRS_CAST
         }
 #endif
     }
