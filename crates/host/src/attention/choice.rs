@@ -773,18 +773,7 @@ mod tests {
     use crate::attention::persistent::{tile_steps, window_steps};
 
     /// The backward's modes: the window walk, the documents grid, 128x128 and 64x64 tiles.
-    const BACKWARD_MODES: [BackwardMask; 4] = [
-        BackwardMask::Window,
-        BackwardMask::Documents,
-        BackwardMask::Blocks {
-            block_m: 128,
-            block_n: 128,
-        },
-        BackwardMask::Blocks {
-            block_m: 64,
-            block_n: 64,
-        },
-    ];
+    const BACKWARD_MODES: [BackwardMask; 4] = BackwardMask::ALL;
 
     /// Calls `f` with every head dim, mode and determinism the backward takes (the
     /// documents grid is never deterministic), the default options of each.

@@ -50,6 +50,23 @@ pub enum BackwardMask {
     Documents,
 }
 
+impl BackwardMask {
+    /// Every mode with its default tiles: the window walk, the documents grid, and masks
+    /// packed at 128x128 and 64x64 (the modes the configuration tests and sweeps walk).
+    pub const ALL: [BackwardMask; 4] = [
+        BackwardMask::Window,
+        BackwardMask::Documents,
+        BackwardMask::Blocks {
+            block_m: 128,
+            block_n: 128,
+        },
+        BackwardMask::Blocks {
+            block_m: 64,
+            block_n: 64,
+        },
+    ];
+}
+
 /// How the main kernel adds its dQ chunks into the f32 accumulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DqReduce {
@@ -788,15 +805,9 @@ impl BackwardKernel {
 /// The masks whose default kernels the compile sweep and the configuration tests cover: a
 /// window and 128x128 and 64x64 mask tiles.
 pub(crate) const SWEEP_MASKS: [BackwardMask; 3] = [
-    BackwardMask::Window,
-    BackwardMask::Blocks {
-        block_m: 128,
-        block_n: 128,
-    },
-    BackwardMask::Blocks {
-        block_m: 64,
-        block_n: 64,
-    },
+    BackwardMask::ALL[0],
+    BackwardMask::ALL[2],
+    BackwardMask::ALL[3],
 ];
 
 #[cfg(test)]
