@@ -418,6 +418,44 @@ fn a_zero_backward_stage_count_names_the_flag() {
 }
 
 #[test]
+fn group_slices_are_checked_against_the_group_and_the_mask_before_any_gpu() {
+    let gqa = ["attention", "--random", "1,8,2,256,256,128", "--backward"];
+    let with = |extra: &[&'static str]| [&gqa[..], extra].concat();
+    // Not dividing the group of 4 query heads per KV head.
+    refused(
+        &with(&["--causal", "--group-slices", "3"]),
+        &["--group-slices 3", "divide"],
+    );
+    refused(
+        &with(&["--causal", "--group-slices", "8"]),
+        &["--group-slices 8"],
+    );
+    // Only the window walk takes them (and the backward's launch sections).
+    refused(
+        &with(&["--synthetic-mask", "random:0.5", "--group-slices", "2"]),
+        &["--group-slices 2", "window walk"],
+    );
+    refused(
+        &with(&["--synthetic-mask", "random:0.5", "--head-section", "2"]),
+        &["--head-section 2", "window walk"],
+    );
+    // The deterministic mode does not take them (the accumulators' sums are unordered).
+    refused(
+        &with(&["--causal", "--deterministic", "--group-slices", "2"]),
+        &["GQA group slices"],
+    );
+    // Valid: reaches the GPU check.
+    valid_without_gpu(&with(&["--causal", "--group-slices", "2"]));
+    valid_without_gpu(&with(&["--causal", "--group-slices", "4"]));
+    valid_without_gpu(&with(&[
+        "--synthetic-mask",
+        "random:0.5",
+        "--group-slices",
+        "1",
+    ]));
+}
+
+#[test]
 fn an_empty_block_table_is_reported_against_the_block_table() {
     let dir = Dir::new("block-table");
     let path = dir.path("in.safetensors");

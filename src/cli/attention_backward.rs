@@ -137,6 +137,22 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
     if let Some(n) = flags.group_slices {
         bwd::check_group_slices(&v.shape, n).map_err(|e| format!("--group-slices {n}: {e}"))?;
     }
+    // A mask built here is not packed yet (its kernel is checked at launch): refuse the
+    // options only the window walk takes before any GPU is looked for.
+    if v.mask.is_some() {
+        if let Some(n) = flags.group_slices.filter(|&n| n > 1) {
+            return Err(format!(
+                "--group-slices {n}: GQA group slices take the backward's window walk (no mask, \
+                 causal, sliding windows), not a mask"
+            ));
+        }
+        if let Some(n) = args.head_section.filter(|&n| n > 1) {
+            return Err(format!(
+                "--head-section {n}: the backward's launch sections take its window walk (no \
+                 mask, causal, sliding windows), not a mask"
+            ));
+        }
+    }
     bwd::backward_kernel(v.shape.head_dim, packed, &backward_opts(args, flags)).map_err(|e| {
         let stages = flags
             .bwd_stages
