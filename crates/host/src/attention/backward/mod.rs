@@ -485,11 +485,12 @@ impl Resolved {
         }
         .dependent(run_main);
         let params = [KernelArg::new(&self.params)];
-        let post_kv_fn = self.functions.post_kv.as_ref().filter(|_| slices > 1);
-        if let (true, Some(_)) = (run_main, post_kv_fn) {
+        // Loaded exactly when the kernel has group slices (`backward_functions`).
+        let post_kv_fn = self.functions.post_kv.as_ref();
+        if run_main && post_kv_fn.is_some() {
             // The group slices add into the dK and dV accumulators: zero the call's
             // [B, Hkv, Sk, D] of each first (the workspace fits them: checked when resolved).
-            let n = s.batch * s.kv_heads * s.seqlen_k * s.head_dim;
+            let n = kv_accum_len(s)?;
             for ptr in [self.params.0.dk_accum, self.params.0.dv_accum] {
                 // SAFETY: `ptr` is a live f32 allocation of the workspace with at least `n`
                 // elements (`BackwardWorkspace::fits_kv_accum`), used by this call's kernels
