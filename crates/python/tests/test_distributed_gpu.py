@@ -67,6 +67,8 @@ def cases(S):
         "document-causal GQA": (fd.Intervals.documents(docs(rng, S, 5)), 4, 2, 128,
                                 (128, 128), bf16),
         "causal": (fd.Intervals.causal(S), 4, 4, 128, (128, 128), bf16),
+        # group 4: the causal parts' backward takes group slices (docs/backward.md, "GQA")
+        "causal GQA 8:2": (fd.Intervals.causal(S), 8, 2, 128, (128, 128), bf16),
         "sliding window fp16": (fd.Intervals.causal(S, window=(700, 0)), 4, 2, 128,
                                 (128, 128), f16),
         "random 50% per head": (fd.DenseRows(mask=dense), 4, 1, 128, (128, 128), bf16),
@@ -245,7 +247,7 @@ class ContextParallel(unittest.TestCase):
         # previous backward
         for flags in ((True, False, False), (True, True, False), (True, False, True),
                       (False, False, False)):
-            for name in ("document-causal GQA", "causal", "top-k per head"):
+            for name in ("document-causal GQA", "causal", "causal GQA 8:2", "top-k per head"):
                 desc, H, Hk, chunk, block, dtype = picked[name]
                 with self.subTest(flags=flags, mask=name):
                     for n, f in zip(names, flags):

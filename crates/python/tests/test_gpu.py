@@ -485,6 +485,25 @@ class AutogradTests(unittest.TestCase):
                        lambda q, k, v: fragmask.attention(q, k, v, m),
                        lambda q, k, v: math_attention(q, k, v, dense))
 
+    def test_causal_gqa_gradients_over_group_slices_match_fp32(self):
+        # A causal call whose group is a power of two of at least 4 splits the group's
+        # query heads over CTAs by default (docs/backward.md, "GQA"): dK and dV are summed
+        # in the workspace's f32 accumulators. Groups 4, 8 and MQA, both layouts, fp16.
+        g = torch.Generator(device="cuda").manual_seed(8)
+        for H, Hk, S, D, dtype, layout in ((8, 2, 300, 128, torch.bfloat16, "bhsd"),
+                                           (16, 2, 257, 128, torch.bfloat16, "bshd"),
+                                           (8, 1, 200, 64, torch.float16, "bhsd")):
+            q, k, v = (torch.randn(s, device="cuda", dtype=dtype, generator=g)
+                       for s in ((2, H, S, D), (2, Hk, S, D), (2, Hk, S, D)))
+            tr = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
+            un = (lambda t: t.transpose(1, 2)) if layout == "bshd" else (lambda t: t)
+            with self.subTest(H=H, Hk=Hk, layout=layout):
+                self.check(f"causal {H}:{Hk} {layout}", tr(q), tr(k), tr(v),
+                           lambda q, k, v: fragmask.attention(q, k, v, causal=True,
+                                                              layout=layout),
+                           lambda q, k, v: tr(math_attention(un(q), un(k), un(v),
+                                                             causal=True)))
+
     def test_the_transposed_lists_are_added_once_and_cached(self):
         S, D = 256, 128
         dense = torch.rand(S, S, device="cuda") < 0.5
