@@ -231,7 +231,8 @@ def repeats(ab_run, n):
 
 def ab_section(ab_runs):
     """The current state of the A/B record: the tables of the current builds only. The
-    newest A/B file names the newest baseline; every build timed against it is a current
+    newest baseline is the A of the newest A/B file among builds first used as a baseline
+    there (an older baseline timed again later stays older); every build timed against it is a current
     build, and each keeps its table (a merged build's whole table beside the narrower A/Bs of
     its fixes). An A/B of an older baseline (the start of an issue, say) keeps its table only
     where its build B is a current build; the rest are named in one line as superseded
@@ -248,7 +249,12 @@ def ab_section(ab_runs):
            "the `fragmask_cli` rows of attention workloads) runs each row's two binaries back to back "
            "in ABBA order; its B/A is the median over adjacent pairs. Only the current builds' A/Bs "
            "are shown.", ""]
-    recent = ab_runs[-1]["a"]
+    # The newest baseline is the build most recently first used as one: an A/B of an older
+    # baseline (the start of an issue) written later does not displace it.
+    first_used = {}
+    for d in ab_runs:
+        first_used.setdefault(d["a"], d["file"])
+    recent = max(first_used, key=first_used.get)
     current = {d["b"] for d in ab_runs if d["a"] == recent}
     newest = {}
     for d in ab_runs:

@@ -174,6 +174,20 @@ class Ratios(unittest.TestCase):
         self.assertIn("`row` (fragmask_cli): z takes 1.300x the time of start", opened)
         self.assertNotIn("the time of base1", opened)
 
+    def test_an_older_baseline_timed_last_does_not_displace_the_newest_baseline(self):
+        row = ("row", "fragmask_cli", "")
+        old = {"a": "base0", "b": "x", "rounds": 1, "file": "ab-1.json",
+               "rows": ab.ratio_table([{row: 1.0}], [{row: 1.0}])}
+        recent = {"a": "base1", "b": "z", "rounds": 1, "file": "ab-2.json",
+                  "rows": ab.ratio_table([{row: 1.0}], [{row: 0.9}])}
+        start = {"a": "base0", "b": "z", "rounds": 1, "file": "ab-3.json",
+                 "rows": ab.ratio_table([{row: 1.0}], [{row: 0.8}])}
+        text = "\n".join(report.ab_section([old, recent, start]))
+        self.assertIn("(`ab-2.json`)", text)      # base1 stays the newest baseline
+        self.assertIn("(`ab-3.json`)", text)      # the old baseline against the current build z
+        self.assertNotIn("(`ab-1.json`)", text)   # x is not a current build
+        self.assertIn("Superseded: 1 earlier A/B run of 1 earlier build (x)", text)
+
     def test_every_build_timed_against_the_newest_baseline_keeps_its_table_and_rows_take_their_latest_timing(self):
         fwd, bwd = ("fwd", "fragmask_cli", ""), ("bwd", "fragmask_cli", "")
         whole = {"a": "base", "b": "merged", "rounds": 1, "file": "ab-1.json",
