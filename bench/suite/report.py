@@ -231,8 +231,8 @@ def repeats(ab_run, n):
 
 def ab_section(ab_runs):
     """The current state of the A/B record: the tables of the current builds only. The
-    newest baseline is the A of the newest A/B file among builds first used as a baseline
-    there (an older baseline timed again later stays older); every build timed against it is a current
+    newest baseline is the build most recently first used as one (an older baseline timed
+    again later stays older); every build timed against it is a current
     build, and each keeps its table (a merged build's whole table beside the narrower A/Bs of
     its fixes). An A/B of an older baseline (the start of an issue, say) keeps its table only
     where its build B is a current build; the rest are named in one line as superseded
