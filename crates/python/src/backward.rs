@@ -53,10 +53,9 @@ fn workspace(
 ) -> PyResult<Arc<Mutex<BackwardWorkspace>>> {
     let mut cache = workspaces().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(ws) = cache.get(&(device, stream)) {
-        let held = ws.lock().unwrap_or_else(|e| e.into_inner());
         // A GQA shape also needs the dK/dV accumulators of the group slices (else its
         // plan would run without them).
-        if held.fits(shape) && (shape.heads == shape.kv_heads || held.fits_kv_accum(shape)) {
+        if ws.lock().unwrap_or_else(|e| e.into_inner()).fits_all(shape) {
             return Ok(ws.clone());
         }
     }

@@ -772,14 +772,11 @@ mod tests {
     use crate::attention::blockmask::pack_for_kernel;
     use crate::attention::persistent::{tile_steps, window_steps};
 
-    /// The backward's modes: the window walk, the documents grid, 128x128 and 64x64 tiles.
-    const BACKWARD_MODES: [BackwardMask; 4] = BackwardMask::ALL;
-
     /// Calls `f` with every head dim, mode and determinism the backward takes (the
     /// documents grid is never deterministic), the default options of each.
     fn each_backward_call(mut f: impl FnMut(u32, BackwardMask, BackwardOptions)) {
         for d in [64, 128, 256] {
-            for mode in BACKWARD_MODES {
+            for mode in BackwardMask::ALL {
                 for deterministic in [false, true] {
                     if deterministic && mode == BackwardMask::Documents {
                         continue;
@@ -799,7 +796,13 @@ mod tests {
         each_backward_call(|d, mode, opts| {
             let deterministic = opts.deterministic;
             let k = backward_config(d, mode, &opts).unwrap();
-            let wide = d == 64 && mode != BACKWARD_MODES[3] && !deterministic;
+            let wide = d == 64
+                && mode
+                    != (BackwardMask::Blocks {
+                        block_m: 64,
+                        block_n: 64,
+                    })
+                && !deterministic;
             assert_eq!(k.step_m(), if wide { WIDE_STEP_M } else { STEP_M }, "{k:?}");
             assert!(!(wide && k.kv_registers()), "{k:?}");
             if wide {
@@ -1005,7 +1008,7 @@ mod tests {
             assert!(!backward_config(d, mode, &off).unwrap().dq_writer());
         });
         // Head dim 128 on two warpgroups takes it; the deterministic mode never does.
-        let modes = BACKWARD_MODES;
+        let modes = BackwardMask::ALL;
         let k = backward_config(128, modes[0], &BackwardOptions::default()).unwrap();
         assert!(k.dq_writer_fits());
         let det = BackwardOptions {

@@ -189,6 +189,13 @@ impl BackwardWorkspace {
         })
     }
 
+    /// Whether this workspace holds every buffer a backward of `shape` can use: [`Self::fits`]
+    /// and, for a GQA shape, the group slices' accumulators ([`Self::fits_kv_accum`]), so that
+    /// the default group slices are not given up for want of them.
+    pub fn fits_all(&self, shape: &AttentionShape) -> bool {
+        self.fits(shape) && (kv_accum_len(shape).is_ok_and(|n| n == 0) || self.fits_kv_accum(shape))
+    }
+
     /// Whether the group slices' dK and dV accumulators hold `shape`'s keys (a GQA shape
     /// at most this workspace's `B · Hkv · Sk · D`).
     pub fn fits_kv_accum(&self, shape: &AttentionShape) -> bool {
@@ -576,19 +583,18 @@ impl AttentionRunner {
         &self,
         config: &BackwardKernel,
     ) -> Result<BackwardFunctions, AttentionError> {
+        // The kv postprocess exists only with group slices.
+        let with_post_kv = config.group_slices() > 1;
+        let names = [
+            PRE_KERNEL_NAME,
+            KERNEL_NAME,
+            POST_KERNEL_NAME,
+            POST_KV_KERNEL_NAME,
+        ];
         let module = module_cache::load::<AttentionError>(
             self.stream().context(),
             ContentDigest::of_variant("attention backward", config),
-            if config.group_slices() > 1 {
-                &[
-                    PRE_KERNEL_NAME,
-                    KERNEL_NAME,
-                    POST_KERNEL_NAME,
-                    POST_KV_KERNEL_NAME,
-                ]
-            } else {
-                &[PRE_KERNEL_NAME, KERNEL_NAME, POST_KERNEL_NAME]
-            },
+            if with_post_kv { &names } else { &names[..3] },
             || Ok(compile_backward_with(&self.compiler, config)?.cubin),
             |m| Ok(m.allow_dynamic_shared_memory(KERNEL_NAME, config.smem_bytes())?),
         )?;
@@ -596,11 +602,9 @@ impl AttentionRunner {
             pre: module.function(PRE_KERNEL_NAME)?,
             main: module.function(KERNEL_NAME)?,
             post: module.function(POST_KERNEL_NAME)?,
-            post_kv: if config.group_slices() > 1 {
-                Some(module.function(POST_KV_KERNEL_NAME)?)
-            } else {
-                None
-            },
+            post_kv: with_post_kv
+                .then(|| module.function(POST_KV_KERNEL_NAME))
+                .transpose()?,
         })
     }
 
