@@ -40,6 +40,8 @@ cases=(
   "bwd-random50|$fwd --backward --synthetic-mask random:0.5"
   "bwd-gqa-causal-sections|attention --random 2,8,2,1024,1024,128 --backward --causal --head-section 4"
   "bwd-64tok-writer|attention --random 1,2,2,1000,1000,128 --block 64x64 --backward --synthetic-mask random:0.5"
+  "bwd-64tok-unpaired|attention --random 1,2,2,1000,1000,128 --block 64x64 --backward --synthetic-mask random:0.5 --paired-keys off"
+  "bwd-64tok-paired-d64|attention --random 2,2,2,450,500,64 --block 64x64 --backward --synthetic-mask random:0.5 --paired-keys on"
   "bwd-d64-causal|attention --random 1,2,2,512,512,64 --backward --causal"
   "bwd-d256-causal|attention --random 1,2,2,512,512,256 --backward --causal"
   "decode-paged|decode --random b=2,sq=1,h=8,hkv=2,sk=1000,d=128 --page-size 16"

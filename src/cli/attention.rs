@@ -291,14 +291,14 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
             name: "--backward --bench",
             uses: Some(forward_ids!(
                 "warmup", "warmup_ms", "iters", "out", "bench", "backward", "deterministic", "d_o",
-                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step", "group_slices"
+                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step", "group_slices", "paired_keys"
             )),
         },
         (false, false, true, false) => Mode {
             name: "--backward (--warmup, --warmup-ms and --iters need --bench)",
             uses: Some(forward_ids!(
                 "out", "backward", "deterministic", "d_o", "dq_reduce", "dq_writer", "bwd_stages",
-                "bwd_step", "group_slices"
+                "bwd_step", "group_slices", "paired_keys"
             )),
         },
         (false, false, false, true) => Mode {
@@ -466,11 +466,12 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             || args.backward_flags.dq_writer.is_some()
             || args.backward_flags.bwd_stages.is_some()
             || args.backward_flags.bwd_step.is_some()
-            || args.backward_flags.group_slices.is_some())
+            || args.backward_flags.group_slices.is_some()
+            || args.backward_flags.paired_keys.is_some())
     {
         return Err(
-            "--deterministic, --d-o, --dq-reduce, --dq-writer, --bwd-stages, --bwd-step and \
-             --group-slices need --backward"
+            "--deterministic, --d-o, --dq-reduce, --dq-writer, --bwd-stages, --bwd-step, \
+             --group-slices and --paired-keys need --backward"
                 .into(),
         );
     }

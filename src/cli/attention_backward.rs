@@ -58,6 +58,11 @@ pub struct BackwardFlags {
     /// causal mask with 4 or more query heads per KV head, else 1.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub group_slices: Option<u32>,
+    /// Whether a mask packed at 64x64 pairs its key blocks, two per CTA walking the union of
+    /// their query tiles (for A/B measurements): `on` (an error where they do not run) or
+    /// `off`. Default: on where they run.
+    #[arg(long, value_parser = super::parse_on_off)]
+    pub paired_keys: Option<bool>,
 }
 
 /// Arguments of `fragmask bench backward`.
@@ -182,6 +187,7 @@ fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
         dq_writer: flags.dq_writer,
         head_section: args.head_section,
         group_slices: flags.group_slices,
+        paired_keys: flags.paired_keys,
         ..BackwardOptions::default()
     }
 }

@@ -260,9 +260,9 @@ fn cached_plan(
     if let Some(p) = cached {
         return Ok(p);
     }
-    // A mask with documents runs the documents grid, whose plan uploads its work-item
-    // table: a first call made while the stream is captured into a CUDA graph plans the
-    // tile lists instead, which upload nothing.
+    // A mask with documents runs the documents grid, and a 64x64 mask pairs its key
+    // blocks, whose plans upload a table: a first call made while the stream is captured
+    // into a CUDA graph plans the tile lists instead, which upload nothing.
     let capturing = gpu::capturing(g, stream)?;
     let p = Arc::new(plan_backward(g, key, ws, capturing)?);
     let mut cache = plans().lock().unwrap_or_else(|e| e.into_inner());
@@ -456,6 +456,7 @@ fn plan_backward(
         scale: Some(scale),
         dtype: key.fp16.then_some(ActDtype::F16),
         documents_grid: capturing.then_some(false),
+        paired_keys: capturing.then_some(false),
         ..BackwardOptions::default()
     };
     g.attention

@@ -703,6 +703,40 @@ pub fn default_cases() -> Vec<BackwardCase> {
             1,
         ),
         (
+            "paired key blocks off: [64x64] random 50% d128",
+            shape(1, 2, 2, 256, 320, 128),
+            blocks(t64, 2, random(0.5, 12)),
+            BackwardOptions {
+                paired_keys: Some(false),
+                ..BackwardOptions::default()
+            },
+            1,
+        ),
+        (
+            "paired key blocks: [64x64] 64-token blocks 15% gqa 4/2 one mask head 300x650 d128",
+            shape(1, 4, 2, 300, 650, 128),
+            blocks(t64, 1, {
+                let r = random(0.15, 21);
+                Arc::new(move |b, h, i, j| r(b, h, i / 64, j / 64))
+            }),
+            BackwardOptions {
+                paired_keys: Some(true),
+                ..BackwardOptions::default()
+            },
+            1,
+        ),
+        (
+            "paired key blocks: [64x64] random 50% fp16 batch 2 odd 190x330 d64",
+            shape(2, 2, 2, 190, 330, 64),
+            blocks(t64, 2, random(0.5, 22)),
+            BackwardOptions {
+                paired_keys: Some(true),
+                dtype: Some(ActDtype::F16),
+                ..BackwardOptions::default()
+            },
+            1,
+        ),
+        (
             "[64x64] random 50% d256",
             shape(1, 1, 1, 192, 192, 256),
             blocks(t64, 1, random(0.5, 15)),

@@ -581,6 +581,33 @@ pub fn backward_documents<'a>(
     })
 }
 
+/// Whether a call on a 64x64 mask's tile pairs its key blocks by default
+/// (`BackwardKernel::with_paired_keys`, docs/backward.md "Paired key blocks").
+pub const BACKWARD_PAIRED_KEYS: bool = true;
+
+/// Whether a call runs paired key blocks: the options' choice or
+/// [`BACKWARD_PAIRED_KEYS`], where the kernel takes them and every query head of a CTA
+/// walks one mask plane (no GQA group over a per-head mask). `Some(true)` where they do
+/// not run is an error.
+pub fn backward_paired_keys(
+    shape: &AttentionShape,
+    mask: &PackedMask,
+    kernel: &BackwardKernel,
+    opts: &BackwardOptions,
+) -> Result<bool, AttentionError> {
+    let fits = kernel.with_paired_keys(true).is_ok()
+        && (shape.heads == shape.kv_heads || mask.shape().heads == 1);
+    match opts.paired_keys {
+        Some(true) if !fits => Err(AttentionError::Config(ConfigError::Layout(format!(
+            "paired key blocks take a 64x64 mask's tile at head dim 64 or 128, not \
+             deterministic, without GQA over a per-head mask: not {}",
+            kernel.label()
+        )))),
+        Some(on) => Ok(on && fits),
+        None => Ok(BACKWARD_PAIRED_KEYS && fits),
+    }
+}
+
 /// The backward configuration of a call: the mask's tile (with its transposed lists, in
 /// the default backward accumulator) or the window mode, at `head_dim`, with `opts`.
 pub fn backward_kernel(

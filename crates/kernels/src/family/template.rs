@@ -42,7 +42,7 @@ impl core::fmt::Display for TemplateError {
 impl std::error::Error for TemplateError {}
 
 /// Expansion rounds (a value's placeholders are expanded in the next round).
-pub const MAX_ROUNDS: usize = 4;
+pub const MAX_ROUNDS: usize = 6;
 
 fn is_start(b: u8) -> bool {
     b.is_ascii_uppercase()

@@ -28,6 +28,7 @@
 //! scratch buffers live in a [`BackwardWorkspace`] the caller may keep and reuse: given one,
 //! nothing on the launch path allocates.
 
+pub mod key_pairs;
 mod plan;
 
 pub use plan::{BackwardPlan, BackwardPointers, BackwardStages, SharedRows};
@@ -95,6 +96,12 @@ pub struct BackwardOptions {
     /// ([`BackwardMask::Documents`], [`super::choice::backward_documents`]) rather than
     /// its tile lists; `None` is the default ([`super::choice::BACKWARD_DOCUMENTS_GRID`]).
     pub documents_grid: Option<bool>,
+    /// Whether a 64x64 mask's call pairs its key blocks (`BackwardKernel::with_paired_keys`:
+    /// two 64-key blocks per CTA walk the union of their transposed lists, from a table
+    /// uploaded when the call is resolved); `None` is the default
+    /// ([`super::choice::backward_paired_keys`]). `Some(true)` is an error where they do
+    /// not run. A raw launch (no upload) never pairs them.
+    pub paired_keys: Option<bool>,
 }
 
 /// dQ `[B, H, Sq, D]`, dK and dV `[B, H_kv, Sk, D]`, in the element type of the call.
@@ -413,6 +420,8 @@ struct Resolved {
     /// The documents grid's work-item table (`BackwardParams::doc_items`), uploaded once
     /// when the call was resolved and kept while the parameters point at it.
     doc_items: Option<Arc<CudaSlice<i32>>>,
+    /// The paired key blocks' table (`BackwardParams::key_pairs`), likewise.
+    key_pairs: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl Resolved {
@@ -745,7 +754,9 @@ impl AttentionRunner {
             ws,
             Upload::Allowed,
         )?;
-        if let (Some((ptr, block_n)), None) = (order, &resolved.doc_items) {
+        if let (Some((ptr, block_n)), None, false) =
+            (order, &resolved.doc_items, resolved.kernel.paired_keys())
+        {
             let sub = (block_n / resolved.kernel.cta_n()).max(1);
             resolved.params.0.tile_order = ptr;
             resolved.ctas = (resolved.params.0.mask_n_blocks as u32).saturating_mul(sub);
@@ -894,8 +905,26 @@ impl AttentionRunner {
         let kernel = kernel
             .with_group_slices(slices)
             .map_err(AttentionError::Config)?;
+        // Paired key blocks: their table is uploaded here, so only where uploads are allowed.
+        let paired = match (host_mask, documents) {
+            (Some(m), None) if upload == Upload::Allowed => {
+                super::choice::backward_paired_keys(&shape, m, &kernel, opts)?
+            }
+            (Some(m), None) if opts.paired_keys == Some(true) => {
+                super::choice::backward_paired_keys(&shape, m, &kernel, opts)?;
+                return Err(AttentionError::Shape(
+                    "paired key blocks upload their table: plan the call (plan_backward) rather \
+                     than launching it raw"
+                        .into(),
+                ));
+            }
+            _ => false,
+        };
+        let kernel = kernel
+            .with_paired_keys(paired)
+            .map_err(AttentionError::Config)?;
         let dt = kernel.dtype();
-        let n = kernel.cta_n();
+        let n = kernel.kv_box_rows();
         let maps = [
             encode_strided_map(q.ptr, q.shape, q.strides, kernel.step_m(), dt)?,
             encode_strided_map(k.ptr, k.shape, k.strides, n, dt)?,
@@ -983,6 +1012,20 @@ impl AttentionRunner {
             }
         }
         let mut ctas = kernel.n_ctas(shape.seqlen_k as u32);
+        let mut key_pairs = None;
+        if let (true, Some(m)) = (kernel.paired_keys(), host_mask) {
+            let table = key_pairs::key_pair_table(transposed_lists(m)?)?;
+            let pairs = u32::try_from(table.pairs_per_plane)
+                .ok()
+                .filter(|&n| n <= i32::MAX as u32)
+                .ok_or_else(|| AttentionError::Shape("too many key-block pairs".into()))?;
+            let (buf, ptr) =
+                self.upload_table(&table.ints, "uploading the paired key blocks' table")?;
+            params.key_pairs = ptr;
+            params.n_ctas = pairs as i32;
+            ctas = pairs;
+            key_pairs = Some(buf);
+        }
         let mut doc_items = None;
         if let Some(docs) = documents {
             let (table, items) = self.backward_documents_params(&mut params, docs, &kernel)?;
@@ -997,6 +1040,7 @@ impl AttentionRunner {
             shape,
             ctas,
             doc_items,
+            key_pairs,
         })
     }
 

@@ -251,6 +251,7 @@ impl BackwardPlan {
             shape: r.shape,
             ctas: r.ctas,
             doc_items: r.doc_items.clone(),
+            key_pairs: r.key_pairs.clone(),
         };
         // SAFETY: the plan's checks hold for these shapes and strides, the workspace fits
         // the rows the parameters name (checked above); the addresses and the workspace's

@@ -114,6 +114,7 @@ pub struct BackwardKernel {
     step_m: u32,
     dq_writer: bool,
     group_slices: u32,
+    paired_keys: bool,
 }
 
 /// The most CTAs a GQA group's query heads are split over per key tile
@@ -250,6 +251,7 @@ impl BackwardKernel {
             step_m: STEP_M,
             dq_writer: false,
             group_slices: 1,
+            paired_keys: false,
         }
         .with_stages(stages)
     }
@@ -335,6 +337,12 @@ impl BackwardKernel {
                         .with_dtype(ActDtype::F16)?
                         .with_dq_reduce(FragmentAtomics),
                 );
+            }
+            // Paired key blocks on the 64x64 mask tile (head dims 64 and 128), bf16 and fp16.
+            if d != 256 {
+                let paired = Self::default_for(d, SWEEP_MASKS[2])?.with_paired_keys(true)?;
+                push(paired);
+                push(paired.with_dtype(ActDtype::F16)?);
             }
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
@@ -672,6 +680,70 @@ impl BackwardKernel {
         Ok(())
     }
 
+    /// Paired key blocks (docs/backward.md, "Paired key blocks"): the 64-key tile of a
+    /// 64x64 mask becomes one of two in a CTA of two consumer warpgroups, each owning the
+    /// 64 keys of its own key block, which walk the union of the two blocks' transposed
+    /// lists (`BackwardParams::key_pairs`, built by the host): a query step both lists
+    /// hold loads Q and dO and reduces dQ once for both, and a warpgroup whose block does
+    /// not see a step stores a zero dS and computes only its dQ chunk. Taken by a 64x64
+    /// mask's kernel at head dims 64 and 128 on 64-query steps, without the column split,
+    /// the pair mode, group slices or the deterministic mode (its dQ order is the lists');
+    /// the K/V tensor maps then load 64-row boxes ([`Self::kv_box_rows`]).
+    pub fn with_paired_keys(mut self, paired: bool) -> Result<Self, ConfigError> {
+        if !paired {
+            if self.paired_keys {
+                self.paired_keys = false;
+                self.warpgroups = 1;
+                return self.with_fitting_stages();
+            }
+            return Ok(self);
+        }
+        if self.paired_keys {
+            return Ok(self);
+        }
+        let ok = self.mask
+            == (BackwardMask::Blocks {
+                block_m: STEP_M,
+                block_n: 64,
+            })
+            && self.warpgroups == 1
+            && matches!(self.head_dim, 64 | 128)
+            && self.d_split == 1
+            && !self.pair
+            && !self.deterministic
+            && self.group_slices == 1
+            && self.step_m == STEP_M;
+        if !ok {
+            return Err(ConfigError::Geometry {
+                block_m: STEP_M,
+                block_n: 64,
+                warpgroups: 2,
+            });
+        }
+        self.paired_keys = true;
+        self.warpgroups = 2;
+        let writer = self.dq_writer;
+        self.dq_writer = false;
+        let k = self.with_fitting_stages()?;
+        k.with_dq_writer(writer && k.dq_writer_fits())
+    }
+
+    /// Whether two warpgroups own two 64-key blocks that share their query steps
+    /// ([`Self::with_paired_keys`]).
+    pub fn paired_keys(&self) -> bool {
+        self.paired_keys
+    }
+
+    /// Rows of the K and V tensor maps' boxes: the CTA's keys, or one warpgroup's 64 with
+    /// paired key blocks (each loads its own block).
+    pub fn kv_box_rows(&self) -> u32 {
+        if self.paired_keys {
+            64
+        } else {
+            self.cta_n()
+        }
+    }
+
     /// Staging buffers per warpgroup for the bulk dQ path (0 with atomics).
     pub fn dq_buffers(&self) -> u32 {
         match self.dq_reduce {
@@ -789,6 +861,7 @@ impl BackwardKernel {
             + if self.pair { " pair" } else { "" }
             + if self.step_m != STEP_M { " q128" } else { "" }
             + if self.dq_writer { " dqw" } else { "" }
+            + if self.paired_keys { " paired" } else { "" }
             + &if self.group_slices > 1 {
                 format!(" gs{}", self.group_slices)
             } else {

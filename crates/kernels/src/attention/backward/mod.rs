@@ -110,6 +110,8 @@ crate::abi_struct! {
         tile_order: Ptr("const int*"),
         /// Documents grid: [items, 4] work items (document start, length, key tile, document), 16-byte aligned.
         doc_items: Ptr("const int*"),
+        /// Paired key blocks: [planes, n_ctas] pair headers, then the pairs' steps, int4 each (host: attention::backward::key_pairs).
+        key_pairs: Ptr("const int*"),
         /// Element stride of O between batches.
         o_stride_b: I64("long long"),
         /// Element stride of O between heads.

@@ -18,7 +18,7 @@ use crate::family::epilogue;
 use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_rs_k_major, wgmma_ss_name, wgmma_ss_trans};
-use crate::family::schedule::key_tile::{self, KeyGrid};
+use crate::family::schedule::key_tile::{self, KeyGrid, KeyPlacement};
 use crate::family::schedule::WINDOW_INFINITE;
 use crate::family::smem::OperandTile;
 use crate::family::softmax;
@@ -293,6 +293,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     k.check_step()?;
     k.check_dq_writer()?;
     k.check_group_slices()?;
+    if k.paired_keys() && k.deterministic() {
+        return Err(ConfigError::Layout(
+            "paired key blocks have no deterministic dQ order (the pairs' union walks)".into(),
+        ));
+    }
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
@@ -307,7 +312,15 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         }
         BackwardMask::Window | BackwardMask::Blocks { .. } => KeyGrid::Global,
     };
-    let place = grid.placement();
+    let place = if k.paired_keys() {
+        KeyPlacement {
+            cta_item: key_tile::PAIRED_ITEM,
+            key_row0: "pair_key0",
+            ..grid.placement()
+        }
+    } else {
+        grid.placement()
+    };
     let key_row0 = format!("{} + (int)row", place.key_row0);
     let d = k.head_dim();
     let dkv = k.dkv();
@@ -366,7 +379,13 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         BackwardMask::Window | BackwardMask::Documents => (128 * k.warpgroups(), 1, 1, 1),
         BackwardMask::Blocks { block_m, block_n } => {
             let (threads, words) = check_mask_words(&st, block_m, block_n)?;
-            (threads, words, block_m / sm, block_n / k.cta_n())
+            // Paired key blocks: each warpgroup's own 64-key mask tile.
+            let sub = if k.paired_keys() {
+                1
+            } else {
+                block_n / k.cta_n()
+            };
+            (threads, words, block_m / sm, sub)
         }
     };
     let ty = k.dtype().mma_ptx_type();
@@ -402,6 +421,12 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ),
         ("GRID_SPLIT", k.grid_split().to_string()),
         ("GROUP_SLICES", k.group_slices().to_string()),
+        ("PAIRED_KEYS", u32::from(k.paired_keys()).to_string()),
+        (
+            "PAIRED_SKIP",
+            if k.paired_keys() { PAIRED_SKIP } else { "" }.to_string(),
+        ),
+        ("DQ_CHUNK_GEMM", DQ_CHUNK_GEMM.to_string()),
         (
             "GROUP_ADD",
             if k.group_slices() > 1 { GROUP_ADD } else { "" }.to_string(),
@@ -590,7 +615,15 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
                 "KEY_BOUND_CLEAR",
                 mask::key_bound_clear(&st, "    ").map_err(layout_err)?,
             ));
-            values.push(("SCHEDULE", key_tile::LISTS.to_string()));
+            values.push((
+                "SCHEDULE",
+                if k.paired_keys() {
+                    key_tile::PAIRED_LISTS
+                } else {
+                    key_tile::LISTS
+                }
+                .to_string(),
+            ));
             values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             values.extend(mask::key_tile_word_values(st.values()).map_err(layout_err)?);
             values.push((
@@ -627,6 +660,40 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     src.push_str(&body);
     Ok(src)
 }
+
+/// One dQ chunk of the step (`item` of the warpgroup's): its column chunk `c`, query half
+/// `qh` and first column, and the GEMM `dS(half qh) K(:, col0..)` into `dq_acc`, issued
+/// (the caller waits).
+const DQ_CHUNK_GEMM: &str = "                    // (one half: qh is 0 at compile time, and c the item)
+                    const int c = FM_DQ_HALVES == 1 ? item : item % (FM_DKV / 64);
+                    const int qh = FM_DQ_HALVES == 1 ? 0 : item / (FM_DKV / 64);
+                    const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63 of queries FM_DQ_ROWS * qh ..
+                    float dq_acc[$DQ_VALUES];
+                    // dQ chunk = dS(half qh) K(:, col0..)
+                    fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16) + (unsigned)qh * (FM_DS_HALF_BYTES / 16),
+                          desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));";
+
+/// The step of a paired-key warpgroup whose block does not see the step's queries
+/// (`BackwardKernel::with_paired_keys`): a zero dS into its rows of the buffer, the
+/// consumers' dS barrier, its dQ chunks (each waited before the next: no wgmma outlives
+/// the branch), the stage released.
+const PAIRED_SKIP: &str = r#"                    const unsigned ds_st = ds_s + ds_st0;
+#pragma unroll
+                    for (int g = 0; g < $X4_STORES; ++g) fm_stmatrix_x4(FM_DS_ST_ADDR(ds_st, g), 0u, 0u, 0u, 0u);
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
+                    $DQ_BEFORE_SYNC
+                    fm_named_sync<FM_CONSUMERS>(1);   // every warpgroup's dS is in shared memory
+                    $DQ_ROWS
+#pragma unroll 1
+                    for (int u = 0; u < (FM_DQ_ITEMS + FM_WG - 1) / FM_WG; ++u) {
+                        const int item = wg + FM_WG * u;
+                        if (item >= FM_DQ_ITEMS) break;
+$DQ_CHUNK_GEMM
+                        fm_wgmma_wait<0>();
+                        fm_fence_array(dq_acc);
+$DQ_STORE
+                    }
+                    fm_consumer_release(FM_BAR_EMPTY(stage));"#;
 
 /// The step's dQ chunks in the register-order accumulator (`DqReduce::Bulk` and
 /// `DqReduce::FragmentAtomics`).

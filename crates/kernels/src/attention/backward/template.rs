@@ -20,6 +20,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_CONSUMERS $CONSUMERS            // consumer threads (128 * FM_WG * FM_CWG)
 #define FM_GRID_SPLIT $GRID_SPLIT            // CTAs per key tile (FM_DSPLIT / FM_CWG)
 #define FM_GROUP_SLICES $GROUP_SLICES          // CTAs per key tile sharing the GQA group's query heads (BackwardKernel::with_group_slices)
+#define FM_PAIRED_KEYS $PAIRED_KEYS           // each consumer warpgroup owns its own 64-key block, walking the pair's union (BackwardKernel::with_paired_keys)
 #define FM_PX_BYTES $PX_BYTES           // the pair mode's P exchange (f32, [FM_STEP_M * 64 / 4][128 threads][4]); 0 otherwise
 #define FM_STAGES $STAGES                // Q/dO stages
 #define FM_SUB $SUB                   // CTAs per mask key tile
@@ -105,6 +106,10 @@ $CTA_ORDER
 $SCHEDULE
 $MASK_APPLY
 $GEMMS
+
+// The dS stmatrix address of x4 store g of a thread whose store 0 is at ds_st (ds_st0 below).
+#define FM_DS_ST_ADDR(ds_st, g) \
+    (((ds_st) ^ ($DS_G_XORu * ((g) % $DS_G_PER_HALF))) + (unsigned)((g) / $DS_G_PER_HALF) * FM_DS_HALF_BYTES)
 
 // Pairs (2m, 2m+1) of an m64n64 accumulator -> $ACTx2 register m: the RS A operand (docs/architecture.md fact 5).
 __device__ __forceinline__ void fm_convert_a(const float (&s)[$ST_VALUES], unsigned (&a)[$A_REGS]) {
@@ -222,8 +227,19 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                         fm_mbar_expect_tx(FM_BAR_KV, 2 * FM_KV_TILE_BYTES);
 #pragma unroll
                         for (int c = 0; c < FM_D_CHUNKS; ++c) {
+#if FM_PAIRED_KEYS
+                            // Paired key blocks: warpgroup w's 64 rows (byte $KV_WG_STRIDE w of each chunk) from its own
+                            // block, 64-row boxes; a missing block (-1) starts at row -64, which TMA fills with zeros.
+#pragma unroll
+                            for (int w = 0; w < 2; ++w) {
+                                const int key0 = 64 * (w == 0 ? pair_item.x : pair_item.y);
+                                fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES + w * $KV_WG_STRIDEu, &tma_k, FM_BAR_KV, 64 * c, key0, kv_head, batch);
+                                fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES + w * $KV_WG_STRIDEu, &tma_v, FM_BAR_KV, 64 * c, key0, kv_head, batch);
+                            }
+#else
                             fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_KV, 64 * c, $KEY_ROW0, kv_head, batch);
                             fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_KV, 64 * c, $KEY_ROW0, kv_head, batch);
+#endif
                         }
                     }
                     const bool first = false;
@@ -237,21 +253,25 @@ $CTA_ITEM    const int n_cta = fm_cta_of_block(p, batch, kv_head * group, $CTA_B
                     fm_mbar_wait(FM_BAR_EMPTY(stage), phase ^ 1u);
                     if (lane == 0) {
                         fm_mbar_expect_tx(FM_BAR_Q_FULL(stage), FM_Q_TILE_BYTES + kv_bytes);
+#if !FM_KV_OWN_BARRIER
                         if (first) {
 #pragma unroll
                             for (int c = 0; c < FM_D_CHUNKS; ++c)
                                 fm_tma_load_4d(smem_k + c * FM_KV_CHUNK_BYTES, &tma_k, FM_BAR_Q_FULL(stage), 64 * c, $KEY_ROW0, kv_head, batch);
                         }
+#endif
 #pragma unroll
                         for (int c = 0; c < FM_D_CHUNKS; ++c)
                             fm_tma_load_4d(smem_q + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_q, FM_BAR_Q_FULL(stage),
                                            64 * c, t.m * FM_STEP_M, head, batch);
                         fm_mbar_expect_tx(FM_BAR_DO_FULL(stage), FM_Q_TILE_BYTES + kv_bytes);
+#if !FM_KV_OWN_BARRIER
                         if (first) {
 #pragma unroll
                             for (int c = 0; c < FM_D_CHUNKS; ++c)
                                 fm_tma_load_4d(smem_v + c * FM_KV_CHUNK_BYTES, &tma_v, FM_BAR_DO_FULL(stage), 64 * c, $KEY_ROW0, kv_head, batch);
                         }
+#endif
 #pragma unroll
                         for (int c = 0; c < FM_D_CHUNKS; ++c)
                             fm_tma_load_4d(smem_do + stage * FM_Q_TILE_BYTES + c * FM_Q_CHUNK_BYTES, &tma_do, FM_BAR_DO_FULL(stage),
@@ -275,7 +295,15 @@ $DQ_WRITER_WARP        }
         const int lt = (int)(threadIdx.x % 128u);
         const int ct = (int)threadIdx.x - 128;
         // Thread of the mask's backward accumulator: key group (n_cta % FM_SUB) * FM_WG + wg of the mask tile.
+#if FM_PAIRED_KEYS
+        // Paired key blocks: each warpgroup's words are its own 64-key mask tile's (threads 0..127).
+        const int mask_thread = lt;
+        // The key of this warpgroup's CTA row 0: its 64 rows are its own block's; a missing block's rows lie past
+        // every key (nothing of them is written).
+        const int pair_key0 = (wg == 0 ? pair_item.x * 64 : (pair_item.y >= 0 ? pair_item.y * 64 : p.seqlen_k)) - 64 * wg;
+#else
         const int mask_thread = 128 * ((n_cta % FM_SUB) * FM_WG + wg) + lt;
+#endif
         (void)mask_thread;
         // $LAYOUT_ST thread mode: this thread's first key row (of the CTA's keys) and query column of S^T.
         const int key_row = 64 * wg + $THREAD_ROW_ST;
@@ -342,6 +370,15 @@ $DQ_WRITER_WARP        }
                 const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
                 const unsigned ds_buf = it & 1u;
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
+#if FM_PAIRED_KEYS
+                if (t.mask_tile == FM_NOT_MINE) {
+                    // Paired key blocks: this warpgroup's block does not see the step's queries. Its dS^T rows are
+                    // zero, dK and dV unchanged; it reads nothing of the stage, computes its dQ chunks (dS K over both
+                    // warpgroups' keys) and releases the stage. Every wgmma it issues completes inside this branch.
+$PAIRED_SKIP
+                    continue;
+                }
+#endif
                 float s_acc[$ST_VALUES], dp_acc[$ST_VALUES];
 #if FM_PAIR
                 unsigned p_a[$A_REGS], ds_a[$A_REGS];
@@ -378,7 +415,7 @@ $DQ_WRITER_WARP        }
                     // dS^T back into the RS A registers: ldmatrix at the stmatrix addresses (the inverse of the store).
 #pragma unroll
                     for (int g = 0; g < $X4_STORES; ++g)
-                        fm_ldmatrix_x4(((ds_st ^ ($DS_G_XORu * (g % $DS_G_PER_HALF))) + (unsigned)(g / $DS_G_PER_HALF) * FM_DS_HALF_BYTES),
+                        fm_ldmatrix_x4(FM_DS_ST_ADDR(ds_st, g),
                                        ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 } else {
                     fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
@@ -405,7 +442,7 @@ $DQ_WRITER_WARP        }
                     fm_convert_a(dp_acc, ds_a);
 #pragma unroll
                     for (int g = 0; g < $X4_STORES; ++g)
-                        fm_stmatrix_x4(((ds_st ^ ($DS_G_XORu * (g % $DS_G_PER_HALF))) + (unsigned)(g / $DS_G_PER_HALF) * FM_DS_HALF_BYTES),
+                        fm_stmatrix_x4(FM_DS_ST_ADDR(ds_st, g),
                                        ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                     fm_named_arrive<FM_CONSUMERS>(8);   // dS^T is in the dS buffer
@@ -481,7 +518,7 @@ $DQ_WRITER_WARP        }
                 const unsigned ds_st = ds_s + ds_st0;
 #pragma unroll
                 for (int g = 0; g < $X4_STORES; ++g)
-                    fm_stmatrix_x4(((ds_st ^ ($DS_G_XORu * (g % $DS_G_PER_HALF))) + (unsigned)(g / $DS_G_PER_HALF) * FM_DS_HALF_BYTES),
+                    fm_stmatrix_x4(FM_DS_ST_ADDR(ds_st, g),
                                    ds_a[4 * g], ds_a[4 * g + 1], ds_a[4 * g + 2], ds_a[4 * g + 3]);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                 fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
@@ -509,14 +546,7 @@ $DQ_WRITER_WARP        }
                         if (u == 0) fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q (no dQ chunk here)
                         break;
                     }
-                    // (one half: qh is 0 at compile time, and c the item)
-                    const int c = FM_DQ_HALVES == 1 ? item : item % (FM_DKV / 64);
-                    const int qh = FM_DQ_HALVES == 1 ? 0 : item / (FM_DKV / 64);
-                    const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63 of queries FM_DQ_ROWS * qh ..
-                    float dq_acc[$DQ_VALUES];
-                    // dQ chunk = dS(half qh) K(:, col0..)
-                    fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16) + (unsigned)qh * (FM_DS_HALF_BYTES / 16),
-                          desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));
+$DQ_CHUNK_GEMM
                     if (u == 0) {
                         fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q
                         fm_wgmma_wait<1>();

@@ -305,6 +305,68 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
 }
 "#;
 
+/// Paired key blocks (`BackwardKernel::with_paired_keys`): the CTA's two consumer
+/// warpgroups own one 64-key block each and walk the union of the two blocks' transposed
+/// lists, from the host's table (`BackwardParams::key_pairs`, built by the host's
+/// `attention::backward::key_pairs`; `p.n_ctas` pairs per mask plane).
+pub const PAIRED_LISTS: &str = r#"// ---- schedule: paired key blocks, the union of two 64-key blocks' transposed lists ----
+// p.key_pairs: per (mask plane, pair x < p.n_ctas) a header int4 (key block of warpgroup 0, of warpgroup 1 or -1,
+// the int4 index of the pair's first step, its steps), then per step an int4 (query tile, warpgroup 0's tile,
+// warpgroup 1's tile, 0): a tile >= 0 is partial (index along dim 0 of q_words), FM_FULL full, FM_NOT_MINE not in
+// that warpgroup's list (the warpgroup skips the step). Steps ascend in the query tile.
+#define FM_FULL (-1)
+#define FM_NOT_MINE (-2)
+struct fm_schedule {
+    int num_steps;
+    int first;   // int4 index of the pair's first step
+    int wg;      // the calling thread's consumer warpgroup (0 for the producer warpgroup's threads)
+    int n0;      // the key of CTA row 0 as that warpgroup sees it: its own 64 rows are its block's
+};
+
+__device__ __forceinline__ int fm_plane(const fm_bwd_params& p, int batch, int head) {
+    return batch * p.mask_batch_heads + head * p.mask_has_heads;
+}
+
+// The header of pair x of (batch, head)'s mask plane.
+__device__ __forceinline__ int4 fm_pair_of_cta(const fm_bwd_params& p, int batch, int head, int x) {
+    return __ldg(reinterpret_cast<const int4*>(p.key_pairs) + (long long)fm_plane(p, batch, head) * p.n_ctas + x);
+}
+
+// The pair of the x-th CTA (the host sorted each plane's pairs longest first); -1 past the pairs.
+__device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params& p, int, int, int x) { return x < p.n_ctas ? x : -1; }
+
+__device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, int batch, int head, int n_cta) {
+    const int4 h = fm_pair_of_cta(p, batch, head, n_cta);
+    fm_schedule s;
+    s.num_steps = h.w;
+    s.first = h.z;
+    s.wg = threadIdx.x >= 256u ? 1 : 0;
+    s.n0 = (s.wg == 0 ? h.x * 64 : (h.y >= 0 ? h.y * 64 : p.seqlen_k)) - 64 * s.wg;
+    return s;
+}
+
+struct fm_step {
+    int m;           // query step: rows FM_STEP_M * m ..
+    int mask_tile;   // the calling warpgroup's tile: >= 0 partial, FM_FULL, FM_NOT_MINE
+    int word;        // 0: a 64x64 mask tile is one step
+    int partial;     // 1: apply the words or the key bound
+};
+
+__device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int, int, int kk) {
+    const int4 e = __ldg(reinterpret_cast<const int4*>(p.key_pairs) + s.first + kk);
+    fm_step t;
+    t.m = e.x;
+    t.mask_tile = s.wg == 0 ? e.y : e.z;
+    t.word = 0;
+    t.partial = (t.mask_tile >= 0 || s.n0 + 64 * s.wg + 64 > p.seqlen_k) ? 1 : 0;
+    return t;
+}
+"#;
+
+/// The paired key blocks' CTA item: the pair's header, read once per CTA (its key blocks
+/// place K and V and the dK/dV rows). Fills `$CTA_ITEM`.
+pub const PAIRED_ITEM: &str = "    // Paired key blocks: the pair's header (key block of warpgroup 0, of warpgroup 1 or -1, first step, steps).\n    const int4 pair_item = fm_pair_of_cta(p, batch, kv_head * group, (int)cta.x);\n";
+
 #[cfg(test)]
 mod tests {
     use super::*;
