@@ -986,8 +986,9 @@ pub fn run_case(
                 .memcpy_htod(&vec![0xFFFFu16; t.data.len()], &mut t.data)
                 .map_err(driver("poisoning gradients"))?;
         }
-        if fp16 {
-            // fp16 and the raw-pointer path: the same launch the Python op makes.
+        if fp16 && case.opts.paired_keys != Some(true) {
+            // fp16 and the raw-pointer path (paired key blocks need a prepared call, which
+            // uploads their table).
             let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
                 RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
             };

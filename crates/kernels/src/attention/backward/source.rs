@@ -334,6 +334,12 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     dkv_map.check_adjacent_pairs()?;
     check_even_pairs(&dq_map)?;
     let tiles = Tiles::new(k)?;
+    // Paired key blocks: key 64's offsets in the dQ GEMM's operands (unused otherwise).
+    let key64 = if k.paired_keys() {
+        paired_key64_offsets(&tiles)?
+    } else {
+        (0, 0)
+    };
     let ds = ds_affine(&tiles.ds, sm, k.cta_n())?;
     check_stmatrix(&st, &ds)?;
     let (ds_g_xor, ds_g_per_half) = ds_store_xor(&st, &ds, k.warpgroups())?;
@@ -427,6 +433,8 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             if k.paired_keys() { PAIRED_SKIP } else { "" }.to_string(),
         ),
         ("DQ_CHUNK_GEMM", DQ_CHUNK_GEMM.to_string()),
+        ("DS_KEY64_OFFSET16", key64.0.to_string()),
+        ("K_MN_KEY64_OFFSET16", key64.1.to_string()),
         (
             "GROUP_ADD",
             if k.group_slices() > 1 { GROUP_ADD } else { "" }.to_string(),
@@ -670,18 +678,21 @@ const DQ_CHUNK_GEMM: &str = "                    // (one half: qh is 0 at compil
                     const int col0 = d0 + 64 * c;   // dQ columns col0 .. col0+63 of queries FM_DQ_ROWS * qh ..
                     float dq_acc[$DQ_VALUES];
                     // dQ chunk = dS(half qh) K(:, col0..)
-                    fm_dq(dq_acc, desc_ds + ds_buf * (FM_DS_BYTES / 16) + (unsigned)qh * (FM_DS_HALF_BYTES / 16),
-                          desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16));";
+                    const unsigned long long dq_a = desc_ds + ds_buf * (FM_DS_BYTES / 16) + (unsigned)qh * (FM_DS_HALF_BYTES / 16);
+                    const unsigned long long dq_b = desc_k_mn + (unsigned)(col0 / 64) * (FM_KV_CHUNK_BYTES / 16);
+#if FM_PAIRED_KEYS
+                    // A step one warpgroup's block sees: the sum over its 64 keys (the other's dS rows are not written).
+                    if (t.key_half >= 0)
+                        fm_dq_keys64(dq_acc, dq_a + (unsigned)t.key_half * $DS_KEY64_OFFSET16u, dq_b + (unsigned)t.key_half * $K_MN_KEY64_OFFSET16u);
+                    else
+#endif
+                        fm_dq(dq_acc, dq_a, dq_b);";
 
 /// The step of a paired-key warpgroup whose block does not see the step's queries
-/// (`BackwardKernel::with_paired_keys`): a zero dS into its rows of the buffer, the
-/// consumers' dS barrier, its dQ chunks (each waited before the next: no wgmma outlives
-/// the branch), the stage released.
-const PAIRED_SKIP: &str = r#"                    const unsigned ds_st = ds_s + ds_st0;
-#pragma unroll
-                    for (int g = 0; g < $X4_STORES; ++g) fm_stmatrix_x4(FM_DS_ST_ADDR(ds_st, g), 0u, 0u, 0u, 0u);
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
-                    $DQ_BEFORE_SYNC
+/// (`BackwardKernel::with_paired_keys`): the consumers' dS barrier, its dQ chunks over the
+/// other warpgroup's 64 keys (each waited before the next: no wgmma outlives the branch),
+/// the stage released.
+const PAIRED_SKIP: &str = r#"                    $DQ_BEFORE_SYNC
                     fm_named_sync<FM_CONSUMERS>(1);   // every warpgroup's dS is in shared memory
                     $DQ_ROWS
 #pragma unroll 1
@@ -1131,7 +1142,47 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         );
     }
     s.push_str("    fm_wgmma_commit();\n}\n");
+    if k.paired_keys() {
+        // Paired key blocks: the same GEMM over 64 keys (k-steps 0..3); the caller adds
+        // $DS_KEY64_OFFSET16 / $K_MN_KEY64_OFFSET16 for keys 64.. (paired_key64_offsets checks them).
+        let _ = writeln!(
+            s,
+            "// dQ(:, chunk) over 64 of the keys: k-steps 0..3 of fm_dq from the descriptors of dS(0, k0) and K_MN(0, k0).\n\
+             __device__ __forceinline__ void fm_dq_keys64(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
+             \x20   fm_fence_array(acc);\n\
+             \x20   fm_wgmma_fence();",
+            v = DQ_CHUNK_ROWS / 2
+        );
+        for j in 0..4 {
+            let (a16, b16) = (t.ds.k_step_offset16(j)?, t.k_mn.k_step_offset16(j)?);
+            let _ = writeln!(
+                s,
+                "    {ta}(acc, a_desc + {a16}ull, b_desc + {b16}ull, {sc});   // k-step {j}: keys k0 + {c}",
+                sc = u32::from(j > 0),
+                c = 16 * j
+            );
+        }
+        s.push_str("    fm_wgmma_commit();\n}\n");
+    }
     Ok(s)
+}
+
+/// The 16-byte offsets of key 64 in the dQ GEMM's dS and K_MN operands, checked to shift
+/// every k-step of the first 64 keys onto the same k-step of the next 64 (so that
+/// `fm_dq_keys64` from a shifted descriptor is `fm_dq`'s k-steps 4..7).
+fn paired_key64_offsets(t: &Tiles) -> Result<(u32, u32), ConfigError> {
+    let a = t.ds.k_step_offset16(4)?;
+    let b = t.k_mn.k_step_offset16(4)?;
+    for j in 0..4 {
+        if t.ds.k_step_offset16(j + 4)? != a + t.ds.k_step_offset16(j)?
+            || t.k_mn.k_step_offset16(j + 4)? != b + t.k_mn.k_step_offset16(j)?
+        {
+            return Err(ConfigError::Layout(format!(
+                "the dQ GEMM's k-step {j} of keys 64.. is not k-step {j} shifted by key 64's offset"
+            )));
+        }
+    }
+    Ok((a, b))
 }
 
 #[cfg(test)]

@@ -350,6 +350,8 @@ struct fm_step {
     int mask_tile;   // the calling warpgroup's tile: >= 0 partial, FM_FULL, FM_NOT_MINE
     int word;        // 0: a 64x64 mask tile is one step
     int partial;     // 1: apply the words or the key bound
+    int key_half;    // -1: both warpgroups' blocks see the step; else the one warpgroup whose block does (the dQ
+                     // chunks then sum over its 64 keys only)
 };
 
 __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int, int, int kk) {
@@ -359,6 +361,7 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
     t.mask_tile = s.wg == 0 ? e.y : e.z;
     t.word = 0;
     t.partial = (t.mask_tile >= 0 || s.n0 + 64 * s.wg + 64 > p.seqlen_k) ? 1 : 0;
+    t.key_half = e.y == FM_NOT_MINE ? 1 : (e.z == FM_NOT_MINE ? 0 : -1);
     return t;
 }
 "#;
