@@ -142,6 +142,12 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
     if let Some(n) = flags.group_slices {
         bwd::check_group_slices(&v.shape, n).map_err(|e| format!("--group-slices {n}: {e}"))?;
     }
+    if flags.paired_keys == Some(true) && v.mask.is_none() {
+        return Err(
+            "--paired-keys on: paired key blocks run on a mask packed at 64x64 (--block 64x64)"
+                .into(),
+        );
+    }
     // A mask built here is not packed yet (its kernel is checked at launch): refuse the
     // options only the window walk takes before any GPU is looked for.
     if v.mask.is_some() {

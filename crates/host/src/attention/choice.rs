@@ -1236,6 +1236,53 @@ mod tests {
     }
 
     #[test]
+    fn paired_key_blocks_run_where_every_head_of_a_cta_walks_one_mask_plane() {
+        let tile64 = BackwardMask::Blocks {
+            block_m: 64,
+            block_n: 64,
+        };
+        let default = BackwardOptions::default();
+        let k64 = backward_config(128, tile64, &default).unwrap();
+        let (one, two) = ([1u8; 128 * 128], [1u8; 2 * 128 * 128]);
+        let pack = |bytes: &[u8], dims: &[usize]| {
+            pack_for_kernel(&DenseMask::new(bytes, dims).unwrap(), &Geometry::TILE_64X64).unwrap()
+        };
+        let (m1, m2) = (pack(&one, &[128, 128]), pack(&two, &[2, 128, 128]));
+        let shape = |heads, kv_heads| AttentionShape {
+            batch: 1,
+            heads,
+            kv_heads,
+            seqlen_q: 128,
+            seqlen_k: 128,
+            head_dim: 128,
+        };
+        assert!(backward_paired_keys(&shape(2, 2), &m2, &k64, &default).unwrap());
+        assert!(backward_paired_keys(&shape(4, 2), &m1, &k64, &default).unwrap());
+        // GQA over a per-head mask: a CTA's heads walk different planes.
+        assert!(!backward_paired_keys(&shape(2, 1), &m2, &k64, &default).unwrap());
+        let on = BackwardOptions {
+            paired_keys: Some(true),
+            ..default
+        };
+        assert!(backward_paired_keys(&shape(2, 1), &m2, &k64, &on).is_err());
+        let off = BackwardOptions {
+            paired_keys: Some(false),
+            ..default
+        };
+        assert!(!backward_paired_keys(&shape(2, 2), &m2, &k64, &off).unwrap());
+        // 128x128 tiles and the deterministic mode: never.
+        let k128 = backward_config(128, BackwardMask::ALL[2], &default).unwrap();
+        assert!(!backward_paired_keys(&shape(2, 2), &m2, &k128, &default).unwrap());
+        let det = BackwardOptions {
+            deterministic: true,
+            ..default
+        };
+        let kdet = backward_config(128, tile64, &det).unwrap();
+        assert!(!backward_paired_keys(&shape(2, 2), &m2, &kdet, &det).unwrap());
+        assert!(backward_paired_keys(&shape(2, 2), &m2, &kdet, &on).is_err());
+    }
+
+    #[test]
     fn a_mask_fixes_the_tile_and_the_caller_may_pick_its_variant() {
         let dense = DenseMask::new(&[1u8; 128 * 128], &[128, 128]).unwrap();
         let m = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();

@@ -44,7 +44,7 @@ use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, BackwardParams, DQ_CHUNK_ROWS, KERNEL_NAME, POST_KERNEL_NAME,
     POST_KV_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, ROW_PAD, STEP_M,
 };
-use fragmask_kernels::attention::{ActDtype, WINDOW_INFINITE};
+use fragmask_kernels::attention::{ActDtype, ConfigError, WINDOW_INFINITE};
 use fragmask_masks::{PackedMask, TransposedLists};
 
 use super::{
@@ -920,6 +920,13 @@ impl AttentionRunner {
             }
             _ => false,
         };
+        if opts.paired_keys == Some(true) && !paired {
+            return Err(AttentionError::Config(ConfigError::Layout(
+                "paired key blocks run on a mask packed at 64x64 (not the window walk or the \
+                 documents grid)"
+                    .into(),
+            )));
+        }
         let kernel = kernel
             .with_paired_keys(paired)
             .map_err(AttentionError::Config)?;

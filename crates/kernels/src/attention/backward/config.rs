@@ -888,6 +888,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn paired_key_blocks_take_only_a_64x64_mask_s_one_warpgroup_tile_at_head_dims_64_and_128() {
+        let tile64 = BackwardMask::Blocks {
+            block_m: 64,
+            block_n: 64,
+        };
+        for d in [64, 128] {
+            let k = BackwardKernel::default_for(d, tile64).unwrap();
+            let paired = k.with_paired_keys(true).unwrap();
+            assert!(
+                paired.paired_keys() && paired.warpgroups() == 2,
+                "{}",
+                paired.label()
+            );
+            assert_eq!((paired.cta_n(), paired.kv_box_rows()), (128, 64));
+            assert!(paired.smem_bytes() <= MAX_DYNAMIC_SMEM);
+            assert!(paired.source().is_ok(), "{}", paired.label());
+            // Off again: the one-warpgroup tile, with its K/V boxes of 64 keys.
+            let back = paired.with_paired_keys(false).unwrap();
+            assert!(!back.paired_keys() && back.warpgroups() == 1);
+            assert_eq!(back.kv_box_rows(), 64);
+            // The deterministic mode has no dQ order for the union walks.
+            assert!(paired.with_deterministic(true).source().is_err());
+            assert!(k.with_deterministic(true).with_paired_keys(true).is_err());
+        }
+        // Not the window walk, the documents grid, 128x128 tiles or head dim 256.
+        for (d, mask) in [
+            (128, BackwardMask::Window),
+            (128, BackwardMask::Documents),
+            (128, BackwardMask::ALL[2]),
+            (256, tile64),
+        ] {
+            let k = BackwardKernel::default_for(d, mask).unwrap();
+            assert!(k.with_paired_keys(true).is_err(), "{}", k.label());
+            assert_eq!(k.with_paired_keys(false).unwrap(), k);
+        }
+    }
+
+    #[test]
     fn group_slices_run_only_the_window_walk_outside_the_deterministic_and_split_modes() {
         let window = BackwardKernel::default_for(128, BackwardMask::Window).unwrap();
         for slices in [1, 2, 4, 8, MAX_GROUP_SLICES] {
