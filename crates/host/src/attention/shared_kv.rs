@@ -48,6 +48,13 @@ pub fn greedy_window(planes: usize, m_blocks: usize, n_blocks: usize) -> usize {
 /// One list row's blocks: the key block and its mask tile (>= 0 partial, [`FULL`]).
 fn row_blocks(mask: &PackedMask, row: usize) -> Vec<(i32, i32)> {
     let (partial, offsets, full) = mask.lists().row(row);
+    row_entries(partial, offsets, full)
+}
+
+/// One list row (`BlockLists::row`: partial blocks, their tiles, full blocks) as
+/// `(block, tile)` pairs in block order, a full block's tile [`FULL`] (both directions'
+/// lists; the backward's key pairs read the transposed ones).
+pub(crate) fn row_entries(partial: &[i32], offsets: &[i32], full: &[i32]) -> Vec<(i32, i32)> {
     let mut blocks: Vec<(i32, i32)> = partial
         .iter()
         .zip(offsets)
@@ -211,11 +218,16 @@ pub struct PairTable {
 impl PairTable {
     /// The pairs' loads over the one-block tile's (1 for a mask with no entries).
     pub fn load_ratio(&self) -> f64 {
-        if self.own_loads == 0 {
-            1.0
-        } else {
-            self.loads as f64 / self.own_loads as f64
-        }
+        load_ratio(self.loads, self.own_loads)
+    }
+}
+
+/// What a pairing loads over what the unpaired blocks load (1 when they load nothing).
+pub(crate) fn load_ratio(paired: u64, own: u64) -> f64 {
+    if own == 0 {
+        1.0
+    } else {
+        paired as f64 / own as f64
     }
 }
 

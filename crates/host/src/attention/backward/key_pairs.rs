@@ -23,7 +23,7 @@ pub const HEADER_INTS: usize = 4;
 /// Ints per step: query tile `m`, warpgroup 0's tile, warpgroup 1's tile, 0 (padding).
 pub const STEP_INTS: usize = 4;
 /// The warpgroup's key block holds the step's query tile as a full tile.
-pub const FULL: i32 = -1;
+pub const FULL: i32 = crate::attention::shared_kv::FULL;
 /// The warpgroup's key block does not see the step's query tile (it skips the step).
 pub const NOT_MINE: i32 = -2;
 /// Most ints a table may have (4 GiB); keeps every int4 index within `i32`.
@@ -50,11 +50,7 @@ pub struct KeyPairTable {
 impl KeyPairTable {
     /// The union walks' steps over the lists' entries (1 when the lists are empty).
     pub fn load_ratio(&self) -> f64 {
-        if self.list_steps == 0 {
-            1.0
-        } else {
-            self.steps as f64 / self.list_steps as f64
-        }
+        crate::attention::shared_kv::load_ratio(self.steps as u64, self.list_steps as u64)
     }
 }
 
@@ -82,13 +78,7 @@ fn key_block_list(
     if let Some(&tile) = offsets.iter().find(outside) {
         return Err(bad(format!("tile offset {tile} outside 0..{tiles}")));
     }
-    let mut list: Vec<(i32, i32)> = partial
-        .iter()
-        .zip(offsets)
-        .map(|(&m, &tile)| (m, tile))
-        .chain(full.iter().map(|&m| (m, FULL)))
-        .collect();
-    list.sort_unstable();
+    let list = crate::attention::shared_kv::row_entries(partial, offsets, full);
     for (i, &(m, _)) in list.iter().enumerate() {
         if usize::try_from(m).map_or(true, |m| m >= m_blocks) {
             return Err(bad(format!("query tile {m} outside 0..{m_blocks}")));

@@ -1120,18 +1120,38 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         s.push_str("    fm_wgmma_commit();\n}\n");
     }
     // dQ chunk = dS K(:, chunk): A = dS MN-major (64 queries x CTA keys), B = K MN-major, K = the CTA's keys.
-    let ta = wgmma_ss_name(DQ_CHUNK_ROWS, true, true);
-    let _ = writeln!(
-        s,
+    s.push_str(&dq_gemm(
+        t,
+        "fm_dq",
+        n,
         "// dQ(:, 64-column chunk) = dS K(:, chunk): A = dS (MN-major, queries contiguous), B = K (MN-major,\n\
          // D contiguous); k-step j = keys 16j..16j+15 at bytes dS(0, 16j) and K_MN(0, 16j).\n\
-         // a_desc, b_desc: the descriptors of the query half's dS(0, 0) and K_MN(0, 0) (fm_desc, FM_DESC_DS and FM_DESC_K_MN bits).\n\
-         __device__ __forceinline__ void fm_dq(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
+         // a_desc, b_desc: the descriptors of the query half's dS(0, 0) and K_MN(0, 0) (fm_desc, FM_DESC_DS and FM_DESC_K_MN bits).",
+    )?);
+    if k.paired_keys() {
+        // Paired key blocks: the same GEMM over 64 keys; the caller adds $DS_KEY64_OFFSET16 /
+        // $K_MN_KEY64_OFFSET16 for keys 64.. (paired_key64_offsets checks them).
+        s.push_str(&dq_gemm(
+            t,
+            "fm_dq_keys64",
+            64,
+            "// dQ(:, chunk) over 64 of the keys: k-steps 0..3 of fm_dq from the descriptors of dS(0, k0) and K_MN(0, k0).",
+        )?);
+    }
+    Ok(s)
+}
+
+/// The dQ chunk's GEMM `name` over `keys` keys (k-steps `0..keys / 16` of the dS and K_MN
+/// operands from the caller's descriptors), after its `doc` comment.
+fn dq_gemm(t: &Tiles, name: &str, keys: u32, doc: &str) -> Result<String, ConfigError> {
+    let ta = wgmma_ss_name(DQ_CHUNK_ROWS, true, true);
+    let mut s = format!(
+        "{doc}\n__device__ __forceinline__ void {name}(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
          \x20   fm_fence_array(acc);\n\
-         \x20   fm_wgmma_fence();",
+         \x20   fm_wgmma_fence();\n",
         v = DQ_CHUNK_ROWS / 2
     );
-    for j in 0..n / 16 {
+    for j in 0..keys / 16 {
         let (ab, bb) = (t.ds.k_step_bytes(j)?, t.k_mn.k_step_bytes(j)?);
         let (a16, b16) = (t.ds.k_step_offset16(j)?, t.k_mn.k_step_offset16(j)?);
         let _ = writeln!(
@@ -1142,28 +1162,6 @@ fn gemms(k: &BackwardKernel, t: &Tiles, ty: &str) -> Result<String, ConfigError>
         );
     }
     s.push_str("    fm_wgmma_commit();\n}\n");
-    if k.paired_keys() {
-        // Paired key blocks: the same GEMM over 64 keys (k-steps 0..3); the caller adds
-        // $DS_KEY64_OFFSET16 / $K_MN_KEY64_OFFSET16 for keys 64.. (paired_key64_offsets checks them).
-        let _ = writeln!(
-            s,
-            "// dQ(:, chunk) over 64 of the keys: k-steps 0..3 of fm_dq from the descriptors of dS(0, k0) and K_MN(0, k0).\n\
-             __device__ __forceinline__ void fm_dq_keys64(float (&acc)[{v}], unsigned long long a_desc, unsigned long long b_desc) {{\n\
-             \x20   fm_fence_array(acc);\n\
-             \x20   fm_wgmma_fence();",
-            v = DQ_CHUNK_ROWS / 2
-        );
-        for j in 0..4 {
-            let (a16, b16) = (t.ds.k_step_offset16(j)?, t.k_mn.k_step_offset16(j)?);
-            let _ = writeln!(
-                s,
-                "    {ta}(acc, a_desc + {a16}ull, b_desc + {b16}ull, {sc});   // k-step {j}: keys k0 + {c}",
-                sc = u32::from(j > 0),
-                c = 16 * j
-            );
-        }
-        s.push_str("    fm_wgmma_commit();\n}\n");
-    }
     Ok(s)
 }
 
