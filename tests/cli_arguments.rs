@@ -94,6 +94,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("packed", "p.safetensors"),
     ("packer_only", ""),
     ("page_size", "16"),
+    ("paired_keys", "off"),
     ("pattern", "random"),
     ("persistent", "on"),
     ("persistent_ctas", "2"),

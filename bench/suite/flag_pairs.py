@@ -17,7 +17,8 @@ from .routines import attention
 
 def main(argv):
     binary, regex, pairs, variants = argv[0], argv[1], int(argv[2]), argv[3:]
-    for w in workloads.select(workloads.load(), only=regex):
+    _, listed = workloads.load()
+    for w in workloads.select(listed, only=regex):
         with tempfile.TemporaryDirectory() as tmp:
             cmd = interleave.command(w, interleave.SYSTEM, binary, 5, 20, tmp)
             for flags in variants:

@@ -343,6 +343,9 @@ impl BackwardKernel {
                 let paired = Self::default_for(d, SWEEP_MASKS[2])?.with_paired_keys(true)?;
                 push(paired);
                 push(paired.with_dtype(ActDtype::F16)?);
+                if paired.dq_writer_fits() {
+                    push(paired.with_dq_writer(true)?);
+                }
             }
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
