@@ -472,6 +472,37 @@ class AutogradTests(unittest.TestCase):
                                                                   **ours),
                                lambda q, k, v: tr(math_attention(un(q), un(k), un(v), **ref)))
 
+    def test_64_token_blocks_pair_their_key_blocks_and_match_fp32(self):
+        # A 64x64 mask's backward pairs its key blocks by default (docs/backward.md, "Paired
+        # key blocks"): two 64-key blocks per CTA walk the union of their query tiles, and a
+        # warpgroup skips the steps its block does not see. MHA with a per-head mask, GQA over
+        # a one-head mask, an odd count of key blocks, whole and partial 64-token blocks, and a
+        # key block no query sees; bf16 at head dim 128 and fp16 at 64; packed on the host
+        # (paired) and on the GPU (unpaired).
+        g = torch.Generator(device="cuda").manual_seed(13)
+        B, Sq, Sk = 2, 330, 450
+        for H, Hk, mask_heads, D, dtype in ((3, 3, 3, 128, torch.bfloat16),
+                                            (4, 2, 1, 128, torch.bfloat16),
+                                            (2, 2, 2, 64, torch.float16)):
+            shape = (B, mask_heads, (Sq + 63) // 64, (Sk + 63) // 64)
+            kept = torch.rand(shape, device="cuda", generator=g) < 0.3
+            whole = torch.rand(shape, device="cuda", generator=g) < 0.5
+            up = lambda t: t.repeat_interleave(64, 2).repeat_interleave(64, 3)[:, :, :Sq, :Sk]
+            partial = torch.rand(B, mask_heads, Sq, Sk, device="cuda", generator=g) < 0.7
+            dense = up(kept) & (up(whole) | partial)
+            dense[:, :, :, 64:128] = False
+            q = torch.randn(B, H, Sq, D, device="cuda", dtype=dtype, generator=g)
+            k, v = (torch.randn(B, Hk, Sk, D, device="cuda", dtype=dtype, generator=g)
+                    for _ in range(2))
+            # Packed on the host, the pairs' table is built from its lists; packed on the
+            # GPU, the lists are on the device only and the backward runs unpaired.
+            for packed_on in ("cpu", "cuda"):
+                m = Mask.from_dense(dense.to(packed_on), block=(64, 64), transposed=True)
+                with self.subTest(H=H, Hk=Hk, mask_heads=mask_heads, D=D, packed_on=packed_on):
+                    self.check(f"64-token blocks H={H}/{Hk} D={D} packed on {packed_on}", q, k, v,
+                               lambda q, k, v: fragmask.attention(q, k, v, m),
+                               lambda q, k, v: math_attention(q, k, v, dense))
+
     def test_fp16_head_dim_64_and_mqa(self):
         B, H, Sq, Sk, D = 1, 4, 200, 333, 64
         g = torch.Generator(device="cuda").manual_seed(5)

@@ -314,7 +314,10 @@ pub enum RawBackwardMask<'a> {
     Window(Window),
     /// A packed mask with transposed lists, the device addresses of its forward lists
     /// (`kv_*`, as [`super::RawMask::Blocks`]; their tile offsets and words are not read)
-    /// and of its transposed lists and words (`q_*`).
+    /// and of its transposed lists and words (`q_*`). The host mask's lists are either
+    /// those the device holds or empty (a mask packed on the GPU, whose host copy is its
+    /// geometry only): paired key blocks build their table from the host's transposed
+    /// lists, and run only where those have entries.
     Blocks(&'a PackedMask, RawMaskLists, RawMaskLists),
 }
 
@@ -905,10 +908,19 @@ impl AttentionRunner {
         let kernel = kernel
             .with_group_slices(slices)
             .map_err(AttentionError::Config)?;
-        // Paired key blocks: their table is uploaded here, so only where uploads are allowed.
+        // Paired key blocks: their table is uploaded here, so only where uploads are allowed,
+        // and built from the host's transposed lists, so only where those have entries (a
+        // mask packed on the GPU has its lists on the device only: it runs unpaired).
+        let mut pair_table = None;
         let paired = match (host_mask, documents) {
             (Some(m), None) if upload == Upload::Allowed => {
-                super::choice::backward_paired_keys(&shape, m, &kernel, opts)?
+                if super::choice::backward_paired_keys(&shape, m, &kernel, opts)? {
+                    let table = key_pairs::key_pair_table(transposed_lists(m)?)?;
+                    if table.list_steps > 0 {
+                        pair_table = Some(table);
+                    }
+                }
+                pair_table.is_some()
             }
             (Some(m), None) if opts.paired_keys == Some(true) => {
                 super::choice::backward_paired_keys(&shape, m, &kernel, opts)?;
@@ -923,7 +935,8 @@ impl AttentionRunner {
         if opts.paired_keys == Some(true) && !paired {
             return Err(AttentionError::Config(ConfigError::Layout(
                 "paired key blocks run on a mask packed at 64x64 (not the window walk or the \
-                 documents grid)"
+                 documents grid) whose transposed lists are on the host and not empty (a mask \
+                 packed on the GPU has its lists on the device only)"
                     .into(),
             )));
         }
@@ -1020,8 +1033,7 @@ impl AttentionRunner {
         }
         let mut ctas = kernel.n_ctas(shape.seqlen_k as u32);
         let mut key_pairs = None;
-        if let (true, Some(m)) = (kernel.paired_keys(), host_mask) {
-            let table = key_pairs::key_pair_table(transposed_lists(m)?)?;
+        if let Some(table) = pair_table {
             let pairs = u32::try_from(table.pairs_per_plane)
                 .ok()
                 .filter(|&n| n <= i32::MAX as u32)
