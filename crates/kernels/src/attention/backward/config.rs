@@ -688,8 +688,8 @@ impl BackwardKernel {
     /// 64 keys of its own key block, which walk the union of the two blocks' transposed
     /// lists (`BackwardParams::key_pairs`, built by the host): a query step both lists
     /// hold loads Q and dO and reduces dQ once for both, and a warpgroup whose block does
-    /// not see a step stores a zero dS and computes only its dQ chunk. Taken by a 64x64
-    /// mask's kernel at head dims 64 and 128 on 64-query steps, without the column split,
+    /// not see a step computes only its dQ chunk, over the other block's 64 keys. Taken by
+    /// a 64x64 mask's kernel at head dims 64 and 128 on 64-query steps, without the column split,
     /// the pair mode, group slices or the deterministic mode (its dQ order is the lists');
     /// the K/V tensor maps then load 64-row boxes ([`Self::kv_box_rows`]).
     pub fn with_paired_keys(mut self, paired: bool) -> Result<Self, ConfigError> {

@@ -372,9 +372,10 @@ $DQ_WRITER_WARP        }
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
 #if FM_PAIRED_KEYS
                 if (t.mask_tile == FM_NOT_MINE) {
-                    // Paired key blocks: this warpgroup's block does not see the step's queries. Its dS^T rows are
-                    // zero, dK and dV unchanged; it reads nothing of the stage, computes its dQ chunks (dS K over both
-                    // warpgroups' keys) and releases the stage. Every wgmma it issues completes inside this branch.
+                    // Paired key blocks: this warpgroup's block does not see the step's queries. Its dK and dV are
+                    // unchanged and its dS^T rows are not written; it reads nothing of the stage, computes its dQ chunks
+                    // over the other warpgroup's 64 keys (t.key_half) and releases the stage. Every wgmma it issues
+                    // completes inside this branch.
 $PAIRED_SKIP
                     continue;
                 }
