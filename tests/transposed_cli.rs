@@ -433,3 +433,50 @@ fn documented_python_transposed_decoder_decodes_packed_files() {
         );
     }
 }
+
+#[test]
+fn inspect_reports_what_paired_key_blocks_load_on_a_64x64_mask() {
+    // A causal window of 300 over 1000 tokens at 64x64: each key block's query tiles are a
+    // run of 5 or 6, its neighbour's mostly the same, so the pairs' union walks load about
+    // half of what the key blocks' own lists do (docs/backward.md, "Paired key blocks").
+    let dir = TempDir::new("transposed-paired");
+    let out = dir.join("window64.safetensors");
+    ok(&[
+        "pack",
+        "--predicate",
+        "window=300:0",
+        "--seqlen-q",
+        "1000",
+        "--seqlen-k",
+        "1000",
+        "--block",
+        "64x64",
+        "--warpgroups",
+        "1",
+        "--transposed",
+        "-q",
+        "-o",
+        s(&out),
+    ]);
+    let text = ok(&["inspect", s(&out)]);
+    let needle =
+        "paired key blocks (the backward's default on this tile): 47 union steps for 81 list \
+                  entries (0.580 of the Q/dO loads and dQ reductions)";
+    assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
+    // A 128x128 mask's backward is not paired: no such line.
+    let wide = dir.join("window128.safetensors");
+    ok(&[
+        "pack",
+        "--predicate",
+        "window=300:0",
+        "--seqlen-q",
+        "1000",
+        "--seqlen-k",
+        "1000",
+        "--transposed",
+        "-q",
+        "-o",
+        s(&wide),
+    ]);
+    assert!(!ok(&["inspect", s(&wide)]).contains("paired key blocks"));
+}

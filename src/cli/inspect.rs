@@ -115,6 +115,19 @@ pub fn run(args: InspectArgs) -> CmdResult {
                 cost.bytes_per_thread,
                 cost.loads_per_thread
             );
+            // A 64x64 mask's backward pairs its key blocks (docs/backward.md): what they load.
+            if (bwd.block_m(), bwd.block_n()) == (64, 64) {
+                match fragmask::host::attention::backward::key_pairs::key_pair_table(t) {
+                    Ok(pairs) => println!(
+                        "  paired key blocks (the backward's default on this tile): {} union steps for \
+                         {} list entries ({:.3} of the Q/dO loads and dQ reductions)",
+                        pairs.steps,
+                        pairs.list_steps,
+                        pairs.load_ratio()
+                    ),
+                    Err(e) => println!("  paired key blocks: no table ({e})"),
+                }
+            }
         }
         Err(_) => println!(
             "transposed: no (forward only; for the backward pass run `fragmask pack \
