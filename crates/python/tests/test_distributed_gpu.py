@@ -77,6 +77,8 @@ def cases(S):
             fd.BlockLists(vsa_idx, vsa_num, rng.integers(32, 65, size=Qb)), 4, 2, 128,
             (128, 128), bf16),
         "64-token tiles": (fd.BlockLists(vsa_idx, vsa_num), 4, 2, 64, (64, 64), bf16),
+        # MHA: the backward parts pair their key blocks (docs/backward.md, "Paired key blocks")
+        "64-token tiles MHA": (fd.BlockLists(vsa_idx, vsa_num), 4, 4, 128, (64, 64), bf16),
     }
 
 
