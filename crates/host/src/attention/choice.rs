@@ -395,7 +395,7 @@ pub const SECTION_MAX_ESTIMATED_TILES: usize = 1 << 16;
 /// (`AttentionParams::head_section`; docs/architecture.md, "Launch order") for a call of
 /// `splits` splits on `slots` SM slots: `opts.head_section` when set (at least 1), else
 /// [`l2_head_section`] for a causal walk of the window mode without split-KV where the
-/// list-scheduling estimate ([`persistent::makespan`] over the walk's steps) ends that
+/// list-scheduling estimate ([`super::persistent::makespan`] over the walk's steps) ends that
 /// order's launch at least [`SECTION_MIN_GAIN`] earlier than the plain order (few tiles per
 /// slot: causal S = 4096 and 8192 at H = 16, head dim 64 at S = 16384), else 1 (the plain
 /// order; an H100, interleaved: it kept S = 16384 causal at H = 16 and GQA within the noise).
@@ -502,7 +502,7 @@ pub fn backward_window_steps(
 /// and with one CTA per key tile, FlashAttention-4's L2 section (the largest power of two
 /// of planes whose query head's Q, dO and f32 dQ rows fit in [`SECTION_L2_BYTES`]; a CTA
 /// walks its group's query heads one after another) where the
-/// list-scheduling estimate ([`persistent::makespan`]) ends the launch at least
+/// list-scheduling estimate ([`super::persistent::makespan`]) ends the launch at least
 /// [`SECTION_MIN_GAIN`] earlier than the grid's order (which starts each plane's longest
 /// key tiles after the previous plane's shortest: causal S = 4096 and 8192 at H = 16);
 /// else 1.

@@ -656,8 +656,11 @@ impl AttentionRunner {
     }
 
     /// Runs the backward into `grads` with the caller's workspace (enqueued; synchronise the
-    /// stream to wait). Nothing is allocated. Every shape, the mask and the configuration are
-    /// checked before the first launch.
+    /// stream to wait). Every shape, the mask and the configuration are checked before the
+    /// first launch. Nothing is allocated but the table a call may need, built and uploaded
+    /// (synchronously) on every call: the documents grid's work items, or the paired key
+    /// blocks' steps on a 64x64 mask (host pairing, milliseconds at write-up 002's sizes).
+    /// A call repeated on the same shapes plans once instead ([`Self::plan_backward`]).
     #[allow(clippy::too_many_arguments)]
     pub fn backward_into(
         &self,
