@@ -456,6 +456,55 @@ fn group_slices_are_checked_against_the_group_and_the_mask_before_any_gpu() {
 }
 
 #[test]
+fn paired_key_blocks_are_checked_against_the_mask_tile_before_any_gpu() {
+    let call = ["attention", "--random", "1,2,2,256,256,128", "--backward"];
+    let with = |extra: &[&'static str]| [&call[..], extra].concat();
+    // No mask, or a mask at the default 128x128 tile: nothing to pair.
+    refused(
+        &with(&["--paired-keys", "on"]),
+        &["--paired-keys on", "64x64"],
+    );
+    refused(
+        &with(&["--synthetic-mask", "random:0.5", "--paired-keys", "on"]),
+        &["--paired-keys on", "64x64"],
+    );
+    // Not on/off; and the forward has no key pairs.
+    refused(
+        &with(&[
+            "--block",
+            "64x64",
+            "--synthetic-mask",
+            "random:0.5",
+            "--paired-keys",
+            "yes",
+        ]),
+        &["--paired-keys"],
+    );
+    refused(
+        &[
+            "attention",
+            "--random",
+            "1,2,2,256,256,128",
+            "--paired-keys",
+            "on",
+        ],
+        &["--paired-keys", "need --backward"],
+    );
+    // Valid: reaches the GPU check.
+    for on_off in ["on", "off"] {
+        valid_without_gpu(&with(&[
+            "--block",
+            "64x64",
+            "--synthetic-mask",
+            "random:0.5",
+            "--paired-keys",
+            on_off,
+        ]));
+    }
+    valid_without_gpu(&with(&["--paired-keys", "off"]));
+}
+
+#[test]
 fn an_empty_block_table_is_reported_against_the_block_table() {
     let dir = Dir::new("block-table");
     let path = dir.path("in.safetensors");

@@ -142,11 +142,19 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
     if let Some(n) = flags.group_slices {
         bwd::check_group_slices(&v.shape, n).map_err(|e| format!("--group-slices {n}: {e}"))?;
     }
-    if flags.paired_keys == Some(true) && v.mask.is_none() {
-        return Err(
-            "--paired-keys on: paired key blocks run on a mask packed at 64x64 (--block 64x64)"
-                .into(),
-        );
+    if flags.paired_keys == Some(true) {
+        // The mask's tile: a packed file's, or the one a mask built here is packed at.
+        let tile = match (packed, &v.mask) {
+            (Some(m), _) => Some((m.accumulator().block_m(), m.accumulator().block_n())),
+            (None, Some(_)) => backward_tile(args).ok().map(|g| (g.block_m(), g.block_n())),
+            (None, None) => None,
+        };
+        if tile != Some((64, 64)) {
+            return Err(
+                "--paired-keys on: paired key blocks run on a mask packed at 64x64 (--block 64x64)"
+                    .into(),
+            );
+        }
     }
     // A mask built here is not packed yet (its kernel is checked at launch): refuse the
     // options only the window walk takes before any GPU is looked for.

@@ -914,30 +914,20 @@ impl AttentionRunner {
         // Paired key blocks: their table is uploaded here, so only where uploads are allowed,
         // and built from the host's transposed lists, so only where those have entries (a
         // mask packed on the GPU has its lists on the device only: it runs unpaired).
-        let mut pair_table = None;
-        let paired = match (host_mask, documents) {
-            (Some(m), None) if upload == Upload::Allowed => {
-                if super::choice::backward_paired_keys(&shape, m, &kernel, opts)? {
-                    let table = key_pairs::key_pair_table(transposed_lists(m)?)?;
-                    if table.list_steps > 0 {
-                        pair_table = Some(table);
-                    }
-                }
-                pair_table.is_some()
+        let pair_table = match (host_mask, documents) {
+            (Some(m), None)
+                if upload == Upload::Allowed
+                    && super::choice::backward_paired_keys(&shape, m, &kernel, opts)? =>
+            {
+                Some(key_pairs::key_pair_table(transposed_lists(m)?)?).filter(|t| t.list_steps > 0)
             }
-            (Some(m), None) if opts.paired_keys == Some(true) => {
-                super::choice::backward_paired_keys(&shape, m, &kernel, opts)?;
-                return Err(AttentionError::Shape(
-                    "paired key blocks upload their table: plan the call (plan_backward) rather \
-                     than launching it raw"
-                        .into(),
-                ));
-            }
-            _ => false,
+            _ => None,
         };
+        let paired = pair_table.is_some();
         if opts.paired_keys == Some(true) && !paired {
             return Err(AttentionError::Config(ConfigError::Layout(
-                "paired key blocks run on a mask packed at 64x64 (not the window walk or the \
+                "paired key blocks run on a prepared or planned call (not a raw launch: the \
+                 table is uploaded) of a mask packed at 64x64 (not the window walk or the \
                  documents grid) whose transposed lists are on the host and not empty (a mask \
                  packed on the GPU has its lists on the device only)"
                     .into(),
