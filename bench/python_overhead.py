@@ -662,6 +662,33 @@ def target_rows(results):
     return rows
 
 
+def mask_rows(S=512, H=2, D=128, keep=0.3):
+    """Host overhead per autograd forward+backward call with a 64x64 block mask, packed
+    on the host (the backward pairs its key blocks from the host lists; the forward's
+    shared-K/V tile) and on the GPU (its lists on the device only: both unpaired), beside
+    the same call with no mask: what the plans' tables cost on the run path."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    blocks = torch.rand(H, S // 64, S // 64, device="cuda", generator=g) < keep
+    dense = blocks.repeat_interleave(64, 1).repeat_interleave(64, 2)
+    q, k, v = tiny_inputs(True, H=H, S=S, D=D)
+    grad = torch.randn_like(q)
+    calls = {"no mask": None,
+             "64x64 mask packed on the host": Mask.from_dense(
+                 dense.cpu(), block=(64, 64), transposed=True),
+             "64x64 mask packed on the GPU": Mask.from_dense(
+                 dense, block=(64, 64), transposed=True)}
+    rows = {}
+    for name, m in calls.items():
+        fwd = overhead(lambda: fragmask.attention(q, k, v, m), graph=False)
+        step = overhead(lambda: fragmask.attention(q, k, v, m).backward(grad))
+        step["backward_host_us"] = step["host_us"] - fwd["host_us"]
+        rows[f"{name}: autograd forward"] = fwd
+        rows[f"{name}: autograd forward+backward"] = step
+    for t in (q, k, v):
+        t.grad = None
+    return rows
+
+
 def in_rounds(section, n):
     """``section`` run ``n`` times, merged by ``median_of_rounds``."""
     return lambda: median_of_rounds([section() for _ in range(n)])
@@ -677,6 +704,8 @@ def main():
                     "the targets' table of them: for an A/B of wheels in separate runs")
     ap.add_argument("--ops-only", action="store_true",
                     help="only op_rows (no Flex, no step-level rows): for an A/B of wheels")
+    ap.add_argument("--mask-only", action="store_true",
+                    help="only mask_rows: 64x64 masks packed on the host and on the GPU")
     ap.add_argument("--decode-sweep", action="store_true",
                     help="only serving decode shapes at several split counts")
     ap.add_argument("--rounds", type=int, default=3,
@@ -702,9 +731,13 @@ def main():
             with open(args.json, "w") as fh:
                 json.dump({"rounds": out, "medians": dict(table)}, fh, indent=1)
         return
-    if args.ops_only or args.decode_sweep:
-        rows = op_rows() if args.ops_only else decode_sweep_rows()
+    if args.ops_only or args.decode_sweep or args.mask_only:
+        rows = (op_rows() if args.ops_only
+                else in_rounds(mask_rows, args.rounds)() if args.mask_only
+                else decode_sweep_rows())
         for name, r in rows.items():
+            if name == "rounds":
+                continue
             if isinstance(r, dict):
                 print(f"| {name} | " + " | ".join(
                     f"{k_}={v_:.4g}" if isinstance(v_, float) else f"{k_}={v_}"
