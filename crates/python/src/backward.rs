@@ -335,6 +335,13 @@ pub(crate) fn attention_backward_plan(
 
 #[pymethods]
 impl BackwardPlanHandle {
+    /// Whether the plan pairs a 64x64 mask's key blocks (their table, built from the
+    /// mask's host transposed lists, was uploaded at planning).
+    #[getter]
+    fn paired_keys(&self) -> bool {
+        self.plan.paired_keys()
+    }
+
     /// Enqueues the backward on `stream` at the addresses of tensors with the plan's
     /// shapes and strides (lse f32 `[B, H, Sq]`, dq / dk / dv fresh contiguous outputs),
     /// with the workspace of (device, `stream`).

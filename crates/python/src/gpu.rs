@@ -914,7 +914,13 @@ pub(crate) fn return_event(g: &Gpu, event: CudaEvent) {
 ///
 /// The attention op finds the mask by `registry_id`, whose registry entry is the empty
 /// mask of the same shape and tile: a plan reads only a mask's geometry on the host
-/// (shape, tile, encoding), and the lists it reads on the device are this pack's.
+/// (shape, tile, encoding), and the lists it reads on the device are this pack's. Once
+/// `finish` has read them back, the ops plan with its `Packed` instead (`Mask._packed`),
+/// as with a host-packed mask: the host copy is this buffer's lists and words as they
+/// are (`lists_from_buffer` copies the slices in place, `PackedMask::from_parts` only
+/// validates them; nothing sorts or renumbers), so the tables a plan builds from it
+/// (shared-K/V steps, paired key blocks) hold the tile offsets the device words are
+/// indexed by.
 #[pyclass(frozen, module = "fragmask._fragmask", name = "GpuPack")]
 pub(crate) struct GpuPack {
     id: u64,

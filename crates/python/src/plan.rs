@@ -82,6 +82,13 @@ impl AttentionPlanHandle {
         self.plan.workspace_floats
     }
 
+    /// Whether the plan runs the 64-token tile's shared K/V (its step table, built from
+    /// the mask's host lists, was uploaded at planning).
+    #[getter]
+    fn shared_kv(&self) -> bool {
+        self.plan.shared_kv()
+    }
+
     /// Launches on `stream`: q, k, v as `(address, shape, strides)` views, which must
     /// have the plan's shapes and strides (else `ValueError` naming the tensor); out and
     /// lse contiguous outputs, the workspace of `workspace_floats` (0 without splits).

@@ -253,7 +253,9 @@ impl GpuTranspose {
     }
 
     /// Waits for the transposition and returns `packed` (the same mask's host copy) with
-    /// the transposed lists attached, validated as a file's are (GIL released).
+    /// the transposed lists attached, validated as a file's are (GIL released). They are
+    /// the output buffer's lists and words as they are (`attach_transposed` validates
+    /// without reordering), so the backward may plan its paired key blocks from them.
     fn finish(&self, py: Python<'_>, packed: &crate::Packed) -> PyResult<crate::Packed> {
         let enqueued = self.enqueued.lock().unwrap_or_else(|e| e.into_inner());
         let Some(e) = enqueued.as_ref() else {

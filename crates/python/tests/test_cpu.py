@@ -445,6 +445,116 @@ class TransposedTests(unittest.TestCase):
             m.with_transposed(threads=1 << 20)
 
 
+class _Reader:
+    """Stands in for the extension's GpuPack or GpuTranspose, which need a GPU: its
+    registry entry is `entry`'s (the real one registers its geometry, empty lists), and
+    `finish` returns what `read` gives, a real host `Packed` as the real one reads back,
+    counting the calls (each is a wait for the GPU)."""
+
+    def __init__(self, entry, read):
+        self.entry, self.registry_id = entry, entry.registry_id   # kept alive, as there
+        self.shape, self.tile = entry.shape, entry.tile
+        self.read, self.calls = read, 0
+
+    def finish(self, *host):
+        self.calls += 1
+        return self.read(*host)
+
+
+class ReadBackTests(unittest.TestCase):
+    """``Mask.to("cpu")`` and the registry entry the ops plan with (``Mask._meta[8]``,
+    ``_ops._backward_id``): a mask whose lists were read back plans with its host copy,
+    one not read back with its geometry. The reading itself is GPU-only (tests/test_gpu.py
+    runs it); here it returns the CPU packer's masks."""
+
+    def setUp(self):
+        from fragmask import _ops
+
+        self.ops = _ops
+        dense = np.random.default_rng(8).random((2, 200, 300)) < 0.3
+        self.tile = dict(block=(64, 64))
+        self.host = Mask.from_dense(dense, **self.tile)
+        self.empty = Mask.from_dense(np.zeros_like(dense), **self.tile)   # a geometry
+
+    def gpu_mask(self, transposed):
+        """A mask as from_dense(cuda, transposed=...) leaves it (nothing read back)."""
+        pack = _Reader(self.empty._host, lambda: fragmask._fragmask.from_bytes(
+            self.host.to_bytes()))
+        m = Mask._from_gpu(pack, None, 0)
+        if transposed:
+            m._gpu_t = (self.transposer(), None, 0)
+        return m, pack
+
+    def transposer(self):
+        geometry = self.empty.with_transposed()._host
+        return _Reader(geometry, lambda host: host.with_transposed(None, True, 0))
+
+    def test_a_host_packed_mask_is_on_the_host_already(self):
+        m = self.host.with_transposed()
+        before = m._meta
+        self.assertIs(m.to("cpu"), m)
+        self.assertIs(m.to("cpu:0"), m)
+        self.assertEqual(m._meta, before)
+
+    def test_reading_back_switches_the_forward_and_backward_to_the_host_copy(self):
+        for transposed in (False, True):
+            with self.subTest(transposed=transposed):
+                m, pack = self.gpu_mask(transposed)
+                self.assertEqual(m._meta[8], self.empty._meta[8])   # the geometry's
+                self.assertIsNone(m._host)
+                self.assertEqual(m.has_transposed, transposed)
+                if transposed:
+                    planned = m._gpu_t[0].registry_id
+                    self.assertEqual(self.ops._backward_id(planned, m), planned)
+                self.assertIs(m.to("cpu"), m)
+                self.assertEqual(pack.calls, 1)
+                self.assertEqual(m._meta[:8], self.host._meta[:8])
+                self.assertEqual(m._meta[8], m._host.registry_id)
+                self.assertNotIn(m._meta[8], (self.empty._meta[8], self.host._meta[8]))
+                self.assertEqual(m, self.host.with_transposed() if transposed else self.host)
+                if transposed:
+                    self.assertEqual(m._gpu_t[0].calls, 1)
+                    self.assertTrue(m._host.has_transposed)
+                    # The backward plans with the host copy, whose q_* lists are the
+                    # ones read back.
+                    self.assertEqual(self.ops._backward_id(planned, m), m._meta[8])
+                    np.testing.assert_array_equal(
+                        m.q_tile_offsets, self.host.with_transposed().q_tile_offsets)
+                m.to("cpu")
+                m.stats()
+                self.assertEqual(pack.calls, 1)   # read once
+        # Any host list reads back as well (stats here), with the same switch.
+        m, pack = self.gpu_mask(False)
+        m.stats()
+        self.assertEqual((pack.calls, m._meta[8]), (1, m._host.registry_id))
+
+    def test_transposed_lists_a_backward_built_are_read_back_and_replanned(self):
+        m, pack = self.gpu_mask(False)
+        m.to("cpu")
+        mid = m._meta[8]
+        # As _ops._device_transposed leaves a backward's own lists on cuda:0: a mask
+        # sharing m's pack and host copy, transposed on the GPU, not read back.
+        src = Mask._from_gpu(pack, None, 0)
+        src._gpu, src._host, src._meta = m._gpu, m._host, m._meta
+        src._gpu_t = (self.transposer(), None, 0)
+        planned = src._gpu_t[0].registry_id
+        m._device_cache["cuda:0:transposed"] = ((), planned, src)
+        key = (None,) * 8 + (mid,)     # a forward plan of m with a backward plan
+        handles = {(1, 2, 3, 4): "a backward plan"}
+        self.ops._fwd_plans[key] = (None,) * self.ops._BWD + ((None,) * 6 + (handles,),)
+        try:
+            self.assertEqual(self.ops._backward_id(planned, src), planned)
+            m.to("cpu")
+            self.assertEqual(handles, {})   # the next backward plans again
+        finally:
+            self.ops._fwd_plans.pop(key, None)
+        self.assertEqual(pack.calls, 1)   # the forward lists were not read again
+        self.assertEqual(src._gpu_t[0].calls, 1)
+        self.assertEqual(m._meta[8], mid)
+        self.assertEqual(self.ops._backward_id(planned, src), src._host.registry_id)
+        self.assertTrue(src._host.has_transposed)
+
+
 class FlexMaskModTests(unittest.TestCase):
     def test_mask_mod_over_packed_words_equals_the_mask(self):
         rng = np.random.default_rng(9)

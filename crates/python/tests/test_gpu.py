@@ -478,7 +478,7 @@ class AutogradTests(unittest.TestCase):
         # warpgroup skips the steps its block does not see. MHA with a per-head mask, GQA over
         # a one-head mask, an odd count of key blocks, whole and partial 64-token blocks, and a
         # key block no query sees; bf16 at head dim 128 and fp16 at 64; packed on the host
-        # (paired) and on the GPU (unpaired).
+        # (paired), on the GPU (unpaired) and on the GPU with its lists read back (paired).
         g = torch.Generator(device="cuda").manual_seed(13)
         B, Sq, Sk = 2, 330, 450
         for H, Hk, mask_heads, D, dtype in ((3, 3, 3, 128, torch.bfloat16),
@@ -495,13 +495,90 @@ class AutogradTests(unittest.TestCase):
             k, v = (torch.randn(B, Hk, Sk, D, device="cuda", dtype=dtype, generator=g)
                     for _ in range(2))
             # Packed on the host, the pairs' table is built from its lists; packed on the
-            # GPU, the lists are on the device only and the backward runs unpaired.
-            for packed_on in ("cpu", "cuda"):
-                m = Mask.from_dense(dense.to(packed_on), block=(64, 64), transposed=True)
+            # GPU, the lists are on the device only and the backward runs unpaired, until
+            # to("cpu") reads them back: then it pairs, as the host-packed mask does.
+            for packed_on in ("cpu", "cuda", "cuda, read back"):
+                m = Mask.from_dense(dense.to("cpu" if packed_on == "cpu" else "cuda"),
+                                    block=(64, 64), transposed=True)
+                if packed_on == "cuda, read back":
+                    m.to("cpu")
                 with self.subTest(H=H, Hk=Hk, mask_heads=mask_heads, D=D, packed_on=packed_on):
                     self.check(f"64-token blocks H={H}/{Hk} D={D} packed on {packed_on}", q, k, v,
                                lambda q, k, v: fragmask.attention(q, k, v, m),
                                lambda q, k, v: math_attention(q, k, v, dense))
+                    self.assertEqual(self.plans_of(m)[1], {packed_on != "cuda"})
+
+    def plans_of(self, m):
+        """(shared_kv, paired_keys): the sets of what the eager path's plans of mask `m`
+        run, its forward plans (found by the registry id it plans with) and their
+        backward plans."""
+        from fragmask import _ops
+
+        entries = [e for key, e in _ops._fwd_plans.items() if key[8] == m._meta[8]]
+        return ({e[_ops._HANDLE].shared_kv for e in entries},
+                {h.paired_keys for e in entries for h in e[_ops._BWD][6].values()})
+
+    def test_64_token_masks_read_back_from_the_gpu_plan_as_host_packed_ones(self):
+        # mask.to("cpu") reads a GPU pack's lists back once. Its plans then build the
+        # forward's shared-K/V steps and the backward's paired key blocks from the host
+        # copy, which is the device buffers' lists as they are: the host-packed mask's
+        # plans and forward bits, and fp32's gradients. Query blocks 2i and 2i+1 keep the
+        # same key blocks, so the shared-K/V pairs load half the blocks (taken at one
+        # split). A graph captured before the read-back replays on the same device lists.
+        g = torch.Generator(device="cuda").manual_seed(17)
+        B, H, Sq, Sk, D = 2, 3, 330, 450, 128
+        mb, nb = (Sq + 63) // 64, (Sk + 63) // 64
+        kept = torch.rand(B, H, (mb + 1) // 2, nb, device="cuda", generator=g) < 0.4
+        kept = kept.repeat_interleave(2, 2)[:, :, :mb]
+        up = lambda t: t.repeat_interleave(64, 2).repeat_interleave(64, 3)[:, :, :Sq, :Sk]
+        dense = up(kept) & (torch.rand(B, H, Sq, Sk, device="cuda", generator=g) < 0.7)
+        q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        k, v = (torch.randn(B, H, Sk, D, device="cuda", dtype=torch.bfloat16, generator=g)
+                for _ in range(2))
+        attention = lambda q, k, v, m: fragmask.attention(q, k, v, m, splits=1)
+        fp32 = lambda q, k, v: math_attention(q, k, v, dense)
+        host = Mask.from_dense(dense.cpu(), block=(64, 64), transposed=True)
+        ref = attention(q, k, v, host)
+        self.assertEqual(self.plans_of(host)[0], {True})
+        m = Mask.from_dense(dense, block=(64, 64), transposed=True)
+        geometry = m._meta[8]
+        unread = attention(q, k, v, m)   # the one-block tile: lists on the device only
+        self.assertEqual(self.plans_of(m)[0], {False})
+        self.assertLess(rel_err(unread, fp32(q, k, v)), 2e-2)
+        static = [t.clone() for t in (q, k, v)]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            attention(*static, m)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = attention(*static, m)
+            # Nothing reads back under capture: a clear error, not a wait.
+            with self.assertRaisesRegex(RuntimeError, "before capturing"):
+                m.stats()
+        self.assertIsNone(m._host)
+        self.assertIs(m.to("cpu"), m)
+        self.assertNotEqual(m._meta[8], geometry)
+        self.assertEqual(m, host)
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(captured, unread))
+        self.assertTrue(torch.equal(attention(q, k, v, m), ref))
+        self.assertEqual(self.plans_of(m), ({True}, set()))
+        self.check("read back", q, k, v, lambda q, k, v: attention(q, k, v, m), fp32)
+        self.assertEqual(self.plans_of(m), ({True}, {True}))
+        # Without transposed lists, read back first: the backward builds them on the GPU
+        # (not read back inside attention: unpaired); a second to("cpu") reads them back
+        # and the next backward pairs.
+        m = Mask.from_dense(dense, block=(64, 64)).to("cpu")
+        self.check("lists added at backward", q, k, v, lambda q, k, v: attention(q, k, v, m),
+                   fp32)
+        self.assertEqual(self.plans_of(m)[1], {False})
+        m.to("cpu")
+        self.check("lists added at backward, read back", q, k, v,
+                   lambda q, k, v: attention(q, k, v, m), fp32)
+        self.assertEqual(self.plans_of(m)[1], {True})
 
     def test_fp16_head_dim_64_and_mqa(self):
         B, H, Sq, Sk, D = 1, 4, 200, 333, 64

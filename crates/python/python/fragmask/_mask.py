@@ -205,6 +205,17 @@ def _check_packed_header(path):
                       "(truncated or extended)")
 
 
+def _refuse_capture():
+    """Refuses a read-back (a wait for the GPU) while torch's current stream is being
+    captured into a CUDA graph, which the wait would invalidate."""
+    from . import _ops
+
+    if _ops._capturing is not None and _ops._capturing():
+        raise RuntimeError("fragmask.Mask: reading a mask's lists back from the GPU waits "
+                           "for the packer, which CUDA-graph capture forbids: call "
+                           "mask.to('cpu') before capturing")
+
+
 def _cuda_tensor(x):
     """Whether x is a torch CUDA tensor (torch imported by the caller already)."""
     torch = sys.modules.get("torch")
@@ -224,8 +235,8 @@ class Mask:
     raises ValueError or TypeError with the library's message.
     """
 
-    __slots__ = ("_host", "_gpu", "_gpu_t", "_device_cache", "_device_ptrs", "_meta",
-                 "__weakref__")
+    __slots__ = ("_host", "_gpu", "_gpu_t", "_t_read", "_device_cache", "_device_ptrs",
+                 "_meta", "__weakref__")
 
     def __init__(self, packed):
         if not isinstance(packed, _fragmask.Packed):
@@ -240,6 +251,9 @@ class Mask:
         # on a GPU mask): (GpuTranspose, its i32 output buffer, device index), read back
         # into the host mask only when something asks for them.
         self._gpu_t = None
+        # Whether the host mask's transposed lists were read back from _gpu_t's buffer (the
+        # backward then plans with the host mask: _ops._device_transposed).
+        self._t_read = False
         # Device copies of the lists for the GPU ops, built once per device (_ops.py),
         # and their addresses by device index (the eager fast path).
         self._device_cache = {}
@@ -257,6 +271,7 @@ class Mask:
         self._host = None
         self._gpu = (plan, out, device)
         self._gpu_t = None
+        self._t_read = False
         self._device_cache = {}
         self._device_ptrs = {}
         b, h, sq, sk = plan.shape
@@ -267,24 +282,53 @@ class Mask:
     @property
     def _packed(self):
         """The host packed mask; a GPU pack (and a GPU transposition) is waited for and
-        read back the first time."""
+        read back the first time (refused under CUDA-graph capture, which forbids the
+        wait). From then on the ops find the mask by the host copy's registry entry, so
+        its plans read the host lists (shared K/V, paired key blocks at 64x64) as a
+        host-packed mask's do. Sound because the host copy is the device buffers' lists
+        and words as they are (GpuPack.finish, GpuTranspose.finish: copied in place and
+        validated, never reordered): the tables a plan builds from it hold the tile
+        offsets the device words are indexed by. The device lists stay the same buffers."""
         packed = self._host
+        if packed is not None and (self._gpu_t is None or packed.has_transposed):
+            return packed
+        _refuse_capture()
         if packed is None:
             packed = self._host = self._gpu[0].finish()
         if self._gpu_t is not None and not packed.has_transposed:
             packed = self._host = self._gpu_t[0].finish(packed)
-            if self._gpu is None:
-                # A host mask: the registry entry the ops find it by is the new one's
-                # (the old one lives on in the mask this one was made from).
-                self._meta = self._meta[:8] + (packed.registry_id,)
+            self._t_read = True
+        # The registry entry the ops find the mask by (a GPU pack's geometry, or the host
+        # mask this one was made from, which lives on in that mask) becomes the host copy's.
+        self._meta = self._meta[:8] + (packed.registry_id,)
         return packed
 
     def to(self, device):
-        """Copies the lists to ``device`` now (once; later calls reuse them) and returns
-        the mask. Call it before ``torch.compile`` or CUDA-graph capture of code that
-        uses the mask, so the traced code finds the lists already there (the transposed
-        lists of the backward pass too, when the mask has them). A mask packed on a GPU
-        already has its lists there."""
+        """Places the lists on ``device`` now (once; later calls reuse them) and returns
+        the mask (the same object: a mask is on the host and on every device it was
+        placed on at once).
+
+        A CUDA device: copies the lists there. Call it before ``torch.compile`` or
+        CUDA-graph capture of code that uses the mask, so the traced code finds the lists
+        already there (the transposed lists of the backward pass too, when the mask has
+        them). A mask packed on a GPU already has its lists there.
+
+        ``"cpu"``: reads back the lists built on a GPU (a GPU pack's forward lists, the
+        transposed lists of ``transposed=True`` / ``with_transposed()``, and those a
+        backward built on the GPU for a mask without them), which waits for the GPU
+        once; a host-packed mask without such lists returns at once. From then on
+        ``attention`` plans the mask as a host-packed one: at the 64x64 tile the
+        forward's shared K/V and the backward's paired key blocks, whose tables are built
+        from host lists (lists on the device only run without them). The device lists
+        keep their addresses (a captured graph's stay valid). ``attention`` never reads
+        back by itself (a wait per call of a per-step mask): call this once, after
+        ``transposed=True`` or ``with_transposed()``, and make one eager call before
+        capture or ``torch.compile`` (a call first planned under capture runs without
+        the tables). Under capture it raises ``RuntimeError``. Reading any of the mask's
+        host lists (``stats``, ``lists``, ``save``...) reads its own back too."""
+        if str(device).split(":")[0] == "cpu":
+            self._read_back()
+            return self
         from . import _ops
 
         torch = _ops._torch()
@@ -292,6 +336,24 @@ class Mask:
         if torch.device(device).type == "cuda" and self.has_transposed:
             _ops._device_transposed(torch, self, device)   # the backward's lists too
         return self
+
+    def _read_back(self):
+        """``to("cpu")``: the host lists of the mask, and of the transposed lists its
+        backward built on a GPU (cached by _ops._device_transposed)."""
+        host = self._packed
+        built = [hit[2] for key, hit in list(self._device_cache.items())
+                 if isinstance(key, str) and key.endswith(":transposed") and hit[2] is not self]
+        unread = [src for src in built if src._gpu_t is not None and not src._t_read]
+        for src in unread:
+            if src._host is None and src._gpu is self._gpu:
+                src._host = host   # the same pack's host copy: read once
+            _ = src._packed
+        if unread:
+            # The eager path's backward plans of this mask were made with the GPU
+            # transposition's geometry (no pairs): the next backward plans again.
+            from . import _ops
+
+            _ops._forget_backward_plans(self._meta[8])
 
     # Constructors ---------------------------------------------------------------
 
@@ -305,7 +367,12 @@ class Mask:
         into buffers torch allocates: nothing is copied to the host and nothing waits.
         The mask's lists stay on that GPU for ``attention``; the host lists (files,
         stats, ``to_dense``, the list properties) are read back the first time one is
-        asked for, which waits for the packer. The GPU packer writes
+        asked for, which waits for the packer. ``to("cpu")`` reads them back explicitly;
+        until then ``attention`` plans with the lists on the device only, so at
+        ``block=(64, 64)`` it runs without the forward's shared K/V and the backward's
+        paired key blocks, whose tables are built from host lists; read back, it plans
+        the mask as a host-packed one (``m = Mask.from_dense(cuda_mask, block=(64, 64),
+        transposed=True).to("cpu")``: one wait for the packer). The GPU packer writes
         ``"fragment-native"`` words; another encoding packs a host copy on the CPU.
 
         A numpy array or CPU tensor is packed by the multithreaded CPU packer without
@@ -633,7 +700,11 @@ class Mask:
         m._host = self._host    # the host copy, if any, gets them when first asked for
         m._gpu = self._gpu
         m._gpu_t = (plan, out, index)
-        m._device_cache = dict(self._device_cache)
+        m._t_read = False
+        # Not decode's form: it is kept under this mask's registry id, which m's read-back
+        # changes.
+        m._device_cache = {key: hit for key, hit in self._device_cache.items()
+                           if not (isinstance(key, tuple) and key[0] == "decode")}
         m._device_ptrs = dict(self._device_ptrs)
         m._meta = self._meta
         return m

@@ -388,9 +388,18 @@ def _device_lists(torch, mask, device):
     return lists
 
 
+def _backward_id(planned, src):
+    """The registry id the backward plans with for transposed lists `src` built: the host
+    copy's once the GPU transposition was read back into it (``Mask._packed``; the same
+    lists, so the paired key blocks' table holds the device's tile offsets), else
+    `planned` (the transposition's geometry, empty lists: unpaired). Plain attributes
+    only: torch.compile traces this."""
+    return src._meta[8] if src._t_read else planned
+
+
 def _device_transposed(torch, mask, device):
-    """(the mask's transposed lists on `device`, the registry id of its geometry with
-    them) for the backward, built once and cached on the Mask: views of a GPU
+    """(the mask's transposed lists on `device`, the registry id of a mask with them:
+    ``_backward_id``) for the backward, built once and cached on the Mask: views of a GPU
     transposition's buffer, copies of host lists, or, for a mask without them, the GPU
     packer's transposed lists of its device lists (``with_transposed(device=...)``)."""
     device = torch.device(device)
@@ -398,7 +407,7 @@ def _device_transposed(torch, mask, device):
     key = f"cuda:{index}:transposed"
     hit = mask._device_cache.get(key)
     if hit is not None:
-        return hit[:2]
+        return hit[0], _backward_id(hit[1], hit[2])
     src = mask
     if mask._gpu_t is None and not mask.has_transposed:
         if torch.compiler.is_compiling():
@@ -424,7 +433,7 @@ def _device_transposed(torch, mask, device):
         lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
         bwd_id = src._packed.registry_id
     mask._device_cache[key] = (lists, bwd_id, src)   # src keeps the registry entry alive
-    return lists, bwd_id
+    return lists, _backward_id(bwd_id, src)
 
 
 def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
@@ -676,11 +685,8 @@ def _backward_handle(entry, mask, q, out, grad_out, device):
     bwd_id = 0
     if mask is not None:
         _, lists = _mask_ptrs(mask, q, device)
-        tlists = mask._device_ptrs.get((device, "t"))
-        if tlists is None:
-            tl, bwd = _device_transposed(_T, mask, q.device)
-            tlists = mask._device_ptrs[(device, "t")] = (tuple(t.data_ptr() for t in tl), bwd)
-        tlists, bwd_id = tlists
+        tl, bwd_id = _device_transposed(_T, mask, q.device)
+        tlists = tuple(t.data_ptr() for t in tl)
     handle = _API["attention_backward_plan"](
         *views, (0, out.shape, out.stride()), (0, grad_out.shape, key), bwd_id, lists, tlists,
         causal, left, right, scale, _get_stream(device), device, q.dtype is _f16)
@@ -688,6 +694,16 @@ def _backward_handle(entry, mask, q, out, grad_out, device):
         handles.clear()
     handles[key] = handle
     return handle
+
+
+def _forget_backward_plans(mask_id):
+    """Drops the eager path's backward plans of the forward plans of mask `mask_id`
+    (``Mask.to("cpu")`` read transposed lists back: the next backward plans with them).
+    The plans themselves live on in the extension's cache while a captured graph may
+    use them."""
+    for key, entry in list(_fwd_plans.items()):
+        if key[8] == mask_id:
+            entry[_BWD][6].clear()
 
 
 _grad = None
@@ -1159,10 +1175,11 @@ def _decode_mask_arrays(torch, mask, device):
         if torch.compiler.is_compiling():
             raise RuntimeError("fragmask.decode: call fragmask.decode with this mask once "
                                "eagerly before torch.compile traces code that uses it")
-        mask_id = mask._meta[8]
         host = mask._device_cache.get(("decode", "host"))
         if host is None:
-            host = _fragmask.decode_mask_prepare(mask_id, mask.to_bytes())
+            data = mask.to_bytes()   # reads a GPU pack back first: its registry id is final
+            mask_id = mask._meta[8]
+            host = _fragmask.decode_mask_prepare(mask_id, data)
             mask._device_cache[("decode", "host")] = host
             weakref.finalize(mask, _fragmask.decode_mask_release, mask_id)
         arrays = tuple(torch.frombuffer(bytearray(b), dtype=torch.int32).to(device)

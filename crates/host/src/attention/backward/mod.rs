@@ -315,9 +315,12 @@ pub enum RawBackwardMask<'a> {
     /// A packed mask with transposed lists, the device addresses of its forward lists
     /// (`kv_*`, as [`super::RawMask::Blocks`]; their tile offsets and words are not read)
     /// and of its transposed lists and words (`q_*`). The host mask's lists are either
-    /// those the device holds or empty (a mask packed on the GPU, whose host copy is its
-    /// geometry only): paired key blocks build their table from the host's transposed
-    /// lists, and run only where those have entries.
+    /// those the device holds or empty (a mask packed on the GPU whose lists were not read
+    /// back, whose host copy is its geometry only): paired key blocks build their table
+    /// from the host's transposed lists, and run only where those have entries. The table
+    /// holds the host's tile offsets, which index the device words: where the host has
+    /// entries they must be the device's, entry for entry (Python's read-back copies the
+    /// device buffers as they are).
     Blocks(&'a PackedMask, RawMaskLists, RawMaskLists),
 }
 
@@ -913,7 +916,8 @@ impl AttentionRunner {
             .map_err(AttentionError::Config)?;
         // Paired key blocks: their table is uploaded here, so only where uploads are allowed,
         // and built from the host's transposed lists, so only where those have entries (a
-        // mask packed on the GPU has its lists on the device only: it runs unpaired).
+        // mask packed on the GPU and not read back has its lists on the device only: it runs
+        // unpaired).
         let pair_table = match (host_mask, documents) {
             (Some(m), None)
                 if upload == Upload::Allowed
@@ -929,7 +933,7 @@ impl AttentionRunner {
                 "paired key blocks run on a prepared or planned call (not a raw launch: the \
                  table is uploaded) of a mask packed at 64x64 (not the window walk or the \
                  documents grid) whose transposed lists are on the host and not empty (a mask \
-                 packed on the GPU has its lists on the device only)"
+                 packed on the GPU has its lists on the device only until they are read back)"
                     .into(),
             )));
         }

@@ -176,6 +176,12 @@ impl BackwardPlan {
         unsafe { self.run_stages(stream, ptrs, ws, &BackwardStages::ALL) }
     }
 
+    /// Whether the plan pairs its key blocks (`BackwardKernel::with_paired_keys`: a 64x64
+    /// mask's table was built from its host lists and uploaded at planning).
+    pub fn paired_keys(&self) -> bool {
+        self.resolved.kernel.paired_keys()
+    }
+
     /// The dQ reduction of the planned kernel (runs that share a workspace's accumulator
     /// must use one).
     pub fn dq_reduce(&self) -> super::DqReduce {
