@@ -322,10 +322,11 @@ class Mask:
         from host lists (lists on the device only run without them). The device lists
         keep their addresses (a captured graph's stay valid). ``attention`` never reads
         back by itself (a wait per call of a per-step mask): call this once, after
-        ``transposed=True`` or ``with_transposed()``, and make one eager call before
-        capture or ``torch.compile`` (a call first planned under capture runs without
-        the tables). Under capture it raises ``RuntimeError``. Reading any of the mask's
-        host lists (``stats``, ``lists``, ``save``...) reads its own back too."""
+        ``transposed=True`` or ``with_transposed()``, before ``torch.compile`` traces
+        the mask, and make one eager call before CUDA-graph capture (a call first planned
+        under capture runs without the tables). Under capture it raises
+        ``RuntimeError``. Reading any of the mask's host lists (``stats``, ``lists``,
+        ``save``...) reads its own back too."""
         if str(device).split(":")[0] == "cpu":
             self._read_back()
             return self
