@@ -580,6 +580,37 @@ class AutogradTests(unittest.TestCase):
                    lambda q, k, v: attention(q, k, v, m), fp32)
         self.assertEqual(self.plans_of(m)[1], {True})
 
+    def test_a_transposed_copy_outlives_the_gpu_mask_it_was_made_from(self):
+        # A GPU-packed mask and its with_transposed() copy view the same pack's forward
+        # lists, so they share one forward plan entry and its backward handle, made with
+        # the transposed lists of whichever ran backward first. That entry keeps those
+        # lists alive: collecting the first mask leaves no dangling addresses (freed
+        # blocks refilled with garbage below), and the copy's gradients stay fp32's.
+        import gc
+        import weakref
+
+        from fragmask import _ops
+        g = torch.Generator(device="cuda").manual_seed(23)
+        B, H, Sq, Sk, D = 1, 2, 300, 280, 128
+        dense = torch.rand(B, H, Sq, Sk, device="cuda", generator=g) < 0.4
+        q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        k, v = (torch.randn(B, H, Sk, D, device="cuda", dtype=torch.bfloat16, generator=g)
+                for _ in range(2))
+        fp32 = lambda q, k, v: math_attention(q, k, v, dense)
+        first = Mask.from_dense(dense)   # its backward builds transposed lists on the GPU
+        self.check("first mask", q, k, v, lambda q, k, v: fragmask.attention(q, k, v, first),
+                   fp32)
+        lists = weakref.ref(_ops._device_transposed(torch, first, q.device)[0][0])
+        copy = first.with_transposed()
+        del first
+        gc.collect()
+        self.assertIsNotNone(lists(), "the forward entry's backward handle keeps its lists")
+        junk = [torch.full((n,), -1, dtype=torch.int32, device="cuda")
+                for n in (64, 256, 1024, 4096, 16384) for _ in range(40)]
+        self.check("copy, first collected", q, k, v,
+                   lambda q, k, v: fragmask.attention(q, k, v, copy), fp32)
+        del junk
+
     def test_fp16_head_dim_64_and_mqa(self):
         B, H, Sq, Sk, D = 1, 4, 200, 333, 64
         g = torch.Generator(device="cuda").manual_seed(5)

@@ -681,7 +681,7 @@ def _backward_handle(entry, mask, q, out, grad_out, device):
     handle = handles.get(key)
     if handle is not None:
         return handle
-    lists = tlists = None
+    lists = tlists = tl = None
     bwd_id = 0
     if mask is not None:
         _, lists = _mask_ptrs(mask, q, device)
@@ -693,7 +693,17 @@ def _backward_handle(entry, mask, q, out, grad_out, device):
     if len(handles) >= 16:
         handles.clear()
     handles[key] = handle
+    # The handle holds these transposed lists' addresses, and every Mask whose forward
+    # plan this entry is (a mask and its with_transposed() copy share a GPU pack's forward
+    # lists, so their plan key) runs it: the entry keeps the lists alive, so a mask
+    # collected first cannot leave its addresses dangling (the lists are the same mask's).
+    handles[_KEEP_TLISTS] = tl
     return handle
+
+
+# The key under which a forward entry's backward handles keep their transposed lists
+# (not a stride tuple: the hot path's lookups never hit it).
+_KEEP_TLISTS = "transposed lists"
 
 
 def _forget_backward_plans(mask_id):
