@@ -541,7 +541,7 @@ class ReadBackTests(unittest.TestCase):
         m._device_cache["cuda:0:transposed"] = ((), planned, src)
         key = (None,) * 8 + (mid,)     # a forward plan of m with a backward plan
         handles = {(1, 2, 3, 4): "a backward plan"}
-        self.ops._fwd_plans[key] = (None,) * self.ops._BWD + ((None,) * 6 + (handles,),)
+        self.ops._fwd_plans[key] = (None,) * self.ops._BWD + ((None,) * 6 + (handles, []),)
         try:
             self.assertEqual(self.ops._backward_id(planned, src), planned)
             m.to("cpu")

@@ -587,9 +587,10 @@ def _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, splits):
     if bshd:
         views = tuple(_bhsd_view(x) for x in views)
     # The backward's state: the bhsd views, the launch's constants, its plans by dO's
-    # strides (made at the first backward: the mask's transposed lists may be missing).
+    # strides (made at the first backward: the mask's transposed lists may be missing),
+    # and the transposed lists those plans were made with (_backward_handle).
     bwd = (views, causal, int(left), int(right),
-           D ** -0.5 if scale is None else float(scale), mask_id, {})
+           D ** -0.5 if scale is None else float(scale), mask_id, {}, [])
     # The split workspace is one block: o's floats are a multiple of D (64 or more), so
     # the lse part stays 16-byte aligned.
     entry = (handle, (B, H, Sq, D), (B, H, Sq), 4 * B * H * Sq,
@@ -676,7 +677,7 @@ def _bhsd_view(view):
 def _backward_handle(entry, mask, q, out, grad_out, device):
     """The backward plan of a forward plan's call for dO's strides (made once per entry
     and strides; the mask's transposed lists are resolved here the first time)."""
-    views, causal, left, right, scale, mask_id, handles = entry[_BWD]
+    views, causal, left, right, scale, mask_id, handles, kept = entry[_BWD]
     key = grad_out.stride()
     handle = handles.get(key)
     if handle is not None:
@@ -692,18 +693,15 @@ def _backward_handle(entry, mask, q, out, grad_out, device):
         causal, left, right, scale, _get_stream(device), device, q.dtype is _f16)
     if len(handles) >= 16:
         handles.clear()
+        kept.clear()
     handles[key] = handle
     # The handle holds these transposed lists' addresses, and every Mask whose forward
     # plan this entry is (a mask and its with_transposed() copy share a GPU pack's forward
     # lists, so their plan key) runs it: the entry keeps the lists alive, so a mask
     # collected first cannot leave its addresses dangling (the lists are the same mask's).
-    handles[_KEEP_TLISTS] = tl
+    if tl is not None and all(x is not tl for x in kept):
+        kept.append(tl)
     return handle
-
-
-# The key under which a forward entry's backward handles keep their transposed lists
-# (not a stride tuple: the hot path's lookups never hit it).
-_KEEP_TLISTS = "transposed lists"
 
 
 def _forget_backward_plans(mask_id):
