@@ -298,9 +298,8 @@ $DQ_WRITER_WARP        }
 #if FM_PAIRED_KEYS
         // Paired key blocks: each warpgroup's words are its own 64-key mask tile's (threads 0..127).
         const int mask_thread = lt;
-        // The key of this warpgroup's CTA row 0: its 64 rows are its own block's; a missing block's rows lie past
-        // every key (nothing of them is written).
-        const int pair_key0 = (wg == 0 ? pair_item.x * 64 : (pair_item.y >= 0 ? pair_item.y * 64 : p.seqlen_k)) - 64 * wg;
+        // The key of this warpgroup's CTA row 0 (the schedule's s.n0, from the same header).
+        const int pair_key0 = fm_pair_key0(p, pair_item, wg);
 #else
         const int mask_thread = 128 * ((n_cta % FM_SUB) * FM_WG + wg) + lt;
 #endif

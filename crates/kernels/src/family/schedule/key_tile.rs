@@ -332,6 +332,12 @@ __device__ __forceinline__ int4 fm_pair_of_cta(const fm_bwd_params& p, int batch
     return __ldg(reinterpret_cast<const int4*>(p.key_pairs) + (long long)fm_plane(p, batch, head) * p.n_ctas + x);
 }
 
+// The key of CTA row 0 as warpgroup wg sees it (pair header h): its own 64 rows are its block's; a missing
+// block's rows lie past every key (nothing of them is written).
+__device__ __forceinline__ int fm_pair_key0(const fm_bwd_params& p, int4 h, int wg) {
+    return (wg == 0 ? h.x * 64 : (h.y >= 0 ? h.y * 64 : p.seqlen_k)) - 64 * wg;
+}
+
 // The pair of the x-th CTA (the host sorted each plane's pairs longest first); -1 past the pairs.
 __device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params& p, int, int, int x) { return x < p.n_ctas ? x : -1; }
 
@@ -341,7 +347,7 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
     s.num_steps = h.w;
     s.first = h.z;
     s.wg = threadIdx.x >= 256u ? 1 : 0;
-    s.n0 = (s.wg == 0 ? h.x * 64 : (h.y >= 0 ? h.y * 64 : p.seqlen_k)) - 64 * s.wg;
+    s.n0 = fm_pair_key0(p, h, s.wg);
     return s;
 }
 
