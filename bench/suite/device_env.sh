@@ -17,3 +17,11 @@ fm_install() {
     fi
     echo "$site"
 }
+# `fm_unxz XZ NAME COMMIT`: a binary carried xz-compressed (the carry's 64 MiB) unpacked
+# into the build folder /tmp/NAME (`fragmask` + `COMMIT`, what run.py --ab takes).
+fm_unxz() {
+    mkdir -p "/tmp/$2" &&
+        python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+            "$1" "/tmp/$2/fragmask" &&
+        chmod +x "/tmp/$2/fragmask" && echo "$3" > "/tmp/$2/COMMIT"
+}

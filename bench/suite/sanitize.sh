@@ -3,9 +3,11 @@
 # shapes, through the CLI (each case also checks its result against the CPU reference).
 #
 #   bash bench/suite/sanitize.sh [BUILD] [TOOLS]     # TOOLS default "memcheck racecheck synccheck"
+#   CASES='^bwd-(causal|64tok)' bash bench/suite/sanitize.sh BUILD   # only the cases whose name matches
 #
-# BUILD holds the `fragmask` binary (default: target/release). Logs: $OUT/sanitize/*.txt; the
-# last lines printed are one row per case and tool: the sanitizer's summary and the exit status.
+# BUILD holds the `fragmask` binary (default: target/release). CASES: an extended regex over the
+# case names (default: every case). Logs: $OUT/sanitize/*.txt; the last lines printed are one row
+# per case and tool: the sanitizer's summary and the exit status.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-target/release}
@@ -52,6 +54,7 @@ cases=(
 summary=()
 for c in "${cases[@]}"; do
   name=${c%%|*}; args=${c#*|}
+  [[ -n "${CASES:-}" && ! "$name" =~ $CASES ]] && continue
   for tool in $tools; do
     log=$logs/$name-$tool.txt
     # shellcheck disable=SC2086
