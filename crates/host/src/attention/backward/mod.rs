@@ -30,8 +30,13 @@
 
 pub mod key_pairs;
 mod plan;
+mod resolve;
+mod workspace;
 
 pub use plan::{BackwardPlan, BackwardPointers, BackwardStages, SharedRows};
+use resolve::{Resolved, Upload};
+pub use workspace::BackwardWorkspace;
+use workspace::{kv_accum_len, padded_rows};
 
 pub use fragmask_kernels::attention::backward::DqReduce;
 // The backward's kernel choice lives with the forward's ([`super::choice`]).
@@ -39,20 +44,19 @@ pub use super::choice::{backward_kernel, check_group_slices};
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use fragmask_kernels::attention::backward::{
-    BackwardKernel, BackwardMask, BackwardParams, DQ_CHUNK_ROWS, KERNEL_NAME, POST_KERNEL_NAME,
-    POST_KV_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK, ROW_PAD, STEP_M,
+    BackwardKernel, BackwardMask, KERNEL_NAME, POST_KERNEL_NAME, POST_KV_KERNEL_NAME,
+    PRE_KERNEL_NAME, ROW_PAD,
 };
-use fragmask_kernels::attention::{ActDtype, ConfigError, WINDOW_INFINITE};
+use fragmask_kernels::attention::ActDtype;
 use fragmask_masks::{PackedMask, TransposedLists};
 
 use super::{
-    driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask,
-    DeviceTensor, Mask, RawTensor, TensorMapArg, Window,
+    driver, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask, DeviceTensor, Mask,
+    RawTensor, TensorMapArg, Window,
 };
 use crate::device_lists::{DeviceBlockLists, RawMaskLists};
-use crate::launch::{launch, KernelArg, Launch};
 use crate::module_cache::{self, ContentDigest};
 use crate::nvrtc::{Arch, CompileOptions, Compiler};
 use crate::ptxas;
@@ -113,120 +117,6 @@ pub struct Gradients {
     pub dk: DeviceTensor<u16>,
     /// dL/dV.
     pub dv: DeviceTensor<u16>,
-}
-
-/// The backward's scratch: lse in log2 and `Dsum` (`[B, H, Sq_pad]` f32), the f32 dQ
-/// accumulator (`[B, H, Sq_pad, D]`), the deterministic mode's semaphores, for every
-/// call whose shape [`Self::fits`], and for GQA shapes the f32 dK and dV accumulators of
-/// the group slices (`[B, Hkv, Sk, D]` each; `BackwardKernel::with_group_slices`,
-/// [`Self::fits_kv_accum`]). `Sq_pad` is `Sq` rounded up to 128.
-#[derive(Debug)]
-pub struct BackwardWorkspace {
-    lse_log2: CudaSlice<f32>,
-    dsum: CudaSlice<f32>,
-    dq_accum: CudaSlice<f32>,
-    sem: CudaSlice<i32>,
-    dk_accum: CudaSlice<f32>,
-    dv_accum: CudaSlice<f32>,
-}
-
-/// Elements of each f32 dK/dV accumulator of the group slices for `shape`: `[B, Hkv, Sk,
-/// D]` where query heads share a KV head (GQA, MQA), else none.
-fn kv_accum_len(shape: &AttentionShape) -> Result<usize, AttentionError> {
-    if shape.heads <= shape.kv_heads {
-        return Ok(0);
-    }
-    shape
-        .batch
-        .checked_mul(shape.kv_heads)
-        .and_then(|n| n.checked_mul(shape.seqlen_k))
-        .and_then(|n| n.checked_mul(shape.head_dim))
-        .ok_or_else(|| AttentionError::Shape(format!("backward workspace of {shape:?} overflows")))
-}
-
-/// Rows of the workspace for `seqlen_q`: rounded up to [`ROW_PAD`].
-fn padded_rows(seqlen_q: usize) -> Option<usize> {
-    seqlen_q.checked_next_multiple_of(ROW_PAD as usize)
-}
-
-/// Element counts of the workspace of `shape`: `(rows, accumulator, semaphores)`.
-fn workspace_len(shape: &AttentionShape) -> Result<(usize, usize, usize), AttentionError> {
-    let too_big = || AttentionError::Shape(format!("backward workspace of {shape:?} overflows"));
-    let rows = padded_rows(shape.seqlen_q)
-        .and_then(|r| r.checked_mul(shape.batch * shape.heads))
-        .ok_or_else(too_big)?;
-    let accum = rows.checked_mul(shape.head_dim).ok_or_else(too_big)?;
-    // One semaphore per (row step, column group); at most D / 64 groups.
-    let sem = (rows / STEP_M as usize)
-        .checked_mul(shape.head_dim / 64)
-        .ok_or_else(too_big)?;
-    Ok((rows, accum, sem))
-}
-
-impl BackwardWorkspace {
-    /// Allocates the workspace of `shape` on `stream`.
-    pub fn new(stream: &Arc<CudaStream>, shape: &AttentionShape) -> Result<Self, AttentionError> {
-        shape.validate()?;
-        let (rows, accum, sem) = workspace_len(shape)?;
-        let alloc = |n: usize| -> Result<CudaSlice<f32>, AttentionError> {
-            // SAFETY: the preprocess writes every element before the main kernel reads it.
-            unsafe { stream.alloc::<f32>(n) }.map_err(driver("allocating the backward workspace"))
-        };
-        let kv = kv_accum_len(shape)?.max(1);
-        Ok(Self {
-            lse_log2: alloc(rows)?,
-            dsum: alloc(rows)?,
-            dq_accum: alloc(accum)?,
-            // SAFETY: as above (the launch zeroes them before the main kernel adds into them).
-            dk_accum: alloc(kv)?,
-            dv_accum: alloc(kv)?,
-            // SAFETY: as above (the preprocess zeroes the semaphores).
-            sem: unsafe { stream.alloc::<i32>(sem.max(1)) }
-                .map_err(driver("allocating the backward workspace"))?,
-        })
-    }
-
-    /// Whether this workspace is large enough for `shape`.
-    pub fn fits(&self, shape: &AttentionShape) -> bool {
-        workspace_len(shape).is_ok_and(|(rows, accum, sem)| {
-            self.lse_log2.len() >= rows
-                && self.dsum.len() >= rows
-                && self.dq_accum.len() >= accum
-                && self.sem.len() >= sem
-        })
-    }
-
-    /// Whether this workspace holds every buffer a backward of `shape` can use: [`Self::fits`]
-    /// and, for a GQA shape, the group slices' accumulators ([`Self::fits_kv_accum`]), so that
-    /// the default group slices are not given up for want of them.
-    pub fn fits_all(&self, shape: &AttentionShape) -> bool {
-        self.fits(shape) && (kv_accum_len(shape).is_ok_and(|n| n == 0) || self.fits_kv_accum(shape))
-    }
-
-    /// Whether the group slices' dK and dV accumulators hold `shape`'s keys (a GQA shape
-    /// at most this workspace's `B · Hkv · Sk · D`).
-    pub fn fits_kv_accum(&self, shape: &AttentionShape) -> bool {
-        kv_accum_len(shape)
-            .is_ok_and(|n| n > 0 && self.dk_accum.len() >= n && self.dv_accum.len() >= n)
-    }
-
-    /// Device addresses `[lse_log2, dsum, dq_accum, sem]`.
-    fn device_ptrs(&self, stream: &Arc<CudaStream>) -> [u64; 4] {
-        [
-            self.lse_log2.device_ptr(stream).0,
-            self.dsum.device_ptr(stream).0,
-            self.dq_accum.device_ptr(stream).0,
-            self.sem.device_ptr(stream).0,
-        ]
-    }
-
-    /// Device addresses `[dk_accum, dv_accum]` of the group slices.
-    fn kv_accum_ptrs(&self, stream: &Arc<CudaStream>) -> [u64; 2] {
-        [
-            self.dk_accum.device_ptr(stream).0,
-            self.dv_accum.device_ptr(stream).0,
-        ]
-    }
 }
 
 /// The transposed lists of a [`DeviceBlockMask`].
@@ -399,160 +289,6 @@ pub fn transposed_lists(mask: &PackedMask) -> Result<&TransposedLists, Attention
                 .into(),
         )
     })
-}
-
-/// The kernel's `fm_bwd_params`, passed by value (the struct generated from
-/// [`BackwardParams`]).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default)]
-struct Params(BackwardParams);
-
-// SAFETY: BackwardParams is #[repr(C)] plain data (u64 pointers, i64, i32, f32) whose
-// offsets and size equal the CUDA struct's: the kernels crate's test compares them with
-// C's rules, and the generated source static_asserts the same numbers under NVRTC.
-unsafe impl DeviceRepr for Params {}
-
-/// Everything a backward launch needs, resolved: three launches in order.
-struct Resolved {
-    functions: BackwardFunctions,
-    maps: [TensorMapArg; 4],
-    params: Params,
-    kernel: BackwardKernel,
-    shape: AttentionShape,
-    /// CTAs of the main kernel along x per column group: the key tiles, or with a dispatch
-    /// order every sub-tile of every mask key tile (those past the keys exit), or the
-    /// documents grid's work items.
-    ctas: u32,
-    /// The documents grid's work-item table (`BackwardParams::doc_items`), uploaded once
-    /// when the call was resolved and kept while the parameters point at it.
-    doc_items: Option<Arc<CudaSlice<i32>>>,
-    /// The paired key blocks' table (`BackwardParams::key_pairs`), likewise.
-    key_pairs: Option<Arc<CudaSlice<i32>>>,
-}
-
-impl Resolved {
-    /// Enqueues the preprocess, the main kernel and the postprocess on `stream`.
-    ///
-    /// # Safety
-    /// Every address in `params` and the maps must be live for the shape (checked by the
-    /// callers' validation), until the kernels complete on `stream`.
-    unsafe fn launch(&self, stream: &Arc<CudaStream>) -> Result<(), AttentionError> {
-        // SAFETY: the caller's contract.
-        unsafe { self.launch_stages(stream, [true; 3]) }
-    }
-
-    /// Enqueues the kernels `[pre, main, post]` says, in that order (`launch` enqueues
-    /// all three).
-    ///
-    /// # Safety
-    /// As [`Self::launch`]; a main kernel run without its preprocess reads a workspace that
-    /// an earlier preprocess on `stream` filled for its rows, a postprocess without its main
-    /// kernel casts what earlier main kernels reduced there.
-    unsafe fn launch_stages(
-        &self,
-        stream: &Arc<CudaStream>,
-        [run_pre, run_main, run_post]: [bool; 3],
-    ) -> Result<(), AttentionError> {
-        let s = &self.shape;
-        let rows = padded_rows(s.seqlen_q).unwrap_or(0) as u32;
-        let (heads, batch) = (s.heads as u32, s.batch as u32);
-        let pre = Launch::new(
-            (rows.div_ceil(ROWS_PER_BLOCK), heads, batch),
-            32 * ROWS_PER_BLOCK,
-        );
-        // The main kernel and the postprocess launch under programmatic dependent launch
-        // (each waits, griddepcontrol.wait, for the previous kernel's writes before its
-        // first read of them): their launch and prologue overlap the previous kernel's tail.
-        // Only behind their own call's previous kernel: a main kernel enqueued behind
-        // another call's main kernel would hold every SM it frees (its blocks resident,
-        // waiting) ahead of a kernel another stream queued meanwhile (the dK/dV transfer
-        // of a context-parallel backward, docs/distributed.md).
-        // Group slices (BackwardKernel::with_group_slices): x runs each slice's key tiles.
-        let slices = self.kernel.group_slices();
-        let main = Launch::new(
-            (
-                self.ctas * self.kernel.grid_split() * slices,
-                s.kv_heads as u32,
-                batch,
-            ),
-            self.kernel.threads(),
-        )
-        .smem(self.kernel.smem_bytes())
-        .dependent(run_pre);
-        // One warp per key row of the dK/dV accumulators, behind the main kernel.
-        let post_kv = Launch::new(
-            (
-                (s.seqlen_k as u32).div_ceil(ROWS_PER_BLOCK),
-                s.kv_heads as u32,
-                batch,
-            ),
-            32 * ROWS_PER_BLOCK,
-        )
-        .dependent(true);
-        let post = match self.kernel.dq_reduce() {
-            // One warp per query row of the row-major accumulator.
-            DqReduce::Atomics => Launch::new(
-                ((s.seqlen_q as u32).div_ceil(ROWS_PER_BLOCK), heads, batch),
-                32 * ROWS_PER_BLOCK,
-            ),
-            // One block of 128 threads per (64-query chunk, 64-column chunk).
-            DqReduce::Bulk | DqReduce::FragmentAtomics => Launch::new(
-                (
-                    rows / DQ_CHUNK_ROWS * (s.head_dim as u32 / 64),
-                    heads,
-                    batch,
-                ),
-                128,
-            ),
-        }
-        .dependent(run_main);
-        let params = [KernelArg::new(&self.params)];
-        // Loaded exactly when the kernel has group slices (`backward_functions`).
-        let post_kv_fn = self.functions.post_kv.as_ref();
-        if run_main && post_kv_fn.is_some() {
-            // The group slices add into the dK and dV accumulators: zero the call's
-            // [B, Hkv, Sk, D] of each first (the workspace fits them: checked when resolved).
-            let n = kv_accum_len(s)?;
-            for ptr in [self.params.0.dk_accum, self.params.0.dv_accum] {
-                // SAFETY: `ptr` is a live f32 allocation of the workspace with at least `n`
-                // elements (`BackwardWorkspace::fits_kv_accum`), used by this call's kernels
-                // only, in stream order.
-                unsafe { sys::cuMemsetD32Async(ptr, 0, n, stream.cu_stream()) }
-                    .result()
-                    .map_err(driver("zeroing the backward's dK/dV accumulators"))?;
-            }
-        }
-        if run_pre {
-            // SAFETY: the preprocess takes fm_bwd_params by value; its pointers are live
-            // (contract).
-            unsafe { launch(stream, &self.functions.pre, pre, &params) }
-                .map_err(driver("launching the backward preprocess"))?;
-        }
-        let [q, k, v, d_o] = &self.maps;
-        let main_args = [
-            KernelArg::new(q),
-            KernelArg::new(k),
-            KernelArg::new(v),
-            KernelArg::new(d_o),
-            KernelArg::new(&self.params),
-        ];
-        if run_main {
-            // SAFETY: four by-value tensor maps and fm_bwd_params, the kernel's signature.
-            unsafe { launch(stream, &self.functions.main, main, &main_args) }
-                .map_err(driver("launching the backward kernel"))?;
-            if let Some(f) = post_kv_fn {
-                // SAFETY: as the preprocess (fm_bwd_params by value).
-                unsafe { launch(stream, f, post_kv, &params) }
-                    .map_err(driver("launching the backward kv postprocess"))?;
-            }
-        }
-        if run_post {
-            // SAFETY: as the preprocess (fm_bwd_params by value).
-            unsafe { launch(stream, &self.functions.post, post, &params) }
-                .map_err(driver("launching the backward postprocess"))?;
-        }
-        Ok(())
-    }
 }
 
 /// A validated backward call whose buffers stay borrowed: [`Self::launch`] enqueues its
@@ -841,265 +577,6 @@ impl AttentionRunner {
         }
         Ok(())
     }
-
-    /// Validates a call and resolves its launches.
-    #[allow(clippy::too_many_arguments)]
-    fn resolve(
-        &self,
-        q: &RawTensor,
-        k: &RawTensor,
-        v: &RawTensor,
-        o: &RawTensor,
-        lse: u64,
-        d_o: &RawTensor,
-        mask: &RawBackwardMask<'_>,
-        opts: &BackwardOptions,
-        grads: RawGradients,
-        ws: &BackwardWorkspace,
-        upload: Upload,
-    ) -> Result<Resolved, AttentionError> {
-        let shape = AttentionShape::from_tensors(q.shape, k.shape, v.shape)?;
-        check_shape("o", o.shape, shape.q_shape())?;
-        check_shape("d_o", d_o.shape, shape.q_shape())?;
-        for (name, t) in [("o", o), ("d_o", d_o)] {
-            if t.strides[3] != 1 || t.ptr % 4 != 0 || t.strides[..3].iter().any(|s| s % 2 != 0) {
-                return Err(AttentionError::Shape(format!(
-                    "{name} must have a contiguous head dim, even strides and a 4-byte-aligned \
-                     address (the preprocess reads element pairs)"
-                )));
-            }
-        }
-        if [grads.dq, grads.dk, grads.dv].iter().any(|p| p % 16 != 0) || lse % 4 != 0 {
-            return Err(AttentionError::Shape(
-                "dq, dk, dv must be 16-byte aligned and lse 4-byte aligned".into(),
-            ));
-        }
-        if !ws.fits(&shape) {
-            return Err(AttentionError::Shape(format!(
-                "the backward workspace is too small for {shape:?}"
-            )));
-        }
-        let host_mask = match mask {
-            RawBackwardMask::Window(_) => None,
-            RawBackwardMask::Blocks(m, _, _) => {
-                super::blockmask::check_fits(m, &shape)?;
-                Some(*m)
-            }
-        };
-        let documents = host_mask
-            .and_then(|m| super::choice::backward_documents(&shape, m, opts))
-            .filter(|_| upload == Upload::Allowed);
-        let kernel = match documents {
-            Some(_) => super::choice::backward_config(
-                u32::try_from(shape.head_dim).unwrap_or(0),
-                BackwardMask::Documents,
-                opts,
-            )?,
-            None => backward_kernel(shape.head_dim, host_mask, opts)?,
-        };
-        let slices = match (opts.group_slices, mask) {
-            (Some(n), _) => n,
-            (None, RawBackwardMask::Window(w)) if ws.fits_kv_accum(&shape) => {
-                super::choice::backward_group_slices(&shape, &kernel, w)
-            }
-            (None, _) => 1,
-        };
-        super::choice::check_group_slices(&shape, slices)?;
-        if slices > 1 && !ws.fits_kv_accum(&shape) {
-            return Err(AttentionError::Shape(format!(
-                "{slices} GQA group slices add dK and dV into the workspace's f32 accumulators, \
-                 which do not hold {shape:?} (a workspace made for a GQA shape with as many keys)"
-            )));
-        }
-        let kernel = kernel
-            .with_group_slices(slices)
-            .map_err(AttentionError::Config)?;
-        // Paired key blocks: their table is uploaded here, so only where uploads are allowed,
-        // and built from the host's transposed lists, so only where those have entries (a
-        // mask packed on the GPU and not read back has its lists on the device only: it runs
-        // unpaired).
-        let pair_table = match (host_mask, documents) {
-            (Some(m), None)
-                if upload == Upload::Allowed
-                    && super::choice::backward_paired_keys(&shape, m, &kernel, opts)? =>
-            {
-                Some(key_pairs::key_pair_table(transposed_lists(m)?)?).filter(|t| t.list_steps > 0)
-            }
-            _ => None,
-        };
-        let paired = pair_table.is_some();
-        if opts.paired_keys == Some(true) && !paired {
-            return Err(AttentionError::Config(ConfigError::Layout(
-                "paired key blocks run on a prepared or planned call (not a raw launch: the \
-                 table is uploaded) of a mask packed at 64x64 (not the window walk or the \
-                 documents grid) whose transposed lists are on the host and not empty (a mask \
-                 packed on the GPU has its lists on the device only until they are read back)"
-                    .into(),
-            )));
-        }
-        let kernel = kernel
-            .with_paired_keys(paired)
-            .map_err(AttentionError::Config)?;
-        let dt = kernel.dtype();
-        let n = kernel.kv_box_rows();
-        let maps = [
-            encode_strided_map(q.ptr, q.shape, q.strides, kernel.step_m(), dt)?,
-            encode_strided_map(k.ptr, k.shape, k.strides, n, dt)?,
-            encode_strided_map(v.ptr, v.shape, v.strides, n, dt)?,
-            encode_strided_map(d_o.ptr, d_o.shape, d_o.strides, kernel.step_m(), dt)?,
-        ];
-        let functions = self.backward_functions(&kernel)?;
-        let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
-        let [lse_log2, dsum, dq_accum, sem] = ws.device_ptrs(&self.stream);
-        let [dk_accum, dv_accum] = ws.kv_accum_ptrs(&self.stream);
-        let i64s = |x: usize| x as i64;
-        let mut params = BackwardParams {
-            o: o.ptr,
-            d_o: d_o.ptr,
-            lse,
-            lse_log2,
-            dsum,
-            dq_accum,
-            sem,
-            dk_accum,
-            dv_accum,
-            dq: grads.dq,
-            dk: grads.dk,
-            dv: grads.dv,
-            o_stride_b: i64s(o.strides[0]),
-            o_stride_h: i64s(o.strides[1]),
-            o_stride_s: i64s(o.strides[2]),
-            do_stride_b: i64s(d_o.strides[0]),
-            do_stride_h: i64s(d_o.strides[1]),
-            do_stride_s: i64s(d_o.strides[2]),
-            batch: shape.batch as i32,
-            heads: shape.heads as i32,
-            kv_heads: shape.kv_heads as i32,
-            seqlen_q: shape.seqlen_q as i32,
-            seqlen_k: shape.seqlen_k as i32,
-            seqlen_q_pad: padded_rows(shape.seqlen_q).unwrap_or(0) as i32,
-            n_ctas: kernel.n_ctas(shape.seqlen_k as u32) as i32,
-            window_left: WINDOW_INFINITE,
-            window_right: WINDOW_INFINITE,
-            scale_log2: scale * std::f32::consts::LOG2_E,
-            scale,
-            ..BackwardParams::default()
-        };
-        match mask {
-            RawBackwardMask::Window(w) => {
-                let clamp = |x: Option<u32>| {
-                    x.map_or(WINDOW_INFINITE, |v| v.min(WINDOW_INFINITE as u32) as i32)
-                };
-                params.window_left = clamp(w.left);
-                params.window_right = clamp(w.right);
-                params.diag_offset = w.diag_offset;
-                let section = match opts.head_section {
-                    Some(n) => n,
-                    None => super::choice::backward_head_section(
-                        &shape,
-                        &kernel,
-                        &params,
-                        self.sm_count()?,
-                    ),
-                };
-                params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
-            }
-            RawBackwardMask::Blocks(m, fwd, bwd) => {
-                let ms = m.shape();
-                let acc = m.accumulator();
-                params.mask_m_blocks = shape.seqlen_q.div_ceil(acc.block_m() as usize) as i32;
-                params.mask_n_blocks = shape.seqlen_k.div_ceil(acc.block_n() as usize) as i32;
-                params.mask_has_heads = i32::from(ms.heads > 1);
-                params.mask_batch_heads = if ms.batch > 1 { ms.heads as i32 } else { 0 };
-                [
-                    params.kv_num_blocks,
-                    params.kv_indices,
-                    params.full_kv_num_blocks,
-                    params.full_kv_indices,
-                    _,
-                ] = fwd.lists.to_array();
-                [
-                    params.q_num_blocks,
-                    params.q_indices,
-                    params.full_q_num_blocks,
-                    params.full_q_indices,
-                    params.q_tile_offsets,
-                ] = bwd.lists.to_array();
-                params.q_words = bwd.words;
-            }
-        }
-        let mut ctas = kernel.n_ctas(shape.seqlen_k as u32);
-        let mut key_pairs = None;
-        if let Some(table) = pair_table {
-            let pairs = u32::try_from(table.pairs_per_plane)
-                .ok()
-                .filter(|&n| n <= i32::MAX as u32)
-                .ok_or_else(|| AttentionError::Shape("too many key-block pairs".into()))?;
-            let (buf, ptr) =
-                self.upload_table(&table.ints, "uploading the paired key blocks' table")?;
-            params.key_pairs = ptr;
-            params.n_ctas = pairs as i32;
-            ctas = pairs;
-            key_pairs = Some(buf);
-        }
-        let mut doc_items = None;
-        if let Some(docs) = documents {
-            let (table, items) = self.backward_documents_params(&mut params, docs, &kernel)?;
-            ctas = items;
-            doc_items = Some(table);
-        }
-        Ok(Resolved {
-            functions,
-            maps,
-            params: Params(params),
-            kernel,
-            shape,
-            ctas,
-            doc_items,
-            key_pairs,
-        })
-    }
-
-    /// The documents grid of `docs` ([`super::choice::backward_documents`]): the window
-    /// of its kind on the call's own coordinates (diagonal offset 0; the kernel bounds
-    /// each walk by its document) and the work-item table, uploaded here once and
-    /// synchronised so a launch on any stream reads it. Returns the table and its items.
-    fn backward_documents_params(
-        &self,
-        params: &mut BackwardParams,
-        docs: &fragmask_masks::Documents,
-        kernel: &BackwardKernel,
-    ) -> Result<(Arc<CudaSlice<i32>>, u32), AttentionError> {
-        let items = super::documents::key_tile_items(docs, kernel.cta_n(), kernel.step_m());
-        let count = u32::try_from(items.len())
-            .ok()
-            .filter(|&n| {
-                n.checked_mul(kernel.grid_split())
-                    .is_some_and(|x| x <= i32::MAX as u32)
-            })
-            .ok_or_else(|| AttentionError::Shape("too many document key tiles".into()))?;
-        params.window_left = WINDOW_INFINITE;
-        params.window_right = match docs.kind() {
-            fragmask_masks::DocumentKind::Causal => 0,
-            fragmask_masks::DocumentKind::Full => WINDOW_INFINITE,
-        };
-        params.diag_offset = 0;
-        let (table, ptr) = self.upload_table(
-            &super::documents::key_tile_table(&items),
-            "uploading the backward documents grid's work items",
-        )?;
-        params.doc_items = ptr;
-        Ok((table, count))
-    }
-}
-
-/// Whether resolving a call may upload the documents grid's work items (a plan or a
-/// prepared call: yes; a raw launch, which allocates and synchronises nothing: no, it
-/// runs the tile lists).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Upload {
-    Allowed,
-    Refused,
 }
 
 /// A device block mask as a raw backward mask (its transposed lists must be there).
@@ -1157,7 +634,7 @@ mod tests {
             seqlen_k: 70,
             head_dim: 128,
         };
-        let (rows, accum, sem) = workspace_len(&shape).unwrap();
+        let (rows, accum, sem) = workspace::workspace_len(&shape).unwrap();
         assert_eq!(rows, 2 * 3 * 256);
         assert_eq!(accum, rows * 128);
         assert_eq!(sem, rows / 64 * 2);
