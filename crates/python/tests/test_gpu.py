@@ -568,15 +568,25 @@ class AutogradTests(unittest.TestCase):
         self.assertEqual(self.plans_of(m), ({True}, set()))
         self.check("read back", q, k, v, lambda q, k, v: attention(q, k, v, m), fp32)
         self.assertEqual(self.plans_of(m), ({True}, {True}))
-        # Without transposed lists, read back first: the backward builds them on the GPU
-        # (not read back inside attention: unpaired); a second to("cpu") reads them back
-        # and the next backward pairs.
+        # Without transposed lists, read back first: a 64x64 mask with host lists gets
+        # them from the CPU at its first backward, which pairs at once; a later to("cpu")
+        # changes nothing.
         m = Mask.from_dense(dense, block=(64, 64)).to("cpu")
         self.check("lists added at backward", q, k, v, lambda q, k, v: attention(q, k, v, m),
                    fp32)
-        self.assertEqual(self.plans_of(m)[1], {False})
+        self.assertEqual(self.plans_of(m)[1], {True})
         m.to("cpu")
         self.check("lists added at backward, read back", q, k, v,
+                   lambda q, k, v: attention(q, k, v, m), fp32)
+        self.assertEqual(self.plans_of(m)[1], {True})
+        # Not read back, the GPU builds them and they stay there: unpaired. Packed on the
+        # host without them (write-up 002's from_blocks lists), the CPU builds them: paired.
+        m = Mask.from_dense(dense, block=(64, 64))
+        self.check("GPU pack, lists added at backward", q, k, v,
+                   lambda q, k, v: attention(q, k, v, m), fp32)
+        self.assertEqual(self.plans_of(m)[1], {False})
+        m = Mask.from_dense(dense.cpu(), block=(64, 64))
+        self.check("host pack, lists added at backward", q, k, v,
                    lambda q, k, v: attention(q, k, v, m), fp32)
         self.assertEqual(self.plans_of(m)[1], {True})
 

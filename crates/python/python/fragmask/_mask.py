@@ -322,8 +322,9 @@ class Mask:
         from host lists (lists on the device only run without them). The device lists
         keep their addresses (a captured graph's stay valid). ``attention`` never reads
         back by itself (a wait per call of a per-step mask): call this once, after
-        ``transposed=True`` or ``with_transposed()``, before ``torch.compile`` traces
-        the mask, and make one eager call before CUDA-graph capture (a call first planned
+        ``transposed=True`` or ``with_transposed()`` (a 64x64 mask read back without
+        them gets them from the CPU at its first backward, as a host-packed one does, so
+        that it pairs), before ``torch.compile`` traces the mask, and make one eager call before CUDA-graph capture (a call first planned
         under capture runs without the tables). Under capture it raises
         ``RuntimeError``. Reading any of the mask's host lists (``stats``, ``lists``,
         ``save``...) reads its own back too."""
@@ -674,6 +675,11 @@ class Mask:
         if not isinstance(swap_ab, bool):
             raise TypeError(f"swap_ab must be a bool, not {type(swap_ab).__name__}")
         return Mask(self._packed.with_transposed(warpgroups, swap_ab, threads))
+
+    def _with_transposed_host(self):
+        """with_transposed's defaults built by the CPU from the host lists (read back
+        first for a GPU pack), whatever device the mask was packed on."""
+        return Mask(self._packed.with_transposed(None, True, 0))
 
     def _with_transposed_gpu(self, torch, device, warpgroups, swap_ab):
         """with_transposed on `device` (a CUDA device): the GPU packer's transposed lists

@@ -397,6 +397,18 @@ def _backward_id(planned, src):
     return src._meta[8] if src._t_read else planned
 
 
+def _pairs_from_host(mask):
+    """Whether a mask without transposed lists gets them from the CPU at its first
+    backward rather than from the GPU packer: a 64x64 mask whose lists are on the host
+    (packed there, or read back with ``to("cpu")``), outside CUDA-graph capture. Its
+    backward then pairs key blocks, whose table is built from host lists; lists built on
+    the GPU stay there and the backward runs unpaired (1.08-1.11x the paired time on
+    write-up 002's masks, bench/results/session-2026-11-28b/). The CPU transposes once
+    per mask."""
+    return (mask._host is not None and tuple(mask._meta[4:6]) == (64, 64)
+            and not (_capturing is not None and _capturing()))
+
+
 def _device_transposed(torch, mask, device):
     """(the mask's transposed lists on `device`, the registry id of a mask with them:
     ``_backward_id``) for the backward, built once and cached on the Mask: views of a GPU
@@ -415,7 +427,10 @@ def _device_transposed(torch, mask, device):
                 "fragmask.attention: the mask has no transposed lists, which the backward "
                 "pass needs: build it with transposed=True, or call mask = "
                 "mask.with_transposed() and mask.to(device) before torch.compile traces it")
-        src = mask.with_transposed(device=torch.device("cuda", index))
+        if _pairs_from_host(mask):
+            src = mask._with_transposed_host()   # host lists: the backward pairs key blocks
+        else:
+            src = mask.with_transposed(device=torch.device("cuda", index))
     gpu_t = src._gpu_t
     if gpu_t is not None and gpu_t[2] == index:
         plan, buf, _ = gpu_t
