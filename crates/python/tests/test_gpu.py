@@ -621,6 +621,29 @@ class AutogradTests(unittest.TestCase):
                    lambda q, k, v: fragmask.attention(q, k, v, copy), fp32)
         del junk
 
+    def test_whole_block_masks_without_transposed_lists_get_them_at_backward(self):
+        # A host mask of whole tiles only (no partial tile, so no words) and no transposed
+        # lists: its first backward builds them (the CPU: its empty words have no device
+        # address for the GPU packer, which refused them with a ValueError before). At the
+        # 128x128 tile (the GPU path otherwise) and at 64x64 (the CPU: paired).
+        g = torch.Generator().manual_seed(29)
+        H, S, D = 2, 512, 128
+        for block in (128, 64):
+            nb = S // block
+            index = torch.rand(H, nb, nb, generator=g).argsort(-1)[..., :nb // 2]
+            num = torch.full((H, nb), nb // 2, dtype=torch.int64)
+            m = Mask.from_blocks(index, num, block_size=block, seqlen_q=S, seqlen_k=S,
+                                 block=(block, block))
+            self.assertFalse(m.has_transposed)
+            self.assertEqual(m.stats()["partial"], 0)
+            dense = torch.from_numpy(m.to_dense()).cuda().reshape(1, H, S, S)
+            gq = torch.Generator(device="cuda").manual_seed(block)
+            q, k, v = (torch.randn(1, H, S, D, device="cuda", dtype=torch.bfloat16,
+                                   generator=gq) for _ in range(3))
+            self.check(f"whole {block}-token blocks", q, k, v,
+                       lambda q, k, v: fragmask.attention(q, k, v, m),
+                       lambda q, k, v: math_attention(q, k, v, dense))
+
     def test_fp16_head_dim_64_and_mqa(self):
         B, H, Sq, Sk, D = 1, 4, 200, 333, 64
         g = torch.Generator(device="cuda").manual_seed(5)

@@ -690,12 +690,16 @@ class Mask:
             warpgroups = _int("warpgroups", warpgroups, 1, 2**32 - 1)
         index = device.index if device.index is not None else torch.cuda.current_device()
         device = torch.device("cuda", index)
-        lists = _ops._device_lists(torch, self, device)
-        b, h, sq, sk, bm, bn, wg, swap = self._meta[:8]
         if self._gpu is not None and self._gpu[2] == index:
             capacity = self._gpu[0].sizes[1]          # a GPU pack: its count is on the device
         else:
             capacity = self._packed.stats()["partial"]
+            if capacity == 0:
+                # No partial tile: no words, whose empty device copy has no address the GPU
+                # packer could take; the CPU transposes the lists alone (the same bits).
+                return Mask(self._packed.with_transposed(warpgroups, swap_ab, 0))
+        lists = _ops._device_lists(torch, self, device)
+        b, h, sq, sk, bm, bn, wg, swap = self._meta[:8]
         plan = _API["gpu_transpose_plan"]((b, h, sq, sk), (bm, bn, wg, bool(swap)),
                                            warpgroups, bool(swap_ab), capacity, index)
         workspace_bytes, out_ints = plan.sizes[3:5]
