@@ -405,8 +405,10 @@ def _pairs_from_host(mask):
     the GPU stay there and the backward runs unpaired (1.08-1.11x the paired time on
     write-up 002's masks, bench/results/session-2026-11-28b/). The CPU transposes once
     per mask (17-46 ms at write-up 002's shape on a 2-core machine, beside from_blocks'
-    own 24-34 ms): a mask built every step that would rather not pay it takes
-    ``with_transposed(device="cuda")`` first (the GPU packer's lists: unpaired)."""
+    own 24-34 ms, measured on whole blocks): a mask with partial tiles built every step
+    that would rather not pay it takes ``with_transposed(device="cuda")`` first (the GPU
+    packer's lists: unpaired); a mask of whole tiles only is transposed by the CPU
+    whichever way (Mask._with_transposed_gpu)."""
     return (mask._host is not None and tuple(mask._meta[4:6]) == (64, 64)
             and not (_capturing is not None and _capturing()))
 
