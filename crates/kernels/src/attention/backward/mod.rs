@@ -29,6 +29,7 @@
 //! reductions by key tile, as FlashAttention-3's `Deterministic`).
 
 mod config;
+mod dq;
 mod source;
 mod template;
 

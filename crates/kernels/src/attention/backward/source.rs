@@ -7,10 +7,11 @@ use std::fmt::Write as _;
 use fragmask_gmma_frag::TiledAccumulator;
 
 use super::config::P_EXCHANGE_BYTES;
-use super::template::{POST_FRAGMENT, POST_READ_PAIRS, POST_READ_QUADS, POST_ROWS, TEMPLATE};
+use super::dq::dq_pieces;
+use super::template::TEMPLATE;
 use super::{
-    BackwardKernel, BackwardMask, BackwardParams, DqReduce, DQ_CHUNK_BYTES, DQ_CHUNK_ROWS,
-    KERNEL_NAME, POST_KERNEL_NAME, POST_KV_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK,
+    BackwardKernel, BackwardMask, BackwardParams, DQ_CHUNK_ROWS, KERNEL_NAME, POST_KERNEL_NAME,
+    POST_KV_KERNEL_NAME, PRE_KERNEL_NAME, ROWS_PER_BLOCK,
 };
 use crate::attention::ConfigError;
 use crate::cuda::PRELUDE;
@@ -706,67 +707,6 @@ $DQ_STORE
                     }
                     fm_consumer_release(FM_BAR_EMPTY(stage));"#;
 
-/// The step's dQ chunks in the register-order accumulator (`DqReduce::Bulk` and
-/// `DqReduce::FragmentAtomics`).
-const DQ_STEP_CHUNKS: &str = "// [B, H, Sq_pad/64, D/64] chunks of FM_DQ_ROWS x 64 f32 in register order; the step's first row block
-                                 float* dq_step = p.dq_accum + (bh * (p.seqlen_q_pad / FM_DQ_ROWS) + (long long)t.m * FM_DQ_HALVES) * (long long)(FM_D / 64) * (FM_DQ_ROWS * 64);";
-
-/// A chunk's staging store (bulk reductions): pair j of thread lt at `[j][lt]` of the
-/// buffer `buf`, then the proxy fence that orders the stores before the bulk copy's reads.
-const DQ_STAGE_PAIRS: &str = r#"#pragma unroll
-                    for (int j = 0; j < $DQ_VALUES / 2; ++j) {
-                        // pair j of thread lt at [j][lt]: consecutive threads, consecutive 8 bytes (no bank conflict)
-                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(buf + (unsigned)(j * 128 + lt) * 8u),
-                                     "f"(dq_acc[2 * j]), "f"(dq_acc[2 * j + 1]) : "memory");
-                    }
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic stores -> the bulk copy's reads"#;
-
-/// The writer warp's store of a chunk (`BackwardKernel::with_dq_writer`): wait until the
-/// writer has read this warpgroup's staging buffer, store the chunk in register order, and
-/// arrive (no wait) on the barrier the writer waits on.
-const DQ_WRITER_STORE: &str = r#"                    const int b = cw * FM_DQ_BUFS + u;   // the chunk's staging buffer: chunk u of this warpgroup
-                    const unsigned buf = smem_dqs + (unsigned)b * $DQ_CHUNK_BYTESu;
-                    fm_named_sync<128 + 32>(FM_BAR_DQ_EMPTY + b);   // the writer has read this buffer's previous chunk
-$DQ_STAGE_PAIRS
-                    fm_named_arrive<128 + 32>(FM_BAR_DQ_FULL + b);   // the chunk is staged"#;
-
-/// The writer warp (warp 1 of the producer warpgroup; FlashAttention-3's `dQaccum_store`):
-/// it walks the CTA's steps as the producer warp does; per step it hands every staging
-/// buffer back once its previous bulk read is complete, then issues the reduction of each
-/// buffer `b` (chunk `u = b % FM_DQ_BUFS` of warpgroup `b / FM_DQ_BUFS`: the step's item
-/// `wg + FM_WG * u`, as the consumers number them) as the chunk arrives.
-const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
-            // ---------------- dQ writer: warp 1 issues the consumers' bulk dQ reductions ----------------
-            const int lane = (int)threadIdx.x - 32;
-            const int d0 = split * FM_DKV;   // first dQ column of this CTA
-            for (int gi = g0; gi < g1; ++gi) {
-                const int head = kv_head * group + gi;
-                const long long bh = (long long)batch * p.heads + head;
-                const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
-                for (int kk = 0; kk < sched.num_steps; ++kk) {
-                    const fm_step t = fm_step_at(p, sched, batch, head, kk);
-                    $DQ_ROWS
-                    if (lane == 0) fm_bulk_wait_read0();   // every staging buffer's previous chunk has been read
-                    __syncwarp();
-#pragma unroll
-                    for (int b = 0; b < FM_WG * FM_DQ_BUFS; ++b) fm_named_arrive<128 + 32>(FM_BAR_DQ_EMPTY + b);
-#pragma unroll
-                    for (int b = 0; b < FM_WG * FM_DQ_BUFS; ++b) {
-                        // buffer b: chunk u of warpgroup w, the step's item w + FM_WG * u (column chunk c of query half qh)
-                        const int item = b / FM_DQ_BUFS + FM_WG * (b % FM_DQ_BUFS);
-                        const int c = FM_DQ_HALVES == 1 ? item : item % (FM_DKV / 64);
-                        const int qh = FM_DQ_HALVES == 1 ? 0 : item / (FM_DKV / 64);
-                        const int col0 = d0 + 64 * c;
-                        fm_named_sync<128 + 32>(FM_BAR_DQ_FULL + b);
-                        if (lane == 0)
-                            fm_bulk_reduce_add(dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64),
-                                               smem_dqs + (unsigned)b * $DQ_CHUNK_BYTESu, $DQ_CHUNK_BYTESu);
-                    }
-                }
-            }
-            if (lane == 0) fm_bulk_wait_read0();   // no bulk read of the staging buffers outlives the CTA
-"#;
-
 /// The group slices' epilogue ([`BackwardKernel::with_group_slices`]), consumer threads:
 /// this CTA's `dK · scale` and `dV` (its slice of the group's query heads) added into the
 /// f32 accumulators `[B, Hkv, Sk, D]` from the registers (row-major, `red.global.add.v2.f32`),
@@ -826,122 +766,6 @@ $POST_KV_KERNEL(const __grid_constant__ fm_bwd_params p)
     }
 }
 "#;
-
-/// The dQ epilogue of each reduction mode: the store of a chunk, what runs before the dS
-/// barrier, the drain of bulk reductions, and the postprocess that reads the accumulator.
-fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static str, String)> {
-    let mut v = vec![
-        ("DQ_BUFS", k.dq_buffers().to_string()),
-        ("DQ_CHUNK_BYTES", DQ_CHUNK_BYTES.to_string()),
-        ("DQ_WRITER", u32::from(k.dq_writer()).to_string()),
-    ];
-    if !k.dq_writer() {
-        v.push(("DQ_WRITER_WARP", String::new()));
-    }
-    match k.dq_reduce() {
-        DqReduce::Atomics => {
-            v.push(("VALUE_ROW_DQ", dq.value_row_expr("i")));
-            v.push(("VALUE_COL_DQ", dq.value_col_expr("i")));
-            v.push((
-                "DQ_ROWS",
-                "float* dq_rows = p.dq_accum + (bh * p.seqlen_q_pad + (long long)t.m * FM_STEP_M) * FM_D;   // [B, H, Sq_pad, D]".to_string(),
-            ));
-            v.push((
-                "DQ_STORE",
-                "#pragma unroll
-                                     for (int i = 0; i < $DQ_VALUES; i += 2) {
-                                         // $LAYOUT_DQ value mode: row dq_row + $VALUE_ROW_DQ of query half qh, columns dq_col + $VALUE_COL_DQ (+1, checked adjacent)
-                                         fm_red_add2(dq_rows + (long long)(FM_DQ_ROWS * qh + dq_row + $VALUE_ROW_DQ) * FM_D + col0 + dq_col + $VALUE_COL_DQ, dq_acc[i], dq_acc[i + 1]);
-                                     }"
-                    .to_string(),
-            ));
-            v.push(("DQ_BEFORE_SYNC", String::new()));
-            v.push(("DQ_DRAIN", String::new()));
-            v.push(("DQ_DRAIN_READ", String::new()));
-            v.push(("POSTPROCESS", POST_ROWS.to_string()));
-        }
-        DqReduce::FragmentAtomics => {
-            v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
-            v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
-            v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
-            v.push((
-                "DQ_STORE",
-                r#"                    float* dq_chunk = dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64);
-#pragma unroll
-                    for (int q = 0; q < $DQ_VALUES / 4; ++q)
-                        // values 4q..4q+3 of thread lt at [q][lt] (register order): a warp adds 512 contiguous bytes (16-byte aligned: chunks are 16 KiB)
-                        fm_red_add4(dq_chunk + (q * 128 + lt) * 4, dq_acc[4 * q], dq_acc[4 * q + 1], dq_acc[4 * q + 2], dq_acc[4 * q + 3]);"#
-                    .to_string(),
-            ));
-            v.push(("DQ_BEFORE_SYNC", String::new()));
-            v.push(("DQ_DRAIN", String::new()));
-            v.push(("DQ_DRAIN_READ", String::new()));
-            v.push(("POSTPROCESS", POST_FRAGMENT.to_string()));
-            v.push(("POST_READ", POST_READ_QUADS.to_string()));
-            v.push((
-                "POST_CHUNK_ORDER",
-                "[8 quads q][128 threads lt][4]: values 4q..4q+3 of thread lt".to_string(),
-            ));
-        }
-        DqReduce::Bulk if k.dq_writer() => {
-            v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
-            v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
-            v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
-            v.push(("DQ_STAGE_PAIRS", DQ_STAGE_PAIRS.to_string()));
-            v.push(("DQ_STORE", DQ_WRITER_STORE.to_string()));
-            // The writer warp waits for the bulk reads; the consumers never do.
-            v.push(("DQ_BEFORE_SYNC", String::new()));
-            v.push(("DQ_DRAIN", String::new()));
-            v.push(("DQ_DRAIN_READ", String::new()));
-            v.push(("DQ_WRITER_WARP", DQ_WRITER_WARP.to_string()));
-            v.extend(bulk_postprocess());
-        }
-        DqReduce::Bulk => {
-            v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
-            v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
-            v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
-            v.push(("DQ_STAGE_PAIRS", DQ_STAGE_PAIRS.to_string()));
-            v.push((
-                "DQ_STORE",
-                r#"                    const int use = u;   // this warpgroup's chunk index in the step (c = wg + FM_WG * u)
-                    const unsigned buf = smem_dqs + (unsigned)(cw * FM_DQ_BUFS + use % FM_DQ_BUFS) * $DQ_CHUNK_BYTESu;
-                    if (use >= FM_DQ_BUFS) {   // buffer reused within the step: wait for its previous bulk read
-                        if (lt == 0) fm_bulk_wait_read0();
-                        fm_named_sync<128>(3 + cw);
-                    }
-$DQ_STAGE_PAIRS
-                    fm_named_sync<128>(3 + cw);
-                    if (lt == 0) fm_bulk_reduce_add(dq_step + (long long)(qh * (FM_D / 64) + col0 / 64) * (FM_DQ_ROWS * 64), buf, $DQ_CHUNK_BYTESu);"#
-                    .to_string(),
-            ));
-            v.push((
-                "DQ_BEFORE_SYNC",
-                "if (lt == 0) fm_bulk_wait_read0();   // the staging buffers' previous bulk reads are done before they are rewritten".to_string(),
-            ));
-            v.push(("DQ_DRAIN", "if (lt == 0) fm_bulk_wait0();".to_string()));
-            // Before the CTA exits only the staging buffers' reads must be done (CUTLASS's TMA store tail);
-            // the reductions' global writes complete with the grid, before the postprocess's griddepcontrol.wait.
-            v.push((
-                "DQ_DRAIN_READ",
-                "if (lt == 0) fm_bulk_wait_read0();".to_string(),
-            ));
-            v.extend(bulk_postprocess());
-        }
-    }
-    v
-}
-
-/// The bulk reductions' postprocess: the fragment-order read of each chunk in pairs.
-fn bulk_postprocess() -> [(&'static str, String); 3] {
-    [
-        ("POSTPROCESS", POST_FRAGMENT.to_string()),
-        ("POST_READ", POST_READ_PAIRS.to_string()),
-        (
-            "POST_CHUNK_ORDER",
-            "[16 pairs j][128 threads lt][2]: values 2j, 2j+1 of thread lt".to_string(),
-        ),
-    ]
-}
 
 /// The dS tile's byte of `(query, key)`, checked affine before the swizzle
 /// (`q_bytes * q + key_bytes * key`) and checked against the layout's swizzle for every
@@ -1185,6 +1009,7 @@ fn paired_key64_offsets(t: &Tiles) -> Result<(u32, u32), ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::DqReduce;
     use super::*;
     use crate::family::dtype::ActDtype;
 
@@ -1204,37 +1029,6 @@ mod tests {
                     let f16 = k.with_dtype(ActDtype::F16).unwrap().source().unwrap();
                     assert!(f16.contains(".f32.f16.f16") && !f16.contains("bf16.bf16"));
                 }
-            }
-        }
-    }
-
-    /// Each reduction into the register-order accumulator is read back by the postprocess
-    /// in its own order: the bulk path's staged pairs `[j][lt]`, the atomics' quads `[q][lt]`.
-    #[test]
-    fn each_register_order_reduction_gets_the_postprocess_of_its_own_order() {
-        for d in [64, 128, 256] {
-            for mask in super::super::config::SWEEP_MASKS {
-                let k = BackwardKernel::default_for(d, mask).unwrap();
-                let bulk = k
-                    .with_dq_reduce(DqReduce::Bulk)
-                    .with_fitting_stages()
-                    .unwrap()
-                    .source()
-                    .unwrap();
-                assert!(
-                    bulk.contains("fm_bulk_reduce_add(dq_step") && !bulk.contains("fm_red_add4(dq")
-                );
-                assert!(bulk.contains("src[j * 128 + lt]") && !bulk.contains("src[q * 128 + lt]"));
-                let quads = k
-                    .with_dq_reduce(DqReduce::FragmentAtomics)
-                    .source()
-                    .unwrap();
-                assert!(quads.contains("fm_red_add4(dq_chunk + (q * 128 + lt) * 4"));
-                assert!(!quads.contains("fm_bulk_reduce_add(dq_step"));
-                assert!(
-                    quads.contains("src[q * 128 + lt]") && !quads.contains("src[j * 128 + lt]")
-                );
-                assert!(!quads.contains('$'), "{k:?}");
             }
         }
     }
