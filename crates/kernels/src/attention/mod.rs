@@ -34,6 +34,7 @@
 
 pub mod backward;
 mod geometry;
+mod mainloop;
 mod smem;
 mod source;
 
