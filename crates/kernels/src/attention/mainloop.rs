@@ -113,13 +113,61 @@ pub(super) fn mainloop(
         ("PP_ARRIVE", arrive),
         (last_point.0, last_point.1),
     ];
-    // Only the overlapped loop peels its first step; the serial one runs the shared step.
+    // Only the overlapped loop peels its first step and its last PV; the serial one runs the
+    // shared step.
     if overlap {
         values.push(("TILE_FIRST", tile_first.to_string()));
+        values.push(("QK_STEP", QK_STEP.to_string()));
+        let last_pv = pv_and_release("stage", "phase", Some(("$PP_SYNC", "$PP_ARRIVE_LAST")), 16);
+        values.push(("PV_RELEASE_LAST", last_pv));
     } else {
         values.push(("SERIAL_STEP", SERIAL_STEP.to_string()));
+        values.push(("QK_STEP", QK_STEP.to_string()));
+        values.push(("PV_RELEASE_STEP", pv_release_step()));
     }
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
+}
+
+/// The end of a step's PV in every loop, once O was moved to the step's max: wait for the
+/// stage's V, issue `O += P V`, wait for it, release V. `stage` and `phase` name the step's
+/// pipeline stage and barrier phase; `pingpong` the ping-pong points around the issue
+/// (placeholders the loop fills, possibly with nothing) or `None` for a loop without them;
+/// `indent` the loop text's.
+fn pv_and_release(
+    stage: &str,
+    phase: &str,
+    pingpong: Option<(&str, &str)>,
+    indent: usize,
+) -> String {
+    let (sync, arrive) = match pingpong {
+        Some((sync, arrive)) => (vec![sync.to_string()], vec![arrive.to_string()]),
+        None => (Vec::new(), Vec::new()),
+    };
+    let lines = [
+        vec![format!("fm_mbar_wait(FM_BAR_V_FULL({stage}), {phase});")],
+        sync,
+        vec![format!(
+            "fm_pv(o_acc, p_frag, smem_v + {stage} * FM_KV_TILE_BYTES);"
+        )],
+        arrive,
+        vec![
+            "fm_wgmma_wait<0>();".to_string(),
+            "fm_fence_array(o_acc);".to_string(),
+            "fm_fence_array(p_frag);".to_string(),
+            format!("fm_consumer_release(FM_BAR_V_EMPTY({stage}));"),
+        ],
+    ];
+    let pad = " ".repeat(indent);
+    lines
+        .concat()
+        .iter()
+        .map(|line| format!("{pad}{line}\n"))
+        .collect()
+}
+
+/// The serial step's PV end ([`SERIAL_STEP`]): ping-pong points around the issue.
+fn pv_release_step() -> String {
+    pv_and_release("stage", "phase", Some(("$PP_SYNC", "$PP_ARRIVE_PV")), 16)
 }
 
 /// The ping-pong barrier of the consumer warpgroup after `wg`, round robin over
@@ -162,9 +210,19 @@ pub(super) fn shared_mainloop(overlap: bool, head_dim: u32) -> Result<String, Co
         // The one-block serial step, without ping-pong (one warpgroup per query block) and
         // with the lists read ahead at the top of the step (SHARED_PREFETCH).
         values.push(("SERIAL_STEP", SERIAL_STEP.to_string()));
+        values.push(("QK_STEP", QK_STEP.to_string()));
+        values.push(("PV_RELEASE_STEP", pv_release_step()));
         for point in ["PP_SYNC", "PP_ARRIVE", "PP_ARRIVE_PV", "LISTS_AHEAD"] {
             values.push((point, String::new()));
         }
+    } else {
+        // No ping-pong: one warpgroup per query block.
+        let pending = pv_and_release("prev_stage", "prev_phase", None, 24);
+        values.push(("PV_RELEASE_PREV", pending));
+        values.push((
+            "PV_RELEASE_LAST",
+            pv_and_release("stage", "phase", None, 16),
+        ));
     }
     let body = fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;
     Ok([SHARED_PREFETCH, &body].concat())
@@ -228,13 +286,7 @@ const MAINLOOP_SHARED_OVERLAP: &str = r#"            float corr[2];
                     t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
                     if (pending) {
                         fm_rescale_o(o_acc, corr);
-                        fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
-                        fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);
-                        fm_wgmma_wait<0>();
-                        fm_fence_array(o_acc);
-                        fm_fence_array(p_frag);
-                        fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
-                        pending = false;
+$PV_RELEASE_PREV                        pending = false;
                     }
 $SKIP                }
                 $MASK_BIAS
@@ -276,13 +328,7 @@ $SKIP                }
                 const int stage = prev % FM_STAGES;
                 const unsigned phase = (unsigned)(prev / FM_STAGES) & 1u;
                 fm_rescale_o(o_acc, corr);
-                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
-                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
-                fm_wgmma_wait<0>();
-                fm_fence_array(o_acc);
-                fm_fence_array(p_frag);
-                fm_consumer_release(FM_BAR_V_EMPTY(stage));
-            }
+$PV_RELEASE_LAST            }
 "#;
 
 /// Consumer main loop, no overlap: QK^T, wait, softmax, PV, wait.
@@ -297,10 +343,10 @@ const MAINLOOP_SERIAL: &str = r#"
 $SERIAL_STEP            }
 "#;
 
-/// One step of the serial loops ([`MAINLOOP_SERIAL`], [`MAINLOOP_SHARED_SERIAL`]) once
-/// the step's `t`, `bits`, `stage` and `phase` are known: QK^T, wait, mask, softmax, PV,
-/// wait, with the ping-pong points and the lists' read-ahead as placeholders.
-const SERIAL_STEP: &str = r#"                $MASK_BIAS
+/// A step's S with nothing else in flight, in the serial step and the overlapped loop's
+/// first step: QK^T (between the ping-pong points), the lists' read-ahead, the wait for S,
+/// K released, the mask.
+const QK_STEP: &str = r#"                $MASK_BIAS
                 fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
                 $PP_SYNC
                 fm_qk(s_acc, q_operand, smem_k + stage * FM_KV_TILE_BYTES, s_init);
@@ -309,20 +355,17 @@ const SERIAL_STEP: &str = r#"                $MASK_BIAS
                 fm_wgmma_wait<0>();
                 fm_fence_array(s_acc);
                 fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                $MASK_STEP
+                $MASK_STEP"#;
+
+/// One step of the serial loops ([`MAINLOOP_SERIAL`], [`MAINLOOP_SHARED_SERIAL`]) once
+/// the step's `t`, `bits`, `stage` and `phase` are known: QK^T, wait, mask, softmax, PV,
+/// wait, with the ping-pong points and the lists' read-ahead as placeholders.
+const SERIAL_STEP: &str = r#"$QK_STEP
                 float corr[2];
                 fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                 fm_rescale_o(o_acc, corr);
                 fm_convert_p(s_acc, p_frag);
-                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
-                $PP_SYNC
-                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
-                $PP_ARRIVE_PV
-                fm_wgmma_wait<0>();
-                fm_fence_array(o_acc);
-                fm_fence_array(p_frag);
-                fm_consumer_release(FM_BAR_V_EMPTY(stage));
-"#;
+$PV_RELEASE_STEP"#;
 
 /// Consumer main loop with FlashAttention-3's intra-warpgroup overlap: the QK^T of
 /// tile kk and the PV of tile kk-1 are in flight while the softmax of tile kk runs.
@@ -338,16 +381,7 @@ const MAINLOOP_OVERLAP: &str = r#"
                 $PREFETCH_NEXT
                 const int stage = pipe % FM_STAGES;
                 const unsigned phase = (unsigned)(pipe / FM_STAGES) & 1u;
-                $MASK_BIAS
-                fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
-                $PP_SYNC
-                fm_qk(s_acc, q_operand, smem_k + stage * FM_KV_TILE_BYTES, s_init);
-                $PP_ARRIVE
-                $LISTS_AHEAD
-                fm_wgmma_wait<0>();
-                fm_fence_array(s_acc);
-                fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                $MASK_STEP
+$QK_STEP
                 fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                 fm_convert_p(s_acc, p_frag);
             }
@@ -391,13 +425,5 @@ const MAINLOOP_OVERLAP: &str = r#"
                 const int stage = last % FM_STAGES;
                 const unsigned phase = (unsigned)(last / FM_STAGES) & 1u;
                 fm_rescale_o(o_acc, corr);
-                fm_mbar_wait(FM_BAR_V_FULL(stage), phase);
-                $PP_SYNC
-                fm_pv(o_acc, p_frag, smem_v + stage * FM_KV_TILE_BYTES);
-                $PP_ARRIVE_LAST
-                fm_wgmma_wait<0>();
-                fm_fence_array(o_acc);
-                fm_fence_array(p_frag);
-                fm_consumer_release(FM_BAR_V_EMPTY(stage));
-            }
+$PV_RELEASE_LAST            }
 "#;
