@@ -6,6 +6,7 @@
 //!
 //! `cargo run --release --example kernel_fingerprints -- OUT_DIR [FILTER]` (FILTER: only the
 //! variants whose file name contains it, e.g. `bwd-bwd_128k_2wg_bf16_d128_blocks`).
+//! A kernel whose wgmmas ptxas serialised is named on stderr with ptxas' note.
 
 use std::path::Path;
 use std::process::Command;
@@ -36,6 +37,18 @@ fn file_label(label: &str) -> String {
         cut -= 1;
     }
     format!("{}-{hash:016x}", &label[..cut])
+}
+
+/// Prints ptxas' notes that it serialised a kernel's wgmmas (C75xx, "Potential Performance
+/// Loss"), which a change to a main loop can trigger without any other sign but the SASS's
+/// `WARPGROUP.DEPBAR` after every `HGMMA` (the example's output, not a library's).
+fn report_serialized(label: &str, log: &str) {
+    for line in log
+        .lines()
+        .filter(|l| l.contains("Potential Performance Loss"))
+    {
+        eprintln!("{label}: {line}");
+    }
 }
 
 fn sass_of(source: &str, cubin: &[u8], dir: &Path, label: &str) -> Result<(), String> {
@@ -81,6 +94,7 @@ fn main() -> Result<(), String> {
             continue;
         }
         let c = compile_kernel(&k).map_err(|e| format!("{label}: {e}"))?;
+        report_serialized(&label, &c.log);
         sass_of(&c.source, &c.cubin, dir, &label)?;
         n += 1;
     }
@@ -89,6 +103,7 @@ fn main() -> Result<(), String> {
             continue;
         }
         let c = compile_backward(&k).map_err(|e| format!("{}: {e}", k.label()))?;
+        report_serialized(&k.label(), &c.log);
         sass_of(&c.source, &c.cubin, dir, &format!("bwd-{}", k.label()))?;
         n += 1;
     }
