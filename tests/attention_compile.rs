@@ -114,11 +114,11 @@ fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {
         compiled.log
     );
     assert_eq!(compiled.spill_bytes, 0, "{k:?} spills:\n{}", compiled.log);
+    // C7508: setmaxnreg ignored. A wgmma serialisation has several codes (C7510, C7512,
+    // C7513 where a non-wgmma instruction defines a wgmma's input registers inside its
+    // pipeline stage, C7518, ...) and one message.
     assert!(
-        !compiled.log.contains("C7508")
-            && !compiled.log.contains("C7510")
-            && !compiled.log.contains("C7512")
-            && !compiled.log.contains("C7518"),
+        !compiled.log.contains("C7508") && !serialised_wgmmas(&compiled.log),
         "{k:?}: ptxas ignored setmaxnreg or serialised wgmma:\n{}",
         compiled.log
     );
@@ -196,13 +196,20 @@ fn every_backward_variant_compiles_without_spills_or_serialised_wgmmas() {
         // ptxas serialises every wgmma of a kernel (a wait after each issue) when it cannot
         // prove the accumulators untouched between issue and wait, e.g. where a branch joins
         // in between (a warpgroup's GEMMs issued on some steps only did that).
-        if c.log
-            .contains("wgmma.mma_async instructions are serialized")
-        {
+        if serialised_wgmmas(&c.log) {
             failures.push(format!("{}: ptxas serialised the wgmmas", k.label()));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Whether ptxas' log says it serialised a kernel's wgmmas (a wait after every issue),
+/// whatever the reason code.
+fn serialised_wgmmas(log: &str) -> bool {
+    log.contains("wgmma.mma_async instructions are serialized")
+        || ["C7510", "C7512", "C7513", "C7518"]
+            .iter()
+            .any(|code| log.contains(code))
 }
 
 /// Registers written by one SASS line (`@P` predicate and `/*addr*/` stripped): its first
