@@ -404,10 +404,11 @@ def _pairs_from_host(mask):
     backward then pairs key blocks, whose table is built from host lists; lists built on
     the GPU stay there and the backward runs unpaired (1.08-1.11x the paired time on
     write-up 002's masks, bench/results/session-2026-11-28b/). The CPU transposes once
-    per mask (17-46 ms at write-up 002's shape on a 2-core machine, beside from_blocks'
-    own 24-34 ms, measured on whole blocks): a mask with partial tiles built every step
-    that would rather not pay it takes ``with_transposed(device="cuda")`` first (the GPU
-    packer's lists: unpaired); a mask of whole tiles only is transposed by the CPU
+    per mask (at write-up 002's shape on a 2-core machine, whole blocks: 14-31 ms for a
+    process's first mask, then 2.5-12 ms, beside from_blocks' own 3-38 ms;
+    bench/results/session-2026-11-28c/cpu_transpose.txt): a mask with partial tiles
+    built every step that would rather not pay it takes ``with_transposed(device="cuda")``
+    first (the GPU packer's lists: unpaired); a mask of whole tiles only is transposed by the CPU
     whichever way (Mask._with_transposed_gpu)."""
     return (mask._host is not None and tuple(mask._meta[4:6]) == (64, 64)
             and not (_capturing is not None and _capturing()))
