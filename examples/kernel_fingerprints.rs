@@ -39,14 +39,10 @@ fn file_label(label: &str) -> String {
     format!("{}-{hash:016x}", &label[..cut])
 }
 
-/// Prints ptxas' notes that it serialised a kernel's wgmmas (C75xx, "Potential Performance
-/// Loss"), which a change to a main loop can trigger without any other sign but the SASS's
-/// `WARPGROUP.DEPBAR` after every `HGMMA` (the example's output, not a library's).
+/// Prints ptxas' notes that it serialised a kernel's wgmmas
+/// (`ptxas::wgmma_serialisation_notes`; the example's output, not a library's).
 fn report_serialized(label: &str, log: &str) {
-    for line in log
-        .lines()
-        .filter(|l| l.contains("Potential Performance Loss"))
-    {
+    for line in fragmask::host::ptxas::wgmma_serialisation_notes(log) {
         eprintln!("{label}: {line}");
     }
 }

@@ -206,10 +206,7 @@ fn every_backward_variant_compiles_without_spills_or_serialised_wgmmas() {
 /// Whether ptxas' log says it serialised a kernel's wgmmas (a wait after every issue),
 /// whatever the reason code.
 fn serialised_wgmmas(log: &str) -> bool {
-    log.contains("wgmma.mma_async instructions are serialized")
-        || ["C7510", "C7512", "C7513", "C7518"]
-            .iter()
-            .any(|code| log.contains(code))
+    !fragmask::host::ptxas::wgmma_serialisation_notes(log).is_empty()
 }
 
 /// Registers written by one SASS line (`@P` predicate and `/*addr*/` stripped): its first

@@ -67,3 +67,41 @@ fn number_before(line: &str, marker: &str) -> Option<u32> {
     let pos = line.find(marker)?;
     line[..pos].split_whitespace().last()?.parse().ok()
 }
+
+/// ptxas' codes for serialising a function's wgmmas (a wait after every issue): C7510,
+/// C7512, C7513 (a non-wgmma instruction defining a wgmma's input registers inside its
+/// pipeline stage), C7518 (an accumulator possibly in flight where paths join).
+const WGMMA_SERIALISED_CODES: [&str; 4] = ["C7510", "C7512", "C7513", "C7518"];
+
+/// The lines of an NVRTC log in which ptxas says it serialised wgmmas, by message or by
+/// code (empty when it did not). A change to a main loop can cause this with no other sign
+/// than the SASS.
+pub fn wgmma_serialisation_notes(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|line| {
+            line.contains("wgmma.mma_async instructions are serialized")
+                || WGMMA_SERIALISED_CODES
+                    .iter()
+                    .any(|code| line.contains(code))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialisation_notes_are_found_by_message_and_by_code() {
+        let log = "ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async \
+                   instructions are serialized due to non wgmma instructions defining input \
+                   registers of a wgmma between start and end of the pipeline stage in the \
+                   function 'fragmask_attention_fwd'\n\
+                   ptxas info    : Used 168 registers, used 16 barriers\n\
+                   ptxas info    : (C7518) something else\n";
+        let notes = wgmma_serialisation_notes(log);
+        assert_eq!(notes.len(), 2);
+        assert!(notes[0].contains("C7513") && notes[1].contains("C7518"));
+        assert!(wgmma_serialisation_notes("ptxas info    : Used 168 registers\n").is_empty());
+    }
+}
