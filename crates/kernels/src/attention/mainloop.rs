@@ -113,16 +113,16 @@ pub(super) fn mainloop(
         ("PP_ARRIVE", arrive),
         (last_point.0, last_point.1),
     ];
-    // Only the overlapped loop peels its first step and its last PV; the serial one runs the
-    // shared step.
+    // Both loops have a lone QK^T (the overlapped loop's first step, the serial step); only the
+    // overlapped loop peels its first step and its last PV, and the serial one runs the shared
+    // step.
+    values.push(("QK_STEP", QK_STEP.to_string()));
     if overlap {
         values.push(("TILE_FIRST", tile_first.to_string()));
-        values.push(("QK_STEP", QK_STEP.to_string()));
         let last_pv = pv_and_release("stage", "phase", Some(("$PP_SYNC", "$PP_ARRIVE_LAST")), 16);
         values.push(("PV_RELEASE_LAST", last_pv));
     } else {
         values.push(("SERIAL_STEP", SERIAL_STEP.to_string()));
-        values.push(("QK_STEP", QK_STEP.to_string()));
         values.push(("PV_RELEASE_STEP", pv_release_step()));
     }
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
@@ -139,30 +139,20 @@ fn pv_and_release(
     pingpong: Option<(&str, &str)>,
     indent: usize,
 ) -> String {
-    let (sync, arrive) = match pingpong {
-        Some((sync, arrive)) => (vec![sync.to_string()], vec![arrive.to_string()]),
-        None => (Vec::new(), Vec::new()),
-    };
-    let lines = [
-        vec![format!("fm_mbar_wait(FM_BAR_V_FULL({stage}), {phase});")],
-        sync,
-        vec![format!(
-            "fm_pv(o_acc, p_frag, smem_v + {stage} * FM_KV_TILE_BYTES);"
-        )],
-        arrive,
-        vec![
-            "fm_wgmma_wait<0>();".to_string(),
-            "fm_fence_array(o_acc);".to_string(),
-            "fm_fence_array(p_frag);".to_string(),
-            format!("fm_consumer_release(FM_BAR_V_EMPTY({stage}));"),
-        ],
-    ];
+    let mut lines = vec![format!("fm_mbar_wait(FM_BAR_V_FULL({stage}), {phase});")];
+    lines.extend(pingpong.map(|(sync, _)| sync.to_string()));
+    lines.push(format!(
+        "fm_pv(o_acc, p_frag, smem_v + {stage} * FM_KV_TILE_BYTES);"
+    ));
+    lines.extend(pingpong.map(|(_, arrive)| arrive.to_string()));
+    lines.extend([
+        "fm_wgmma_wait<0>();".to_string(),
+        "fm_fence_array(o_acc);".to_string(),
+        "fm_fence_array(p_frag);".to_string(),
+        format!("fm_consumer_release(FM_BAR_V_EMPTY({stage}));"),
+    ]);
     let pad = " ".repeat(indent);
-    lines
-        .concat()
-        .iter()
-        .map(|line| format!("{pad}{line}\n"))
-        .collect()
+    lines.iter().map(|line| format!("{pad}{line}\n")).collect()
 }
 
 /// The serial step's PV end ([`SERIAL_STEP`]): ping-pong points around the issue.
