@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 
-def main() -> None:
-    src, dst, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+def split(src: Path, dst: Path, n: int) -> list[tuple[Path, int]]:
+    """Writes `dst/p1` .. `dst/pN` and returns each folder with its size in bytes."""
+    if n < 1:
+        raise ValueError(f"parts must be at least 1, got {n}")
     wheels = sorted(p for part in ("part1", "part2") for p in (src / part).glob("*.whl"))
     big_parts = sorted(p for part in ("part1", "part2") for p in (src / part).glob("cu13.part.*"))
     name = (src / "part2" / "cu13.name").read_text().strip()
@@ -30,8 +32,14 @@ def main() -> None:
         i = size.index(min(size))
         shutil.copy2(w, folders[i])
         size[i] += w.stat().st_size
-    for folder, s in zip(folders, size):
-        print(f"{folder}: {s / 2**20:.1f} MiB")
+    return list(zip(folders, size))
+
+
+def main() -> None:
+    if len(sys.argv) != 4:
+        sys.exit("usage: fa4_parts.py SRC DST PARTS")
+    for folder, size in split(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])):
+        print(f"{folder}: {size / 2**20:.1f} MiB")
 
 
 if __name__ == "__main__":
