@@ -844,6 +844,11 @@ def snapshot(d: Path) -> dict:
 
 def limits(mem_bytes: int, fsize: int | None):
     def apply():
+        # A campaign started under nohup or as a background job inherits SIGHUP / SIGINT
+        # ignored, and so would every case: the kill cases would then time out ("hang") or
+        # never land ("not-reached"). The cases get the default dispositions a shell gives.
+        for sig in (signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
         if fsize is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
