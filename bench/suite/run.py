@@ -109,9 +109,12 @@ def run_workloads(args, selected):
                 rows = [row(s, "skipped", note=f"time budget of {args.budget_s} s spent") for s in systems]
             else:
                 runs = []
-                for _ in range(args.repeat):
+                for rep in range(args.repeat):
+                    # Alternate repeats run the systems in reverse (routines that honour the
+                    # order: attention), so a median over repeats does not favour the first.
+                    order = systems if rep % 2 == 0 else systems[::-1]
                     try:
-                        runs.append(routines.get(w["routine"])(ctx, w["params"], systems))
+                        runs.append(routines.get(w["routine"])(ctx, w["params"], order))
                     except Exception as e:
                         msg = f"{type(e).__name__}: {e}".replace("\n", " ")[:300]
                         runs.append([row(s, FAILED, note=f"workload setup: {msg}") for s in systems])
@@ -253,7 +256,8 @@ def main(argv=None):
                          "binary's --warmup-ms), so timed calls run at the sustained, power-capped clocks")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each workload's systems this many times in turn (1 to 9); a "
-                    "row reports each field's median, and repeats_ms the runs' times")
+                    "row reports each field's median, and repeats_ms the runs' times; alternate "
+                    "repeats run the systems in reverse order")
     ap.add_argument("--budget-s", type=float, default=0, help="skip (and report) workloads after this many seconds")
     ap.add_argument("--isolate", action="store_true",
                     help="each workload in its own process: a crash (illegal address) costs its rows only")

@@ -366,7 +366,8 @@ class Repeat(unittest.TestCase):
         def fake_routine(ctx, params, systems):
             calls.append(list(systems))
             n = len(calls)
-            return [row(s, "ok", float(n + i)) for i, s in enumerate(systems)]
+            offset = {"fragmask": 0, "sdpa": 1}
+            return [row(s, "ok", float(n + offset[s])) for s in systems]
 
         cuda = types.SimpleNamespace(get_device_name=lambda: "fake GPU", synchronize=lambda: None,
                                      empty_cache=lambda: None)
@@ -394,7 +395,8 @@ class Repeat(unittest.TestCase):
                 run_mod.run_workloads(args, selected)
             with open(output) as f:
                 lines = [run_mod.json.loads(x) for x in f]
-        self.assertEqual(len(calls), 3)
+        # Alternate repeats run the systems in reverse, so none always goes first.
+        self.assertEqual(calls, [["fragmask", "sdpa"], ["sdpa", "fragmask"], ["fragmask", "sdpa"]])
         self.assertEqual(lines[0]["repeat"], 3)
         rows = {x["system"]: x for x in lines if x["kind"] == "row"}
         self.assertEqual(rows["fragmask"]["repeats_ms"], [1.0, 2.0, 3.0])
