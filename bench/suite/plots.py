@@ -26,19 +26,65 @@ def _value(r, field):
     return r.get(field)
 
 
-def names(best, workloads):
-    """{family: png file name} of the families that have results."""
+VS_FA4 = "perf-vs-fa4.png"
+
+
+def names(best, workloads, fa4=()):
+    """{family: png file name} of the families that have results, and "vs_fa4" where
+    ``fa4`` (report.fa4_rows) has rows."""
     fams = {w["family"] for w in workloads if w["name"] in best}
-    return {f: f"perf-{f}.png" for f in METRIC if f in fams}
+    out = {f: f"perf-{f}.png" for f in METRIC if f in fams}
+    if fa4:
+        out["vs_fa4"] = VS_FA4
+    return out
 
 
-def draw(best, workloads, folder):
+def draw_vs_fa4(fa4, path, plt):
+    """FlashAttention-4's time over fragmask's per row, forward and backward side by side,
+    a line at 1 (above it fragmask is faster)."""
+    fams = [f for f in ("forward", "backward") if any(r[0] == f for r in fa4)]
+    n = max(sum(r[0] == f for r in fa4) for f in fams)
+    fig, axes = plt.subplots(1, len(fams), figsize=(6.2 * len(fams), 0.8 + 0.32 * n), squeeze=False)
+    for ax, family in zip(axes[0], fams):
+        rows = [r for r in fa4 if r[0] == family]
+        labels = [r[2].replace(f"{family} ", "") + (" (varlen)" if r[4]["system"] == "fa4_varlen" else "")
+                  for r in rows]
+        ratios = [r[4]["vs_fragmask"] for r in rows]
+        colors = [COLORS["fragmask"] if x >= 1 else COLORS["fa4"] for x in ratios]
+        ax.barh(range(len(rows)), ratios, color=colors)
+        for i, x in enumerate(ratios):
+            ax.text(x, i, f" {x:.3f}", va="center", fontsize=7)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.invert_yaxis()
+        lo, hi = min(ratios + [1.0]), max(ratios + [1.0])
+        ax.set_xlim(max(0.0, lo - 0.08), hi + 0.12)
+        ax.set_xlabel("FA4's time over fragmask's (above 1: fragmask faster)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_title(family, fontsize=10)
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Patch(color=COLORS["fragmask"], label="fragmask as fast or faster"),
+                        Patch(color=COLORS["fa4"], label="FlashAttention-4 faster")],
+               loc="lower center", ncol=2, fontsize=7, frameon=False)
+    fig.suptitle("against FlashAttention-4, same run per row (dates and commits in docs/PERF.md)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=80, metadata={"Software": None})
+    plt.close(fig)
+
+
+def draw(best, workloads, folder, fa4=()):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     os.makedirs(folder, exist_ok=True)
-    out = names(best, workloads)
+    out = names(best, workloads, fa4)
+    if fa4:
+        draw_vs_fa4(fa4, os.path.join(folder, VS_FA4), plt)
     for family, png in out.items():
+        if family == "vs_fa4":
+            continue
         field, label, log = METRIC[family]
         ws = [w for w in workloads if w["family"] == family and w["name"] in best]
         lined = [w for w in ws if w["x"]]

@@ -182,6 +182,46 @@ def family_table(family, names, best, titles, dates=True):
     return lines
 
 
+FA4_SYSTEMS = ("fa4", "fa4_varlen")
+
+
+def fa4_rows(best, workloads):
+    """[(family, workload, title, fragmask row, FA4 row)] of the forward and backward
+    workloads whose newest run timed both fragmask and FlashAttention-4 (direct or varlen),
+    in the workload list's order."""
+    out = []
+    for w in workloads:
+        if w["family"] not in ("forward", "backward") or w["name"] not in best:
+            continue
+        rows = best[w["name"]][1]
+        fm = next((r for r in rows if r["system"] == "fragmask" and r["status"] == "ok"), None)
+        peer = next((r for r in rows if r["system"] in FA4_SYSTEMS and r["status"] == "ok"
+                     and r.get("vs_fragmask")), None)
+        if fm is not None and peer is not None:
+            out.append((w["family"], w["name"], w["title"], fm, peer))
+    return out
+
+
+def fa4_section(best, workloads, images):
+    """The page's summary against FlashAttention-4: its picture and one line per row."""
+    rows = fa4_rows(best, workloads)
+    if not rows:
+        return []
+    out = ["## Against FlashAttention-4", ""]
+    if "vs_fa4" in images:
+        out += [f"![FlashAttention-4's time over fragmask's](img/{images['vs_fa4']})", ""]
+    out += ["FlashAttention-4's time over fragmask's on every row where both ran in the same run "
+            "(above 1: fragmask is faster; the causal documents rows use FA4's varlen call). "
+            "The tables below hold the times.", "",
+            "| workload | fragmask | FA4 | FA4's time over fragmask's | device, date, commit |",
+            "|---|---|---|---|---|"]
+    for _family, _name, title, fm, peer in rows:
+        label = title + (" (varlen)" if peer["system"] == "fa4_varlen" else "")
+        out.append(f"| {label} | {fmt_ms(fm['ms'])} ms | {fmt_ms(peer['ms'])} ms | {peer['vs_fragmask']:.3f} | "
+                   f"{short_device(fm.get('device', ''))}, {fm.get('date', '')}, {fm.get('commit', '')} |")
+    return out + [""]
+
+
 CONVENTIONS = """Times are medians of CUDA-event-timed calls after warm-up, on one GPU, every
 system of a row in the same process and run (bench/suite/run.py). The warm-up is counted
 (5 calls), so the clocks are those of a short burst; at the sustained, power-capped clocks
@@ -356,6 +396,7 @@ def perf_md(runs, workloads, images, ab_runs=()):
                        f"commit {meta.get('commit', '')}, torch {meta.get('torch', '?')}, FA4 {meta.get('fa4', '?')}"
                        + (", the --quick list" if meta.get("quick") else ""))
     out.append("")
+    out += fa4_section(best, workloads, images)
     for family, title in FAMILY_TITLES:
         names = [w["name"] for w in workloads if w["family"] == family]
         lines = family_table(family, names, best, titles)
@@ -431,12 +472,14 @@ def main(argv=None):
     files = args.files if args.files else result_files(args.results)
     runs = read_runs(files)
     images = {}
-    if args.img and not args.check:
+    if args.img:
         from suite import plots
-        images = plots.draw(latest_rows(split_by_device(runs)[0]), workloads, args.img)
-    elif args.img:
-        from suite import plots
-        images = plots.names(latest_rows(split_by_device(runs)[0]), workloads)
+        best = latest_rows(split_by_device(runs)[0])
+        ratios = fa4_rows(best, workloads)
+        if args.check:
+            images = plots.names(best, workloads, ratios)
+        else:
+            images = plots.draw(best, workloads, args.img, ratios)
     text = perf_md(runs, workloads, images, read_ab(args.results))
     if args.check:
         same = False

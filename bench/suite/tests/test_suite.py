@@ -114,6 +114,19 @@ class Report(unittest.TestCase):
         finally:
             os.remove(f.name)
 
+    def test_fa4_section_lists_the_rows_where_both_ran_with_fa4s_time_over_ours(self):
+        _, workloads = wl.load()
+        best = report.latest_rows(report.read_runs(FIXTURES))
+        rows = report.fa4_rows(best, workloads)
+        # Only the newer run's no-mask forward has an ok FA4 row; the older run's FA4 was missing.
+        self.assertEqual([r[1] for r in rows], ["fwd.s16384.none"])
+        lines = report.fa4_section(best, workloads, {"vs_fa4": "perf-vs-fa4.png"})
+        self.assertEqual(lines[0], "## Against FlashAttention-4")
+        self.assertIn("![FlashAttention-4's time over fragmask's](img/perf-vs-fa4.png)", lines)
+        self.assertIn("| forward S=16384 H=16 D=128, no mask | 3.50 ms | 3.15 ms | 0.900 | "
+                      "H100 80GB HBM3, 2026-01-02, bbbbbbb |", lines)
+        self.assertEqual(report.fa4_section({}, workloads, {}), [])
+
     def test_committed_perf_md_is_current(self):
         with redirect_stdout(io.StringIO()):
             self.assertEqual(report.main(["--check"]), 0, "run bench/suite/report.py")
