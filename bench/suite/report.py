@@ -228,7 +228,7 @@ system of a row in the same process and run (bench/suite/run.py). The warm-up is
 (`--warmup-ms`) the same kernels ran 1.03–1.17× slower on an H100 (bench/README.md). Each
 Python-timed call (fragmask and every peer) follows a ~1 ms GPU sleep that hides the host's
 enqueue; the **fragmask (CLI)** column times the binary's back-to-back launches, which on the
-rows above ~2 ms settle at lower clocks (4–11% slower on an H100). **TF/s** is
+rows above ~2 ms settle at lower clocks (0–11% slower on an H100, 2026-11-28). **TF/s** is
 dense-equivalent: 4·B·H·Sq·Sk·D FLOPs for a forward and 2.5× that for a backward, whatever
 the mask keeps, so a mask that skips work shows more than the dense peak. **of roof** is a
 device-to-device copy with the same memory traffic (the bytes a decode step or packer must
