@@ -1,4 +1,6 @@
 import re, sys
+# step_regions.py [OURS_LOOP FA4_LOOP OURS_SAMPLES FA4_SAMPLES]: defaults, this folder's profiles.
+args = sys.argv[1:] or ['ours_loop.txt', 'fa4_loop.txt', '469655', '424801']
 def load(path):
     rows=[]
     for l in open(path):
@@ -13,7 +15,7 @@ def regions(rows, cuts):
             cur=cuts[i][0]; i+=1
         out[cur]=out.get(cur,0)+p
     return out
-ours=load('ours_loop.txt'); fa4=load('fa4_loop.txt')
+ours=load(args[0]); fa4=load(args[1])
 tot_o=sum(p for _,p,_ in ours); tot_f=sum(p for _,p,_ in fa4)
 print("loop share of all samples: ours %.1f%%, fa4 %.1f%%" % (tot_o, tot_f))
 def first(rows, pat, after=0):
@@ -39,7 +41,7 @@ cuts_f=[("wait Q",O(f_q)),("S issue",O(f_s)),("wait dO",O(f_do)),("dP issue",O(f
 print([hex(x) if x else None for x in (f_q,f_s,f_do,f_dp,f_w1,f_w0,f_stsm,f_bar,f_dq,f_w2,f_end)])
 ro=regions(ours,cuts_o); rf=regions(fa4,cuts_f)
 # scale samples to time: ours 469655 samples over 4.153 ms, fa4 424801 over 4.012 ms -> convert % to warp-ms
-so=469655*1.0; sf=424801*1.0
+so=float(args[2]); sf=float(args[3])
 print(f"{'region':38s} {'ours %':>7s} {'fa4 %':>7s}   (ours samples / fa4 samples)")
 for k in ["prologue"]+[c[0] for c in cuts_o]:
     print(f"{k:38s} {ro.get(k,0):7.2f} {rf.get(k,0):7.2f}   {ro.get(k,0)*so/100:9.0f} {rf.get(k,0)*sf/100:9.0f}")
