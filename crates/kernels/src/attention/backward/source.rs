@@ -474,6 +474,20 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             u32::from(k.kv_registers() || matches!(k.mask(), BackwardMask::Blocks { .. }))
                 .to_string(),
         ),
+        // The stage release at a constant address per stage (FM_RELEASE_STAGE) where it measured faster:
+        // head dim 128, 128 keys per CTA, one GQA slice, the window walk or mask tiles (unpaired);
+        // A/B and the rows it slowed in docs/backward.md, "The stage release".
+        (
+            "RELEASE_PER_STAGE",
+            u32::from(
+                k.head_dim() == 128
+                    && k.cta_n() == 128
+                    && k.group_slices() == 1
+                    && !k.paired_keys()
+                    && k.mask() != BackwardMask::Documents,
+            )
+            .to_string(),
+        ),
         // Column-pair loads of lse and Dsum pay off where K and V sit in registers (head dim 64):
         // A/B on the H100, docs/backward.md.
         ("LSE_PAIRS", u32::from(k.kv_registers()).to_string()),
@@ -705,7 +719,7 @@ $DQ_CHUNK_GEMM
                         fm_fence_array(dq_acc);
 $DQ_STORE
                     }
-                    fm_consumer_release(FM_BAR_EMPTY(stage));"#;
+                    FM_RELEASE_STAGE(stage);"#;
 
 /// The group slices' epilogue ([`BackwardKernel::with_group_slices`]), consumer threads:
 /// this CTA's `dK · scale` and `dV` (its slice of the group's query heads) added into the

@@ -38,6 +38,7 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_DS_BYTES $DS_BYTES           // one dS buffer, FM_STEP_M x FM_CTA_N
 #define FM_DQ_BUFS $DQ_BUFS                // dQ staging buffers per warpgroup (bulk reduction; 0: atomics)
 #define FM_DQ_WRITER $DQ_WRITER              // a writer warp issues the bulk dQ reductions (BackwardKernel::with_dq_writer)
+#define FM_RELEASE_PER_STAGE $RELEASE_PER_STAGE     // each stage released at its own constant barrier address (FM_RELEASE_STAGE)
 $NEG_INF
 #define FM_POS_INF (__int_as_float(0x7f800000u))
 
@@ -140,6 +141,18 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_Q_FULL(s) (bars + 8u * (unsigned)(s))
 #define FM_BAR_DO_FULL(s) (bars + 8u * (FM_STAGES + (unsigned)(s)))
 #define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
+// A consumer's release of stage `st`: one arrive per stage at its own constant address, the one of
+// `st` taken. The address register is then the same on every step; with FM_BAR_EMPTY(st) it held
+// 8 * st, which the next step rewrites, so the step loop's back-edge waited (SASS: the branch on
+// the arrive's read scoreboard) until the arrive, queued behind the step's shared-memory traffic,
+// had read it.
+// Taken where it measured faster (FM_RELEASE_PER_STAGE; docs/backward.md, "The stage release").
+#if FM_RELEASE_PER_STAGE
+#define FM_RELEASE_STAGE(st) do { _Pragma("unroll") for (unsigned fm_s = 0; fm_s < FM_STAGES; ++fm_s) \
+        if ((st) == fm_s) fm_consumer_release(FM_BAR_EMPTY(fm_s)); } while (0)
+#else
+#define FM_RELEASE_STAGE(st) fm_consumer_release(FM_BAR_EMPTY(st))
+#endif
 #if FM_KV_OWN_BARRIER
 #define FM_BAR_KV (bars + 8u * (3u * FM_STAGES))   // K and V held in registers: loaded first, on a barrier of their own
 #endif
@@ -561,7 +574,7 @@ $DQ_STORE
                 fm_fence_array(dk_acc);
                 fm_fence_array(p_a);
                 fm_fence_array(ds_a);
-                fm_consumer_release(FM_BAR_EMPTY(stage));
+                FM_RELEASE_STAGE(stage);
 #if FM_DETERMINISTIC
                 $DQ_DRAIN
                 __threadfence();
