@@ -3,7 +3,9 @@ SASS that wait on the read scoreboard of an mbarrier arrive (`SYNCS.ARRIVE`), fr
 instruction (Volta+ layout: bits 41-61 of the high word: stall 4, yield 1, write barrier 3,
 read barrier 3, wait mask 6). Prints, per file and function, each such branch and the arrive.
 
-    python3 backedge_waits.py DIR/*.sass
+    python3 backedge_waits.py [--op REGEX] DIR/*.sass
+
+--op: the waited-on instruction's pattern (default `SYNCS.ARRIVE`; `.` for any).
 """
 import re
 import sys
@@ -27,7 +29,11 @@ def instructions(path):
         i += 1
 
 
-def main(paths):
+def main(args):
+    op = "SYNCS.ARRIVE"
+    if args[:1] == ["--op"]:
+        op, args = args[1], args[2:]
+    paths = args
     found = 0
     for path in paths:
         ins = list(instructions(path))
@@ -39,12 +45,12 @@ def main(paths):
                     f == fn and int(m.group(1), 16) <= a < pc for f, a in hgmma):
                 for sb in range(6):
                     src = last_read.get((fn, sb))
-                    if wait >> sb & 1 and src and "SYNCS.ARRIVE" in src[1]:
+                    if wait >> sb & 1 and src and re.search(op, src[1]):
                         found += 1
                         print(f"{path.split('/')[-1]} {fn} {pc:05x} {text} waits on {src[0]:05x} {src[1]}")
             if rb != 7:
                 last_read[(fn, rb)] = (pc, text)
-    print(f"{found} back-edges wait on an arrive's operand read")
+    print(f"{found} back-edges wait on the operand read of /{op}/")
 
 
 if __name__ == "__main__":

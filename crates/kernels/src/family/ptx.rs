@@ -31,6 +31,16 @@ __device__ __forceinline__ void fm_mbar_expect_tx(unsigned bar, unsigned bytes) 
 __device__ __forceinline__ void fm_mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
 }
+// Releases stage `stage` of STAGES barriers 8 bytes apart from `bar0` by one predicated `release` per
+// stage at its constant address. With the address computed from `stage`, a step loop's back-edge
+// waited until the arrive, queued behind the step's shared-memory traffic, had read that register,
+// which the next step rewrites (docs/backward.md, "The stage release").
+template <unsigned STAGES, typename Release>
+__device__ __forceinline__ void fm_release_stage(Release release, unsigned bar0, unsigned stage) {
+#pragma unroll
+    for (unsigned s = 0; s < STAGES; ++s)
+        if (stage == s) release(bar0 + 8u * s);
+}
 // Blocks until the phase with parity `parity` of the barrier has completed. The suspend-time
 // hint (ns; CUTLASS's ClusterBarrier::wait uses the same) lets try_wait suspend the thread until
 // the phase completes instead of returning at once: a waiting producer warp then stops taking

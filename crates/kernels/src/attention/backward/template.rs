@@ -141,15 +141,10 @@ $KERNEL(const __grid_constant__ fm_tensor_map tma_q, const __grid_constant__ fm_
 #define FM_BAR_Q_FULL(s) (bars + 8u * (unsigned)(s))
 #define FM_BAR_DO_FULL(s) (bars + 8u * (FM_STAGES + (unsigned)(s)))
 #define FM_BAR_EMPTY(s) (bars + 8u * (2u * FM_STAGES + (unsigned)(s)))
-// A consumer's release of stage `st`: one arrive per stage at its own constant address, the one of
-// `st` taken. The address register is then the same on every step; with FM_BAR_EMPTY(st) it held
-// 8 * st, which the next step rewrites, so the step loop's back-edge waited (SASS: the branch on
-// the arrive's read scoreboard) until the arrive, queued behind the step's shared-memory traffic,
-// had read it.
-// Taken where it measured faster (FM_RELEASE_PER_STAGE; docs/backward.md, "The stage release").
+// A consumer's release of stage `st`: at the stage's constant address where that measured faster
+// (FM_RELEASE_PER_STAGE; fm_release_stage, docs/backward.md "The stage release").
 #if FM_RELEASE_PER_STAGE
-#define FM_RELEASE_STAGE(st) do { _Pragma("unroll") for (unsigned fm_s = 0; fm_s < FM_STAGES; ++fm_s) \
-        if ((st) == fm_s) fm_consumer_release(FM_BAR_EMPTY(fm_s)); } while (0)
+#define FM_RELEASE_STAGE(st) fm_release_stage<FM_STAGES>(fm_consumer_release, FM_BAR_EMPTY(0), (st))
 #else
 #define FM_RELEASE_STAGE(st) fm_consumer_release(FM_BAR_EMPTY(st))
 #endif
