@@ -19,6 +19,26 @@ needs_torch = unittest.skipUnless(HAVE_TORCH, "torch not installed")
 
 
 @needs_torch
+class DoutViewTests(unittest.TestCase):
+    """Which dO views the backward reads where they lie (``_dout_as_is``; CPU tensors: the
+    rule reads only strides and the address)."""
+
+    def test_contiguous_and_bshd_views_are_read_in_place_and_others_are_copied(self):
+        from fragmask._ops import _dout_as_is
+        B, S, H, D = 2, 40, 3, 64
+        bshd = torch.zeros(B, S, H, D, dtype=torch.bfloat16)
+        self.assertTrue(_dout_as_is(bshd.transpose(1, 2)))          # a bshd caller's dO
+        self.assertTrue(_dout_as_is(torch.zeros(B, H, S, D, dtype=torch.bfloat16)))
+        # D not contiguous, an expanded (stride 0) dO, rows 2 bytes off, a stride of 4
+        # elements (8 bytes): each is copied.
+        self.assertFalse(_dout_as_is(torch.zeros(B, H, D, S, dtype=torch.bfloat16).transpose(2, 3)))
+        self.assertFalse(_dout_as_is(torch.ones(1, 1, 1, D, dtype=torch.bfloat16).expand(B, H, S, D)))
+        self.assertFalse(_dout_as_is(torch.zeros(B * H * S * D + 1, dtype=torch.bfloat16)[1:]
+                                     .view(B, H, S, D)))
+        self.assertFalse(_dout_as_is(torch.zeros(B, H, S, 68, dtype=torch.bfloat16)[..., :D]))
+
+
+@needs_torch
 class OutArgumentTests(unittest.TestCase):
     """The ``out=`` checks of the eager ops (CPU tensors: the checks read only metadata)."""
 
