@@ -203,6 +203,53 @@ fn every_backward_variant_compiles_without_spills_or_serialised_wgmmas() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+#[test]
+fn kernels_releasing_each_stage_at_its_address_have_no_back_edge_waiting_on_the_release() {
+    use fragmask::check::sass::{disassemble, parse_sass};
+    use fragmask::host::attention::backward::compile_backward;
+    use fragmask::kernels::attention::backward::{BackwardKernel, KERNEL_NAME};
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // The kernels that release each Q/dO stage at its own constant barrier address
+    // (docs/backward.md, "The stage release"): no GEMM loop's back-edge may wait until an
+    // mbarrier arrive has read its operands, the wait the release removed.
+    let kernels: Vec<BackwardKernel> = BackwardKernel::compile_sweep()
+        .unwrap()
+        .into_iter()
+        .filter(|k| {
+            k.source()
+                .unwrap()
+                .contains("#define FM_RELEASE_PER_STAGE 1")
+        })
+        .collect();
+    assert!(
+        kernels.len() >= 4,
+        "{} kernels release per stage",
+        kernels.len()
+    );
+    for k in kernels {
+        let c = compile_backward(&k).unwrap_or_else(|e| panic!("{}: {e}", k.label()));
+        let Some(sass) = nvrtc::sass_or_skip(disassemble(&c.cubin)) else {
+            return;
+        };
+        let functions = parse_sass(&sass).unwrap();
+        let main = functions.iter().find(|f| f.name == KERNEL_NAME).unwrap();
+        assert!(
+            main.instructions.iter().all(|i| i.control.is_some()),
+            "{}: every instruction's control word is read",
+            k.label()
+        );
+        assert!(!main.gemm_loops().is_empty(), "{}: no GEMM loop", k.label());
+        let waits: Vec<_> = main
+            .gemm_back_edge_waits()
+            .into_iter()
+            .filter(|w| w.on_read && w.setter_opcode.starts_with("SYNCS.ARRIVE"))
+            .collect();
+        assert!(waits.is_empty(), "{}: {waits:#?}", k.label());
+    }
+}
+
 /// Whether ptxas' log says it serialised a kernel's wgmmas (a wait after every issue),
 /// whatever the reason code.
 fn serialised_wgmmas(log: &str) -> bool {

@@ -28,6 +28,55 @@ pub struct Instruction {
     pub opcode: String,
     /// Operand text.
     pub operands: String,
+    /// The scheduling control of the encoding's second word, where the listing has it.
+    pub control: Option<Control>,
+}
+
+/// The scheduling control of a Volta-or-later instruction: bits 41-61 of the high word of its
+/// 128-bit encoding (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
+/// Microbenchmarking", 2018, §2.1): stall cycles, the yield bit, the scoreboard set when its
+/// result is written and the one set when its source registers are read (7: none), and the
+/// mask of scoreboards it waits on before it issues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Control {
+    /// Cycles to stall after issue.
+    pub stall: u8,
+    /// The yield bit, as encoded.
+    pub yield_bit: bool,
+    /// Scoreboard released when the result is written.
+    pub write_barrier: Option<u8>,
+    /// Scoreboard released when the source registers have been read.
+    pub read_barrier: Option<u8>,
+    /// Scoreboards (bit i: scoreboard i) waited on before issue.
+    pub wait_mask: u8,
+}
+
+impl Control {
+    /// The control fields of an encoding's high word.
+    pub fn from_high_word(word: u64) -> Self {
+        let c = word >> 41;
+        let barrier = |b: u64| (b != 7).then_some(b as u8);
+        Self {
+            stall: (c & 0xf) as u8,
+            yield_bit: (c >> 4) & 1 == 1,
+            write_barrier: barrier((c >> 5) & 7),
+            read_barrier: barrier((c >> 8) & 7),
+            wait_mask: ((c >> 11) & 0x3f) as u8,
+        }
+    }
+}
+
+/// A backward branch of a GEMM loop that waits on a scoreboard set in the loop body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackEdgeWait {
+    /// Offset of the branch.
+    pub branch: u32,
+    /// Offset of the loop body's last instruction before the branch that sets the scoreboard.
+    pub setter: u32,
+    /// That instruction's opcode.
+    pub setter_opcode: String,
+    /// Whether it sets the scoreboard on reading its sources (else on writing its result).
+    pub on_read: bool,
 }
 
 impl Instruction {
@@ -89,6 +138,54 @@ pub struct KernelSass {
 }
 
 impl KernelSass {
+    /// The GEMM loops: (index of the loop's first instruction, index of its back-edge) for
+    /// every backward branch whose range holds an HGMMA.
+    pub fn gemm_loops(&self) -> Vec<(usize, usize)> {
+        let ins = &self.instructions;
+        ins.iter()
+            .enumerate()
+            .filter_map(|(at, br)| {
+                let target = branch_target(br).filter(|&t| t < br.offset)?;
+                let start = ins[..at].partition_point(|i| i.offset < target);
+                ins[start..at]
+                    .iter()
+                    .any(|i| i.mnemonic() == "HGMMA")
+                    .then_some((start, at))
+            })
+            .collect()
+    }
+
+    /// The waits of every GEMM loop's back-edge (a backward branch whose range holds an
+    /// HGMMA): per scoreboard the branch waits on, the body's last instruction before it that
+    /// sets that scoreboard. Needs the listing's control words (`Instruction::control`).
+    pub fn gemm_back_edge_waits(&self) -> Vec<BackEdgeWait> {
+        let ins = &self.instructions;
+        let mut out = Vec::new();
+        for (start, at) in self.gemm_loops() {
+            let br = &ins[at];
+            let Some(ctrl) = br.control else {
+                continue;
+            };
+            let body = &ins[start..at];
+            for sb in (0..6u8).filter(|sb| ctrl.wait_mask >> sb & 1 == 1) {
+                let setter = body.iter().rev().find_map(|i| {
+                    let c = i.control?;
+                    let on_read = c.read_barrier == Some(sb);
+                    (on_read || c.write_barrier == Some(sb)).then_some((i, on_read))
+                });
+                if let Some((i, on_read)) = setter {
+                    out.push(BackEdgeWait {
+                        branch: br.offset,
+                        setter: i.offset,
+                        setter_opcode: i.opcode.clone(),
+                        on_read,
+                    });
+                }
+            }
+        }
+        out
+    }
+
     /// Instructions per full opcode (with modifiers).
     pub fn opcode_counts(&self) -> BTreeMap<String, usize> {
         let mut m = BTreeMap::new();
@@ -301,9 +398,26 @@ impl Drop for TempFile {
     }
 }
 
-/// Parses `cuobjdump -sass` output into per-function instruction lists.
+/// The offset a `BRA` jumps to (`BRA 0x1c70`, `BRA P1, 0x1c70`), if it is one.
+fn branch_target(i: &Instruction) -> Option<u32> {
+    if i.mnemonic() != "BRA" {
+        return None;
+    }
+    let hex = i.operands.rsplit(' ').next()?.strip_prefix("0x")?;
+    u32::from_str_radix(hex, 16).ok()
+}
+
+/// The word of an encoding-only line such as `/* 0x000fea0003800000 */`.
+fn encoding_word(t: &str) -> Option<u64> {
+    let hex = t.strip_prefix("/* 0x")?.strip_suffix("*/")?.trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Parses `cuobjdump -sass` output into per-function instruction lists (with each
+/// instruction's control word where the listing gives its encoding's second line).
 pub fn parse_sass(text: &str) -> Result<Vec<KernelSass>> {
     let mut kernels: Vec<KernelSass> = Vec::new();
+    let mut awaiting_high_word = false;
     for line in text.lines() {
         let t = line.trim();
         if let Some(name) = t.strip_prefix("Function : ") {
@@ -311,11 +425,22 @@ pub fn parse_sass(text: &str) -> Result<Vec<KernelSass>> {
                 name: name.trim().to_string(),
                 ..KernelSass::default()
             });
+            awaiting_high_word = false;
             continue;
+        }
+        if awaiting_high_word {
+            awaiting_high_word = false;
+            if let Some(word) = encoding_word(t) {
+                if let Some(last) = kernels.last_mut().and_then(|k| k.instructions.last_mut()) {
+                    last.control = Some(Control::from_high_word(word));
+                }
+                continue;
+            }
         }
         let Some(instr) = parse_instruction_line(t) else {
             continue;
         };
+        awaiting_high_word = true;
         match kernels.last_mut() {
             Some(k) => k.instructions.push(instr),
             None => {
@@ -358,6 +483,7 @@ fn parse_instruction_line(t: &str) -> Option<Instruction> {
         predicate,
         opcode: first,
         operands: remainder,
+        control: None,
     })
 }
 
@@ -455,6 +581,87 @@ ptxas info    : Function properties for fragmask_wgmma_probe
 ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
 ptxas info    : Used 58 registers, used 1 barriers, 6144 bytes smem
 ";
+
+    /// A GEMM loop's end as cuobjdump prints it (the backward at c9e626f): the stage release
+    /// sets read scoreboard 2, the back-edge waits on it.
+    const LOOP_END: &str = r#"
+		Function : fragmask_attention_bwd
+        /*1c70*/                   HGMMA.64x64x16.F32.BF16 R184, gdesc[UR16], RZ, !UPT ;                /* 0x00e0000010b879f0 */
+                                                                                                        /* 0x000fe20008700818 */
+        /*4190*/                   SYNCS.ARRIVE.TRANS64.A1T0 RZ, [R2+UR24+0x30420], RZ ;                /* 0x030420ff02ff79a7 */
+                                                                                                        /* RELEASE */
+        /*41c0*/                   PLOP3.LUT P0, PT, PT, PT, UP1, 0x80, 0x0 ;                           /* 0x000000000000781c */
+                                                                                                        /* 0x000fda0003f0f018 */
+        /*41d0*/              @!P0 BRA 0x1c70 ;                                                         /* 0xffffffd800a48947 */
+                                                                                                        /* BRANCH */
+        /*41e0*/                   EXIT ;                                                               /* 0x000000000000794d */
+"#;
+
+    #[test]
+    fn control_words_decode_stall_scoreboards_and_waits() {
+        let c = Control::from_high_word(0x000f_ea00_0380_0000);
+        assert_eq!(
+            (
+                c.stall,
+                c.yield_bit,
+                c.write_barrier,
+                c.read_barrier,
+                c.wait_mask
+            ),
+            (5, true, None, None, 0)
+        );
+        let c = Control::from_high_word(0x0005_e200_0810_0018);
+        assert_eq!(
+            (c.stall, c.read_barrier, c.write_barrier, c.wait_mask),
+            (1, Some(2), None, 0)
+        );
+        assert_eq!(
+            Control::from_high_word(0x004f_ea00_0383_ffff).wait_mask,
+            0b100
+        );
+    }
+
+    #[test]
+    fn a_back_edge_waiting_on_the_release_read_is_found_and_one_without_the_wait_is_not() {
+        let listing = |release: &str, branch: &str| {
+            LOOP_END
+                .replace("/* RELEASE */", release)
+                .replace("/* BRANCH */", branch)
+        };
+        let k = &parse_sass(&listing(
+            "/* 0x0005e20008100018 */",
+            "/* 0x004fea000383ffff */",
+        ))
+        .unwrap()[0];
+        assert!(k.instructions.iter().take(4).all(|i| i.control.is_some()));
+        assert_eq!(
+            k.instructions[4].control, None,
+            "EXIT has no second line here"
+        );
+        assert_eq!(
+            k.gemm_back_edge_waits(),
+            vec![BackEdgeWait {
+                branch: 0x41d0,
+                setter: 0x4190,
+                setter_opcode: "SYNCS.ARRIVE.TRANS64.A1T0".into(),
+                on_read: true,
+            }]
+        );
+        // The release without a read scoreboard (a constant address) and a branch without the
+        // wait: nothing to report.
+        let k = &parse_sass(&listing(
+            "/* 0x000fe20008100018 */",
+            "/* 0x000fea000383ffff */",
+        ))
+        .unwrap()[0];
+        assert!(k.gemm_back_edge_waits().is_empty());
+        // A forward branch or a loop without an HGMMA is not a GEMM loop's back-edge.
+        let no_gemm = listing("/* 0x0005e20008100018 */", "/* 0x004fea000383ffff */")
+            .replace("HGMMA.64x64x16.F32.BF16", "IMAD.MOV.U32");
+        assert!(parse_sass(&no_gemm).unwrap()[0]
+            .gemm_back_edge_waits()
+            .is_empty());
+    }
 
     #[test]
     fn parses_sass_listing() {
