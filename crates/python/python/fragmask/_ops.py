@@ -475,7 +475,10 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     and MQA: k and v may have fewer heads, dividing q's).
 
     ``layout``: ``"bhsd"`` ([B, H, S, D], SDPA's) or ``"bshd"`` ([B, S, H, D],
-    FlashAttention's); any strides with a unit-stride head dim. ``mask``: a
+    FlashAttention's); any strides with a unit-stride head dim. The kernels write the
+    output and dQ, dK, dV in [B, H, S, D] order, so with ``"bshd"`` they come back as
+    transposed views (making them contiguous, or adding them into contiguous ``.grad``
+    tensors, costs a strided copy); dO is read in place in either layout. ``mask``: a
     ``fragmask.Mask`` built for (B or 1, H or 1, Sq, Sk) with the kernel's tile.
     ``window``: (left, right) keys, -1 = unbounded. Returns the output in q's layout,
     and with ``return_lse`` also the fp32 log-sum-exp ``[B, H, Sq]`` (not
