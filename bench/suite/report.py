@@ -234,7 +234,8 @@ the mask keeps, so a mask that skips work shows more than the dense peak. **of r
 device-to-device copy with the same memory traffic (the bytes a decode step or packer must
 read), timed in the same run, over the row's time. A peer's **×** is its time over
 fragmask's (above 1: fragmask is faster). A peer that is missing, cannot express the mask
-or fails shows that word; the reason is listed under the table. Rows marked `legacy` come
+or fails shows that word; the reason is listed under the table. An empty cell is a system
+the row's newest run did not include (each row shows one run). Rows marked `legacy` come
 from the hand-kept tables before the suite existed (their dates say when they were measured);
 bench/results/history.md keeps the older measurements."""
 
