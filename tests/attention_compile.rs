@@ -250,6 +250,42 @@ fn kernels_releasing_each_stage_at_its_address_have_no_back_edge_waiting_on_the_
     }
 }
 
+#[test]
+fn inspect_lists_every_gemm_loop_back_edge_wait_with_what_it_waits_for() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fragmask"))
+        .args(["attention", "--inspect", "--head-dim", "128"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if text.contains("SASS: not inspected") {
+        nvrtc::sass_or_skip::<(), _>(Err("fragmask attention --inspect: no cuobjdump"));
+        return;
+    }
+    let head = text
+        .lines()
+        .find(|l| l.starts_with("GEMM loops "))
+        .unwrap_or_else(|| panic!("no GEMM loop line in:\n{text}"));
+    // "GEMM loops N, back-edge waits W", then W lines naming the branch and the instruction.
+    let numbers: Vec<usize> = head
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(numbers.len() == 2 && numbers[0] >= 1, "{head}");
+    let listed = text
+        .lines()
+        .filter(|l| l.starts_with("  back-edge 0x"))
+        .count();
+    assert_eq!(listed, numbers[1], "{text}");
+}
+
 /// Whether ptxas' log says it serialised a kernel's wgmmas (a wait after every issue),
 /// whatever the reason code.
 fn serialised_wgmmas(log: &str) -> bool {

@@ -217,7 +217,8 @@ pub struct AttentionArgs {
     /// Print the generated CUDA source for --head-dim and the mask mode, then exit.
     #[arg(long)]
     emit_source: bool,
-    /// Compile (no GPU needed) and print ptxas' report and the SASS summary, then exit.
+    /// Compile (no GPU needed) and print ptxas' report and the SASS summary (with every GEMM
+    /// loop back-edge that waits on a scoreboard, and for what), then exit.
     #[arg(long)]
     inspect: bool,
     /// Head dim for --emit-source / --inspect.
@@ -439,7 +440,24 @@ pub fn run(args: AttentionArgs) -> CmdResult {
                     classes.hgmma,
                     s.count("UTMALDG"),
                     classes.ldl + classes.stl
-                )
+                );
+                // Where a GEMM loop's back-edge waits on a scoreboard, every step pays for that
+                // instruction's latency (docs/backward.md, "The stage release").
+                let waits = s.gemm_back_edge_waits();
+                println!(
+                    "GEMM loops {}, back-edge waits {}",
+                    s.gemm_loops().len(),
+                    waits.len()
+                );
+                for w in waits {
+                    println!(
+                        "  back-edge {:#06x} waits for the {} of {:#06x} {}",
+                        w.branch,
+                        if w.on_read { "operand read" } else { "result" },
+                        w.setter,
+                        w.setter_opcode
+                    );
+                }
             }
             Err(e) => println!("SASS: not inspected ({e})"),
         }
