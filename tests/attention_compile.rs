@@ -255,8 +255,25 @@ fn inspect_lists_every_gemm_loop_back_edge_wait_with_what_it_waits_for() {
     if !nvrtc_or_skip() {
         return;
     }
+    for args in [
+        &["attention", "--inspect", "--head-dim", "128"][..],
+        &["attention", "--inspect", "--backward", "--head-dim", "128"],
+        &[
+            "attention",
+            "--inspect",
+            "--backward",
+            "--synthetic-mask",
+            "random:0.5",
+        ],
+    ] {
+        check_inspect_report(args);
+    }
+}
+
+/// Runs `fragmask ARGS` (an --inspect command) and checks its GEMM loop report.
+fn check_inspect_report(args: &[&str]) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fragmask"))
-        .args(["attention", "--inspect", "--head-dim", "128"])
+        .args(args)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -273,17 +290,16 @@ fn inspect_lists_every_gemm_loop_back_edge_wait_with_what_it_waits_for() {
         .lines()
         .find(|l| l.starts_with("GEMM loops "))
         .unwrap_or_else(|| panic!("no GEMM loop line in:\n{text}"));
-    // "GEMM loops N, back-edge waits W", then W lines naming the branch and the instruction.
+    // "GEMM loops N, back-edge waits W, waits carried over a back-edge C", then W + C lines
+    // naming the waiting instruction and the one it waits for.
     let numbers: Vec<usize> = head
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
         .collect();
-    assert!(numbers.len() == 2 && numbers[0] >= 1, "{head}");
-    let listed = text
-        .lines()
-        .filter(|l| l.starts_with("  back-edge 0x"))
-        .count();
-    assert_eq!(listed, numbers[1], "{text}");
+    assert!(numbers.len() == 3 && numbers[0] >= 1, "{head}");
+    let listed = |kind: &str| text.lines().filter(|l| l.starts_with(kind)).count();
+    assert_eq!(listed("  back-edge 0x"), numbers[1], "{text}");
+    assert_eq!(listed("  carried 0x"), numbers[2], "{text}");
 }
 
 /// Whether ptxas' log says it serialised a kernel's wgmmas (a wait after every issue),

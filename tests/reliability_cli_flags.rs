@@ -230,7 +230,20 @@ fn lightning_refuses_random_flags_with_input_files() {
 #[test]
 fn emit_source_and_inspect_refuse_flags_they_ignore_and_read_the_mask() {
     for mode in ["--emit-source", "--inspect"] {
-        refused(&["attention", mode, "--backward"], &["--backward", mode]);
+        // With --backward they show the backward kernels: the forward's run flags, a bad
+        // backward configuration and a --block without a mask kind are refused.
+        refused(
+            &["attention", mode, "--backward", "--causal"],
+            &["--causal", mode],
+        );
+        refused(
+            &["attention", mode, "--backward", "--bwd-stages", "0"],
+            &["--bwd-stages 0", "stages"],
+        );
+        refused(
+            &["attention", mode, "--backward", "--block", "64x64"],
+            &["--block", "--synthetic-mask"],
+        );
         refused(&["attention", mode, "--splits", "0"], &["--splits"]);
         refused(&["attention", mode, "--bwd-stages", "0"], &["--bwd-stages"]);
         refused(

@@ -218,7 +218,8 @@ pub struct AttentionArgs {
     #[arg(long)]
     emit_source: bool,
     /// Compile (no GPU needed) and print ptxas' report and the SASS summary (with every GEMM
-    /// loop back-edge that waits on a scoreboard, and for what), then exit.
+    /// loop back-edge that waits on a scoreboard, every wait carried over a back-edge, and
+    /// what each waits for), then exit; with --backward, the backward kernels.
     #[arg(long)]
     inspect: bool,
     /// Head dim for --emit-source / --inspect.
@@ -262,6 +263,29 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "persistent",
     ];
     match (args.emit_source || args.inspect, args.selftest, args.backward, args.bench) {
+        (true, false, true, false) => Mode {
+            name: if args.emit_source {
+                "--emit-source --backward (it shows the backward kernels of --head-dim, --block \
+                 and a mask kind)"
+            } else {
+                "--inspect --backward (it compiles the backward kernels of --head-dim, --block \
+                 and a mask kind)"
+            },
+            uses: Some(&[
+                "emit_source",
+                "inspect",
+                "backward",
+                "head_dim",
+                "block",
+                "synthetic_mask",
+                "deterministic",
+                "dq_reduce",
+                "dq_writer",
+                "bwd_stages",
+                "bwd_step",
+                "group_slices",
+            ]),
+        },
         (true, ..) => Mode {
             name: if args.emit_source {
                 "--emit-source (it shows the forward kernel of --head-dim, --block and a mask kind)"
@@ -385,8 +409,119 @@ fn mode_of(args: &ForwardArgs) -> MaskMode {
     }
 }
 
+/// The SASS summary of a compiled kernel's main function: instruction counts, then every
+/// GEMM loop back-edge that waits on a scoreboard and every wait carried over a back-edge
+/// (each step pays for the awaited instruction's latency; docs/backward.md, "The stage
+/// release").
+fn print_sass_summary(s: &fragmask::check::sass::KernelSass) {
+    let classes = s.classes();
+    println!(
+        "SASS: {} instructions, {} HGMMA, {} UTMALDG, {} local-memory ops",
+        classes.total,
+        classes.hgmma,
+        s.count("UTMALDG"),
+        classes.ldl + classes.stl
+    );
+    let back_edge = s.gemm_back_edge_waits();
+    let carried = s.gemm_loop_carried_waits();
+    println!(
+        "GEMM loops {}, back-edge waits {}, waits carried over a back-edge {}",
+        s.gemm_loops().len(),
+        back_edge.len(),
+        carried.len()
+    );
+    for (what, waits) in [("back-edge", back_edge), ("carried", carried)] {
+        for w in waits {
+            println!(
+                "  {what} {:#06x} {} waits for the {} of {:#06x} {}",
+                w.waiter,
+                w.waiter_opcode,
+                if w.on_read { "operand read" } else { "result" },
+                w.setter,
+                w.setter_opcode
+            );
+        }
+    }
+}
+
+/// ptxas' lines of a compile log.
+fn print_ptxas_lines(log: &str) {
+    for line in log
+        .lines()
+        .filter(|l| l.contains("ptxas") || l.contains("warning"))
+    {
+        println!("  {line}");
+    }
+}
+
+/// `--emit-source --backward` / `--inspect --backward`: the backward configuration a call of
+/// --head-dim and the mask kind (--synthetic-mask: a mask of the --block tile, or of the
+/// forward's default tile) runs with the backward flags, its source or its compile report.
+fn inspect_backward(args: &AttentionArgs) -> CmdResult {
+    use fragmask::check::sass;
+    use fragmask::host::attention::backward::compile_backward;
+    use fragmask::kernels::attention::backward::{BackwardMask, KERNEL_NAME};
+    let fwd = &args.forward;
+    let mode = match &fwd.synthetic_mask {
+        Some(spec) => {
+            inputs::parse_synthetic(spec).map_err(|e| e.to_string())?;
+            let g = match geometry_flag(fwd)? {
+                Some(g) => g,
+                None => choice::call_geometry(args.head_dim as usize, None, &opts(fwd))
+                    .map_err(|e| e.to_string())?,
+            };
+            BackwardMask::Blocks {
+                block_m: g.block_m(),
+                block_n: g.block_n(),
+            }
+        }
+        None if fwd.block.is_some() => {
+            return Err("--block sets the backward's mask tile: give a mask kind \
+                        (--synthetic-mask) with it; the window walk's tile is fixed"
+                .into())
+        }
+        None => BackwardMask::Window,
+    };
+    let flags = &args.backward_flags;
+    let bwd_opts = backward::backward_opts(fwd, flags);
+    let k = choice::backward_config(args.head_dim, mode, &bwd_opts).map_err(|e| {
+        let named = [
+            flags.bwd_stages.map(|n| format!(" --bwd-stages {n}")),
+            flags.bwd_step.map(|n| format!(" --bwd-step {n}")),
+            flags.group_slices.map(|n| format!(" --group-slices {n}")),
+        ];
+        format!(
+            "--head-dim {}{}: {e}",
+            args.head_dim,
+            named.into_iter().flatten().collect::<String>()
+        )
+    })?;
+    if args.emit_source {
+        print!("{}", k.source().map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let c = compile_backward(&k).map_err(|e| e.to_string())?;
+    println!("{}", k.label());
+    println!(
+        "registers {} (entry cap), spill bytes {}",
+        c.registers, c.spill_bytes
+    );
+    match sass::inspect_bytes(&c.cubin) {
+        Ok(report) => match report.kernel(KERNEL_NAME) {
+            Some(s) => print_sass_summary(s),
+            None => println!("SASS: no function {KERNEL_NAME}"),
+        },
+        Err(e) => println!("SASS: not inspected ({e})"),
+    }
+    print_ptxas_lines(&c.log);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `fragmask attention`.
 pub fn run(args: AttentionArgs) -> CmdResult {
+    if (args.emit_source || args.inspect) && args.backward {
+        return inspect_backward(&args);
+    }
     if args.emit_source || args.inspect {
         let fwd = &args.forward;
         if let Some(spec) = &fwd.synthetic_mask {
@@ -432,42 +567,10 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             c.stack_bytes
         );
         match attn_check::kernel_sass(&c) {
-            Ok(s) => {
-                let classes = s.classes();
-                println!(
-                    "SASS: {} instructions, {} HGMMA, {} UTMALDG, {} local-memory ops",
-                    classes.total,
-                    classes.hgmma,
-                    s.count("UTMALDG"),
-                    classes.ldl + classes.stl
-                );
-                // Where a GEMM loop's back-edge waits on a scoreboard, every step pays for that
-                // instruction's latency (docs/backward.md, "The stage release").
-                let waits = s.gemm_back_edge_waits();
-                println!(
-                    "GEMM loops {}, back-edge waits {}",
-                    s.gemm_loops().len(),
-                    waits.len()
-                );
-                for w in waits {
-                    println!(
-                        "  back-edge {:#06x} waits for the {} of {:#06x} {}",
-                        w.branch,
-                        if w.on_read { "operand read" } else { "result" },
-                        w.setter,
-                        w.setter_opcode
-                    );
-                }
-            }
+            Ok(s) => print_sass_summary(&s),
             Err(e) => println!("SASS: not inspected ({e})"),
         }
-        for line in c
-            .log
-            .lines()
-            .filter(|l| l.contains("ptxas") || l.contains("warning"))
-        {
-            println!("  {line}");
-        }
+        print_ptxas_lines(&c.log);
         return Ok(ExitCode::SUCCESS);
     }
 

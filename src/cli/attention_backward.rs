@@ -187,7 +187,7 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
     Ok(())
 }
 
-fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
+pub(super) fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> BackwardOptions {
     BackwardOptions {
         scale: args.scale,
         deterministic: flags.deterministic,

@@ -66,17 +66,44 @@ impl Control {
     }
 }
 
-/// A backward branch of a GEMM loop that waits on a scoreboard set in the loop body.
+/// An instruction of a GEMM loop that waits on a scoreboard, and the loop-body instruction
+/// that set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackEdgeWait {
-    /// Offset of the branch.
-    pub branch: u32,
-    /// Offset of the loop body's last instruction before the branch that sets the scoreboard.
+pub struct LoopWait {
+    /// Offset of the waiting instruction.
+    pub waiter: u32,
+    /// Its opcode.
+    pub waiter_opcode: String,
+    /// Offset of the instruction that set the scoreboard.
     pub setter: u32,
     /// That instruction's opcode.
     pub setter_opcode: String,
     /// Whether it sets the scoreboard on reading its sources (else on writing its result).
     pub on_read: bool,
+}
+
+/// The last of `body` that sets scoreboard `sb`, and whether on reading its sources.
+fn last_setter(body: &[Instruction], sb: u8) -> Option<(&Instruction, bool)> {
+    body.iter().rev().find_map(|i| {
+        let c = i.control?;
+        let on_read = c.read_barrier == Some(sb);
+        (on_read || c.write_barrier == Some(sb)).then_some((i, on_read))
+    })
+}
+
+fn loop_wait(waiter: &Instruction, (setter, on_read): (&Instruction, bool)) -> LoopWait {
+    LoopWait {
+        waiter: waiter.offset,
+        waiter_opcode: waiter.opcode.clone(),
+        setter: setter.offset,
+        setter_opcode: setter.opcode.clone(),
+        on_read,
+    }
+}
+
+/// The scoreboards (0-5) of a wait mask.
+fn waited(mask: u8) -> impl Iterator<Item = u8> {
+    (0..6u8).filter(move |sb| mask >> sb & 1 == 1)
 }
 
 impl Instruction {
@@ -158,28 +185,44 @@ impl KernelSass {
     /// The waits of every GEMM loop's back-edge (a backward branch whose range holds an
     /// HGMMA): per scoreboard the branch waits on, the body's last instruction before it that
     /// sets that scoreboard. Needs the listing's control words (`Instruction::control`).
-    pub fn gemm_back_edge_waits(&self) -> Vec<BackEdgeWait> {
+    pub fn gemm_back_edge_waits(&self) -> Vec<LoopWait> {
         let ins = &self.instructions;
         let mut out = Vec::new();
         for (start, at) in self.gemm_loops() {
-            let br = &ins[at];
-            let Some(ctrl) = br.control else {
+            let Some(ctrl) = ins[at].control else {
                 continue;
             };
-            let body = &ins[start..at];
-            for sb in (0..6u8).filter(|sb| ctrl.wait_mask >> sb & 1 == 1) {
-                let setter = body.iter().rev().find_map(|i| {
-                    let c = i.control?;
-                    let on_read = c.read_barrier == Some(sb);
-                    (on_read || c.write_barrier == Some(sb)).then_some((i, on_read))
-                });
-                if let Some((i, on_read)) = setter {
-                    out.push(BackEdgeWait {
-                        branch: br.offset,
-                        setter: i.offset,
-                        setter_opcode: i.opcode.clone(),
-                        on_read,
-                    });
+            for sb in waited(ctrl.wait_mask) {
+                if let Some(set) = last_setter(&ins[start..at], sb) {
+                    out.push(loop_wait(&ins[at], set));
+                }
+            }
+        }
+        out
+    }
+
+    /// The waits carried over a GEMM loop's back-edge: an instruction of the body that waits
+    /// on a scoreboard nothing before it in the iteration set, so that it waits for the
+    /// previous iteration's last setter (given with it), e.g. a register write at the loop's
+    /// top that must wait until an earlier store has read the register.
+    pub fn gemm_loop_carried_waits(&self) -> Vec<LoopWait> {
+        let ins = &self.instructions;
+        let mut out = Vec::new();
+        for (start, at) in self.gemm_loops() {
+            let body = &ins[start..=at];
+            for (k, i) in body.iter().enumerate() {
+                let Some(ctrl) = i.control else {
+                    continue;
+                };
+                for sb in waited(ctrl.wait_mask) {
+                    if last_setter(&body[..k], sb).is_none() {
+                        if let Some(set) = last_setter(&body[k..], sb) {
+                            let w = loop_wait(i, set);
+                            if !out.contains(&w) {
+                                out.push(w);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -640,8 +683,9 @@ ptxas info    : Used 58 registers, used 1 barriers, 6144 bytes smem
         );
         assert_eq!(
             k.gemm_back_edge_waits(),
-            vec![BackEdgeWait {
-                branch: 0x41d0,
+            vec![LoopWait {
+                waiter: 0x41d0,
+                waiter_opcode: "BRA".into(),
                 setter: 0x4190,
                 setter_opcode: "SYNCS.ARRIVE.TRANS64.A1T0".into(),
                 on_read: true,
@@ -661,6 +705,50 @@ ptxas info    : Used 58 registers, used 1 barriers, 6144 bytes smem
         assert!(parse_sass(&no_gemm).unwrap()[0]
             .gemm_back_edge_waits()
             .is_empty());
+    }
+
+    /// A GEMM loop of the 4c73071 backward: the top's first register write waits on read
+    /// scoreboard 1, which only the dQ staging store at the loop's end sets.
+    const LOOP_CARRIED: &str = r#"
+		Function : fragmask_attention_bwd
+        /*1ca0*/                   IMAD.U32 R3, RZ, RZ, UR16 ;                                          /* 0x00000010ff037e24 */
+                                                                                                        /* 0x002fe2000f8e00ff */
+        /*1e10*/                   HGMMA.64x64x16.F32.BF16 R184, gdesc[UR16], RZ, !UPT ;                /* 0x00e0000010b879f0 */
+                                                                                                        /* 0x000fe20008700818 */
+        /*4000*/                   STS.64 [R3+UR17+0x28000], R182 ;                                     /* 0x028000b603007988 */
+                                                                                                        /* 0x0003e20008000a11 */
+        /*41e0*/              @!P0 BRA 0x1ca0 ;                                                         /* 0xffffffd800988947 */
+                                                                                                        /* 0x000fea000383ffff */
+"#;
+
+    #[test]
+    fn a_wait_carried_over_the_back_edge_names_the_previous_iteration_s_setter() {
+        let k = &parse_sass(LOOP_CARRIED).unwrap()[0];
+        assert_eq!(k.gemm_loops(), vec![(0, 3)]);
+        assert!(k.gemm_back_edge_waits().is_empty());
+        assert_eq!(
+            k.gemm_loop_carried_waits(),
+            vec![LoopWait {
+                waiter: 0x1ca0,
+                waiter_opcode: "IMAD.U32".into(),
+                setter: 0x4000,
+                setter_opcode: "STS.64".into(),
+                on_read: true,
+            }]
+        );
+        // With the store setting scoreboard 1 before the top in the same iteration (here: a
+        // second store placed first), the wait is not carried.
+        let within = LOOP_CARRIED.replacen(
+            "        /*1ca0*/",
+            "        /*1c90*/                   STS.64 [R3+UR17+0x28000], R182 ;                                     /* 0x028000b603007988 */\n                                                                                                        /* 0x0003e20008000a11 */\n        /*1ca0*/",
+            1,
+        );
+        let k = &parse_sass(&within.replace("BRA 0x1ca0", "BRA 0x1c90")).unwrap()[0];
+        assert!(
+            k.gemm_loop_carried_waits().is_empty(),
+            "{:?}",
+            k.gemm_loop_carried_waits()
+        );
     }
 
     #[test]
