@@ -472,9 +472,7 @@ fn plan_backward(
         dtype: key.fp16.then_some(ActDtype::F16),
         documents_grid: capturing.then_some(false),
         paired_keys: capturing.then_some(false),
-        grad_strides: key
-            .grad_strides
-            .map(|(dq, dkv)| GradStrides { dq, dkv }),
+        grad_strides: key.grad_strides.map(|(dq, dkv)| GradStrides { dq, dkv }),
         ..BackwardOptions::default()
     };
     g.attention
