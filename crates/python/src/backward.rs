@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use fragmask_host::attention::backward::{
     BackwardOptions, BackwardPlan, BackwardPointers, BackwardStages, BackwardWorkspace, DqReduce,
-    RawBackwardMask, RawGradients, SharedRows,
+    GradStrides, RawBackwardMask, RawGradients, SharedRows,
 };
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
 use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
@@ -92,7 +92,8 @@ fn workspace(
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, mask_id, lists, tlists, causal,
-                    window_left, window_right, scale, stream, device, fp16=false))]
+                    window_left, window_right, scale, stream, device, fp16=false,
+                    grad_strides=None))]
 pub(crate) fn attention_backward_launch(
     q: View,
     k: View,
@@ -113,6 +114,7 @@ pub(crate) fn attention_backward_launch(
     stream: u64,
     device: usize,
     fp16: bool,
+    grad_strides: Option<([usize; 3], [usize; 3])>,
 ) -> PyResult<()> {
     let handle = attention_backward_plan(
         q,
@@ -130,6 +132,7 @@ pub(crate) fn attention_backward_launch(
         stream,
         device,
         fp16,
+        grad_strides,
     )?;
     // The addresses are q's, k's, v's, o's and dO's own: the plan was made from their
     // views (shapes and strides) just above.
@@ -193,6 +196,7 @@ pub(crate) fn attention_backward_stages(
         stream,
         device,
         fp16,
+        None,
     )?;
     if handle.plan.dq_reduce() == DqReduce::Atomics {
         return Err(PyValueError::new_err(format!(
@@ -288,7 +292,7 @@ pub(crate) struct BackwardPlanHandle {
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, o, d_o, mask_id, lists, tlists, causal, window_left,
-                    window_right, scale, stream, device, fp16=false))]
+                    window_right, scale, stream, device, fp16=false, grad_strides=None))]
 pub(crate) fn attention_backward_plan(
     q: View,
     k: View,
@@ -305,6 +309,7 @@ pub(crate) fn attention_backward_plan(
     stream: u64,
     device: usize,
     fp16: bool,
+    grad_strides: Option<([usize; 3], [usize; 3])>,
 ) -> PyResult<BackwardPlanHandle> {
     let what = "fragmask.attention backward";
     let key = BackwardKey {
@@ -317,6 +322,7 @@ pub(crate) fn attention_backward_plan(
         window: (window_left, window_right),
         scale: scale.to_bits(),
         fp16,
+        grad_strides,
     };
     let g = gpu::gpu(device)?;
     // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads it).
@@ -396,6 +402,8 @@ struct BackwardKey {
     /// The scale's f64 bits.
     scale: u64,
     fp16: bool,
+    /// dQ's and dK/dV's element strides [batch, head, row]; `None`: contiguous.
+    grad_strides: Option<([usize; 3], [usize; 3])>,
 }
 
 /// Most plans kept (a model has a few shapes; a key that recurs after the cache was
@@ -464,6 +472,7 @@ fn plan_backward(
         dtype: key.fp16.then_some(ActDtype::F16),
         documents_grid: capturing.then_some(false),
         paired_keys: capturing.then_some(false),
+        grad_strides: key.grad_strides.map(|(dq, dkv)| GradStrides { dq, dkv }),
         ..BackwardOptions::default()
     };
     g.attention

@@ -1237,6 +1237,32 @@ class FastPathAndPlanTests(unittest.TestCase):
             _ops._FAST = True
         return out.detach(), q.grad, k.grad, v.grad
 
+    def test_bshd_gradients_come_back_in_the_inputs_layout_and_equal_the_bhsd_ones(self):
+        from fragmask import _ops
+
+        S, D = 300, 128
+        q, k, v = self.inputs([(2, S, 4, D), (2, S, 2, D), (2, S, 2, D)], seed=3,
+                              requires_grad=True)
+        do = self.inputs([q.shape], seed=4)[0]
+        bq, bk, bv = (t.detach().transpose(1, 2).contiguous().requires_grad_()
+                      for t in (q, k, v))
+        for kw in (dict(causal=True), dict(window=(50, 7)), dict()):
+            out = fragmask.attention(bq, bk, bv, **kw)
+            ref = torch.autograd.grad(out, (bq, bk, bv), do.transpose(1, 2))
+            for fast in (True, False):
+                _ops._FAST = fast
+                try:
+                    out = fragmask.attention(q, k, v, layout="bshd", **kw)
+                    # autograd.grad hands back the backward's own tensors (no .grad copy):
+                    # contiguous bshd inputs get contiguous bshd gradients.
+                    got = torch.autograd.grad(out, (q, k, v), do)
+                finally:
+                    _ops._FAST = True
+                for name, a, b, t in zip(("dq", "dk", "dv"), got, ref, (q, k, v)):
+                    what = f"{name} {kw} fast={fast}"
+                    self.assertEqual((a.shape, a.stride()), (t.shape, t.stride()), what)
+                    self.assertLess(rel_err(a, b.transpose(1, 2)), 1e-3, what)
+
     def test_autograd_function_gradients_equal_the_registered_ops(self):
         S, D = 300, 128
         g = torch.Generator(device="cuda").manual_seed(5)

@@ -39,6 +39,23 @@ class DoutViewTests(unittest.TestCase):
 
 
 @needs_torch
+class GradientLayoutTests(unittest.TestCase):
+    """The gradients' allocation and strides for the backward (CPU tensors: metadata only)."""
+
+    def test_gradients_take_the_inputs_memory_order_and_dv_takes_dk_s(self):
+        from fragmask._ops import _grad_strides, _grads_like
+        B, S, H, Hk, D = 2, 40, 4, 2, 64
+        q = torch.zeros(B, S, H, D, dtype=torch.bfloat16).transpose(1, 2)   # bshd memory
+        k = torch.zeros(B, S, Hk, D, dtype=torch.bfloat16).transpose(1, 2)
+        v = torch.zeros(B, Hk, S, D, dtype=torch.bfloat16)                  # another order
+        dq, dk, dv = _grads_like(torch, q, k, v)
+        self.assertEqual((dq.shape, dq.stride()), (q.shape, q.stride()))
+        self.assertEqual((dk.shape, dk.stride()), (k.shape, k.stride()))
+        self.assertEqual((dv.shape, dv.stride()), (v.shape, dk.stride()))
+        self.assertEqual(_grad_strides(dq, dk), ((S * H * D, D, H * D), (S * Hk * D, D, Hk * D)))
+
+
+@needs_torch
 class OutArgumentTests(unittest.TestCase):
     """The ``out=`` checks of the eager ops (CPU tensors: the checks read only metadata)."""
 

@@ -294,10 +294,9 @@ def _register_backward(torch, attention_op):
         q_tile_offsets: Optional[Tensor], q_words: Optional[Tensor],
         mask_meta: List[int], causal: bool, window: List[int], scale: float,
     ) -> Tuple[Tensor, Tensor, Tensor]:
-        # dQ, dK, dV contiguous in the shapes of the op's q, k, v ([B, H(kv), S, D]).
-        dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-        dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+        # dQ, dK, dV in the memory order of the op's q and k ([B, H(kv), S, D] views; a bshd
+        # caller's are transposed views of [B, S, H, D] memory), written there by the kernels.
+        dq, dk, dv = _grads_like(torch, q, k, v)
         lists = tlists = None
         mask_id = 0
         if kv_num_blocks is not None:
@@ -316,12 +315,13 @@ def _register_backward(torch, attention_op):
         _backward_launch(_view(q), _view(k), _view(v), _view(out), lse.data_ptr(),
                          _view(dout), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), mask_id,
                          lists, tlists, causal, window[0], window[1], scale,
-                         _get_stream(device), device, q.dtype == torch.float16)
+                         _get_stream(device), device, q.dtype == torch.float16,
+                         _grad_strides(dq, dk))
         return dq, dk, dv
 
     @attention_backward_op.register_fake
     def _(q, k, v, *args):
-        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+        return _grads_like(torch, q, k, v)
 
     def setup_context(ctx, inputs, output):
         q, k, v = inputs[:3]
@@ -475,10 +475,11 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     and MQA: k and v may have fewer heads, dividing q's).
 
     ``layout``: ``"bhsd"`` ([B, H, S, D], SDPA's) or ``"bshd"`` ([B, S, H, D],
-    FlashAttention's); any strides with a unit-stride head dim. The kernels write the
-    output and dQ, dK, dV in [B, H, S, D] order, so with ``"bshd"`` they come back as
-    transposed views (making them contiguous, or adding them into contiguous ``.grad``
-    tensors, costs a strided copy); dO is read in place in either layout. ``mask``: a
+    FlashAttention's); any strides with a unit-stride head dim. The output is written in
+    [B, H, S, D] order, so with ``"bshd"`` it comes back as a transposed view (making it
+    contiguous costs a copy); dQ, dK and dV are written in the inputs' own memory order
+    (contiguous [B, S, H, D] gradients for contiguous bshd inputs), and dO is read in
+    place in either layout. ``mask``: a
     ``fragmask.Mask`` built for (B or 1, H or 1, Sq, Sk) with the kernel's tile.
     ``window``: (left, right) keys, -1 = unbounded. Returns the output in q's layout,
     and with ``return_lse`` also the fp32 log-sum-exp ``[B, H, Sq]`` (not
@@ -710,11 +711,25 @@ def _bhsd_view(view):
     return p, (s[0], s[2], s[1], s[3]), (st[0], st[2], st[1], st[3])
 
 
-def _backward_handle(entry, mask, q, out, grad_out, device):
-    """The backward plan of a forward plan's call for dO's strides (made once per entry
-    and strides; the mask's transposed lists are resolved here the first time)."""
+def _grads_like(torch, q, k, v):
+    """Empty dQ, dK, dV for the op's [B, H(kv), S, D] q, k, v: q's and k's memory order where
+    they are dense (``empty_like``), dV in dK's strides (the kernels write both in one)."""
+    dq, dk = torch.empty_like(q), torch.empty_like(k)
+    return dq, dk, torch.empty_strided(v.shape, dk.stride(), dtype=v.dtype, device=v.device)
+
+
+def _grad_strides(dq, dk):
+    """The gradients' element strides [batch, head, row] of [B, H, S, D] tensors dq and dk
+    (dv shares dk's), as the backward plans them."""
+    return tuple(dq.stride()[:3]), tuple(dk.stride()[:3])
+
+
+def _backward_handle(entry, mask, q, out, grad_out, device, grad_strides=None):
+    """The backward plan of a forward plan's call for dO's and the gradients' strides (made
+    once per entry and strides; the mask's transposed lists are resolved here the first
+    time). ``grad_strides``: :func:`_grad_strides`, or None for contiguous gradients."""
     views, causal, left, right, scale, mask_id, handles, kept = entry[_BWD]
-    key = grad_out.stride()
+    key = (grad_out.stride(), grad_strides)
     handle = handles.get(key)
     if handle is not None:
         return handle
@@ -725,8 +740,9 @@ def _backward_handle(entry, mask, q, out, grad_out, device):
         tl, bwd_id = _device_transposed(_T, mask, q.device)
         tlists = tuple(t.data_ptr() for t in tl)
     handle = _API["attention_backward_plan"](
-        *views, (0, out.shape, out.stride()), (0, grad_out.shape, key), bwd_id, lists, tlists,
-        causal, left, right, scale, _get_stream(device), device, q.dtype is _f16)
+        *views, (0, out.shape, out.stride()), (0, grad_out.shape, grad_out.stride()), bwd_id,
+        lists, tlists, causal, left, right, scale, _get_stream(device), device,
+        q.dtype is _f16, grad_strides)
     if len(handles) >= 16:
         handles.clear()
         kept.clear()
@@ -788,16 +804,14 @@ def _init_autograd(torch):
                 grad_out = grad_out.transpose(1, 2)
             if not _dout_as_is(grad_out):
                 grad_out = grad_out.contiguous()
-            # The plan of dO's strides, made at the first backward of each.
-            handle = entry[_BWD][6].get(grad_out.stride())
-            if handle is None:
-                handle = _backward_handle(entry, mask, q, out, grad_out, device)
-            # dQ, dK, dV contiguous [B, H(kv), S, D], as the kernels write them.
+            strides = None
             if entry[_BSHD]:
-                views = entry[_BWD][0]
-                dq = q.new_empty(views[0][1])
-                dk = k.new_empty(views[1][1])
-                dv = v.new_empty(views[2][1])
+                # dQ, dK, dV in the caller's [B, S, H, D] layout (q's and k's own strides where
+                # dense), written there by the kernels: contiguous gradients for contiguous
+                # inputs, no transposes (docs/backward.md, "Gradients in the caller's layout").
+                dq, dk = _empty_like(q), _empty_like(k)
+                dv = torch.empty_strided(v.shape, dk.stride(), dtype=v.dtype, device=v.device)
+                strides = _grad_strides(dq.transpose(1, 2), dk.transpose(1, 2))
             elif q.is_contiguous() and k.is_contiguous() and v.is_contiguous():
                 # preserve_format keeps a contiguous tensor's strides: about 0.2 us less
                 # per allocation than asking for contiguous_format.
@@ -806,11 +820,13 @@ def _init_autograd(torch):
                 dq = _empty_like(q, memory_format=_contiguous)
                 dk = _empty_like(k, memory_format=_contiguous)
                 dv = _empty_like(v, memory_format=_contiguous)
+            # The plan of dO's and the gradients' strides, made at the first backward of each.
+            handle = entry[_BWD][6].get((grad_out.stride(), strides))
+            if handle is None:
+                handle = _backward_handle(entry, mask, q, out, grad_out, device, strides)
             handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                        lse.data_ptr(), grad_out.data_ptr(), dq.data_ptr(), dk.data_ptr(),
                        dv.data_ptr(), _get_stream(device))
-            if entry[_BSHD]:
-                return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), None, None, None
             return dq, dk, dv, None, None, None
 
     # torch's C apply (THPFunction_apply) without torch.autograd.Function.apply's Python

@@ -53,7 +53,7 @@ pub struct BackwardPointers {
     pub d_o: u64,
     /// The forward's contiguous f32 `[B, H, Sq]` log-sum-exp (4-byte aligned).
     pub lse: u64,
-    /// Contiguous gradients (16-byte aligned).
+    /// The gradients, laid out as the plan's `BackwardOptions::grad_strides` (16-byte aligned).
     pub grads: RawGradients,
 }
 
@@ -162,8 +162,8 @@ impl BackwardPlan {
     ///
     /// # Safety
     /// q, k, v, o, dO and lse must be live device tensors of this context with the
-    /// plan's shapes and strides, the gradients contiguous outputs of q's, k's and v's
-    /// shapes that overlap nothing else, a mask's lists (fixed at planning) still alive,
+    /// plan's shapes and strides, the gradients outputs of q's, k's and v's shapes in the
+    /// plan's gradient strides that overlap nothing else, a mask's lists (fixed at planning) still alive,
     /// all valid until the kernels complete on `stream`, and no launch in flight on
     /// another stream may use `ws`.
     pub unsafe fn run(

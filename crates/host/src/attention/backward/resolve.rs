@@ -16,8 +16,9 @@ use super::super::{
     TensorMapArg,
 };
 use super::{
-    backward_kernel, check_shape, key_pairs, kv_accum_len, padded_rows, transposed_lists,
-    BackwardFunctions, BackwardOptions, BackwardWorkspace, DqReduce, RawBackwardMask, RawGradients,
+    backward_kernel, check_grad_strides, check_shape, key_pairs, kv_accum_len, padded_rows,
+    transposed_lists, BackwardFunctions, BackwardOptions, BackwardWorkspace, DqReduce, GradStrides,
+    RawBackwardMask, RawGradients,
 };
 use crate::launch::{launch, KernelArg, Launch};
 
@@ -203,6 +204,10 @@ impl AttentionRunner {
                 )));
             }
         }
+        if let Some(g) = &opts.grad_strides {
+            check_grad_strides("dq", shape.q_shape(), g.dq)?;
+            check_grad_strides("dk and dv", shape.kv_shape(), g.dkv)?;
+        }
         if [grads.dq, grads.dk, grads.dv].iter().any(|p| p % 16 != 0) || lse % 4 != 0 {
             return Err(AttentionError::Shape(
                 "dq, dk, dv must be 16-byte aligned and lse 4-byte aligned".into(),
@@ -287,6 +292,9 @@ impl AttentionRunner {
         let [lse_log2, dsum, dq_accum, sem] = ws.device_ptrs(&self.stream);
         let [dk_accum, dv_accum] = ws.kv_accum_ptrs(&self.stream);
         let i64s = |x: usize| x as i64;
+        let grad_strides = opts
+            .grad_strides
+            .unwrap_or_else(|| GradStrides::contiguous(&shape));
         let mut params = BackwardParams {
             o: o.ptr,
             d_o: d_o.ptr,
@@ -306,6 +314,12 @@ impl AttentionRunner {
             do_stride_b: i64s(d_o.strides[0]),
             do_stride_h: i64s(d_o.strides[1]),
             do_stride_s: i64s(d_o.strides[2]),
+            dq_stride_b: i64s(grad_strides.dq[0]),
+            dq_stride_h: i64s(grad_strides.dq[1]),
+            dq_stride_s: i64s(grad_strides.dq[2]),
+            dkv_stride_b: i64s(grad_strides.dkv[0]),
+            dkv_stride_h: i64s(grad_strides.dkv[1]),
+            dkv_stride_s: i64s(grad_strides.dkv[2]),
             batch: shape.batch as i32,
             heads: shape.heads as i32,
             kv_heads: shape.kv_heads as i32,

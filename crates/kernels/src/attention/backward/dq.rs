@@ -189,6 +189,55 @@ fn bulk_postprocess() -> [(&'static str, String); 3] {
 mod tests {
     use super::*;
 
+    /// Every path that writes a gradient writes it through the caller's strides: dQ in both
+    /// postprocesses, dK and dV in the staged and unstaged epilogues and the group slices'
+    /// kv postprocess; the f32 accumulators stay contiguous.
+    #[test]
+    fn every_gradient_write_goes_through_the_caller_s_strides() {
+        use super::super::config::SWEEP_MASKS;
+        for d in [64, 128, 256] {
+            for mask in SWEEP_MASKS {
+                let k = BackwardKernel::default_for(d, mask).unwrap();
+                let mut kernels = vec![
+                    k.with_dq_reduce(DqReduce::Atomics),
+                    k.with_dq_reduce(DqReduce::FragmentAtomics),
+                    k.with_dq_reduce(DqReduce::Bulk)
+                        .with_fitting_stages()
+                        .unwrap(),
+                ];
+                if let Ok(gs) = k.with_group_slices(2) {
+                    kernels.push(gs);
+                }
+                for k in kernels {
+                    let src = k.source().unwrap();
+                    let label = k.label();
+                    assert!(
+                        src.contains("p.dq + batch * p.dq_stride_b + head * p.dq_stride_h + row * p.dq_stride_s"),
+                        "{label}: dQ's postprocess"
+                    );
+                    assert!(!src.contains("p.dq + (bh * p.seqlen_q"), "{label}");
+                    if k.group_slices() > 1 {
+                        assert!(
+                            src.contains("row * p.dkv_stride_s"),
+                            "{label}: kv postprocess"
+                        );
+                        assert!(src.contains("fm_red_add2(p.dk_accum + off"), "{label}");
+                    } else {
+                        assert!(
+                            src.contains("kv_out0 + (long long)grow * p.dkv_stride_s + col"),
+                            "{label}: staged dK/dV"
+                        );
+                        assert!(
+                            src.contains("kv_out0 + (long long)key * p.dkv_stride_s + col"),
+                            "{label}: unstaged dK/dV"
+                        );
+                    }
+                    assert!(!src.contains("p.dk + (kv_row0"), "{label}");
+                }
+            }
+        }
+    }
+
     /// Each reduction into the register-order accumulator is read back by the postprocess
     /// in its own order: the bulk path's staged pairs `[j][lt]`, the atomics' quads `[q][lt]`.
     #[test]

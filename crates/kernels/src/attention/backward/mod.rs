@@ -81,11 +81,11 @@ crate::abi_struct! {
         dk_accum: Ptr("float*"),
         /// [B, Hkv, Sk, D] f32 dV accumulator of the group slices (zeroed before the main kernel).
         dv_accum: Ptr("float*"),
-        /// [B, H, Sq, D] dQ output (contiguous).
+        /// [B, H, Sq, D] dQ output (strided: dq_stride_*).
         dq: Ptr("unsigned short*"),
-        /// [B, Hkv, Sk, D] dK output (contiguous).
+        /// [B, Hkv, Sk, D] dK output (strided: dkv_stride_*).
         dk: Ptr("unsigned short*"),
-        /// [B, Hkv, Sk, D] dV output (contiguous).
+        /// [B, Hkv, Sk, D] dV output (strided: dkv_stride_*).
         dv: Ptr("unsigned short*"),
         /// [Bm, Hm, Nb] partial query tiles per key tile (transposed lists).
         q_num_blocks: Ptr("const int*"),
@@ -125,6 +125,18 @@ crate::abi_struct! {
         do_stride_h: I64("long long"),
         /// Element stride of dO between rows.
         do_stride_s: I64("long long"),
+        /// Element stride of dQ between batches (the caller's layout; contiguous: H * Sq * D).
+        dq_stride_b: I64("long long"),
+        /// Element stride of dQ between heads.
+        dq_stride_h: I64("long long"),
+        /// Element stride of dQ between rows.
+        dq_stride_s: I64("long long"),
+        /// Element stride of dK and dV between batches (both in one layout).
+        dkv_stride_b: I64("long long"),
+        /// Element stride of dK and dV between heads.
+        dkv_stride_h: I64("long long"),
+        /// Element stride of dK and dV between rows.
+        dkv_stride_s: I64("long long"),
         /// B.
         batch: I32("int"),
         /// H (query heads).

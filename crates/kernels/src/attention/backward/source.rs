@@ -377,7 +377,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             barrier_id: "5 + cw",
             global_row: &key_row0,
             row_limit: place.key_end,
-            dst_offset: "(kv_row0 + grow) * FM_D + col",
+            dst_offset: "kv_out0 + (long long)grow * p.dkv_stride_s + col",
         },
         "            ",
     )
@@ -585,11 +585,17 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("ST_PAIR_COLS", brace_list(&pairs.cols)),
     ];
     values.extend(dq_pieces(k, &dq_map));
-    values.push(("DKV_PAIRS_CAST", dkv_pairs("DKV_STORE_CAST")));
+    values.push((
+        "DKV_PAIRS_CAST",
+        dkv_pairs(DKV_OUT_OFFSET, "DKV_STORE_CAST"),
+    ));
     values.push(("DKV_STORE_CAST", DKV_STORE_CAST.to_string()));
     if k.group_slices() > 1 {
         values.push(("POST_KV_KERNEL", POST_KV_KERNEL_NAME.to_string()));
-        values.push(("DKV_PAIRS_ADD", dkv_pairs("DKV_STORE_ADD")));
+        values.push((
+            "DKV_PAIRS_ADD",
+            dkv_pairs(DKV_ACCUM_OFFSET, "DKV_STORE_ADD"),
+        ));
         values.push(("DKV_STORE_ADD", DKV_STORE_ADD.to_string()));
     }
     // The window walk on the whole sequence reads its CTA's place off the launch order's
@@ -731,11 +737,20 @@ const GROUP_ADD: &str = r#"        // ---- epilogue (group slices): dK * scale a
         const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;
 $DKV_PAIRS_ADD"#;
 
+/// The element offset of dK/dV's `(key, col)` in the outputs, in the caller's layout
+/// (`dkv_stride_*`; `kv_out0` is the (batch, KV head)'s first element).
+const DKV_OUT_OFFSET: &str = "kv_out0 + (long long)key * p.dkv_stride_s + col";
+
+/// The element offset of `(key, col)` in the group slices' contiguous f32 accumulators
+/// `[B, Hkv, Sk, D]` (`kv_row0`: the (batch, KV head)'s first row).
+const DKV_ACCUM_OFFSET: &str = "(kv_row0 + key) * FM_D + col";
+
 /// The dK/dV epilogue's walk over a thread's value pairs from the registers: the key and
 /// column of pair `i` ($LAYOUT_DKV), then, for the keys below the bound, the placeholder
-/// `store` (`off`: the element offset of the pair in `[B, Hkv, Sk, D]`): [`DKV_STORE_CAST`]
-/// to the outputs, or the group slices' [`DKV_STORE_ADD`] into the f32 accumulators.
-fn dkv_pairs(store: &str) -> String {
+/// `store` (`off`: the pair's element offset, `offset`): [`DKV_STORE_CAST`] to the outputs
+/// ([`DKV_OUT_OFFSET`]), or the group slices' [`DKV_STORE_ADD`] into the f32 accumulators
+/// ([`DKV_ACCUM_OFFSET`]).
+fn dkv_pairs(offset: &str, store: &str) -> String {
     format!(
         r#"#pragma unroll
             for (int i = 0; i < $DKV_VALUES; i += 2) {{
@@ -743,7 +758,7 @@ fn dkv_pairs(store: &str) -> String {
                 const int key = $KEY_ROW0 + 64 * wg + kv_row + $VALUE_ROW_DKV;
                 const int col = d0 + kv_col + $VALUE_COL_DKV;
                 if (key < $KEY_END) {{
-                    const long long off = (kv_row0 + key) * FM_D + col;
+                    const long long off = {offset};
 ${store}
                 }}
             }}"#
@@ -771,12 +786,13 @@ $POST_KV_KERNEL(const __grid_constant__ fm_bwd_params p)
     const int kv_head = (int)blockIdx.y, batch = (int)blockIdx.z;
     if (row >= p.seqlen_k) return;
     const long long off = (((long long)batch * p.kv_heads + kv_head) * p.seqlen_k + row) * FM_D;
+    const long long out = batch * p.dkv_stride_b + kv_head * p.dkv_stride_h + row * p.dkv_stride_s;   // the caller's layout
     const float2* dk = reinterpret_cast<const float2*>(p.dk_accum + off);
     const float2* dv = reinterpret_cast<const float2*>(p.dv_accum + off);
     for (int c = lane; c < FM_D / 2; c += 32) {
         const float2 k = dk[c], v = dv[c];
-        reinterpret_cast<unsigned*>(p.dk + off)[c] = fm_act2(k.x, k.y);
-        reinterpret_cast<unsigned*>(p.dv + off)[c] = fm_act2(v.x, v.y);
+        reinterpret_cast<unsigned*>(p.dk + out)[c] = fm_act2(k.x, k.y);
+        reinterpret_cast<unsigned*>(p.dv + out)[c] = fm_act2(v.x, v.y);
     }
 }
 "#;
