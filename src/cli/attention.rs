@@ -143,10 +143,6 @@ pub struct ForwardArgs {
     /// default true).
     #[arg(long)]
     lazy_rescale: Option<bool>,
-    /// Every how many probabilities of a step one takes its exp2 from the FMA pipe instead
-    /// of the SFU (0 turns it off, 2..=16; default: the kernel's choice).
-    #[arg(long)]
-    fma_exp2: Option<u32>,
     /// Q held in registers as the RS A operand of S = Q K^T, so each k-step reads only K
     /// from shared memory (true or false; default: the kernel's choice). Refused where its
     /// registers do not fit.
@@ -243,7 +239,7 @@ macro_rules! forward_ids {
     ($($extra:literal),*) => {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
-          "lookahead", "lazy_rescale", "fma_exp2", "q_registers", "block", "splits", "persistent",
+          "lookahead", "lazy_rescale", "q_registers", "block", "splits", "persistent",
           "persistent_ctas", "shared_kv", "head_section", $($extra),*]
     };
 }
@@ -261,7 +257,6 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
         "pingpong",
         "lookahead",
         "lazy_rescale",
-        "fma_exp2",
         "q_registers",
         "mask",
         "synthetic_mask",
@@ -309,7 +304,6 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
                 "pingpong",
                 "lookahead",
                 "lazy_rescale",
-                "fma_exp2",
                 "q_registers",
                 "seed",
             ]),
@@ -363,9 +357,6 @@ fn config_flags(args: &ForwardArgs) -> String {
     if let Some(l) = args.lazy_rescale {
         given.push(format!("--lazy-rescale {l}"));
     }
-    if let Some(n) = args.fma_exp2 {
-        given.push(format!("--fma-exp2 {n}"));
-    }
     if let Some(q) = args.q_registers {
         given.push(format!("--q-registers {q}"));
     }
@@ -400,7 +391,6 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         persistent: args.persistent,
         persistent_ctas: args.persistent_ctas,
         lazy_rescale: args.lazy_rescale,
-        fma_exp2: args.fma_exp2,
         q_registers: args.q_registers,
         shared_kv: args.shared_kv,
         head_section: args.head_section,
@@ -1097,9 +1087,6 @@ fn run_selftest(
         }
         if args.lazy_rescale.is_some() {
             case.opts.lazy_rescale = args.lazy_rescale;
-        }
-        if args.fma_exp2.is_some() {
-            case.opts.fma_exp2 = args.fma_exp2;
         }
         if args.q_registers.is_some() {
             case.opts.q_registers = args.q_registers;

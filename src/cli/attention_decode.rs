@@ -32,7 +32,6 @@ pub(super) fn serves(args: &ForwardArgs, inputs: &Validated, timed: bool, output
         && args.pingpong.is_none()
         && args.lookahead.is_none()
         && args.lazy_rescale.is_none()
-        && args.fma_exp2.is_none()
         && args.q_registers.is_none()
 }
 

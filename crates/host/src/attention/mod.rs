@@ -359,10 +359,6 @@ pub struct AttentionOptions {
     /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
     /// `None` is the kernel configuration's default (on).
     pub lazy_rescale: Option<bool>,
-    /// Every how many probabilities of a step one is computed on the FMA pipe instead of
-    /// the SFU ([`AttentionKernel::with_fma_exp2`]; 0 turns it off); `None` is the kernel
-    /// configuration's default.
-    pub fma_exp2: Option<u32>,
     /// Q in registers for `S = Q K^T` ([`AttentionKernel::with_q_registers`]); `None` is
     /// the kernel configuration's default.
     pub q_registers: Option<bool>,

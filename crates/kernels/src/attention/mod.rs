@@ -131,9 +131,6 @@ pub enum ConfigError {
     /// A backward step size ([`backward::BackwardKernel::with_step_m`]) with a
     /// configuration it does not run (the reason).
     BackwardStep(String),
-    /// A share of exp2s on the FMA pipe ([`AttentionKernel::with_fma_exp2`]) out of range
-    /// (the reason).
-    FmaExp2(String),
     /// Q in registers ([`AttentionKernel::with_q_registers`]) with what it does not run:
     /// the serial loop, or a tile and head dim where its registers do not fit (the reason).
     QRegisters(String),
@@ -212,7 +209,6 @@ impl core::fmt::Display for ConfigError {
             ConfigError::SharedKv(why) => write!(f, "{why}"),
             ConfigError::BackwardStep(why) => write!(f, "{why}"),
             ConfigError::QRegisters(why) => write!(f, "{why}"),
-            ConfigError::FmaExp2(why) => write!(f, "{why}"),
             ConfigError::DqWriter(why) => write!(f, "{why}"),
             ConfigError::GroupSlices(why) => write!(f, "{why}"),
         }
@@ -226,9 +222,6 @@ impl From<crate::family::LayoutError> for ConfigError {
         ConfigError::Layout(e.0)
     }
 }
-
-/// The largest `every` of [`AttentionKernel::with_fma_exp2`] (one value in 16 on the FMA pipe).
-pub const FMA_EXP2_MAX_EVERY: u32 = 16;
 
 /// A validated attention-kernel configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -244,7 +237,6 @@ pub struct AttentionKernel {
     split_kv: bool,
     persistent: bool,
     lazy_rescale: bool,
-    fma_exp2_every: u32,
     q_registers: bool,
 }
 
@@ -291,7 +283,6 @@ impl AttentionKernel {
             split_kv: false,
             persistent: false,
             lazy_rescale: false,
-            fma_exp2_every: 0,
             q_registers: false,
         })
     }
@@ -335,25 +326,6 @@ impl AttentionKernel {
     /// Whether lazy rescale is on ([`Self::with_lazy_rescale`]).
     pub fn lazy_rescale(&self) -> bool {
         self.lazy_rescale
-    }
-
-    /// Every `every`-th probability of a step computed on the FMA pipe instead of the SFU
-    /// (`family::softmax::WgmmaRows::fma_exp2_every`; 0 turns it off, the default of
-    /// [`Self::new`]). Takes 0 or 2 to [`FMA_EXP2_MAX_EVERY`].
-    pub fn with_fma_exp2(mut self, every: u32) -> Result<Self, ConfigError> {
-        if every == 1 || every > FMA_EXP2_MAX_EVERY {
-            return Err(ConfigError::FmaExp2(format!(
-                "exp2 on the FMA pipe for one value in {every}: use 0 (off) or 2..={FMA_EXP2_MAX_EVERY}"
-            )));
-        }
-        self.fma_exp2_every = every;
-        Ok(self)
-    }
-
-    /// Every how many probabilities one is computed on the FMA pipe (0: none;
-    /// [`Self::with_fma_exp2`]).
-    pub fn fma_exp2_every(&self) -> u32 {
-        self.fma_exp2_every
     }
 
     /// Q as the register (RS) A operand of `S = Q K^T`, loaded once per query tile by
@@ -682,7 +654,7 @@ impl AttentionKernel {
     /// A short label: `128x128 d128 blocks s2 overlap pp`.
     pub fn label(&self) -> String {
         format!(
-            "{} {} d{} {} s{}{}{}{}{}{}",
+            "{} {} d{} {} s{}{}{}{}{}",
             self.geometry.name(),
             self.dtype.name(),
             self.head_dim,
@@ -692,10 +664,6 @@ impl AttentionKernel {
             if self.pingpong { " pp" } else { "" },
             if self.lookahead { "" } else { " nola" },
             if self.persistent { " persistent" } else { "" },
-            match self.fma_exp2_every {
-                0 => String::new(),
-                n => format!(" fma-exp2/{n}"),
-            },
         )
     }
 

@@ -138,7 +138,6 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         row_slot_stride: s_map.row_slot_stride()?,
         partners: quad,
         lazy_rescale: k.lazy_rescale(),
-        fma_exp2_every: k.fma_exp2_every(),
     };
     let (q_decl, q_load) = q_operand(k.q_registers());
     let mut values: Vec<(&str, String)> = vec![

@@ -106,28 +106,13 @@ __device__ __forceinline__ unsigned long long fm_desc(unsigned addr, unsigned lo
 
 /// `fm_exp2` / `fm_log2`: base-2 exponential and logarithm on the SFU
 /// (PTX ISA 9.7.4.x `ex2.approx.ftz.f32`, `lg2.approx.ftz.f32`), what every online
-/// softmax of the family uses; `fm_exp2_fma`: the exponential on the FMA pipe, for the
-/// share of a forward's probabilities that `family::softmax::WgmmaRows::fma_exp2_every`
-/// moves off the SFU.
+/// softmax of the family uses.
 pub const MATH: &str = r#"// ---- fast base-2 exp and log (PTX ISA ex2.approx.ftz.f32, lg2.approx.ftz.f32) ----
 __device__ __forceinline__ float fm_exp2(float x) {
     float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
 }
 __device__ __forceinline__ float fm_log2(float x) {
     float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
-}
-// 2^x on the FMA pipe, for a share of a softmax's exp2s beside the SFU's (FlashAttention-4's SM100
-// forward does the same; these coefficients are ours, docs/architecture.md "exp2 on the FMA pipe").
-// x <= 127. x is clamped to -127 (2^-127 comes out as exactly 0, so -inf gives 0); the add of
-// 1.5 * 2^23 rounded down leaves floor(x) in the low mantissa bits of t; 2^f, f = x - floor(x) in
-// [0, 1), by a degree-3 minimax polynomial with p(0) = 1 (relative error below 8.6e-5); floor(x)
-// goes into the exponent field by an integer add of t's bits shifted left 23.
-__device__ __forceinline__ float fm_exp2_fma(float x) {
-    x = fmaxf(x, -127.f);
-    const float t = __fadd_rd(x, 12582912.f);
-    const float f = x - (t - 12582912.f);
-    const float p = fmaf(fmaf(fmaf(0.07706704f, f, 0.227645f), f, 0.69511676f), f, 1.f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }
 "#;
 

@@ -194,11 +194,6 @@ pub struct WgmmaRows {
     /// when neither of the thread's rows moved (FlashAttention-4's SM100 conditional
     /// rescaling). Assumes a positive scale.
     pub lazy_rescale: bool,
-    /// Every `fma_exp2_every`-th value of S (0: none) gets its exp2 from the FMA pipe
-    /// (`fm_exp2_fma`, `family::ptx::MATH`), the others from the SFU: at head dim 64 the
-    /// SFU's exp2s take as many cycles per step as the tensor cores' two GEMMs
-    /// (docs/architecture.md, "exp2 on the FMA pipe").
-    pub fma_exp2_every: u32,
 }
 
 /// The headroom of [`WgmmaRows::lazy_rescale`]: P up to 2^8 (bf16 and the f32 sums hold it).
@@ -244,19 +239,10 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
         row_slot_stride,
         partners,
         lazy_rescale,
-        fma_exp2_every,
     } = rows;
     let max_reduce = quad_reduce(Reduce::Max, "m_new[r]", *partners, "        ");
     let guard = guarded_max("m_scaled[r]", "m_new[r]", Some("scale_log2"), true);
-    let p = match *fma_exp2_every {
-        0 => format!("s[i] = {};", probability("s[i]", "scale_log2", "m_scaled[r]")),
-        n => format!(
-            "const float x = fmaf(s[i], scale_log2, -m_scaled[r]);\n\
-             \x20       // Every {n}th value's exp2 on the FMA pipe, the others' on the SFU (i is unrolled).\n\
-             \x20       s[i] = (i % {n} == {last}) ? fm_exp2_fma(x) : fm_exp2(x);",
-            last = n - 1
-        ),
-    };
+    let p = probability("s[i]", "scale_log2", "m_scaled[r]");
     format!(
         "// ---- online softmax (base 2), FlashAttention-3 style ----\n\
          {s_doc}// Values with row slot r belong to row frag_row + {row_slot_stride}*r; the four lanes of a quad (thread leaf\n\
@@ -283,7 +269,7 @@ pub fn wgmma_online(rows: &WgmmaRows) -> String {
          #pragma unroll\n\
          \x20   for (int i = 0; i < {s_values}; ++i) {{\n\
          \x20       const int r = {s_row_slot};\n\
-         \x20       {p}\n\
+         \x20       s[i] = {p};\n\
          \x20       row_sum[r] += s[i];   // per-thread partial sum; the quad reduction happens once, at the end\n\
          \x20   }}\n\
          }}\n\
@@ -394,7 +380,6 @@ mod tests {
             row_slot_stride: 8,
             partners: [1, 2],
             lazy_rescale: lazy,
-            fma_exp2_every: 0,
         };
         let eager = wgmma_online(&rows(false));
         assert!(eager.contains("corr[r] = fm_exp2(row_max[r] * scale_log2 - m_scaled[r]);"));

@@ -42,7 +42,6 @@ pub fn kernel_config(
     .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
     .and_then(|k| k.with_dtype(opts.dtype.unwrap_or(ActDtype::Bf16)))
     .map(|k| k.with_lazy_rescale(opts.lazy_rescale.unwrap_or(default.lazy_rescale())))
-    .and_then(|k| k.with_fma_exp2(opts.fma_exp2.unwrap_or(default.fma_exp2_every())))
     .map(|k| k.with_lookahead(opts.lookahead.unwrap_or(default.lookahead())))
     // The default's Q registers need its overlapped loop: a call that turns the overlap
     // off keeps Q in shared memory unless it asks for them (then a ConfigError).
