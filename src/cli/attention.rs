@@ -391,6 +391,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         persistent: args.persistent,
         persistent_ctas: args.persistent_ctas,
         lazy_rescale: args.lazy_rescale,
+        out_strides: None,
         q_registers: args.q_registers,
         shared_kv: args.shared_kv,
         head_section: args.head_section,

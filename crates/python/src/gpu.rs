@@ -187,6 +187,9 @@ pub(crate) struct PlanKey {
     pub(crate) fp16: bool,
     /// 0: planned.
     pub(crate) splits: u32,
+    /// O's element strides `[batch, head, row]` as `[B, H, Sq, D]` (`None`: contiguous, or
+    /// `[B, Sq, H, D]` memory when `bshd`).
+    pub(crate) out_strides: Option<[usize; 3]>,
 }
 
 impl PlanKey {
@@ -219,6 +222,15 @@ impl PlanKey {
             bshd,
             fp16,
             splits,
+            out_strides: None,
+        }
+    }
+
+    /// The same call writing O through `out_strides` (`[batch, head, row]` of `[B, H, Sq, D]`).
+    pub(crate) fn with_out_strides(self, out_strides: Option<[usize; 3]>) -> Self {
+        Self {
+            out_strides,
+            ..self
         }
     }
 }
@@ -280,6 +292,23 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
         }
     };
     let (qr, kr, vr) = (raw(key.q), raw(key.k), raw(key.v));
+    // A bshd call's O is [B, Sq, H, D] memory, like its q (the caller's layout, no
+    // transpose to copy); the host checks the strides.
+    let [_, heads, rows, d] = qr.shape;
+    let out_strides = if key.bshd {
+        let row = heads.checked_mul(d);
+        let batch = row.and_then(|r| r.checked_mul(rows));
+        match (batch, row) {
+            (Some(b), Some(r)) => Some([b, d, r]),
+            _ => {
+                return Err(PyValueError::new_err(
+                    "fragmask.attention: the output's size overflows",
+                ))
+            }
+        }
+    } else {
+        key.out_strides
+    };
     // The default as the registered op's wrapper computes it (`D ** -0.5` in double),
     // so both paths launch with the same bits.
     let scale = key
@@ -350,6 +379,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
         persistent: capturing_now.then_some(false),
         // The shared-K/V tile's step table is uploaded at planning, which capture forbids.
         shared_kv: capturing_now.then_some(false),
+        out_strides,
         ..AttentionOptions::default()
     };
     g.attention
@@ -360,8 +390,9 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
 /// `fragmask::attention`'s launch, shared by the eager fast path and the torch.library
 /// op. `q`, `k`, `v`: `[B, H, S, D]` views (`[B, S, H, D]` when `bshd`; any strides
 /// with a unit-stride head dim). The wrappers check that all three are bfloat16 or
-/// float16 CUDA tensors of `device` and allocate `out` (contiguous `[B, H, Sq, D]`)
-/// and `lse` (contiguous f32 `[B, H, Sq]`); everything else is checked by the plan,
+/// float16 CUDA tensors of `device` and allocate `out` (`[B, H, Sq, D]` in
+/// `out_strides`, `[batch, head, row]` elements, contiguous when None; `[B, Sq, H, D]`
+/// memory when `bshd`) and `lse` (contiguous f32 `[B, H, Sq]`); everything else is checked by the plan,
 /// made once per distinct call and cached ([`plans`]). `mask_id` 0 means no mask;
 /// otherwise `lists` are the device addresses of its six lists. `window` bounds are -1
 /// for unbounded; `scale` None is `D ** -0.5`. `fp16`: q, k, v and out are float16.
@@ -374,7 +405,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, out, lse, mask_id, lists, causal, window_left, window_right,
                     scale, bshd, stream, device, fp16=false, splits=0, ws_o=0, ws_lse=0,
-                    raw_alloc=None))]
+                    raw_alloc=None, out_strides=None))]
 pub(crate) fn attention_launch(
     q: View,
     k: View,
@@ -395,6 +426,7 @@ pub(crate) fn attention_launch(
     ws_o: u64,
     ws_lse: u64,
     raw_alloc: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>,
+    out_strides: Option<[usize; 3]>,
 ) -> PyResult<Option<(u32, usize, usize)>> {
     let key = PlanKey::new(
         device,
@@ -409,7 +441,8 @@ pub(crate) fn attention_launch(
         bshd,
         fp16,
         splits,
-    );
+    )
+    .with_out_strides(out_strides);
     let g = gpu(device)?;
     let plan = cached_plan(&g, &key, Some(stream))?;
     let ptrs = PlanPointers {

@@ -90,8 +90,9 @@ impl AttentionPlanHandle {
     }
 
     /// Launches on `stream`: q, k, v as `(address, shape, strides)` views, which must
-    /// have the plan's shapes and strides (else `ValueError` naming the tensor); out and
-    /// lse contiguous outputs, the workspace of `workspace_floats` (0 without splits).
+    /// have the plan's shapes and strides (else `ValueError` naming the tensor); out in
+    /// the plan's layout (contiguous `[B, Sq, H, D]` when planned `bshd`, else contiguous
+    /// `[B, H, Sq, D]`), lse contiguous, the workspace of `workspace_floats` (0 without splits).
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,

@@ -1263,6 +1263,39 @@ class FastPathAndPlanTests(unittest.TestCase):
                     self.assertEqual((a.shape, a.stride()), (t.shape, t.stride()), what)
                     self.assertLess(rel_err(a, b.transpose(1, 2)), 1e-3, what)
 
+    def test_bshd_output_is_contiguous_in_the_callers_layout_on_every_path(self):
+        from fragmask import _ops
+
+        S, D = 300, 128
+        q, k, v = self.inputs([(2, S, 4, D), (2, S, 2, D), (2, S, 2, D)], seed=6)
+        bq, bk, bv = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+        m = Mask.from_dense(torch.rand(S, S, device="cuda") < 0.4, transposed=True).to("cuda")
+        for kw in (dict(causal=True), dict(mask=m), dict(window=(50, 7)),
+                   dict(causal=True, splits=3)):
+            ref = fragmask.attention(bq, bk, bv, **kw).transpose(1, 2)
+            runs = {}
+            for fast in (True, False):
+                _ops._FAST = fast
+                try:
+                    runs[f"fast={fast}"] = fragmask.attention(q, k, v, layout="bshd", **kw)
+                    with torch.enable_grad():
+                        g = [t.detach().requires_grad_() for t in (q, k, v)]
+                        runs[f"autograd fast={fast}"] = fragmask.attention(
+                            *g, layout="bshd", **kw).detach()
+                finally:
+                    _ops._FAST = True
+            runs["plan"] = fragmask.AttentionPlan(q, k, v, layout="bshd", **kw).run(q, k, v)
+            if "window" not in kw and "splits" not in kw:   # two compiles: the op's fake strides
+                compiled = torch.compile(lambda q, k, v: fragmask.attention(
+                    q, k, v, layout="bshd", **kw) * 1.0, fullgraph=True)
+                runs["compiled"] = compiled(q, k, v)
+            for name, out in runs.items():
+                what = f"{name} {kw}"
+                self.assertEqual(out.shape, q.shape, what)
+                if name != "compiled":   # the product is inductor's tensor, not the op's
+                    self.assertTrue(out.is_contiguous(), what)
+                self.assertLess(rel_err(out, ref), 1e-3, what)
+
     def test_autograd_function_gradients_equal_the_registered_ops(self):
         S, D = 300, 128
         g = torch.Generator(device="cuda").manual_seed(5)

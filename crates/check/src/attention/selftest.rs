@@ -151,6 +151,15 @@ pub fn default_cases() -> Vec<Case> {
         persistent_ctas: Some(3),
         ..def
     };
+    // O written into [B, Sq, H, D] memory (a bshd caller's, AttentionOptions::out_strides).
+    let bshd_out = |s: AttentionShape, opts: AttentionOptions| AttentionOptions {
+        out_strides: Some([
+            s.seqlen_q * s.heads * s.head_dim,
+            s.head_dim,
+            s.heads * s.head_dim,
+        ]),
+        ..opts
+    };
     let blocks = |batch, heads, visible: Predicate| CaseMask::Blocks {
         batch,
         heads,
@@ -552,6 +561,63 @@ pub fn default_cases() -> Vec<Case> {
                 ..persistent()
             },
         ),
+        // O in [B, Sq, H, D] memory: the staged epilogue through o's strides on the one-tile
+        // grid, the documents grid (a document's rows), persistent CTAs, the split-KV
+        // combine and the 64-token tile.
+        (
+            "bshd O causal d128 gqa 4/2 batch 2 300x300",
+            shape(2, 4, 2, 300, 300, 128),
+            CaseMask::Window(Window::causal()),
+            bshd_out(shape(2, 4, 2, 300, 300, 128), def),
+        ),
+        (
+            "bshd O dense d64 odd 197x333",
+            shape(2, 3, 3, 197, 333, 64),
+            CaseMask::Window(Window::NONE),
+            bshd_out(shape(2, 3, 3, 197, 333, 64), def),
+        ),
+        (
+            "bshd O dense d256 gqa 4/2 200x333",
+            shape(1, 4, 2, 200, 333, 256),
+            CaseMask::Window(Window::NONE),
+            bshd_out(shape(1, 4, 2, 200, 333, 256), def),
+        ),
+        (
+            "bshd O documents causal ragged d128 batch 2",
+            shape(2, 2, 2, 1000, 1000, 128),
+            docs(&[1, 200, 127, 129, 300, 1, 242], true),
+            bshd_out(shape(2, 2, 2, 1000, 1000, 128), def),
+        ),
+        (
+            "bshd O persistent blocks random 50% d128 per-head 500x400",
+            shape(2, 2, 2, 500, 400, 128),
+            blocks(2, 2, random_tokens(0.5, 21)),
+            bshd_out(shape(2, 2, 2, 500, 400, 128), persistent()),
+        ),
+        (
+            "bshd O split 3 causal bottom-right d128 gqa 6/3 batch 2 130x900",
+            shape(2, 6, 3, 130, 900, 128),
+            win(None, Some(0), 770),
+            bshd_out(shape(2, 6, 3, 130, 900, 128), split(3)),
+        ),
+        (
+            "bshd O blocks 64-token lists 10% d128 per-head odd 900x1500",
+            shape(2, 2, 2, 900, 1500, 128),
+            blocks(2, 2, blocks64(0.1, 22)),
+            bshd_out(shape(2, 2, 2, 900, 1500, 128), def),
+        ),
+        (
+            "bshd O fp16 causal d64 257x257",
+            shape(1, 2, 2, 257, 257, 64),
+            CaseMask::Window(Window::causal()),
+            bshd_out(
+                shape(1, 2, 2, 257, 257, 64),
+                AttentionOptions {
+                    dtype: Some(ActDtype::F16),
+                    ..def
+                },
+            ),
+        ),
     ];
     cases
         .drain(..)
@@ -657,9 +723,10 @@ pub fn run_case(
     stream
         .memcpy_htod(&vec![f32::NAN; out.lse.len()], &mut out.lse)
         .map_err(d_err("poisoning lse"))?;
-    if fp16 {
+    if fp16 || case.opts.out_strides.is_some() {
         // fp16 runs through a plan over raw addresses (the typed DeviceTensor API is
-        // bf16), unsplit unless the case asks for splits.
+        // bf16), unsplit unless the case asks for splits; so does O in other strides
+        // (a dense permutation of [B, H, Sq, D]: the output buffer's size).
         let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
             RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
         };
@@ -700,6 +767,29 @@ pub fn run_case(
         .synchronize()
         .map_err(d_err("running the attention kernel"))?;
     let o_bits = stream.clone_dtoh(&out.o.data).map_err(d_err("reading O"))?;
+    // O in the case's strides, gathered back into [B, H, Sq, D] order.
+    let o_bits = match case.opts.out_strides {
+        None => o_bits,
+        Some(st) => {
+            let [b_n, h_n, s_n, d_n] = s.q_shape();
+            let mut dense = Vec::with_capacity(o_bits.len());
+            for b in 0..b_n {
+                for h in 0..h_n {
+                    for row in 0..s_n {
+                        let at = b * st[0] + h * st[1] + row * st[2];
+                        let o_row = o_bits.get(at..at + d_n).ok_or_else(|| {
+                            AttentionError::Shape(format!(
+                                "{}: O strides {st:?} reach past the output buffer",
+                                case.name
+                            ))
+                        })?;
+                        dense.extend_from_slice(o_row);
+                    }
+                }
+            }
+            dense
+        }
+    };
     let lse = stream.clone_dtoh(&out.lse).map_err(d_err("reading lse"))?;
 
     let scale = case

@@ -40,6 +40,7 @@ pub mod shared_kv;
 #[path = "../../../../tests/support/proptest_ci.rs"]
 mod proptest_ci;
 pub mod splits;
+pub mod strides;
 
 use std::sync::Arc;
 
@@ -359,6 +360,11 @@ pub struct AttentionOptions {
     /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
     /// `None` is the kernel configuration's default (on).
     pub lazy_rescale: Option<bool>,
+    /// Element strides `[batch, head, row]` of O (the head dim contiguous) for a plan over
+    /// an output the caller owns ([`Self::plan`](AttentionRunner::plan)), e.g. `[B, S, H, D]`
+    /// memory; `None`: contiguous `[B, H, Sq, D]`. Checked by
+    /// [`strides::check_output_strides`]; lse stays contiguous `[B, H, Sq]`.
+    pub out_strides: Option<[usize; 3]>,
     /// Q in registers for `S = Q K^T` ([`AttentionKernel::with_q_registers`]); `None` is
     /// the kernel configuration's default.
     pub q_registers: Option<bool>,
@@ -818,6 +824,16 @@ impl AttentionRunner {
                     .into(),
             ));
         }
+        if opts
+            .out_strides
+            .is_some_and(|st| st != contiguous_strides(shape.q_shape()))
+        {
+            return Err(AttentionError::Shape(
+                "an AttentionOutput is contiguous [B, H, Sq, D]; write other strides through a \
+                 plan (AttentionRunner::plan, AttentionOptions::out_strides)"
+                    .into(),
+            ));
+        }
         let s = &self.stream;
         let tensor = |t: &DeviceTensor<u16>| RawTensor::contiguous(t.data.device_ptr(s).0, t.shape);
         let (q, k, v) = (tensor(q), tensor(k), tensor(v));
@@ -853,6 +869,15 @@ impl AttentionRunner {
     }
 }
 
+/// The element strides `[batch, head, row]` of a contiguous tensor of `shape`.
+fn contiguous_strides(shape: [usize; 4]) -> [usize; 3] {
+    [
+        shape[1] * shape[2] * shape[3],
+        shape[2] * shape[3],
+        shape[3],
+    ]
+}
+
 /// The parameters every call shares: shape, scale, outputs, no mask.
 fn base_params(
     shape: &AttentionShape,
@@ -862,7 +887,15 @@ fn base_params(
     lse: u64,
 ) -> AttentionParams {
     let scale = opts.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+    // Checked by the plan (strides::check_output_strides): each fits an i64.
+    let [o_stride_b, o_stride_h, o_stride_s] = opts
+        .out_strides
+        .unwrap_or_else(|| contiguous_strides(shape.q_shape()))
+        .map(|x| x as i64);
     AttentionParams {
+        o_stride_b,
+        o_stride_h,
+        o_stride_s,
         o,
         lse,
         batch: shape.batch as i32,

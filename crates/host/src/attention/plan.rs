@@ -19,7 +19,7 @@ use crate::launch::Launch;
 
 use super::{
     base_params, blocks_params, choice, documents, driver, encode_strided_map, enqueue_forward,
-    persistent, shared_kv, splits, window_params, AttentionError, AttentionOptions,
+    persistent, shared_kv, splits, strides, window_params, AttentionError, AttentionOptions,
     AttentionRunner, AttentionShape, Params, RawMask, RawTensor, TensorMapArg,
 };
 
@@ -74,7 +74,8 @@ pub struct PlanPointers {
     pub k: u64,
     /// See `q`.
     pub v: u64,
-    /// Contiguous `[B, H, Sq, D]` output (16-byte aligned).
+    /// `[B, H, Sq, D]` output in the plan's `AttentionOptions::out_strides` (contiguous by
+    /// default; 16-byte aligned).
     pub o: u64,
     /// Contiguous f32 `[B, H, Sq]` (4-byte aligned).
     pub lse: u64,
@@ -109,6 +110,9 @@ impl AttentionRunner {
                     "scale {scale} must be positive and finite"
                 )));
             }
+        }
+        if let Some(st) = opts.out_strides {
+            strides::check_output_strides("o", shape.q_shape(), st)?;
         }
         let kernel = choice::call_kernel(shape.head_dim, mode, host_mask, opts)?;
         // The 64-token tile's query blocks may share their K/V loads (choice::shared_kv):
@@ -385,8 +389,8 @@ impl AttentionPlan {
     ///
     /// # Safety
     /// q, k and v must be live device tensors of this context with the plan's shapes and
-    /// strides, o and lse contiguous outputs of the plan's shapes that overlap nothing
-    /// else, the workspace at least [`Self::workspace_floats`] floats when
+    /// strides, o an output of the plan's shape in its out strides and lse a contiguous
+    /// one, overlapping nothing else, the workspace at least [`Self::workspace_floats`] floats when
     /// [`Self::splits`] > 1 and used by no launch in flight on another stream, and a
     /// mask's lists (fixed at planning) still alive, all valid until the launches
     /// complete on `stream`.

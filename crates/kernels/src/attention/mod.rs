@@ -734,8 +734,14 @@ crate::abi_struct! {
         num_splits: I32("int"),
         /// One-tile grid: (head, batch) planes per section of its launch order (0 or 1: the plain grid order).
         head_section: I32("int"),
-        /// Shared-K/V tile (last: the other fields keep their offsets): [Bm, Hm, Mb] int4 pair headers (query blocks a and b, first step, steps), then 8 ints per step.
+        /// Shared-K/V tile: [Bm, Hm, Mb] int4 pair headers (query blocks a and b, first step, steps), then 8 ints per step.
         pair_steps: Ptr("const int*"),
+        /// Elements between o's batches (contiguous [B, H, Sq, D]: H Sq D; a [B, Sq, H, D] caller's: Sq H D).
+        o_stride_b: I64("long long"),
+        /// Elements between o's heads (contiguous: Sq D; [B, Sq, H, D]: D).
+        o_stride_h: I64("long long"),
+        /// Elements between o's rows (contiguous: D; [B, Sq, H, D]: H D). Each a multiple of 8 (16 bytes).
+        o_stride_s: I64("long long"),
     }
 }
 
@@ -753,10 +759,10 @@ mod tests {
             core::mem::size_of::<AttentionParams>(),
             AttentionParams::ABI.size()
         );
-        // 13 pointers, 14 ints, 2 floats, padded to the pointers' alignment.
+        // 13 pointers, 14 ints, 2 floats, padded to the pointers' alignment, then 3 i64 strides.
         assert_eq!(
             AttentionParams::ABI.size(),
-            (13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8)
+            (13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8) + 3 * 8
         );
     }
 
@@ -894,6 +900,47 @@ mod tests {
                         let f16 = k.with_dtype(ActDtype::F16).unwrap().source().unwrap();
                         assert!(f16.contains(".f32.f16.f16") && !f16.contains("bf16.bf16"));
                         assert!(f16.contains("cvt.rn.f16x2.f32"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_forward_writes_o_through_its_strides_and_lse_contiguous() {
+        let shared = Geometry::SHARED.iter();
+        for &g in Geometry::SUPPORTED.iter().chain(shared) {
+            for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
+                for d in [64, 128, 256] {
+                    let Ok(k) = AttentionKernel::default_for_geometry(g, d, mode) else {
+                        continue;
+                    };
+                    for split in [false, true] {
+                        let Ok(src) = k.with_split_kv(split).source() else {
+                            continue;
+                        };
+                        let what = format!("{} split {split}", k.label());
+                        // The staged epilogue's, the direct stores' and the combine's O
+                        // addresses all start at the (batch, head) plane of o's strides.
+                        let o_addresses: Vec<&str> = src
+                            .match_indices("p.o + ")
+                            .map(|(i, _)| &src[i + 6..])
+                            .collect();
+                        assert_eq!(o_addresses.len(), 3, "{what}");
+                        for a in o_addresses {
+                            assert!(
+                                a.starts_with("o_plane + (long long)(")
+                                    || a.starts_with("off)")
+                                    || a.starts_with("(plane / p.heads) * p.o_stride_b"),
+                                "{what}: {}",
+                                &a[..40]
+                            );
+                        }
+                        assert!(
+                            src.contains("const long long off = o_plane + (long long)("),
+                            "{what}"
+                        );
+                        assert!(src.contains("p.lse[row_id] = lse"), "{what}");
                     }
                 }
             }

@@ -116,7 +116,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             barrier_id: "8 + wg",
             global_row: "sched.m0 + (int)row",
             row_limit: "$ROW_BOUND",
-            dst_offset: "($ROW_BASE + grow) * FM_D + col",
+            dst_offset: "o_plane + (long long)($PLANE_ROW0 + grow) * p.o_stride_s + col",
         },
         "                ",
     )
@@ -310,6 +310,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         values.push(("Q_ROW", place.q_row.to_string()));
     }
     values.push(("ROW_BASE", place.row_base.to_string()));
+    values.push(("PLANE_ROW0", place.plane_row0.to_string()));
     values.push(("KV_ROW0", place.kv_row0.to_string()));
     values.push(("ROW_BOUND", place.row_bound.to_string()));
     match k.mask() {
@@ -362,7 +363,7 @@ const Q_LOAD_SHARED: &str = "#pragma unroll
                     }
 ";
 
-/// Row `row_id` of the combine is row `(b H + h) Sq + t` of o `[B, H, Sq, D]`; split s's
+/// Row `row_id` of the combine is row `(b H + h) Sq + t` of `[B, H, Sq]`; split s's
 /// partial of it is row `s B H Sq + row_id` of the workspace.
 const COMBINE_LOCATE: &str =
     "    const long long rows = (long long)p.batch * p.heads * p.seqlen_q;\n\
@@ -370,9 +371,11 @@ const COMBINE_LOCATE: &str =
     const long long ws_row0 = row_id, split_stride = rows;\n\
     const int num_splits = p.num_splits;";
 
-/// o (the kernel's element type) and lse of the merged row.
+/// o (the kernel's element type, through o's strides: row `row_id` is row `t` of plane
+/// `(b, h)`) and lse (contiguous) of the merged row.
 const COMBINE_STORE: &str =
-    "    unsigned* dst = reinterpret_cast<unsigned*>(p.o + row_id * FM_D + col);\n\
+    "    const long long t = row_id % p.seqlen_q, plane = row_id / p.seqlen_q;\n\
+    unsigned* dst = reinterpret_cast<unsigned*>(p.o + (plane / p.heads) * p.o_stride_b + (plane % p.heads) * p.o_stride_h + t * p.o_stride_s + col);\n\
     dst[0] = fm_act2(out.x, out.y);\n\
     dst[1] = fm_act2(out.z, out.w);\n\
     if (col == 0) p.lse[row_id] = lse;";
@@ -816,8 +819,10 @@ $MAINLOOP
 $ROW_FINISH
             }
             const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
-            // The schedule's row r is global row $ROW_BASE + r of o and lse, written while r < $ROW_BOUND
-            // (a document's rows on the documents grid, which never splits).
+            // The schedule's row r is global row $ROW_BASE + r of lse, and row $PLANE_ROW0 + r of o's (batch, head)
+            // plane at o_plane (o's strides are the caller's), written while r < $ROW_BOUND (a document's rows on the
+            // documents grid, which never splits).
+            const long long o_plane = (long long)batch * p.o_stride_b + (long long)head * p.o_stride_h;
             // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
             // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
             const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
@@ -840,7 +845,7 @@ $O_STAGED            } else {
                     if (row < $ROW_BOUND && to_workspace) {
                         *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
                     } else if (row < $ROW_BOUND) {
-                        unsigned* dst = reinterpret_cast<unsigned*>(p.o + ($ROW_BASE + row) * FM_D + col);
+                        unsigned* dst = reinterpret_cast<unsigned*>(p.o + o_plane + (long long)($PLANE_ROW0 + row) * p.o_stride_s + col);
                         *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
                     }
                 }

@@ -206,11 +206,12 @@ def _register():
         mask_meta: List[int], causal: bool, window: List[int], scale: float, splits: int,
     ) -> Tuple[Tensor, Tensor]:
         # q, k, v are [B, H, S, D] views (strides carry the caller's layout); the
-        # kernel writes a contiguous [B, H, Sq, D] O (the wrapper views it as q's layout).
+        # kernel writes O in q's memory order where q is dense (a bshd caller's O is
+        # contiguous [B, S, H, D] once the wrapper transposes the view back), else contiguous.
         # The q_* lists (the mask's transposed lists) are not read here: they are inputs
         # so that autograd saves them for fragmask::attention_backward.
         B, H, Sq, D = q.shape
-        out = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
+        out = torch.empty_like(q)
         lse = torch.empty((B, H, Sq), dtype=torch.float32, device=q.device)
         for name, t in (("q", q), ("k", k), ("v", v)):
             if t.dtype not in (torch.bfloat16, torch.float16) or t.dtype != q.dtype:
@@ -228,18 +229,19 @@ def _register():
                 (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse.data_ptr(),
                 mask_id, lists, causal, window[0], window[1], scale, False,
                 _get_stream(device), device, q.dtype == torch.float16, splits)
-        need = _launch(*args)
+        o_strides = tuple(out.stride()[:3])
+        need = _launch(*args, out_strides=o_strides)
         if need is not None:  # split-KV: the workspace it asked for, then the launch
             _, n_o, n_lse = need
             ws_o = torch.empty((n_o,), dtype=torch.float32, device=q.device)
             ws_lse = torch.empty((n_lse,), dtype=torch.float32, device=q.device)
-            _launch(*args, ws_o.data_ptr(), ws_lse.data_ptr())
+            _launch(*args, ws_o.data_ptr(), ws_lse.data_ptr(), out_strides=o_strides)
         return out, lse
 
     @attention_op.register_fake
     def _(q, k, v, *args):
         B, H, Sq, D = q.shape
-        return q.new_empty((B, H, Sq, D)), q.new_empty((B, H, Sq), dtype=torch.float32)
+        return torch.empty_like(q), q.new_empty((B, H, Sq), dtype=torch.float32)
 
     @torch.library.custom_op("fragmask::lightning_decode", mutates_args=("kv",))
     def lightning_op(q: Tensor, k: Tensor, v: Tensor, kv: Tensor, slope: Tensor) -> Tensor:
@@ -475,11 +477,11 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     and MQA: k and v may have fewer heads, dividing q's).
 
     ``layout``: ``"bhsd"`` ([B, H, S, D], SDPA's) or ``"bshd"`` ([B, S, H, D],
-    FlashAttention's); any strides with a unit-stride head dim. The output is written in
-    [B, H, S, D] order, so with ``"bshd"`` it comes back as a transposed view (making it
-    contiguous costs a copy); dQ, dK and dV are written in the inputs' own memory order
-    (contiguous [B, S, H, D] gradients for contiguous bshd inputs), and dO is read in
-    place in either layout. ``mask``: a
+    FlashAttention's); any strides with a unit-stride head dim. The output is written
+    contiguous in the layout asked for ([B, S, H, D] with ``"bshd"``: no transpose to
+    copy before a ``reshape(B, S, H * D)``); dQ, dK and dV are written in the inputs' own
+    memory order (contiguous [B, S, H, D] gradients for contiguous bshd inputs), and dO is
+    read in place in either layout. ``mask``: a
     ``fragmask.Mask`` built for (B or 1, H or 1, Sq, Sk) with the kernel's tile.
     ``window``: (left, right) keys, -1 = unbounded. Returns the output in q's layout,
     and with ``return_lse`` also the fp32 log-sum-exp ``[B, H, Sq]`` (not
@@ -532,8 +534,6 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
                     return (out, lse) if return_lse else out
             entry = _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, n)
             out, lse = _forward_run(entry, q, k, v, return_lse, device)
-            if bshd:
-                out = out.transpose(1, 2)
             return (out, lse) if return_lse else out
     return _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
                               splits)
@@ -630,7 +630,8 @@ def _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, splits):
            D ** -0.5 if scale is None else float(scale), mask_id, {}, [])
     # The split workspace is one block: o's floats are a multiple of D (64 or more), so
     # the lse part stays 16-byte aligned.
-    entry = (handle, (B, H, Sq, D), (B, H, Sq), 4 * B * H * Sq,
+    # O in the caller's layout: a bshd plan writes contiguous [B, Sq, H, D].
+    entry = (handle, (B, Sq, H, D) if bshd else (B, H, Sq, D), (B, H, Sq), 4 * B * H * Sq,
              4 * (n_o + n_lse) if n_o else 0, 4 * n_o, bshd, bwd)
     # Only keys whose equality is the call's identity are cached (a float window bound
     # equals an int one but is refused by the extension).
@@ -667,7 +668,8 @@ def _lse_scratch(q, device, nbytes):
 
 
 def _forward_run(entry, q, k, v, need_lse, device):
-    """One launch of a forward plan: (out as contiguous [B, H, Sq, D], lse or None). An
+    """One launch of a forward plan: (out, contiguous in the caller's layout: [B, Sq, H,
+    D] for bshd, else [B, H, Sq, D]; lse or None). An
     lse nobody asked for goes to the device's write-only scratch block
     (:func:`_lse_scratch`); a split workspace lives in a block of torch's caching
     allocator taken and given back around the launch (stream-ordered, CUDA-graph pools
@@ -785,10 +787,9 @@ def _init_autograd(torch):
             # lse is saved as an intermediate when it is not an output (no double
             # backward: the backward is not differentiable). The saved tensors keep
             # their addresses alive; ctx.saved_tensors checks that none was modified.
-            ctx.save_for_backward(q, k, v, out, lse)
+            # The backward plans with O as a [B, H, Sq, D] view.
+            ctx.save_for_backward(q, k, v, out.transpose(1, 2) if entry[_BSHD] else out, lse)
             ctx.fm = (entry, mask, device)
-            if entry[_BSHD]:
-                out = out.transpose(1, 2)
             if want_lse:
                 ctx.mark_non_differentiable(lse)
                 return out, lse
@@ -1498,8 +1499,9 @@ class AttentionPlan:
             self._ws_ptrs = (self._workspace[0].data_ptr(), self._workspace[1].data_ptr())
         else:
             self._ws_ptrs = (0, 0)
-        self._out_shape = (qs[0], qs[2], qs[1], qs[3]) if self._bshd else qs
-        self._lse_shape = self._out_shape[:3]
+        # O in q's layout: a bshd plan writes contiguous [B, Sq, H, D].
+        self._out_shape = qs
+        self._lse_shape = (qs[0], qs[2], qs[1]) if self._bshd else qs[:3]
         self._lse_bytes = 4 * self._lse_shape[0] * self._lse_shape[1] * self._lse_shape[2]
 
     def run(self, q, k, v, *, return_lse=False):
@@ -1533,10 +1535,7 @@ class AttentionPlan:
             out, lse = _decode_launch_planned(self._decode, q, k, v, None, None, None, None,
                                               device, return_lse, self._ws_ptrs)
             return (out, lse.view(self._decode_lse)) if return_lse else out
-        if self._bshd:
-            out = q.new_empty(self._out_shape)
-        else:
-            out = _empty_like(q, memory_format=_contiguous)
+        out = _empty_like(q, memory_format=_contiguous)
         stream = _get_stream(device)
         lse = None
         lse_ptr = 0 if return_lse else _lse_scratch(q, device, self._lse_bytes)
@@ -1556,8 +1555,6 @@ class AttentionPlan:
                              (k.data_ptr(), k.shape, k.stride()),
                              (v.data_ptr(), v.shape, v.stride()), out.data_ptr(), lse_ptr,
                              self._ws_ptrs[0], self._ws_ptrs[1], stream)
-        if self._bshd:
-            out = out.transpose(1, 2)
         return (out, lse) if return_lse else out
 
 

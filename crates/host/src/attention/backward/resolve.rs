@@ -16,7 +16,7 @@ use super::super::{
     TensorMapArg,
 };
 use super::{
-    backward_kernel, check_grad_strides, check_shape, key_pairs, kv_accum_len, padded_rows,
+    backward_kernel, check_output_strides, check_shape, key_pairs, kv_accum_len, padded_rows,
     transposed_lists, BackwardFunctions, BackwardOptions, BackwardWorkspace, DqReduce, GradStrides,
     RawBackwardMask, RawGradients,
 };
@@ -205,8 +205,8 @@ impl AttentionRunner {
             }
         }
         if let Some(g) = &opts.grad_strides {
-            check_grad_strides("dq", shape.q_shape(), g.dq)?;
-            check_grad_strides("dk and dv", shape.kv_shape(), g.dkv)?;
+            check_output_strides("dq", shape.q_shape(), g.dq)?;
+            check_output_strides("dk and dv", shape.kv_shape(), g.dkv)?;
         }
         if [grads.dq, grads.dk, grads.dv].iter().any(|p| p % 16 != 0) || lse % 4 != 0 {
             return Err(AttentionError::Shape(

@@ -116,6 +116,9 @@ pub struct Placement {
     pub q_row: &'static str,
     /// Global row of the schedule's row 0 (`head_row0` plus the document start).
     pub row_base: &'static str,
+    /// Row of the schedule's row 0 within its `(batch, head)` plane of o (the document
+    /// start, or 0): o's row `r` is at `o_plane + (plane_row0 + r) * o_stride_s`.
+    pub plane_row0: &'static str,
     /// Global row of key 0 within the `(batch, kv head)` plane.
     pub kv_row0: &'static str,
     /// Rows the epilogue writes: `row < row_bound`.
@@ -163,6 +166,7 @@ impl RowGrid {
             RowGrid::Global => Placement {
                 q_row: "m_block * FM_BLOCK_M",
                 row_base: "head_row0",
+                plane_row0: "0",
                 kv_row0: "0",
                 row_bound: "p.seqlen_q",
                 key_bound: "p.seqlen_k",
@@ -170,6 +174,7 @@ impl RowGrid {
             RowGrid::Documents => Placement {
                 q_row: "sched.row0 + sched.m0",
                 row_base: "(head_row0 + sched.row0)",
+                plane_row0: "sched.row0",
                 kv_row0: "sched.row0",
                 row_bound: "sched.len",
                 key_bound: "sched.len",
@@ -185,6 +190,7 @@ impl RowGrid {
 pub const SHARED_PLACEMENT: Placement = Placement {
     q_row: "",
     row_base: "head_row0",
+    plane_row0: "0",
     kv_row0: "0",
     row_bound: "sched.rows",
     key_bound: "p.seqlen_k",
