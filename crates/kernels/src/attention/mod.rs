@@ -236,6 +236,7 @@ pub struct AttentionKernel {
     lookahead: bool,
     split_kv: bool,
     persistent: bool,
+    strided_o: bool,
     lazy_rescale: bool,
     q_registers: bool,
 }
@@ -282,6 +283,7 @@ impl AttentionKernel {
             lookahead: true,
             split_kv: false,
             persistent: false,
+            strided_o: false,
             lazy_rescale: false,
             q_registers: false,
         })
@@ -372,6 +374,21 @@ impl AttentionKernel {
     /// Whether split-KV support is compiled in.
     pub fn split_kv(&self) -> bool {
         self.split_kv
+    }
+
+    /// Writes O through `AttentionParams::o_stride_*` (e.g. into a `[B, S, H, D]` caller's
+    /// memory) instead of contiguous `[B, H, Sq, D]`. Off by default: the strided addresses
+    /// cost the epilogue 64-bit multiplies per 16-byte piece, and calls with a contiguous O
+    /// kept their kernels (an always-strided epilogue ran the 12-document rows 1.9-4.4%
+    /// slower, bench/results/session-2026-11-28f/bshd-out/).
+    pub fn with_strided_o(mut self, strided_o: bool) -> Self {
+        self.strided_o = strided_o;
+        self
+    }
+
+    /// Whether O is written through its strides ([`Self::with_strided_o`]).
+    pub fn strided_o(&self) -> bool {
+        self.strided_o
     }
 
     /// Persistent CTAs (docs/architecture.md, "Persistent forward"): the launch has about
@@ -654,7 +671,7 @@ impl AttentionKernel {
     /// A short label: `128x128 d128 blocks s2 overlap pp`.
     pub fn label(&self) -> String {
         format!(
-            "{} {} d{} {} s{}{}{}{}{}",
+            "{} {} d{} {} s{}{}{}{}{}{}",
             self.geometry.name(),
             self.dtype.name(),
             self.head_dim,
@@ -664,6 +681,7 @@ impl AttentionKernel {
             if self.pingpong { " pp" } else { "" },
             if self.lookahead { "" } else { " nola" },
             if self.persistent { " persistent" } else { "" },
+            if self.strided_o { " strided-o" } else { "" },
         )
     }
 
@@ -907,7 +925,7 @@ mod tests {
     }
 
     #[test]
-    fn every_forward_writes_o_through_its_strides_and_lse_contiguous() {
+    fn strided_o_kernels_write_o_through_its_strides_and_the_others_contiguous() {
         let shared = Geometry::SHARED.iter();
         for &g in Geometry::SUPPORTED.iter().chain(shared) {
             for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
@@ -915,29 +933,35 @@ mod tests {
                     let Ok(k) = AttentionKernel::default_for_geometry(g, d, mode) else {
                         continue;
                     };
-                    for split in [false, true] {
-                        let Ok(src) = k.with_split_kv(split).source() else {
+                    for (split, strided) in
+                        [(false, false), (true, false), (false, true), (true, true)]
+                    {
+                        let k = k.with_split_kv(split).with_strided_o(strided);
+                        let Ok(src) = k.source() else {
                             continue;
                         };
-                        let what = format!("{} split {split}", k.label());
+                        let what = k.label();
                         // The staged epilogue's, the direct stores' and the combine's O
-                        // addresses all start at the (batch, head) plane of o's strides.
+                        // addresses: all through o's (batch, head) plane of its strides, or
+                        // none (no stride is read).
                         let o_addresses: Vec<&str> = src
                             .match_indices("p.o + ")
                             .map(|(i, _)| &src[i + 6..])
                             .collect();
                         assert_eq!(o_addresses.len(), 3, "{what}");
                         for a in o_addresses {
+                            let through_strides = a.starts_with("o_plane + (long long)(")
+                                || a.starts_with("(plane / p.heads) * p.o_stride_b");
                             assert!(
-                                a.starts_with("o_plane + (long long)(")
-                                    || a.starts_with("off)")
-                                    || a.starts_with("(plane / p.heads) * p.o_stride_b"),
+                                a.starts_with("off)") || through_strides == strided,
                                 "{what}: {}",
                                 &a[..40]
                             );
                         }
-                        assert!(
+                        assert_eq!(src.contains("p.o_stride_"), strided, "{what}");
+                        assert_eq!(
                             src.contains("const long long off = o_plane + (long long)("),
+                            strided,
                             "{what}"
                         );
                         assert!(src.contains("p.lse[row_id] = lse"), "{what}");

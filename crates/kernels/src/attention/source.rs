@@ -116,7 +116,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             barrier_id: "8 + wg",
             global_row: "sched.m0 + (int)row",
             row_limit: "$ROW_BOUND",
-            dst_offset: "o_plane + (long long)($PLANE_ROW0 + grow) * p.o_stride_s + col",
+            dst_offset: "$O_AT_GROW",
         },
         "                ",
     )
@@ -310,7 +310,28 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         values.push(("Q_ROW", place.q_row.to_string()));
     }
     values.push(("ROW_BASE", place.row_base.to_string()));
-    values.push(("PLANE_ROW0", place.plane_row0.to_string()));
+    // O's element offset of the schedule's row `grow` / `row`, column `col`: contiguous
+    // [B, H, Sq, D], or the (batch, head) plane o_plane of o's strides.
+    let o_at = |row: &str| {
+        if k.strided_o() {
+            format!(
+                "o_plane + (long long)({} + {row}) * p.o_stride_s + col",
+                place.plane_row0
+            )
+        } else {
+            format!("({} + {row}) * FM_D + col", place.row_base)
+        }
+    };
+    values.push(("O_AT_GROW", o_at("grow")));
+    values.push(("O_AT_ROW", o_at("row")));
+    values.push((
+        "O_PLANE",
+        if k.strided_o() {
+            "\n            const long long o_plane = (long long)batch * p.o_stride_b + (long long)head * p.o_stride_h;   // o's (batch, head) plane (its strides)".to_string()
+        } else {
+            String::new()
+        },
+    ));
     values.push(("KV_ROW0", place.kv_row0.to_string()));
     values.push(("ROW_BOUND", place.row_bound.to_string()));
     match k.mask() {
@@ -338,7 +359,11 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         locate: COMBINE_LOCATE,
         partial_o: "p.ws_o",
         partial_lse: "p.ws_lse",
-        store: COMBINE_STORE,
+        store: if k.strided_o() {
+            COMBINE_STORE_STRIDED
+        } else {
+            COMBINE_STORE
+        },
     }));
     Ok(src)
 }
@@ -371,9 +396,16 @@ const COMBINE_LOCATE: &str =
     const long long ws_row0 = row_id, split_stride = rows;\n\
     const int num_splits = p.num_splits;";
 
-/// o (the kernel's element type, through o's strides: row `row_id` is row `t` of plane
-/// `(b, h)`) and lse (contiguous) of the merged row.
+/// o (the kernel's element type, contiguous) and lse of the merged row.
 const COMBINE_STORE: &str =
+    "    unsigned* dst = reinterpret_cast<unsigned*>(p.o + row_id * FM_D + col);\n\
+    dst[0] = fm_act2(out.x, out.y);\n\
+    dst[1] = fm_act2(out.z, out.w);\n\
+    if (col == 0) p.lse[row_id] = lse;";
+
+/// [`COMBINE_STORE`] with o through its strides ([`AttentionKernel::with_strided_o`]):
+/// row `row_id` is row `t` of plane `(b, h)`.
+const COMBINE_STORE_STRIDED: &str =
     "    const long long t = row_id % p.seqlen_q, plane = row_id / p.seqlen_q;\n\
     unsigned* dst = reinterpret_cast<unsigned*>(p.o + (plane / p.heads) * p.o_stride_b + (plane % p.heads) * p.o_stride_h + t * p.o_stride_s + col);\n\
     dst[0] = fm_act2(out.x, out.y);\n\
@@ -819,10 +851,9 @@ $MAINLOOP
 $ROW_FINISH
             }
             const long long head_row0 = ((long long)batch * p.heads + head) * p.seqlen_q;   // row 0 of this (batch, head)
-            // The schedule's row r is global row $ROW_BASE + r of lse, and row $PLANE_ROW0 + r of o's (batch, head)
-            // plane at o_plane (o's strides are the caller's), written while r < $ROW_BOUND (a document's rows on the
-            // documents grid, which never splits).
-            const long long o_plane = (long long)batch * p.o_stride_b + (long long)head * p.o_stride_h;
+            // The schedule's row r is global row $ROW_BASE + r of lse and of contiguous o (with strided o, a row of
+            // its (batch, head) plane), written while r < $ROW_BOUND (a document's rows on the documents grid, which
+            // never splits).$O_PLANE
             // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
             // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
             const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
@@ -845,7 +876,7 @@ $O_STAGED            } else {
                     if (row < $ROW_BOUND && to_workspace) {
                         *reinterpret_cast<float2*>(p.ws_o + (ws_row0 + row) * FM_D + col) = make_float2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
                     } else if (row < $ROW_BOUND) {
-                        unsigned* dst = reinterpret_cast<unsigned*>(p.o + o_plane + (long long)($PLANE_ROW0 + row) * p.o_stride_s + col);
+                        unsigned* dst = reinterpret_cast<unsigned*>(p.o + $O_AT_ROW);
                         *dst = fm_act2(o_acc[i] * inv[r], o_acc[i + 1] * inv[r]);
                     }
                 }
