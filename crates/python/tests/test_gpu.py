@@ -1296,6 +1296,29 @@ class FastPathAndPlanTests(unittest.TestCase):
                     self.assertTrue(out.is_contiguous(), what)
                 self.assertLess(rel_err(out, ref), 1e-3, what)
 
+    def test_an_autograd_forward_frees_its_output_with_its_graph(self):
+        # Saving a view of the output in the autograd Function made a reference cycle
+        # (the graph -> the saved view -> its base, the output -> the graph) that no
+        # collector frees: every forward whose graph was dropped kept its output.
+        import gc
+        import weakref
+
+        S, D = 256, 128
+        for layout in ("bhsd", "bshd"):
+            shapes = [(1, 4, S, D)] * 3 if layout == "bhsd" else [(1, S, 4, D)] * 3
+            q, k, v = self.inputs(shapes, seed=7, requires_grad=True)
+            gc.disable()
+            try:
+                refs = []
+                for _ in range(3):
+                    out = fragmask.attention(q, k, v, causal=True, layout=layout)
+                    refs.append(weakref.ref(out))
+                    del out
+                alive = sum(r() is not None for r in refs)
+            finally:
+                gc.enable()
+            self.assertEqual(alive, 0, layout)
+
     def test_autograd_function_gradients_equal_the_registered_ops(self):
         S, D = 300, 128
         g = torch.Generator(device="cuda").manual_seed(5)

@@ -787,8 +787,10 @@ def _init_autograd(torch):
             # lse is saved as an intermediate when it is not an output (no double
             # backward: the backward is not differentiable). The saved tensors keep
             # their addresses alive; ctx.saved_tensors checks that none was modified.
-            # The backward plans with O as a [B, H, Sq, D] view.
-            ctx.save_for_backward(q, k, v, out.transpose(1, 2) if entry[_BSHD] else out, lse)
+            # O is saved as returned (an output: saving a view of it cost the autograd forward
+            # about 0.2 ms per call, bench/results/session-2026-11-28f/bshd-out/); the backward
+            # views a bshd O as [B, H, Sq, D].
+            ctx.save_for_backward(q, k, v, out, lse)
             ctx.fm = (entry, mask, device)
             if want_lse:
                 ctx.mark_non_differentiable(lse)
@@ -799,6 +801,8 @@ def _init_autograd(torch):
         def backward(ctx, grad_out, grad_lse=None):
             q, k, v, out, lse = ctx.saved_tensors
             entry, mask, device = ctx.fm
+            if entry[_BSHD]:
+                out = out.transpose(1, 2)
             if grad_out is None:      # only lse was used: it is not differentiable
                 grad_out = torch.zeros_like(out)
             elif entry[_BSHD]:
