@@ -276,9 +276,15 @@ impl AttentionRunner {
                     .into(),
             )));
         }
+        // The gradients through their strides only where they are not contiguous: the
+        // strided epilogues cost short calls (BackwardKernel::with_strided_grads).
+        let grad_strides = opts
+            .grad_strides
+            .unwrap_or_else(|| GradStrides::contiguous(&shape));
         let kernel = kernel
             .with_paired_keys(paired)
-            .map_err(AttentionError::Config)?;
+            .map_err(AttentionError::Config)?
+            .with_strided_grads(grad_strides != GradStrides::contiguous(&shape));
         let dt = kernel.dtype();
         let n = kernel.kv_box_rows();
         let maps = [
@@ -292,9 +298,6 @@ impl AttentionRunner {
         let [lse_log2, dsum, dq_accum, sem] = ws.device_ptrs(&self.stream);
         let [dk_accum, dv_accum] = ws.kv_accum_ptrs(&self.stream);
         let i64s = |x: usize| x as i64;
-        let grad_strides = opts
-            .grad_strides
-            .unwrap_or_else(|| GradStrides::contiguous(&shape));
         let mut params = BackwardParams {
             o: o.ptr,
             d_o: d_o.ptr,

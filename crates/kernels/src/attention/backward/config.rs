@@ -115,6 +115,7 @@ pub struct BackwardKernel {
     dq_writer: bool,
     group_slices: u32,
     paired_keys: bool,
+    strided_grads: bool,
 }
 
 /// The most CTAs a GQA group's query heads are split over per key tile
@@ -251,6 +252,7 @@ impl BackwardKernel {
             step_m: STEP_M,
             dq_writer: false,
             group_slices: 1,
+            strided_grads: false,
             paired_keys: false,
         }
         .with_stages(stages)
@@ -865,11 +867,31 @@ impl BackwardKernel {
             + if self.step_m != STEP_M { " q128" } else { "" }
             + if self.dq_writer { " dqw" } else { "" }
             + if self.paired_keys { " paired" } else { "" }
+            + if self.strided_grads {
+                " strided-grads"
+            } else {
+                ""
+            }
             + &if self.group_slices > 1 {
                 format!(" gs{}", self.group_slices)
             } else {
                 String::new()
             }
+    }
+
+    /// Writes dQ, dK and dV through `BackwardParams::dq_stride_*` and `dkv_stride_*` (e.g.
+    /// into a `[B, S, H, D]` caller's memory) instead of contiguous `[B, H, S, D]`. Off by
+    /// default: the strided addresses cost the epilogues and postprocesses, and calls with
+    /// contiguous gradients kept their kernels (always strided, the 12-document rows ran
+    /// 1.006 / 1.013 at S = 16k / 8k, bench/results/session-2026-11-28f/bshd-grads/).
+    pub fn with_strided_grads(mut self, strided: bool) -> Self {
+        self.strided_grads = strided;
+        self
+    }
+
+    /// Whether the gradients are written through their strides ([`Self::with_strided_grads`]).
+    pub fn strided_grads(&self) -> bool {
+        self.strided_grads
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).

@@ -189,11 +189,11 @@ fn bulk_postprocess() -> [(&'static str, String); 3] {
 mod tests {
     use super::*;
 
-    /// Every path that writes a gradient writes it through the caller's strides: dQ in both
-    /// postprocesses, dK and dV in the staged and unstaged epilogues and the group slices'
-    /// kv postprocess; the f32 accumulators stay contiguous.
+    /// With strided gradients every path that writes one goes through the caller's strides:
+    /// dQ in both postprocesses, dK and dV in the staged and unstaged epilogues and the group
+    /// slices' kv postprocess; the f32 accumulators stay contiguous. Without, no stride is read.
     #[test]
-    fn every_gradient_write_goes_through_the_caller_s_strides() {
+    fn strided_gradient_writes_go_through_the_caller_s_strides_and_the_others_are_contiguous() {
         use super::super::config::SWEEP_MASKS;
         for d in [64, 128, 256] {
             for mask in SWEEP_MASKS {
@@ -209,8 +209,18 @@ mod tests {
                     kernels.push(gs);
                 }
                 for k in kernels {
-                    let src = k.source().unwrap();
+                    let contiguous = k.source().unwrap();
                     let label = k.label();
+                    assert!(
+                        !contiguous.contains("p.dq_stride") && !contiguous.contains("p.dkv_stride"),
+                        "{label}"
+                    );
+                    assert!(
+                        contiguous.contains("p.dq + (bh * p.seqlen_q + row) * FM_D"),
+                        "{label}"
+                    );
+                    let k = k.with_strided_grads(true);
+                    let src = k.source().unwrap();
                     assert!(
                         src.contains("p.dq + batch * p.dq_stride_b + head * p.dq_stride_h + row * p.dq_stride_s"),
                         "{label}: dQ's postprocess"
@@ -230,6 +240,11 @@ mod tests {
                         assert!(
                             src.contains("kv_out0 + (long long)key * p.dkv_stride_s + col"),
                             "{label}: unstaged dK/dV"
+                        );
+                        assert!(
+                            contiguous.contains("(kv_row0 + key) * FM_D + col")
+                                && contiguous.contains("(kv_row0 + grow) * FM_D + col"),
+                            "{label}: contiguous dK/dV"
                         );
                     }
                     assert!(!src.contains("p.dk + (kv_row0"), "{label}");

@@ -377,7 +377,11 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             barrier_id: "5 + cw",
             global_row: &key_row0,
             row_limit: place.key_end,
-            dst_offset: "kv_out0 + (long long)grow * p.dkv_stride_s + col",
+            dst_offset: if k.strided_grads() {
+                "kv_out0 + (long long)grow * p.dkv_stride_s + col"
+            } else {
+                "(kv_row0 + grow) * FM_D + col"
+            },
         },
         "            ",
     )
@@ -587,8 +591,16 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     values.extend(dq_pieces(k, &dq_map));
     values.push((
         "DKV_PAIRS_CAST",
-        dkv_pairs(DKV_OUT_OFFSET, "DKV_STORE_CAST"),
+        dkv_pairs(
+            if k.strided_grads() {
+                DKV_OUT_OFFSET
+            } else {
+                DKV_ACCUM_OFFSET
+            },
+            "DKV_STORE_CAST",
+        ),
     ));
+    values.extend(grad_addresses(k.strided_grads(), k.group_slices() > 1));
     values.push(("DKV_STORE_CAST", DKV_STORE_CAST.to_string()));
     if k.group_slices() > 1 {
         values.push(("POST_KV_KERNEL", POST_KV_KERNEL_NAME.to_string()));
@@ -741,9 +753,41 @@ $DKV_PAIRS_ADD"#;
 /// (`dkv_stride_*`; `kv_out0` is the (batch, KV head)'s first element).
 const DKV_OUT_OFFSET: &str = "kv_out0 + (long long)key * p.dkv_stride_s + col";
 
-/// The element offset of `(key, col)` in the group slices' contiguous f32 accumulators
-/// `[B, Hkv, Sk, D]` (`kv_row0`: the (batch, KV head)'s first row).
+/// The element offset of `(key, col)` in contiguous `[B, Hkv, Sk, D]`: the group slices'
+/// f32 accumulators, and dK and dV without [`BackwardKernel::with_strided_grads`]
+/// (`kv_row0`: the (batch, KV head)'s first row).
 const DKV_ACCUM_OFFSET: &str = "(kv_row0 + key) * FM_D + col";
+
+/// Where the gradients' rows start, contiguous or through their strides
+/// ([`BackwardKernel::with_strided_grads`]): `$DKV_BASE` (the epilogue's first element of the
+/// (batch, KV head)), `$DKV_POST_OUT` (the kv postprocess's row, with `post_kv`: the group
+/// slices), `$DQ_ROW_AT` (the dQ postprocesses' row; `bh` is `batch * H + head`).
+fn grad_addresses(strided: bool, post_kv: bool) -> Vec<(&'static str, String)> {
+    let (note, base, post, dq) = if strided {
+        (
+            ", in the caller's layout (dkv_stride_*)",
+            "const long long kv_out0 = batch * p.dkv_stride_b + kv_head * p.dkv_stride_h;",
+            "const long long out = batch * p.dkv_stride_b + kv_head * p.dkv_stride_h + row * p.dkv_stride_s;   // the caller's layout",
+            "batch * p.dq_stride_b + head * p.dq_stride_h + row * p.dq_stride_s",
+        )
+    } else {
+        (
+            "",
+            "const long long kv_row0 = ((long long)batch * p.kv_heads + kv_head) * p.seqlen_k;",
+            "const long long out = off;   // contiguous, as the accumulators",
+            "(bh * p.seqlen_q + row) * FM_D",
+        )
+    };
+    let mut values = vec![
+        ("DKV_NOTE", note.to_string()),
+        ("DKV_BASE", base.to_string()),
+        ("DQ_ROW_AT", dq.to_string()),
+    ];
+    if post_kv {
+        values.push(("DKV_POST_OUT", post.to_string()));
+    }
+    values
+}
 
 /// The dK/dV epilogue's walk over a thread's value pairs from the registers: the key and
 /// column of pair `i` ($LAYOUT_DKV), then, for the keys below the bound, the placeholder
@@ -786,7 +830,7 @@ $POST_KV_KERNEL(const __grid_constant__ fm_bwd_params p)
     const int kv_head = (int)blockIdx.y, batch = (int)blockIdx.z;
     if (row >= p.seqlen_k) return;
     const long long off = (((long long)batch * p.kv_heads + kv_head) * p.seqlen_k + row) * FM_D;
-    const long long out = batch * p.dkv_stride_b + kv_head * p.dkv_stride_h + row * p.dkv_stride_s;   // the caller's layout
+    $DKV_POST_OUT
     const float2* dk = reinterpret_cast<const float2*>(p.dk_accum + off);
     const float2* dv = reinterpret_cast<const float2*>(p.dv_accum + off);
     for (int c = lane; c < FM_D / 2; c += 32) {

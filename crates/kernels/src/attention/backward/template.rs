@@ -582,8 +582,8 @@ $DQ_STORE
 #if FM_GROUP_SLICES > 1
 $GROUP_ADD
 #else
-        // ---- epilogue: dK * scale and dV, $ACT, keys < $KEY_END, in the caller's layout (dkv_stride_*) ----
-        const long long kv_out0 = batch * p.dkv_stride_b + kv_head * p.dkv_stride_h;
+        // ---- epilogue: dK * scale and dV, $ACT, keys < $KEY_END$DKV_NOTE ----
+        $DKV_BASE
         if (((reinterpret_cast<unsigned long long>(p.dk) | reinterpret_cast<unsigned long long>(p.dv)) & 15ull) == 0ull) {
             // dK and dV through shared memory: once every consumer's last dQ GEMM (which reads all of the
             // CTA's K rows) is complete, each warpgroup's own K and V rows take its dK and dV, then whole rows
@@ -609,7 +609,7 @@ $POST_KERNEL(const __grid_constant__ fm_bwd_params p)
     if (row >= p.seqlen_q) return;
     const long long bh = (long long)batch * p.heads + head;
     const float* acc = p.dq_accum + (bh * p.seqlen_q_pad + row) * FM_D;
-    unsigned* dq = reinterpret_cast<unsigned*>(p.dq + batch * p.dq_stride_b + head * p.dq_stride_h + row * p.dq_stride_s);
+    unsigned* dq = reinterpret_cast<unsigned*>(p.dq + $DQ_ROW_AT);
     for (int c = lane; c < FM_D / 2; c += 32) dq[c] = fm_act2(acc[2 * c] * p.scale, acc[2 * c + 1] * p.scale);
 }
 "#;
@@ -643,7 +643,7 @@ $POST_READ    __syncthreads();
     for (int r = warp; r < FM_DQ_ROWS; r += 4) {
         const int row = m * FM_DQ_ROWS + r;
         if (row < p.seqlen_q) {
-            unsigned* dst = reinterpret_cast<unsigned*>(p.dq + batch * p.dq_stride_b + head * p.dq_stride_h + row * p.dq_stride_s + chunk * 64);
+            unsigned* dst = reinterpret_cast<unsigned*>(p.dq + $DQ_ROW_AT + chunk * 64);
             dst[lane] = fm_dq_tile[r][lane];
         }
     }
