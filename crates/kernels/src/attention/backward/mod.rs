@@ -81,11 +81,11 @@ crate::abi_struct! {
         dk_accum: Ptr("float*"),
         /// [B, Hkv, Sk, D] f32 dV accumulator of the group slices (zeroed before the main kernel).
         dv_accum: Ptr("float*"),
-        /// [B, H, Sq, D] dQ output (strided: dq_stride_*).
+        /// [B, H, Sq, D] dQ output (contiguous, or strided: dq_stride_*).
         dq: Ptr("unsigned short*"),
-        /// [B, Hkv, Sk, D] dK output (strided: dkv_stride_*).
+        /// [B, Hkv, Sk, D] dK output (contiguous, or strided: dkv_stride_*).
         dk: Ptr("unsigned short*"),
-        /// [B, Hkv, Sk, D] dV output (strided: dkv_stride_*).
+        /// [B, Hkv, Sk, D] dV output (contiguous, or strided: dkv_stride_*).
         dv: Ptr("unsigned short*"),
         /// [Bm, Hm, Nb] partial query tiles per key tile (transposed lists).
         q_num_blocks: Ptr("const int*"),
@@ -125,18 +125,6 @@ crate::abi_struct! {
         do_stride_h: I64("long long"),
         /// Element stride of dO between rows.
         do_stride_s: I64("long long"),
-        /// Element stride of dQ between batches (the caller's layout; contiguous: H * Sq * D).
-        dq_stride_b: I64("long long"),
-        /// Element stride of dQ between heads.
-        dq_stride_h: I64("long long"),
-        /// Element stride of dQ between rows.
-        dq_stride_s: I64("long long"),
-        /// Element stride of dK and dV between batches (both in one layout).
-        dkv_stride_b: I64("long long"),
-        /// Element stride of dK and dV between heads.
-        dkv_stride_h: I64("long long"),
-        /// Element stride of dK and dV between rows.
-        dkv_stride_s: I64("long long"),
         /// B.
         batch: I32("int"),
         /// H (query heads).
@@ -171,6 +159,18 @@ crate::abi_struct! {
         scale_log2: F32("float"),
         /// softmax scale.
         scale: F32("float"),
+        /// Element stride of dQ between batches (appended: the fields above keep their offsets; read by the strided-gradient kernels, BackwardKernel::with_strided_grads).
+        dq_stride_b: I64("long long"),
+        /// Element stride of dQ between heads.
+        dq_stride_h: I64("long long"),
+        /// Element stride of dQ between rows.
+        dq_stride_s: I64("long long"),
+        /// Element stride of dK and dV between batches (both in one layout).
+        dkv_stride_b: I64("long long"),
+        /// Element stride of dK and dV between heads.
+        dkv_stride_h: I64("long long"),
+        /// Element stride of dK and dV between rows.
+        dkv_stride_s: I64("long long"),
     }
 }
 
