@@ -430,3 +430,149 @@ fn kv_register_fragments_are_written_only_by_their_ldmatrix() {
         check_invariant_a_fragments(&k.label(), &sass, KERNEL_NAME, count);
     }
 }
+
+/// The opcodes (with modifiers, sorted) of each innermost GEMM loop without a global
+/// store (one holding no other loop: the step loops, not the loops around them and their
+/// epilogues) of `function` in `sass`, in order.
+fn gemm_loop_opcodes(sass: &str, function: &str) -> Vec<Vec<String>> {
+    let functions = fragmask::check::sass::parse_sass(sass).unwrap();
+    let f = functions
+        .iter()
+        .find(|f| f.name == function)
+        .unwrap_or_else(|| panic!("no {function} in the SASS"));
+    let loops = f.gemm_loops();
+    loops
+        .iter()
+        .filter(|&&(a, b)| {
+            !loops
+                .iter()
+                .any(|&(c, d)| (c, d) != (a, b) && a <= c && d <= b)
+        })
+        .map(|&(first, back_edge)| {
+            f.instructions[first..=back_edge]
+                .iter()
+                .map(|i| i.opcode.clone())
+                .collect::<Vec<String>>()
+        })
+        .filter(|ops| !ops.iter().any(|op| op.starts_with("STG")))
+        .map(|mut ops| {
+            ops.sort_unstable();
+            ops
+        })
+        .collect()
+}
+
+#[test]
+fn outputs_through_their_strides_compile_without_spills_and_keep_every_step_loop() {
+    use fragmask::check::sass::disassemble;
+    use fragmask::host::attention::backward::compile_backward;
+    use fragmask::kernels::attention::backward::{self, BackwardKernel, BackwardMask};
+    use fragmask::kernels::attention::KERNEL_NAME;
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // O through its strides (AttentionKernel::with_strided_o) on every geometry's default at
+    // each head dim, and on the tile lists, split-KV, the documents grid, persistent CTAs and
+    // the shared-K/V tile: it compiles without spills, and its step loops keep the contiguous
+    // kernel's (only the epilogue's addresses change; assert_step_loops_kept).
+    let g128 = Geometry::TILE_128X128;
+    let mut forward: Vec<AttentionKernel> = Geometry::SUPPORTED
+        .iter()
+        .flat_map(|&g| {
+            [64, 128, 256].into_iter().filter_map(move |d| {
+                AttentionKernel::default_for_geometry(g, d, MaskMode::Window).ok()
+            })
+        })
+        .collect();
+    let lists = AttentionKernel::default_for_geometry(g128, 128, MaskMode::Blocks).unwrap();
+    let window = AttentionKernel::default_for_geometry(g128, 128, MaskMode::Window).unwrap();
+    forward.extend([
+        lists,
+        lists.with_split_kv(true),
+        AttentionKernel::default_for_geometry(g128, 128, MaskMode::Documents).unwrap(),
+        window.with_persistent(true).unwrap(),
+    ]);
+    forward.extend(
+        AttentionKernel::shared_kv_sweep()
+            .unwrap()
+            .into_iter()
+            .take(1),
+    );
+    for k in forward {
+        let strided = k.with_strided_o(true);
+        compiles_without_spills_and_uses_hgmma(&strided);
+        let loops = [k, strided].map(|k| {
+            let c = compile_kernel(&k).unwrap_or_else(|e| panic!("{k:?}: {e}"));
+            nvrtc::sass_or_skip(disassemble(&c.cubin)).map(|s| gemm_loop_opcodes(&s, KERNEL_NAME))
+        });
+        let [Some(contiguous), Some(through_strides)] = loops else {
+            return;
+        };
+        assert!(!contiguous.is_empty(), "{}: no GEMM loop", k.label());
+        assert_step_loops_kept(&contiguous, &through_strides, &strided.label());
+    }
+    // dQ, dK and dV through their strides (BackwardKernel::with_strided_grads): the defaults
+    // of each head dim and mask, and the GQA group slices (the kv postprocess).
+    let mut bwd = Vec::new();
+    for d in [64, 128, 256] {
+        for mask in [
+            BackwardMask::Window,
+            BackwardMask::Documents,
+            BackwardMask::Blocks {
+                block_m: 128,
+                block_n: 128,
+            },
+            BackwardMask::Blocks {
+                block_m: 64,
+                block_n: 64,
+            },
+        ] {
+            if let Ok(k) = BackwardKernel::default_for(d, mask) {
+                bwd.push(k);
+                if let Ok(gs) = k.with_group_slices(2) {
+                    bwd.push(gs);
+                }
+            }
+        }
+    }
+    assert!(bwd.len() >= 10, "{} backward kernels", bwd.len());
+    for k in bwd {
+        let strided = k.with_strided_grads(true);
+        let loops = [k, strided].map(|k| {
+            let c = compile_backward(&k).unwrap_or_else(|e| panic!("{}: {e}", k.label()));
+            assert_eq!(c.spill_bytes, 0, "{} spills", k.label());
+            assert!(
+                !serialised_wgmmas(&c.log),
+                "{}: serialised wgmmas",
+                k.label()
+            );
+            nvrtc::sass_or_skip(disassemble(&c.cubin))
+                .map(|s| gemm_loop_opcodes(&s, backward::KERNEL_NAME))
+        });
+        let [Some(contiguous), Some(through_strides)] = loops else {
+            return;
+        };
+        assert!(!contiguous.is_empty(), "{}: no GEMM loop", k.label());
+        assert_step_loops_kept(&contiguous, &through_strides, &strided.label());
+    }
+}
+
+/// The step loops of a strided-output kernel against the contiguous one's
+/// ([`gemm_loop_opcodes`]): as many loops, each with the same HGMMAs and exp2s and at most 2
+/// more instructions (ptxas moves a little integer work in or out of a loop when code after
+/// it changes: one more in the persistent D=128 window kernel's, for example).
+fn assert_step_loops_kept(contiguous: &[Vec<String>], strided: &[Vec<String>], label: &str) {
+    assert_eq!(contiguous.len(), strided.len(), "{label}: step loops");
+    let count = |ops: &[String], prefix: &str| ops.iter().filter(|o| o.starts_with(prefix)).count();
+    for (a, b) in contiguous.iter().zip(strided) {
+        for op in ["HGMMA", "MUFU.EX2", "WARPGROUP"] {
+            assert_eq!(count(a, op), count(b, op), "{label}: {op} in a step loop");
+        }
+        assert!(
+            b.len() <= a.len() + 2 && a.len() <= b.len() + 2,
+            "{label}: a step loop of {} instructions became {}",
+            a.len(),
+            b.len()
+        );
+    }
+}
