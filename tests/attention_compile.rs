@@ -515,18 +515,7 @@ fn outputs_through_their_strides_compile_without_spills_and_keep_every_step_loop
     // of each head dim and mask, and the GQA group slices (the kv postprocess).
     let mut bwd = Vec::new();
     for d in [64, 128, 256] {
-        for mask in [
-            BackwardMask::Window,
-            BackwardMask::Documents,
-            BackwardMask::Blocks {
-                block_m: 128,
-                block_n: 128,
-            },
-            BackwardMask::Blocks {
-                block_m: 64,
-                block_n: 64,
-            },
-        ] {
+        for mask in BackwardMask::ALL {
             if let Ok(k) = BackwardKernel::default_for(d, mask) {
                 bwd.push(k);
                 if let Ok(gs) = k.with_group_slices(2) {
