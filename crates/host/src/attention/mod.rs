@@ -826,7 +826,7 @@ impl AttentionRunner {
         }
         if opts
             .out_strides
-            .is_some_and(|st| st != contiguous_strides(shape.q_shape()))
+            .is_some_and(|st| st != strides::contiguous_strides(shape.q_shape()))
         {
             return Err(AttentionError::Shape(
                 "an AttentionOutput is contiguous [B, H, Sq, D]; write other strides through a \
@@ -869,15 +869,6 @@ impl AttentionRunner {
     }
 }
 
-/// The element strides `[batch, head, row]` of a contiguous tensor of `shape`.
-fn contiguous_strides(shape: [usize; 4]) -> [usize; 3] {
-    [
-        shape[1] * shape[2] * shape[3],
-        shape[2] * shape[3],
-        shape[3],
-    ]
-}
-
 /// The parameters every call shares: shape, scale, outputs, no mask.
 fn base_params(
     shape: &AttentionShape,
@@ -890,7 +881,7 @@ fn base_params(
     // Checked by the plan (strides::check_output_strides): each fits an i64.
     let [o_stride_b, o_stride_h, o_stride_s] = opts
         .out_strides
-        .unwrap_or_else(|| contiguous_strides(shape.q_shape()))
+        .unwrap_or_else(|| strides::contiguous_strides(shape.q_shape()))
         .map(|x| x as i64);
     AttentionParams {
         o_stride_b,

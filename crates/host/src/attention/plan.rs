@@ -235,12 +235,12 @@ impl AttentionRunner {
         };
         let persistent =
             choice::forward_persistent(&kernel, n, steps.as_ref(), slots, section, opts)?;
-        // Split-KV support is compiled in only where the call has several splits.
         // O through its strides only where they are not contiguous [B, H, Sq, D]: the
         // strided epilogue costs short calls (AttentionKernel::with_strided_o).
         let strided_o = opts
             .out_strides
-            .is_some_and(|st| st != super::contiguous_strides(shape.q_shape()));
+            .is_some_and(|st| st != strides::contiguous_strides(shape.q_shape()));
+        // Split-KV support is compiled in only where the call has several splits.
         let kernel = kernel
             .with_split_kv(n > 1)
             .with_strided_o(strided_o)

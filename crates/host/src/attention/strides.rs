@@ -4,6 +4,16 @@
 
 use super::AttentionError;
 
+/// The element strides `[batch, head, row]` of a contiguous tensor of `extents`
+/// (`[B, H, S, D]`).
+pub fn contiguous_strides(extents: [usize; 4]) -> [usize; 3] {
+    [
+        extents[1] * extents[2] * extents[3],
+        extents[2] * extents[3],
+        extents[3],
+    ]
+}
+
 /// Refuses output strides the kernels cannot write through (the forward's O, the backward's
 /// gradients): zero or not a multiple of 8
 /// elements (16 bytes: the staged epilogue's vector stores) on a dim of more than one index,

@@ -714,8 +714,9 @@ def _bhsd_view(view):
 
 
 def _grads_like(torch, q, k, v):
-    """Empty dQ, dK, dV for the op's [B, H(kv), S, D] q, k, v: q's and k's memory order where
-    they are dense (``empty_like``), dV in dK's strides (the kernels write both in one)."""
+    """Empty dQ, dK, dV shaped like q, k, v (the op's [B, H(kv), S, D] views, or a bshd
+    caller's tensors): q's and k's memory order where they are dense (``empty_like``), dV in
+    dK's strides (the kernels write both in one)."""
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     return dq, dk, torch.empty_strided(v.shape, dk.stride(), dtype=v.dtype, device=v.device)
 
@@ -787,9 +788,10 @@ def _init_autograd(torch):
             # lse is saved as an intermediate when it is not an output (no double
             # backward: the backward is not differentiable). The saved tensors keep
             # their addresses alive; ctx.saved_tensors checks that none was modified.
-            # O is saved as returned (an output: saving a view of it cost the autograd forward
-            # about 0.2 ms per call, bench/results/session-2026-11-28f/bshd-out/); the backward
-            # views a bshd O as [B, H, Sq, D].
+            # O is saved as returned: a saved view of an output is a reference cycle (the graph,
+            # the view, its base, the graph) that kept every output whose graph was dropped
+            # (bench/results/session-2026-11-28f/bshd-out/). The backward views a bshd O as
+            # [B, H, Sq, D].
             ctx.save_for_backward(q, k, v, out, lse)
             ctx.fm = (entry, mask, device)
             if want_lse:
@@ -814,8 +816,7 @@ def _init_autograd(torch):
                 # dQ, dK, dV in the caller's [B, S, H, D] layout (q's and k's own strides where
                 # dense), written there by the kernels: contiguous gradients for contiguous
                 # inputs, no transposes (docs/backward.md, "Gradients in the caller's layout").
-                dq, dk = _empty_like(q), _empty_like(k)
-                dv = torch.empty_strided(v.shape, dk.stride(), dtype=v.dtype, device=v.device)
+                dq, dk, dv = _grads_like(torch, q, k, v)
                 strides = _grad_strides(dq.transpose(1, 2), dk.transpose(1, 2))
             elif q.is_contiguous() and k.is_contiguous() and v.is_contiguous():
                 # preserve_format keeps a contiguous tensor's strides: about 0.2 us less

@@ -52,7 +52,7 @@ use fragmask_kernels::attention::backward::{
 use fragmask_kernels::attention::ActDtype;
 use fragmask_masks::{PackedMask, TransposedLists};
 
-use super::strides::check_output_strides;
+use super::strides::{check_output_strides, contiguous_strides};
 use super::{
     driver, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask, DeviceTensor, Mask,
     RawTensor, TensorMapArg, Window,
@@ -127,10 +127,9 @@ pub struct GradStrides {
 impl GradStrides {
     /// The strides of contiguous `[B, H, Sq, D]` dQ and `[B, Hkv, Sk, D]` dK, dV.
     pub fn contiguous(shape: &AttentionShape) -> Self {
-        let d = shape.head_dim;
         Self {
-            dq: [shape.heads * shape.seqlen_q * d, shape.seqlen_q * d, d],
-            dkv: [shape.kv_heads * shape.seqlen_k * d, shape.seqlen_k * d, d],
+            dq: contiguous_strides(shape.q_shape()),
+            dkv: contiguous_strides(shape.kv_shape()),
         }
     }
 }

@@ -278,13 +278,12 @@ impl AttentionRunner {
         }
         // The gradients through their strides only where they are not contiguous: the
         // strided epilogues cost short calls (BackwardKernel::with_strided_grads).
-        let grad_strides = opts
-            .grad_strides
-            .unwrap_or_else(|| GradStrides::contiguous(&shape));
+        let contiguous = GradStrides::contiguous(&shape);
+        let grad_strides = opts.grad_strides.unwrap_or(contiguous);
         let kernel = kernel
             .with_paired_keys(paired)
             .map_err(AttentionError::Config)?
-            .with_strided_grads(grad_strides != GradStrides::contiguous(&shape));
+            .with_strided_grads(grad_strides != contiguous);
         let dt = kernel.dtype();
         let n = kernel.kv_box_rows();
         let maps = [
