@@ -325,6 +325,16 @@ fn bad_random_window_and_synthetic_mask_flags_exit_2_naming_the_flag() {
         &["--causal", "--window"],
     );
     refused_by_both(&dir, &[r[0], r[1], "--q", "q.npy"], &["--random", "--q"]);
+    for layout in ["bsdh", "BSHD", ""] {
+        let l = format!("--out-layout={layout}");
+        refused_by_both(&dir, &[r[0], r[1], &l], &["--out-layout"]);
+    }
+    // The selftests choose their own layouts: the flag is refused there, not ignored.
+    refused(
+        &dir,
+        &strings(&["attention", "--selftest", "--out-layout", "bshd"]),
+        &["--out-layout"],
+    );
 }
 
 #[test]
@@ -619,6 +629,8 @@ fn valid_inputs_without_a_gpu_exit_3_after_validation() {
         &["--window=-1,0"],
         &["--window", "40,10", "--diag-offset", "3"],
         &["--synthetic-mask", "blocksparse:0.5:0.5"],
+        &["--causal", "--out-layout", "bshd"],
+        &["--backward", "--causal", "--out-layout", "bshd"],
         &[],
     ] {
         let mut a = strings(&["attention", "--random", "1,2,1,200,300,128", "--out", &o]);

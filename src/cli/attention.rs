@@ -10,7 +10,7 @@ use fragmask::check::attention::{self as attn_check, selftest};
 use fragmask::check::numeric;
 use fragmask::check::timing::TimingConfig;
 use fragmask::host::attention::{
-    choice, compile, documents, AttentionOptions, AttentionRunner, AttentionShape, Mask,
+    choice, compile, documents, strides, AttentionOptions, AttentionRunner, AttentionShape, Mask,
     PackedMask, Window,
 };
 use fragmask::host::Device;
@@ -181,6 +181,47 @@ pub struct ForwardArgs {
     /// calls: the heads whose K/V fit in L2); 1 is the plain order (head after head).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) head_section: Option<u32>,
+    /// Where the kernels write their outputs (O; with --backward dQ, dK, dV): `bhsd`
+    /// (contiguous [B, H, S, D], default) or `bshd` ([B, S, H, D] memory, FlashAttention's
+    /// layout: the kernel variants that write through strides). --out files are [B, H, S, D]
+    /// either way.
+    #[arg(long, value_enum, default_value_t = OutLayout::Bhsd)]
+    pub(crate) out_layout: OutLayout,
+}
+
+/// `--out-layout`: the memory order the outputs are written in.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutLayout {
+    /// Contiguous `[B, H, S, D]`.
+    Bhsd,
+    /// `[B, S, H, D]` memory (`strides::bshd_strides`).
+    Bshd,
+}
+
+impl OutLayout {
+    /// The output strides of a `[B, H, S, D]` tensor of `extents` in this layout.
+    pub(crate) fn strides(self, extents: [usize; 4]) -> [usize; 3] {
+        match self {
+            OutLayout::Bhsd => strides::contiguous_strides(extents),
+            OutLayout::Bshd => strides::bshd_strides(extents),
+        }
+    }
+
+    /// An output of `extents` read back in this layout, in `[B, H, S, D]` order.
+    pub(crate) fn gather(self, bits: Vec<u16>, extents: [usize; 4]) -> Result<Vec<u16>, String> {
+        match self {
+            OutLayout::Bhsd => Ok(bits),
+            OutLayout::Bshd => strides::gather_contiguous(&bits, extents, self.strides(extents))
+                .ok_or_else(|| format!("an output of {extents:?} read back shorter than its span")),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            OutLayout::Bhsd => "bhsd",
+            OutLayout::Bshd => "bshd",
+        }
+    }
 }
 
 /// `on` / `off` (also `true` / `false`).
@@ -240,7 +281,7 @@ macro_rules! forward_ids {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "lazy_rescale", "q_registers", "block", "splits", "persistent",
-          "persistent_ctas", "shared_kv", "head_section", $($extra),*]
+          "persistent_ctas", "shared_kv", "head_section", "out_layout", $($extra),*]
     };
 }
 
@@ -895,7 +936,11 @@ pub fn forward(
     };
 
     // ---- run ----
-    let o = opts(args);
+    let o = AttentionOptions {
+        out_strides: (args.out_layout == OutLayout::Bshd)
+            .then(|| args.out_layout.strides(shape.q_shape())),
+        ..opts(args)
+    };
     let mut out = runner.alloc_output(&shape).map_err(|e| e.to_string())?;
     let launch = runner
         .prepare(&q, &k, &v, &mask, &o, &mut out)
@@ -930,6 +975,7 @@ pub fn forward(
             .stream()
             .clone_dtoh(&out.o.data)
             .map_err(|e| e.to_string())?;
+        let o_bits = args.out_layout.gather(o_bits, shape.q_shape())?;
         let lse = runner
             .stream()
             .clone_dtoh(&out.lse)
@@ -993,6 +1039,7 @@ pub fn forward(
                 "partial_tiles": partial,
                 "mask_bytes": mask_bytes,
                 "mask_pack_ms_cpu": if block_mask.is_some() { Some(pack_ms) } else { None },
+                "out_layout": args.out_layout.name(),
             })
         );
     } else {
@@ -1008,6 +1055,7 @@ pub fn forward(
         );
         println!("kernel: {kernel:?}");
         println!("grid: {}", grid_name(kernel.mask()));
+        println!("out layout: {}", args.out_layout.name());
         println!("tiles visited {visited} (partial {partial}), mask bytes {mask_bytes}");
         if timing.is_some() {
             println!(

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use fragmask::check::attention::{backward_selftest as bwd_selftest, time_backward};
-use fragmask::host::attention::backward::{self as bwd, BackwardOptions, BackwardWorkspace};
+use fragmask::host::attention::backward::{
+    self as bwd, BackwardOptions, BackwardWorkspace, GradStrides,
+};
 use fragmask::host::attention::{AttentionRunner, Mask, PackedMask};
 use fragmask::host::Device;
 use fragmask::inputs::attention::{self as inputs, MaskInput};
@@ -15,7 +17,7 @@ use fragmask::kernels::attention::Geometry;
 use fragmask::masks::io::{read_file_limited, write_safetensors, DType};
 use fragmask::masks::{PackOptions, TransposedLists};
 
-use super::{block_tiles, geometry_flag, opts, ForwardArgs, Source, Validated};
+use super::{block_tiles, geometry_flag, opts, ForwardArgs, OutLayout, Source, Validated};
 use crate::cli::CmdResult;
 
 /// `--dq-reduce`: the values of [`bwd::DqReduce`].
@@ -281,7 +283,10 @@ pub fn backward(
         fwd_opts.geometry = Some(geometry);
     }
     let fwd = runner.forward(&q, &k, &v, &mask, &fwd_opts).map_err(e)?;
-    let bopts = backward_opts(args, flags);
+    let bopts = BackwardOptions {
+        grad_strides: (args.out_layout == OutLayout::Bshd).then(|| GradStrides::bshd(&shape)),
+        ..backward_opts(args, flags)
+    };
     let mut ws = BackwardWorkspace::new(runner.stream(), &shape).map_err(e)?;
     let mut grads = runner.alloc_gradients(&shape).map_err(e)?;
     let launch = runner
@@ -306,7 +311,10 @@ pub fn backward(
         let read = |t: &fragmask::host::attention::DeviceTensor<u16>| {
             s.clone_dtoh(&t.data).map_err(|x| x.to_string())
         };
-        let (dq, dk, dv) = (read(&grads.dq)?, read(&grads.dk)?, read(&grads.dv)?);
+        let layout = args.out_layout;
+        let dq = layout.gather(read(&grads.dq)?, shape.q_shape())?;
+        let dk = layout.gather(read(&grads.dk)?, shape.kv_shape())?;
+        let dv = layout.gather(read(&grads.dv)?, shape.kv_shape())?;
         let b = fragmask::check::numeric::u16_le_bytes;
         write_safetensors(
             path,
@@ -341,6 +349,7 @@ pub fn backward(
                 "tflops_visible_tiles": timing.as_ref().map(|_| kept_tf),
                 "visited_tiles": visited,
                 "deterministic": flags.deterministic,
+                "out_layout": args.out_layout.name(),
             })
         );
     } else {
@@ -355,6 +364,7 @@ pub fn backward(
             shape.head_dim
         );
         println!("kernel: {}", kernel.label());
+        println!("out layout: {}", args.out_layout.name());
         println!(
             "tiles visited {visited} ({}x{})",
             geometry.block_m(),

@@ -12,7 +12,7 @@ use fragmask::host::decode::{DecodeRunner, DecodeShape};
 use fragmask::host::{Compiler, Device};
 use fragmask::kernels::family::dtype::ActDtype;
 
-use super::{ForwardArgs, Source, Validated};
+use super::{ForwardArgs, OutLayout, Source, Validated};
 use crate::cli::CmdResult;
 
 /// Whether this forward is a decode shape the decode kernel serves as it is.
@@ -33,6 +33,7 @@ pub(super) fn serves(args: &ForwardArgs, inputs: &Validated, timed: bool, output
         && args.lookahead.is_none()
         && args.lazy_rescale.is_none()
         && args.q_registers.is_none()
+        && args.out_layout == OutLayout::Bhsd
 }
 
 /// Times the decode kernel on `shape` (random inputs, rotated over 1 GiB of caches) and

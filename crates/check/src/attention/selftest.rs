@@ -23,6 +23,7 @@ use fragmask_kernels::attention::{ActDtype, Geometry, MaskMode};
 
 use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
 use fragmask_host::attention::choice::{call_geometry, kernel_config};
+use fragmask_host::attention::strides;
 use fragmask_host::attention::{
     driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
     PlanPointers, RawMask, RawTensor, SplitWorkspace, Window,
@@ -153,11 +154,7 @@ pub fn default_cases() -> Vec<Case> {
     };
     // O written into [B, Sq, H, D] memory (a bshd caller's, AttentionOptions::out_strides).
     let bshd_out = |s: AttentionShape, opts: AttentionOptions| AttentionOptions {
-        out_strides: Some([
-            s.seqlen_q * s.heads * s.head_dim,
-            s.head_dim,
-            s.heads * s.head_dim,
-        ]),
+        out_strides: Some(strides::bshd_strides(s.q_shape())),
         ..opts
     };
     let blocks = |batch, heads, visible: Predicate| CaseMask::Blocks {
@@ -770,25 +767,12 @@ pub fn run_case(
     // O in the case's strides, gathered back into [B, H, Sq, D] order.
     let o_bits = match case.opts.out_strides {
         None => o_bits,
-        Some(st) => {
-            let [b_n, h_n, s_n, d_n] = s.q_shape();
-            let mut dense = Vec::with_capacity(o_bits.len());
-            for b in 0..b_n {
-                for h in 0..h_n {
-                    for row in 0..s_n {
-                        let at = b * st[0] + h * st[1] + row * st[2];
-                        let o_row = o_bits.get(at..at + d_n).ok_or_else(|| {
-                            AttentionError::Shape(format!(
-                                "{}: O strides {st:?} reach past the output buffer",
-                                case.name
-                            ))
-                        })?;
-                        dense.extend_from_slice(o_row);
-                    }
-                }
-            }
-            dense
-        }
+        Some(st) => strides::gather_contiguous(&o_bits, s.q_shape(), st).ok_or_else(|| {
+            AttentionError::Shape(format!(
+                "{}: O strides {st:?} reach past the output buffer",
+                case.name
+            ))
+        })?,
     };
     let lse = stream.clone_dtoh(&out.lse).map_err(d_err("reading lse"))?;
 

@@ -360,10 +360,10 @@ pub struct AttentionOptions {
     /// Lazy rescale of the online softmax ([`AttentionKernel::with_lazy_rescale`]);
     /// `None` is the kernel configuration's default (on).
     pub lazy_rescale: Option<bool>,
-    /// Element strides `[batch, head, row]` of O (the head dim contiguous) for a plan over
-    /// an output the caller owns ([`Self::plan`](AttentionRunner::plan)), e.g. `[B, S, H, D]`
-    /// memory; `None`: contiguous `[B, H, Sq, D]`. Checked by
-    /// [`strides::check_output_strides`]; lse stays contiguous `[B, H, Sq]`.
+    /// Element strides `[batch, head, row]` of O (the head dim contiguous), e.g. those of
+    /// `[B, S, H, D]` memory; `None`: contiguous `[B, H, Sq, D]`. Checked by
+    /// [`strides::check_output_strides`], and by [`strides::check_output_buffer`] against
+    /// an [`AttentionOutput`]'s buffer; lse stays contiguous `[B, H, Sq]`.
     pub out_strides: Option<[usize; 3]>,
     /// Q in registers for `S = Q K^T` ([`AttentionKernel::with_q_registers`]); `None` is
     /// the kernel configuration's default.
@@ -382,7 +382,8 @@ pub struct AttentionOptions {
 /// Output of one attention call.
 #[derive(Debug)]
 pub struct AttentionOutput {
-    /// `[B, H, Sq, D]` bf16 bits.
+    /// `[B, H, Sq, D]` bf16 bits, laid out as the call's `AttentionOptions::out_strides`
+    /// (contiguous by default).
     pub o: DeviceTensor<u16>,
     /// `[B, H, Sq]` natural-log LSE.
     pub lse: CudaSlice<f32>,
@@ -824,15 +825,9 @@ impl AttentionRunner {
                     .into(),
             ));
         }
-        if opts
-            .out_strides
-            .is_some_and(|st| st != strides::contiguous_strides(shape.q_shape()))
-        {
-            return Err(AttentionError::Shape(
-                "an AttentionOutput is contiguous [B, H, Sq, D]; write other strides through a \
-                 plan (AttentionRunner::plan, AttentionOptions::out_strides)"
-                    .into(),
-            ));
+        // O through `out_strides` (a [B, Sq, H, D] layout, say) stays inside the buffer.
+        if let Some(st) = opts.out_strides {
+            strides::check_output_buffer("o", shape.q_shape(), st, out.o.data.len())?;
         }
         let s = &self.stream;
         let tensor = |t: &DeviceTensor<u16>| RawTensor::contiguous(t.data.device_ptr(s).0, t.shape);

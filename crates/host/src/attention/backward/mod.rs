@@ -52,7 +52,7 @@ use fragmask_kernels::attention::backward::{
 use fragmask_kernels::attention::ActDtype;
 use fragmask_masks::{PackedMask, TransposedLists};
 
-use super::strides::{check_output_strides, contiguous_strides};
+use super::strides::{bshd_strides, check_output_buffer, check_output_strides, contiguous_strides};
 use super::{
     driver, AttentionError, AttentionRunner, AttentionShape, DeviceBlockMask, DeviceTensor, Mask,
     RawTensor, TensorMapArg, Window,
@@ -130,6 +130,15 @@ impl GradStrides {
         Self {
             dq: contiguous_strides(shape.q_shape()),
             dkv: contiguous_strides(shape.kv_shape()),
+        }
+    }
+
+    /// The strides of gradients written into contiguous `[B, S, H, D]` memory (a bshd
+    /// caller's, FlashAttention's layout).
+    pub fn bshd(shape: &AttentionShape) -> Self {
+        Self {
+            dq: bshd_strides(shape.q_shape()),
+            dkv: bshd_strides(shape.kv_shape()),
         }
     }
 }
@@ -489,6 +498,12 @@ impl AttentionRunner {
                     "{name} buffer length does not match {want:?}"
                 )));
             }
+        }
+        // Gradients through `grad_strides` stay inside their buffers.
+        if let Some(g) = &opts.grad_strides {
+            check_output_buffer("dq", shape.q_shape(), g.dq, grads.dq.data.len())?;
+            check_output_buffer("dk", shape.kv_shape(), g.dkv, grads.dk.data.len())?;
+            check_output_buffer("dv", shape.kv_shape(), g.dkv, grads.dv.data.len())?;
         }
         let s = &self.stream;
         let contiguous =
