@@ -19,6 +19,7 @@ fm_cli_cases() {
     "fwd-docs-persistent|$fwd --mask $dir/docs.safetensors --persistent on --persistent-ctas 3"
     "fwd-64tok-persistent|$fwd --block 64x64 --synthetic-mask random:0.5 --persistent on --persistent-ctas 3"
     "fwd-64tok-shared-kv|attention --random 1,4,2,900,700,128 --block 64x64/2x2 --synthetic-mask random:0.3"
+    "fwd-64tok-shared-kv-sparse|attention --random 2,2,2,2000,2400,128 --block 64x64/2x2 --synthetic-mask random:0.15"
     "fwd-causal-sections|attention --random 2,6,3,400,400,128 --causal --head-section 5"
     "fwd-causal-sections-persistent|attention --random 2,6,3,500,500,128 --causal --head-section 5 --persistent on --persistent-ctas 3"
     "fwd-splitkv|attention --random 1,2,2,64,2048,128 --synthetic-mask random:0.5 --splits 4"

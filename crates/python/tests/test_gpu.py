@@ -278,7 +278,9 @@ class AttentionTests(unittest.TestCase):
 
     def test_outputs_equal_the_clis_on_the_same_files(self):
         # The same q, k, v (.npy float32 of bf16 values, exact) and the same mask file give
-        # the same O bits through the op and through `fragmask attention`.
+        # the same O bits through the op and through `fragmask attention`, whichever layout
+        # the CLI writes O in (--out-layout; its --out file is [B, H, S, D] either way) and
+        # the op is called with.
         repo = Path(__file__).resolve().parents[3]
         binary = Path(os.environ.get("FRAGMASK_BIN", repo / "target" / "debug" / "fragmask"))
         if not binary.is_file():
@@ -293,13 +295,20 @@ class AttentionTests(unittest.TestCase):
                 for name, t in (("q", q), ("k", k), ("v", v)):
                     np.save(d / f"{name}.npy", t.float().cpu().numpy())
                 m.save(d / "m.safetensors")
-                subprocess.run([str(binary), "attention", "--q", str(d / "q.npy"),
-                                "--k", str(d / "k.npy"), "--v", str(d / "v.npy"),
-                                "--mask", str(d / "m.safetensors"), "--scale", "0.125",
-                                "--out", str(d / "o.npy")], check=True, capture_output=True)
-                cli = torch.from_numpy(np.load(d / "o.npy")).cuda()
+                cli = {}
+                for layout in ("bhsd", "bshd"):
+                    subprocess.run([str(binary), "attention", "--q", str(d / "q.npy"),
+                                    "--k", str(d / "k.npy"), "--v", str(d / "v.npy"),
+                                    "--mask", str(d / "m.safetensors"), "--scale", "0.125",
+                                    "--out-layout", layout, "--out", str(d / f"o_{layout}.npy")],
+                                   check=True, capture_output=True)
+                    cli[layout] = torch.from_numpy(np.load(d / f"o_{layout}.npy")).cuda()
             out = fragmask.attention(q, k, v, m.to("cuda"), scale=0.125)
-            self.assertTrue(torch.equal(out.float(), cli), f"block {block}")
+            for layout, o in cli.items():
+                self.assertTrue(torch.equal(out.float(), o), f"block {block}, CLI {layout}")
+            bshd = fragmask.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                      m.to("cuda"), scale=0.125, layout="bshd")
+            self.assertTrue(torch.equal(bshd.transpose(1, 2).float(), cli["bshd"]), f"block {block}")
 
     def test_lse_and_errors(self):
         q, k, v = self.qkv(1, 2, 2, 128, 128, 64)
