@@ -90,6 +90,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("no_overlap", ""),
     ("npy", "m.npy"),
     ("out", "o.safetensors"),
+    ("out_layout", "bshd"),
     ("output", "o.safetensors"),
     ("packed", "p.safetensors"),
     ("packer_only", ""),

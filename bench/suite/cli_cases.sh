@@ -1,9 +1,10 @@
 # Sourced by the suite's device scripts: `fm_cli_cases BIN DIR` fills the array `cases` with
 # "name|arguments" rows of small fragmask CLI calls, one or more per kernel family and schedule
 # (sanitize.sh runs them under compute-sanitizer, layouts.sh compares their outputs across
-# --out-layout). DIR receives the packed documents mask the cases read.
+# --out-layout). DIR (created) receives the packed documents mask the cases read.
 fm_cli_cases() {
   local bin=$1 dir=$2
+  mkdir -p "$dir"
   python3 -c "import numpy as np; np.save('$dir/doc_ids.npy', np.repeat(np.arange(5, dtype=np.int32), [90, 130, 40, 200, 52]))"
   "$bin" pack --predicate "causal,doc=$dir/doc_ids.npy" --seqlen-q 512 --seqlen-k 512 --transposed -o "$dir/docs.safetensors" -q
   local fwd="attention --random 1,2,2,512,512,128"

@@ -15,7 +15,6 @@ build=${1:-target/release}
 source bench/suite/device_env.sh
 bin=$build/fragmask
 dir=$OUT/layouts
-mkdir -p "$dir"
 source bench/suite/cli_cases.sh
 fm_cli_cases "$bin" "$dir"
 bad=0

@@ -17,7 +17,6 @@ tools=${2:-memcheck racecheck synccheck}
 source bench/suite/device_env.sh
 bin=$build/fragmask
 logs=$OUT/sanitize
-mkdir -p "$logs"
 source bench/suite/cli_cases.sh
 fm_cli_cases "$bin" "$logs"
 summary=()

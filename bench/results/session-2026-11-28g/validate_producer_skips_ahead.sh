@@ -1,21 +1,4 @@
 #!/usr/bin/env bash
-# As validate_producer_skips.sh with the skipping warpgroups read a step ahead by the producer (c: .carry/s29c, the pending
-# PV finished at a skip; b: .carry/s29d, held across skips) against c166fc8 (.carry/q29):
-# selftest on the 64x64/2x2 tile and sanitizers on the shared-K/V cases for both, then 3
-# interleaved ABBA pairs each on the VSA forward rows.
-set -uo pipefail
-source bench/suite/device_env.sh
-for b in q29 s29c s29d; do [ -x /tmp/$b/fragmask ] || fm_unxz .carry/$b/fm.xz $b "$(cat .carry/$b/COMMIT)"; done
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for b in s29c s29d; do
-  timeout 100 /tmp/$b/fragmask attention --selftest --block 64x64/2x2 > $OUT/selftest_$b.txt 2>&1
-  echo "$b selftest rc=$? ${SECONDS}s $(tail -1 $OUT/selftest_$b.txt) PASS=$(grep -c '^PASS' $OUT/selftest_$b.txt)"
-  grep "^FAIL" $OUT/selftest_$b.txt | head -3
-  CASES='^fwd-64tok-shared-kv' timeout 100 bash bench/suite/sanitize.sh /tmp/$b > $OUT/sanitize_$b.txt 2>&1
-  echo "$b sanitize rc=$? ${SECONDS}s"; tail -6 $OUT/sanitize_$b.txt
-done
-for b in s29c s29d; do
-  timeout 170 python3 bench/suite/run.py --ab /tmp/q29 /tmp/$b --interleave --rounds 3 --systems fragmask_cli \
-    --only '^fwd[.]wu002[.]blocks(10|50)v?$' --out $OUT/ab > $OUT/ab_$b.txt 2>&1
-  echo "ab $b rc=$? ${SECONDS}s"; grep -E "B/A" $OUT/ab_$b.txt
-done
+# As validate_producer_skips.sh with the skipping warpgroups read a step ahead by the producer
+# (c: .carry/s29c, the pending PV finished at a skip; d: .carry/s29d, held across skips).
+exec bash "$(dirname "$0")/validate_producer_skips.sh" s29c s29d
