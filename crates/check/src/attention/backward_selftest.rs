@@ -21,11 +21,12 @@ use fragmask_kernels::attention::{ActDtype, Geometry};
 use fragmask_masks::{MaskShape, PackOptions, TransposedLists};
 
 use fragmask_host::attention::backward::{
-    BackwardOptions, BackwardWorkspace, DqReduce, RawBackwardMask, RawGradients,
+    BackwardOptions, BackwardWorkspace, DqReduce, GradStrides, RawBackwardMask, RawGradients,
 };
 use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
 use fragmask_host::attention::{
-    driver, AttentionError, AttentionRunner, AttentionShape, Mask, PackedMask, RawTensor, Window,
+    driver, strides, AttentionError, AttentionRunner, AttentionShape, Mask, PackedMask, RawTensor,
+    Window,
 };
 
 use super::reference::{attention_backward_reference, attention_reference};
@@ -205,7 +206,88 @@ pub fn default_cases() -> Vec<BackwardCase> {
         head_section: section,
         ..BackwardOptions::default()
     };
+    // Gradients written into [B, S, H, D] memory (a bshd caller's, BackwardOptions::grad_strides).
+    let bshd = |s: AttentionShape, opts: BackwardOptions| BackwardOptions {
+        grad_strides: Some(GradStrides::bshd(&s)),
+        ..opts
+    };
     let mut cases = vec![
+        (
+            "bshd grads: causal batch 2 gqa 4/2 300 d128",
+            shape(2, 4, 2, 300, 300, 128),
+            window(None, Some(0), 0),
+            bshd(shape(2, 4, 2, 300, 300, 128), BackwardOptions::default()),
+            1,
+        ),
+        (
+            "bshd grads: window 100:40 bottom-right batch 2 450x500 d64 (wide step)",
+            shape(2, 2, 2, 450, 500, 64),
+            window(Some(100), Some(40), 50),
+            bshd(shape(2, 2, 2, 450, 500, 64), BackwardOptions::default()),
+            1,
+        ),
+        (
+            "bshd grads: documents causal ragged gqa 4/2 d128",
+            shape(1, 4, 2, 512, 512, 128),
+            documents(&[100, 1, 157, 126, 128], true),
+            bshd(shape(1, 4, 2, 512, 512, 128), BackwardOptions::default()),
+            1,
+        ),
+        (
+            "bshd grads: group slices 2 causal batch 2 gqa 8/2 400 d128",
+            shape(2, 8, 2, 400, 400, 128),
+            window(None, Some(0), 0),
+            bshd(shape(2, 8, 2, 400, 400, 128), slices(2, None)),
+            1,
+        ),
+        (
+            "bshd grads: paired key blocks [64x64] random 50% batch 2 odd 190x330 d128",
+            shape(2, 2, 2, 190, 330, 128),
+            blocks(t64, 2, random(0.5, 23)),
+            bshd(
+                shape(2, 2, 2, 190, 330, 128),
+                BackwardOptions {
+                    paired_keys: Some(true),
+                    ..BackwardOptions::default()
+                },
+            ),
+            1,
+        ),
+        (
+            "bshd grads: [128x128] random 50% gqa 2 d256",
+            shape(1, 4, 2, 300, 280, 256),
+            blocks(t128, 4, random(0.5, 24)),
+            bshd(shape(1, 4, 2, 300, 280, 256), BackwardOptions::default()),
+            1,
+        ),
+        (
+            "bshd grads: fp16 causal (raw launch) batch 2 257 d64",
+            shape(2, 2, 2, 257, 257, 64),
+            window(None, Some(0), 0),
+            bshd(shape(2, 2, 2, 257, 257, 64), f16),
+            1,
+        ),
+        (
+            "bshd grads: dQ atomics causal bottom-right 150x260 d128",
+            shape(1, 2, 2, 150, 260, 128),
+            window(None, Some(0), 110),
+            bshd(shape(1, 2, 2, 150, 260, 128), red),
+            1,
+        ),
+        (
+            "bshd grads: dQ fragment-order atomics [128x128] random 50% gqa 2 d64",
+            shape(1, 4, 2, 300, 280, 64),
+            blocks(t128, 4, random(0.5, 25)),
+            bshd(shape(1, 4, 2, 300, 280, 64), red_fragment),
+            1,
+        ),
+        (
+            "bshd grads: deterministic causal x3 d128",
+            shape(1, 2, 2, 384, 384, 128),
+            window(None, Some(0), 0),
+            bshd(shape(1, 2, 2, 384, 384, 128), det),
+            3,
+        ),
         (
             "group slices 2: causal batch 2 gqa 8/2 700 d128",
             shape(2, 8, 2, 700, 700, 128),
@@ -1067,6 +1149,26 @@ pub fn run_case(
         }
     }
     let got = first.ok_or_else(|| AttentionError::Shape("no run".into()))?;
+    // Gradients in the case's strides, gathered back into [B, H, S, D] order.
+    let got = match case.opts.grad_strides {
+        None => got,
+        Some(g) => {
+            let [dq, dk, dv] = got;
+            let gather = |bits: Vec<u16>, extents: [usize; 4], st: [usize; 3]| {
+                strides::gather_contiguous(&bits, extents, st).ok_or_else(|| {
+                    AttentionError::Shape(format!(
+                        "{}: gradient strides {st:?} reach past the buffer",
+                        case.name
+                    ))
+                })
+            };
+            [
+                gather(dq, s.q_shape(), g.dq)?,
+                gather(dk, s.kv_shape(), g.dkv)?,
+                gather(dv, s.kv_shape(), g.dkv)?,
+            ]
+        }
+    };
     let mut bad = 0usize;
     let mut rel_err = [0.0f64; 3];
     for (e, (bits, want)) in
