@@ -964,6 +964,41 @@ fn pack_case(
     Ok(packed)
 }
 
+/// A case's mask packed as the backward reads it (with the transposed lists), or `None`
+/// for a window.
+fn case_mask(case: &BackwardCase) -> Result<Option<PackedMask>, AttentionError> {
+    match &case.mask {
+        BackwardCaseMask::Window(_) => Ok(None),
+        BackwardCaseMask::Blocks {
+            tile,
+            batch,
+            heads,
+            visible,
+        } => Ok(Some(pack_case(case, tile, *batch, *heads, visible)?)),
+        BackwardCaseMask::Documents { lengths, causal } => {
+            let mut packed = super::selftest::pack_documents(
+                &case.name,
+                &case.shape,
+                lengths,
+                *causal,
+                &Geometry::TILE_128X128,
+            )?;
+            let backward = TransposedLists::default_accumulator(packed.accumulator())
+                .map_err(AttentionError::Masks)?;
+            packed
+                .add_transposed(&backward, &PackOptions::default())
+                .map_err(AttentionError::Masks)?;
+            if packed.documents().is_none() {
+                return Err(AttentionError::Mask(format!(
+                    "case {}: the transposed lists lost the documents",
+                    case.name
+                )));
+            }
+            Ok(Some(packed))
+        }
+    }
+}
+
 /// Runs one case on the GPU and compares with the CPU reference.
 pub fn run_case(
     runner: &AttentionRunner,
@@ -991,36 +1026,7 @@ pub fn run_case(
     let (vb, vf) = gen(s.kv_shape().iter().product());
     let (dob, dof) = gen(s.q_shape().iter().product());
 
-    let host_mask = match &case.mask {
-        BackwardCaseMask::Window(_) => None,
-        BackwardCaseMask::Blocks {
-            tile,
-            batch,
-            heads,
-            visible,
-        } => Some(pack_case(case, tile, *batch, *heads, visible)?),
-        BackwardCaseMask::Documents { lengths, causal } => {
-            let mut packed = super::selftest::pack_documents(
-                &case.name,
-                &s,
-                lengths,
-                *causal,
-                &Geometry::TILE_128X128,
-            )?;
-            let backward = TransposedLists::default_accumulator(packed.accumulator())
-                .map_err(AttentionError::Masks)?;
-            packed
-                .add_transposed(&backward, &PackOptions::default())
-                .map_err(AttentionError::Masks)?;
-            if packed.documents().is_none() {
-                return Err(AttentionError::Mask(format!(
-                    "case {}: the transposed lists lost the documents",
-                    case.name
-                )));
-            }
-            Some(packed)
-        }
-    };
+    let host_mask = case_mask(case)?;
     let visible = |b: usize, h: usize, i: usize, j: usize| match (&case.mask, &host_mask) {
         (_, Some(m)) => m.get(b, h, i, j),
         (BackwardCaseMask::Window(w), None) => j < s.seqlen_k && w.is_visible(i, j),
@@ -1223,4 +1229,41 @@ pub fn run_case(
         documents_grid,
         passed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fragmask_host::attention::choice::backward_kernel;
+
+    /// What a case needs before a GPU: its mask packs (and decodes to its predicate), the
+    /// runtime builds a backward configuration for it, with the strided-gradient variant
+    /// where the case names strides, and the kernel source generates; named uniquely, so
+    /// `--cases` can select each.
+    #[test]
+    fn every_case_packs_its_mask_and_has_a_backward_configuration_with_source() {
+        let cases = default_cases();
+        let mut names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n, "two backward selftest cases share a name");
+        for case in &cases {
+            let mask = case_mask(case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            let k = backward_kernel(case.shape.head_dim, mask.as_ref(), &case.opts)
+                .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            let k = match case.opts.grad_strides {
+                Some(g) => {
+                    strides::check_output_strides("dq", case.shape.q_shape(), g.dq)
+                        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+                    strides::check_output_strides("dk and dv", case.shape.kv_shape(), g.dkv)
+                        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+                    k.with_strided_grads(true)
+                }
+                None => k,
+            };
+            k.source()
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", case.name, k.label()));
+        }
+    }
 }
