@@ -199,19 +199,20 @@ pub enum OutLayout {
 }
 
 impl OutLayout {
-    /// The output strides of a `[B, H, S, D]` tensor of `extents` in this layout.
-    pub(crate) fn strides(self, extents: [usize; 4]) -> [usize; 3] {
+    /// The output strides of a `[B, H, S, D]` tensor of `extents` in this layout (`None`:
+    /// contiguous, `AttentionOptions::out_strides`' default).
+    pub(crate) fn out_strides(self, extents: [usize; 4]) -> Option<[usize; 3]> {
         match self {
-            OutLayout::Bhsd => strides::contiguous_strides(extents),
-            OutLayout::Bshd => strides::bshd_strides(extents),
+            OutLayout::Bhsd => None,
+            OutLayout::Bshd => Some(strides::bshd_strides(extents)),
         }
     }
 
     /// An output of `extents` read back in this layout, in `[B, H, S, D]` order.
     pub(crate) fn gather(self, bits: Vec<u16>, extents: [usize; 4]) -> Result<Vec<u16>, String> {
-        match self {
-            OutLayout::Bhsd => Ok(bits),
-            OutLayout::Bshd => strides::gather_contiguous(&bits, extents, self.strides(extents))
+        match self.out_strides(extents) {
+            None => Ok(bits),
+            Some(st) => strides::gather_contiguous(&bits, extents, st)
                 .ok_or_else(|| format!("an output of {extents:?} read back shorter than its span")),
         }
     }
@@ -937,8 +938,7 @@ pub fn forward(
 
     // ---- run ----
     let o = AttentionOptions {
-        out_strides: (args.out_layout == OutLayout::Bshd)
-            .then(|| args.out_layout.strides(shape.q_shape())),
+        out_strides: args.out_layout.out_strides(shape.q_shape()),
         ..opts(args)
     };
     let mut out = runner.alloc_output(&shape).map_err(|e| e.to_string())?;

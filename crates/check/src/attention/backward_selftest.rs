@@ -207,85 +207,86 @@ pub fn default_cases() -> Vec<BackwardCase> {
         ..BackwardOptions::default()
     };
     // Gradients written into [B, S, H, D] memory (a bshd caller's, BackwardOptions::grad_strides).
-    let bshd = |s: AttentionShape, opts: BackwardOptions| BackwardOptions {
-        grad_strides: Some(GradStrides::bshd(&s)),
-        ..opts
+    let bshd = |name, shape: AttentionShape, mask, opts: BackwardOptions, runs| {
+        let opts = BackwardOptions {
+            grad_strides: Some(GradStrides::bshd(&shape)),
+            ..opts
+        };
+        (name, shape, mask, opts, runs)
+    };
+    let paired = BackwardOptions {
+        paired_keys: Some(true),
+        ..BackwardOptions::default()
     };
     let mut cases = vec![
-        (
+        bshd(
             "bshd grads: causal batch 2 gqa 4/2 300 d128",
             shape(2, 4, 2, 300, 300, 128),
             window(None, Some(0), 0),
-            bshd(shape(2, 4, 2, 300, 300, 128), BackwardOptions::default()),
+            BackwardOptions::default(),
             1,
         ),
-        (
+        bshd(
             "bshd grads: window 100:40 bottom-right batch 2 450x500 d64 (wide step)",
             shape(2, 2, 2, 450, 500, 64),
             window(Some(100), Some(40), 50),
-            bshd(shape(2, 2, 2, 450, 500, 64), BackwardOptions::default()),
+            BackwardOptions::default(),
             1,
         ),
-        (
+        bshd(
             "bshd grads: documents causal ragged gqa 4/2 d128",
             shape(1, 4, 2, 512, 512, 128),
             documents(&[100, 1, 157, 126, 128], true),
-            bshd(shape(1, 4, 2, 512, 512, 128), BackwardOptions::default()),
+            BackwardOptions::default(),
             1,
         ),
-        (
+        bshd(
             "bshd grads: group slices 2 causal batch 2 gqa 8/2 400 d128",
             shape(2, 8, 2, 400, 400, 128),
             window(None, Some(0), 0),
-            bshd(shape(2, 8, 2, 400, 400, 128), slices(2, None)),
+            slices(2, None),
             1,
         ),
-        (
+        bshd(
             "bshd grads: paired key blocks [64x64] random 50% batch 2 odd 190x330 d128",
             shape(2, 2, 2, 190, 330, 128),
             blocks(t64, 2, random(0.5, 23)),
-            bshd(
-                shape(2, 2, 2, 190, 330, 128),
-                BackwardOptions {
-                    paired_keys: Some(true),
-                    ..BackwardOptions::default()
-                },
-            ),
+            paired,
             1,
         ),
-        (
+        bshd(
             "bshd grads: [128x128] random 50% gqa 2 d256",
             shape(1, 4, 2, 300, 280, 256),
             blocks(t128, 4, random(0.5, 24)),
-            bshd(shape(1, 4, 2, 300, 280, 256), BackwardOptions::default()),
+            BackwardOptions::default(),
             1,
         ),
-        (
+        bshd(
             "bshd grads: fp16 causal (raw launch) batch 2 257 d64",
             shape(2, 2, 2, 257, 257, 64),
             window(None, Some(0), 0),
-            bshd(shape(2, 2, 2, 257, 257, 64), f16),
+            f16,
             1,
         ),
-        (
+        bshd(
             "bshd grads: dQ atomics causal bottom-right 150x260 d128",
             shape(1, 2, 2, 150, 260, 128),
             window(None, Some(0), 110),
-            bshd(shape(1, 2, 2, 150, 260, 128), red),
+            red,
             1,
         ),
-        (
+        bshd(
             "bshd grads: dQ fragment-order atomics [128x128] random 50% gqa 2 d64",
             shape(1, 4, 2, 300, 280, 64),
             blocks(t128, 4, random(0.5, 25)),
-            bshd(shape(1, 4, 2, 300, 280, 64), red_fragment),
+            red_fragment,
             1,
         ),
-        (
+        bshd(
             "bshd grads: deterministic causal x3 d128",
             shape(1, 2, 2, 384, 384, 128),
             window(None, Some(0), 0),
-            bshd(shape(1, 2, 2, 384, 384, 128), det),
+            det,
             3,
         ),
         (

@@ -722,8 +722,8 @@ pub fn run_case(
         .map_err(d_err("poisoning lse"))?;
     if fp16 || case.opts.out_strides.is_some() {
         // fp16 runs through a plan over raw addresses (the typed DeviceTensor API is
-        // bf16), unsplit unless the case asks for splits; so does O in other strides
-        // (a dense permutation of [B, H, Sq, D]: the output buffer's size).
+        // bf16), unsplit unless the case asks for splits; so does O in other strides (the
+        // plan path a Python layout="bshd" call takes; the CLI's --out-layout checks prepare's).
         let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
             RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
         };
