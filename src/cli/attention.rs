@@ -181,6 +181,15 @@ pub struct ForwardArgs {
     /// calls: the heads whose K/V fit in L2); 1 is the plain order (head after head).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) head_section: Option<u32>,
+    /// The split tail: the launch's last work tiles cut into splits merged by the combine,
+    /// so its last wave runs on more SMs (on or off). Default: the runtime's choice (on
+    /// where its estimate ends the launch at least 1% earlier; one-tile grid only)
+    #[arg(long, value_parser = parse_on_off)]
+    tail_split: Option<bool>,
+    /// The split tail's TILES,SPLITS instead of the runtime's (the last TILES work tiles of
+    /// the launch order, SPLITS splits each; for checks and A/B measurements)
+    #[arg(long, value_parser = parse_tail)]
+    tail: Option<fragmask::host::attention::splits::TailSplit>,
     /// Where the kernels write their outputs (O; with --backward dQ, dK, dV): `bhsd`
     /// (contiguous [B, H, S, D], default) or `bshd` ([B, S, H, D] memory, FlashAttention's
     /// layout: the kernel variants that write through strides). --out files are [B, H, S, D]
@@ -226,6 +235,22 @@ impl OutLayout {
 }
 
 /// `on` / `off` (also `true` / `false`).
+/// `--tail TILES,SPLITS` (ranges checked at planning, against the call's work tiles).
+fn parse_tail(text: &str) -> Result<fragmask::host::attention::splits::TailSplit, String> {
+    let (tiles, splits) = text
+        .split_once(',')
+        .ok_or_else(|| format!("expected TILES,SPLITS, got {text:?}"))?;
+    let num = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .map_err(|e| format!("--tail {text:?}: {e}"))
+    };
+    Ok(fragmask::host::attention::splits::TailSplit {
+        tiles: num(tiles)?,
+        splits: num(splits)?,
+    })
+}
+
 pub(crate) fn parse_on_off(text: &str) -> Result<bool, String> {
     match text {
         "on" | "true" => Ok(true),
@@ -282,7 +307,7 @@ macro_rules! forward_ids {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "lazy_rescale", "q_registers", "block", "splits", "persistent",
-          "persistent_ctas", "shared_kv", "head_section", "out_layout", $($extra),*]
+          "persistent_ctas", "shared_kv", "head_section", "tail_split", "tail", "out_layout", $($extra),*]
     };
 }
 
@@ -437,6 +462,8 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         q_registers: args.q_registers,
         shared_kv: args.shared_kv,
         head_section: args.head_section,
+        tail_split: args.tail_split,
+        tail: args.tail,
     }
 }
 

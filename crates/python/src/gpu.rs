@@ -454,7 +454,7 @@ pub(crate) fn attention_launch(
         ws_o,
         ws_lse,
     };
-    if plan.splits > 1 && (ws_o == 0 || ws_lse == 0) {
+    if plan.workspace_floats.0 > 0 && (ws_o == 0 || ws_lse == 0) {
         let (o, l) = plan.workspace_floats;
         let Some((alloc, delete)) = raw_alloc else {
             return Ok(Some((plan.splits, o, l)));

@@ -23,6 +23,7 @@ use fragmask_kernels::attention::{ActDtype, Geometry, MaskMode};
 
 use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
 use fragmask_host::attention::choice::{call_geometry, kernel_config};
+use fragmask_host::attention::splits::TailSplit;
 use fragmask_host::attention::strides;
 use fragmask_host::attention::{
     driver, AttentionError, AttentionOptions, AttentionRunner, AttentionShape, Mask, PackedMask,
@@ -150,6 +151,11 @@ pub fn default_cases() -> Vec<Case> {
     let persistent = || AttentionOptions {
         persistent: Some(true),
         persistent_ctas: Some(3),
+        ..def
+    };
+    // The split tail: the launch order's last `tiles` work tiles, `splits` splits each.
+    let tail = |tiles, splits| AttentionOptions {
+        tail: Some(TailSplit { tiles, splits }),
         ..def
     };
     // O written into [B, Sq, H, D] memory (a bshd caller's, AttentionOptions::out_strides).
@@ -602,6 +608,39 @@ pub fn default_cases() -> Vec<Case> {
             shape(2, 2, 2, 900, 1500, 128),
             blocks(2, 2, blocks64(0.1, 22)),
             bshd_out(shape(2, 2, 2, 900, 1500, 128), def),
+        ),
+        (
+            "tail 5 of 24 tiles split 2 dense d128 gqa 4/2 odd 700x900",
+            shape(1, 4, 2, 700, 900, 128),
+            CaseMask::Window(Window::NONE),
+            tail(5, 2),
+        ),
+        (
+            "tail 7 of 24 tiles split 3 causal d64 batch 2 1000x1000 (empty splits)",
+            shape(2, 2, 2, 1000, 1000, 64),
+            CaseMask::Window(Window::causal()),
+            tail(7, 3),
+        ),
+        (
+            "tail 4 of 12 tiles split 2 blocks random 50% d128 per-head 300x400",
+            shape(2, 2, 2, 300, 400, 128),
+            blocks(2, 2, random_tokens(0.5, 23)),
+            tail(4, 2),
+        ),
+        (
+            "tail 12 of 12 tiles split 4 fp16 window 100/0 d256 300x700",
+            shape(1, 4, 4, 300, 700, 256),
+            win(Some(100), Some(0), 400),
+            AttentionOptions {
+                dtype: Some(ActDtype::F16),
+                ..tail(12, 4)
+            },
+        ),
+        (
+            "bshd O tail 3 of 16 tiles split 2 dense d128 500x400",
+            shape(2, 2, 2, 500, 400, 128),
+            CaseMask::Window(Window::NONE),
+            bshd_out(shape(2, 2, 2, 500, 400, 128), tail(3, 2)),
         ),
         (
             "bshd O fp16 causal d64 257x257",

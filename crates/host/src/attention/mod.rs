@@ -377,6 +377,15 @@ pub struct AttentionOptions {
     /// ([`choice::head_section`]; docs/architecture.md, "Launch order"): `None` is the
     /// choice's default, `Some(1)` the plain order (each head's row blocks in turn).
     pub head_section: Option<u32>,
+    /// The split tail ([`AttentionKernel::with_tail_split`]; docs/architecture.md, "Split
+    /// tail"): the one-tile grid's last work tiles cut into splits, so its last wave runs
+    /// on more SMs. `None` is [`splits::plan_tail`]'s estimate (on where it ends the
+    /// launch at least [`splits::TAIL_MIN_GAIN`] earlier), `Some(false)` off, `Some(true)`
+    /// on (an error where the call cannot have it).
+    pub tail_split: Option<bool>,
+    /// With `tail_split` on: the tail's work tiles and splits instead of the estimate's
+    /// (for the selftests and A/B measurements; both must be given).
+    pub tail: Option<splits::TailSplit>,
 }
 
 /// Output of one attention call.
@@ -837,8 +846,9 @@ impl AttentionRunner {
             Mask::Blocks(m) => RawMask::Blocks(&m.host, m.device_lists(s)),
         };
         let plan = self.plan(&q, &k, &v, &raw_mask, opts)?;
-        let workspace = match plan.splits {
-            1 => None,
+        // Split-KV or the split tail: the combine's partials need a workspace.
+        let workspace = match plan.workspace_floats {
+            (0, 0) => None,
             _ => Some(SplitWorkspace::new(s, &plan)?),
         };
         let (ws_o, ws_lse) = workspace.as_ref().map_or((0, 0), |w| w.device_ptrs(s));

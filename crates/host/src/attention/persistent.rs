@@ -328,6 +328,11 @@ impl TileSteps {
         total <= u64::from(steps).saturating_mul(self.len() as u64)
     }
 
+    /// Key steps of tile `t` (`t` below [`Self::len`]).
+    pub fn steps_of(&self, t: usize) -> u32 {
+        self.get(t)
+    }
+
     fn get(&self, t: usize) -> u32 {
         match self {
             TileSteps::PerRowBlock { steps, .. } => steps[t % steps.len()],

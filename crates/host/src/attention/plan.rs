@@ -40,8 +40,10 @@ pub struct AttentionPlan {
     pub kernel: AttentionKernel,
     /// Shapes of the call.
     pub shape: AttentionShape,
-    /// Split-KV splits of each row block (1: none).
+    /// Split-KV splits of each row block (1: none; the split tail's are in `tail`).
     pub splits: u32,
+    /// The split tail (docs/architecture.md, "Split tail"), if the plan runs one.
+    pub tail: Option<splits::TailSplit>,
     /// Floats of the partial o and lse a split run needs (0, 0 without splits).
     pub workspace_floats: (usize, usize),
     /// The documents grid's work-item table (`AttentionParams::doc_items`), uploaded
@@ -60,6 +62,7 @@ impl std::fmt::Debug for AttentionPlan {
             .field("kernel", &self.kernel)
             .field("shape", &self.shape)
             .field("splits", &self.splits)
+            .field("tail", &self.tail)
             .field("workspace_floats", &self.workspace_floats)
             .finish_non_exhaustive()
     }
@@ -193,10 +196,6 @@ impl AttentionRunner {
             _ => self.planned_splits(&kernel, &shape, host_mask, opts)?,
         };
         let launch = splits::SplitLaunch::new(&shape, n, params.m_blocks as u32)?;
-        let workspace_floats = match launch.combine_grid {
-            Some(_) => launch.workspace_len(&shape)?,
-            None => (0, 0),
-        };
         params.num_splits = n as i32;
         // Persistent CTAs (choice::forward_persistent): the work table, uploaded once.
         let g = kernel.geometry();
@@ -235,6 +234,35 @@ impl AttentionRunner {
         };
         let persistent =
             choice::forward_persistent(&kernel, n, steps.as_ref(), slots, section, opts)?;
+        // The split tail (choice::forward_tail): the plain grid's last wave cut into splits.
+        let tiles = (params.m_blocks.max(0) as usize)
+            .checked_mul(planes)
+            .ok_or_else(|| AttentionError::Shape("work tiles overflow".into()))?;
+        let tail = choice::forward_tail(
+            &kernel,
+            n,
+            persistent,
+            section,
+            tiles,
+            sm_slots,
+            || match steps {
+                Some(ref s) => Ok(s.clone()),
+                None => persistent::tile_steps(&params, kernel.mask(), host_mask, &g, planes),
+            },
+            opts,
+        )?;
+        let launch = match tail {
+            Some(t) => {
+                params.num_splits = t.splits as i32;
+                params.tail_tiles = t.tiles as i32;
+                splits::SplitLaunch::tail(t, tiles, g.block_m(), shape.head_dim)?
+            }
+            None => launch,
+        };
+        let workspace_floats = match launch.combine_grid {
+            Some(_) => launch.workspace_len(&shape)?,
+            None => (0, 0),
+        };
         // O through its strides only where they are not contiguous [B, H, Sq, D]: the
         // strided epilogue costs short calls (AttentionKernel::with_strided_o).
         let strided_o = opts
@@ -242,9 +270,10 @@ impl AttentionRunner {
             .is_some_and(|st| st != strides::contiguous_strides(shape.q_shape()));
         // Split-KV support is compiled in only where the call has several splits.
         let kernel = kernel
-            .with_split_kv(n > 1)
+            .with_split_kv(n > 1 || tail.is_some())
             .with_strided_o(strided_o)
             .with_persistent(persistent)
+            .and_then(|k| k.with_tail_split(tail.is_some()))
             .map_err(AttentionError::Config)?;
         let mut work = None;
         let grid = match (persistent, &steps) {
@@ -259,6 +288,7 @@ impl AttentionRunner {
                     "persistent CTAs without their work tiles' steps".into(),
                 ))
             }
+            _ if tail.is_some() => (launch.grid_x, 1, 1),
             _ => (launch.grid_x, shape.heads as u32, shape.batch as u32),
         };
         let (func, combine) = self.functions(&kernel)?;
@@ -271,6 +301,7 @@ impl AttentionRunner {
             kernel,
             shape,
             splits: n,
+            tail,
             workspace_floats,
             doc_items,
             work,

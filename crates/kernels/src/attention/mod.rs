@@ -128,6 +128,8 @@ pub enum ConfigError {
     /// A shared-K/V geometry ([`Geometry::shared_kv`]) with what it does not run: a mask
     /// mode other than tile lists, split-KV, persistent CTAs or ping-pong (the reason).
     SharedKv(String),
+    /// The split tail ([`AttentionKernel::with_tail_split`]) where it does not run (the reason).
+    TailSplit(String),
     /// A backward step size ([`backward::BackwardKernel::with_step_m`]) with a
     /// configuration it does not run (the reason).
     BackwardStep(String),
@@ -206,6 +208,7 @@ impl core::fmt::Display for ConfigError {
             }
             ConfigError::Layout(e) => write!(f, "fragment layout not separable: {e}"),
             ConfigError::Persistent(why) => write!(f, "{why}"),
+            ConfigError::TailSplit(why) => write!(f, "{why}"),
             ConfigError::SharedKv(why) => write!(f, "{why}"),
             ConfigError::BackwardStep(why) => write!(f, "{why}"),
             ConfigError::QRegisters(why) => write!(f, "{why}"),
@@ -235,6 +238,7 @@ pub struct AttentionKernel {
     pingpong: bool,
     lookahead: bool,
     split_kv: bool,
+    tail_split: bool,
     persistent: bool,
     strided_o: bool,
     lazy_rescale: bool,
@@ -282,6 +286,7 @@ impl AttentionKernel {
             pingpong: false,
             lookahead: true,
             split_kv: false,
+            tail_split: false,
             persistent: false,
             strided_o: false,
             lazy_rescale: false,
@@ -376,6 +381,37 @@ impl AttentionKernel {
         self.split_kv
     }
 
+    /// The split tail (docs/architecture.md, "Split tail"): a one-dimensional one-tile grid
+    /// in the plain launch order whose last `AttentionParams::tail_tiles` work tiles run
+    /// `num_splits` splits each, merged by the combine, so the launch's last partial wave
+    /// runs shorter pieces on more SMs. Needs split-KV compiled in
+    /// ([`Self::with_split_kv`]); refused with persistent CTAs, the shared-K/V tile and the
+    /// documents grid (each has its own work order).
+    pub fn with_tail_split(mut self, tail_split: bool) -> Result<Self, ConfigError> {
+        if tail_split
+            && (!self.split_kv
+                || self.persistent
+                || self.geometry.shared_kv()
+                || self.mask == MaskMode::Documents)
+        {
+            return Err(ConfigError::TailSplit(format!(
+                "the split tail runs on the global one-tile grid with split-KV compiled in \
+                 (split-KV {}, persistent {}, {} tile, {} mode)",
+                self.split_kv,
+                self.persistent,
+                self.geometry.name(),
+                self.mask.name()
+            )));
+        }
+        self.tail_split = tail_split;
+        Ok(self)
+    }
+
+    /// Whether the last work tiles are split ([`Self::with_tail_split`]).
+    pub fn tail_split(&self) -> bool {
+        self.tail_split
+    }
+
     /// Writes O through `AttentionParams::o_stride_*` (e.g. into a `[B, S, H, D]` caller's
     /// memory) instead of contiguous `[B, H, Sq, D]`. Off by default: the strided addresses
     /// cost the epilogue 64-bit multiplies per 16-byte piece, and calls with a contiguous O
@@ -399,7 +435,7 @@ impl AttentionKernel {
     /// combine) and where the second Q buffer does not fit beside the stages
     /// ([`Geometry::persistent_fits`]).
     pub fn with_persistent(mut self, persistent: bool) -> Result<Self, ConfigError> {
-        if persistent && self.split_kv {
+        if persistent && (self.split_kv || self.tail_split) {
             return Err(ConfigError::Persistent(
                 "persistent CTAs do not run split-KV".into(),
             ));
@@ -525,6 +561,23 @@ impl AttentionKernel {
         );
         kernels.extend(Self::shared_kv_sweep()?);
         kernels.extend(Self::persistent_sweep()?);
+        kernels.extend(Self::tail_sweep()?);
+        Ok(kernels)
+    }
+
+    /// The split-tail variants ([`Self::with_tail_split`]) the compile sweep covers: the
+    /// default tile of every head dim, window and tile lists.
+    pub fn tail_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
+        let mut kernels = Vec::new();
+        for d in [64, 128, 256] {
+            for mode in [MaskMode::Window, MaskMode::Blocks] {
+                kernels.push(
+                    Self::default_for(d, mode)?
+                        .with_split_kv(true)
+                        .with_tail_split(true)?,
+                );
+            }
+        }
         Ok(kernels)
     }
 
@@ -671,7 +724,7 @@ impl AttentionKernel {
     /// A short label: `128x128 d128 blocks s2 overlap pp`.
     pub fn label(&self) -> String {
         format!(
-            "{} {} d{} {} s{}{}{}{}{}{}",
+            "{} {} d{} {} s{}{}{}{}{}{}{}",
             self.geometry.name(),
             self.dtype.name(),
             self.head_dim,
@@ -682,6 +735,7 @@ impl AttentionKernel {
             if self.lookahead { "" } else { " nola" },
             if self.persistent { " persistent" } else { "" },
             if self.strided_o { " strided-o" } else { "" },
+            if self.tail_split { " tail" } else { "" },
         )
     }
 
@@ -760,6 +814,8 @@ crate::abi_struct! {
         o_stride_h: I64("long long"),
         /// Elements between o's rows (contiguous: D; [B, Sq, H, D]: H D). Each a multiple of 8 (16 bytes).
         o_stride_s: I64("long long"),
+        /// Split tail: the launch order's last work tiles, each run as num_splits splits (0: none).
+        tail_tiles: I32("int"),
     }
 }
 

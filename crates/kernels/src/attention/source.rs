@@ -48,8 +48,15 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             g.name()
         )));
     }
+    if k.tail_split() && (!k.split_kv() || k.persistent() || g.shared_kv() || k.mask() == MaskMode::Documents) {
+        return Err(ConfigError::TailSplit(
+            "the split tail runs on the global one-tile grid with split-KV compiled in".into(),
+        ));
+    }
     let work = if k.persistent() {
         RowWork::Persistent
+    } else if k.tail_split() {
+        RowWork::Tail
     } else {
         RowWork::Grid
     };
@@ -284,7 +291,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             match work {
                 // The one-tile grid reads its tile off the launch order's sections.
                 RowWork::Grid => [crate::family::schedule::SECTION_TILE, work.text()].concat(),
-                RowWork::Persistent => work.text().to_string(),
+                RowWork::Persistent | RowWork::Tail => work.text().to_string(),
             },
         ),
         (
@@ -292,6 +299,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             match work {
                 RowWork::Grid => "one per CTA",
                 RowWork::Persistent => "persistent CTAs, several per CTA",
+                RowWork::Tail => "one per CTA, the last ones split",
             }
             .to_string(),
         ),
@@ -356,7 +364,11 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         params_type: "fm_attn_params",
         threads: COMBINE_THREADS,
         columns: d,
-        locate: COMBINE_LOCATE,
+        locate: if k.tail_split() {
+            COMBINE_LOCATE_TAIL
+        } else {
+            COMBINE_LOCATE
+        },
         partial_o: "p.ws_o",
         partial_lse: "p.ws_lse",
         store: if k.strided_o() {
@@ -388,29 +400,43 @@ const Q_LOAD_SHARED: &str = "#pragma unroll
                     }
 ";
 
-/// Row `row_id` of the combine is row `(b H + h) Sq + t` of `[B, H, Sq]`; split s's
-/// partial of it is row `s B H Sq + row_id` of the workspace.
+/// Row `row_id` of the combine is row `out_row = (b H + h) Sq + t` of `[B, H, Sq]`; split
+/// s's partial of it is row `s B H Sq + row_id` of the workspace.
 const COMBINE_LOCATE: &str =
     "    const long long rows = (long long)p.batch * p.heads * p.seqlen_q;\n\
     if (row_id >= rows) return;\n\
-    const long long ws_row0 = row_id, split_stride = rows;\n\
+    const long long out_row = row_id, ws_row0 = row_id, split_stride = rows;\n\
     const int num_splits = p.num_splits;";
 
-/// o (the kernel's element type, contiguous) and lse of the merged row.
+/// The split tail ([`AttentionKernel::with_tail_split`], `family::schedule::row_block::WORK_TAIL`):
+/// row `row_id` is row `r` of tail tile `i` (`row_id = i block_m + r`), the plain launch
+/// order's tile `whole + i`; split s's partial of it is workspace row
+/// `(s tail_tiles + i) block_m + r`. Rows past Sq (the last row block's) are skipped.
+const COMBINE_LOCATE_TAIL: &str =
+    "    const long long split_stride = (long long)p.tail_tiles * FM_BLOCK_M;\n\
+    if (row_id >= split_stride) return;\n\
+    const long long tile = (long long)p.m_blocks * p.heads * p.batch - p.tail_tiles + row_id / FM_BLOCK_M;\n\
+    const long long plane = tile / p.m_blocks;   // head + heads batch\n\
+    const long long t = (long long)(p.m_blocks - 1 - (int)(tile - plane * p.m_blocks)) * FM_BLOCK_M + row_id % FM_BLOCK_M;\n\
+    if (t >= p.seqlen_q) return;\n\
+    const long long out_row = plane * p.seqlen_q + t, ws_row0 = row_id;\n\
+    const int num_splits = p.num_splits;";
+
+/// o (the kernel's element type, contiguous) and lse of the merged row `out_row`.
 const COMBINE_STORE: &str =
-    "    unsigned* dst = reinterpret_cast<unsigned*>(p.o + row_id * FM_D + col);\n\
+    "    unsigned* dst = reinterpret_cast<unsigned*>(p.o + out_row * FM_D + col);\n\
     dst[0] = fm_act2(out.x, out.y);\n\
     dst[1] = fm_act2(out.z, out.w);\n\
-    if (col == 0) p.lse[row_id] = lse;";
+    if (col == 0) p.lse[out_row] = lse;";
 
 /// [`COMBINE_STORE`] with o through its strides ([`AttentionKernel::with_strided_o`]):
-/// row `row_id` is row `t` of plane `(b, h)`.
+/// row `out_row` is row `t` of plane `(b, h)`.
 const COMBINE_STORE_STRIDED: &str =
-    "    const long long t = row_id % p.seqlen_q, plane = row_id / p.seqlen_q;\n\
-    unsigned* dst = reinterpret_cast<unsigned*>(p.o + (plane / p.heads) * p.o_stride_b + (plane % p.heads) * p.o_stride_h + t * p.o_stride_s + col);\n\
+    "    const long long t_row = out_row % p.seqlen_q, o_plane = out_row / p.seqlen_q;\n\
+    unsigned* dst = reinterpret_cast<unsigned*>(p.o + (o_plane / p.heads) * p.o_stride_b + (o_plane % p.heads) * p.o_stride_h + t_row * p.o_stride_s + col);\n\
     dst[0] = fm_act2(out.x, out.y);\n\
     dst[1] = fm_act2(out.z, out.w);\n\
-    if (col == 0) p.lse[row_id] = lse;";
+    if (col == 0) p.lse[out_row] = lse;";
 
 /// `S = Q K^T` with Q from registers ([`AttentionKernel::with_q_registers`]): k-step j takes
 /// A registers `4j .. 4j + 3` (loaded by `ldmatrix`, `OperandTile::check_ldmatrix_a`) and
@@ -622,8 +648,8 @@ __device__ __forceinline__ fm_schedule fm_work_schedule(const fm_attn_params& p,
     fm_schedule sched = fm_make_schedule(p, work.batch, work.head, work.m_block);
     if (FM_SPLIT_KV) {
         const int total = sched.num_tiles;
-        sched.kk0 = fm_split_start(total, work.split, p.num_splits);
-        sched.num_tiles = fm_split_start(total, work.split + 1, p.num_splits) - sched.kk0;
+        sched.kk0 = fm_split_start(total, work.split, work.splits);
+        sched.num_tiles = fm_split_start(total, work.split + 1, work.splits) - sched.kk0;
     }
     return sched;
 }
@@ -854,10 +880,10 @@ $ROW_FINISH
             // The schedule's row r is global row $ROW_BASE + r of lse and of contiguous o (with strided o, a row of
             // its (batch, head) plane), written while r < $ROW_BOUND (a document's rows on the documents grid, which
             // never splits).$O_PLANE
-            // Split-KV: the split's normalised o (fp32) and lse go to the workspace, rows
-            // [split][B][H][Sq] (the combine kernel's partials), not to o and lse.
-            const bool to_workspace = FM_SPLIT_KV && p.num_splits > 1;
-            const long long ws_row0 = (long long)split * p.batch * p.heads * p.seqlen_q + head_row0;
+            // Split-KV: the split's normalised o (fp32) and lse go to the workspace (the combine kernel's partials,
+            // rows fm_work_ws_row0 + r), not to o and lse.
+            const bool to_workspace = FM_SPLIT_KV && work.splits > 1;
+            const long long ws_row0 = fm_work_ws_row0(p, work, head_row0);
             // $LAYOUT_O thread mode: base row $O_THREAD_ROW (== frag_row - 64*wg), base column $O_THREAD_COL.
             const int o_row = 64 * wg + $O_THREAD_ROW;
             const int o_col = $O_THREAD_COL;

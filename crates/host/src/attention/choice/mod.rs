@@ -357,6 +357,72 @@ pub fn forward_persistent(
     }
 }
 
+/// The split tail of a forward (docs/architecture.md, "Split tail";
+/// [`super::splits::plan_tail`]) over `tiles` work tiles on `slots` SM slots, or None.
+/// It runs on the global one-tile grid in its plain order: one split, no persistent CTAs,
+/// one plane per launch-order section, neither the shared-K/V tile nor the documents grid.
+/// `opts.tail` names the tail (and turns it on); `opts.tail_split` `Some(true)` asks for
+/// the planner's tail whatever it gains (an error where the call cannot have one),
+/// `Some(false)` turns it off; unset, the planner's where it gains
+/// [`super::splits::TAIL_MIN_GAIN`]. `steps` (the tiles' key steps) is asked for only
+/// where a tail is weighed.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_tail(
+    kernel: &AttentionKernel,
+    splits: u32,
+    persistent: bool,
+    section: u32,
+    tiles: usize,
+    slots: usize,
+    steps: impl FnOnce() -> Result<TileSteps, AttentionError>,
+    opts: &AttentionOptions,
+) -> Result<Option<super::splits::TailSplit>, AttentionError> {
+    let asked = opts.tail_split == Some(true) || opts.tail.is_some();
+    if opts.tail_split == Some(false) {
+        return if opts.tail.is_some() {
+            Err(AttentionError::Config(ConfigError::TailSplit(
+                "a split tail was named with the split tail off".into(),
+            )))
+        } else {
+            Ok(None)
+        };
+    }
+    let eligible = splits == 1
+        && !persistent
+        && section <= 1
+        && !kernel.geometry().shared_kv()
+        && kernel.mask() != MaskMode::Documents;
+    if !eligible {
+        return if asked {
+            Err(AttentionError::Config(ConfigError::TailSplit(format!(
+                "the split tail runs on the plain one-tile grid: not with {splits} splits, \
+                 persistent CTAs ({persistent}), launch-order sections of {section} planes, \
+                 the {} tile or the {} mode",
+                kernel.geometry().name(),
+                kernel.mask().name()
+            ))))
+        } else {
+            Ok(None)
+        };
+    }
+    if let Some(tail) = opts.tail {
+        tail.check(tiles)?;
+        return Ok(Some(tail));
+    }
+    // A call that names its split count gets that plan, without a tail it did not ask for.
+    if !asked && (opts.splits.is_some() || !super::splits::tail_weighed(tiles, slots)) {
+        return Ok(None);
+    }
+    let planned = super::splits::plan_tail(&steps()?, slots, asked);
+    match planned {
+        None if asked => Err(AttentionError::Config(ConfigError::TailSplit(format!(
+            "no split tail for {tiles} work tiles on {slots} SM slots (whole waves, or tail \
+             tiles of fewer than 4 steps)"
+        )))),
+        _ => Ok(planned),
+    }
+}
+
 /// The longest mean walk (key steps per work tile) that runs persistent CTAs by default:
 /// the saving is per tile, so long walks gain nothing. An H100, against the one-tile grid:
 /// causal S = 16384 (64.5 steps on average) 0.994 twice; no mask S = 16384 (128 steps)

@@ -255,8 +255,10 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
 "#;
 
 /// How a forward CTA gets its work tiles (row block, head, batch): one from the launch grid
-/// ([`WORK_GRID`]), or a list of them from the host's table ([`WORK_PERSISTENT`]). Both
-/// define `FM_PERSISTENT`, `FM_Q_BUFFERS`, `fm_work` and `fm_work_begin/end/at`; the
+/// ([`WORK_GRID`]), a list of them from the host's table ([`WORK_PERSISTENT`]), or one
+/// tile or one split of it ([`WORK_TAIL`]). Each defines `FM_PERSISTENT`, `FM_Q_BUFFERS`,
+/// `fm_work` (with the tile's split and split count), `fm_work_begin/end/at` and
+/// `fm_work_ws_row0` (where a split's partial rows go in the workspace); the
 /// skeleton loops `w` over `[fm_work_begin, fm_work_end)`, which for the grid is the one
 /// iteration `w = 0` (a constant trip count: the loop folds away).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,6 +267,8 @@ pub enum RowWork {
     Grid,
     /// Persistent CTAs walking the host's per-CTA tile lists.
     Persistent,
+    /// One work tile per CTA, the launch's last tiles cut into splits ([`WORK_TAIL`]).
+    Tail,
 }
 
 impl RowWork {
@@ -273,6 +277,7 @@ impl RowWork {
         match self {
             RowWork::Grid => WORK_GRID,
             RowWork::Persistent => WORK_PERSISTENT,
+            RowWork::Tail => WORK_TAIL,
         }
     }
 }
@@ -288,7 +293,7 @@ pub const WORK_GRID: &str = r#"// ---- work tiles: one per CTA, from the grid in
 // section the row blocks' splits (last row block first), the section's planes fastest ----
 #define FM_PERSISTENT 0
 #define FM_Q_BUFFERS 1                   // one Q tile: the CTA runs one work tile
-struct fm_work { int split; int m_block; int head; int batch; };
+struct fm_work { int split; int splits; int m_block; int head; int batch; };
 __device__ __forceinline__ int fm_work_begin(const fm_attn_params&) { return 0; }
 __device__ __forceinline__ int fm_work_end(const fm_attn_params&) { return 1; }
 __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int, unsigned num_splits) {
@@ -297,10 +302,15 @@ __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int, unsi
     const uint2 at = fm_section_tile(p.head_section);                 // (x index, plane)
     const unsigned xi = at.x, plane = at.y;
     t.split = (int)(xi % num_splits);
+    t.splits = (int)num_splits;
     t.m_block = (int)(xs / num_splits - 1u - xi / num_splits);
     t.head = (int)(plane % gridDim.y);
     t.batch = (int)(plane / gridDim.y);
     return t;
+}
+// Workspace rows [split][B][H][Sq]: the split's partial of global row head_row0 + r is row fm_work_ws_row0 + r.
+__device__ __forceinline__ long long fm_work_ws_row0(const fm_attn_params& p, const fm_work& w, long long head_row0) {
+    return (long long)w.split * p.batch * p.heads * p.seqlen_q + head_row0;
 }
 "#;
 
@@ -315,7 +325,7 @@ pub const WORK_PERSISTENT: &str = r#"// ---- work tiles: persistent CTAs; p.work
 // grid's launch order, each given to the CTA an estimate of its steps says is free first (attention::persistent).
 #define FM_PERSISTENT 1
 #define FM_Q_BUFFERS 2                   // two Q tiles: the next tile's Q loads while this one's O is staged
-struct fm_work { int split; int m_block; int head; int batch; };
+struct fm_work { int split; int splits; int m_block; int head; int batch; };
 __device__ __forceinline__ int fm_work_begin(const fm_attn_params& p) { return __ldg(p.work + blockIdx.x); }
 __device__ __forceinline__ int fm_work_end(const fm_attn_params& p) { return __ldg(p.work + blockIdx.x + 1); }
 __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int w, unsigned) {
@@ -323,10 +333,57 @@ __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int w, un
     const int rest = tile / p.m_blocks;
     fm_work t;
     t.split = 0;
+    t.splits = 1;
     t.m_block = p.m_blocks - 1 - (tile - rest * p.m_blocks);
     t.head = rest % p.heads;
     t.batch = rest / p.heads;
     return t;
+}
+// Persistent CTAs never split: no workspace rows.
+__device__ __forceinline__ long long fm_work_ws_row0(const fm_attn_params&, const fm_work&, long long) { return 0; }
+"#;
+
+/// The split tail (docs/architecture.md, "Split tail"): the one-tile grid's work tiles in
+/// its plain launch order (tile `t = x + m_blocks (head + heads batch)`, x counted from the
+/// last row block, as [`WORK_PERSISTENT`] numbers them), on a one-dimensional grid whose
+/// last `p.tail_tiles` tiles are cut into `p.num_splits` splits each: CTA `c < whole`
+/// runs tile `c` whole, CTA `whole + i` split `i % n` of tile `whole + i / n`. The last
+/// wave then runs shorter pieces on more SMs. A split's partial goes to workspace rows
+/// `[split][tail tile][block_m]`, which the combine merges into o and lse. The host's
+/// mirror is `attention::splits::TailSplit::work_at`.
+pub const WORK_TAIL: &str = r#"// ---- work tiles: one per CTA in the plain launch order, the last p.tail_tiles cut into p.num_splits splits ----
+#define FM_PERSISTENT 0
+#define FM_Q_BUFFERS 1                   // one Q tile: the CTA runs one work tile or one split of it
+struct fm_work { int split; int splits; int m_block; int head; int batch; int tail; };
+__device__ __forceinline__ int fm_work_begin(const fm_attn_params&) { return 0; }
+__device__ __forceinline__ int fm_work_end(const fm_attn_params&) { return 1; }
+__device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int, unsigned num_splits) {
+    const unsigned tiles = (unsigned)p.m_blocks * (unsigned)p.heads * (unsigned)p.batch;
+    const unsigned whole = tiles - (unsigned)p.tail_tiles;           // tiles run whole, first
+    const unsigned c = blockIdx.x;
+    fm_work t;
+    unsigned tile;
+    if (c < whole) {
+        tile = c;
+        t.split = 0;
+        t.splits = 1;
+        t.tail = -1;
+    } else {
+        const unsigned piece = c - whole;
+        t.tail = (int)(piece / num_splits);                           // its index among the tail's tiles
+        t.split = (int)(piece % num_splits);
+        t.splits = (int)num_splits;
+        tile = whole + (unsigned)t.tail;
+    }
+    const unsigned rest = tile / (unsigned)p.m_blocks;                // head + heads batch
+    t.m_block = p.m_blocks - 1 - (int)(tile - rest * (unsigned)p.m_blocks);
+    t.head = (int)(rest % (unsigned)p.heads);
+    t.batch = (int)(rest / (unsigned)p.heads);
+    return t;
+}
+// Workspace rows [split][tail tile][FM_BLOCK_M]: the split's partial of the block's row m0 + r is row fm_work_ws_row0 + m0 + r.
+__device__ __forceinline__ long long fm_work_ws_row0(const fm_attn_params& p, const fm_work& w, long long) {
+    return ((long long)w.split * p.tail_tiles + w.tail - w.m_block) * FM_BLOCK_M;
 }
 "#;
 
