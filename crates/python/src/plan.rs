@@ -76,6 +76,13 @@ impl AttentionPlanHandle {
         self.plan.splits
     }
 
+    /// The split tail, `(tiles, splits)`: the launch's last work tiles run as that many
+    /// splits each (docs/architecture.md, "Split tail"); None without one.
+    #[getter]
+    fn tail(&self) -> Option<(u32, u32)> {
+        self.plan.tail.map(|t| (t.tiles, t.splits))
+    }
+
     /// (o floats, lse floats) of the split-KV workspace (0, 0 without splits).
     #[getter]
     fn workspace_floats(&self) -> (usize, usize) {

@@ -155,6 +155,7 @@ pub fn default_cases() -> Vec<Case> {
     };
     // The split tail: the launch order's last `tiles` work tiles, `splits` splits each.
     let tail = |tiles, splits| AttentionOptions {
+        splits: Some(1),
         tail: Some(TailSplit { tiles, splits }),
         ..def
     };
@@ -685,6 +686,14 @@ pub fn cases_for(geometry: Geometry) -> Vec<Case> {
             // A persistent case runs only where the geometry has room for its second Q buffer.
             if case.opts.persistent == Some(true) {
                 k.with_persistent(true).ok()?;
+            }
+            // A split-tail case runs on the geometries with a one-tile grid, its tail at most
+            // the geometry's work tiles.
+            if let Some(tail) = case.opts.tail.as_mut() {
+                k.with_split_kv(true).with_tail_split(true).ok()?;
+                let s = &case.shape;
+                let tiles = geometry.m_blocks(s.seqlen_q as u32) as usize * s.heads * s.batch;
+                tail.tiles = tail.tiles.min(u32::try_from(tiles).ok()?);
             }
             case.name = format!("[{}] {}", geometry.name(), case.name);
             Some(case)

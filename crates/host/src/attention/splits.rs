@@ -122,10 +122,9 @@ impl SplitLaunch {
         let partial_rows = (tail.tiles as usize)
             .checked_mul(block_m as usize)
             .ok_or_else(|| AttentionError::Shape("split tail: rows overflow".into()))?;
-        let per_cta = fragmask_kernels::family::combine::rows_per_cta(
-            COMBINE_THREADS,
-            head_dim as u32,
-        ) as usize;
+        let per_cta =
+            fragmask_kernels::family::combine::rows_per_cta(COMBINE_THREADS, head_dim as u32)
+                as usize;
         let combine_grid = u32::try_from(partial_rows.div_ceil(per_cta))
             .ok()
             .filter(|&g| g < 1 << 31)
@@ -299,7 +298,10 @@ pub fn plan_tail(steps: &TileSteps, slots: usize, forced: bool) -> Option<TailSp
     let plain = tail_makespan(steps, slots, None);
     let mut best: Option<(u64, TailSplit)> = None;
     for &n in &sizes {
-        let shortest = (tiles - n..tiles).map(|t| steps.steps_of(t)).min().unwrap_or(0);
+        let shortest = (tiles - n..tiles)
+            .map(|t| steps.steps_of(t))
+            .min()
+            .unwrap_or(0);
         for k in 2..=TAIL_MAX_SPLITS {
             if shortest < 2 * k {
                 break;

@@ -833,11 +833,38 @@ mod tests {
             core::mem::size_of::<AttentionParams>(),
             AttentionParams::ABI.size()
         );
-        // 13 pointers, 14 ints, 2 floats, padded to the pointers' alignment, then 3 i64 strides.
+        // 13 pointers, 14 ints, 2 floats, padded to the pointers' alignment, then 3 i64
+        // strides and the split tail's int, padded to the struct's alignment.
         assert_eq!(
             AttentionParams::ABI.size(),
-            (13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8) + 3 * 8
+            ((13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8) + 3 * 8 + 4).next_multiple_of(8)
         );
+    }
+
+    #[test]
+    fn the_split_tail_runs_only_on_the_global_one_tile_grid_and_reads_its_work_order() {
+        let d128 = AttentionKernel::default_for(128, MaskMode::Window).unwrap();
+        // Needs split-KV; refused with persistent CTAs, the documents grid, shared K/V.
+        assert!(d128.with_tail_split(true).is_err());
+        let tail = d128.with_split_kv(true).with_tail_split(true).unwrap();
+        assert!(tail.with_persistent(true).is_err());
+        let persistent = d128.with_persistent(true).unwrap().with_split_kv(true);
+        assert!(persistent.with_tail_split(true).is_err());
+        let docs = AttentionKernel::default_for(128, MaskMode::Documents).unwrap();
+        assert!(docs.with_split_kv(true).with_tail_split(true).is_err());
+        let shared = AttentionKernel::shared_kv_sweep().unwrap()[0];
+        assert!(shared.with_split_kv(true).with_tail_split(true).is_err());
+        // The tail kernel reads its work tile off the one-dimensional order and its combine
+        // the tail's rows; the plain split-KV kernel keeps the grid's.
+        let src = tail.source().unwrap();
+        assert!(src.contains("the last p.tail_tiles cut into p.num_splits splits"));
+        assert!(
+            src.contains("const long long split_stride = (long long)p.tail_tiles * FM_BLOCK_M;")
+        );
+        assert!(!src.contains("fm_section_tile"));
+        let split = d128.with_split_kv(true).source().unwrap();
+        assert!(split.contains("fm_section_tile") && !split.contains("p.tail_tiles"));
+        assert!(tail.label().ends_with(" tail"));
     }
 
     #[test]
@@ -1007,7 +1034,7 @@ mod tests {
                         assert_eq!(o_addresses.len(), 3, "{what}");
                         for a in o_addresses {
                             let through_strides = a.starts_with("o_plane + (long long)(")
-                                || a.starts_with("(plane / p.heads) * p.o_stride_b");
+                                || a.starts_with("(o_plane / p.heads) * p.o_stride_b");
                             assert!(
                                 a.starts_with("off)") || through_strides == strided,
                                 "{what}: {}",
@@ -1020,7 +1047,7 @@ mod tests {
                             strided,
                             "{what}"
                         );
-                        assert!(src.contains("p.lse[row_id] = lse"), "{what}");
+                        assert!(src.contains("p.lse[out_row] = lse"), "{what}");
                     }
                 }
             }
