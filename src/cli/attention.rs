@@ -182,8 +182,8 @@ pub struct ForwardArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) head_section: Option<u32>,
     /// The split tail: the launch's last work tiles cut into splits merged by the combine,
-    /// so its last wave runs on more SMs (on or off). Default: the runtime's choice (on
-    /// where its estimate ends the launch at least 1% earlier; one-tile grid only)
+    /// so its last wave runs on more SMs (on or off). Default: the runtime's choice (head
+    /// dim 64's tile, where its estimate ends the launch at least 3% earlier; one-tile grid)
     #[arg(long, value_parser = parse_on_off)]
     tail_split: Option<bool>,
     /// The split tail's TILES,SPLITS instead of the runtime's (the last TILES work tiles of

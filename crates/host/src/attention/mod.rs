@@ -379,9 +379,10 @@ pub struct AttentionOptions {
     pub head_section: Option<u32>,
     /// The split tail ([`AttentionKernel::with_tail_split`]; docs/architecture.md, "Split
     /// tail"): the one-tile grid's last work tiles cut into splits, so its last wave runs
-    /// on more SMs. `None` is [`splits::plan_tail`]'s estimate (on where it ends the
-    /// launch at least [`splits::TAIL_MIN_GAIN`] earlier), `Some(false)` off, `Some(true)`
-    /// on (an error where the call cannot have it).
+    /// on more SMs. `None`: on for the kernels of [`choice::tail_by_default`] where
+    /// [`splits::plan_tail`] estimates the launch ends at least [`splits::TAIL_MIN_GAIN`]
+    /// earlier; `Some(false)` off; `Some(true)` the estimate's tail on any kernel (an error
+    /// where the call cannot have one).
     pub tail_split: Option<bool>,
     /// With `tail_split` on: the tail's work tiles and splits instead of the estimate's
     /// (for the selftests and A/B measurements; both must be given).

@@ -364,7 +364,8 @@ pub fn forward_persistent(
 /// `opts.tail` names the tail (and turns it on); `opts.tail_split` `Some(true)` asks for
 /// the planner's tail whatever it gains (an error where the call cannot have one),
 /// `Some(false)` turns it off; unset, the planner's where it gains
-/// [`super::splits::TAIL_MIN_GAIN`]. `steps` (the tiles' key steps) is asked for only
+/// [`super::splits::TAIL_MIN_GAIN`] on a kernel of [`tail_by_default`]. `steps` (the
+/// tiles' key steps) is asked for only
 /// where a tail is weighed.
 #[allow(clippy::too_many_arguments)]
 pub fn forward_tail(
@@ -410,7 +411,11 @@ pub fn forward_tail(
         return Ok(Some(tail));
     }
     // A call that names its split count gets that plan, without a tail it did not ask for.
-    if !asked && (opts.splits.is_some() || !super::splits::tail_weighed(tiles, slots)) {
+    if !asked
+        && (opts.splits.is_some()
+            || !tail_by_default(kernel)
+            || !super::splits::tail_weighed(tiles, slots))
+    {
         return Ok(None);
     }
     let planned = super::splits::plan_tail(&steps()?, slots, asked);
@@ -421,6 +426,16 @@ pub fn forward_tail(
         )))),
         _ => Ok(planned),
     }
+}
+
+/// The kernels that take the split tail by default (where [`super::splits::plan_tail`]
+/// estimates a gain): head dim 64's 192x128 tile, whose last wave measured faster split
+/// (an H200, one binary, 4 interleaved pairs: no mask S = 16384 0.975 of the plain grid's
+/// time). Not the tensor-bound tiles of head dims 128 and 256, whose partly idle last wave
+/// runs at higher clocks under the power cap: their estimated 2% measured 1.003 and 1.009
+/// (bench/results/session-2026-11-28i/tailsplit/).
+pub fn tail_by_default(kernel: &AttentionKernel) -> bool {
+    kernel.geometry() == Geometry::TILE_192X128
 }
 
 /// The longest mean walk (key steps per work tile) that runs persistent CTAs by default:
@@ -577,6 +592,79 @@ mod tests {
             ..def
         };
         assert_eq!(pick(&tile, 1, &off, 0.1).unwrap(), None);
+    }
+
+    #[test]
+    fn the_split_tail_by_default_on_head_dim_64_only_and_where_asked_or_named() {
+        use super::super::splits::TailSplit;
+        let def = AttentionOptions::default();
+        let k = |d, mode| AttentionKernel::default_for(d, mode).unwrap();
+        let uniform = |m_blocks| {
+            move || {
+                Ok(TileSteps::PerRowBlock {
+                    steps: vec![128; m_blocks],
+                    planes: 16,
+                })
+            }
+        };
+        let tail = |tiles, splits| Some(TailSplit { tiles, splits });
+        // S = 16384, H = 16: head dim 64's 1376 tiles get 56 split in two; head dim 128's
+        // 2048 none by default (estimated 2%), its estimate's 68 thirds when asked.
+        let d64 = k(64, MaskMode::Window);
+        let run = |kernel: &AttentionKernel, tiles, m_blocks, o: &AttentionOptions| {
+            forward_tail(kernel, 1, false, 1, tiles, 132, uniform(m_blocks), o)
+        };
+        assert_eq!(run(&d64, 1376, 86, &def).unwrap(), tail(56, 2));
+        let d128 = k(128, MaskMode::Window);
+        assert_eq!(run(&d128, 2048, 128, &def).unwrap(), None);
+        let on = AttentionOptions {
+            tail_split: Some(true),
+            ..def
+        };
+        assert_eq!(run(&d128, 2048, 128, &on).unwrap(), tail(68, 3));
+        // Named: taken as named (checked against the tiles); off: none.
+        let named = AttentionOptions {
+            tail: tail(5, 2),
+            ..def
+        };
+        assert_eq!(run(&d128, 2048, 128, &named).unwrap(), tail(5, 2));
+        let too_many = AttentionOptions {
+            tail: tail(5000, 2),
+            ..def
+        };
+        assert!(run(&d128, 2048, 128, &too_many).is_err());
+        let off = AttentionOptions {
+            tail_split: Some(false),
+            ..def
+        };
+        assert_eq!(run(&d64, 1376, 86, &off).unwrap(), None);
+        assert!(run(&d64, 1376, 86, &AttentionOptions { tail: tail(5, 2), ..off }).is_err());
+        // A named split count, split-KV, persistent CTAs, sections, documents: no default
+        // tail, and an error where one is asked for.
+        let splits = AttentionOptions {
+            splits: Some(1),
+            ..def
+        };
+        assert_eq!(run(&d64, 1376, 86, &splits).unwrap(), None);
+        let never = |r: Result<Option<TailSplit>, AttentionError>| r.unwrap().is_none();
+        assert!(never(forward_tail(&d64, 2, false, 1, 1376, 132, uniform(86), &def)));
+        assert!(never(forward_tail(&d64, 1, true, 1, 1376, 132, uniform(86), &def)));
+        assert!(never(forward_tail(&d64, 1, false, 4, 1376, 132, uniform(86), &def)));
+        assert!(forward_tail(&d64, 2, false, 1, 1376, 132, uniform(86), &on).is_err());
+        let docs = k(128, MaskMode::Documents);
+        assert!(forward_tail(&docs, 1, false, 1, 2048, 132, uniform(128), &on).is_err());
+        // Whole waves (66 x 16 = 8 x 132 tiles): nothing to gain by default; asked for,
+        // the last wave split.
+        assert_eq!(run(&d64, 1056, 66, &def).unwrap(), None);
+        assert_eq!(run(&d128, 1056, 66, &on).unwrap(), tail(132, 2));
+        // Tail tiles too short to split (3 steps): an error when asked.
+        let short = || {
+            Ok(TileSteps::PerRowBlock {
+                steps: vec![3; 86],
+                planes: 16,
+            })
+        };
+        assert!(forward_tail(&d64, 1, false, 1, 1376, 132, short, &on).is_err());
     }
 
     #[test]
