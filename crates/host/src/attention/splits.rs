@@ -180,6 +180,12 @@ pub const TAIL_MIN_GAIN: f64 = 0.03;
 /// The most splits of a tail tile the planner weighs.
 const TAIL_MAX_SPLITS: u32 = 4;
 
+/// The fewest key steps of a split the planner makes: shorter ones leave the combine's
+/// launch and the partials' traffic uncovered (head dim 64 at S = 4096, 32-step tiles in
+/// thirds, took 1.022 of the plain grid's time on an H200; S = 8192, 64-step tiles in
+/// halves, 0.929).
+const TAIL_MIN_SPLIT_STEPS: u32 = 16;
+
 /// The estimate's cost of a split beyond its steps, in half steps (two per step): its
 /// own Q load and pipeline start, its fp32 partial, and its share of the combine.
 const SPLIT_OVERHEAD_HALF_STEPS: u64 = 2;
@@ -277,7 +283,7 @@ pub fn tail_makespan(steps: &TileSteps, slots: usize, tail: Option<TailSplit>) -
 
 /// The split tail of a one-tile launch over the tiles of `steps` on `slots` SM slots:
 /// of the candidates (the last partial wave's tiles, or that and one more wave, cut 2 to
-/// [`TAIL_MAX_SPLITS`] ways, each split at least 2 steps), the one [`tail_makespan`]
+/// [`TAIL_MAX_SPLITS`] ways, each split at least [`TAIL_MIN_SPLIT_STEPS`] steps), the one [`tail_makespan`]
 /// ends earliest, where it ends the launch at least [`TAIL_MIN_GAIN`] earlier than the
 /// plain grid (`forced`: whatever it gains). None where no candidate qualifies: a launch
 /// of whole waves, of more than `TAIL_MAX_WAVES` waves, or of tail tiles too short to split.
@@ -308,7 +314,7 @@ pub fn plan_tail(steps: &TileSteps, slots: usize, forced: bool) -> Option<TailSp
             .min()
             .unwrap_or(0);
         for k in 2..=TAIL_MAX_SPLITS {
-            if shortest < 2 * k {
+            if shortest < TAIL_MIN_SPLIT_STEPS * k {
                 break;
             }
             let Ok(tail_tiles) = u32::try_from(n) else {
@@ -385,6 +391,17 @@ mod tests {
         assert_eq!(plan_tail(&uniform(128, 100, 1), 132, false), None);
         assert_eq!(plan_tail(&uniform(128, 1000, 14), 132, false), None);
         assert_eq!(plan_tail(&uniform(3, 86, 16), 132, false), None);
+        // Head dim 64 at S = 4096: 352 tiles of 32 steps; thirds would be 10 steps.
+        assert_eq!(plan_tail(&uniform(32, 22, 16), 132, false), None);
+        // S = 8192: 688 tiles of 64 steps, the last 28 in 16-step quarters (measured
+        // 0.929 of the plain grid's time).
+        assert_eq!(
+            plan_tail(&uniform(64, 43, 16), 132, false),
+            Some(TailSplit {
+                tiles: 28,
+                splits: 4
+            })
+        );
         // Forced, a one-wave launch splits every tile.
         assert_eq!(
             plan_tail(&uniform(128, 100, 1), 132, true),
@@ -452,7 +469,7 @@ mod tests {
                 );
                 let whole = steps.len() - tail.tiles as usize;
                 for t in whole..steps.len() {
-                    prop_assert!(steps.steps_of(t) >= 2 * tail.splits);
+                    prop_assert!(steps.steps_of(t) >= TAIL_MIN_SPLIT_STEPS * tail.splits);
                 }
             }
         }

@@ -421,8 +421,8 @@ pub fn forward_tail(
     let planned = super::splits::plan_tail(&steps()?, slots, asked);
     match planned {
         None if asked => Err(AttentionError::Config(ConfigError::TailSplit(format!(
-            "no split tail for {tiles} work tiles on {slots} SM slots (whole waves, or tail \
-             tiles of fewer than 4 steps)"
+            "no split tail for {tiles} work tiles on {slots} SM slots (tail tiles too short \
+             to split)"
         )))),
         _ => Ok(planned),
     }
@@ -638,7 +638,16 @@ mod tests {
             ..def
         };
         assert_eq!(run(&d64, 1376, 86, &off).unwrap(), None);
-        assert!(run(&d64, 1376, 86, &AttentionOptions { tail: tail(5, 2), ..off }).is_err());
+        assert!(run(
+            &d64,
+            1376,
+            86,
+            &AttentionOptions {
+                tail: tail(5, 2),
+                ..off
+            }
+        )
+        .is_err());
         // A named split count, split-KV, persistent CTAs, sections, documents: no default
         // tail, and an error where one is asked for.
         let splits = AttentionOptions {
@@ -647,9 +656,36 @@ mod tests {
         };
         assert_eq!(run(&d64, 1376, 86, &splits).unwrap(), None);
         let never = |r: Result<Option<TailSplit>, AttentionError>| r.unwrap().is_none();
-        assert!(never(forward_tail(&d64, 2, false, 1, 1376, 132, uniform(86), &def)));
-        assert!(never(forward_tail(&d64, 1, true, 1, 1376, 132, uniform(86), &def)));
-        assert!(never(forward_tail(&d64, 1, false, 4, 1376, 132, uniform(86), &def)));
+        assert!(never(forward_tail(
+            &d64,
+            2,
+            false,
+            1,
+            1376,
+            132,
+            uniform(86),
+            &def
+        )));
+        assert!(never(forward_tail(
+            &d64,
+            1,
+            true,
+            1,
+            1376,
+            132,
+            uniform(86),
+            &def
+        )));
+        assert!(never(forward_tail(
+            &d64,
+            1,
+            false,
+            4,
+            1376,
+            132,
+            uniform(86),
+            &def
+        )));
         assert!(forward_tail(&d64, 2, false, 1, 1376, 132, uniform(86), &on).is_err());
         let docs = k(128, MaskMode::Documents);
         assert!(forward_tail(&docs, 1, false, 1, 2048, 132, uniform(128), &on).is_err());
