@@ -72,6 +72,8 @@ const SAMPLES: &[(&str, &str)] = &[
     ("head_dim", "128"),
     ("head_major", ""),
     ("head_section", "4"),
+    ("tail", "3,2"),
+    ("tail_split", "on"),
     ("heads", "1"),
     ("inputs", "i.safetensors"),
     ("inspect", ""),
