@@ -655,38 +655,14 @@ mod tests {
             ..def
         };
         assert_eq!(run(&d64, 1376, 86, &splits).unwrap(), None);
-        let never = |r: Result<Option<TailSplit>, AttentionError>| r.unwrap().is_none();
-        assert!(never(forward_tail(
-            &d64,
-            2,
-            false,
-            1,
-            1376,
-            132,
-            uniform(86),
-            &def
-        )));
-        assert!(never(forward_tail(
-            &d64,
-            1,
-            true,
-            1,
-            1376,
-            132,
-            uniform(86),
-            &def
-        )));
-        assert!(never(forward_tail(
-            &d64,
-            1,
-            false,
-            4,
-            1376,
-            132,
-            uniform(86),
-            &def
-        )));
-        assert!(forward_tail(&d64, 2, false, 1, 1376, 132, uniform(86), &on).is_err());
+        // (splits, persistent CTAs, launch-order section planes) of a head-dim-64 call.
+        let d64_with = |splits, persistent, section, o: &AttentionOptions| {
+            forward_tail(&d64, splits, persistent, section, 1376, 132, uniform(86), o)
+        };
+        for (splits, persistent, section) in [(2, false, 1), (1, true, 1), (1, false, 4)] {
+            assert_eq!(d64_with(splits, persistent, section, &def).unwrap(), None);
+            assert!(d64_with(splits, persistent, section, &on).is_err());
+        }
         let docs = k(128, MaskMode::Documents);
         assert!(forward_tail(&docs, 1, false, 1, 2048, 132, uniform(128), &on).is_err());
         // Whole waves (66 x 16 = 8 x 132 tiles): nothing to gain by default; asked for,
