@@ -1496,6 +1496,9 @@ class AttentionPlan:
             0 if splits is None else splits)
         n_o, n_lse = self._handle.workspace_floats
         self.splits = self._handle.splits
+        # The split tail, (tiles, splits) or None: the launch's last work tiles cut into
+        # split-KV pieces (docs/architecture.md, "Split tail").
+        self.tail = self._handle.tail
         self._workspace = None
         self._decode = None
         if n_o:
