@@ -795,6 +795,28 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
             ));
         }
     }
+    // The split tail: its own ranges here, the call's work tiles at planning.
+    if let Some(t) = args.tail {
+        let max = fragmask_kernels::attention::MAX_SPLITS;
+        if t.tiles == 0 || !(2..=max).contains(&t.splits) {
+            return Err(format!(
+                "--tail {},{}: expected TILES at least 1 and SPLITS 2..={max}",
+                t.tiles, t.splits
+            ));
+        }
+        if args.tail_split == Some(false) {
+            return Err("--tail names a split tail, --tail-split off turns it off".into());
+        }
+    }
+    if args.tail.is_some() || args.tail_split == Some(true) {
+        if args.splits.is_some_and(|n| n > 1) || args.persistent == Some(true) {
+            return Err(
+                "--tail and --tail-split on run on the one-tile grid: not with --splits above 1 \
+                 or --persistent on"
+                    .into(),
+            );
+        }
+    }
     if let Some(s) = args.scale {
         // As decode: the scale multiplies QK^T before the softmax; 0 or a negative scale
         // is not attention.
