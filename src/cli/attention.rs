@@ -808,14 +808,14 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
             return Err("--tail names a split tail, --tail-split off turns it off".into());
         }
     }
-    if args.tail.is_some() || args.tail_split == Some(true) {
-        if args.splits.is_some_and(|n| n > 1) || args.persistent == Some(true) {
-            return Err(
-                "--tail and --tail-split on run on the one-tile grid: not with --splits above 1 \
-                 or --persistent on"
-                    .into(),
-            );
-        }
+    if (args.tail.is_some() || args.tail_split == Some(true))
+        && (args.splits.is_some_and(|n| n > 1) || args.persistent == Some(true))
+    {
+        return Err(
+            "--tail and --tail-split on run on the one-tile grid: not with --splits above 1 \
+             or --persistent on"
+                .into(),
+        );
     }
     if let Some(s) = args.scale {
         // As decode: the scale multiplies QK^T before the softmax; 0 or a negative scale
