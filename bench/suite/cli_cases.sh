@@ -16,6 +16,8 @@ fm_cli_cases() {
     "fwd-gqa-blocksparse|attention --random 1,4,2,512,512,128 --synthetic-mask blocksparse:0.3:0.5"
     "fwd-d256-blocksparse|attention --random 1,2,2,512,512,256 --synthetic-mask blocksparse:0.3:0.5"
     "fwd-d64-causal|attention --random 1,2,2,512,512,64 --causal"
+    "fwd-d64-tail|attention --random 1,3,3,1000,1100,64 --tail 3,2"
+    "fwd-tail-random50|attention --random 1,2,2,700,900,128 --synthetic-mask random:0.5 --tail 2,3"
     "fwd-window-persistent|$fwd --window 128,0 --persistent on --persistent-ctas 2"
     "fwd-docs-persistent|$fwd --mask $dir/docs.safetensors --persistent on --persistent-ctas 3"
     "fwd-64tok-persistent|$fwd --block 64x64 --synthetic-mask random:0.5 --persistent on --persistent-ctas 3"
