@@ -382,11 +382,21 @@ pub struct AttentionOptions {
     /// on more SMs. `None`: on for the kernels of [`choice::tail_by_default`] where
     /// [`splits::plan_tail`] estimates the launch ends at least [`splits::TAIL_MIN_GAIN`]
     /// earlier; `Some(false)` off; `Some(true)` the estimate's tail on any kernel (an error
-    /// where the call cannot have one).
+    /// where the call cannot have one). Asked for (`Some(true)` or a named `tail`), the
+    /// defaults it cannot run with yield: one split, no persistent CTAs, the plain order.
     pub tail_split: Option<bool>,
     /// With `tail_split` on: the tail's work tiles and splits instead of the estimate's
     /// (for the selftests and A/B measurements; both must be given).
     pub tail: Option<splits::TailSplit>,
+}
+
+impl AttentionOptions {
+    /// Whether the call asks for the split tail (`tail_split` `Some(true)` or a named
+    /// `tail`): the split count, persistent CTAs and launch order it leaves unset then take
+    /// the plain one-tile grid the tail runs on ([`choice::forward_tail`]).
+    pub fn tail_asked(&self) -> bool {
+        self.tail_split == Some(true) || self.tail.is_some()
+    }
 }
 
 /// Output of one attention call.
@@ -650,6 +660,9 @@ impl AttentionRunner {
     ) -> Result<u32, AttentionError> {
         if let Some(n) = opts.splits {
             return Ok(n);
+        }
+        if opts.tail_asked() {
+            return Ok(1); // the split tail runs on the one-split grid
         }
         let g = kernel.geometry();
         let steps = || match mask {

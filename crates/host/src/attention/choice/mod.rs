@@ -347,6 +347,7 @@ pub fn forward_persistent(
                 .map_err(AttentionError::Config)
         }
         None => Ok(splits == 1
+            && !opts.tail_asked()
             && persistent_by_default(kernel)
             && steps.is_some_and(|s| {
                 s.len() > slots
@@ -378,7 +379,7 @@ pub fn forward_tail(
     steps: impl FnOnce() -> Result<TileSteps, AttentionError>,
     opts: &AttentionOptions,
 ) -> Result<Option<super::splits::TailSplit>, AttentionError> {
-    let asked = opts.tail_split == Some(true) || opts.tail.is_some();
+    let asked = opts.tail_asked();
     if opts.tail_split == Some(false) {
         return if opts.tail.is_some() {
             Err(AttentionError::Config(ConfigError::TailSplit(
@@ -396,11 +397,8 @@ pub fn forward_tail(
     if !eligible {
         return if asked {
             Err(AttentionError::Config(ConfigError::TailSplit(format!(
-                "the split tail runs on the plain one-tile grid: not with {splits} splits, \
-                 persistent CTAs ({persistent}), launch-order sections of {section} planes, \
-                 the {} tile or the {} mode",
-                kernel.geometry().name(),
-                kernel.mask().name()
+                "the split tail runs on the plain one-tile grid, not with {}",
+                tail_conflicts(kernel, splits, persistent, section).join(", ")
             ))))
         } else {
             Ok(None)
@@ -426,6 +424,26 @@ pub fn forward_tail(
         )))),
         _ => Ok(planned),
     }
+}
+
+/// What keeps a call off the plain one-tile grid the split tail runs on, one phrase each.
+fn tail_conflicts(
+    kernel: &AttentionKernel,
+    splits: u32,
+    persistent: bool,
+    section: u32,
+) -> Vec<String> {
+    let g = kernel.geometry();
+    [
+        (splits != 1).then(|| format!("{splits} splits")),
+        persistent.then(|| "persistent CTAs".to_string()),
+        (section > 1).then(|| format!("launch-order sections of {section} planes")),
+        g.shared_kv().then(|| format!("the {} tile", g.name())),
+        (kernel.mask() == MaskMode::Documents).then(|| "the documents grid".to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The kernels that take the split tail by default (where [`super::splits::plan_tail`]
@@ -496,6 +514,9 @@ pub fn head_section(
         } else {
             Ok(n)
         };
+    }
+    if opts.tail_asked() {
+        return Ok(1); // the split tail runs in the plain order
     }
     let causal_walk = kernel.mask() == MaskMode::Window
         && params.window_left >= fragmask_kernels::attention::WINDOW_INFINITE
@@ -659,12 +680,25 @@ mod tests {
         let d64_with = |splits, persistent, section, o: &AttentionOptions| {
             forward_tail(&d64, splits, persistent, section, 1376, 132, uniform(86), o)
         };
-        for (splits, persistent, section) in [(2, false, 1), (1, true, 1), (1, false, 4)] {
+        // The error names what conflicts, and only that.
+        let conflicts = [
+            ((2, false, 1), "2 splits"),
+            ((1, true, 1), "persistent CTAs"),
+            ((1, false, 4), "launch-order sections of 4 planes"),
+        ];
+        for ((splits, persistent, section), named) in conflicts {
             assert_eq!(d64_with(splits, persistent, section, &def).unwrap(), None);
-            assert!(d64_with(splits, persistent, section, &on).is_err());
+            let err = d64_with(splits, persistent, section, &on)
+                .unwrap_err()
+                .to_string();
+            assert!(err.ends_with(&format!("not with {named}")), "{err}");
         }
         let docs = k(128, MaskMode::Documents);
-        assert!(forward_tail(&docs, 1, false, 1, 2048, 132, uniform(128), &on).is_err());
+        let err = forward_tail(&docs, 1, false, 1, 2048, 132, uniform(128), &on).unwrap_err();
+        assert!(
+            err.to_string().ends_with("not with the documents grid"),
+            "{err}"
+        );
         // Whole waves (66 x 16 = 8 x 132 tiles): nothing to gain by default; asked for,
         // the last wave split.
         assert_eq!(run(&d64, 1056, 66, &def).unwrap(), None);
@@ -750,6 +784,13 @@ mod tests {
         assert!(forward_persistent(&k128, 3, Some(&short), 132, 1, &force(true)).is_err());
         let d256 = k(256, MaskMode::Window);
         assert!(forward_persistent(&d256, 1, Some(&short), 132, 1, &force(true)).is_err());
+        // A call asking for the split tail keeps the one-tile grid it runs on.
+        let long = window(16384, 1024, 0, g);
+        let tail = AttentionOptions {
+            tail_split: Some(true),
+            ..opts
+        };
+        assert!(!forward_persistent(&k128, 1, Some(&long), 132, 1, &tail).unwrap());
         assert_eq!(
             window_steps(&AttentionParams::default(), &g),
             Vec::<u32>::new()
@@ -819,6 +860,18 @@ mod tests {
             3
         );
         assert!(section(16, 16, 4096, 128, inf, 0, &with(0)).1.is_err());
+        // A call asking for the split tail keeps the plain order it runs in, unless it
+        // names sections too.
+        let tail = AttentionOptions {
+            tail_split: Some(true),
+            ..opts
+        };
+        assert_eq!(section(16, 16, 4096, 128, inf, 0, &tail).1.unwrap(), 1);
+        let both = AttentionOptions {
+            head_section: Some(8),
+            ..tail
+        };
+        assert_eq!(section(16, 16, 4096, 128, inf, 0, &both).1.unwrap(), 8);
     }
 
     #[test]
