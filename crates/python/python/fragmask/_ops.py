@@ -489,7 +489,9 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
 
     Decode shapes (few query rows, many keys) run the split-KV forward: the split count
     is planned from the row blocks, the longest row's key steps and the SM count;
-    ``splits`` (1 to 128) overrides it.
+    ``splits`` (1 to 128) overrides it. Long calls at head dim 64 cut their last partial
+    wave into split-KV pieces by default (the split tail, docs/architecture.md; a plan's
+    ``tail``); ``splits=1`` runs the plain one-split grid without it.
 
     Differentiable in q, k and v (``fragmask::attention_backward``, issue 13's backward
     kernels): the backward of a masked call reads the mask's transposed lists; a mask
