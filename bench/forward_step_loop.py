@@ -7,8 +7,9 @@
     python3 bench/forward_step_loop.py r.sass none.sass
 
 For each file: the main kernel (`fragmask_attention_fwd`), its steady-state step loop (the
-smallest backward-branch range holding a step's QK^T and PV wgmmas, 2 x head_dim/16... at
-least 16 HGMMA), its static instruction count by class, and the forward-branch ranges that
+smallest backward-branch range holding a step's QK^T and PV wgmmas: two wgmma groups, each
+closed by an HGMMA with `gsb0`; 16 HGMMA at head dim 128, 12 at head dim 64's 192x128),
+its static instruction count by class, and the forward-branch ranges that
 a step with nothing masked skips: the mask words' select pass (`R2P` + `FSEL ... -INF`),
 the key bound of the last block (`FSEL ... -INF` without `R2P`) and the lazy rescale of O
 (32 or more `FMUL`). "full step" is the loop less all three; "partial step" adds the
@@ -25,14 +26,16 @@ b.KERNEL = "fragmask_attention_fwd"
 
 
 def step_loop(ins):
-    """The smallest backward-branch range with at least 16 HGMMAs."""
+    """The smallest backward-branch range holding two wgmma groups (QK^T and PV: two HGMMAs
+    that close a group, `gsb0`)."""
     best = None
     for pc, text in ins:
         m = b.BRANCH.search(text)
         if not m or int(m.group(1), 16) >= pc:
             continue
         body = [x for x in ins if int(m.group(1), 16) <= x[0] <= pc]
-        if sum("HGMMA" in t for _, t in body) >= 16 and (best is None or len(body) < len(best)):
+        groups = sum("HGMMA" in t and "gsb0" in t for _, t in body)
+        if groups >= 2 and (best is None or len(body) < len(best)):
             best = body
     return best or []
 
