@@ -7,6 +7,7 @@ fm_cli_cases() {
   mkdir -p "$dir"
   python3 -c "import numpy as np; np.save('$dir/doc_ids.npy', np.repeat(np.arange(5, dtype=np.int32), [90, 130, 40, 200, 52]))"
   "$bin" pack --predicate "causal,doc=$dir/doc_ids.npy" --seqlen-q 512 --seqlen-k 512 --transposed -o "$dir/docs.safetensors" -q
+  "$bin" pack --predicate "window=300:0" --seqlen-q 1000 --seqlen-k 1000 --block 64x64 -o "$dir/win64.safetensors" -q
   local fwd="attention --random 1,2,2,512,512,128"
   cases=(
     "fwd-causal|$fwd --causal"
@@ -18,6 +19,8 @@ fm_cli_cases() {
     "fwd-d64-causal|attention --random 1,2,2,512,512,64 --causal"
     "fwd-d64-tail|attention --random 1,3,3,1000,1100,64 --tail 3,2"
     "fwd-tail-random50|attention --random 1,2,2,700,900,128 --synthetic-mask random:0.5 --tail 2,3"
+    "fwd-docs-tail|$fwd --mask $dir/docs.safetensors --tail 2,2"
+    "fwd-64tok-tail|attention --random 1,2,2,1000,1000,128 --mask $dir/win64.safetensors --tail 4,2"
     "fwd-window-persistent|$fwd --window 128,0 --persistent on --persistent-ctas 2"
     "fwd-docs-persistent|$fwd --mask $dir/docs.safetensors --persistent on --persistent-ctas 3"
     "fwd-64tok-persistent|$fwd --block 64x64 --synthetic-mask random:0.5 --persistent on --persistent-ctas 3"

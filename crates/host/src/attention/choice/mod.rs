@@ -278,7 +278,8 @@ pub fn shared_kv(
                 splits
             ))))
         }
-        None => fits && !named && load_ratio() <= SHARED_KV_MAX_LOAD_RATIO,
+        // Not by default under an asked-for split tail, which runs on the one-block tile.
+        None => fits && !named && !opts.tail_asked() && load_ratio() <= SHARED_KV_MAX_LOAD_RATIO,
     };
     if !on {
         return Ok(None);
@@ -289,7 +290,8 @@ pub fn shared_kv(
 /// The forward's mask mode for a call with a packed mask: the documents grid
 /// ([`MaskMode::Documents`], FlashAttention's varlen schedule over the mask's document
 /// boundaries, [`PackedMask::documents`]) when the mask has documents, the call has no
-/// split-KV (`opts.splits` unset or 1) and `Sq == Sk` equals the documents' length;
+/// split-KV (`opts.splits` unset or 1) and asks for no split tail, and `Sq == Sk` equals
+/// the documents' length;
 /// otherwise the tile lists ([`MaskMode::Blocks`]). A call with no packed mask runs the
 /// window mode. Any layout of q, k and v serves both (the tensor maps take the strides).
 pub fn forward_mode(
@@ -303,7 +305,8 @@ pub fn forward_mode(
     let documents = mask
         .documents()
         .is_some_and(|d| shape.seqlen_q == shape.seqlen_k && shape.seqlen_q == d.seqlen());
-    if documents && opts.splits.is_none_or(|n| n == 1) {
+    // A call asking for the split tail runs the tile lists on the one-tile grid it needs.
+    if documents && opts.splits.is_none_or(|n| n == 1) && !opts.tail_asked() {
         MaskMode::Documents
     } else {
         MaskMode::Blocks
@@ -597,6 +600,12 @@ mod tests {
             ..def
         };
         assert_eq!(pick(&tile, 1, &persistent, 0.5).unwrap(), None);
+        // An asked-for split tail keeps the one-block tile it runs on.
+        let tail = AttentionOptions {
+            tail_split: Some(true),
+            ..def
+        };
+        assert_eq!(pick(&tile, 1, &tail, 0.5).unwrap(), None);
         let wide = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
         assert_eq!(pick(&wide, 1, &def, 0.5).unwrap(), None);
         // Asked for: on wherever it fits, whatever the loads; an error elsewhere.
@@ -872,6 +881,41 @@ mod tests {
             ..tail
         };
         assert_eq!(section(16, 16, 4096, 128, inf, 0, &both).1.unwrap(), 8);
+    }
+
+    #[test]
+    fn a_documents_mask_runs_the_documents_grid_unless_the_call_splits_or_asks_for_a_tail() {
+        let s = 256;
+        let causal: Vec<u8> = (0..s * s).map(|i| u8::from(i % s <= i / s)).collect();
+        let dense = DenseMask::new(&causal, &[s, s]).unwrap();
+        let mut m = pack_for_kernel(&dense, &Geometry::TILE_128X128).unwrap();
+        let docs =
+            fragmask_masks::Documents::new(fragmask_masks::DocumentKind::Causal, vec![0, 256]);
+        m.attach_documents(docs.unwrap()).unwrap();
+        let shape = AttentionShape {
+            batch: 1,
+            heads: 2,
+            kv_heads: 2,
+            seqlen_q: s,
+            seqlen_k: s,
+            head_dim: 128,
+        };
+        let mode = |opts: AttentionOptions| forward_mode(&shape, Some(&m), &opts);
+        let def = AttentionOptions::default();
+        assert_eq!(mode(def), MaskMode::Documents);
+        assert_eq!(
+            mode(AttentionOptions {
+                splits: Some(2),
+                ..def
+            }),
+            MaskMode::Blocks
+        );
+        let tail = AttentionOptions {
+            tail_split: Some(true),
+            ..def
+        };
+        assert_eq!(mode(tail), MaskMode::Blocks);
+        assert_eq!(forward_mode(&shape, None, &tail), MaskMode::Window);
     }
 
     #[test]
