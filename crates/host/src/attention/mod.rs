@@ -383,7 +383,8 @@ pub struct AttentionOptions {
     /// [`splits::plan_tail`] estimates the launch ends at least [`splits::TAIL_MIN_GAIN`]
     /// earlier; `Some(false)` off; `Some(true)` the estimate's tail on any kernel (an error
     /// where the call cannot have one). Asked for (`Some(true)` or a named `tail`), the
-    /// defaults it cannot run with yield: one split, no persistent CTAs, the plain order.
+    /// defaults it cannot run with yield: one split, no persistent CTAs, the plain order,
+    /// the tile lists (not the documents grid), the one-block tile (not shared K/V).
     pub tail_split: Option<bool>,
     /// With `tail_split` on: the tail's work tiles and splits instead of the estimate's
     /// (for the selftests and A/B measurements; both must be given).
@@ -392,8 +393,9 @@ pub struct AttentionOptions {
 
 impl AttentionOptions {
     /// Whether the call asks for the split tail (`tail_split` `Some(true)` or a named
-    /// `tail`): the split count, persistent CTAs and launch order it leaves unset then take
-    /// the plain one-tile grid the tail runs on ([`choice::forward_tail`]).
+    /// `tail`): the split count, persistent CTAs, launch order, documents grid and
+    /// shared-K/V tile it leaves unset then take the plain one-tile grid the tail runs on
+    /// ([`choice::forward_tail`]).
     pub fn tail_asked(&self) -> bool {
         self.tail_split == Some(true) || self.tail.is_some()
     }
