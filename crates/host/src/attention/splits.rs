@@ -178,17 +178,17 @@ pub struct TailSplit {
 pub const TAIL_MIN_GAIN: f64 = 0.03;
 
 /// The most splits of a tail tile the planner weighs.
-const TAIL_MAX_SPLITS: u32 = 4;
+pub const TAIL_MAX_SPLITS: u32 = 4;
 
 /// The fewest key steps of a split the planner makes: shorter ones leave the combine's
 /// launch and the partials' traffic uncovered (head dim 64 at S = 4096, 32-step tiles in
 /// thirds, took 1.022 of the plain grid's time on an H200; S = 8192, 64-step tiles in
 /// halves, 0.929).
-const TAIL_MIN_SPLIT_STEPS: u32 = 16;
+pub const TAIL_MIN_SPLIT_STEPS: u32 = 16;
 
 /// The estimate's cost of a split beyond its steps, in half steps (two per step): its
 /// own Q load and pipeline start, its fp32 partial, and its share of the combine.
-const SPLIT_OVERHEAD_HALF_STEPS: u64 = 2;
+pub const SPLIT_OVERHEAD_HALF_STEPS: u64 = 2;
 
 /// Grids of more waves than this are not weighed: their last wave is at most
 /// 1 / `TAIL_MAX_WAVES` of the launch, below [`TAIL_MIN_GAIN`].
