@@ -5,7 +5,15 @@
 fm_cli_cases() {
   local bin=$1 dir=$2
   mkdir -p "$dir"
-  python3 -c "import numpy as np; np.save('$dir/doc_ids.npy', np.repeat(np.arange(5, dtype=np.int32), [90, 130, 40, 200, 52]))"
+  # Document ids 0..4 (90, 130, 40, 200, 52 tokens) as a little-endian int32 .npy (format 1.0), written
+  # without numpy so the case list also builds where numpy is missing (tests/cli_cases.rs).
+  python3 -c "
+import struct, sys
+ids = [d for d, n in enumerate([90, 130, 40, 200, 52]) for _ in range(n)]
+head = \"{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }\" % len(ids)
+head += ' ' * (-(10 + len(head) + 1) % 64) + '\\n'
+open(sys.argv[1], 'wb').write(b'\\x93NUMPY\\x01\\x00' + struct.pack('<H', len(head)) + head.encode() + struct.pack('<%di' % len(ids), *ids))
+" "$dir/doc_ids.npy"
   "$bin" pack --predicate "causal,doc=$dir/doc_ids.npy" --seqlen-q 512 --seqlen-k 512 --transposed -o "$dir/docs.safetensors" -q
   "$bin" pack --predicate "window=300:0" --seqlen-q 1000 --seqlen-k 1000 --block 64x64 -o "$dir/win64.safetensors" -q
   local fwd="attention --random 1,2,2,512,512,128"
