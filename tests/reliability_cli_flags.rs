@@ -835,3 +835,30 @@ fn a_timed_warm_up_is_bounded_and_needs_a_benchmark() {
         "0",
     ]);
 }
+
+#[test]
+fn split_tail_flags_out_of_range_or_against_the_one_tile_grid_are_refused_before_the_gpu() {
+    let call = ["attention", "--random", "1,3,3,1000,1100,64"];
+    let with = |extra: &[&'static str]| [&call[..], extra].concat();
+    valid_without_gpu(&with(&["--tail", "3,2"]));
+    valid_without_gpu(&with(&["--tail-split", "on", "--splits", "1"]));
+    refused(&with(&["--tail", "0,2"]), &["--tail 0,2", "TILES"]);
+    refused(&with(&["--tail", "3,1"]), &["--tail 3,1", "SPLITS"]);
+    refused(&with(&["--tail", "3"]), &["--tail", "TILES,SPLITS"]);
+    refused(
+        &with(&["--tail", "3,2", "--tail-split", "off"]),
+        &["--tail", "--tail-split off"],
+    );
+    for (flags, named) in [
+        (&["--splits", "2"][..], "--splits above 1"),
+        (&["--persistent", "on"][..], "--persistent on"),
+        (&["--head-section", "4"][..], "--head-section above 1"),
+        (&["--shared-kv", "on"][..], "--shared-kv on"),
+    ] {
+        refused(&with(&[&["--tail", "3,2"][..], flags].concat()), &[named]);
+        refused(
+            &with(&[&["--tail-split", "on"][..], flags].concat()),
+            &[named],
+        );
+    }
+}

@@ -234,8 +234,7 @@ impl OutLayout {
     }
 }
 
-/// `on` / `off` (also `true` / `false`).
-/// `--tail TILES,SPLITS` (ranges checked at planning, against the call's work tiles).
+/// `--tail TILES,SPLITS` (ranges checked by `validate`, the call's work tiles at planning).
 fn parse_tail(text: &str) -> Result<fragmask::host::attention::splits::TailSplit, String> {
     let (tiles, splits) = text
         .split_once(',')
@@ -251,6 +250,7 @@ fn parse_tail(text: &str) -> Result<fragmask::host::attention::splits::TailSplit
     })
 }
 
+/// `on` / `off` (also `true` / `false`).
 pub(crate) fn parse_on_off(text: &str) -> Result<bool, String> {
     match text {
         "on" | "true" => Ok(true),
@@ -808,14 +808,26 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
             return Err("--tail names a split tail, --tail-split off turns it off".into());
         }
     }
-    if (args.tail.is_some() || args.tail_split == Some(true))
-        && (args.splits.is_some_and(|n| n > 1) || args.persistent == Some(true))
-    {
-        return Err(
-            "--tail and --tail-split on run on the one-tile grid: not with --splits above 1 \
-             or --persistent on"
-                .into(),
-        );
+    // What the runtime would refuse at planning (choice::forward_tail), refused here first.
+    if opts(args).tail_asked() {
+        let conflicts: Vec<&str> = [
+            (args.splits.is_some_and(|n| n > 1), "--splits above 1"),
+            (args.persistent == Some(true), "--persistent on"),
+            (
+                args.head_section.is_some_and(|n| n > 1),
+                "--head-section above 1",
+            ),
+            (args.shared_kv == Some(true), "--shared-kv on"),
+        ]
+        .into_iter()
+        .filter_map(|(conflict, flag)| conflict.then_some(flag))
+        .collect();
+        if !conflicts.is_empty() {
+            return Err(format!(
+                "--tail and --tail-split on run on the one-tile grid: not with {}",
+                conflicts.join(", ")
+            ));
+        }
     }
     if let Some(s) = args.scale {
         // As decode: the scale multiplies QK^T before the softmax; 0 or a negative scale
