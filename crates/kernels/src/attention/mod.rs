@@ -388,12 +388,7 @@ impl AttentionKernel {
     /// ([`Self::with_split_kv`]); refused with persistent CTAs, the shared-K/V tile and the
     /// documents grid (each has its own work order).
     pub fn with_tail_split(mut self, tail_split: bool) -> Result<Self, ConfigError> {
-        if tail_split
-            && (!self.split_kv
-                || self.persistent
-                || self.geometry.shared_kv()
-                || self.mask == MaskMode::Documents)
-        {
+        if tail_split && !self.tail_split_fits() {
             return Err(ConfigError::TailSplit(format!(
                 "the split tail runs on the global one-tile grid with split-KV compiled in \
                  (split-KV {}, persistent {}, {} tile, {} mode)",
@@ -410,6 +405,15 @@ impl AttentionKernel {
     /// Whether the last work tiles are split ([`Self::with_tail_split`]).
     pub fn tail_split(&self) -> bool {
         self.tail_split
+    }
+
+    /// Whether this configuration can run the split tail: split-KV compiled in, on the
+    /// global one-tile grid (not persistent CTAs, the shared-K/V tile or the documents grid).
+    pub(crate) fn tail_split_fits(&self) -> bool {
+        self.split_kv
+            && !self.persistent
+            && !self.geometry.shared_kv()
+            && self.mask != MaskMode::Documents
     }
 
     /// Writes O through `AttentionParams::o_stride_*` (e.g. into a `[B, S, H, D]` caller's

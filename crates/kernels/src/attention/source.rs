@@ -48,9 +48,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             g.name()
         )));
     }
-    if k.tail_split()
-        && (!k.split_kv() || k.persistent() || g.shared_kv() || k.mask() == MaskMode::Documents)
-    {
+    if k.tail_split() && !k.tail_split_fits() {
         return Err(ConfigError::TailSplit(
             "the split tail runs on the global one-tile grid with split-KV compiled in".into(),
         ));
