@@ -10,6 +10,18 @@ use crate::family::template::fill;
 /// The largest head dim whose overlapped tile-list loops start S at the mask bias.
 const MASK_BIAS_MAX_HEAD_DIM: u32 = 128;
 
+/// The one-block overlapped loop's pin of the previous PV's wait (`wgmma.wait_group 0`):
+/// ptxas places the wait as early as it can, before the softmax when nothing holds it (SASS;
+/// 1.036-1.054x the time at head dim 128, bench/results/session-2026-11-28k/pin). The pin is a
+/// shared store (`fm_pin_before_wait`) of the max's correction, so the wait follows the row
+/// max; the exp2s, the row sums and P's conversion to bf16 are scheduled around it, and ptxas
+/// interleaves the 32 conversions with the exp2s, as in FlashAttention-4's SASS. Pinned on the
+/// row sum, which needs every exp2 (628050f and before), the conversions ran back to back
+/// after the wait. The shared-K/V loop keeps the row sum: the max's pin was 1.003-1.009x its
+/// time there (docs/architecture.md, "The PV wait's pin").
+const PV_WAIT_PIN: &str =
+    "fm_pin_before_wait(FM_SCRATCH, corr[0] + corr[1]);   // the PV wait after the row max (PV_WAIT_PIN)";
+
 /// How a step of a consumer loop meets the mask, `(before QK^T, after S)`: the first
 /// k-step's scale-d `s_init`, and the apply on partial steps. The overlapped loops on tile
 /// lists start S at the mask words' bias (`fm_mask_bias` of `family::mask`; 1 on partial
@@ -118,6 +130,7 @@ pub(super) fn mainloop(
     // step.
     values.push(("QK_STEP", QK_STEP.to_string()));
     if overlap {
+        values.push(("PV_WAIT_PIN", PV_WAIT_PIN.to_string()));
         values.push(("TILE_FIRST", tile_first.to_string()));
         let last_pv = pv_and_release("stage", "phase", Some(("$PP_SYNC", "$PP_ARRIVE_LAST")), 16);
         values.push(("PV_RELEASE_LAST", last_pv));
@@ -400,9 +413,7 @@ $QK_STEP
                 $MASK_STEP
                 fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                 fm_fence_array(s_acc);
-                // ptxas schedules wgmma.wait_group as early as it can, which would put the wait before the
-                // softmax (seen in SASS). A shared store of a value that depends on every exp keeps it after.
-                fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
+                $PV_WAIT_PIN
                 fm_wgmma_wait<0>();                                             // PV_{kk-1} done
                 fm_fence_array(o_acc);
                 fm_fence_array(p_frag);
