@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The pin on corr as built (.carry/k30b: both overlapped loops, the shared-K/V one too) against
 # main's kernels (.carry/k30 without FRAGMASK_PROBE_PIN = 628050f's kernels byte for byte):
-# 1. O and lse of every forward case of cli_cases.sh equal byte for byte;
+# 1. O and lse of every forward case of cli_cases.sh equal byte for byte (bench/suite/same_outputs.sh;
+#    the loop was inline in this script when it ran, same steps);
 # 2. the forward selftest (every geometry) of the new build;
 # 3. memcheck, racecheck, synccheck on the forward cases;
 # 4. interleaved ABBA pairs on the rows of the shared-K/V loop (write-up 002) and two controls.
@@ -10,20 +11,8 @@ source bench/suite/device_env.sh
 fm_unxz .carry/k30/fm.xz A "$(cat .carry/k30/COMMIT)"
 fm_unxz .carry/k30b/fm.xz B "$(cat .carry/k30b/COMMIT)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-source bench/suite/cli_cases.sh
-fm_cli_cases /tmp/A/fragmask $OUT/cases
-same=0; diff=0
-for c in "${cases[@]}"; do
-  name=${c%%|*}; args=${c#*|}
-  [[ "$name" == fwd* ]] || continue
-  for v in A B; do
-    # shellcheck disable=SC2086
-    timeout 60 /tmp/$v/fragmask $args --out $OUT/cases/$name-$v.safetensors > $OUT/cases/$name-$v.txt 2>&1 || echo "$name $v rc=$?"
-  done
-  if cmp -s $OUT/cases/$name-A.safetensors $OUT/cases/$name-B.safetensors; then same=$((same+1)); else diff=$((diff+1)); echo "DIFFERS $name"; fi
-done
-echo "outputs: $same cases equal byte for byte, $diff differ"
-rm -f $OUT/cases/*.safetensors
+source bench/suite/same_outputs.sh
+fm_same_outputs /tmp/A/fragmask /tmp/B/fragmask
 start=$SECONDS
 timeout ${SELFTEST_S:-200} /tmp/B/fragmask attention --selftest > $OUT/selftest.txt 2>&1; echo "selftest rc=$? in $((SECONDS-start)) s"; tail -3 $OUT/selftest.txt
 start=$SECONDS
