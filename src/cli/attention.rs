@@ -284,9 +284,10 @@ pub struct AttentionArgs {
     /// Print the generated CUDA source for --head-dim and the mask mode, then exit.
     #[arg(long)]
     emit_source: bool,
-    /// Compile (no GPU needed) and print ptxas' report and the SASS summary (with every GEMM
-    /// loop back-edge that waits on a scoreboard, every wait carried over a back-edge, and
-    /// what each waits for), then exit; with --backward, the backward kernels.
+    /// Compile (no GPU needed) and print ptxas' report and the SASS summary (with how many of
+    /// a softmax loop's exp2s and conversions come before each wgmma wait, every GEMM loop
+    /// back-edge that waits on a scoreboard, every wait carried over a back-edge, and what
+    /// each waits for), then exit; with --backward, the backward kernels.
     #[arg(long)]
     inspect: bool,
     /// Head dim for --emit-source / --inspect.
@@ -479,10 +480,11 @@ fn mode_of(args: &ForwardArgs) -> MaskMode {
     }
 }
 
-/// The SASS summary of a compiled kernel's main function: instruction counts, then every
-/// GEMM loop back-edge that waits on a scoreboard and every wait carried over a back-edge
-/// (each step pays for the awaited instruction's latency; docs/backward.md, "The stage
-/// release").
+/// The SASS summary of a compiled kernel's main function: instruction counts, where each
+/// softmax loop's wgmma waits fall among its exp2s and conversions (docs/architecture.md,
+/// "The PV wait's pin"), then every GEMM loop back-edge that waits on a scoreboard and every
+/// wait carried over a back-edge (each step pays for the awaited instruction's latency;
+/// docs/backward.md, "The stage release").
 fn print_sass_summary(s: &fragmask::check::sass::KernelSass) {
     let classes = s.classes();
     println!(
@@ -500,6 +502,12 @@ fn print_sass_summary(s: &fragmask::check::sass::KernelSass) {
         back_edge.len(),
         carried.len()
     );
+    for w in s.gemm_wait_placements() {
+        println!(
+            "  wgmma wait {:#06x} ({}): after {} of {} exp2s, {} of {} conversions",
+            w.offset, w.operands, w.exp2_before, w.exp2_total, w.convert_before, w.convert_total
+        );
+    }
     for (what, waits) in [("back-edge", back_edge), ("carried", carried)] {
         for w in waits {
             println!(

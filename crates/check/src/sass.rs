@@ -82,6 +82,27 @@ pub struct LoopWait {
     pub on_read: bool,
 }
 
+/// Where one wgmma wait (`WARPGROUP.DEPBAR`, PTX `wgmma.wait_group`) of an innermost GEMM
+/// loop falls among the loop's softmax work: how many of the body's `MUFU.EX2` and `F2FP`
+/// (conversions to 16-bit pairs) ptxas scheduled before it. An overlapped loop's previous-PV
+/// wait after a few exp2s lets the conversions run beside the rest (docs/architecture.md,
+/// "The PV wait's pin").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitPlacement {
+    /// Offset of the wait.
+    pub offset: u32,
+    /// Its operands, e.g. `gsb0, 0x0` (0x0: no group left in flight).
+    pub operands: String,
+    /// `MUFU.EX2` of the loop body before the wait.
+    pub exp2_before: usize,
+    /// `MUFU.EX2` in the whole body.
+    pub exp2_total: usize,
+    /// `F2FP` of the loop body before the wait.
+    pub convert_before: usize,
+    /// `F2FP` in the whole body.
+    pub convert_total: usize,
+}
+
 /// The last of `body` that sets scoreboard `sb`, and whether on reading its sources.
 fn last_setter(body: &[Instruction], sb: u8) -> Option<(&Instruction, bool)> {
     body.iter().rev().find_map(|i| {
@@ -225,6 +246,44 @@ impl KernelSass {
                     }
                 }
             }
+        }
+        out
+    }
+
+    /// Every wgmma wait inside a GEMM loop whose body computes exp2s, with the exp2s and
+    /// conversions ptxas placed before it in the smallest such loop that holds it (ptxas puts
+    /// a barrier's retry out of line, and its branch back makes ranges that are not loops).
+    pub fn gemm_wait_placements(&self) -> Vec<WaitPlacement> {
+        let ins = &self.instructions;
+        let is_exp2 = |i: &Instruction| i.opcode.starts_with("MUFU.EX2");
+        let is_convert = |i: &Instruction| i.mnemonic() == "F2FP";
+        let loops: Vec<(usize, usize)> = self
+            .gemm_loops()
+            .into_iter()
+            .filter(|&(s, e)| ins[s..=e].iter().any(is_exp2))
+            .collect();
+        let mut out = Vec::new();
+        for (k, wait) in ins.iter().enumerate() {
+            if !wait.opcode.starts_with("WARPGROUP.DEPBAR") {
+                continue;
+            }
+            let Some(&(start, end)) = loops
+                .iter()
+                .filter(|&&(s, e)| s <= k && k <= e)
+                .min_by_key(|&&(s, e)| e - s)
+            else {
+                continue;
+            };
+            let body = &ins[start..=end];
+            let before = &ins[start..k];
+            out.push(WaitPlacement {
+                offset: wait.offset,
+                operands: wait.operands.clone(),
+                exp2_before: before.iter().filter(|i| is_exp2(i)).count(),
+                exp2_total: body.iter().filter(|i| is_exp2(i)).count(),
+                convert_before: before.iter().filter(|i| is_convert(i)).count(),
+                convert_total: body.iter().filter(|i| is_convert(i)).count(),
+            });
         }
         out
     }
@@ -749,6 +808,45 @@ ptxas info    : Used 58 registers, used 1 barriers, 6144 bytes smem
             "{:?}",
             k.gemm_loop_carried_waits()
         );
+    }
+
+    /// An overlapped step loop's shape: S's wait, two exp2s, the previous PV's wait, an exp2 and
+    /// a conversion, the back-edge; then a loop without exp2s (a producer's).
+    const WAITS: &str = r#"
+		Function : fragmask_attention_fwd
+        /*0100*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT, gsb0 ;
+        /*0110*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*0120*/                   MUFU.EX2 R30, R30 ;
+        /*0130*/                   MUFU.EX2 R31, R31 ;
+        /*0140*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0150*/                   MUFU.EX2 R32, R32 ;
+        /*0160*/                   F2FP.BF16.F32.PACK_AB R40, R31, R30 ;
+        /*0170*/               @P0 BRA 0x100 ;
+        /*0180*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT, gsb0 ;
+        /*0190*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*01a0*/               @P1 BRA 0x180 ;
+        /*01b0*/                   EXIT ;
+"#;
+
+    #[test]
+    fn each_wgmma_wait_of_a_softmax_loop_counts_the_exp2s_and_conversions_before_it() {
+        let k = &parse_sass(WAITS).unwrap()[0];
+        assert_eq!(k.gemm_loops().len(), 2);
+        let w = k.gemm_wait_placements();
+        let seen: Vec<_> = w
+            .iter()
+            .map(|p| {
+                (
+                    p.offset,
+                    p.exp2_before,
+                    p.exp2_total,
+                    p.convert_before,
+                    p.convert_total,
+                )
+            })
+            .collect();
+        assert_eq!(seen, vec![(0x110, 0, 3, 0, 1), (0x140, 2, 3, 0, 1)]);
+        assert_eq!(w[1].operands, "gsb0, 0x0");
     }
 
     #[test]
