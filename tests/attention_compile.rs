@@ -135,8 +135,14 @@ fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {
     }
 }
 
+/// The overlapped loops keep the previous step's PV in flight while the softmax runs: the PV's
+/// wait (`gsb0, 0x0`) comes after S's (`gsb0, 0x1`) and after the whole row max (its `FMNMX`),
+/// held there by the pin (`PV_WAIT_PIN`; without one ptxas hoists the wait above the max). The
+/// one-block loops pin the max's correction, so ptxas may put exp2s after the wait and
+/// interleaves P's conversions (`F2FP`) with them; the shared-K/V loop pins the row sum, so
+/// every exp2 comes before it (docs/architecture.md, "The PV wait's pin").
 #[test]
-fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
+fn the_pv_wait_follows_the_row_max_and_p_s_conversions_run_beside_the_exp2s() {
     if !nvrtc_or_skip() {
         return;
     }
@@ -163,14 +169,35 @@ fn softmax_runs_between_the_two_wgmma_waits_of_the_overlapped_loop() {
                 .iter()
                 .position(|l| l.contains("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
                 .expect("then for all groups");
-        let exps = lines[wait1..wait0]
-            .iter()
-            .filter(|l| l.contains("MUFU.EX2"))
-            .count();
+        let count = |range: &[&str], op: &str| range.iter().filter(|l| l.contains(op)).count();
+        let values = g.values_per_thread() as usize;
+        let maxes = count(&lines[wait1..wait0], "FMNMX");
         assert!(
-            exps >= g.values_per_thread() as usize,
-            "{k:?}: only {exps} MUFU.EX2 between the waits (softmax not overlapped)"
+            maxes + 1 >= values,
+            "{k:?}: only {maxes} FMNMX between the waits (the PV wait is above the row max)"
         );
+        let exps = count(&lines[wait1..wait0], "MUFU.EX2");
+        if g.shared_kv() {
+            assert!(
+                exps >= values,
+                "{k:?}: only {exps} MUFU.EX2 before the PV wait (the row-sum pin holds all)"
+            );
+        } else {
+            // After the wait, up to the next step's first GEMM: some conversion before the last exp2.
+            let next = wait0
+                + lines[wait0..]
+                    .iter()
+                    .position(|l| l.contains("HGMMA"))
+                    .expect("the next step's GEMM");
+            let after = &lines[wait0..next];
+            let last_exp = after.iter().rposition(|l| l.contains("MUFU.EX2"));
+            let first_cvt = after.iter().position(|l| l.contains("F2FP"));
+            assert!(
+                matches!((first_cvt, last_exp), (Some(c), Some(e)) if c < e),
+                "{k:?}: P's conversions do not run beside the exp2s after the PV wait \
+                 ({exps} MUFU.EX2 before it, first F2FP {first_cvt:?}, last MUFU.EX2 {last_exp:?})"
+            );
+        }
     }
 }
 
