@@ -82,8 +82,8 @@ pub struct LoopWait {
     pub on_read: bool,
 }
 
-/// Where one wgmma wait (`WARPGROUP.DEPBAR`, PTX `wgmma.wait_group`) of an innermost GEMM
-/// loop falls among the loop's softmax work: how many of the body's `MUFU.EX2` and `F2FP`
+/// Where one wgmma wait (`WARPGROUP.DEPBAR`, PTX `wgmma.wait_group`) falls among the softmax
+/// work of the smallest GEMM loop with exp2s that holds it: how many of the body's `MUFU.EX2` and `F2FP`
 /// (conversions to 16-bit pairs) ptxas scheduled before it. An overlapped loop's previous-PV
 /// wait after a few exp2s lets the conversions run beside the rest (docs/architecture.md,
 /// "The PV wait's pin").
