@@ -201,6 +201,68 @@ fn the_pv_wait_follows_the_row_max_and_p_s_conversions_run_beside_the_exp2s() {
     }
 }
 
+/// The one-block overlapped loop on tile lists writes the next step's mask bias right after
+/// P's conversion, branch-free, so ptxas schedules its selects (`R2P` moving a word into
+/// predicates, `FSEL` per value) among the step's exp2s, not between the step's last exp2
+/// and the next QK^T's issue, where the tensor cores wait for them (`fm_mask_bias_ahead`;
+/// docs/architecture.md, "The bias written ahead"). At 128 consumer registers (the 64x64
+/// tile, two CTAs per SM) and in the shared-K/V loop, the bias stays at the top of the step.
+#[test]
+fn the_next_steps_mask_bias_is_selected_among_this_steps_exp2s() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    for (g, head_dim, ahead) in [
+        (Geometry::TILE_128X128, 128, true),
+        (Geometry::TILE_128X128, 64, true),
+        (Geometry::TILE_64X64, 128, false),
+        (Geometry::TILE_64X64_SHARED, 128, false),
+    ] {
+        let k = AttentionKernel::default_for_geometry(g, head_dim, MaskMode::Blocks).unwrap();
+        let compiled = compile_kernel(&k).unwrap();
+        let Some(sass) =
+            nvrtc::sass_or_skip(fragmask::check::attention::kernel_sass_text(&compiled))
+        else {
+            return;
+        };
+        let lines: Vec<&str> = sass.lines().collect();
+        // The overlapped step: from the wait for S to its last exp2 before the next GEMM issue.
+        let wait1 = lines
+            .iter()
+            .position(|l| l.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"))
+            .expect("the overlapped loop waits with one wgmma group in flight");
+        let next = wait1
+            + lines[wait1..]
+                .iter()
+                .position(|l| l.contains("HGMMA"))
+                .expect("a GEMM after the step");
+        let last_exp = wait1
+            + lines[wait1..next]
+                .iter()
+                .rposition(|l| l.contains("MUFU.EX2"))
+                .expect("the step's exp2s");
+        let step = &lines[wait1..last_exp];
+        let count = |op: &str| step.iter().filter(|l| l.contains(op)).count();
+        // The bias moves its words into predicates (R2P, at most 7 bits each) and selects each
+        // value; the key bound of the last block (in a branch) selects each value too.
+        let words_moved = count("R2P");
+        let selects = count("FSEL");
+        let values = g.values_per_thread() as usize;
+        if ahead {
+            assert!(
+                words_moved > 0 && selects >= 2 * values,
+                "{k:?}: {words_moved} R2P and {selects} FSEL before the step's last exp2 \
+                 (the bias is not written ahead)"
+            );
+        } else {
+            assert_eq!(
+                words_moved, 0,
+                "{k:?}: R2P before the step's last exp2 (the bias was meant to stay at the step's top)"
+            );
+        }
+    }
+}
+
 #[test]
 fn every_backward_variant_compiles_without_spills_or_serialised_wgmmas() {
     use fragmask::host::attention::backward::compile_backward;

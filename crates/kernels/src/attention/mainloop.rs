@@ -10,6 +10,11 @@ use crate::family::template::fill;
 /// The largest head dim whose overlapped tile-list loops start S at the mask bias.
 const MASK_BIAS_MAX_HEAD_DIM: u32 = 128;
 
+/// The fewest consumer registers a thread needs for the one-block loop to write the next
+/// step's bias ahead ([`bias_ahead`]): at 128 (the 64x64/2 tile, two CTAs per SM) its
+/// split-KV and persistent kernels spill 20-28 bytes (`tests/attention_compile.rs`).
+const BIAS_AHEAD_MIN_REGS: u32 = 240;
+
 /// The one-block overlapped loop's pin of the previous PV's wait (`wgmma.wait_group 0`):
 /// ptxas places the wait as early as it can, before the softmax when nothing holds it (SASS;
 /// 1.036-1.054x the time at head dim 128, bench/results/session-2026-11-28k/pin). The pin is a
@@ -45,12 +50,42 @@ fn step_mask(mode: MaskMode, overlap: bool, head_dim: u32) -> (&'static str, &'s
     }
 }
 
+/// Where the overlapped one-block loop writes a step's mask bias, `(declaration, loop top,
+/// after P's conversion)`: with the bias ([`step_mask`]), the next step's is written right
+/// after this step's P is converted, branch-free (`fm_mask_bias_ahead`), so ptxas can
+/// schedule its selects among the softmax's exp2s; written at the top of the step, they ran
+/// between P's conversion and the next QK^T's issue, where the tensor cores wait for them.
+/// H200, 3 ABBA pairs against the bias at the top: random 50% 0.974, random 10% 0.965,
+/// top-k 0.971, block-sparse 10% 0.982 at S = 16384. The shared-K/V loop keeps the bias at
+/// the top: written ahead there (also on skipped steps) it took 1.047 / 1.072x the time on
+/// write-up 002's 10% / 50% (bench/results/session-2026-11-28l). Otherwise (other masks,
+/// head dims above [`MASK_BIAS_MAX_HEAD_DIM`], fewer than [`BIAS_AHEAD_MIN_REGS`]
+/// registers) the loop top keeps `mask_bias`.
+fn bias_ahead(
+    mode: MaskMode,
+    head_dim: u32,
+    consumer_regs: u32,
+    mask_bias: &'static str,
+) -> (&'static str, &'static str, &'static str) {
+    let ahead = head_dim <= MASK_BIAS_MAX_HEAD_DIM && consumer_regs >= BIAS_AHEAD_MIN_REGS;
+    match (mode, ahead) {
+        (MaskMode::Blocks, true) => (
+            "int s_init_next = 0;                                // the next step's scale-d (fm_mask_bias_ahead)",
+            "const int s_init = s_init_next;                     // S holds the step's bias (its words, bits, were written after the last P)\n\
+             \x20               (void)bits;",
+            "s_init_next = fm_mask_bias_ahead(s_acc, t_next, bits_next);   // the next step's bias beside this step's exp2s",
+        ),
+        _ => ("", mask_bias, ""),
+    }
+}
+
 pub(super) fn mainloop(
     overlap: bool,
     pingpong: bool,
     mode: MaskMode,
     warpgroups: u32,
     head_dim: u32,
+    consumer_regs: u32,
 ) -> Result<String, ConfigError> {
     // Tile lists (Blocks): read two steps ahead of their use and the words one step ahead, so
     // no global load is consumed in the iteration that issues it. Reading the words' address
@@ -130,6 +165,10 @@ pub(super) fn mainloop(
     // step.
     values.push(("QK_STEP", QK_STEP.to_string()));
     if overlap {
+        let (decl, top, ahead) = bias_ahead(mode, head_dim, consumer_regs, mask_bias);
+        values.push(("MASK_BIAS_DECL", decl.to_string()));
+        values.push(("MASK_BIAS_LOOP", top.to_string()));
+        values.push(("MASK_BIAS_AHEAD", ahead.to_string()));
         values.push(("PV_WAIT_PIN", PV_WAIT_PIN.to_string()));
         values.push(("TILE_FIRST", tile_first.to_string()));
         let last_pv = pv_and_release("stage", "phase", Some(("$PP_SYNC", "$PP_ARRIVE_LAST")), 16);
@@ -375,6 +414,7 @@ $PV_RELEASE_STEP"#;
 const MAINLOOP_OVERLAP: &str = r#"
             $PREFETCH_FIRST
             float corr[2];
+            $MASK_BIAS_DECL
             $PP_INIT
             {
                 // Tile 0: QK^T, mask, softmax; its PV is issued in the next iteration.
@@ -387,6 +427,7 @@ const MAINLOOP_OVERLAP: &str = r#"
 $QK_STEP
                 fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
                 fm_convert_p(s_acc, p_frag);
+                $MASK_BIAS_AHEAD
             }
             for (int kk = 1; kk < sched.num_tiles; ++kk) {
                 const fm_tile t = $TILE_KK;
@@ -395,7 +436,7 @@ $QK_STEP
                 const unsigned phase = (unsigned)((pipe + kk) / FM_STAGES) & 1u;
                 const int prev_stage = (pipe + kk - 1) % FM_STAGES;
                 const unsigned prev_phase = (unsigned)((pipe + kk - 1) / FM_STAGES) & 1u;
-                $MASK_BIAS
+                $MASK_BIAS_LOOP
                 fm_mbar_wait(FM_BAR_K_FULL(stage), phase);
                 $PP_SYNC
                 fm_qk(s_acc, q_operand, smem_k + stage * FM_KV_TILE_BYTES, s_init);          // S_kk = Q K_kk^T (async)
@@ -419,6 +460,7 @@ $QK_STEP
                 fm_fence_array(p_frag);
                 fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
                 fm_convert_p(s_acc, p_frag);
+                $MASK_BIAS_AHEAD
             }
             {
                 // PV of the last tile.

@@ -262,6 +262,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
                     k.mask(),
                     g.consumer_warpgroups(),
                     d,
+                    g.consumer_regs(),
                 )?
             },
         ),

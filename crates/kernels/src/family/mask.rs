@@ -96,8 +96,7 @@ __device__ __forceinline__ void fm_apply_mask(float (&s)[$S_VALUES], const fm_at
 // The mask as S's starting value, written before QK^T is issued (S is dead then: P was converted): 0 where the
 // bit is set, -inf where it is not. Returns the first k-step's scale-d: 1 (QK^T accumulates onto the bias, so a
 // masked score is -inf + a finite product = -inf) on partial steps, 0 (QK^T overwrites S) on the others.
-__device__ __forceinline__ int fm_mask_bias(float (&s)[$S_VALUES], const fm_tile& t, const fm_mask_bits& bits) {
-    if (!t.partial) return 0;
+__device__ __forceinline__ void fm_write_mask_bias(float (&s)[$S_VALUES], const fm_mask_bits& bits) {
 #pragma unroll
     for (int i = 0; i < $S_VALUES; ++i) {
         // FragmentNative order, as in fm_apply_mask
@@ -105,7 +104,18 @@ __device__ __forceinline__ int fm_mask_bias(float (&s)[$S_VALUES], const fm_tile
         const unsigned word = bits.w[h * $MASK_WORDS + (i % FM_BLOCK_VALUES) / 32];
         s[i] = ((word >> (i % 32)) & 1u) != 0u ? 0.f : FM_NEG_INF;
     }
+}
+__device__ __forceinline__ int fm_mask_bias(float (&s)[$S_VALUES], const fm_tile& t, const fm_mask_bits& bits) {
+    if (!t.partial) return 0;
+    fm_write_mask_bias(s, bits);
     return 1;
+}
+// The next step's bias, written as soon as this step's P is converted. No branch: ptxas can then interleave the
+// selects with the softmax's exp2s instead of running them between P's conversion and the next QK^T's issue. A
+// step that is not partial gets the bias too, and its QK^T overwrites it (scale-d 0).
+__device__ __forceinline__ int fm_mask_bias_ahead(float (&s)[$S_VALUES], const fm_tile& t, const fm_mask_bits& bits) {
+    fm_write_mask_bias(s, bits);
+    return t.partial ? 1 : 0;
 }
 "#;
 
