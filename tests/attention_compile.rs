@@ -114,6 +114,12 @@ fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {
         compiled.log
     );
     assert_eq!(compiled.spill_bytes, 0, "{k:?} spills:\n{}", compiled.log);
+    // Generated CUDA declares nothing it does not use (NVRTC's #177-D and the like).
+    assert!(
+        !compiled.log.contains("warning #"),
+        "{k:?}: NVRTC warnings:\n{}",
+        compiled.log
+    );
     // C7508: setmaxnreg ignored. A wgmma serialisation has several codes (C7510, C7512,
     // C7513 where a non-wgmma instruction defines a wgmma's input registers inside its
     // pipeline stage, C7518, ...) and one message.
@@ -281,6 +287,11 @@ fn every_backward_variant_compiles_without_spills_or_serialised_wgmmas() {
         );
         if c.spill_bytes != 0 {
             failures.push(format!("{}: {} spill bytes", k.label(), c.spill_bytes));
+        }
+        // Generated CUDA declares nothing it does not use (NVRTC's #177-D and the like).
+        let warnings: Vec<&str> = c.log.lines().filter(|l| l.contains("warning #")).collect();
+        if !warnings.is_empty() {
+            failures.push(format!("{}: NVRTC warnings {warnings:?}", k.label()));
         }
         // ptxas serialises every wgmma of a kernel (a wait after each issue) when it cannot
         // prove the accumulators untouched between issue and wait, e.g. where a branch joins

@@ -47,7 +47,7 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
                 const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
                 for (int kk = 0; kk < sched.num_steps; ++kk) {
                     const fm_step t = fm_step_at(p, sched, batch, head, kk);
-                    $DQ_ROWS
+                    $DQ_WRITER_ROWS
                     if (lane == 0) fm_bulk_wait_read0();   // every staging buffer's previous chunk has been read
                     __syncwarp();
 #pragma unroll
@@ -128,7 +128,9 @@ pub(super) fn dq_pieces(k: &BackwardKernel, dq: &FragmentMap) -> Vec<(&'static s
         DqReduce::Bulk if k.dq_writer() => {
             v.push(("VALUE_ROW_DQ_2J", dq.value_row_expr("(2 * j)")));
             v.push(("VALUE_COL_DQ_2J", dq.value_col_expr("(2 * j)")));
-            v.push(("DQ_ROWS", DQ_STEP_CHUNKS.to_string()));
+            // The writer addresses the chunks; the consumers only stage them.
+            v.push(("DQ_ROWS", String::new()));
+            v.push(("DQ_WRITER_ROWS", DQ_STEP_CHUNKS.to_string()));
             v.push(("DQ_STAGE_PAIRS", DQ_STAGE_PAIRS.to_string()));
             v.push(("DQ_STORE", DQ_WRITER_STORE.to_string()));
             // The writer warp waits for the bulk reads; the consumers never do.

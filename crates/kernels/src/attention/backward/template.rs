@@ -302,6 +302,7 @@ $DQ_WRITER_WARP        }
         const int wg = cw / FM_CWG;          // its 64-key group
         const int lt = (int)(threadIdx.x % 128u);
         const int ct = (int)threadIdx.x - 128;
+        (void)ct;   // the deterministic dQ order's (FM_DETERMINISTIC)
         // Thread of the mask's backward accumulator: key group (n_cta % FM_SUB) * FM_WG + wg of the mask tile.
 #if FM_PAIRED_KEYS
         // Paired key blocks: each warpgroup's words are its own 64-key mask tile's (threads 0..127).
@@ -323,6 +324,8 @@ $DQ_WRITER_WARP        }
         // $LAYOUT_DQ thread mode (a dQ chunk: queries x 64 columns).
         const int dq_row = $THREAD_ROW_DQ;
         const int dq_col = $THREAD_COL_DQ;
+        (void)dq_row;   // the row-major dQ atomics' (DqReduce::Atomics)
+        (void)dq_col;
         const int d0 = split * FM_DKV;   // first dK/dV/dQ column of this CTA
         float dv_acc[$DKV_VALUES], dk_acc[$DKV_VALUES];
 #pragma unroll
@@ -352,6 +355,7 @@ $DQ_WRITER_WARP        }
         for (int gi = g0; gi < g1; ++gi) {
             const int head = kv_head * group + gi;
             const long long bh = (long long)batch * p.heads + head;
+            (void)bh;   // the consumers' dQ addresses (the writer warp's own with DQ_WRITER) and FM_DETERMINISTIC's order
             const fm_schedule sched = fm_make_schedule(p, batch, head, n_cta$SCHEDULE_ITEM);
             $KEY_KEEP
             for (int kk = 0; kk < sched.num_steps; ++kk, ++it) {
