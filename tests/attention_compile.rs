@@ -141,6 +141,18 @@ fn compiles_without_spills_and_uses_hgmma(k: &AttentionKernel) {
     }
 }
 
+/// The SASS of overlapped kernel `k` and the line of its loop's wait for S (`gsb0, 0x1`: one
+/// wgmma group, the previous PV, left in flight); `None` without cuobjdump (said on stderr).
+fn overlapped_sass(k: &AttentionKernel) -> Option<(String, usize)> {
+    let compiled = compile_kernel(k).unwrap();
+    let sass = nvrtc::sass_or_skip(fragmask::check::attention::kernel_sass_text(&compiled))?;
+    let wait1 = sass
+        .lines()
+        .position(|l| l.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"))
+        .expect("the overlapped loop waits with one wgmma group in flight");
+    Some((sass, wait1))
+}
+
 /// The overlapped loops keep the previous step's PV in flight while the softmax runs: the PV's
 /// wait (`gsb0, 0x0`) comes after S's (`gsb0, 0x1`) and after the whole row max (its `FMNMX`),
 /// held there by the pin (`PV_WAIT_PIN`; without one ptxas hoists the wait above the max). The
@@ -159,17 +171,10 @@ fn the_pv_wait_follows_the_row_max_and_p_s_conversions_run_beside_the_exp2s() {
         (Geometry::TILE_64X64_SHARED, MaskMode::Blocks),
     ] {
         let k = AttentionKernel::default_for_geometry(g, 128, mode).unwrap();
-        let compiled = compile_kernel(&k).unwrap();
-        let Some(sass) =
-            nvrtc::sass_or_skip(fragmask::check::attention::kernel_sass_text(&compiled))
-        else {
+        let Some((sass, wait1)) = overlapped_sass(&k) else {
             return;
         };
         let lines: Vec<&str> = sass.lines().collect();
-        let wait1 = lines
-            .iter()
-            .position(|l| l.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"))
-            .expect("the overlapped loop waits with one wgmma group in flight");
         let wait0 = wait1
             + lines[wait1..]
                 .iter()
@@ -225,18 +230,11 @@ fn the_next_steps_mask_bias_is_selected_among_this_steps_exp2s() {
         (Geometry::TILE_64X64_SHARED, 128, false),
     ] {
         let k = AttentionKernel::default_for_geometry(g, head_dim, MaskMode::Blocks).unwrap();
-        let compiled = compile_kernel(&k).unwrap();
-        let Some(sass) =
-            nvrtc::sass_or_skip(fragmask::check::attention::kernel_sass_text(&compiled))
-        else {
+        let Some((sass, wait1)) = overlapped_sass(&k) else {
             return;
         };
         let lines: Vec<&str> = sass.lines().collect();
         // The overlapped step: from the wait for S to its last exp2 before the next GEMM issue.
-        let wait1 = lines
-            .iter()
-            .position(|l| l.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1"))
-            .expect("the overlapped loop waits with one wgmma group in flight");
         let next = wait1
             + lines[wait1..]
                 .iter()
