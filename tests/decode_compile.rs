@@ -119,6 +119,12 @@ fn every_decode_geometry_compiles_without_spills_with_16_byte_copies() {
         let cubin = compiler
             .compile_cubin(&src, &CompileOptions::new(Arch::sm90a()))
             .unwrap_or_else(|e| panic!("{config:?}: {e}"));
+        // Generated CUDA declares nothing it does not use (NVRTC's #177-D and the like).
+        assert!(
+            !cubin.log.contains("warning #"),
+            "{config:?}: NVRTC warnings:\n{}",
+            cubin.log
+        );
         let Some(report) = nvrtc::sass_or_skip(sass::inspect(&cubin)) else {
             continue;
         };
@@ -200,6 +206,12 @@ fn every_sweep_geometry_compiles_without_spills() {
                 &CompileOptions::new(Arch::sm90a()),
             )
             .unwrap_or_else(|e| panic!("{}: {e}", case.label));
+        assert!(
+            !cubin.log.contains("warning #"),
+            "{}: NVRTC warnings:\n{}",
+            case.label,
+            cubin.log
+        );
         if let Ok(report) = sass::inspect(&cubin) {
             let k = report.kernel(SPLIT_KERNEL).expect("split kernel in SASS");
             assert!(!k.spills(), "{}: {config:?} spills", case.label);

@@ -489,24 +489,25 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
     const int row0 = cta_row0 + ($SHARED ? (int)warp * $TILE_ROWS : 0);
     const int offset_q = seqlen_k - seqlen_q;  // token t sits at key position offset_q + t (bottom-right)
     const int t_first = cta_row0 / group;
-    const int t_last = min(cta_row0 + $CTA_ROWS - 1, rows - 1) / group;
-    int key_lo = 0, key_hi = seqlen_k;  // keys any row of the CTA sees: [key_lo, key_hi)
-    if (p.window_left >= 0) key_lo = max(0, offset_q + t_first - p.window_left);
-    if (p.window_right >= 0) key_hi = min(key_hi, offset_q + t_last + p.window_right + 1);
 #if $MASKED
     // Block-sparse mask: the CTA walks the 16-key tiles of the key blocks listed for its
     // mask row block ($MASK_SUB tiles per $MASK_BLOCK_N-key block). The host checked that
     // the CTA's tokens lie in one row block (docs/decode.md, "Masks"); causal, window and
     // length still apply per element below.
-    (void)key_lo; (void)key_hi;
     const int mask_row_block = t_first / p.mask_block_m;
     const long long mask_row = (long long)b * p.mask_batch_stride + (long long)hkv * p.mask_head_stride + mask_row_block;
     const int2* mask_list = reinterpret_cast<const int2*>(p.mask_list) + mask_row * p.mask_n_blocks;
     const int tile_lo = 0;
     const int tiles = p.mask_count[mask_row] * $MASK_SUB;
+#if !$SHARED
     // Tile i of the list: key block mask_list[i / SUB].x, its 16 keys (i % SUB).
     auto tile_key0 = [&](int tile) { return __ldg(&mask_list[tile / $MASK_SUB].x) * $MASK_BLOCK_N + (tile % $MASK_SUB) * $TILE_KEYS; };
+#endif
 #else
+    const int t_last = min(cta_row0 + $CTA_ROWS - 1, rows - 1) / group;
+    int key_lo = 0, key_hi = seqlen_k;  // keys any row of the CTA sees: [key_lo, key_hi)
+    if (p.window_left >= 0) key_lo = max(0, offset_q + t_first - p.window_left);
+    if (p.window_right >= 0) key_hi = min(key_hi, offset_q + t_last + p.window_right + 1);
     const int tile_lo = key_lo / $TILE_KEYS;
     const int tiles = key_hi > key_lo ? (key_hi + $TILE_KEYS - 1) / $TILE_KEYS - tile_lo : 0;
     auto tile_key0 = [&](int tile) { return tile * $TILE_KEYS; };
@@ -550,8 +551,8 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_CTAS) fm_decode_spli
         return e < $LIST_CAP ? list_smem[e] : __ldg(&mask_list[tile / $MASK_SUB]);
     };
     auto step_key0 = [&](int tile) { return entry(tile).x * $MASK_BLOCK_N + (tile % $MASK_SUB) * $TILE_KEYS; };
-#else
-    auto step_key0 = tile_key0;
+#elif $SHARED
+    auto step_key0 = tile_key0;   // the shared-K/V loops' (the one-warp loops read tile_key0)
 #endif
 
     // ---- producer: Q tiles [$CTA_ROWS, D] (packed rows, 16 per tile), then the K/V stages ----
