@@ -264,6 +264,25 @@ fn the_next_steps_mask_bias_is_selected_among_this_steps_exp2s() {
                 "{k:?}: R2P before the step's last exp2 (the bias was meant to stay at the step's top)"
             );
         }
+        // The same from the other side: what runs between the step's last conversion and the
+        // next step's first GEMM issue (`KernelSass::gemm_issue_leads`, as `--inspect` prints
+        // it). The shared-K/V loop's first GEMM in its body is the skipped steps' PV, so only
+        // the one-block loops are checked here.
+        if !g.shared_kv() {
+            let compiled = compile_kernel(&k).unwrap();
+            let Some(s) = nvrtc::sass_or_skip(fragmask::check::attention::kernel_sass(&compiled))
+            else {
+                return;
+            };
+            let leads = s.gemm_issue_leads();
+            assert_eq!(leads.len(), 1, "{k:?}: {leads:?}");
+            if ahead {
+                // (a select or two of the softmax's own may land there)
+                assert!(leads[0].selects < values / 8, "{k:?}: {leads:?}");
+            } else {
+                assert!(leads[0].selects >= values, "{k:?}: {leads:?}");
+            }
+        }
     }
 }
 
@@ -398,6 +417,8 @@ fn check_inspect_report(args: &[&str]) {
     let listed = |kind: &str| text.lines().filter(|l| l.starts_with(kind)).count();
     assert_eq!(listed("  back-edge 0x"), numbers[1], "{text}");
     assert_eq!(listed("  carried 0x"), numbers[2], "{text}");
+    // Each of these kernels has one softmax step loop: its issue lead is listed.
+    assert_eq!(listed("  first GEMM issue 0x"), 1, "{text}");
 }
 
 /// Whether ptxas' log says it serialised a kernel's wgmmas (a wait after every issue),

@@ -285,9 +285,11 @@ pub struct AttentionArgs {
     #[arg(long)]
     emit_source: bool,
     /// Compile (no GPU needed) and print ptxas' report and the SASS summary (with how many of
-    /// a softmax loop's exp2s and conversions come before each wgmma wait, every GEMM loop
-    /// back-edge that waits on a scoreboard, every wait carried over a back-edge, and what
-    /// each waits for), then exit; with --backward, the backward kernels.
+    /// a softmax loop's exp2s and conversions come before each wgmma wait, how many
+    /// instructions and selects run between a step's last conversion and the next step's
+    /// first GEMM issue, every GEMM loop back-edge that waits on a scoreboard, every wait
+    /// carried over a back-edge, and what each waits for), then exit; with --backward, the
+    /// backward kernels.
     #[arg(long)]
     inspect: bool,
     /// Head dim for --emit-source / --inspect.
@@ -506,6 +508,12 @@ fn print_sass_summary(s: &fragmask::check::sass::KernelSass) {
         println!(
             "  wgmma wait {:#06x} ({}): after {} of {} exp2s, {} of {} conversions",
             w.offset, w.operands, w.exp2_before, w.exp2_total, w.convert_before, w.convert_total
+        );
+    }
+    for l in s.gemm_issue_leads() {
+        println!(
+            "  first GEMM issue {:#06x}: {} instructions after the last conversion {:#06x} ({} selects)",
+            l.issue, l.instructions, l.convert, l.selects
         );
     }
     for (what, waits) in [("back-edge", back_edge), ("carried", carried)] {

@@ -103,6 +103,23 @@ pub struct WaitPlacement {
     pub convert_total: usize,
 }
 
+/// What runs between a softmax loop's last conversion of P (`F2FP`, the step's end) and the
+/// next step's first GEMM issue (`HGMMA`): the instructions on that path around the
+/// back-edge, and how many of them are selects (`FSEL`, and `R2P` moving mask bits into
+/// predicates). Selects there hold the next GEMM's issue (docs/architecture.md, "The bias
+/// written ahead").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueLead {
+    /// Offset of the first `HGMMA` of the loop body.
+    pub issue: u32,
+    /// Offset of the body's last `F2FP`.
+    pub convert: u32,
+    /// Instructions strictly between the two on the path through the back-edge.
+    pub instructions: usize,
+    /// Of those, `FSEL` and `R2P`.
+    pub selects: usize,
+}
+
 /// The last of `body` that sets scoreboard `sb`, and whether on reading its sources.
 fn last_setter(body: &[Instruction], sb: u8) -> Option<(&Instruction, bool)> {
     body.iter().rev().find_map(|i| {
@@ -283,6 +300,54 @@ impl KernelSass {
                 exp2_total: body.iter().filter(|i| is_exp2(i)).count(),
                 convert_before: before.iter().filter(|i| is_convert(i)).count(),
                 convert_total: body.iter().filter(|i| is_convert(i)).count(),
+            });
+        }
+        out
+    }
+
+    /// For every innermost GEMM loop with exp2s and conversions (a softmax step loop), the
+    /// path from its last conversion to its first GEMM issue ([`IssueLead`]): around the
+    /// back-edge when the conversion comes after the issue in the body, else straight. A
+    /// range with an `EXIT` is not a step loop but a barrier retry's branch back from the
+    /// out-of-line code after the kernel's end.
+    pub fn gemm_issue_leads(&self) -> Vec<IssueLead> {
+        let ins = &self.instructions;
+        let is_exp2 = |i: &Instruction| i.opcode.starts_with("MUFU.EX2");
+        let loops: Vec<(usize, usize)> = self
+            .gemm_loops()
+            .into_iter()
+            .filter(|&(s, e)| {
+                let body = &ins[s..=e];
+                body.iter().any(is_exp2) && !body.iter().any(|i| i.mnemonic() == "EXIT")
+            })
+            .collect();
+        let innermost = loops.iter().filter(|&&(s, e)| {
+            !loops
+                .iter()
+                .any(|&(s2, e2)| (s2, e2) != (s, e) && s <= s2 && e2 <= e)
+        });
+        let mut out = Vec::new();
+        for &(start, end) in innermost {
+            let body = &ins[start..=end];
+            let Some(h) = body.iter().position(|i| i.mnemonic() == "HGMMA") else {
+                continue;
+            };
+            let Some(f) = body.iter().rposition(|i| i.mnemonic() == "F2FP") else {
+                continue;
+            };
+            let path: Vec<&Instruction> = if f > h {
+                body[f + 1..].iter().chain(&body[..h]).collect()
+            } else {
+                body[f + 1..h].iter().collect()
+            };
+            out.push(IssueLead {
+                issue: body[h].offset,
+                convert: body[f].offset,
+                instructions: path.len(),
+                selects: path
+                    .iter()
+                    .filter(|i| matches!(i.mnemonic(), "FSEL" | "R2P"))
+                    .count(),
             });
         }
         out
@@ -847,6 +912,51 @@ ptxas info    : Used 58 registers, used 1 barriers, 6144 bytes smem
             .collect();
         assert_eq!(seen, vec![(0x110, 0, 3, 0, 1), (0x140, 2, 3, 0, 1)]);
         assert_eq!(w[1].operands, "gsb0, 0x0");
+    }
+
+    /// A step loop whose top selects the next step's bias before its first GEMM: the path from
+    /// the last conversion (0x160) runs through the back-edge (0x170) to 0x100..0x120.
+    const LEAD: &str = r#"
+		Function : fragmask_attention_fwd
+        /*0100*/                   R2P PR, R50, 0x7f ;
+        /*0110*/                   FSEL R24, RZ, -INF , P0 ;
+        /*0120*/                   IMAD.MOV.U32 R2, RZ, RZ, R3 ;
+        /*0130*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], R24, gsb0 ;
+        /*0140*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0150*/                   MUFU.EX2 R30, R30 ;
+        /*0160*/                   F2FP.BF16.F32.PACK_AB R40, R31, R30 ;
+        /*0170*/               @P0 BRA 0x100 ;
+        /*0180*/                   EXIT ;
+"#;
+
+    #[test]
+    fn the_issue_lead_counts_the_path_from_the_last_conversion_through_the_back_edge() {
+        let k = &parse_sass(LEAD).unwrap()[0];
+        assert_eq!(
+            k.gemm_issue_leads(),
+            vec![IssueLead {
+                issue: 0x130,
+                convert: 0x160,
+                instructions: 4,
+                selects: 2
+            }]
+        );
+        // Selects moved into the softmax (after the issue) leave only the branch and the move.
+        let ahead = LEAD
+            .replace("        /*0100*/                   R2P PR, R50, 0x7f ;\n", "")
+            .replace("        /*0110*/                   FSEL R24, RZ, -INF , P0 ;\n", "")
+            .replace(
+                "        /*0150*/                   MUFU.EX2 R30, R30 ;\n",
+                "        /*0150*/                   MUFU.EX2 R30, R30 ;\n        /*0158*/                   FSEL R24, RZ, -INF , P0 ;\n",
+            );
+        let k = &parse_sass(&ahead).unwrap()[0];
+        let lead = &k.gemm_issue_leads()[0];
+        assert_eq!((lead.instructions, lead.selects), (2, 0), "{ahead}");
+        // The overlapped loop of WAITS: conversion at 0x160, issue at 0x100, the branch between.
+        let k = &parse_sass(WAITS).unwrap()[0];
+        let leads = k.gemm_issue_leads();
+        assert_eq!(leads.len(), 1);
+        assert_eq!((leads[0].instructions, leads[0].selects), (1, 0));
     }
 
     #[test]

@@ -12,7 +12,9 @@ const MASK_BIAS_MAX_HEAD_DIM: u32 = 128;
 
 /// The fewest consumer registers a thread needs for the one-block loop to write the next
 /// step's bias ahead ([`bias_ahead`]): at 128 (the 64x64/2 tile, two CTAs per SM) its
-/// split-KV and persistent kernels spill 20-28 bytes (`tests/attention_compile.rs`).
+/// split-KV and persistent kernels spill 20-28 bytes (`tests/attention_compile.rs`), and at
+/// 160 (head dim 64's default 192x128 tile, three consumer warpgroups) its list kernel
+/// spills 72 bytes (`fragmask attention --head-dim 64 --synthetic-mask random:0.5 --inspect`).
 const BIAS_AHEAD_MIN_REGS: u32 = 240;
 
 /// The one-block overlapped loop's pin of the previous PV's wait (`wgmma.wait_group 0`):
