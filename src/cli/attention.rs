@@ -287,7 +287,7 @@ pub struct AttentionArgs {
     /// Compile (no GPU needed) and print ptxas' report and the SASS summary (with how many of
     /// a softmax loop's exp2s and conversions come before each wgmma wait, how many
     /// instructions and selects run between a step's last conversion and the next step's
-    /// first GEMM issue, every GEMM loop back-edge that waits on a scoreboard, every wait
+    /// first GEMM, every GEMM loop back-edge that waits on a scoreboard, every wait
     /// carried over a back-edge, and what each waits for), then exit; with --backward, the
     /// backward kernels.
     #[arg(long)]
