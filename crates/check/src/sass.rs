@@ -120,6 +120,11 @@ pub struct IssueLead {
     pub selects: usize,
 }
 
+/// Whether `i` is an exp2 (`MUFU.EX2`, the softmax's).
+fn is_exp2(i: &Instruction) -> bool {
+    i.opcode.starts_with("MUFU.EX2")
+}
+
 /// The last of `body` that sets scoreboard `sb`, and whether on reading its sources.
 fn last_setter(body: &[Instruction], sb: u8) -> Option<(&Instruction, bool)> {
     body.iter().rev().find_map(|i| {
@@ -267,18 +272,23 @@ impl KernelSass {
         out
     }
 
+    /// The GEMM loops ([`Self::gemm_loops`]) whose body computes exp2s: the softmax loops,
+    /// and the ranges a barrier retry's branch back makes around them.
+    fn softmax_loops(&self) -> Vec<(usize, usize)> {
+        let ins = &self.instructions;
+        self.gemm_loops()
+            .into_iter()
+            .filter(|&(s, e)| ins[s..=e].iter().any(is_exp2))
+            .collect()
+    }
+
     /// Every wgmma wait inside a GEMM loop whose body computes exp2s, with the exp2s and
     /// conversions ptxas placed before it in the smallest such loop that holds it (ptxas puts
     /// a barrier's retry out of line, and its branch back makes ranges that are not loops).
     pub fn gemm_wait_placements(&self) -> Vec<WaitPlacement> {
         let ins = &self.instructions;
-        let is_exp2 = |i: &Instruction| i.opcode.starts_with("MUFU.EX2");
         let is_convert = |i: &Instruction| i.mnemonic() == "F2FP";
-        let loops: Vec<(usize, usize)> = self
-            .gemm_loops()
-            .into_iter()
-            .filter(|&(s, e)| ins[s..=e].iter().any(is_exp2))
-            .collect();
+        let loops = self.softmax_loops();
         let mut out = Vec::new();
         for (k, wait) in ins.iter().enumerate() {
             if !wait.opcode.starts_with("WARPGROUP.DEPBAR") {
@@ -312,14 +322,10 @@ impl KernelSass {
     /// out-of-line code after the kernel's end.
     pub fn gemm_issue_leads(&self) -> Vec<IssueLead> {
         let ins = &self.instructions;
-        let is_exp2 = |i: &Instruction| i.opcode.starts_with("MUFU.EX2");
         let loops: Vec<(usize, usize)> = self
-            .gemm_loops()
+            .softmax_loops()
             .into_iter()
-            .filter(|&(s, e)| {
-                let body = &ins[s..=e];
-                body.iter().any(is_exp2) && !body.iter().any(|i| i.mnemonic() == "EXIT")
-            })
+            .filter(|&(s, e)| !ins[s..=e].iter().any(|i| i.mnemonic() == "EXIT"))
             .collect();
         let innermost = loops.iter().filter(|&&(s, e)| {
             !loops
