@@ -351,6 +351,22 @@ impl Geometry {
         }
     }
 
+    /// The K/V stages of the persistent form of a configuration with `stages`: `stages`
+    /// where the second Q tile fits beside them ([`Self::persistent_fits`]), else the most
+    /// that fit, but never fewer than `stages.min(2)` (one stage serialises the loads);
+    /// `None` where those do not fit.
+    pub const fn persistent_stages(&self, head_dim: u32, stages: u32) -> Option<u32> {
+        let floor = if stages < 2 { stages } else { 2 };
+        let mut s = stages;
+        while s >= floor && s > 0 {
+            if self.persistent_fits(head_dim, s) {
+                return Some(s);
+            }
+            s -= 1;
+        }
+        None
+    }
+
     /// Most K/V stages that fit (at most 4; 0 for a head dim of 0 or one whose tiles
     /// overflow or leave no room).
     pub const fn max_stages(&self, head_dim: u32) -> u32 {
@@ -488,6 +504,47 @@ mod tests {
                 Err(crate::attention::ConfigError::HeadDim(0))
             ));
         }
+    }
+
+    #[test]
+    fn persistent_stages_fit_beside_two_q_tiles_and_are_the_most_up_to_the_asked() {
+        for g in Geometry::SUPPORTED {
+            for d in [64, 128, 256] {
+                for asked in 1..=4 {
+                    match g.persistent_stages(d, asked) {
+                        Some(s) => {
+                            assert!(s <= asked && s >= asked.min(2), "{g} d{d} {asked}: {s}");
+                            assert!(g.persistent_fits(d, s), "{g} d{d} {asked}: {s}");
+                            assert!(
+                                s == asked || !g.persistent_fits(d, s + 1),
+                                "{g} d{d} {asked}: {s} is not the most"
+                            );
+                        }
+                        None => assert!(
+                            !g.persistent_fits(d, asked.min(2)),
+                            "{g} d{d} {asked}: {} stages fit",
+                            asked.min(2)
+                        ),
+                    }
+                }
+            }
+        }
+        // The 128x128 list kernel at head dim 128 runs 3 stages, its persistent form 2.
+        let lists = crate::attention::AttentionKernel::default_for_geometry(
+            Geometry::TILE_128X128,
+            128,
+            crate::attention::MaskMode::Blocks,
+        )
+        .unwrap();
+        assert_eq!(lists.stages(), 3);
+        let persistent = crate::attention::AttentionKernel::persistent_default_for_geometry(
+            Geometry::TILE_128X128,
+            128,
+            crate::attention::MaskMode::Blocks,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((persistent.stages(), persistent.persistent()), (2, true));
     }
 
     #[test]

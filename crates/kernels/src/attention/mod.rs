@@ -617,9 +617,8 @@ impl AttentionKernel {
                     continue;
                 }
                 for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
-                    let default = Self::default_for_geometry(g, d, mode)?;
-                    if g.persistent_fits(d, default.stages()) {
-                        kernels.push(default.with_persistent(true)?);
+                    if let Some(k) = Self::persistent_default_for_geometry(g, d, mode)? {
+                        kernels.push(k);
                     }
                 }
             }
@@ -633,7 +632,11 @@ impl AttentionKernel {
     /// QK^T: random 50% of tokens at S = 16384 took 0.934 of the ping-pong time, an H100,
     /// 3 rounds; the other list geometries were not measured and keep it), and K/V
     /// stages by head dim (3 at 64, 2 at 128 and 256, measured on an H100, docs/PERF.md
-    /// "Attention forward"), fewer where shared memory has no room for them. Q sits in
+    /// "Attention forward"; 3 on those 128x128 list kernels at head dim 128: one H200, 4
+    /// ABBA pairs against 2, S = 16384 random 50% 0.984, random 10% 0.982, top-k 0.985,
+    /// block-sparse 10% 0.997, S = 8192 0.997, S = 4096 0.999-1.013,
+    /// bench/results/session-2026-11-28m), fewer where shared memory has no room for them
+    /// ([`Self::persistent_default_for_geometry`] for the persistent form). Q sits in
     /// registers ([`Self::with_q_registers`]) for the window and documents walks on the
     /// 128x128 tile at head dim 128 (where it was measured): one H100, 3 rounds against Q in shared
     /// memory, S = 16384 no mask 0.978, causal 0.986, GQA 32:8 causal 0.943, window 1024
@@ -644,6 +647,32 @@ impl AttentionKernel {
         head_dim: u32,
         mask: MaskMode,
     ) -> Result<Self, ConfigError> {
+        Self::default_with_max_stages(geometry, head_dim, mask, geometry.max_stages(head_dim))
+    }
+
+    /// The persistent form of [`Self::default_for_geometry`], with the K/V stages that fit
+    /// beside the second Q tile ([`Geometry::persistent_stages`]); `None` where they do not.
+    pub fn persistent_default_for_geometry(
+        geometry: Geometry,
+        head_dim: u32,
+        mask: MaskMode,
+    ) -> Result<Option<Self>, ConfigError> {
+        let default = Self::default_for_geometry(geometry, head_dim, mask)?;
+        match geometry.persistent_stages(head_dim, default.stages()) {
+            Some(stages) => Self::default_with_max_stages(geometry, head_dim, mask, stages)?
+                .with_persistent(true)
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Self::default_for_geometry`] with at most `max_stages` K/V stages.
+    fn default_with_max_stages(
+        geometry: Geometry,
+        head_dim: u32,
+        mask: MaskMode,
+        max_stages: u32,
+    ) -> Result<Self, ConfigError> {
         // The head dim is checked before any size is derived from it (a zero head dim
         // makes the K/V tile empty and the stage count a division by zero).
         if head_dim != 64 && head_dim != 128 && head_dim != 256 {
@@ -651,21 +680,21 @@ impl AttentionKernel {
         }
         // The shared-K/V tile takes what fits: its warpgroups run apart by up to the
         // stages between them.
-        let wanted = if head_dim == 64 || geometry.shared_kv() {
+        let lists_128x128_d128 =
+            mask == MaskMode::Blocks && head_dim == 128 && geometry == Geometry::TILE_128X128;
+        let wanted = if head_dim == 64 || geometry.shared_kv() || lists_128x128_d128 {
             3
         } else {
             2
         };
-        let stages = wanted.min(geometry.max_stages(head_dim)).max(1);
+        let stages = wanted.min(max_stages).max(1);
         let overlap = geometry.overlap_fits(head_dim);
         let k = Self::new(geometry, head_dim, mask, stages, overlap)?
             .with_pingpong(
                 overlap
                     && geometry.consumer_warpgroups() >= 2
                     && !geometry.shared_kv()
-                    && !(mask == MaskMode::Blocks
-                        && head_dim == 128
-                        && geometry == Geometry::TILE_128X128),
+                    && !lists_128x128_d128,
             )?
             .with_lazy_rescale(true);
         // Q in registers where it was measured, wherever `with_q_registers` takes them.

@@ -36,7 +36,13 @@ pub fn kernel_config(
         geometry,
         d,
         mode,
-        opts.stages.unwrap_or(default.stages()),
+        // An explicit persistent call takes the stages that fit beside its second Q tile.
+        opts.stages.unwrap_or_else(|| match opts.persistent {
+            Some(true) => geometry
+                .persistent_stages(d, default.stages())
+                .unwrap_or(default.stages()),
+            _ => default.stages(),
+        }),
         opts.overlap.unwrap_or(default.overlap()),
     )
     .and_then(|k| k.with_pingpong(opts.pingpong.unwrap_or(default.pingpong())))
