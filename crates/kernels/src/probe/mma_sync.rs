@@ -149,6 +149,8 @@ fn generate() -> String {
          // A codes: 1 + 8*lane + v (v = bf16 value index 0..8); B codes: 1 + 4*lane + v (v = 0..4).\n",
     );
     s.push_str(PRELUDE);
+    // The mma.sync itself is the component library's (`family::ptx::mma_sync_16816`).
+    s.push_str(&crate::family::ptx::mma_sync_16816("bf16"));
     let _ = writeln!(
         s,
         r#"
@@ -161,14 +163,10 @@ __device__ __forceinline__ unsigned fm_a_k(unsigned lane, unsigned v)   {{ retur
 __device__ __forceinline__ unsigned fm_b_k(unsigned lane, unsigned v)   {{ return 2u * (lane % 4u) + v % 2u + 8u * (v / 2u); }}
 __device__ __forceinline__ unsigned fm_b_n(unsigned lane, unsigned v)   {{ (void)v; return lane / 4u; }}
 
-// One m16n8k16 product, D = A * B (C = 0).
-__device__ __forceinline__ void fm_mma_m16n8k16(float d[4], const unsigned a[4], const unsigned b[2]) {{
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%10, %11, %12, %13}};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(0.0f), "f"(0.0f), "f"(0.0f), "f"(0.0f));
+// One m16n8k16 product, D = A * B: the component library's fm_mma_16816 on a zeroed D.
+__device__ __forceinline__ void fm_mma_m16n8k16(float (&d)[4], const unsigned a[4], const unsigned b[2]) {{
+    d[0] = d[1] = d[2] = d[3] = 0.0f;
+    fm_mma_16816(d, a[0], a[1], a[2], a[3], b[0], b[1]);
 }}
 
 // Raw result registers of this lane into a section: out[section*128 + lane*4 + i].

@@ -189,6 +189,8 @@ fn generate(p: &WgmmaProbe) -> String {
          //   out[(w*128 + t) * {nreg} + i].\n"
     );
     s.push_str(PRELUDE);
+    // The wgmma itself is the component library's (`family::ptx::wgmma_ss`), as every kernel issues it.
+    s.push_str(&crate::family::ptx::wgmma_ss(n, "bf16"));
     let _ = writeln!(
         s,
         r#"
@@ -256,45 +258,13 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) {kernel}(float* out)
     for (int i = 0; i < FM_NREG; ++i) {{ fm_fence_operand(d[i]); }}
 
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    // D = A * B (scale-d = 0: the zeroed d is not accumulated into).
-    // imm-scale-a = 1, imm-scale-b = 1, imm-trans-a = 0, imm-trans-b = 0 (both K-major).
-    asm volatile(
-        "{{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %{scale_d_op}, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16\n""#,
+    // D = A * B (scale-d = 0: the zeroed d is not accumulated into; both operands K-major).
+    fm_wgmma_m64n{n}k16_ss(d, desc_a, desc_b, 0);"#,
         threads = p.threads(),
         kernel = WGMMA_PROBE_KERNEL,
         lbo = WGMMA_K_LBO_BYTES,
         sbo = WGMMA_MN_SBO_BYTES,
-        scale_d_op = nreg + 2,
     );
-    // The register list "{%0, %1, ...}", eight per line.
-    s.push_str("        \"{");
-    for i in 0..nreg {
-        if i > 0 {
-            s.push_str(", ");
-            if i % 8 == 0 {
-                s.push_str("\"\n        \"");
-            }
-        }
-        let _ = write!(s, "%{i}");
-    }
-    let _ = writeln!(
-        s,
-        "}},\\n\"\n        \" %{a}, %{b}, p, 1, 1, 0, 0;\\n\"\n        \"}}\\n\"",
-        a = nreg,
-        b = nreg + 1
-    );
-    // Output operands: every accumulator register, read-write.
-    s.push_str("        : ");
-    for i in 0..nreg {
-        if i > 0 {
-            s.push_str(if i % 8 == 0 { ",\n          " } else { ", " });
-        }
-        let _ = write!(s, "\"+f\"(d[{i}])");
-    }
-    s.push_str("\n        : \"l\"(desc_a), \"l\"(desc_b), \"r\"(0));\n");
     let _ = writeln!(
         s,
         r#"    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
