@@ -171,7 +171,7 @@ pub(super) fn mainloop(
         values.push(("MASK_BIAS_DECL", decl.to_string()));
         values.push(("MASK_BIAS_LOOP", top.to_string()));
         values.push(("MASK_BIAS_AHEAD", ahead.to_string()));
-        values.push(("PV_WAIT_PIN", PV_WAIT_PIN.to_string()));
+        values.push(("OVERLAPPED_SOFTMAX", overlapped_softmax(PV_WAIT_PIN, 16)));
         values.push(("TILE_FIRST", tile_first.to_string()));
         let last_pv = pv_and_release("stage", "phase", Some(("$PP_SYNC", "$PP_ARRIVE_LAST")), 16);
         values.push(("PV_RELEASE_LAST", last_pv));
@@ -181,6 +181,34 @@ pub(super) fn mainloop(
     }
     fill(body, &values).map_err(|e| ConfigError::Layout(e.to_string()))
 }
+
+/// The overlapped loops' step once S_kk and the previous step's PV are in flight (both
+/// loops, [`MAINLOOP_OVERLAP`] and [`MAINLOOP_SHARED_OVERLAP`]): wait for S, release K, the
+/// mask (`$MASK_STEP`), the online softmax, the pin `pv_wait_pin` that holds the PV's wait
+/// after it ([`PV_WAIT_PIN`]; the shared-K/V loop pins on the row sum), wait for the PV,
+/// release the previous V. `indent` is the loop text's.
+fn overlapped_softmax(pv_wait_pin: &str, indent: usize) -> String {
+    let lines = [
+        "fm_wgmma_wait<1>();                                             // S_kk is ready",
+        "fm_fence_array(s_acc);",
+        "fm_consumer_release(FM_BAR_K_EMPTY(stage));",
+        "$MASK_STEP",
+        "fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);",
+        "fm_fence_array(s_acc);",
+        pv_wait_pin,
+        "fm_wgmma_wait<0>();                                             // the previous step's PV is done",
+        "fm_fence_array(o_acc);",
+        "fm_fence_array(p_frag);",
+        "fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));",
+    ];
+    let pad = " ".repeat(indent);
+    lines.iter().map(|line| format!("{pad}{line}\n")).collect()
+}
+
+/// The shared-K/V loop's pin of the previous PV's wait: the row sum, which needs every exp2
+/// (the max's pin, [`PV_WAIT_PIN`], was 1.003-1.009x its time there).
+const SHARED_PV_WAIT_PIN: &str =
+    "fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);   // the PV wait after the row sum (SHARED_PV_WAIT_PIN)";
 
 /// The end of a step's PV in every loop, once O was moved to the step's max: wait for the
 /// stage's V, issue `O += P V`, wait for it, release V. `stage` and `phase` name the step's
@@ -264,6 +292,10 @@ pub(super) fn shared_mainloop(overlap: bool, head_dim: u32) -> Result<String, Co
         let pending = pv_and_release("prev_stage", "prev_phase", None, 24);
         values.push(("PV_RELEASE_PREV", pending));
         values.push((
+            "OVERLAPPED_SOFTMAX",
+            overlapped_softmax(SHARED_PV_WAIT_PIN, 20),
+        ));
+        values.push((
             "PV_RELEASE_LAST",
             pv_and_release("stage", "phase", None, 16),
         ));
@@ -342,18 +374,7 @@ $SKIP                }
                     fm_mbar_wait(FM_BAR_V_FULL(prev_stage), prev_phase);
                     fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);
                     t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
-                    fm_wgmma_wait<1>();                           // S_kk is ready
-                    fm_fence_array(s_acc);
-                    fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                    $MASK_STEP
-                    fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-                    fm_fence_array(s_acc);
-                    fm_pin_before_wait(FM_SCRATCH, row_sum[0] + row_sum[1]);
-                    fm_wgmma_wait<0>();                           // PV_prev done
-                    fm_fence_array(o_acc);
-                    fm_fence_array(p_frag);
-                    fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
-                } else {
+$OVERLAPPED_SOFTMAX                } else {
                     // The warpgroup's first step, or the first after a skip: no PV to run beside it.
                     t_after = fm_tile_at(p, sched, kk + 2);       // lists of step kk + 2
                     fm_wgmma_wait<0>();
@@ -450,18 +471,7 @@ $QK_STEP
                 fm_pv(o_acc, p_frag, smem_v + prev_stage * FM_KV_TILE_BYTES);      // O += P_{kk-1} V_{kk-1} (async)
                 $PP_ARRIVE
                 $LISTS_AHEAD
-                fm_wgmma_wait<1>();                                             // S_kk is ready
-                fm_fence_array(s_acc);
-                fm_consumer_release(FM_BAR_K_EMPTY(stage));
-                $MASK_STEP
-                fm_online_softmax(s_acc, row_max, row_sum, corr, p.scale_log2);
-                fm_fence_array(s_acc);
-                $PV_WAIT_PIN
-                fm_wgmma_wait<0>();                                             // PV_{kk-1} done
-                fm_fence_array(o_acc);
-                fm_fence_array(p_frag);
-                fm_consumer_release(FM_BAR_V_EMPTY(prev_stage));
-                fm_convert_p(s_acc, p_frag);
+$OVERLAPPED_SOFTMAX                fm_convert_p(s_acc, p_frag);
                 $MASK_BIAS_AHEAD
             }
             {
