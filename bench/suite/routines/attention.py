@@ -1,7 +1,8 @@
 """Attention forward and backward (and the split-KV forward: a short Sq over long Sk).
 
 params: batch (1), heads (16), heads_kv (= heads), seqlen or seqlen_q/seqlen_k, dim (128),
-dtype ("bf16"), backward (false), block ("128x128": the fragmask tile of a packed mask),
+dtype ("bf16"), backward (false), block (the fragmask tile of a packed mask; default: the
+head dim's tile, which the CLI also packs at: ``Mask.from_*(head_dim=)``),
 mask, one of:
   none | causal | window:L (causal, L keys back) | random:P (tokens kept with prob. P)
   | blocksparse:P (P of 128x128 tiles kept, half the tokens inside) | topk:F (k = S/F keys
@@ -60,6 +61,17 @@ def _doc_ids(torch, s, n, gen):
     for i in range(n):
         ids[bounds[i]:bounds[i + 1]] = i
     return ids, bounds
+
+
+def _fm_tile(fragmask, block, head_dim):
+    """The tile keywords of a fragmask mask: the workload's ``block``, else the head dim's
+    tile (``head_dim=``, the attention kernel's and the CLI's); a wheel from before
+    ``head_dim=`` (no ``head_dim_tile``) packs at 128x128, its constructors' default."""
+    if block is not None:
+        return {"block": block}
+    if hasattr(fragmask._fragmask, "head_dim_tile"):
+        return {"head_dim": head_dim}
+    return {"block": (128, 128)}
 
 
 def _blocks64(torch, heads, sq, sk, frac, variable, gen):
@@ -158,7 +170,7 @@ def run(ctx, p, systems):
     b, h, hkv, sq, sk, d = shape_of(p)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.get("dtype", "bf16")]
     backward = bool(p.get("backward", False))
-    block = tuple(int(x) for x in p.get("block", "128x128").split("x"))
+    block = tuple(int(x) for x in p["block"].split("x")) if "block" in p else None
     kind, arg = _spec(p.get("mask", "none"))
     gen = torch.Generator(device=dev).manual_seed(int(p.get("seed", 0)))
     warm, iters = ctx.warmup, ctx.iters
@@ -217,15 +229,16 @@ def run(ctx, p, systems):
         import fragmask
         build_ms = None
         mask = None
+        tile = _fm_tile(fragmask, block, d)
         if kind in ("random", "blocksparse", "topk"):
             dm = get_dense()[0].contiguous()
             build_ms = common.cuda_ms(
-                torch, lambda: fragmask.Mask.from_dense(dm, block=block, transposed=backward),
+                torch, lambda: fragmask.Mask.from_dense(dm, transposed=backward, **tile),
                 2, 10)[0]
-            mask = fragmask.Mask.from_dense(dm, block=block, transposed=backward)
+            mask = fragmask.Mask.from_dense(dm, transposed=backward, **tile)
         elif kind == "docs":
             mask = fragmask.Mask.from_predicate("causal", sk, doc_ids=extra["doc_ids"].numpy(),
-                                                block=block)
+                                                **tile)
         elif kind == "blocks64":
             index, num, sizes = extra["blocks"]
             mask = fragmask.Mask.from_blocks(index.numpy(), num.numpy(),

@@ -269,6 +269,22 @@ impl Drop for Packed {
     }
 }
 
+/// The mask tile `(block_m, block_n, warpgroups)` of the attention kernel a call with
+/// `head_dim` runs when its caller names no tile (`AttentionKernel::default_geometry`:
+/// 192x128 over three warpgroups at head dim 64, 128x128 at 128, 128x80 at 256): what the
+/// mask constructors' `head_dim=` packs at.
+#[pyfunction]
+fn head_dim_tile(head_dim: &Bound<'_, PyAny>) -> PyResult<(u32, u32, u32)> {
+    let d = int_arg(head_dim, "head_dim", 1, u32::MAX as u64)? as u32;
+    if !matches!(d, 64 | 128 | 256) {
+        return Err(PyValueError::new_err(format!(
+            "head_dim {d} is not supported (64, 128 or 256)"
+        )));
+    }
+    let g = fragmask_kernels::attention::AttentionKernel::default_geometry(d).mask_geometry();
+    Ok((g.block_m(), g.block_n(), g.consumer_warpgroups()))
+}
+
 /// Packs a dense `[Sq, Sk]`, `[H, Sq, Sk]` or `[B, H, Sq, Sk]` byte mask (nonzero =
 /// keep).
 #[pyfunction]
@@ -828,6 +844,7 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_THREADS", MAX_THREADS)?;
     m.add("FileError", file_error_type(m.py())?)?;
     m.add_class::<Packed>()?;
+    m.add_function(wrap_pyfunction!(head_dim_tile, m)?)?;
     m.add_function(wrap_pyfunction!(pack_dense, m)?)?;
     m.add_function(wrap_pyfunction!(pack_topk, m)?)?;
     m.add_function(wrap_pyfunction!(pack_blocks, m)?)?;

@@ -179,6 +179,36 @@ class TileTests(unittest.TestCase):
                                              swap_ab=True).warpgroups, 2)
         self.assertEqual(Mask.from_predicate("causal", 100, block=(192, 64)).warpgroups, 1)
 
+    def test_head_dim_packs_at_the_tile_its_attention_kernel_runs(self):
+        rng = np.random.default_rng(5)
+        dense = rng.random((2, 200, 300)) < 0.5
+        idx = np.stack([rng.permutation(300)[:7] for _ in range(200)])
+        index, num = np.array([[0, 2], [1, 3], [3, 0], [2, 1]]), np.array([2, 1, 0, 2])
+        builders = {
+            "dense": lambda **t: Mask.from_dense(dense, **t),
+            "topk": lambda **t: Mask.from_topk(idx, 300, **t),
+            "blocks": lambda **t: Mask.from_blocks(index, num, seqlen_k=250, **t),
+            "predicate": lambda **t: Mask.from_predicate("causal,window=70:0", 200, 300, **t),
+        }
+        # The CLI's tiles (AttentionKernel::default_geometry): 192x128 over 3 warpgroups at
+        # head dim 64, 128x128 over 2 at 128, 128x80 over 2 at 256.
+        tiles = {64: ((192, 128), 3), 128: ((128, 128), 2), 256: ((128, 80), 2)}
+        for name, build in builders.items():
+            for d, tile in tiles.items():
+                with self.subTest(builder=name, head_dim=d):
+                    m = build(head_dim=d)
+                    self.assertEqual((m.block, m.warpgroups), tile)
+                    self.assertEqual(m, build(block=tile[0], warpgroups=tile[1]))
+                    np.testing.assert_array_equal(m.to_dense(), build().to_dense())
+            with self.subTest(builder=name, given="block"):
+                # A given tile wins over the head dim's.
+                self.assertEqual(build(block=(64, 64), head_dim=64).block, (64, 64))
+                self.assertEqual(build().block, (128, 128))
+        for bad, error in ((100, ValueError), (0, ValueError), (64.0, TypeError), (True, TypeError)):
+            with self.subTest(head_dim=bad):
+                with self.assertRaises(error):
+                    Mask.from_dense(dense, head_dim=bad)
+
 
 class SourceTests(unittest.TestCase):
     def test_topk_fixed_k_with_padding(self):

@@ -112,11 +112,22 @@ def _seqlen(name, value):
 _TILES = {}
 
 
-def _tile(block, warpgroups, swap_ab, encoding, threads):
+def _tile(block, warpgroups, swap_ab, encoding, threads, head_dim=None):
     """The tile keywords every constructor takes, checked, as the extension's args.
-    ``warpgroups=None`` picks 2 when the MMA's M side (block_m, or block_n under
-    ``swap_ab``) is a multiple of 128 and 1 otherwise: (128, 128) gets the attention
-    kernel's 2 warpgroups, (64, 64) the 64-token tile's 1."""
+    ``block=None`` is the tile of the attention kernel a call with ``head_dim`` runs
+    (``_fragmask.head_dim_tile``: 192x128 over 3 warpgroups at 64, 128x128 at 128, 128x80
+    at 256), or (128, 128) without a head dim; a given ``block`` wins over ``head_dim``.
+    ``warpgroups=None`` picks that tile's warpgroups, or else 2 when the MMA's M side
+    (block_m, or block_n under ``swap_ab``) is a multiple of 128 and 1 otherwise:
+    (128, 128) gets the attention kernel's 2 warpgroups, (64, 64) the 64-token tile's 1."""
+    if block is None:
+        if head_dim is None:
+            block = (128, 128)
+        else:
+            block_m, block_n, tile_warpgroups = _fragmask.head_dim_tile(head_dim)
+            block = (block_m, block_n)
+            if warpgroups is None:
+                warpgroups = tile_warpgroups
     plain = (type(block) is tuple and len(block) == 2 and type(block[0]) is int
              and type(block[1]) is int and type(warpgroups) in (int, type(None))
              and type(swap_ab) is bool and type(encoding) is str and type(threads) is int)
@@ -227,9 +238,12 @@ class Mask:
     partial tile in the order each GPU thread consumes them (docs/masks.md).
 
     Build one with ``from_dense``, ``from_topk``, ``from_blocks``, ``from_predicate``
-    or ``load``. Every constructor takes the tile keywords ``block=(128, 128)`` (or
-    ``(64, 64)``, the 64-token tile, and any other tile ``fragmask pack --block``
-    takes), ``warpgroups=None`` (2 for a block_m multiple of 128, else 1),
+    or ``load``. Every constructor takes the tile keywords ``block=None`` (128x128, or
+    with ``head_dim=`` the tile of the attention kernel for that head dim: 192x128 over
+    3 warpgroups at 64, 128x128 at 128, 128x80 at 256; or ``(64, 64)``, the 64-token
+    tile, and any other tile ``fragmask pack --block`` takes), ``head_dim=None``,
+    ``warpgroups=None`` (the head dim's tile's, else 2 for a block_m multiple of 128,
+    else 1),
     ``swap_ab=False``, ``encoding="fragment-native"`` (or ``"quad-lane"``,
     ``"row-major"``) and ``threads=0`` (packer threads, 0 = all cores). Bad input
     raises ValueError or TypeError with the library's message.
@@ -360,8 +374,8 @@ class Mask:
     # Constructors ---------------------------------------------------------------
 
     @classmethod
-    def from_dense(cls, mask, *, block=(128, 128), warpgroups=None, swap_ab=False,
-                   encoding="fragment-native", threads=0, transposed=False):
+    def from_dense(cls, mask, *, block=None, warpgroups=None, swap_ab=False,
+                   encoding="fragment-native", threads=0, head_dim=None, transposed=False):
         """From a dense mask of bool, uint8 or int8 (nonzero = keep), ``[Sq, Sk]``,
         ``[H, Sq, Sk]`` or ``[B, H, Sq, Sk]`` (a leading 1 broadcasts).
 
@@ -384,7 +398,7 @@ class Mask:
         ``with_transposed()`` with its defaults): on the GPU, right after the GPU pack and
         on the same stream, for a CUDA tensor; on the CPU otherwise.
         """
-        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads, head_dim)
         if _cuda_tensor(mask) and tile[4] == "fragment-native":
             m = cls._from_dense_cuda(mask, tile)
         else:
@@ -415,8 +429,8 @@ class Mask:
 
     @classmethod
     def from_topk(cls, indices, seqlen_k, *, offsets=None, batch=None, heads=None,
-                  seqlen_q=None, block=(128, 128), warpgroups=None, swap_ab=False,
-                  encoding="fragment-native", threads=0):
+                  seqlen_q=None, block=None, warpgroups=None, swap_ab=False,
+                  encoding="fragment-native", threads=0, head_dim=None):
         """From top-k key indices (``fragmask pack --topk``).
 
         Fixed-k: ``indices`` is ``[Sq, k]``, ``[H, Sq, k]`` or ``[B, H, Sq, k]``, keys
@@ -425,7 +439,7 @@ class Mask:
         and each row sorted strictly ascending; ``batch`` defaults to 1, ``heads`` to
         rows / (batch*seqlen_q) when ``seqlen_q`` is given and else 1.
         """
-        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads, head_dim)
         seqlen_k = _seqlen("seqlen_k", seqlen_k)
         keep = [None, None]
         keep[0], raw = _array(indices, "indices", "index")
@@ -444,15 +458,15 @@ class Mask:
 
     @classmethod
     def from_blocks(cls, index, num, sizes=None, *, block_size=64, seqlen_q=None,
-                    seqlen_k=None, block=(128, 128), warpgroups=None, swap_ab=False,
-                    encoding="fragment-native", threads=0):
+                    seqlen_k=None, block=None, warpgroups=None, swap_ab=False,
+                    encoding="fragment-native", threads=0, head_dim=None):
         """From write-up 002's block lists: ``index`` = ``q2k_block_sparse_index``
         ``[(B,)(H,)Qb, maxK]``, ``num`` = ``q2k_block_sparse_num`` ``[(B,)(H,)Qb]``,
         ``sizes`` = ``variable_block_sizes`` ``[Kb]`` (default: every key block whole).
         Query block ``qb`` attends to the first ``num`` listed key blocks; key block
         ``kb`` holds its first ``sizes[kb]`` of ``block_size`` tokens. ``seqlen_q`` /
         ``seqlen_k`` default to ``Qb*block_size`` / ``Kb*block_size``."""
-        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads, head_dim)
         block_size = _int("block_size", block_size, 1, _fragmask.MAX_SEQLEN)
         seqlen_q = None if seqlen_q is None else _seqlen("seqlen_q", seqlen_q)
         seqlen_k = None if seqlen_k is None else _seqlen("seqlen_k", seqlen_k)
@@ -467,8 +481,8 @@ class Mask:
 
     @classmethod
     def from_predicate(cls, predicate, seqlen_q, seqlen_k=None, *, doc_ids=None,
-                       block=(128, 128), warpgroups=None, swap_ab=False,
-                       encoding="fragment-native", threads=0):
+                       block=None, warpgroups=None, swap_ab=False,
+                       encoding="fragment-native", threads=0, head_dim=None):
         """From a predicate in the language of ``fragmask pack --predicate``:
         ``causal``, ``window=LEFT:RIGHT``, ``prefix=P``, ``doc=NAME``, ``all``,
         ``none``, combined with ``,``/``&``, ``|``, ``!`` and parentheses; ``@top-left``
@@ -483,7 +497,7 @@ class Mask:
         """
         if not isinstance(predicate, str):
             raise TypeError(f"predicate must be a str, not {type(predicate).__name__}")
-        tile = _tile(block, warpgroups, swap_ab, encoding, threads)
+        tile = _tile(block, warpgroups, swap_ab, encoding, threads, head_dim)
         seqlen_q = _seqlen("seqlen_q", seqlen_q)
         seqlen_k = seqlen_q if seqlen_k is None else _seqlen("seqlen_k", seqlen_k)
         keep = []
