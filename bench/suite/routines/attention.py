@@ -63,15 +63,16 @@ def _doc_ids(torch, s, n, gen):
     return ids, bounds
 
 
-def _fm_tile(fragmask, block, head_dim):
-    """The tile keywords of a fragmask mask: the workload's ``block``, else the head dim's
-    tile (``head_dim=``, the attention kernel's and the CLI's); a wheel from before
-    ``head_dim=`` (no ``head_dim_tile``) packs at 128x128, its constructors' default."""
+def _fm_tile(fragmask, block, head_dim, backward):
+    """The tile keywords of a fragmask mask: the workload's ``block``, else for a forward
+    the head dim's tile (``head_dim=``, the forward kernel's and the CLI's), else the
+    constructors' default 128x128 (a backward row, whose kernels are checked on 128x128
+    and 64x64 mask tiles, or a wheel from before ``head_dim=``: no ``head_dim_tile``)."""
     if block is not None:
         return {"block": block}
-    if hasattr(fragmask._fragmask, "head_dim_tile"):
+    if not backward and hasattr(fragmask._fragmask, "head_dim_tile"):
         return {"head_dim": head_dim}
-    return {"block": (128, 128)}
+    return {}
 
 
 def _blocks64(torch, heads, sq, sk, frac, variable, gen):
@@ -229,7 +230,7 @@ def run(ctx, p, systems):
         import fragmask
         build_ms = None
         mask = None
-        tile = _fm_tile(fragmask, block, d)
+        tile = _fm_tile(fragmask, block, d, backward)
         if kind in ("random", "blocksparse", "topk"):
             dm = get_dense()[0].contiguous()
             build_ms = common.cuda_ms(

@@ -204,10 +204,14 @@ class TileTests(unittest.TestCase):
                 # A given tile wins over the head dim's.
                 self.assertEqual(build(block=(64, 64), head_dim=64).block, (64, 64))
                 self.assertEqual(build().block, (128, 128))
+        # A mask for the backward too keeps the tile the backward is checked on.
+        self.assertEqual(Mask.from_dense(dense, head_dim=64, transposed=True).block, (128, 128))
         for bad, error in ((100, ValueError), (0, ValueError), (64.0, TypeError), (True, TypeError)):
             with self.subTest(head_dim=bad):
                 with self.assertRaises(error):
                     Mask.from_dense(dense, head_dim=bad)
+                with self.assertRaises(error):
+                    Mask.from_dense(dense, head_dim=bad, transposed=True)
 
 
 class SourceTests(unittest.TestCase):
