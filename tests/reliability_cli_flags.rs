@@ -751,6 +751,25 @@ fn forced_shared_kv_and_persistent_ctas_the_call_cannot_take_are_refused_before_
     ]));
     valid_without_gpu(&with(&["--causal", "--persistent", "on"]));
     valid_without_gpu(&with(&["--causal", "--head-section", "4000000000"]));
+    // The 128x128 list kernel runs 3 K/V stages; persistent it takes the 2 that fit beside
+    // the second Q tile, unless the call names 3.
+    valid_without_gpu(&with(&[
+        "--synthetic-mask",
+        "random:0.5",
+        "--persistent",
+        "on",
+    ]));
+    refused(
+        &with(&[
+            "--synthetic-mask",
+            "random:0.5",
+            "--persistent",
+            "on",
+            "--stages",
+            "3",
+        ]),
+        &["persistent", "3 K/V stages"],
+    );
 }
 
 #[test]

@@ -452,7 +452,7 @@ impl AttentionKernel {
         }
         if persistent && !self.geometry.persistent_fits(self.head_dim, self.stages) {
             return Err(ConfigError::Persistent(format!(
-                "two Q tiles and {} K/V stages of the {} tile at head dim {} do not fit in \
+                "persistent CTAs: two Q tiles and {} K/V stages of the {} tile at head dim {} do not fit in \
                  shared memory",
                 self.stages,
                 self.geometry.name(),
