@@ -786,6 +786,15 @@ pub fn default_cases() -> Vec<BackwardCase> {
             1,
         ),
         (
+            // The forward's tile at head dim 64 (Mask.from_*(head_dim=64)), three query
+            // blocks of 64 per mask tile: the 64-query step.
+            "[192x128] random 50% d64 odd 300x260",
+            shape(1, 2, 2, 300, 260, 64),
+            blocks(Geometry::TILE_192X128, 2, random(0.5, 21)),
+            BackwardOptions::default(),
+            1,
+        ),
+        (
             "paired key blocks off: [64x64] random 50% d128",
             shape(1, 2, 2, 256, 320, 128),
             blocks(t64, 2, random(0.5, 12)),
