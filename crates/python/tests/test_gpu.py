@@ -249,6 +249,21 @@ class AttentionTests(unittest.TestCase):
         bshd = fragmask.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), m, layout="bshd")
         self.assertLess(rel_err(bshd.transpose(1, 2), out), 1e-3)
 
+    def test_head_dim_masks_run_their_head_dims_tile_and_match_sdpa(self):
+        # Mask.from_*(head_dim=): 192x128 over 3 warpgroups at head dim 64, 128x80 at 256,
+        # packed on the GPU and on the CPU alike; the forward runs that tile's kernel.
+        for D, tile in ((64, ((192, 128), 3)), (128, ((128, 128), 2)), (256, ((128, 80), 2))):
+            with self.subTest(head_dim=D):
+                B, H, Sq, Sk = 1, 2, 300, 420
+                q, k, v = self.qkv(B, H, H, Sq, Sk, D, seed=D)
+                dense = torch.rand(Sq, Sk, device="cuda") < 0.5
+                dense[:, 0] = True
+                m = Mask.from_dense(dense, head_dim=D)
+                self.assertEqual((m.block, m.warpgroups), tile)
+                self.assertEqual(m, Mask.from_dense(dense.cpu(), head_dim=D))
+                out = fragmask.attention(q, k, v, m)
+                self.assertLess(rel_err(out, self.sdpa(q, k, v, dense)), 1e-2)
+
     def test_masks_of_another_tile_or_encoding_are_refused_before_launch(self):
         q, k, v = self.qkv(1, 2, 2, 256, 256, 128)
         for m in (Mask.from_predicate("causal", 256, block=(64, 128)),
