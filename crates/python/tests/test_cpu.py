@@ -149,18 +149,24 @@ class DenseTests(unittest.TestCase):
         np.testing.assert_array_equal(bits.astype(bool), dense[row, col])
 
 
+def _every_builder(seed):
+    """A random [2, 200, 300] dense mask and the four mask constructors, each as a function of
+    the tile keywords, on sources of that shape (dense, top-k, block lists, predicate)."""
+    rng = np.random.default_rng(seed)
+    dense = rng.random((2, 200, 300)) < 0.5
+    idx = np.stack([rng.permutation(300)[:7] for _ in range(200)])
+    index, num = np.array([[0, 2], [1, 3], [3, 0], [2, 1]]), np.array([2, 1, 0, 2])
+    return dense, {
+        "dense": lambda **t: Mask.from_dense(dense, **t),
+        "topk": lambda **t: Mask.from_topk(idx, 300, **t),
+        "blocks": lambda **t: Mask.from_blocks(index, num, seqlen_k=250, **t),
+        "predicate": lambda **t: Mask.from_predicate("causal,window=70:0", 200, 300, **t),
+    }
+
+
 class TileTests(unittest.TestCase):
     def test_64_token_tiles_from_every_builder_get_one_warpgroup(self):
-        rng = np.random.default_rng(4)
-        dense = rng.random((2, 200, 300)) < 0.5
-        idx = np.stack([rng.permutation(300)[:7] for _ in range(200)])
-        index, num = np.array([[0, 2], [1, 3], [3, 0], [2, 1]]), np.array([2, 1, 0, 2])
-        builders = {
-            "dense": lambda **t: Mask.from_dense(dense, **t),
-            "topk": lambda **t: Mask.from_topk(idx, 300, **t),
-            "blocks": lambda **t: Mask.from_blocks(index, num, seqlen_k=250, **t),
-            "predicate": lambda **t: Mask.from_predicate("causal,window=70:0", 200, 300, **t),
-        }
+        _, builders = _every_builder(4)
         for name, build in builders.items():
             with self.subTest(builder=name):
                 m = build(block=(64, 64))
@@ -180,16 +186,7 @@ class TileTests(unittest.TestCase):
         self.assertEqual(Mask.from_predicate("causal", 100, block=(192, 64)).warpgroups, 1)
 
     def test_head_dim_packs_at_the_tile_its_attention_kernel_runs(self):
-        rng = np.random.default_rng(5)
-        dense = rng.random((2, 200, 300)) < 0.5
-        idx = np.stack([rng.permutation(300)[:7] for _ in range(200)])
-        index, num = np.array([[0, 2], [1, 3], [3, 0], [2, 1]]), np.array([2, 1, 0, 2])
-        builders = {
-            "dense": lambda **t: Mask.from_dense(dense, **t),
-            "topk": lambda **t: Mask.from_topk(idx, 300, **t),
-            "blocks": lambda **t: Mask.from_blocks(index, num, seqlen_k=250, **t),
-            "predicate": lambda **t: Mask.from_predicate("causal,window=70:0", 200, 300, **t),
-        }
+        dense, builders = _every_builder(5)
         # The CLI's tiles (AttentionKernel::default_geometry): 192x128 over 3 warpgroups at
         # head dim 64, 128x128 over 2 at 128, 128x80 over 2 at 256.
         tiles = {64: ((192, 128), 3), 128: ((128, 128), 2), 256: ((128, 80), 2)}
