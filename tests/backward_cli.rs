@@ -27,13 +27,24 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn valid_backward_inputs_without_a_gpu_exit_3() {
-    let cases: [&[&str]; 3] = [
+    let cases: [&[&str]; 4] = [
         &[
             "attention",
             "--backward",
             "--random",
             "1,2,1,200,150,128",
             "--causal",
+        ],
+        // Head dim 64's forward tile, which the backward reads (its selftest has cases).
+        &[
+            "bench",
+            "backward",
+            "--random",
+            "1,2,2,300,260,64",
+            "--synthetic-mask",
+            "random:0.5",
+            "--block",
+            "192x128",
         ],
         &[
             "bench",
@@ -139,7 +150,7 @@ fn bad_backward_inputs_exit_2_naming_the_problem_before_any_gpu() {
                 "--block",
                 "128x80",
             ],
-            "--block",
+            "--block 128x80: attention kernel: the backward does not read a 128x80 mask tile",
         ),
     ] {
         let o = run_without_gpu(&args);

@@ -10,9 +10,10 @@ use fragmask::check::attention::{backward_selftest as bwd_selftest, time_backwar
 use fragmask::host::attention::backward::{
     self as bwd, BackwardOptions, BackwardWorkspace, GradStrides,
 };
-use fragmask::host::attention::{AttentionRunner, Mask, PackedMask};
+use fragmask::host::attention::{choice, AttentionRunner, Mask, PackedMask};
 use fragmask::host::Device;
 use fragmask::inputs::attention::{self as inputs, MaskInput};
+use fragmask::kernels::attention::backward::BackwardMask;
 use fragmask::kernels::attention::Geometry;
 use fragmask::masks::io::{read_file_limited, write_safetensors, DType};
 use fragmask::masks::{PackOptions, TransposedLists};
@@ -129,14 +130,15 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
         _ => None,
     };
     if packed.is_none() && v.mask.is_some() {
-        // Built here at the backward's tile: check that tile's configuration.
+        // Built here at --block: the backward must read that tile at this head dim.
         let g = backward_tile(args)?;
-        if !matches!((g.block_m(), g.block_n()), (128, 128) | (64, 64)) {
-            return Err(format!(
-                "--block {}: the backward reads masks packed at 128x128 or 64x64",
-                g.name()
-            ));
-        }
+        let mode = BackwardMask::Blocks {
+            block_m: g.block_m(),
+            block_n: g.block_n(),
+        };
+        let d = u32::try_from(v.shape.head_dim).unwrap_or(0);
+        choice::backward_config(d, mode, &BackwardOptions::default())
+            .map_err(|e| format!("--block {}: {e}", g.name()))?;
     }
     if flags.bwd_stages == Some(0) {
         return Err("--bwd-stages 0: the backward needs at least 1 Q/dO stage".into());

@@ -11,7 +11,9 @@ use fragmask_host::attention::backward::{
     BackwardOptions, BackwardPlan, BackwardPointers, BackwardStages, BackwardWorkspace, DqReduce,
     GradStrides, RawBackwardMask, RawGradients, SharedRows,
 };
+use fragmask_host::attention::choice;
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
+use fragmask_kernels::attention::backward::BackwardMask;
 use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
 use fragmask_host::device_lists::RawMaskLists;
 use fragmask_kernels::family::dtype::ActDtype;
@@ -246,6 +248,19 @@ pub(crate) fn attention_backward_stages(
     // API's contract), so the shared workspace holds the preprocess of these rows.
     unsafe { handle.plan.run_stages(&cuda_stream, &ptrs, &ws, &stages) }
         .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
+/// Why the backward cannot read a mask packed at `block_m x block_n` at `head_dim`, or
+/// `None` where it can: `choice::backward_config` with the options the autograd backward
+/// plans with. The forward of a call that will need a backward asks it, so a mask at a
+/// forward-only tile (128x80, head dim 256's forward tile) is refused before its forward
+/// runs rather than at the backward.
+#[pyfunction]
+pub(crate) fn backward_tile_refusal(head_dim: u32, block_m: u32, block_n: u32) -> Option<String> {
+    let mode = BackwardMask::Blocks { block_m, block_n };
+    choice::backward_config(head_dim, mode, &BackwardOptions::default())
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// The plan of `key`: the cached one, or made now (with `ws`, a workspace that fits it)

@@ -857,6 +857,7 @@ fn _fragmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plan::AttentionPlanHandle>()?;
     m.add_class::<plan::DecodePlanHandle>()?;
     m.add_class::<backward::BackwardPlanHandle>()?;
+    m.add_function(wrap_pyfunction!(backward::backward_tile_refusal, m)?)?;
     m.add_class::<gpu::LightningPlanHandle>()?;
     m.add_function(wrap_pyfunction!(device_api::claim_device_api, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::warmup, m)?)?;

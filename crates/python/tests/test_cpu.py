@@ -211,6 +211,27 @@ class TileTests(unittest.TestCase):
                     Mask.from_dense(dense, head_dim=bad, transposed=True)
 
 
+    def test_the_backward_reads_every_training_tile_and_refuses_only_forward_ones(self):
+        # The tiles masks are made at for training (the default, 64x64, head_dim= with
+        # transposed=True) are read by the backward at every head dim; of the forward's
+        # head-dim tiles only 128x80 (head dim 256's) is not, and it is named.
+        refusal = fragmask._fragmask.backward_tile_refusal
+        dense, _ = _every_builder(6)
+        for d in (64, 128, 256):
+            with self.subTest(head_dim=d):
+                for block in ((128, 128), (64, 64),
+                              Mask.from_dense(dense, head_dim=d, transposed=True).block):
+                    self.assertIsNone(refusal(d, *block), (d, block))
+                forward = Mask.from_dense(dense, head_dim=d).block
+                why = refusal(d, *forward)
+                if forward == (128, 80):
+                    self.assertIsInstance(why, str)
+                    self.assertIn("80", why)
+                else:
+                    self.assertIsNone(why, (d, forward))
+        self.assertIsNotNone(refusal(96, 128, 128))  # no backward at head dim 96
+
+
 class SourceTests(unittest.TestCase):
     def test_topk_fixed_k_with_padding(self):
         rng = np.random.default_rng(4)

@@ -142,6 +142,16 @@ pub enum ConfigError {
     /// The backward's GQA group slices ([`backward::BackwardKernel::with_group_slices`])
     /// with a configuration they do not run (the reason).
     GroupSlices(String),
+    /// A mask tile the backward does not read: its CTA of `cta_n` keys walks the tile's
+    /// 64-query rows and `cta_n`-key columns ([`backward::BackwardKernel::new`]).
+    BackwardMaskTile {
+        /// Query rows of the mask tile.
+        block_m: u32,
+        /// Keys of the mask tile.
+        block_n: u32,
+        /// Keys per CTA of the backward at that head dim and tile width.
+        cta_n: u32,
+    },
 }
 
 impl core::fmt::Display for ConfigError {
@@ -214,6 +224,16 @@ impl core::fmt::Display for ConfigError {
             ConfigError::QRegisters(why) => write!(f, "{why}"),
             ConfigError::DqWriter(why) => write!(f, "{why}"),
             ConfigError::GroupSlices(why) => write!(f, "{why}"),
+            ConfigError::BackwardMaskTile {
+                block_m,
+                block_n,
+                cta_n,
+            } => write!(
+                f,
+                "the backward does not read a {block_m}x{block_n} mask tile: its rows must be a \
+                 multiple of 64 and its keys a multiple of {cta_n} (the backward CTA's keys here), \
+                 at most 128 (e.g. 128x128, 64x64, 192x128)"
+            ),
         }
     }
 }

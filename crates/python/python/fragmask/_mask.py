@@ -243,8 +243,9 @@ class Mask:
     3 warpgroups at 64, 128x128 at 128, 128x80 at 256; or ``(64, 64)``, the 64-token
     tile, and any other tile ``fragmask pack --block`` takes), ``head_dim=None``,
     ``warpgroups=None`` (the head dim's tile's, else 2 for a block_m multiple of 128,
-    else 1; the head dim's tiles are the forward's: the backward is checked on 128x128
-    and 64x64),
+    else 1; the head dim's tiles are the forward's: the backward reads 128x128, 64x64
+    and 192x128, not 128x80, and a call needing a backward refuses that tile before
+    its forward),
     ``swap_ab=False``, ``encoding="fragment-native"`` (or ``"quad-lane"``,
     ``"row-major"``) and ``threads=0`` (packer threads, 0 = all cores). Bad input
     raises ValueError or TypeError with the library's message.
@@ -401,11 +402,13 @@ class Mask:
 
         ``head_dim=64`` (or 256) packs at the tile the forward kernel of that head dim runs
         (192x128, 128x80), up to 1.1x faster than 128x128 at head dim 64; with
-        ``transposed=True`` it keeps 128x128, the tile the backward is checked on. For
-        training with the other constructors, keep their default tile too.
+        ``transposed=True`` it keeps 128x128, the backward's fastest tile. For training
+        with the other constructors, keep their default tile too (the backward cannot
+        read 128x80).
         """
-        # A mask for the backward too keeps 128x128 under head_dim=: the backward's checks
-        # (its selftest) cover mask tiles of 128x128 and 64x64, not 192x128 or 128x80.
+        # A mask for the backward too keeps 128x128 under head_dim=: at head dim 64 the
+        # backward on 192x128 took 1.026x its time on 128x128, for a forward 0.926x
+        # (one H200, bench/results/session-2026-11-29a/), and it cannot read 128x80.
         if transposed and head_dim is not None:
             _fragmask.head_dim_tile(head_dim)  # checked all the same
         tile = _tile(block, warpgroups, swap_ab, encoding, threads,

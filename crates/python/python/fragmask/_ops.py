@@ -524,6 +524,8 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
             n = 0 if splits is None else splits
             bshd = layout == "bshd"
             if _grad() and (q.requires_grad or k.requires_grad or v.requires_grad):
+                if mask is not None:
+                    _check_backward_tile("fragmask.attention", mask, q.shape[3])
                 entry = _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, n)
                 # Only out is an output unless the lse is asked for: one output for
                 # autograd to wrap, no non-differentiable one to mark.
@@ -592,6 +594,30 @@ def _mask_ptrs(mask, q, device):
         _device_lists(_T, mask, q.device)
         ptrs = mask._device_ptrs[device]
     return mask._meta[8], ptrs
+
+
+_BACKWARD_REFUSALS = {}   # (head dim, block_m, block_n) -> why the backward refuses, or ""
+
+
+def _check_backward_tile(what, mask, D):
+    """Refuses, before the forward runs, a call that will need a backward (grad enabled,
+    an input requiring grad) on a mask whose tile the backward cannot read at head dim
+    `D` (``head_dim=256`` packs at the forward's 128x80): the extension's rule
+    (``backward_tile_refusal``), asked once per tile and head dim. Under torch.compile or
+    with a symbolic head dim the backward's plan names it instead."""
+    if type(D) is not int or _torch().compiler.is_compiling():
+        return
+    key = (D, mask._meta[4], mask._meta[5])
+    why = _BACKWARD_REFUSALS.get(key)
+    if why is None:
+        why = _fragmask.backward_tile_refusal(*key) or ""
+        _BACKWARD_REFUSALS[key] = why
+    if why:
+        raise ValueError(
+            f"{what}: the mask's {key[1]}x{key[2]} tile is a forward tile; the backward at "
+            f"head dim {D} cannot read it ({why}). For training, build the mask with "
+            f"transposed=True (head_dim= then packs at the backward's tile) or "
+            f"block=(128, 128)")
 
 
 # Slots of a forward plan entry (_forward_plan).
@@ -889,6 +915,7 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
         lists = _device_lists(torch, mask, q.device)
         meta = list(mask._meta)
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            _check_backward_tile(what, mask, D)
             # The backward reads the transposed lists: added on the GPU when missing.
             tlists, bwd_id = _device_transposed(torch, mask, q.device)
             meta.append(bwd_id)

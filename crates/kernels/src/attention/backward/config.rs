@@ -231,10 +231,10 @@ impl BackwardKernel {
         }
         if let BackwardMask::Blocks { block_m, block_n } = mask {
             if block_m % STEP_M != 0 || block_m == 0 || block_n % cta_n != 0 || block_n > 128 {
-                return Err(ConfigError::Geometry {
+                return Err(ConfigError::BackwardMaskTile {
                     block_m,
                     block_n,
-                    warpgroups,
+                    cta_n,
                 });
             }
         }
@@ -1111,6 +1111,21 @@ mod tests {
             BackwardKernel::new(2, 128, 1, 9, BackwardMask::Window),
             Err(ConfigError::Stages { stages: 9, .. })
         ));
+        // Head dim 256's forward tile: 80 keys over 64-key CTAs.
+        assert_eq!(
+            BackwardKernel::default_for(
+                256,
+                BackwardMask::Blocks {
+                    block_m: 128,
+                    block_n: 80
+                }
+            ),
+            Err(ConfigError::BackwardMaskTile {
+                block_m: 128,
+                block_n: 80,
+                cta_n: 64
+            })
+        );
         // A 64-key mask tile cannot feed a 128-key CTA.
         assert!(matches!(
             BackwardKernel::new(
@@ -1123,7 +1138,11 @@ mod tests {
                     block_n: 64
                 }
             ),
-            Err(ConfigError::Geometry { .. })
+            Err(ConfigError::BackwardMaskTile {
+                block_m: 64,
+                block_n: 64,
+                cta_n: 128
+            })
         ));
     }
 }
