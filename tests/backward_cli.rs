@@ -35,16 +35,16 @@ fn valid_backward_inputs_without_a_gpu_exit_3() {
             "1,2,1,200,150,128",
             "--causal",
         ],
-        // Head dim 64's forward tile, which the backward reads (its selftest has cases).
+        // 64 keys by 128 queries, a tile the backward reads (its selftest has cases).
         &[
             "bench",
             "backward",
             "--random",
-            "1,2,2,300,260,64",
+            "1,2,2,300,260,128",
             "--synthetic-mask",
             "random:0.5",
             "--block",
-            "192x128",
+            "128x64",
         ],
         &[
             "bench",
@@ -151,6 +151,20 @@ fn bad_backward_inputs_exit_2_naming_the_problem_before_any_gpu() {
                 "128x80",
             ],
             "--block 128x80: attention kernel: the backward does not read a 128x80 mask tile",
+        ),
+        (
+            // Head dim 64's forward tile: its 192-row steps would run past the workspace.
+            vec![
+                "bench",
+                "backward",
+                "--random",
+                "1,2,2,300,260,64",
+                "--synthetic-mask",
+                "random:0.5",
+                "--block",
+                "192x128",
+            ],
+            "the backward does not read a 192x128 mask tile",
         ),
     ] {
         let o = run_without_gpu(&args);

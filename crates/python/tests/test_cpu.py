@@ -213,8 +213,8 @@ class TileTests(unittest.TestCase):
 
     def test_the_backward_reads_every_training_tile_and_refuses_only_forward_ones(self):
         # The tiles masks are made at for training (the default, 64x64, head_dim= with
-        # transposed=True) are read by the backward at every head dim; of the forward's
-        # head-dim tiles only 128x80 (head dim 256's) is not, and it is named.
+        # transposed=True) are read by the backward at every head dim; the forward's
+        # head-dim tiles 192x128 (64) and 128x80 (256) are not, and are named.
         refusal = fragmask._fragmask.backward_tile_refusal
         dense, _ = _every_builder(6)
         for d in (64, 128, 256):
@@ -224,11 +224,11 @@ class TileTests(unittest.TestCase):
                     self.assertIsNone(refusal(d, *block), (d, block))
                 forward = Mask.from_dense(dense, head_dim=d).block
                 why = refusal(d, *forward)
-                if forward == (128, 80):
-                    self.assertIsInstance(why, str)
-                    self.assertIn("80", why)
-                else:
+                if forward == (128, 128):
                     self.assertIsNone(why, (d, forward))
+                else:
+                    self.assertIsInstance(why, str)
+                    self.assertIn("%dx%d mask tile" % forward, why)
         self.assertIsNotNone(refusal(96, 128, 128))  # no backward at head dim 96
 
 

@@ -496,35 +496,34 @@ class AutogradTests(unittest.TestCase):
                                                                   **ours),
                                lambda q, k, v: tr(math_attention(un(q), un(k), un(v), **ref)))
 
-    def test_head_dim_masks_train_where_the_backward_reads_their_tile(self):
-        # head_dim=64's forward tile (192x128, 3 warpgroups) trains: its backward runs the
-        # 64-query step on that tile. head_dim=256's (128x80) has no backward: a call
-        # needing one is refused before its forward; without grad it runs.
+    def test_head_dim_forward_tiles_are_refused_for_training_before_the_forward(self):
+        # head_dim=64's and 256's forward tiles (192x128, 128x80) have no backward: a call
+        # needing one is refused before its forward, in either layout; without grad it
+        # runs; the same masks made with transposed=True (128x128) train.
         B, H, Sq, Sk = 1, 2, 300, 260
         g = torch.Generator(device="cuda").manual_seed(31)
         dense = torch.rand(Sq, Sk, device="cuda", generator=g) < 0.5
         dense[:, 0] = True
-        q, k, v = (torch.randn(B, H, s, 64, device="cuda", dtype=torch.bfloat16, generator=g)
-                   for s in (Sq, Sk, Sk))
-        m = Mask.from_dense(dense, head_dim=64)
-        self.assertEqual(m.block, (192, 128))
-        self.check("192x128 d64", q, k, v, lambda q, k, v: fragmask.attention(q, k, v, m),
-                   lambda q, k, v: math_attention(q, k, v, mask=dense))
-        q, k, v = (torch.randn(B, H, s, 256, device="cuda", dtype=torch.bfloat16, generator=g)
-                   for s in (Sq, Sk, Sk))
-        m = Mask.from_dense(dense, head_dim=256)
-        self.assertEqual(m.block, (128, 80))
-        for layout in ("bhsd", "bshd"):
-            tr = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
-            qg = tr(q).requires_grad_()
-            with self.assertRaisesRegex(ValueError, "128x80 tile .*transposed=True"):
-                fragmask.attention(qg, tr(k), tr(v), m, layout=layout)
-            with torch.no_grad():
-                out = fragmask.attention(qg, tr(k), tr(v), m, layout=layout)
-            self.assertIsNone(out.grad_fn)
-        trained = Mask.from_dense(dense, head_dim=256, transposed=True)
-        self.check("128x128 d256", q, k, v, lambda q, k, v: fragmask.attention(q, k, v, trained),
-                   lambda q, k, v: math_attention(q, k, v, mask=dense))
+        for D, tile in ((64, (192, 128)), (256, (128, 80))):
+            with self.subTest(head_dim=D):
+                q, k, v = (torch.randn(B, H, s, D, device="cuda", dtype=torch.bfloat16,
+                                       generator=g) for s in (Sq, Sk, Sk))
+                m = Mask.from_dense(dense, head_dim=D)
+                self.assertEqual(m.block, tile)
+                for layout in ("bhsd", "bshd"):
+                    tr = ((lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd"
+                          else (lambda t: t))
+                    qg = tr(q).requires_grad_()
+                    with self.assertRaisesRegex(ValueError, f"{tile[0]}x{tile[1]} tile .*transposed=True"):
+                        fragmask.attention(qg, tr(k), tr(v), m, layout=layout)
+                    with torch.no_grad():
+                        out = fragmask.attention(qg, tr(k), tr(v), m, layout=layout)
+                    self.assertIsNone(out.grad_fn)
+                trained = Mask.from_dense(dense, head_dim=D, transposed=True)
+                self.assertEqual(trained.block, (128, 128))
+                self.check(f"128x128 d{D}", q, k, v,
+                           lambda q, k, v: fragmask.attention(q, k, v, trained),
+                           lambda q, k, v: math_attention(q, k, v, mask=dense))
 
     def test_64_token_blocks_pair_their_key_blocks_and_match_fp32(self):
         # A 64x64 mask's backward pairs its key blocks by default (docs/backward.md, "Paired

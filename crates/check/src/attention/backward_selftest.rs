@@ -43,7 +43,7 @@ pub enum BackwardCaseMask {
     Window(Window),
     /// Packed at `tile` (with transposed lists) over `batch x heads` (1 broadcasts).
     Blocks {
-        /// The mask's tile (one the backward reads: 128x128, 64x64, 192x128, 128x64).
+        /// The mask's tile (one the backward reads: 128x128, 64x64, 128x64).
         tile: Geometry,
         /// Mask batch extent.
         batch: usize,
@@ -786,15 +786,6 @@ pub fn default_cases() -> Vec<BackwardCase> {
             1,
         ),
         (
-            // The forward's tile at head dim 64 (Mask.from_*(head_dim=64)), three query
-            // blocks of 64 per mask tile: the 64-query step.
-            "[192x128] random 50% d64 odd 300x260",
-            shape(1, 2, 2, 300, 260, 64),
-            blocks(Geometry::TILE_192X128, 2, random(0.5, 21)),
-            BackwardOptions::default(),
-            1,
-        ),
-        (
             // 64 keys by 128 queries (`--block 128x64`): one 64-key warpgroup, two 64-query
             // steps per mask tile row.
             "[128x64] random 50% d128 odd 300x260",
@@ -807,13 +798,6 @@ pub fn default_cases() -> Vec<BackwardCase> {
             "[128x64] random 50% d256 odd 200x190",
             shape(1, 1, 1, 200, 190, 256),
             blocks(Geometry::TILE_128X64, 1, random(0.5, 23)),
-            BackwardOptions::default(),
-            1,
-        ),
-        (
-            "[192x128] random 50% d256 odd 200x190",
-            shape(1, 1, 1, 200, 190, 256),
-            blocks(Geometry::TILE_192X128, 1, random(0.5, 24)),
             BackwardOptions::default(),
             1,
         ),

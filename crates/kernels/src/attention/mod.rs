@@ -143,7 +143,8 @@ pub enum ConfigError {
     /// with a configuration they do not run (the reason).
     GroupSlices(String),
     /// A mask tile the backward does not read: its CTA of `cta_n` keys walks the tile's
-    /// 64-query rows and `cta_n`-key columns ([`backward::BackwardKernel::new`]).
+    /// `cta_n`-key columns, and the tile's query rows must divide the workspace's row
+    /// padding ([`backward::ROW_PAD`]; [`backward::BackwardKernel::new`]).
     BackwardMaskTile {
         /// Query rows of the mask tile.
         block_m: u32,
@@ -230,9 +231,9 @@ impl core::fmt::Display for ConfigError {
                 cta_n,
             } => write!(
                 f,
-                "the backward does not read a {block_m}x{block_n} mask tile: its rows must be a \
-                 multiple of 64 and its keys a multiple of {cta_n} (the backward CTA's keys here), \
-                 at most 128 (e.g. 128x128, 64x64, 192x128)"
+                "the backward does not read a {block_m}x{block_n} mask tile: its query rows must \
+                 be 64 or 128 and its keys a multiple of {cta_n} (the backward CTA's keys here), at \
+                 most 128 (128x128, 64x64 or 128x64)"
             ),
         }
     }

@@ -244,8 +244,8 @@ class Mask:
     tile, and any other tile ``fragmask pack --block`` takes), ``head_dim=None``,
     ``warpgroups=None`` (the head dim's tile's, else 2 for a block_m multiple of 128,
     else 1; the head dim's tiles are the forward's: the backward reads 128x128, 64x64
-    and 192x128, not 128x80, and a call needing a backward refuses that tile before
-    its forward),
+    and 128x64, not head dim 64's 192x128 or 256's 128x80, and a call needing a
+    backward refuses those before its forward),
     ``swap_ab=False``, ``encoding="fragment-native"`` (or ``"quad-lane"``,
     ``"row-major"``) and ``threads=0`` (packer threads, 0 = all cores). Bad input
     raises ValueError or TypeError with the library's message.
@@ -403,12 +403,12 @@ class Mask:
         ``head_dim=64`` (or 256) packs at the tile the forward kernel of that head dim runs
         (192x128, 128x80), up to 1.1x faster than 128x128 at head dim 64; with
         ``transposed=True`` it keeps 128x128, the backward's fastest tile. For training
-        with the other constructors, keep their default tile too (the backward cannot
-        read 128x80).
+        with the other constructors, keep their default tile too (the backward reads
+        neither 192x128 nor 128x80).
         """
-        # A mask for the backward too keeps 128x128 under head_dim=: at head dim 64 the
-        # backward on 192x128 took 1.026x its time on 128x128, for a forward 0.926x
-        # (one H200, bench/results/session-2026-11-29a/), and it cannot read 128x80.
+        # A mask for the backward too keeps 128x128 under head_dim=: the backward's
+        # workspace pads query rows to 128 (ROW_PAD), which 192-row tiles overrun, and its
+        # 64-key CTAs do not tile 80 keys (BackwardKernel::new).
         if transposed and head_dim is not None:
             _fragmask.head_dim_tile(head_dim)  # checked all the same
         tile = _tile(block, warpgroups, swap_ab, encoding, threads,

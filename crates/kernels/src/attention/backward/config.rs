@@ -4,7 +4,7 @@
 
 use static_assertions::const_assert;
 
-use super::{DQ_CHUNK_ROWS, STEP_M, WIDE_STEP_M};
+use super::{DQ_CHUNK_ROWS, ROW_PAD, STEP_M, WIDE_STEP_M};
 use crate::attention::ConfigError;
 use crate::family::dtype::ActDtype;
 use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS, SM_REGISTERS};
@@ -230,7 +230,10 @@ impl BackwardKernel {
             )));
         }
         if let BackwardMask::Blocks { block_m, block_n } = mask {
-            if block_m % STEP_M != 0 || block_m == 0 || block_n % cta_n != 0 || block_n > 128 {
+            // A listed tile's steps cover its whole `block_m` rows, and the workspace's rows
+            // are padded to ROW_PAD only: a 192-row tile's last steps would run past them.
+            let rows_fit = block_m % STEP_M == 0 && block_m != 0 && ROW_PAD % block_m == 0;
+            if !rows_fit || block_n % cta_n != 0 || block_n > 128 {
                 return Err(ConfigError::BackwardMaskTile {
                     block_m,
                     block_n,
@@ -1111,6 +1114,21 @@ mod tests {
             BackwardKernel::new(2, 128, 1, 9, BackwardMask::Window),
             Err(ConfigError::Stages { stages: 9, .. })
         ));
+        // Head dim 64's forward tile: 192-row steps would run past the workspace's rows.
+        assert_eq!(
+            BackwardKernel::default_for(
+                64,
+                BackwardMask::Blocks {
+                    block_m: 192,
+                    block_n: 128
+                }
+            ),
+            Err(ConfigError::BackwardMaskTile {
+                block_m: 192,
+                block_n: 128,
+                cta_n: 128
+            })
+        );
         // Head dim 256's forward tile: 80 keys over 64-key CTAs.
         assert_eq!(
             BackwardKernel::default_for(
