@@ -132,10 +132,18 @@ pub const NEG_INF: &str = "#define FM_NEG_INF (__int_as_float(0xff800000u))";
 
 /// Named barriers (PTX ISA 9.7.13.1 `bar.sync` / `bar.arrive`) over a compile-time
 /// thread count: `fm_named_sync<THREADS>(id)`, `fm_named_arrive<THREADS>(id)`. The count
-/// is an immediate, as the instruction wants it.
+/// is an immediate, as the instruction wants it. `bar.sync` is `barrier.sync.aligned`:
+/// every thread reaching the barrier must execute the same instruction, so a barrier that
+/// warps reach from different branches (the paired backward's own and skipped steps) is
+/// `fm_named_sync_divergent<THREADS>(id)`, `barrier.sync` without `.aligned`
+/// (compute-sanitizer synccheck reports the aligned form there).
 pub const NAMED_BARRIERS: &str = r#"// ---- named barriers (PTX ISA 9.7.13.1 bar.sync / bar.arrive), THREADS an immediate ----
 template <int THREADS> __device__ __forceinline__ void fm_named_sync(int id) {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "n"(THREADS) : "memory");
+}
+// barrier.sync without .aligned: the threads may reach barrier `id` from different instructions.
+template <int THREADS> __device__ __forceinline__ void fm_named_sync_divergent(int id) {
+    asm volatile("barrier.sync %0, %1;" :: "r"(id), "n"(THREADS) : "memory");
 }
 template <int THREADS> __device__ __forceinline__ void fm_named_arrive(int id) {
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "n"(THREADS) : "memory");

@@ -437,6 +437,18 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             "PAIRED_SKIP",
             if k.paired_keys() { PAIRED_SKIP } else { "" }.to_string(),
         ),
+        // The step's dS barrier: with paired key blocks a warpgroup skipping the step reaches
+        // it from PAIRED_SKIP while the other computes, so it is not the aligned form there.
+        (
+            "DS_SYNC",
+            if k.paired_keys() {
+                "fm_named_sync_divergent<FM_CONSUMERS>(1);   // every warpgroup's dS is in shared memory \
+                 (reached from the own and the skipped steps' branches)"
+            } else {
+                "fm_named_sync<FM_CONSUMERS>(1);   // every warpgroup's dS is in shared memory"
+            }
+            .to_string(),
+        ),
         ("DQ_CHUNK_GEMM", DQ_CHUNK_GEMM.to_string()),
         ("DS_KEY64_OFFSET16", key64.0.to_string()),
         ("K_MN_KEY64_OFFSET16", key64.1.to_string()),
@@ -726,7 +738,7 @@ const DQ_CHUNK_GEMM: &str = "                    // (one half: qh is 0 at compil
 /// other warpgroup's 64 keys (each waited before the next: no wgmma outlives the branch),
 /// the stage released.
 const PAIRED_SKIP: &str = r#"                    $DQ_BEFORE_SYNC
-                    fm_named_sync<FM_CONSUMERS>(1);   // every warpgroup's dS is in shared memory
+                    $DS_SYNC
                     $DQ_ROWS
 #pragma unroll 1
                     for (int u = 0; u < (FM_DQ_ITEMS + FM_WG - 1) / FM_WG; ++u) {

@@ -544,7 +544,7 @@ $PAIRED_SKIP
                 }
 #endif
                 $DQ_BEFORE_SYNC
-                fm_named_sync<FM_CONSUMERS>(1);   // every warpgroup's dS is in shared memory
+                $DS_SYNC
                 $DQ_ROWS
                 // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
                 // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
