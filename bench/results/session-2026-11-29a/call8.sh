@@ -11,6 +11,6 @@ bin=/tmp/$name/fragmask
 run() { local tool=$1 lim=$2; shift 2; local log=$OUT/$tool-$*; log=${log// /_}.txt; SECONDS=0
   timeout $lim compute-sanitizer --tool $tool --error-exitcode 99 $bin attention "$@" --selftest > "$log" 2>&1
   echo "$tool $* rc=$? ${SECONDS}s $(grep -c '^PASS' "$log") pass $(grep -c '^FAIL' "$log") fail $(grep -o '\(ERROR\|RACECHECK\) SUMMARY: .*' "$log" | tail -1)"; }
-run synccheck 90 --backward
-run racecheck 170 --block 128x128
-run memcheck 250
+run synccheck 60 --backward
+run racecheck 140
+run memcheck 230
