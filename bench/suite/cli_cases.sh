@@ -46,6 +46,10 @@ open(sys.argv[1], 'wb').write(b'\\x93NUMPY\\x01\\x00' + struct.pack('<H', len(he
     "bwd-64tok-writer|attention --random 1,2,2,1000,1000,128 --block 64x64 --backward --synthetic-mask random:0.5"
     "bwd-64tok-unpaired|attention --random 1,2,2,1000,1000,128 --block 64x64 --backward --synthetic-mask random:0.5 --paired-keys off"
     "bwd-64tok-paired-d64|attention --random 2,2,2,450,500,64 --block 64x64 --backward --synthetic-mask random:0.5 --paired-keys on"
+    # 5 key blocks: one pair has a single member, whose partner warpgroup skips every step (the dS
+    # barrier reached from both branches; synccheck, bench/results/session-2026-11-29a/).
+    "bwd-64tok-paired-odd|attention --random 1,2,2,256,320,128 --block 64x64 --backward --synthetic-mask random:0.5 --paired-keys on"
+    "bwd-128x64|attention --random 1,2,2,300,260,128 --block 128x64 --backward --synthetic-mask random:0.5"
     "bwd-d64-causal|attention --random 1,2,2,512,512,64 --backward --causal"
     "bwd-d256-causal|attention --random 1,2,2,512,512,256 --backward --causal"
     "decode-paged|decode --random b=2,sq=1,h=8,hkv=2,sk=1000,d=128 --page-size 16"

@@ -13,9 +13,9 @@ use fragmask_host::attention::backward::{
 };
 use fragmask_host::attention::choice;
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
-use fragmask_kernels::attention::backward::BackwardMask;
 use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
 use fragmask_host::device_lists::RawMaskLists;
+use fragmask_kernels::attention::backward::BackwardMask;
 use fragmask_kernels::family::dtype::ActDtype;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
