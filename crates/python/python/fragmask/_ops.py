@@ -605,11 +605,13 @@ def _check_backward_tile(what, mask, D):
     `D` (``head_dim=256`` packs at the forward's 128x80): the extension's rule
     (``backward_tile_refusal``), asked once per tile and head dim. Under torch.compile or
     with a symbolic head dim the backward's plan names it instead."""
-    if type(D) is not int or _torch().compiler.is_compiling():
+    if type(D) is not int:
         return
     key = (D, mask._meta[4], mask._meta[5])
     why = _BACKWARD_REFUSALS.get(key)
-    if why is None:
+    if why is None:   # the first call of this tile and head dim (the extension is not traced)
+        if _torch().compiler.is_compiling():
+            return
         why = _fragmask.backward_tile_refusal(*key) or ""
         _BACKWARD_REFUSALS[key] = why
     if why:
