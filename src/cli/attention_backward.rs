@@ -13,7 +13,6 @@ use fragmask::host::attention::backward::{
 use fragmask::host::attention::{choice, AttentionRunner, Mask, PackedMask};
 use fragmask::host::Device;
 use fragmask::inputs::attention::{self as inputs, MaskInput};
-use fragmask::kernels::attention::backward::BackwardMask;
 use fragmask::kernels::attention::Geometry;
 use fragmask::masks::io::{read_file_limited, write_safetensors, DType};
 use fragmask::masks::{PackOptions, TransposedLists};
@@ -132,12 +131,8 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
     if packed.is_none() && v.mask.is_some() {
         // Built here at --block: the backward must read that tile at this head dim.
         let g = backward_tile(args)?;
-        let mode = BackwardMask::Blocks {
-            block_m: g.block_m(),
-            block_n: g.block_n(),
-        };
         let d = u32::try_from(v.shape.head_dim).unwrap_or(0);
-        choice::backward_config(d, mode, &BackwardOptions::default())
+        choice::check_backward_mask_tile(d, g.block_m(), g.block_n())
             .map_err(|e| format!("--block {}: {e}", g.name()))?;
     }
     if flags.bwd_stages == Some(0) {

@@ -15,7 +15,6 @@ use fragmask_host::attention::choice;
 use fragmask_host::attention::{AttentionShape, RawTensor, Window};
 use fragmask_host::cudarc::driver::sys::CUstreamCaptureStatus;
 use fragmask_host::device_lists::RawMaskLists;
-use fragmask_kernels::attention::backward::BackwardMask;
 use fragmask_kernels::family::dtype::ActDtype;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -251,14 +250,12 @@ pub(crate) fn attention_backward_stages(
 }
 
 /// Why the backward cannot read a mask packed at `block_m x block_n` at `head_dim`, or
-/// `None` where it can: `choice::backward_config` with the options the autograd backward
-/// plans with. The forward of a call that will need a backward asks it, so a mask at a
-/// forward-only tile (128x80, head dim 256's forward tile) is refused before its forward
-/// runs rather than at the backward.
+/// `None` where it can (`choice::check_backward_mask_tile`). The forward of a call that
+/// will need a backward asks it, so a mask at a forward-only tile (192x128, 128x80) is
+/// refused before its forward runs rather than at the backward.
 #[pyfunction]
 pub(crate) fn backward_tile_refusal(head_dim: u32, block_m: u32, block_n: u32) -> Option<String> {
-    let mode = BackwardMask::Blocks { block_m, block_n };
-    choice::backward_config(head_dim, mode, &BackwardOptions::default())
+    choice::check_backward_mask_tile(head_dim, block_m, block_n)
         .err()
         .map(|e| e.to_string())
 }

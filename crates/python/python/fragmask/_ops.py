@@ -602,7 +602,8 @@ _BACKWARD_REFUSALS = {}   # (head dim, block_m, block_n) -> why the backward ref
 def _check_backward_tile(what, mask, D):
     """Refuses, before the forward runs, a call that will need a backward (grad enabled,
     an input requiring grad) on a mask whose tile the backward cannot read at head dim
-    `D` (``head_dim=256`` packs at the forward's 128x80): the extension's rule
+    `D` (``head_dim=64`` and ``256`` pack at the forward's 192x128 and 128x80): the
+    extension's rule
     (``backward_tile_refusal``), asked once per tile and head dim. Under torch.compile or
     with a symbolic head dim the backward's plan names it instead."""
     if type(D) is not int:

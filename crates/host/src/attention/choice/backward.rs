@@ -219,6 +219,20 @@ pub fn backward_step_m(d: u32, mode: BackwardMask, deterministic: bool) -> u32 {
     }
 }
 
+/// Whether the backward reads a mask packed at `block_m x block_n` at `head_dim` with the
+/// default options (a call's own options are checked with its mask by [`backward_kernel`]):
+/// what the CLI asks of a mask it builds at `--block`, and Python of a call that will need a
+/// backward, before its forward. 192x128 and 128x80, the forward's tiles at head dims 64
+/// and 256, are refused (`ConfigError::BackwardMaskTile`).
+pub fn check_backward_mask_tile(
+    head_dim: u32,
+    block_m: u32,
+    block_n: u32,
+) -> Result<(), AttentionError> {
+    let mode = BackwardMask::Blocks { block_m, block_n };
+    backward_config(head_dim, mode, &BackwardOptions::default()).map(|_| ())
+}
+
 /// The backward configuration of `mode` (window, or a mask tile) at head dim `d` with
 /// `opts`: the kernels crate's default for the mode, then the options' dQ reduction, step
 /// ([`backward_step_m`] unless named), stages (default: the mode's default, or fewer where
