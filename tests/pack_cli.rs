@@ -410,6 +410,60 @@ fn inspect_reports_density_tiles_bytes_and_loads() {
 }
 
 #[test]
+fn inspect_reports_what_the_forwards_shared_kv_pairs_load_and_which_tile_runs() {
+    let dir = Dir::new("inspect-shared-kv");
+    let line = |predicate: &str| {
+        let out = dir.path(&format!(
+            "{}.safetensors",
+            predicate.replace([':', '='], "_")
+        ));
+        ok(&[
+            "pack",
+            "--predicate",
+            predicate,
+            "--seqlen-q",
+            "1024",
+            "--block",
+            "64x64",
+            "-o",
+            s(&out),
+        ]);
+        let text = ok(&["inspect", s(&out)]);
+        text.lines()
+            .find(|l| l.starts_with("shared K/V"))
+            .unwrap_or_else(|| panic!("no shared K/V line in:\n{text}"))
+            .to_string()
+    };
+    // Causal: query blocks 2i and 2i+1 list keys 0..=2i and 0..=2i+1; a pair loads
+    // 2i + 2 of their 4i + 3 entries, 72 of 136 over the 16 blocks.
+    let causal = line("causal");
+    assert!(
+        causal.contains("load 72 K/V blocks for 136 list entries (0.529)"),
+        "{causal}"
+    );
+    assert!(causal.ends_with("runs the shared-K/V tile"), "{causal}");
+    // A 64-key window: blocks of 2 entries overlap by one; 23 of 31 loads.
+    let window = line("window=64:0");
+    assert!(
+        window.contains("load 23 K/V blocks for 31 list entries (0.742)"),
+        "{window}"
+    );
+    assert!(window.ends_with("runs the one-block tile"), "{window}");
+    // Other tiles have no such line.
+    let out = dir.path("c128.safetensors");
+    ok(&[
+        "pack",
+        "--predicate",
+        "causal",
+        "--seqlen-q",
+        "1024",
+        "-o",
+        s(&out),
+    ]);
+    assert!(!ok(&["inspect", s(&out)]).contains("shared K/V"));
+}
+
+#[test]
 fn bad_inputs_exit_non_zero_with_a_typed_message_and_no_output() {
     let dir = Dir::new("bad");
     let out = dir.path("out.safetensors");
