@@ -87,13 +87,17 @@ pub fn run(args: InspectArgs) -> CmdResult {
     // A one-warpgroup 64x64 mask's forward may pair its query blocks (docs/architecture.md,
     // "Shared K/V of the 64-token tile"): what the pairs load, and whether that is the default.
     if (acc.block_m(), acc.block_n(), acc.warpgroups()) == (64, 64, 1) {
-        use fragmask::host::attention::{choice::SHARED_KV_MAX_LOAD_RATIO, shared_kv};
+        use fragmask::host::attention::choice::{
+            SHARED_KV_DEFAULT_HEAD_DIM, SHARED_KV_MAX_LOAD_RATIO,
+        };
+        use fragmask::host::attention::shared_kv;
         use fragmask::kernels::attention::Geometry;
         match shared_kv::table(&packed, &Geometry::TILE_64X64_SHARED) {
             Ok(pairs) => println!(
                 "shared K/V (the forward's 64x64/2x2 tile): the query-block pairs load {} K/V blocks \
-                 for {} list entries ({:.3}); the default at most {SHARED_KV_MAX_LOAD_RATIO}, so a \
-                 one-split call runs the {} tile",
+                 for {} list entries ({:.3}); a one-split call at head dim \
+                 {SHARED_KV_DEFAULT_HEAD_DIM} runs the {} tile (shared where at most \
+                 {SHARED_KV_MAX_LOAD_RATIO}; other head dims: one-block)",
                 pairs.loads,
                 pairs.own_loads,
                 pairs.load_ratio(),

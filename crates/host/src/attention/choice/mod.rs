@@ -254,13 +254,21 @@ pub fn call_kernel(
 /// before the one-block loop's later gains, uniform random lists ran 0.96 on the shared tile.)
 pub const SHARED_KV_MAX_LOAD_RATIO: f64 = 0.55;
 
+/// The head dim at which the shared-K/V tile can be the default. At head dim 64 the
+/// one-block tile was faster even on pairs that share their whole lists (one H200, 3433c24,
+/// write-up 002's N=23296, H=12, 10% of blocks, 3 interleaved pairs: the one-block tile ran
+/// 0.856 of the shared tile's time there, and the shared tile 1.354 / 1.259 of the one-block
+/// tile's on uniform random lists at 10% / 50%; `bench/results/session-2026-11-29b/call6/`).
+pub const SHARED_KV_DEFAULT_HEAD_DIM: u32 = 128;
+
 /// The kernel of a tile-list call on the 64-token tile ([`Geometry::TILE_64X64`], chosen
 /// from its mask with no geometry named) when its query blocks share K/V
 /// ([`Geometry::TILE_64X64_SHARED`]), or `None` to keep `kernel`. `opts.shared_kv`
 /// decides when set (`Some(true)` is an error where the call cannot have it: another
 /// tile, split-KV, persistent CTAs, a head dim the tile does not hold). Unset: on for
-/// one split where the pairs load at most [`SHARED_KV_MAX_LOAD_RATIO`] of the one-block
-/// tile's K/V blocks (`load_ratio`, computed only then).
+/// one split at [`SHARED_KV_DEFAULT_HEAD_DIM`] where the pairs load at most
+/// [`SHARED_KV_MAX_LOAD_RATIO`] of the one-block tile's K/V blocks (`load_ratio`, computed
+/// only then).
 pub fn shared_kv(
     kernel: &AttentionKernel,
     splits: u32,
@@ -288,7 +296,12 @@ pub fn shared_kv(
             ))))
         }
         // Not by default under an asked-for split tail, which runs on the one-block tile.
-        None => fits && !named && !opts.tail_asked() && load_ratio() <= SHARED_KV_MAX_LOAD_RATIO,
+        None => {
+            fits && !named
+                && !opts.tail_asked()
+                && kernel.head_dim() == SHARED_KV_DEFAULT_HEAD_DIM
+                && load_ratio() <= SHARED_KV_MAX_LOAD_RATIO
+        }
     };
     if !on {
         return Ok(None);
@@ -618,6 +631,15 @@ mod tests {
         assert_eq!(pick(&tile, 1, &tail, 0.5).unwrap(), None);
         let wide = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
         assert_eq!(pick(&wide, 1, &def, 0.5).unwrap(), None);
+        // Head dim 64: the one-block tile by default, whatever the pairs load; on if asked.
+        let d64 = AttentionKernel::default_for_geometry(Geometry::TILE_64X64, 64, MaskMode::Blocks)
+            .unwrap();
+        assert_eq!(pick(&d64, 1, &def, 0.5).unwrap(), None);
+        let asked = AttentionOptions {
+            shared_kv: Some(true),
+            ..def
+        };
+        assert_eq!(pick(&d64, 1, &asked, 0.9).unwrap(), shared);
         // Asked for: on wherever it fits, whatever the loads; an error elsewhere.
         let on = AttentionOptions {
             shared_kv: Some(true),
