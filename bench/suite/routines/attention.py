@@ -7,8 +7,10 @@ mask, one of:
   none | causal | window:L (causal, L keys back) | random:P (tokens kept with prob. P)
   | blocksparse:P (P of 128x128 tiles kept, half the tokens inside) | topk:F (k = S/F keys
   per query) | docs:N (N causal documents, random boundaries)
-  | blocks64:P[:variable] (VSA: each 64-token query block of each head keeps a
-    random P of the 64-token key blocks; with "variable", key blocks hold 48-64 tokens)
+  | blocks64:P[:variable][:paired] (VSA: each 64-token query block of each head keeps a
+    random P of the 64-token key blocks; with "variable", key blocks hold 48-64 tokens;
+    with "paired", query blocks 2i and 2i+1 keep the same key blocks, as neighbouring
+    cubes of a video layout select similar keys: the regime of fragmask's shared-K/V tile)
 
 Systems: fragmask (``fragmask.attention``, masks packed by the GPU packer, or by the CPU
 packers for documents and block lists), sdpa, flex, flex_fa4, fa4, fa4_varlen (peers.py).
@@ -50,7 +52,8 @@ def host_inputs(torch, p, kind, arg):
         extra["doc_ids"], extra["bounds"] = _doc_ids(torch, sk, int(arg), cgen)
     if kind == "blocks64":
         parts = arg.split(":")
-        extra["blocks"] = _blocks64(torch, h, sq, sk, float(parts[0]), "variable" in parts[1:], cgen)
+        extra["blocks"] = _blocks64(torch, h, sq, sk, float(parts[0]), "variable" in parts[1:], cgen,
+                                    paired="paired" in parts[1:])
     return extra
 
 
@@ -75,10 +78,13 @@ def _fm_tile(fragmask, block, head_dim, backward):
     return {}
 
 
-def _blocks64(torch, heads, sq, sk, frac, variable, gen):
+def _blocks64(torch, heads, sq, sk, frac, variable, gen, paired=False):
     qb, kb = math.ceil(sq / 64), math.ceil(sk / 64)
     k = max(1, round(frac * kb))
     scores = torch.rand(heads, qb, kb, generator=gen)
+    if paired:
+        # Query block 2i + 1 ranks the key blocks as block 2i does.
+        scores = scores[:, 0::2].repeat_interleave(2, 1)[:, :qb]
     index = scores.topk(k, dim=-1).indices.sort(dim=-1).values.to(torch.int32)
     num = torch.full((heads, qb), k, dtype=torch.int32)
     sizes = torch.randint(48, 65, (kb,), generator=gen, dtype=torch.int32) if variable else None
