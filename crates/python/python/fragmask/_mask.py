@@ -608,7 +608,10 @@ class Mask:
 
     def stats(self):
         """Tile counts (tiles, empty, full, partial), ones, elements, density and bytes
-        (as ``fragmask inspect`` reports them)."""
+        (as ``fragmask inspect`` reports them); on a one-warpgroup 64x64 mask also
+        ``shared_kv_load_ratio``, the K/V blocks its forward's query-block pairs load over
+        the one-block tile's (the shared-K/V tile is the default at head dim 128 where it
+        is at most 0.55)."""
         return self._packed.stats()
 
     def metadata(self):
