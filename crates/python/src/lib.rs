@@ -591,19 +591,23 @@ impl Packed {
         d.set_item("word_bytes", b.words)?;
         d.set_item("dense_bool_bytes", b.dense_bool)?;
         d.set_item("bit_packed_bytes", b.bit_packed)?;
-        // A one-warpgroup 64x64 mask: what the forward's shared-K/V pairs load over the
-        // one-block tile (the default only at head dim 128 and at most 0.55;
-        // `choice::SHARED_KV_MAX_LOAD_RATIO`, docs/architecture.md).
-        let acc = self.inner.accumulator();
-        if (acc.block_m(), acc.block_n(), acc.warpgroups()) == (64, 64, 1) {
-            let table = fragmask_host::attention::shared_kv::table(
-                &self.inner,
-                &fragmask_kernels::attention::Geometry::TILE_64X64_SHARED,
-            )
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            d.set_item("shared_kv_load_ratio", table.load_ratio())?;
-        }
         Ok(d)
+    }
+
+    /// A one-warpgroup 64x64 mask: the K/V blocks its forward's shared-K/V query-block
+    /// pairs load over the one-block tile's (`choice::SHARED_KV_MAX_LOAD_RATIO`,
+    /// docs/architecture.md); None for other tiles. Builds the pairs (up to ~30 ms).
+    fn shared_kv_load_ratio(&self) -> PyResult<Option<f64>> {
+        let acc = self.inner.accumulator();
+        if (acc.block_m(), acc.block_n(), acc.warpgroups()) != (64, 64, 1) {
+            return Ok(None);
+        }
+        fragmask_host::attention::shared_kv::table(
+            &self.inner,
+            &fragmask_kernels::attention::Geometry::TILE_64X64_SHARED,
+        )
+        .map(|t| Some(t.load_ratio()))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// The file's metadata.

@@ -105,17 +105,17 @@ class DenseTests(unittest.TestCase):
                         np.testing.assert_array_equal(got, expect)
                         self.assertAlmostEqual(m.density(), expect.mean())
 
-    def test_stats_give_a_64_token_masks_shared_kv_load_ratio(self):
+    def test_a_64_token_masks_shared_kv_load_ratio_is_what_its_pairs_load(self):
         # Causal over 16 query blocks: blocks 2i and 2i+1 list keys 0..=2i and 0..=2i+1, so
         # a pair loads 2i + 2 of its 4i + 3 entries: 72 of 136 in all (fragmask inspect's
         # figure). Query blocks that keep the same keys load half; other tiles have no ratio.
         causal = Mask.from_predicate("causal", 1024, block=(64, 64), warpgroups=1)
-        self.assertAlmostEqual(causal.stats()["shared_kv_load_ratio"], 72 / 136)
+        self.assertAlmostEqual(causal.shared_kv_load_ratio(), 72 / 136)
         keep = np.random.default_rng(3).random((8, 16)) < 0.3
         dense = np.repeat(np.repeat(np.repeat(keep, 2, 0), 64, 0), 64, 1)
         alike = Mask.from_dense(dense, block=(64, 64), warpgroups=1)
-        self.assertAlmostEqual(alike.stats()["shared_kv_load_ratio"], 0.5)
-        self.assertNotIn("shared_kv_load_ratio", Mask.from_predicate("causal", 1024).stats())
+        self.assertAlmostEqual(alike.shared_kv_load_ratio(), 0.5)
+        self.assertIsNone(Mask.from_predicate("causal", 1024).shared_kv_load_ratio())
 
     def test_full_and_empty_tiles_are_classified(self):
         dense = np.zeros((256, 384), bool)

@@ -608,11 +608,15 @@ class Mask:
 
     def stats(self):
         """Tile counts (tiles, empty, full, partial), ones, elements, density and bytes
-        (as ``fragmask inspect`` reports them); on a one-warpgroup 64x64 mask also
-        ``shared_kv_load_ratio``, the K/V blocks its forward's query-block pairs load over
-        the one-block tile's (the shared-K/V tile is the default at head dim 128 where it
-        is at most 0.55)."""
+        (as ``fragmask inspect`` reports them)."""
         return self._packed.stats()
+
+    def shared_kv_load_ratio(self):
+        """On a one-warpgroup 64x64 mask, the K/V blocks its forward's query-block pairs
+        load over what the blocks load alone (``fragmask inspect`` prints it): the
+        shared-K/V tile is the default at head dim 128 where it is at most 0.55, else the
+        one-block tile runs. None for other tiles. Builds the pairs (milliseconds)."""
+        return self._packed.shared_kv_load_ratio()
 
     def metadata(self):
         """The file's ``__metadata__`` (all strings)."""
