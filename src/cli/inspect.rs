@@ -86,14 +86,12 @@ pub fn run(args: InspectArgs) -> CmdResult {
     );
     // A one-warpgroup 64x64 mask's forward may pair its query blocks (docs/architecture.md,
     // "Shared K/V of the 64-token tile"): what the pairs load, and whether that is the default.
-    if (acc.block_m(), acc.block_n(), acc.warpgroups()) == (64, 64, 1) {
+    {
         use fragmask::host::attention::choice::{
-            SHARED_KV_DEFAULT_HEAD_DIM, SHARED_KV_MAX_LOAD_RATIO,
+            shared_kv_pays, SHARED_KV_DEFAULT_HEAD_DIM, SHARED_KV_MAX_LOAD_RATIO,
         };
-        use fragmask::host::attention::shared_kv;
-        use fragmask::kernels::attention::Geometry;
-        match shared_kv::table(&packed, &Geometry::TILE_64X64_SHARED) {
-            Ok(pairs) => println!(
+        match fragmask::host::attention::shared_kv::table_of_64_token_mask(&packed) {
+            Ok(Some(pairs)) => println!(
                 "shared K/V (the forward's 64x64/2x2 tile): the query-block pairs load {} K/V blocks \
                  for {} list entries ({:.3}); a one-split call at head dim \
                  {SHARED_KV_DEFAULT_HEAD_DIM} runs the {} tile (shared where at most \
@@ -101,12 +99,13 @@ pub fn run(args: InspectArgs) -> CmdResult {
                 pairs.loads,
                 pairs.own_loads,
                 pairs.load_ratio(),
-                if pairs.load_ratio() <= SHARED_KV_MAX_LOAD_RATIO {
+                if shared_kv_pays(pairs.load_ratio()) {
                     "shared-K/V"
                 } else {
                     "one-block"
                 }
             ),
+            Ok(None) => {}
             Err(e) => println!("shared K/V: no step table ({e})"),
         }
     }

@@ -598,16 +598,9 @@ impl Packed {
     /// pairs load over the one-block tile's (`choice::SHARED_KV_MAX_LOAD_RATIO`,
     /// docs/architecture.md); None for other tiles. Builds the pairs (up to ~30 ms).
     fn shared_kv_load_ratio(&self) -> PyResult<Option<f64>> {
-        let acc = self.inner.accumulator();
-        if (acc.block_m(), acc.block_n(), acc.warpgroups()) != (64, 64, 1) {
-            return Ok(None);
-        }
-        fragmask_host::attention::shared_kv::table(
-            &self.inner,
-            &fragmask_kernels::attention::Geometry::TILE_64X64_SHARED,
-        )
-        .map(|t| Some(t.load_ratio()))
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+        fragmask_host::attention::shared_kv::table_of_64_token_mask(&self.inner)
+            .map(|t| t.map(|t| t.load_ratio()))
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// The file's metadata.

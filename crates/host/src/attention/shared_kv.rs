@@ -231,6 +231,17 @@ pub(crate) fn load_ratio(paired: u64, own: u64) -> f64 {
     }
 }
 
+/// The shared-K/V table of a mask packed at the one-block 64-token tile (one warpgroup,
+/// 64x64: the masks [`Geometry::TILE_64X64`] reads), or `None` for a mask of another tile;
+/// what `fragmask inspect` and Python's `Mask.shared_kv_load_ratio` report.
+pub fn table_of_64_token_mask(mask: &PackedMask) -> Result<Option<PairTable>, AttentionError> {
+    let acc = mask.accumulator();
+    if (acc.block_m(), acc.block_n(), acc.warpgroups()) != (64, 64, 1) {
+        return Ok(None);
+    }
+    table(mask, &Geometry::TILE_64X64_SHARED).map(Some)
+}
+
 /// The step table of `mask` for `geometry` (a shared-K/V one).
 pub fn table(mask: &PackedMask, geometry: &Geometry) -> Result<PairTable, AttentionError> {
     if !geometry.shared_kv() {

@@ -261,6 +261,12 @@ pub const SHARED_KV_MAX_LOAD_RATIO: f64 = 0.55;
 /// tile's on uniform random lists at 10% / 50%; `bench/results/session-2026-11-29b/call6/`).
 pub const SHARED_KV_DEFAULT_HEAD_DIM: u32 = 128;
 
+/// Whether pairs loading `load_ratio` of the one-block tile's K/V blocks make the
+/// shared-K/V tile the default (at [`SHARED_KV_DEFAULT_HEAD_DIM`]).
+pub fn shared_kv_pays(load_ratio: f64) -> bool {
+    load_ratio <= SHARED_KV_MAX_LOAD_RATIO
+}
+
 /// The kernel of a tile-list call on the 64-token tile ([`Geometry::TILE_64X64`], chosen
 /// from its mask with no geometry named) when its query blocks share K/V
 /// ([`Geometry::TILE_64X64_SHARED`]), or `None` to keep `kernel`. `opts.shared_kv`
@@ -300,7 +306,7 @@ pub fn shared_kv(
             fits && !named
                 && !opts.tail_asked()
                 && kernel.head_dim() == SHARED_KV_DEFAULT_HEAD_DIM
-                && load_ratio() <= SHARED_KV_MAX_LOAD_RATIO
+                && shared_kv_pays(load_ratio())
         }
     };
     if !on {
