@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
+from suite import targets as tg  # noqa: E402
 from suite import workloads as wl  # noqa: E402
 
 SYSTEM_ORDER = ["fragmask", "fragmask_cli", "sdpa", "flex", "flex_fa4", "fa4", "fa4_varlen",
@@ -366,6 +367,15 @@ def ab_section(ab_runs):
     return out
 
 
+def targets_section(best, heading):
+    """Issue 24's targets (bench/suite/targets.py) against the newest rows of one device."""
+    lines, (met, missed, unmeasured) = tg.table(best)
+    return [heading, "",
+            f"Each target of issue 24 against the newest run that has its rows (the fragmask column, "
+            f"Python-timed; FA4's or Flex's time over ours for a peer; the issue's bounds are H100 "
+            f"numbers): {met} met, {missed} missed, {unmeasured} not measured.", ""] + lines + [""]
+
+
 def other_devices_section(others, workloads, titles):
     """One table per family for each other device, from its newest runs."""
     out = []
@@ -376,6 +386,7 @@ def other_devices_section(others, workloads, titles):
                 f"The same workloads run on a lent {short_device(dev)} (not comparable with the "
                 f"{short_device(PRIMARY_DEVICE)} tables above except through each row's ratios): "
                 + ", ".join(f"`{f}`" for f in files) + ".", ""]
+        out += targets_section(best, f"### Issue 24's targets on {short_device(dev)}")
         for family, title in FAMILY_TITLES:
             names = [w["name"] for w in workloads if w["family"] == family and w["name"] in best]
             lines = family_table(family, names, best, titles)
@@ -401,6 +412,7 @@ def perf_md(runs, workloads, images, ab_runs=()):
                        + (", the --quick list" if meta.get("quick") else ""))
     out.append("")
     out += fa4_section(best, workloads, images)
+    out += targets_section(best, f"## Issue 24's targets on {short_device(PRIMARY_DEVICE)}")
     for family, title in FAMILY_TITLES:
         names = [w["name"] for w in workloads if w["family"] == family]
         lines = family_table(family, names, best, titles)
