@@ -452,6 +452,11 @@ def readme_block(runs, workloads):
                 f"{short_device(dev)} (commit {newest.get('commit', '')}"
                 + (", the --quick list" if newest.get("quick") else "")
                 + f") is in docs/PERF.md, \"On {short_device(dev)}\".", ""]
+    counts = [(PRIMARY_DEVICE, tg.table(best)[1])] + [
+        (dev, tg.table(latest_rows(dev_runs))[1]) for dev, dev_runs in sorted(others.items())]
+    out += ["Issue 24's targets, from each device's newest rows: " + "; ".join(
+        f"{short_device(dev)} {met} met, {missed} missed" + (f", {un} not measured" if un else "")
+        for dev, (met, missed, un) in counts) + " (docs/PERF.md lists each).", ""]
     out += ["Conventions, every other row and the reasons for missing peers: [docs/PERF.md](docs/PERF.md).",
             "", "<!-- perf:end -->"]
     return "\n".join(out)
