@@ -12,7 +12,7 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class Target:
-    """One row: `value(best)` -> (value, runs) compared with `bound` by `kind`."""
+    """One target of the issue; `evaluate` reads its rows and compares the value with `bound` by `kind`."""
     what: str       # the issue's words for the row
     kind: str       # "peer": FA4's (or Flex's) time over ours >= bound; "ratio": ours(a) / ours(b) <= bound;
                     # "ms": ours <= bound; "tflops": ours >= bound
