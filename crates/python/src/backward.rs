@@ -89,12 +89,14 @@ fn workspace(
 /// contiguous outputs of q's / k's / v's shapes. `mask_id` 0 means no mask (causal and
 /// window as the forward's); otherwise `lists` and `tlists` are the device addresses of
 /// the mask's six forward lists and six transposed lists, and `mask_id` the registry
-/// entry of a mask of the same geometry with transposed lists.
+/// entry of a mask of the same geometry with transposed lists. `deterministic` orders
+/// the dQ reductions (`BackwardOptions::deterministic`: bit-identical gradients run to
+/// run, at a cost in time, docs/backward.md).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, mask_id, lists, tlists, causal,
                     window_left, window_right, scale, stream, device, fp16=false,
-                    grad_strides=None))]
+                    grad_strides=None, deterministic=false))]
 pub(crate) fn attention_backward_launch(
     q: View,
     k: View,
@@ -116,6 +118,7 @@ pub(crate) fn attention_backward_launch(
     device: usize,
     fp16: bool,
     grad_strides: Option<([usize; 3], [usize; 3])>,
+    deterministic: bool,
 ) -> PyResult<()> {
     let handle = attention_backward_plan(
         q,
@@ -134,6 +137,7 @@ pub(crate) fn attention_backward_launch(
         device,
         fp16,
         grad_strides,
+        deterministic,
     )?;
     // The addresses are q's, k's, v's, o's and dO's own: the plan was made from their
     // views (shapes and strides) just above.
@@ -148,7 +152,9 @@ pub(crate) fn attention_backward_launch(
 /// `rows` enqueues its main kernel only (rows a whole number of 128-row runs). `dq` is
 /// written by the postprocess only. Every call uses the default (bulk) dQ reduction and
 /// the workspace of (device, `stream`): a run without the preprocess needs the one an
-/// earlier run's preprocess filled there.
+/// earlier run's preprocess filled there. Never deterministic: the host refuses the
+/// deterministic mode over shared rows (its semaphores are laid out per call), and
+/// `fragmask.distributed` refuses a deterministic backward before it gets here.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, o, lse, d_o, dq, dk, dv, mask_id, lists, tlists, causal,
@@ -198,6 +204,7 @@ pub(crate) fn attention_backward_stages(
         device,
         fp16,
         None,
+        false,
     )?;
     if handle.plan.dq_reduce() == DqReduce::Atomics {
         return Err(PyValueError::new_err(format!(
@@ -297,14 +304,17 @@ pub(crate) struct BackwardPlanHandle {
     gpu: Arc<gpu::Gpu>,
     plan: Arc<BackwardPlan>,
     device: usize,
+    deterministic: bool,
 }
 
 /// Plans the backward of a call described as [`attention_backward_launch`]'s (the
-/// views' addresses are not read), with the workspace of (`device`, `stream`).
+/// views' addresses are not read), with the workspace of (`device`, `stream`); plans of
+/// the deterministic mode and of the default one are cached apart.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, o, d_o, mask_id, lists, tlists, causal, window_left,
-                    window_right, scale, stream, device, fp16=false, grad_strides=None))]
+                    window_right, scale, stream, device, fp16=false, grad_strides=None,
+                    deterministic=false))]
 pub(crate) fn attention_backward_plan(
     q: View,
     k: View,
@@ -322,6 +332,7 @@ pub(crate) fn attention_backward_plan(
     device: usize,
     fp16: bool,
     grad_strides: Option<([usize; 3], [usize; 3])>,
+    deterministic: bool,
 ) -> PyResult<BackwardPlanHandle> {
     let what = "fragmask.attention backward";
     let key = BackwardKey {
@@ -335,6 +346,7 @@ pub(crate) fn attention_backward_plan(
         scale: scale.to_bits(),
         fp16,
         grad_strides,
+        deterministic,
     };
     let g = gpu::gpu(device)?;
     // SAFETY: `stream` is torch's current stream of `device` (the wrapper reads it).
@@ -348,6 +360,7 @@ pub(crate) fn attention_backward_plan(
         gpu: g,
         plan,
         device,
+        deterministic,
     })
 }
 
@@ -358,6 +371,13 @@ impl BackwardPlanHandle {
     #[getter]
     fn paired_keys(&self) -> bool {
         self.plan.paired_keys()
+    }
+
+    /// Whether the plan orders its dQ reductions (`BackwardOptions::deterministic`: the
+    /// host refuses a plan that cannot, so a handle exists only where it does).
+    #[getter]
+    fn deterministic(&self) -> bool {
+        self.deterministic
     }
 
     /// Enqueues the backward on `stream` at the addresses of tensors with the plan's
@@ -416,6 +436,8 @@ struct BackwardKey {
     fp16: bool,
     /// dQ's and dK/dV's element strides [batch, head, row]; `None`: contiguous.
     grad_strides: Option<([usize; 3], [usize; 3])>,
+    /// `BackwardOptions::deterministic`.
+    deterministic: bool,
 }
 
 /// Most plans kept (a model has a few shapes; a key that recurs after the cache was
@@ -479,8 +501,12 @@ fn plan_backward(
         shape,
         strides,
     });
+    // The deterministic mode refuses the documents grid and paired key blocks; their
+    // defaults (`None`, as here outside capture) leave them out of its plans
+    // (`choice::backward_documents`, `choice::backward_paired_keys`).
     let opts = BackwardOptions {
         scale: Some(scale),
+        deterministic: key.deterministic,
         dtype: key.fp16.then_some(ActDtype::F16),
         documents_grid: capturing.then_some(false),
         paired_keys: capturing.then_some(false),

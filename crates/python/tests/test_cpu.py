@@ -908,6 +908,52 @@ class ExtensionArgumentTests(unittest.TestCase):
         self.assertEqual(Mask.from_dense(dense, threads=2), m)
 
 
+class DeterministicOptionTests(unittest.TestCase):
+    """``deterministic=``: its default follows torch's flag, and it reaches the
+    extension's backward plan (numpy only: a stand-in for torch's flag, and the bindings'
+    signatures; tests/test_torch.py follows it through the autograd paths with torch)."""
+
+    class FakeTorch:
+        """torch's flag alone (``_deterministic`` reads nothing else)."""
+
+        def __init__(self, enabled):
+            self.enabled = enabled
+
+        def are_deterministic_algorithms_enabled(self):
+            return self.enabled
+
+    def test_the_default_follows_torchs_flag_and_true_or_false_override_it(self):
+        from fragmask._ops import _deterministic
+        for enabled in (False, True):
+            torch = self.FakeTorch(enabled)
+            self.assertIs(_deterministic(torch, "t", None), enabled)
+            self.assertIs(_deterministic(torch, "t", True), True)
+            self.assertIs(_deterministic(torch, "t", False), False)
+            for bad in (1, 0, "true", 1.0):
+                with self.assertRaisesRegex(TypeError, "deterministic"):
+                    _deterministic(torch, "t", bad)
+
+    def test_attention_takes_deterministic_as_a_keyword_defaulting_to_torchs_flag(self):
+        import inspect
+
+        import fragmask.distributed as fd
+        for fn in (fragmask.attention, fd.attention):
+            p = inspect.signature(fn).parameters["deterministic"]
+            self.assertEqual(p.kind, inspect.Parameter.KEYWORD_ONLY, fn)
+            self.assertIsNone(p.default, fn)
+
+    def test_the_backward_bindings_take_deterministic_defaulting_to_false(self):
+        import inspect
+
+        from fragmask._device import API
+        for name in ("attention_backward_plan", "attention_backward_launch"):
+            p = inspect.signature(API[name]).parameters
+            self.assertIn("deterministic", p, name)
+            self.assertIs(p["deterministic"].default, False, name)
+            # Last: the wrappers pass it after the gradients' strides.
+            self.assertEqual(list(p)[-1], "deterministic", name)
+
+
 class DecodePlanTests(unittest.TestCase):
     """fragmask.decode's shape checks run in Rust before any GPU is looked for (the op
     asks _fragmask.decode_plan for the split count, workspace and lse shape)."""

@@ -347,9 +347,9 @@ class AttentionTests(unittest.TestCase):
         meta = list(m._meta)
         none6 = (None,) * 6
         torch.library.opcheck(attention_op, (q, k, v, *lists, *none6, meta, False, [-1, -1],
-                                             0.125, 0))
+                                             0.125, 0, False))
         torch.library.opcheck(attention_op, (q, k, v, *none6, *none6, [], True, [-1, -1],
-                                             0.125, 0))
+                                             0.125, 0, True))
         B, H, D = 2, 4, 96
         args = [torch.randn(B, H, 1, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
         kv = torch.randn(B, H, D, D, device="cuda")
@@ -760,17 +760,21 @@ class AutogradTests(unittest.TestCase):
         tlists, bwd_id = _ops._device_transposed(torch, m, q.device)
         meta = list(m._meta) + [bwd_id]
         args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), *lists, *tlists,
-                meta, False, [-1, -1], 0.125, 0)
+                meta, False, [-1, -1], 0.125, 0, False)
         torch.library.opcheck(attention_op, args)     # includes the autograd registration
         out, lse = attention_op(*args)
         do = torch.randn_like(out)
         torch.library.opcheck(_ops._backward_op,
                               (q.detach(), k.detach(), v.detach(), out.detach(), lse, do,
-                               *lists, *tlists, meta, False, [-1, -1], 0.125))
+                               *lists, *tlists, meta, False, [-1, -1], 0.125, False))
         none6 = (None,) * 6
-        torch.library.opcheck(_ops._backward_op,
-                              (q.detach(), k.detach(), v.detach(), out.detach(), lse, do,
-                               *none6, *none6, [], True, [-1, -1], 0.125))
+        for deterministic in (False, True):
+            torch.library.opcheck(_ops._backward_op,
+                                  (q.detach(), k.detach(), v.detach(), out.detach(), lse, do,
+                                   *none6, *none6, [], True, [-1, -1], 0.125, deterministic))
+        # The forward op carries its mode to the autograd formula (opcheck's autograd
+        # registration test with it on).
+        torch.library.opcheck(attention_op, args[:-1] + (True,))
 
     def test_cuda_graph_captures_forward_and_backward(self):
         S, D = 256, 128
@@ -1587,3 +1591,170 @@ class FastPathAndPlanTests(unittest.TestCase):
             forced = fragmask.attention(q, k, v, layout=layout, splits=8)
             self.assertLess(rel_err(forced, out), 1e-2, layout)
             self.assertIsNotNone(_ops._decode_plans)
+
+
+@needs_gpu
+class DeterministicBackwardTests(unittest.TestCase):
+    """``fragmask.attention(..., deterministic=True)`` (and the default under
+    ``torch.use_deterministic_algorithms(True)``): dQ, dK and dV bit-identical over runs
+    of the same call, on both autograd paths, and still within the fp32 tolerance; the
+    masks whose default kernels have no ordered dQ (a documents mask's grid, a 64x64
+    mask's paired key blocks) run the ones that do instead of failing."""
+
+    RUNS = 3
+
+    @classmethod
+    def setUpClass(cls):
+        fragmask.warmup(head_dims=(128,))
+
+    def inputs(self, B, H, Hk, S, D=128, seed=0):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        shapes = [(B, H, S, D), (B, Hk, S, D), (B, Hk, S, D), (B, H, S, D)]
+        return [torch.randn(s, device="cuda", dtype=torch.bfloat16, generator=g)
+                for s in shapes]
+
+    def runs(self, q, k, v, do, fast, **kw):
+        """(o, dq, dk, dv) of RUNS forward and backward calls, fresh leaves each."""
+        from fragmask import _ops
+
+        got = []
+        _ops._FAST = fast
+        try:
+            for _ in range(self.RUNS):
+                qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+                out = fragmask.attention(qg, kg, vg, **kw)
+                out.backward(do)
+                got.append((out.detach(), qg.grad, kg.grad, vg.grad))
+        finally:
+            _ops._FAST = True
+        torch.cuda.synchronize()
+        return got
+
+    def assert_bitwise_equal(self, what, runs):
+        for i, run in enumerate(runs[1:], 1):
+            for name, a, b in zip(("o", "dq", "dk", "dv"), run, runs[0]):
+                self.assertTrue(torch.equal(a, b), f"{what}: {name} of run {i} differs "
+                                f"from run 0 (max |diff| {(a.float() - b.float()).abs().max()})")
+
+    def assert_close_to_fp32(self, what, q, k, v, do, got, **ref):
+        q, k, v = (t.float().requires_grad_() for t in (q, k, v))
+        out = math_attention(q, k, v, **ref)
+        out.backward(do.float())
+        for name, a, b in zip(("o", "dq", "dk", "dv"), got, (out, q.grad, k.grad, v.grad)):
+            self.assertTrue(torch.isfinite(a).all(), f"{what}: {name} not finite")
+            self.assertLess(rel_err(a, b.detach()), 2e-2, f"{what}: {name}")
+
+    def modes_of(self, q, mask=None, causal=False, window=None):
+        """{(deterministic, paired_keys)} of the eager path's backward plans of the
+        forward plans of calls on q's shape with this mask (its registry id), causal and
+        window (the plan key's slots 0 and 8 to 10, ``_forward_plan``)."""
+        from fragmask import _ops
+
+        mask_id = 0 if mask is None else mask._meta[8]
+        return {(key[2], h.paired_keys) for k, e in _ops._fwd_plans.items()
+                if k[0] == q.shape and k[8] == mask_id and k[9] == causal and k[10] == window
+                for key, h in e[_ops._BWD][6].items()}
+
+    def test_deterministic_gradients_are_bitwise_equal_over_three_runs(self):
+        from fragmask import _ops
+
+        B, H, S = 2, 8, 1000
+        q, k, v, do = self.inputs(B, H, H, S, seed=41)
+        g = torch.Generator(device="cuda").manual_seed(42)
+        dense = torch.rand(B, H, S, S, device="cuda", generator=g) < 0.5
+        dense[:, :, :, 0] = True
+        m = Mask.from_dense(dense, transposed=True)
+        qg, kg, vg, dog = self.inputs(B, H, 2, S, seed=43)     # GQA 8:2
+        cases = {
+            "causal S=1000 D=128": ((q, k, v, do), dict(causal=True), dict(causal=True)),
+            "causal GQA 8:2": ((qg, kg, vg, dog), dict(causal=True), dict(causal=True)),
+            "random 50%": ((q, k, v, do), dict(mask=m), dict(mask=dense)),
+        }
+        real = _ops._backward_launch
+        seen = []
+
+        def spy(*args):
+            seen.append(args[-1])
+            return real(*args)
+
+        for name, (tensors, ours, ref) in cases.items():
+            for fast in (True, False):   # the eager autograd.Function, the registered ops
+                with self.subTest(case=name, fast=fast):
+                    seen.clear()
+                    _ops._backward_launch = spy
+                    try:
+                        runs = self.runs(*tensors, fast, deterministic=True, **ours)
+                    finally:
+                        _ops._backward_launch = real
+                    self.assert_bitwise_equal(f"{name} fast={fast}", runs)
+                    self.assert_close_to_fp32(name, *tensors, runs[0], **ref)
+                    if fast:
+                        self.assertIn((True, False), self.modes_of(tensors[0], **ours))
+                        self.assertEqual(seen, [])
+                    else:
+                        self.assertEqual(seen, [True] * self.RUNS)
+
+    def test_the_default_follows_torchs_flag_at_the_forward(self):
+        from fragmask import _ops
+
+        q, k, v, do = self.inputs(1, 4, 4, 520, seed=44)
+        flag = torch.are_deterministic_algorithms_enabled()
+        warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+        real = _ops._backward_launch
+        seen = []
+
+        def spy(*args):
+            seen.append(args[-1])
+            return real(*args)
+
+        try:
+            for fast in (True, False):
+                with self.subTest(fast=fast):
+                    seen.clear()
+                    _ops._FAST = fast
+                    _ops._backward_launch = spy
+                    got = []
+                    for _ in range(self.RUNS):
+                        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+                        torch.use_deterministic_algorithms(True)
+                        out = fragmask.attention(qg, kg, vg, window=(200, 0))
+                        # The backward runs in the mode of its forward's call.
+                        torch.use_deterministic_algorithms(False)
+                        out.backward(do)
+                        got.append((out.detach(), qg.grad, kg.grad, vg.grad))
+                    torch.cuda.synchronize()
+                    self.assert_bitwise_equal(f"torch's flag, fast={fast}", got)
+                    if fast:
+                        self.assertEqual(self.modes_of(q, window=(200, 0)), {(True, False)})
+                    else:
+                        self.assertEqual(seen, [True] * self.RUNS)
+        finally:
+            _ops._FAST = True
+            _ops._backward_launch = real
+            torch.use_deterministic_algorithms(flag, warn_only=warn_only)
+
+    def test_documents_and_64x64_masks_run_ordered_kernels_instead_of_failing(self):
+        # Their default backward kernels (the documents grid, paired 64-key blocks) have no
+        # deterministic dQ order; the choice takes the tile lists and unpaired blocks.
+        B, H, S = 1, 4, 1000
+        q, k, v, do = self.inputs(B, H, H, S, seed=45)
+        ids = torch.repeat_interleave(torch.arange(4), torch.tensor([300, 128, 500, 72]))
+        docs = (ids[:, None] == ids[None, :]) & torch.ones(S, S, dtype=torch.bool).tril()
+        dense64 = torch.rand(B, H, S, S, generator=torch.Generator().manual_seed(47)) < 0.5
+        dense64[..., 0] = True                   # on the host: packed there, so paired
+        masks = {
+            "documents": (Mask.from_predicate("causal", S, doc_ids=ids.numpy())
+                          .with_transposed(), docs.cuda()),
+            "64x64 host-packed": (Mask.from_dense(dense64, block=(64, 64), transposed=True),
+                                  dense64.cuda()),
+        }
+        for name, (m, dense) in masks.items():
+            with self.subTest(mask=name):
+                runs = self.runs(q, k, v, do, True, mask=m, deterministic=True)
+                self.assert_bitwise_equal(name, runs)
+                self.assert_close_to_fp32(name, q, k, v, do, runs[0], mask=dense)
+                self.assertEqual(self.modes_of(q, m), {(True, False)})
+                # The same mask without the mode keeps its default (paired for 64x64).
+                self.runs(q, k, v, do, True, mask=m, deterministic=False)
+                self.assertEqual(self.modes_of(q, m),
+                                 {(True, False), (False, name.startswith("64x64"))})

@@ -204,12 +204,14 @@ def _register():
         full_q_num_blocks: Optional[Tensor], full_q_indices: Optional[Tensor],
         q_tile_offsets: Optional[Tensor], q_words: Optional[Tensor],
         mask_meta: List[int], causal: bool, window: List[int], scale: float, splits: int,
+        deterministic: bool,
     ) -> Tuple[Tensor, Tensor]:
         # q, k, v are [B, H, S, D] views (strides carry the caller's layout); the
         # kernel writes O in q's memory order where q is dense (a bshd caller's O is
         # contiguous [B, S, H, D] once the wrapper transposes the view back), else contiguous.
         # The q_* lists (the mask's transposed lists) are not read here: they are inputs
-        # so that autograd saves them for fragmask::attention_backward.
+        # so that autograd saves them for fragmask::attention_backward, as `deterministic`
+        # (the backward's mode, decided when the forward is called) is.
         B, H, Sq, D = q.shape
         out = torch.empty_like(q)
         lse = torch.empty((B, H, Sq), dtype=torch.float32, device=q.device)
@@ -295,6 +297,7 @@ def _register_backward(torch, attention_op):
         full_q_num_blocks: Optional[Tensor], full_q_indices: Optional[Tensor],
         q_tile_offsets: Optional[Tensor], q_words: Optional[Tensor],
         mask_meta: List[int], causal: bool, window: List[int], scale: float,
+        deterministic: bool,
     ) -> Tuple[Tensor, Tensor, Tensor]:
         # dQ, dK, dV in the memory order of the op's q and k ([B, H(kv), S, D] views; a bshd
         # caller's are transposed views of [B, S, H, D] memory), written there by the kernels.
@@ -318,7 +321,7 @@ def _register_backward(torch, attention_op):
                          _view(dout), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), mask_id,
                          lists, tlists, causal, window[0], window[1], scale,
                          _get_stream(device), device, q.dtype == torch.float16,
-                         _grad_strides(dq, dk))
+                         _grad_strides(dq, dk), deterministic)
         return dq, dk, dv
 
     @attention_backward_op.register_fake
@@ -329,6 +332,7 @@ def _register_backward(torch, attention_op):
         q, k, v = inputs[:3]
         mask_lists = inputs[3:15]
         ctx.meta, ctx.causal, ctx.window, ctx.scale = inputs[15:19]
+        ctx.deterministic = inputs[20]
         out, lse = output
         ctx.mark_non_differentiable(lse)
         ctx.save_for_backward(q, k, v, out, lse, *mask_lists)
@@ -339,8 +343,8 @@ def _register_backward(torch, attention_op):
             grad_out = torch.zeros_like(out)
         dq, dk, dv = attention_backward_op(q, k, v, out, lse, grad_out,
                                            *mask_lists, ctx.meta, ctx.causal, ctx.window,
-                                           ctx.scale)
-        return (dq, dk, dv) + (None,) * 17
+                                           ctx.scale, ctx.deterministic)
+        return (dq, dk, dv) + (None,) * 18
 
     torch.library.register_autograd("fragmask::attention", backward,
                                     setup_context=setup_context)
@@ -471,8 +475,21 @@ def _device_transposed(torch, mask, device):
     return lists, _backward_id(bwd_id, src)
 
 
+def _deterministic(torch, what, deterministic):
+    """The backward's mode for a call's ``deterministic`` keyword: ``True`` or ``False``
+    as given; ``None``: ``torch.are_deterministic_algorithms_enabled()`` now (PyTorch's
+    convention; the caller reads it when the forward is called and keeps it for the
+    backward). Anything else is a ``TypeError``."""
+    if deterministic is None:
+        return bool(torch.are_deterministic_algorithms_enabled())
+    if deterministic is True or deterministic is False:
+        return deterministic
+    raise TypeError(f"{what}: deterministic must be None, True or False, not "
+                    f"{type(deterministic).__name__}")
+
+
 def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
-              return_lse=False, layout="bhsd", splits=None):
+              return_lse=False, layout="bhsd", splits=None, deterministic=None):
     """Masked attention forward, ``softmax(q kᵀ · scale + mask) v`` (bf16 / fp16, GQA
     and MQA: k and v may have fewer heads, dividing q's).
 
@@ -500,13 +517,24 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     ``torch.compile`` or CUDA-graph capture). Eager calls (with or without autograd)
     launch straight from a ``torch.autograd.Function``; traced ones go through the
     registered ops.
+
+    ``deterministic``: the backward's mode. ``True`` orders the dQ reductions (a semaphore
+    per query step: ``BackwardOptions::deterministic``), so dQ, dK and dV are bit-identical
+    run to run; it costs extra time (see docs/backward.md, "Deterministic mode"). ``False``
+    keeps the default reductions, whose order (and so dQ's last bits) may differ run to
+    run. ``None`` (default) follows ``torch.are_deterministic_algorithms_enabled()``
+    (``torch.use_deterministic_algorithms(True)``), read when the forward is called; the
+    backward of that call runs in the mode decided then. Masks with documents and 64x64
+    masks then run the kernels the deterministic mode takes (the tile lists, unpaired key
+    blocks).
     """
     if _T is None:
         _torch()
     if _function_mode_on() and _default_device_only():
         with _no_torch_function():
             return attention(q, k, v, mask, causal=causal, window=window, scale=scale,
-                             return_lse=return_lse, layout=layout, splits=splits)
+                             return_lse=return_lse, layout=layout, splits=splits,
+                             deterministic=deterministic)
     # Eager fast path: plain bf16 or fp16 CUDA tensors of one device, nothing tracing or
     # transforming the call (see the module docs). Shapes, strides, the mask's fit,
     # the window and the scale are checked by the extension's plan before it launches;
@@ -520,16 +548,21 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
                 and q.dim() == 4 and k.dim() == 4 and v.dim() == 4
                 and (mask is None or type(mask) is Mask)
                 and (layout == "bhsd" or layout == "bshd")
-                and (splits is None or (type(splits) is int and 1 <= splits <= 128))):
+                and (splits is None or (type(splits) is int and 1 <= splits <= 128))
+                and (deterministic is None or deterministic is True
+                     or deterministic is False)):
             n = 0 if splits is None else splits
             bshd = layout == "bshd"
             if _grad() and (q.requires_grad or k.requires_grad or v.requires_grad):
                 if mask is not None:
                     _check_backward_tile("fragmask.attention", mask, q.shape[3])
                 entry = _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, n)
+                if deterministic is None:    # torch's flag, read at the forward
+                    deterministic = _deterministic_enabled()
                 # Only out is an output unless the lse is asked for: one output for
                 # autograd to wrap, no non-differentiable one to mark.
-                return _attention_apply(q, k, v, entry, mask, bool(return_lse))
+                return _attention_apply(q, k, v, entry, mask, bool(return_lse),
+                                        deterministic)
             if (n == 0 and mask is None and not causal and window is None
                     and q.shape[1 if bshd else 2] == 1):
                 routed = _decode_route(q, k, v, bshd, scale, device, return_lse)
@@ -540,7 +573,7 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
             out, lse = _forward_run(entry, q, k, v, return_lse, device)
             return (out, lse) if return_lse else out
     return _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
-                              splits)
+                              splits, deterministic)
 
 
 def _decode_shapes(q, k, v, bshd):
@@ -758,12 +791,14 @@ def _grad_strides(dq, dk):
     return tuple(dq.stride()[:3]), tuple(dk.stride()[:3])
 
 
-def _backward_handle(entry, mask, q, out, grad_out, device, grad_strides=None):
-    """The backward plan of a forward plan's call for dO's and the gradients' strides (made
-    once per entry and strides; the mask's transposed lists are resolved here the first
-    time). ``grad_strides``: :func:`_grad_strides`, or None for contiguous gradients."""
+def _backward_handle(entry, mask, q, out, grad_out, device, grad_strides=None,
+                     deterministic=False):
+    """The backward plan of a forward plan's call for dO's and the gradients' strides and
+    the backward's mode (made once per entry, strides and mode; the mask's transposed
+    lists are resolved here the first time). ``grad_strides``: :func:`_grad_strides`, or
+    None for contiguous gradients; ``deterministic``: the plan orders its dQ reductions."""
     views, causal, left, right, scale, mask_id, handles, kept = entry[_BWD]
-    key = (grad_out.stride(), grad_strides)
+    key = (grad_out.stride(), grad_strides, deterministic)
     handle = handles.get(key)
     if handle is not None:
         return handle
@@ -776,7 +811,7 @@ def _backward_handle(entry, mask, q, out, grad_out, device, grad_strides=None):
     handle = _API["attention_backward_plan"](
         *views, (0, out.shape, out.stride()), (0, grad_out.shape, grad_out.stride()), bwd_id,
         lists, tlists, causal, left, right, scale, _get_stream(device), device,
-        q.dtype is _f16, grad_strides)
+        q.dtype is _f16, grad_strides, deterministic)
     if len(handles) >= 16:
         handles.clear()
         kept.clear()
@@ -802,18 +837,23 @@ def _forget_backward_plans(mask_id):
 
 _grad = None
 _attention_apply = None
+_deterministic_enabled = None
 
 
 def _init_autograd(torch):
     """The eager autograd path: a ``torch.autograd.Function`` whose forward and backward
     run the extension's plans directly (no custom-op dispatch). The forward gets its
     plan entry from the wrapper; the backward finds its plan in that entry."""
-    global _grad, _attention_apply
+    global _grad, _attention_apply, _deterministic_enabled
     _grad = torch._C.is_grad_enabled
+    # torch's flag as the C getter that are_deterministic_algorithms_enabled returns
+    # (read on the eager path only: nothing traces it there).
+    _deterministic_enabled = getattr(torch._C, "_get_deterministic_algorithms",
+                                     torch.are_deterministic_algorithms_enabled)
 
     class AttentionFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, entry, mask, want_lse):
+        def forward(ctx, q, k, v, entry, mask, want_lse, deterministic):
             device = q.get_device()
             out, lse = _forward_run(entry, q, k, v, True, device)
             # lse is saved as an intermediate when it is not an output (no double
@@ -824,7 +864,7 @@ def _init_autograd(torch):
             # (bench/results/session-2026-11-28f/bshd-out/). The backward views a bshd O as
             # [B, H, Sq, D].
             ctx.save_for_backward(q, k, v, out, lse)
-            ctx.fm = (entry, mask, device)
+            ctx.fm = (entry, mask, device, deterministic)
             if want_lse:
                 ctx.mark_non_differentiable(lse)
                 return out, lse
@@ -833,7 +873,7 @@ def _init_autograd(torch):
         @staticmethod
         def backward(ctx, grad_out, grad_lse=None):
             q, k, v, out, lse = ctx.saved_tensors
-            entry, mask, device = ctx.fm
+            entry, mask, device, deterministic = ctx.fm
             if entry[_BSHD]:
                 out = out.transpose(1, 2)
             if grad_out is None:      # only lse was used: it is not differentiable
@@ -857,14 +897,16 @@ def _init_autograd(torch):
                 dq = _empty_like(q, memory_format=_contiguous)
                 dk = _empty_like(k, memory_format=_contiguous)
                 dv = _empty_like(v, memory_format=_contiguous)
-            # The plan of dO's and the gradients' strides, made at the first backward of each.
-            handle = entry[_BWD][6].get((grad_out.stride(), strides))
+            # The plan of dO's and the gradients' strides and the backward's mode, made at
+            # the first backward of each.
+            handle = entry[_BWD][6].get((grad_out.stride(), strides, deterministic))
             if handle is None:
-                handle = _backward_handle(entry, mask, q, out, grad_out, device, strides)
+                handle = _backward_handle(entry, mask, q, out, grad_out, device, strides,
+                                          deterministic)
             handle.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                        lse.data_ptr(), grad_out.data_ptr(), dq.data_ptr(), dk.data_ptr(),
                        dv.data_ptr(), _get_stream(device))
-            return dq, dk, dv, None, None, None
+            return dq, dk, dv, None, None, None, None
 
     # torch's C apply (THPFunction_apply) without torch.autograd.Function.apply's Python
     # wrapper where a torch has one: that wrapper only unwraps functorch levels, and
@@ -876,10 +918,12 @@ def _init_autograd(torch):
 
 
 def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
-                       splits=None):
+                       splits=None, deterministic=None):
     """``attention`` through the registered op, with every argument checked here."""
     torch = _torch()
     what = "fragmask.attention"
+    if not (deterministic is None or deterministic is True or deterministic is False):
+        _deterministic(torch, what, deterministic)      # names the bad value
     _check_tensors(torch, what, [("q", q), ("k", k), ("v", v)], _DTYPES)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"{what}: q, k, v dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
@@ -923,9 +967,13 @@ def _attention_op_path(q, k, v, mask, causal, window, scale, return_lse, layout,
             tlists, bwd_id = _device_transposed(torch, mask, q.device)
             meta.append(bwd_id)
     splits = 0 if splits is None else _count_arg(what, "splits", splits, 1, 128)
+    # The backward's mode, decided now (torch's flag when not given) and carried by the
+    # op's inputs to its autograd formula; without a backward it is not read.
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    deterministic = _deterministic(torch, what, deterministic) if grad else bool(deterministic)
     attention_op, _ = _register()
     out, lse = attention_op(q, k, v, *lists, *tlists, meta, bool(causal), window, scale,
-                            splits)
+                            splits, deterministic)
     if layout == "bshd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out

@@ -660,4 +660,63 @@ mod tests {
         assert!(!backward_paired_keys(&shape(2, 2), &m2, &kdet, &det).unwrap());
         assert!(backward_paired_keys(&shape(2, 2), &m2, &kdet, &on).is_err());
     }
+
+    /// The options a caller that only asks for determinism passes (the Python package's:
+    /// `documents_grid` and `paired_keys` left to the choice, or `Some(false)` under CUDA
+    /// graph capture) never pick the two configurations the deterministic kernels refuse:
+    /// a documents mask runs its tile lists, a 64x64 mask its unpaired key blocks.
+    #[test]
+    fn deterministic_calls_with_default_options_run_the_tile_lists_and_unpaired_keys() {
+        // Two causal documents of 128 tokens.
+        let s = 256;
+        let docs_of = |i: usize| {
+            let (q, k) = (i / s, i % s);
+            u8::from(k <= q && q / 128 == k / 128)
+        };
+        let bytes: Vec<u8> = (0..s * s).map(docs_of).collect();
+        let dense = DenseMask::new(&bytes, &[s, s]).unwrap();
+        let shape = AttentionShape {
+            batch: 1,
+            heads: 2,
+            kv_heads: 2,
+            seqlen_q: s,
+            seqlen_k: s,
+            head_dim: 128,
+        };
+        let docs = || {
+            fragmask_masks::Documents::new(fragmask_masks::DocumentKind::Causal, vec![0, 128, 256])
+                .unwrap()
+        };
+        let mut m128 = pack_for_kernel(&dense, &Geometry::TILE_128X128).unwrap();
+        m128.attach_documents(docs()).unwrap();
+        let mut m64 = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();
+        m64.attach_documents(docs()).unwrap();
+        let tile64 = BackwardMask::Blocks {
+            block_m: 64,
+            block_n: 64,
+        };
+        for capturing in [false, true] {
+            let opts = |deterministic| BackwardOptions {
+                deterministic,
+                documents_grid: capturing.then_some(false),
+                paired_keys: capturing.then_some(false),
+                ..BackwardOptions::default()
+            };
+            // Outside capture the default call takes both; the deterministic one neither.
+            let (plain, det) = (opts(false), opts(true));
+            assert_eq!(
+                backward_documents(&shape, &m128, &plain).is_some(),
+                !capturing
+            );
+            assert!(backward_documents(&shape, &m128, &det).is_none());
+            let k = backward_config(128, tile64, &plain).unwrap();
+            assert_eq!(
+                backward_paired_keys(&shape, &m64, &k, &plain).unwrap(),
+                !capturing
+            );
+            let kdet = backward_config(128, tile64, &det).unwrap();
+            assert!(kdet.deterministic());
+            assert!(!backward_paired_keys(&shape, &m64, &kdet, &det).unwrap());
+        }
+    }
 }

@@ -384,8 +384,44 @@ def gather_kv(k, v, prep, group=None):
     return _Exchange.apply(k, v, prep, group)
 
 
+def _refuse_deterministic(deterministic):
+    """Raises where a deterministic backward is asked of a call that will need one: the
+    context-parallel backward has none (each part's dQ is reduced without an order, and
+    a high-priority group's parts sum into one dQ accumulator over shared rows, which the
+    host's deterministic mode refuses: its semaphores are laid out per call).
+    ``deterministic=True`` raises ``RuntimeError``; ``None`` follows torch's flag as torch's
+    own nondeterministic ops do (``RuntimeError`` under
+    ``torch.use_deterministic_algorithms(True)``, a ``UserWarning`` with
+    ``warn_only=True``); ``False`` runs the backward as it is."""
+    import torch
+
+    if deterministic is False:
+        return
+    if deterministic is True:
+        raise RuntimeError(
+            "fragmask.distributed.attention: deterministic=True: the context-parallel "
+            "backward has no deterministic mode (its dQ reductions over the ranks' parts "
+            "are unordered); use fragmask.attention on one GPU for bit-identical gradients, "
+            "or pass deterministic=False")
+    if deterministic is not None:
+        raise TypeError("fragmask.distributed.attention: deterministic must be None, True "
+                        f"or False, not {type(deterministic).__name__}")
+    if not torch.are_deterministic_algorithms_enabled():
+        return
+    why = ("fragmask.distributed.attention: torch.use_deterministic_algorithms(True) is "
+           "set, and the context-parallel backward has no deterministic mode (its dQ "
+           "reductions over the ranks' parts are unordered); pass deterministic=False to "
+           "run it anyway, or use fragmask.attention on one GPU for bit-identical gradients")
+    if torch.is_deterministic_algorithms_warn_only_enabled():
+        import warnings
+
+        warnings.warn(why, stacklevel=3)
+        return
+    raise RuntimeError(why)
+
+
 def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=False,
-              layout="bhsd", block=(128, 128), overlap=True):
+              layout="bhsd", block=(128, 128), overlap=True, deterministic=None):
     """Masked attention of this rank's shard: ``q``, ``k``, ``v`` hold the rank's
     tokens in plan order (``plan.shard`` / ``plan.to_plan_order``), ``[B, H, S/P, D]``
     (``layout="bhsd"``) or ``[B, S/P, H, D]`` (``"bshd"``); k and v may have fewer
@@ -397,7 +433,14 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
     ``overlap=True`` (default): the exchange runs beside the compute (own keys first,
     then each step's received chunks, merged in fp32; the backward sends dK/dV back
     while it computes). ``overlap=False``: one exchange, then one attention call over
-    all the rank's keys."""
+    all the rank's keys.
+
+    ``deterministic``: the backward has no deterministic mode. A call that will need a
+    backward (grad enabled, an input requiring grad) raises ``RuntimeError`` with
+    ``deterministic=True``, and with ``None`` (default) under
+    ``torch.use_deterministic_algorithms(True)`` (a warning with ``warn_only=True``, as
+    torch's own nondeterministic ops); ``False`` runs the non-deterministic backward
+    whatever torch's flag. Forward-only calls run whatever it says."""
     import torch
 
     if layout == "bshd":
@@ -414,6 +457,10 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
     if prep.heads not in (1, q.shape[1]):
         raise ValueError(f"the mask has {prep.heads} heads, q has {q.shape[1]}")
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if grad:
+        _refuse_deterministic(deterministic)
+    elif not (deterministic is None or deterministic is True or deterministic is False):
+        _refuse_deterministic(deterministic)     # names the bad value
     if overlap:
         if grad:
             o, lse = _overlapped_fn().apply(q, k, v, prep, group, scale)
@@ -421,7 +468,8 @@ def attention(q, k, v, plan, mask=None, group=None, *, scale=None, return_lse=Fa
             o, lse = _overlapped_forward(q, k, v, prep, group, scale)[:2]
     else:
         kg, vg = gather_kv(k, v, prep, group)
-        o, lse = _fm_attention(q, kg, vg, prep.mask, scale=scale, return_lse=True)
+        o, lse = _fm_attention(q, kg, vg, prep.mask, scale=scale, return_lse=True,
+                               deterministic=False)
     if layout == "bshd":
         o = o.transpose(1, 2)
     return (o, lse) if return_lse else o
@@ -640,12 +688,12 @@ def _part_backward(q, k, v, o, lse, do, part, scale):
     if mask is None:
         none = (None,) * 6
         return _ops._backward_op(q, k, v, o, lse, do, *none, *none, [], causal, [-1, -1],
-                                 scale)
+                                 scale, False)
     lists = _ops._device_lists(torch, mask, q.device)
     tlists, bwd_id = _ops._device_transposed(torch, mask, q.device)
     meta = list(mask._meta) + [bwd_id]
     return _ops._backward_op(q, k, v, o, lse, do, *lists, *tlists, meta, False, [-1, -1],
-                             scale)
+                             scale, False)
 
 
 def _overlapped_forward(q, k, v, prep, group, scale):
