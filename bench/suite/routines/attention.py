@@ -1,9 +1,10 @@
 """Attention forward and backward (and the split-KV forward: a short Sq over long Sk).
 
 params: batch (1), heads (16), heads_kv (= heads), seqlen or seqlen_q/seqlen_k, dim (128),
-dtype ("bf16"), backward (false), block (the fragmask tile of a packed mask; default: the
-head dim's tile, which the CLI also packs at: ``Mask.from_*(head_dim=)``),
-mask, one of:
+dtype ("bf16"), backward (false), deterministic (false: a backward row whose gradients are
+bit-identical run to run; see ``deterministic_refusal`` for which systems run it), block
+(the fragmask tile of a packed mask; default: the head dim's tile, which the CLI also packs
+at: ``Mask.from_*(head_dim=)``), mask, one of:
   none | causal | window:L (causal, L keys back) | random:P (tokens kept with prob. P)
   | blocksparse:P (P of 128x128 tiles kept, half the tokens inside) | topk:F (k = S/F keys
   per query) | docs:N (N causal documents, random boundaries)
@@ -22,6 +23,57 @@ from .. import common, peers as peer_mod
 from ..common import OK, UNSUPPORTED, MISSING, FAILED, row, attempt
 
 STRUCTURED = ("none", "causal", "window", "docs")
+
+# What a ``deterministic = true`` row asks of each system: fragmask's own switch
+# (``fragmask.attention(deterministic=True)``, the CLI's ``--deterministic``) and
+# FlashAttention-4's ``deterministic=`` keyword (its interface's functions, where this
+# version has it). The other peers are not measured: this routine sets no deterministic
+# mode for them, and nothing established that their backward is deterministic as it is.
+DETERMINISTIC_NOT_SET = {
+    "sdpa": "SDPA: no deterministic switch set by this routine (its backends are not "
+            "established to be deterministic here); not measured",
+    "flex": "FlexAttention: no deterministic switch set by this routine; not measured",
+    "flex_fa4": "FlexAttention (FA4 backend): no deterministic switch set by this routine; "
+                "not measured",
+}
+
+
+def deterministic_refusal(system, backward):
+    """Why ``system`` does not run a ``deterministic = true`` row (an UNSUPPORTED row's
+    note), or None where it runs it (fragmask, fragmask_cli, fa4 and fa4_varlen, whose
+    rows may still refuse at run time: FA4 without the keyword or on a device its
+    deterministic backward does not take)."""
+    if not backward:
+        return "deterministic = true applies to backward rows (the forward has no such mode)"
+    if system in ("fragmask", "fragmask_cli", "fa4", "fa4_varlen"):
+        return None
+    return DETERMINISTIC_NOT_SET.get(system, f"{system}: no deterministic mode in this routine")
+
+
+def _fa4_deterministic(system, fn, kw):
+    """Adds ``deterministic=True`` to FlashAttention-4's keywords ``kw`` of ``fn`` (checked
+    on its signature at run time); returns None, or the UNSUPPORTED row where this
+    version's ``fn`` has no such parameter."""
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "deterministic" not in params:
+        return row(system, UNSUPPORTED, note=f"this FlashAttention-4's {fn.__name__} has no "
+                                             "deterministic parameter")
+    kw["deterministic"] = True
+    return None
+
+
+def _fa4_refused(system, e):
+    """An UNSUPPORTED row where FlashAttention-4 refused its deterministic backward (an
+    error naming it: the interface read when this was written asserts that it runs on
+    SM100/SM110 only, so an H100 or H200 refuses), else None."""
+    msg = f"{type(e).__name__}: {e}".replace("\n", " ")
+    if "deterministic" not in msg.lower():
+        return None
+    return row(system, UNSUPPORTED, note=f"FlashAttention-4 refuses deterministic=True ({msg})"[:300])
 
 
 def _spec(mask):
@@ -177,6 +229,7 @@ def run(ctx, p, systems):
     b, h, hkv, sq, sk, d = shape_of(p)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[p.get("dtype", "bf16")]
     backward = bool(p.get("backward", False))
+    deterministic = bool(p.get("deterministic", False))
     block = tuple(int(x) for x in p["block"].split("x")) if "block" in p else None
     kind, arg = _spec(p.get("mask", "none"))
     gen = torch.Generator(device=dev).manual_seed(int(p.get("seed", 0)))
@@ -257,11 +310,15 @@ def run(ctx, p, systems):
         if mask is not None:
             mask = mask.to(dev)
 
+        # Only a deterministic row passes the keyword (a wheel from before it runs the rest).
+        det = {"deterministic": True} if deterministic else {}
+
         def f(qq, kk, vv):
-            return fragmask.attention(qq, kk, vv, mask, causal=causal, window=window)
+            return fragmask.attention(qq, kk, vv, mask, causal=causal, window=window, **det)
         if not backward:
             ref["fragmask"] = f(q, k, v)
-        r = timed("fragmask", f, build_ms=build_ms)
+        r = timed("fragmask", f, "deterministic=True" if deterministic else "",
+                  build_ms=build_ms)
         return r
     runners["fragmask"] = lambda: attempt("fragmask", fm)
 
@@ -363,6 +420,10 @@ def run(ctx, p, systems):
         kw = {"causal": causal}
         if window is not None:
             kw["window_size"] = (left, 0)
+        if deterministic:
+            refused = _fa4_deterministic("fa4", flash_attn_func, kw)
+            if refused is not None:
+                return refused
 
         def f(qq, kk, vv):
             o = flash_attn_func(qq.transpose(1, 2), kk.transpose(1, 2), vv.transpose(1, 2), **kw)
@@ -376,7 +437,16 @@ def run(ctx, p, systems):
             def g(qq, _k, _v):
                 return flash_attn_func(*bshd[qq.data_ptr()], **kw)
             return timed("fa4", g, "[B, S, H, D]")
-        return timed("fa4", f, "[B, S, H, D] views of the [B, H, S, D] leaves")
+        note = "[B, S, H, D] views of the [B, H, S, D] leaves"
+        if not deterministic:
+            return timed("fa4", f, note)
+        try:
+            return timed("fa4", f, note + ", deterministic=True")
+        except Exception as e:  # FA4's refusal of the mode is a refusal, not a failure
+            refused = _fa4_refused("fa4", e)
+            if refused is None:
+                raise
+            return refused
     runners["fa4"] = lambda: attempt("fa4", fa4_direct)
 
     def fa4_varlen():
@@ -389,21 +459,38 @@ def run(ctx, p, systems):
         bounds = extra["bounds"]
         cu = torch.tensor(bounds, dtype=torch.int32, device=dev)
         mx = max(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
+        kw = {}
+        if deterministic:
+            refused = _fa4_deterministic("fa4_varlen", flash_attn_varlen_func, kw)
+            if refused is not None:
+                return refused
 
         def f(qq, kk, vv):
             o = flash_attn_varlen_func(qq[0].transpose(0, 1), kk[0].transpose(0, 1),
                                        vv[0].transpose(0, 1), cu_seqlens_q=cu, cu_seqlens_k=cu,
-                                       max_seqlen_q=mx, max_seqlen_k=mx, causal=True)
+                                       max_seqlen_q=mx, max_seqlen_k=mx, causal=True, **kw)
             o = o[0] if isinstance(o, tuple) else o
             return o.transpose(0, 1)[None]
         if not backward:
             ref["fa4_varlen"] = f(q, k, v)
-        return timed("fa4_varlen", f, "cu_seqlens (includes the [S, H, D] transposes)")
+        note = "cu_seqlens (includes the [S, H, D] transposes)"
+        if not deterministic:
+            return timed("fa4_varlen", f, note)
+        try:
+            return timed("fa4_varlen", f, note + ", deterministic=True")
+        except Exception as e:
+            refused = _fa4_refused("fa4_varlen", e)
+            if refused is None:
+                raise
+            return refused
     runners["fa4_varlen"] = lambda: attempt("fa4_varlen", fa4_varlen)
 
     # The systems run in the order of `systems` (run.py reverses it on alternate repeats, so
     # no system always runs first on a cool GPU); the rows keep the routine's order.
-    ran = {s: runners[s]() for s in systems if s in runners}
+    def dispatch(s):
+        why = deterministic_refusal(s, backward) if deterministic else None
+        return row(s, UNSUPPORTED, note=why) if why else runners[s]()
+    ran = {s: dispatch(s) for s in systems if s in runners}
     out_rows = [ran[s] for s in runners if s in ran]
 
     # Agreement of each output with SDPA's (rows with a visible key) ---------------------------
@@ -466,6 +553,9 @@ def cli_command(binary, p, extra, warmup, iters, tmp):
         raise CliUnsupported("the CLI's --random inputs are bf16")
     kind, arg = _spec(p.get("mask", "none"))
     backward = bool(p.get("backward", False))
+    deterministic = bool(p.get("deterministic", False))
+    if deterministic and not backward:
+        raise CliUnsupported("--deterministic needs a backward workload (`bench backward`)")
     b, h, hkv, sq, sk, d = shape_of(p)
     offset = ["--diag-offset", str(sk - sq)] if sk != sq and kind in ("causal", "window") else []
 
@@ -512,7 +602,8 @@ def cli_command(binary, p, extra, warmup, iters, tmp):
     timed_warmup = ["--warmup-ms", str(int(common.WARMUP_MS))] if common.WARMUP_MS else []
     return [binary, "bench", "backward" if backward else "attention", "--random",
             f"{b},{h},{hkv},{sq},{sk},{d}", "--json", "--warmup", str(max(warmup, 5)),
-            "--iters", str(max(iters, 20))] + timed_warmup + flags
+            "--iters", str(max(iters, 20))] + timed_warmup + flags + (
+        ["--deterministic"] if deterministic else [])
 
 
 class CliFailed(Exception):

@@ -246,6 +246,53 @@ class Ratios(unittest.TestCase):
 
 
 
+class DeterministicRows(unittest.TestCase):
+    """``deterministic = true`` workloads: the CLI's command, which systems run them, and
+    the list's rows (no GPU, no torch: the command of mask kinds without host draws)."""
+
+    def setUp(self):
+        from suite.routines import attention
+        self.attention = attention
+        self.by_name = {w["name"]: w for w in wl.load()[1]}
+
+    def command(self, params):
+        with tempfile.TemporaryDirectory() as tmp:
+            return self.attention.cli_command("fragmask", params, {}, 1, 2, tmp)
+
+    def test_cli_command_of_a_deterministic_workload_passes_deterministic_to_bench_backward(self):
+        for name in ("bwd.s16384.none.det", "bwd.s16384.causal.det",
+                     "bwd.s16384.window1024.det", "bwd.s16384.random50.det"):
+            with self.subTest(workload=name):
+                cmd = self.command(self.by_name[name]["params"])
+                self.assertEqual(cmd[1:3], ["bench", "backward"])
+                self.assertEqual(cmd.count("--deterministic"), 1)
+                # The same command as its non-deterministic row, plus the flag.
+                plain = self.command(self.by_name[name[:-len(".det")]]["params"])
+                self.assertEqual([a for a in cmd if a != "--deterministic"], plain)
+                self.assertNotIn("--deterministic", plain)
+
+    def test_a_deterministic_forward_has_no_cli_command(self):
+        with self.assertRaisesRegex(self.attention.CliUnsupported, "backward"):
+            self.command({"seqlen": 1024, "mask": "causal", "deterministic": True})
+
+    def test_deterministic_rows_copy_their_rows_params_and_name_the_systems_that_set_the_mode(self):
+        dets = [w for w in self.by_name.values() if w["params"].get("deterministic")]
+        self.assertEqual(len(dets), 4)
+        for w in dets:
+            base = self.by_name[w["name"][:-len(".det")]]
+            self.assertEqual(w["params"], dict(base["params"], deterministic=True), w["name"])
+            self.assertEqual(w["family"], "backward")
+            self.assertFalse(w["quick"])
+            fa4 = ["fa4"] if w["params"]["mask"].split(":")[0] in ("none", "causal", "window") else []
+            self.assertEqual(w["systems"], ["fragmask", "fragmask_cli"] + fa4, w["name"])
+            for s in w["systems"]:
+                self.assertIsNone(self.attention.deterministic_refusal(s, True), s)
+        # The peers that set no deterministic mode, and any forward row, are refused by name.
+        for s in ("sdpa", "flex", "flex_fa4"):
+            self.assertIn("not measured", self.attention.deterministic_refusal(s, True))
+        self.assertIn("backward", self.attention.deterministic_refusal("fragmask", False))
+
+
 def crashing_child(crash_if):
     """A workload child for ``run_isolated``: it writes an ok row for each system it is given
     (all of fragmask and sdpa when none), unless ``crash_if`` (a Python expression of ``name``
