@@ -1,12 +1,15 @@
 """Interleaved A/B of the deterministic backward (`fragmask bench backward --deterministic`) of
-two binaries, with B's non-deterministic time beside it: `python3 det_pairs.py A B ROUNDS`.
-Prints one row per workload: medians over rounds, B/A and B-det over B-nondet."""
+binaries, with the last one's non-deterministic time beside them:
+`python3 det_pairs.py ROUNDS A B [C ...]`. Prints one row per workload: medians over rounds,
+each binary's det time over A's, and the last one's det time over its non-det time."""
 import json
+import os
 import statistics
 import subprocess
 import sys
 
-A, B, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ROUNDS, BINS = int(sys.argv[1]), sys.argv[2:]
+NAMES = [chr(ord("A") + i) for i in range(len(BINS))]
 SHAPE = "1,16,16,16384,16384,128"
 ROWS = {
     "none": [],
@@ -30,6 +33,8 @@ def run(binary, flags, det):
     cmd = [binary, "bench", "backward", "--random", shape, "--json", "--warmup", "5", "--iters", "20"] + args
     if det:
         cmd.append("--deterministic")
+    elif det is None:
+        cmd += SAME_CONFIG if "--synthetic-mask" in args else SAME_CONFIG_WINDOW
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
@@ -39,9 +44,15 @@ def run(binary, flags, det):
     return json.loads(r.stdout.strip().splitlines()[-1])["ms_median"], ""
 
 
-res = {k: {"A": [], "B": [], "Bn": []} for k in ROWS}
+# The deterministic kernels' own configuration, without the order: no dQ writer warp, the grid's
+# launch order, one CTA per key tile (the options the deterministic mode excludes).
+SAME_CONFIG = ["--dq-writer", "off"]
+SAME_CONFIG_WINDOW = SAME_CONFIG + ["--head-section", "1", "--group-slices", "1"]
+res = {k: {n: [] for n in NAMES + ["nondet", "nd-cfg"]} for k in ROWS}
 for rnd in range(ROUNDS):
-    order = [("A", A, True), ("B", B, True), ("Bn", B, False)]
+    order = [(n, b, True) for n, b in zip(NAMES, BINS)]
+    if os.environ.get("NONDET", "1") != "0":
+        order += [("nondet", BINS[-1], False), ("nd-cfg", BINS[-1], None)]
     if rnd % 2:
         order.reverse()
     for name, flags in ROWS.items():
@@ -50,7 +61,13 @@ for rnd in range(ROUNDS):
             res[name][key].append(ms)
             if err:
                 print(f"{name} {key}: {err}", flush=True)
-print(f"{'row':22} {'A det ms':>9} {'B det ms':>9} {'B ms':>8} {'B/A det':>8} {'Bdet/B':>7}")
+head = " ".join(f"{n + ' det':>9}" for n in NAMES)
+ratios = " ".join(f"{n + '/A':>6}" for n in NAMES[1:])
+print(f"{'row':22} {head} {'nondet':>8} {'nd-cfg':>8} {ratios} {'det/nd':>7} {'det/cfg':>7}")
 for name, r in res.items():
-    a, b, bn = (statistics.median(r[k]) for k in ("A", "B", "Bn"))
-    print(f"{name:22} {a:9.3f} {b:9.3f} {bn:8.3f} {b / a:8.3f} {b / bn:7.3f}", flush=True)
+    med = {k: statistics.median(v) if v else float("nan") for k, v in r.items()}
+    cells = " ".join(f"{med[n]:9.3f}" for n in NAMES)
+    rs = " ".join(f"{med[n] / med['A']:6.3f}" for n in NAMES[1:])
+    last = med[NAMES[-1]]
+    print(f"{name:22} {cells} {med['nondet']:8.3f} {med['nd-cfg']:8.3f} {rs} {last / med['nondet']:7.3f} "
+          f"{last / med['nd-cfg']:7.3f}", flush=True)

@@ -283,6 +283,14 @@ __device__ __forceinline__ void fm_bulk_wait0() { asm volatile("cp.async.bulk.wa
 __device__ __forceinline__ int fm_ld_acquire(const int* p) {
     int v; asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
 }
+__device__ __forceinline__ int fm_ld_relaxed(const int* p) {
+    int v; asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v;
+}
+// Release add: the writes this thread has seen (its own, and through a barrier every other thread's) are visible
+// at GPU scope to whoever acquires the new value (PTX ISA 8.10 memory model; CUTLASS's GenericBarrier::arrive_inc).
+__device__ __forceinline__ void fm_red_release_add(int* p, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
 "#;
 
 /// `fm_mma_16816(c, a0..a3, b0, b1)`: `mma.sync.m16n8k16` with f32 accumulate in place and

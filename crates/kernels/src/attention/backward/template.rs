@@ -352,6 +352,28 @@ $DQ_WRITER_WARP        }
         const unsigned ds_st0 = fm_sw128((unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
                                          + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES);
         unsigned it = 0;
+#if FM_DETERMINISTIC
+        // The dQ turn (docs/backward.md, "Deterministic mode"). A step's reductions are passed on to the next CTA
+        // under this CTA's next step's first GEMMs (or after its walk), once complete, by one release add after a
+        // barrier of the consumers; the step's own turn is read there too, ahead of the dS barrier that needs it.
+        long long det_prev = -1;   // the semaphore of the step whose turn this CTA holds; -1: none
+        int det_seen = -1;         // this step's semaphore as read under its GEMMs
+#define FM_DET_RELEASE()                                                                                            \
+    do {                                                                                                          \
+        if (det_prev >= 0) {                                                                                      \
+            $DQ_DRAIN                                 /* the bulk reductions of that step have completed */      \
+            fm_named_sync<FM_CONSUMERS>(2);           /* every consumer's reductions of that step are done */    \
+            if (ct == 128 * half) fm_red_release_add(p.sem + det_prev, 1);                                        \
+        }                                                                                                         \
+    } while (0)
+#define FM_DET_PASS_AND_READ()                                                                                      \
+    do {                                                                                                          \
+        FM_DET_RELEASE();                                                                                         \
+        if (ct == 128 * half) det_seen = fm_ld_relaxed(p.sem + sem_index);                                        \
+    } while (0)
+#else
+#define FM_DET_PASS_AND_READ() do { } while (0)
+#endif
         for (int gi = g0; gi < g1; ++gi) {
             const int head = kv_head * group + gi;
             const long long bh = (long long)batch * p.heads + head;
@@ -378,6 +400,9 @@ $DQ_WRITER_WARP        }
 #endif
                 }
 #endif
+#if FM_DETERMINISTIC
+                const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;   // this step's dQ turn
+#endif
                 const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
                 const unsigned ds_buf = it & 1u;
                 const unsigned ds_s = smem_ds + ds_buf * FM_DS_BYTES;
@@ -402,6 +427,7 @@ $PAIRED_SKIP
                 if (half == 0) {
                     fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);
                     fm_keys_queries_t(s_acc, desc_k, desc_q + q_off16);    // S^T = K Q^T
+                    FM_DET_PASS_AND_READ();
                     fm_wgmma_wait<0>();
                     fm_fence_array(s_acc);
                     if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
@@ -432,6 +458,7 @@ $PAIRED_SKIP
                 } else {
                     fm_mbar_wait(FM_BAR_DO_FULL(stage), phase);
                     fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
+                    FM_DET_PASS_AND_READ();
                     fm_mbar_wait(FM_BAR_Q_FULL(stage), phase);             // Q (dK), covered for half 0 above
                     fm_wgmma_wait<0>();
                     fm_fence_array(dp_acc);
@@ -473,6 +500,7 @@ $PAIRED_SKIP
 #else
                 fm_keys_queries_t(dp_acc, desc_v, desc_do + q_off16);  // dP^T = V dO^T
 #endif
+                FM_DET_PASS_AND_READ();
                 fm_wgmma_wait<1>();
                 fm_fence_array(s_acc);
                 if (t.partial) fm_apply_mask(s_acc, p, sched, t, word, key_row, q_col);
@@ -536,10 +564,12 @@ $PAIRED_SKIP
                 fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #endif
 #if FM_DETERMINISTIC
-                const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;
                 if (ct - 128 * half < 32) {   // the column group's first consumer warp: rank (warp-wide), then lane 0 waits for its turn
                     const int rank = fm_step_rank(p, batch, head, n_cta, t.m);
-                    if (ct == 128 * half) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
+                    // A read ahead that saw the turn needs no acquire: this CTA reads nothing the others write, and
+                    // its reductions, issued once that value is back (a control dependency, then the dS barrier),
+                    // reach L2 after the ones the value's release add followed.
+                    if (ct == 128 * half && det_seen != rank) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
                     __syncwarp();
                 }
 #endif
@@ -575,13 +605,13 @@ $DQ_STORE
                 fm_fence_array(ds_a);
                 FM_RELEASE_STAGE(stage);
 #if FM_DETERMINISTIC
-                $DQ_DRAIN
-                __threadfence();
-                fm_named_sync<FM_CONSUMERS>(2);   // every reduction of this CTA is issued and fenced
-                if (ct == 128 * half) atomicAdd(p.sem + sem_index, 1);
+                det_prev = sem_index;   // released by FM_DET_RELEASE under the next step's GEMMs
 #endif
             }
         }
+#if FM_DETERMINISTIC
+        FM_DET_RELEASE();   // the walk's last step
+#endif
         $DQ_DRAIN_READ   // no bulk read of the staging buffers outlives the CTA (their global writes need not complete here)
 #if FM_GROUP_SLICES > 1
 $GROUP_ADD
