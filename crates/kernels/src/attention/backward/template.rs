@@ -358,11 +358,16 @@ $DQ_WRITER_WARP        }
         // barrier of the consumers; the step's own turn is read there too, ahead of the dS barrier that needs it.
         long long det_prev = -1;   // the semaphore of the step whose turn this CTA holds; -1: none
         int det_seen = -1;         // this step's semaphore as read under its GEMMs
+#if FM_PAIR
+#define FM_DET_SYNC(id) fm_named_sync_divergent<FM_CONSUMERS>(id)   // the two halves reach it from their own GEMMs
+#else
+#define FM_DET_SYNC(id) fm_named_sync<FM_CONSUMERS>(id)
+#endif
 #define FM_DET_RELEASE()                                                                                            \
     do {                                                                                                          \
         if (det_prev >= 0) {                                                                                      \
             $DQ_DRAIN                                 /* the bulk reductions of that step have completed */      \
-            fm_named_sync<FM_CONSUMERS>(2);           /* every consumer's reductions of that step are done */    \
+            FM_DET_SYNC(2);                           /* every consumer's reductions of that step are done */    \
             if (ct == 128 * half) fm_red_release_add(p.sem + det_prev, 1);                                        \
         }                                                                                                         \
     } while (0)
