@@ -52,7 +52,9 @@ res = {k: {n: [] for n in NAMES + ["nondet", "nd-cfg"]} for k in ROWS}
 for rnd in range(ROUNDS):
     order = [(n, b, True) for n, b in zip(NAMES, BINS)]
     if os.environ.get("NONDET", "1") != "0":
-        order += [("nondet", BINS[-1], False), ("nd-cfg", BINS[-1], None)]
+        order += [("nondet", BINS[-1], False)]
+        if os.environ.get("NDCFG", "1") != "0":
+            order += [("nd-cfg", BINS[-1], None)]
     if rnd % 2:
         order.reverse()
     for name, flags in ROWS.items():
