@@ -21,8 +21,11 @@ from fragmask import _ops  # noqa: E402
 
 
 class _Plan:
+    """The attributes the wrappers read of a plan handle (crates/python/src/plan.rs)."""
     splits = 1
     workspace_floats = (0, 0)
+    tail = None  # no split tail
+    deterministic = False
 
     def __init__(self, q=(1, 1, 1, 1)):
         self.lse_shape = [q[0], q[2], q[1]]  # decode's [B, H, Sq]

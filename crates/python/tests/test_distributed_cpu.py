@@ -548,8 +548,9 @@ class Merge(unittest.TestCase):
         Sq = o0.shape[2]
         for rows in (None, slice(3, Sq - 2), torch.tensor([9, 0, 5, Sq - 1, 4])):
             with self.subTest(rows=type(rows).__name__):
-                sel = np.arange(Sq)[rows if not isinstance(rows, torch.Tensor)
-                                    else rows.numpy()]
+                every = np.arange(Sq)
+                sel = every if rows is None else every[
+                    rows.numpy() if isinstance(rows, torch.Tensor) else rows]
                 o_p = torch.from_numpy(states[1][0][None][:, :, sel]).float()
                 l_p = torch.from_numpy(states[1][1][None][:, :, sel]).float()
                 o, lse = o0.clone(), l0.clone()
