@@ -110,6 +110,8 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
 // - p.det_rotate (no window, every tile walks every step, all the key tiles of a plane resident at once, which
 //   the host checks): tile n starts at step r(n) = floor(n * steps / tiles), so the visitors reach step m from
 //   the tile n0 = max { n : r(n) <= m } down, wrapping around to the last tile.
+// Its mirror in the host's tests (choice::deterministic, with the walk's) is property-tested: every step's ranks count
+// 0, 1, .. in arrival order.
 __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int, int, int n_cta, int m) {
     const long long steps = ((long long)p.seqlen_q - 1) / FM_STEP_M + 1;
     if (p.det_rotate) {
