@@ -102,7 +102,11 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
     return t;
 }
 
-// Deterministic order: this CTA's rank among the key tiles (of one column group) that visit step m, in the order
+$WALK_RANK"#;
+
+/// The window walk's deterministic rank on the whole sequence (`$WALK_RANK` of
+/// [`KeyGrid::Global`]; the documents grid has no deterministic order).
+const WINDOW_RANK: &str = r#"// Deterministic order: this CTA's rank among the key tiles (of one column group) that visit step m, in the order
 // they reach it (docs/backward.md, "Deterministic mode"), so that no CTA waits for one that arrives after it.
 // - A walk starts at its tile's first step and ascends, so with a bounded right window the higher tile reaches a
 //   step first: the visitors are the tiles up to the one holding the last key the step's rows see, ranked from it
@@ -171,7 +175,7 @@ pub struct KeyPlacement {
 impl KeyGrid {
     /// The values of [`WINDOW`]'s `$WALK_*` placeholders.
     pub fn values(self) -> Vec<(&'static str, String)> {
-        let v: [(&'static str, &'static str); 11] = match self {
+        let v: [(&'static str, &'static str); 12] = match self {
             KeyGrid::Global => [
                 ("WALK_TITLE", ""),
                 ("WALK_FIELDS", ""),
@@ -184,6 +188,7 @@ impl KeyGrid {
                 ("WALK_M_LAST", "(long long)s.m_first + s.num_steps - 1"),
                 ("WALK_M_FIRST", "(long long)s.m_first"),
                 ("WALK_PLACE", ""),
+                ("WALK_RANK", WINDOW_RANK),
             ],
             KeyGrid::Documents => [
                 ("WALK_TITLE", " inside each document of the documents grid"),
@@ -208,6 +213,10 @@ impl KeyGrid {
                     "max((long long)s.m_first, ((long long)item.x + FM_STEP_M - 1) / FM_STEP_M)",
                 ),
                 ("WALK_PLACE", "    s.q0 = item.x;\n    s.end = item.x + item.y;\n"),
+                (
+                    "WALK_RANK",
+                    "// (No deterministic rank: a step straddling two documents has no fixed order of visitors.)\n",
+                ),
             ],
         };
         v.into_iter().map(|(k, x)| (k, x.to_string())).collect()

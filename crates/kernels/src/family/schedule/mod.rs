@@ -70,7 +70,11 @@ mod tests {
             }
             assert!(!text.contains("fm_apply_mask"));
         }
-        for text in [key_tile::WINDOW, key_tile::LISTS] {
+        // The window walk on the whole sequence (the documents grid has no deterministic rank).
+        let mut values = key_tile::KeyGrid::Global.values();
+        values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
+        let global = crate::family::template::fill(key_tile::WINDOW, &values).unwrap();
+        for text in [global.as_str(), key_tile::LISTS] {
             for f in [
                 "struct fm_schedule",
                 "fm_make_schedule(",
