@@ -23,32 +23,41 @@ pub fn backward_window_steps(
     step_m: u32,
     group: u32,
 ) -> Vec<u32> {
-    use fragmask_kernels::attention::WINDOW_INFINITE;
-    let (sq, sk) = (i64::from(params.seqlen_q), i64::from(params.seqlen_k));
+    let sk = i64::from(params.seqlen_k);
     let (cta_n, step) = (i64::from(cta_n.max(1)), i64::from(step_m.max(1)));
-    let diag = i64::from(params.diag_offset);
     (0..((sk + cta_n - 1) / cta_n).max(0))
         .map(|n| {
-            let n0 = n * cta_n;
-            let n_end = (n0 + cta_n).min(sk) - 1;
-            let lo = if params.window_right >= WINDOW_INFINITE {
-                0
-            } else {
-                (n0 - diag - i64::from(params.window_right)).max(0)
-            };
-            let hi = if params.window_left >= WINDOW_INFINITE {
-                sq - 1
-            } else {
-                (sq - 1).min(n_end - diag + i64::from(params.window_left))
-            };
-            let steps = if lo > hi {
-                0
-            } else {
-                hi / step - lo / step + 1
-            };
+            let steps = window_walk_queries(params, cta_n, n)
+                .map_or(0, |(lo, hi)| hi / step - lo / step + 1);
             u32::try_from(steps.saturating_mul(i64::from(group))).unwrap_or(u32::MAX)
         })
         .collect()
+}
+
+/// The first and last query that see one of key tile `n`'s `cta_n` keys in the window walk
+/// on the whole sequence (the kernel's `fm_make_schedule`: `lo` and `hi`); `None` where no
+/// query does.
+pub(super) fn window_walk_queries(
+    params: &fragmask_kernels::attention::backward::BackwardParams,
+    cta_n: i64,
+    n: i64,
+) -> Option<(i64, i64)> {
+    use fragmask_kernels::attention::WINDOW_INFINITE;
+    let (sq, sk) = (i64::from(params.seqlen_q), i64::from(params.seqlen_k));
+    let diag = i64::from(params.diag_offset);
+    let n0 = n * cta_n;
+    let n_end = (n0 + cta_n).min(sk) - 1;
+    let lo = if params.window_right >= WINDOW_INFINITE {
+        0
+    } else {
+        (n0 - diag - i64::from(params.window_right)).max(0)
+    };
+    let hi = if params.window_left >= WINDOW_INFINITE {
+        sq - 1
+    } else {
+        (sq - 1).min(n_end - diag + i64::from(params.window_left))
+    };
+    (lo <= hi).then_some((lo, hi))
 }
 
 /// The (KV head, batch) planes per section of the backward's launch order

@@ -36,24 +36,11 @@ mod tests {
     /// `fm_make_schedule` and `fm_step_at` on the whole sequence, `key_tile::WINDOW`): the query
     /// steps it visits, in walk order, for `cta_n` keys per CTA and `step_m` queries per step.
     fn deterministic_walk(params: &BackwardParams, cta_n: u32, step_m: u32, n: i64) -> Vec<i64> {
-        let (sq, sk) = (i64::from(params.seqlen_q), i64::from(params.seqlen_k));
         let (cta_n, step) = (i64::from(cta_n.max(1)), i64::from(step_m.max(1)));
-        let diag = i64::from(params.diag_offset);
-        let n0 = n * cta_n;
-        let n_end = (n0 + cta_n).min(sk) - 1;
-        let lo = if params.window_right >= WINDOW_INFINITE {
-            0
-        } else {
-            (n0 - diag - i64::from(params.window_right)).max(0)
-        };
-        let hi = if params.window_left >= WINDOW_INFINITE {
-            sq - 1
-        } else {
-            (sq - 1).min(n_end - diag + i64::from(params.window_left))
-        };
-        if lo > hi {
+        // The bounds the host's step counts use too (`backward_window_steps`).
+        let Some((lo, hi)) = super::super::backward::window_walk_queries(params, cta_n, n) else {
             return Vec::new();
-        }
+        };
         let (m_first, steps) = (lo / step, hi / step - lo / step + 1);
         let rot = if params.det_rotate != 0 {
             n * steps / i64::from(params.n_ctas)
