@@ -20,11 +20,15 @@ pub fn deterministic_rotation(
         .unwrap_or(0)
         .saturating_mul(u64::from(kernel.grid_split()))
         .saturating_mul(u64::from(kernel.group_slices().max(1)));
+    // The kernel's rank takes steps * tiles in 32 bits.
+    let steps =
+        u64::try_from(params.seqlen_q.max(1) - 1).unwrap_or(0) / u64::from(kernel.step_m()) + 1;
     kernel.deterministic()
         && kernel.mask() == BackwardMask::Window
         && unbounded
         && per_plane >= 1
         && per_plane <= slots as u64
+        && steps.saturating_mul(u64::try_from(params.n_ctas.max(0)).unwrap_or(0)) < 1 << 32
 }
 
 #[cfg(test)]
@@ -113,6 +117,18 @@ mod tests {
         assert!(!deterministic_rotation(
             &kernel(true),
             &params(128, 1024, inf),
+            132
+        ));
+        // The kernel's rank multiplies steps by tiles in 32 bits: 2^25 steps of 64 queries
+        // times 128 tiles is 2^32, one step fewer fits.
+        let long = |seqlen_q| BackwardParams {
+            seqlen_q,
+            ..params(128, inf, inf)
+        };
+        assert!(!deterministic_rotation(&kernel(true), &long(i32::MAX), 132));
+        assert!(deterministic_rotation(
+            &kernel(true),
+            &long(((1 << 25) - 1) * 64),
             132
         ));
         // Not deterministic: nothing to order.

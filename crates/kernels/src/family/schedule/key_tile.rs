@@ -60,7 +60,7 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
     s.num_steps = (int)(hi / FM_STEP_M) - s.m_first + 1;
 #if FM_DETERMINISTIC
     // Every key tile walks the same steps (p.det_rotate: no window); tile n starts at step floor(n * steps / tiles).
-    if (p.det_rotate) s.rot = (int)((long long)n_cta * s.num_steps / p.n_ctas);
+    if (p.det_rotate) s.rot = (int)((unsigned)n_cta * (unsigned)s.num_steps / (unsigned)p.n_ctas);   // < 2^32 (host)
 #endif
     // The steps that need no mask, once per schedule (fm_step_at's test per step is kk in this range):
     // rows i0 = FM_STEP_M m .. i1 = i0 + FM_STEP_M - 1 see all keys n0 .. n0 + FM_CTA_N - 1 iff
@@ -119,8 +119,10 @@ const WINDOW_RANK: &str = r#"// Deterministic order: this CTA's rank among the k
 __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int, int, int n_cta, int m) {
     const long long steps = ((long long)p.seqlen_q - 1) / FM_STEP_M + 1;
     if (p.det_rotate) {
-        const long long n0 = min((long long)p.n_ctas - 1, ((long long)(m + 1) * p.n_ctas - 1) / steps);
-        return (int)((n0 - n_cta + p.n_ctas) % p.n_ctas);
+        // 32-bit: the host rotates only where steps * tiles < 2^32 (no 64-bit division call on the step's path).
+        const unsigned n0 = min((unsigned)p.n_ctas - 1u, ((unsigned)(m + 1) * (unsigned)p.n_ctas - 1u) / (unsigned)steps);
+        const int r = (int)n0 - n_cta;
+        return r < 0 ? r + p.n_ctas : r;
     }
     const long long i1 = min((long long)m * FM_STEP_M + FM_STEP_M - 1, (long long)p.seqlen_q - 1);
     const long long last_key = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1
