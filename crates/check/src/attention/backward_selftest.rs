@@ -902,7 +902,7 @@ pub fn default_cases() -> Vec<BackwardCase> {
             10,
         ),
         (
-            "deterministic no mask x10 d128 (each key tile starts at its own step)",
+            "deterministic no mask x10 d128 (ragged lengths)",
             shape(1, 2, 2, 700, 650, 128),
             window(None, None, 0),
             det,

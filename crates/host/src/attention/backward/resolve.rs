@@ -353,11 +353,6 @@ impl AttentionRunner {
                     ),
                 };
                 params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
-                params.det_rotate = i32::from(super::super::choice::deterministic_rotation(
-                    &kernel,
-                    &params,
-                    self.sm_count()?,
-                ));
             }
             RawBackwardMask::Blocks(m, fwd, bwd) => {
                 let ms = m.shape();

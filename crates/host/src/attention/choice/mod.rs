@@ -17,10 +17,10 @@ use super::persistent::TileSteps;
 use super::{blockmask, AttentionError, AttentionOptions, AttentionShape};
 
 mod backward;
+#[cfg(test)]
 mod deterministic;
 
 pub use backward::*;
-pub use deterministic::deterministic_rotation;
 
 /// The kernel configuration of `geometry` a call with `head_dim`, `mode` and `opts`
 /// launches (compiles nothing; refuses unsupported stages / overlap / ping-pong / head dims).

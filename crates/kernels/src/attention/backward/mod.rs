@@ -171,8 +171,6 @@ crate::abi_struct! {
         dkv_stride_h: I64("long long"),
         /// Element stride of dK and dV between rows.
         dkv_stride_s: I64("long long"),
-        /// 1: the deterministic mode's unmasked walk starts key tile n at step floor(n * steps / tiles) (key_tile::WINDOW's fm_step_rank; the host sets it only where every key tile of a plane is resident at once).
-        det_rotate: I32("int"),
     }
 }
 

@@ -21,9 +21,6 @@ struct fm_schedule {
     int n0;          // first key of the CTA
     int full_begin;  // steps kk in full_begin .. full_end - 1 see every (query, key) pair of the CTA
     int full_end;
-#if FM_DETERMINISTIC
-    int rot;         // p.det_rotate's walk: steps rot, rot + 1, .., num_steps - 1, 0, .., rot - 1 (fm_step_at)
-#endif
 $WALK_FIELDS};
 
 // floor(a / FM_STEP_M) for any sign of a.
@@ -52,16 +49,9 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
                                                           : min($WALK_Q_LAST, n_end - p.diag_offset + p.window_left);
     s.full_begin = 0;
     s.full_end = 0;
-#if FM_DETERMINISTIC
-    s.rot = 0;
-#endif
     if (lo > hi) { s.num_steps = 0; s.m_first = 0; return s; }
     s.m_first = (int)(lo / FM_STEP_M);
     s.num_steps = (int)(hi / FM_STEP_M) - s.m_first + 1;
-#if FM_DETERMINISTIC
-    // Every key tile walks the same steps (p.det_rotate: no window); tile n starts at step floor(n * steps / tiles).
-    if (p.det_rotate) s.rot = (int)((unsigned)n_cta * (unsigned)s.num_steps / (unsigned)p.n_ctas);   // < 2^32 (host)
-#endif
     // The steps that need no mask, once per schedule (fm_step_at's test per step is kk in this range):
     // rows i0 = FM_STEP_M m .. i1 = i0 + FM_STEP_M - 1 see all keys n0 .. n0 + FM_CTA_N - 1 iff
     //   left:  i1 + diag_offset - window_left <= n0, i.e. m <= floor((n0 - (FM_STEP_M - 1) - diag_offset + window_left) / FM_STEP_M);
@@ -90,15 +80,10 @@ struct fm_step {
 
 __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int batch, int head, int kk) {
     fm_step t;
-#if FM_DETERMINISTIC
-    const int at = kk + s.rot < s.num_steps ? kk + s.rot : kk + s.rot - s.num_steps;   // the walk's kk-th step
-#else
-    const int at = kk;
-#endif
-    t.m = s.m_first + at;
+    t.m = s.m_first + kk;
     t.mask_tile = -1;
     t.word = 0;
-    t.partial = (at >= s.full_begin && at < s.full_end) ? 0 : 1;
+    t.partial = (kk >= s.full_begin && kk < s.full_end) ? 0 : 1;
     return t;
 }
 
@@ -108,22 +93,12 @@ $WALK_RANK"#;
 /// [`KeyGrid::Global`]; the documents grid has no deterministic order).
 const WINDOW_RANK: &str = r#"// Deterministic order: this CTA's rank among the key tiles (of one column group) that visit step m, in the order
 // they reach it (docs/backward.md, "Deterministic mode"), so that no CTA waits for one that arrives after it.
-// - A walk starts at its tile's first step and ascends, so with a bounded right window the higher tile reaches a
-//   step first: the visitors are the tiles up to the one holding the last key the step's rows see, ranked from it
-//   down. A CTA waits only for higher tiles, which fm_cta_of_block launches first.
-// - p.det_rotate (no window, every tile walks every step, all the key tiles of a plane resident at once, which
-//   the host checks): tile n starts at step r(n) = floor(n * steps / tiles), so the visitors reach step m from
-//   the tile n0 = max { n : r(n) <= m } down, wrapping around to the last tile.
+// A walk starts at its tile's first step and ascends, so the higher tile reaches a step first: the visitors are
+// the tiles up to the one holding the last key the step's rows see, ranked from it down. A CTA waits only for
+// higher tiles, which fm_cta_of_block launches first, so it never waits for a CTA that is not yet running.
 // Its mirror in the host's tests (choice::deterministic, with the walk's) is property-tested: every step's ranks count
 // 0, 1, .. in arrival order.
 __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int, int, int n_cta, int m) {
-    const long long steps = ((long long)p.seqlen_q - 1) / FM_STEP_M + 1;
-    if (p.det_rotate) {
-        // 32-bit: the host rotates only where steps * tiles < 2^32 (no 64-bit division call on the step's path).
-        const unsigned n0 = min((unsigned)p.n_ctas - 1u, ((unsigned)(m + 1) * (unsigned)p.n_ctas - 1u) / (unsigned)steps);
-        const int r = (int)n0 - n_cta;
-        return r < 0 ? r + p.n_ctas : r;
-    }
     const long long i1 = min((long long)m * FM_STEP_M + FM_STEP_M - 1, (long long)p.seqlen_q - 1);
     const long long last_key = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1
                                                                    : min((long long)p.seqlen_k - 1, i1 + p.diag_offset + p.window_right);
