@@ -293,6 +293,29 @@ impl BlockLists {
         self.full_num_blocks.iter().map(|&n| n.max(0) as u64).sum()
     }
 
+    /// Whether every block of every row is partial, in block order, with its words at
+    /// tile `row × row_len + block`: the lists then say nothing a kernel could not compute
+    /// (a random or top-k token mask at 128×128 tiles), and the forward reads none of them
+    /// (`AttentionKernel::with_dense_lists` in fragmask-kernels). False for no rows.
+    pub fn dense_partial(&self) -> bool {
+        let len = self.row_len;
+        let Ok(full_row) = i32::try_from(len) else {
+            return false;
+        };
+        self.rows() > 0
+            && self.num_blocks.iter().all(|&n| n == full_row)
+            && self.full_num_blocks.iter().all(|&n| n == 0)
+            && self
+                .indices
+                .chunks_exact(len.max(1))
+                .all(|row| row.iter().zip(0..).all(|(&b, e)| b == e))
+            && self
+                .tile_offsets
+                .iter()
+                .zip(0i64..)
+                .all(|(&t, at)| i64::from(t) == at)
+    }
+
     /// Bytes of the five lists (i32).
     pub fn bytes(&self) -> u64 {
         (self.num_blocks.len() * 2 + self.indices.len() * 3) as u64 * 4

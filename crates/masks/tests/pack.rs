@@ -301,3 +301,44 @@ fn plain_bit_pack_sets_exactly_the_nonzero_bytes_for_any_thread_count() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(proptest_ci::config(32))]
+
+    /// The lists are dense (every block of every row partial, in block order, its words at
+    /// tile `row × n_blocks + block`: the forward then reads none of them) exactly when the
+    /// packer found no full and no empty tile, for any thread count.
+    #[test]
+    fn lists_are_dense_exactly_when_every_tile_is_partial(
+        (i, b, h, sq, sk, seed) in case(),
+        spoil in 0u8..3,
+        threads in 1usize..=3,
+    ) {
+        let mut rng = common::Rng(seed);
+        let mut mask = RandomMask {
+            batch: b,
+            heads: h,
+            seqlen_q: sq,
+            seqlen_k: sk,
+            data: (0..b * h * sq * sk).map(|_| rng.below(2) as u8).collect(),
+        };
+        // Tile (0, 0) of the first plane made full or empty.
+        let a = acc(i);
+        let (bm, bn) = (a.block_m() as usize, a.block_n() as usize);
+        if spoil > 0 {
+            for q in 0..bm.min(sq) {
+                for k in 0..bn.min(sk) {
+                    mask.data[q * sk + k] = spoil - 1;
+                }
+            }
+        }
+        let packed = packed_of(&mask, i, Encoding::FragmentNative, threads);
+        let s = packed.stats();
+        prop_assert_eq!(
+            packed.lists().dense_partial(),
+            s.full == 0 && s.empty == 0,
+            "{:?}",
+            s
+        );
+    }
+}

@@ -147,6 +147,14 @@ impl AttentionRunner {
             }
             _ => kernel,
         };
+        // Lists that hold every block of every row as partial, in order, need not be read
+        // (docs/masks.md, "Dense tile lists").
+        let kernel = match host_mask {
+            Some(host) if choice::dense_lists(&kernel, mode, host) => kernel
+                .with_dense_lists(true)
+                .map_err(AttentionError::Config)?,
+            _ => kernel,
+        };
         let (g, dt) = (kernel.geometry(), kernel.dtype());
         // Q boxes of the block's rows (of each query block's 64 on the shared-K/V tile).
         let q_box = g.mask_geometry().block_m();

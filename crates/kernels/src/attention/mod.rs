@@ -136,6 +136,9 @@ pub enum ConfigError {
     /// Q in registers ([`AttentionKernel::with_q_registers`]) with what it does not run:
     /// the serial loop, or a tile and head dim where its registers do not fit (the reason).
     QRegisters(String),
+    /// Dense tile lists ([`AttentionKernel::with_dense_lists`]) with what they do not run:
+    /// a mask mode other than tile lists, or the shared-K/V tile (the reason).
+    DenseLists(String),
     /// The backward's dQ writer warp ([`backward::BackwardKernel::with_dq_writer`]) with a
     /// configuration it does not run (the reason).
     DqWriter(String),
@@ -223,6 +226,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::SharedKv(why) => write!(f, "{why}"),
             ConfigError::BackwardStep(why) => write!(f, "{why}"),
             ConfigError::QRegisters(why) => write!(f, "{why}"),
+            ConfigError::DenseLists(why) => write!(f, "{why}"),
             ConfigError::DqWriter(why) => write!(f, "{why}"),
             ConfigError::GroupSlices(why) => write!(f, "{why}"),
             ConfigError::BackwardMaskTile {
@@ -264,6 +268,7 @@ pub struct AttentionKernel {
     strided_o: bool,
     lazy_rescale: bool,
     q_registers: bool,
+    dense_lists: bool,
 }
 
 impl AttentionKernel {
@@ -312,6 +317,7 @@ impl AttentionKernel {
             strided_o: false,
             lazy_rescale: false,
             q_registers: false,
+            dense_lists: false,
         })
     }
 
@@ -385,6 +391,33 @@ impl AttentionKernel {
     /// Whether Q is held in registers ([`Self::with_q_registers`]).
     pub fn q_registers(&self) -> bool {
         self.q_registers
+    }
+
+    /// Tile lists in which every key block of every row is partial, in key order, with
+    /// its words at tile `row * n_blocks + block` (`fragmask_masks::BlockLists::dense_partial`,
+    /// which the host checks before it asks for this): a step's key blocks and words tile
+    /// are computed from the step, and the lists' entries are not read (docs/masks.md,
+    /// "Dense tile lists"). Tile lists only, not on the shared-K/V tile.
+    pub fn with_dense_lists(mut self, dense: bool) -> Result<Self, ConfigError> {
+        if dense && self.mask != MaskMode::Blocks {
+            return Err(ConfigError::DenseLists(format!(
+                "dense tile lists need the tile-list mask mode, not {}",
+                self.mask.name()
+            )));
+        }
+        if dense && self.geometry.shared_kv() {
+            return Err(ConfigError::DenseLists(format!(
+                "dense tile lists do not run on the shared-K/V tile {}",
+                self.geometry.name()
+            )));
+        }
+        self.dense_lists = dense;
+        Ok(self)
+    }
+
+    /// Whether the tile lists are dense ([`Self::with_dense_lists`]).
+    pub fn dense_lists(&self) -> bool {
+        self.dense_lists
     }
 
     /// Compiles in split-KV support (docs/architecture.md, "Split-KV forward"): the split
@@ -587,6 +620,21 @@ impl AttentionKernel {
         kernels.extend(Self::shared_kv_sweep()?);
         kernels.extend(Self::persistent_sweep()?);
         kernels.extend(Self::tail_sweep()?);
+        kernels.extend(Self::dense_lists_sweep()?);
+        Ok(kernels)
+    }
+
+    /// The dense-list variants ([`Self::with_dense_lists`]) the compile sweep covers: the
+    /// tile-list default of every head dim and the 64-token tile.
+    pub fn dense_lists_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
+        let mut kernels = Vec::new();
+        for d in [64, 128, 256] {
+            kernels.push(Self::default_for(d, MaskMode::Blocks)?.with_dense_lists(true)?);
+        }
+        kernels.push(
+            Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
+                .with_dense_lists(true)?,
+        );
         Ok(kernels)
     }
 
@@ -778,7 +826,7 @@ impl AttentionKernel {
     /// A short label: `128x128 d128 blocks s2 overlap pp`.
     pub fn label(&self) -> String {
         format!(
-            "{} {} d{} {} s{}{}{}{}{}{}{}",
+            "{} {} d{} {} s{}{}{}{}{}{}{}{}",
             self.geometry.name(),
             self.dtype.name(),
             self.head_dim,
@@ -790,6 +838,7 @@ impl AttentionKernel {
             if self.persistent { " persistent" } else { "" },
             if self.strided_o { " strided-o" } else { "" },
             if self.tail_split { " tail" } else { "" },
+            if self.dense_lists { " dense" } else { "" },
         )
     }
 

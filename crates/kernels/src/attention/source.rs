@@ -354,6 +354,12 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         MaskMode::Blocks => {
             values.push(("MASK_WORDS", g.mask_words_per_thread().to_string()));
             values.push(("MASK_THREADS", g.mask_threads().to_string()));
+            if !g.shared_kv() {
+                values.push((
+                    "LIST_PARTIAL_ENTRY",
+                    row_block::list_partial_entry(k.dense_lists()).to_string(),
+                ));
+            }
         }
     }
     let body = fill(TEMPLATE, &values).map_err(|e| ConfigError::Layout(e.to_string()))?;

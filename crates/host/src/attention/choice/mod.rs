@@ -256,6 +256,14 @@ pub fn call_kernel(
 /// before the one-block loop's later gains, uniform random lists ran 0.96 on the shared tile.)
 pub const SHARED_KV_MAX_LOAD_RATIO: f64 = 0.55;
 
+/// Whether a forward of `kernel` in `mode` over `mask` runs with dense tile lists
+/// ([`AttentionKernel::with_dense_lists`]): tile lists off the shared-K/V tile, over a mask
+/// whose lists hold every block of every row as partial, in order
+/// (`fragmask_masks::BlockLists::dense_partial`; docs/masks.md, "Dense tile lists").
+pub fn dense_lists(kernel: &AttentionKernel, mode: MaskMode, mask: &PackedMask) -> bool {
+    mode == MaskMode::Blocks && !kernel.geometry().shared_kv() && mask.lists().dense_partial()
+}
+
 /// The head dim at which the shared-K/V tile can be the default. At head dim 64 the
 /// one-block tile was faster even on pairs that share their whole lists (one H200, 3433c24,
 /// write-up 002's N=23296, H=12, 10% of blocks, 3 interleaved pairs: the one-block tile ran
@@ -984,5 +992,38 @@ mod tests {
         ] {
             assert_eq!(call_geometry(d, None, &with(None)).unwrap(), g);
         }
+    }
+
+    #[test]
+    fn dense_lists_only_where_every_tile_is_partial_and_off_the_shared_tile() {
+        // A 256 x 256 token mask with every 128 x 128 tile partial, then one tile full.
+        let mut bytes: Vec<u8> = (0..256 * 256)
+            .map(|i| ((i * 7919) % 3 == 0) as u8)
+            .collect();
+        let k128 = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
+        let dense = DenseMask::new(&bytes, &[256, 256]).unwrap();
+        let m = pack_for_kernel(&dense, &Geometry::TILE_128X128).unwrap();
+        assert!(dense_lists(&k128, MaskMode::Blocks, &m));
+        assert!(!dense_lists(&k128, MaskMode::Documents, &m));
+        let shared = AttentionKernel::default_for_geometry(
+            Geometry::TILE_64X64_SHARED,
+            128,
+            MaskMode::Blocks,
+        )
+        .unwrap();
+        let m64 = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();
+        assert!(!dense_lists(&shared, MaskMode::Blocks, &m64));
+        for q in 0..128 {
+            bytes[q * 256..q * 256 + 128].fill(1);
+        }
+        let dense = DenseMask::new(&bytes, &[256, 256]).unwrap();
+        let m = pack_for_kernel(&dense, &Geometry::TILE_128X128).unwrap();
+        assert!(!dense_lists(&k128, MaskMode::Blocks, &m));
+        assert!(k128.with_dense_lists(true).is_ok());
+        assert!(shared.with_dense_lists(true).is_err());
+        assert!(AttentionKernel::default_for(128, MaskMode::Window)
+            .unwrap()
+            .with_dense_lists(true)
+            .is_err());
     }
 }

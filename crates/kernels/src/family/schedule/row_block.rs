@@ -1,7 +1,8 @@
 //! Row-block schedules: the key blocks one query row block of the forward visits,
 //! `FM_STEP_BLOCKS` per step. Placeholders: `$WINDOW_INFINITE` ([`super::WINDOW_INFINITE`]),
 //! the window walk's `$WALK_*` ([`RowGrid::values`]),
-//! and for the lists `$MASK_THREADS`, `$MASK_WORDS` (the mask words' shape, in comments).
+//! and for the lists `$MASK_THREADS`, `$MASK_WORDS` (the mask words' shape, in comments) and
+//! `$LIST_PARTIAL_ENTRY` ([`list_partial_entry`]).
 //! Needs `fm_attn_params`, `FM_BLOCK_M`, `FM_BLOCK_N`, `FM_STEP_BLOCKS`.
 
 /// Window mode: the visited key blocks from the causal / sliding-window bounds, highest
@@ -236,8 +237,7 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
     for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
         const int e = FM_STEP_BLOCKS * (s.kk0 + kk) + h;   // entry of the partial-then-full sequence
         if (e < s.num_partial) {
-            t.n_block[h] = __ldg(p.kv_indices + row + e);
-            t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);
+$LIST_PARTIAL_ENTRY
             t.partial = 1;
         } else if (e < s.num_blocks) {
             t.n_block[h] = __ldg(p.full_kv_indices + row + (e - s.num_partial));
@@ -253,6 +253,21 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
     return t;
 }
 "#;
+
+/// [`LISTS`]' `$LIST_PARTIAL_ENTRY`: partial entry `e` of list row `row` (its key block and
+/// words tile) read from the lists, or, for dense lists
+/// ([`crate::attention::AttentionKernel::with_dense_lists`]), computed: every block of every
+/// row partial, in key order, words tile `row + e` (the host checked both lists).
+pub fn list_partial_entry(dense: bool) -> &'static str {
+    if dense {
+        "            // Dense lists: entry e is key block e, its words tile row + e (no list read; the host checked).\n\
+         \x20           t.n_block[h] = e;\n\
+         \x20           t.mask_tile[h] = (int)(row + e);"
+    } else {
+        "            t.n_block[h] = __ldg(p.kv_indices + row + e);\n\
+         \x20           t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);"
+    }
+}
 
 /// How a forward CTA gets its work tiles (row block, head, batch): one from the launch grid
 /// ([`WORK_GRID`]), a list of them from the host's table ([`WORK_PERSISTENT`]), or one
