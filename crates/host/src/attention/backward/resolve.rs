@@ -280,8 +280,16 @@ impl AttentionRunner {
         // strided epilogues cost short calls (BackwardKernel::with_strided_grads).
         let contiguous = GradStrides::contiguous(&shape);
         let grad_strides = opts.grad_strides.unwrap_or(contiguous);
+        // Dense lists (docs/masks.md, "Dense tile lists"): both directions hold every tile
+        // as partial, in order, so the kernel computes its entries instead of reading them.
+        let dense = match (host_mask, documents) {
+            (Some(m), None) => !paired && super::super::choice::backward_dense_lists(m),
+            _ => false,
+        };
         let kernel = kernel
             .with_paired_keys(paired)
+            .map_err(AttentionError::Config)?
+            .with_dense_lists(dense)
             .map_err(AttentionError::Config)?
             .with_strided_grads(grad_strides != contiguous);
         let dt = kernel.dtype();

@@ -145,6 +145,14 @@ pub fn backward_documents<'a>(
     })
 }
 
+/// Whether a backward over `mask` runs with dense tile lists
+/// (`BackwardKernel::with_dense_lists`): both its forward lists (the deterministic rank's)
+/// and its transposed lists hold every tile as partial, in order
+/// (`fragmask_masks::BlockLists::dense_partial`; docs/masks.md, "Dense tile lists").
+pub fn backward_dense_lists(mask: &PackedMask) -> bool {
+    mask.lists().dense_partial() && mask.transposed().is_ok_and(|t| t.lists().dense_partial())
+}
+
 /// Whether a call on a 64x64 mask's tile pairs its key blocks by default
 /// (`BackwardKernel::with_paired_keys`, docs/backward.md "Paired key blocks").
 pub const BACKWARD_PAIRED_KEYS: bool = true;
@@ -623,6 +631,42 @@ mod tests {
             .unwrap()
             .dq_writer_fits());
     }
+    #[test]
+    fn backward_dense_lists_only_where_both_directions_list_every_tile_as_partial() {
+        let mut bytes: Vec<u8> = (0..256 * 384)
+            .map(|i| ((i * 7919) % 3 == 0) as u8)
+            .collect();
+        let pack = |bytes: &[u8]| {
+            let mut m = pack_for_kernel(
+                &DenseMask::new(bytes, &[256, 384]).unwrap(),
+                &Geometry::TILE_128X128,
+            )
+            .unwrap();
+            let backward = TransposedLists::default_accumulator(m.accumulator()).unwrap();
+            m.add_transposed(&backward, &fragmask_masks::PackOptions::default())
+                .unwrap();
+            m
+        };
+        let m = pack(&bytes);
+        assert!(m.transposed().is_ok());
+        assert!(backward_dense_lists(&m));
+        // Without its transposed lists (a mask packed on the GPU): not dense.
+        let mut bare = m.clone();
+        bare.drop_transposed();
+        assert!(!backward_dense_lists(&bare));
+        // One empty tile: neither direction is dense.
+        for q in 128..256 {
+            bytes[q * 384 + 256..q * 384 + 384].fill(0);
+        }
+        assert!(!backward_dense_lists(&pack(&bytes)));
+        let k = BackwardKernel::default_for(128, BackwardMask::ALL[2]).unwrap();
+        assert!(k.with_dense_lists(true).is_ok());
+        assert!(BackwardKernel::default_for(128, BackwardMask::Window)
+            .unwrap()
+            .with_dense_lists(true)
+            .is_err());
+    }
+
     #[test]
     fn paired_key_blocks_run_where_every_head_of_a_cta_walks_one_mask_plane() {
         let tile64 = BackwardMask::Blocks {

@@ -116,6 +116,7 @@ pub struct BackwardKernel {
     group_slices: u32,
     paired_keys: bool,
     strided_grads: bool,
+    dense_lists: bool,
 }
 
 /// The most CTAs a GQA group's query heads are split over per key tile
@@ -256,6 +257,7 @@ impl BackwardKernel {
             dq_writer: false,
             group_slices: 1,
             strided_grads: false,
+            dense_lists: false,
             paired_keys: false,
         }
         .with_stages(stages)
@@ -352,6 +354,14 @@ impl BackwardKernel {
                     push(paired.with_dq_writer(true)?);
                 }
             }
+            // Dense tile lists on the 128x128 mask tile: the default, its dQ writer and the
+            // deterministic mode (whose rank they compute too).
+            let lists = Self::default_for(d, SWEEP_MASKS[1])?.with_dense_lists(true)?;
+            push(lists);
+            if lists.dq_writer_fits() {
+                push(lists.with_dq_writer(true)?);
+            }
+            push(lists.with_deterministic(true));
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
                 for mask in [BackwardMask::Window, SWEEP_MASKS[1]] {
@@ -870,6 +880,7 @@ impl BackwardKernel {
             + if self.step_m != STEP_M { " q128" } else { "" }
             + if self.dq_writer { " dqw" } else { "" }
             + if self.paired_keys { " paired" } else { "" }
+            + if self.dense_lists { " dense" } else { "" }
             + if self.strided_grads {
                 " strided-grads"
             } else {
@@ -895,6 +906,27 @@ impl BackwardKernel {
     /// Whether the gradients are written through their strides ([`Self::with_strided_grads`]).
     pub fn strided_grads(&self) -> bool {
         self.strided_grads
+    }
+
+    /// Dense tile lists (docs/masks.md, "Dense tile lists"): every query block of every
+    /// transposed row partial, in order, its words at tile `row * m_blocks + block`, and
+    /// every key block of every forward row partial (the deterministic rank's row), which
+    /// the host checks (`fragmask_masks::BlockLists::dense_partial` on both): a step's query
+    /// block and words tile are computed and the lists not read. Block masks only, not with
+    /// paired key blocks.
+    pub fn with_dense_lists(mut self, dense: bool) -> Result<Self, ConfigError> {
+        if dense && (!matches!(self.mask, BackwardMask::Blocks { .. }) || self.paired_keys) {
+            return Err(ConfigError::DenseLists(
+                "dense tile lists need a block mask without paired key blocks".into(),
+            ));
+        }
+        self.dense_lists = dense;
+        Ok(self)
+    }
+
+    /// Whether the tile lists are dense ([`Self::with_dense_lists`]).
+    pub fn dense_lists(&self) -> bool {
+        self.dense_lists
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).

@@ -678,6 +678,9 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
                 .to_string(),
             ));
             values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
+            if !k.paired_keys() {
+                values.extend(key_tile::list_values(k.dense_lists()));
+            }
             values.extend(mask::key_tile_word_values(st.values()).map_err(layout_err)?);
             values.push((
                 "KEY_KEEP",
