@@ -3,7 +3,7 @@
 //! synchronises the host or prints; compilation happens at the first call of a
 //! configuration or in `warmup` (so CUDA-graph capture never compiles).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -46,9 +46,38 @@ pub(crate) fn register(mask: &Arc<PackedMask>) -> u64 {
     id
 }
 
+/// The ids registered by [`register_placeholder`].
+fn placeholders() -> &'static Mutex<HashSet<u64>> {
+    static IDS: OnceLock<Mutex<HashSet<u64>>> = OnceLock::new();
+    IDS.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+/// Registers a GPU pack's host stand-in, its [`geometry`] (no tile): its lists are on the
+/// device only, which the forward's plan is told (`AttentionOptions::mask_on_device_only`).
+pub(crate) fn register_placeholder(mask: &Arc<PackedMask>) -> u64 {
+    let id = register(mask);
+    placeholders()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id);
+    id
+}
+
+/// Whether `id` was registered by [`register_placeholder`].
+pub(crate) fn is_placeholder(id: u64) -> bool {
+    placeholders()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&id)
+}
+
 /// Forgets a mask (its Python object was collected).
 pub(crate) fn unregister(id: u64) {
     registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+    placeholders()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id);
@@ -380,6 +409,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
         // The shared-K/V tile's step table is uploaded at planning, which capture forbids.
         shared_kv: capturing_now.then_some(false),
         out_strides,
+        mask_on_device_only: key.mask_id != 0 && is_placeholder(key.mask_id),
         ..AttentionOptions::default()
     };
     g.attention
@@ -1018,7 +1048,7 @@ pub(crate) fn gpu_pack_plan(
         .and_then(|b| b.checked_add(shape.dense_bytes()))
         .filter(|&b| b <= isize::MAX as usize)
         .ok_or_else(|| PyValueError::new_err(format!("mask: {dims:?} is too large")))?;
-    let id = register(&geometry(mask_shape, packer.accumulator())?);
+    let id = register_placeholder(&geometry(mask_shape, packer.accumulator())?);
     Ok(GpuPack {
         id,
         shape,

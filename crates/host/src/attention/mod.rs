@@ -389,6 +389,12 @@ pub struct AttentionOptions {
     /// With `tail_split` on: the tail's work tiles and splits instead of the estimate's
     /// (for the selftests and A/B measurements; both must be given).
     pub tail: Option<splits::TailSplit>,
+    /// The block mask's host lists are a placeholder of its geometry (no tile), its real
+    /// lists being on the device only (a GPU pack not read back): the split-KV count is
+    /// then planned as if every key block of every row were visited
+    /// ([`split_plan_steps`]), not from the placeholder's zero steps, which would run a
+    /// decode-shaped call on one split.
+    pub mask_on_device_only: bool,
 }
 
 impl AttentionOptions {
@@ -398,6 +404,23 @@ impl AttentionOptions {
     /// ([`choice::forward_tail`]).
     pub fn tail_asked(&self) -> bool {
         self.tail_split == Some(true) || self.tail.is_some()
+    }
+}
+
+/// The longest row's key steps that the split-KV planner weighs
+/// ([`splits::plan_splits`]): a block mask's own (its host lists), else every key block
+/// (no mask, or a mask whose lists are on the device only,
+/// [`AttentionOptions::mask_on_device_only`]).
+pub fn split_plan_steps(
+    kernel: &AttentionKernel,
+    shape: &AttentionShape,
+    mask: Option<&PackedMask>,
+    opts: &AttentionOptions,
+) -> usize {
+    let g = kernel.geometry();
+    match mask {
+        Some(m) if !opts.mask_on_device_only => splits::max_steps_of_mask(m, &g),
+        _ => (kernel.n_blocks(shape.seqlen_k as u32) as usize).div_ceil(g.step_blocks() as usize),
     }
 }
 
@@ -666,13 +689,7 @@ impl AttentionRunner {
         if opts.tail_asked() {
             return Ok(1); // the split tail runs on the one-split grid
         }
-        let g = kernel.geometry();
-        let steps = || match mask {
-            Some(m) => splits::max_steps_of_mask(m, &g),
-            None => {
-                (kernel.n_blocks(shape.seqlen_k as u32) as usize).div_ceil(g.step_blocks() as usize)
-            }
-        };
+        let steps = || split_plan_steps(kernel, shape, mask, opts);
         let rows = (kernel.m_blocks(shape.seqlen_q as u32) as usize)
             .saturating_mul(shape.heads)
             .saturating_mul(shape.batch);
