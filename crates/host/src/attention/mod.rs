@@ -390,10 +390,10 @@ pub struct AttentionOptions {
     /// (for the selftests and A/B measurements; both must be given).
     pub tail: Option<splits::TailSplit>,
     /// The block mask's host lists are a placeholder of its geometry (no tile), its real
-    /// lists being on the device only (a GPU pack not read back): the split-KV count is
-    /// then planned as if every key block of every row were visited
-    /// ([`split_plan_steps`]), not from the placeholder's zero steps, which would run a
-    /// decode-shaped call on one split.
+    /// lists being on the device only (a GPU pack not read back): the split-KV count and
+    /// the split tail are then planned as if every key block of every row were visited
+    /// ([`split_plan_steps`], [`persistent::every_key_block_steps`]), not from the
+    /// placeholder's zero steps, which would run a decode-shaped call on one split.
     pub mask_on_device_only: bool,
 }
 

@@ -107,6 +107,26 @@ pub fn list_steps(
     Ok(steps)
 }
 
+/// The steps of every work tile of a block-list call whose lists are on the device only
+/// (`AttentionOptions::mask_on_device_only`: the host holds a placeholder with no tile):
+/// every key block of every row block, as with no mask, the most any mask of the
+/// geometry can visit.
+pub fn every_key_block_steps(
+    params: &AttentionParams,
+    geometry: &Geometry,
+    planes: usize,
+) -> TileSteps {
+    let unbounded = AttentionParams {
+        window_left: WINDOW_INFINITE,
+        window_right: WINDOW_INFINITE,
+        ..*params
+    };
+    TileSteps::PerRowBlock {
+        steps: window_steps(&unbounded, geometry),
+        planes,
+    }
+}
+
 /// Steps of the documents grid's work items in table order (index x is the item).
 pub fn document_steps(items: &[WorkItem], geometry: &Geometry) -> Vec<u32> {
     items.iter().map(|i| i.steps(geometry)).collect()
@@ -543,5 +563,30 @@ mod tests {
             ..params
         };
         assert!(window_steps(&p64, &g64).iter().all(|&s| s == 128));
+    }
+
+    #[test]
+    fn device_only_lists_take_every_key_block_of_every_tile() {
+        // Whatever window fields a block-list call's params hold: every key block.
+        let params = AttentionParams {
+            seqlen_q: 1000,
+            seqlen_k: 3000,
+            m_blocks: 8,
+            n_blocks: 24,
+            window_left: 7,
+            window_right: 0,
+            ..AttentionParams::default()
+        };
+        let steps = every_key_block_steps(&params, &Geometry::TILE_128X128, 3);
+        assert_eq!(steps.len(), 24);
+        assert!((0..24).all(|t| steps.steps_of(t) == 24));
+        let p64 = AttentionParams {
+            m_blocks: 16,
+            n_blocks: 47,
+            ..params
+        };
+        let two = every_key_block_steps(&p64, &Geometry::TILE_64X64, 2);
+        assert_eq!(two.len(), 32);
+        assert!((0..32).all(|t| two.steps_of(t) == 24));
     }
 }

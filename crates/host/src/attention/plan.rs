@@ -255,6 +255,10 @@ impl AttentionRunner {
             sm_slots,
             || match steps {
                 Some(ref s) => Ok(s.clone()),
+                // A placeholder's lists have no tile: weigh every key block instead.
+                None if opts.mask_on_device_only && kernel.mask() == MaskMode::Blocks => {
+                    Ok(persistent::every_key_block_steps(&params, &g, planes))
+                }
                 None => persistent::tile_steps(&params, kernel.mask(), host_mask, &g, planes),
             },
             opts,
