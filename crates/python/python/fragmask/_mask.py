@@ -390,10 +390,10 @@ class Mask:
         ``block=(64, 64)`` it runs without the forward's shared K/V and the backward's
         paired key blocks, whose tables are built from host lists, and a mask with no
         empty and no full tile keeps reading its lists where a host-checked one runs
-        with dense tile lists, and at head dim 64 it runs without the split tail
-        (docs/masks.md, "Dense tile lists": random 50% at S=16384 on an H200, forward at
-        head dim 64 0.932x and the deterministic backward 0.836x read back); read back,
-        it plans
+        with dense tile lists (docs/masks.md, "Dense tile lists": random 50% at
+        S=16384 on an H200, forward at head dim 64 0.97x and the deterministic backward
+        0.84x read back; split-KV and the split tail assume every key block visited);
+        read back, it plans
         the mask as a host-packed one (``m = Mask.from_dense(cuda_mask, block=(64, 64),
         transposed=True).to("cpu")``: one wait for the packer). The GPU packer writes
         ``"fragment-native"`` words; another encoding packs a host copy on the CPU.
