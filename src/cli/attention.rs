@@ -467,6 +467,8 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         head_section: args.head_section,
         tail_split: args.tail_split,
         tail: args.tail,
+        // The CLI's masks are packed or loaded on the host: their lists are there.
+        mask_on_device_only: false,
     }
 }
 
