@@ -864,6 +864,25 @@ class GpuPackerTests(unittest.TestCase):
                     self.assertEqual(m.stats(), cpu.stats())
                     np.testing.assert_array_equal(m.words, cpu.words)
 
+    def test_a_mask_left_on_the_gpu_plans_the_read_back_masks_splits_and_output(self):
+        # A GPU pack's host side is a placeholder with no tile: its plan must still split
+        # a decode-shaped call's keys as the read-back mask's does (every block is partial
+        # here), and give the same output byte for byte.
+        g = torch.Generator(device="cuda").manual_seed(7)
+        q = torch.randn(1, 8, 256, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+        k, v = (torch.randn(1, 8, 32768, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+                for _ in range(2))
+        dense = torch.rand(256, 32768, device="cuda", generator=g) < 0.5
+        on_gpu = Mask.from_dense(dense)
+        read_back = Mask.from_dense(dense).to("cpu")
+        plans = [fragmask.AttentionPlan(q, k, v, m) for m in (on_gpu, read_back)]
+        self.assertIsNone(on_gpu._host, "the plan read nothing back")
+        self.assertGreater(plans[1].splits, 1)
+        self.assertEqual(plans[0].splits, plans[1].splits)
+        outs = [p.run(q, k, v) for p in plans]
+        self.assertTrue(torch.equal(outs[0], outs[1]))
+        self.assertTrue(torch.equal(outs[0], fragmask.attention(q, k, v, on_gpu)))
+
     def test_from_dense_runs_on_the_current_stream(self):
         dense = torch.rand(2048, 2048, device="cuda") < 0.5
         s = torch.cuda.Stream()
