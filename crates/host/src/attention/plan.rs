@@ -229,17 +229,16 @@ impl AttentionRunner {
             Some(on) => on,
             None => n == 1 && choice::persistent_by_default(&kernel) && !g.shared_kv(),
         };
-        let steps = if candidate {
-            Some(persistent::tile_steps(
-                &params,
-                kernel.mask(),
-                host_mask,
-                &g,
-                planes,
-            )?)
-        } else {
-            None
+        // Each work tile's key steps (the persistent table's weights, the split tail's
+        // estimate): the mask's lists, or every key block where they are on the device only
+        // (the host holds a placeholder with no tile).
+        let work_steps = || match kernel.mask() {
+            MaskMode::Blocks if opts.mask_on_device_only => {
+                Ok(persistent::every_key_block_steps(&params, &g, planes))
+            }
+            mode => persistent::tile_steps(&params, mode, host_mask, &g, planes),
         };
+        let steps = if candidate { Some(work_steps()?) } else { None };
         let persistent =
             choice::forward_persistent(&kernel, n, steps.as_ref(), slots, section, opts)?;
         // The split tail (choice::forward_tail): the plain grid's last wave cut into splits.
@@ -255,11 +254,7 @@ impl AttentionRunner {
             sm_slots,
             || match steps {
                 Some(ref s) => Ok(s.clone()),
-                // A placeholder's lists have no tile: weigh every key block instead.
-                None if opts.mask_on_device_only && kernel.mask() == MaskMode::Blocks => {
-                    Ok(persistent::every_key_block_steps(&params, &g, planes))
-                }
-                None => persistent::tile_steps(&params, kernel.mask(), host_mask, &g, planes),
+                None => work_steps(),
             },
             opts,
         )?;
