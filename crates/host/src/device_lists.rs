@@ -63,6 +63,13 @@ pub struct RawMaskLists {
     pub lists: RawBlockLists,
     /// The partial tiles' words.
     pub words: u64,
+    /// The i32 count of partial tiles that the GPU packer or transposer wrote beside lists it
+    /// built (0: none). Given only for such lists, whose count the host has not read: they
+    /// number their partial tiles in row order, so a count of every tile of the grid means
+    /// dense lists, and the plan runs a kernel that computes their entries where the count
+    /// says so when it runs (`ListEntries::DenseAtRunTime` in fragmask-kernels; docs/masks.md,
+    /// "Dense tile lists").
+    pub partial_count: u64,
 }
 
 impl RawMaskLists {
@@ -73,6 +80,16 @@ impl RawMaskLists {
         Self {
             lists: RawBlockLists::from_array([a, b, c, d, e]),
             words,
+            partial_count: 0,
+        }
+    }
+
+    /// The same lists with the GPU packer's partial-tile count at `count`
+    /// ([`Self::partial_count`]).
+    pub fn with_partial_count(self, count: u64) -> Self {
+        Self {
+            partial_count: count,
+            ..self
         }
     }
 }

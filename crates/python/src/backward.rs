@@ -488,7 +488,9 @@ fn plan_backward(
         (id, Some(fwd), Some(bwd)) => {
             packed = gpu::mask(id)?;
             let lists = RawMaskLists::from_array;
-            RawBackwardMask::Blocks(&packed, lists(fwd), lists(bwd))
+            // Transposed lists built on the GPU come with their partial-tile count.
+            let transposed = gpu::with_partial_count(id, lists(bwd));
+            RawBackwardMask::Blocks(&packed, lists(fwd), transposed)
         }
         _ => {
             return Err(PyValueError::new_err(format!(

@@ -71,8 +71,40 @@ pub(crate) fn is_placeholder(id: u64) -> bool {
         .contains(&id)
 }
 
+/// Where a GPU pack's or transposition's lists and partial-tile count live: the address of
+/// the lists' first (the counts per row) and of the count, by registry id.
+fn device_counts() -> &'static Mutex<HashMap<u64, (u64, u64)>> {
+    static COUNTS: OnceLock<Mutex<HashMap<u64, (u64, u64)>>> = OnceLock::new();
+    COUNTS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Records that the lists of registry entry `id` were built on the GPU at `lists_at` (the
+/// address of their counts per row), their partial-tile count at `count_at`
+/// (`RawMaskLists::partial_count`).
+pub(crate) fn record_partial_count(id: u64, lists_at: u64, count_at: u64) {
+    device_counts()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, (lists_at, count_at));
+}
+
+/// `lists` of registry entry `id` with their partial-tile count's address where they are the
+/// GPU-built lists [`record_partial_count`] saw (the plan then checks their density when
+/// the kernel runs; docs/masks.md, "Dense tile lists"), as they are otherwise.
+pub(crate) fn with_partial_count(id: u64, lists: RawMaskLists) -> RawMaskLists {
+    let counts = device_counts().lock().unwrap_or_else(|e| e.into_inner());
+    match counts.get(&id) {
+        Some(&(at, count)) if at == lists.lists.num_blocks => lists.with_partial_count(count),
+        _ => lists,
+    }
+}
+
 /// Forgets a mask (its Python object was collected).
 pub(crate) fn unregister(id: u64) {
+    device_counts()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
     registry()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -389,7 +421,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
                 }
                 _ => registered,
             };
-            RawMask::Blocks(&packed, RawMaskLists::from_array(ptrs))
+            RawMask::Blocks(&packed, with_partial_count(id, RawMaskLists::from_array(ptrs)))
         }
         (_, None) => {
             return Err(PyValueError::new_err(
@@ -1175,6 +1207,7 @@ impl GpuPack {
             .record(&stream)
             .map_err(|e| PyRuntimeError::new_err(format!("mask: recording an event: {e}")))?;
         *enqueued = Some(Enqueued { event, out });
+        record_partial_count(self.id, raw.lists.num_blocks, raw.partial_count);
         Ok(())
     }
 

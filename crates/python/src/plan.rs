@@ -83,6 +83,13 @@ impl AttentionPlanHandle {
         self.plan.tail.map(|t| (t.tiles, t.splits))
     }
 
+    /// The planned kernel's label (`AttentionKernel::label`: tile, dtype, head dim, mask
+    /// mode and variants).
+    #[getter]
+    fn kernel(&self) -> String {
+        self.plan.kernel.label()
+    }
+
     /// (o floats, lse floats) of the split-KV workspace (0, 0 without splits).
     #[getter]
     fn workspace_floats(&self) -> (usize, usize) {

@@ -249,6 +249,7 @@ impl GpuTranspose {
             PyRuntimeError::new_err(format!("with_transposed: recording an event: {e}"))
         })?;
         *enqueued = Some(Enqueued { event, out });
+        gpu::record_partial_count(self.id, raw.transposed.num_blocks, raw.partial_count);
         Ok(())
     }
 

@@ -883,6 +883,50 @@ class GpuPackerTests(unittest.TestCase):
         self.assertTrue(torch.equal(outs[0], outs[1]))
         self.assertTrue(torch.equal(outs[0], fragmask.attention(q, k, v, on_gpu)))
 
+    def test_a_mask_left_on_the_gpu_computes_dense_lists_when_every_tile_is_partial(self):
+        # A GPU pack left on the device: its kernel reads the packer's partial-tile count
+        # when it runs and computes the lists' entries where every tile is partial
+        # (docs/masks.md, "Dense tile lists"). Outputs and deterministic gradients equal the
+        # read-back mask's (host-checked dense lists) byte for byte, and lists that are not
+        # dense are read as before.
+        g = torch.Generator(device="cuda").manual_seed(19)
+        S, H = 1000, 2
+        random50 = torch.rand(S, S, device="cuda", generator=g) < 0.5
+        sparse = torch.zeros(S, S, dtype=torch.bool, device="cuda")
+        sparse[:512, 256:640] = random50[:512, 256:640]       # a few partial tiles, others empty
+        for name, dense, all_partial in (("random 50%", random50, True),
+                                         ("block-sparse", sparse, False)):
+            for d in (64, 128):
+                with self.subTest(mask=name, head_dim=d):
+                    q, k, v, do = (torch.randn(1, H, S, d, device="cuda", dtype=torch.bfloat16,
+                                               generator=g) for _ in range(4))
+                    on_gpu = Mask.from_dense(dense, transposed=True)
+                    read_back = Mask.from_dense(dense, transposed=True).to("cpu")
+                    plans = [fragmask.AttentionPlan(q, k, v, m) for m in (on_gpu, read_back)]
+                    self.assertIsNone(on_gpu._host, "the plan read nothing back")
+                    self.assertIn("dense-at-run-time", plans[0].kernel)
+                    self.assertEqual("dense" in plans[1].kernel.split(), all_partial)
+                    outs = [p.run(q, k, v) for p in plans]
+                    if (plans[0].splits, plans[0].tail) == (plans[1].splits, plans[1].tail):
+                        self.assertTrue(torch.equal(outs[0], outs[1]))
+                    else:   # the placeholder weighs every key block (split_plan_steps)
+                        self.assertFalse(all_partial, "a dense mask plans the same splits")
+                        self.assertLess(rel_err(outs[0].float(), outs[1].float()), 1e-2)
+                    ref = math_attention(q.float(), k.float(), v.float(), dense)
+                    self.assertLess(rel_err(outs[0].float(), ref), 2e-2)
+                    for det in (False, True):
+                        grads = []
+                        for m in (on_gpu, read_back):
+                            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+                            out = fragmask.attention(qq, kk, vv, m, deterministic=det)
+                            grads.append(torch.autograd.grad(out, (qq, kk, vv), do))
+                        self.assertIsNone(on_gpu._host, "the backward read nothing back")
+                        for a, b in zip(*grads):
+                            if det and all_partial:   # the same forward plans, outputs
+                                self.assertTrue(torch.equal(a, b))
+                            else:
+                                self.assertLess(rel_err(a.float(), b.float()), 1e-2)
+
     def test_from_dense_runs_on_the_current_stream(self):
         dense = torch.rand(2048, 2048, device="cuda") < 0.5
         s = torch.cuda.Stream()

@@ -12,18 +12,23 @@
 //! boundaries) and fail unless the backward ran the documents grid, where the call allows
 //! it (not deterministic, not the raw-pointer launch of the fp16 cases, which run the
 //! tile lists of the same mask).
+//! Cases with `lists_on_device` plan the mask as a GPU pack left on the device is planned
+//! (the host holds its geometry only, `selftest::geometry_only` with empty transposed lists,
+//! and the transposed lists come with their partial-tile count on the device) and fail unless
+//! the kernel checks the lists' density when it runs (`ListEntries::DenseAtRunTime`).
 
 use std::sync::Arc;
 
 use fragmask_host::cudarc::driver::DevicePtr;
 use fragmask_kernels::attention::backward::{BackwardMask, STEP_M, WIDE_STEP_M};
-use fragmask_kernels::attention::{ActDtype, Geometry};
+use fragmask_kernels::attention::{ActDtype, Geometry, ListEntries};
 use fragmask_masks::{MaskShape, PackOptions, TransposedLists};
 
 use fragmask_host::attention::backward::{
-    BackwardOptions, BackwardWorkspace, DqReduce, GradStrides, RawBackwardMask, RawGradients,
+    BackwardOptions, BackwardPointers, BackwardWorkspace, DqReduce, GradStrides, RawBackwardMask,
+    RawGradients,
 };
-use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
+use fragmask_host::attention::blockmask::{check_fits, pack_for_kernel, FnMask};
 use fragmask_host::attention::{
     driver, strides, AttentionError, AttentionRunner, AttentionShape, Mask, PackedMask, RawTensor,
     Window,
@@ -76,6 +81,10 @@ pub struct BackwardCase {
     pub opts: BackwardOptions,
     /// Runs (> 1: the gradients must be bit-identical across runs, deterministic mode).
     pub runs: usize,
+    /// The mask planned as a GPU pack left on the device: the host holds its geometry only
+    /// and the transposed lists come with their partial-tile count, which the kernel checks
+    /// when it runs (the case fails unless it ran `ListEntries::DenseAtRunTime`).
+    pub lists_on_device: bool,
 }
 
 /// The outcome of one case.
@@ -959,8 +968,83 @@ pub fn default_cases() -> Vec<BackwardCase> {
             mask,
             opts,
             runs,
+            lists_on_device: false,
         })
+        .chain(device_count_cases())
         .collect()
+}
+
+/// Masks left on the GPU ([`BackwardCase::lists_on_device`]): dense random tokens at every
+/// head dim and in the deterministic mode, and lists that are not dense.
+fn device_count_cases() -> Vec<BackwardCase> {
+    let t128 = Geometry::TILE_128X128;
+    let det = BackwardOptions {
+        deterministic: true,
+        ..BackwardOptions::default()
+    };
+    let def = BackwardOptions::default();
+    let sweep = crate::synthetic::block_sparse(0.3, 0.5, 44);
+    [
+        (
+            "device count random 50% gqa 4/2 odd 300x520 d128",
+            shape(1, 4, 2, 300, 520, 128),
+            blocks(t128, 4, random(0.5, 41)),
+            def,
+            1,
+        ),
+        (
+            "device count random 50% odd 333x700 d64",
+            shape(1, 2, 2, 333, 700, 64),
+            blocks(t128, 2, random(0.5, 42)),
+            def,
+            1,
+        ),
+        (
+            "device count random 30% gqa 4/2 200x333 d256",
+            shape(1, 4, 2, 200, 333, 256),
+            blocks(t128, 1, random(0.3, 43)),
+            def,
+            1,
+        ),
+        (
+            "device count block-sparse gqa 4/2 odd 300x650 d128",
+            shape(1, 4, 2, 300, 650, 128),
+            blocks(t128, 4, sweep.clone()),
+            def,
+            1,
+        ),
+        (
+            "device count deterministic random 50% x5 odd 300x520 d128",
+            shape(1, 2, 2, 300, 520, 128),
+            blocks(t128, 2, random(0.5, 45)),
+            det,
+            5,
+        ),
+        (
+            "device count deterministic block-sparse x5 odd 300x650 d128",
+            shape(1, 2, 2, 300, 650, 128),
+            blocks(t128, 2, sweep),
+            det,
+            5,
+        ),
+        (
+            "device count deterministic random 50% x3 odd 333x700 d64",
+            shape(1, 2, 2, 333, 700, 64),
+            blocks(t128, 2, random(0.5, 46)),
+            det,
+            3,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, shape, mask, opts, runs)| BackwardCase {
+        name: name.to_string(),
+        shape,
+        mask,
+        opts,
+        runs,
+        lists_on_device: true,
+    })
+    .collect()
 }
 
 struct Lcg(u64);
@@ -1013,6 +1097,8 @@ fn pack_case(
             }
         }
     }
+    // The plan's own check, before the reference reads the mask at every head of the call.
+    check_fits(&packed, &s)?;
     Ok(packed)
 }
 
@@ -1113,6 +1199,25 @@ pub fn run_case(
             BackwardCaseMask::Blocks { .. } | BackwardCaseMask::Documents { .. } => Mask::none(),
         },
     };
+    // A mask left on the GPU: its geometry on the host, the count on the device.
+    let on_device = match (&host_mask, case.lists_on_device) {
+        (Some(m), true) => {
+            let mut geometry = super::selftest::geometry_only(m)?;
+            let backward = *m.transposed().map_err(AttentionError::Masks)?.accumulator();
+            geometry
+                .add_transposed(&backward, &PackOptions::default())
+                .map_err(AttentionError::Masks)?;
+            let partial = i32::try_from(m.partial_tiles()).map_err(|_| {
+                AttentionError::Shape(format!("{}: too many partial tiles", case.name))
+            })?;
+            let count = stream
+                .clone_htod(&[partial])
+                .map_err(driver("uploading the partial-tile count"))?;
+            Some((geometry, count))
+        }
+        _ => None,
+    };
+    let mut entries = ListEntries::Read;
     let mut ws = BackwardWorkspace::new(stream, &s)?;
     let mut grads = runner.alloc_gradients(&s)?;
     let mut first: Option<[Vec<u16>; 3]> = None;
@@ -1126,7 +1231,44 @@ pub fn run_case(
                 .memcpy_htod(&vec![0xFFFFu16; t.data.len()], &mut t.data)
                 .map_err(driver("poisoning gradients"))?;
         }
-        if fp16 && case.opts.paired_keys != Some(true) {
+        if let (Some((geometry, count)), Some(m)) = (&on_device, &device_mask) {
+            let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
+                RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
+            };
+            let transposed = m
+                .device_transposed_lists(stream)
+                .ok_or_else(|| AttentionError::Mask("no transposed lists uploaded".into()))?
+                .with_partial_count(count.device_ptr(stream).0);
+            let raw_mask = RawBackwardMask::Blocks(geometry, m.device_lists(stream), transposed);
+            let plan = runner.plan_backward(
+                &raw(&q),
+                &raw(&k),
+                &raw(&v),
+                &raw(&o),
+                &raw(&d_o),
+                &raw_mask,
+                &case.opts,
+                &ws,
+            )?;
+            entries = plan.list_entries();
+            let ptrs = BackwardPointers {
+                q: raw(&q).ptr,
+                k: raw(&k).ptr,
+                v: raw(&v).ptr,
+                o: raw(&o).ptr,
+                d_o: raw(&d_o).ptr,
+                lse: lse_dev.device_ptr(stream).0,
+                grads: RawGradients {
+                    dq: grads.dq.data.device_ptr(stream).0,
+                    dk: grads.dk.data.device_ptr(stream).0,
+                    dv: grads.dv.data.device_ptr(stream).0,
+                },
+            };
+            // SAFETY: every buffer is a live allocation of this runner's context sized for
+            // `s` (the plan's shapes, contiguous), the count and the mask's lists too, alive
+            // until the synchronize below; `ws` is this call's alone.
+            unsafe { plan.run(stream, &ptrs, &ws) }?;
+        } else if fp16 && case.opts.paired_keys != Some(true) {
             // fp16 and the raw-pointer path (paired key blocks need a prepared call, which
             // uploads their table).
             let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
@@ -1271,6 +1413,7 @@ pub fn run_case(
         && case.opts.step_m.is_none_or(|want| step_m == Some(want))
         && empty_row_errors == 0
         && nondeterministic_runs == 0
+        && (!case.lists_on_device || entries == ListEntries::DenseAtRunTime)
         && rel_err.iter().all(|&e| e < GRAD_TOLERANCE);
     Ok(BackwardCaseResult {
         name: case.name.clone(),

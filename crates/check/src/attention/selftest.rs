@@ -13,13 +13,20 @@
 //! Block-mask cases pack their predicate with the masks crate's packer
 //! ([`pack_for_kernel`]); the packed mask must decode to the predicate, and the CPU
 //! reference reads the same packed mask the kernel gets.
+//!
+//! Cases with `AttentionOptions::mask_on_device_only` plan the mask as a GPU pack left on
+//! the device is planned: the host holds its geometry only ([`geometry_only`]), and the
+//! lists come with their partial-tile count on the device (`RawMaskLists::partial_count`),
+//! so that the kernel checks their density when it runs; such a case fails unless the
+//! kernel took that check (`ListEntries::DenseAtRunTime`). The shared-K/V tile, whose step
+//! table is built from host lists, refuses such masks and runs none of these cases.
 
 use std::sync::Arc;
 
 use fragmask_masks::{DocumentIds, MaskShape, Predicate as DocPredicate, PredicateMask};
 
 use fragmask_host::cudarc::driver::DevicePtr;
-use fragmask_kernels::attention::{ActDtype, Geometry, MaskMode};
+use fragmask_kernels::attention::{ActDtype, Geometry, ListEntries, MaskMode};
 
 use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
 use fragmask_host::attention::choice::{call_geometry, kernel_config};
@@ -163,6 +170,11 @@ pub fn default_cases() -> Vec<Case> {
     let bshd_out = |s: AttentionShape, opts: AttentionOptions| AttentionOptions {
         out_strides: Some(strides::bshd_strides(s.q_shape())),
         ..opts
+    };
+    // A GPU pack left on the device (the lists' density checked when the kernel runs).
+    let on_device = AttentionOptions {
+        mask_on_device_only: true,
+        ..def
     };
     let blocks = |batch, heads, visible: Predicate| CaseMask::Blocks {
         batch,
@@ -643,6 +655,41 @@ pub fn default_cases() -> Vec<Case> {
             CaseMask::Window(Window::NONE),
             bshd_out(shape(2, 2, 2, 500, 400, 128), tail(3, 2)),
         ),
+        // Masks left on the GPU: the kernel checks the lists' density when it runs (dense
+        // random tokens at every head dim, and lists that are not dense).
+        (
+            "device count random d128 gqa 4/2 odd 300x520",
+            shape(1, 4, 2, 300, 520, 128),
+            blocks(1, 4, random_tokens(0.5, 31)),
+            on_device,
+        ),
+        (
+            "device count random d64 odd 333x700",
+            shape(2, 2, 2, 333, 700, 64),
+            blocks(2, 2, random_tokens(0.5, 32)),
+            on_device,
+        ),
+        (
+            "device count random d256 gqa 4/2 200x333",
+            shape(1, 4, 2, 200, 333, 256),
+            blocks(1, 1, random_tokens(0.3, 33)),
+            on_device,
+        ),
+        (
+            "device count block-sparse d128 gqa 4/2 odd 300x650",
+            shape(1, 4, 2, 300, 650, 128),
+            blocks(1, 4, block_sparse(0.3, 0.5, 34)),
+            on_device,
+        ),
+        (
+            "device count split 3 random d128 130x1500",
+            shape(1, 2, 2, 130, 1500, 128),
+            blocks(1, 2, random_tokens(0.5, 35)),
+            AttentionOptions {
+                splits: Some(3),
+                ..on_device
+            },
+        ),
         (
             "bshd O fp16 causal d64 257x257",
             shape(1, 2, 2, 257, 257, 64),
@@ -675,9 +722,11 @@ pub fn cases_for(geometry: Geometry) -> Vec<Case> {
         .into_iter()
         .filter_map(|mut case| {
             case.opts.geometry = Some(geometry);
-            // The shared-K/V tile runs one split on the one-tile grid.
+            // The shared-K/V tile runs one split on the one-tile grid, from host lists.
             if geometry.shared_kv()
-                && (case.opts.splits.is_some_and(|n| n > 1) || case.opts.persistent.is_some())
+                && (case.opts.splits.is_some_and(|n| n > 1)
+                    || case.opts.persistent.is_some()
+                    || case.opts.mask_on_device_only)
             {
                 return None;
             }
@@ -758,6 +807,27 @@ pub fn run_case(
     };
     let mode;
     let ran_persistent;
+    // The run-time density check's count: a GPU packer's (its partial tiles) on the device.
+    let mut entries = ListEntries::Read;
+    let placeholder = match (&host_mask, case.opts.mask_on_device_only) {
+        (Some(m), true) => Some(geometry_only(m)?),
+        _ => None,
+    };
+    let partial_count = match &placeholder {
+        Some(_) => {
+            let partial = host_mask.as_ref().map_or(0, |m| m.partial_tiles());
+            let count = i32::try_from(partial).map_err(|_| {
+                AttentionError::Shape(format!("{}: {partial} partial tiles", case.name))
+            })?;
+            Some(
+                runner
+                    .stream()
+                    .clone_htod(&[count])
+                    .map_err(driver("uploading the partial-tile count"))?,
+            )
+        }
+        None => None,
+    };
 
     let mut out = runner.alloc_output(&s)?;
     let stream = runner.stream();
@@ -768,16 +838,21 @@ pub fn run_case(
     stream
         .memcpy_htod(&vec![f32::NAN; out.lse.len()], &mut out.lse)
         .map_err(d_err("poisoning lse"))?;
-    if fp16 || case.opts.out_strides.is_some() {
+    if fp16 || case.opts.out_strides.is_some() || placeholder.is_some() {
         // fp16 runs through a plan over raw addresses (the typed DeviceTensor API is
         // bf16), unsplit unless the case asks for splits; so does O in other strides (the
         // plan path a Python layout="bshd" call takes; the CLI's --out-layout checks prepare's).
         let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
             RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
         };
-        let raw_mask = match (&mask, &device_mask) {
-            (Mask::Window(w), _) => RawMask::Window(*w),
-            (_, Some(m)) => RawMask::Blocks(&m.host, m.device_lists(stream)),
+        let raw_mask = match (&mask, &device_mask, &placeholder, &partial_count) {
+            (Mask::Window(w), ..) => RawMask::Window(*w),
+            (_, Some(m), Some(geometry), Some(count)) => RawMask::Blocks(
+                geometry,
+                m.device_lists(stream)
+                    .with_partial_count(count.device_ptr(stream).0),
+            ),
+            (_, Some(m), ..) => RawMask::Blocks(&m.host, m.device_lists(stream)),
             _ => unreachable!("blocks case always has a device mask"),
         };
         let opts = AttentionOptions {
@@ -787,6 +862,7 @@ pub fn run_case(
         let plan = runner.plan(&raw(&q), &raw(&k), &raw(&v), &raw_mask, &opts)?;
         mode = plan.kernel.mask();
         ran_persistent = plan.persistent();
+        entries = plan.kernel.list_entries();
         let workspace = SplitWorkspace::new(stream, &plan)?;
         let (ws_o, ws_lse) = workspace.device_ptrs(stream);
         let ptrs = PlanPointers {
@@ -874,7 +950,8 @@ pub fn run_case(
         && rel_err < O_TOLERANCE
         && lse_err < 2e-2
         && (case.mask.mode() != MaskMode::Documents || mode == MaskMode::Documents)
-        && (case.opts.persistent != Some(true) || ran_persistent);
+        && (case.opts.persistent != Some(true) || ran_persistent)
+        && (placeholder.is_none() || entries == ListEntries::DenseAtRunTime);
     Ok(CaseResult {
         name: case.name.clone(),
         rel_err,
@@ -886,6 +963,35 @@ pub fn run_case(
         persistent: ran_persistent,
         passed,
     })
+}
+
+/// What the host holds of a mask packed on the GPU and left there: `mask`'s geometry
+/// (shape, tile, encoding) with no partial or full tile (the Python extension's
+/// placeholder).
+pub fn geometry_only(mask: &PackedMask) -> Result<PackedMask, AttentionError> {
+    let lists = mask.lists();
+    let (rows, tiles) = (lists.rows(), lists.rows() * lists.row_len());
+    let empty = fragmask_masks::BlockLists::new(
+        fragmask_masks::ListDirection::Forward,
+        rows,
+        lists.row_len(),
+        [
+            vec![0; rows],
+            vec![0; tiles],
+            vec![0; rows],
+            vec![0; tiles],
+            vec![-1; tiles],
+        ],
+    )
+    .map_err(AttentionError::Masks)?;
+    PackedMask::from_parts(
+        mask.accumulator(),
+        mask.encoding(),
+        mask.shape(),
+        empty,
+        Vec::new(),
+    )
+    .map_err(AttentionError::Masks)
 }
 
 /// Packs documents of `lengths` (causal or full within each) from the document-id

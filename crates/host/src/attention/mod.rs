@@ -291,6 +291,7 @@ impl DeviceBlockMask {
         RawMaskLists {
             lists: self.lists.raw(stream).0,
             words: self.words.device_ptr(stream).0,
+            partial_count: 0,
         }
     }
 }
@@ -974,6 +975,19 @@ fn blocks_params(
     ] = lists.lists.to_array();
     params.words = lists.words;
     Ok(())
+}
+
+/// The run-time density check's params (`lists_partial_count`, `lists_tiles`;
+/// `ListEntries::DenseAtRunTime`): the GPU packer's count at `partial_count` and the tiles
+/// of `lists`' grid (rows × listed blocks; the same in both directions), or -1 where they do
+/// not fit the packer's i32 count, which no count then equals.
+pub(crate) fn lists_count(lists: &fragmask_masks::BlockLists, partial_count: u64) -> (u64, i32) {
+    let tiles = lists
+        .rows()
+        .checked_mul(lists.row_len())
+        .and_then(|t| i32::try_from(t).ok())
+        .unwrap_or(-1);
+    (partial_count, tiles)
 }
 
 /// A bf16 tensor owned elsewhere (by torch, say): its device address, logical shape

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
-use fragmask_kernels::attention::{AttentionKernel, Geometry, MaskMode, WINDOW_INFINITE};
+use fragmask_kernels::attention::{
+    AttentionKernel, Geometry, ListEntries, MaskMode, WINDOW_INFINITE,
+};
 use fragmask_masks::{DocumentKind, PackedMask};
 
 use crate::launch::Launch;
@@ -148,12 +150,17 @@ impl AttentionRunner {
             _ => kernel,
         };
         // Lists that hold every block of every row as partial, in order, need not be read
-        // (docs/masks.md, "Dense tile lists").
-        let kernel = match host_mask {
-            Some(host) if choice::dense_lists(&kernel, mode, host) => kernel
-                .with_dense_lists(true)
+        // (docs/masks.md, "Dense tile lists"); lists built on the GPU say so by their count.
+        let kernel = match mask {
+            RawMask::Blocks(host, lists) => kernel
+                .with_list_entries(choice::list_entries(
+                    &kernel,
+                    mode,
+                    host,
+                    lists.partial_count,
+                ))
                 .map_err(AttentionError::Config)?,
-            _ => kernel,
+            RawMask::Window(_) => kernel,
         };
         let (g, dt) = (kernel.geometry(), kernel.dtype());
         // Q boxes of the block's rows (of each query block's 64 on the shared-K/V tile).
@@ -170,8 +177,22 @@ impl AttentionRunner {
             RawMask::Window(w) => window_params(&mut params, w),
             RawMask::Blocks(host, lists) => {
                 blocks_params(&mut params, host, *lists, &shape)?;
+                if kernel.list_entries() == ListEntries::DenseAtRunTime {
+                    (params.lists_partial_count, params.lists_tiles) =
+                        super::lists_count(host.lists(), lists.partial_count);
+                }
                 if mode == MaskMode::Documents {
                     doc_items = Some(self.documents_params(&mut params, host, &kernel)?);
+                }
+                if g.shared_kv() && opts.mask_on_device_only {
+                    return Err(AttentionError::Config(
+                        fragmask_kernels::attention::ConfigError::SharedKv(format!(
+                            "the {} tile builds its step table from the mask's host lists, \
+                             which a mask left on the device does not have (read it back \
+                             first: Python's Mask.to(\"cpu\"))",
+                            g.name()
+                        )),
+                    ));
                 }
                 if g.shared_kv() {
                     let table = match shared_table.take() {

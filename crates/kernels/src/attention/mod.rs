@@ -51,7 +51,7 @@ pub const COMBINE_KERNEL_NAME: &str = "fragmask_attention_combine";
 pub const COMBINE_THREADS: u32 = 128;
 /// Most splits of one forward call (the workspace holds `splits · B · H · Sq · D` floats).
 pub const MAX_SPLITS: u32 = 128;
-pub use crate::family::schedule::WINDOW_INFINITE;
+pub use crate::family::schedule::{ListEntries, WINDOW_INFINITE};
 
 /// How the kernel decides which keys each query sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,7 +136,7 @@ pub enum ConfigError {
     /// Q in registers ([`AttentionKernel::with_q_registers`]) with what it does not run:
     /// the serial loop, or a tile and head dim where its registers do not fit (the reason).
     QRegisters(String),
-    /// Dense tile lists ([`AttentionKernel::with_dense_lists`]) with what they do not run:
+    /// Dense tile lists ([`AttentionKernel::with_list_entries`]) with what they do not run:
     /// a mask mode other than tile lists, or the shared-K/V tile (the reason).
     DenseLists(String),
     /// The backward's dQ writer warp ([`backward::BackwardKernel::with_dq_writer`]) with a
@@ -268,7 +268,7 @@ pub struct AttentionKernel {
     strided_o: bool,
     lazy_rescale: bool,
     q_registers: bool,
-    dense_lists: bool,
+    list_entries: ListEntries,
 }
 
 impl AttentionKernel {
@@ -317,7 +317,7 @@ impl AttentionKernel {
             strided_o: false,
             lazy_rescale: false,
             q_registers: false,
-            dense_lists: false,
+            list_entries: ListEntries::Read,
         })
     }
 
@@ -393,31 +393,33 @@ impl AttentionKernel {
         self.q_registers
     }
 
-    /// Tile lists in which every key block of every row is partial, in key order, with
-    /// its words at tile `row * n_blocks + block` (`fragmask_masks::BlockLists::dense_partial`,
-    /// which the host checks before it asks for this): a step's key blocks and words tile
-    /// are computed from the step, and the lists' entries are not read (docs/masks.md,
-    /// "Dense tile lists"). Tile lists only, not on the shared-K/V tile.
-    pub fn with_dense_lists(mut self, dense: bool) -> Result<Self, ConfigError> {
-        if dense && self.mask != MaskMode::Blocks {
+    /// How the tile lists' partial entries are got ([`ListEntries`]; docs/masks.md, "Dense
+    /// tile lists"): read, computed for lists in which every key block of every row is
+    /// partial, in key order, with its words at tile `row * n_blocks + block`
+    /// (`fragmask_masks::BlockLists::dense_partial`, which the host checks before it asks
+    /// for [`ListEntries::Dense`]), or computed where the GPU packer's partial-tile count
+    /// says so at run time. Other than `Read`: tile lists only, not on the shared-K/V tile.
+    pub fn with_list_entries(mut self, entries: ListEntries) -> Result<Self, ConfigError> {
+        let computed = entries != ListEntries::Read;
+        if computed && self.mask != MaskMode::Blocks {
             return Err(ConfigError::DenseLists(format!(
                 "dense tile lists need the tile-list mask mode, not {}",
                 self.mask.name()
             )));
         }
-        if dense && self.geometry.shared_kv() {
+        if computed && self.geometry.shared_kv() {
             return Err(ConfigError::DenseLists(format!(
                 "dense tile lists do not run on the shared-K/V tile {}",
                 self.geometry.name()
             )));
         }
-        self.dense_lists = dense;
+        self.list_entries = entries;
         Ok(self)
     }
 
-    /// Whether the tile lists are dense ([`Self::with_dense_lists`]).
-    pub fn dense_lists(&self) -> bool {
-        self.dense_lists
+    /// How the tile lists' partial entries are got ([`Self::with_list_entries`]).
+    pub fn list_entries(&self) -> ListEntries {
+        self.list_entries
     }
 
     /// Compiles in split-KV support (docs/architecture.md, "Split-KV forward"): the split
@@ -624,16 +626,27 @@ impl AttentionKernel {
         Ok(kernels)
     }
 
-    /// The dense-list variants ([`Self::with_dense_lists`]) the compile sweep covers: the
-    /// tile-list default of every head dim and the 64-token tile.
+    /// The dense-list variants ([`Self::with_list_entries`]) the compile sweep covers: the
+    /// tile-list default of every head dim and the 64-token tile, with entries computed
+    /// always ([`ListEntries::Dense`]) and where the count says so
+    /// ([`ListEntries::DenseAtRunTime`]; with the split tail at head dim 64, which a mask
+    /// left on the GPU takes there).
     pub fn dense_lists_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
         let mut kernels = Vec::new();
-        for d in [64, 128, 256] {
-            kernels.push(Self::default_for(d, MaskMode::Blocks)?.with_dense_lists(true)?);
+        for entries in [ListEntries::Dense, ListEntries::DenseAtRunTime] {
+            for d in [64, 128, 256] {
+                kernels.push(Self::default_for(d, MaskMode::Blocks)?.with_list_entries(entries)?);
+            }
+            kernels.push(
+                Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
+                    .with_list_entries(entries)?,
+            );
         }
         kernels.push(
-            Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
-                .with_dense_lists(true)?,
+            Self::default_for(64, MaskMode::Blocks)?
+                .with_split_kv(true)
+                .with_tail_split(true)?
+                .with_list_entries(ListEntries::DenseAtRunTime)?,
         );
         Ok(kernels)
     }
@@ -838,7 +851,7 @@ impl AttentionKernel {
             if self.persistent { " persistent" } else { "" },
             if self.strided_o { " strided-o" } else { "" },
             if self.tail_split { " tail" } else { "" },
-            if self.dense_lists { " dense" } else { "" },
+            self.list_entries.suffix(),
         )
     }
 
@@ -919,6 +932,10 @@ crate::abi_struct! {
         o_stride_s: I64("long long"),
         /// Split tail: the launch order's last work tiles, each run as num_splits splits (0: none).
         tail_tiles: I32("int"),
+        /// Dense lists at run time (ListEntries::DenseAtRunTime): the GPU packer's i32 count of partial tiles (null: read the lists; appended, the fields above keep their offsets).
+        lists_partial_count: Ptr("const int*"),
+        /// The tiles of the lists' grid ([Bm, Hm, Mb, Nb]): a count equal to it means dense lists.
+        lists_tiles: I32("int"),
     }
 }
 
@@ -937,10 +954,14 @@ mod tests {
             AttentionParams::ABI.size()
         );
         // 13 pointers, 14 ints, 2 floats, padded to the pointers' alignment, then 3 i64
-        // strides and the split tail's int, padded to the struct's alignment.
+        // strides and the split tail's int, padded to the next pointer, the partial count's,
+        // and the tiles' int, padded to the struct's alignment.
         assert_eq!(
             AttentionParams::ABI.size(),
-            ((13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8) + 3 * 8 + 4).next_multiple_of(8)
+            (((13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8) + 3 * 8 + 4).next_multiple_of(8)
+                + 8
+                + 4)
+                .next_multiple_of(8)
         );
     }
 

@@ -21,7 +21,7 @@ use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx;
 use crate::family::schedule::row_block::{self, RowGrid, RowWork};
-use crate::family::schedule::SPLIT_RANGE;
+use crate::family::schedule::{ListEntries, LISTS_DENSE_AT_RUN_TIME, SPLIT_RANGE};
 use crate::family::softmax::{self, Log2, RowFinish, RunningMax};
 use crate::family::template::fill;
 
@@ -248,7 +248,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         ("ACT2", ptx::act2(k.dtype().mma_ptx_type())),
         ("ACT", k.dtype().mma_ptx_type().to_string()),
         ("SPLIT_RANGE", SPLIT_RANGE.to_string()),
-        ("SCHEDULE", schedule(k.mask(), &g).to_string()),
+        ("SCHEDULE", schedule(k.mask(), &g, k.list_entries())),
         ("MASK_BITS", mask_bits(k.mask(), &g)),
         ("MASK_APPLY", mask_apply(k.mask()).to_string()),
         (
@@ -355,10 +355,7 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
             values.push(("MASK_WORDS", g.mask_words_per_thread().to_string()));
             values.push(("MASK_THREADS", g.mask_threads().to_string()));
             if !g.shared_kv() {
-                values.push((
-                    "LIST_PARTIAL_ENTRY",
-                    row_block::list_partial_entry(k.dense_lists()).to_string(),
-                ));
+                values.push(("LISTS_DENSE", k.list_entries().dense_expr().to_string()));
             }
         }
     }
@@ -590,11 +587,15 @@ fn quad_leader_expr(map: &FragmentMap) -> String {
     format!("({} == 0)", map.thread_col_expr("lt"))
 }
 
-fn schedule(mode: MaskMode, g: &Geometry) -> &'static str {
+/// The schedule's text, after the run-time density check where the lists' entries need it.
+fn schedule(mode: MaskMode, g: &Geometry, entries: ListEntries) -> String {
     match mode {
-        MaskMode::Window | MaskMode::Documents => row_block::WINDOW,
-        MaskMode::Blocks if g.shared_kv() => row_block::SHARED_LISTS,
-        MaskMode::Blocks => row_block::LISTS,
+        MaskMode::Window | MaskMode::Documents => row_block::WINDOW.to_string(),
+        MaskMode::Blocks if g.shared_kv() => row_block::SHARED_LISTS.to_string(),
+        MaskMode::Blocks if entries == ListEntries::DenseAtRunTime => {
+            [LISTS_DENSE_AT_RUN_TIME, row_block::LISTS].concat()
+        }
+        MaskMode::Blocks => row_block::LISTS.to_string(),
     }
 }
 

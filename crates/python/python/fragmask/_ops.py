@@ -1559,6 +1559,7 @@ class AttentionPlan:
             self._dtype, self._device, self._bshd = dtype, device, layout == "bshd"
             handle, _, (ws_o, ws_lse), _, ws_lse_at = self._decode
             self.splits = handle.splits
+            self.kernel = None
             self._workspace = self._ws_ptrs = None
             if ws_o:
                 self._workspace = torch.empty(ws_lse_at + ws_lse, dtype=_f32, device=q.device)
@@ -1579,6 +1580,10 @@ class AttentionPlan:
         # The split tail, (tiles, splits) or None: the launch's last work tiles cut into
         # split-KV pieces (docs/architecture.md, "Split tail").
         self.tail = self._handle.tail
+        # The planned kernel's label: tile, dtype, head dim, mask mode and variants, such as
+        # "dense" or "dense-at-run-time" (docs/masks.md, "Dense tile lists"); None for the
+        # decode kernel's plan.
+        self.kernel = self._handle.kernel
         self._workspace = None
         self._decode = None
         if n_o:

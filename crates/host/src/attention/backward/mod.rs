@@ -228,6 +228,7 @@ impl DeviceTransposed {
         RawMaskLists {
             lists: self.lists.raw(stream).0,
             words: self.words.device_ptr(stream).0,
+            partial_count: 0,
         }
     }
 }

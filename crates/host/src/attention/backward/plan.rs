@@ -182,6 +182,12 @@ impl BackwardPlan {
         self.resolved.kernel.paired_keys()
     }
 
+    /// How the planned kernel gets its lists' entries (`BackwardKernel::with_list_entries`;
+    /// docs/masks.md, "Dense tile lists").
+    pub fn list_entries(&self) -> fragmask_kernels::attention::ListEntries {
+        self.resolved.kernel.list_entries()
+    }
+
     /// The dQ reduction of the planned kernel (runs that share a workspace's accumulator
     /// must use one).
     pub fn dq_reduce(&self) -> super::DqReduce {

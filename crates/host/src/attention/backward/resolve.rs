@@ -9,7 +9,7 @@ use cudarc::driver::{sys, CudaSlice, CudaStream, DeviceRepr};
 use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, BackwardParams, DQ_CHUNK_ROWS, ROWS_PER_BLOCK,
 };
-use fragmask_kernels::attention::{ConfigError, WINDOW_INFINITE};
+use fragmask_kernels::attention::{ConfigError, ListEntries, WINDOW_INFINITE};
 
 use super::super::{
     driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, RawTensor,
@@ -282,14 +282,18 @@ impl AttentionRunner {
         let grad_strides = opts.grad_strides.unwrap_or(contiguous);
         // Dense lists (docs/masks.md, "Dense tile lists"): both directions hold every tile
         // as partial, in order, so the kernel computes its entries instead of reading them.
-        let dense = match (host_mask, documents) {
-            (Some(m), None) => !paired && super::super::choice::backward_dense_lists(m),
-            _ => false,
+        // Transposed lists built on the GPU come with their partial-tile count, which the
+        // kernel checks when it runs.
+        let entries = match (mask, documents) {
+            (RawBackwardMask::Blocks(m, _, bwd), None) if !paired => {
+                super::super::choice::backward_list_entries(m, bwd.partial_count)
+            }
+            _ => ListEntries::Read,
         };
         let kernel = kernel
             .with_paired_keys(paired)
             .map_err(AttentionError::Config)?
-            .with_dense_lists(dense)
+            .with_list_entries(entries)
             .map_err(AttentionError::Config)?
             .with_strided_grads(grad_strides != contiguous);
         let dt = kernel.dtype();
@@ -384,6 +388,10 @@ impl AttentionRunner {
                     params.q_tile_offsets,
                 ] = bwd.lists.to_array();
                 params.q_words = bwd.words;
+                if kernel.list_entries() == ListEntries::DenseAtRunTime {
+                    (params.lists_partial_count, params.lists_tiles) =
+                        super::super::lists_count(m.lists(), bwd.partial_count);
+                }
             }
         }
         let mut ctas = kernel.n_ctas(shape.seqlen_k as u32);

@@ -5,7 +5,7 @@
 use fragmask_kernels::attention::backward::{
     BackwardKernel, BackwardMask, DqReduce, STEP_M, WIDE_STEP_M,
 };
-use fragmask_kernels::attention::{ActDtype, ConfigError};
+use fragmask_kernels::attention::{ActDtype, ConfigError, ListEntries};
 use fragmask_masks::{PackedMask, TransposedLists};
 
 use super::super::backward::{transposed_lists, BackwardOptions};
@@ -151,6 +151,22 @@ pub fn backward_documents<'a>(
 /// (`fragmask_masks::BlockLists::dense_partial`; docs/masks.md, "Dense tile lists").
 pub fn backward_dense_lists(mask: &PackedMask) -> bool {
     mask.lists().dense_partial() && mask.transposed().is_ok_and(|t| t.lists().dense_partial())
+}
+
+/// How a backward over `mask` gets its lists' entries (`BackwardKernel::with_list_entries`),
+/// where its kernel takes dense lists (a block mask, unpaired, not the documents grid):
+/// computed where the host's lists are dense ([`backward_dense_lists`]); computed where
+/// the count says so at run time for transposed lists built on the GPU that come with their
+/// partial-tile count (`partial_count`, `RawMaskLists::partial_count`, nonzero: a count of
+/// every tile makes both directions dense); read otherwise.
+pub fn backward_list_entries(mask: &PackedMask, partial_count: u64) -> ListEntries {
+    if backward_dense_lists(mask) {
+        ListEntries::Dense
+    } else if partial_count != 0 {
+        ListEntries::DenseAtRunTime
+    } else {
+        ListEntries::Read
+    }
 }
 
 /// Whether a call on a 64x64 mask's tile pairs its key blocks by default
@@ -660,10 +676,15 @@ mod tests {
         }
         assert!(!backward_dense_lists(&pack(&bytes)));
         let k = BackwardKernel::default_for(128, BackwardMask::ALL[2]).unwrap();
-        assert!(k.with_dense_lists(true).is_ok());
+        assert_eq!(backward_list_entries(&m, 0), ListEntries::Dense);
+        assert_eq!(backward_list_entries(&m, 64), ListEntries::Dense);
+        assert_eq!(backward_list_entries(&bare, 64), ListEntries::DenseAtRunTime);
+        assert_eq!(backward_list_entries(&bare, 0), ListEntries::Read);
+        assert!(k.with_list_entries(ListEntries::Dense).is_ok());
+        assert!(k.with_list_entries(ListEntries::DenseAtRunTime).is_ok());
         assert!(BackwardKernel::default_for(128, BackwardMask::Window)
             .unwrap()
-            .with_dense_lists(true)
+            .with_list_entries(ListEntries::Dense)
             .is_err());
     }
 

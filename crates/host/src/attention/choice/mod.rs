@@ -10,7 +10,9 @@
 //! ([`super::AttentionRunner::warm_up`], [`super::AttentionRunner::warm_up_backward`])
 //! compile what this module picks, so a warmed call never compiles.
 
-use fragmask_kernels::attention::{ActDtype, AttentionKernel, ConfigError, Geometry, MaskMode};
+use fragmask_kernels::attention::{
+    ActDtype, AttentionKernel, ConfigError, Geometry, ListEntries, MaskMode,
+};
 use fragmask_masks::{MaskSource, PackedMask, Region};
 
 use super::persistent::TileSteps;
@@ -256,12 +258,28 @@ pub fn call_kernel(
 /// before the one-block loop's later gains, uniform random lists ran 0.96 on the shared tile.)
 pub const SHARED_KV_MAX_LOAD_RATIO: f64 = 0.55;
 
-/// Whether a forward of `kernel` in `mode` over `mask` runs with dense tile lists
-/// ([`AttentionKernel::with_dense_lists`]): tile lists off the shared-K/V tile, over a mask
-/// whose lists hold every block of every row as partial, in order
-/// (`fragmask_masks::BlockLists::dense_partial`; docs/masks.md, "Dense tile lists").
-pub fn dense_lists(kernel: &AttentionKernel, mode: MaskMode, mask: &PackedMask) -> bool {
-    mode == MaskMode::Blocks && !kernel.geometry().shared_kv() && mask.lists().dense_partial()
+/// How a forward of `kernel` in `mode` over `mask` gets its lists' entries
+/// ([`AttentionKernel::with_list_entries`]; docs/masks.md, "Dense tile lists"), tile lists
+/// off the shared-K/V tile only: computed where the host's lists hold every block of every
+/// row as partial, in order (`fragmask_masks::BlockLists::dense_partial`); computed where
+/// the count says so at run time for lists built on the GPU that come with their
+/// partial-tile count (`partial_count`, [`crate::RawMaskLists::partial_count`], nonzero);
+/// read otherwise.
+pub fn list_entries(
+    kernel: &AttentionKernel,
+    mode: MaskMode,
+    mask: &PackedMask,
+    partial_count: u64,
+) -> ListEntries {
+    if mode != MaskMode::Blocks || kernel.geometry().shared_kv() {
+        ListEntries::Read
+    } else if mask.lists().dense_partial() {
+        ListEntries::Dense
+    } else if partial_count != 0 {
+        ListEntries::DenseAtRunTime
+    } else {
+        ListEntries::Read
+    }
 }
 
 /// The head dim at which the shared-K/V tile can be the default. At head dim 64 the
@@ -995,7 +1013,7 @@ mod tests {
     }
 
     #[test]
-    fn dense_lists_only_where_every_tile_is_partial_and_off_the_shared_tile() {
+    fn lists_are_dense_only_where_every_tile_is_partial_and_off_the_shared_tile() {
         // A 256 x 256 token mask with every 128 x 128 tile partial, then one tile full.
         let mut bytes: Vec<u8> = (0..256 * 256)
             .map(|i| ((i * 7919) % 3 == 0) as u8)
@@ -1003,8 +1021,13 @@ mod tests {
         let k128 = AttentionKernel::default_for(128, MaskMode::Blocks).unwrap();
         let dense = DenseMask::new(&bytes, &[256, 256]).unwrap();
         let m = pack_for_kernel(&dense, &Geometry::TILE_128X128).unwrap();
+        let dense_lists = |k: &AttentionKernel, mode, m: &PackedMask| {
+            list_entries(k, mode, m, 0) == ListEntries::Dense
+        };
         assert!(dense_lists(&k128, MaskMode::Blocks, &m));
         assert!(!dense_lists(&k128, MaskMode::Documents, &m));
+        // The host's dense lists need no count; lists with one check it at run time.
+        assert_eq!(list_entries(&k128, MaskMode::Blocks, &m, 64), ListEntries::Dense);
         let shared = AttentionKernel::default_for_geometry(
             Geometry::TILE_64X64_SHARED,
             128,
@@ -1013,17 +1036,26 @@ mod tests {
         .unwrap();
         let m64 = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();
         assert!(!dense_lists(&shared, MaskMode::Blocks, &m64));
+        assert_eq!(list_entries(&shared, MaskMode::Blocks, &m64, 64), ListEntries::Read);
         for q in 0..128 {
             bytes[q * 256..q * 256 + 128].fill(1);
         }
         let dense = DenseMask::new(&bytes, &[256, 256]).unwrap();
         let m = pack_for_kernel(&dense, &Geometry::TILE_128X128).unwrap();
         assert!(!dense_lists(&k128, MaskMode::Blocks, &m));
-        assert!(k128.with_dense_lists(true).is_ok());
-        assert!(shared.with_dense_lists(true).is_err());
-        assert!(AttentionKernel::default_for(128, MaskMode::Window)
-            .unwrap()
-            .with_dense_lists(true)
-            .is_err());
+        assert_eq!(list_entries(&k128, MaskMode::Blocks, &m, 0), ListEntries::Read);
+        assert_eq!(
+            list_entries(&k128, MaskMode::Blocks, &m, 64),
+            ListEntries::DenseAtRunTime
+        );
+        assert_eq!(list_entries(&k128, MaskMode::Window, &m, 64), ListEntries::Read);
+        for entries in [ListEntries::Dense, ListEntries::DenseAtRunTime] {
+            assert!(k128.with_list_entries(entries).is_ok());
+            assert!(shared.with_list_entries(entries).is_err());
+            assert!(AttentionKernel::default_for(128, MaskMode::Window)
+                .unwrap()
+                .with_list_entries(entries)
+                .is_err());
+        }
     }
 }

@@ -7,6 +7,7 @@ use static_assertions::const_assert;
 use super::{DQ_CHUNK_ROWS, ROW_PAD, STEP_M, WIDE_STEP_M};
 use crate::attention::ConfigError;
 use crate::family::dtype::ActDtype;
+use crate::family::schedule::ListEntries;
 use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS, SM_REGISTERS};
 
 /// What a consumer thread asks `setmaxnreg.inc` for (FlashAttention-3's 240).
@@ -116,7 +117,7 @@ pub struct BackwardKernel {
     group_slices: u32,
     paired_keys: bool,
     strided_grads: bool,
-    dense_lists: bool,
+    list_entries: ListEntries,
 }
 
 /// The most CTAs a GQA group's query heads are split over per key tile
@@ -257,7 +258,7 @@ impl BackwardKernel {
             dq_writer: false,
             group_slices: 1,
             strided_grads: false,
-            dense_lists: false,
+            list_entries: ListEntries::Read,
             paired_keys: false,
         }
         .with_stages(stages)
@@ -356,12 +357,15 @@ impl BackwardKernel {
             }
             // Dense tile lists on the 128x128 mask tile: the default, its dQ writer and the
             // deterministic mode (whose rank they compute too).
-            let lists = Self::default_for(d, SWEEP_MASKS[1])?.with_dense_lists(true)?;
-            push(lists);
-            if lists.dq_writer_fits() {
-                push(lists.with_dq_writer(true)?);
+            // Entries computed always, and where the GPU packer's count says so at run time.
+            for entries in [ListEntries::Dense, ListEntries::DenseAtRunTime] {
+                let lists = Self::default_for(d, SWEEP_MASKS[1])?.with_list_entries(entries)?;
+                push(lists);
+                if lists.dq_writer_fits() {
+                    push(lists.with_dq_writer(true)?);
+                }
+                push(lists.with_deterministic(true));
             }
-            push(lists.with_deterministic(true));
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
                 for mask in [BackwardMask::Window, SWEEP_MASKS[1]] {
@@ -880,7 +884,7 @@ impl BackwardKernel {
             + if self.step_m != STEP_M { " q128" } else { "" }
             + if self.dq_writer { " dqw" } else { "" }
             + if self.paired_keys { " paired" } else { "" }
-            + if self.dense_lists { " dense" } else { "" }
+            + self.list_entries.suffix()
             + if self.strided_grads {
                 " strided-grads"
             } else {
@@ -908,25 +912,30 @@ impl BackwardKernel {
         self.strided_grads
     }
 
-    /// Dense tile lists (docs/masks.md, "Dense tile lists"): every query block of every
-    /// transposed row partial, in order, its words at tile `row * m_blocks + block`, and
-    /// every key block of every forward row partial (the deterministic rank's row), which
-    /// the host checks (`fragmask_masks::BlockLists::dense_partial` on both): a step's query
-    /// block and words tile are computed and the lists not read. Block masks only, not with
-    /// paired key blocks.
-    pub fn with_dense_lists(mut self, dense: bool) -> Result<Self, ConfigError> {
-        if dense && (!matches!(self.mask, BackwardMask::Blocks { .. }) || self.paired_keys) {
+    /// How the transposed lists' partial entries and the deterministic rank are got
+    /// ([`ListEntries`]; docs/masks.md, "Dense tile lists"): read, computed for dense lists
+    /// (every query block of every transposed row partial, in order, its words at tile
+    /// `row * m_blocks + block`, and every key block of every forward row partial, the
+    /// deterministic rank's row, which the host checks with
+    /// `fragmask_masks::BlockLists::dense_partial` on both before it asks for
+    /// [`ListEntries::Dense`]), or computed where the GPU packer's partial-tile count says
+    /// so at run time (a count of every tile makes both directions dense). Other than
+    /// `Read`: block masks only, not with paired key blocks.
+    pub fn with_list_entries(mut self, entries: ListEntries) -> Result<Self, ConfigError> {
+        if entries != ListEntries::Read
+            && (!matches!(self.mask, BackwardMask::Blocks { .. }) || self.paired_keys)
+        {
             return Err(ConfigError::DenseLists(
                 "dense tile lists need a block mask without paired key blocks".into(),
             ));
         }
-        self.dense_lists = dense;
+        self.list_entries = entries;
         Ok(self)
     }
 
-    /// Whether the tile lists are dense ([`Self::with_dense_lists`]).
-    pub fn dense_lists(&self) -> bool {
-        self.dense_lists
+    /// How the tile lists' entries are got ([`Self::with_list_entries`]).
+    pub fn list_entries(&self) -> ListEntries {
+        self.list_entries
     }
 
     /// The CUDA source of the three kernels (header-free; sm_90a).

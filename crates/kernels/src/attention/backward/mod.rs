@@ -171,6 +171,10 @@ crate::abi_struct! {
         dkv_stride_h: I64("long long"),
         /// Element stride of dK and dV between rows.
         dkv_stride_s: I64("long long"),
+        /// Dense lists at run time (ListEntries::DenseAtRunTime): the GPU packer's i32 count of partial tiles of the transposed lists (null: read the lists; appended, the fields above keep their offsets).
+        lists_partial_count: Ptr("const int*"),
+        /// The tiles of the lists' grid ([Bm, Hm, Nb, Mb]): a count equal to it means dense lists, both directions.
+        lists_tiles: I32("int"),
     }
 }
 

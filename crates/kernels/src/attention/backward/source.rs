@@ -20,7 +20,7 @@ use crate::family::fragment::FragmentMap;
 use crate::family::mask;
 use crate::family::ptx::{self, wgmma_rs, wgmma_rs_k_major, wgmma_ss_name, wgmma_ss_trans};
 use crate::family::schedule::key_tile::{self, KeyGrid, KeyPlacement};
-use crate::family::schedule::WINDOW_INFINITE;
+use crate::family::schedule::{ListEntries, LISTS_DENSE_AT_RUN_TIME, WINDOW_INFINITE};
 use crate::family::smem::OperandTile;
 use crate::family::softmax;
 use crate::family::template::fill;
@@ -671,15 +671,16 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             values.push((
                 "SCHEDULE",
                 if k.paired_keys() {
-                    key_tile::PAIRED_LISTS
+                    key_tile::PAIRED_LISTS.to_string()
+                } else if k.list_entries() == ListEntries::DenseAtRunTime {
+                    [LISTS_DENSE_AT_RUN_TIME, key_tile::LISTS].concat()
                 } else {
-                    key_tile::LISTS
-                }
-                .to_string(),
+                    key_tile::LISTS.to_string()
+                },
             ));
             values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             if !k.paired_keys() {
-                values.extend(key_tile::list_values(k.dense_lists()));
+                values.extend(key_tile::list_values(k.list_entries()));
             }
             values.extend(mask::key_tile_word_values(st.values()).map_err(layout_err)?);
             values.push((

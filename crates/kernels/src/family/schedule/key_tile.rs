@@ -89,11 +89,10 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
 
 $WALK_RANK"#;
 
-/// [`LISTS`]' `$KEY_LISTS_DENSE`: 1 for dense lists
-/// ([`crate::attention::backward::BackwardKernel::with_dense_lists`]), whose entries are
-/// computed, not read.
-pub fn list_values(dense: bool) -> [(&'static str, String); 1] {
-    [("KEY_LISTS_DENSE", u8::from(dense).to_string())]
+/// [`LISTS`]' `$LISTS_DENSE` ([`super::ListEntries::dense_expr`]): nonzero where a step's
+/// entries and the deterministic rank are computed, not read.
+pub fn list_values(entries: super::ListEntries) -> [(&'static str, String); 1] {
+    [("LISTS_DENSE", entries.dense_expr().to_string())]
 }
 
 /// The window walk's deterministic rank on the whole sequence (`$WALK_RANK` of
@@ -267,6 +266,7 @@ struct fm_schedule {
     int num_partial;   // partial tiles of this key tile
     long long row;     // transposed list row (plane * mask_n_blocks + mask key tile)
     int n0;            // first key of the CTA
+    int dense;         // 1: dense lists, entries computed (family::schedule::ListEntries)
 };
 
 __device__ __forceinline__ int fm_plane(const fm_bwd_params& p, int batch, int head) {
@@ -289,6 +289,7 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_bwd_params& p, 
     s.row = (long long)fm_plane(p, batch, head) * p.mask_n_blocks + n_cta / FM_SUB;
     s.num_partial = __ldg(p.q_num_blocks + s.row);
     s.num_steps = (s.num_partial + __ldg(p.full_q_num_blocks + s.row)) * FM_HALVES;
+    s.dense = $LISTS_DENSE;
     return s;
 }
 
@@ -305,14 +306,13 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
     t.word = kk % FM_HALVES;
     const long long base = s.row * p.mask_m_blocks;
     if (e < s.num_partial) {
-#if $KEY_LISTS_DENSE
-        // Dense lists: entry e is query block e, its words tile base + e (no list read; the host checked).
-        t.m = e * FM_HALVES + t.word;
-        t.mask_tile = (int)(base + e);
-#else
-        t.m = __ldg(p.q_indices + base + e) * FM_HALVES + t.word;
-        t.mask_tile = __ldg(p.q_tile_offsets + base + e);
-#endif
+        if (s.dense) {   // dense lists: entry e is query block e, its words tile base + e (no list read)
+            t.m = e * FM_HALVES + t.word;
+            t.mask_tile = (int)(base + e);
+        } else {
+            t.m = __ldg(p.q_indices + base + e) * FM_HALVES + t.word;
+            t.mask_tile = __ldg(p.q_tile_offsets + base + e);
+        }
     } else {
         t.m = __ldg(p.full_q_indices + base + (e - s.num_partial)) * FM_HALVES + t.word;
         t.mask_tile = -1;
@@ -325,10 +325,8 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
 // ascending); this CTA's rank is the number of entries below its mask key tile, times FM_SUB, plus its sub-tile.
 // Called by a whole warp: lanes read the row 32 entries at a time (coalesced) and count with a ballot.
 __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, int head, int n_cta, int m) {
-#if $KEY_LISTS_DENSE
     // Dense lists: every forward row holds every key tile, so the entries below this CTA's are its tile's.
-    return n_cta;
-#else
+    if ($LISTS_DENSE) return n_cta;
     const long long row = (long long)fm_plane(p, batch, head) * p.mask_m_blocks + m / FM_HALVES;
     const int nb = n_cta / FM_SUB;
     const int lane = (int)(threadIdx.x % 32u);
@@ -343,7 +341,6 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, i
         below += __popc(__ballot_sync(0xffffffffu, lt));
     }
     return below * FM_SUB + n_cta % FM_SUB;
-#endif
 }
 "#;
 

@@ -17,6 +17,58 @@
 pub mod key_tile;
 pub mod row_block;
 
+/// How a tile-list schedule ([`row_block::LISTS`], [`key_tile::LISTS`]) gets a step's
+/// partial entries (docs/masks.md, "Dense tile lists").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ListEntries {
+    /// Read from the lists.
+    #[default]
+    Read,
+    /// Computed: every block of every row is partial, in order, its words at tile
+    /// `row * row_len + block`, which the host checked (`BlockLists::dense_partial` in
+    /// fragmask-masks).
+    Dense,
+    /// Computed where the lists' partial-tile count, read by each CTA from
+    /// `p.lists_partial_count`, equals `p.lists_tiles`; read otherwise. For lists built on
+    /// the GPU, whose packer numbers the partial tiles in row order, so that a count of
+    /// every tile means dense lists, and whose count the host has not read
+    /// ([`LISTS_DENSE_AT_RUN_TIME`]).
+    DenseAtRunTime,
+}
+
+impl ListEntries {
+    /// The schedules' `$LISTS_DENSE`: a C expression of `p`, nonzero where a step's
+    /// entries are computed.
+    pub fn dense_expr(self) -> &'static str {
+        match self {
+            ListEntries::Read => "0",
+            ListEntries::Dense => "1",
+            ListEntries::DenseAtRunTime => "fm_lists_dense_at_run_time(p)",
+        }
+    }
+
+    /// The kernel name's suffix (empty for [`ListEntries::Read`]).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            ListEntries::Read => "",
+            ListEntries::Dense => " dense",
+            ListEntries::DenseAtRunTime => " dense-at-run-time",
+        }
+    }
+}
+
+/// `fm_lists_dense_at_run_time(p)` ([`ListEntries::DenseAtRunTime`]), for the forward's and
+/// the backward's params alike: whether the GPU packer's partial-tile count equals the
+/// tiles of the grid (a null count: never).
+pub const LISTS_DENSE_AT_RUN_TIME: &str = r#"// ---- dense lists at run time (family::schedule::ListEntries::DenseAtRunTime; docs/masks.md, "Dense tile lists") ----
+// Lists built on the GPU number their partial tiles in row order: a count of every tile means every block of every
+// row is partial, in order, its words at tile row * row_len + block.
+template <typename Params>
+__device__ __forceinline__ int fm_lists_dense_at_run_time(const Params& p) {
+    return p.lists_partial_count != nullptr && __ldg(p.lists_partial_count) == p.lists_tiles;
+}
+"#;
+
 /// Window bounds at or above this are treated as unbounded.
 pub const WINDOW_INFINITE: i32 = 1 << 30;
 

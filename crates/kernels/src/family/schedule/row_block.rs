@@ -2,7 +2,7 @@
 //! `FM_STEP_BLOCKS` per step. Placeholders: `$WINDOW_INFINITE` ([`super::WINDOW_INFINITE`]),
 //! the window walk's `$WALK_*` ([`RowGrid::values`]),
 //! and for the lists `$MASK_THREADS`, `$MASK_WORDS` (the mask words' shape, in comments) and
-//! `$LIST_PARTIAL_ENTRY` ([`list_partial_entry`]).
+//! `$LISTS_DENSE` ([`super::ListEntries::dense_expr`]).
 //! Needs `fm_attn_params`, `FM_BLOCK_M`, `FM_BLOCK_N`, `FM_STEP_BLOCKS`.
 
 /// Window mode: the visited key blocks from the causal / sliding-window bounds, highest
@@ -209,6 +209,7 @@ struct fm_schedule {
     int num_partial;  // kv_num_blocks of this row
     int list_row;     // index of this (batch, head, m_block) in [Bm, Hm, Mb]
     int m0;           // first query row of the block
+    int dense;        // 1: dense lists, entries computed (family::schedule::ListEntries)
 };
 
 __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p, int batch, int head, int m_block) {
@@ -219,6 +220,7 @@ __device__ __forceinline__ fm_schedule fm_make_schedule(const fm_attn_params& p,
     s.num_partial = __ldg(p.kv_num_blocks + s.list_row);
     s.num_blocks = s.num_partial + __ldg(p.full_kv_num_blocks + s.list_row);
     s.num_tiles = (s.num_blocks + FM_STEP_BLOCKS - 1) / FM_STEP_BLOCKS;
+    s.dense = $LISTS_DENSE;
     return s;
 }
 
@@ -237,7 +239,13 @@ __device__ __forceinline__ fm_tile fm_tile_at(const fm_attn_params& p, const fm_
     for (int h = 0; h < FM_STEP_BLOCKS; ++h) {
         const int e = FM_STEP_BLOCKS * (s.kk0 + kk) + h;   // entry of the partial-then-full sequence
         if (e < s.num_partial) {
-$LIST_PARTIAL_ENTRY
+            if (s.dense) {   // dense lists: entry e is key block e, its words tile row + e (no list read)
+                t.n_block[h] = e;
+                t.mask_tile[h] = (int)(row + e);
+            } else {
+                t.n_block[h] = __ldg(p.kv_indices + row + e);
+                t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);
+            }
             t.partial = 1;
         } else if (e < s.num_blocks) {
             t.n_block[h] = __ldg(p.full_kv_indices + row + (e - s.num_partial));
@@ -253,21 +261,6 @@ $LIST_PARTIAL_ENTRY
     return t;
 }
 "#;
-
-/// [`LISTS`]' `$LIST_PARTIAL_ENTRY`: partial entry `e` of list row `row` (its key block and
-/// words tile) read from the lists, or, for dense lists
-/// ([`crate::attention::AttentionKernel::with_dense_lists`]), computed: every block of every
-/// row partial, in key order, words tile `row + e` (the host checked both lists).
-pub fn list_partial_entry(dense: bool) -> &'static str {
-    if dense {
-        "            // Dense lists: entry e is key block e, its words tile row + e (no list read; the host checked).\n\
-         \x20           t.n_block[h] = e;\n\
-         \x20           t.mask_tile[h] = (int)(row + e);"
-    } else {
-        "            t.n_block[h] = __ldg(p.kv_indices + row + e);\n\
-         \x20           t.mask_tile[h] = __ldg(p.kv_tile_offsets + row + e);"
-    }
-}
 
 /// How a forward CTA gets its work tiles (row block, head, batch): one from the launch grid
 /// ([`WORK_GRID`]), a list of them from the host's table ([`WORK_PERSISTENT`]), or one
