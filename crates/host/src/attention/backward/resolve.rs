@@ -283,10 +283,14 @@ impl AttentionRunner {
         // Dense lists (docs/masks.md, "Dense tile lists"): both directions hold every tile
         // as partial, in order, so the kernel computes its entries instead of reading them.
         // Transposed lists built on the GPU come with their partial-tile count, which the
-        // kernel checks when it runs.
+        // deterministic kernel checks when it runs.
         let entries = match (mask, documents) {
             (RawBackwardMask::Blocks(m, _, bwd), None) if !paired => {
-                super::super::choice::backward_list_entries(m, bwd.partial_count)
+                super::super::choice::backward_list_entries(
+                    m,
+                    bwd.partial_count,
+                    kernel.deterministic(),
+                )
             }
             _ => ListEntries::Read,
         };

@@ -155,14 +155,23 @@ pub fn backward_dense_lists(mask: &PackedMask) -> bool {
 
 /// How a backward over `mask` gets its lists' entries (`BackwardKernel::with_list_entries`),
 /// where its kernel takes dense lists (a block mask, unpaired, not the documents grid):
-/// computed where the host's lists are dense ([`backward_dense_lists`]); computed where
-/// the count says so at run time for transposed lists built on the GPU that come with their
-/// partial-tile count (`partial_count`, `RawMaskLists::partial_count`, nonzero: a count of
-/// every tile makes both directions dense); read otherwise.
-pub fn backward_list_entries(mask: &PackedMask, partial_count: u64) -> ListEntries {
+/// computed where the host's lists are dense ([`backward_dense_lists`]); in the
+/// deterministic mode, computed where the count says so at run time for transposed lists
+/// built on the GPU that come with their partial-tile count (`partial_count`,
+/// `RawMaskLists::partial_count`, nonzero: a count of every tile makes both directions
+/// dense); read otherwise. The run-time check pays only in the deterministic mode, whose
+/// rank it computes instead of counting the forward row every step: on one H200
+/// (`bench/results/session-2026-11-29g/call4/`, the Python op, S=16384, H=16, D=128) random
+/// 50% took 0.892 of the list-reading time deterministic, but 0.986 without, and top-k
+/// S/8 1.020 (its read path costs 14 more instructions per step).
+pub fn backward_list_entries(
+    mask: &PackedMask,
+    partial_count: u64,
+    deterministic: bool,
+) -> ListEntries {
     if backward_dense_lists(mask) {
         ListEntries::Dense
-    } else if partial_count != 0 {
+    } else if partial_count != 0 && deterministic {
         ListEntries::DenseAtRunTime
     } else {
         ListEntries::Read
@@ -676,10 +685,14 @@ mod tests {
         }
         assert!(!backward_dense_lists(&pack(&bytes)));
         let k = BackwardKernel::default_for(128, BackwardMask::ALL[2]).unwrap();
-        assert_eq!(backward_list_entries(&m, 0), ListEntries::Dense);
-        assert_eq!(backward_list_entries(&m, 64), ListEntries::Dense);
-        assert_eq!(backward_list_entries(&bare, 64), ListEntries::DenseAtRunTime);
-        assert_eq!(backward_list_entries(&bare, 0), ListEntries::Read);
+        for det in [false, true] {
+            assert_eq!(backward_list_entries(&m, 0, det), ListEntries::Dense);
+            assert_eq!(backward_list_entries(&m, 64, det), ListEntries::Dense);
+            assert_eq!(backward_list_entries(&bare, 0, det), ListEntries::Read);
+        }
+        // The run-time check: deterministic only.
+        assert_eq!(backward_list_entries(&bare, 64, true), ListEntries::DenseAtRunTime);
+        assert_eq!(backward_list_entries(&bare, 64, false), ListEntries::Read);
         assert!(k.with_list_entries(ListEntries::Dense).is_ok());
         assert!(k.with_list_entries(ListEntries::DenseAtRunTime).is_ok());
         assert!(BackwardKernel::default_for(128, BackwardMask::Window)

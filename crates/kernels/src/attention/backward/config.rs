@@ -357,15 +357,19 @@ impl BackwardKernel {
             }
             // Dense tile lists on the 128x128 mask tile: the default, its dQ writer and the
             // deterministic mode (whose rank they compute too).
-            // Entries computed always, and where the GPU packer's count says so at run time.
-            for entries in [ListEntries::Dense, ListEntries::DenseAtRunTime] {
-                let lists = Self::default_for(d, SWEEP_MASKS[1])?.with_list_entries(entries)?;
-                push(lists);
-                if lists.dq_writer_fits() {
-                    push(lists.with_dq_writer(true)?);
-                }
-                push(lists.with_deterministic(true));
+            let lists = Self::default_for(d, SWEEP_MASKS[1])?.with_list_entries(ListEntries::Dense)?;
+            push(lists);
+            if lists.dq_writer_fits() {
+                push(lists.with_dq_writer(true)?);
             }
+            push(lists.with_deterministic(true));
+            // Where the GPU packer's count says so at run time: the deterministic mode (the host's
+            // choice, choice::backward_list_entries).
+            push(
+                Self::default_for(d, SWEEP_MASKS[1])?
+                    .with_deterministic(true)
+                    .with_list_entries(ListEntries::DenseAtRunTime)?,
+            );
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
                 for mask in [BackwardMask::Window, SWEEP_MASKS[1]] {
