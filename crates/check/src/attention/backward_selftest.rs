@@ -1415,7 +1415,8 @@ pub fn run_case(
         && case.opts.step_m.is_none_or(|want| step_m == Some(want))
         && empty_row_errors == 0
         && nondeterministic_runs == 0
-        && (!case.lists_on_device || (entries == ListEntries::DenseAtRunTime) == case.opts.deterministic)
+        && (!case.lists_on_device
+            || (entries == ListEntries::DenseAtRunTime) == case.opts.deterministic)
         && rel_err.iter().all(|&e| e < GRAD_TOLERANCE);
     Ok(BackwardCaseResult {
         name: case.name.clone(),

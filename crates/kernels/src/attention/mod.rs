@@ -627,19 +627,25 @@ impl AttentionKernel {
     }
 
     /// The dense-list variants ([`Self::with_list_entries`]) the compile sweep covers: the
-    /// tile-list default of every head dim and the 64-token tile, with entries computed
-    /// always ([`ListEntries::Dense`]) and where the count says so
-    /// ([`ListEntries::DenseAtRunTime`]; with the split tail at head dim 64, which a mask
-    /// left on the GPU takes there).
+    /// tile-list default of every head dim and the 64-token tile with entries computed
+    /// ([`ListEntries::Dense`]), and where the count says so
+    /// ([`ListEntries::DenseAtRunTime`]) the defaults at head dims 64 (with its split tail,
+    /// which a mask left on the GPU takes there) and 256, where the host takes the check.
     pub fn dense_lists_sweep() -> Result<Vec<AttentionKernel>, ConfigError> {
         let mut kernels = Vec::new();
-        for entries in [ListEntries::Dense, ListEntries::DenseAtRunTime] {
-            for d in [64, 128, 256] {
-                kernels.push(Self::default_for(d, MaskMode::Blocks)?.with_list_entries(entries)?);
-            }
+        for d in [64, 128, 256] {
             kernels.push(
-                Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
-                    .with_list_entries(entries)?,
+                Self::default_for(d, MaskMode::Blocks)?.with_list_entries(ListEntries::Dense)?,
+            );
+        }
+        kernels.push(
+            Self::default_for_geometry(Geometry::TILE_64X64, 128, MaskMode::Blocks)?
+                .with_list_entries(ListEntries::Dense)?,
+        );
+        for d in [64, 256] {
+            kernels.push(
+                Self::default_for(d, MaskMode::Blocks)?
+                    .with_list_entries(ListEntries::DenseAtRunTime)?,
             );
         }
         kernels.push(
@@ -961,7 +967,7 @@ mod tests {
             (((13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8) + 3 * 8 + 4).next_multiple_of(8)
                 + 8
                 + 4)
-                .next_multiple_of(8)
+            .next_multiple_of(8)
         );
     }
 

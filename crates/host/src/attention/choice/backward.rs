@@ -691,7 +691,10 @@ mod tests {
             assert_eq!(backward_list_entries(&bare, 0, det), ListEntries::Read);
         }
         // The run-time check: deterministic only.
-        assert_eq!(backward_list_entries(&bare, 64, true), ListEntries::DenseAtRunTime);
+        assert_eq!(
+            backward_list_entries(&bare, 64, true),
+            ListEntries::DenseAtRunTime
+        );
         assert_eq!(backward_list_entries(&bare, 64, false), ListEntries::Read);
         assert!(k.with_list_entries(ListEntries::Dense).is_ok());
         assert!(k.with_list_entries(ListEntries::DenseAtRunTime).is_ok());

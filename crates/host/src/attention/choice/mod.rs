@@ -258,13 +258,22 @@ pub fn call_kernel(
 /// before the one-block loop's later gains, uniform random lists ran 0.96 on the shared tile.)
 pub const SHARED_KV_MAX_LOAD_RATIO: f64 = 0.55;
 
+/// The head dims at which a forward over lists built on the GPU checks their density when
+/// it runs ([`list_entries`]). Measured on one H200 through the Python op against the
+/// list-reading kernels (S=16384, H=16, 2 rounds, `bench/results/session-2026-11-29g/call6/`):
+/// head dim 64 random 50% 0.967; head dim 256 random 50% 0.968, top-k S/8 0.951,
+/// block-sparse 10% 0.986 (S=4096: 0.977); head dim 128 random 50% 0.999, top-k 1.002,
+/// random 10% 0.996, but block-sparse 10% 1.015 (S=4096: 1.013), whose partial steps pay the
+/// check's read path (8–21 more instructions per step) and gain nothing: head dim 128 reads.
+pub const RUN_TIME_DENSITY_HEAD_DIMS: [u32; 2] = [64, 256];
+
 /// How a forward of `kernel` in `mode` over `mask` gets its lists' entries
 /// ([`AttentionKernel::with_list_entries`]; docs/masks.md, "Dense tile lists"), tile lists
 /// off the shared-K/V tile only: computed where the host's lists hold every block of every
 /// row as partial, in order (`fragmask_masks::BlockLists::dense_partial`); computed where
 /// the count says so at run time for lists built on the GPU that come with their
-/// partial-tile count (`partial_count`, [`crate::RawMaskLists::partial_count`], nonzero);
-/// read otherwise.
+/// partial-tile count (`partial_count`, [`crate::RawMaskLists::partial_count`], nonzero), at
+/// the head dims where that paid ([`RUN_TIME_DENSITY_HEAD_DIMS`]); read otherwise.
 pub fn list_entries(
     kernel: &AttentionKernel,
     mode: MaskMode,
@@ -275,7 +284,7 @@ pub fn list_entries(
         ListEntries::Read
     } else if mask.lists().dense_partial() {
         ListEntries::Dense
-    } else if partial_count != 0 {
+    } else if partial_count != 0 && RUN_TIME_DENSITY_HEAD_DIMS.contains(&kernel.head_dim()) {
         ListEntries::DenseAtRunTime
     } else {
         ListEntries::Read
@@ -1027,7 +1036,10 @@ mod tests {
         assert!(dense_lists(&k128, MaskMode::Blocks, &m));
         assert!(!dense_lists(&k128, MaskMode::Documents, &m));
         // The host's dense lists need no count; lists with one check it at run time.
-        assert_eq!(list_entries(&k128, MaskMode::Blocks, &m, 64), ListEntries::Dense);
+        assert_eq!(
+            list_entries(&k128, MaskMode::Blocks, &m, 64),
+            ListEntries::Dense
+        );
         let shared = AttentionKernel::default_for_geometry(
             Geometry::TILE_64X64_SHARED,
             128,
@@ -1036,19 +1048,43 @@ mod tests {
         .unwrap();
         let m64 = pack_for_kernel(&dense, &Geometry::TILE_64X64).unwrap();
         assert!(!dense_lists(&shared, MaskMode::Blocks, &m64));
-        assert_eq!(list_entries(&shared, MaskMode::Blocks, &m64, 64), ListEntries::Read);
+        assert_eq!(
+            list_entries(&shared, MaskMode::Blocks, &m64, 64),
+            ListEntries::Read
+        );
         for q in 0..128 {
             bytes[q * 256..q * 256 + 128].fill(1);
         }
         let dense = DenseMask::new(&bytes, &[256, 256]).unwrap();
         let m = pack_for_kernel(&dense, &Geometry::TILE_128X128).unwrap();
         assert!(!dense_lists(&k128, MaskMode::Blocks, &m));
-        assert_eq!(list_entries(&k128, MaskMode::Blocks, &m, 0), ListEntries::Read);
+        assert_eq!(
+            list_entries(&k128, MaskMode::Blocks, &m, 0),
+            ListEntries::Read
+        );
+        // The run-time check where it paid: head dims 64 and 256, not 128.
         assert_eq!(
             list_entries(&k128, MaskMode::Blocks, &m, 64),
-            ListEntries::DenseAtRunTime
+            ListEntries::Read
         );
-        assert_eq!(list_entries(&k128, MaskMode::Window, &m, 64), ListEntries::Read);
+        // Keys 128.. masked for every query: an empty tile at every tile width.
+        for q in 0..256 {
+            bytes[q * 256 + 128..q * 256 + 256].fill(0);
+        }
+        let sparse = DenseMask::new(&bytes, &[256, 256]).unwrap();
+        for d in RUN_TIME_DENSITY_HEAD_DIMS {
+            let k = AttentionKernel::default_for(d, MaskMode::Blocks).unwrap();
+            let m = pack_for_kernel(&sparse, &k.geometry()).unwrap();
+            assert_eq!(
+                list_entries(&k, MaskMode::Blocks, &m, 64),
+                ListEntries::DenseAtRunTime
+            );
+            assert_eq!(list_entries(&k, MaskMode::Blocks, &m, 0), ListEntries::Read);
+            assert_eq!(
+                list_entries(&k, MaskMode::Window, &m, 64),
+                ListEntries::Read
+            );
+        }
         for entries in [ListEntries::Dense, ListEntries::DenseAtRunTime] {
             assert!(k128.with_list_entries(entries).is_ok());
             assert!(shared.with_list_entries(entries).is_err());

@@ -357,7 +357,8 @@ impl BackwardKernel {
             }
             // Dense tile lists on the 128x128 mask tile: the default, its dQ writer and the
             // deterministic mode (whose rank they compute too).
-            let lists = Self::default_for(d, SWEEP_MASKS[1])?.with_list_entries(ListEntries::Dense)?;
+            let lists =
+                Self::default_for(d, SWEEP_MASKS[1])?.with_list_entries(ListEntries::Dense)?;
             push(lists);
             if lists.dq_writer_fits() {
                 push(lists.with_dq_writer(true)?);
