@@ -388,12 +388,12 @@ class Mask:
         asked for, which waits for the packer. ``to("cpu")`` reads them back explicitly;
         until then ``attention`` plans with the lists on the device only, so at
         ``block=(64, 64)`` it runs without the forward's shared K/V and the backward's
-        paired key blocks, whose tables are built from host lists, and a mask with no
-        empty and no full tile keeps reading its lists where a host-checked one runs
-        with dense tile lists (docs/masks.md, "Dense tile lists": random 50% at
-        S=16384 on an H200, forward at head dim 64 0.97x and the deterministic backward
-        0.84x read back; split-KV and the split tail assume every key block visited);
-        read back, it plans
+        paired key blocks, whose tables are built from host lists, and the backward
+        without its largest-first tile order; a mask with no empty and no full tile gets
+        dense tile lists where the kernel finds so in the packer's count when it runs (the
+        forward at head dims 64 and 256 and the deterministic backward; docs/masks.md,
+        "Dense lists checked at run time"), and reads its lists elsewhere; split-KV and
+        the split tail assume every key block visited. Read back, it plans
         the mask as a host-packed one (``m = Mask.from_dense(cuda_mask, block=(64, 64),
         transposed=True).to("cpu")``: one wait for the packer). The GPU packer writes
         ``"fragment-native"`` words; another encoding packs a host copy on the CPU.
