@@ -421,7 +421,10 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
                 }
                 _ => registered,
             };
-            RawMask::Blocks(&packed, with_partial_count(id, RawMaskLists::from_array(ptrs)))
+            RawMask::Blocks(
+                &packed,
+                with_partial_count(id, RawMaskLists::from_array(ptrs)),
+            )
         }
         (_, None) => {
             return Err(PyValueError::new_err(

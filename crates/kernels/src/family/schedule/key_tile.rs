@@ -104,7 +104,7 @@ const WINDOW_RANK: &str = r#"// Deterministic order: this CTA's rank among the k
 // higher tiles, which fm_cta_of_block launches first, so it never waits for a CTA that is not yet running.
 // Its mirror in the host's tests (choice::deterministic, with the walk's) is property-tested: every step's ranks count
 // 0, 1, .. in arrival order.
-__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int, int, int n_cta, int m) {
+__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, const fm_schedule&, int, int, int n_cta, int m) {
     const long long i1 = min((long long)m * FM_STEP_M + FM_STEP_M - 1, (long long)p.seqlen_q - 1);
     const long long last_key = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1
                                                                    : min((long long)p.seqlen_k - 1, i1 + p.diag_offset + p.window_right);
@@ -324,9 +324,11 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
 // Deterministic order: the key tiles visiting step m are the entries of its forward row (partial and full, each
 // ascending); this CTA's rank is the number of entries below its mask key tile, times FM_SUB, plus its sub-tile.
 // Called by a whole warp: lanes read the row 32 entries at a time (coalesced) and count with a ballot.
-__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, int batch, int head, int n_cta, int m) {
-    // Dense lists: every forward row holds every key tile, so the entries below this CTA's are its tile's.
-    if ($LISTS_DENSE) return n_cta;
+__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, const fm_schedule& s, int batch, int head,
+                                            int n_cta, int m) {
+    // Dense lists: every forward row holds every key tile, so the entries below this CTA's are its tile's. (The
+    // schedule's flag: a run-time check read once per CTA, not before every step's count.)
+    if (s.dense) return n_cta;
     const long long row = (long long)fm_plane(p, batch, head) * p.mask_m_blocks + m / FM_HALVES;
     const int nb = n_cta / FM_SUB;
     const int lane = (int)(threadIdx.x % 32u);
