@@ -89,10 +89,20 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
 
 $WALK_RANK"#;
 
-/// [`LISTS`]' `$LISTS_DENSE` ([`super::ListEntries::dense_expr`]): nonzero where a step's
-/// entries and the deterministic rank are computed, not read.
-pub fn list_values(entries: super::ListEntries) -> [(&'static str, String); 1] {
-    [("LISTS_DENSE", entries.dense_expr().to_string())]
+/// [`LISTS`]' `$LISTS_DENSE` ([`super::ListEntries::dense_expr`]): nonzero where the
+/// deterministic rank is computed, not counted; and `$LISTS_ENTRIES_COMPUTED`: 1 where a
+/// step's entries are computed, not read, which only [`super::ListEntries::Dense`] does. The
+/// run-time check computes the rank alone: a branch per step on the entries cost its read
+/// path (lists not dense) 3% of a deterministic call, and computing them gains about 1%
+/// (docs/masks.md, "Dense lists checked at run time").
+pub fn list_values(entries: super::ListEntries) -> [(&'static str, String); 2] {
+    [
+        ("LISTS_DENSE", entries.dense_expr().to_string()),
+        (
+            "LISTS_ENTRIES_COMPUTED",
+            u8::from(entries == super::ListEntries::Dense).to_string(),
+        ),
+    ]
 }
 
 /// The window walk's deterministic rank on the whole sequence (`$WALK_RANK` of
@@ -266,7 +276,7 @@ struct fm_schedule {
     int num_partial;   // partial tiles of this key tile
     long long row;     // transposed list row (plane * mask_n_blocks + mask key tile)
     int n0;            // first key of the CTA
-    int dense;         // 1: dense lists, entries computed (family::schedule::ListEntries)
+    int dense;         // 1: dense lists, the deterministic rank computed (family::schedule::ListEntries)
 };
 
 __device__ __forceinline__ int fm_plane(const fm_bwd_params& p, int batch, int head) {
@@ -306,7 +316,7 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
     t.word = kk % FM_HALVES;
     const long long base = s.row * p.mask_m_blocks;
     if (e < s.num_partial) {
-        if (s.dense) {   // dense lists: entry e is query block e, its words tile base + e (no list read)
+        if ($LISTS_ENTRIES_COMPUTED) {   // dense lists: entry e is query block e, its words tile base + e (no list read)
             t.m = e * FM_HALVES + t.word;
             t.mask_tile = (int)(base + e);
         } else {

@@ -32,7 +32,8 @@ pub enum ListEntries {
     /// `p.lists_partial_count`, equals `p.lists_tiles`; read otherwise. For lists built on
     /// the GPU, whose packer numbers the partial tiles in row order, so that a count of
     /// every tile means dense lists, and whose count the host has not read
-    /// ([`LISTS_DENSE_AT_RUN_TIME`]).
+    /// ([`LISTS_DENSE_AT_RUN_TIME`]). In the backward only the deterministic rank is
+    /// computed so; the entries are read ([`key_tile::list_values`]).
     DenseAtRunTime,
 }
 
