@@ -680,7 +680,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             ));
             values.push(("MASK_APPLY", mask::KEY_TILE_WORDS.to_string()));
             if !k.paired_keys() {
-                values.extend(key_tile::list_values(k.list_entries()));
+                values.extend(key_tile::list_values(k.list_entries(), k.deterministic()));
             }
             values.extend(mask::key_tile_word_values(st.values()).map_err(layout_err)?);
             values.push((
