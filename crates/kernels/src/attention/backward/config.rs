@@ -924,8 +924,10 @@ impl BackwardKernel {
     /// deterministic rank's row, which the host checks with
     /// `fragmask_masks::BlockLists::dense_partial` on both before it asks for
     /// [`ListEntries::Dense`]), or computed where the GPU packer's partial-tile count says
-    /// so at run time (a count of every tile makes both directions dense). Other than
-    /// `Read`: block masks only, not with paired key blocks.
+    /// so at run time (a count of every tile makes both directions dense). The deterministic
+    /// mode computes only the rank and reads the entries, and the run-time check decides only
+    /// the rank (`key_tile::list_values`). Other than `Read`: block masks only, not with
+    /// paired key blocks.
     pub fn with_list_entries(mut self, entries: ListEntries) -> Result<Self, ConfigError> {
         if entries != ListEntries::Read
             && (!matches!(self.mask, BackwardMask::Blocks { .. }) || self.paired_keys)
