@@ -11,35 +11,12 @@ use fragmask_host::attention::choice::call_kernel;
 use fragmask_host::attention::splits::max_steps_of_mask;
 use fragmask_host::attention::{split_plan_steps, AttentionOptions, AttentionShape};
 use fragmask_kernels::attention::{Geometry, MaskMode};
-use fragmask_masks::{BlockLists, DenseMask, ListDirection, PackedMask};
+use fragmask_masks::{DenseMask, PackedMask};
 use proptest::prelude::*;
 
 /// The placeholder a GPU pack registers: `mask`'s geometry, no partial and no full tile.
 fn placeholder(mask: &PackedMask) -> PackedMask {
-    let lists = mask.lists();
-    let (rows, nb) = (lists.rows(), lists.row_len());
-    let tiles = rows * nb;
-    let empty = BlockLists::new(
-        ListDirection::Forward,
-        rows,
-        nb,
-        [
-            vec![0; rows],
-            vec![0; tiles],
-            vec![0; rows],
-            vec![0; tiles],
-            vec![-1; tiles],
-        ],
-    )
-    .unwrap();
-    PackedMask::from_parts(
-        mask.accumulator(),
-        mask.encoding(),
-        mask.shape(),
-        empty,
-        Vec::new(),
-    )
-    .unwrap()
+    PackedMask::geometry_only(mask.accumulator(), mask.encoding(), mask.shape()).unwrap()
 }
 
 proptest! {

@@ -888,23 +888,7 @@ pub(crate) fn geometry(shape: MaskShape, acc: &TiledAccumulator) -> PyResult<Arc
     if let Some(m) = cache.get(&key) {
         return Ok(m.clone());
     }
-    let grid = fragmask_masks::TileGrid::new(shape, acc);
-    let rows = shape.batch * shape.heads * grid.m_blocks;
-    let tiles = rows * grid.n_blocks;
-    let lists = BlockLists::new(
-        ListDirection::Forward,
-        rows,
-        grid.n_blocks,
-        [
-            vec![0; rows],
-            vec![0; tiles],
-            vec![0; rows],
-            vec![0; tiles],
-            vec![-1; tiles],
-        ],
-    )
-    .map_err(|e| crate::raise("mask", e))?;
-    let empty = PackedMask::from_parts(acc, KERNEL_ENCODING, shape, lists, Vec::new())
+    let empty = PackedMask::geometry_only(acc, KERNEL_ENCODING, shape)
         .map(Arc::new)
         .map_err(|e| crate::raise("mask", e))?;
     if cache.len() >= 64 {

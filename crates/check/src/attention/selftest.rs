@@ -976,32 +976,10 @@ pub fn run_case(
 }
 
 /// What the host holds of a mask packed on the GPU and left there: `mask`'s geometry
-/// (shape, tile, encoding) with no partial or full tile (the Python extension's
-/// placeholder).
+/// with no tile (`PackedMask::geometry_only`, the Python extension's placeholder).
 pub fn geometry_only(mask: &PackedMask) -> Result<PackedMask, AttentionError> {
-    let lists = mask.lists();
-    let (rows, tiles) = (lists.rows(), lists.rows() * lists.row_len());
-    let empty = fragmask_masks::BlockLists::new(
-        fragmask_masks::ListDirection::Forward,
-        rows,
-        lists.row_len(),
-        [
-            vec![0; rows],
-            vec![0; tiles],
-            vec![0; rows],
-            vec![0; tiles],
-            vec![-1; tiles],
-        ],
-    )
-    .map_err(AttentionError::Masks)?;
-    PackedMask::from_parts(
-        mask.accumulator(),
-        mask.encoding(),
-        mask.shape(),
-        empty,
-        Vec::new(),
-    )
-    .map_err(AttentionError::Masks)
+    PackedMask::geometry_only(mask.accumulator(), mask.encoding(), mask.shape())
+        .map_err(AttentionError::Masks)
 }
 
 /// Packs documents of `lengths` (causal or full within each) from the document-id

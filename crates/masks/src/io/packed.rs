@@ -683,6 +683,27 @@ impl PackedMask {
             documents: None,
         })
     }
+
+    /// The mask of `shape` for `acc` and `encoding` with no partial and no full tile: the
+    /// geometry alone, which is what a host holds of a mask packed on a GPU and left there
+    /// (docs/masks.md, "Dense lists checked at run time").
+    pub fn geometry_only(
+        acc: &TiledAccumulator,
+        encoding: Encoding,
+        shape: MaskShape,
+    ) -> Result<PackedMask, MaskError> {
+        let grid = TileGrid::new(shape, acc);
+        let rows = shape
+            .batch
+            .checked_mul(shape.heads)
+            .and_then(|n| n.checked_mul(grid.m_blocks))
+            .ok_or_else(|| MaskError::Overflow {
+                what: "tile list rows (B * H * m_blocks)",
+                detail: format!("{shape:?}"),
+            })?;
+        let lists = BlockLists::empty(ListDirection::Forward, rows, grid.n_blocks)?;
+        Self::from_parts(acc, encoding, shape, lists, Vec::new())
+    }
 }
 
 /// The `doc_starts` tensor: int32 `[documents + 1]`, checked by [`Documents::new`].
