@@ -143,6 +143,55 @@ mod tests {
     }
 
     #[test]
+    fn only_the_run_time_variants_read_the_count_and_the_deterministic_mode_reads_its_entries() {
+        use crate::attention::backward::{BackwardKernel, BackwardMask};
+        use crate::attention::{AttentionKernel, MaskMode};
+        let check = "fm_lists_dense_at_run_time(p)";
+        for d in [64, 128, 256] {
+            let k = AttentionKernel::default_for(d, MaskMode::Blocks).unwrap();
+            for entries in [
+                ListEntries::Read,
+                ListEntries::Dense,
+                ListEntries::DenseAtRunTime,
+            ] {
+                let src = k.with_list_entries(entries).unwrap().source().unwrap();
+                assert_eq!(
+                    src.contains(check),
+                    entries == ListEntries::DenseAtRunTime,
+                    "d{d}"
+                );
+                assert_eq!(src.contains("s.dense = 1;"), entries == ListEntries::Dense);
+            }
+        }
+        // The backward computes its entries only for host-checked dense lists outside the
+        // deterministic mode; the deterministic mode and the run-time check the rank alone.
+        let mask = BackwardMask::Blocks {
+            block_m: 128,
+            block_n: 128,
+        };
+        for det in [false, true] {
+            for entries in [
+                ListEntries::Read,
+                ListEntries::Dense,
+                ListEntries::DenseAtRunTime,
+            ] {
+                let values = key_tile::list_values(entries, det);
+                assert_eq!(values[0].1, entries.dense_expr());
+                let computed = entries == ListEntries::Dense && !det;
+                assert_eq!(values[1].1, u8::from(computed).to_string());
+                let k = BackwardKernel::default_for(128, mask)
+                    .unwrap()
+                    .with_deterministic(det)
+                    .with_list_entries(entries)
+                    .unwrap();
+                let src = k.source().unwrap();
+                assert_eq!(src.contains(check), entries == ListEntries::DenseAtRunTime);
+                assert_eq!(src.contains("if (1) {   // dense lists"), computed);
+            }
+        }
+    }
+
+    #[test]
     fn the_window_walk_is_the_call_s_or_a_document_s() {
         use crate::family::template::fill;
         use row_block::RowGrid;
