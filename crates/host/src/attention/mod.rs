@@ -978,16 +978,25 @@ fn blocks_params(
 }
 
 /// The run-time density check's params (`lists_partial_count`, `lists_tiles`;
-/// `ListEntries::DenseAtRunTime`): the GPU packer's count at `partial_count` and the tiles
-/// of `lists`' grid (rows × listed blocks; the same in both directions), or -1 where they do
-/// not fit the packer's i32 count, which no count then equals.
-pub(crate) fn lists_count(lists: &fragmask_masks::BlockLists, partial_count: u64) -> (u64, i32) {
+/// `ListEntries::DenseAtRunTime`): the GPU packer's count at `partial_count` (an i32, so
+/// 4-byte aligned, else an error) and the tiles of `lists`' grid (rows × listed blocks; the
+/// same in both directions), or -1 where they do not fit the packer's i32 count, which no
+/// count then equals.
+pub(crate) fn lists_count(
+    lists: &fragmask_masks::BlockLists,
+    partial_count: u64,
+) -> Result<(u64, i32), AttentionError> {
+    if partial_count % 4 != 0 {
+        return Err(AttentionError::Mask(format!(
+            "the lists' partial-tile count at {partial_count:#x} is not 4-byte aligned"
+        )));
+    }
     let tiles = lists
         .rows()
         .checked_mul(lists.row_len())
         .and_then(|t| i32::try_from(t).ok())
         .unwrap_or(-1);
-    (partial_count, tiles)
+    Ok((partial_count, tiles))
 }
 
 /// A bf16 tensor owned elsewhere (by torch, say): its device address, logical shape
@@ -1099,6 +1108,17 @@ mod raw_tests {
                 "{strides:?}: {err:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_run_time_check_takes_an_aligned_count_and_the_grid_s_tiles() {
+        let acc = fragmask_masks::TiledAccumulator::new(128, 128, 2, false).unwrap();
+        let shape = fragmask_masks::MaskShape::new(1, 2, 300, 700).unwrap();
+        let geometry = PackedMask::geometry_only(&acc, blockmask::KERNEL_ENCODING, shape).unwrap();
+        // 2 heads x 3 row blocks x 6 key blocks.
+        assert_eq!(lists_count(geometry.lists(), 0x1000).unwrap(), (0x1000, 36));
+        let e = lists_count(geometry.lists(), 0x1002).unwrap_err();
+        assert!(e.to_string().contains("not 4-byte aligned"), "{e}");
     }
 
     #[test]

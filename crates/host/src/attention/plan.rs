@@ -179,7 +179,7 @@ impl AttentionRunner {
                 blocks_params(&mut params, host, *lists, &shape)?;
                 if kernel.list_entries() == ListEntries::DenseAtRunTime {
                     (params.lists_partial_count, params.lists_tiles) =
-                        super::lists_count(host.lists(), lists.partial_count);
+                        super::lists_count(host.lists(), lists.partial_count)?;
                 }
                 if mode == MaskMode::Documents {
                     doc_items = Some(self.documents_params(&mut params, host, &kernel)?);

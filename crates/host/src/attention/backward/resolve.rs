@@ -394,7 +394,7 @@ impl AttentionRunner {
                 params.q_words = bwd.words;
                 if kernel.list_entries() == ListEntries::DenseAtRunTime {
                     (params.lists_partial_count, params.lists_tiles) =
-                        super::super::lists_count(m.lists(), bwd.partial_count);
+                        super::super::lists_count(m.lists(), bwd.partial_count)?;
                 }
             }
         }
