@@ -13,7 +13,7 @@
 //! it (not deterministic, not the raw-pointer launch of the fp16 cases, which run the
 //! tile lists of the same mask).
 //! Cases with `lists_on_device` plan the mask as a GPU pack left on the device is planned
-//! (the host holds its geometry only, `selftest::geometry_only` with empty transposed lists,
+//! (the host holds its geometry only, `selftest::left_on_device` with empty transposed lists,
 //! and the transposed lists come with their partial-tile count on the device) and fail unless
 //! the deterministic kernel, and only it, checks the lists' density when it runs
 //! (`ListEntries::DenseAtRunTime`).
@@ -1204,17 +1204,11 @@ pub fn run_case(
     // A mask left on the GPU: its geometry on the host, the count on the device.
     let on_device = match (&host_mask, case.lists_on_device) {
         (Some(m), true) => {
-            let mut geometry = super::selftest::geometry_only(m)?;
+            let (mut geometry, count) = super::selftest::left_on_device(stream, m, &case.name)?;
             let backward = *m.transposed().map_err(AttentionError::Masks)?.accumulator();
             geometry
                 .add_transposed(&backward, &PackOptions::default())
                 .map_err(AttentionError::Masks)?;
-            let partial = i32::try_from(m.partial_tiles()).map_err(|_| {
-                AttentionError::Shape(format!("{}: too many partial tiles", case.name))
-            })?;
-            let count = stream
-                .clone_htod(&[partial])
-                .map_err(driver("uploading the partial-tile count"))?;
             Some((geometry, count))
         }
         _ => None,

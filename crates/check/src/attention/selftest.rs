@@ -15,7 +15,7 @@
 //! reference reads the same packed mask the kernel gets.
 //!
 //! Cases with `AttentionOptions::mask_on_device_only` plan the mask as a GPU pack left on
-//! the device is planned: the host holds its geometry only ([`geometry_only`]), and the
+//! the device is planned ([`left_on_device`]): the host holds its geometry only, and the
 //! lists come with their partial-tile count on the device (`RawMaskLists::partial_count`),
 //! so that the kernel checks their density when it runs; such a case fails unless the
 //! kernel took that check (`ListEntries::DenseAtRunTime`) exactly at the head dims where the
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use fragmask_masks::{DocumentIds, MaskShape, Predicate as DocPredicate, PredicateMask};
 
-use fragmask_host::cudarc::driver::DevicePtr;
+use fragmask_host::cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use fragmask_kernels::attention::{ActDtype, Geometry, ListEntries, MaskMode};
 
 use fragmask_host::attention::blockmask::{pack_for_kernel, FnMask};
@@ -815,26 +815,11 @@ pub fn run_case(
     };
     let mode;
     let ran_persistent;
-    // The run-time density check's count: a GPU packer's (its partial tiles) on the device.
     let mut entries = ListEntries::Read;
-    let placeholder = match (&host_mask, case.opts.mask_on_device_only) {
-        (Some(m), true) => Some(geometry_only(m)?),
+    // A mask left on the GPU: its geometry on the host, the count on the device.
+    let on_device = match (&host_mask, case.opts.mask_on_device_only) {
+        (Some(m), true) => Some(left_on_device(runner.stream(), m, &case.name)?),
         _ => None,
-    };
-    let partial_count = match &placeholder {
-        Some(_) => {
-            let partial = host_mask.as_ref().map_or(0, |m| m.partial_tiles());
-            let count = i32::try_from(partial).map_err(|_| {
-                AttentionError::Shape(format!("{}: {partial} partial tiles", case.name))
-            })?;
-            Some(
-                runner
-                    .stream()
-                    .clone_htod(&[count])
-                    .map_err(driver("uploading the partial-tile count"))?,
-            )
-        }
-        None => None,
     };
 
     let mut out = runner.alloc_output(&s)?;
@@ -846,21 +831,21 @@ pub fn run_case(
     stream
         .memcpy_htod(&vec![f32::NAN; out.lse.len()], &mut out.lse)
         .map_err(d_err("poisoning lse"))?;
-    if fp16 || case.opts.out_strides.is_some() || placeholder.is_some() {
+    if fp16 || case.opts.out_strides.is_some() || on_device.is_some() {
         // fp16 runs through a plan over raw addresses (the typed DeviceTensor API is
         // bf16), unsplit unless the case asks for splits; so does O in other strides (the
         // plan path a Python layout="bshd" call takes; the CLI's --out-layout checks prepare's).
         let raw = |t: &fragmask_host::attention::DeviceTensor<u16>| {
             RawTensor::contiguous(t.data.device_ptr(stream).0, t.shape)
         };
-        let raw_mask = match (&mask, &device_mask, &placeholder, &partial_count) {
+        let raw_mask = match (&mask, &device_mask, &on_device) {
             (Mask::Window(w), ..) => RawMask::Window(*w),
-            (_, Some(m), Some(geometry), Some(count)) => RawMask::Blocks(
+            (_, Some(m), Some((geometry, count))) => RawMask::Blocks(
                 geometry,
                 m.device_lists(stream)
                     .with_partial_count(count.device_ptr(stream).0),
             ),
-            (_, Some(m), ..) => RawMask::Blocks(&m.host, m.device_lists(stream)),
+            (_, Some(m), None) => RawMask::Blocks(&m.host, m.device_lists(stream)),
             _ => unreachable!("blocks case always has a device mask"),
         };
         let opts = AttentionOptions {
@@ -959,7 +944,7 @@ pub fn run_case(
         && lse_err < 2e-2
         && (case.mask.mode() != MaskMode::Documents || mode == MaskMode::Documents)
         && (case.opts.persistent != Some(true) || ran_persistent)
-        && (placeholder.is_none()
+        && (on_device.is_none()
             || (entries == ListEntries::DenseAtRunTime)
                 == RUN_TIME_DENSITY_HEAD_DIMS.contains(&(s.head_dim as u32)));
     Ok(CaseResult {
@@ -975,11 +960,23 @@ pub fn run_case(
     })
 }
 
-/// What the host holds of a mask packed on the GPU and left there: `mask`'s geometry
-/// with no tile (`PackedMask::geometry_only`, the Python extension's placeholder).
-pub fn geometry_only(mask: &PackedMask) -> Result<PackedMask, AttentionError> {
-    PackedMask::geometry_only(mask.accumulator(), mask.encoding(), mask.shape())
-        .map_err(AttentionError::Masks)
+/// `mask` as a GPU pack left on the device is planned: what the host holds of it, its
+/// geometry with no tile (`PackedMask::geometry_only`, the Python extension's placeholder),
+/// and its partial-tile count uploaded as the GPU packer leaves it (`RawMaskLists::partial_count`).
+pub fn left_on_device(
+    stream: &Arc<CudaStream>,
+    mask: &PackedMask,
+    name: &str,
+) -> Result<(PackedMask, CudaSlice<i32>), AttentionError> {
+    let geometry = PackedMask::geometry_only(mask.accumulator(), mask.encoding(), mask.shape())
+        .map_err(AttentionError::Masks)?;
+    let partial = mask.partial_tiles();
+    let count = i32::try_from(partial)
+        .map_err(|_| AttentionError::Shape(format!("{name}: {partial} partial tiles")))?;
+    let count = stream
+        .clone_htod(&[count])
+        .map_err(driver("uploading the partial-tile count"))?;
+    Ok((geometry, count))
 }
 
 /// Packs documents of `lengths` (causal or full within each) from the document-id

@@ -160,10 +160,11 @@ pub fn backward_dense_lists(mask: &PackedMask) -> bool {
 /// built on the GPU that come with their partial-tile count (`partial_count`,
 /// `RawMaskLists::partial_count`, nonzero: a count of every tile makes both directions
 /// dense); read otherwise. The run-time check pays only in the deterministic mode, whose
-/// rank it computes instead of counting the forward row every step: on one H200
-/// (`bench/results/session-2026-11-29g/call4/`, the Python op, S=16384, H=16, D=128) random
-/// 50% took 0.892 of the list-reading time deterministic, but 0.986 without, and top-k
-/// S/8 1.020 (its read path costs 14 more instructions per step).
+/// rank it computes instead of counting the forward row every step: on one H200 (the Python
+/// op, S=16384, H=16, D=128) random 50% deterministic took 11.6 against 14.9 ms
+/// (`bench/results/session-2026-11-29g/call9/`), block-sparse 10% 0.998 of the read-back
+/// mask's time; without determinism random 50% 0.986 and top-k S/8 1.020 (`call4/`: the
+/// entries' branch costs 14 instructions per step).
 pub fn backward_list_entries(
     mask: &PackedMask,
     partial_count: u64,
