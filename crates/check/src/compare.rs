@@ -16,6 +16,7 @@ pub fn packed_difference(gpu: &GpuPacked, cpu: &PackedMask) -> Option<String> {
 pub fn transposed_difference(gpu: &GpuTransposed, cpu: &TransposedLists) -> Option<String> {
     lists_difference(&gpu.lists, cpu.lists())
         .or_else(|| first_difference("q_words", &gpu.words, cpu.words()))
+        .or_else(|| first_difference("tile_order", &gpu.tile_order, &cpu.tile_order()))
 }
 
 /// Where one direction's lists first differ, named as their tensors are.

@@ -15,7 +15,7 @@ use fragmask_kernels::apply::kernels::{
 use fragmask_kernels::apply::{header, HeaderOptions};
 use fragmask_kernels::packer::{
     PackerKernels, TransposeKernels, CLASSES_KERNEL, COMPACT_KERNEL, LISTS_KERNEL, TILES_KERNEL,
-    TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
+    TILE_ORDER_KERNEL, TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
 };
 use fragmask_masks::TransposedLists;
 use fragmask_masks::{Encoding, TiledAccumulator};
@@ -153,7 +153,12 @@ fn transposed_packer_kernels_compile_without_spills() {
         )]);
     for (fwd, bwd) in pairs {
         let report = compile(&TransposeKernels::new(&fwd, &bwd).unwrap().source());
-        for name in [CLASSES_KERNEL, TRANSPOSED_LISTS_KERNEL, TRANSCODE_KERNEL] {
+        for name in [
+            CLASSES_KERNEL,
+            TRANSPOSED_LISTS_KERNEL,
+            TILE_ORDER_KERNEL,
+            TRANSCODE_KERNEL,
+        ] {
             assert_no_spills(
                 report
                     .kernel(name)

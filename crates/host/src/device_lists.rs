@@ -70,6 +70,11 @@ pub struct RawMaskLists {
     /// says so when it runs (`ListEntries::DenseAtRunTime` in fragmask-kernels; docs/masks.md,
     /// "Dense tile lists").
     pub partial_count: u64,
+    /// Transposed lists only: the device address of their key tiles' dispatch order, i32
+    /// `[planes, n_blocks]` as `fragmask_masks::tile_order` computes it (0: none; a plan
+    /// then orders host-held lists itself and leaves lists held only on the device in
+    /// index order). The GPU transposer writes it beside the lists it builds.
+    pub tile_order: u64,
 }
 
 impl RawMaskLists {
@@ -81,6 +86,7 @@ impl RawMaskLists {
             lists: RawBlockLists::from_array([a, b, c, d, e]),
             words,
             partial_count: 0,
+            tile_order: 0,
         }
     }
 
@@ -89,6 +95,15 @@ impl RawMaskLists {
     pub fn with_partial_count(self, count: u64) -> Self {
         Self {
             partial_count: count,
+            ..self
+        }
+    }
+
+    /// The same (transposed) lists with their dispatch order at `order`
+    /// ([`Self::tile_order`]).
+    pub fn with_tile_order(self, order: u64) -> Self {
+        Self {
+            tile_order: order,
             ..self
         }
     }

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::packer::{
     PackerKernels, TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, COMPACT_KERNEL,
-    COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TRANSCODE_KERNEL,
-    TRANSPOSED_LISTS_KERNEL,
+    COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TILE_ORDER_KERNEL,
+    TILE_ORDER_THREADS, TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
 };
 use fragmask_masks::{BlockLists, Encoding, ListDirection, PackedMask, TiledAccumulator};
 
@@ -35,11 +35,20 @@ use crate::launch::{launch, KernelArg, Launch};
 use crate::module_cache::compile_for_device;
 use crate::nvrtc::Compiler;
 
+/// The most CTAs along a grid's y dimension (CUDA C++ Programming Guide, technical
+/// specifications).
+const MAX_GRID_Y: u32 = 65_535;
+
 /// The kernels of the packer's module.
 const PACKER_KERNELS: [&str; 3] = [TILES_KERNEL, LISTS_KERNEL, COMPACT_KERNEL];
 
 /// The kernels of the transposed-list module.
-const TRANSPOSER_KERNELS: [&str; 3] = [CLASSES_KERNEL, TRANSPOSED_LISTS_KERNEL, TRANSCODE_KERNEL];
+const TRANSPOSER_KERNELS: [&str; 4] = [
+    CLASSES_KERNEL,
+    TRANSPOSED_LISTS_KERNEL,
+    TILE_ORDER_KERNEL,
+    TRANSCODE_KERNEL,
+];
 
 /// The shape the packer works on: `planes` (batch × heads) planes of
 /// `seqlen_q × seqlen_k` bytes.
@@ -474,8 +483,9 @@ impl GpuPacker {
 /// forward words per tile]`. Workspace: u8 `classes [tiles]`, i32 `tile_word` and
 /// `partial_source [tiles]`. Results (every entry written, padding included):
 /// `transposed` (i32 counts `[planes * n_blocks]`, entries `[tiles]`), i32
-/// `partial_count [1]`, u32 `q_words [capacity * backward words per tile]` (its first
-/// `partial_count` tiles). `words` and `q_words` 16-byte aligned, the rest 4-byte
+/// `partial_count [1]`, i32 `tile_order [planes * n_blocks]` (the backward's dispatch
+/// order, `fragmask_masks::tile_order`), u32 `q_words [capacity * backward words per
+/// tile]` (its first `partial_count` tiles). `words` and `q_words` 16-byte aligned, the rest 4-byte
 /// aligned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawTransposeBuffers {
@@ -493,6 +503,8 @@ pub struct RawTransposeBuffers {
     pub transposed: RawBlockLists,
     /// Result: the number of partial tiles.
     pub partial_count: u64,
+    /// Result: the key tiles' dispatch order.
+    pub tile_order: u64,
     /// Result: the transposed words.
     pub q_words: u64,
 }
@@ -507,6 +519,9 @@ pub struct GpuTransposed {
     pub lists: BlockLists,
     /// `[partial_tiles, threads, words_per_thread]` of the backward accumulator.
     pub words: Vec<u32>,
+    /// The backward's dispatch order of the key tiles, `[planes, n_blocks]`
+    /// (`TransposedLists::tile_order` of the same lists).
+    pub tile_order: Vec<i32>,
 }
 
 impl GpuTransposed {
@@ -527,6 +542,7 @@ pub struct TransposeBuffers {
     partial_source: CudaSlice<i32>,
     lists: DeviceBlockLists,
     partial_count: CudaSlice<i32>,
+    tile_order: CudaSlice<i32>,
     q_words: CudaSlice<u32>,
 }
 
@@ -539,6 +555,7 @@ pub struct GpuTransposer {
     stream: Arc<CudaStream>,
     classes: CudaFunction,
     lists: CudaFunction,
+    tile_order: CudaFunction,
     transcode: CudaFunction,
     transcode_blocks: u32,
 }
@@ -564,6 +581,7 @@ impl GpuTransposer {
             transcode_blocks: (multiprocessors(device)? * per_sm) as u32,
             classes: module.function(CLASSES_KERNEL)?,
             lists: module.function(TRANSPOSED_LISTS_KERNEL)?,
+            tile_order: module.function(TILE_ORDER_KERNEL)?,
             transcode,
             stream: device.default_stream(),
             kernels,
@@ -605,6 +623,7 @@ impl GpuTransposer {
             lists: DeviceBlockLists::alloc(s, q_rows, shape.tiles())
                 .map_err(Error::driver("allocating transposed lists"))?,
             partial_count: alloc_i32(1)?,
+            tile_order: alloc_i32(q_rows)?,
             q_words: s
                 .alloc_zeros::<u32>((capacity * self.words_per_tile()).max(4))
                 .map_err(Error::driver("allocating the transposed words"))?,
@@ -650,7 +669,8 @@ impl GpuTransposer {
         let (partial_source, _g2) = out.partial_source.device_ptr_mut(s);
         let (transposed, _g3) = out.lists.raw_mut(s);
         let (partial_count, _g8) = out.partial_count.device_ptr_mut(s);
-        let (q_words, _g9) = out.q_words.device_ptr_mut(s);
+        let (tile_order, _g9) = out.tile_order.device_ptr_mut(s);
+        let (q_words, _g10) = out.q_words.device_ptr_mut(s);
         let raw = RawTransposeBuffers {
             forward,
             words,
@@ -659,6 +679,7 @@ impl GpuTransposer {
             partial_source,
             transposed,
             partial_count,
+            tile_order,
             q_words,
         };
         // SAFETY: the inputs by this function's contract; the outputs sized for
@@ -707,6 +728,7 @@ impl GpuTransposer {
             (b.tile_word, 4),
             (b.partial_source, 4),
             (b.partial_count, 4),
+            (b.tile_order, 4),
         ];
         if !b.forward.aligned()
             || !b.transposed.aligned()
@@ -775,6 +797,32 @@ impl GpuTransposer {
                 "launching the transposed list kernel",
             )?
         };
+        let planes = shape.planes as i32;
+        let args = [
+            KernelArg::new(&b.transposed.num_blocks),
+            KernelArg::new(&b.transposed.full_num_blocks),
+            KernelArg::new(&planes),
+            KernelArg::new(&nb),
+            KernelArg::new(&b.tile_order),
+        ];
+        let grid = (
+            (nb as u32).div_ceil(TILE_ORDER_THREADS).max(1),
+            (planes as u32).min(MAX_GRID_Y),
+            1,
+        );
+        // SAFETY: `fragmask_pack_tile_order(const int* q_num_blocks, const int*
+        // full_q_num_blocks, int planes, int n_blocks, int* order)`: reads the `planes *
+        // n_blocks = q_rows` counts the list kernel wrote (earlier on `stream`) and writes
+        // each plane's `n_blocks` order entries (ranks below n_blocks): `q_rows` entries.
+        unsafe {
+            launch(
+                stream,
+                &self.tile_order,
+                Launch::new(grid, TILE_ORDER_THREADS),
+                &args,
+            )
+        }
+        .map_err(Error::driver("launching the tile-order kernel"))?;
         let args = [
             KernelArg::new(&b.words),
             KernelArg::new(&b.tile_word),
@@ -820,6 +868,7 @@ impl GpuTransposer {
                 .lists
                 .download(s, ListDirection::Transposed, q_rows, shape.m_blocks)?,
             words,
+            tile_order: read_i32s(s, &buffers.tile_order, q_rows, "reading the tile order")?,
         };
         s.synchronize()
             .map_err(Error::driver("running the transposed-list kernels"))?;

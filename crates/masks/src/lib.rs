@@ -100,6 +100,6 @@ pub use source::{
 };
 pub use source::{DenseMask, DenseRows, IndexValue, MaskSource, Region};
 #[cfg(feature = "alloc")]
-pub use transpose::{TransposedLists, TRANSPOSED_ENCODING};
+pub use transpose::{tile_order, TransposedLists, TRANSPOSED_ENCODING};
 
 pub use fragmask_gmma_frag::TiledAccumulator;

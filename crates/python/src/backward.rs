@@ -373,6 +373,13 @@ impl BackwardPlanHandle {
         self.plan.paired_keys()
     }
 
+    /// Whether the plan dispatches the mask's key tiles largest first (the GPU transposer's
+    /// order, or one uploaded from host lists at planning; `BackwardOptions::tile_order`).
+    #[getter]
+    fn largest_first(&self) -> bool {
+        self.plan.largest_first()
+    }
+
     /// Whether the plan orders its dQ reductions (`BackwardOptions::deterministic`: the
     /// host refuses a plan that cannot, so a handle exists only where it does).
     #[getter]
@@ -488,8 +495,8 @@ fn plan_backward(
         (id, Some(fwd), Some(bwd)) => {
             packed = gpu::mask(id)?;
             let lists = RawMaskLists::from_array;
-            // Transposed lists built on the GPU come with their partial-tile count.
-            let transposed = gpu::with_partial_count(id, lists(bwd));
+            // Transposed lists built on the GPU come with their partial-tile count and order.
+            let transposed = gpu::with_gpu_built(id, lists(bwd));
             RawBackwardMask::Blocks(&packed, lists(fwd), transposed)
         }
         _ => {
@@ -505,13 +512,16 @@ fn plan_backward(
     });
     // The deterministic mode refuses the documents grid and paired key blocks; their
     // defaults (`None`, as here outside capture) leave them out of its plans
-    // (`choice::backward_documents`, `choice::backward_paired_keys`).
+    // (`choice::backward_documents`, `choice::backward_paired_keys`). Under capture nothing
+    // is uploaded, so the key tiles run largest first only where the GPU wrote their order.
+    let order_on_device = matches!(mask, RawBackwardMask::Blocks(_, _, t) if t.tile_order != 0);
     let opts = BackwardOptions {
         scale: Some(scale),
         deterministic: key.deterministic,
         dtype: key.fp16.then_some(ActDtype::F16),
         documents_grid: capturing.then_some(false),
         paired_keys: capturing.then_some(false),
+        tile_order: (capturing && !order_on_device).then_some(false),
         grad_strides: key.grad_strides.map(|(dq, dkv)| GradStrides { dq, dkv }),
         ..BackwardOptions::default()
     };

@@ -71,37 +71,47 @@ pub(crate) fn is_placeholder(id: u64) -> bool {
         .contains(&id)
 }
 
-/// Where a GPU pack's or transposition's lists and partial-tile count live: the address of
-/// the lists' first (the counts per row) and of the count, by registry id.
-fn device_counts() -> &'static Mutex<HashMap<u64, (u64, u64)>> {
-    static COUNTS: OnceLock<Mutex<HashMap<u64, (u64, u64)>>> = OnceLock::new();
-    COUNTS.get_or_init(|| Mutex::new(HashMap::new()))
+/// What the GPU packer or transposer wrote beside lists it built: the address of the
+/// lists' first (the counts per row), of their partial-tile count and, for transposed lists,
+/// of their dispatch order (0 for forward lists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GpuBuilt {
+    pub(crate) lists_at: u64,
+    pub(crate) partial_count: u64,
+    pub(crate) tile_order: u64,
 }
 
-/// Records that the lists of registry entry `id` were built on the GPU at `lists_at` (the
-/// address of their counts per row), their partial-tile count at `count_at`
-/// (`RawMaskLists::partial_count`).
-pub(crate) fn record_partial_count(id: u64, lists_at: u64, count_at: u64) {
-    device_counts()
+/// [`GpuBuilt`] by registry id.
+fn gpu_built() -> &'static Mutex<HashMap<u64, GpuBuilt>> {
+    static BUILT: OnceLock<Mutex<HashMap<u64, GpuBuilt>>> = OnceLock::new();
+    BUILT.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Records that the lists of registry entry `id` were built on the GPU, as `built` says.
+pub(crate) fn record_gpu_built(id: u64, built: GpuBuilt) {
+    gpu_built()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(id, (lists_at, count_at));
+        .insert(id, built);
 }
 
-/// `lists` of registry entry `id` with their partial-tile count's address where they are the
-/// GPU-built lists [`record_partial_count`] saw (the plan then checks their density when
-/// the kernel runs; docs/masks.md, "Dense tile lists"), as they are otherwise.
-pub(crate) fn with_partial_count(id: u64, lists: RawMaskLists) -> RawMaskLists {
-    let counts = device_counts().lock().unwrap_or_else(|e| e.into_inner());
-    match counts.get(&id) {
-        Some(&(at, count)) if at == lists.lists.num_blocks => lists.with_partial_count(count),
+/// `lists` of registry entry `id` with the addresses the GPU wrote beside them where they
+/// are the GPU-built lists [`record_gpu_built`] saw: their partial-tile count (the plan then
+/// checks their density when the kernel runs; docs/masks.md, "Dense tile lists") and the
+/// transposed lists' dispatch order (`RawMaskLists::tile_order`); as they are otherwise.
+pub(crate) fn with_gpu_built(id: u64, lists: RawMaskLists) -> RawMaskLists {
+    let built = gpu_built().lock().unwrap_or_else(|e| e.into_inner());
+    match built.get(&id) {
+        Some(b) if b.lists_at == lists.lists.num_blocks => lists
+            .with_partial_count(b.partial_count)
+            .with_tile_order(b.tile_order),
         _ => lists,
     }
 }
 
 /// Forgets a mask (its Python object was collected).
 pub(crate) fn unregister(id: u64) {
-    device_counts()
+    gpu_built()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id);
@@ -423,7 +433,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
             };
             RawMask::Blocks(
                 &packed,
-                with_partial_count(id, RawMaskLists::from_array(ptrs)),
+                with_gpu_built(id, RawMaskLists::from_array(ptrs)),
             )
         }
         (_, None) => {
@@ -1194,7 +1204,14 @@ impl GpuPack {
             .record(&stream)
             .map_err(|e| PyRuntimeError::new_err(format!("mask: recording an event: {e}")))?;
         *enqueued = Some(Enqueued { event, out });
-        record_partial_count(self.id, raw.lists.num_blocks, raw.partial_count);
+        record_gpu_built(
+            self.id,
+            GpuBuilt {
+                lists_at: raw.lists.num_blocks,
+                partial_count: raw.partial_count,
+                tile_order: 0,
+            },
+        );
         Ok(())
     }
 

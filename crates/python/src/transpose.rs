@@ -125,12 +125,14 @@ pub(crate) fn gpu_transpose_plan(
 }
 
 /// Where things live: workspace (classes, tile_word, partial_source, bytes) and the i32
-/// output (the lists at `list_offsets(q_rows, tiles)`, then the words).
+/// output (the lists at `list_offsets(q_rows, tiles)`, then the words, then the key tiles'
+/// dispatch order, `q_rows` entries from `order_at`).
 struct Layout {
     tile_word: usize,
     partial_source: usize,
     workspace_bytes: usize,
     offsets: [usize; 7],
+    order_at: usize,
     out_ints: usize,
 }
 
@@ -154,10 +156,13 @@ impl GpuTranspose {
             .and_then(align16)
             .ok_or_else(too_large)?;
         let offsets = list_offsets(self.q_rows(), tiles);
-        let out_ints = self
+        let order_at = self
             .capacity
             .checked_mul(self.transposer.words_per_tile())
             .and_then(|w| w.max(4).checked_add(offsets[6]))
+            .ok_or_else(too_large)?;
+        let out_ints = order_at
+            .checked_add(self.q_rows())
             .filter(|&n| n.checked_mul(4).is_some_and(|b| b <= isize::MAX as usize))
             .ok_or_else(too_large)?;
         Ok(Layout {
@@ -165,6 +170,7 @@ impl GpuTranspose {
             partial_source,
             workspace_bytes,
             offsets,
+            order_at,
             out_ints,
         })
     }
@@ -176,7 +182,7 @@ impl GpuTranspose {
     /// n_blocks): a u8 workspace and an i32 output (both 16-byte aligned, from torch)
     /// holding `q_num_blocks`, `full_q_num_blocks` (q_rows each), `q_indices`,
     /// `full_q_indices`, `q_tile_offsets` (tiles each), the count, then the words from
-    /// entry `words_at`.
+    /// entry `words_at`, then the key tiles' dispatch order (`q_rows` entries, the last).
     #[getter]
     fn sizes(&self) -> PyResult<gpu::Sizes> {
         let l = self.layout()?;
@@ -229,6 +235,7 @@ impl GpuTranspose {
             partial_source: at(workspace, l.partial_source),
             transposed: gpu::raw_lists(out, &l.offsets),
             partial_count: o[5],
+            tile_order: at(out, 4 * l.order_at),
             q_words: o[6],
         };
         let g = &self.gpu;
@@ -249,7 +256,14 @@ impl GpuTranspose {
             PyRuntimeError::new_err(format!("with_transposed: recording an event: {e}"))
         })?;
         *enqueued = Some(Enqueued { event, out });
-        gpu::record_partial_count(self.id, raw.transposed.num_blocks, raw.partial_count);
+        gpu::record_gpu_built(
+            self.id,
+            gpu::GpuBuilt {
+                lists_at: raw.transposed.num_blocks,
+                partial_count: raw.partial_count,
+                tile_order: raw.tile_order,
+            },
+        );
         Ok(())
     }
 

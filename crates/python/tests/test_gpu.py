@@ -929,6 +929,37 @@ class GpuPackerTests(unittest.TestCase):
                             else:
                                 self.assertLess(rel_err(a.float(), b.float()), 1e-2)
 
+    def test_the_backward_runs_key_tiles_largest_first_from_gpu_and_host_lists(self):
+        # A lower-triangular random mask: key tile n is visited by the query tiles from n
+        # on, so the largest-first order is the reverse of the index order. The GPU
+        # transposer writes that order beside the lists it builds, and a host-packed mask's
+        # plan uploads it; outside the deterministic mode (whose CTAs wait for the key
+        # tiles before them) both plans run it, and the gradients match fp32's.
+        from fragmask import _ops
+
+        g = torch.Generator(device="cuda").manual_seed(23)
+        S, H, D = 1000, 2, 128
+        dense = torch.tril(torch.rand(S, S, device="cuda", generator=g) < 0.5)
+        dense[:, 0] = True
+        q, k, v, do = (torch.randn(1, H, S, D, device="cuda", dtype=torch.bfloat16,
+                                   generator=g) for _ in range(4))
+        ref = [t.float().requires_grad_() for t in (q, k, v)]
+        math_attention(*ref, dense).backward(do.float())
+        for packed_on in ("cuda", "cpu"):
+            m = Mask.from_dense(dense.to(packed_on), transposed=True)
+            for det in (False, True):
+                with self.subTest(packed_on=packed_on, deterministic=det):
+                    qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+                    out = fragmask.attention(qq, kk, vv, m, deterministic=det)
+                    got = torch.autograd.grad(out, (qq, kk, vv), do)
+                    for name, a, b in zip(("dq", "dk", "dv"), got, ref):
+                        self.assertLess(rel_err(a.float(), b.grad), 2e-2, name)
+            modes = {(key[2], h.largest_first) for k, e in _ops._fwd_plans.items()
+                     if k[8] == m._meta[8] for key, h in e[_ops._BWD][6].items()}
+            self.assertEqual(modes, {(False, True), (True, False)}, packed_on)
+            if packed_on == "cuda":
+                self.assertIsNone(m._host, "the backward read nothing back")
+
     def test_from_dense_runs_on_the_current_stream(self):
         dense = torch.rand(2048, 2048, device="cuda") < 0.5
         s = torch.cuda.Stream()

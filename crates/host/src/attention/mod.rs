@@ -292,6 +292,7 @@ impl DeviceBlockMask {
             lists: self.lists.raw(stream).0,
             words: self.words.device_ptr(stream).0,
             partial_count: 0,
+            tile_order: 0,
         }
     }
 }

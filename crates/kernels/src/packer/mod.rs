@@ -42,7 +42,8 @@ use crate::emit::FragmentTerms;
 
 mod transpose;
 pub use transpose::{
-    TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, TRANSCODE_KERNEL, TRANSCODE_THREADS_MAX,
+    TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, TILE_ORDER_KERNEL, TILE_ORDER_THREADS,
+    TRANSCODE_KERNEL, TRANSCODE_THREADS_MAX,
 };
 
 /// Name of the tile kernel.

@@ -107,6 +107,14 @@ pub struct BackwardOptions {
     /// ([`super::choice::backward_paired_keys`]). `Some(true)` is an error where they do
     /// not run. A raw launch (no upload) never pairs them.
     pub paired_keys: Option<bool>,
+    /// Whether a mask's key tiles run largest first (`BackwardParams::tile_order`: the
+    /// longest walks start first and the shortest fill the tail; docs/backward.md); `None`
+    /// is yes wherever the order is at hand: the transposed lists' own on the device (the
+    /// GPU transposer writes it, [`crate::device_lists::RawMaskLists::tile_order`]), or one
+    /// computed from the host's lists and uploaded when the call is resolved, where it is
+    /// not the index order. Never in the deterministic mode, on the documents grid or with
+    /// paired key blocks; `Some(true)` is an error there and where no order is at hand.
+    pub tile_order: Option<bool>,
     /// Where the gradients are written when not contiguous `[B, H, S, D]` (e.g. into
     /// `[B, S, H, D]` memory, FlashAttention's layout); `None`: contiguous.
     pub grad_strides: Option<GradStrides>,
@@ -159,22 +167,8 @@ pub struct Gradients {
 pub(crate) struct DeviceTransposed {
     lists: DeviceBlockLists,
     words: CudaSlice<u32>,
-    /// [`tile_order`] of the lists: the main kernel's dispatch order.
+    /// [`TransposedLists::tile_order`] of the lists: the main kernel's dispatch order.
     order: CudaSlice<i32>,
-}
-
-/// Per mask plane (`[B_m, H_m]`), the mask's key tiles ordered by the query tiles their
-/// transposed lists visit (partial and full), most first, ties by index: the dispatch order
-/// of the backward's CTAs, so that the longest start first and the shortest fill the tail
-/// (longest-processing-time-first). `counts` is `[planes, n_blocks]`.
-pub fn tile_order(counts: &[i32], n_blocks: usize) -> Vec<i32> {
-    let mut order = Vec::with_capacity(counts.len());
-    for plane in counts.chunks(n_blocks.max(1)) {
-        let mut idx: Vec<i32> = (0..plane.len() as i32).collect();
-        idx.sort_by_key(|&i| std::cmp::Reverse(plane[i as usize]));
-        order.extend(idx);
-    }
-    order
 }
 
 impl DeviceTransposed {
@@ -197,18 +191,7 @@ impl DeviceTransposed {
         } else {
             t.words().to_vec()
         };
-        let counts: Vec<i32> = t
-            .lists()
-            .num_blocks()
-            .iter()
-            .zip(t.lists().full_num_blocks())
-            .map(|(&a, &b)| a.saturating_add(b))
-            .collect();
-        let n_blocks = mask
-            .shape()
-            .seqlen_k
-            .div_ceil(mask.accumulator().block_n() as usize);
-        let order = tile_order(&counts, n_blocks);
+        let order = t.tile_order();
         Ok(Some(Self {
             order: up(&order)?,
             lists: DeviceBlockLists::upload(stream, t.lists())
@@ -219,16 +202,14 @@ impl DeviceTransposed {
         }))
     }
 
-    /// The device address of the dispatch order ([`tile_order`]).
-    pub(crate) fn device_order(&self, stream: &Arc<CudaStream>) -> u64 {
-        self.order.device_ptr(stream).0
-    }
-
+    /// The lists' device addresses, with their dispatch order
+    /// ([`TransposedLists::tile_order`]).
     pub(crate) fn device_lists(&self, stream: &Arc<CudaStream>) -> RawMaskLists {
         RawMaskLists {
             lists: self.lists.raw(stream).0,
             words: self.words.device_ptr(stream).0,
             partial_count: 0,
+            tile_order: self.order.device_ptr(stream).0,
         }
     }
 }
@@ -513,22 +494,13 @@ impl AttentionRunner {
             Mask::Window(w) => RawBackwardMask::Window(*w),
             Mask::Blocks(m) => device_mask(m, s)?,
         };
-        // Largest-first dispatch of the key tiles (not in the deterministic mode, whose
-        // semaphores need the index order to make progress).
-        let order = match mask {
-            Mask::Blocks(m) if !opts.deterministic => m
-                .transposed
-                .as_ref()
-                .map(|t| (t.device_order(s), m.host.accumulator().block_n())),
-            _ => None,
-        };
         let out = RawGradients {
             dq: grads.dq.data.device_ptr(s).0,
             dk: grads.dk.data.device_ptr(s).0,
             dv: grads.dv.data.device_ptr(s).0,
         };
         let lse_ptr = lse.device_ptr(s).0;
-        let mut resolved = self.resolve(
+        let resolved = self.resolve(
             &contiguous(q),
             &contiguous(k),
             &contiguous(v),
@@ -541,13 +513,6 @@ impl AttentionRunner {
             ws,
             Upload::Allowed,
         )?;
-        if let (Some((ptr, block_n)), None, false) =
-            (order, &resolved.doc_items, resolved.kernel.paired_keys())
-        {
-            let sub = (block_n / resolved.kernel.cta_n()).max(1);
-            resolved.params.0.tile_order = ptr;
-            resolved.ctas = (resolved.params.0.mask_n_blocks as u32).saturating_mul(sub);
-        }
         Ok(PreparedBackward {
             stream: s,
             resolved,
@@ -658,34 +623,6 @@ mod tests {
         // Heads and rows sharing addresses (a stride of D for both) are refused.
         let e = check_output_strides("dq", shape.q_shape(), [100 * 8 * 64, 64, 64]).unwrap_err();
         assert!(e.to_string().contains("overlap"), "{e}");
-    }
-
-    proptest! {
-        #![proptest_config(super::super::proptest_ci::config(64))]
-
-        #[test]
-        fn tile_order_is_a_permutation_of_each_plane_by_non_increasing_count(
-            planes in 1usize..4, n in 1usize..40, seed in any::<u64>(),
-        ) {
-            let mut x = seed;
-            let counts: Vec<i32> = (0..planes * n)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    ((x >> 33) % 7) as i32
-                })
-                .collect();
-            let order = tile_order(&counts, n);
-            prop_assert_eq!(order.len(), counts.len());
-            for (plane, (o, c)) in order.chunks(n).zip(counts.chunks(n)).enumerate() {
-                let mut seen = o.to_vec();
-                seen.sort_unstable();
-                prop_assert_eq!(seen, (0..n as i32).collect::<Vec<_>>(), "plane {}", plane);
-                for w in o.windows(2) {
-                    let (a, b) = (c[w[0] as usize], c[w[1] as usize]);
-                    prop_assert!(a > b || (a == b && w[0] < w[1]));
-                }
-            }
-        }
     }
 
     #[test]

@@ -182,6 +182,12 @@ impl BackwardPlan {
         self.resolved.kernel.paired_keys()
     }
 
+    /// Whether the planned call dispatches the mask's key tiles largest first
+    /// ([`super::BackwardOptions::tile_order`]).
+    pub fn largest_first(&self) -> bool {
+        self.resolved.params.0.tile_order != 0
+    }
+
     /// How the planned kernel gets its lists' entries (`BackwardKernel::with_list_entries`;
     /// docs/masks.md, "Dense tile lists").
     pub fn list_entries(&self) -> fragmask_kernels::attention::ListEntries {
@@ -264,6 +270,7 @@ impl BackwardPlan {
             ctas: r.ctas,
             doc_items: r.doc_items.clone(),
             key_pairs: r.key_pairs.clone(),
+            tile_order: r.tile_order.clone(),
         };
         // SAFETY: the plan's checks hold for these shapes and strides, the workspace fits
         // the rows the parameters name (checked above); the addresses and the workspace's

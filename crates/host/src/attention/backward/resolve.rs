@@ -20,7 +20,9 @@ use super::{
     transposed_lists, BackwardFunctions, BackwardOptions, BackwardWorkspace, DqReduce, GradStrides,
     RawBackwardMask, RawGradients,
 };
+use crate::device_lists::RawMaskLists;
 use crate::launch::{launch, KernelArg, Launch};
+use fragmask_masks::PackedMask;
 
 /// The kernel's `fm_bwd_params`, passed by value (the struct generated from
 /// [`BackwardParams`]).
@@ -49,6 +51,9 @@ pub(super) struct Resolved {
     pub(super) doc_items: Option<Arc<CudaSlice<i32>>>,
     /// The paired key blocks' table (`BackwardParams::key_pairs`), likewise.
     pub(super) key_pairs: Option<Arc<CudaSlice<i32>>>,
+    /// The key tiles' dispatch order (`BackwardParams::tile_order`) where it was computed
+    /// from host-held lists and uploaded when the call was resolved, likewise.
+    pub(super) tile_order: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl Resolved {
@@ -418,6 +423,25 @@ impl AttentionRunner {
             ctas = items;
             doc_items = Some(table);
         }
+        let mut tile_order = None;
+        if let (RawBackwardMask::Blocks(m, _, bwd), None, false) = (mask, documents, paired) {
+            let order = self.backward_tile_order(m, bwd, &kernel, opts, upload)?;
+            if let Some((ptr, buf)) = order {
+                let sub = (m.accumulator().block_n() / kernel.cta_n()).max(1);
+                params.tile_order = ptr;
+                ctas = (params.mask_n_blocks as u32).saturating_mul(sub);
+                tile_order = buf;
+            }
+        }
+        if opts.tile_order == Some(true) && params.tile_order == 0 {
+            return Err(AttentionError::Config(ConfigError::Layout(
+                "the largest-first tile order needs a mask's tile lists (not the window walk, \
+                 the documents grid or paired key blocks), outside the deterministic mode, \
+                 with the order on the device (the GPU transposer's) or the lists on the host \
+                 on a prepared or planned call"
+                    .into(),
+            )));
+        }
         Ok(Resolved {
             functions,
             maps,
@@ -427,7 +451,51 @@ impl AttentionRunner {
             ctas,
             doc_items,
             key_pairs,
+            tile_order,
         })
+    }
+
+    /// The key tiles' largest-first dispatch order (docs/backward.md, "Largest-first
+    /// dispatch"; `fragmask_masks::tile_order`) of a mask's call, as its address and the
+    /// buffer uploaded for it: the transposed lists' own order where they carry one (the GPU
+    /// transposer's, or a prepared mask's upload); else computed here from the host's
+    /// transposed lists and uploaded where uploads are allowed and it is not the index order
+    /// (or `opts.tile_order` asks for it); else none (index order). Never in the
+    /// deterministic mode, whose CTAs wait for the key tiles before them in index order.
+    fn backward_tile_order(
+        &self,
+        m: &PackedMask,
+        bwd: &RawMaskLists,
+        kernel: &BackwardKernel,
+        opts: &BackwardOptions,
+        upload: Upload,
+    ) -> Result<Option<(u64, Option<Arc<CudaSlice<i32>>>)>, AttentionError> {
+        if kernel.deterministic() || opts.tile_order == Some(false) {
+            return Ok(None);
+        }
+        if bwd.tile_order != 0 {
+            if bwd.tile_order % 4 != 0 {
+                return Err(AttentionError::Shape(
+                    "the tile order's device address must be 4-byte aligned".into(),
+                ));
+            }
+            return Ok(Some((bwd.tile_order, None)));
+        }
+        // Lists built on the GPU (their count on the device) have only a stand-in on the host.
+        let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
+        let Some(t) = host_lists.then(|| m.transposed().ok()).flatten() else {
+            return Ok(None);
+        };
+        let order = t.tile_order();
+        let n_blocks = t.grid().n_blocks.max(1);
+        let index_order = order
+            .chunks(n_blocks)
+            .all(|plane| plane.iter().enumerate().all(|(i, &n)| n as usize == i));
+        if index_order && opts.tile_order != Some(true) {
+            return Ok(None);
+        }
+        let (buf, ptr) = self.upload_table(&order, "uploading the key tiles' dispatch order")?;
+        Ok(Some((ptr, Some(buf))))
     }
 
     /// The documents grid of `docs` ([`super::super::choice::backward_documents`]): the window
