@@ -930,8 +930,8 @@ class GpuPackerTests(unittest.TestCase):
                                 self.assertLess(rel_err(a.float(), b.float()), 1e-2)
 
     def test_the_backward_runs_key_tiles_largest_first_from_gpu_and_host_lists(self):
-        # A lower-triangular random mask: key tile n is visited by the query tiles from n
-        # on, so the largest-first order is the reverse of the index order. The GPU
+        # An upper-triangular random mask: key tile n is visited by the query tiles up to
+        # n, so the largest-first order is the reverse of the index order. The GPU
         # transposer writes that order beside the lists it builds, and a host-packed mask's
         # plan uploads it; outside the deterministic mode (whose CTAs wait for the key
         # tiles before them) both plans run it, and the gradients match fp32's.
@@ -939,8 +939,8 @@ class GpuPackerTests(unittest.TestCase):
 
         g = torch.Generator(device="cuda").manual_seed(23)
         S, H, D = 1000, 2, 128
-        dense = torch.tril(torch.rand(S, S, device="cuda", generator=g) < 0.5)
-        dense[:, 0] = True
+        dense = torch.triu(torch.rand(S, S, device="cuda", generator=g) < 0.5)
+        dense[:, -1] = True
         q, k, v, do = (torch.randn(1, H, S, D, device="cuda", dtype=torch.bfloat16,
                                    generator=g) for _ in range(4))
         ref = [t.float().requires_grad_() for t in (q, k, v)]

@@ -287,9 +287,9 @@ __device__ __forceinline__ int fm_plane(const fm_bwd_params& p, int batch, int h
     return batch * p.mask_batch_heads + head * p.mask_has_heads;
 }
 
-// The key tile of the x-th CTA: in the host's order of the mask's key tiles by their query-tile count, largest
-// first (tile_order: the long CTAs start first and the short ones fill the tail), sub-tile x % FM_SUB of the
-// (x / FM_SUB)-th; -1 past the keys. Index order without tile_order.
+// The key tile of the x-th CTA: in the mask's key tiles by their query-tile count, largest first (tile_order,
+// fragmask_masks::tile_order, from the host or the GPU transposer: the long CTAs start first and the short
+// ones fill the tail), sub-tile x % FM_SUB of the (x / FM_SUB)-th; -1 past the keys. Index order without it.
 __device__ __forceinline__ int fm_cta_of_block(const fm_bwd_params& p, int batch, int head, int x) {
     if (!p.tile_order) return x;
     const long long at = (long long)fm_plane(p, batch, head) * p.mask_n_blocks + x / FM_SUB;
