@@ -128,6 +128,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("svg", "f.svg"),
     ("swap_ab", ""),
     ("sweep", ""),
+    ("tile_order", "off"),
     ("sweep_only", "mask"),
     ("synthetic_mask", "random:0.5"),
     ("table", ""),

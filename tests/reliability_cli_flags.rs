@@ -518,6 +518,46 @@ fn paired_key_blocks_are_checked_against_the_mask_tile_before_any_gpu() {
 }
 
 #[test]
+fn the_largest_first_tile_order_is_checked_against_the_mask_and_mode_before_any_gpu() {
+    let call = ["attention", "--random", "1,2,2,256,256,128", "--backward"];
+    let with = |extra: &[&'static str]| [&call[..], extra].concat();
+    refused(&with(&["--tile-order", "on"]), &["--tile-order on", "mask"]);
+    refused(
+        &with(&[
+            "--synthetic-mask",
+            "random:0.5",
+            "--deterministic",
+            "--tile-order",
+            "on",
+        ]),
+        &["--tile-order on", "deterministic"],
+    );
+    refused(
+        &with(&["--synthetic-mask", "random:0.5", "--tile-order", "yes"]),
+        &["--tile-order"],
+    );
+    refused(
+        &[
+            "attention",
+            "--random",
+            "1,2,2,256,256,128",
+            "--tile-order",
+            "off",
+        ],
+        &["--tile-order", "need --backward"],
+    );
+    for on_off in ["on", "off"] {
+        valid_without_gpu(&with(&[
+            "--synthetic-mask",
+            "random:0.5",
+            "--tile-order",
+            on_off,
+        ]));
+    }
+    valid_without_gpu(&with(&["--tile-order", "off"]));
+}
+
+#[test]
 fn an_empty_block_table_is_reported_against_the_block_table() {
     let dir = Dir::new("block-table");
     let path = dir.path("in.safetensors");

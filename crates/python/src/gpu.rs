@@ -431,10 +431,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
                 }
                 _ => registered,
             };
-            RawMask::Blocks(
-                &packed,
-                with_gpu_built(id, RawMaskLists::from_array(ptrs)),
-            )
+            RawMask::Blocks(&packed, with_gpu_built(id, RawMaskLists::from_array(ptrs)))
         }
         (_, None) => {
             return Err(PyValueError::new_err(

@@ -601,7 +601,6 @@ fn device_mask<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     #[test]
     fn contiguous_grad_strides_are_the_tensors_own() {

@@ -35,6 +35,13 @@ pub(super) struct Params(pub(super) BackwardParams);
 // C's rules, and the generated source static_asserts the same numbers under NVRTC.
 unsafe impl DeviceRepr for Params {}
 
+/// The key tiles' dispatch order of a call: its device address, and the buffer when it was
+/// uploaded for the call (kept while the parameters point at it).
+struct TileOrder {
+    address: u64,
+    uploaded: Option<Arc<CudaSlice<i32>>>,
+}
+
 /// Everything a backward launch needs, resolved: three launches in order.
 pub(super) struct Resolved {
     pub(super) functions: BackwardFunctions,
@@ -425,12 +432,11 @@ impl AttentionRunner {
         }
         let mut tile_order = None;
         if let (RawBackwardMask::Blocks(m, _, bwd), None, false) = (mask, documents, paired) {
-            let order = self.backward_tile_order(m, bwd, &kernel, opts, upload)?;
-            if let Some((ptr, buf)) = order {
+            if let Some(order) = self.backward_tile_order(m, bwd, &kernel, opts, upload)? {
                 let sub = (m.accumulator().block_n() / kernel.cta_n()).max(1);
-                params.tile_order = ptr;
+                params.tile_order = order.address;
                 ctas = (params.mask_n_blocks as u32).saturating_mul(sub);
-                tile_order = buf;
+                tile_order = order.uploaded;
             }
         }
         if opts.tile_order == Some(true) && params.tile_order == 0 {
@@ -455,12 +461,11 @@ impl AttentionRunner {
         })
     }
 
-    /// The key tiles' largest-first dispatch order (docs/backward.md, "Largest-first
-    /// dispatch"; `fragmask_masks::tile_order`) of a mask's call, as its address and the
-    /// buffer uploaded for it: the transposed lists' own order where they carry one (the GPU
-    /// transposer's, or a prepared mask's upload); else computed here from the host's
-    /// transposed lists and uploaded where uploads are allowed and it is not the index order
-    /// (or `opts.tile_order` asks for it); else none (index order). Never in the
+    /// The key tiles' largest-first dispatch order of a mask's call (docs/backward.md,
+    /// "Dispatch order"; `fragmask_masks::tile_order`): the transposed lists' own where they
+    /// carry one (the GPU transposer's, or a prepared mask's upload); else computed here from
+    /// the host's transposed lists and uploaded where uploads are allowed and it is not the
+    /// index order (or `opts.tile_order` asks for it); else none (index order). Never in the
     /// deterministic mode, whose CTAs wait for the key tiles before them in index order.
     fn backward_tile_order(
         &self,
@@ -469,7 +474,7 @@ impl AttentionRunner {
         kernel: &BackwardKernel,
         opts: &BackwardOptions,
         upload: Upload,
-    ) -> Result<Option<(u64, Option<Arc<CudaSlice<i32>>>)>, AttentionError> {
+    ) -> Result<Option<TileOrder>, AttentionError> {
         if kernel.deterministic() || opts.tile_order == Some(false) {
             return Ok(None);
         }
@@ -479,7 +484,10 @@ impl AttentionRunner {
                     "the tile order's device address must be 4-byte aligned".into(),
                 ));
             }
-            return Ok(Some((bwd.tile_order, None)));
+            return Ok(Some(TileOrder {
+                address: bwd.tile_order,
+                uploaded: None,
+            }));
         }
         // Lists built on the GPU (their count on the device) have only a stand-in on the host.
         let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
@@ -494,8 +502,12 @@ impl AttentionRunner {
         if index_order && opts.tile_order != Some(true) {
             return Ok(None);
         }
-        let (buf, ptr) = self.upload_table(&order, "uploading the key tiles' dispatch order")?;
-        Ok(Some((ptr, Some(buf))))
+        let (buf, address) =
+            self.upload_table(&order, "uploading the key tiles' dispatch order")?;
+        Ok(Some(TileOrder {
+            address,
+            uploaded: Some(buf),
+        }))
     }
 
     /// The documents grid of `docs` ([`super::super::choice::backward_documents`]): the window
