@@ -274,6 +274,8 @@ pub fn packer_checks(
         vec![
             case(1, 300, 500, DensePattern::Random(0.5)),
             case(2, 200, 384, DensePattern::Blocks),
+            // Over 256 key blocks at 64x64: the tile order's second CTA and count chunk.
+            case(1, 70, 17000, DensePattern::Blocks),
         ]
     } else {
         vec![
@@ -288,6 +290,8 @@ pub fn packer_checks(
             case(1, 2048, 2048, DensePattern::Random(1.0)),
             case(1, 1000, 1024, DensePattern::Random(1.0)),
             case(1, 1024, 1024, DensePattern::Random(0.0)),
+            // Over 256 key blocks at 64x64 and 128 at 128x128 (the tile order's chunks).
+            case(2, 130, 20000, DensePattern::Blocks),
         ]
     };
     let transposed_configs: &[(u32, u32, u32)] = if small {
