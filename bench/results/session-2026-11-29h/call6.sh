@@ -12,9 +12,9 @@ echo "pytests rc=$? $(grep -E '^Ran' "$OUT/pytests.txt") $(tail -1 "$OUT/pytests
 timeout 90 $F attention --backward --selftest --cases "device count" > "$OUT/selftest-bwd.txt" 2>&1
 echo "bwd selftest rc=$? pass=$(grep -c '^PASS' "$OUT/selftest-bwd.txt") fail=$(grep -c '^FAIL' "$OUT/selftest-bwd.txt")" | tee -a "$OUT/summary.txt"
 for t in on off; do
-  timeout 60 $F attention --random 1,4,4,4096,4096,128 --synthetic-mask blocksparse:0.1 --backward --bench --tile-order $t > "$OUT/cli-$t.txt" 2>&1
+  timeout 60 $F attention --random 1,4,4,4096,4096,128 --synthetic-mask blocksparse:0.1:0.5 --backward --bench --tile-order $t > "$OUT/cli-$t.txt" 2>&1
   echo "cli --tile-order $t rc=$? $(grep -iE 'ms' "$OUT/cli-$t.txt" | tail -1)" | tee -a "$OUT/summary.txt"
 done
-timeout 60 $F attention --random 1,4,4,4096,4096,128 --synthetic-mask blocksparse:0.1 --backward --deterministic --tile-order on > "$OUT/cli-det.txt" 2>&1
+timeout 60 $F attention --random 1,4,4,4096,4096,128 --synthetic-mask blocksparse:0.1:0.5 --backward --deterministic --tile-order on > "$OUT/cli-det.txt" 2>&1
 echo "cli det --tile-order on rc=$? $(tail -1 "$OUT/cli-det.txt")" | tee -a "$OUT/summary.txt"
 grep -E "^FAIL:|^ERROR:" "$OUT/pytests.txt" | head
