@@ -519,42 +519,60 @@ fn paired_key_blocks_are_checked_against_the_mask_tile_before_any_gpu() {
 
 #[test]
 fn the_largest_first_tile_order_is_checked_against_the_mask_and_mode_before_any_gpu() {
+    let forward = ["attention", "--random", "1,2,2,256,256,128"];
     let call = ["attention", "--random", "1,2,2,256,256,128", "--backward"];
-    let with = |extra: &[&'static str]| [&call[..], extra].concat();
-    refused(&with(&["--tile-order", "on"]), &["--tile-order on", "mask"]);
+    let with = |base: &[&'static str], extra: &[&'static str]| [base, extra].concat();
+    for base in [&forward[..], &call[..]] {
+        // No mask: nothing to order.
+        refused(
+            &with(base, &["--tile-order", "on"]),
+            &["--tile-order on", "mask"],
+        );
+        // Not on/off.
+        refused(
+            &with(
+                base,
+                &["--synthetic-mask", "random:0.5", "--tile-order", "yes"],
+            ),
+            &["--tile-order"],
+        );
+        // The forward's row order runs on the one-tile grid.
+        refused(
+            &with(
+                base,
+                &[
+                    "--synthetic-mask",
+                    "random:0.5",
+                    "--persistent",
+                    "on",
+                    "--tile-order",
+                    "on",
+                ],
+            ),
+            &["--tile-order on", "--persistent on"],
+        );
+        for on_off in ["on", "off"] {
+            valid_without_gpu(&with(
+                base,
+                &["--synthetic-mask", "random:0.5", "--tile-order", on_off],
+            ));
+        }
+        valid_without_gpu(&with(base, &["--tile-order", "off"]));
+    }
+    // The backward's deterministic mode keeps the index order.
     refused(
-        &with(&[
-            "--synthetic-mask",
-            "random:0.5",
-            "--deterministic",
-            "--tile-order",
-            "on",
-        ]),
+        &with(
+            &call,
+            &[
+                "--synthetic-mask",
+                "random:0.5",
+                "--deterministic",
+                "--tile-order",
+                "on",
+            ],
+        ),
         &["--tile-order on", "deterministic"],
     );
-    refused(
-        &with(&["--synthetic-mask", "random:0.5", "--tile-order", "yes"]),
-        &["--tile-order"],
-    );
-    refused(
-        &[
-            "attention",
-            "--random",
-            "1,2,2,256,256,128",
-            "--tile-order",
-            "off",
-        ],
-        &["--tile-order", "need --backward"],
-    );
-    for on_off in ["on", "off"] {
-        valid_without_gpu(&with(&[
-            "--synthetic-mask",
-            "random:0.5",
-            "--tile-order",
-            on_off,
-        ]));
-    }
-    valid_without_gpu(&with(&["--tile-order", "off"]));
 }
 
 #[test]

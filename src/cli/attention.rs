@@ -190,6 +190,13 @@ pub struct ForwardArgs {
     /// the launch order, SPLITS splits each; for checks and A/B measurements)
     #[arg(long, value_parser = parse_tail)]
     tail: Option<fragmask::host::attention::splits::TailSplit>,
+    /// Whether a mask's work tiles run largest first, the longest walks starting first (for
+    /// A/B measurements): the forward's row blocks on the one-tile grid, the backward's key
+    /// tiles. `on` (an error where they cannot: no mask; the forward's documents grid,
+    /// shared-K/V tile, persistent CTAs or split tail; the backward's deterministic mode,
+    /// documents grid or paired key blocks) or `off`. Default: on where they can.
+    #[arg(long, value_parser = parse_on_off)]
+    pub(crate) tile_order: Option<bool>,
     /// Where the kernels write their outputs (O; with --backward dQ, dK, dV): `bhsd`
     /// (contiguous [B, H, S, D], default) or `bshd` ([B, S, H, D] memory, FlashAttention's
     /// layout: the kernel variants that write through strides). --out files are [B, H, S, D]
@@ -310,7 +317,8 @@ macro_rules! forward_ids {
         &["inputs", "q", "k", "v", "random", "seed", "mask", "dense_mask", "synthetic_mask", "predicate",
           "causal", "window", "diag_offset", "scale", "json", "stages", "no_overlap", "pingpong",
           "lookahead", "lazy_rescale", "q_registers", "block", "splits", "persistent",
-          "persistent_ctas", "shared_kv", "head_section", "tail_split", "tail", "out_layout", $($extra),*]
+          "persistent_ctas", "shared_kv", "head_section", "tail_split", "tail", "tile_order", "out_layout",
+          $($extra),*]
     };
 }
 
@@ -386,15 +394,14 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
             name: "--backward --bench",
             uses: Some(forward_ids!(
                 "warmup", "warmup_ms", "iters", "out", "bench", "backward", "deterministic", "d_o",
-                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step", "group_slices", "paired_keys",
-                "tile_order"
+                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step", "group_slices", "paired_keys"
             )),
         },
         (false, false, true, false) => Mode {
             name: "--backward (--warmup, --warmup-ms and --iters need --bench)",
             uses: Some(forward_ids!(
                 "out", "backward", "deterministic", "d_o", "dq_reduce", "dq_writer", "bwd_stages",
-                "bwd_step", "group_slices", "paired_keys", "tile_order"
+                "bwd_step", "group_slices", "paired_keys"
             )),
         },
         (false, false, false, true) => Mode {
@@ -470,6 +477,7 @@ fn opts(args: &ForwardArgs) -> AttentionOptions {
         tail: args.tail,
         // The CLI's masks are packed or loaded on the host: their lists are there.
         mask_on_device_only: false,
+        tile_order: args.tile_order,
     }
 }
 
@@ -677,12 +685,11 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             || args.backward_flags.bwd_stages.is_some()
             || args.backward_flags.bwd_step.is_some()
             || args.backward_flags.group_slices.is_some()
-            || args.backward_flags.paired_keys.is_some()
-            || args.backward_flags.tile_order.is_some())
+            || args.backward_flags.paired_keys.is_some())
     {
         return Err(
             "--deterministic, --d-o, --dq-reduce, --dq-writer, --bwd-stages, --bwd-step, \
-             --group-slices, --paired-keys and --tile-order need --backward"
+             --group-slices and --paired-keys need --backward"
                 .into(),
         );
     }
@@ -934,6 +941,32 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         None
     };
 
+    if args.tile_order == Some(true) {
+        if mask.is_none() {
+            return Err(
+                "--tile-order on: the largest-first order runs a mask's tiles (--mask, \
+                 --dense-mask, --synthetic-mask or --predicate), not the window walk"
+                    .into(),
+            );
+        }
+        let conflicts: Vec<&str> = [
+            (args.persistent == Some(true), "--persistent on"),
+            (
+                args.tail.is_some() || args.tail_split == Some(true),
+                "the split tail",
+            ),
+            (args.shared_kv == Some(true), "--shared-kv on"),
+        ]
+        .into_iter()
+        .filter_map(|(conflict, flag)| conflict.then_some(flag))
+        .collect();
+        if !conflicts.is_empty() {
+            return Err(format!(
+                "--tile-order on: the forward's row order runs on the one-tile grid, not with {}",
+                conflicts.join(", ")
+            ));
+        }
+    }
     // ---- kernel configuration (compiles nothing) ----
     let packed = match &mask {
         Some(MaskInput::Packed(m)) => Some(m.as_ref()),

@@ -65,11 +65,6 @@ pub struct BackwardFlags {
     /// `off`. Default: on where they run.
     #[arg(long, value_parser = super::parse_on_off)]
     pub paired_keys: Option<bool>,
-    /// Whether a mask's key tiles run largest first, the longest walks starting first (for
-    /// A/B measurements): `on` (an error where they cannot: the deterministic mode, the
-    /// documents grid, paired key blocks) or `off` (index order). Default: on where they can.
-    #[arg(long, value_parser = super::parse_on_off)]
-    pub tile_order: Option<bool>,
 }
 
 /// Arguments of `fragmask bench backward`.
@@ -160,21 +155,12 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
             );
         }
     }
-    if flags.tile_order == Some(true) {
-        if v.mask.is_none() {
-            return Err(
-                "--tile-order on: the largest-first order runs a mask's key tiles \
-                 (--mask or --synthetic-mask), not the window walk"
-                    .into(),
-            );
-        }
-        if flags.deterministic {
-            return Err(
-                "--tile-order on: the deterministic mode runs the key tiles in index \
-                 order (its CTAs wait for the ones before them)"
-                    .into(),
-            );
-        }
+    if args.tile_order == Some(true) && flags.deterministic {
+        return Err(
+            "--tile-order on: the deterministic mode runs the key tiles in index \
+             order (its CTAs wait for the ones before them)"
+                .into(),
+        );
     }
     // A mask built here is not packed yet (its kernel is checked at launch): refuse the
     // options only the window walk takes before any GPU is looked for.
@@ -222,7 +208,7 @@ pub(super) fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> Backwa
         head_section: args.head_section,
         group_slices: flags.group_slices,
         paired_keys: flags.paired_keys,
-        tile_order: flags.tile_order,
+        tile_order: args.tile_order,
         ..BackwardOptions::default()
     }
 }

@@ -9,6 +9,7 @@ use fragmask_masks::{BlockLists, PackedMask, TransposedLists};
 pub fn packed_difference(gpu: &GpuPacked, cpu: &PackedMask) -> Option<String> {
     lists_difference(&gpu.lists, cpu.lists())
         .or_else(|| first_difference("words", &gpu.words, cpu.words()))
+        .or_else(|| first_difference("row_order", &gpu.row_order, &cpu.row_order()))
 }
 
 /// `None` if every list and word of `gpu` equals the CPU's `cpu`; otherwise where they

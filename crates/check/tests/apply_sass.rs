@@ -14,8 +14,8 @@ use fragmask_kernels::apply::kernels::{
 };
 use fragmask_kernels::apply::{header, HeaderOptions};
 use fragmask_kernels::packer::{
-    PackerKernels, TransposeKernels, CLASSES_KERNEL, COMPACT_KERNEL, LISTS_KERNEL, TILES_KERNEL,
-    TILE_ORDER_KERNEL, TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
+    PackerKernels, TransposeKernels, CLASSES_KERNEL, COMPACT_KERNEL, LISTS_KERNEL,
+    ROW_ORDER_KERNEL, TILES_KERNEL, TILE_ORDER_KERNEL, TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
 };
 use fragmask_masks::TransposedLists;
 use fragmask_masks::{Encoding, TiledAccumulator};
@@ -124,7 +124,7 @@ fn packer_kernels_compile_without_spills() {
     for (m, n, w, _) in CONFIGS {
         let acc = TiledAccumulator::new(m, n, w, false).unwrap();
         let report = compile(&PackerKernels::new(&acc).unwrap().source());
-        for name in [TILES_KERNEL, LISTS_KERNEL, COMPACT_KERNEL] {
+        for name in [TILES_KERNEL, LISTS_KERNEL, ROW_ORDER_KERNEL, COMPACT_KERNEL] {
             assert_no_spills(report.kernel(name).unwrap_or_else(|| panic!("{name}")));
         }
         // 16-byte loads of the dense bytes when block_n is a multiple of 16.

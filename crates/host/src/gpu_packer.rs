@@ -21,8 +21,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use fragmask_kernels::packer::{
     PackerKernels, TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, COMPACT_KERNEL,
-    COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, TILES_KERNEL, TILE_ORDER_KERNEL,
-    TILE_ORDER_THREADS, TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
+    COMPACT_THREADS, LISTS_KERNEL, LIST_THREADS, ORDER_THREADS, ROW_ORDER_KERNEL, TILES_KERNEL,
+    TILE_ORDER_KERNEL, TRANSCODE_KERNEL, TRANSPOSED_LISTS_KERNEL,
 };
 use fragmask_masks::{BlockLists, Encoding, ListDirection, PackedMask, TiledAccumulator};
 
@@ -40,7 +40,7 @@ use crate::nvrtc::Compiler;
 const MAX_GRID_Y: u32 = 65_535;
 
 /// The kernels of the packer's module.
-const PACKER_KERNELS: [&str; 3] = [TILES_KERNEL, LISTS_KERNEL, COMPACT_KERNEL];
+const PACKER_KERNELS: [&str; 4] = [TILES_KERNEL, LISTS_KERNEL, ROW_ORDER_KERNEL, COMPACT_KERNEL];
 
 /// The kernels of the transposed-list module.
 const TRANSPOSER_KERNELS: [&str; 4] = [
@@ -92,6 +92,7 @@ pub struct PackBuffers {
     lists: DeviceBlockLists,
     partial_source: CudaSlice<i32>,
     partial_count: CudaSlice<i32>,
+    row_order: CudaSlice<i32>,
     words: CudaSlice<u32>,
 }
 
@@ -108,7 +109,8 @@ impl PackBuffers {
 /// `[tiles * wpt]` (16-byte aligned; `words` is the result, the first
 /// `partial_count * wpt` of them); `classes` u8 `[tiles]`; `lists` the forward lists
 /// ([`RawBlockLists`]: i32 counts `[rows]`, entries `[tiles]`); `partial_source` i32
-/// `[tiles]`; `partial_count` i32 `[1]`.
+/// `[tiles]`; `partial_count` i32 `[1]`; `row_order` i32 `[rows]` (the forward's dispatch
+/// order of the row blocks, `fragmask_masks::row_order`).
 /// Nothing needs zeroing: the kernels write every list entry (padding too), the count,
 /// and every word below it. `scratch`, `classes` and `partial_source` are workspace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +125,8 @@ pub struct RawPackBuffers {
     pub partial_source: u64,
     /// Result: the number of partial tiles.
     pub partial_count: u64,
+    /// Result: the row blocks' dispatch order.
+    pub row_order: u64,
     /// Result: the partial tiles' words.
     pub words: u64,
 }
@@ -138,6 +142,9 @@ pub struct GpuPacked {
     pub lists: BlockLists,
     /// `[partial_tiles, threads, words_per_thread]`.
     pub words: Vec<u32>,
+    /// The forward's dispatch order of the row blocks, `[planes, m_blocks]`
+    /// (`PackedMask::row_order` of the same lists).
+    pub row_order: Vec<i32>,
 }
 
 /// The compiled packer kernels on one device.
@@ -147,6 +154,7 @@ pub struct GpuPacker {
     stream: Arc<CudaStream>,
     tiles: CudaFunction,
     lists: CudaFunction,
+    row_order: CudaFunction,
     compact: CudaFunction,
     compact_blocks: u32,
     tile_blocks: u32,
@@ -167,6 +175,7 @@ impl GpuPacker {
             tile_blocks: (multiprocessors(device)? * per_sm) as u32,
             tiles,
             lists: module.function(LISTS_KERNEL)?,
+            row_order: module.function(ROW_ORDER_KERNEL)?,
             compact: module.function(COMPACT_KERNEL)?,
             compact_blocks: (multiprocessors(device)? * 8) as u32,
             stream: device.default_stream(),
@@ -226,6 +235,7 @@ impl GpuPacker {
             lists,
             partial_source: alloc_i32(shape.tiles())?,
             partial_count: alloc_i32(1)?,
+            row_order: alloc_i32(shape.rows())?,
             words: s
                 .alloc_zeros::<u32>(shape.tiles() * wpt)
                 .map_err(Error::driver("allocating the packed words"))?,
@@ -263,13 +273,15 @@ impl GpuPacker {
         let (lists, _g2) = buffers.lists.raw_mut(s);
         let (partial_source, _g7) = buffers.partial_source.device_ptr_mut(s);
         let (partial_count, _g8) = buffers.partial_count.device_ptr_mut(s);
-        let (words, _g9) = buffers.words.device_ptr_mut(s);
+        let (row_order, _g9) = buffers.row_order.device_ptr_mut(s);
+        let (words, _g10) = buffers.words.device_ptr_mut(s);
         let raw = RawPackBuffers {
             scratch,
             classes,
             lists,
             partial_source,
             partial_count,
+            row_order,
             words,
         };
         // SAFETY: `ptr` / `len` by this function's contract; the buffers were sized for
@@ -310,6 +322,7 @@ impl GpuPacker {
             (out.words, 16),
             (out.partial_source, 4),
             (out.partial_count, 4),
+            (out.row_order, 4),
         ];
         if dense == 0 || !out.lists.aligned() || aligned.iter().any(|&(p, a)| p == 0 || p % a != 0)
         {
@@ -378,6 +391,19 @@ impl GpuPacker {
                 "launching the packer list kernel",
             )?
         };
+        // SAFETY: the counts are the `rows = planes * m_blocks` the list kernel wrote (earlier
+        // on `stream`); `row_order` holds `rows`.
+        unsafe {
+            launch_order(
+                stream,
+                &self.row_order,
+                out.lists,
+                shape.planes,
+                shape.m_blocks,
+                out.row_order,
+                "launching the packer's row-order kernel",
+            )?
+        };
         let args = [
             KernelArg::new(&out.scratch),
             KernelArg::new(&out.partial_source),
@@ -431,6 +457,7 @@ impl GpuPacker {
                 shape.n_blocks,
             )?,
             words,
+            row_order: read_i32s(s, &buffers.row_order, shape.rows(), "reading the row order")?,
         };
         s.synchronize()
             .map_err(Error::driver("running the packer"))?;
@@ -797,32 +824,19 @@ impl GpuTransposer {
                 "launching the transposed list kernel",
             )?
         };
-        let planes = shape.planes as i32;
-        let args = [
-            KernelArg::new(&b.transposed.num_blocks),
-            KernelArg::new(&b.transposed.full_num_blocks),
-            KernelArg::new(&planes),
-            KernelArg::new(&nb),
-            KernelArg::new(&b.tile_order),
-        ];
-        let grid = (
-            (nb as u32).div_ceil(TILE_ORDER_THREADS).max(1),
-            (planes as u32).min(MAX_GRID_Y),
-            1,
-        );
-        // SAFETY: `fragmask_pack_tile_order(const int* q_num_blocks, const int*
-        // full_q_num_blocks, int planes, int n_blocks, int* order)`: reads the `planes *
-        // n_blocks = q_rows` counts the list kernel wrote (earlier on `stream`) and writes
-        // each plane's `n_blocks` order entries (ranks below n_blocks): `q_rows` entries.
+        // SAFETY: the counts are the `q_rows = planes * n_blocks` the list kernel wrote
+        // (earlier on `stream`); `tile_order` holds `q_rows`.
         unsafe {
-            launch(
+            launch_order(
                 stream,
                 &self.tile_order,
-                Launch::new(grid, TILE_ORDER_THREADS),
-                &args,
-            )
-        }
-        .map_err(Error::driver("launching the tile-order kernel"))?;
+                b.transposed,
+                shape.planes,
+                shape.n_blocks,
+                b.tile_order,
+                "launching the transposer's tile-order kernel",
+            )?
+        };
         let args = [
             KernelArg::new(&b.words),
             KernelArg::new(&b.tile_word),
@@ -919,6 +933,42 @@ impl GpuTransposer {
         mask.attach_transposed(self.backward(), lists, q_words)
             .map_err(|e| Error::InvalidArgument(format!("the GPU's transposed lists: {e}")))
     }
+}
+
+/// Launches an order kernel (`fragmask_kernels::packer::order_kernel`) over the counts of
+/// `lists` (`planes * rows` rows), writing `planes * rows` entries at `order`.
+///
+/// # Safety
+/// `func` must be an order kernel; `lists`' counts must hold `planes * rows` i32 written
+/// before this call on `stream`, and `order` as many writable i32, all live until the
+/// kernel has run.
+unsafe fn launch_order(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    lists: RawBlockLists,
+    planes: usize,
+    rows: usize,
+    order: u64,
+    what: &'static str,
+) -> Result<()> {
+    let (planes_i, rows_i) = (planes as i32, rows as i32);
+    let args = [
+        KernelArg::new(&lists.num_blocks),
+        KernelArg::new(&lists.full_num_blocks),
+        KernelArg::new(&planes_i),
+        KernelArg::new(&rows_i),
+        KernelArg::new(&order),
+    ];
+    let grid = (
+        (rows as u32).div_ceil(ORDER_THREADS).max(1),
+        (planes as u32).clamp(1, MAX_GRID_Y),
+        1,
+    );
+    // SAFETY: `(const int* counts, const int* full_counts, int planes, int rows, int*
+    // order)`: reads `planes * rows` counts of each list and writes each plane's `rows`
+    // order entries (ranks below rows), as this function's contract provides.
+    unsafe { launch(stream, func, Launch::new(grid, ORDER_THREADS), &args) }
+        .map_err(Error::driver(what))
 }
 
 /// Launches `func` on `stream` as one row of `blocks` blocks of `threads` threads with

@@ -55,6 +55,7 @@ extern crate std;
 
 pub mod bits;
 #[cfg(feature = "alloc")]
+mod dispatch;
 mod documents;
 mod encoding;
 mod error;
@@ -73,6 +74,8 @@ mod source;
 #[cfg(feature = "alloc")]
 mod transpose;
 
+#[cfg(feature = "alloc")]
+pub use dispatch::{is_index_order, is_last_row_first, row_order, tile_order};
 #[cfg(feature = "alloc")]
 pub use documents::{DocumentKind, Documents};
 #[cfg(feature = "alloc")]
@@ -99,7 +102,6 @@ pub use source::{
     MAX_PREDICATE_DEPTH, MAX_PREDICATE_NESTING,
 };
 pub use source::{DenseMask, DenseRows, IndexValue, MaskSource, Region};
-#[cfg(feature = "alloc")]
-pub use transpose::{tile_order, TransposedLists, TRANSPOSED_ENCODING};
+pub use transpose::{TransposedLists, TRANSPOSED_ENCODING};
 
 pub use fragmask_gmma_frag::TiledAccumulator;

@@ -1073,6 +1073,20 @@ impl PackedMask {
         &self.lists
     }
 
+    /// The forward's dispatch order of the row blocks ([`crate::row_order`] of the key tiles
+    /// each forward row visits, partial and full): `[B, H, m_blocks]` of the stored
+    /// (broadcast) planes.
+    pub fn row_order(&self) -> Vec<i32> {
+        let counts: Vec<i32> = self
+            .lists
+            .num_blocks()
+            .iter()
+            .zip(self.lists.full_num_blocks())
+            .map(|(&a, &b)| a.saturating_add(b))
+            .collect();
+        crate::dispatch::row_order(&counts, self.grid.m_blocks)
+    }
+
     /// All partial tiles' words, `[partial_tiles, ...word_shape]`.
     pub fn words(&self) -> &[u32] {
         &self.words

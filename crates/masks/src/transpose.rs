@@ -118,21 +118,6 @@ pub(crate) fn transpose_lists(
     })
 }
 
-/// Per plane, the key tiles ordered by their count of query tiles (`counts` is `[planes,
-/// n_blocks]`: partial and full tiles of each transposed row), most first, ties by index
-/// (a stable sort): the backward's dispatch order, so that the longest CTAs start first and
-/// the shortest fill the tail (longest-processing-time-first; docs/backward.md). The GPU
-/// transposer writes the same order (`fragmask_pack_tile_order`).
-pub fn tile_order(counts: &[i32], n_blocks: usize) -> Vec<i32> {
-    let mut order = Vec::with_capacity(counts.len());
-    for plane in counts.chunks(n_blocks.max(1)) {
-        let mut idx: Vec<i32> = (0..plane.len() as i32).collect();
-        idx.sort_by_key(|&i| core::cmp::Reverse(plane[i as usize]));
-        order.extend(idx);
-    }
-    order
-}
-
 impl TransposedLists {
     /// The backward accumulator that `fragmask pack --transposed` uses by default for a
     /// forward tile `block_m × block_n`: SwapAB (the MMA computes `Sᵀ`, its rows the
@@ -220,7 +205,7 @@ impl TransposedLists {
         &self.words
     }
 
-    /// The backward's dispatch order of the key tiles ([`tile_order`] of the query tiles
+    /// The backward's dispatch order of the key tiles ([`crate::dispatch::tile_order`] of the query tiles
     /// each transposed row visits, partial and full): `[B, H, n_blocks]` of the stored
     /// (broadcast) planes.
     ///
@@ -243,7 +228,7 @@ impl TransposedLists {
             .zip(self.lists.full_num_blocks())
             .map(|(&a, &b)| a.saturating_add(b))
             .collect();
-        tile_order(&counts, self.grid.n_blocks)
+        crate::dispatch::tile_order(&counts, self.grid.n_blocks)
     }
 
     /// Number of partial tiles (the forward's).
@@ -489,40 +474,5 @@ fn transcode_all(
     let mut scratch = vec![0u64; transcoder.scratch_words()];
     for (chunk, out) in q_words.chunks_mut(chunk_words).enumerate() {
         run(chunk, out, &mut scratch);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tile_order;
-    use alloc::vec::Vec;
-    use proptest::prelude::*;
-
-    proptest! {
-        #![proptest_config(crate::bits::proptest_ci::config(64))]
-
-        #[test]
-        fn tile_order_is_a_permutation_of_each_plane_by_non_increasing_count(
-            planes in 1usize..4, n in 1usize..40, seed in any::<u64>(),
-        ) {
-            let mut x = seed;
-            let counts: Vec<i32> = (0..planes * n)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    ((x >> 33) % 7) as i32
-                })
-                .collect();
-            let order = tile_order(&counts, n);
-            prop_assert_eq!(order.len(), counts.len());
-            for (plane, (o, c)) in order.chunks(n).zip(counts.chunks(n)).enumerate() {
-                let mut seen = o.to_vec();
-                seen.sort_unstable();
-                prop_assert_eq!(seen, (0..n as i32).collect::<Vec<_>>(), "plane {}", plane);
-                for w in o.windows(2) {
-                    let (a, b) = (c[w[0] as usize], c[w[1] as usize]);
-                    prop_assert!(a > b || (a == b && w[0] < w[1]));
-                }
-            }
-        }
     }
 }

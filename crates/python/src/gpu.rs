@@ -72,8 +72,8 @@ pub(crate) fn is_placeholder(id: u64) -> bool {
 }
 
 /// What the GPU packer or transposer wrote beside lists it built: the address of the
-/// lists' first (the counts per row), of their partial-tile count and, for transposed lists,
-/// of their dispatch order (0 for forward lists).
+/// lists' first (the counts per row), of their partial-tile count and of their dispatch
+/// order (the forward's row blocks, the backward's key tiles).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GpuBuilt {
     pub(crate) lists_at: u64,
@@ -1106,10 +1106,17 @@ impl GpuPack {
         Ok((0, classes, source, end.max(16)))
     }
 
-    /// i32 entries of the output buffer: the lists, the count, the words.
-    fn out_ints(&self) -> usize {
+    /// The i32 entry of the output buffer where the row order starts: after the lists, the
+    /// count and the words.
+    fn order_at(&self) -> usize {
         let (rows, tiles) = (self.shape.rows(), self.shape.tiles());
         list_offsets(rows, tiles)[6] + (tiles * self.packer.words_per_tile()).max(4)
+    }
+
+    /// i32 entries of the output buffer: the lists, the count, the words, the row blocks'
+    /// dispatch order.
+    fn out_ints(&self) -> usize {
+        self.order_at() + self.shape.rows()
     }
 }
 
@@ -1138,7 +1145,8 @@ impl GpuPack {
     /// (rows, tiles, words_per_tile, workspace_bytes, out_ints, words_at, m_blocks,
     /// n_blocks): the buffers are a u8 workspace of `workspace_bytes` and an i32 output
     /// of `out_ints` entries (both from torch: 16-byte aligned) holding the lists at
-    /// the offsets `list_offsets` gives and the words from entry `words_at` on.
+    /// the offsets `list_offsets` gives, the words from entry `words_at` on, and last the
+    /// row blocks' dispatch order (`rows` entries).
     #[getter]
     fn sizes(&self) -> PyResult<Sizes> {
         let s = self.shape;
@@ -1182,6 +1190,7 @@ impl GpuPack {
             partial_source: at(workspace, source),
             lists: raw_lists(out, &offsets),
             partial_count: l[5],
+            row_order: at(out, 4 * self.order_at()),
             words: l[6],
         };
         let g = &self.gpu;
@@ -1206,7 +1215,7 @@ impl GpuPack {
             GpuBuilt {
                 lists_at: raw.lists.num_blocks,
                 partial_count: raw.partial_count,
-                tile_order: 0,
+                tile_order: raw.row_order,
             },
         );
         Ok(())

@@ -103,6 +103,13 @@ impl AttentionPlanHandle {
         self.plan.shared_kv()
     }
 
+    /// Whether the plan runs a mask's row blocks largest first (the GPU packer's order, or
+    /// one uploaded from host lists at planning; `AttentionOptions::tile_order`).
+    #[getter]
+    fn largest_first(&self) -> bool {
+        self.plan.largest_first()
+    }
+
     /// Launches on `stream`: q, k, v as `(address, shape, strides)` views, which must
     /// have the plan's shapes and strides (else `ValueError` naming the tensor); out in
     /// the plan's layout (contiguous `[B, Sq, H, D]` when planned `bshd`, else contiguous

@@ -929,12 +929,14 @@ class GpuPackerTests(unittest.TestCase):
                             else:
                                 self.assertLess(rel_err(a.float(), b.float()), 1e-2)
 
-    def test_the_backward_runs_key_tiles_largest_first_from_gpu_and_host_lists(self):
+    def test_masks_run_their_tiles_largest_first_from_gpu_and_host_lists(self):
         # An upper-triangular random mask: key tile n is visited by the query tiles up to
-        # n, so the largest-first order is the reverse of the index order. The GPU
-        # transposer writes that order beside the lists it builds, and a host-packed mask's
-        # plan uploads it; outside the deterministic mode (whose CTAs wait for the key
-        # tiles before them) both plans run it, and the gradients match fp32's.
+        # n, and row block m visits the key tiles from m on, so the largest-first orders
+        # are the reverse of the backward's index order and of the forward grid's order
+        # (from the last row). The GPU packer and transposer write them beside the lists
+        # they build, and a host-packed mask's plans upload them; the forward and, outside
+        # the deterministic mode (whose CTAs wait for the key tiles before them), the
+        # backward run them, and outputs and gradients match fp32's.
         from fragmask import _ops
 
         g = torch.Generator(device="cuda").manual_seed(23)
@@ -944,9 +946,14 @@ class GpuPackerTests(unittest.TestCase):
         q, k, v, do = (torch.randn(1, H, S, D, device="cuda", dtype=torch.bfloat16,
                                    generator=g) for _ in range(4))
         ref = [t.float().requires_grad_() for t in (q, k, v)]
-        math_attention(*ref, dense).backward(do.float())
+        ref_out = math_attention(*ref, dense)
+        ref_out.backward(do.float())
+        ref_out = ref_out.detach()
         for packed_on in ("cuda", "cpu"):
             m = Mask.from_dense(dense.to(packed_on), transposed=True)
+            plan = fragmask.AttentionPlan(q, k, v, m)
+            self.assertTrue(plan.largest_first, packed_on)
+            self.assertLess(rel_err(plan.run(q, k, v).float(), ref_out), 2e-2, packed_on)
             for det in (False, True):
                 with self.subTest(packed_on=packed_on, deterministic=det):
                     qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))

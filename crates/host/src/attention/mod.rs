@@ -397,6 +397,16 @@ pub struct AttentionOptions {
     /// ([`split_plan_steps`], [`persistent::every_key_block_steps`]), not from the
     /// placeholder's zero steps, which would run a decode-shaped call on one split.
     pub mask_on_device_only: bool,
+    /// Whether tile lists on the one-tile grid run their row blocks largest first
+    /// (`AttentionParams::row_order`: the longest walks start first, the shortest fill the
+    /// tail; docs/architecture.md, "Row order of the tile lists"); `None` is yes wherever
+    /// the order is at hand: the lists' own on the device (the GPU packer writes it,
+    /// [`crate::device_lists::RawMaskLists::tile_order`]), or one computed from the host's
+    /// lists and uploaded at planning where it is not the grid's own order (from the last
+    /// row). Not on persistent CTAs, the split tail, the documents grid or the shared-K/V
+    /// tile; `Some(true)` turns the default split tail off and is an error there and where
+    /// no order is at hand.
+    pub tile_order: Option<bool>,
 }
 
 impl AttentionOptions {
@@ -711,6 +721,43 @@ impl AttentionRunner {
         Ok(*self.sm_count.get_or_init(|| n.max(1) as usize))
     }
 
+    /// The largest-first dispatch order of a mask's call (the forward's row blocks, the
+    /// backward's key tiles; `fragmask_masks::{row_order, tile_order}`): the lists' own on
+    /// the device at `device` (the GPU packer's or transposer's, or a prepared mask's
+    /// upload); else `host()`'s, computed from host lists (`None` where the host holds none),
+    /// uploaded here unless `grid_order` says the kernel runs it without a table and `force`
+    /// is off; else none.
+    pub(crate) fn dispatch_order(
+        &self,
+        device: u64,
+        host: impl FnOnce() -> Option<Vec<i32>>,
+        grid_order: impl FnOnce(&[i32]) -> bool,
+        force: bool,
+    ) -> Result<Option<DispatchOrder>, AttentionError> {
+        if device != 0 {
+            if device % 4 != 0 {
+                return Err(AttentionError::Shape(
+                    "a dispatch order's device address must be 4-byte aligned".into(),
+                ));
+            }
+            return Ok(Some(DispatchOrder {
+                address: device,
+                uploaded: None,
+            }));
+        }
+        let Some(order) = host() else {
+            return Ok(None);
+        };
+        if grid_order(&order) && !force {
+            return Ok(None);
+        }
+        let (buf, address) = self.upload_table(&order, "uploading a mask's dispatch order")?;
+        Ok(Some(DispatchOrder {
+            address,
+            uploaded: Some(buf),
+        }))
+    }
+
     /// Uploads a plan's work table once (the documents grids' work items, persistent CTAs'
     /// tiles) and synchronises, so a run on any stream reads it: the buffer and its address.
     pub(crate) fn upload_table(
@@ -976,6 +1023,14 @@ fn blocks_params(
     ] = lists.lists.to_array();
     params.words = lists.words;
     Ok(())
+}
+
+/// A dispatch order of a call ([`AttentionRunner::dispatch_order`]): its device address,
+/// and its buffer where the call uploaded it (kept while the parameters point at it).
+#[derive(Debug)]
+pub(crate) struct DispatchOrder {
+    pub(crate) address: u64,
+    pub(crate) uploaded: Option<Arc<CudaSlice<i32>>>,
 }
 
 /// The run-time density check's params (`lists_partial_count`, `lists_tiles`;

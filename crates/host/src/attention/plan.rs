@@ -56,6 +56,9 @@ pub struct AttentionPlan {
     /// The shared-K/V tile's pairs and steps (`AttentionParams::pair_steps`), uploaded
     /// once at planning.
     pair_steps: Option<Arc<CudaSlice<i32>>>,
+    /// The tile lists' row order (`AttentionParams::row_order`) where it was computed from
+    /// host lists and uploaded at planning: kept while the parameters point at it.
+    _row_order: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl std::fmt::Debug for AttentionPlan {
@@ -279,6 +282,8 @@ impl AttentionRunner {
             },
             opts,
         )?;
+        // A call that asks for the row order (and not for the tail) runs the one-tile grid.
+        let tail = tail.filter(|_| opts.tile_order != Some(true) || opts.tail_asked());
         let launch = match tail {
             Some(t) => {
                 params.num_splits = t.splits as i32;
@@ -319,6 +324,42 @@ impl AttentionRunner {
             _ if tail.is_some() => (launch.grid_x, 1, 1),
             _ => (launch.grid_x, shape.heads as u32, shape.batch as u32),
         };
+        // The tile lists' row blocks largest first, on the one-tile grid only (persistent CTAs
+        // and the split tail have their own order; the shared-K/V tile walks pairs).
+        let mut row_order = None;
+        if let RawMask::Blocks(host, lists) = mask {
+            let grid_rows = mode == MaskMode::Blocks
+                && !g.shared_kv()
+                && !persistent
+                && tail.is_none()
+                && opts.tile_order != Some(false);
+            // Lists built on the GPU, or left there, have only a stand-in on the host.
+            let host_lists = lists.partial_count == 0 && !opts.mask_on_device_only;
+            let order = match grid_rows {
+                true => self.dispatch_order(
+                    lists.tile_order,
+                    || host_lists.then(|| host.row_order()),
+                    |order| fragmask_masks::is_last_row_first(order, host.grid().m_blocks),
+                    opts.tile_order == Some(true),
+                )?,
+                false => None,
+            };
+            if let Some(order) = order {
+                params.row_order = order.address;
+                row_order = order.uploaded;
+            }
+        }
+        if opts.tile_order == Some(true) && params.row_order == 0 {
+            return Err(AttentionError::Config(
+                fragmask_kernels::attention::ConfigError::Layout(
+                    "the largest-first row order needs a mask's tile lists on the one-tile \
+                     grid (not the documents grid, the shared-K/V tile, persistent CTAs or \
+                     the split tail), with the order on the device (the GPU packer's) or the \
+                     lists on the host"
+                        .into(),
+                ),
+            ));
+        }
         let (func, combine) = self.functions(&kernel)?;
         Ok(AttentionPlan {
             func,
@@ -334,6 +375,7 @@ impl AttentionRunner {
             doc_items,
             work,
             pair_steps,
+            _row_order: row_order,
         })
     }
 
@@ -441,6 +483,12 @@ impl AttentionPlan {
     /// planning).
     pub fn shared_kv(&self) -> bool {
         self.pair_steps.is_some()
+    }
+
+    /// Whether the plan runs the tile lists' row blocks largest first
+    /// ([`AttentionOptions::tile_order`]).
+    pub fn largest_first(&self) -> bool {
+        self.params.0.row_order != 0
     }
 
     /// Whether the plan runs the documents grid ([`MaskMode::Documents`]; its work-item

@@ -942,6 +942,8 @@ crate::abi_struct! {
         lists_partial_count: Ptr("const int*"),
         /// The tiles of the lists' grid ([Bm, Hm, Mb, Nb]): a count equal to it means dense lists.
         lists_tiles: I32("int"),
+        /// Tile lists on the one-tile grid: [Bm, Hm, Mb] the row blocks in dispatch order (fragmask_masks::row_order; null: from the last row block).
+        row_order: Ptr("const int*"),
     }
 }
 
@@ -961,13 +963,14 @@ mod tests {
         );
         // 13 pointers, 14 ints, 2 floats, padded to the pointers' alignment, then 3 i64
         // strides and the split tail's int, padded to the next pointer, the partial count's,
-        // and the tiles' int, padded to the struct's alignment.
+        // and the tiles' int, padded to the row order's pointer, which ends the struct.
         assert_eq!(
             AttentionParams::ABI.size(),
             (((13 * 8 + 14 * 4 + 2 * 4usize).next_multiple_of(8) + 3 * 8 + 4).next_multiple_of(8)
                 + 8
                 + 4)
             .next_multiple_of(8)
+                + 8
         );
     }
 

@@ -290,8 +290,16 @@ pub(super) fn generate(k: &AttentionKernel) -> Result<String, ConfigError> {
         (
             "WORK",
             match work {
-                // The one-tile grid reads its tile off the launch order's sections.
-                RowWork::Grid => [crate::family::schedule::SECTION_TILE, work.text()].concat(),
+                // The one-tile grid reads its tile off the launch order's sections, and tile
+                // lists their rows in the mask's dispatch order.
+                RowWork::Grid => {
+                    let row = if k.mask() == MaskMode::Blocks && !g.shared_kv() {
+                        row_block::GRID_ROW_ORDER
+                    } else {
+                        row_block::GRID_ROW_FROM_LAST
+                    };
+                    [crate::family::schedule::SECTION_TILE, row, work.text()].concat()
+                }
                 RowWork::Persistent | RowWork::Tail => work.text().to_string(),
             },
         ),

@@ -42,8 +42,7 @@ use crate::emit::FragmentTerms;
 
 mod transpose;
 pub use transpose::{
-    TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, TILE_ORDER_KERNEL, TILE_ORDER_THREADS,
-    TRANSCODE_KERNEL, TRANSCODE_THREADS_MAX,
+    TransposeKernels, CLASSES_KERNEL, CLASSES_THREADS, TRANSCODE_KERNEL, TRANSCODE_THREADS_MAX,
 };
 
 /// Name of the tile kernel.
@@ -54,6 +53,13 @@ pub const LISTS_KERNEL: &str = "fragmask_pack_lists";
 pub const COMPACT_KERNEL: &str = "fragmask_pack_compact";
 /// Name of the transposed list kernel ([`ListAxis::Transposed`]).
 pub const TRANSPOSED_LISTS_KERNEL: &str = "fragmask_pack_lists_t";
+/// Name of the row-order kernel ([`order_kernel`] of [`ListAxis::Forward`]).
+pub const ROW_ORDER_KERNEL: &str = "fragmask_pack_row_order";
+/// Name of the tile-order kernel ([`order_kernel`] of [`ListAxis::Transposed`]).
+pub const TILE_ORDER_KERNEL: &str = "fragmask_pack_tile_order";
+/// Threads per CTA of the order kernels (a row each; the plane's counts pass through
+/// shared memory in chunks of as many).
+pub const ORDER_THREADS: u32 = 256;
 /// Threads of the list kernel's single CTA (32 warps: 32 rows of tiles at a time).
 pub const LIST_THREADS: u32 = 1024;
 /// Threads per CTA of the compaction kernel.
@@ -143,6 +149,8 @@ impl PackerKernels {
     ///   int* kv_num_blocks, int* kv_indices, int* full_kv_num_blocks, int* full_kv_indices,
     ///   int* kv_tile_offsets, int* partial_source, int* partial_count)`: `rows` =
     ///   `planes * m_blocks`.
+    /// - `fragmask_pack_row_order(counts, full_counts, planes, m_blocks, order)`:
+    ///   [`order_kernel`] of [`ListAxis::Forward`] over the lists' counts.
     /// - `fragmask_pack_compact(const unsigned* scratch, const int* partial_source,
     ///   const int* partial_count, int capacity, unsigned* words)`: copies the first
     ///   `min(partial_count, capacity)` partial tiles.
@@ -346,6 +354,7 @@ extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {tiles_ker
             area = bm * bn,
         );
         s.push_str(&lists_kernel(ListAxis::Forward));
+        s.push_str(&order_kernel(ListAxis::Forward));
         let _ = writeln!(
             s,
             r#"
@@ -485,5 +494,62 @@ extern "C" __global__ void __launch_bounds__({list_threads}) {name}(
         partial_class = class::PARTIAL,
         full_class = class::FULL,
         empty_class = class::EMPTY,
+    )
+}
+
+/// The dispatch-order kernel of `axis` (`fragmask_masks::row_order` for the forward lists,
+/// `fragmask_masks::tile_order` for the transposed ones): row `i` of a plane (count `c_i`,
+/// partial plus full entries) goes to rank `#{j : c_j > c_i}` plus its ties' share: the
+/// ties before it in index order (transposed) or after it (forward, whose grid without
+/// counts runs from the last row). Each thread compares its row with every row of the
+/// plane: `rows²` comparisons per plane, over `ceil(rows / ORDER_THREADS)` CTAs.
+///
+/// Signature: `(const int* counts, const int* full_counts, int planes, int rows,
+/// int* order)`, grid `(ceil(rows / ORDER_THREADS), any)` of [`ORDER_THREADS`]; the
+/// counts and `order` hold `planes * rows`.
+pub fn order_kernel(axis: ListAxis) -> String {
+    let (name, tie, what) = match axis {
+        ListAxis::Forward => (
+            ROW_ORDER_KERNEL,
+            "j0 + k > i",
+            "the forward's row blocks, ties from the last row",
+        ),
+        ListAxis::Transposed => (
+            TILE_ORDER_KERNEL,
+            "j0 + k < i",
+            "the backward's key tiles, ties by index",
+        ),
+    };
+    format!(
+        r#"
+// Dispatch order ({what}): per plane, the rows by c = counts + full_counts, most first.
+// Thread i's row goes to rank #{{j : c_j > c_i}} + #{{tied j before it}}; the plane's counts
+// pass through shared memory a chunk at a time.
+extern "C" __global__ void __launch_bounds__({t}) {name}(
+    const int* __restrict__ counts, const int* __restrict__ full_counts,
+    int planes, int rows, int* __restrict__ order)
+{{
+    __shared__ int chunk[{t}];
+    const int i = (int)(blockIdx.x * {t}u + threadIdx.x);
+    for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {{
+        const unsigned long long row0 = (unsigned long long)plane * (unsigned)rows;
+        const int ci = i < rows ? counts[row0 + i] + full_counts[row0 + i] : 0;
+        int rank = 0;
+        for (int j0 = 0; j0 < rows; j0 += {t}) {{
+            const int j = j0 + (int)threadIdx.x;
+            __syncthreads();  // the previous chunk's reads are done
+            chunk[threadIdx.x] = j < rows ? counts[row0 + j] + full_counts[row0 + j] : 0;
+            __syncthreads();
+            const int len = min({t}, rows - j0);
+            for (int k = 0; k < len; ++k) {{
+                const int cj = chunk[k];
+                rank += (cj > ci) | (cj == ci && {tie});
+            }}
+        }}
+        if (i < rows) {{ order[row0 + rank] = i; }}
+    }}
+}}
+"#,
+        t = ORDER_THREADS,
     )
 }

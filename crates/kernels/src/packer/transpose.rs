@@ -14,7 +14,7 @@
 //!    kernel walking the class grid by key block ([`super::ListAxis::Transposed`]): the
 //!    transposed lists, ascending, padding 0 (and -1 in `q_tile_offsets`), each
 //!    transposed partial tile's forward tile, and their count.
-//! 3. [`TILE_ORDER_KERNEL`] `fragmask_pack_tile_order`: per plane, the key tiles by the
+//! 3. [`super::TILE_ORDER_KERNEL`] `fragmask_pack_tile_order` ([`super::order_kernel`]): per plane, the key tiles by the
 //!    query tiles their transposed lists visit, most first, ties by index: the backward's
 //!    dispatch order, `fragmask_masks::tile_order`'s.
 //! 4. [`TRANSCODE_KERNEL`] `fragmask_pack_transcode`: per transposed partial tile, the
@@ -33,7 +33,7 @@ use std::fmt::Write as _;
 use fragmask_gmma_frag::TiledAccumulator;
 use fragmask_masks::Encoding;
 
-use super::{class, lists_kernel, ListAxis};
+use super::{class, lists_kernel, order_kernel, ListAxis};
 use crate::apply::CodegenError;
 use crate::emit::FragmentTerms;
 
@@ -44,13 +44,9 @@ use crate::emit::FragmentTerms;
 pub const CLASSES_KERNEL: &str = "fragmask_pack_classes";
 /// Name of the transcode kernel.
 pub const TRANSCODE_KERNEL: &str = "fragmask_pack_transcode";
-/// Name of the tile-order kernel.
-pub const TILE_ORDER_KERNEL: &str = "fragmask_pack_tile_order";
 /// Threads per CTA of the class kernel (a warp per row).
 pub const CLASSES_THREADS: u32 = 256;
-/// Threads per CTA of the tile-order kernel (a key tile each; the plane's counts pass
-/// through shared memory in chunks of as many).
-pub const TILE_ORDER_THREADS: u32 = 256;
+
 /// The most threads a transcode CTA may have (the larger accumulator's).
 pub const TRANSCODE_THREADS_MAX: u32 = 1024;
 /// Static shared memory the transcode kernel may use (a byte per tile element).
@@ -157,9 +153,7 @@ impl TransposeKernels {
     ///   q_indices, full_q_num_blocks, full_q_indices, q_tile_offsets,
     ///   partial_source, partial_count)`: one CTA, `rows = planes * n_blocks`.
     /// - `fragmask_pack_tile_order(const int* q_num_blocks, const int* full_q_num_blocks,
-    ///   int planes, int n_blocks, int* order)`: grid `(ceil(n_blocks /`
-    ///   [`TILE_ORDER_THREADS`]`), any)` of [`TILE_ORDER_THREADS`]; `order` holds `planes *
-    ///   n_blocks`.
+    ///   int planes, int n_blocks, int* order)`: [`super::order_kernel`].
     /// - `fragmask_pack_transcode(const unsigned* words, const int* tile_word,
     ///   const int* partial_source, const int* partial_count, int capacity,
     ///   unsigned* q_words)`, any 1-D grid of [`Self::threads`]: transposed partial tile
@@ -231,7 +225,7 @@ extern "C" __global__ void __launch_bounds__({ct}) {classes_kernel}(
             full = class::FULL,
         );
         s.push_str(&lists_kernel(ListAxis::Transposed));
-        s.push_str(&tile_order_kernel());
+        s.push_str(&order_kernel(ListAxis::Transposed));
         // The transcode kernel.
         let g = &self.gather;
         let _ = writeln!(
@@ -304,47 +298,6 @@ extern "C" __global__ void __launch_bounds__({threads}) {transcode_kernel}(
         );
         s
     }
-}
-
-/// The tile-order kernel: key tile `i` of a plane goes to rank `#{j : c_j > c_i} + #{j < i
-/// : c_j == c_i}` (a stable sort by count, descending), each thread comparing its tile
-/// with every tile of the plane: `n_blocks²` comparisons per plane, spread over
-/// `ceil(n_blocks / TILE_ORDER_THREADS)` CTAs.
-fn tile_order_kernel() -> String {
-    format!(
-        r#"
-// The backward's dispatch order (fragmask_masks::tile_order): per plane, the key tiles by
-// c = q_num_blocks + full_q_num_blocks of their transposed row, most first, ties by index.
-// Thread i's tile goes to rank #{{j : c_j > c_i}} + #{{j < i : c_j == c_i}}; the plane's
-// counts pass through shared memory a chunk at a time. Rows are (plane, n_block).
-extern "C" __global__ void __launch_bounds__({t}) {name}(
-    const int* __restrict__ q_num_blocks, const int* __restrict__ full_q_num_blocks,
-    int planes, int n_blocks, int* __restrict__ order)
-{{
-    __shared__ int chunk[{t}];
-    const int i = (int)(blockIdx.x * {t}u + threadIdx.x);
-    for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {{
-        const unsigned long long row0 = (unsigned long long)plane * (unsigned)n_blocks;
-        const int ci = i < n_blocks ? q_num_blocks[row0 + i] + full_q_num_blocks[row0 + i] : 0;
-        int rank = 0;
-        for (int j0 = 0; j0 < n_blocks; j0 += {t}) {{
-            const int j = j0 + (int)threadIdx.x;
-            __syncthreads();  // the previous chunk's reads are done
-            chunk[threadIdx.x] = j < n_blocks ? q_num_blocks[row0 + j] + full_q_num_blocks[row0 + j] : 0;
-            __syncthreads();
-            const int len = min({t}, n_blocks - j0);
-            for (int k = 0; k < len; ++k) {{
-                const int cj = chunk[k];
-                rank += (cj > ci) | (cj == ci && j0 + k < i);
-            }}
-        }}
-        if (i < n_blocks) {{ order[row0 + rank] = i; }}
-    }}
-}}
-"#,
-        t = TILE_ORDER_THREADS,
-        name = TILE_ORDER_KERNEL,
-    )
 }
 
 /// A function of the thread index that is linear over its bits: `Σ bit_b(thread) ·

@@ -1560,6 +1560,7 @@ class AttentionPlan:
             handle, _, (ws_o, ws_lse), _, ws_lse_at = self._decode
             self.splits = handle.splits
             self.kernel = None
+            self.largest_first = False
             self._workspace = self._ws_ptrs = None
             if ws_o:
                 self._workspace = torch.empty(ws_lse_at + ws_lse, dtype=_f32, device=q.device)
@@ -1584,6 +1585,9 @@ class AttentionPlan:
         # "dense" or "dense-at-run-time" (docs/masks.md, "Dense tile lists"); None for the
         # decode kernel's plan.
         self.kernel = self._handle.kernel
+        # Whether a mask's row blocks run largest first (the GPU packer's order, or one
+        # uploaded from host lists; docs/architecture.md, "Row order of the tile lists").
+        self.largest_first = self._handle.largest_first
         self._workspace = None
         self._decode = None
         if n_o:

@@ -12,8 +12,8 @@ use fragmask_kernels::attention::backward::{
 use fragmask_kernels::attention::{ConfigError, ListEntries, WINDOW_INFINITE};
 
 use super::super::{
-    driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, RawTensor,
-    TensorMapArg,
+    driver, encode_strided_map, AttentionError, AttentionRunner, AttentionShape, DispatchOrder,
+    RawTensor, TensorMapArg,
 };
 use super::{
     backward_kernel, check_output_strides, check_shape, key_pairs, kv_accum_len, padded_rows,
@@ -34,13 +34,6 @@ pub(super) struct Params(pub(super) BackwardParams);
 // offsets and size equal the CUDA struct's: the kernels crate's test compares them with
 // C's rules, and the generated source static_asserts the same numbers under NVRTC.
 unsafe impl DeviceRepr for Params {}
-
-/// The key tiles' dispatch order of a call: its device address, and the buffer when it was
-/// uploaded for the call (kept while the parameters point at it).
-struct TileOrder {
-    address: u64,
-    uploaded: Option<Arc<CudaSlice<i32>>>,
-}
 
 /// Everything a backward launch needs, resolved: three launches in order.
 pub(super) struct Resolved {
@@ -474,40 +467,23 @@ impl AttentionRunner {
         kernel: &BackwardKernel,
         opts: &BackwardOptions,
         upload: Upload,
-    ) -> Result<Option<TileOrder>, AttentionError> {
+    ) -> Result<Option<DispatchOrder>, AttentionError> {
         if kernel.deterministic() || opts.tile_order == Some(false) {
             return Ok(None);
         }
-        if bwd.tile_order != 0 {
-            if bwd.tile_order % 4 != 0 {
-                return Err(AttentionError::Shape(
-                    "the tile order's device address must be 4-byte aligned".into(),
-                ));
-            }
-            return Ok(Some(TileOrder {
-                address: bwd.tile_order,
-                uploaded: None,
-            }));
-        }
         // Lists built on the GPU (their count on the device) have only a stand-in on the host.
         let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
-        let Some(t) = host_lists.then(|| m.transposed().ok()).flatten() else {
-            return Ok(None);
-        };
-        let order = t.tile_order();
-        let n_blocks = t.grid().n_blocks.max(1);
-        let index_order = order
-            .chunks(n_blocks)
-            .all(|plane| plane.iter().enumerate().all(|(i, &n)| n as usize == i));
-        if index_order && opts.tile_order != Some(true) {
-            return Ok(None);
-        }
-        let (buf, address) =
-            self.upload_table(&order, "uploading the key tiles' dispatch order")?;
-        Ok(Some(TileOrder {
-            address,
-            uploaded: Some(buf),
-        }))
+        self.dispatch_order(
+            bwd.tile_order,
+            || {
+                host_lists
+                    .then(|| m.transposed().ok())
+                    .flatten()
+                    .map(|t| t.tile_order())
+            },
+            |order| fragmask_masks::is_index_order(order, m.grid().n_blocks),
+            opts.tile_order == Some(true),
+        )
     }
 
     /// The documents grid of `docs` ([`super::super::choice::backward_documents`]): the window

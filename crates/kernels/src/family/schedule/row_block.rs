@@ -311,7 +311,7 @@ __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int, unsi
     const unsigned xi = at.x, plane = at.y;
     t.split = (int)(xi % num_splits);
     t.splits = (int)num_splits;
-    t.m_block = (int)(xs / num_splits - 1u - xi / num_splits);
+    t.m_block = fm_grid_row(p, (int)(plane % gridDim.y), (int)(plane / gridDim.y), xi / num_splits, xs / num_splits);
     t.head = (int)(plane % gridDim.y);
     t.batch = (int)(plane / gridDim.y);
     return t;
@@ -319,6 +319,27 @@ __device__ __forceinline__ fm_work fm_work_at(const fm_attn_params& p, int, unsi
 // Workspace rows [split][B][H][Sq]: the split's partial of global row head_row0 + r is row fm_work_ws_row0 + r.
 __device__ __forceinline__ long long fm_work_ws_row0(const fm_attn_params& p, const fm_work& w, long long head_row0) {
     return (long long)w.split * p.batch * p.heads * p.seqlen_q + head_row0;
+}
+"#;
+
+/// The one-tile grid's row block of launch rank `rank` (0 first) among a plane's `rows`:
+/// from the last row block (a causal walk's longest first). [`WORK_GRID`] calls it.
+pub const GRID_ROW_FROM_LAST: &str = r#"// The row block of launch rank `rank` among a plane's `rows`: from the last (a causal walk's longest first).
+__device__ __forceinline__ int fm_grid_row(const fm_attn_params&, int, int, unsigned rank, unsigned rows) {
+    return (int)(rows - 1u - rank);
+}
+"#;
+
+/// [`GRID_ROW_FROM_LAST`] for tile lists: the mask's dispatch order where the plan gives
+/// one (`AttentionParams::row_order`: per mask plane, the row blocks by their key-tile
+/// count, most first, ties from the last row; `fragmask_masks::row_order`), so that the
+/// longest walks start first; from the last row block without it.
+pub const GRID_ROW_ORDER: &str = r#"// The row block of launch rank `rank` among a plane's `rows`: p.row_order's (the mask's rows by key-tile count, most
+// first; [Bm, Hm, Mb] in the lists' row strides), or from the last without it.
+__device__ __forceinline__ int fm_grid_row(const fm_attn_params& p, int head, int batch, unsigned rank, unsigned rows) {
+    if (!p.row_order) return (int)(rows - 1u - rank);
+    const long long row = (long long)batch * p.mask_batch_stride + (long long)head * p.mask_head_stride + rank;
+    return __ldg(p.row_order + row);
 }
 "#;
 
