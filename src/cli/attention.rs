@@ -809,6 +809,14 @@ fn named(path: &Path, flag: &str) -> String {
     format!("{} ({flag})", path.display())
 }
 
+/// `Err("{what} {conflicts}")` when any flag conflicts.
+fn refuse_conflicts(what: &str, conflicts: &[&str]) -> Result<(), String> {
+    match conflicts.is_empty() {
+        true => Ok(()),
+        false => Err(format!("{what} {}", conflicts.join(", "))),
+    }
+}
+
 /// Parses and validates every input of a forward (files, shapes, masks, flags and the
 /// kernel configuration), without looking for a GPU; the caller looks for one after.
 pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
@@ -849,12 +857,10 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         .into_iter()
         .filter_map(|(conflict, flag)| conflict.then_some(flag))
         .collect();
-        if !conflicts.is_empty() {
-            return Err(format!(
-                "--tail and --tail-split on run on the one-tile grid: not with {}",
-                conflicts.join(", ")
-            ));
-        }
+        refuse_conflicts(
+            "--tail and --tail-split on run on the one-tile grid: not with",
+            &conflicts,
+        )?;
     }
     if let Some(s) = args.scale {
         // As decode: the scale multiplies QK^T before the softmax; 0 or a negative scale
@@ -960,12 +966,10 @@ pub fn validate(args: &ForwardArgs) -> Result<Validated, String> {
         .into_iter()
         .filter_map(|(conflict, flag)| conflict.then_some(flag))
         .collect();
-        if !conflicts.is_empty() {
-            return Err(format!(
-                "--tile-order on: the forward's row order runs on the one-tile grid, not with {}",
-                conflicts.join(", ")
-            ));
-        }
+        refuse_conflicts(
+            "--tile-order on: the forward's row order runs on the one-tile grid, not with",
+            &conflicts,
+        )?;
     }
     // ---- kernel configuration (compiles nothing) ----
     let packed = match &mask {

@@ -205,6 +205,16 @@ impl BlockLists {
         &self.full_num_blocks
     }
 
+    /// Every row's tiles, partial and full (`num_blocks + full_num_blocks`, saturating):
+    /// what the dispatch orders weigh (`crate::row_order`, `crate::tile_order`).
+    pub fn tile_counts(&self) -> Vec<i32> {
+        self.num_blocks()
+            .iter()
+            .zip(self.full_num_blocks())
+            .map(|(&a, &b)| a.saturating_add(b))
+            .collect()
+    }
+
     /// Full tiles' blocks, ascending, `[rows, row_len]` (`full_kv_indices` /
     /// `full_q_indices`).
     pub fn full_indices(&self) -> &[i32] {

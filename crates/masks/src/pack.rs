@@ -1077,13 +1077,7 @@ impl PackedMask {
     /// each forward row visits, partial and full): `[B, H, m_blocks]` of the stored
     /// (broadcast) planes.
     pub fn row_order(&self) -> Vec<i32> {
-        let counts: Vec<i32> = self
-            .lists
-            .num_blocks()
-            .iter()
-            .zip(self.lists.full_num_blocks())
-            .map(|(&a, &b)| a.saturating_add(b))
-            .collect();
+        let counts = self.lists.tile_counts();
         crate::dispatch::row_order(&counts, self.grid.m_blocks)
     }
 

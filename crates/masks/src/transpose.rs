@@ -205,7 +205,7 @@ impl TransposedLists {
         &self.words
     }
 
-    /// The backward's dispatch order of the key tiles ([`crate::dispatch::tile_order`] of the query tiles
+    /// The backward's dispatch order of the key tiles ([`crate::tile_order`] of the query tiles
     /// each transposed row visits, partial and full): `[B, H, n_blocks]` of the stored
     /// (broadcast) planes.
     ///
@@ -221,13 +221,7 @@ impl TransposedLists {
     /// assert_eq!(p.transposed().unwrap().tile_order(), vec![1, 0]);
     /// ```
     pub fn tile_order(&self) -> Vec<i32> {
-        let counts: Vec<i32> = self
-            .lists
-            .num_blocks()
-            .iter()
-            .zip(self.lists.full_num_blocks())
-            .map(|(&a, &b)| a.saturating_add(b))
-            .collect();
+        let counts = self.lists.tile_counts();
         crate::dispatch::tile_order(&counts, self.grid.n_blocks)
     }
 
