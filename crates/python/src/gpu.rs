@@ -443,6 +443,7 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
         Some(s) => capturing(g, s)?,
         None => false,
     };
+    let order_on_device = matches!(raw_mask, RawMask::Blocks(_, lists) if lists.tile_order != 0);
     let opts = AttentionOptions {
         scale: Some(scale),
         dtype: key.fp16.then_some(ActDtype::F16),
@@ -450,6 +451,8 @@ fn plan_attention(g: &Gpu, key: &PlanKey, stream: Option<u64>) -> PyResult<Atten
         persistent: capturing_now.then_some(false),
         // The shared-K/V tile's step table is uploaded at planning, which capture forbids.
         shared_kv: capturing_now.then_some(false),
+        // So is a row order computed from host lists: under capture only the GPU packer's runs.
+        tile_order: (capturing_now && !order_on_device).then_some(false),
         out_strides,
         mask_on_device_only: key.mask_id != 0 && is_placeholder(key.mask_id),
         ..AttentionOptions::default()
