@@ -388,6 +388,32 @@ class AttentionTests(unittest.TestCase):
             self.assertEqual(rel_err(out, fragmask.attention(*new, m)), 0.0)
 
 
+    def test_a_host_mask_first_planned_under_capture_uploads_no_row_order(self):
+        # A host-packed mask whose rows differ (upper triangle: row block m visits the key
+        # tiles from m on) has a row order the grid does not run by itself, which a plan made
+        # outside capture uploads. A plan first made while a CUDA graph captures (here: a
+        # batch size the warm-up did not plan) must upload nothing, so it runs the grid's
+        # order; the graph replays to the eager result.
+        S = 512
+        dense = torch.ones(S, S, dtype=torch.bool).triu()
+        m = Mask.from_dense(dense).to("cuda")
+        q, k, v = self.qkv(1, 4, 4, S, S, 128)
+        self.assertTrue(fragmask.AttentionPlan(q, k, v, m).largest_first)
+        fragmask.attention(q, k, v, m)     # the lists on the device, the kernel loaded
+        static = [torch.cat([t, t]) for t in (q, k, v)]    # batch 2: a plan not made yet
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=s):
+            out = fragmask.attention(*static, m)
+        for seed in (1, 2):
+            new = [torch.cat([t, t]) for t in self.qkv(1, 4, 4, S, S, 128, seed=seed)]
+            for dst, src in zip(static, new):
+                dst.copy_(src)
+            graph.replay()
+            torch.cuda.synchronize()
+            self.assertEqual(rel_err(out, fragmask.attention(*new, m)), 0.0)
+
     def test_few_row_blocks_against_many_keys_split_the_keys_and_match_sdpa(self):
         # Write-up 002's decode in small: one 64-row block per head against 8192 keys, each
         # head keeping 13 of its 128 64-token key blocks: the forward's planner splits each
