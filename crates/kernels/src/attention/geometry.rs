@@ -418,7 +418,7 @@ impl Geometry {
             && self.loop_registers(head_dim) + 16 <= self.consumer_regs()
     }
 
-    /// Whether the overlapped loop's O, S and P leave [`OVERLAP_MARGIN`] registers for
+    /// Whether the overlapped loop's O, S and P leave `OVERLAP_MARGIN` registers for
     /// addresses, row statistics and the mask (head dim 256 at 128-wide tiles does not:
     /// ptxas spills; 192x128 at head dim 64 fits exactly, without spills, as in
     /// FlashAttention-4's SM90 head-dim-64 configuration).
@@ -427,7 +427,7 @@ impl Geometry {
     }
 
     /// Whether Q's `head_dim / 4` registers ([`super::AttentionKernel::with_q_registers`])
-    /// fit beside the overlapped loop's O, S and P with its [`OVERLAP_MARGIN`].
+    /// fit beside the overlapped loop's O, S and P with its `OVERLAP_MARGIN`.
     pub const fn q_registers_fit(&self, head_dim: u32) -> bool {
         self.loop_registers(head_dim) + head_dim / 4 + OVERLAP_MARGIN <= self.consumer_regs()
     }

@@ -272,7 +272,7 @@ pub const RUN_TIME_DENSITY_HEAD_DIMS: [u32; 2] = [64, 256];
 /// off the shared-K/V tile only: computed where the host's lists hold every block of every
 /// row as partial, in order (`fragmask_masks::BlockLists::dense_partial`); computed where
 /// the count says so at run time for lists built on the GPU that come with their
-/// partial-tile count (`partial_count`, [`crate::RawMaskLists::partial_count`], nonzero), at
+/// partial-tile count (`partial_count`, [`crate::device_lists::RawMaskLists::partial_count`], nonzero), at
 /// the head dims where that paid ([`RUN_TIME_DENSITY_HEAD_DIMS`]); read otherwise.
 pub fn list_entries(
     kernel: &AttentionKernel,

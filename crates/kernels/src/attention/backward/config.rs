@@ -636,7 +636,7 @@ impl BackwardKernel {
 
     /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
     /// with the same chunks per consumer warpgroup, one staging buffer per chunk, at most
-    /// [`MAX_DQ_WRITER_BUFFERS`] in the CTA, neither deterministic nor the pair mode.
+    /// `MAX_DQ_WRITER_BUFFERS` in the CTA, neither deterministic nor the pair mode.
     pub fn dq_writer_fits(&self) -> bool {
         let chunks = dq_chunks_per_warpgroup(self.warpgroups, self.dkv(), self.step_m);
         self.dq_reduce == DqReduce::Bulk
