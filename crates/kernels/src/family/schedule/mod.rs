@@ -192,6 +192,34 @@ mod tests {
     }
 
     #[test]
+    fn only_tile_lists_on_the_one_tile_grid_read_the_row_order() {
+        use crate::attention::{AttentionKernel, Geometry, MaskMode};
+        let reads = |k: &AttentionKernel| k.source().unwrap().contains("__ldg(p.row_order + row)");
+        for d in [64, 128, 256] {
+            for mode in [MaskMode::Window, MaskMode::Blocks, MaskMode::Documents] {
+                let Ok(k) = AttentionKernel::default_for(d, mode) else {
+                    continue;
+                };
+                assert_eq!(reads(&k), mode == MaskMode::Blocks, "d{d} {mode:?}");
+                // Split-KV keeps the grid (a row's splits side by side); persistent CTAs and
+                // the split tail have their own order.
+                assert_eq!(reads(&k.with_split_kv(true)), mode == MaskMode::Blocks);
+                if let Ok(p) = k.with_persistent(true) {
+                    assert!(!reads(&p), "d{d} {mode:?} persistent");
+                }
+                if let Ok(t) = k.with_split_kv(true).with_tail_split(true) {
+                    assert!(!reads(&t), "d{d} {mode:?} tail");
+                }
+            }
+        }
+        // The shared-K/V tile walks its pairs' table.
+        let shared =
+            AttentionKernel::new(Geometry::TILE_64X64_SHARED, 128, MaskMode::Blocks, 1, true)
+                .unwrap();
+        assert!(!reads(&shared));
+    }
+
+    #[test]
     fn the_window_walk_is_the_call_s_or_a_document_s() {
         use crate::family::template::fill;
         use row_block::RowGrid;
