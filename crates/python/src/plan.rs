@@ -24,11 +24,14 @@ pub(crate) struct AttentionPlanHandle {
 }
 
 /// Plans a forward for tensors with the shapes and strides of the views `q`, `k`, `v`
-/// (their addresses are not read); the arguments are `attention_launch`'s.
+/// (their addresses are not read); the arguments are `attention_launch`'s. `stream`:
+/// torch's current stream of `device`, whose capture state a new plan follows (under
+/// CUDA-graph capture it uploads nothing, `gpu::plan_attention`); None plans as outside
+/// capture.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (q, k, v, mask_id, lists, causal, window_left, window_right, scale, bshd,
-                    device, fp16=false, splits=0))]
+                    device, fp16=false, splits=0, stream=None))]
 pub(crate) fn attention_plan(
     q: View,
     k: View,
@@ -43,6 +46,7 @@ pub(crate) fn attention_plan(
     device: usize,
     fp16: bool,
     splits: u32,
+    stream: Option<u64>,
 ) -> PyResult<AttentionPlanHandle> {
     let key = PlanKey::new(
         device,
@@ -60,7 +64,7 @@ pub(crate) fn attention_plan(
     );
     let g = gpu(device)?;
     // The eager path's cache: a plan object and eager calls of the same call share one.
-    let plan = cached_plan(&g, &key, None)?;
+    let plan = cached_plan(&g, &key, stream)?;
     Ok(AttentionPlanHandle {
         gpu: g,
         plan,

@@ -680,8 +680,9 @@ def _forward_plan(q, k, v, mask, causal, window, scale, bshd, device, splits):
     mask_id, lists = (0, None) if mask is None else _mask_ptrs(mask, q, device)
     left, right = (-1, -1) if window is None else window
     views = ((0, q.shape, q.stride()), (0, k.shape, k.stride()), (0, v.shape, v.stride()))
+    # The current stream: a plan first made under CUDA-graph capture uploads nothing.
     handle = _API["attention_plan"](*views, mask_id, lists, causal, left, right, scale, bshd,
-                                    device, q.dtype is _f16, splits)
+                                    device, q.dtype is _f16, splits, _get_stream(device))
     n_o, n_lse = handle.workspace_floats
     qs = q.shape
     B, H, Sq, D = (qs[0], qs[2], qs[1], qs[3]) if bshd else tuple(qs)
@@ -1575,7 +1576,7 @@ class AttentionPlan:
         self._handle = _API["attention_plan"](
             (0,) + specs[0][:2], (0,) + specs[1][:2], (0,) + specs[2][:2], mask_id, lists,
             bool(causal), left, right, scale, self._bshd, device, dtype is torch.float16,
-            0 if splits is None else splits)
+            0 if splits is None else splits, _raw_stream(torch)(device))
         n_o, n_lse = self._handle.workspace_floats
         self.splits = self._handle.splits
         # The split tail, (tiles, splits) or None: the launch's last work tiles cut into
