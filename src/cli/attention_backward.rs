@@ -171,10 +171,11 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
                  causal, sliding windows), not a mask"
             ));
         }
-        if let Some(n) = args.head_section.filter(|&n| n > 1) {
+        if let Some(n) = args.head_section.filter(|&n| n > 1 && !flags.deterministic) {
             return Err(format!(
                 "--head-section {n}: the backward's launch sections take its window walk (no \
-                 mask, causal, sliding windows), not a mask"
+                 mask, causal, sliding windows) or, with --deterministic, a mask's tile lists; \
+                 not a mask outside the deterministic mode"
             ));
         }
     }

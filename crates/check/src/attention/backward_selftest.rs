@@ -955,6 +955,23 @@ pub fn default_cases() -> Vec<BackwardCase> {
             10,
         ),
         (
+            "deterministic causal gqa 2, 3 KV heads x batch 2 (6 planes interleaved) x5 d128",
+            shape(2, 6, 3, 384, 384, 128),
+            window(None, Some(0), 0),
+            det,
+            5,
+        ),
+        (
+            "deterministic [128x128] block-sparse 3 heads x batch 2, sections of 4 planes x5 d128",
+            shape(2, 3, 3, 300, 650, 128),
+            blocks(t128, 3, crate::synthetic::block_sparse(0.3, 0.5, 47)),
+            BackwardOptions {
+                head_section: Some(4),
+                ..det
+            },
+            5,
+        ),
+        (
             "deterministic [64x64] random 50% x10 d256",
             shape(1, 1, 1, 256, 256, 256),
             blocks(t64, 1, random(0.5, 17)),

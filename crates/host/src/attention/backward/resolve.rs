@@ -401,6 +401,13 @@ impl AttentionRunner {
                     (params.lists_partial_count, params.lists_tiles) =
                         super::super::lists_count(m.lists(), bwd.partial_count)?;
                 }
+                // The deterministic mode's planes interleaved (key_tile::SECTION_ORDER).
+                if kernel.deterministic() && !paired {
+                    let section = opts.head_section.unwrap_or_else(|| {
+                        super::super::choice::deterministic_head_section(&shape, &kernel)
+                    });
+                    params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
+                }
             }
         }
         let mut ctas = kernel.n_ctas(shape.seqlen_k as u32);

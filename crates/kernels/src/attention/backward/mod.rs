@@ -153,7 +153,7 @@ crate::abi_struct! {
         window_right: I32("int"),
         /// Diagonal offset (Sk - Sq: bottom-right alignment).
         diag_offset: I32("int"),
-        /// (KV head, batch) planes per section of the window walk's launch order (key_tile::WINDOW_ORDER; <= 1: the grid's).
+        /// (KV head, batch) planes per section of the launch order (key_tile::SECTION_ORDER: the window walk, and the tile lists in the deterministic mode; <= 1: the grid's).
         head_section: I32("int"),
         /// softmax scale * log2(e).
         scale_log2: F32("float"),

@@ -622,26 +622,40 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ));
         values.push(("DKV_STORE_ADD", DKV_STORE_ADD.to_string()));
     }
-    // The window walk on the whole sequence reads its CTA's place off the launch order's
-    // sections; the lists (their own dispatch order) and the documents grid take the grid's.
-    let (cta_order, cta_place, cta_place_doc) = match k.mask() {
-        BackwardMask::Window => (
+    // The window walk on the whole sequence, and the tile lists in the deterministic mode, read
+    // their CTA's place off the launch order's sections; the other lists (their own dispatch
+    // order) and the documents grid take the grid's (docs/backward.md, "Deterministic mode").
+    let sections = match k.mask() {
+        BackwardMask::Window => true,
+        BackwardMask::Blocks { .. } => k.deterministic(),
+        BackwardMask::Documents => false,
+    };
+    // Dense lists keep the grid's order (the host gives them one plane per section; those
+    // built on the GPU are found dense when the kernel runs).
+    let section = match (k.mask(), k.list_entries()) {
+        (BackwardMask::Blocks { .. }, ListEntries::DenseAtRunTime) => {
+            "fm_lists_dense_at_run_time(p) ? 1 : p.head_section"
+        }
+        _ => "p.head_section",
+    };
+    let (cta_order, cta_place, cta_place_doc) = match sections {
+        true => (
             [
                 crate::family::schedule::SECTION_TILE,
-                key_tile::WINDOW_ORDER,
+                key_tile::SECTION_ORDER,
             ]
             .concat(),
-            "fm_backward_cta(p)",
+            format!("fm_backward_cta(p, {section})"),
             "the launch order's sections of p.head_section planes (fm_backward_cta)",
         ),
-        BackwardMask::Blocks { .. } | BackwardMask::Documents => (
+        false => (
             String::new(),
-            "make_uint3(blockIdx.x, blockIdx.y, blockIdx.z)",
+            "make_uint3(blockIdx.x, blockIdx.y, blockIdx.z)".to_string(),
             "the grid's",
         ),
     };
     values.push(("CTA_ORDER", cta_order));
-    values.push(("CTA_PLACE", cta_place.to_string()));
+    values.push(("CTA_PLACE", cta_place));
     values.push(("CTA_PLACE_DOC", cta_place_doc.to_string()));
     values.push(("CTA_ITEM", place.cta_item.to_string()));
     values.push(("CTA_BLOCK", place.cta_block.to_string()));

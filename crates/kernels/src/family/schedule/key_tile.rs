@@ -256,16 +256,21 @@ impl KeyGrid {
     }
 }
 
-/// The window walk's launch order on the whole sequence: the grid (x the key tiles,
-/// longest first under a causal mask, y the KV heads, z the batch) read off
-/// [`super::SECTION_TILE`]'s sections of `p.head_section` (KV head, batch) planes, so
-/// that the longest key tiles of every plane of a section start before any shorter one
-/// and a section's queries stay in L2 (FlashAttention-4's `SingleTileLPTBwdScheduler`,
-/// which it runs only in its deterministic mode). The host's mirror is
-/// `attention::persistent::grid_tile`.
-pub const WINDOW_ORDER: &str = r#"// The CTA's (x, KV head, batch) in the launch order of p.head_section planes per section (1: the grid's own).
-__device__ __forceinline__ uint3 fm_backward_cta(const fm_bwd_params& p) {
-    const uint2 at = fm_section_tile(p.head_section);
+/// The backward's launch order off sections (the window walk on the whole sequence, and the
+/// tile lists in the deterministic mode): the grid (x the key tiles, longest first under a
+/// causal mask, y the KV heads, z the batch) read off [`super::SECTION_TILE`]'s sections of
+/// `head_section` (KV head, batch) planes (`p.head_section`; in the deterministic mode 1
+/// where lists built on the GPU turn out dense when the kernel runs, as the host gives
+/// lists it knows are dense). The window walk's sections make the longest key
+/// tiles of every plane of a section start before any shorter one and keep a section's
+/// queries in L2 (FlashAttention-4's `SingleTileLPTBwdScheduler`, which it runs only in its
+/// deterministic mode). In the deterministic mode they interleave the planes, so that a
+/// plane's key tiles start spread over the launch and the ones a CTA waits for are ahead of
+/// it; a plane's own order is kept, so no CTA waits for one launched after it. The host's
+/// mirror is `attention::persistent::grid_tile`.
+pub const SECTION_ORDER: &str = r#"// The CTA's (x, KV head, batch) in the launch order of head_section planes per section (1: the grid's own).
+__device__ __forceinline__ uint3 fm_backward_cta(const fm_bwd_params&, int head_section) {
+    const uint2 at = fm_section_tile(head_section);
     return make_uint3(at.x, at.y % gridDim.y, at.y / gridDim.y);
 }
 "#;
