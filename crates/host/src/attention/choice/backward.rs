@@ -131,11 +131,14 @@ pub fn backward_head_section(
 /// query steps. Launched one plane after another, a plane's key tiles all start together and
 /// queue on each other's turns; interleaved, they start spread over the launch, after the
 /// tiles they wait for. Each plane keeps its own order, so no CTA waits for one launched
-/// after it. One H200, S = 16384, H = 16, D = 128 (`bench/results/session-2026-11-29i/`):
-/// block-sparse 10% took 0.745 of the grid's time with 16 planes per section and 0.789
-/// with 4, while the window walk, whose deterministic order launches a plane's shortest
-/// walks first, ran its longest walks last (causal 1.57, GQA 32:8 causal 1.40 with 16;
-/// no mask 1.04) and dense lists, whose key tiles all visit every step, 1.15 (random 50%).
+/// after it. One H200, D = 128 (`bench/results/session-2026-11-29i/`), against the grid's
+/// order, S = 16384, H = 16: block-sparse 10% 0.878 / 0.790 / 0.750 / 0.743 with 2 / 4 / 8 /
+/// 16 planes per section, block-sparse 50% 0.862 / 0.867 / 0.919 with 4 / 8 / 16 (more
+/// planes' rows in L2 at once); B = 4, H = 32, S = 4096, block-sparse 10%: 0.831 / 0.801 /
+/// 0.819 with 8 / 16 / 32. The window walk keeps the grid's order: its deterministic order
+/// launches a plane's shortest walks first, so interleaved it ran its longest walks last
+/// (causal 1.57, GQA 32:8 causal 1.40 with 16 planes; no mask 1.04); so do dense lists,
+/// whose key tiles all visit every step (random 50%: 1.15).
 /// Lists built on the GPU are found dense or not when the kernel runs, which then keeps
 /// the grid's order for dense ones.
 pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKernel) -> u32 {
@@ -152,8 +155,9 @@ pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKerne
 }
 
 /// The most planes per section of the deterministic mode's launch order
-/// ([`deterministic_head_section`]).
-pub const DETERMINISTIC_SECTION_PLANES: u32 = 16;
+/// ([`deterministic_head_section`]): 8, whose mean over the three masks measured there is
+/// the lower (0.816 of the grid's time, against 0.821 with 16).
+pub const DETERMINISTIC_SECTION_PLANES: u32 = 8;
 
 /// Whether the backward runs the documents grid where it applies (see
 /// [`backward_documents`]) when the call's options do not say.
