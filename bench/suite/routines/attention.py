@@ -600,6 +600,10 @@ def cli_command(binary, p, extra, warmup, iters, tmp):
     else:
         raise CliUnsupported(f"no CLI flag for {kind}")
     timed_warmup = ["--warmup-ms", str(int(common.WARMUP_MS))] if common.WARMUP_MS else []
+    # A workload's named tile is the Python column's (``_fm_tile``): the CLI runs it too, so
+    # both columns time one kernel (a packed mask file carries its own).
+    if "block" in p and kind in ("none", "causal", "window", "random", "blocksparse", "topk"):
+        flags = flags + ["--block", str(p["block"])]
     return [binary, "bench", "backward" if backward else "attention", "--random",
             f"{b},{h},{hkv},{sq},{sk},{d}", "--json", "--warmup", str(max(warmup, 5)),
             "--iters", str(max(iters, 20))] + timed_warmup + flags + (

@@ -271,6 +271,18 @@ class DeterministicRows(unittest.TestCase):
                 self.assertEqual([a for a in cmd if a != "--deterministic"], plain)
                 self.assertNotIn("--deterministic", plain)
 
+    def test_a_workloads_named_tile_is_the_cli_commands_block(self):
+        # The Python column packs at the workload's block (routines/attention.py, _fm_tile):
+        # the CLI's command names the same tile, so both columns time one kernel.
+        named = [w for w in self.by_name.values() if "block" in w["params"]]
+        self.assertTrue(named)
+        for w in named:
+            with self.subTest(workload=w["name"]):
+                cmd = self.command(w["params"])
+                self.assertEqual(cmd[cmd.index("--block") + 1], w["params"]["block"])
+        cmd = self.command(self.by_name["fwd.d256.s16384.none"]["params"])
+        self.assertNotIn("--block", cmd)
+
     def test_a_deterministic_forward_has_no_cli_command(self):
         with self.assertRaisesRegex(self.attention.CliUnsupported, "backward"):
             self.command({"seqlen": 1024, "mask": "causal", "deterministic": True})
