@@ -59,6 +59,10 @@ pub(crate) fn claim_device_api(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         wrap_pyfunction!(crate::plan::attention_plan, py)?,
     )?;
     api.set_item(
+        "record_dispatch_order",
+        wrap_pyfunction!(crate::gpu::record_dispatch_order, py)?,
+    )?;
+    api.set_item(
         "decode_plan",
         wrap_pyfunction!(crate::plan::decode_plan, py)?,
     )?;

@@ -71,9 +71,12 @@ pub(crate) fn is_placeholder(id: u64) -> bool {
         .contains(&id)
 }
 
-/// What the GPU packer or transposer wrote beside lists it built: the address of the
-/// lists' first (the counts per row), of their partial-tile count and of their dispatch
-/// order (the forward's row blocks, the backward's key tiles).
+/// What was written on the device beside a mask's lists: by the GPU packer or transposer
+/// beside lists it built (their partial-tile count and dispatch order), or by the Python
+/// side beside host lists it copied there (their dispatch order alone, `partial_count` 0:
+/// [`record_dispatch_order`]). `lists_at` is the address of the lists' first (the counts
+/// per row); `tile_order` that of the dispatch order (the forward's row blocks, the
+/// backward's key tiles), 0 for none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GpuBuilt {
     pub(crate) lists_at: u64,
@@ -81,31 +84,59 @@ pub(crate) struct GpuBuilt {
     pub(crate) tile_order: u64,
 }
 
-/// [`GpuBuilt`] by registry id.
-fn gpu_built() -> &'static Mutex<HashMap<u64, GpuBuilt>> {
-    static BUILT: OnceLock<Mutex<HashMap<u64, GpuBuilt>>> = OnceLock::new();
+/// [`GpuBuilt`] by registry id: one record per list set (a host mask's forward and
+/// transposed lists share its id), each found by its `lists_at`.
+fn gpu_built() -> &'static Mutex<HashMap<u64, Vec<GpuBuilt>>> {
+    static BUILT: OnceLock<Mutex<HashMap<u64, Vec<GpuBuilt>>>> = OnceLock::new();
     BUILT.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Records that the lists of registry entry `id` were built on the GPU, as `built` says.
+/// Records what was written beside lists of registry entry `id`, as `built` says (beside
+/// the records of the entry's other list sets; a record of the same lists is replaced).
 pub(crate) fn record_gpu_built(id: u64, built: GpuBuilt) {
-    gpu_built()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id, built);
+    let mut all = gpu_built().lock().unwrap_or_else(|e| e.into_inner());
+    let records = all.entry(id).or_default();
+    records.retain(|b| b.lists_at != built.lists_at);
+    records.push(built);
 }
 
-/// `lists` of registry entry `id` with the addresses the GPU wrote beside them where they
-/// are the GPU-built lists [`record_gpu_built`] saw: their partial-tile count (the plan then
-/// checks their density when the kernel runs; docs/masks.md, "Dense tile lists") and the
-/// transposed lists' dispatch order (`RawMaskLists::tile_order`); as they are otherwise.
+/// Records that the dispatch order at device address `order_at` was copied beside host
+/// lists of registry entry `mask_id` whose first list is at `lists_at` (the Python side's
+/// copy of a host mask's lists and of `Packed.dispatch_order`; the caller keeps both
+/// alive as long as the mask). A plan then runs that order without uploading it, which
+/// makes a plan first made under CUDA-graph capture run largest first too.
+#[pyfunction]
+pub(crate) fn record_dispatch_order(mask_id: u64, lists_at: u64, order_at: u64) -> PyResult<()> {
+    if mask_id == 0 || lists_at == 0 || order_at == 0 {
+        return Err(PyValueError::new_err(
+            "record_dispatch_order: a mask id and two device addresses",
+        ));
+    }
+    record_gpu_built(
+        mask_id,
+        GpuBuilt {
+            lists_at,
+            partial_count: 0,
+            tile_order: order_at,
+        },
+    );
+    Ok(())
+}
+
+/// `lists` of registry entry `id` with what was recorded beside them ([`GpuBuilt`]): their
+/// partial-tile count where the GPU built them (the plan then checks their density when the
+/// kernel runs; docs/masks.md, "Dense tile lists") and their dispatch order
+/// (`RawMaskLists::tile_order`); as they are otherwise.
 pub(crate) fn with_gpu_built(id: u64, lists: RawMaskLists) -> RawMaskLists {
     let built = gpu_built().lock().unwrap_or_else(|e| e.into_inner());
-    match built.get(&id) {
-        Some(b) if b.lists_at == lists.lists.num_blocks => lists
+    let record = built
+        .get(&id)
+        .and_then(|r| r.iter().find(|b| b.lists_at == lists.lists.num_blocks));
+    match record {
+        Some(b) => lists
             .with_partial_count(b.partial_count)
             .with_tile_order(b.tile_order),
-        _ => lists,
+        None => lists,
     }
 }
 

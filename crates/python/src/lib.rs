@@ -781,6 +781,33 @@ impl Packed {
             .map_err(|e| raise("", e))
     }
 
+    /// The largest-first dispatch order of this mask's lists, as (bytes of int32, dims), or
+    /// None where it is the kernels' own order (docs/architecture.md, "Row order of the
+    /// tile lists"; docs/backward.md, "Dispatch order"): `transposed` false, the forward's
+    /// row blocks (`fragmask_masks::row_order`; None when every plane runs from its last
+    /// row); true, the transposed lists' key tiles (`fragmask_masks::tile_order`; None when
+    /// it is the index order, or the mask has no transposed lists). Uploaded beside the
+    /// lists, a plan made under CUDA-graph capture runs it without uploading anything.
+    fn dispatch_order<'py>(
+        &self,
+        py: Python<'py>,
+        transposed: bool,
+    ) -> Option<(Bound<'py, PyByteArray>, Vec<usize>)> {
+        let p = &self.inner;
+        let (order, len) = if transposed {
+            let t = p.transposed().ok()?;
+            let n = p.grid().n_blocks;
+            let order = t.tile_order();
+            (!fragmask_masks::is_index_order(&order, n)).then_some((order, n))?
+        } else {
+            let m = p.grid().m_blocks;
+            let order = p.row_order();
+            (!fragmask_masks::is_last_row_first(&order, m)).then_some((order, m))?
+        };
+        let dims = vec![order.len() / len.max(1), len];
+        Some(list_bytes(py, &order, dims))
+    }
+
     /// The key the GPU ops find this mask by (an argument of `fragmask::attention`).
     #[getter]
     fn registry_id(&self) -> u64 {

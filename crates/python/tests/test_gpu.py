@@ -388,24 +388,29 @@ class AttentionTests(unittest.TestCase):
             self.assertEqual(rel_err(out, fragmask.attention(*new, m)), 0.0)
 
 
-    def test_a_host_mask_first_planned_under_capture_uploads_no_row_order(self):
+    def test_a_host_mask_first_planned_under_capture_runs_the_row_order_copied_with_it(self):
         # A host-packed mask whose rows differ (upper triangle: row block m visits the key
-        # tiles from m on) has a row order the grid does not run by itself, which a plan made
-        # outside capture uploads. A plan first made while a CUDA graph captures (here: a
-        # batch size the warm-up did not plan) must upload nothing, so it runs the grid's
-        # order; the graph replays to the eager result.
+        # tiles from m on) has a row order the grid does not run by itself. mask.to(device)
+        # copies it beside the lists, so a plan first made while a CUDA graph captures
+        # (here: a batch size the warm-up did not plan), which may upload nothing, runs it
+        # all the same; the graph replays to the eager result.
+        from fragmask import _ops
+
         S = 512
         dense = torch.ones(S, S, dtype=torch.bool).triu()
         m = Mask.from_dense(dense).to("cuda")
         q, k, v = self.qkv(1, 4, 4, S, S, 128)
         self.assertTrue(fragmask.AttentionPlan(q, k, v, m).largest_first)
-        fragmask.attention(q, k, v, m)     # the lists on the device, the kernel loaded
+        fragmask.attention(q, k, v, m)     # the kernel loaded
         static = [torch.cat([t, t]) for t in (q, k, v)]    # batch 2: a plan not made yet
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=s):
             out = fragmask.attention(*static, m)
+        planned = [e[_ops._HANDLE].largest_first for key, e in _ops._fwd_plans.items()
+                   if key[0] == static[0].shape and key[8] == m._meta[8]]
+        self.assertEqual(planned, [True])
         for seed in (1, 2):
             new = [torch.cat([t, t]) for t in self.qkv(1, 4, 4, S, S, 128, seed=seed)]
             for dst, src in zip(static, new):
@@ -413,6 +418,15 @@ class AttentionTests(unittest.TestCase):
             graph.replay()
             torch.cuda.synchronize()
             self.assertEqual(rel_err(out, fragmask.attention(*new, m)), 0.0)
+        # The transposed lists' key-tile order is copied with them too: the backward's plan
+        # runs it (key tile n is visited by the query tiles up to n: largest last).
+        mt = Mask.from_dense(dense, transposed=True).to("cuda")
+        qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+        out = fragmask.attention(qq, kk, vv, mt, deterministic=False)
+        torch.autograd.grad(out, (qq, kk, vv), torch.randn_like(out))
+        modes = {h.largest_first for key, e in _ops._fwd_plans.items() if key[8] == mt._meta[8]
+                 for h in e[_ops._BWD][6].values()}
+        self.assertEqual(modes, {True})
 
     def test_few_row_blocks_against_many_keys_split_the_keys_and_match_sdpa(self):
         # Write-up 002's decode in small: one 64-row block per head against 8192 keys, each

@@ -324,10 +324,12 @@ class Mask:
         the mask (the same object: a mask is on the host and on every device it was
         placed on at once).
 
-        A CUDA device: copies the lists there. Call it before ``torch.compile`` or
-        CUDA-graph capture of code that uses the mask, so the traced code finds the lists
-        already there (the transposed lists of the backward pass too, when the mask has
-        them). A mask packed on a GPU already has its lists there.
+        A CUDA device: copies the lists there, with their largest-first dispatch orders
+        (the forward's row blocks, the backward's key tiles; docs/architecture.md, "Row
+        order of the tile lists"). Call it before ``torch.compile`` or CUDA-graph capture
+        of code that uses the mask, so the traced code finds the lists and orders already
+        there (the transposed lists of the backward pass too, when the mask has them). A
+        mask packed on a GPU already has its lists and orders there.
 
         ``"cpu"``: reads back the lists built on a GPU (a GPU pack's forward lists, the
         transposed lists of ``transposed=True`` / ``with_transposed()``, and those a
@@ -340,8 +342,9 @@ class Mask:
         back by itself (a wait per call of a per-step mask): call this once, after
         ``transposed=True`` or ``with_transposed()`` (a 64x64 mask read back without
         them gets them from the CPU at its first backward, as a host-packed one does, so
-        that it pairs), before ``torch.compile`` traces the mask, and make one eager call before CUDA-graph capture (a call first planned
-        under capture runs without the tables). Under capture it raises
+        that it pairs), before ``torch.compile`` traces the mask, and make one eager call
+        before CUDA-graph capture (a call first planned under capture runs without the
+        64x64 tile's tables). Under capture it raises
         ``RuntimeError``. Reading any of the mask's host lists (``stats``, ``lists``,
         ``save``...) reads its own back too."""
         if str(device).split(":")[0] == "cpu":

@@ -401,10 +401,28 @@ def _device_lists(torch, mask, device):
             arrays = [*mask.lists, mask.words]
             arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
             lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
+            _copy_dispatch_order(torch, mask, mask._packed, False, lists[0], key, device)
         mask._device_cache[key] = lists
         if device.type == "cuda":
             mask._device_ptrs[index] = tuple(t.data_ptr() for t in lists)
     return lists
+
+
+def _copy_dispatch_order(torch, mask, packed, transposed, first, key, device):
+    """Copies the largest-first dispatch order of a host mask's lists (``packed``'s forward
+    row blocks, or with ``transposed`` its transposed lists' key tiles:
+    ``Packed.dispatch_order``) to ``device`` beside those lists (``first``: their first,
+    just copied there), keeps it on ``mask`` under ``key``, and records it with the
+    extension, so that the plans run it without uploading it (a plan first made under
+    CUDA-graph capture, which may upload nothing, included). Nothing where the order is
+    the kernels' own."""
+    hit = packed.dispatch_order(transposed)
+    if hit is None:
+        return
+    raw, dims = hit
+    order = torch.frombuffer(raw, dtype=torch.int32).reshape(dims).to(device)
+    mask._device_cache[key + ":order"] = order
+    _API["record_dispatch_order"](packed.registry_id, first.data_ptr(), order.data_ptr())
 
 
 def _backward_id(planned, src):
@@ -471,6 +489,7 @@ def _device_transposed(torch, mask, device):
         arrays[-1] = arrays[-1].view("=i4")  # uint32 words as int32 (same bits)
         lists = tuple(torch.from_numpy(a.copy()).to(device) for a in arrays)
         bwd_id = src._packed.registry_id
+        _copy_dispatch_order(torch, mask, src._packed, True, lists[0], key, device)
     mask._device_cache[key] = (lists, bwd_id, src)   # src keeps the registry entry alive
     return lists, _backward_id(bwd_id, src)
 
