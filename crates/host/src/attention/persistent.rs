@@ -461,6 +461,25 @@ mod tests {
             // A section of one plane is the plain grid order.
             prop_assert_eq!(grid_tile(tiles - 1, xs, planes, 1), (xs - 1, planes - 1));
         }
+
+        /// The deterministic backward's safety with sections (docs/backward.md,
+        /// "Deterministic mode"): a CTA waits only for lower-ranked key tiles of its own plane,
+        /// ranked in x order, so each plane's tiles must launch in x order whatever the
+        /// section, interleaved with other planes or not.
+        #[test]
+        fn each_planes_tiles_launch_in_x_order_at_any_section(
+            xs in 1usize..40,
+            planes in 1usize..40,
+            section in 0usize..50,
+        ) {
+            let mut next_x = vec![0usize; planes];
+            for lin in 0..xs * planes {
+                let (xi, plane) = grid_tile(lin, xs, planes, section);
+                prop_assert_eq!(xi, next_x[plane], "plane {} launched x {} early", plane, xi);
+                next_x[plane] += 1;
+            }
+            prop_assert!(next_x.iter().all(|&n| n == xs));
+        }
     }
 
     #[test]
