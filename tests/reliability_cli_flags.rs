@@ -452,6 +452,25 @@ fn group_slices_are_checked_against_the_group_and_the_mask_before_any_gpu() {
         &with(&["--synthetic-mask", "random:0.5", "--head-section", "2"]),
         &["--head-section 2", "window walk"],
     );
+    // The deterministic mode's tile lists take launch sections (their planes interleaved),
+    // and a section of 0 is refused there as everywhere.
+    valid_without_gpu(&with(&[
+        "--synthetic-mask",
+        "random:0.5",
+        "--deterministic",
+        "--head-section",
+        "2",
+    ]));
+    refused(
+        &with(&[
+            "--synthetic-mask",
+            "random:0.5",
+            "--deterministic",
+            "--head-section",
+            "0",
+        ]),
+        &["--head-section", "not in 1.."],
+    );
     // The deterministic mode does not take them (the accumulators' sums are unordered).
     refused(
         &with(&["--causal", "--deterministic", "--group-slices", "2"]),
