@@ -18,10 +18,16 @@ pub(super) const CONSUMER_REGS: u32 = 240;
 /// beside it at two consumer warpgroups.
 pub(super) const WRITER_PRODUCER_REGS: u32 = 40;
 pub(super) const WRITER_CONSUMER_REGS: u32 = 232;
+/// The producer warpgroup's registers with a deterministic writer warp, which also counts
+/// the step's rank in the lists and waits for the dQ turns (at 40 the list kernels spilled
+/// 32-60 bytes, NVRTC 13.0); 48 fills the register file beside two consumer warpgroups of
+/// [`WRITER_CONSUMER_REGS`].
+pub(super) const DET_WRITER_PRODUCER_REGS: u32 = 48;
 /// Staging buffers the dQ writer warp serves per CTA (named barriers 9..12: one empty and
 /// one full barrier each).
 pub(super) const MAX_DQ_WRITER_BUFFERS: u32 = 2;
 const_assert!((WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS);
+const_assert!((DET_WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS);
 /// f32 registers a consumer thread needs besides dK and dV at a step of `step_m` queries:
 /// `Sᵀ` and `dPᵀ` (`step_m / 2` each), then one dQ chunk (32) beside the bf16 `Pᵀ`/`dSᵀ`
 /// A operands (`step_m / 4` each), with addresses: 96 at 64 queries, 160 at 128.
@@ -304,10 +310,14 @@ impl BackwardKernel {
                     }
                     push(k);
                 }
-                // The dQ writer warp, where the default takes it.
+                // The dQ writer warp, where the default takes it, and in the deterministic mode
+                // (where it takes the dQ turns).
                 let k = Self::default_for(d, mask)?;
                 if k.dq_writer_fits() {
                     push(k.with_dq_writer(true)?);
+                    if mask != BackwardMask::Documents {
+                        push(k.with_deterministic(true).with_dq_writer(true)?);
+                    }
                 }
                 // GQA group slices (2 and 8) where the window walk takes them.
                 for slices in [2, 8] {
@@ -366,11 +376,14 @@ impl BackwardKernel {
             push(lists.with_deterministic(true));
             // Where the GPU packer's count says so at run time: the deterministic mode (the host's
             // choice, choice::backward_list_entries).
-            push(
-                Self::default_for(d, SWEEP_MASKS[1])?
-                    .with_deterministic(true)
-                    .with_list_entries(ListEntries::DenseAtRunTime)?,
-            );
+            let at_run_time = Self::default_for(d, SWEEP_MASKS[1])?
+                .with_deterministic(true)
+                .with_list_entries(ListEntries::DenseAtRunTime)?;
+            push(at_run_time);
+            if lists.dq_writer_fits() {
+                push(lists.with_deterministic(true).with_dq_writer(true)?);
+                push(at_run_time.with_dq_writer(true)?);
+            }
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
                 for mask in [BackwardMask::Window, SWEEP_MASKS[1]] {
@@ -602,9 +615,10 @@ impl BackwardKernel {
     /// barrier, where the writer issues the reduction; the consumers neither wait for one
     /// another's stores nor for a bulk read. Taken by [`DqReduce::Bulk`] on 64-query steps
     /// where the CTA stages at most two chunks per step, one buffer each (head dim 128 on
-    /// two warpgroups, head dims 64 and 128 on the 64-token tile's one), outside the
-    /// deterministic mode and the pair mode ([`Self::check_dq_writer`]); at head dim 64's
-    /// wide step the consumers spilled 28 bytes in the 232 registers the writer leaves them.
+    /// two warpgroups, head dims 64 and 128 on the 64-token tile's one), outside the pair
+    /// mode ([`Self::check_dq_writer`]); at head dim 64's wide step the consumers spilled 28
+    /// bytes in the 232 registers the writer leaves them. In the deterministic mode the
+    /// writer waits for the dQ turns and passes them on, and the consumers run no turn code.
     pub fn with_dq_writer(mut self, dq_writer: bool) -> Result<Self, ConfigError> {
         self.dq_writer = dq_writer;
         self.check_dq_writer()?;
@@ -628,19 +642,29 @@ impl BackwardKernel {
     /// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
     pub fn producer_regs(&self) -> u32 {
         if self.dq_writer {
-            WRITER_PRODUCER_REGS
+            self.writer_producer_regs()
         } else {
             PRODUCER_REGS
         }
     }
 
+    /// The producer warpgroup's registers beside a writer warp: more in the deterministic
+    /// mode, whose writer also counts ranks and waits for turns.
+    fn writer_producer_regs(&self) -> u32 {
+        if self.deterministic {
+            DET_WRITER_PRODUCER_REGS
+        } else {
+            WRITER_PRODUCER_REGS
+        }
+    }
+
     /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
     /// with the same chunks per consumer warpgroup, one staging buffer per chunk, at most
-    /// `MAX_DQ_WRITER_BUFFERS` in the CTA, neither deterministic nor the pair mode.
+    /// `MAX_DQ_WRITER_BUFFERS` in the CTA, not the pair mode. In the deterministic mode the
+    /// writer takes the dQ turns (`dq::DQ_WRITER_WARP`).
     pub fn dq_writer_fits(&self) -> bool {
         let chunks = dq_chunks_per_warpgroup(self.warpgroups, self.dkv(), self.step_m);
         self.dq_reduce == DqReduce::Bulk
-            && !self.deterministic
             && !self.pair
             && self.step_m == STEP_M
             // every warpgroup computes the same number of chunks per step, each staged in a
@@ -648,7 +672,8 @@ impl BackwardKernel {
             && self.dkv() / 64 == self.warpgroups * chunks
             && self.dq_buffers() == chunks
             && self.warpgroups * chunks <= MAX_DQ_WRITER_BUFFERS
-            && (WRITER_PRODUCER_REGS + self.warpgroups * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS
+            && (self.writer_producer_regs() + self.warpgroups * WRITER_CONSUMER_REGS) * 128
+                <= SM_REGISTERS
     }
 
     /// Refuses the writer warp ([`Self::with_dq_writer`]) where it does not fit; the
@@ -657,7 +682,7 @@ impl BackwardKernel {
         if self.dq_writer && !self.dq_writer_fits() {
             return Err(ConfigError::DqWriter(format!(
                 "the dQ writer warp takes bulk dQ reductions on 64-query steps with at most two \
-                 staged chunks per CTA, not deterministic, not the pair mode: not {}",
+                 staged chunks per CTA, not the pair mode: not {}",
                 self.label()
             )));
         }
