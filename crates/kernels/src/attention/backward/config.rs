@@ -8,7 +8,7 @@ use super::{DQ_CHUNK_ROWS, ROW_PAD, STEP_M, WIDE_STEP_M};
 use crate::attention::ConfigError;
 use crate::family::dtype::ActDtype;
 use crate::family::schedule::ListEntries;
-use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS, SM_REGISTERS};
+use crate::family::sm90::{block_register_pool, MAX_DYNAMIC_SMEM, PRODUCER_REGS};
 
 /// What a consumer thread asks `setmaxnreg.inc` for (FlashAttention-3's 240).
 pub(super) const CONSUMER_REGS: u32 = 240;
@@ -18,16 +18,23 @@ pub(super) const CONSUMER_REGS: u32 = 240;
 /// beside it at two consumer warpgroups.
 pub(super) const WRITER_PRODUCER_REGS: u32 = 40;
 pub(super) const WRITER_CONSUMER_REGS: u32 = 232;
-/// The producer warpgroup's registers with a deterministic writer warp, which also counts
-/// the step's rank in the lists and waits for the dQ turns (at 40 the list kernels spilled
-/// 32-60 bytes, NVRTC 13.0); 48 fills the register file beside two consumer warpgroups of
-/// [`WRITER_CONSUMER_REGS`].
-pub(super) const DET_WRITER_PRODUCER_REGS: u32 = 48;
+/// The register split with a deterministic writer warp, which also counts the step's rank
+/// in the lists and waits for the dQ turns: the producer warpgroup keeps
+/// `DET_WRITER_PRODUCER_REGS`, the consumers `DET_WRITER_CONSUMER_REGS`.
+pub(super) const DET_WRITER_PRODUCER_REGS: u32 = 56;
+pub(super) const DET_WRITER_CONSUMER_REGS: u32 = 224;
 /// Staging buffers the dQ writer warp serves per CTA (named barriers 9..12: one empty and
 /// one full barrier each).
 pub(super) const MAX_DQ_WRITER_BUFFERS: u32 = 2;
-const_assert!((WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS);
-const_assert!((DET_WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS);
+// The splits fill the three warpgroups' launch registers (168 per thread), no more: a
+// `setmaxnreg.inc` past them never returns.
+const_assert!((PRODUCER_REGS + 2 * CONSUMER_REGS) * 128 <= block_register_pool(384, 1));
+const_assert!(
+    (WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= block_register_pool(384, 1)
+);
+const_assert!(
+    (DET_WRITER_PRODUCER_REGS + 2 * DET_WRITER_CONSUMER_REGS) * 128 <= block_register_pool(384, 1)
+);
 /// f32 registers a consumer thread needs besides dK and dV at a step of `step_m` queries:
 /// `Sᵀ` and `dPᵀ` (`step_m / 2` each), then one dQ chunk (32) beside the bf16 `Pᵀ`/`dSᵀ`
 /// A operands (`step_m / 4` each), with addresses: 96 at 64 queries, 160 at 128.
@@ -180,7 +187,8 @@ pub const fn registers_fit(warpgroups: u32, dkv: u32, step_m: u32) -> bool {
     // dK and dV: 2 * 64 * dkv / 128 f32 per thread.
     let needed = dkv + step_regs(step_m);
     needed <= CONSUMER_REGS
-        && (PRODUCER_REGS + warpgroups * CONSUMER_REGS) * 128 <= SM_REGISTERS
+        && (PRODUCER_REGS + warpgroups * CONSUMER_REGS) * 128
+            <= block_register_pool(128 * (1 + warpgroups), 1)
         && warpgroups >= 1
         && warpgroups <= 2
 }
@@ -633,7 +641,7 @@ impl BackwardKernel {
     /// Registers per thread of a consumer warpgroup after `setmaxnreg.inc`.
     pub fn consumer_regs(&self) -> u32 {
         if self.dq_writer {
-            WRITER_CONSUMER_REGS
+            self.writer_split().1
         } else {
             CONSUMER_REGS
         }
@@ -642,19 +650,19 @@ impl BackwardKernel {
     /// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
     pub fn producer_regs(&self) -> u32 {
         if self.dq_writer {
-            self.writer_producer_regs()
+            self.writer_split().0
         } else {
             PRODUCER_REGS
         }
     }
 
-    /// The producer warpgroup's registers beside a writer warp: more in the deterministic
-    /// mode, whose writer also counts ranks and waits for turns.
-    fn writer_producer_regs(&self) -> u32 {
+    /// The (producer, consumer) registers per thread beside a writer warp: the producers
+    /// keep more in the deterministic mode, whose writer also counts ranks and waits for turns.
+    fn writer_split(&self) -> (u32, u32) {
         if self.deterministic {
-            DET_WRITER_PRODUCER_REGS
+            (DET_WRITER_PRODUCER_REGS, DET_WRITER_CONSUMER_REGS)
         } else {
-            WRITER_PRODUCER_REGS
+            (WRITER_PRODUCER_REGS, WRITER_CONSUMER_REGS)
         }
     }
 
@@ -672,8 +680,12 @@ impl BackwardKernel {
             && self.dkv() / 64 == self.warpgroups * chunks
             && self.dq_buffers() == chunks
             && self.warpgroups * chunks <= MAX_DQ_WRITER_BUFFERS
-            && (self.writer_producer_regs() + self.warpgroups * WRITER_CONSUMER_REGS) * 128
-                <= SM_REGISTERS
+            && {
+                // the split sums within the block's launch registers (sm90::block_register_pool)
+                let (producer, consumer) = self.writer_split();
+                let consumers = self.threads() / 128 - 1;
+                (producer + consumers * consumer) * 128 <= block_register_pool(self.threads(), 1)
+            }
     }
 
     /// Refuses the writer warp ([`Self::with_dq_writer`]) where it does not fit; the
@@ -987,6 +999,26 @@ pub(crate) const SWEEP_MASKS: [BackwardMask; 3] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `setmaxnreg.inc` beyond the block's launch registers never returns (the
+    /// deterministic writer split once asked for 48 + 2 x 232 of 504 and hung), so every
+    /// kernel the sweep compiles keeps its warpgroups' registers within the pool.
+    #[test]
+    fn every_swept_register_split_sums_within_the_block_s_launch_registers() {
+        for k in BackwardKernel::compile_sweep().unwrap() {
+            let consumers = k.threads() / 128 - 1;
+            let split = (k.producer_regs() + consumers * k.consumer_regs()) * 128;
+            assert!(
+                split <= block_register_pool(k.threads(), 1),
+                "{}: {} + {consumers} x {} registers per thread",
+                k.label(),
+                k.producer_regs(),
+                k.consumer_regs()
+            );
+            assert_eq!(k.producer_regs() % 8, 0, "{}", k.label());
+            assert_eq!(k.consumer_regs() % 8, 0, "{}", k.label());
+        }
+    }
 
     #[test]
     fn paired_key_blocks_take_only_a_64x64_mask_s_one_warpgroup_tile_at_head_dims_64_and_128() {
