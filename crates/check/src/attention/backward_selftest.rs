@@ -913,6 +913,26 @@ pub fn default_cases() -> Vec<BackwardCase> {
             10,
         ),
         (
+            "deterministic causal x10 d128, the consumers' turns (no dQ writer warp)",
+            shape(1, 2, 2, 512, 512, 128),
+            window(None, Some(0), 0),
+            BackwardOptions {
+                dq_writer: Some(false),
+                ..det
+            },
+            10,
+        ),
+        (
+            "deterministic [128x128] block-sparse x5 d128, the consumers' turns (no dQ writer warp)",
+            shape(2, 3, 3, 300, 650, 128),
+            blocks(t128, 3, crate::synthetic::block_sparse(0.3, 0.5, 48)),
+            BackwardOptions {
+                dq_writer: Some(false),
+                ..det
+            },
+            5,
+        ),
+        (
             "deterministic no mask x10 d128 (ragged lengths)",
             shape(1, 2, 2, 700, 650, 128),
             window(None, None, 0),

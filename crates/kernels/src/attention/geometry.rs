@@ -12,8 +12,8 @@
 
 use super::ConfigError;
 
+use crate::family::sm90::{block_register_pool, RESERVED_PER_BLOCK, SM_SHARED_BYTES};
 pub use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS};
-use crate::family::sm90::{RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES};
 
 /// Upper bound of `setmaxnreg.inc` a consumer asks for (FlashAttention-3's 240).
 const CONSUMER_REGS_CAP: u32 = 240;
@@ -288,7 +288,7 @@ impl Geometry {
     /// register file leaves after the producer's [`PRODUCER_REGS`], in multiples of 8,
     /// at most 240.
     pub const fn consumer_regs(&self) -> u32 {
-        let block = SM_REGISTERS / self.ctas_per_sm;
+        let block = block_register_pool(self.threads(), self.ctas_per_sm);
         let per_thread = (block - 128 * PRODUCER_REGS) / (128 * self.consumer_warpgroups);
         let regs = per_thread / 8 * 8;
         if regs > CONSUMER_REGS_CAP {
@@ -400,7 +400,7 @@ impl Geometry {
     /// Registers per thread at kernel entry: the launch bounds' share of the register file
     /// (`65536 / (threads * ctas_per_sm)`, in multiples of 8).
     pub const fn entry_regs(&self) -> u32 {
-        SM_REGISTERS / (self.threads() * self.ctas_per_sm) / 8 * 8
+        block_register_pool(self.threads(), self.ctas_per_sm) / self.threads()
     }
 
     /// Whether ptxas can compile the kernel at `head_dim` without spilling: the
@@ -564,8 +564,8 @@ mod tests {
             assert!(g.supports_head_dim(64), "{g}");
             assert!(
                 128 * PRODUCER_REGS + g.mask_threads() * g.consumer_regs()
-                    <= SM_REGISTERS / g.ctas_per_sm(),
-                "{g}: register file"
+                    <= block_register_pool(g.threads(), g.ctas_per_sm()),
+                "{g}: the block's launch registers"
             );
             let preferred = Geometry::from_tile(g.block_m(), g.block_n(), g.consumer_warpgroups());
             assert_eq!(

@@ -8,7 +8,7 @@ use super::{DQ_CHUNK_ROWS, ROW_PAD, STEP_M, WIDE_STEP_M};
 use crate::attention::ConfigError;
 use crate::family::dtype::ActDtype;
 use crate::family::schedule::ListEntries;
-use crate::family::sm90::{MAX_DYNAMIC_SMEM, PRODUCER_REGS, SM_REGISTERS};
+use crate::family::sm90::{block_register_pool, MAX_DYNAMIC_SMEM, PRODUCER_REGS};
 
 /// What a consumer thread asks `setmaxnreg.inc` for (FlashAttention-3's 240).
 pub(super) const CONSUMER_REGS: u32 = 240;
@@ -18,10 +18,23 @@ pub(super) const CONSUMER_REGS: u32 = 240;
 /// beside it at two consumer warpgroups.
 pub(super) const WRITER_PRODUCER_REGS: u32 = 40;
 pub(super) const WRITER_CONSUMER_REGS: u32 = 232;
+/// The register split with a deterministic writer warp, which also counts the step's rank
+/// in the lists and waits for the dQ turns: the producer warpgroup keeps
+/// `DET_WRITER_PRODUCER_REGS`, the consumers `DET_WRITER_CONSUMER_REGS`.
+pub(super) const DET_WRITER_PRODUCER_REGS: u32 = 56;
+pub(super) const DET_WRITER_CONSUMER_REGS: u32 = 224;
 /// Staging buffers the dQ writer warp serves per CTA (named barriers 9..12: one empty and
 /// one full barrier each).
 pub(super) const MAX_DQ_WRITER_BUFFERS: u32 = 2;
-const_assert!((WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS);
+// The splits fill the three warpgroups' launch registers (168 per thread), no more: a
+// `setmaxnreg.inc` past them never returns.
+const_assert!((PRODUCER_REGS + 2 * CONSUMER_REGS) * 128 <= block_register_pool(384, 1));
+const_assert!(
+    (WRITER_PRODUCER_REGS + 2 * WRITER_CONSUMER_REGS) * 128 <= block_register_pool(384, 1)
+);
+const_assert!(
+    (DET_WRITER_PRODUCER_REGS + 2 * DET_WRITER_CONSUMER_REGS) * 128 <= block_register_pool(384, 1)
+);
 /// f32 registers a consumer thread needs besides dK and dV at a step of `step_m` queries:
 /// `Sᵀ` and `dPᵀ` (`step_m / 2` each), then one dQ chunk (32) beside the bf16 `Pᵀ`/`dSᵀ`
 /// A operands (`step_m / 4` each), with addresses: 96 at 64 queries, 160 at 128.
@@ -174,7 +187,8 @@ pub const fn registers_fit(warpgroups: u32, dkv: u32, step_m: u32) -> bool {
     // dK and dV: 2 * 64 * dkv / 128 f32 per thread.
     let needed = dkv + step_regs(step_m);
     needed <= CONSUMER_REGS
-        && (PRODUCER_REGS + warpgroups * CONSUMER_REGS) * 128 <= SM_REGISTERS
+        && (PRODUCER_REGS + warpgroups * CONSUMER_REGS) * 128
+            <= block_register_pool(128 * (1 + warpgroups), 1)
         && warpgroups >= 1
         && warpgroups <= 2
 }
@@ -304,10 +318,14 @@ impl BackwardKernel {
                     }
                     push(k);
                 }
-                // The dQ writer warp, where the default takes it.
+                // The dQ writer warp, where the default takes it, and in the deterministic mode
+                // (where it takes the dQ turns).
                 let k = Self::default_for(d, mask)?;
                 if k.dq_writer_fits() {
                     push(k.with_dq_writer(true)?);
+                    if mask != BackwardMask::Documents {
+                        push(k.with_deterministic(true).with_dq_writer(true)?);
+                    }
                 }
                 // GQA group slices (2 and 8) where the window walk takes them.
                 for slices in [2, 8] {
@@ -366,11 +384,14 @@ impl BackwardKernel {
             push(lists.with_deterministic(true));
             // Where the GPU packer's count says so at run time: the deterministic mode (the host's
             // choice, choice::backward_list_entries).
-            push(
-                Self::default_for(d, SWEEP_MASKS[1])?
-                    .with_deterministic(true)
-                    .with_list_entries(ListEntries::DenseAtRunTime)?,
-            );
+            let at_run_time = Self::default_for(d, SWEEP_MASKS[1])?
+                .with_deterministic(true)
+                .with_list_entries(ListEntries::DenseAtRunTime)?;
+            push(at_run_time);
+            if lists.dq_writer_fits() {
+                push(lists.with_deterministic(true).with_dq_writer(true)?);
+                push(at_run_time.with_dq_writer(true)?);
+            }
             // Head dim 256's two-CTA column split (`with_pair(false)`).
             if d == 256 {
                 for mask in [BackwardMask::Window, SWEEP_MASKS[1]] {
@@ -602,9 +623,10 @@ impl BackwardKernel {
     /// barrier, where the writer issues the reduction; the consumers neither wait for one
     /// another's stores nor for a bulk read. Taken by [`DqReduce::Bulk`] on 64-query steps
     /// where the CTA stages at most two chunks per step, one buffer each (head dim 128 on
-    /// two warpgroups, head dims 64 and 128 on the 64-token tile's one), outside the
-    /// deterministic mode and the pair mode ([`Self::check_dq_writer`]); at head dim 64's
-    /// wide step the consumers spilled 28 bytes in the 232 registers the writer leaves them.
+    /// two warpgroups, head dims 64 and 128 on the 64-token tile's one), outside the pair
+    /// mode ([`Self::check_dq_writer`]); at head dim 64's wide step the consumers spilled 28
+    /// bytes in the 232 registers the writer leaves them. In the deterministic mode the
+    /// writer waits for the dQ turns and passes them on, and the consumers run no turn code.
     pub fn with_dq_writer(mut self, dq_writer: bool) -> Result<Self, ConfigError> {
         self.dq_writer = dq_writer;
         self.check_dq_writer()?;
@@ -619,7 +641,7 @@ impl BackwardKernel {
     /// Registers per thread of a consumer warpgroup after `setmaxnreg.inc`.
     pub fn consumer_regs(&self) -> u32 {
         if self.dq_writer {
-            WRITER_CONSUMER_REGS
+            self.writer_split().1
         } else {
             CONSUMER_REGS
         }
@@ -628,19 +650,29 @@ impl BackwardKernel {
     /// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
     pub fn producer_regs(&self) -> u32 {
         if self.dq_writer {
-            WRITER_PRODUCER_REGS
+            self.writer_split().0
         } else {
             PRODUCER_REGS
         }
     }
 
+    /// The (producer, consumer) registers per thread beside a writer warp: the producers
+    /// keep more in the deterministic mode, whose writer also counts ranks and waits for turns.
+    fn writer_split(&self) -> (u32, u32) {
+        if self.deterministic {
+            (DET_WRITER_PRODUCER_REGS, DET_WRITER_CONSUMER_REGS)
+        } else {
+            (WRITER_PRODUCER_REGS, WRITER_CONSUMER_REGS)
+        }
+    }
+
     /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
     /// with the same chunks per consumer warpgroup, one staging buffer per chunk, at most
-    /// `MAX_DQ_WRITER_BUFFERS` in the CTA, neither deterministic nor the pair mode.
+    /// `MAX_DQ_WRITER_BUFFERS` in the CTA, not the pair mode. In the deterministic mode the
+    /// writer takes the dQ turns (`dq::DQ_WRITER_WARP`).
     pub fn dq_writer_fits(&self) -> bool {
         let chunks = dq_chunks_per_warpgroup(self.warpgroups, self.dkv(), self.step_m);
         self.dq_reduce == DqReduce::Bulk
-            && !self.deterministic
             && !self.pair
             && self.step_m == STEP_M
             // every warpgroup computes the same number of chunks per step, each staged in a
@@ -648,7 +680,12 @@ impl BackwardKernel {
             && self.dkv() / 64 == self.warpgroups * chunks
             && self.dq_buffers() == chunks
             && self.warpgroups * chunks <= MAX_DQ_WRITER_BUFFERS
-            && (WRITER_PRODUCER_REGS + self.warpgroups * WRITER_CONSUMER_REGS) * 128 <= SM_REGISTERS
+            && {
+                // the split sums within the block's launch registers (sm90::block_register_pool)
+                let (producer, consumer) = self.writer_split();
+                let consumers = self.threads() / 128 - 1;
+                (producer + consumers * consumer) * 128 <= block_register_pool(self.threads(), 1)
+            }
     }
 
     /// Refuses the writer warp ([`Self::with_dq_writer`]) where it does not fit; the
@@ -657,7 +694,7 @@ impl BackwardKernel {
         if self.dq_writer && !self.dq_writer_fits() {
             return Err(ConfigError::DqWriter(format!(
                 "the dQ writer warp takes bulk dQ reductions on 64-query steps with at most two \
-                 staged chunks per CTA, not deterministic, not the pair mode: not {}",
+                 staged chunks per CTA, not the pair mode: not {}",
                 self.label()
             )));
         }
@@ -962,6 +999,26 @@ pub(crate) const SWEEP_MASKS: [BackwardMask; 3] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `setmaxnreg.inc` beyond the block's launch registers never returns (the
+    /// deterministic writer split once asked for 48 + 2 x 232 of 504 and hung), so every
+    /// kernel the sweep compiles keeps its warpgroups' registers within the pool.
+    #[test]
+    fn every_swept_register_split_sums_within_the_block_s_launch_registers() {
+        for k in BackwardKernel::compile_sweep().unwrap() {
+            let consumers = k.threads() / 128 - 1;
+            let split = (k.producer_regs() + consumers * k.consumer_regs()) * 128;
+            assert!(
+                split <= block_register_pool(k.threads(), 1),
+                "{}: {} + {consumers} x {} registers per thread",
+                k.label(),
+                k.producer_regs(),
+                k.consumer_regs()
+            );
+            assert_eq!(k.producer_regs() % 8, 0, "{}", k.label());
+            assert_eq!(k.consumer_regs() % 8, 0, "{}", k.label());
+        }
+    }
 
     #[test]
     fn paired_key_blocks_take_only_a_64x64_mask_s_one_warpgroup_tile_at_head_dims_64_and_128() {

@@ -36,11 +36,19 @@ $DQ_STAGE_PAIRS
 /// it walks the CTA's steps as the producer warp does; per step it hands every staging
 /// buffer back once its previous bulk read is complete, then issues the reduction of each
 /// buffer `b` (chunk `u = b % FM_DQ_BUFS` of warpgroup `b / FM_DQ_BUFS`: the step's item
-/// `wg + FM_WG * u`, as the consumers number them) as the chunk arrives.
+/// `wg + FM_WG * u`, as the consumers number them) as the chunk arrives. In the
+/// deterministic mode it also takes the dQ turns, so the consumers never wait on global
+/// memory for them: once the buffers are handed back it waits for the step before's
+/// reductions to complete and passes that step's turn on (one release add: this thread
+/// issued and waited for every reduction it covers), then computes the step's rank
+/// (warp-wide) and lane 0 waits for the turn before the step's first reduction.
 const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
             // ---------------- dQ writer: warp 1 issues the consumers' bulk dQ reductions ----------------
             const int lane = (int)threadIdx.x - 32;
             const int d0 = split * FM_DKV;   // first dQ column of this CTA
+#if FM_DETERMINISTIC
+            long long det_prev = -1;   // the semaphore of the step whose turn this CTA holds; -1: none
+#endif
             for (int gi = g0; gi < g1; ++gi) {
                 const int head = kv_head * group + gi;
                 const long long bh = (long long)batch * p.heads + head;
@@ -52,6 +60,19 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
                     __syncwarp();
 #pragma unroll
                     for (int b = 0; b < FM_WG * FM_DQ_BUFS; ++b) fm_named_arrive<128 + 32>(FM_BAR_DQ_EMPTY + b);
+#if FM_DETERMINISTIC
+                    // The step before's reductions complete: its turn passes on (the consumers stage this step meanwhile).
+                    if (lane == 0 && det_prev >= 0) {
+                        fm_bulk_wait0();
+                        fm_red_release_add(p.sem + det_prev, 1);
+                    }
+                    const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;   // this step's dQ turn
+                    const int rank = fm_step_rank(p, sched, batch, head, n_cta, t.m);   // warp-wide
+                    // The acquire orders this step's reductions after the ones the turn's release add followed.
+                    if (lane == 0) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
+                    __syncwarp();
+                    det_prev = sem_index;
+#endif
 #pragma unroll
                     for (int b = 0; b < FM_WG * FM_DQ_BUFS; ++b) {
                         // buffer b: chunk u of warpgroup w, the step's item w + FM_WG * u (column chunk c of query half qh)
@@ -66,6 +87,12 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
                     }
                 }
             }
+#if FM_DETERMINISTIC
+            if (lane == 0 && det_prev >= 0) {   // the walk's last step
+                fm_bulk_wait0();
+                fm_red_release_add(p.sem + det_prev, 1);
+            }
+#endif
             if (lane == 0) fm_bulk_wait_read0();   // no bulk read of the staging buffers outlives the CTA
 "#;
 

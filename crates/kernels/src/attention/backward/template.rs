@@ -38,6 +38,9 @@ pub(super) const TEMPLATE: &str = r#"
 #define FM_DS_BYTES $DS_BYTES           // one dS buffer, FM_STEP_M x FM_CTA_N
 #define FM_DQ_BUFS $DQ_BUFS                // dQ staging buffers per warpgroup (bulk reduction; 0: atomics)
 #define FM_DQ_WRITER $DQ_WRITER              // a writer warp issues the bulk dQ reductions (BackwardKernel::with_dq_writer)
+// The deterministic dQ turns (docs/backward.md, "Deterministic mode"): the writer warp takes them where it runs, else the
+// consumers.
+#define FM_DET_CONSUMERS (FM_DETERMINISTIC && !FM_DQ_WRITER)
 #define FM_RELEASE_PER_STAGE $RELEASE_PER_STAGE     // each stage released at its own constant barrier address (FM_RELEASE_STAGE)
 $NEG_INF
 #define FM_POS_INF (__int_as_float(0x7f800000u))
@@ -352,7 +355,7 @@ $DQ_WRITER_WARP        }
         const unsigned ds_st0 = fm_sw128((unsigned)($THREAD_COL_ST_SM + $VALUE_COL_ST_2M) * $DS_Q_BYTES
                                          + (unsigned)(64 * wg + $THREAD_ROW_ST_SM + $VALUE_ROW_ST_2M) * $DS_KEY_BYTES);
         unsigned it = 0;
-#if FM_DETERMINISTIC
+#if FM_DET_CONSUMERS
         // The dQ turn (docs/backward.md, "Deterministic mode"). A step's reductions are passed on to the next CTA
         // under this CTA's next step's first GEMMs (or after its walk), once complete, by one release add after a
         // barrier of the consumers; the step's own turn is read there too, ahead of the dS barrier that needs it.
@@ -405,7 +408,7 @@ $DQ_WRITER_WARP        }
 #endif
                 }
 #endif
-#if FM_DETERMINISTIC
+#if FM_DET_CONSUMERS
                 const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;   // this step's dQ turn
 #endif
                 const unsigned long long q_off16 = stage * (FM_Q_TILE_BYTES / 16);   // the stage's Q / dO tile
@@ -568,7 +571,7 @@ $PAIRED_SKIP
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // generic-proxy stores -> wgmma reads
                 fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #endif
-#if FM_DETERMINISTIC
+#if FM_DET_CONSUMERS
                 if (ct - 128 * half < 32) {   // the column group's first consumer warp: rank (warp-wide), then lane 0 waits for its turn
                     const int rank = fm_step_rank(p, sched, batch, head, n_cta, t.m);
                     // A read ahead that saw the turn needs no acquire: this CTA reads nothing the others write, and
@@ -609,12 +612,12 @@ $DQ_STORE
                 fm_fence_array(p_a);
                 fm_fence_array(ds_a);
                 FM_RELEASE_STAGE(stage);
-#if FM_DETERMINISTIC
+#if FM_DET_CONSUMERS
                 det_prev = sem_index;   // released by FM_DET_RELEASE under the next step's GEMMs
 #endif
             }
         }
-#if FM_DETERMINISTIC
+#if FM_DET_CONSUMERS
         FM_DET_RELEASE();   // the walk's last step
 #endif
         $DQ_DRAIN_READ   // no bulk read of the staging buffers outlives the CTA (their global writes need not complete here)
