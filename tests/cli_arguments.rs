@@ -58,6 +58,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("dense_mask", "m.npy"),
     ("density", "0.5"),
     ("deterministic", ""),
+    ("deterministic_walks", "off"),
     ("diag_offset", "0"),
     ("dim", "128"),
     ("dim_v", "128"),

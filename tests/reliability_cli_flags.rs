@@ -595,6 +595,41 @@ fn the_largest_first_tile_order_is_checked_against_the_mask_and_mode_before_any_
 }
 
 #[test]
+fn the_deterministic_walks_need_the_deterministic_mode_and_a_backward_before_any_gpu() {
+    let call = [
+        "attention",
+        "--random",
+        "1,2,2,256,256,128",
+        "--backward",
+        "--synthetic-mask",
+        "blocksparse:0.3:0.5",
+    ];
+    let with = |extra: &[&'static str]| [&call[..], extra].concat();
+    refused(
+        &with(&["--deterministic-walks", "on"]),
+        &["--deterministic-walks on", "--deterministic"],
+    );
+    refused(
+        &with(&["--deterministic", "--deterministic-walks", "yes"]),
+        &["--deterministic-walks"],
+    );
+    refused(
+        &[
+            "attention",
+            "--random",
+            "1,2,2,256,256,128",
+            "--deterministic-walks",
+            "off",
+        ],
+        &["--deterministic-walks", "need --backward"],
+    );
+    for on_off in ["on", "off"] {
+        valid_without_gpu(&with(&["--deterministic", "--deterministic-walks", on_off]));
+    }
+    valid_without_gpu(&with(&["--deterministic-walks", "off"]));
+}
+
+#[test]
 fn an_empty_block_table_is_reported_against_the_block_table() {
     let dir = Dir::new("block-table");
     let path = dir.path("in.safetensors");

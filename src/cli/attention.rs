@@ -394,14 +394,15 @@ pub fn mode(args: &AttentionArgs) -> super::Mode {
             name: "--backward --bench",
             uses: Some(forward_ids!(
                 "warmup", "warmup_ms", "iters", "out", "bench", "backward", "deterministic", "d_o",
-                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step", "group_slices", "paired_keys"
+                "dq_reduce", "dq_writer", "bwd_stages", "bwd_step", "group_slices", "paired_keys",
+                "deterministic_walks"
             )),
         },
         (false, false, true, false) => Mode {
             name: "--backward (--warmup, --warmup-ms and --iters need --bench)",
             uses: Some(forward_ids!(
                 "out", "backward", "deterministic", "d_o", "dq_reduce", "dq_writer", "bwd_stages",
-                "bwd_step", "group_slices", "paired_keys"
+                "bwd_step", "group_slices", "paired_keys", "deterministic_walks"
             )),
         },
         (false, false, false, true) => Mode {
@@ -685,11 +686,12 @@ pub fn run(args: AttentionArgs) -> CmdResult {
             || args.backward_flags.bwd_stages.is_some()
             || args.backward_flags.bwd_step.is_some()
             || args.backward_flags.group_slices.is_some()
-            || args.backward_flags.paired_keys.is_some())
+            || args.backward_flags.paired_keys.is_some()
+            || args.backward_flags.deterministic_walks.is_some())
     {
         return Err(
             "--deterministic, --d-o, --dq-reduce, --dq-writer, --bwd-stages, --bwd-step, \
-             --group-slices and --paired-keys need --backward"
+             --group-slices, --paired-keys and --deterministic-walks need --backward"
                 .into(),
         );
     }

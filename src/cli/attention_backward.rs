@@ -65,6 +65,11 @@ pub struct BackwardFlags {
     /// `off`. Default: on where they run.
     #[arg(long, value_parser = super::parse_on_off)]
     pub paired_keys: Option<bool>,
+    /// Whether the deterministic mode walks each key tile's query tiles by when their dQ turns
+    /// are expected to be free (for A/B measurements; host-held tile lists only): `on` or
+    /// `off` (ascending). Default: on where it applies.
+    #[arg(long, value_parser = super::parse_on_off)]
+    pub deterministic_walks: Option<bool>,
 }
 
 /// Arguments of `fragmask bench backward`.
@@ -155,6 +160,13 @@ pub fn validate(args: &ForwardArgs, flags: &BackwardFlags, v: &Validated) -> Res
             );
         }
     }
+    if flags.deterministic_walks == Some(true) && !flags.deterministic {
+        return Err(
+            "--deterministic-walks on: the walk orders are the deterministic mode's (add \
+             --deterministic)"
+                .into(),
+        );
+    }
     if args.tile_order == Some(true) && flags.deterministic {
         return Err(
             "--tile-order on: the deterministic mode runs the key tiles in index \
@@ -209,6 +221,7 @@ pub(super) fn backward_opts(args: &ForwardArgs, flags: &BackwardFlags) -> Backwa
         head_section: args.head_section,
         group_slices: flags.group_slices,
         paired_keys: flags.paired_keys,
+        deterministic_walks: flags.deterministic_walks,
         tile_order: args.tile_order,
         ..BackwardOptions::default()
     }

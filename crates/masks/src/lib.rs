@@ -73,6 +73,8 @@ mod shape;
 mod source;
 #[cfg(feature = "alloc")]
 mod transpose;
+#[cfg(feature = "alloc")]
+mod walks;
 
 #[cfg(feature = "alloc")]
 pub use dispatch::{is_index_order, is_last_row_first, row_order, tile_order};
@@ -103,5 +105,7 @@ pub use source::{
 };
 pub use source::{DenseMask, DenseRows, IndexValue, MaskSource, Region};
 pub use transpose::{TransposedLists, TRANSPOSED_ENCODING};
+#[cfg(feature = "alloc")]
+pub use walks::deterministic_walks;
 
 pub use fragmask_gmma_frag::TiledAccumulator;

@@ -83,6 +83,11 @@ pub struct BackwardOptions {
     /// an error where the configuration does not take it); `None` is the default
     /// ([`super::choice::BACKWARD_DQ_WRITER`], where it fits).
     pub dq_writer: Option<bool>,
+    /// Whether the deterministic mode's key tiles walk their query tiles by when their dQ
+    /// turns are expected to be free (`fragmask_masks::deterministic_walks`, uploaded with
+    /// the plan; host-held tile lists whose entries the kernel reads); `None` is on where it
+    /// applies, `Some(false)` ascending (the lists' own order).
+    pub deterministic_walks: Option<bool>,
     /// (KV head, batch) planes per section of the window walk's launch order
     /// (`BackwardParams::head_section`; 1: the grid's order); `None` is the default
     /// ([`super::choice::backward_head_section`]). An error with a mask, in the

@@ -271,6 +271,7 @@ impl BackwardPlan {
             doc_items: r.doc_items.clone(),
             key_pairs: r.key_pairs.clone(),
             tile_order: r.tile_order.clone(),
+            walks: r.walks.clone(),
         };
         // SAFETY: the plan's checks hold for these shapes and strides, the workspace fits
         // the rows the parameters name (checked above); the addresses and the workspace's

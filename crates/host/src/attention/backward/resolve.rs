@@ -54,6 +54,9 @@ pub(super) struct Resolved {
     /// The key tiles' dispatch order (`BackwardParams::tile_order`) where it was computed
     /// from host-held lists and uploaded when the call was resolved, likewise.
     pub(super) tile_order: Option<Arc<CudaSlice<i32>>>,
+    /// The deterministic mode's walk orders (the transposed lists' five arrays in walk
+    /// order, `fragmask_masks::deterministic_walks`) where they were uploaded, likewise.
+    pub(super) walks: Option<Arc<CudaSlice<i32>>>,
 }
 
 impl Resolved {
@@ -356,6 +359,7 @@ impl AttentionRunner {
             scale,
             ..BackwardParams::default()
         };
+        let mut walks = None;
         match mask {
             RawBackwardMask::Window(w) => {
                 let clamp = |x: Option<u32>| {
@@ -408,6 +412,16 @@ impl AttentionRunner {
                     });
                     params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
                 }
+                // Its walk orders, from lists the host holds (not those built on the GPU).
+                let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
+                if kernel.deterministic()
+                    && !paired
+                    && kernel.list_entries() == ListEntries::Read
+                    && host_lists
+                    && opts.deterministic_walks != Some(false)
+                {
+                    walks = self.deterministic_walks_params(&mut params, m, &kernel)?;
+                }
             }
         }
         let mut ctas = kernel.n_ctas(shape.seqlen_k as u32);
@@ -458,7 +472,44 @@ impl AttentionRunner {
             doc_items,
             key_pairs,
             tile_order,
+            walks,
         })
+    }
+
+    /// Uploads the deterministic mode's walk orders of `m`'s transposed lists
+    /// (`fragmask_masks::deterministic_walks`: a plane's key tiles estimated to start as
+    /// many at once as the SMs over the launch section's planes) and points `params`'s
+    /// transposed lists at them; the words stay. None where `m` holds no transposed lists.
+    fn deterministic_walks_params(
+        &self,
+        params: &mut BackwardParams,
+        m: &PackedMask,
+        kernel: &BackwardKernel,
+    ) -> Result<Option<Arc<CudaSlice<i32>>>, AttentionError> {
+        let Ok(t) = m.transposed() else {
+            return Ok(None);
+        };
+        let lists = t.lists();
+        let n_blocks = (params.mask_n_blocks.max(1)) as usize;
+        let planes = (lists.rows() / n_blocks).max(1);
+        let sub = (m.accumulator().block_n() / kernel.cta_n()).max(1) as usize;
+        let section = params.head_section.max(1) as usize;
+        let at_once = (self.sm_count()? / section / sub).max(1);
+        let parts = fragmask_masks::deterministic_walks(lists, planes, at_once);
+        let table: Vec<i32> = parts.concat();
+        let (buf, base) = self.upload_table(&table, "uploading the deterministic walks")?;
+        let mut at = base;
+        let mut next = |len: usize| {
+            let here = at;
+            at += 4 * len as u64;
+            here
+        };
+        params.q_num_blocks = next(parts[0].len());
+        params.q_indices = next(parts[1].len());
+        params.full_q_num_blocks = next(parts[2].len());
+        params.full_q_indices = next(parts[3].len());
+        params.q_tile_offsets = next(parts[4].len());
+        Ok(Some(buf))
     }
 
     /// The key tiles' largest-first dispatch order of a mask's call (docs/backward.md,
