@@ -1081,6 +1081,13 @@ impl PackedMask {
         crate::dispatch::row_order(&counts, self.grid.m_blocks)
     }
 
+    /// Whether `order` (as [`Self::row_order`] returns) is the forward grid's own order
+    /// without counts, every plane from its last row block down: the kernels need no
+    /// upload of it.
+    pub fn is_grid_row_order(&self, order: &[i32]) -> bool {
+        crate::dispatch::is_last_row_first(order, self.grid.m_blocks)
+    }
+
     /// All partial tiles' words, `[partial_tiles, ...word_shape]`.
     pub fn words(&self) -> &[u32] {
         &self.words

@@ -218,11 +218,20 @@ impl TransposedLists {
     /// let mut p = pack(&DenseMask::new(&m, &[1, 128, 128]).unwrap(), &acc,
     ///     Encoding::FragmentNative, &PackOptions::default()).unwrap();
     /// p.add_transposed(&TiledAccumulator::new(64, 64, 1, true).unwrap(), &PackOptions::default()).unwrap();
-    /// assert_eq!(p.transposed().unwrap().tile_order(), vec![1, 0]);
+    /// let t = p.transposed().unwrap();
+    /// assert_eq!(t.tile_order(), vec![1, 0]);
+    /// // Not the grid's index order: a plan uploads it.
+    /// assert!(!t.is_grid_tile_order(&t.tile_order()) && t.is_grid_tile_order(&[0, 1]));
     /// ```
     pub fn tile_order(&self) -> Vec<i32> {
         let counts = self.lists.tile_counts();
         crate::dispatch::tile_order(&counts, self.grid.n_blocks)
+    }
+
+    /// Whether `order` (as [`Self::tile_order`] returns) is the backward grid's own order,
+    /// every plane's key tiles in index order: the kernels need no upload of it.
+    pub fn is_grid_tile_order(&self, order: &[i32]) -> bool {
+        crate::dispatch::is_index_order(order, self.grid.n_blocks)
     }
 
     /// Number of partial tiles (the forward's).

@@ -796,13 +796,11 @@ impl Packed {
         let p = &self.inner;
         let (order, len) = if transposed {
             let t = p.transposed().ok()?;
-            let n = p.grid().n_blocks;
             let order = t.tile_order();
-            (!fragmask_masks::is_index_order(&order, n)).then_some((order, n))?
+            (!t.is_grid_tile_order(&order)).then_some((order, p.grid().n_blocks))?
         } else {
-            let m = p.grid().m_blocks;
             let order = p.row_order();
-            (!fragmask_masks::is_last_row_first(&order, m)).then_some((order, m))?
+            (!p.is_grid_row_order(&order)).then_some((order, p.grid().m_blocks))?
         };
         let dims = vec![order.len() / len.max(1), len];
         Some(list_bytes(py, &order, dims))

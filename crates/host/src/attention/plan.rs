@@ -339,7 +339,7 @@ impl AttentionRunner {
                 true => self.dispatch_order(
                     lists.tile_order,
                     || host_lists.then(|| host.row_order()),
-                    |order| fragmask_masks::is_last_row_first(order, host.grid().m_blocks),
+                    |order| host.is_grid_row_order(order),
                     opts.tile_order == Some(true),
                 )?,
                 false => None,

@@ -531,15 +531,11 @@ impl AttentionRunner {
         }
         // Lists built on the GPU (their count on the device) have only a stand-in on the host.
         let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
+        let transposed = host_lists.then(|| m.transposed().ok()).flatten();
         self.dispatch_order(
             bwd.tile_order,
-            || {
-                host_lists
-                    .then(|| m.transposed().ok())
-                    .flatten()
-                    .map(|t| t.tile_order())
-            },
-            |order| fragmask_masks::is_index_order(order, m.grid().n_blocks),
+            || transposed.map(|t| t.tile_order()),
+            |order| transposed.is_some_and(|t| t.is_grid_tile_order(order)),
             opts.tile_order == Some(true),
         )
     }
