@@ -1807,11 +1807,18 @@ class DeterministicBackwardTests(unittest.TestCase):
         dense = torch.rand(B, H, S, S, device="cuda", generator=g) < 0.5
         dense[:, :, :, 0] = True
         m = Mask.from_dense(dense, transposed=True)
+        # Block-sparse lists packed on the host: the plan uploads their walk orders
+        # (fragmask_masks::deterministic_walks), which must keep the runs bit-identical.
+        tiles = torch.rand(B, H, 8, 8, device="cuda", generator=g) < 0.3
+        sparse = dense & tiles.repeat_interleave(128, 2).repeat_interleave(128, 3)[..., :S, :S]
+        sparse[:, :, :, 0] = True
+        hm = Mask.from_dense(sparse.cpu(), transposed=True).to("cuda")
         qg, kg, vg, dog = self.inputs(B, H, 2, S, seed=43)     # GQA 8:2
         cases = {
             "causal S=1000 D=128": ((q, k, v, do), dict(causal=True), dict(causal=True)),
             "causal GQA 8:2": ((qg, kg, vg, dog), dict(causal=True), dict(causal=True)),
             "random 50%": ((q, k, v, do), dict(mask=m), dict(mask=dense)),
+            "block-sparse host lists": ((q, k, v, do), dict(mask=hm), dict(mask=sparse)),
         }
         real = _ops._backward_launch
         seen = []
