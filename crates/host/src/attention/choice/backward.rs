@@ -140,7 +140,9 @@ pub fn backward_head_section(
 /// (causal 1.57, GQA 32:8 causal 1.40 with 16 planes; no mask 1.04); so do dense lists,
 /// whose key tiles all visit every step (random 50%: 1.15).
 /// Lists built on the GPU are found dense or not when the kernel runs, which then keeps
-/// the grid's order for dense ones.
+/// the grid's order for dense ones. A section holds at most
+/// [`DETERMINISTIC_SECTION_QUERIES`] query rows over its planes, so that their Q, dO and dQ
+/// rows share L2 (4 planes at S = 16384).
 pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKernel) -> u32 {
     let sparse_lists = matches!(kernel.mask(), BackwardMask::Blocks { .. })
         && !kernel.paired_keys()
@@ -149,7 +151,8 @@ pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKerne
         return 1;
     }
     let planes = shape.kv_heads.saturating_mul(shape.batch).max(1);
-    u32::try_from(planes)
+    let by_rows = (DETERMINISTIC_SECTION_QUERIES / shape.seqlen_q.max(1)).max(1);
+    u32::try_from(planes.min(by_rows))
         .unwrap_or(u32::MAX)
         .min(DETERMINISTIC_SECTION_PLANES)
 }
@@ -158,6 +161,14 @@ pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKerne
 /// ([`deterministic_head_section`]): 8, whose mean over the three masks measured there is
 /// the lower (0.816 of the grid's time, against 0.821 with 16).
 pub const DETERMINISTIC_SECTION_PLANES: u32 = 8;
+
+/// The most query rows a section of the deterministic lists' launch order holds over its
+/// planes ([`deterministic_head_section`]). With the dQ writer warp taking the turns
+/// (one H200, `bench/results/session-2026-11-29j/call4/`, 2 interleaved rounds, D = 128,
+/// the time with 4 / 16 planes over 8's): S = 16384, H = 16, block-sparse 10% 0.955 /
+/// 1.029, 50% 0.988 / 1.044; S = 4096 block-sparse 10% 1.009 / 1.004, and at B = 4,
+/// H = 32 1.010 / 1.034. So 4 planes at S = 16384 and 8 at 4096.
+pub const DETERMINISTIC_SECTION_QUERIES: usize = 65_536;
 
 /// Whether the backward runs the documents grid where it applies (see
 /// [`backward_documents`]) when the call's options do not say.
@@ -616,6 +627,11 @@ mod tests {
             deterministic_head_section(&shape(4096, 64, 64), &kl),
             DETERMINISTIC_SECTION_PLANES
         );
+        // At most 65536 query rows per section: 4 planes at S = 16384, one at 65536 and
+        // beyond.
+        assert_eq!(deterministic_head_section(&shape(16384, 16, 16), &kl), 4);
+        assert_eq!(deterministic_head_section(&shape(8192, 16, 16), &kl), 8);
+        assert_eq!(deterministic_head_section(&shape(131072, 16, 16), &kl), 1);
         let dense = kl.with_list_entries(ListEntries::Dense).unwrap();
         assert_eq!(deterministic_head_section(&shape(4096, 4, 4), &dense), 1);
         let at_run_time = kl.with_list_entries(ListEntries::DenseAtRunTime).unwrap();
