@@ -405,21 +405,27 @@ impl AttentionRunner {
                     (params.lists_partial_count, params.lists_tiles) =
                         super::super::lists_count(m.lists(), bwd.partial_count)?;
                 }
-                // The deterministic mode's planes interleaved (key_tile::SECTION_ORDER).
-                if kernel.deterministic() && !paired {
-                    let section = opts.head_section.unwrap_or_else(|| {
-                        super::super::choice::deterministic_head_section(&shape, &kernel)
-                    });
-                    params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
-                }
-                // Its walk orders, from lists the host holds (not those built on the GPU).
+                // The deterministic mode's walk orders, from lists the host holds (not those
+                // built on the GPU).
                 let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
-                if kernel.deterministic()
+                let walk_orders = kernel.deterministic()
                     && !paired
                     && kernel.list_entries() == ListEntries::Read
                     && host_lists
-                    && opts.deterministic_walks != Some(false)
-                {
+                    && m.has_transposed()
+                    && opts.deterministic_walks != Some(false);
+                // Its planes interleaved (key_tile::SECTION_ORDER).
+                if kernel.deterministic() && !paired {
+                    let section = opts.head_section.unwrap_or_else(|| {
+                        super::super::choice::deterministic_head_section(
+                            &shape,
+                            &kernel,
+                            walk_orders,
+                        )
+                    });
+                    params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
+                }
+                if walk_orders {
                     walks = self.deterministic_walks_params(&mut params, m, &kernel)?;
                 }
             }

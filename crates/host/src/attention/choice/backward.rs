@@ -78,7 +78,7 @@ pub fn backward_head_section(
 ) -> u32 {
     use fragmask_kernels::attention::WINDOW_INFINITE;
     if kernel.deterministic() {
-        return deterministic_head_section(shape, kernel);
+        return deterministic_head_section(shape, kernel, false);
     }
     let causal_walk =
         params.window_left >= WINDOW_INFINITE && params.window_right < WINDOW_INFINITE;
@@ -140,10 +140,15 @@ pub fn backward_head_section(
 /// (causal 1.57, GQA 32:8 causal 1.40 with 16 planes; no mask 1.04); so do dense lists,
 /// whose key tiles all visit every step (random 50%: 1.15).
 /// Lists built on the GPU are found dense or not when the kernel runs, which then keeps
-/// the grid's order for dense ones. A section holds at most
-/// [`DETERMINISTIC_SECTION_QUERIES`] query rows over its planes, so that their Q, dO and dQ
-/// rows share L2 (4 planes at S = 16384).
-pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKernel) -> u32 {
+/// the grid's order for dense ones. With `walk_orders` (the host's lists walked by
+/// `fragmask_masks::deterministic_walks`), whose key tiles wait less for their turns, a
+/// section holds at most [`DETERMINISTIC_SECTION_QUERIES`] query rows over its planes, so
+/// that their Q, dO and dQ rows share L2 (4 planes at S = 16384).
+pub fn deterministic_head_section(
+    shape: &AttentionShape,
+    kernel: &BackwardKernel,
+    walk_orders: bool,
+) -> u32 {
     let sparse_lists = matches!(kernel.mask(), BackwardMask::Blocks { .. })
         && !kernel.paired_keys()
         && kernel.list_entries() != ListEntries::Dense;
@@ -151,7 +156,10 @@ pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKerne
         return 1;
     }
     let planes = shape.kv_heads.saturating_mul(shape.batch).max(1);
-    let by_rows = (DETERMINISTIC_SECTION_QUERIES / shape.seqlen_q.max(1)).max(1);
+    let by_rows = match walk_orders {
+        true => (DETERMINISTIC_SECTION_QUERIES / shape.seqlen_q.max(1)).max(1),
+        false => planes,
+    };
     u32::try_from(planes.min(by_rows))
         .unwrap_or(u32::MAX)
         .min(DETERMINISTIC_SECTION_PLANES)
@@ -163,11 +171,13 @@ pub fn deterministic_head_section(shape: &AttentionShape, kernel: &BackwardKerne
 pub const DETERMINISTIC_SECTION_PLANES: u32 = 8;
 
 /// The most query rows a section of the deterministic lists' launch order holds over its
-/// planes ([`deterministic_head_section`]). With the dQ writer warp taking the turns
-/// (one H200, `bench/results/session-2026-11-29j/call4/`, 2 interleaved rounds, D = 128,
-/// the time with 4 / 16 planes over 8's): S = 16384, H = 16, block-sparse 10% 0.955 /
-/// 1.029, 50% 0.988 / 1.044; S = 4096 block-sparse 10% 1.009 / 1.004, and at B = 4,
-/// H = 32 1.010 / 1.034. So 4 planes at S = 16384 and 8 at 4096.
+/// planes where the host's walk orders run ([`deterministic_head_section`]). With them and
+/// the dQ writer warp taking the turns (one H200, `bench/results/session-2026-11-29j/call4/`,
+/// 2 interleaved rounds, D = 128, the time with 4 / 16 planes over 8's): S = 16384,
+/// H = 16, block-sparse 10% 0.955 / 1.029, 50% 0.988 / 1.044; S = 4096 block-sparse 10%
+/// 1.009 / 1.004, and at B = 4, H = 32 1.010 / 1.034. So 4 planes at S = 16384 and 8 at
+/// 4096. Without the walk orders (before the writer warp) 4 planes ran 5% slower than 8
+/// on block-sparse 10% at S = 16384, so lists built on the GPU keep 8.
 pub const DETERMINISTIC_SECTION_QUERIES: usize = 65_536;
 
 /// Whether the backward runs the documents grid where it applies (see
@@ -620,23 +630,29 @@ mod tests {
         };
         let kl = backward_config(128, lists, &det).unwrap();
         assert_eq!(
-            deterministic_head_section(&shape(4096, 4, 4), &kl),
+            deterministic_head_section(&shape(4096, 4, 4), &kl, false),
             4.min(DETERMINISTIC_SECTION_PLANES)
         );
         assert_eq!(
-            deterministic_head_section(&shape(4096, 64, 64), &kl),
+            deterministic_head_section(&shape(4096, 64, 64), &kl, false),
             DETERMINISTIC_SECTION_PLANES
         );
-        // At most 65536 query rows per section: 4 planes at S = 16384, one at 65536 and
-        // beyond.
-        assert_eq!(deterministic_head_section(&shape(16384, 16, 16), &kl), 4);
-        assert_eq!(deterministic_head_section(&shape(8192, 16, 16), &kl), 8);
-        assert_eq!(deterministic_head_section(&shape(131072, 16, 16), &kl), 1);
+        // With the walk orders, at most 65536 query rows per section: 4 planes at
+        // S = 16384, one at 65536 and beyond; without, 8 planes at any length.
+        let walked = |s| deterministic_head_section(&shape(s, 16, 16), &kl, true);
+        assert_eq!([walked(16384), walked(8192), walked(131072)], [4, 8, 1]);
+        assert_eq!(
+            deterministic_head_section(&shape(16384, 16, 16), &kl, false),
+            8
+        );
         let dense = kl.with_list_entries(ListEntries::Dense).unwrap();
-        assert_eq!(deterministic_head_section(&shape(4096, 4, 4), &dense), 1);
+        assert_eq!(
+            deterministic_head_section(&shape(4096, 4, 4), &dense, false),
+            1
+        );
         let at_run_time = kl.with_list_entries(ListEntries::DenseAtRunTime).unwrap();
         assert_eq!(
-            deterministic_head_section(&shape(4096, 4, 4), &at_run_time),
+            deterministic_head_section(&shape(4096, 4, 4), &at_run_time, false),
             4.min(DETERMINISTIC_SECTION_PLANES)
         );
         assert!(backward_config(128, lists, &named(4, false)).is_err());
