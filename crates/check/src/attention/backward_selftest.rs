@@ -992,6 +992,20 @@ pub fn default_cases() -> Vec<BackwardCase> {
             5,
         ),
         (
+            "deterministic [64x64] block-sparse x5 d128 (the 64-token tile's one warpgroup, unpaired)",
+            shape(1, 2, 2, 384, 640, 128),
+            blocks(t64, 2, crate::synthetic::block_sparse(0.3, 0.5, 49)),
+            det,
+            5,
+        ),
+        (
+            "deterministic [64x64] random 50% x5 d64 (the 64-token tile's one warpgroup)",
+            shape(1, 2, 2, 384, 384, 64),
+            blocks(t64, 2, random(0.5, 18)),
+            det,
+            5,
+        ),
+        (
             "deterministic [64x64] random 50% x10 d256",
             shape(1, 1, 1, 256, 256, 256),
             blocks(t64, 1, random(0.5, 17)),
