@@ -106,6 +106,6 @@ pub use source::{
 pub use source::{DenseMask, DenseRows, IndexValue, MaskSource, Region};
 pub use transpose::{TransposedLists, TRANSPOSED_ENCODING};
 #[cfg(feature = "alloc")]
-pub use walks::deterministic_walks;
+pub use walks::{deterministic_walks, DeterministicWalks};
 
 pub use fragmask_gmma_frag::TiledAccumulator;

@@ -501,20 +501,23 @@ impl AttentionRunner {
         let sub = (m.accumulator().block_n() / kernel.cta_n()).max(1) as usize;
         let section = params.head_section.max(1) as usize;
         let at_once = (self.sm_count()? / section / sub).max(1);
-        let parts = fragmask_masks::deterministic_walks(lists, planes, at_once);
-        let table: Vec<i32> = parts.concat();
+        let walks = fragmask_masks::deterministic_walks(lists, planes, at_once);
+        // One table: the counts, the full lists' counts (all 0), the indices, the offsets.
+        let rows = walks.counts.len();
+        let mut table = Vec::with_capacity(2 * rows + 2 * walks.indices.len());
+        table.extend_from_slice(&walks.counts);
+        table.resize(2 * rows, 0);
+        table.extend_from_slice(&walks.indices);
+        table.extend_from_slice(&walks.tile_offsets);
         let (buf, base) = self.upload_table(&table, "uploading the deterministic walks")?;
-        let mut at = base;
-        let mut next = |len: usize| {
-            let here = at;
-            at += 4 * len as u64;
-            here
-        };
-        params.q_num_blocks = next(parts[0].len());
-        params.q_indices = next(parts[1].len());
-        params.full_q_num_blocks = next(parts[2].len());
-        params.full_q_indices = next(parts[3].len());
-        params.q_tile_offsets = next(parts[4].len());
+        let at = |ints: usize| base + 4 * ints as u64;
+        params.q_num_blocks = base;
+        params.full_q_num_blocks = at(rows);
+        params.q_indices = at(2 * rows);
+        // Never read: every full count is 0 (key_tile::LISTS reads a full entry at e >= the
+        // partial count only).
+        params.full_q_indices = params.q_indices;
+        params.q_tile_offsets = at(2 * rows + walks.indices.len());
         Ok(Some(buf))
     }
 
