@@ -75,6 +75,8 @@ mod source;
 mod transpose;
 #[cfg(feature = "alloc")]
 mod walks;
+#[cfg(feature = "std")]
+mod workers;
 
 #[cfg(feature = "alloc")]
 pub use dispatch::{is_index_order, is_last_row_first, row_order, tile_order};

@@ -1256,19 +1256,7 @@ pub fn plain_bit_pack(data: &[u8], rows: usize, cols: usize, threads: usize) -> 
                     pack_band(band, dst);
                 }
             };
-            std::thread::scope(|scope| {
-                // The calling thread works too; a helper the system refuses to start
-                // is one worker fewer.
-                for _ in 1..threads {
-                    if std::thread::Builder::new()
-                        .spawn_scoped(scope, work)
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-                work();
-            });
+            crate::workers::run_on_threads(threads, work);
             return out;
         }
     }

@@ -457,19 +457,7 @@ fn transcode_all(
                     }
                 }
             };
-            std::thread::scope(|scope| {
-                // The calling thread works too; a helper the system refuses to start is
-                // one worker fewer.
-                for _ in 1..threads {
-                    if std::thread::Builder::new()
-                        .spawn_scoped(scope, work)
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-                work();
-            });
+            crate::workers::run_on_threads(threads, work);
             return;
         }
     }

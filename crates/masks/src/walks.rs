@@ -36,62 +36,128 @@ pub struct DeterministicWalks {
     pub tile_offsets: Vec<i32>,
 }
 
+/// Lists of at least this many entries (rows x row length) are walked on several threads,
+/// a plane each at a time (`std` only); smaller ones on the calling thread.
+const PARALLEL_MIN_ENTRIES: usize = 1 << 20;
+
 /// The walk order of each row of `transposed` (`planes` planes of equal rows, each
 /// launched `at_once` key tiles at a time). Every row is walked whatever `planes` says
 /// (a last plane of fewer rows where it does not divide them). Computed when a call is
-/// planned: 1.2 ms for 16 planes of 128 key tiles at 10% of the tiles (S = 16384), 27 ms
-/// at 512 (S = 65536), on one core of the development machine.
+/// planned: 1.2 ms for 16 planes of 128 key tiles at 10% of the tiles (S = 16384) on one
+/// core of the development machine; at 512 (S = 65536), where the planes run on as many
+/// threads as the machine has, 27 ms on one core and 13.6 ms on two. The result does not
+/// depend on the threads.
 pub fn deterministic_walks(
     transposed: &BlockLists,
     planes: usize,
     at_once: usize,
 ) -> DeterministicWalks {
+    let entries = transposed.rows().saturating_mul(transposed.row_len());
+    walks_on_threads(transposed, planes, at_once, entries >= PARALLEL_MIN_ENTRIES)
+}
+
+/// [`deterministic_walks`], its planes on several threads where `parallel` (and `std`).
+fn walks_on_threads(
+    transposed: &BlockLists,
+    planes: usize,
+    at_once: usize,
+    parallel: bool,
+) -> DeterministicWalks {
     let rows = transposed.rows();
     let row_len = transposed.row_len();
-    let [num, idx, full_num, full_idx, offsets] = transposed.parts();
     let mut out = DeterministicWalks {
         counts: vec![0i32; rows],
         indices: vec![0i32; rows * row_len],
         tile_offsets: vec![0i32; rows * row_len],
     };
+    if rows == 0 || row_len == 0 {
+        return out;
+    }
     let per_plane = rows.div_ceil(planes.max(1)).max(1);
+    let jobs = out
+        .counts
+        .chunks_mut(per_plane)
+        .zip(out.indices.chunks_mut(per_plane * row_len))
+        .zip(out.tile_offsets.chunks_mut(per_plane * row_len))
+        .enumerate()
+        .map(|(plane, ((counts, indices), tile_offsets))| PlaneWalk {
+            first_row: plane * per_plane,
+            counts,
+            indices,
+            tile_offsets,
+        });
+    let walk = |job: &mut PlaneWalk<'_>| walk_plane(transposed, per_plane, at_once, job);
+    #[cfg(not(feature = "std"))]
+    let _ = parallel;
+    #[cfg(feature = "std")]
+    if parallel {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        let slots: Vec<Mutex<PlaneWalk<'_>>> = jobs.map(Mutex::new).collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, slots.len().min(crate::MAX_THREADS));
+        let next = AtomicUsize::new(0);
+        let work = || {
+            while let Some(slot) = slots.get(next.fetch_add(1, Ordering::Relaxed)) {
+                walk(&mut slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+            }
+        };
+        crate::workers::run_on_threads(threads, work);
+        drop(slots);
+        return out;
+    }
+    jobs.for_each(|mut job| walk(&mut job));
+    out
+}
+
+/// One plane's rows of the walk orders being written.
+struct PlaneWalk<'a> {
+    first_row: usize,
+    counts: &'a mut [i32],
+    indices: &'a mut [i32],
+    tile_offsets: &'a mut [i32],
+}
+
+/// Walks the rows of one plane (list scheduling in launch order, [`deterministic_walks`]).
+fn walk_plane(transposed: &BlockLists, per_plane: usize, at_once: usize, job: &mut PlaneWalk<'_>) {
+    let row_len = transposed.row_len();
+    let [num, idx, full_num, full_idx, offsets] = transposed.parts();
     let at_once = at_once.max(1) as i64;
     let step = 100i64;
-    // One row's entries, reused (query tile, words tile or -1).
+    let plane_rows = job.first_row..job.first_row + job.counts.len();
+    let entries: i64 = plane_rows
+        .clone()
+        .map(|r| i64::from(num[r].max(0)) + i64::from(full_num[r].max(0)))
+        .sum();
+    let mean = entries * step / (per_plane.max(1) as i64);
+    // When each query tile's last visitor (in launch order) is expected to leave it.
+    let mut free: Vec<Option<i64>> = vec![None; row_len];
+    // One row's entries (query tile, words tile or -1).
     let mut row: Vec<(i32, i32)> = Vec::with_capacity(row_len);
-    for first_row in (0..rows).step_by(per_plane) {
-        let plane_rows = first_row..(first_row + per_plane).min(rows);
-        let entries: i64 = plane_rows
-            .clone()
-            .map(|r| i64::from(num[r].max(0)) + i64::from(full_num[r].max(0)))
-            .sum();
-        let mean = entries * step / (per_plane.max(1) as i64);
-        // When each query tile's last visitor (in launch order) is expected to leave it.
-        let mut free: Vec<Option<i64>> = vec![None; row_len];
-        for (n, r) in plane_rows.enumerate() {
-            let base = r * row_len;
-            let (np, nf) = (num[r].max(0) as usize, full_num[r].max(0) as usize);
-            row.clear();
-            row.extend(
-                (0..np.min(row_len))
-                    .map(|e| (idx[base + e], offsets[base + e]))
-                    .chain((0..nf.min(row_len)).map(|e| (full_idx[base + e], -1)))
-                    .filter(|&(q, _)| (q as usize) < row_len),
-            );
-            row.sort_by_key(|&(q, _)| (free[q as usize], q));
-            let mut t = (n as i64 / at_once) * mean;
-            for &(q, _) in &row {
-                t = t.max(free[q as usize].unwrap_or(0)) + step;
-                free[q as usize] = Some(t + TURN_UNITS_PER_STEP * step / 100);
-            }
-            out.counts[r] = row.len() as i32;
-            for (e, &(q, off)) in row.iter().enumerate() {
-                out.indices[base + e] = q;
-                out.tile_offsets[base + e] = off;
-            }
+    for (n, r) in plane_rows.enumerate() {
+        let base = r * row_len;
+        let (np, nf) = (num[r].max(0) as usize, full_num[r].max(0) as usize);
+        row.clear();
+        row.extend(
+            (0..np.min(row_len))
+                .map(|e| (idx[base + e], offsets[base + e]))
+                .chain((0..nf.min(row_len)).map(|e| (full_idx[base + e], -1)))
+                .filter(|&(q, _)| (q as usize) < row_len),
+        );
+        row.sort_by_key(|&(q, _)| (free[q as usize], q));
+        let mut t = (n as i64 / at_once) * mean;
+        for &(q, _) in &row {
+            t = t.max(free[q as usize].unwrap_or(0)) + step;
+            free[q as usize] = Some(t + TURN_UNITS_PER_STEP * step / 100);
+        }
+        job.counts[n] = row.len() as i32;
+        let local = n * row_len;
+        for (e, &(q, off)) in row.iter().enumerate() {
+            job.indices[local + e] = q;
+            job.tile_offsets[local + e] = off;
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -184,6 +250,18 @@ mod tests {
                 let (np, nf) = (t.num_blocks()[r], t.full_num_blocks()[r]);
                 assert_eq!(w.counts[r], np + nf, "planes {planes}, row {r}");
             }
+        }
+    }
+
+    #[test]
+    fn the_walks_do_not_depend_on_the_threads() {
+        let t = transposed_lists(&block_bits(3, 5, 11, 50, 70), 3, 640, 640);
+        for planes in [1, 2, 3, 7] {
+            assert_eq!(
+                walks_on_threads(&t, planes, 2, true),
+                walks_on_threads(&t, planes, 2, false),
+                "planes {planes}"
+            );
         }
     }
 
