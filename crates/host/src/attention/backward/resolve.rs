@@ -22,7 +22,7 @@ use super::{
 };
 use crate::device_lists::RawMaskLists;
 use crate::launch::{launch, KernelArg, Launch};
-use fragmask_masks::PackedMask;
+use fragmask_masks::{PackedMask, TransposedLists};
 
 /// The kernel's `fm_bwd_params`, passed by value (the struct generated from
 /// [`BackwardParams`]).
@@ -54,8 +54,9 @@ pub(super) struct Resolved {
     /// The key tiles' dispatch order (`BackwardParams::tile_order`) where it was computed
     /// from host-held lists and uploaded when the call was resolved, likewise.
     pub(super) tile_order: Option<Arc<CudaSlice<i32>>>,
-    /// The deterministic mode's walk orders (the transposed lists' five arrays in walk
-    /// order, `fragmask_masks::deterministic_walks`) where they were uploaded, likewise.
+    /// The deterministic mode's walk orders (counts, full counts (0), indices and tile
+    /// offsets in one table, `fragmask_masks::deterministic_walks`) where they were
+    /// uploaded, likewise.
     pub(super) walks: Option<Arc<CudaSlice<i32>>>,
 }
 
@@ -407,26 +408,26 @@ impl AttentionRunner {
                 }
                 // The deterministic mode's walk orders, from lists the host holds (not those
                 // built on the GPU).
-                let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
-                let walk_orders = kernel.deterministic()
+                let walk_source = (kernel.deterministic()
                     && !paired
                     && kernel.list_entries() == ListEntries::Read
-                    && host_lists
-                    && m.has_transposed()
-                    && opts.deterministic_walks != Some(false);
+                    && opts.deterministic_walks != Some(false))
+                .then(|| host_transposed(m, bwd, upload))
+                .flatten();
                 // Its planes interleaved (key_tile::SECTION_ORDER).
                 if kernel.deterministic() && !paired {
                     let section = opts.head_section.unwrap_or_else(|| {
                         super::super::choice::deterministic_head_section(
                             &shape,
                             &kernel,
-                            walk_orders,
+                            walk_source.is_some(),
                         )
                     });
                     params.head_section = i32::try_from(section).unwrap_or(i32::MAX);
                 }
-                if walk_orders {
-                    walks = self.deterministic_walks_params(&mut params, m, &kernel)?;
+                if let Some(t) = walk_source {
+                    let sub = (m.accumulator().block_n() / kernel.cta_n()).max(1) as usize;
+                    walks = Some(self.deterministic_walks_params(&mut params, t, sub)?);
                 }
             }
         }
@@ -482,23 +483,19 @@ impl AttentionRunner {
         })
     }
 
-    /// Uploads the deterministic mode's walk orders of `m`'s transposed lists
+    /// Uploads the deterministic mode's walk orders of transposed lists `t`
     /// (`fragmask_masks::deterministic_walks`: a plane's key tiles estimated to start as
-    /// many at once as the SMs over the launch section's planes) and points `params`'s
-    /// transposed lists at them; the words stay. None where `m` holds no transposed lists.
+    /// many at once as the SMs over the launch section's planes, `sub` CTAs per mask key
+    /// tile) and points `params`'s transposed lists at them; the words stay.
     fn deterministic_walks_params(
         &self,
         params: &mut BackwardParams,
-        m: &PackedMask,
-        kernel: &BackwardKernel,
-    ) -> Result<Option<Arc<CudaSlice<i32>>>, AttentionError> {
-        let Ok(t) = m.transposed() else {
-            return Ok(None);
-        };
+        t: &TransposedLists,
+        sub: usize,
+    ) -> Result<Arc<CudaSlice<i32>>, AttentionError> {
         let lists = t.lists();
         let n_blocks = (params.mask_n_blocks.max(1)) as usize;
         let planes = (lists.rows() / n_blocks).max(1);
-        let sub = (m.accumulator().block_n() / kernel.cta_n()).max(1) as usize;
         let section = params.head_section.max(1) as usize;
         let at_once = (self.sm_count()? / section / sub).max(1);
         let walks = fragmask_masks::deterministic_walks(lists, planes, at_once);
@@ -518,7 +515,7 @@ impl AttentionRunner {
         // partial count only).
         params.full_q_indices = params.q_indices;
         params.q_tile_offsets = at(2 * rows + walks.indices.len());
-        Ok(Some(buf))
+        Ok(buf)
     }
 
     /// The key tiles' largest-first dispatch order of a mask's call (docs/backward.md,
@@ -538,9 +535,7 @@ impl AttentionRunner {
         if kernel.deterministic() || opts.tile_order == Some(false) {
             return Ok(None);
         }
-        // Lists built on the GPU (their count on the device) have only a stand-in on the host.
-        let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
-        let transposed = host_lists.then(|| m.transposed().ok()).flatten();
+        let transposed = host_transposed(m, bwd, upload);
         self.dispatch_order(
             bwd.tile_order,
             || transposed.map(|t| t.tile_order()),
@@ -580,6 +575,18 @@ impl AttentionRunner {
         params.doc_items = ptr;
         Ok((table, count))
     }
+}
+
+/// `m`'s transposed lists where the host holds the ones the call runs and may upload what
+/// it computes from them: not lists built on the GPU (their count on the device), which
+/// have only a stand-in on the host.
+fn host_transposed<'m>(
+    m: &'m PackedMask,
+    bwd: &RawMaskLists,
+    upload: Upload,
+) -> Option<&'m TransposedLists> {
+    let host_lists = upload == Upload::Allowed && bwd.partial_count == 0;
+    host_lists.then(|| m.transposed().ok()).flatten()
 }
 
 /// Whether resolving a call may upload the documents grid's work items (a plan or a
