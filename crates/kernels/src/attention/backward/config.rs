@@ -626,9 +626,8 @@ impl BackwardKernel {
     /// where the CTA stages at most two chunks per step, one buffer each (head dim 128 on
     /// two warpgroups, head dims 64 and 128 on the 64-token tile's one), outside the pair
     /// mode ([`Self::check_dq_writer`]); at head dim 64's wide step the consumers spilled 28
-    /// bytes in the 232 registers the writer leaves them. In the deterministic mode (two
-    /// consumer warpgroups only) the writer waits for the dQ turns and passes them on, and
-    /// the consumers run no turn code.
+    /// bytes in the 232 registers the writer leaves them. In the deterministic mode the
+    /// writer waits for the dQ turns and passes them on, and the consumers run no turn code.
     pub fn with_dq_writer(mut self, dq_writer: bool) -> Result<Self, ConfigError> {
         self.dq_writer = dq_writer;
         self.check_dq_writer()?;
@@ -670,8 +669,8 @@ impl BackwardKernel {
 
     /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
     /// with the same chunks per consumer warpgroup, one staging buffer per chunk, at most
-    /// `MAX_DQ_WRITER_BUFFERS` in the CTA, not the pair mode. In the deterministic mode, on
-    /// two consumer warpgroups, the writer takes the dQ turns (`dq::DQ_WRITER_WARP`).
+    /// `MAX_DQ_WRITER_BUFFERS` in the CTA, not the pair mode. In the deterministic mode the
+    /// writer takes the dQ turns (`dq::DQ_WRITER_WARP`).
     pub fn dq_writer_fits(&self) -> bool {
         let chunks = dq_chunks_per_warpgroup(self.warpgroups, self.dkv(), self.step_m);
         self.dq_reduce == DqReduce::Bulk
@@ -682,9 +681,6 @@ impl BackwardKernel {
             && self.dkv() / 64 == self.warpgroups * chunks
             && self.dq_buffers() == chunks
             && self.warpgroups * chunks <= MAX_DQ_WRITER_BUFFERS
-            // the deterministic writer on two consumer warpgroups only: the one-warpgroup
-            // kernels' turns in the writer (the 64-token tile) have not run on a GPU
-            && (!self.deterministic || self.warpgroups == 2)
             && {
                 // the split sums within the block's launch registers (sm90::block_register_pool)
                 let (producer, consumer) = self.writer_split();
