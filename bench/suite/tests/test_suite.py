@@ -289,7 +289,7 @@ class DeterministicRows(unittest.TestCase):
 
     def test_deterministic_rows_copy_their_rows_params_and_name_the_systems_that_set_the_mode(self):
         dets = [w for w in self.by_name.values() if w["params"].get("deterministic")]
-        self.assertEqual(len(dets), 6)
+        self.assertEqual(len(dets), 8)
         for w in dets:
             base = self.by_name[w["name"][:-len(".det")]]
             self.assertEqual(w["params"], dict(base["params"], deterministic=True), w["name"])
