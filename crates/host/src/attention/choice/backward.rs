@@ -143,7 +143,7 @@ pub fn backward_head_section(
 /// the grid's order for dense ones. With `walk_orders` (the host's lists walked by
 /// `fragmask_masks::deterministic_walks`), whose key tiles wait less for their turns, a
 /// section holds at most [`DETERMINISTIC_SECTION_QUERIES`] query rows over its planes, so
-/// that their Q, dO and dQ rows share L2 (4 planes at S = 16384).
+/// that their Q, dO and dQ rows share L2 (2 planes at S = 16384).
 pub fn deterministic_head_section(
     shape: &AttentionShape,
     kernel: &BackwardKernel,
@@ -172,13 +172,16 @@ pub const DETERMINISTIC_SECTION_PLANES: u32 = 8;
 
 /// The most query rows a section of the deterministic lists' launch order holds over its
 /// planes where the host's walk orders run ([`deterministic_head_section`]). With them and
-/// the dQ writer warp taking the turns (one H200, `bench/results/session-2026-11-29j/call4/`,
-/// 2 interleaved rounds, D = 128, the time with 4 / 16 planes over 8's): S = 16384,
-/// H = 16, block-sparse 10% 0.955 / 1.029, 50% 0.988 / 1.044; S = 4096 block-sparse 10%
-/// 1.009 / 1.004, and at B = 4, H = 32 1.010 / 1.034. So 4 planes at S = 16384 and 8 at
-/// 4096. Without the walk orders (before the writer warp) 4 planes ran 5% slower than 8
-/// on block-sparse 10% at S = 16384, so lists built on the GPU keep 8.
-pub const DETERMINISTIC_SECTION_QUERIES: usize = 65_536;
+/// the dQ writer warp taking the turns (one H200, D = 128, 3 interleaved rounds,
+/// `bench/results/session-2026-11-29k/call5/`, `call6/`), block-sparse 10% / 50%, time with
+/// this many rows over twice as many: S = 16384 (2 planes over 4) 0.973 / 0.987,
+/// S = 8192 (4 over 8) 0.941 / 0.995; half as many again is slower (S = 16384, 1 plane
+/// over 2: 1.068 / 1.069; S = 8192 2 over 4: 1.040 / 1.074; S = 4096 4 over 8: 1.006).
+/// The 64-token tile's one-warpgroup kernels agree (write-up 002, N = 23296, H = 12,
+/// 1 plane over 2: 0.962 / 0.991, `call4/`). Without the walk orders (before the writer
+/// warp) 4 planes ran 5% slower than 8 on block-sparse 10% at S = 16384, so lists built
+/// on the GPU keep 8.
+pub const DETERMINISTIC_SECTION_QUERIES: usize = 32_768;
 
 /// Whether the backward runs the documents grid where it applies (see
 /// [`backward_documents`]) when the call's options do not say.
@@ -637,10 +640,14 @@ mod tests {
             deterministic_head_section(&shape(4096, 64, 64), &kl, false),
             DETERMINISTIC_SECTION_PLANES
         );
-        // With the walk orders, at most 65536 query rows per section: 4 planes at
-        // S = 16384, one at 65536 and beyond; without, 8 planes at any length.
+        // With the walk orders, at most 32768 query rows per section: 2 planes at
+        // S = 16384, 4 at 8192, 8 at 4096, one at 32768 and beyond; without, 8 planes at
+        // any length.
         let walked = |s| deterministic_head_section(&shape(s, 16, 16), &kl, true);
-        assert_eq!([walked(16384), walked(8192), walked(131072)], [4, 8, 1]);
+        assert_eq!(
+            [walked(16384), walked(8192), walked(4096), walked(23296), walked(131072)],
+            [2, 4, 8, 1, 1]
+        );
         assert_eq!(
             deterministic_head_section(&shape(16384, 16, 16), &kl, false),
             8
