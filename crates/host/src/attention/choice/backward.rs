@@ -645,7 +645,13 @@ mod tests {
         // any length.
         let walked = |s| deterministic_head_section(&shape(s, 16, 16), &kl, true);
         assert_eq!(
-            [walked(16384), walked(8192), walked(4096), walked(23296), walked(131072)],
+            [
+                walked(16384),
+                walked(8192),
+                walked(4096),
+                walked(23296),
+                walked(131072)
+            ],
             [2, 4, 8, 1, 1]
         );
         assert_eq!(
