@@ -1884,8 +1884,9 @@ class DeterministicBackwardTests(unittest.TestCase):
             torch.use_deterministic_algorithms(flag, warn_only=warn_only)
 
     def test_documents_and_64x64_masks_run_ordered_kernels_instead_of_failing(self):
-        # Their default backward kernels (the documents grid, paired 64-key blocks) have no
-        # deterministic dQ order; the choice takes the tile lists and unpaired blocks.
+        # The documents grid has no deterministic dQ order: the choice takes the tile lists.
+        # Paired 64-key blocks take their turns by the pair table's ranks: paired in both
+        # modes.
         B, H, S = 1, 4, 1000
         q, k, v, do = self.inputs(B, H, H, S, seed=45)
         ids = torch.repeat_interleave(torch.arange(4), torch.tensor([300, 128, 500, 72]))
@@ -1903,8 +1904,8 @@ class DeterministicBackwardTests(unittest.TestCase):
                 runs = self.runs(q, k, v, do, True, mask=m, deterministic=True)
                 self.assert_bitwise_equal(name, runs)
                 self.assert_close_to_fp32(name, q, k, v, do, runs[0], mask=dense)
-                self.assertEqual(self.modes_of(q, m), {(True, False)})
+                paired = name.startswith("64x64")
+                self.assertEqual(self.modes_of(q, m), {(True, paired)})
                 # The same mask without the mode keeps its default (paired for 64x64).
                 self.runs(q, k, v, do, True, mask=m, deterministic=False)
-                self.assertEqual(self.modes_of(q, m),
-                                 {(True, False), (False, name.startswith("64x64"))})
+                self.assertEqual(self.modes_of(q, m), {(True, paired), (False, paired)})

@@ -995,7 +995,41 @@ pub fn default_cases() -> Vec<BackwardCase> {
             "deterministic [64x64] block-sparse x5 d128 (the 64-token tile's one warpgroup, unpaired)",
             shape(1, 2, 2, 384, 640, 128),
             blocks(t64, 2, crate::synthetic::block_sparse(0.3, 0.5, 49)),
-            det,
+            BackwardOptions {
+                paired_keys: Some(false),
+                ..det
+            },
+            5,
+        ),
+        (
+            "deterministic [64x64] paired block-sparse x5 d128 odd 11 key blocks",
+            shape(1, 2, 2, 384, 700, 128),
+            blocks(t64, 2, crate::synthetic::block_sparse(0.3, 0.5, 53)),
+            BackwardOptions {
+                paired_keys: Some(true),
+                ..det
+            },
+            5,
+        ),
+        (
+            "deterministic [64x64] paired random 50% gqa 4/2 one mask head batch 2 x5 d64",
+            shape(2, 4, 2, 300, 650, 64),
+            blocks(t64, 1, random(0.5, 54)),
+            BackwardOptions {
+                paired_keys: Some(true),
+                ..det
+            },
+            5,
+        ),
+        (
+            "deterministic [64x64] paired block-sparse, the consumers' turns x5 d128",
+            shape(1, 2, 2, 384, 640, 128),
+            blocks(t64, 2, crate::synthetic::block_sparse(0.3, 0.5, 55)),
+            BackwardOptions {
+                paired_keys: Some(true),
+                dq_writer: Some(false),
+                ..det
+            },
             5,
         ),
         (

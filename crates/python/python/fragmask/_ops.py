@@ -543,9 +543,9 @@ def attention(q, k, v, mask=None, *, causal=False, window=None, scale=None,
     keeps the default reductions, whose order (and so dQ's last bits) may differ run to
     run. ``None`` (default) follows ``torch.are_deterministic_algorithms_enabled()``
     (``torch.use_deterministic_algorithms(True)``), read when the forward is called; the
-    backward of that call runs in the mode decided then. Masks with documents and 64x64
-    masks then run the kernels the deterministic mode takes (the tile lists, unpaired key
-    blocks).
+    backward of that call runs in the mode decided then. Masks with documents then run
+    their tile lists (the documents grid has no deterministic order); 64x64 masks keep
+    their paired key blocks, which take their turns by the pair table's ranks.
     """
     if _T is None:
         _torch()

@@ -11,6 +11,9 @@
 //! - **Order**: a plane's pairs by steps, most first (ties: smaller key block 0 first),
 //!   since CTA `x` takes header `x`; a pair's steps ascend in query tile, one per query
 //!   tile of the union.
+//! - **Turns**: each step carries the pair's rank among the plane's pairs before it (in
+//!   that order) that visit its query tile, the deterministic mode's dQ turn: a pair waits
+//!   only for pairs the grid launched before it.
 
 use fragmask_masks::TransposedLists;
 
@@ -20,7 +23,8 @@ use crate::attention::AttentionError;
 /// Ints per pair header: key block of warpgroup 0, key block of warpgroup 1 (-1: none),
 /// the int4 index of the pair's first step in the whole table, the number of steps.
 pub const HEADER_INTS: usize = 4;
-/// Ints per step: query tile `m`, warpgroup 0's tile, warpgroup 1's tile, 0 (padding).
+/// Ints per step: query tile `m`, warpgroup 0's tile, warpgroup 1's tile, the pair's turn
+/// (module docs).
 pub const STEP_INTS: usize = 4;
 /// The warpgroup's key block holds the step's query tile as a full tile.
 pub const FULL: i32 = crate::attention::shared_kv::FULL;
@@ -171,6 +175,18 @@ fn table_within(t: &TransposedLists, max_ints: usize) -> Result<KeyPairTable, At
             )));
         }
         pairs.sort_by(|x, y| y.2.len().cmp(&x.2.len()).then(x.0.cmp(&y.0)));
+        // The turns: per query tile, the pairs (in launch order) that visited it so far.
+        let mut visitors = vec![0i32; m_blocks];
+        for (_, _, steps) in &mut pairs {
+            for step in steps.iter_mut() {
+                // union_steps took m from lists key_block_list checked to be below m_blocks.
+                let count = visitors
+                    .get_mut(step[0] as usize)
+                    .ok_or_else(|| too_large(max_ints))?;
+                step[3] = *count;
+                *count += 1;
+            }
+        }
         for (x, (a, b, steps)) in pairs.into_iter().enumerate() {
             let extra = steps
                 .len()
@@ -377,10 +393,27 @@ mod tests {
                     for s in steps.chunks(STEP_INTS) {
                         prop_assert!((0..mb).contains(&s[0]), "query tile {}", s[0]);
                         prop_assert!(s[1] != NOT_MINE || s[2] != NOT_MINE, "step {:?}", s);
-                        prop_assert!(s[1] >= NOT_MINE && s[2] >= NOT_MINE && s[3] == 0, "step {:?}", s);
+                        prop_assert!(s[1] >= NOT_MINE && s[2] >= NOT_MINE && s[3] >= 0, "step {:?}", s);
                     }
                     for w in steps.chunks(STEP_INTS).collect::<Vec<_>>().windows(2) {
                         prop_assert!(w[0][0] < w[1][0], "{:?} before {:?}", w[0], w[1]);
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn each_query_tile_s_visitors_take_turns_0_1_2_in_launch_order(mask in masks()) {
+            let t = mask.transposed().unwrap();
+            let table = key_pair_table(t).unwrap();
+            let mb = t.grid().m_blocks;
+            for pairs in headers(&table) {
+                // Pair x's turn at m is the number of pairs before it (in x order) visiting m.
+                let mut next = vec![0i32; mb];
+                for (_, _, first, count) in pairs {
+                    for s in steps_of(&table, first, count).chunks(STEP_INTS) {
+                        prop_assert_eq!(s[3], next[s[0] as usize], "step {:?}", s);
+                        next[s[0] as usize] += 1;
                     }
                 }
             }

@@ -373,6 +373,9 @@ impl BackwardKernel {
                 if paired.dq_writer_fits() {
                     push(paired.with_dq_writer(true)?);
                 }
+                // The deterministic mode (its turns in the writer warp where it fits).
+                let det = paired.with_deterministic(true);
+                push(det.with_dq_writer(det.dq_writer_fits())?);
             }
             // Dense tile lists on the 128x128 mask tile: the default, its dQ writer and the
             // deterministic mode (whose rank they compute too).
@@ -670,12 +673,15 @@ impl BackwardKernel {
     /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
     /// with the same chunks per consumer warpgroup, one staging buffer per chunk, at most
     /// `MAX_DQ_WRITER_BUFFERS` in the CTA, not the pair mode. In the deterministic mode the
-    /// writer takes the dQ turns (`dq::DQ_WRITER_WARP`).
+    /// writer takes the dQ turns (`dq::DQ_WRITER_WARP`), except on paired key blocks at head
+    /// dim 128, whose consumers spilled 48 bytes in the 224 registers its split leaves them
+    /// (they take the turns themselves).
     pub fn dq_writer_fits(&self) -> bool {
         let chunks = dq_chunks_per_warpgroup(self.warpgroups, self.dkv(), self.step_m);
         self.dq_reduce == DqReduce::Bulk
             && !self.pair
             && self.step_m == STEP_M
+            && !(self.deterministic && self.paired_keys && self.head_dim == 128)
             // every warpgroup computes the same number of chunks per step, each staged in a
             // buffer of its own, and their empty/full barrier pairs fit named barriers 9..12
             && self.dkv() / 64 == self.warpgroups * chunks
@@ -752,8 +758,9 @@ impl BackwardKernel {
     /// hold loads Q and dO and reduces dQ once for both, and a warpgroup whose block does
     /// not see a step computes only its dQ chunk, over the other block's 64 keys. Taken by
     /// a 64x64 mask's kernel at head dims 64 and 128 on 64-query steps, without the column split,
-    /// the pair mode, group slices or the deterministic mode (its dQ order is the lists');
-    /// the K/V tensor maps then load 64-row boxes ([`Self::kv_box_rows`]).
+    /// the pair mode or group slices; the K/V tensor maps then load 64-row boxes
+    /// ([`Self::kv_box_rows`]). In the deterministic mode a pair takes its dQ turn at a step
+    /// by its rank among the plane's pairs before it that visit the step (the table's).
     pub fn with_paired_keys(mut self, paired: bool) -> Result<Self, ConfigError> {
         if !paired {
             if self.paired_keys {
@@ -775,7 +782,6 @@ impl BackwardKernel {
             && matches!(self.head_dim, 64 | 128)
             && self.d_split == 1
             && !self.pair
-            && !self.deterministic
             && self.group_slices == 1
             && self.step_m == STEP_M;
         if !ok {
@@ -1042,9 +1048,11 @@ mod tests {
             let back = paired.with_paired_keys(false).unwrap();
             assert!(!back.paired_keys() && back.warpgroups() == 1);
             assert_eq!(back.kv_box_rows(), 64);
-            // The deterministic mode has no dQ order for the union walks.
-            assert!(paired.with_deterministic(true).source().is_err());
-            assert!(k.with_deterministic(true).with_paired_keys(true).is_err());
+            // The deterministic mode: the pairs' turns (the table's ranks), with the writer
+            // warp's turns or the consumers'.
+            let det = k.with_deterministic(true).with_paired_keys(true).unwrap();
+            assert!(det.source().is_ok(), "{}", det.label());
+            assert!(det.with_dq_writer(false).unwrap().source().is_ok());
         }
         // Not the window walk, the documents grid, 128x128 tiles or head dim 256.
         for (d, mask) in [

@@ -67,7 +67,7 @@ const DQ_WRITER_WARP: &str = r#"        } else if (threadIdx.x < 64u) {
                         fm_red_release_add(p.sem + det_prev, 1);
                     }
                     const long long sem_index = (bh * (p.seqlen_q_pad / FM_STEP_M) + t.m) * FM_DSPLIT + split;   // this step's dQ turn
-                    const int rank = fm_step_rank(p, sched, batch, head, n_cta, t.m);   // warp-wide
+                    const int rank = fm_step_rank(p, sched, batch, head, n_cta, t);   // warp-wide
                     // The acquire orders this step's reductions after the ones the turn's release add followed.
                     if (lane == 0) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
                     __syncwarp();

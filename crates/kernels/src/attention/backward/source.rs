@@ -294,11 +294,6 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     k.check_step()?;
     k.check_dq_writer()?;
     k.check_group_slices()?;
-    if k.paired_keys() && k.deterministic() {
-        return Err(ConfigError::Layout(
-            "paired key blocks have no deterministic dQ order (the pairs' union walks)".into(),
-        ));
-    }
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {

@@ -573,7 +573,7 @@ $PAIRED_SKIP
 #endif
 #if FM_DET_CONSUMERS
                 if (ct - 128 * half < 32) {   // the column group's first consumer warp: rank (warp-wide), then lane 0 waits for its turn
-                    const int rank = fm_step_rank(p, sched, batch, head, n_cta, t.m);
+                    const int rank = fm_step_rank(p, sched, batch, head, n_cta, t);
                     // A read ahead that saw the turn needs no acquire: this CTA reads nothing the others write, and
                     // its reductions, issued once that value is back (a control dependency, then the dS barrier),
                     // reach L2 after the ones the value's release add followed.

@@ -118,8 +118,8 @@ const WINDOW_RANK: &str = r#"// Deterministic order: this CTA's rank among the k
 // higher tiles, which fm_cta_of_block launches first, so it never waits for a CTA that is not yet running.
 // Its mirror in the host's tests (choice::deterministic, with the walk's) is property-tested: every step's ranks count
 // 0, 1, .. in arrival order.
-__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, const fm_schedule&, int, int, int n_cta, int m) {
-    const long long i1 = min((long long)m * FM_STEP_M + FM_STEP_M - 1, (long long)p.seqlen_q - 1);
+__device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, const fm_schedule&, int, int, int n_cta, const fm_step& t) {
+    const long long i1 = min((long long)t.m * FM_STEP_M + FM_STEP_M - 1, (long long)p.seqlen_q - 1);
     const long long last_key = p.window_right >= $WINDOW_INFINITE ? (long long)p.seqlen_k - 1
                                                                    : min((long long)p.seqlen_k - 1, i1 + p.diag_offset + p.window_right);
     return (int)(last_key / FM_CTA_N) - n_cta;
@@ -344,7 +344,8 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
 // ascending); this CTA's rank is the number of entries below its mask key tile, times FM_SUB, plus its sub-tile.
 // Called by a whole warp: lanes read the row 32 entries at a time (coalesced) and count with a ballot.
 __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, const fm_schedule& s, int batch, int head,
-                                            int n_cta, int m) {
+                                            int n_cta, const fm_step& t) {
+    const int m = t.m;
     // Dense lists: every forward row holds every key tile, so the entries below this CTA's are its tile's. (The
     // schedule's flag: a run-time check read once per CTA, not before every step's count.)
     if (s.dense) return n_cta;
@@ -372,8 +373,9 @@ __device__ __forceinline__ int fm_step_rank(const fm_bwd_params& p, const fm_sch
 pub const PAIRED_LISTS: &str = r#"// ---- schedule: paired key blocks, the union of two 64-key blocks' transposed lists ----
 // p.key_pairs: per (mask plane, pair x < p.n_ctas) a header int4 (key block of warpgroup 0, of warpgroup 1 or -1,
 // the int4 index of the pair's first step, its steps), then per step an int4 (query tile, warpgroup 0's tile,
-// warpgroup 1's tile, 0): a tile >= 0 is partial (index along dim 0 of q_words), FM_FULL full, FM_NOT_MINE not in
-// that warpgroup's list (the warpgroup skips the step). Steps ascend in the query tile.
+// warpgroup 1's tile, rank): a tile >= 0 is partial (index along dim 0 of q_words), FM_FULL full, FM_NOT_MINE not in
+// that warpgroup's list (the warpgroup skips the step); the rank is the number of the plane's pairs before this one
+// (in launch order) that visit the query tile, the deterministic mode's dQ turn. Steps ascend in the query tile.
 #define FM_FULL (-1)
 #define FM_NOT_MINE (-2)
 struct fm_schedule {
@@ -418,6 +420,7 @@ struct fm_step {
     int partial;     // 1: apply the words or the key bound
     int key_half;    // -1: both warpgroups' blocks see the step; else the one warpgroup whose block does (the dQ
                      // chunks then sum over its 64 keys only)
+    int rank;        // the pair's dQ turn at the step (the deterministic mode)
 };
 
 __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_schedule& s, int, int, int kk) {
@@ -428,7 +431,14 @@ __device__ __forceinline__ fm_step fm_step_at(const fm_bwd_params& p, const fm_s
     t.word = 0;
     t.partial = (t.mask_tile >= 0 || s.n0 + 64 * s.wg + 64 > p.seqlen_k) ? 1 : 0;
     t.key_half = e.y == FM_NOT_MINE ? 1 : (e.z == FM_NOT_MINE ? 0 : -1);
+    t.rank = e.w;
     return t;
+}
+
+// Deterministic order: the pair's rank among the plane's pairs that visit the step, in launch order (the host's
+// table, key_pairs.rs). A pair waits only for pairs of lower x in its plane, which the grid launches before it.
+__device__ __forceinline__ int fm_step_rank(const fm_bwd_params&, const fm_schedule&, int, int, int, const fm_step& t) {
+    return t.rank;
 }
 "#;
 

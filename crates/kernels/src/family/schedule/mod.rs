@@ -127,7 +127,7 @@ mod tests {
         let mut values = key_tile::KeyGrid::Global.values();
         values.push(("WINDOW_INFINITE", WINDOW_INFINITE.to_string()));
         let global = crate::family::template::fill(key_tile::WINDOW, &values).unwrap();
-        for text in [global.as_str(), key_tile::LISTS] {
+        for text in [global.as_str(), key_tile::LISTS, key_tile::PAIRED_LISTS] {
             for f in [
                 "struct fm_schedule",
                 "fm_make_schedule(",
