@@ -1012,8 +1012,8 @@ pub fn default_cases() -> Vec<BackwardCase> {
             5,
         ),
         (
-            "deterministic [64x64] paired random 50% gqa 4/2 one mask head batch 2 x5 d64",
-            shape(2, 4, 2, 300, 650, 64),
+            "deterministic [64x64] paired random 50% gqa 4/2 one mask head batch 2 x5 d128",
+            shape(2, 4, 2, 300, 650, 128),
             blocks(t64, 1, random(0.5, 54)),
             BackwardOptions {
                 paired_keys: Some(true),
@@ -1021,17 +1021,7 @@ pub fn default_cases() -> Vec<BackwardCase> {
             },
             5,
         ),
-        (
-            "deterministic [64x64] paired block-sparse, the consumers' turns x5 d128",
-            shape(1, 2, 2, 384, 640, 128),
-            blocks(t64, 2, crate::synthetic::block_sparse(0.3, 0.5, 55)),
-            BackwardOptions {
-                paired_keys: Some(true),
-                dq_writer: Some(false),
-                ..det
-            },
-            5,
-        ),
+
         (
             "deterministic [64x64] random 50% x5 d64 (the 64-token tile's one warpgroup)",
             shape(1, 2, 2, 384, 384, 64),

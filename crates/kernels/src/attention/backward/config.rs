@@ -373,9 +373,11 @@ impl BackwardKernel {
                 if paired.dq_writer_fits() {
                     push(paired.with_dq_writer(true)?);
                 }
-                // The deterministic mode (its turns in the writer warp where it fits).
+                // The deterministic mode, where its turns fit in the writer warp (head dim 128).
                 let det = paired.with_deterministic(true);
-                push(det.with_dq_writer(det.dq_writer_fits())?);
+                if det.dq_writer_fits() {
+                    push(det.with_dq_writer(true)?);
+                }
             }
             // Dense tile lists on the 128x128 mask tile: the default, its dQ writer and the
             // deterministic mode (whose rank they compute too).
@@ -661,9 +663,12 @@ impl BackwardKernel {
     }
 
     /// The (producer, consumer) registers per thread beside a writer warp: the producers
-    /// keep more in the deterministic mode, whose writer also counts ranks and waits for turns.
+    /// keep more in the deterministic mode, whose writer also counts ranks in the lists and
+    /// waits for turns; paired key blocks read their ranks from the pair table, and at head
+    /// dim 128 their consumers spilled 48 bytes in the 224 registers the deterministic split
+    /// leaves them.
     fn writer_split(&self) -> (u32, u32) {
-        if self.deterministic {
+        if self.deterministic && !self.paired_keys {
             (DET_WRITER_PRODUCER_REGS, DET_WRITER_CONSUMER_REGS)
         } else {
             (WRITER_PRODUCER_REGS, WRITER_CONSUMER_REGS)
@@ -673,15 +678,12 @@ impl BackwardKernel {
     /// Whether this configuration can take the writer warp: bulk reductions, 64-query steps
     /// with the same chunks per consumer warpgroup, one staging buffer per chunk, at most
     /// `MAX_DQ_WRITER_BUFFERS` in the CTA, not the pair mode. In the deterministic mode the
-    /// writer takes the dQ turns (`dq::DQ_WRITER_WARP`), except on paired key blocks at head
-    /// dim 128, whose consumers spilled 48 bytes in the 224 registers its split leaves them
-    /// (they take the turns themselves).
+    /// writer takes the dQ turns (`dq::DQ_WRITER_WARP`).
     pub fn dq_writer_fits(&self) -> bool {
         let chunks = dq_chunks_per_warpgroup(self.warpgroups, self.dkv(), self.step_m);
         self.dq_reduce == DqReduce::Bulk
             && !self.pair
             && self.step_m == STEP_M
-            && !(self.deterministic && self.paired_keys && self.head_dim == 128)
             // every warpgroup computes the same number of chunks per step, each staged in a
             // buffer of its own, and their empty/full barrier pairs fit named barriers 9..12
             && self.dkv() / 64 == self.warpgroups * chunks
@@ -796,6 +798,13 @@ impl BackwardKernel {
         let writer = self.dq_writer;
         self.dq_writer = false;
         let k = self.with_fitting_stages()?;
+        if k.deterministic && !(writer && k.dq_writer_fits()) {
+            // The consumers' own turns would skip the steps a warpgroup's block does not see.
+            return Err(ConfigError::DqWriter(format!(
+                "deterministic paired key blocks take their dQ turns in the writer warp: not {}",
+                k.label()
+            )));
+        }
         k.with_dq_writer(writer && k.dq_writer_fits())
     }
 
@@ -1048,11 +1057,18 @@ mod tests {
             let back = paired.with_paired_keys(false).unwrap();
             assert!(!back.paired_keys() && back.warpgroups() == 1);
             assert_eq!(back.kv_box_rows(), 64);
-            // The deterministic mode: the pairs' turns (the table's ranks), with the writer
-            // warp's turns or the consumers'.
-            let det = k.with_deterministic(true).with_paired_keys(true).unwrap();
-            assert!(det.source().is_ok(), "{}", det.label());
-            assert!(det.with_dq_writer(false).unwrap().source().is_ok());
+            // The deterministic mode: the pairs' turns in the writer warp, where it fits (head
+            // dim 128; at 64 the paired kernel holds K and V in registers and has no writer).
+            let one_wg = k.with_deterministic(true).with_dq_writer(true).unwrap();
+            let det = one_wg.with_paired_keys(true);
+            assert_eq!(det.is_ok(), d == 128);
+            if let Ok(det) = det {
+                assert!(det.dq_writer() && det.source().is_ok(), "{}", det.label());
+                assert!(det.with_dq_writer(false).unwrap().source().is_err());
+            }
+            // Not the consumers' turns, which would skip the steps a warpgroup does not see.
+            let consumers = k.with_deterministic(true).with_dq_writer(false).unwrap();
+            assert!(consumers.with_paired_keys(true).is_err());
         }
         // Not the window walk, the documents grid, 128x128 tiles or head dim 256.
         for (d, mask) in [

@@ -294,6 +294,13 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     k.check_step()?;
     k.check_dq_writer()?;
     k.check_group_slices()?;
+    if k.paired_keys() && k.deterministic() && !k.dq_writer() {
+        return Err(ConfigError::DqWriter(
+            "deterministic paired key blocks take their dQ turns in the writer warp (the \
+             consumers' own turns would skip the steps a warpgroup's block does not see)"
+                .into(),
+        ));
+    }
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
