@@ -1012,6 +1012,27 @@ pub fn default_cases() -> Vec<BackwardCase> {
             5,
         ),
         (
+            "deterministic [64x64] paired block-sparse, the consumers' turns x5 d128",
+            shape(1, 2, 2, 384, 640, 128),
+            blocks(t64, 2, crate::synthetic::block_sparse(0.3, 0.5, 55)),
+            BackwardOptions {
+                paired_keys: Some(true),
+                dq_writer: Some(false),
+                ..det
+            },
+            5,
+        ),
+        (
+            "deterministic [64x64] paired random 50% odd 11 key blocks, the consumers' turns x5 d64",
+            shape(1, 2, 2, 256, 700, 64),
+            blocks(t64, 2, random(0.5, 56)),
+            BackwardOptions {
+                paired_keys: Some(true),
+                ..det
+            },
+            5,
+        ),
+        (
             "deterministic [64x64] paired random 50% gqa 4/2 one mask head batch 2 x5 d128",
             shape(2, 4, 2, 300, 650, 128),
             blocks(t64, 1, random(0.5, 54)),

@@ -373,8 +373,10 @@ impl BackwardKernel {
                 if paired.dq_writer_fits() {
                     push(paired.with_dq_writer(true)?);
                 }
-                // The deterministic mode, where its turns fit in the writer warp (head dim 128).
+                // The deterministic mode: the turns in the writer warp where it fits (head dim
+                // 128), and the consumers' own.
                 let det = paired.with_deterministic(true);
+                push(det);
                 if det.dq_writer_fits() {
                     push(det.with_dq_writer(true)?);
                 }
@@ -798,13 +800,6 @@ impl BackwardKernel {
         let writer = self.dq_writer;
         self.dq_writer = false;
         let k = self.with_fitting_stages()?;
-        if k.deterministic && !(writer && k.dq_writer_fits()) {
-            // The consumers' own turns would skip the steps a warpgroup's block does not see.
-            return Err(ConfigError::DqWriter(format!(
-                "deterministic paired key blocks take their dQ turns in the writer warp: not {}",
-                k.label()
-            )));
-        }
         k.with_dq_writer(writer && k.dq_writer_fits())
     }
 
@@ -1057,18 +1052,17 @@ mod tests {
             let back = paired.with_paired_keys(false).unwrap();
             assert!(!back.paired_keys() && back.warpgroups() == 1);
             assert_eq!(back.kv_box_rows(), 64);
-            // The deterministic mode: the pairs' turns in the writer warp, where it fits (head
-            // dim 128; at 64 the paired kernel holds K and V in registers and has no writer).
+            // The deterministic mode: the pairs' turns in the writer warp where it fits (head
+            // dim 128; at 64 the paired kernel holds K and V in registers and has no writer),
+            // else the consumers' (a warpgroup skipping a step takes the turn in its skip
+            // branch).
             let one_wg = k.with_deterministic(true).with_dq_writer(true).unwrap();
-            let det = one_wg.with_paired_keys(true);
-            assert_eq!(det.is_ok(), d == 128);
-            if let Ok(det) = det {
-                assert!(det.dq_writer() && det.source().is_ok(), "{}", det.label());
-                assert!(det.with_dq_writer(false).unwrap().source().is_err());
-            }
-            // Not the consumers' turns, which would skip the steps a warpgroup does not see.
+            let det = one_wg.with_paired_keys(true).unwrap();
+            assert_eq!(det.dq_writer(), d == 128, "{}", det.label());
+            assert!(det.source().is_ok(), "{}", det.label());
             let consumers = k.with_deterministic(true).with_dq_writer(false).unwrap();
-            assert!(consumers.with_paired_keys(true).is_err());
+            let consumers = consumers.with_paired_keys(true).unwrap();
+            assert!(!consumers.dq_writer() && consumers.source().is_ok());
         }
         // Not the window walk, the documents grid, 128x128 tiles or head dim 256.
         for (d, mask) in [

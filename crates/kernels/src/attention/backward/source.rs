@@ -294,13 +294,6 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     k.check_step()?;
     k.check_dq_writer()?;
     k.check_group_slices()?;
-    if k.paired_keys() && k.deterministic() && !k.dq_writer() {
-        return Err(ConfigError::DqWriter(
-            "deterministic paired key blocks take their dQ turns in the writer warp (the \
-             consumers' own turns would skip the steps a warpgroup's block does not see)"
-                .into(),
-        ));
-    }
     // Where the key tiles sit: the call's own keys, or a document's (family::schedule::key_tile).
     let grid = match k.mask() {
         BackwardMask::Documents => {
@@ -757,7 +750,17 @@ const DQ_CHUNK_GEMM: &str = "                    // (one half: qh is 0 at compil
 /// (`BackwardKernel::with_paired_keys`): the consumers' dS barrier, its dQ chunks over the
 /// other warpgroup's 64 keys (each waited before the next: no wgmma outlives the branch),
 /// the stage released.
-const PAIRED_SKIP: &str = r#"                    $DQ_BEFORE_SYNC
+const PAIRED_SKIP: &str = r#"#if FM_DET_CONSUMERS
+                    // The consumers' dQ turn, as the computing branch takes it: the step before's turn passed on
+                    // (the other warpgroup meets this barrier from its GEMMs), then this step's rank and wait.
+                    FM_DET_PASS_AND_READ();
+                    if (ct - 128 * half < 32) {
+                        const int rank = fm_step_rank(p, sched, batch, head, n_cta, t);
+                        if (ct == 128 * half && det_seen != rank) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
+                        __syncwarp();
+                    }
+#endif
+                    $DQ_BEFORE_SYNC
                     $DS_SYNC
                     $DQ_ROWS
 #pragma unroll 1
@@ -769,7 +772,10 @@ $DQ_CHUNK_GEMM
                         fm_fence_array(dq_acc);
 $DQ_STORE
                     }
-                    FM_RELEASE_STAGE(stage);"#;
+                    FM_RELEASE_STAGE(stage);
+#if FM_DET_CONSUMERS
+                    det_prev = sem_index;
+#endif"#;
 
 /// The group slices' epilogue ([`BackwardKernel::with_group_slices`]), consumer threads:
 /// this CTA's `dK · scale` and `dV` (its slice of the group's query heads) added into the

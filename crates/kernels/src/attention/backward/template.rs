@@ -361,8 +361,8 @@ $DQ_WRITER_WARP        }
         // barrier of the consumers; the step's own turn is read there too, ahead of the dS barrier that needs it.
         long long det_prev = -1;   // the semaphore of the step whose turn this CTA holds; -1: none
         int det_seen = -1;         // this step's semaphore as read under its GEMMs
-#if FM_PAIR
-#define FM_DET_SYNC(id) fm_named_sync_divergent<FM_CONSUMERS>(id)   // the two halves reach it from their own GEMMs
+#if FM_PAIR || FM_PAIRED_KEYS
+#define FM_DET_SYNC(id) fm_named_sync_divergent<FM_CONSUMERS>(id)   // reached from each half's own GEMMs, or a skipped step
 #else
 #define FM_DET_SYNC(id) fm_named_sync<FM_CONSUMERS>(id)
 #endif
