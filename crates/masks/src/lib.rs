@@ -108,6 +108,6 @@ pub use source::{
 pub use source::{DenseMask, DenseRows, IndexValue, MaskSource, Region};
 pub use transpose::{TransposedLists, TRANSPOSED_ENCODING};
 #[cfg(feature = "alloc")]
-pub use walks::{deterministic_walks, DeterministicWalks};
+pub use walks::{deterministic_walks, DeterministicWalks, PlaneWalker};
 
 pub use fragmask_gmma_frag::TiledAccumulator;

@@ -119,20 +119,65 @@ struct PlaneWalk<'a> {
     tile_offsets: &'a mut [i32],
 }
 
+/// The list-scheduling model of [`deterministic_walks`] over one plane: its key tiles (or
+/// the paired backward's key-block pairs), taken in launch order, each order their query
+/// tiles by when the one before them at each query tile is expected to leave it.
+#[derive(Debug, Clone)]
+pub struct PlaneWalker {
+    /// When each query tile's last visitor (in launch order) is expected to leave it.
+    free: Vec<Option<i64>>,
+    /// A key tile's mean steps, in hundredths: one launch wave's spacing.
+    mean: i64,
+    at_once: i64,
+}
+
+impl PlaneWalker {
+    /// One step in hundredths.
+    const STEP: i64 = 100;
+
+    /// A plane of `query_tiles` query tiles whose `key_tiles` walkers take `steps` steps in
+    /// all, launched `at_once` at a time.
+    pub fn new(query_tiles: usize, steps: usize, key_tiles: usize, at_once: usize) -> Self {
+        let steps = i64::try_from(steps).unwrap_or(i64::MAX / Self::STEP);
+        let key_tiles = i64::try_from(key_tiles.max(1)).unwrap_or(i64::MAX);
+        Self {
+            free: vec![None; query_tiles],
+            mean: steps.saturating_mul(Self::STEP) / key_tiles,
+            at_once: i64::try_from(at_once.max(1)).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Orders the steps of the plane's `n`-th walker (launch order, each walker once, in
+    /// order) by when their query tile (`query_tile` of a step) is expected to be free,
+    /// and records when this walker leaves each. Steps outside the plane's query tiles go
+    /// first and are not recorded.
+    pub fn walk<T>(&mut self, n: usize, steps: &mut [T], query_tile: impl Fn(&T) -> usize) {
+        let free = |q: usize| self.free.get(q).copied().flatten();
+        steps.sort_by_key(|s| {
+            let q = query_tile(s);
+            (free(q), q)
+        });
+        let wave = i64::try_from(n).unwrap_or(i64::MAX) / self.at_once;
+        let mut t = wave.saturating_mul(self.mean);
+        for s in steps.iter() {
+            if let Some(slot) = self.free.get_mut(query_tile(s)) {
+                t = t.max(slot.unwrap_or(0)).saturating_add(Self::STEP);
+                *slot = Some(t + TURN_UNITS_PER_STEP * Self::STEP / 100);
+            }
+        }
+    }
+}
+
 /// Walks the rows of one plane (list scheduling in launch order, [`deterministic_walks`]).
 fn walk_plane(transposed: &BlockLists, per_plane: usize, at_once: usize, job: &mut PlaneWalk<'_>) {
     let row_len = transposed.row_len();
     let [num, idx, full_num, full_idx, offsets] = transposed.parts();
-    let at_once = at_once.max(1) as i64;
-    let step = 100i64;
     let plane_rows = job.first_row..job.first_row + job.counts.len();
-    let entries: i64 = plane_rows
+    let entries: usize = plane_rows
         .clone()
-        .map(|r| i64::from(num[r].max(0)) + i64::from(full_num[r].max(0)))
+        .map(|r| num[r].max(0) as usize + full_num[r].max(0) as usize)
         .sum();
-    let mean = entries * step / (per_plane.max(1) as i64);
-    // When each query tile's last visitor (in launch order) is expected to leave it.
-    let mut free: Vec<Option<i64>> = vec![None; row_len];
+    let mut walker = PlaneWalker::new(row_len, entries, per_plane, at_once);
     // One row's entries (query tile, words tile or -1).
     let mut row: Vec<(i32, i32)> = Vec::with_capacity(row_len);
     for (n, r) in plane_rows.enumerate() {
@@ -145,12 +190,7 @@ fn walk_plane(transposed: &BlockLists, per_plane: usize, at_once: usize, job: &m
                 .chain((0..nf.min(row_len)).map(|e| (full_idx[base + e], -1)))
                 .filter(|&(q, _)| (q as usize) < row_len),
         );
-        row.sort_by_key(|&(q, _)| (free[q as usize], q));
-        let mut t = (n as i64 / at_once) * mean;
-        for &(q, _) in &row {
-            t = t.max(free[q as usize].unwrap_or(0)) + step;
-            free[q as usize] = Some(t + TURN_UNITS_PER_STEP * step / 100);
-        }
+        walker.walk(n, &mut row, |&(q, _)| q as usize);
         job.counts[n] = row.len() as i32;
         let local = n * row_len;
         for (e, &(q, off)) in row.iter().enumerate() {

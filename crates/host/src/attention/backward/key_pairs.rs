@@ -10,12 +10,14 @@
 //!   rows); an odd block count leaves the last pair `(a, -1)`.
 //! - **Order**: a plane's pairs by steps, most first (ties: smaller key block 0 first),
 //!   since CTA `x` takes header `x`; a pair's steps ascend in query tile, one per query
-//!   tile of the union.
+//!   tile of the union, or, in the deterministic mode, take the walk order
+//!   ([`fragmask_masks::PlaneWalker`], docs/backward.md "Walk orders"): each pair visits
+//!   its query tiles by when the pairs launched before it are expected to leave them.
 //! - **Turns**: each step carries the pair's rank among the plane's pairs before it (in
 //!   that order) that visit its query tile, the deterministic mode's dQ turn: a pair waits
 //!   only for pairs the grid launched before it.
 
-use fragmask_masks::TransposedLists;
+use fragmask_masks::{PlaneWalker, TransposedLists};
 
 use crate::attention::shared_kv::{greedy_window, pair_blocks};
 use crate::attention::AttentionError;
@@ -58,9 +60,14 @@ impl KeyPairTable {
     }
 }
 
-/// The paired-key-block step table of `t` (module docs).
-pub fn key_pair_table(t: &TransposedLists) -> Result<KeyPairTable, AttentionError> {
-    table_within(t, MAX_INTS)
+/// The paired-key-block step table of `t` (module docs): the steps of each pair ascend,
+/// or, with `walk_at_once`, take the walk order of a plane's pairs launched that many at
+/// a time.
+pub fn key_pair_table(
+    t: &TransposedLists,
+    walk_at_once: Option<usize>,
+) -> Result<KeyPairTable, AttentionError> {
+    table_within(t, MAX_INTS, walk_at_once)
 }
 
 fn too_large(max_ints: usize) -> AttentionError {
@@ -125,7 +132,11 @@ fn union_steps(a: &[(i32, i32)], b: &[(i32, i32)]) -> Vec<[i32; STEP_INTS]> {
 }
 
 /// [`key_pair_table`] with at most `max_ints` ints (an error beyond).
-fn table_within(t: &TransposedLists, max_ints: usize) -> Result<KeyPairTable, AttentionError> {
+fn table_within(
+    t: &TransposedLists,
+    max_ints: usize,
+    walk_at_once: Option<usize>,
+) -> Result<KeyPairTable, AttentionError> {
     let max_ints = max_ints.min(MAX_INTS);
     let (m_blocks, n_blocks) = (t.grid().m_blocks, t.grid().n_blocks);
     let planes = t.lists().rows().checked_div(n_blocks).unwrap_or(0);
@@ -175,6 +186,13 @@ fn table_within(t: &TransposedLists, max_ints: usize) -> Result<KeyPairTable, At
             )));
         }
         pairs.sort_by(|x, y| y.2.len().cmp(&x.2.len()).then(x.0.cmp(&y.0)));
+        if let Some(at_once) = walk_at_once {
+            let plane_steps = pairs.iter().map(|p| p.2.len()).sum();
+            let mut walker = PlaneWalker::new(m_blocks, plane_steps, pairs.len(), at_once);
+            for (n, (_, _, steps)) in pairs.iter_mut().enumerate() {
+                walker.walk(n, steps, |s| s[0] as usize);
+            }
+        }
         // The turns: per query tile, the pairs (in launch order) that visited it so far.
         let mut visitors = vec![0i32; m_blocks];
         for (_, _, steps) in &mut pairs {
@@ -333,7 +351,7 @@ mod tests {
         #[test]
         fn every_key_tile_of_every_plane_is_in_exactly_one_pair(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t).unwrap();
+            let table = key_pair_table(t, None).unwrap();
             let nb = t.grid().n_blocks;
             prop_assert_eq!(table.planes, t.lists().rows() / nb);
             prop_assert_eq!(table.pairs_per_plane, nb.div_ceil(2));
@@ -349,7 +367,7 @@ mod tests {
 
         #[test]
         fn headers_point_at_disjoint_step_ranges_that_tile_the_step_region(mask in masks()) {
-            let table = key_pair_table(mask.transposed().unwrap()).unwrap();
+            let table = key_pair_table(mask.transposed().unwrap(), None).unwrap();
             let first_step = table.planes * table.pairs_per_plane;
             prop_assert_eq!(table.ints.len(), (first_step + table.steps) * 4);
             let mut next = first_step;
@@ -365,7 +383,7 @@ mod tests {
         #[test]
         fn each_warpgroup_s_steps_are_exactly_its_key_tile_s_transposed_list(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t).unwrap();
+            let table = key_pair_table(t, None).unwrap();
             for (plane, pairs) in headers(&table).iter().enumerate() {
                 for &(kb0, kb1, first, count) in pairs {
                     let steps = steps_of(&table, first, count);
@@ -385,7 +403,7 @@ mod tests {
         #[test]
         fn steps_ascend_in_m_and_every_step_has_a_member(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t).unwrap();
+            let table = key_pair_table(t, None).unwrap();
             let mb = t.grid().m_blocks as i32;
             for pairs in headers(&table) {
                 for (_, _, first, count) in pairs {
@@ -403,9 +421,11 @@ mod tests {
         }
 
         #[test]
-        fn each_query_tile_s_visitors_take_turns_0_1_2_in_launch_order(mask in masks()) {
+        fn each_query_tile_s_visitors_take_turns_0_1_2_in_launch_order(
+            mask in masks(), walk in prop_oneof![Just(None), (1usize..6).prop_map(Some)],
+        ) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t).unwrap();
+            let table = key_pair_table(t, walk).unwrap();
             let mb = t.grid().m_blocks;
             for pairs in headers(&table) {
                 // Pair x's turn at m is the number of pairs before it (in x order) visiting m.
@@ -420,8 +440,34 @@ mod tests {
         }
 
         #[test]
+        fn walked_pairs_hold_the_ascending_steps_unvisited_query_tiles_first(
+            mask in masks(), at_once in 1usize..6,
+        ) {
+            let t = mask.transposed().unwrap();
+            let (plain, walked) = (key_pair_table(t, None).unwrap(), key_pair_table(t, Some(at_once)).unwrap());
+            prop_assert_eq!(&walked.ints[..walked.planes * walked.pairs_per_plane * HEADER_INTS],
+                &plain.ints[..plain.planes * plain.pairs_per_plane * HEADER_INTS]);
+            for pairs in headers(&walked) {
+                let mut visited = vec![false; t.grid().m_blocks];
+                for (_, _, first, count) in pairs {
+                    let steps: Vec<&[i32]> = steps_of(&walked, first, count).chunks(STEP_INTS).collect();
+                    let mut sorted = steps.clone();
+                    sorted.sort_unstable();
+                    let ascending: Vec<&[i32]> = steps_of(&plain, first, count).chunks(STEP_INTS).collect();
+                    // The same steps, turns included (a turn counts the pairs launched before).
+                    prop_assert_eq!(&sorted, &ascending);
+                    let new = steps.iter().take_while(|s| !visited[s[0] as usize]).count();
+                    prop_assert!(steps[new..].iter().all(|s| visited[s[0] as usize]), "{:?}", steps);
+                    for s in steps {
+                        visited[s[0] as usize] = true;
+                    }
+                }
+            }
+        }
+
+        #[test]
         fn pairs_of_a_plane_run_longest_first(mask in masks()) {
-            let table = key_pair_table(mask.transposed().unwrap()).unwrap();
+            let table = key_pair_table(mask.transposed().unwrap(), None).unwrap();
             for pairs in headers(&table) {
                 for w in pairs.windows(2) {
                     let (a, b) = (w[0], w[1]);
@@ -433,7 +479,7 @@ mod tests {
         #[test]
         fn the_union_never_has_more_steps_than_the_lists(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t).unwrap();
+            let table = key_pair_table(t, None).unwrap();
             let ms = |plane: usize, kb: i32| -> Vec<i32> {
                 if kb < 0 { Vec::new() } else { list(t, plane, kb as usize).iter().map(|e| e.0).collect() }
             };
@@ -481,7 +527,7 @@ mod tests {
     #[test]
     fn a_hand_made_mask_gives_the_exact_table() {
         let mask = example();
-        let table = key_pair_table(mask.transposed().unwrap()).unwrap();
+        let table = key_pair_table(mask.transposed().unwrap(), None).unwrap();
         // Head 0 pairs key tiles 0 and 2 (they share query tiles 0 and 1), key tile 1 is
         // alone; head 1 pairs the neighbours 0 and 1 (nothing shared anywhere) and puts
         // key tile 2's pair first (2 steps against 0). Partial offsets number the
@@ -518,9 +564,9 @@ mod tests {
     fn a_table_over_the_int_limit_is_an_error_not_a_panic() {
         let mask = example();
         let t = mask.transposed().unwrap();
-        assert_eq!(table_within(t, 36).unwrap().ints.len(), 36);
+        assert_eq!(table_within(t, 36, None).unwrap().ints.len(), 36);
         for limit in [0, 15, 16, 35] {
-            let e = table_within(t, limit).unwrap_err();
+            let e = table_within(t, limit, None).unwrap_err();
             assert!(matches!(e, AttentionError::Mask(_)), "{e}");
         }
     }

@@ -271,7 +271,12 @@ impl AttentionRunner {
                 if upload == Upload::Allowed
                     && super::super::choice::backward_paired_keys(&shape, m, &kernel, opts)? =>
             {
-                Some(key_pairs::key_pair_table(transposed_lists(m)?)?).filter(|t| t.list_steps > 0)
+                // The deterministic mode's walk orders, a plane's pairs one per SM at once.
+                let walk = (kernel.deterministic() && opts.deterministic_walks != Some(false))
+                    .then(|| self.sm_count())
+                    .transpose()?;
+                Some(key_pairs::key_pair_table(transposed_lists(m)?, walk)?)
+                    .filter(|t| t.list_steps > 0)
             }
             _ => None,
         };

@@ -375,7 +375,8 @@ pub const PAIRED_LISTS: &str = r#"// ---- schedule: paired key blocks, the union
 // the int4 index of the pair's first step, its steps), then per step an int4 (query tile, warpgroup 0's tile,
 // warpgroup 1's tile, rank): a tile >= 0 is partial (index along dim 0 of q_words), FM_FULL full, FM_NOT_MINE not in
 // that warpgroup's list (the warpgroup skips the step); the rank is the number of the plane's pairs before this one
-// (in launch order) that visit the query tile, the deterministic mode's dQ turn. Steps ascend in the query tile.
+// (in launch order) that visit the query tile, the deterministic mode's dQ turn. Steps ascend in the query tile
+// (in the deterministic mode: the host's walk order, docs/backward.md "Walk orders").
 #define FM_FULL (-1)
 #define FM_NOT_MINE (-2)
 struct fm_schedule {
