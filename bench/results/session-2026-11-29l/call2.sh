@@ -14,7 +14,7 @@ timeout 60 $B attention --backward --selftest --cases "deterministic [64x64] pai
 echo "guard rc=$rc"; tail -c 300 $R/guard.txt; [ $rc -eq 0 ] || exit 1
 timeout 120 $B attention --backward --selftest --cases "paired" > $R/selftest-paired.txt 2>&1
 echo "selftest paired rc=$? $(grep -c '^PASS' $R/selftest-paired.txt) pass $(grep -c '^FAIL' $R/selftest-paired.txt) fail"
-timeout 240 python3 $S/detdens.py $B 2 "0.05 0.1 0.2 0.3 0.5" "--deterministic --paired-keys off" "--deterministic --deterministic-walks off" "--deterministic" "" > $R/dens.txt 2>&1; echo "dens rc=$?"
+timeout 300 python3 $S/detdens.py $B 2 "0.05 0.1 0.2 0.3 0.5" "--deterministic --paired-keys off" "--deterministic --deterministic-walks off" "--deterministic" "" > $R/dens.txt 2>&1; echo "dens rc=$?"
 timeout 120 python3 $S0/binab.py $M $B 'bwd[.]wu002[.]blocks(10|50)$' 2 "--deterministic" > $R/ab.txt 2>&1; echo "ab rc=$?"
 for tool in memcheck racecheck synccheck; do
   for c in "deterministic [64x64] paired block-sparse x5" "paired random 50% odd 11 key blocks"; do
