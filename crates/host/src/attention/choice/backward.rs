@@ -178,9 +178,10 @@ pub const DETERMINISTIC_SECTION_PLANES: u32 = 8;
 /// S = 8192 (4 over 8) 0.941 / 0.995; half as many again is slower (S = 16384, 1 plane
 /// over 2: 1.068 / 1.069; S = 8192 2 over 4: 1.040 / 1.074; S = 4096 4 over 8: 1.006).
 /// The 64-token tile's one-warpgroup kernels agree (write-up 002, N = 23296, H = 12,
-/// 1 plane over 2: 0.962 / 0.991, `call4/`). Without the walk orders (before the writer
-/// warp) 4 planes ran 5% slower than 8 on block-sparse 10% at S = 16384, so lists built
-/// on the GPU keep 8.
+/// 1 plane over 2: 0.962 / 0.991, `call4/`). Without the walk orders, with the writer,
+/// 4 / 2 / 16 planes run 1.049 / 1.130 / 1.006 of 8 at block-sparse 10%, S = 16384
+/// (0.998 / 1.012 / 1.043 at 50%; `session-2026-11-29l/call4/`), so lists built on the
+/// GPU keep 8.
 pub const DETERMINISTIC_SECTION_QUERIES: usize = 32_768;
 
 /// Whether the backward runs the documents grid where it applies (see
