@@ -77,8 +77,8 @@ pub fn key_pair_table(
 /// 0.19 / 0.36 / 0.51 / 0.75): 0.671 / 0.722 / 0.840 / 0.947 / 1.060. Where nearly every
 /// pair visits every query tile, the ascending walks already pass the turns on in a
 /// wavefront.
-pub fn walks_pay<T>(plane_steps: usize, pairs: &[T], m_blocks: usize) -> bool {
-    (plane_steps as u128) * 5 <= (pairs.len() as u128) * (m_blocks as u128) * 3
+pub fn walks_pay(plane_steps: usize, pairs: usize, m_blocks: usize) -> bool {
+    (plane_steps as u128) * 5 <= (pairs as u128) * (m_blocks as u128) * 3
 }
 
 fn too_large(max_ints: usize) -> AttentionError {
@@ -198,7 +198,9 @@ fn table_within(
         }
         pairs.sort_by(|x, y| y.2.len().cmp(&x.2.len()).then(x.0.cmp(&y.0)));
         let plane_steps: usize = pairs.iter().map(|p| p.2.len()).sum();
-        if let Some(at_once) = walk_at_once.filter(|_| walks_pay(plane_steps, &pairs, m_blocks)) {
+        if let Some(at_once) =
+            walk_at_once.filter(|_| walks_pay(plane_steps, pairs.len(), m_blocks))
+        {
             let mut walker = PlaneWalker::new(m_blocks, plane_steps, pairs.len(), at_once);
             for (n, (_, _, steps)) in pairs.iter_mut().enumerate() {
                 walker.walk(n, steps, |s| s[0] as usize);
@@ -461,7 +463,7 @@ mod tests {
             for pairs in headers(&walked) {
                 let mut visited = vec![false; t.grid().m_blocks];
                 let plane_steps = pairs.iter().map(|p| p.3).sum();
-                let walks = walks_pay(plane_steps, &pairs, t.grid().m_blocks);
+                let walks = walks_pay(plane_steps, pairs.len(), t.grid().m_blocks);
                 for (_, _, first, count) in pairs {
                     let steps: Vec<&[i32]> = steps_of(&walked, first, count).chunks(STEP_INTS).collect();
                     let mut sorted = steps.clone();
@@ -538,6 +540,16 @@ mod tests {
             EMPTY, EMPTY, WHOLE,
         ];
         packed(1, 2, 3, 3, &class)
+    }
+
+    #[test]
+    fn pairs_walk_up_to_a_fill_of_three_fifths() {
+        // 10 pairs over 20 query tiles: 200 slots, 120 of them is the bound.
+        assert!(walks_pay(120, 10, 20));
+        assert!(!walks_pay(121, 10, 20));
+        assert!(walks_pay(0, 0, 0));
+        assert!(!walks_pay(1, 0, 20));
+        assert!(!walks_pay(usize::MAX, usize::MAX, 1));
     }
 
     #[test]
