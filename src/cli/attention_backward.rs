@@ -66,8 +66,9 @@ pub struct BackwardFlags {
     #[arg(long, value_parser = super::parse_on_off)]
     pub paired_keys: Option<bool>,
     /// Whether the deterministic mode walks each key tile's query tiles by when their dQ turns
-    /// are expected to be free (for A/B measurements; host-held tile lists only): `on` or
-    /// `off` (ascending). Default: on where it applies.
+    /// are expected to be free (for A/B measurements; host-held tile lists and paired key
+    /// blocks only): `on` (paired blocks: on every plane) or `off` (ascending). Default: on
+    /// where it applies (paired blocks: on planes sparse enough to gain).
     #[arg(long, value_parser = super::parse_on_off)]
     pub deterministic_walks: Option<bool>,
 }

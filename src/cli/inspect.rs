@@ -142,7 +142,10 @@ pub fn run(args: InspectArgs) -> CmdResult {
             );
             // A 64x64 mask's backward pairs its key blocks (docs/backward.md): what they load.
             if (bwd.block_m(), bwd.block_n()) == (64, 64) {
-                match fragmask::host::attention::backward::key_pairs::key_pair_table(t, None) {
+                match fragmask::host::attention::backward::key_pairs::key_pair_table(
+                    t,
+                    fragmask::host::attention::backward::key_pairs::PairWalks::Ascending,
+                ) {
                     Ok(pairs) => println!(
                         "  paired key blocks (the backward's default on this tile): {} union steps for \
                          {} list entries ({:.3} of the Q/dO loads and dQ reductions)",

@@ -60,14 +60,25 @@ impl KeyPairTable {
     }
 }
 
-/// The paired-key-block step table of `t` (module docs): the steps of each pair ascend,
-/// or, with `walk_at_once`, take the walk order of a plane's pairs launched that many at
-/// a time where that pays ([`walks_pay`]).
+/// The order of each pair's steps ([`key_pair_table`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairWalks {
+    /// Ascending in the query tile.
+    Ascending,
+    /// The walk order of a plane's pairs launched this many at a time, where that pays
+    /// ([`walks_pay`]); ascending elsewhere.
+    WherePays(usize),
+    /// The walk order on every plane (pairs launched this many at a time).
+    Always(usize),
+}
+
+/// The paired-key-block step table of `t` (module docs), each pair's steps in the order
+/// `walks` says.
 pub fn key_pair_table(
     t: &TransposedLists,
-    walk_at_once: Option<usize>,
+    walks: PairWalks,
 ) -> Result<KeyPairTable, AttentionError> {
-    table_within(t, MAX_INTS, walk_at_once)
+    table_within(t, MAX_INTS, walks)
 }
 
 /// Whether a plane's pairs take the walk order: where their steps fill at most 60% of
@@ -146,7 +157,7 @@ fn union_steps(a: &[(i32, i32)], b: &[(i32, i32)]) -> Vec<[i32; STEP_INTS]> {
 fn table_within(
     t: &TransposedLists,
     max_ints: usize,
-    walk_at_once: Option<usize>,
+    walks: PairWalks,
 ) -> Result<KeyPairTable, AttentionError> {
     let max_ints = max_ints.min(MAX_INTS);
     let (m_blocks, n_blocks) = (t.grid().m_blocks, t.grid().n_blocks);
@@ -198,9 +209,12 @@ fn table_within(
         }
         pairs.sort_by(|x, y| y.2.len().cmp(&x.2.len()).then(x.0.cmp(&y.0)));
         let plane_steps: usize = pairs.iter().map(|p| p.2.len()).sum();
-        if let Some(at_once) =
-            walk_at_once.filter(|_| walks_pay(plane_steps, pairs.len(), m_blocks))
-        {
+        let walk_at_once = match walks {
+            PairWalks::Ascending => None,
+            PairWalks::WherePays(n) => walks_pay(plane_steps, pairs.len(), m_blocks).then_some(n),
+            PairWalks::Always(n) => Some(n),
+        };
+        if let Some(at_once) = walk_at_once {
             let mut walker = PlaneWalker::new(m_blocks, plane_steps, pairs.len(), at_once);
             for (n, (_, _, steps)) in pairs.iter_mut().enumerate() {
                 walker.walk(n, steps, |s| s[0] as usize);
@@ -364,7 +378,7 @@ mod tests {
         #[test]
         fn every_key_tile_of_every_plane_is_in_exactly_one_pair(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t, None).unwrap();
+            let table = key_pair_table(t, PairWalks::Ascending).unwrap();
             let nb = t.grid().n_blocks;
             prop_assert_eq!(table.planes, t.lists().rows() / nb);
             prop_assert_eq!(table.pairs_per_plane, nb.div_ceil(2));
@@ -380,7 +394,7 @@ mod tests {
 
         #[test]
         fn headers_point_at_disjoint_step_ranges_that_tile_the_step_region(mask in masks()) {
-            let table = key_pair_table(mask.transposed().unwrap(), None).unwrap();
+            let table = key_pair_table(mask.transposed().unwrap(), PairWalks::Ascending).unwrap();
             let first_step = table.planes * table.pairs_per_plane;
             prop_assert_eq!(table.ints.len(), (first_step + table.steps) * 4);
             let mut next = first_step;
@@ -396,7 +410,7 @@ mod tests {
         #[test]
         fn each_warpgroup_s_steps_are_exactly_its_key_tile_s_transposed_list(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t, None).unwrap();
+            let table = key_pair_table(t, PairWalks::Ascending).unwrap();
             for (plane, pairs) in headers(&table).iter().enumerate() {
                 for &(kb0, kb1, first, count) in pairs {
                     let steps = steps_of(&table, first, count);
@@ -416,7 +430,7 @@ mod tests {
         #[test]
         fn steps_ascend_in_m_and_every_step_has_a_member(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t, None).unwrap();
+            let table = key_pair_table(t, PairWalks::Ascending).unwrap();
             let mb = t.grid().m_blocks as i32;
             for pairs in headers(&table) {
                 for (_, _, first, count) in pairs {
@@ -435,7 +449,11 @@ mod tests {
 
         #[test]
         fn each_query_tile_s_visitors_take_turns_0_1_2_in_launch_order(
-            mask in masks(), walk in prop_oneof![Just(None), (1usize..6).prop_map(Some)],
+            mask in masks(), walk in prop_oneof![
+                Just(PairWalks::Ascending),
+                (1usize..6).prop_map(PairWalks::WherePays),
+                (1usize..6).prop_map(PairWalks::Always),
+            ],
         ) {
             let t = mask.transposed().unwrap();
             let table = key_pair_table(t, walk).unwrap();
@@ -453,17 +471,18 @@ mod tests {
         }
 
         #[test]
-        fn walked_pairs_hold_the_ascending_steps_unvisited_query_tiles_first_below_the_fill(
-            mask in masks(), at_once in 1usize..6,
+        fn walked_pairs_hold_the_ascending_steps_unvisited_query_tiles_first_where_they_walk(
+            mask in masks(), at_once in 1usize..6, always in any::<bool>(),
         ) {
             let t = mask.transposed().unwrap();
-            let (plain, walked) = (key_pair_table(t, None).unwrap(), key_pair_table(t, Some(at_once)).unwrap());
+            let walks = if always { PairWalks::Always(at_once) } else { PairWalks::WherePays(at_once) };
+            let (plain, walked) = (key_pair_table(t, PairWalks::Ascending).unwrap(), key_pair_table(t, walks).unwrap());
             prop_assert_eq!(&walked.ints[..walked.planes * walked.pairs_per_plane * HEADER_INTS],
                 &plain.ints[..plain.planes * plain.pairs_per_plane * HEADER_INTS]);
             for pairs in headers(&walked) {
                 let mut visited = vec![false; t.grid().m_blocks];
                 let plane_steps = pairs.iter().map(|p| p.3).sum();
-                let walks = walks_pay(plane_steps, pairs.len(), t.grid().m_blocks);
+                let walks = always || walks_pay(plane_steps, pairs.len(), t.grid().m_blocks);
                 for (_, _, first, count) in pairs {
                     let steps: Vec<&[i32]> = steps_of(&walked, first, count).chunks(STEP_INTS).collect();
                     let mut sorted = steps.clone();
@@ -485,7 +504,7 @@ mod tests {
 
         #[test]
         fn pairs_of_a_plane_run_longest_first(mask in masks()) {
-            let table = key_pair_table(mask.transposed().unwrap(), None).unwrap();
+            let table = key_pair_table(mask.transposed().unwrap(), PairWalks::Ascending).unwrap();
             for pairs in headers(&table) {
                 for w in pairs.windows(2) {
                     let (a, b) = (w[0], w[1]);
@@ -497,7 +516,7 @@ mod tests {
         #[test]
         fn the_union_never_has_more_steps_than_the_lists(mask in masks()) {
             let t = mask.transposed().unwrap();
-            let table = key_pair_table(t, None).unwrap();
+            let table = key_pair_table(t, PairWalks::Ascending).unwrap();
             let ms = |plane: usize, kb: i32| -> Vec<i32> {
                 if kb < 0 { Vec::new() } else { list(t, plane, kb as usize).iter().map(|e| e.0).collect() }
             };
@@ -555,7 +574,7 @@ mod tests {
     #[test]
     fn a_hand_made_mask_gives_the_exact_table() {
         let mask = example();
-        let table = key_pair_table(mask.transposed().unwrap(), None).unwrap();
+        let table = key_pair_table(mask.transposed().unwrap(), PairWalks::Ascending).unwrap();
         // Head 0 pairs key tiles 0 and 2 (they share query tiles 0 and 1), key tile 1 is
         // alone; head 1 pairs the neighbours 0 and 1 (nothing shared anywhere) and puts
         // key tile 2's pair first (2 steps against 0). Partial offsets number the
@@ -592,9 +611,15 @@ mod tests {
     fn a_table_over_the_int_limit_is_an_error_not_a_panic() {
         let mask = example();
         let t = mask.transposed().unwrap();
-        assert_eq!(table_within(t, 36, None).unwrap().ints.len(), 36);
+        assert_eq!(
+            table_within(t, 36, PairWalks::Ascending)
+                .unwrap()
+                .ints
+                .len(),
+            36
+        );
         for limit in [0, 15, 16, 35] {
-            let e = table_within(t, limit, None).unwrap_err();
+            let e = table_within(t, limit, PairWalks::Ascending).unwrap_err();
             assert!(matches!(e, AttentionError::Mask(_)), "{e}");
         }
     }

@@ -86,8 +86,9 @@ pub struct BackwardOptions {
     /// Whether the deterministic mode's key tiles walk their query tiles by when their dQ
     /// turns are expected to be free (`fragmask_masks::deterministic_walks`, uploaded with
     /// the plan; host-held tile lists whose entries the kernel reads, and the paired key
-    /// blocks' table, `key_pairs`); `None` is on where it applies, `Some(false)` ascending
-    /// (the lists' own order).
+    /// blocks' table, `key_pairs`); `None` is on where it applies (for the pairs: where it
+    /// pays, `key_pairs::walks_pay`), `Some(true)` on (the pairs on every plane),
+    /// `Some(false)` ascending (the lists' own order).
     pub deterministic_walks: Option<bool>,
     /// (KV head, batch) planes per section of the window walk's launch order
     /// (`BackwardParams::head_section`; 1: the grid's order); `None` is the default

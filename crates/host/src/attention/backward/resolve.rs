@@ -272,9 +272,11 @@ impl AttentionRunner {
                     && super::super::choice::backward_paired_keys(&shape, m, &kernel, opts)? =>
             {
                 // The deterministic mode's walk orders, a plane's pairs one per SM at once.
-                let walk = (kernel.deterministic() && opts.deterministic_walks != Some(false))
-                    .then(|| self.sm_count())
-                    .transpose()?;
+                let walk = match (kernel.deterministic(), opts.deterministic_walks) {
+                    (false, _) | (true, Some(false)) => key_pairs::PairWalks::Ascending,
+                    (true, None) => key_pairs::PairWalks::WherePays(self.sm_count()?),
+                    (true, Some(true)) => key_pairs::PairWalks::Always(self.sm_count()?),
+                };
                 Some(key_pairs::key_pair_table(transposed_lists(m)?, walk)?)
                     .filter(|t| t.list_steps > 0)
             }
