@@ -85,9 +85,11 @@ pub fn key_pair_table(
 /// (pairs x query tiles). Write-up 002's backward (N = 23296, H = 12, D = 128, 64-token
 /// blocks; one H200, 2 interleaved rounds, `bench/results/session-2026-11-29l/call2/`),
 /// walked over ascending at 5 / 10 / 20 / 30 / 50% of the blocks kept (fill about 0.10 /
-/// 0.19 / 0.36 / 0.51 / 0.75): 0.671 / 0.722 / 0.840 / 0.947 / 1.060. Where nearly every
-/// pair visits every query tile, the ascending walks already pass the turns on in a
-/// wavefront.
+/// 0.19 / 0.36 / 0.51 / 0.75): 0.671 / 0.722 / 0.840 / 0.947 / 1.060. Both sides of the
+/// bound against this rule (`call5/`, 2 ABBA pairs): walks off at 30 / 35% (fill 0.51 /
+/// 0.58) 1.060 / 1.020; walks on at 40 / 45 / 50 / 60% (fill 0.64 / 0.70 / 0.75 / 0.84)
+/// 1.019 / 1.041 / 1.056 / 1.069. Where nearly every pair visits every query tile, the
+/// ascending walks already pass the turns on in a wavefront.
 pub fn walks_pay(plane_steps: usize, pairs: usize, m_blocks: usize) -> bool {
     (plane_steps as u128) * 5 <= (pairs as u128) * (m_blocks as u128) * 3
 }
