@@ -754,11 +754,7 @@ const PAIRED_SKIP: &str = r#"#if FM_DET_CONSUMERS
                     // The consumers' dQ turn, as the computing branch takes it: the step before's turn passed on
                     // (the other warpgroup meets this barrier from its GEMMs), then this step's rank and wait.
                     FM_DET_PASS_AND_READ();
-                    if (ct - 128 * half < 32) {
-                        const int rank = fm_step_rank(p, sched, batch, head, n_cta, t);
-                        if (ct == 128 * half && det_seen != rank) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
-                        __syncwarp();
-                    }
+                    FM_DET_WAIT_TURN();
 #endif
                     $DQ_BEFORE_SYNC
                     $DS_SYNC

@@ -379,6 +379,18 @@ $DQ_WRITER_WARP        }
         FM_DET_RELEASE();                                                                                         \
         if (ct == 128 * half) det_seen = fm_ld_relaxed(p.sem + sem_index);                                        \
     } while (0)
+// The step's turn: the column group's first consumer warp takes the rank (warp-wide), then lane 0 waits for it. A
+// read ahead that saw the turn needs no acquire: this CTA reads nothing the others write, and its reductions, issued
+// once that value is back (a control dependency, then the dS barrier), reach L2 after the ones the value's release
+// add followed.
+#define FM_DET_WAIT_TURN()                                                                                          \
+    do {                                                                                                          \
+        if (ct - 128 * half < 32) {                                                                               \
+            const int rank = fm_step_rank(p, sched, batch, head, n_cta, t);                                       \
+            if (ct == 128 * half && det_seen != rank) while (fm_ld_acquire(p.sem + sem_index) != rank) { }        \
+            __syncwarp();                                                                                         \
+        }                                                                                                         \
+    } while (0)
 #else
 #define FM_DET_PASS_AND_READ() do { } while (0)
 #endif
@@ -572,14 +584,7 @@ $PAIRED_SKIP
                 fm_kv_grad(dv_acc, p_a, desc_do_mn + q_off16);   // dV += P^T dO
 #endif
 #if FM_DET_CONSUMERS
-                if (ct - 128 * half < 32) {   // the column group's first consumer warp: rank (warp-wide), then lane 0 waits for its turn
-                    const int rank = fm_step_rank(p, sched, batch, head, n_cta, t);
-                    // A read ahead that saw the turn needs no acquire: this CTA reads nothing the others write, and
-                    // its reductions, issued once that value is back (a control dependency, then the dS barrier),
-                    // reach L2 after the ones the value's release add followed.
-                    if (ct == 128 * half && det_seen != rank) while (fm_ld_acquire(p.sem + sem_index) != rank) { }
-                    __syncwarp();
-                }
+                FM_DET_WAIT_TURN();
 #endif
                 $DQ_BEFORE_SYNC
                 $DS_SYNC
