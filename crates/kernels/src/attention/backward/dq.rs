@@ -30,12 +30,7 @@ const DQ_WRITER_STORE: &str = r#"                    const int b = cw * FM_DQ_BU
                     const unsigned buf = smem_dqs + (unsigned)b * $DQ_CHUNK_BYTESu;
                     fm_named_sync<128 + 32>(FM_BAR_DQ_EMPTY + b);   // the writer has read this buffer's previous chunk
 $DQ_STAGE_PAIRS
-                    // The chunk is staged. The barrier id as a constant (one arm per buffer): a register id is read
-                    // only when the arrive leaves the MIO queue behind the stores, and the step's top, which
-                    // reuses that register, waited for it (docs/backward.md, "The stage release").
-#pragma unroll
-                    for (int bb = 0; bb < FM_WG * FM_DQ_BUFS; ++bb)
-                        if (bb == b) fm_named_arrive<128 + 32>(FM_BAR_DQ_FULL + bb);"#;
+                    fm_named_arrive<128 + 32>(FM_BAR_DQ_FULL + b);   // the chunk is staged"#;
 
 /// The writer warp (warp 1 of the producer warpgroup; FlashAttention-3's `dQaccum_store`):
 /// it walks the CTA's steps as the producer warp does; per step it hands every staging
