@@ -430,7 +430,16 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
         ("PAIRED_KEYS", u32::from(k.paired_keys()).to_string()),
         (
             "PAIRED_SKIP",
-            if k.paired_keys() { PAIRED_SKIP } else { "" }.to_string(),
+            if k.paired_keys() {
+                [
+                    PAIRED_SKIP_BEFORE_CHUNKS,
+                    &dq_chunks(false, "                    "),
+                    PAIRED_SKIP_AFTER_CHUNKS,
+                ]
+                .join("\n")
+            } else {
+                String::new()
+            },
         ),
         // The step's dS barrier: with paired key blocks a warpgroup skipping the step reaches
         // it from PAIRED_SKIP while the other computes, so it is not the aligned form there.
@@ -445,6 +454,7 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
             .to_string(),
         ),
         ("DQ_CHUNK_GEMM", DQ_CHUNK_GEMM.to_string()),
+        ("DQ_CHUNKS_AND_DK", dq_chunks(true, "                ")),
         ("DS_KEY64_OFFSET16", key64.0.to_string()),
         ("K_MN_KEY64_OFFSET16", key64.1.to_string()),
         (
@@ -727,6 +737,67 @@ pub(super) fn generate(k: &BackwardKernel) -> Result<String, ConfigError> {
     Ok(src)
 }
 
+/// The warpgroup's dQ chunks of a step, items `wg + FM_WG * u` of its `FM_DQ_ITEMS` (column
+/// chunk `item % (FM_DKV / 64)` of query half `item / (FM_DKV / 64)`), each issued, waited and
+/// staged in turn, the lines indented by `indent`. With `and_dk` (the computing step), the
+/// warpgroup's `dK += dSᵀ Q` is issued behind its first chunk, or alone where it has none, so
+/// the chunk's store runs under the dK GEMM (wgmma groups complete in order: `wait<1>` leaves
+/// only dK in flight; FlashAttention-4's `flash_bwd_sm90` order). Without (a paired-key step
+/// whose block sees no query), each chunk is waited whole.
+fn dq_chunks(and_dk: bool, indent: &str) -> String {
+    const DK: &str = "fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q";
+    let mut lines = Vec::new();
+    if and_dk {
+        lines.extend([
+            "// dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs".to_string(),
+            "// under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;".to_string(),
+            "// FlashAttention-4's flash_bwd_sm90 order).".to_string(),
+            "// Chunks item = wg + FM_WG * u of the step's FM_DQ_ITEMS: column chunk c = item % (FM_DKV / 64) of".to_string(),
+            "// query half qh = item / (FM_DKV / 64).".to_string(),
+        ]);
+    }
+    lines.push("#pragma unroll 1".to_string());
+    lines.push("for (int u = 0; u < (FM_DQ_ITEMS + FM_WG - 1) / FM_WG; ++u) {".to_string());
+    lines.push("    const int item = wg + FM_WG * u;".to_string());
+    if and_dk {
+        lines.extend([
+            "    if (item >= FM_DQ_ITEMS) {".to_string(),
+            format!("        if (u == 0) {DK} (no dQ chunk here)"),
+            "        break;".to_string(),
+            "    }".to_string(),
+        ]);
+    } else {
+        lines.push("    if (item >= FM_DQ_ITEMS) break;".to_string());
+    }
+    lines.push("$DQ_CHUNK_GEMM".to_string());
+    if and_dk {
+        lines.extend([
+            "    if (u == 0) {".to_string(),
+            format!("        {DK}"),
+            "        fm_wgmma_wait<1>();".to_string(),
+            "    } else {".to_string(),
+            "        fm_wgmma_wait<0>();".to_string(),
+            "    }".to_string(),
+        ]);
+    } else {
+        lines.push("    fm_wgmma_wait<0>();".to_string());
+    }
+    lines.push("    fm_fence_array(dq_acc);".to_string());
+    lines.push("$DQ_STORE".to_string());
+    lines.push("}".to_string());
+    lines
+        .iter()
+        .map(|l| {
+            if l.starts_with('$') || l.starts_with('#') {
+                l.clone()
+            } else {
+                format!("{indent}{l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// One dQ chunk of the step (`item` of the warpgroup's): its column chunk `c`, query half
 /// `qh` and first column, and the GEMM `dS(half qh) K(:, col0..)` into `dq_acc`, issued
 /// (the caller waits).
@@ -748,9 +819,9 @@ const DQ_CHUNK_GEMM: &str = "                    // (one half: qh is 0 at compil
 
 /// The step of a paired-key warpgroup whose block does not see the step's queries
 /// (`BackwardKernel::with_paired_keys`): the consumers' dS barrier, its dQ chunks over the
-/// other warpgroup's 64 keys (each waited before the next: no wgmma outlives the branch),
-/// the stage released.
-const PAIRED_SKIP: &str = r#"#if FM_DET_CONSUMERS
+/// other warpgroup's 64 keys (`dq_chunks` without dK: no wgmma outlives the branch), the
+/// stage released.
+const PAIRED_SKIP_BEFORE_CHUNKS: &str = r#"#if FM_DET_CONSUMERS
                     // The consumers' dQ turn, as the computing branch takes it: the step before's turn passed on
                     // (the other warpgroup meets this barrier from its GEMMs), then this step's rank and wait.
                     FM_DET_PASS_AND_READ();
@@ -758,17 +829,8 @@ const PAIRED_SKIP: &str = r#"#if FM_DET_CONSUMERS
 #endif
                     $DQ_BEFORE_SYNC
                     $DS_SYNC
-                    $DQ_ROWS
-#pragma unroll 1
-                    for (int u = 0; u < (FM_DQ_ITEMS + FM_WG - 1) / FM_WG; ++u) {
-                        const int item = wg + FM_WG * u;
-                        if (item >= FM_DQ_ITEMS) break;
-$DQ_CHUNK_GEMM
-                        fm_wgmma_wait<0>();
-                        fm_fence_array(dq_acc);
-$DQ_STORE
-                    }
-                    FM_RELEASE_STAGE(stage);
+                    $DQ_ROWS"#;
+const PAIRED_SKIP_AFTER_CHUNKS: &str = r#"                    FM_RELEASE_STAGE(stage);
 #if FM_DET_CONSUMERS
                     det_prev = sem_index;
 #endif"#;

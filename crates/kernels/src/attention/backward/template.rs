@@ -589,28 +589,7 @@ $PAIRED_SKIP
                 $DQ_BEFORE_SYNC
                 $DS_SYNC
                 $DQ_ROWS
-                // dK += dS^T Q is issued behind this warpgroup's first dQ chunk, so the chunk's store runs
-                // under the dK GEMM (wgmma groups complete in order: wait<1> leaves only dK in flight;
-                // FlashAttention-4's flash_bwd_sm90 order).
-                // Chunks item = wg + FM_WG * u of the step's FM_DQ_ITEMS: column chunk c = item % (FM_DKV / 64) of
-                // query half qh = item / (FM_DKV / 64).
-#pragma unroll 1
-                for (int u = 0; u < (FM_DQ_ITEMS + FM_WG - 1) / FM_WG; ++u) {
-                    const int item = wg + FM_WG * u;
-                    if (item >= FM_DQ_ITEMS) {
-                        if (u == 0) fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q (no dQ chunk here)
-                        break;
-                    }
-$DQ_CHUNK_GEMM
-                    if (u == 0) {
-                        fm_kv_grad(dk_acc, ds_a, desc_q_mn + q_off16);   // dK += dS^T Q
-                        fm_wgmma_wait<1>();
-                    } else {
-                        fm_wgmma_wait<0>();
-                    }
-                    fm_fence_array(dq_acc);
-$DQ_STORE
-                }
+$DQ_CHUNKS_AND_DK
                 fm_wgmma_wait<0>();
                 fm_fence_array(dv_acc);
                 fm_fence_array(dk_acc);
