@@ -6,7 +6,7 @@
 source bench/suite/device_env.sh
 K=.carry/${DIR:?DIR=<.carry folder>}; R=$OUT/r; mkdir -p $R
 fm_unxz $K/fm_main.xz main "$(cat $K/COMMIT_main)"; fm_unxz $K/fm_imm.xz imm "$(cat $K/COMMIT_imm)"
-M=/tmp/main/fragmask; B=/tmp/imm/fragmask; S=bench/results/session-2026-11-29m
+M=/tmp/main/fragmask; B=/tmp/imm/fragmask; S=bench/results/session-2026-11-29k   # binab.py (the call ran a byte-identical copy from this folder)
 trap 'tar -C $OUT -czf $OUT/r.tgz r' EXIT
 timeout 60 $B attention --backward --selftest --cases "none odd 200x317 d128" > $R/guard.txt 2>&1; rc=$?
 echo "guard rc=$rc"; tail -c 200 $R/guard.txt; [ $rc -eq 0 ] || exit 1
