@@ -5,7 +5,7 @@
 
 Per workload the ``fragmask bench`` command is built once (any mask file packed once, as
 ``run.py --interleave`` does), then each FLAGS variant (appended to it) runs against the
-command as it is in ABBA pairs (interleave.time_pairs). ``--base`` flags go on both sides
+command as it is in ABBA pairs (interleave.time_commands). ``--base`` flags go on both sides
 (the A side is then the command with them). ``--set`` overrides a workload parameter for
 this run (``--set mask=blocks64:0.2 --set dim=64``: each selected row runs with it; values
 parse as int, float, true/false, else a string). Prints one line per workload and variant:
@@ -115,14 +115,10 @@ def main(argv):
         with tempfile.TemporaryDirectory() as tmp:
             cmd = interleave.command(w, interleave.SYSTEM, binary, 5, 20, tmp)
             for flags in variants:
-                calls = sides(cmd, base, flags)
-                ms = {"A": [], "B": []}
-                kernels = {}
-                for side in interleave.abba(pairs):
-                    out = attention.run_cli(calls[side])
-                    ms[side].append(out["ms_median"])
-                    kernels.setdefault(side, out.get("kernel"))
-                    report["device"] = report["device"] or out.get("device", "")
+                ms, first = interleave.time_commands(sides(cmd, base, flags), pairs,
+                                                     attention.run_cli)
+                kernels = {side: out.get("kernel") for side, out in first.items()}
+                report["device"] = report["device"] or first["A"].get("device", "")
                 ratios = [b / a for a, b in zip(ms["A"], ms["B"])]
                 row = {"workload": w["name"], "flags": flags,
                        "a_ms": statistics.median(ms["A"]), "b_ms": statistics.median(ms["B"]),

@@ -59,22 +59,30 @@ def command(workload, system, binary, warmup, iters, tmp):
     return attention.cli_command(binary, p, extra, warmup, iters, tmp)
 
 
-def time_pairs(cmd, binaries, pairs, run_cli):
-    """Runs ``cmd`` with its binary replaced by ``binaries["A"]`` or ``["B"]`` in ABBA order.
-    Returns ({"A": [ms per pair], "B": [...]}, {"A": kernel, "B": kernel}); raises
+def time_commands(calls, pairs, run_cli):
+    """Runs ``calls["A"]`` and ``calls["B"]`` (two commands) in ABBA order. Returns
+    ({"A": [ms per pair], "B": [...]}, {"A": first output, "B": first output}); raises
     PairFailed at the first call that fails or reports no time."""
     ms = {"A": [], "B": []}
-    kernels = {}
+    first = {}
     for side in abba(pairs):
         try:
-            out = run_cli([binaries[side]] + cmd[1:])
+            out = run_cli(calls[side])
         except Exception as e:
             raise PairFailed(side, f"{type(e).__name__}: {e}".replace("\n", " ")[:300]) from e
         if not out.get("ms_median"):
             raise PairFailed(side, f"no ms_median in the output: {json.dumps(out)[:200]}")
         ms[side].append(out["ms_median"])
-        kernels.setdefault(side, out.get("kernel"))
-    return ms, kernels
+        first.setdefault(side, out)
+    return ms, first
+
+
+def time_pairs(cmd, binaries, pairs, run_cli):
+    """Runs ``cmd`` with its binary replaced by ``binaries["A"]`` or ``["B"]`` in ABBA order
+    (time_commands). Returns ({"A": [ms per pair], "B": [...]}, {"A": kernel, "B": kernel})."""
+    ms, first = time_commands({side: [binaries[side]] + cmd[1:] for side in ("A", "B")},
+                              pairs, run_cli)
+    return ms, {side: out.get("kernel") for side, out in first.items()}
 
 
 def rows(selected, systems, binaries, pairs, warmup, iters, budget_s=0, run_cli=None):

@@ -1042,7 +1042,6 @@ pub fn default_cases() -> Vec<BackwardCase> {
             },
             5,
         ),
-
         (
             "deterministic [64x64] random 50% x5 d64 (the 64-token tile's one warpgroup)",
             shape(1, 2, 2, 384, 384, 64),

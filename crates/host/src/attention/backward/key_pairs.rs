@@ -227,9 +227,12 @@ fn table_within(
         for (_, _, steps) in &mut pairs {
             for step in steps.iter_mut() {
                 // union_steps took m from lists key_block_list checked to be below m_blocks.
-                let count = visitors
-                    .get_mut(step[0] as usize)
-                    .ok_or_else(|| too_large(max_ints))?;
+                let count = visitors.get_mut(step[0] as usize).ok_or_else(|| {
+                    AttentionError::Mask(format!(
+                        "a paired step's query tile {} is outside the {m_blocks} query tiles",
+                        step[0]
+                    ))
+                })?;
                 step[3] = *count;
                 *count += 1;
             }
